@@ -1,0 +1,1 @@
+"""beta-TCVAE (Chen et al., 2018) and beta-VAE (Higgins et al., 2017)."""

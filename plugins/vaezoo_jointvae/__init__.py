@@ -1,0 +1,21 @@
+"""Joint VAE (Dupont, 2018, "Learning Disentangled Joint Continuous and Discrete Representations").
+
+Registers the ``jointvae`` architecture, the ``cluster_accuracy`` metric and the
+``jointvae-original`` checkpoint converter. Heavy imports happen inside the hooks.
+"""
+
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_register_architectures(register):
+    from vaezoo_jointvae.model import build_jointvae
+
+    register("jointvae", build_jointvae)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_metrics(register):
+    from vaezoo_jointvae.metrics import cluster_accuracy
+
+    register("cluster_accuracy", cluster_accuracy)

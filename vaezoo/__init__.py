@@ -1,0 +1,43 @@
+"""vaezoo: a model zoo of disentangled variational autoencoders.
+
+>>> import vaezoo
+>>> vaezoo.list_models("jointvae-*")
+>>> model = vaezoo.load("jointvae-mnist", device="cuda")
+
+Importing vaezoo does not import torch; :func:`load` does.
+"""
+
+from vaezoo.cards import get_card
+from vaezoo.hookspecs import hookimpl
+
+__version__ = "0.1.0"
+__all__ = ["load", "build_model", "list_models", "get_card", "hookimpl", "__version__"]
+
+
+def list_models(pattern: str = "*", dataset: str | None = None, architecture: str | None = None,
+                where: dict[str, str] | None = None) -> list[str]:
+    """Names of the zoo's models matching a shell-style ``pattern``, naturally sorted.
+
+    Args:
+        pattern: e.g. ``"jointvae-*"``.
+        dataset: keep models trained on this dataset.
+        architecture: keep models of this architecture.
+        where: ``{field: value}`` filters on the cards' ``model``/``train`` fields, e.g. ``{"beta": "6"}``.
+    """
+    from vaezoo.cards import list_cards
+
+    return [c.name for c in list_cards(pattern, dataset, architecture, where)]
+
+
+def build_model(card_or_name, device=None, dtype=None):
+    """Build the (untrained) model a card describes. See :func:`vaezoo.hub.build_model`."""
+    from vaezoo.hub import build_model as _build
+
+    return _build(card_or_name, device=device, dtype=dtype)
+
+
+def load(name: str, device=None, dtype=None, pretrained: bool = True):
+    """Load a zoo model by name, in eval mode. See :func:`vaezoo.hub.load`."""
+    from vaezoo.hub import load as _load
+
+    return _load(name, device=device, dtype=dtype, pretrained=pretrained)

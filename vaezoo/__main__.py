@@ -1,0 +1,5 @@
+import sys
+
+from vaezoo.cli import main
+
+sys.exit(main())

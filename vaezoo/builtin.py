@@ -1,0 +1,57 @@
+"""The core's own parts, registered through the same hooks plugins use.
+
+Imports of torch happen inside the hooks so that loading plugins stays light.
+"""
+
+from vaezoo.hookspecs import hookimpl
+
+
+@hookimpl
+def vaezoo_register_architectures(register):
+    from vaezoo.model import build_vae
+
+    register("vae", build_vae)
+
+
+@hookimpl
+def vaezoo_register_latent_families(register):
+    from vaezoo.latents import Gaussian, GumbelCategorical, Joint
+
+    register("gaussian", Gaussian)
+    register("gumbel_categorical", GumbelCategorical)
+    register("joint", Joint)
+
+
+@hookimpl
+def vaezoo_register_regularizers(register):
+    from vaezoo.regularizers import Beta, Capacity, TotalCorrelation
+
+    register("beta", Beta)
+    register("capacity", Capacity)
+    register("total_correlation", TotalCorrelation)
+
+
+@hookimpl
+def vaezoo_register_nets(register):
+    from vaezoo.nets import ConvDecoder, ConvEncoder, MLPDecoder, MLPEncoder
+
+    register("conv_encoder", ConvEncoder)
+    register("conv_decoder", ConvDecoder)
+    register("mlp_encoder", MLPEncoder)
+    register("mlp_decoder", MLPDecoder)
+
+
+@hookimpl
+def vaezoo_register_likelihoods(register):
+    from vaezoo.likelihoods import Bernoulli, Gaussian
+
+    register("bernoulli", Bernoulli)
+    register("gaussian", Gaussian)
+
+
+@hookimpl
+def vaezoo_register_datasets(register):
+    from vaezoo.data.torchvision_sets import fashion_mnist, mnist
+
+    register("mnist", mnist)
+    register("fashion_mnist", fashion_mnist)

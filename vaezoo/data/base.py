@@ -1,0 +1,56 @@
+"""Datasets as uint8 tensors in memory, and where vaezoo looks for them on disk."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class ImageDataset:
+    """Images kept compactly in memory, converted to float batches on demand.
+
+    Attributes:
+        images: ``(N, C, H, W)`` uint8 tensor.
+        scale: divide the stored values by this to get [0, 1] (255 for 8-bit images, 1 for binary ones).
+        labels: ``(N,)`` class labels, or None.
+        factors: ``(N, K)`` ground-truth factor classes, or None.
+        factor_names: names of the K factors.
+    """
+
+    images: Tensor
+    scale: float = 255.0
+    labels: Tensor | None = None
+    factors: Tensor | None = None
+    factor_names: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return self.images.shape[0]
+
+    def batch(self, index: Tensor | slice, device=None, dtype=torch.float32) -> Tensor:
+        """Images at ``index`` as floats in [0, 1] on ``device``."""
+        return self.images[index].to(device=device, dtype=dtype).div_(self.scale)
+
+    def batches(self, batch_size: int, device=None, dtype=torch.float32):
+        """Yield ``(start, images)`` over the whole dataset in order."""
+        for start in range(0, len(self), batch_size):
+            yield start, self.batch(slice(start, start + batch_size), device, dtype)
+
+
+def data_root(root: str | os.PathLike | None) -> tuple[Path, bool]:
+    """The directory to read datasets from and whether downloading into it is allowed.
+
+    An explicit ``root`` or ``VAEZOO_DATA`` is an existing copy (no download);
+    otherwise the user data directory, where a dataset may be downloaded.
+    """
+    if root is not None:
+        return Path(root).expanduser(), False
+    if os.environ.get("VAEZOO_DATA"):
+        return Path(os.environ["VAEZOO_DATA"]).expanduser(), False
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("vaezoo")) / "datasets", True

@@ -1,0 +1,36 @@
+"""Exceptions vaezoo raises on bad input. Each message is one line naming the problem and the fix."""
+
+
+class VaezooError(Exception):
+    """Base class: the CLI prints these as a one-line error and exits non-zero."""
+
+
+class UnknownNameError(VaezooError, KeyError):
+    """A name that no registry or card holds."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class DuplicateNameError(VaezooError):
+    """Two plugins (or two cards) claim one name."""
+
+
+class CardError(VaezooError):
+    """A zoo card that cannot be read or does not validate."""
+
+
+class WeightsError(VaezooError):
+    """A weights file that is missing, does not verify, or does not fit its model."""
+
+
+class PluginError(VaezooError):
+    """A plugin broke a rule of the hook it implements."""
+
+
+class DataError(VaezooError):
+    """A dataset that cannot be found or read."""
+
+
+class TrainingError(VaezooError):
+    """A training run that cannot go on (NaN loss, bad checkpoint)."""

@@ -1,0 +1,41 @@
+"""Evaluation on a test split: the losses every model has, plus the metrics its card lists."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+from vaezoo.cards import Card
+from vaezoo.data import ImageDataset, load_dataset
+from vaezoo.model import VAE
+from vaezoo.plugins import registry
+
+
+@torch.no_grad()
+def losses(model: VAE, dataset: ImageDataset, step: int, device=None, batch_size: int = 1000) -> dict[str, float]:
+    """Test-set reconstruction loss per image, KL per part and the objective at ``step``.
+
+    The model is evaluated in eval mode: the code is the posterior's mode, so the
+    numbers are deterministic.
+    """
+    model.eval()
+    totals: dict[str, float] = defaultdict(float)
+    for _, x in dataset.batches(batch_size, device):
+        out = model(x, step=step)
+        weight = x.shape[0] / len(dataset)
+        totals["reconstruction"] += out.terms["reconstruction"].item() * weight
+        totals["objective"] += out.loss.item() * weight
+        for part, value in out.kl.items():
+            totals[f"kl_{part}"] += value.item() * weight
+    return dict(totals)
+
+
+def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: int = 1000) -> dict[str, float]:
+    """Every number ``vaezoo eval`` reports for ``card``: :func:`losses` and the card's ``eval_metrics``."""
+    dataset = load_dataset(card.train.data.name, data_root, "test", **card.train.data.options)
+    results = losses(model, dataset, card.train.steps or 0, device, batch_size)
+    for name in card.eval_metrics:
+        results[name] = float(registry("metric")[name](model, dataset, device=device, batch_size=batch_size))
+    return results
+

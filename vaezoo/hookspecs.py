@@ -1,0 +1,61 @@
+"""pluggy hook specifications: what a vaezoo plugin may implement.
+
+Every ``vaezoo_register_*`` hook receives a ``register(name, obj)`` callback, as
+in simonw/llm: the host keeps control of names and refuses duplicates. Keep a
+plugin's top-level module light (no torch import): ``vaezoo list`` loads plugins
+to find card directories and must not import torch. Import heavy modules inside
+the hook functions.
+"""
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("vaezoo")
+hookimpl = pluggy.HookimplMarker("vaezoo")
+
+
+@hookspec
+def vaezoo_register_architectures(register):
+    """Register model builders: ``register(name, builder)``.
+
+    ``builder(**card.model)`` returns a :class:`vaezoo.model.VAE`.
+    """
+
+
+@hookspec
+def vaezoo_register_latent_families(register):
+    """Register latent families: ``register(name, cls)``, ``cls`` a :class:`vaezoo.latents.LatentFamily`."""
+
+
+@hookspec
+def vaezoo_register_regularizers(register):
+    """Register regularizers: ``register(name, cls)``, ``cls`` a :class:`vaezoo.regularizers.Regularizer`."""
+
+
+@hookspec
+def vaezoo_register_nets(register):
+    """Register encoder/decoder nets: ``register(name, cls)``, ``cls`` an ``nn.Module`` subclass."""
+
+
+@hookspec
+def vaezoo_register_likelihoods(register):
+    """Register likelihoods: ``register(name, cls)``, ``cls`` a :class:`vaezoo.likelihoods.Likelihood`."""
+
+
+@hookspec
+def vaezoo_register_datasets(register):
+    """Register datasets: ``register(name, factory)``; see :mod:`vaezoo.data`."""
+
+
+@hookspec
+def vaezoo_register_metrics(register):
+    """Register evaluation metrics: ``register(name, fn)``; see :mod:`vaezoo.metrics`."""
+
+
+@hookspec
+def vaezoo_register_converters(register):
+    """Register checkpoint converters: ``register(name, fn)``; see :mod:`vaezoo.convert`."""
+
+
+@hookspec
+def vaezoo_card_dirs():
+    """Return a list of directories holding zoo cards (``*.toml``)."""

@@ -1,0 +1,71 @@
+"""k-way categorical latent with the Gumbel-softmax relaxation.
+
+Jang, Gu & Poole (2017), "Categorical Reparameterization with Gumbel-Softmax";
+Maddison, Mnih & Teh (2017), "The Concrete Distribution".
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.distributions import Categorical, RelaxedOneHotCategorical, kl_divergence
+
+from vaezoo.latents.base import LatentFamily, Posterior
+
+
+class CategoricalPosterior(Posterior):
+    """A categorical over ``k`` classes; samples are relaxed one-hot vectors at ``temperature``."""
+
+    def __init__(self, logits: Tensor, temperature: float):
+        self.logits = logits
+        self.temperature = temperature
+        self.code_size = logits.shape[-1]
+        self.max_kl = math.log(self.code_size)
+
+    @property
+    def probs(self) -> Tensor:
+        """Class probabilities, shape ``(batch, k)``."""
+        return F.softmax(self.logits, dim=-1)
+
+    def rsample(self) -> Tensor:
+        temperature = torch.tensor(self.temperature, device=self.logits.device, dtype=self.logits.dtype)
+        return RelaxedOneHotCategorical(temperature, logits=self.logits).rsample()
+
+    @property
+    def mode(self) -> Tensor:
+        return F.one_hot(self.logits.argmax(-1), self.code_size).to(self.logits.dtype)
+
+    def kl(self) -> Tensor:
+        uniform = Categorical(logits=torch.zeros_like(self.logits))
+        return kl_divergence(Categorical(logits=self.logits), uniform).unsqueeze(-1)
+
+
+class GumbelCategorical(LatentFamily):
+    """A ``categories``-way categorical with a uniform prior, relaxed at ``temperature`` while training.
+
+    Args:
+        categories: number of classes k.
+        temperature: Gumbel-softmax temperature (JointVAE uses 0.67).
+    """
+
+    def __init__(self, categories: int, temperature: float = 0.67):
+        super().__init__()
+        if categories < 2:
+            raise ValueError(f"a categorical latent needs categories >= 2, got {categories}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        self.categories = self.code_size = self.param_size = categories
+        self.temperature = temperature
+
+    def posterior(self, params: Tensor) -> CategoricalPosterior:
+        return CategoricalPosterior(params, self.temperature)
+
+    def sample_prior(self, n, generator=None, device=None) -> Tensor:
+        index = torch.randint(self.categories, (n,), generator=generator, device=device)
+        return F.one_hot(index, self.categories).float()
+
+    def extra_repr(self) -> str:
+        return f"categories={self.categories}, temperature={self.temperature}"

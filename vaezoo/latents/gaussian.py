@@ -1,0 +1,68 @@
+"""Diagonal Gaussian latent (Kingma & Welling, 2014, "Auto-Encoding Variational Bayes")."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.distributions import Normal, kl_divergence
+
+from vaezoo.latents.base import LatentFamily, Posterior
+
+class GaussianPosterior(Posterior):
+    """N(mean, diag(exp(logvar))) with a standard-normal prior object."""
+
+    def __init__(self, mean: Tensor, logvar: Tensor, prior: Normal):
+        self.mean, self.logvar = mean, logvar
+        self.code_size = mean.shape[-1]
+        self.dist = Normal(mean, torch.exp(0.5 * logvar))
+        self.prior = prior
+
+    def rsample(self) -> Tensor:
+        return self.dist.rsample()
+
+    @property
+    def mode(self) -> Tensor:
+        return self.mean
+
+    def kl(self) -> Tensor:
+        return kl_divergence(self.dist, self.prior.expand(self.mean.shape))
+
+    def log_density_matrix(self, z: Tensor) -> Tensor:
+        """log q(z_i | x_j) per dimension for every pair in the batch, shape ``(batch, batch, dim)``."""
+        return Normal(self.mean.unsqueeze(0), self.dist.scale.unsqueeze(0)).log_prob(z.unsqueeze(1))
+
+    def prior_log_prob(self, z: Tensor) -> Tensor:
+        """log p(z) per dimension, shape ``(batch, dim)``."""
+        return self.prior.log_prob(z)
+
+class Gaussian(LatentFamily):
+    """A ``dim``-dimensional diagonal Gaussian; reads ``2 * dim`` parameters (mean, then log-variance).
+
+    Args:
+        dim: number of latent dimensions.
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        if dim < 1:
+            raise ValueError(f"a Gaussian latent needs dim >= 1, got {dim}")
+        self.dim = self.code_size = dim
+        self.param_size = 2 * dim
+        self.register_buffer("prior_loc", torch.zeros(()), persistent=False)
+
+    @property
+    def prior(self) -> Normal:
+        """The prior p(z) = N(0, I), on the family's device."""
+        return Normal(self.prior_loc, torch.ones_like(self.prior_loc))
+
+    def posterior(self, params: Tensor) -> GaussianPosterior:
+        mean, logvar = params.split(self.dim, dim=-1)
+        return GaussianPosterior(mean, logvar, self.prior)
+
+    def sample_prior(self, n, generator=None, device=None) -> Tensor:
+        device = device or self.prior_loc.device
+        return torch.randn(n, self.dim, generator=generator, device=device)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+

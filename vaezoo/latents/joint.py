@@ -1,0 +1,81 @@
+"""A product of latent families: continuous parts first, then each categorical in order.
+
+Dupont (2018), "Learning Disentangled Joint Continuous and Discrete Representations".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from vaezoo.latents.base import LatentFamily, Posterior
+
+
+class JointPosterior(Posterior):
+    """The posterior of each part, side by side; KL is reported per part and per dimension."""
+
+    def __init__(self, parts: dict[str, Posterior]):
+        self._parts = parts
+        self.code_size = sum(p.code_size for p in parts.values())
+
+    @property
+    def parts(self) -> dict[str, Posterior]:
+        return self._parts
+
+    def rsample(self) -> Tensor:
+        return torch.cat([p.rsample() for p in self._parts.values()], dim=-1)
+
+    @property
+    def mode(self) -> Tensor:
+        return torch.cat([p.mode for p in self._parts.values()], dim=-1)
+
+    def kl(self) -> Tensor:
+        return torch.cat([p.kl() for p in self._parts.values()], dim=-1)
+
+    def kl_parts(self) -> dict[str, Tensor]:
+        return {name: p.kl().sum(-1) for name, p in self._parts.items()}
+
+
+class Joint(LatentFamily):
+    """An ordered product of latent families.
+
+    Args:
+        parts: a list of part specs, each ``{"type": family, "name": optional, **arguments}``,
+            or of built :class:`LatentFamily` modules; unnamed parts are called ``z0``, ``z1``, ...
+    """
+
+    def __init__(self, parts: list[Mapping[str, Any] | LatentFamily]):
+        super().__init__()
+        from vaezoo.parts import build
+
+        families: dict[str, LatentFamily] = {}
+        for i, spec in enumerate(parts):
+            if isinstance(spec, LatentFamily):
+                name, family = f"z{i}", spec
+            else:
+                spec = dict(spec)
+                name = spec.pop("name", f"z{i}")
+                family = build("latent family", spec)
+            if name in families:
+                raise ValueError(f"two parts of a joint latent are both named '{name}'")
+            families[name] = family
+        self.families = nn.ModuleDict(families)
+        self.param_size = sum(f.param_size for f in families.values())
+        self.code_size = sum(f.code_size for f in families.values())
+
+    def posterior(self, params: Tensor) -> JointPosterior:
+        chunks = params.split([f.param_size for f in self.families.values()], dim=-1)
+        return JointPosterior({name: f.posterior(c) for (name, f), c in zip(self.families.items(), chunks)})
+
+    def sample_prior(self, n, generator=None, device=None) -> Tensor:
+        return torch.cat([f.sample_prior(n, generator, device) for f in self.families.values()], dim=-1)
+
+    def part_slices(self) -> dict[str, slice]:
+        slices, start = {}, 0
+        for name, family in self.families.items():
+            slices[name] = slice(start, start + family.code_size)
+            start += family.code_size
+        return slices

@@ -1,0 +1,39 @@
+"""Likelihoods p(x|z): how the decoder's output is scored against the data."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class Likelihood(nn.Module):
+    """Maps decoder outputs to a per-pixel negative log-likelihood and to a mean image."""
+
+    def nll(self, output: Tensor, x: Tensor) -> Tensor:
+        """Per-pixel negative log-likelihood, same shape as ``x`` (not reduced)."""
+        raise NotImplementedError
+
+    def mean(self, output: Tensor) -> Tensor:
+        """The expected image under p(x|z)."""
+        raise NotImplementedError
+
+
+class Bernoulli(Likelihood):
+    """Bernoulli pixels; the decoder outputs logits. The NLL is binary cross-entropy."""
+
+    def nll(self, output, x):
+        return F.binary_cross_entropy_with_logits(output, x, reduction="none")
+
+    def mean(self, output):
+        return torch.sigmoid(output)
+
+
+class Gaussian(Likelihood):
+    """Fixed-variance Gaussian pixels; the decoder outputs the mean. The NLL is the squared error."""
+
+    def nll(self, output, x):
+        return F.mse_loss(output, x, reduction="none")
+
+    def mean(self, output):
+        return output

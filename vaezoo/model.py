@@ -1,0 +1,133 @@
+"""The VAE assembled from an encoder, a latent family, a decoder, a likelihood and regularizers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from vaezoo.latents.base import LatentFamily, Posterior
+from vaezoo.likelihoods import Likelihood
+from vaezoo.reduction import batch_mean
+from vaezoo.regularizers.base import Regularizer
+
+
+@dataclass
+class VAEOutput:
+    """What :meth:`VAE.forward` returns.
+
+    Attributes:
+        loss: the training objective, the sum of ``terms``.
+        terms: named loss terms ("reconstruction" and each regularizer's), scalars.
+        kl: KL per latent part, scalars (for monitoring; not part of ``loss`` unless a regularizer adds it).
+        output: the decoder's output (e.g. logits), shaped like the input.
+        posterior: q(z|x).
+        z: the code that was decoded.
+    """
+
+    loss: Tensor
+    terms: dict[str, Tensor]
+    kl: dict[str, Tensor]
+    output: Tensor
+    posterior: Posterior
+    z: Tensor
+
+
+class VAE(nn.Module):
+    """A variational autoencoder made of interchangeable parts.
+
+    ``x -> encoder -> head -> latent.posterior -> z -> decoder -> likelihood``.
+    In training mode ``z`` is a reparameterised sample; in eval mode it is the
+    posterior's mode (the mean, or the one-hot argmax of a categorical).
+
+    Args:
+        encoder: maps images to features; has ``out_features``.
+        decoder: maps codes to image-shaped likelihood parameters.
+        latent: the latent family.
+        likelihood: scores decoder outputs against images.
+        regularizers: produce the named regularization terms of the loss.
+        image_size, channels: the input geometry, kept for sampling and checks.
+    """
+
+    def __init__(self, encoder: nn.Module, decoder: nn.Module, latent: LatentFamily, likelihood: Likelihood,
+                 regularizers: Sequence[Regularizer], image_size: int, channels: int):
+        super().__init__()
+        self.encoder, self.decoder, self.latent, self.likelihood = encoder, decoder, latent, likelihood
+        self.head = nn.Linear(encoder.out_features, latent.param_size)
+        self.regularizers = nn.ModuleList(regularizers)
+        self.image_size, self.channels = image_size, channels
+
+    @property
+    def part_slices(self) -> dict[str, slice]:
+        """Each latent part's slice of the code."""
+        return self.latent.part_slices()
+
+    def encode(self, x: Tensor) -> Posterior:
+        """q(z|x) for a batch of images ``(B, C, H, W)``."""
+        return self.latent.posterior(self.head(self.encoder(x)))
+
+    def decode(self, z: Tensor) -> Tensor:
+        """The decoder's output (likelihood parameters) for codes ``(B, code_size)``."""
+        return self.decoder(z)
+
+    def forward(self, x: Tensor, step: int = 0) -> VAEOutput:
+        """Encode, sample, decode and score a batch.
+
+        Every term is a per-example quantity summed over its pixels or latent
+        dimensions and averaged over the batch, by :func:`vaezoo.reduction.batch_mean`.
+
+        Args:
+            x: images in [0, 1], shape ``(B, C, H, W)``.
+            step: the training step, for scheduled regularizers.
+        """
+        posterior = self.encode(x)
+        z = posterior.rsample() if self.training else posterior.mode
+        output = self.decode(z)
+        terms = {"reconstruction": batch_mean(self.likelihood.nll(output, x))}
+        for regularizer in self.regularizers:
+            terms.update(regularizer(posterior, z, step))
+        kl = {name: batch_mean(value) for name, value in posterior.kl_parts().items()}
+        return VAEOutput(sum(terms.values()), terms, kl, output, posterior, z)
+
+    def targets(self, posterior: Posterior, step: int) -> dict[str, float]:
+        """Every regularizer's schedule values at ``step`` (e.g. capacities)."""
+        return {k: v for r in self.regularizers for k, v in r.targets(posterior, step).items()}
+
+    @torch.no_grad()
+    def reconstruct(self, x: Tensor) -> Tensor:
+        """Mean reconstructions of ``x`` from the posterior mode."""
+        return self.likelihood.mean(self.decode(self.encode(x).mode))
+
+    @torch.no_grad()
+    def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
+        """``n`` mean images decoded from codes drawn from the prior."""
+        device = self.head.weight.device
+        z = self.latent.sample_prior(n, generator=generator, device=device).to(self.head.weight.dtype)
+        return self.likelihood.mean(self.decode(z))
+
+
+def build_vae(image_size: int, channels: int, latent: Mapping[str, Any],
+              regularizers: Sequence[Mapping[str, Any]] = (), encoder: Mapping[str, Any] | str = "conv_encoder",
+              decoder: Mapping[str, Any] | str = "conv_decoder", likelihood: Mapping[str, Any] | str = "bernoulli",
+              cls: type[VAE] = VAE) -> VAE:
+    """Compose a VAE from part specs, each ``{"type": registered name, **arguments}``.
+
+    This is the ``vae`` architecture: a card can describe any combination of
+    registered parts, e.g. a joint latent with total correlation on its
+    continuous part and capacity on its categorical part.
+    """
+    from vaezoo.parts import build
+
+    family = build("latent family", latent)
+    return cls(
+        encoder=build("net", encoder, channels=channels, image_size=image_size),
+        decoder=build("net", decoder, code_size=family.code_size, channels=channels, image_size=image_size),
+        latent=family,
+        likelihood=build("likelihood", likelihood),
+        regularizers=[build("regularizer", spec) for spec in regularizers],
+        image_size=image_size,
+        channels=channels,
+    )

@@ -1,0 +1,75 @@
+"""Name -> object maps that plugins fill through registration callbacks.
+
+Each kind of part (architecture, latent family, regularizer, ...) has one
+:class:`Registry`. Plugins never touch a registry directly: the plugin manager
+hands each plugin a ``register(name, obj)`` callback bound to the plugin's name,
+so a duplicate is refused with a message naming both plugins.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+from vaezoo.errors import DuplicateNameError, PluginError, UnknownNameError
+
+T = TypeVar("T")
+
+
+def close_matches(name: str, candidates: list[str]) -> str:
+    """Return a ' Did you mean ...?' hint, or '' when nothing is close."""
+    matches = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
+    return f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+
+
+class Registry(Generic[T]):
+    """A typed ``name -> object`` map that refuses duplicate names.
+
+    Args:
+        kind: what the registry holds, used in messages ("architecture").
+        check: validates an object at registration; returns an error text or None.
+    """
+
+    def __init__(self, kind: str, check: Callable[[object], str | None] | None = None):
+        self.kind = kind
+        self._check = check
+        self._items: dict[str, tuple[T, str]] = {}
+
+    def register(self, name: str, obj: T, plugin: str) -> None:
+        """Add ``obj`` under ``name`` on behalf of ``plugin``."""
+        if not isinstance(name, str) or not name:
+            raise PluginError(f"plugin '{plugin}' registered a {self.kind} with an invalid name {name!r}")
+        if name in self._items:
+            owner = self._items[name][1]
+            raise DuplicateNameError(
+                f"{self.kind} '{name}' is registered by both plugin '{owner}' and plugin '{plugin}'; "
+                f"uninstall one or disable it with VAEZOO_LOAD_PLUGINS"
+            )
+        problem = self._check(obj) if self._check else None
+        if problem:
+            raise PluginError(f"plugin '{plugin}' registered {self.kind} '{name}': {problem}")
+        self._items[name] = (obj, plugin)
+
+    def __getitem__(self, name: str) -> T:
+        try:
+            return self._items[name][0]
+        except KeyError:
+            known = sorted(self._items)
+            raise UnknownNameError(
+                f"unknown {self.kind} '{name}'.{close_matches(name, known)} Known: {', '.join(known) or 'none'}"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def plugin_of(self, name: str) -> str:
+        """The plugin that registered ``name``."""
+        self[name]
+        return self._items[name][1]

@@ -1,0 +1,39 @@
+"""The protocol every regularizer follows.
+
+A regularizer maps the posterior, the sampled code and the training step to
+named loss terms (scalars). The step is always passed in explicitly, so a
+schedule is a pure function of it and resumes exactly from a checkpoint's step.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from vaezoo.errors import VaezooError
+from vaezoo.latents.base import Posterior
+
+
+class Regularizer(nn.Module):
+    """Base class. Subclasses implement :meth:`forward` and may override :meth:`targets`."""
+
+    def forward(self, posterior: Posterior, z: Tensor, step: int) -> dict[str, Tensor]:
+        """Named loss terms (scalars, already averaged over the batch)."""
+        raise NotImplementedError
+
+    def targets(self, posterior: Posterior, step: int) -> dict[str, float]:
+        """Schedule values at ``step`` worth showing while training (e.g. capacities)."""
+        return {}
+
+
+def select_part(posterior: Posterior, z: Tensor, part: str | None):
+    """The posterior (and code) of one part of a joint latent, or the whole thing when ``part`` is None."""
+    if part is None:
+        return posterior, z
+    if part not in posterior.parts:
+        raise VaezooError(f"the latent has no part '{part}'; its parts are {', '.join(posterior.parts)}")
+    start = 0
+    for name, p in posterior.parts.items():
+        if name == part:
+            return p, z[:, start : start + p.code_size]
+        start += p.code_size
+

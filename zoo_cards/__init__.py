@@ -1,0 +1,10 @@
+"""The vaezoo zoo: cards (TOML) and their safetensors weights, contributed as a plugin."""
+
+from pathlib import Path
+
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_card_dirs():
+    return [Path(__file__).parent]
