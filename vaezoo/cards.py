@@ -97,6 +97,8 @@ class Card(_Frozen):
     metrics: dict[str, Metric] = Field(default_factory=dict)
     eval_metrics: list[str] = Field(default_factory=list, description="registered metrics 'vaezoo eval' computes")
     headline: str | None = Field(default=None, description="the metric to show in listings")
+    latent: str | None = Field(default=None, description="the latent layout; written by vaezoo train")
+    parameters: int | None = Field(default=None, ge=0, description="parameter count; written by vaezoo train")
 
     _path: Path | None = PrivateAttr(default=None)
 

@@ -210,7 +210,8 @@ def finish(card: Card, model: VAE, out: Path, data_root, device, steps: int) -> 
     from vaezoo.weights import save_weights, sha256_of
 
     card = card.model_copy(update={"train": card.train.model_copy(update={"steps": steps}),
-                                   "vaezoo_version": __version__})
+                                   "vaezoo_version": __version__, "latent": model.latent.describe(),
+                                   "parameters": sum(p.numel() for p in model.parameters())})
     weights_path = out / f"{card.name}.safetensors"
     save_weights(model.state_dict(), weights_path, {"card": card.model_dump_json(exclude={"weights", "metrics"})})
     command = f"vaezoo eval {card.name}" + (f" --data-root {data_root}" if data_root else "")

@@ -66,3 +66,7 @@ class LatentFamily(nn.Module):
     def part_slices(self) -> dict[str, slice]:
         """Each part's slice of the code."""
         return {"z": slice(0, self.code_size)}
+
+    def describe(self) -> str:
+        """A short human-readable layout, e.g. ``Gaussian(dim=10)``."""
+        return f"{type(self).__name__}({self.extra_repr()})"

@@ -73,6 +73,9 @@ class Joint(LatentFamily):
     def sample_prior(self, n, generator=None, device=None) -> Tensor:
         return torch.cat([f.sample_prior(n, generator, device) for f in self.families.values()], dim=-1)
 
+    def describe(self) -> str:
+        return " + ".join(f"{name}: {family.describe()}" for name, family in self.families.items())
+
     def part_slices(self) -> dict[str, slice]:
         slices, start = {}, 0
         for name, family in self.families.items():

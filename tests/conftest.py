@@ -1,0 +1,31 @@
+"""Shared fixtures. ../shared (beside the repository root) holds MNIST and reference checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+MNIST_ROOT = SHARED / "datasets"
+ORIGINAL_JOINTVAE = SHARED / "reference" / "jointvae-original" / "mnist.pt"
+
+
+@pytest.fixture
+def mnist_root() -> Path:
+    """The folder holding MNIST in torchvision's layout; skips when ../shared is absent."""
+    if not (MNIST_ROOT / "MNIST" / "raw").is_dir():
+        pytest.skip(f"MNIST not found at {MNIST_ROOT} (../shared beside the repository)")
+    return MNIST_ROOT
+
+
+@pytest.fixture(autouse=True)
+def fresh_plugins(monkeypatch, tmp_path_factory):
+    """Each test starts with freshly loaded plugins and an empty weights cache."""
+    from vaezoo import plugins
+
+    monkeypatch.setenv("VAEZOO_HOME", str(tmp_path_factory.mktemp("vaezoo_home")))
+    plugins.reset()
+    yield
+    plugins.reset()

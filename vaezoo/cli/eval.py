@@ -1,0 +1,56 @@
+"""``vaezoo eval``: a card's metrics on the test split, optionally checked against the card."""
+
+import sys
+
+from vaezoo.cli.common import card_arg, console, print_json
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("eval", help="evaluate a card's model on the test split")
+    p.add_argument("card", help="a zoo name or a card's TOML file")
+    p.add_argument("--data-root", help="folder holding the dataset (default: $VAEZOO_DATA or download)")
+    p.add_argument("--device", help="cpu, cuda, ... (default: cpu)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--check", action="store_true", help="exit 1 when a metric differs from the card")
+    p.add_argument("--tolerance", type=float, default=1e-4,
+                   help="relative tolerance of --check, of max(1, |card value|) (default 1e-4)")
+    p.set_defaults(func=run)
+
+
+def compare(card_metrics: dict, results: dict[str, float], tolerance: float) -> list[str]:
+    """The card's metrics that the measured ``results`` miss or differ from beyond ``tolerance``."""
+    failures = []
+    for name, metric in card_metrics.items():
+        got = results.get(name)
+        if got is None:
+            failures.append(f"{name}: on the card but not computed")
+        elif abs(got - metric.value) > tolerance * max(1.0, abs(metric.value)):
+            failures.append(f"{name}: card {metric.value} vs measured {got:.6f}")
+    return failures
+
+
+def run(args) -> int:
+    from vaezoo.evaluate import evaluate
+    from vaezoo.hub import build_model, load_weights
+    from vaezoo.weights import load_state_dict
+
+    card = card_arg(args.card)
+    model = build_model(card, device=args.device)
+    load_weights(model, load_state_dict(card, args.device), f"weights of '{card.name}'")
+    results = evaluate(model, card, args.data_root, args.device)
+    failures = compare(card.metrics, results, args.tolerance) if args.check else []
+    if args.json:
+        print_json({"name": card.name, "metrics": results, "check_failures": failures if args.check else None})
+    else:
+        from rich.table import Table
+
+        table = Table("metric", "measured", "card", title=f"{card.name} (test split)")
+        for name, value in results.items():
+            on_card = card.metrics.get(name)
+            table.add_row(name, f"{value:.6g}", f"{on_card.value:.6g}" if on_card else "")
+        console().print(table)
+    if failures:
+        print(f"error: {len(failures)} metric(s) differ from the card beyond relative tolerance "
+              f"{args.tolerance}: " + "; ".join(failures), file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,51 @@
+"""``vaezoo list``: the zoo as a table (or JSON). Reads cards only; never imports torch."""
+
+from vaezoo.cli.common import console, print_json
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("list", help="list the zoo's models")
+    p.add_argument("pattern", nargs="?", default="*", help="shell-style wildcard on the name (default: *)")
+    p.add_argument("--dataset", help="only models trained on this dataset")
+    p.add_argument("--arch", help="only models of this architecture")
+    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="only models whose model/train field KEY equals VALUE (repeatable), e.g. beta=6")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def _where(items: list[str]) -> dict[str, str]:
+    from vaezoo.errors import VaezooError
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise VaezooError(f"--where takes KEY=VALUE, got '{item}'")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def headline(card) -> str:
+    """The card's headline metric as ``name value``, or ''."""
+    metric = card.metrics.get(card.headline or "")
+    return f"{card.headline} {metric.value:.4g}" if metric else ""
+
+
+def run(args) -> int:
+    from vaezoo.cards import list_cards
+
+    cards = list_cards(args.pattern, args.dataset, args.arch, _where(args.where))
+    if args.json:
+        print_json([{"name": c.name, "architecture": c.architecture, "dataset": c.dataset, "latent": c.latent,
+                     "parameters": c.parameters, "headline": c.headline,
+                     "metrics": {k: m.value for k, m in c.metrics.items()}} for c in cards])
+        return 0
+    from rich.table import Table
+
+    table = Table("name", "architecture", "dataset", "latent", "parameters", "headline metric")
+    for c in cards:
+        table.add_row(c.name, c.architecture, c.dataset, c.latent or "",
+                      f"{c.parameters:,}" if c.parameters else "", headline(c))
+    console().print(table)
+    return 0

@@ -1,0 +1,47 @@
+"""``vaezoo verify``: check the sha256 of every weights file."""
+
+import sys
+
+from vaezoo.cli.common import console
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("verify", help="check the sha256 of models' weights files")
+    p.add_argument("names", nargs="*", help="zoo names (default: every card)")
+    p.set_defaults(func=run)
+
+
+def check(card) -> tuple[str, str]:
+    """``(status, detail)`` for one card's weights, without downloading anything."""
+    from vaezoo.errors import WeightsError
+    from vaezoo.weights import cache_dir, local_path, verify
+
+    if card.weights is None:
+        return "no weights", ""
+    try:
+        if card.weights.file is not None:
+            path = local_path(card)
+        else:
+            path = cache_dir() / f"{card.weights.sha256}.safetensors"
+            if not path.exists():
+                return "not cached", card.weights.url
+        verify(path, card.weights)
+        return "ok", str(path)
+    except WeightsError as exc:
+        return "FAILED", str(exc)
+
+
+def run(args) -> int:
+    from vaezoo.cards import discover, get_card
+
+    cards = [get_card(n) for n in args.names] if args.names else list(discover().values())
+    failed = 0
+    out = console()
+    for card in cards:
+        status, detail = check(card)
+        failed += status == "FAILED"
+        out.print(f"{card.name}: {status} {detail}", highlight=False, soft_wrap=True)
+    if failed:
+        print(f"error: {failed} weights file(s) failed verification", file=sys.stderr)
+        return 1
+    return 0
