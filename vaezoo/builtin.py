@@ -51,7 +51,19 @@ def vaezoo_register_likelihoods(register):
 
 @hookimpl
 def vaezoo_register_datasets(register):
+    from vaezoo.data.dsprites import dsprites
     from vaezoo.data.torchvision_sets import fashion_mnist, mnist
 
     register("mnist", mnist)
     register("fashion_mnist", fashion_mnist)
+    register("dsprites", dsprites)
+
+
+@hookimpl
+def vaezoo_register_metrics(register):
+    from vaezoo.metrics.entropy import total_correlation
+    from vaezoo.metrics.mig import mig_chen, mig_dlib
+
+    register("mig_chen", mig_chen)
+    register("mig_dlib", mig_dlib)
+    register("total_correlation", total_correlation)

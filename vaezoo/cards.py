@@ -108,13 +108,19 @@ class Card(_Frozen):
         return self._path
 
     def flat(self) -> dict[str, Any]:
-        """Every leaf of ``model`` and ``train`` by its dotted path, for ``--where`` filters."""
+        """Every leaf of ``model`` and ``train`` by its dotted path, for ``--where`` filters.
+
+        List items are indexed, so a ``vae`` card's ``regularizers[0].beta`` is ``model.regularizers.0.beta``.
+        """
         out: dict[str, Any] = {}
 
         def walk(prefix: str, value: Any) -> None:
             if isinstance(value, dict):
                 for k, v in value.items():
-                    walk(f"{prefix}.{k}" if prefix else k, v)
+                    walk(f"{prefix}.{k}", v)
+            elif isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+                for i, v in enumerate(value):
+                    walk(f"{prefix}.{i}", v)
             else:
                 out[prefix] = value
 

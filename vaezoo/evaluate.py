@@ -14,10 +14,20 @@ from vaezoo.plugins import registry
 
 @torch.no_grad()
 def losses(model: VAE, dataset: ImageDataset, step: int, device=None, batch_size: int = 1000) -> dict[str, float]:
-    """Test-set reconstruction loss per image, KL per part and the objective at ``step``.
+    """Test-set reconstruction loss per image, KL per latent part and the objective at ``step``.
 
-    The model is evaluated in eval mode: the code is the posterior's mode, so the
+    The model is put in eval mode: the code is the posterior's mode, so the
     numbers are deterministic.
+
+    Args:
+        model: the model, on ``device``.
+        dataset: the images to score.
+        step: the training step the objective's schedules (e.g. capacities) are taken at.
+        device: where to run.
+        batch_size: images per forward pass (does not change the results).
+
+    Returns:
+        ``{"reconstruction", "objective", "kl_<part>" for each latent part}``, each averaged over the images.
     """
     model.eval()
     totals: dict[str, float] = defaultdict(float)
@@ -32,10 +42,20 @@ def losses(model: VAE, dataset: ImageDataset, step: int, device=None, batch_size
 
 
 def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: int = 1000) -> dict[str, float]:
-    """Every number ``vaezoo eval`` reports for ``card``: :func:`losses` and the card's ``eval_metrics``."""
+    """Every number ``vaezoo eval`` reports for ``card`` on its dataset's test split.
+
+    Args:
+        model: the model ``card`` describes, with its weights.
+        card: gives the dataset (``train.data``), the step the run ended at and the metrics to compute.
+        data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
+        device: where to run.
+        batch_size: images per forward pass.
+
+    Returns:
+        :func:`losses` and each of the card's ``eval_metrics`` (metrics are a registry plugins extend).
+    """
     dataset = load_dataset(card.train.data.name, data_root, "test", **card.train.data.options)
     results = losses(model, dataset, card.train.steps or 0, device, batch_size)
     for name in card.eval_metrics:
         results[name] = float(registry("metric")[name](model, dataset, device=device, batch_size=batch_size))
     return results
-

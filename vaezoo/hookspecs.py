@@ -53,7 +53,12 @@ def vaezoo_register_metrics(register):
 
 @hookspec
 def vaezoo_register_converters(register):
-    """Register checkpoint converters: ``register(name, fn)``; see :mod:`vaezoo.convert`."""
+    """Register checkpoint converters: ``register(name, fn)``.
+
+    ``fn(source: Path, out: Path, dataset: str) -> Path`` turns a checkpoint of
+    another codebase into ``out/NAME.safetensors`` plus a card, and returns the
+    card's path (``vaezoo convert NAME SOURCE --dataset D --out DIR``).
+    """
 
 
 @hookspec

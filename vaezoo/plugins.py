@@ -42,8 +42,8 @@ class PluginInfo:
 
     def fail(self, error: str) -> None:
         self.status = "failed"
-        self.error = error
-        warnings.warn(f"vaezoo plugin '{self.name}' failed: {error}", PluginWarning, stacklevel=3)
+        self.error = " ".join(error.split())  # one line: pluggy's and plugins' messages may span several
+        warnings.warn(f"vaezoo plugin '{self.name}' failed: {self.error}", PluginWarning, stacklevel=3)
 
 
 def _is_class_of(base_path: str):
@@ -105,14 +105,26 @@ class Plugins:
             info = self.info[ep.name] = PluginInfo(ep.name, dist.version if dist else "?")
             try:
                 module = ep.load()
-                self.manager.register(module, name=ep.name)
             except Exception as exc:  # a broken plugin must not break the others
                 info.fail(f"import of '{ep.value}' raised {type(exc).__name__}: {exc}")
+                continue
+            try:
+                self.manager.register(module, name=ep.name)
+            except Exception as exc:  # pluggy refuses hooks that do not match their specification
+                info.fail(f"cannot register '{ep.value}': {type(exc).__name__}: {exc}")
+
+    def _in_load_order(self, hook: str) -> list:
+        """``hook``'s implementations in the order their plugins loaded: the core first, then by entry-point name.
+
+        pluggy keeps implementations in registration order (and calls them in reverse); registering in this
+        order means the core's names always win a clash, and a clash marks the later plugin failed.
+        """
+        return getattr(self.manager.hook, hook).get_hookimpls()
 
     def call(self, hook: str, **kwargs) -> list[tuple[str, object]]:
         """Call ``hook`` on each plugin separately; a plugin that raises is marked failed."""
         results = []
-        for impl in reversed(getattr(self.manager.hook, hook).get_hookimpls()):
+        for impl in self._in_load_order(hook):
             info = self.info[impl.plugin_name]
             if info.status != "ok":
                 continue
@@ -128,7 +140,7 @@ class Plugins:
             if kind not in self._registries:
                 hook, check = KINDS[kind]
                 registry = Registry(kind, check)
-                for impl in reversed(getattr(self.manager.hook, hook).get_hookimpls()):
+                for impl in self._in_load_order(hook):
                     self._fill(registry, hook, impl)
                 self._registries[kind] = registry
             return self._registries[kind]

@@ -6,6 +6,7 @@ vaezoo reads safetensors only and never unpickles a file it downloaded or found.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import sys
@@ -118,8 +119,8 @@ def download(url: str, weights: Weights) -> Path:
             try:
                 _download_to(url, target, weights)
                 return target
-            except (urllib.error.URLError, OSError, WeightsError) as exc:
-                if isinstance(exc, WeightsError) or attempt == RETRIES:
+            except (urllib.error.URLError, http.client.HTTPException, OSError, WeightsError) as exc:
+                if isinstance(exc, WeightsError | urllib.error.HTTPError) or attempt == RETRIES:
                     raise _download_error(url, exc) from None
                 time.sleep(0.5 * attempt)
     raise AssertionError("unreachable")
@@ -128,6 +129,8 @@ def download(url: str, weights: Weights) -> Path:
 def _download_error(url: str, exc: Exception) -> WeightsError:
     if isinstance(exc, WeightsError):
         return exc
+    if isinstance(exc, urllib.error.HTTPError):  # the server answered: retrying would not help
+        return WeightsError(f"download of {url} failed: HTTP {exc.code} {exc.reason}")
     if isinstance(exc, TimeoutError) or "timed out" in str(exc):
         return WeightsError(f"download of {url} timed out; check the network or raise VAEZOO_TIMEOUT (seconds)")
     reason = getattr(exc, "reason", exc)

@@ -19,3 +19,10 @@ def vaezoo_register_metrics(register):
     from vaezoo_jointvae.metrics import cluster_accuracy
 
     register("cluster_accuracy", cluster_accuracy)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_converters(register):
+    from vaezoo_jointvae.convert import convert_original
+
+    register("jointvae-original", convert_original)

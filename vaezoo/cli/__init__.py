@@ -13,7 +13,7 @@ import sys
 
 from vaezoo.errors import VaezooError
 
-COMMANDS = ("list", "info", "plugins", "verify", "train", "eval", "convert")
+COMMANDS = ("list", "info", "plugins", "verify", "train", "eval", "convert", "show", "gallery", "new-plugin")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,11 +30,14 @@ def compare(card_metrics: dict, results: dict[str, float], tolerance: float) -> 
 
 
 def run(args) -> int:
+    from vaezoo.errors import CardError
     from vaezoo.evaluate import evaluate
     from vaezoo.hub import build_model, load_weights
     from vaezoo.weights import load_state_dict
 
     card = card_arg(args.card)
+    if args.check and not card.metrics:
+        raise CardError(f"card '{card.name}' has no metrics to --check; 'vaezoo train' writes them")
     model = build_model(card, device=args.device)
     load_weights(model, load_state_dict(card, args.device), f"weights of '{card.name}'")
     results = evaluate(model, card, args.data_root, args.device)

@@ -41,9 +41,10 @@ def run(args) -> int:
                      "parameters": c.parameters, "headline": c.headline,
                      "metrics": {k: m.value for k, m in c.metrics.items()}} for c in cards])
         return 0
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    table = Table("name", "architecture", "dataset", "latent", "parameters", "headline metric")
+    # Names are what users copy into vaezoo.load: never wrap or truncate them.
+    table = Table(Column("name", no_wrap=True), "architecture", "dataset", "latent", "parameters", "headline metric")
     for c in cards:
         table.add_row(c.name, c.architecture, c.dataset, c.latent or "",
                       f"{c.parameters:,}" if c.parameters else "", headline(c))

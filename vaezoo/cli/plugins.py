@@ -14,9 +14,9 @@ def run(args) -> int:
 
     from vaezoo.plugins import KINDS, PluginWarning, get_plugins
 
-    plugins = get_plugins()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PluginWarning)  # failures are shown in the table
+        plugins = get_plugins()
         plugins.card_dirs()
         for kind in KINDS:
             plugins.registry(kind)

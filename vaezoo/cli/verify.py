@@ -2,12 +2,13 @@
 
 import sys
 
-from vaezoo.cli.common import console
+from vaezoo.cli.common import console, print_json
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("verify", help="check the sha256 of models' weights files")
     p.add_argument("names", nargs="*", help="zoo names (default: every card)")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 
@@ -35,12 +36,17 @@ def run(args) -> int:
     from vaezoo.cards import discover, get_card
 
     cards = [get_card(n) for n in args.names] if args.names else list(discover().values())
-    failed = 0
-    out = console()
+    rows = []
     for card in cards:
         status, detail = check(card)
-        failed += status == "FAILED"
-        out.print(f"{card.name}: {status} {detail}", highlight=False, soft_wrap=True)
+        rows.append({"name": card.name, "status": status, "detail": detail})
+    failed = sum(r["status"] == "FAILED" for r in rows)
+    if args.json:
+        print_json(rows)
+    else:
+        out = console()
+        for r in rows:
+            out.print(f"{r['name']}: {r['status']} {r['detail']}", highlight=False, soft_wrap=True)
     if failed:
         print(f"error: {failed} weights file(s) failed verification", file=sys.stderr)
         return 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -15,7 +16,7 @@ class ImageDataset:
     """Images kept compactly in memory, converted to float batches on demand.
 
     Attributes:
-        images: ``(N, C, H, W)`` uint8 tensor.
+        images: ``(N, C, H, W)`` tensor, usually uint8.
         scale: divide the stored values by this to get [0, 1] (255 for 8-bit images, 1 for binary ones).
         labels: ``(N,)`` class labels, or None.
         factors: ``(N, K)`` ground-truth factor classes, or None.
@@ -41,16 +42,35 @@ class ImageDataset:
             yield start, self.batch(slice(start, start + batch_size), device, dtype)
 
 
-def data_root(root: str | os.PathLike | None) -> tuple[Path, bool]:
-    """The directory to read datasets from and whether downloading into it is allowed.
+class DataRoot(NamedTuple):
+    """Where datasets are read from.
 
-    An explicit ``root`` or ``VAEZOO_DATA`` is an existing copy (no download);
-    otherwise the user data directory, where a dataset may be downloaded.
+    Attributes:
+        path: the directory.
+        download: whether a missing dataset may be downloaded into it.
+        source: what chose it, for messages ("--data-root", "VAEZOO_DATA" or "the default data folder").
     """
-    if root is not None:
-        return Path(root).expanduser(), False
-    if os.environ.get("VAEZOO_DATA"):
-        return Path(os.environ["VAEZOO_DATA"]).expanduser(), False
+
+    path: Path
+    download: bool
+    source: str
+
+
+def default_data_dir() -> Path:
+    """The user data folder datasets are downloaded into when neither --data-root nor VAEZOO_DATA is given."""
     from platformdirs import user_data_dir
 
-    return Path(user_data_dir("vaezoo")) / "datasets", True
+    return Path(user_data_dir("vaezoo")) / "datasets"
+
+
+def data_root(root: str | os.PathLike | None) -> DataRoot:
+    """The directory to read datasets from and whether downloading into it is allowed.
+
+    An explicit ``root`` (``--data-root``) or ``VAEZOO_DATA`` names an existing copy (no download);
+    otherwise :func:`default_data_dir`, where a missing dataset is downloaded.
+    """
+    if root is not None:
+        return DataRoot(Path(root).expanduser(), False, "--data-root")
+    if os.environ.get("VAEZOO_DATA"):
+        return DataRoot(Path(os.environ["VAEZOO_DATA"]).expanduser(), False, "VAEZOO_DATA")
+    return DataRoot(default_data_dir(), True, "the default data folder")

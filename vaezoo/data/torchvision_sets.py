@@ -2,27 +2,50 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+
 import numpy as np
 import torch
 
-from vaezoo.data.base import ImageDataset, data_root
+from vaezoo.data.base import DataRoot, ImageDataset, data_root, default_data_dir
 from vaezoo.errors import DataError
 
 
 def _load(cls, name: str, root, split: str, image_size: int | None) -> ImageDataset:
     if split not in ("train", "test"):
         raise DataError(f"{name} has splits 'train' and 'test', not '{split}'")
-    directory, download = data_root(root)
+    where = data_root(root)
     try:
-        data = cls(root=str(directory), train=split == "train", download=download)
-    except RuntimeError as exc:
-        how = "pass --data-root DIR (or set VAEZOO_DATA) pointing at a folder holding " \
-              f"{cls.__name__}/raw/ in torchvision's layout, or run without either to download it"
-        raise DataError(f"{name} {split} split not found under {directory} ({exc}); {how}") from None
+        with contextlib.redirect_stdout(sys.stderr):  # torchvision reports downloads on stdout, vaezoo's data stream
+            data = cls(root=str(where.path), train=split == "train", download=where.download)
+    except (RuntimeError, OSError) as exc:
+        raise DataError(_not_found(cls, name, where, exc)) from None
     images = data.data
     if image_size is not None and image_size != images.shape[-1]:
         images = _resize(images, image_size)
     return ImageDataset(images.unsqueeze(1).contiguous(), 255.0, labels=data.targets.clone())
+
+
+def _not_found(cls, name: str, where: DataRoot, exc: Exception) -> str:
+    """One line saying where vaezoo looked for ``cls``'s files and how to get them."""
+    raw = where.path / cls.__name__ / "raw"
+    files = [os.path.splitext(os.path.basename(url))[0] for url, _ in cls.resources]
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if where.download:
+        return (f"could not download {name} into {raw} ({reason}); check the network, or fetch "
+                f"{', '.join(f + '.gz' for f in files)} from {cls.mirrors[0]} yourself, unpack them into "
+                f"DIR/{cls.__name__}/raw/ and pass --data-root DIR")
+    missing = [f for f in files if not (raw / f).is_file()]
+    if not missing:
+        return f"{name} files in {raw} cannot be read ({reason}); replace them with fresh copies from {cls.mirrors[0]}"
+    hint = ""
+    if where.path.name in (cls.__name__, "raw"):
+        hint = f" ({where.path} looks like the {cls.__name__} folder itself: pass the folder that holds it)"
+    return (f"{name} not found: vaezoo looked in {raw} (from {where.source}) and is missing {', '.join(missing)}"
+            f"{hint}; point --data-root or VAEZOO_DATA at a folder holding {cls.__name__}/raw/ in torchvision's "
+            f"layout, or unset both to let vaezoo download it into {default_data_dir()}")
 
 
 def _resize(images: torch.Tensor, size: int) -> torch.Tensor:

@@ -17,13 +17,24 @@ from vaezoo.regularizers.base import Regularizer, select_part
 
 
 def log_importance_weights(batch_size: int, dataset_size: int) -> Tensor:
-    """The (batch, batch) log-weights of minibatch-stratified sampling (Chen et al., appendix C.2)."""
+    """The (batch, batch) log-weights of minibatch-stratified sampling (Chen et al., appendix C.2).
+
+    Row ``i`` weighs the posteriors that estimate q(z_i): ``1/N`` on its own example, ``(N - M) / (N M)``
+    on the next one (``(i + 1) mod B``) and ``1/M`` on the other ``M - 1``, with ``M = B - 1``; each row
+    sums to 1. (The reference code strides the matrix by ``B`` instead of ``B + 1``, which puts these
+    weights on columns 0 and 1 rather than on the diagonals; rtqichen/beta-tcvae pull request 1.)
+
+    Args:
+        batch_size: B, at least 2.
+        dataset_size: N, the number of training examples.
+    """
+    if batch_size < 2:
+        raise ValueError(f"minibatch-stratified sampling needs a batch of at least 2, got {batch_size}")
     n, m = dataset_size, batch_size - 1
-    strat_weight = (n - m) / (n * m)
+    rows = torch.arange(batch_size)
     w = torch.full((batch_size, batch_size), 1 / m)
-    w.view(-1)[:: m + 1] = 1 / n
-    w.view(-1)[1 :: m + 1] = strat_weight
-    w[m - 1, 0] = strat_weight
+    w[rows, rows] = 1 / n
+    w[rows, (rows + 1) % batch_size] = (n - m) / (n * m)
     return w.log()
 
 

@@ -1,0 +1,170 @@
+"""Fuzzing with hypothesis: random cards and random command lines get clear errors, never a traceback.
+
+"Clear" means a :class:`~vaezoo.errors.VaezooError` (one line) in the API, and in the CLI an exit code with an
+``error: ...`` last line on stderr (argparse's usage errors exit 2). Anything else fails the test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+import tomli_w
+from faultkit import cli, save_tiny_weights, tiny_card, weights_entry, write_toml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import vaezoo
+from vaezoo.cards import Card, parse_card
+from vaezoo.cli import build_parser
+from vaezoo.errors import CardError, VaezooError
+
+FUZZ = settings(max_examples=150, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+PARSE_EXAMPLES = 300
+
+SMALL_INTS = st.integers(-3, 40)  # sizes stay small: a fuzzed card must not allocate gigabytes
+KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+SCALARS = (st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
+           | st.dates() | st.datetimes())
+TOML_VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
+                           | st.dictionaries(KEYS, inner, max_size=4), max_leaves=20)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch, cards_dir):
+    """A working directory and a zoo of the tiny card only, with valid weights beside it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")  # the core and the tiny card only: every command stays fast
+    monkeypatch.setenv("VAEZOO_OFFLINE", "1")  # a fuzzed https URL must never reach for the network
+    monkeypatch.setenv("VAEZOO_DATA", str(tmp_path / "no-data"))
+    weights = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card())
+    write_toml(cards_dir / "tiny.toml", tiny_card(**weights_entry(weights, file="tiny.safetensors")))
+    return tmp_path
+
+
+def _parse_or_card_error(path) -> Card | None:
+    """The card at ``path``, or None when it is refused with a one-line CardError naming the file."""
+    try:
+        return parse_card(path)
+    except CardError as exc:
+        assert "\n" not in str(exc) and str(path) in str(exc)
+        return None
+
+
+@settings(FUZZ, max_examples=PARSE_EXAMPLES)
+@given(data=st.dictionaries(KEYS, TOML_VALUES, max_size=8))
+def test_random_toml_tables(tmp_path, data):
+    path = tmp_path / "random.toml"
+    path.write_text(tomli_w.dumps(data), encoding="utf-8")
+    assert _parse_or_card_error(path) is None or set(data) >= {"name", "architecture", "model", "train"}
+
+
+@settings(FUZZ, max_examples=PARSE_EXAMPLES)
+@given(text=st.text(max_size=300) | st.binary(max_size=300))
+def test_random_bytes_as_a_card(tmp_path, text):
+    path = tmp_path / "random.toml"
+    if isinstance(text, str):
+        path.write_text(text, encoding="utf-8")
+    else:
+        path.write_bytes(text)
+    _parse_or_card_error(path)
+
+
+def _leaf_paths(table, prefix=()):
+    """Every path to a value inside nested dicts and lists, tables included."""
+    items = table.items() if isinstance(table, dict) else enumerate(table)
+    for key, value in items:
+        yield (*prefix, key)
+        if isinstance(value, dict | list):
+            yield from _leaf_paths(value, (*prefix, key))
+
+
+MUTANT_VALUES = (SMALL_INTS | st.floats(-1e3, 1e3) | st.sampled_from([math.nan, math.inf, -0.0]) | st.booleans()
+                 | st.text(max_size=12) | st.sampled_from(["gaussian", "joint", "beta", "capacity", "mlp_encoder",
+                                                           "conv_encoder", "bernoulli", "vae", "../x.safetensors"])
+                 | st.lists(SMALL_INTS, max_size=3) | st.dictionaries(KEYS, SMALL_INTS, max_size=2))
+
+
+def mutate(draw, card: dict) -> dict:
+    """``card`` with one to three fields replaced, deleted or added (``draw`` is hypothesis's)."""
+    for _ in range(draw(st.integers(1, 3))):
+        paths = sorted(_leaf_paths(card), key=str)
+        if not paths:
+            break
+        *parents, last = draw(st.sampled_from(paths))
+        table = card
+        for key in parents:
+            table = table[key]
+        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        if action == "delete" and isinstance(table, dict):
+            del table[last]
+        elif action == "add" and isinstance(table, dict):
+            table[draw(KEYS)] = draw(MUTANT_VALUES)
+        else:
+            table[last] = draw(MUTANT_VALUES)
+    return card
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_cards_load_or_fail_clearly(home, cards_dir, data):
+    """A mutant of the valid card, beside valid weights, loaded as a user would: a model, or one clear error."""
+    weights = weights_entry(cards_dir / "tiny.safetensors", file="tiny.safetensors")
+    card = mutate(data.draw, tiny_card(**weights))
+    path = cards_dir / "tiny.toml"
+    path.write_text(tomli_w.dumps(card), encoding="utf-8")
+    parsed = _parse_or_card_error(path)
+    if parsed is None:
+        event("card refused")
+        return
+    try:
+        vaezoo.load(parsed.name)
+        event("model loaded")
+    except VaezooError as exc:
+        assert "\n" not in str(exc), str(exc)
+        event(f"load refused: {type(exc).__name__}")
+
+
+def _options(subparser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in subparser._actions if not isinstance(a, argparse._HelpAction)]
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+COMMANDS = _subparsers()
+WORDS = st.sampled_from(["tiny-blobs", "cards/tiny.toml", "cards/tiny.safetensors", "jointvae-mnist", "out",
+                         "out/x.png", "/nonexistent/x", "", "-", "--", "*", "nan", "inf", "-1", "0", "1", "3",
+                         "cpu", "cuda", "meta", "cuda:7", "bogus-device", "beta=1", "=", "tiny_blobs", "vae"])
+
+
+@st.composite
+def argvs(draw):
+    """A command line: a real command (or noise), then a mix of its own options, their choices, and noise."""
+    name = draw(st.sampled_from(sorted(COMMANDS)) | st.text(max_size=6))
+    tokens = [name]
+    actions = _options(COMMANDS[name]) if name in COMMANDS else []
+    flags = [s for a in actions for s in a.option_strings]
+    choices = [str(c) for a in actions for c in (a.choices or [])]
+    pieces = st.sampled_from(flags or ["--json"]) | WORDS | SMALL_INTS.map(str) | st.text(max_size=8)
+    if choices:
+        pieces = pieces | st.sampled_from(choices)
+    tokens += draw(st.lists(pieces, max_size=7))
+    return tokens
+
+
+@FUZZ
+@given(argv=argvs())
+def test_random_command_lines(home, capsys, argv):
+    code, _, stderr = cli(capsys, *argv)
+    event(f"exit {code}")
+    assert "Traceback" not in stderr
+    if code == 2:
+        assert "usage:" in stderr and "error:" in stderr, stderr
+    elif code != 0:
+        assert stderr.strip().splitlines()[-1].startswith("error: "), (argv, stderr)

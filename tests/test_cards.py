@@ -1,0 +1,142 @@
+"""Zoo cards: validation errors that name the file and field, discovery, wildcards, natural sort, filters."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import tomli_w
+from pydantic import ValidationError
+
+import vaezoo
+from helpers import GAUSSIAN_MLP_RGB, card_dict, write_card
+from vaezoo.cards import Card, discover, get_card, parse_card, write_card as write_card_toml
+from vaezoo.errors import CardError, DuplicateNameError, UnknownNameError
+
+SHA = "ab" * 32
+
+
+@pytest.fixture
+def only_test_cards(monkeypatch, tmp_path):
+    """No plugin-contributed cards: only those the test writes into ``tmp_path/cards``."""
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path / "cards"))
+    (tmp_path / "cards").mkdir()
+    return tmp_path / "cards"
+
+
+def write_raw(path, data: dict):
+    path.write_text(tomli_w.dumps(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("change, field, message", [
+    (lambda c: c.pop("dataset"), "dataset", "Field required"),
+    (lambda c: c.update(colour="blue"), "colour", "Extra inputs are not permitted"),
+    (lambda c: c["train"].update(epochs=0), "train.epochs", "greater than 0"),
+    (lambda c: c.update(name="Bad Name"), "name", "should match pattern"),
+    (lambda c: c.update(weights={"file": "w.safetensors", "sha256": "xyz", "size": 10}), "weights.sha256",
+     "should match pattern"),
+    (lambda c: c.update(weights={"file": "w.pt", "sha256": SHA, "size": 10}), "weights", "must be a .safetensors"),
+    (lambda c: c.update(weights={"file": "w.safetensors", "url": "https://x/w.safetensors", "sha256": SHA,
+                                 "size": 10}), "weights", "exactly one of 'file' and 'url'"),
+    (lambda c: c["train"]["optimizer"].update(name="Adagrad"), "train.optimizer.name", "Input should be"),
+])
+def test_invalid_card_names_the_file_and_the_field(tmp_path, change, field, message):
+    data = card_dict("toy-mnist")
+    change(data)
+    path = write_raw(tmp_path / "toy-mnist.toml", data)
+    with pytest.raises(CardError) as info:
+        parse_card(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: field '{field}': ") and message in text
+    assert "\n" not in text
+
+
+def test_unreadable_and_malformed_cards(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = \n", encoding="utf-8")
+    with pytest.raises(CardError, match=f"^{bad}: not valid TOML"):
+        parse_card(bad)
+    with pytest.raises(CardError, match="cannot read card"):
+        parse_card(tmp_path / "missing.toml")
+
+
+def test_cards_are_frozen_and_round_trip_through_toml(tmp_path):
+    card = Card.model_validate(card_dict("toy-mnist", weights={"file": "w.safetensors", "sha256": SHA, "size": 3}))
+    with pytest.raises(ValidationError, match="frozen"):
+        card.name = "other"
+    write_card_toml(card, tmp_path / "toy-mnist.toml")
+    again = parse_card(tmp_path / "toy-mnist.toml")
+    assert again.model_dump() == card.model_dump()
+    assert card.path is None and again.path == (tmp_path / "toy-mnist.toml").resolve()
+
+
+def test_cards_path_lists_several_directories(only_test_cards, tmp_path, monkeypatch):
+    write_card(only_test_cards, "toy-a")
+    write_card(tmp_path / "more", "toy-b")
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join([str(only_test_cards), "", str(tmp_path / "more")]))
+    cards = discover()
+    assert sorted(cards) == ["toy-a", "toy-b"]
+    assert cards["toy-b"].path == (tmp_path / "more" / "toy-b.toml").resolve()
+
+
+def test_a_name_defined_twice_is_refused_naming_both_files(only_test_cards, tmp_path, monkeypatch):
+    first = write_card(only_test_cards, "toy-a")
+    (tmp_path / "more").mkdir()
+    second = write_raw(tmp_path / "more" / "copy.toml", card_dict("toy-a"))
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join([str(only_test_cards), str(tmp_path / "more")]))
+    with pytest.raises(DuplicateNameError) as info:
+        discover()
+    assert str(info.value).startswith(f"card 'toy-a' is defined twice: {first.resolve()} and {second}")
+
+
+def test_a_test_card_cannot_shadow_a_zoo_card(monkeypatch, tmp_path):
+    monkeypatch.delenv("VAEZOO_LOAD_PLUGINS", raising=False)
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    zoo = discover()
+    if not zoo:
+        pytest.fail("the zoo has no cards; the built-in 'zoo' plugin should contribute zoo_cards/")
+    name = sorted(zoo)[0]
+    write_card(tmp_path, name)
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path))
+    with pytest.raises(DuplicateNameError, match=f"card '{name}' is defined twice"):
+        discover()
+
+
+def test_wildcards_and_natural_sort(only_test_cards):
+    for name in ["toy-mnist-10", "toy-mnist-2", "toy-mnist-1", "toy-dsprites", "other-mnist"]:
+        write_card(only_test_cards, name)
+    assert vaezoo.list_models("toy-mnist-*") == ["toy-mnist-1", "toy-mnist-2", "toy-mnist-10"]
+    assert vaezoo.list_models() == ["other-mnist", "toy-dsprites", "toy-mnist-1", "toy-mnist-2", "toy-mnist-10"]
+    assert vaezoo.list_models("toy-?-*") == []
+    assert vaezoo.list_models("*-mnist") == ["other-mnist"]
+    assert vaezoo.list_models("toy-mnist-[12]") == ["toy-mnist-1", "toy-mnist-2"]
+
+
+def test_filters_on_dataset_architecture_and_fields(only_test_cards):
+    write_card(only_test_cards, "toy-a")
+    write_card(only_test_cards, "toy-b", model=GAUSSIAN_MLP_RGB, dataset="dsprites",
+               train={"epochs": 3, "batch_size": 64, "data": {"name": "dsprites"},
+                      "optimizer": {"name": "Adam", "lr": 5e-4}})
+    write_card(only_test_cards, "toy-c", architecture="other",
+               model={"beta": 6, "channels": 1, "latent": {"type": "gaussian", "dim": 10}})
+    assert vaezoo.list_models(dataset="dsprites") == ["toy-b"]
+    assert vaezoo.list_models(architecture="other") == ["toy-c"]
+    assert vaezoo.list_models(where={"beta": "6"}) == ["toy-a", "toy-c"]  # toy-a: regularizers.0.beta = 6.0
+    assert vaezoo.list_models(where={"beta": "4"}) == ["toy-b"]
+    assert vaezoo.list_models(where={"beta": "6.0", "dim": "10"}) == ["toy-c"]
+    assert vaezoo.list_models(where={"batch_size": "64"}) == ["toy-b"]
+    assert vaezoo.list_models(where={"train.optimizer.lr": "0.0005"}) == ["toy-b"]
+    assert vaezoo.list_models(where={"sampling": "mss"}) == ["toy-b"]
+    assert vaezoo.list_models(where={"regularizers.0.sampling": "mws"}) == ["toy-a"]
+    assert vaezoo.list_models(where={"beta": "7"}) == []
+    assert vaezoo.list_models("toy-?", dataset="mnist", architecture="vae") == ["toy-a"]
+
+
+def test_unknown_name_lists_close_matches(only_test_cards):
+    write_card(only_test_cards, "toy-mnist")
+    write_card(only_test_cards, "toy-dsprites")
+    with pytest.raises(UnknownNameError, match="no zoo card named 'toy-mnst'. Did you mean 'toy-mnist'"):
+        get_card("toy-mnst")
+    assert get_card("toy-mnist").name == "toy-mnist"

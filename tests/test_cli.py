@@ -1,0 +1,174 @@
+"""The command line: tables rendered at a fixed width, parsed JSON, one-line errors, and a torch-free list."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+
+from helpers import run_python, run_vaezoo, write_card, write_tiny_entry
+from vaezoo.cards import get_card
+from vaezoo.cli import main
+
+LONG_NAME = "toy-a-long-name-joint-tc-capacity-seed-10"  # 40 characters: must stay whole at 60 columns
+METRIC = {"value": 0.8873, "command": "vaezoo eval toy --check", "vaezoo_version": "0.1.0"}
+
+
+@pytest.fixture
+def cards(monkeypatch, tmp_path):
+    """Only the test's cards (no plugin loads), on a 200-column console."""
+    directory = tmp_path / "cards"
+    directory.mkdir()
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(directory))
+    monkeypatch.setenv("COLUMNS", "200")
+    return directory
+
+
+@pytest.fixture
+def listed(cards):
+    """Three cards: one with a latent layout, parameter count and headline metric, as `vaezoo train` writes."""
+    write_card(cards, "toy-mnist-2")
+    write_card(cards, LONG_NAME, latent="cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4)",
+               parameters=1234567, metrics={"accuracy": METRIC}, headline="accuracy")
+    write_card(cards, "toy-dsprites-1", dataset="dsprites", model={"image_size": 64, "channels": 1, "beta": 6,
+                                                                   "latent": {"type": "gaussian", "dim": 10}})
+    return cards
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The body rows of a rich table, as lists of stripped cells."""
+    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in text.splitlines() if line.startswith("│")]
+
+
+def test_list_json(listed, capsys):
+    code, out, _ = cli(capsys, "list", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["name"] for r in rows] == [LONG_NAME, "toy-dsprites-1", "toy-mnist-2"]
+    long = rows[0]
+    assert long == {"name": LONG_NAME, "architecture": "vae", "dataset": "mnist",
+                    "latent": "cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4)",
+                    "parameters": 1234567, "headline": "accuracy", "metrics": {"accuracy": 0.8873}}
+
+
+def test_list_table(listed, capsys):
+    code, out, _ = cli(capsys, "list")
+    assert code == 0
+    header = next(line for line in out.splitlines() if line.startswith("┃"))
+    assert [c.strip() for c in header.split("┃")[1:-1]] == [
+        "name", "architecture", "dataset", "latent", "parameters", "headline metric"]
+    rows = table_rows(out)
+    assert [r[0] for r in rows] == [LONG_NAME, "toy-dsprites-1", "toy-mnist-2"]
+    assert rows[0] == [LONG_NAME, "vae", "mnist", "cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4)",
+                       "1,234,567", "accuracy 0.8873"]
+
+
+@pytest.mark.parametrize("columns", ["60", "80"])
+def test_names_are_never_truncated_or_wrapped(listed, capsys, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", columns)
+    code, out, _ = cli(capsys, "list")
+    assert code == 0
+    names = [row[0] for row in table_rows(out) if row[0]]
+    assert names == [LONG_NAME, "toy-dsprites-1", "toy-mnist-2"]
+
+
+def test_list_filters(listed, capsys):
+    def names(*argv):
+        code, out, _ = cli(capsys, "list", "--json", *argv)
+        assert code == 0
+        return [r["name"] for r in json.loads(out)]
+
+    assert names("toy-mnist-*") == ["toy-mnist-2"]
+    assert names("--dataset", "dsprites") == ["toy-dsprites-1"]
+    assert names("--arch", "vae", "--where", "beta=6") == [LONG_NAME, "toy-dsprites-1", "toy-mnist-2"]
+    assert names("--where", "beta=6", "--where", "dim=10") == ["toy-dsprites-1"]
+    assert names("--where", "image_size=64") == ["toy-dsprites-1"]
+    assert names("--arch", "nothing") == []
+
+
+def test_bad_where_is_a_one_line_error(listed, capsys):
+    code, out, err = cli(capsys, "list", "--where", "beta")
+    assert (code, out) == (1, "")
+    assert err == "error: --where takes KEY=VALUE, got 'beta'\n"
+
+
+def test_info_json_and_toml(listed, capsys):
+    card = get_card(LONG_NAME)
+    code, out, _ = cli(capsys, "info", LONG_NAME, "--json")
+    assert code == 0
+    assert json.loads(out) == card.model_dump(mode="json", exclude_none=True)
+    code, out, _ = cli(capsys, "info", LONG_NAME)
+    first, _, body = out.partition("\n")
+    assert first == f"# {card.path}"
+    assert tomllib.loads(body) == card.model_dump(mode="json", exclude_none=True)
+    code, out, _ = cli(capsys, "info", str(card.path), "--json")  # a card file works too
+    assert json.loads(out)["name"] == LONG_NAME
+
+
+def test_unknown_name_is_a_one_line_error_with_close_matches(listed, capsys):
+    code, out, err = cli(capsys, "info", "toy-mnist-3")
+    assert (code, out) == (1, "")
+    assert err.startswith("error: no zoo card named 'toy-mnist-3'. Did you mean 'toy-mnist-2'")
+    assert err.count("\n") == 1
+
+
+def test_verify(cards, capsys):
+    write_tiny_entry(cards, "tiny-good")
+    _, _, damaged = write_tiny_entry(cards, "tiny-bad")
+    write_card(cards, "tiny-none")
+    code, out, err = cli(capsys, "verify", "--json")
+    assert code == 0, err
+    assert {r["name"]: r["status"] for r in json.loads(out)} == {
+        "tiny-good": "ok", "tiny-bad": "ok", "tiny-none": "no weights"}
+
+    data = damaged.read_bytes()
+    damaged.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    code, out, err = cli(capsys, "verify", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert code == 1 and err == "error: 1 weights file(s) failed verification\n"
+    assert rows["tiny-bad"]["status"] == "FAILED" and "does not match the card's" in rows["tiny-bad"]["detail"]
+    assert rows["tiny-good"]["status"] == "ok"
+
+    code, out, _ = cli(capsys, "verify", "tiny-good")
+    assert code == 0 and out.startswith("tiny-good: ok ")
+
+
+def test_plugins_json_lists_every_entry_point(monkeypatch, capsys):
+    from importlib.metadata import entry_points
+
+    monkeypatch.delenv("VAEZOO_LOAD_PLUGINS", raising=False)
+    code, out, _ = cli(capsys, "plugins", "--json")
+    assert code == 0
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert set(rows) == {"vaezoo"} | {ep.name for ep in entry_points(group="vaezoo")}
+    assert all(r["status"] == "ok" and r["error"] is None for r in rows.values()), rows
+    assert all(hook.startswith("vaezoo_") for r in rows.values() for hook in r["hooks"])
+
+
+def test_vaezoo_list_does_not_import_torch(listed):
+    code = (
+        "import sys\n"
+        "from vaezoo.cli import main\n"
+        f"codes = [main(['list']), main(['list', '--json', '--where', 'beta=6']), main(['info', {LONG_NAME!r}])]\n"
+        "print(codes, sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[0, 0, 0] []"
+
+
+def test_python_dash_m_vaezoo(listed):
+    result = run_vaezoo("--version")
+    assert (result.returncode, result.stdout.strip()) == (0, f"vaezoo {__import__('vaezoo').__version__}")
+    result = run_vaezoo("info", "no-such-model")
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith("error: no zoo card named 'no-such-model'")
+    assert "Traceback" not in result.stderr

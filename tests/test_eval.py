@@ -1,0 +1,66 @@
+"""``vaezoo eval``: the card that ``vaezoo train`` writes checks out, and a tampered one does not."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tomli_w
+import tomllib
+from trainkit import toy_card, toy_plugin, write_card  # noqa: F401 (toy_plugin is a fixture)
+
+from vaezoo.cards import Metric
+from vaezoo.cli import main
+from vaezoo.cli.eval import compare
+
+
+@pytest.fixture
+def trained(toy_plugin, tmp_path):
+    """The completed card of a finished run of the toy card."""
+    path = write_card(tmp_path / "toy.toml", toy_card())
+    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 0
+    return tmp_path / "out" / "toyvae-bars.toml"
+
+
+def error_lines(err: str) -> list[str]:
+    assert "Traceback" not in err
+    return [line for line in err.splitlines() if line.startswith("error:")]
+
+
+def test_check_passes_on_a_fresh_card_and_fails_on_a_tampered_metric(trained, capsys):
+    capsys.readouterr()
+    assert main(["eval", str(trained), "--check", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    card = tomllib.loads(trained.read_text())
+    assert report["check_failures"] == []
+    assert report["metrics"].keys() == card["metrics"].keys()
+    for name, value in report["metrics"].items():
+        assert value == pytest.approx(card["metrics"][name]["value"], abs=1e-6)
+
+    card["metrics"]["cluster_accuracy"]["value"] += 0.01
+    trained.write_text(tomli_w.dumps(card))
+    assert main(["eval", str(trained), "--check"]) == 1
+    [line] = error_lines(capsys.readouterr().err)
+    assert "1 metric(s) differ" in line and "cluster_accuracy: card" in line
+
+
+def test_check_refuses_a_card_without_metrics(trained, capsys):
+    card = tomllib.loads(trained.read_text())
+    del card["metrics"]
+    trained.write_text(tomli_w.dumps(card))
+    capsys.readouterr()
+    assert main(["eval", str(trained), "--check"]) == 1
+    [line] = error_lines(capsys.readouterr().err)
+    assert "has no metrics to --check" in line
+
+
+def metric(value: float) -> Metric:
+    return Metric(value=value, command="vaezoo eval x", vaezoo_version="0")
+
+
+def test_compare_uses_a_tolerance_relative_to_the_larger_of_one_and_the_value():
+    card = {"big": metric(1000.0), "small": metric(0.5), "missing": metric(1.0)}
+    # tolerance 1e-3: 1 for "big" (relative to 1000), 1e-3 for "small" (relative to 1)
+    assert compare(card, {"big": 1000.9, "small": 0.5009}, 1e-3) == ["missing: on the card but not computed"]
+    failures = compare(card, {"big": 1001.1, "small": 0.5011, "missing": 1.0}, 1e-3)
+    assert [f.split(":")[0] for f in failures] == ["big", "small"]

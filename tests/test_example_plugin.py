@@ -1,0 +1,128 @@
+"""The example third-party plugin (examples/vaezoo-laplace), installed with pip as a user would.
+
+It adds a latent family, an architecture and a card with weights through the
+hooks alone: vaezoo must discover, list and load it, and it must pass the
+conformance kit and its own tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import vaezoo
+from vaezoo import plugins, testing
+from vaezoo.cli import main
+from vaezoo.weights import read_safetensors
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "vaezoo-laplace"
+CARD = "laplacevae-mnist"
+
+LIST_WITHOUT_TORCH = """
+import sys
+from vaezoo.cli import main
+assert main(["list", "--json"]) == 0
+assert "torch" not in sys.modules, "vaezoo list imported torch"
+"""
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """``(source copy, site directory)``: the example built by its own pyproject and installed by pip.
+
+    pip builds from a copy so that the build leaves nothing in the checkout.
+    """
+    source = tmp_path_factory.mktemp("source") / "vaezoo-laplace"
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    site = tmp_path_factory.mktemp("site")
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
+         "--disable-pip-version-check", "--target", str(site), str(source)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    return source, site
+
+
+@pytest.fixture
+def laplace(installed, monkeypatch):
+    """The installed example on ``sys.path`` and ``PYTHONPATH``, with plugins reloaded; returns its site directory."""
+    _, site = installed
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    plugins.reset()
+    yield site
+    for module in [m for m in sys.modules if m == "vaezoo_laplace" or m.startswith("vaezoo_laplace.")]:
+        del sys.modules[module]
+
+
+def test_is_discovered_through_its_entry_point(laplace):
+    info = plugins.get_plugins().info["laplace"]
+    assert (info.status, info.version) == ("ok", "0.1.0")
+    assert info.hooks == ["vaezoo_card_dirs", "vaezoo_register_architectures", "vaezoo_register_latent_families"]
+    assert plugins.registry("latent family").plugin_of("laplace") == "laplace"
+    assert plugins.registry("architecture").plugin_of("laplacevae") == "laplace"
+
+
+def test_is_listed_by_vaezoo_list_and_plugins(laplace, capsys):
+    assert main(["list", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    card = vaezoo.get_card(CARD)
+    assert rows[CARD]["architecture"] == "laplacevae"
+    assert rows[CARD]["metrics"] == {name: metric.value for name, metric in card.metrics.items()}
+    assert main(["plugins", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["laplace"]["status"] == "ok"
+
+
+def test_vaezoo_list_stays_free_of_torch_with_it_installed(laplace):
+    result = subprocess.run([sys.executable, "-c", LIST_WITHOUT_TORCH], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert CARD in {row["name"] for row in json.loads(result.stdout)}
+
+
+def test_loads_pretrained_from_the_installed_package(laplace):
+    from vaezoo_laplace.latent import Laplace
+
+    model = vaezoo.load(CARD)
+    assert model.card.path.is_relative_to(laplace)
+    assert isinstance(model.latent, Laplace) and model.latent.dim == model.card.model["dim"]
+    stored = read_safetensors(model.card.path.parent / model.card.weights.file)
+    assert stored.keys() == model.state_dict().keys()
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in stored.items())
+    assert sum(p.numel() for p in model.parameters()) == model.card.parameters
+    assert model.card.weights.size < 1_000_000
+
+
+def test_passes_the_conformance_kit(laplace):
+    assert testing.check_plugin("laplace") == {
+        "latent family": ["laplace"], "architecture": ["laplacevae"], "card": [CARD],
+    }
+    testing.check_latent_family("laplace", dim=3)
+    testing.check_regularizer("beta", latent={"type": "laplace", "dim": 3}, beta=4.0)
+    testing.check_regularizer("total_correlation", latent={"type": "laplace", "dim": 3}, dataset_size=1000)
+    testing.check_architecture("laplacevae", image_size=32, channels=3, dim=2, widths=[8, 8, 16])
+    testing.check_card(CARD)
+
+
+def test_passes_its_own_tests(installed, laplace):
+    source, _ = installed
+    # -P: the tests import the installed copy, not the source tree in the working directory
+    result = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                            cwd=source, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_vaezoo_eval_reproduces_the_cards_metrics(laplace, mnist_root, capsys):
+    assert main(["eval", CARD, "--data-root", str(mnist_root), "--check", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["check_failures"] == []
+    assert set(report["metrics"]) >= set(vaezoo.get_card(CARD).metrics)

@@ -1,0 +1,206 @@
+"""Pictures of zoo cards: ``vaezoo show`` and the ``vaezoo gallery`` page, checked in headless Chromium.
+
+The cards are tiny models written to a temporary directory on ``VAEZOO_CARDS_PATH``,
+beside whatever cards the zoo itself holds; the gallery must show all of them.
+"""
+
+import html
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from vaezoo.cards import Card, list_cards, parse_card, write_card
+from vaezoo.cli import main
+from vaezoo.gallery import build_gallery
+from vaezoo.hub import build_model
+from vaezoo.weights import save_weights, sha256_of
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+TRICKY_TEXT = 'a <b>bold</b> claim & an <img src="x.png"> "quoted"'
+
+
+def tiny_card(name: str, with_weights: bool, directory: Path) -> Card:
+    """Write a tiny 16x16 joint-latent card (and, if asked, its random weights) into ``directory``."""
+    raw = {
+        "name": name, "architecture": "vae", "summary": f"{name}: {TRICKY_TEXT}", "dataset": "mnist",
+        "paper": "Kingma & Welling (2014), Auto-Encoding Variational Bayes", "license": "MIT",
+        "vaezoo_version": "0.1.0",
+        "model": {"image_size": 16, "channels": 1,
+                  "latent": {"type": "joint", "parts": [{"type": "gaussian", "name": "style", "dim": 3},
+                                                        {"type": "gumbel_categorical", "name": "digit",
+                                                         "categories": 4}]},
+                  "encoder": {"type": "conv_encoder", "hidden": 32},
+                  "decoder": {"type": "conv_decoder", "hidden": 32}},
+        "train": {"data": {"name": "mnist", "options": {"image_size": 16}}, "epochs": 1, "batch_size": 8,
+                  "optimizer": {"name": "Adam", "lr": 1e-3}},
+        "metrics": {"reconstruction": {"value": 123.456789, "command": f"vaezoo eval {name} --json",
+                                       "vaezoo_version": "0.1.0", "note": TRICKY_TEXT},
+                    "kl_digit": {"value": 0.5, "command": f"vaezoo eval {name} --json && echo '<done>'",
+                                 "vaezoo_version": "0.1.0"}},
+    }
+    if with_weights:
+        torch.manual_seed(0)
+        weights = directory / f"{name}.safetensors"
+        save_weights(build_model(Card.model_validate(raw)).state_dict(), weights)
+        raw["weights"] = {"file": weights.name, "sha256": sha256_of(weights), "size": weights.stat().st_size}
+    path = directory / f"{name}.toml"
+    write_card(Card.model_validate(raw), path)
+    return parse_card(path)
+
+
+@pytest.fixture
+def tiny_zoo(tmp_path_factory, monkeypatch) -> dict[str, Card]:
+    """Two tiny cards on VAEZOO_CARDS_PATH: ``tiny-trained`` with weights, ``tiny-untrained`` without."""
+    directory = tmp_path_factory.mktemp("cards")
+    cards = {name: tiny_card(name, name == "tiny-trained", directory) for name in ("tiny-trained", "tiny-untrained")}
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(directory))
+    return cards
+
+
+WRAPPER = """<!doctype html>
+<html><body><iframe id="page" src="{src}"></iframe><pre id="report"></pre>
+<script>
+document.getElementById("page").addEventListener("load", () => {{
+  const doc = document.getElementById("page").contentDocument;
+  const cards = [...doc.querySelectorAll("article[data-card]")].map(card => ({{
+    name: card.dataset.card,
+    text: card.textContent,
+    metrics: [...card.querySelectorAll("tr[data-metric]")].map(row => ({{
+      name: row.dataset.metric,
+      value: row.querySelector(".value").textContent,
+      command: row.querySelector(".command").textContent,
+      text: row.textContent,
+    }})),
+    images: [...card.querySelectorAll("img")].map(img => ({{
+      src: img.src, complete: img.complete, width: img.naturalWidth, height: img.naturalHeight,
+    }})),
+  }}));
+  const urls = [...doc.querySelectorAll("[src], [href]")].map(e => e.src || e.href);
+  document.getElementById("report").textContent = JSON.stringify({{cards, urls, scripts: doc.scripts.length}});
+}});
+</script></body></html>
+"""
+
+
+def browse(index: Path, work: Path) -> dict:
+    """Open ``index`` from disk in headless Chromium and report what the page holds and which images loaded.
+
+    A wrapper page loads the gallery in an iframe and reads its DOM once every image has
+    loaded or failed; ``--allow-file-access-from-files`` lets one file page read another.
+    """
+    wrapper = work / "wrapper.html"
+    wrapper.write_text(WRAPPER.format(src=index.resolve().as_uri()), encoding="utf-8")
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", "--allow-file-access-from-files",
+               f"--user-data-dir={work / 'chromium-profile'}", "--virtual-time-budget=10000",
+               "--dump-dom", wrapper.as_uri()]
+    dom = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
+    report = re.search(r'<pre id="report">(.*?)</pre>', dom, re.S)
+    assert report and report.group(1), f"the wrapper page did not report on the gallery; DOM:\n{dom[:2000]}"
+    return json.loads(html.unescape(report.group(1)))
+
+
+def check_gallery_in_browser(index: Path, work: Path) -> dict:
+    """Every discovered card, metric and image is on the page, and every image loads with its file's size."""
+    report = browse(index, work)
+    directory = index.parent.resolve()
+    assert report["scripts"] == 0
+    assert all(url.startswith(directory.as_uri()) for url in report["urls"]), report["urls"]
+    shown = {card["name"]: card for card in report["cards"]}
+    cards = list_cards()
+    assert list(shown) == [card.name for card in cards]
+    for card in cards:
+        page = shown[card.name]
+        for text in (card.summary, card.architecture, card.dataset, card.paper):
+            assert text in page["text"], f"{card.name}: '{text}' is not on the page"
+        assert {m["name"] for m in page["metrics"]} == set(card.metrics)
+        for metric in page["metrics"]:
+            on_card = card.metrics[metric["name"]]
+            assert float(metric["value"]) == pytest.approx(on_card.value, rel=1e-5)
+            assert metric["command"] == on_card.command
+            assert (on_card.note or "") in metric["text"]
+        if card.weights is None:
+            assert page["images"] == []
+            assert "No pretrained weights" in page["text"]
+            continue
+        expected = {(directory / f"{card.name}.{kind}.png").as_uri() for kind in ("traverse", "sample")}
+        assert {image["src"] for image in page["images"]} == expected
+        for image in page["images"]:
+            with Image.open(directory / Path(image["src"]).name) as png:
+                assert image["complete"] and (image["width"], image["height"]) == png.size, image
+    return shown
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package 'chromium')")
+def test_gallery_shows_every_card_metric_and_image_in_a_browser(tiny_zoo, tmp_path):
+    index = build_gallery(tmp_path / "site", use_data=False)
+    shown = check_gallery_in_browser(index, tmp_path)
+    assert {"tiny-trained", "tiny-untrained"} <= set(shown)
+    trained = shown["tiny-trained"]["text"]
+    assert "style: Gaussian(dim=3) + digit: GumbelCategorical(categories=4" in trained
+    assert "in the latent's order (drawn without data)" in trained
+    assert "vaezoo show tiny-trained traverse -o tiny-trained.traverse.png --n 10 --no-data" in trained
+    assert TRICKY_TEXT in shown["tiny-untrained"]["text"]
+
+
+def test_gallery_escapes_card_text(tiny_zoo, tmp_path):
+    page = build_gallery(tmp_path / "site", use_data=False).read_text(encoding="utf-8")
+    assert "a &lt;b&gt;bold&lt;/b&gt; claim &amp; an &lt;img src=" in page
+    assert "<b>bold</b>" not in page and '<img src="x.png">' not in page and "'<done>'" not in page
+
+
+def test_gallery_images_match_vaezoo_show(tiny_zoo, tmp_path):
+    site = tmp_path / "site"
+    assert main(["gallery", str(site), "--no-data"]) == 0
+    assert main(["show", "tiny-trained", "sample", "-o", str(tmp_path / "s.png"), "--n", "100"]) == 0
+    assert main(["show", "tiny-trained", "traverse", "-o", str(tmp_path / "t.png"), "--no-data"]) == 0
+    assert (tmp_path / "s.png").read_bytes() == (site / "tiny-trained.sample.png").read_bytes()
+    assert (tmp_path / "t.png").read_bytes() == (site / "tiny-trained.traverse.png").read_bytes()
+    assert not (site / "tiny-untrained.sample.png").exists()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package 'chromium')")
+def test_gallery_with_test_images_orders_rows_by_kl(tiny_zoo, tmp_path, mnist_root):
+    index = build_gallery(tmp_path / "site", data_root=mnist_root, seed=1)
+    shown = check_gallery_in_browser(index, tmp_path)
+    assert "ordered by KL averaged over 1000 test images (seed 1)" in shown["tiny-trained"]["text"]
+
+
+def test_show_draws_each_picture_at_its_promised_size(tiny_zoo, tmp_path, mnist_root, capsys):
+    tile, padding = 16 * 3, 2
+    for what, rows, columns in (("sample", 2, 5), ("reconstruct", 4, 5)):
+        out = tmp_path / f"{what}.png"
+        argv = ["show", "tiny-trained", what, "-o", str(out), "--n", "10", "--columns", "5", "--scale", "3",
+                "--data-root", str(mnist_root)]
+        assert main(argv) == 0
+        assert capsys.readouterr().out.strip() == str(out)
+        width, height = Image.open(out).size
+        assert height == rows * (tile + padding) + padding
+        grid_width = columns * (tile + padding) + padding
+        assert width == grid_width if what == "sample" else width > grid_width
+    out = tmp_path / "traverse.png"
+    assert main(["show", "tiny-trained", "traverse", "-o", str(out), "--n", "6", "--span", "-2", "2",
+                 "--data-root", str(mnist_root)]) == 0
+    assert "rows ordered by KL averaged over 1000 test images (seed 0)" in capsys.readouterr().err
+    assert Image.open(out).height == 4 * (16 * 2 + padding) + padding
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["show", "tiny-untrained", "sample", "-o", "x.png"], "card 'tiny-untrained' has no pretrained weights yet"),
+    (["show", "tiny-trained", "sample", "-o", "x.jpg"], "give a .png file name"),
+    (["show", "tiny-trained", "reconstruct", "-o", "x.png", "--no-data"], "reconstruct needs test images"),
+    (["show", "tiny-trained", "traverse", "-o", "x.png", "--n", "1", "--no-data"], "at least 2 steps"),
+    (["show", "no-such-model", "sample", "-o", "x.png"], "no zoo card named 'no-such-model'"),
+])
+def test_show_errors_are_one_line(tiny_zoo, tmp_path, monkeypatch, capsys, argv, message):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,234 @@
+"""Importing checkpoints of the original JointVAE code: ``vaezoo convert jointvae-original``.
+
+The reference for every comparison is the original layer stack (jointvae/models.py of
+github.com/Schlumberger/joint-vae) written out below with plain torch.nn, so that its
+state dict has the original key layout and its outputs do not depend on the converter.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import ORIGINAL_JOINTVAE
+from torch import nn
+
+import vaezoo
+from vaezoo.cards import parse_card
+from vaezoo.cli import main
+from vaezoo.data import load_dataset
+from vaezoo.errors import VaezooError
+from vaezoo.plugins import registry
+from vaezoo.weights import read_metadata, sha256_of
+
+GEOMETRY = {"mnist": (1, 32), "fashion_mnist": (1, 32), "dsprites": (1, 64), "chairs": (1, 64), "celeba": (3, 64)}
+
+
+def original_jointvae(channels: int, image_size: int, continuous: int, discrete: list[int]) -> nn.ModuleDict:
+    """The original JointVAE's layers, keyed as in its state dicts; 64x64 adds a conv on each side."""
+
+    def down(c_in, c_out):
+        return [nn.Conv2d(c_in, c_out, 4, stride=2, padding=1), nn.ReLU()]
+
+    def up(c_in, c_out):
+        return [nn.ConvTranspose2d(c_in, c_out, 4, stride=2, padding=1), nn.ReLU()]
+
+    big = image_size == 64
+    layers = {
+        "img_to_features": nn.Sequential(*down(channels, 32), *(down(32, 32) if big else []), *down(32, 64),
+                                         *down(64, 64)),
+        "features_to_hidden": nn.Sequential(nn.Linear(64 * 4 * 4, 256), nn.ReLU()),
+        "latent_to_features": nn.Sequential(nn.Linear(continuous + sum(discrete), 256), nn.ReLU(),
+                                            nn.Linear(256, 64 * 4 * 4), nn.ReLU()),
+        "features_to_img": nn.Sequential(*(up(64, 64) if big else []), *up(64, 32), *up(32, 32),
+                                         nn.ConvTranspose2d(32, channels, 4, stride=2, padding=1), nn.Sigmoid()),
+    }
+    if continuous:
+        layers["fc_mean"] = nn.Linear(256, continuous)
+        layers["fc_log_var"] = nn.Linear(256, continuous)
+    if discrete:
+        layers["fc_alphas"] = nn.ModuleList(nn.Linear(256, k) for k in discrete)
+    return nn.ModuleDict(layers).eval()
+
+
+@torch.no_grad()
+def original_outputs(net: nn.ModuleDict, x: torch.Tensor) -> dict:
+    """The original model in reconstruction mode: the Gaussian mean and the one-hot argmax are decoded."""
+    hidden = net["features_to_hidden"](net["img_to_features"](x).flatten(1))
+    out: dict = {"probs": [F.softmax(fc(hidden), dim=1) for fc in (net["fc_alphas"] if "fc_alphas" in net else [])]}
+    code = []
+    if "fc_mean" in net:
+        out["mean"], out["log_var"] = net["fc_mean"](hidden), net["fc_log_var"](hidden)
+        code.append(out["mean"])
+    code += [F.one_hot(p.argmax(1), p.shape[1]).float() for p in out["probs"]]
+    features = net["latent_to_features"](torch.cat(code, dim=1)).view(-1, 64, 4, 4)
+    out["reconstruction"] = net["features_to_img"](features)
+    return out
+
+
+def assert_same_outputs(model, net: nn.ModuleDict, x: torch.Tensor) -> None:
+    """The converted ``model`` encodes and reconstructs ``x`` as the original ``net`` does, to 1e-5."""
+    expected = original_outputs(net, x)
+    parts = model.encode(x).parts
+    if "mean" in expected:
+        torch.testing.assert_close(parts["continuous"].mean, expected["mean"], rtol=0, atol=1e-5)
+        torch.testing.assert_close(parts["continuous"].logvar, expected["log_var"], rtol=0, atol=1e-5)
+    assert model.discrete_parts == [f"discrete{i}" for i in range(len(expected["probs"]))]
+    for name, probs in zip(model.discrete_parts, expected["probs"]):
+        torch.testing.assert_close(parts[name].probs, probs, rtol=0, atol=1e-5)
+    torch.testing.assert_close(model.reconstruct(x), expected["reconstruction"], rtol=0, atol=1e-5)
+
+
+def write_checkpoint(path: Path, dataset: str, continuous: int, discrete: list[int], seed: int = 0) -> nn.ModuleDict:
+    """Save a randomly initialised original model's state dict to ``path``; return the model."""
+    torch.manual_seed(seed)
+    net = original_jointvae(*GEOMETRY[dataset], continuous, discrete)
+    torch.save(net.state_dict(), path)
+    return net
+
+
+def convert(path: Path, out: Path, dataset: str) -> Path:
+    return registry("converter")["jointvae-original"](path, out, dataset=dataset)
+
+
+@pytest.mark.slow
+def test_original_mnist_checkpoint_keeps_its_accuracy_and_reconstructions(tmp_path, mnist_root, monkeypatch, capsys):
+    if not ORIGINAL_JOINTVAE.is_file():
+        pytest.skip(f"original JointVAE checkpoint not found at {ORIGINAL_JOINTVAE} (../shared beside the repository)")
+    args = ["convert", "jointvae-original", str(ORIGINAL_JOINTVAE), "--dataset", "mnist", "--out", str(tmp_path)]
+    assert main(args) == 0
+    card_path = Path(capsys.readouterr().out.strip())
+    assert main(["eval", str(card_path), "--data-root", str(mnist_root), "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)["metrics"]
+    print(f"cluster_accuracy of the converted original checkpoint: {results['cluster_accuracy']:.4%}")
+    assert results["cluster_accuracy"] == pytest.approx(0.8873, abs=0.0005)
+
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path))
+    model = vaezoo.load("jointvae-original-mnist")
+    net = original_jointvae(1, 32, 10, [10])
+    net.load_state_dict(torch.load(ORIGINAL_JOINTVAE, map_location="cpu", weights_only=True))
+    x = load_dataset("mnist", mnist_root, "test", image_size=32).batch(slice(0, 1000))
+    assert_same_outputs(model, net, x)
+
+
+@pytest.mark.parametrize("dataset, continuous, discrete", [
+    ("dsprites", 6, [3]),
+    ("celeba", 32, [10]),
+    ("chairs", 32, [2, 2, 2]),
+    ("mnist", 4, [10, 5, 3]),
+    ("mnist", 0, [10]),
+    ("fashion_mnist", 10, []),
+])
+def test_converted_model_matches_the_original_layers(tmp_path, monkeypatch, dataset, continuous, discrete):
+    net = write_checkpoint(tmp_path / "model.pt", dataset, continuous, discrete)
+    card_path = convert(tmp_path / "model.pt", tmp_path / "out", dataset)
+
+    card = parse_card(card_path)
+    channels, size = GEOMETRY[dataset]
+    assert (card.model["channels"], card.model["image_size"]) == (channels, size)
+    assert (card.model["continuous"], card.model["discrete"]) == (continuous, discrete)
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(card_path.parent))
+    model = vaezoo.load(card.name)
+    x = torch.rand(6, channels, size, size, generator=torch.Generator().manual_seed(1))
+    assert_same_outputs(model, net, x)
+
+
+def test_cli_writes_weights_and_a_card_without_metrics(tmp_path, capsys):
+    write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10])
+    out = tmp_path / "out"
+    assert main(["convert", "jointvae-original", str(tmp_path / "model.pt"), "--dataset", "mnist",
+                 "--out", str(out)]) == 0
+    card_path = Path(capsys.readouterr().out.strip())
+    assert card_path == out / "jointvae-original-mnist.toml"
+    card = parse_card(card_path)
+    weights = out / "jointvae-original-mnist.safetensors"
+    assert (card.weights.file, card.weights.sha256, card.weights.size) == (
+        weights.name, sha256_of(weights), weights.stat().st_size)
+    assert card.metrics == {}
+    assert card.eval_metrics == ["cluster_accuracy"]
+    assert card.model["capacity"] == {"continuous": [0.0, 5.0, 25000, 30.0], "discrete": [0.0, 5.0, 25000, 30.0]}
+    assert (card.train.epochs, card.train.batch_size, card.train.optimizer.lr) == (100, 64, 5e-4)
+    assert card.parameters == sum(t.numel() for t in torch.load(tmp_path / "model.pt", weights_only=True).values())
+    assert json.loads(read_metadata(weights)["card"])["name"] == card.name
+
+
+def test_cli_refuses_an_unknown_dataset_in_one_line(tmp_path, capsys):
+    write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10])
+    out = tmp_path / "out"
+    assert main(["convert", "jointvae-original", str(tmp_path / "model.pt"), "--dataset", "fashion",
+                 "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "'fashion'" in err and "fashion_mnist" in err
+    assert not out.exists()
+
+
+class _OpensAFile:
+    """Pickles as a call to ``open(marker, "w")``: unpickling it would run code."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def test_cli_refuses_a_pickle_that_is_not_weights_only(tmp_path):
+    marker = tmp_path / "unpickled"
+    state = write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10]).state_dict()
+    torch.save({**state, "trap": _OpensAFile(marker)}, tmp_path / "model.pt")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "vaezoo", "convert", "jointvae-original", str(tmp_path / "model.pt"),
+                           "--dataset", "mnist", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "weights_only" in done.stderr and "Traceback" not in done.stderr
+    assert not marker.exists()
+    assert not out.exists()
+
+
+def _extra_key(state):
+    return {**state, "fc_extra.weight": torch.zeros(3)}
+
+
+def _without_hidden_bias(state):
+    return {k: v for k, v in state.items() if k != "features_to_hidden.0.bias"}
+
+
+def _without_heads(state):
+    return {k: v for k, v in state.items() if not k.startswith(("fc_mean", "fc_log_var", "fc_alphas"))}
+
+
+def _scalar_mean(state):
+    return {**state, "fc_mean.weight": torch.tensor(1.0)}
+
+
+def _nested(state):
+    return {"model": state, "step": torch.tensor(3)}
+
+
+@pytest.mark.parametrize("corrupt, message", [
+    (_extra_key, "unexpected keys ['fc_extra.weight']"),
+    (_without_hidden_bias, "missing keys ['encoder.hidden.0.bias']"),
+    (_without_heads, "neither fc_mean nor fc_alphas.0"),
+    (_scalar_mean, "fc_mean.weight has shape (); a linear layer's weight is 2-D"),
+    (_nested, "not a state dict of tensors"),
+])
+def test_state_dicts_that_do_not_fit_are_refused(tmp_path, corrupt, message):
+    state = write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10]).state_dict()
+    torch.save(corrupt(state), tmp_path / "model.pt")
+    with pytest.raises(VaezooError, match=re.escape(message)):
+        convert(tmp_path / "model.pt", tmp_path / "out", "mnist")
+    assert not (tmp_path / "out").exists()
+
+
+def test_wrong_dataset_geometry_names_the_missing_layers(tmp_path):
+    write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10])
+    with pytest.raises(VaezooError, match=r"missing keys \['decoder.features.6.bias'.*check --dataset"):
+        convert(tmp_path / "model.pt", tmp_path / "out", "dsprites")

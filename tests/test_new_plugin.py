@@ -1,0 +1,109 @@
+"""``vaezoo new-plugin``: the package it writes installs with pip, passes its own tests and is discovered."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from vaezoo.cards import parse_card
+from vaezoo.cli import main
+
+LIST_WITHOUT_TORCH = """
+import sys
+from vaezoo.cli import main
+assert main(["list", "--json"]) == 0
+assert "torch" not in sys.modules, "vaezoo list imported torch"
+"""
+
+
+def pip_install(source, target) -> None:
+    """Build ``source`` with its own build backend and install it into ``target``, offline, as pip does for users."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
+         "--disable-pip-version-check", "--target", str(target), str(source)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_writes_a_complete_package(tmp_path, capsys):
+    assert main(["new-plugin", "demo-vae", "--dir", str(tmp_path)]) == 0
+    root = tmp_path / "vaezoo-demo-vae"
+    assert capsys.readouterr().out.strip() == str(root)
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert files == ["README.md", "pyproject.toml", "tests/test_vaezoo_demo_vae.py", "vaezoo_demo_vae/__init__.py",
+                     "vaezoo_demo_vae/cards/demo-vae-mnist.toml", "vaezoo_demo_vae/model.py"]
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    assert project["project"]["name"] == "vaezoo-demo-vae"
+    assert project["project"]["entry-points"]["vaezoo"] == {"demo-vae": "vaezoo_demo_vae"}
+    card = parse_card(root / "vaezoo_demo_vae" / "cards" / "demo-vae-mnist.toml")
+    assert (card.name, card.architecture, card.weights, card.metrics) == ("demo-vae-mnist", "demo-vae", None, {})
+    for path in root.rglob("*.py"):
+        ast.parse(path.read_text(), filename=str(path))
+
+
+def test_the_package_installs_passes_its_own_tests_and_is_discovered(tmp_path, capsys):
+    assert main(["new-plugin", "demo-vae", "--dir", str(tmp_path / "src")]) == 0
+    root = tmp_path / "src" / "vaezoo-demo-vae"
+    site = tmp_path / "site"
+    pip_install(root, site)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+
+    # -P: import the installed copy, not the source tree in the working directory
+    tests = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                           cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "3 passed" in tests.stdout
+
+    listed = subprocess.run([sys.executable, "-m", "vaezoo", "plugins", "--json"], env=env, capture_output=True,
+                            text=True, timeout=300)
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    assert rows["demo-vae"]["status"] == "ok", rows["demo-vae"]
+    assert rows["demo-vae"]["hooks"] == ["vaezoo_card_dirs", "vaezoo_register_architectures"]
+    # the zoo lists its card, and its hooks module keeps 'vaezoo list' free of torch
+    zoo = subprocess.run([sys.executable, "-c", LIST_WITHOUT_TORCH], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert zoo.returncode == 0, zoo.stderr
+    assert "demo-vae-mnist" in {row["name"] for row in json.loads(zoo.stdout)}
+
+
+def test_refuses_to_overwrite_an_existing_directory(tmp_path, capsys):
+    existing = tmp_path / "vaezoo-demo-vae"
+    existing.mkdir()
+    (existing / "mine.txt").write_text("keep me")
+    assert main(["new-plugin", "demo-vae", "--dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: {existing} already exists; remove it or choose another --dir\n"
+    assert [p.name for p in existing.iterdir()] == ["mine.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vaezoo-demo-vae"]  # no staging directory left
+
+
+@pytest.mark.parametrize("name", ["Demo", "demo_vae", "1demo", "demo--vae", "demo-", "-demo", "demo vae", ""])
+def test_refuses_an_invalid_name(tmp_path, capsys, name):
+    assert main(["new-plugin", name, "--dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: invalid plugin name '{name}': use lowercase letters") and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("vaezoo-demo", "give it without the 'vaezoo-' prefix"),
+    ("jointvae", "a plugin named 'jointvae' is already installed; choose another name"),
+])
+def test_refuses_a_name_that_would_clash(tmp_path, capsys, name, problem):
+    assert main(["new-plugin", name, "--dir", str(tmp_path)]) == 1
+    assert problem in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_refuses_a_dir_that_is_a_file(tmp_path, capsys):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    assert main(["new-plugin", "demo-vae", "--dir", str(not_a_dir)]) == 1
+    assert capsys.readouterr().err == f"error: --dir {not_a_dir} is a file, not a directory\n"

@@ -1,0 +1,121 @@
+"""The wheel: built from a copy of the checkout, installed into a temporary target, used from outside the tree.
+
+The installed vaezoo must list the zoo's cards, load every entry (pretrained whenever its card has weights)
+and find its built-in plugins through the entry points in the wheel's metadata, with the source tree out of
+reach: the subprocess runs with ``-S`` (so the editable install's path hook is not loaded) and a PYTHONPATH
+of the target plus the environment's site-packages (for torch and the other dependencies).
+"""
+
+from __future__ import annotations
+
+import configparser
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+from vaezoo.cards import parse_card
+
+pytestmark = pytest.mark.slow
+
+IGNORED = shutil.ignore_patterns(".git", ".ci", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
+                                 ".hypothesis", "runs", "*.pt")
+
+CHECK_INSTALLED = """
+import json, sys
+import vaezoo
+from vaezoo.plugins import get_plugins
+from vaezoo.cards import get_card
+
+loaded = {}
+for name in vaezoo.list_models():
+    card = get_card(name)
+    model = vaezoo.load(name, pretrained=card.weights is not None)
+    loaded[name] = {"pretrained": card.weights is not None, "parameters": sum(p.numel() for p in model.parameters()),
+                    "card": str(card.path), "training": model.training}
+plugins = get_plugins()
+modules = {m: getattr(sys.modules[m], "__file__", None) for m in sorted(sys.modules) if m.startswith("vaezoo")}
+print(json.dumps({"loaded": loaded, "status": {n: i.status for n, i in plugins.info.items()}, "modules": modules,
+                  "sys_path": sys.path}))
+"""
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel built from a copy of the checkout (the checkout itself stays untouched)."""
+    source = tmp_path_factory.mktemp("source") / "vaezoo"
+    shutil.copytree(REPO, source, ignore=IGNORED)
+    dist = tmp_path_factory.mktemp("dist")
+    # Without setuptools in this environment, build fetches it into an isolated environment instead.
+    isolation = ["--no-isolation"] if importlib.util.find_spec("setuptools") else []
+    result = subprocess.run([sys.executable, "-m", "build", "--wheel", *isolation, "--outdir", str(dist), str(source)],
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (built,) = dist.glob("vaezoo-*.whl")
+    return built
+
+
+def zoo_cards():
+    return [parse_card(path) for path in sorted((REPO / "zoo_cards").glob("*.toml"))]
+
+
+def test_wheel_metadata_declares_the_plugins_and_the_script(wheel):
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    with zipfile.ZipFile(wheel) as archive:
+        (entry_points_file,) = [n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        parser = configparser.ConfigParser()
+        parser.read_string(archive.read(entry_points_file).decode())
+        names = set(archive.namelist())
+    assert dict(parser["vaezoo"]) == declared["entry-points"]["vaezoo"]
+    assert dict(parser["console_scripts"]) == declared["scripts"]
+    for module in declared["entry-points"]["vaezoo"].values():
+        assert f"{module}/__init__.py" in names, f"plugin package {module} is missing from the wheel"
+
+
+def test_wheel_ships_every_zoo_card_and_its_weights(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    cards = zoo_cards()
+    assert cards, "zoo_cards/ holds no card"
+    for card in cards:
+        assert f"vaezoo_zoo/{card.path.name}" in names
+        if card.weights is not None and card.weights.file is not None:
+            assert f"vaezoo_zoo/{card.weights.file}" in names, f"weights of {card.name} are missing from the wheel"
+
+
+def test_installed_wheel_loads_the_zoo_outside_the_checkout(wheel, tmp_path):
+    target = tmp_path / "target"
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
+                             "--target", str(target), str(wheel)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    # the environment's dependencies, without the .pth files (and so without the editable install's hook)
+    site = [sysconfig.get_paths()[key] for key in ("purelib", "platlib")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VAEZOO_") or k == "VAEZOO_HOME"}
+    env["PYTHONPATH"] = os.pathsep.join([str(target), *dict.fromkeys(site)])
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    result = subprocess.run([sys.executable, "-S", "-c", CHECK_INSTALLED], cwd=outside, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+
+    assert not any(str(REPO) in entry for entry in report["sys_path"] if entry)
+    for module, path in report["modules"].items():
+        assert path is None or Path(path).is_relative_to(target), f"{module} came from {path}"
+    assert all(status == "ok" for status in report["status"].values()), report["status"]
+    expected = {card.name: card for card in zoo_cards()}
+    assert sorted(report["loaded"]) == sorted(expected)
+    for name, loaded in report["loaded"].items():
+        assert Path(loaded["card"]).is_relative_to(target)
+        assert loaded["pretrained"] == (expected[name].weights is not None)
+        assert loaded["parameters"] > 0 and loaded["training"] is False
+

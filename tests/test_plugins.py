@@ -1,0 +1,192 @@
+"""Plugins: entry points, the allow-list, and failures that are reported but never fatal for the others."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+import vaezoo
+from helpers import install_plugin, run_vaezoo, write_card
+from vaezoo import plugins
+from vaezoo.cli import main
+from vaezoo.plugins import PluginWarning, get_plugins, registry
+
+RAISES_ON_IMPORT = "raise RuntimeError('broken on import')\n"
+
+RAISES_IN_HOOK = """
+import vaezoo
+
+@vaezoo.hookimpl
+def vaezoo_register_architectures(register):
+    register("half_registered", dict)
+    raise RuntimeError("broken in a hook")
+"""
+
+REGISTERS_VAE_AGAIN = """
+import vaezoo
+
+@vaezoo.hookimpl
+def vaezoo_register_architectures(register):
+    register("vae", dict)
+"""
+
+REGISTERS_A_NON_FAMILY = """
+import vaezoo
+
+@vaezoo.hookimpl
+def vaezoo_register_latent_families(register):
+    register("not_a_family", dict)
+"""
+
+ADDS_CARDS = """
+from pathlib import Path
+
+import vaezoo
+
+@vaezoo.hookimpl
+def vaezoo_card_dirs():
+    return [Path(__file__).parent / "cards"]
+
+@vaezoo.hookimpl
+def vaezoo_register_metrics(register):
+    register("constant_metric", lambda model, dataset, device=None: 1.0)
+"""
+
+BAD_CARD_DIRS = """
+import vaezoo
+
+@vaezoo.hookimpl
+def vaezoo_card_dirs():
+    return "not a list"
+"""
+
+
+@pytest.fixture
+def baseline(monkeypatch):
+    """Plugin statuses, architectures and zoo names before any fake plugin is installed."""
+    monkeypatch.delenv("VAEZOO_LOAD_PLUGINS", raising=False)
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    plugins.reset()
+    result = {
+        "status": {name: info.status for name, info in get_plugins().info.items()},
+        "architectures": set(registry("architecture")),
+        "models": vaezoo.list_models(),
+    }
+    plugins.reset()
+    return result
+
+
+def installed(monkeypatch, tmp_path, entry_name: str, source: str) -> str:
+    module = install_plugin(monkeypatch, tmp_path, entry_name, source)
+    plugins.reset()
+    return module
+
+
+def test_empty_allow_list_loads_no_plugin(monkeypatch, tmp_path):
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    module = installed(monkeypatch, tmp_path, "fake", RAISES_ON_IMPORT)
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
+    assert list(get_plugins().info) == ["vaezoo"]  # the core only
+    assert list(registry("architecture")) == ["vae"]
+    assert vaezoo.list_models() == []
+    assert module not in sys.modules
+
+
+def test_allow_list_loads_only_the_named_plugins(monkeypatch, tmp_path, baseline):
+    module = installed(monkeypatch, tmp_path, "fake", RAISES_ON_IMPORT)
+    entry_points = sorted(set(baseline["status"]) - {"vaezoo"})
+    chosen = entry_points[0]
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", f" {chosen} ,")
+    assert list(get_plugins().info) == ["vaezoo", chosen]
+    assert module not in sys.modules
+
+
+def test_plugins_load_once(baseline):
+    assert get_plugins() is get_plugins()
+    assert registry("architecture") is registry("architecture")
+    assert baseline["status"]["vaezoo"] == "ok"
+    assert all(status == "ok" for status in baseline["status"].values()), baseline["status"]
+
+
+def test_a_plugin_that_raises_on_import_is_reported_and_the_rest_works(monkeypatch, tmp_path, baseline):
+    module = installed(monkeypatch, tmp_path, "broken", RAISES_ON_IMPORT)
+    with pytest.warns(PluginWarning, match="plugin 'broken' failed: import of '.*' raised RuntimeError: broken on import"):
+        info = get_plugins().info
+    assert info["broken"].status == "failed" and "broken on import" in info["broken"].error
+    assert {n: i.status for n, i in info.items() if n != "broken"} == baseline["status"]
+    assert set(registry("architecture")) == baseline["architectures"]
+    assert vaezoo.list_models() == baseline["models"]
+    assert module not in sys.modules
+
+
+def test_a_plugin_that_raises_in_a_hook_is_reported_and_registers_nothing(monkeypatch, tmp_path, baseline):
+    installed(monkeypatch, tmp_path, "hooky", RAISES_IN_HOOK)
+    with pytest.warns(PluginWarning, match="hook vaezoo_register_architectures raised RuntimeError: broken in a hook"):
+        architectures = set(registry("architecture"))
+    assert architectures == baseline["architectures"]  # "half_registered" was not committed
+    assert get_plugins().info["hooky"].status == "failed"
+    assert vaezoo.list_models() == baseline["models"]
+
+
+@pytest.mark.parametrize("copycat", ["aa_copycat", "zz_copycat"])  # loaded before and after the built-ins
+def test_a_duplicate_name_is_refused_naming_both_plugins(monkeypatch, tmp_path, baseline, copycat):
+    installed(monkeypatch, tmp_path, copycat, REGISTERS_VAE_AGAIN)
+    with pytest.warns(PluginWarning, match=f"architecture 'vae' is registered by both plugin 'vaezoo' and plugin '{copycat}'"):
+        arch = registry("architecture")
+    assert arch.plugin_of("vae") == "vaezoo"
+    assert set(arch) == baseline["architectures"]
+    info = get_plugins().info
+    assert info[copycat].status == "failed"
+    assert {n: i.status for n, i in info.items() if n != copycat} == baseline["status"]
+    assert "gaussian" in registry("latent family")  # the core keeps working
+
+
+def test_a_registration_of_the_wrong_type_is_refused(monkeypatch, tmp_path):
+    installed(monkeypatch, tmp_path, "wrongtype", REGISTERS_A_NON_FAMILY)
+    with pytest.warns(PluginWarning, match="expected a subclass of vaezoo.latents.LatentFamily"):
+        families = registry("latent family")
+    assert "not_a_family" not in families and "gaussian" in families
+
+
+def test_a_plugin_contributes_card_directories_and_metrics(monkeypatch, tmp_path, baseline):
+    installed(monkeypatch, tmp_path, "cardy", ADDS_CARDS)
+    write_card(tmp_path / "cards", "plugged-mnist")
+    assert vaezoo.list_models() == sorted(baseline["models"] + ["plugged-mnist"])
+    assert registry("metric").plugin_of("constant_metric") == "cardy"
+    assert get_plugins().info["cardy"].hooks == ["vaezoo_card_dirs", "vaezoo_register_metrics"]
+    assert get_plugins().info["cardy"].version == "1.0"
+
+
+def test_card_dirs_of_the_wrong_type_are_reported(monkeypatch, tmp_path, baseline):
+    installed(monkeypatch, tmp_path, "baddirs", BAD_CARD_DIRS)
+    with pytest.warns(PluginWarning, match="vaezoo_card_dirs must return a list of paths"):
+        assert vaezoo.list_models() == baseline["models"]
+    assert get_plugins().info["baddirs"].status == "failed"
+
+
+def test_plugins_command_shows_failures(monkeypatch, tmp_path, capsys, baseline):
+    installed(monkeypatch, tmp_path, "broken", RAISES_ON_IMPORT)
+    assert main(["plugins", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["broken"]["status"] == "failed"
+    assert "RuntimeError: broken on import" in rows["broken"]["error"]
+    assert {n: r["status"] for n, r in rows.items() if n != "broken"} == baseline["status"]
+    assert "vaezoo_register_architectures" in rows["vaezoo"]["hooks"]
+    assert rows["vaezoo"]["version"] == vaezoo.__version__
+
+    plugins.reset()
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["plugins"]) == 0
+    table = capsys.readouterr().out
+    line = next(line for line in table.splitlines() if "│ broken " in line)
+    assert "failed: import of" in line and "broken on import" in line
+
+
+def test_a_broken_plugin_warns_but_vaezoo_list_still_works(monkeypatch, tmp_path, baseline):
+    installed(monkeypatch, tmp_path, "broken", RAISES_ON_IMPORT)
+    result = run_vaezoo("list", "--json")
+    assert result.returncode == 0, result.stderr
+    assert [row["name"] for row in json.loads(result.stdout)] == baseline["models"]
+    assert "vaezoo plugin 'broken' failed" in result.stderr

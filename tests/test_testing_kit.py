@@ -1,0 +1,281 @@
+"""The conformance kit (vaezoo.testing): it passes the core's parts and catches each broken rule by name.
+
+Broken parts come from a fake plugin installed through an entry point, so every
+message must name the plugin as well as the part.
+"""
+
+from __future__ import annotations
+
+import pytest
+import tomli_w
+import torch
+
+from helpers import JOINT_TC_CAPACITY, card_dict, install_plugin, write_card, write_tiny_entry
+from vaezoo import plugins, testing
+from vaezoo.testing import ConformanceError
+
+BROKEN_PARTS = '''
+import torch
+from torch import nn
+
+import vaezoo
+from vaezoo.latents import Gaussian, GaussianPosterior
+from vaezoo.model import VAE, build_vae
+from vaezoo.reduction import batch_mean
+from vaezoo.regularizers import Regularizer
+
+
+class NegativeKL(GaussianPosterior):
+    def kl(self):
+        return -super().kl()
+
+
+class FlatKL(GaussianPosterior):
+    def kl(self):
+        return super().kl().sum(-1)
+
+
+class DetachedSample(GaussianPosterior):
+    def rsample(self):
+        return self.dist.sample()
+
+
+def family(posterior_cls):
+    class Family(Gaussian):
+        def posterior(self, params):
+            mean, logvar = params.split(self.dim, dim=-1)
+            return posterior_cls(mean, logvar, self.prior)
+    return Family
+
+
+class UnseededPrior(Gaussian):
+    def sample_prior(self, n, generator=None, device=None):
+        return torch.randn(n, self.dim)
+
+
+class Counting(Regularizer):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, posterior, z, step):
+        self.calls += 1
+        return {"kl": self.calls * batch_mean(posterior.kl())}
+
+
+class PerExample(Regularizer):
+    def forward(self, posterior, z, step):
+        return {"kl": posterior.kl().sum(-1)}
+
+
+class Detached(Regularizer):
+    def forward(self, posterior, z, step):
+        return {"kl": batch_mean(posterior.kl()).detach()}
+
+
+SMALL = dict(image_size=16, channels=1, latent={"type": "gaussian", "dim": 2},
+             encoder={"type": "mlp_encoder", "hidden": [8]}, decoder={"type": "mlp_decoder", "hidden": [8]})
+
+
+class WithUnusedLayer(VAE):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.unused = nn.Linear(2, 2)
+
+
+class NaNDecoder(VAE):
+    def decode(self, z):
+        return super().decode(z) * float("nan")
+
+
+@vaezoo.hookimpl
+def vaezoo_register_latent_families(register):
+    register("negative_kl", family(NegativeKL))
+    register("flat_kl", family(FlatKL))
+    register("detached_sample", family(DetachedSample))
+    register("unseeded_prior", UnseededPrior)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_regularizers(register):
+    register("counting", Counting)
+    register("per_example", PerExample)
+    register("detached", Detached)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_architectures(register):
+    register("not_a_vae", lambda **kwargs: nn.Linear(2, 2))
+    register("unused_layer", lambda: build_vae(**SMALL, cls=WithUnusedLayer))
+    register("nan_decoder", lambda: build_vae(**SMALL, cls=NaNDecoder))
+'''
+
+DUPLICATES_THE_CORE = '''
+import vaezoo
+from vaezoo.latents import Gaussian
+
+
+@vaezoo.hookimpl
+def vaezoo_register_latent_families(register):
+    register("gaussian", Gaussian)
+'''
+
+REGISTERS_NOTHING = '''
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_register_metrics(register):
+    pass
+'''
+
+
+@pytest.fixture
+def broken_parts(monkeypatch, tmp_path):
+    install_plugin(monkeypatch, tmp_path, "broken_parts", BROKEN_PARTS)
+    plugins.reset()
+
+
+JOINT = {"type": "joint", "parts": [{"type": "gaussian", "name": "cont", "dim": 2},
+                                    {"type": "gumbel_categorical", "name": "cat", "categories": 3}]}
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("gaussian", {"dim": 3}),
+    ("gumbel_categorical", {"categories": 4}),
+    ("joint", {"parts": JOINT["parts"]}),
+])
+def test_core_latent_families_pass(name, kwargs):
+    family = testing.check_latent_family(name, **kwargs)
+    assert family.code_size > 0
+
+
+@pytest.mark.parametrize("name, kwargs, latent", [
+    ("beta", {"beta": 4.0}, None),
+    ("total_correlation", {"dataset_size": 100, "sampling": "mss", "part": "cont"}, JOINT),
+    ("capacity", {"groups": [{"name": "discrete", "parts": ["cat"], "max": 5.0, "iterations": 100, "gamma": 30.0}]},
+     JOINT),
+])
+def test_core_regularizers_pass(name, kwargs, latent):
+    testing.check_regularizer(name, latent=latent, **kwargs)
+
+
+def test_an_architecture_passes_and_its_model_is_left_as_it_was():
+    model = testing.check_architecture("vae", **JOINT_TC_CAPACITY)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    model.eval()
+    testing.check_model(model)
+    assert not model.training
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("negative_kl", "kl() is negative"),
+    ("flat_kl", "kl() has shape (4,), expected (batch=4, kl_dims)"),
+    ("detached_sample", "rsample() does not depend on the encoder's parameters"),
+    ("unseeded_prior", "sample_prior() ignores its generator"),
+])
+def test_a_broken_latent_family_is_caught_naming_it_and_its_plugin(broken_parts, name, problem):
+    with pytest.raises(ConformanceError) as caught:
+        testing.check_latent_family(name, dim=2)
+    assert str(caught.value).startswith(f"latent family '{name}' of plugin 'broken_parts': ")
+    assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("counting", "term 'kl' at step 0 changed when computed again"),
+    ("per_example", "term 'kl' at step 0 has shape (8,), expected ()"),
+    ("detached", "the terms at step 0 does not depend on the encoder's parameters"),
+])
+def test_a_broken_regularizer_is_caught_naming_it_and_its_plugin(broken_parts, name, problem):
+    with pytest.raises(ConformanceError) as caught:
+        testing.check_regularizer(name)
+    assert str(caught.value).startswith(f"regularizer '{name}' of plugin 'broken_parts': ")
+    assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("not_a_vae", "the builder returned a Linear, not a vaezoo.model.VAE"),
+    ("unused_layer", "parameters get no gradient from the loss: ['unused.weight', 'unused.bias']"),
+    ("nan_decoder", "NaN or infinite values"),
+])
+def test_a_broken_architecture_is_caught_naming_it_and_its_plugin(broken_parts, name, problem):
+    with pytest.raises(ConformanceError) as caught:
+        testing.check_architecture(name)
+    assert str(caught.value).startswith(f"architecture '{name}' of plugin 'broken_parts': ")
+    assert problem in str(caught.value)
+
+
+def test_an_architecture_without_arguments_or_card_asks_for_them():
+    with pytest.raises(ConformanceError, match="architecture 'vae' of plugin 'vaezoo': building with no arguments "
+                                               "raised TypeError: .*missing"):
+        testing.check_architecture("vae")
+
+
+def test_check_plugin_lists_what_a_plugin_contributes(broken_parts):
+    contributed = testing.check_plugin("broken_parts")
+    assert contributed == {
+        "architecture": ["nan_decoder", "not_a_vae", "unused_layer"],
+        "latent family": ["detached_sample", "flat_kl", "negative_kl", "unseeded_prior"],
+        "regularizer": ["counting", "detached", "per_example"],
+    }
+
+
+def test_check_plugin_reports_a_plugin_that_breaks_a_rule_by_name(monkeypatch, tmp_path):
+    install_plugin(monkeypatch, tmp_path, "copycat", DUPLICATES_THE_CORE)
+    plugins.reset()
+    with pytest.raises(ConformanceError) as caught:
+        testing.check_plugin("copycat")
+    assert str(caught.value) == ("plugin 'copycat': failed: latent family 'gaussian' is registered by both plugin "
+                                 "'vaezoo' and plugin 'copycat'; uninstall one or disable it with VAEZOO_LOAD_PLUGINS")
+
+
+def test_check_plugin_reports_a_plugin_that_is_missing_or_registers_nothing(monkeypatch, tmp_path):
+    with pytest.raises(ConformanceError, match="plugin 'absent': not installed: no entry point 'absent'"):
+        testing.check_plugin("absent")
+    install_plugin(monkeypatch, tmp_path, "idle", REGISTERS_NOTHING)
+    plugins.reset()
+    with pytest.raises(ConformanceError, match=r"plugin 'idle': registers nothing and has no cards "
+                                               r"\(hooks: \['vaezoo_register_metrics'\]\)"):
+        testing.check_plugin("idle")
+
+
+def test_a_card_with_weights_passes_and_returns_the_pretrained_model(tmp_path):
+    card, state, _ = write_tiny_entry(tmp_path, "tiny-kit")
+    model = testing.check_card(card)
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
+
+
+def test_a_card_whose_weights_do_not_verify_is_caught(tmp_path):
+    card, _, weights = write_tiny_entry(tmp_path, "tiny-kit")
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ConformanceError, match=r"card 'tiny-kit' \(.*\): verifying its weights raised WeightsError: "
+                                               r".*sha256 .* does not match the card's"):
+        testing.check_card(card)
+
+
+@pytest.mark.parametrize("fields, problem", [
+    ({"architecture": "nowhere"}, "architecture 'nowhere' is not registered by any loaded plugin"),
+    ({"eval_metrics": ["nothing"]}, "eval metric 'nothing' is not registered"),
+    ({"headline": "fid", "metrics": {"reconstruction": {"value": 1.0, "command": "vaezoo eval x",
+                                                        "vaezoo_version": "0.1.0"}}},
+     "headline 'fid' is not one of its metrics ['reconstruction']"),
+])
+def test_a_card_that_breaks_a_rule_is_caught(tmp_path, fields, problem):
+    architecture = fields.pop("architecture", "vae")
+    path = write_card(tmp_path, "bad-card", architecture, **fields)
+    with pytest.raises(ConformanceError) as caught:
+        testing.check_card(path)
+    assert str(caught.value) == f"card 'bad-card' ({path.resolve()}): {problem}"
+
+
+def test_a_card_that_does_not_validate_is_caught(tmp_path):
+    card = card_dict("bad-card")
+    del card["license"]
+    path = tmp_path / "bad-card.toml"
+    path.write_text(tomli_w.dumps(card), encoding="utf-8")
+    with pytest.raises(ConformanceError, match=r"card .*bad-card.toml: validating raised CardError: .*'license'"):
+        testing.check_card(path)

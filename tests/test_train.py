@@ -1,0 +1,196 @@
+"""The training engine on a tiny synthetic dataset: reproducibility, exact resume, faults, progress, outputs."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import subprocess
+
+import pytest
+import torch
+from rich.console import Console
+from rich.text import Text
+from trainkit import python, toy_card, toy_plugin, write_card  # noqa: F401 (toy_plugin is a fixture)
+
+from vaezoo.cards import Card, parse_card
+from vaezoo.cli import main
+from vaezoo.data import ImageDataset
+from vaezoo.errors import TrainingError
+from vaezoo.model import VAE
+from vaezoo.train import CHECKPOINT, Reporter, train
+from vaezoo.weights import read_metadata, sha256_of
+
+
+def card(**train) -> Card:
+    return Card.model_validate(toy_card(**train))
+
+
+def assert_same_weights(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+def checkpoint_step(out) -> int:
+    return torch.load(out / CHECKPOINT, weights_only=True)["step"]
+
+
+class Interrupt(KeyboardInterrupt):
+    """Stands for a kill: raised from inside the training loop."""
+
+
+def interrupt_at_batch(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """Make the ``n``-th training batch (counting from 1) raise :class:`Interrupt`."""
+    batch, calls = ImageDataset.batch, []
+
+    def counting(self, index, *args, **kwargs):
+        calls.append(index)
+        if len(calls) == n:
+            raise Interrupt
+        return batch(self, index, *args, **kwargs)
+
+    monkeypatch.setattr(ImageDataset, "batch", counting)
+
+
+def test_a_fixed_seed_gives_identical_weights(toy_plugin, tmp_path):
+    first = train(card(), tmp_path / "a", max_steps=5).model.state_dict()
+    second = train(card(), tmp_path / "b", max_steps=5).model.state_dict()
+    other = train(card(seed=1), tmp_path / "c", max_steps=5).model.state_dict()
+    assert_same_weights(first, second)
+    assert not all(torch.equal(first[k], other[k]) for k in first)
+
+
+def test_resume_after_an_interruption_matches_an_uninterrupted_run(toy_plugin, tmp_path):
+    uninterrupted = train(card(), tmp_path / "whole", max_steps=10).model.state_dict()
+
+    out = tmp_path / "broken"
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(Interrupt):
+        interrupt_at_batch(patch, 8)  # dies during step 7; the last checkpoint is at step 4
+        train(card(), out)
+    assert 7 - checkpoint_step(out) <= toy_card()["train"]["checkpoint_every"]
+
+    resumed = train(card(), out, resume=True, max_steps=10)
+    assert resumed.step == 10 and checkpoint_step(out) == 10
+    assert_same_weights(uninterrupted, resumed.model.state_dict())
+
+
+def test_an_existing_checkpoint_is_not_overwritten_without_resume(toy_plugin, tmp_path):
+    train(card(), tmp_path, max_steps=2)
+    before = (tmp_path / CHECKPOINT).read_bytes()
+    with pytest.raises(TrainingError, match="already holds a checkpoint.*--resume"):
+        train(card(), tmp_path, max_steps=4)
+    assert (tmp_path / CHECKPOINT).read_bytes() == before
+
+
+def test_a_nan_loss_names_the_step_and_the_last_good_checkpoint(toy_plugin, tmp_path):
+    forward = VAE.forward
+
+    def nan_at_step_8(self, x, step=0):
+        out = forward(self, x, step)
+        if step == 8:
+            out.loss = out.loss * float("nan")
+        return out
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(TrainingError) as info:
+        patch.setattr(VAE, "forward", nan_at_step_8)
+        train(card(), tmp_path)
+    message = str(info.value)
+    # step 8 is also a checkpoint step: its weights gave a NaN, so the checkpoint of step 4 stays the last
+    assert "loss became nan at step 8 (epoch 3)" in message
+    assert f"the last good checkpoint is {tmp_path / CHECKPOINT} (step 4)" in message
+    assert checkpoint_step(tmp_path) == 4
+    assert train(card(), tmp_path, resume=True, max_steps=6).step == 6
+
+
+def test_a_nan_from_the_start_is_a_one_line_cli_error(toy_plugin, tmp_path, capsys):
+    path = write_card(tmp_path / "nan.toml", toy_card(data={"name": "toy_bars", "options": {"nan": True}}))
+    code = main(["train", str(path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "loss became nan at step 0 (epoch 1); no checkpoint has been written yet" in line
+
+
+KILL_WHILE_SAVING = """
+import os, signal, sys, torch
+from vaezoo.cli import main
+
+def save_half_then_die(obj, path):
+    with open(path, "wb") as f:
+        f.write(b"half a checkpoint")
+        f.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+torch.save = save_half_then_die
+main(sys.argv[1:])
+"""
+
+
+def test_a_run_killed_while_writing_a_checkpoint_keeps_the_previous_one(toy_plugin, tmp_path):
+    path = write_card(tmp_path / "toy.toml", toy_card())
+    out = tmp_path / "out"
+    train(card(), out, max_steps=4)
+    before = torch.load(out / CHECKPOINT, weights_only=True)
+
+    killed = subprocess.run(python("-c", KILL_WHILE_SAVING, "train", str(path), "--out", str(out), "--resume"),
+                            env=toy_plugin.env(), capture_output=True, text=True, timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert [p.read_bytes() for p in out.glob(f".{CHECKPOINT}.*.tmp")] == [b"half a checkpoint"]
+
+    after = torch.load(out / CHECKPOINT, weights_only=True)
+    assert after["step"] == 4
+    assert_same_weights(before["model"], after["model"])
+    assert train(card(), out, resume=True, max_steps=8).step == 8
+
+
+def test_a_finished_run_writes_weights_that_describe_themselves(toy_plugin, tmp_path, capsys):
+    path = write_card(tmp_path / "toy.toml", toy_card())
+    out = tmp_path / "out"
+    assert main(["train", str(path), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    card_path = out / "toyvae-bars.toml"
+    assert captured.out.strip() == str(card_path)
+    assert "epoch 4/4 step 12/12" in captured.err and "C_continuous" in captured.err
+
+    written = parse_card(card_path)
+    weights = out / written.weights.file
+    assert written.weights.sha256 == sha256_of(weights) and written.weights.size == weights.stat().st_size
+    assert written.train.steps == 12 and set(written.metrics) >= {"reconstruction", "objective", "cluster_accuracy"}
+    header = json.loads(read_metadata(weights)["card"])
+    assert header == json.loads(written.model_dump_json(exclude={"weights"}))
+
+
+def values(shown: list) -> dict[str, float]:
+    shown.append(True)
+    return {"loss": 1.5, "reconstruction": 1.25, "kl_continuous": 0.25, "C_continuous": 0.5}
+
+
+def test_progress_in_logs_shows_every_field_every_n_steps(monkeypatch):
+    clock = iter(range(100))
+    monkeypatch.setattr("vaezoo.train.time.perf_counter", lambda: float(next(clock)))
+    stream, shown = io.StringIO(), []
+    reporter = Reporter(total=6, start=0, per_epoch=3, every=2, console=Console(file=stream, width=200))
+    for step in range(1, 7):
+        reporter.update(step, 32, lambda: values(shown))
+    reporter.close()
+    lines = stream.getvalue().splitlines()
+    assert len(shown) == len(lines) == 3  # values are read only for the lines shown
+    # the fake clock makes each step take one second: 64 images in 2 s, 4 steps left
+    assert lines[0] == ("epoch 1/2 step 2/6 | loss 1.5  reconstruction 1.25  kl_continuous 0.25  C_continuous 0.5 "
+                        "| 32 img/s | eta 0:00:04")
+    assert lines[2].startswith("epoch 2/2 step 6/6 |") and lines[2].endswith("| eta 0:00:00")
+
+
+def test_progress_on_a_terminal_shows_every_field():
+    stream, shown = io.StringIO(), []
+    console = Console(file=stream, force_terminal=True, width=200)
+    reporter = Reporter(total=6, start=0, per_epoch=3, refresh=3600, console=console)
+    for step in range(1, 7):
+        reporter.update(step, 32, lambda: values(shown))
+    reporter.close()
+    screen = Text.from_ansi(stream.getvalue()).plain
+    assert len(shown) == 1  # within the refresh interval only the last step is read
+    for field in ("epoch 2/2", "step", "6/6", "img/s", "eta", "loss 1.5", "reconstruction 1.25",
+                  "kl_continuous 0.25", "C_continuous 0.5"):
+        assert field in screen, field

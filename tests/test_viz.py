@@ -1,0 +1,220 @@
+"""vaezoo.viz: traversals, reconstructions and samples, drawn from any model's latent."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from vaezoo import viz
+from vaezoo.data import ImageDataset
+from vaezoo.errors import VaezooError
+from vaezoo.latents import LatentFamily
+from vaezoo.model import build_vae
+
+IMAGE_SIZE = 16
+CONTINUOUS = 3
+CATEGORIES = (4, 6)
+
+
+def tiny_vae(seed: int = 0, latent=None):
+    """A randomly initialised 16x16 VAE: 3 Gaussian dimensions, then a 4-way and a 6-way categorical."""
+    torch.manual_seed(seed)
+    latent = latent or {"type": "joint", "parts": [
+        {"type": "gaussian", "name": "style", "dim": CONTINUOUS},
+        *({"type": "gumbel_categorical", "name": f"class{i}", "categories": k} for i, k in enumerate(CATEGORIES)),
+    ]}
+    return build_vae(IMAGE_SIZE, 1, latent, encoder={"type": "conv_encoder", "hidden": 32},
+                     decoder={"type": "conv_decoder", "hidden": 32}).eval()
+
+
+def images(n: int, seed: int = 0) -> torch.Tensor:
+    return torch.rand(n, 1, IMAGE_SIZE, IMAGE_SIZE, generator=torch.Generator().manual_seed(seed))
+
+
+def grid_extent(count: int, tile: int, padding: int) -> int:
+    """Pixels spanned by ``count`` tiles of ``tile`` pixels with ``padding`` between and around them."""
+    return count * (tile + padding) + padding
+
+
+def record_decoder_inputs(model, monkeypatch) -> list[torch.Tensor]:
+    calls: list[torch.Tensor] = []
+    decode = model.decode
+
+    def recording(z):
+        calls.append(z.detach().clone())
+        return decode(z)
+
+    monkeypatch.setattr(model, "decode", recording)
+    return calls
+
+
+@pytest.mark.parametrize("steps, scale, padding", [(5, 1, 2), (8, 2, 0), (3, 3, 4)])
+def test_traversal_image_has_one_row_per_dimension_and_part(steps, scale, padding):
+    traversal = viz.traverse(tiny_vae(), steps=steps)
+    rows, columns = CONTINUOUS + len(CATEGORIES), max(steps, *CATEGORIES)
+    assert traversal.tiles.shape == (rows, columns, 1, IMAGE_SIZE, IMAGE_SIZE)
+    image = traversal.image(padding=padding, scale=scale)
+    assert image.shape == (3, grid_extent(rows, IMAGE_SIZE * scale, padding),
+                           grid_extent(columns, IMAGE_SIZE * scale, padding))
+
+
+def test_saved_traversal_is_the_grid_with_a_label_margin(tmp_path):
+    traversal = viz.traverse(tiny_vae(), steps=5)
+    path = traversal.save(tmp_path / "t.png", padding=2, scale=2)
+    saved = np.asarray(Image.open(path).convert("RGB"))
+    grid = traversal.image(padding=2, scale=2).mul(255).add(0.5).clamp(0, 255).to(torch.uint8).permute(1, 2, 0).numpy()
+    assert saved.shape[0] == grid.shape[0] and saved.shape[1] > grid.shape[1]
+    assert np.array_equal(saved[:, -grid.shape[1]:], grid)
+    margin = saved[:, :-grid.shape[1]]
+    row_height = IMAGE_SIZE * 2 + 2
+    for row in range(traversal.rows):  # each row's band of the margin carries its label's ink
+        band = margin[2 + row * row_height: 2 + (row + 1) * row_height - 2]
+        assert (band < 128).any(), f"row {row} has no label"
+    assert [p.name for p in tmp_path.iterdir()] == ["t.png"]
+
+
+def test_continuous_row_changes_only_the_decoder_input_it_names(monkeypatch):
+    model, reference, steps = tiny_vae(), images(1)[0], 7
+    calls = record_decoder_inputs(model, monkeypatch)
+    traversal = viz.traverse(model, reference=reference, steps=steps, span=(-2.0, 2.5))
+    lengths = [steps if d.index is not None else d.code.stop - d.code.start for d in traversal.dimensions]
+    codes = torch.cat(calls).split(lengths)
+    base = model.encode(reference[None]).mode[0]
+    continuous = [d for d in traversal.dimensions if d.index is not None]
+    assert sorted(d.code.start for d in continuous) == list(range(CONTINUOUS))
+    for row, dimension in enumerate(traversal.dimensions):
+        code = codes[row]
+        changed = torch.zeros(code.shape[1], dtype=torch.bool)
+        changed[dimension.code] = True
+        assert torch.equal(code[:, ~changed], base[~changed].expand(len(code), -1)), dimension.label
+        if dimension.index is not None:
+            assert torch.allclose(code[:, dimension.code].squeeze(1), torch.linspace(-2.0, 2.5, steps))
+        else:
+            assert torch.equal(code[:, dimension.code], torch.eye(code.shape[0]))
+
+
+def test_rows_are_ordered_by_the_kl_averaged_over_the_data():
+    model, data = tiny_vae(), images(300)
+    traversal = viz.traverse(model, data=data, reference=data[0], steps=4)
+    parts = model.encode(data).parts
+    expected = {("style", i): parts["style"].kl()[:, i].mean().item() for i in range(CONTINUOUS)}
+    expected |= {(f"class{i}", None): parts[f"class{i}"].kl().mean().item() for i in range(len(CATEGORIES))}
+    got = {(d.part, d.index): d.kl for d in traversal.dimensions}
+    assert got.keys() == expected.keys()
+    assert all(got[k] == pytest.approx(v, rel=1e-5, abs=1e-7) for k, v in expected.items())
+    kls = [d.kl for d in traversal.dimensions]
+    assert kls == sorted(kls, reverse=True)
+    assert traversal.labels == tuple(d.label for d in traversal.dimensions)
+
+
+def test_row_labels_name_the_dimension_and_its_kl():
+    assert viz.TraversalRow("style", 2, slice(2, 3), 1.234).label == "style[2]  KL 1.23"
+    assert viz.TraversalRow("class0", None, slice(3, 7), 0.5).label == "class0  KL 0.50"
+    assert viz.TraversalRow("z", 0, slice(0, 1), None).label == "z[0]"
+
+
+def test_without_data_rows_follow_the_layout_from_the_prior_mean(monkeypatch):
+    model = tiny_vae()
+    calls = record_decoder_inputs(model, monkeypatch)
+    traversal = viz.traverse(model, steps=4)
+    assert [(d.part, d.index, d.kl) for d in traversal.dimensions] == [
+        ("style", 0, None), ("style", 1, None), ("style", 2, None), ("class0", None, None), ("class1", None, None)]
+    assert traversal.labels[:2] == ("style[0]", "style[1]")
+    first = torch.cat(calls)[0]  # style[0] at the low end, everything else at the prior mean / first category
+    expected = torch.zeros(CONTINUOUS + sum(CATEGORIES))
+    expected[0] = -3.0
+    expected[CONTINUOUS] = expected[CONTINUOUS + CATEGORIES[0]] = 1.0
+    assert torch.equal(first, expected)
+
+
+def test_single_gaussian_latent_is_traversed_as_part_z():
+    traversal = viz.traverse(tiny_vae(latent={"type": "gaussian", "dim": 2}), steps=3)
+    assert traversal.labels == ("z[0]", "z[1]")
+    assert traversal.tiles.shape[:2] == (2, 3)
+
+
+def test_a_latent_family_viz_does_not_know_is_refused():
+    class Uniform(LatentFamily):
+        code_size = param_size = 2
+
+    model = tiny_vae(latent={"type": "gaussian", "dim": 2})
+    model.latent = Uniform()
+    with pytest.raises(VaezooError, match="cannot traverse latent part 'z' of family Uniform"):
+        viz.traverse(model)
+
+
+@pytest.mark.parametrize("n, columns", [(7, 3), (4, 10), (10, 5)])
+def test_reconstructions_sit_below_their_inputs(n, columns):
+    model, x = tiny_vae(), images(n)
+    grid = viz.reconstruct(model, x, columns=columns)
+    rows, width = 2 * math.ceil(n / columns), min(n, columns)
+    assert grid.tiles.shape == (rows, width, 1, IMAGE_SIZE, IMAGE_SIZE)
+    assert grid.labels == ("input", "reconstruction") * (rows // 2)
+    expected = model.reconstruct(x)
+    for i in range(n):
+        pair, column = divmod(i, columns)
+        assert torch.equal(grid.tiles[2 * pair, column], x[i])
+        assert torch.allclose(grid.tiles[2 * pair + 1, column], expected[i])
+    empty = rows // 2 * width - n
+    if empty:
+        assert (grid.tiles[-2:, width - empty:] == viz.BLANK).all()
+    extent = (grid_extent(rows, IMAGE_SIZE, 1), grid_extent(width, IMAGE_SIZE, 1))
+    assert grid.image(padding=1, scale=1).shape[1:] == extent
+
+
+def test_reconstruct_refuses_images_of_the_wrong_shape():
+    with pytest.raises(VaezooError, match=r"images must be shaped \(N, 1, 16, 16\)"):
+        viz.reconstruct(tiny_vae(), torch.rand(2, 1, 28, 28))
+
+
+def test_samples_fill_the_promised_grid():
+    grid = viz.sample(tiny_vae(), n=11, seed=0, columns=4)
+    assert grid.tiles.shape == (3, 4, 1, IMAGE_SIZE, IMAGE_SIZE)
+    assert (grid.tiles[2, 3] == viz.BLANK).all() and not (grid.tiles[2, 2] == viz.BLANK).all()
+    assert grid.to_pil(padding=2, scale=2).size == (grid_extent(4, 32, 2), grid_extent(3, 32, 2))
+    assert viz.sample(tiny_vae(), n=1).image(padding=3, scale=1).shape == (3, 22, 22)
+
+
+def test_samples_are_decoded_from_the_prior(monkeypatch):
+    model = tiny_vae()
+    calls = record_decoder_inputs(model, monkeypatch)
+    viz.sample(model, n=200, seed=1)
+    code = torch.cat(calls)
+    for start, k in ((CONTINUOUS, CATEGORIES[0]), (CONTINUOUS + CATEGORIES[0], CATEGORIES[1])):
+        one_hot = code[:, start:start + k]
+        assert torch.equal(one_hot.sum(1), torch.ones(200)) and set(one_hot.unique().tolist()) == {0.0, 1.0}
+        assert len(one_hot.argmax(1).unique()) == k
+    assert abs(code[:, :CONTINUOUS].std().item() - 1) < 0.15
+
+
+def test_pictures_are_deterministic_for_a_seed(tmp_path):
+    model = tiny_vae()
+    first, again, other = (viz.sample(model, 12, seed=s).save(tmp_path / f"{i}.png") for i, s in enumerate((3, 3, 4)))
+    assert first.read_bytes() == again.read_bytes() != other.read_bytes()
+    dataset = ImageDataset((images(50) * 255).to(torch.uint8))
+    data = viz.data_sample(dataset, 20, seed=5)
+    assert torch.equal(data, viz.data_sample(dataset, 20, seed=5))
+    assert not torch.equal(data, viz.data_sample(dataset, 20, seed=6))
+    traversals = [viz.traverse(model, data, reference=data[0]).save(tmp_path / f"t{i}.png") for i in range(2)]
+    assert traversals[0].read_bytes() == traversals[1].read_bytes()
+
+
+def test_model_mode_is_restored():
+    model = tiny_vae().train()
+    viz.sample(model, 2)
+    viz.traverse(model, steps=2)
+    assert model.training
+
+
+def test_bad_parameters_are_refused(tmp_path):
+    model = tiny_vae()
+    with pytest.raises(VaezooError, match="at least 2 steps"):
+        viz.traverse(model, steps=1)
+    with pytest.raises(VaezooError, match="from low to high"):
+        viz.traverse(model, span=(1.0, -1.0))
+    with pytest.raises(VaezooError, match="n and columns must be >= 1"):
+        viz.sample(model, 0)
+    with pytest.raises(VaezooError, match="give a .png file name"):
+        viz.sample(model, 2).save(tmp_path / "x.jpg")

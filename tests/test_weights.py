@@ -1,0 +1,230 @@
+"""Weights: a tiny zoo entry made here exercises the whole path, locally and from a server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import vaezoo
+from helpers import LocalServer, serve, weights_entry, write_card, write_tiny_entry
+from vaezoo.cards import get_card
+from vaezoo.cli import main
+from vaezoo.errors import WeightsError
+from vaezoo.hub import build_model, load_weights
+from vaezoo.weights import cache_dir, check_url, read_metadata, read_safetensors, save_weights
+
+WEIGHTS_PATH = "/x.safetensors"
+
+
+@pytest.fixture
+def cards(monkeypatch, tmp_path) -> Path:
+    """A card directory of the test's own on ``VAEZOO_CARDS_PATH``."""
+    directory = tmp_path / "cards"
+    directory.mkdir()
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(directory))
+    monkeypatch.delenv("VAEZOO_OFFLINE", raising=False)
+    return directory
+
+
+@pytest.fixture
+def server():
+    with serve(LocalServer()) as running:
+        yield running
+
+
+@pytest.fixture
+def remote_entry(cards, server):
+    """A tiny entry whose card points at the local server, which serves its weights."""
+    _, state, weights = write_tiny_entry(cards, "tiny-remote", url=server.url(WEIGHTS_PATH))
+    server.files[WEIGHTS_PATH] = weights.read_bytes()
+    weights.unlink()  # only the server has them now
+    return state
+
+
+def assert_same_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    got = model.state_dict()
+    assert got.keys() == state.keys()
+    assert all(torch.equal(got[k], state[k]) for k in state)
+
+
+def cache_contents() -> list[str]:
+    directory = cache_dir()
+    return sorted(p.name for p in directory.iterdir() if not p.name.endswith(".lock")) if directory.exists() else []
+
+
+# --- weights beside the card -------------------------------------------------------------------------------------
+
+def test_tiny_entry_loads_pretrained_in_eval_mode(cards):
+    _, state, weights = write_tiny_entry(cards, "tiny-local")
+    model = vaezoo.load("tiny-local")
+    assert not model.training and model.card.name == "tiny-local"
+    assert_same_state(model, state)
+    x = torch.rand(3, 1, 16, 16)
+    assert torch.isfinite(model.reconstruct(x)).all()
+    assert read_metadata(weights) == {"name": "tiny-local"}
+
+    wide = vaezoo.load("tiny-local", dtype=torch.float64)
+    assert {p.dtype for p in wide.parameters()} == {torch.float64}
+    fresh = vaezoo.load("tiny-local", pretrained=False)
+    assert not all(torch.equal(fresh.state_dict()[k], v) for k, v in state.items())
+    assert cache_contents() == []  # a file beside its card loads in place
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda data: data[:-1] + bytes([data[-1] ^ 1]), "does not match the card's"),
+    (lambda data: data[:-10], "the file is truncated"),
+])
+def test_damaged_local_weights_are_refused(cards, damage, message):
+    _, _, weights = write_tiny_entry(cards, "tiny-local")
+    weights.write_bytes(damage(weights.read_bytes()))
+    with pytest.raises(WeightsError, match=message):
+        vaezoo.load("tiny-local")
+
+
+def test_weights_outside_the_card_directory_or_missing_are_refused(cards, tmp_path):
+    outside = tmp_path / "elsewhere.safetensors"
+    save_weights({"w": torch.zeros(2)}, outside)
+    write_card(cards, "tiny-escape", weights={**weights_entry(outside), "file": "../elsewhere.safetensors"})
+    with pytest.raises(WeightsError, match="outside the card's directory"):
+        vaezoo.load("tiny-escape")
+    write_card(cards, "tiny-missing", weights={**weights_entry(outside), "file": "gone.safetensors"})
+    with pytest.raises(WeightsError, match="does not exist; run 'vaezoo verify tiny-missing'"):
+        vaezoo.load("tiny-missing")
+    write_card(cards, "tiny-none")
+    with pytest.raises(WeightsError, match="has no weights; load it with pretrained=False"):
+        vaezoo.load("tiny-none")
+
+
+def test_a_pickle_is_never_unpickled(tmp_path):
+    marker = tmp_path / "unpickled"
+
+    class Payload:
+        def __reduce__(self):
+            return Path.touch, (marker,)
+
+    evil = tmp_path / "evil.safetensors"
+    evil.write_bytes(pickle.dumps(Payload()))
+    with pytest.raises(WeightsError, match="is not a readable safetensors file"):
+        read_safetensors(evil)
+    assert not marker.exists()
+
+
+def test_weights_that_do_not_fit_the_model_are_listed(cards):
+    write_tiny_entry(cards, "tiny-local")
+    model = build_model(get_card("tiny-local"))
+    state = dict(model.state_dict())
+    first = next(iter(state))
+    state["stray.weight"] = state.pop(first)
+    state["head.bias"] = torch.zeros(99)
+    with pytest.raises(WeightsError) as info:
+        load_weights(model, state, "test weights")
+    text = str(info.value)
+    assert f"missing keys ['{first}']" in text and "unexpected keys ['stray.weight']" in text
+    assert "head.bias: (99,) !=" in text
+
+
+def test_save_weights_is_atomic_and_keeps_metadata(tmp_path):
+    path = tmp_path / "w.safetensors"
+    save_weights({"a": torch.arange(4.0)}, path, metadata={"step": 12, "note": "hi"})
+    assert read_metadata(path) == {"step": "12", "note": "hi"}
+    assert torch.equal(read_safetensors(path)["a"], torch.arange(4.0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.safetensors"]
+
+
+# --- weights from a URL ------------------------------------------------------------------------------------------
+
+def test_download_then_load_from_the_cache(remote_entry, server, capsys):
+    model = vaezoo.load("tiny-remote")
+    assert_same_state(model, remote_entry)
+    sha = get_card("tiny-remote").weights.sha256
+    assert cache_contents() == [f"{sha}.safetensors"]
+    assert server.requests == [WEIGHTS_PATH]
+
+    assert_same_state(vaezoo.load("tiny-remote"), remote_entry)
+    assert server.requests == [WEIGHTS_PATH]  # the second load reads the cache
+
+    assert main(["verify", "tiny-remote", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"name": "tiny-remote", "status": "ok", "detail": str(cache_dir() / f"{sha}.safetensors")}]
+
+
+def test_a_sha256_mismatch_is_refused_and_nothing_is_cached(remote_entry, server):
+    data = server.files[WEIGHTS_PATH]
+    server.files[WEIGHTS_PATH] = data[:100] + bytes([data[100] ^ 0xFF]) + data[101:]
+    with pytest.raises(WeightsError, match=f"download of {server.url(WEIGHTS_PATH)} has sha256 .*refusing it"):
+        vaezoo.load("tiny-remote")
+    assert cache_contents() == []
+    assert server.requests == [WEIGHTS_PATH]  # a wrong file is not retried
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked"])
+def test_a_connection_cut_mid_file_leaves_no_partial_file(remote_entry, server, framing):
+    server.cut.add(WEIGHTS_PATH)
+    server.framing = framing
+    with pytest.raises(WeightsError, match="failed after 3 attempts"):
+        vaezoo.load("tiny-remote")
+    assert cache_contents() == []
+    assert server.requests == [WEIGHTS_PATH] * 3
+
+    server.cut.clear()  # the next attempt starts afresh and succeeds
+    assert_same_state(vaezoo.load("tiny-remote"), remote_entry)
+
+
+def test_a_missing_file_on_the_server_is_a_clear_error(cards, server):
+    write_card(cards, "tiny-404", weights={"url": server.url("/nothing.safetensors"), "sha256": "0" * 64, "size": 8})
+    with pytest.raises(WeightsError, match="nothing.safetensors failed: HTTP 404 Not Found"):
+        vaezoo.load("tiny-404")
+    assert server.requests == ["/nothing.safetensors"]  # the server answered; no retry
+
+
+def test_offline_with_an_empty_cache_never_touches_the_network(remote_entry, server, monkeypatch):
+    monkeypatch.setenv("VAEZOO_OFFLINE", "1")
+    with pytest.raises(WeightsError, match="VAEZOO_OFFLINE=1 and .* is not in the cache"):
+        vaezoo.load("tiny-remote")
+    assert server.requests == []
+
+    monkeypatch.delenv("VAEZOO_OFFLINE")
+    vaezoo.load("tiny-remote")
+    monkeypatch.setenv("VAEZOO_OFFLINE", "1")
+    assert_same_state(vaezoo.load("tiny-remote"), remote_entry)  # cached: offline is fine
+    assert server.requests == [WEIGHTS_PATH]
+
+
+@pytest.mark.parametrize("url, allowed", [
+    ("https://example.org/w.safetensors", True),
+    ("http://127.0.0.1:8000/w.safetensors", True),
+    ("http://localhost/w.safetensors", True),
+    ("http://example.org/w.safetensors", False),
+    ("ftp://example.org/w.safetensors", False),
+    ("file:///etc/passwd", False),
+])
+def test_only_https_or_loopback_urls_are_fetched(url, allowed):
+    if allowed:
+        check_url(url)
+    else:
+        with pytest.raises(WeightsError, match="over https only"):
+            check_url(url)
+
+
+def test_processes_fetching_at_once_download_once(remote_entry, server):
+    server.delay = 1.0  # both processes are waiting on the same file at the same time
+    code = textwrap.dedent("""
+        from vaezoo.cards import get_card
+        from vaezoo.weights import download
+        card = get_card("tiny-remote")
+        print(download(card.weights.url, card.weights))
+    """)
+    processes = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+    outputs = [p.communicate(timeout=300) for p in processes]
+    assert [p.returncode for p in processes] == [0, 0], outputs
+    sha = get_card("tiny-remote").weights.sha256
+    assert {out.strip() for out, _ in outputs} == {str(cache_dir() / f"{sha}.safetensors")}
+    assert server.requests == [WEIGHTS_PATH]

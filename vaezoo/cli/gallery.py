@@ -1,0 +1,20 @@
+"""``vaezoo gallery``: a static HTML page of every card in the zoo, with traversals and samples."""
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("gallery", help="write a static HTML page of the zoo (opens from disk, no server)")
+    p.add_argument("directory", help="where index.html and its PNG images go")
+    p.add_argument("--data-root", help="folder holding the datasets (default: $VAEZOO_DATA or download)")
+    p.add_argument("--no-data", action="store_true",
+                   help="draw traversals without test images: rows in latent order, other dimensions at the prior")
+    p.add_argument("--seed", type=int, default=0, help="picks the samples and the test images (default 0)")
+    p.add_argument("--device", help="cpu, cuda, ... (default: cpu)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from vaezoo.gallery import build_gallery
+
+    print(build_gallery(args.directory, data_root=args.data_root, use_data=not args.no_data, device=args.device,
+                        seed=args.seed))
+    return 0

@@ -1,0 +1,52 @@
+"""``vaezoo show``: a pretrained model's latent traversal, reconstructions or samples, as a PNG."""
+
+import sys
+
+from vaezoo.cli.common import card_arg
+
+DEFAULT_N = {"traverse": 10, "reconstruct": 20, "sample": 100}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("show", help="draw a model's latent traversal, reconstructions or samples as a PNG")
+    p.add_argument("name", help="a zoo name or a card's TOML file")
+    p.add_argument("what", choices=("traverse", "reconstruct", "sample"), help="which picture to draw")
+    p.add_argument("-o", "--out", required=True, metavar="FILE.png", help="the PNG file to write")
+    p.add_argument("--data-root", help="folder holding the dataset (default: $VAEZOO_DATA or download)")
+    p.add_argument("--no-data", action="store_true",
+                   help="traverse without test images: rows in latent order, other dimensions at the prior mean")
+    p.add_argument("--seed", type=int, default=0, help="picks the samples and the test images (default 0)")
+    p.add_argument("--n", type=int, help="values per traversal row, images to reconstruct, or samples "
+                                         f"(defaults {', '.join(f'{k} {v}' for k, v in DEFAULT_N.items())})")
+    p.add_argument("--span", type=float, nargs=2, metavar=("LOW", "HIGH"),
+                   help="traversal range in prior standard deviations around the prior mean (default -3 3)")
+    p.add_argument("--columns", type=int, default=10, help="images per row of reconstruct and sample (default 10)")
+    p.add_argument("--scale", type=int, default=2, help="upscale each tile this many times (default 2)")
+    p.add_argument("--device", help="cpu, cuda, ... (default: cpu)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from vaezoo import viz
+    from vaezoo.errors import VaezooError
+
+    card = card_arg(args.name)
+    n = DEFAULT_N[args.what] if args.n is None else args.n
+    if args.no_data and args.what == "reconstruct":
+        raise VaezooError("reconstruct needs test images; drop --no-data")
+    span = tuple(args.span) if args.span else viz.DEFAULT_SPAN
+    model = viz.load_pretrained(card, args.device)
+    if args.what == "sample":
+        grid = viz.sample(model, n, seed=args.seed, columns=args.columns)
+    elif args.what == "reconstruct":
+        images = viz.data_sample(viz.load_test_split(card, args.data_root), n, args.seed)
+        grid = viz.reconstruct(model, images, args.columns)
+    elif args.no_data:
+        grid = viz.traverse(model, steps=n, span=span)
+    else:
+        test_split = viz.load_test_split(card, args.data_root)
+        grid = viz.traverse_dataset(model, test_split, seed=args.seed, steps=n, span=span)
+        print(f"rows ordered by KL averaged over {min(viz.KL_IMAGES, len(test_split))} test images "
+              f"(seed {args.seed}); other dimensions at the code of the first of them", file=sys.stderr)
+    print(grid.save(args.out, scale=args.scale))
+    return 0

@@ -1,0 +1,153 @@
+"""A static HTML page of every card in the zoo, with its traversal and samples, that opens from disk.
+
+``build_gallery(DIR)`` writes ``DIR/index.html`` and, beside it, two PNG files
+per card with weights (``NAME.traverse.png`` and ``NAME.sample.png``). The page
+references nothing but those files: no server, script or network is needed.
+Card text is HTML-escaped by the template engine (Jinja2 with autoescaping).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vaezoo.cards import Card, list_cards
+from vaezoo.data import ImageDataset
+
+TEMPLATE = "gallery.html"
+SAMPLE_COLUMNS = 10
+
+
+@dataclass(frozen=True)
+class Picture:
+    """An image of a card's model, saved beside the page.
+
+    Attributes:
+        title: what it shows ("Latent traversal", "Samples").
+        file: the PNG's file name, relative to the page.
+        caption: how it was made, in words.
+        command: the ``vaezoo show`` command that draws it again.
+    """
+
+    title: str
+    file: str
+    caption: str
+    command: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One card on the page: the card, its latent layout and its pictures (none without weights)."""
+
+    card: Card
+    latent: str
+    pictures: tuple[Picture, ...]
+
+
+def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, device=None, seed: int = 0,
+                  steps: int = 10, samples: int = 100, scale: int = 2) -> Path:
+    """Write the zoo's gallery page and its images into ``directory``.
+
+    Every discovered card is shown. A card with weights gets a latent traversal
+    (rows ordered by KL over test images unless ``use_data`` is False) and
+    samples from the prior; a card without weights is shown without images.
+
+    Args:
+        directory: where ``index.html`` and the PNG files go (created if needed).
+        data_root: where the cards' datasets are (see :func:`vaezoo.data.data_root`).
+        use_data: order traversal rows by KL over test images; False draws them without any data.
+        device: where to run the models.
+        seed: picks the samples and the test images.
+        steps: values per traversal row.
+        samples: number of samples per card.
+        scale: upscaling of each image tile.
+
+    Returns:
+        The path of ``index.html``.
+    """
+    from vaezoo import __version__
+    from vaezoo.files import atomic_write
+
+    painter = _Painter(Path(directory), data_root, use_data, device, seed, steps, samples, scale)
+    entries = [painter.entry(card) for card in list_cards()]
+    path = Path(directory) / "index.html"
+    atomic_write(path, _template().render(entries=entries, version=__version__).encode("utf-8"))
+    return path
+
+
+@dataclass
+class _Painter:
+    """Draws each card's pictures into ``directory`` with one set of settings, loading each test split once."""
+
+    directory: Path
+    data_root: str | Path | None
+    use_data: bool
+    device: str | None
+    seed: int
+    steps: int
+    samples: int
+    scale: int
+    datasets: dict[str, ImageDataset] = field(default_factory=dict)
+
+    def entry(self, card: Card) -> Entry:
+        """``card`` as the page shows it, after drawing its pictures if it has weights."""
+        from vaezoo import viz
+
+        if card.weights is None:
+            return Entry(card, card.latent or _latent_layout(card), ())
+        model = viz.load_pretrained(card, self.device)
+        traversal, traversal_picture = self._traversal(card, model)
+        sample_picture = Picture(
+            "Samples", f"{card.name}.sample.png",
+            f"{self.samples} images decoded from codes drawn from the prior (seed {self.seed}): continuous parts "
+            "from N(0, I), categorical parts uniformly.",
+            f"vaezoo show {card.name} sample -o {card.name}.sample.png --seed {self.seed} --n {self.samples}")
+        traversal.save(self.directory / traversal_picture.file, scale=self.scale)
+        viz.sample(model, self.samples, seed=self.seed, columns=SAMPLE_COLUMNS).save(
+            self.directory / sample_picture.file, scale=self.scale)
+        return Entry(card, model.latent.describe(), (traversal_picture, sample_picture))
+
+    def _traversal(self, card: Card, model):
+        """The traversal of ``model`` and its description, with or without test images."""
+        from vaezoo import viz
+
+        command = f"vaezoo show {card.name} traverse -o {card.name}.traverse.png --n {self.steps}"
+        if self.use_data:
+            test_split = self._test_split(card)
+            traversal = viz.traverse_dataset(model, test_split, seed=self.seed, steps=self.steps)
+            order = (f"ordered by KL averaged over {min(viz.KL_IMAGES, len(test_split))} test images "
+                     f"(seed {self.seed}); the other dimensions stay at the code of the first of them")
+            command += f" --seed {self.seed}"
+        else:
+            traversal = viz.traverse(model, steps=self.steps)
+            order = ("in the latent's order (drawn without data); the other dimensions stay at the prior mean, "
+                     "categorical parts at their first category")
+            command += " --no-data"
+        low, high = viz.DEFAULT_SPAN
+        caption = (f"One row per continuous dimension ({low:g} to {high:g} prior standard deviations around the "
+                   f"prior mean) and per categorical part (each category in turn), labelled with its KL, {order}.")
+        return traversal, Picture("Latent traversal", f"{card.name}.traverse.png", caption, command)
+
+    def _test_split(self, card: Card) -> ImageDataset:
+        from vaezoo import viz
+
+        key = json.dumps([card.train.data.name, card.train.data.options], sort_keys=True)
+        if key not in self.datasets:
+            self.datasets[key] = viz.load_test_split(card, self.data_root)
+        return self.datasets[key]
+
+
+def _latent_layout(card: Card) -> str:
+    """The latent layout of the model ``card`` describes, from a freshly built (untrained) model."""
+    from vaezoo.hub import build_model
+
+    return build_model(card).latent.describe()
+
+
+def _template():
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    env = Environment(loader=PackageLoader("vaezoo", "templates"), autoescape=select_autoescape(["html"]),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return env.get_template(TEMPLATE)

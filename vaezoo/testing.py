@@ -1,0 +1,474 @@
+"""The conformance kit: the checks vaezoo runs on every plugin, for plugin authors to call from pytest.
+
+Each ``check_*`` function builds a registered part (or a card's model),
+exercises the contract the core relies on, and raises :class:`ConformanceError`
+(an ``AssertionError``, so pytest reports a failed test) naming the part and
+the rule it breaks. vaezoo's own tests run these same checks on its built-in
+parts, so a plugin that passes them behaves like one of those.
+
+>>> from vaezoo import testing
+>>> testing.check_plugin("laplace")                       # loads, registers without conflicts
+>>> testing.check_latent_family("laplace", dim=3)
+>>> testing.check_regularizer("beta", latent={"type": "laplace", "dim": 3})
+>>> testing.check_architecture("laplacevae", image_size=16, channels=1)
+>>> testing.check_card("vaezoo_laplace/cards/laplacevae-mnist.toml")
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from vaezoo.cards import Card, get_card, parse_card
+from vaezoo.latents import LatentFamily, Posterior
+from vaezoo.model import VAE
+from vaezoo.plugins import KINDS, PluginWarning, get_plugins, registry
+from vaezoo.regularizers import Regularizer
+
+__all__ = [
+    "ConformanceError", "check_plugin", "check_latent_family", "check_regularizer",
+    "check_architecture", "check_model", "check_card",
+]
+
+KL_TOLERANCE = 1e-5  # a KL may come out this far below zero from rounding
+
+
+class ConformanceError(AssertionError):
+    """A plugin's part breaks a rule of the contract vaezoo relies on."""
+
+
+def _require(condition: bool, subject: str, problem: str) -> None:
+    if not condition:
+        raise ConformanceError(f"{subject}: {problem}")
+
+
+@contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """Seed torch's global generator for the block and restore its state afterwards."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+@contextmanager
+def _running(subject: str, what: str) -> Iterator[None]:
+    """Turn an exception raised by plugin code into a :class:`ConformanceError` saying what was being done."""
+    try:
+        yield
+    except ConformanceError:
+        raise
+    except Exception as exc:
+        raise ConformanceError(f"{subject}: {what} raised {type(exc).__name__}: {exc}") from exc
+
+
+def _shape(t: object) -> str:
+    return str(tuple(t.shape)) if isinstance(t, Tensor) else type(t).__name__
+
+
+def _require_tensor(t: object, shape: tuple[int, ...], subject: str, what: str) -> None:
+    _require(isinstance(t, Tensor) and tuple(t.shape) == shape, subject,
+             f"{what} has shape {_shape(t)}, expected {shape}")
+    _require(bool(torch.isfinite(t).all()), subject, f"{what} has NaN or infinite values")
+
+
+def _require_scalar(t: object, subject: str, what: str) -> None:
+    _require_tensor(t, (), subject, what)
+
+
+def _require_gradient(value: Tensor, params: Tensor, subject: str, what: str) -> None:
+    """``value`` (a scalar) must depend on ``params`` with a finite, non-zero gradient."""
+    grad = None
+    if value.requires_grad:
+        with _running(subject, f"differentiating {what}"):
+            (grad,) = torch.autograd.grad(value, params, retain_graph=True, allow_unused=True)
+    _require(grad is not None and bool(grad.abs().sum() > 0), subject,
+             f"{what} does not depend on the encoder's parameters (no gradient flows back)")
+    _require(bool(torch.isfinite(grad).all()), subject, f"the gradient of {what} has NaN or infinite values")
+
+
+def _owner(kind: str, name: str) -> str:
+    return f"{kind} '{name}' of plugin '{registry(kind).plugin_of(name)}'"
+
+
+def check_plugin(name: str) -> dict[str, list[str]]:
+    """Check that plugin ``name`` (its entry-point name) is installed, loads, and registers without conflicts.
+
+    Every registry is filled and every card directory read, so a duplicate
+    name, a registration of the wrong type or a card that does not validate
+    fails here with the core's message.
+
+    Args:
+        name: the plugin's name in the ``vaezoo`` entry-point group.
+
+    Returns:
+        What the plugin contributes: ``{kind: [names]}`` for each registry kind it fills, and
+        ``"card"``: the names of the cards in its card directories.
+    """
+    plugins = get_plugins()
+    _require(name in plugins.info, f"plugin '{name}'",
+             f"not installed: no entry point '{name}' in group 'vaezoo' "
+             f"(install the package, e.g. 'pip install -e .', and check VAEZOO_LOAD_PLUGINS)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PluginWarning)  # the failure is reported below
+        card_dirs = [d for owner, d in plugins.card_dirs() if owner == name]
+        registries = {kind: plugins.registry(kind) for kind in KINDS}
+    info = plugins.info[name]
+    _require(info.status == "ok", f"plugin '{name}'", f"failed: {info.error}")
+    contributed = {kind: [n for n in reg if reg.plugin_of(n) == name] for kind, reg in registries.items()}
+    contributed = {kind: names for kind, names in contributed.items() if names}
+    cards = []
+    for directory in card_dirs:
+        _require(directory.is_dir(), f"plugin '{name}'", f"card directory {directory} does not exist")
+        for path in sorted(directory.glob("*.toml")):
+            with _running(f"plugin '{name}'", f"reading card {path}"):
+                cards.append(parse_card(path).name)
+    if cards:
+        contributed["card"] = cards
+    _require(bool(contributed), f"plugin '{name}'", f"registers nothing and has no cards (hooks: {info.hooks})")
+    return contributed
+
+
+def check_latent_family(name: str, batch: int = 4, seed: int = 0, **kwargs: Any) -> LatentFamily:
+    """Check the latent family registered as ``name``, built with ``kwargs``, against the protocol.
+
+    Checks ``param_size``/``code_size``, that the part slices tile the code, the
+    shapes and finiteness of ``rsample()``, ``mode``, ``kl()`` (per dimension,
+    non-negative), ``kl_parts()`` (per part, summing to ``kl()``) and
+    ``sample_prior()``, that a seeded generator makes ``sample_prior``
+    reproducible, and that gradients flow from samples and KL to the parameters.
+
+    Args:
+        name: the registered name, e.g. ``"gaussian"``.
+        batch: the batch size to test with.
+        seed: seed of the random parameters.
+        kwargs: the family's arguments, e.g. ``dim=3``.
+
+    Returns:
+        The built family.
+    """
+    from vaezoo.parts import build
+
+    subject = f"latent family '{name}'"
+    with _running(subject, f"building with {kwargs}"):
+        family = build("latent family", {"type": name, **kwargs})
+    subject = _owner("latent family", name)
+    _require(isinstance(family, LatentFamily), subject, f"built a {type(family).__name__}, not a LatentFamily")
+    for attr in ("param_size", "code_size"):
+        value = getattr(family, attr, None)
+        _require(isinstance(value, int) and value > 0, subject, f"{attr} must be a positive int, got {value!r}")
+    _check_slices(family, subject)
+
+    with _seeded(seed):
+        _check_posterior(family, batch, subject)
+    with _running(subject, "sample_prior()"):
+        first = family.sample_prior(batch, generator=torch.Generator().manual_seed(seed), device="cpu")
+        again = family.sample_prior(batch, generator=torch.Generator().manual_seed(seed), device="cpu")
+    _require_tensor(first, (batch, family.code_size), subject, "sample_prior()")
+    _require(torch.equal(first, again), subject, "sample_prior() ignores its generator: one seed gave two samples")
+    return family
+
+
+def _check_posterior(family: LatentFamily, batch: int, subject: str) -> None:
+    params = torch.randn(batch, family.param_size, requires_grad=True)
+    with _running(subject, "posterior()"):
+        posterior = family.posterior(params)
+    _require(isinstance(posterior, Posterior), subject, f"posterior() returned a {type(posterior).__name__}, "
+             f"not a vaezoo.latents.Posterior")
+    _require(posterior.code_size == family.code_size, subject,
+             f"the posterior's code_size {posterior.code_size} is not the family's {family.code_size}")
+    with _running(subject, "rsample()"):
+        z = posterior.rsample()
+    _require_tensor(z, (batch, family.code_size), subject, "rsample()")
+    with _running(subject, "mode"):
+        mode = posterior.mode
+    _require_tensor(mode, (batch, family.code_size), subject, "mode")
+    _require(torch.equal(mode, posterior.mode), subject, "mode is not deterministic")
+    weights = torch.randn(z.shape)  # a weighted sum: a one-hot sample sums to 1
+    _require_gradient((z * weights).sum(), params, subject, "rsample()")
+    with _running(subject, "kl()"):
+        kl = posterior.kl()
+    _require(isinstance(kl, Tensor) and kl.dim() == 2 and kl.shape[0] == batch, subject,
+             f"kl() has shape {_shape(kl)}, expected (batch={batch}, kl_dims)")
+    _require_tensor(kl, tuple(kl.shape), subject, "kl()")
+    _require(bool((kl >= -KL_TOLERANCE).all()), subject, f"kl() is negative: min {kl.min().item():.3g}")
+    _require_gradient(kl.sum(), params, subject, "kl()")
+    _check_kl_parts(family, posterior, kl.detach(), batch, subject)
+
+
+def _check_slices(family: LatentFamily, subject: str) -> None:
+    slices = family.part_slices()
+    _require(isinstance(slices, Mapping) and bool(slices), subject, "part_slices() must be a non-empty dict")
+    start = 0
+    for part, s in slices.items():
+        _require(s.start == start and s.stop > s.start, subject,
+                 f"part '{part}' has slice {s}; part slices must tile the code in order from 0")
+        start = s.stop
+    _require(start == family.code_size, subject, f"part slices end at {start}, not at code_size {family.code_size}")
+
+
+def _check_kl_parts(family: LatentFamily, posterior: Posterior, kl: Tensor, batch: int, subject: str) -> None:
+    with _running(subject, "kl_parts()"):
+        parts = posterior.kl_parts()
+    _require(list(parts) == list(family.part_slices()) == list(posterior.parts), subject,
+             f"kl_parts() {list(parts)}, part_slices() {list(family.part_slices())} and posterior.parts "
+             f"{list(posterior.parts)} must name the same parts in the same order")
+    for part, value in parts.items():
+        _require_tensor(value, (batch,), subject, f"kl_parts()['{part}']")
+    total = sum(v.detach() for v in parts.values())
+    _require(torch.allclose(total, kl.sum(-1), rtol=1e-5, atol=1e-5), subject,
+             "kl_parts() does not sum to kl() summed over its dimensions")
+
+
+def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch: int = 8,
+                      steps: tuple[int, ...] = (0, 1000), seed: int = 0, **kwargs: Any) -> Regularizer:
+    """Check the regularizer registered as ``name``, built with ``kwargs``, against the protocol.
+
+    At each of ``steps`` it must return named scalar terms, all finite, the same
+    for the same step (a schedule is a function of the step it is given), with
+    a gradient flowing to the posterior's parameters; ``targets()`` must return
+    numbers; and a copy restored from its ``state_dict`` must give the same terms.
+
+    Args:
+        name: the registered name, e.g. ``"capacity"``.
+        latent: the latent family spec to regularize (default ``{"type": "gaussian", "dim": 4}``);
+            a regularizer of named parts needs a joint latent with those parts.
+        batch: the batch size to test with.
+        steps: training steps to evaluate at.
+        seed: seed of the random parameters.
+        kwargs: the regularizer's arguments.
+
+    Returns:
+        The built regularizer.
+    """
+    from vaezoo.parts import build
+
+    subject = f"regularizer '{name}'"
+    with _running(subject, f"building with {kwargs}"):
+        regularizer = build("regularizer", {"type": name, **kwargs})
+        restored = build("regularizer", {"type": name, **kwargs})
+    subject = _owner("regularizer", name)
+    _require(isinstance(regularizer, Regularizer), subject,
+             f"built a {type(regularizer).__name__}, not a vaezoo.regularizers.Regularizer")
+    with _running(subject, f"building the latent {latent}"):
+        family = build("latent family", dict(latent or {"type": "gaussian", "dim": 4}))
+    with _seeded(seed):
+        params = torch.randn(batch, family.param_size, requires_grad=True)
+        posterior = family.posterior(params)
+        z = posterior.rsample()
+    terms_at = {}
+    for step in steps:
+        with _running(subject, f"forward at step {step}"):
+            terms_at[step] = terms = regularizer(posterior, z, step)
+            targets = regularizer.targets(posterior, step)
+        _require(isinstance(terms, dict) and bool(terms), subject,
+                 f"forward must return a non-empty dict of named terms, got {type(terms).__name__}")
+        for term, value in terms.items():
+            _require(isinstance(term, str), subject, f"term names must be strings, got {term!r}")
+            _require_scalar(value, subject, f"term '{term}' at step {step}")
+        _require(isinstance(targets, dict) and all(isinstance(k, str) and isinstance(v, int | float)
+                                                   for k, v in targets.items()),
+                 subject, f"targets() must return {{name: number}}, got {targets!r}")
+        _require_gradient(sum(terms.values()), params, subject, f"the terms at step {step}")
+    with _running(subject, "load_state_dict(state_dict())"):
+        restored.load_state_dict(regularizer.state_dict())
+    for step in steps:
+        with _running(subject, f"forward at step {step} again"):
+            again, from_restored = regularizer(posterior, z, step), restored(posterior, z, step)
+        for term, value in terms_at[step].items():
+            _require(term in again and torch.equal(value, again[term]), subject,
+                     f"term '{term}' at step {step} changed when computed again; derive schedules from the "
+                     f"step argument")
+            _require(term in from_restored and torch.equal(value, from_restored[term]), subject,
+                     f"term '{term}' at step {step} differs in a copy restored from state_dict(); keep "
+                     f"schedule state in buffers so that a checkpoint saves it")
+    return regularizer
+
+
+def check_architecture(name: str, batch: int = 4, seed: int = 0, **model_kwargs: Any) -> VAE:
+    """Build the architecture registered as ``name`` and run :func:`check_model` on it.
+
+    Args:
+        name: the registered name, e.g. ``"jointvae"``.
+        batch: the batch size to test with.
+        seed: seed of the random inputs.
+        model_kwargs: the builder's arguments (a card's ``[model]`` section). When none are
+            given, those of the first card of this architecture are used, or else none.
+
+    Returns:
+        The built model.
+    """
+    subject = _owner("architecture", name)
+    if not model_kwargs:
+        model_kwargs = _card_model_kwargs(name)
+    with _running(subject, f"building with {model_kwargs or 'no arguments'}"):
+        model = registry("architecture")[name](**model_kwargs)
+    _require(isinstance(model, VAE), subject, f"the builder returned a {type(model).__name__}, not a vaezoo.model.VAE")
+    check_model(model, batch=batch, seed=seed, subject=subject)
+    return model
+
+
+def _card_model_kwargs(architecture: str) -> dict[str, Any]:
+    from vaezoo.cards import list_cards
+
+    cards = list_cards(architecture=architecture)
+    return dict(cards[0].model) if cards else {}
+
+
+def check_model(model: VAE, batch: int = 4, seed: int = 0, step: int = 0, subject: str | None = None) -> None:
+    """Check a built model: forward/backward, shapes, no NaN, eval determinism and a safetensors round trip.
+
+    In training mode the loss must be the sum of finite scalar terms including
+    ``reconstruction`` and every parameter must get a finite gradient; in eval
+    mode two forwards must agree and decode the posterior's mode; ``sample``
+    and ``reconstruct`` must give finite image-shaped outputs; and a copy with
+    scrambled weights restored from the model's safetensors file must give the
+    same outputs. The model's state and train/eval mode are restored afterwards.
+
+    Args:
+        model: the model to check.
+        batch: the batch size to test with.
+        seed: seed of the random inputs.
+        step: the training step passed to ``forward``.
+        subject: how to name the model in messages (default: its class).
+    """
+    subject = subject or f"model {type(model).__name__}"
+    was_training = model.training
+    device = next(model.parameters()).device
+    image = (model.channels, model.image_size, model.image_size)
+    x = torch.rand(batch, *image, generator=torch.Generator().manual_seed(seed)).to(device)
+    state = copy.deepcopy(model.state_dict())  # a training-mode forward may update buffers
+    try:
+        with _seeded(seed):
+            _check_training(model, x, step, subject)
+        model.load_state_dict(state)
+        _check_eval(model, x, step, seed, subject)
+    finally:
+        model.load_state_dict(state)
+        model.zero_grad(set_to_none=True)
+        model.train(was_training)
+
+
+def _check_training(model: VAE, x: Tensor, step: int, subject: str) -> None:
+    model.train()
+    model.zero_grad(set_to_none=True)
+    with _running(subject, "forward in training mode"):
+        out = model(x, step=step)
+    _check_output(model, out, x, subject)
+    with _running(subject, "backward"):
+        out.loss.backward()
+    unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    _require(not unused, subject, f"parameters get no gradient from the loss: {unused}")
+    bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+    _require(not bad, subject, f"parameters get NaN or infinite gradients: {bad}")
+    _require(any(bool(p.grad.abs().sum() > 0) for p in model.parameters() if p.grad is not None), subject,
+             "the loss has a zero gradient for every parameter")
+
+
+def _check_eval(model: VAE, x: Tensor, step: int, seed: int, subject: str) -> None:
+    model.eval()
+    batch, image = x.shape[0], tuple(x.shape[1:])
+    with torch.no_grad(), _running(subject, "forward in eval mode"):
+        first, second = model(x, step=step), model(x, step=step)
+    _check_output(model, first, x, subject)
+    _require(torch.equal(first.output, second.output), subject, "two forwards in eval mode differ")
+    _require(torch.equal(first.z, first.posterior.mode), subject, "eval mode does not decode the posterior's mode")
+    with _running(subject, "sample()"):
+        samples = model.sample(batch, generator=torch.Generator().manual_seed(seed))
+    _require_tensor(samples, (batch, *image), subject, "sample()")
+    with _running(subject, "reconstruct()"):
+        recon = model.reconstruct(x)
+    _require_tensor(recon, (batch, *image), subject, "reconstruct()")
+    _check_round_trip(model, x, first.output, step, subject)
+
+
+def _check_output(model: VAE, out, x: Tensor, subject: str) -> None:
+    mode = "training" if model.training else "eval"
+    _require_scalar(out.loss, subject, f"the loss in {mode} mode")
+    _require("reconstruction" in out.terms, subject, f"the loss terms {list(out.terms)} lack 'reconstruction'")
+    for name, value in {**out.terms, **{f"kl {k}": v for k, v in out.kl.items()}}.items():
+        _require_scalar(value, subject, f"'{name}' in {mode} mode")
+    _require(torch.allclose(out.loss, sum(out.terms.values())), subject, "the loss is not the sum of its terms")
+    _require_tensor(out.z, (x.shape[0], model.latent.code_size), subject, f"the code z in {mode} mode")
+    _require_tensor(model.likelihood.mean(out.output), tuple(x.shape), subject,
+                    f"the decoded mean image in {mode} mode")
+
+
+def _check_round_trip(model: VAE, x: Tensor, expected: Tensor, step: int, subject: str) -> None:
+    """Save to safetensors, load into a copy whose weights were scrambled, and compare outputs."""
+    from vaezoo.hub import load_weights
+    from vaezoo.weights import read_safetensors, save_weights
+
+    copied = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in copied.parameters():
+            p.add_(1.0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.safetensors"
+        with _running(subject, "saving the state dict as safetensors"):
+            save_weights(model.state_dict(), path)
+        with _running(subject, "loading its safetensors file"):
+            load_weights(copied, read_safetensors(path, device=expected.device), "the saved weights")
+    with torch.no_grad():
+        output = copied(x, step=step).output
+    _require(torch.equal(output, expected), subject, "a copy restored from its safetensors file gives other outputs")
+
+
+def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretrained: bool = True) -> VAE:
+    """Check a zoo card: it validates, its model builds and passes :func:`check_model`, its weights verify and load.
+
+    The card's eval metrics must be registered, and its headline must be one of
+    its metrics once it has any. Weights beside the card must exist and match
+    the card's sha256 and size; weights at a URL are checked only when already
+    in the cache (nothing is downloaded).
+
+    Args:
+        card: a :class:`~vaezoo.cards.Card`, the path of its TOML file, or a zoo name.
+        batch: the batch size to test with.
+        seed: seed of the random inputs.
+        pretrained: load and check the card's weights when it has them.
+
+    Returns:
+        The model, with the card's weights when they were loaded.
+    """
+    from vaezoo.hub import build_model, load_weights
+    from vaezoo.weights import cache_dir, local_path, read_safetensors, verify
+
+    if not isinstance(card, Card):
+        path = Path(card)
+        with _running(f"card {card}", "validating"):
+            card = parse_card(path) if path.suffix == ".toml" or path.is_file() else get_card(str(card))
+    subject = f"card '{card.name}' ({card.path})" if card.path else f"card '{card.name}'"
+    _require(card.architecture in registry("architecture"), subject,
+             f"architecture '{card.architecture}' is not registered by any loaded plugin")
+    for metric in card.eval_metrics:
+        _require(metric in registry("metric"), subject, f"eval metric '{metric}' is not registered")
+    _require(not card.metrics or card.headline is None or card.headline in card.metrics, subject,
+             f"headline '{card.headline}' is not one of its metrics {sorted(card.metrics)}")
+    with _running(subject, "building its model"):
+        model = build_model(card)
+    check_model(model, batch=batch, seed=seed, step=card.train.steps or 0, subject=subject)
+    if not pretrained or card.weights is None:
+        return model
+    if card.weights.file is not None:
+        with _running(subject, "finding its weights"):
+            path = local_path(card)
+    else:
+        path = cache_dir() / f"{card.weights.sha256}.safetensors"
+        if not path.exists():
+            return model
+    with _running(subject, "verifying its weights"):
+        verify(path, card.weights)
+        load_weights(model, read_safetensors(path), f"weights of '{card.name}'")
+    bad = [n for n, t in model.state_dict().items() if t.is_floating_point() and not torch.isfinite(t).all()]
+    _require(not bad, subject, f"its weights hold NaN or infinite values in {bad}")
+    check_model(model, batch=batch, seed=seed, step=card.train.steps or 0, subject=f"{subject} with its weights")
+    return model
+

@@ -1,0 +1,393 @@
+"""Pictures of a VAE: latent traversals, reconstructions and samples from the prior.
+
+Each function returns a :class:`Grid` of image tiles (rows x columns), which
+renders to a tensor with ``torchvision.utils.make_grid`` and saves as a PNG
+with a label drawn beside each row. Everything works from the model's latent
+family: Gaussian parts are traversed one dimension at a time and categorical
+parts one category at a time, whatever architecture the model has.
+
+>>> model = vaezoo.load("jointvae-mnist")
+>>> traverse_dataset(model, load_test_split(model.card)).save("traversal.png")
+>>> sample(model, n=100, seed=0).save("samples.png")
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from vaezoo.cards import Card
+from vaezoo.data import ImageDataset
+from vaezoo.errors import VaezooError, WeightsError
+from vaezoo.latents import Gaussian, GumbelCategorical, LatentFamily
+from vaezoo.model import VAE
+
+PADDING = 2  # pixels between tiles
+SCALE = 2  # default upscaling of each tile when rendering
+BLANK = 1.0  # value of padding and of empty tiles (white)
+LABEL_GAP = 6  # pixels around a row label in the left margin
+ENCODE_BATCH = 256
+DEFAULT_SPAN = (-3.0, 3.0)  # traversal range, in prior standard deviations around the prior mean
+KL_IMAGES = 1000  # data images a traversal of a card's model averages the KL over
+
+
+@dataclass(frozen=True, eq=False)
+class Grid:
+    """Image tiles laid out in rows, with an optional label per row.
+
+    Attributes:
+        tiles: ``(rows, columns, channels, height, width)`` images in [0, 1], on the CPU;
+            channels is 1 or 3. Empty places hold blank (white) tiles.
+        labels: one label per row, or none.
+    """
+
+    tiles: Tensor
+    labels: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.tiles.dim() != 5 or self.tiles.shape[2] not in (1, 3):
+            raise ValueError(f"tiles must be (rows, columns, 1 or 3, H, W), got {tuple(self.tiles.shape)}")
+        if self.labels and len(self.labels) != self.rows:
+            raise ValueError(f"{len(self.labels)} labels for {self.rows} rows")
+
+    @property
+    def rows(self) -> int:
+        return self.tiles.shape[0]
+
+    @property
+    def columns(self) -> int:
+        return self.tiles.shape[1]
+
+    def image(self, padding: int = PADDING, scale: int = SCALE) -> Tensor:
+        """The tiles as one RGB image ``(3, H, W)`` with ``padding`` pixels around each tile.
+
+        ``H = rows * (tile height * scale + padding) + padding`` and likewise for the width.
+
+        Args:
+            padding: pixels between tiles and around the border.
+            scale: integer upscaling of each tile (nearest neighbour), to make small images legible.
+        """
+        from torchvision.utils import make_grid
+
+        if scale < 1 or padding < 0:
+            raise VaezooError(f"scale must be >= 1 and padding >= 0, got scale {scale}, padding {padding}")
+        flat = self.tiles.flatten(0, 1).clamp(0, 1)
+        if scale > 1:
+            flat = F.interpolate(flat, scale_factor=scale, mode="nearest")
+        grid = make_grid(flat, nrow=self.columns, padding=padding, pad_value=BLANK)
+        if flat.shape[0] == 1:  # make_grid returns a lone image without its border
+            grid = F.pad(grid, (padding,) * 4, value=BLANK)
+        return grid
+
+    def to_pil(self, padding: int = PADDING, scale: int = SCALE):
+        """The grid as a PIL image, with each row's label drawn in a white margin on the left.
+
+        Args:
+            padding, scale: as in :meth:`image`.
+
+        Returns:
+            A ``PIL.Image.Image`` in RGB; the grid of :meth:`image` occupies its right-hand side.
+        """
+        from PIL import Image, ImageDraw, ImageFont
+
+        grid = self.image(padding, scale)
+        picture = Image.fromarray(grid.mul(255).add_(0.5).clamp_(0, 255).permute(1, 2, 0).to(torch.uint8).numpy())
+        if not self.labels:
+            return picture
+        font = ImageFont.load_default()
+        margin = math.ceil(max(font.getlength(label) for label in self.labels)) + 2 * LABEL_GAP
+        canvas = Image.new("RGB", (margin + picture.width, picture.height), "white")
+        canvas.paste(picture, (margin, 0))
+        draw = ImageDraw.Draw(canvas)
+        row_height = self.tiles.shape[3] * scale + padding
+        for row, label in enumerate(self.labels):
+            _, top, _, bottom = font.getbbox(label)
+            middle = padding + row * row_height + (row_height - padding) / 2
+            draw.text((LABEL_GAP, middle - (top + bottom) / 2), label, fill="black", font=font)
+        return canvas
+
+    def save(self, path: str | Path, padding: int = PADDING, scale: int = SCALE) -> Path:
+        """Write the grid (with its labels) to ``path`` as a PNG, atomically.
+
+        Returns:
+            The path written.
+        """
+        from vaezoo.files import atomic_save
+
+        path = Path(path)
+        if path.suffix.lower() != ".png":
+            raise VaezooError(f"images are written as PNG; give a .png file name, not '{path.name}'")
+        picture = self.to_pil(padding, scale)
+        atomic_save(path, lambda tmp: picture.save(tmp, format="PNG"))
+        return path
+
+
+@dataclass(frozen=True)
+class TraversalRow:
+    """What one row of a traversal varies.
+
+    Attributes:
+        part: the latent part's name (``"z"`` for a single-family latent).
+        index: the dimension within a Gaussian part, or None for a categorical part
+            (whose row shows each category in turn).
+        code: the columns of the decoder input that the row changes.
+        kl: the dimension's (or categorical part's) KL to the prior, averaged over the data; None without data.
+    """
+
+    part: str
+    index: int | None
+    code: slice
+    kl: float | None
+
+    @property
+    def label(self) -> str:
+        """``"part[index]  KL 1.23"``, or without the KL when there was no data."""
+        name = self.part if self.index is None else f"{self.part}[{self.index}]"
+        return name if self.kl is None else f"{name}  KL {self.kl:.2f}"
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Traversal(Grid):
+    """A :class:`Grid` of latent traversals; ``dimensions[i]`` says what row ``i`` varies."""
+
+    dimensions: tuple[TraversalRow, ...]
+
+
+def traverse(model: VAE, data: Tensor | None = None, reference: Tensor | None = None, steps: int = 10,
+             span: tuple[float, float] = DEFAULT_SPAN) -> Traversal:
+    """Decode the latent one dimension at a time: one row per Gaussian dimension, one per categorical part.
+
+    A Gaussian dimension's row takes ``steps`` values evenly spaced from
+    ``span[0]`` to ``span[1]`` prior standard deviations around the prior mean.
+    A categorical part's row shows each of its categories in turn (so a row is
+    as long as the longer of ``steps`` and the category count; shorter rows end
+    in blank tiles). Every other dimension stays at the posterior mode of
+    ``reference``, or without one at the prior mean (Gaussian parts) and the
+    first category (categorical parts).
+
+    With ``data``, rows are ordered by their KL to the prior averaged over
+    ``data``, largest first, so the dimensions the model uses come first;
+    without, they follow the latent's layout.
+
+    Args:
+        model: the VAE; it is run in eval mode and left in the mode it was in.
+        data: images ``(N, C, H, W)`` in [0, 1] to average the KL over (e.g. a batch of the test split).
+        reference: one image ``(C, H, W)`` whose code holds the dimensions a row does not vary.
+        steps: values per Gaussian dimension (>= 2).
+        span: the range of values, in prior standard deviations from the prior mean.
+
+    Returns:
+        A :class:`Traversal`, labelled ``part[dimension]  KL value``.
+    """
+    if steps < 2:
+        raise VaezooError(f"a traversal needs at least 2 steps, got {steps}")
+    low, high = span
+    if not low < high:
+        raise VaezooError(f"the traversal range must go from low to high, got {low}..{high}")
+    device, dtype = _device_dtype(model)
+    families = _families(model)
+    slices = model.part_slices
+    with _evaluating(model), torch.no_grad():
+        base = _base_code(model, families, reference)
+        kl = _mean_kl(model, data) if data is not None else None
+        rows: list[TraversalRow] = []
+        codes: list[Tensor] = []
+        for name, family in families.items():
+            part = slices[name]
+            if isinstance(family, GumbelCategorical):
+                code = base.repeat(family.categories, 1)
+                code[:, part] = torch.eye(family.categories, device=device, dtype=dtype)
+                rows.append(TraversalRow(name, None, part, None if kl is None else kl[name][0]))
+                codes.append(code)
+            elif isinstance(family, Gaussian):
+                prior = family.prior
+                values = prior.mean + torch.linspace(low, high, steps, device=device) * prior.stddev
+                for i in range(family.dim):
+                    column = part.start + i
+                    code = base.repeat(steps, 1)
+                    code[:, column] = values.to(dtype)
+                    rows.append(TraversalRow(name, i, slice(column, column + 1), None if kl is None else kl[name][i]))
+                    codes.append(code)
+            else:
+                raise _unsupported(name, family)
+        order = sorted(range(len(rows)), key=lambda r: -rows[r].kl) if kl is not None else range(len(rows))
+        rows, codes = [rows[r] for r in order], [codes[r] for r in order]
+        images = _decode_mean(model, torch.cat(codes)).split([len(c) for c in codes])
+    return Traversal(tiles=_layout(list(images)), labels=tuple(r.label for r in rows), dimensions=tuple(rows))
+
+
+def reconstruct(model: VAE, images: Tensor, columns: int = 10) -> Grid:
+    """Images above their reconstructions (decoded from the posterior mode).
+
+    Rows come in pairs: a row of up to ``columns`` inputs, then their reconstructions.
+
+    Args:
+        model: the VAE; it is run in eval mode and left in the mode it was in.
+        images: ``(N, C, H, W)`` in [0, 1], shaped like the model's input.
+        columns: images per row.
+
+    Returns:
+        A :class:`Grid` of ``2 * ceil(N / columns)`` rows labelled "input" and "reconstruction".
+    """
+    if columns < 1:
+        raise VaezooError(f"columns must be >= 1, got {columns}")
+    _check_images(model, images)
+    if len(images) == 0:
+        raise VaezooError("no images to reconstruct")
+    device, dtype = _device_dtype(model)
+    with _evaluating(model), torch.no_grad():
+        recon = model.likelihood.mean(model.decode(model.encode(images.to(device, dtype)).mode)).cpu()
+    rows: list[Tensor] = []
+    for start in range(0, len(images), columns):
+        rows += [images[start:start + columns].float().cpu(), recon[start:start + columns].float()]
+    return Grid(_layout(rows, min(columns, len(images))), ("input", "reconstruction") * (len(rows) // 2))
+
+
+def sample(model: VAE, n: int = 64, seed: int = 0, columns: int = 8) -> Grid:
+    """``n`` images decoded from codes drawn from the prior, the same ones for the same ``seed``.
+
+    For a joint latent, Gaussian parts are drawn from N(0, I) and each
+    categorical part uniformly (each family's ``sample_prior``).
+
+    Args:
+        model: the VAE; it is run in eval mode and left in the mode it was in.
+        n: number of samples.
+        seed: seed of the random generator (on the model's device).
+        columns: images per row.
+
+    Returns:
+        A :class:`Grid` of ``ceil(n / columns)`` rows.
+    """
+    if n < 1 or columns < 1:
+        raise VaezooError(f"n and columns must be >= 1, got n {n}, columns {columns}")
+    device, _ = _device_dtype(model)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    with _evaluating(model):
+        images = model.sample(n, generator=generator).float().cpu()
+    return Grid(_layout(list(images.split(columns)), min(columns, n)))
+
+
+def data_sample(dataset: ImageDataset, n: int, seed: int = 0) -> Tensor:
+    """``n`` images of ``dataset`` drawn without replacement, the same ones for the same ``seed``.
+
+    Returns:
+        ``(min(n, len(dataset)), C, H, W)`` floats in [0, 1] on the CPU.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    index = torch.randperm(len(dataset), generator=generator)[:n]
+    return dataset.batch(index)
+
+
+def traverse_dataset(model: VAE, dataset: ImageDataset, images: int = KL_IMAGES, seed: int = 0, steps: int = 10,
+                     span: tuple[float, float] = DEFAULT_SPAN) -> Traversal:
+    """:func:`traverse` with the KL averaged over ``images`` images of ``dataset`` drawn with ``seed``.
+
+    The dimensions a row does not vary stay at the code of the first of those images.
+    """
+    data = data_sample(dataset, images, seed)
+    return traverse(model, data, reference=data[0], steps=steps, span=span)
+
+
+def load_pretrained(card: Card, device=None) -> VAE:
+    """The model ``card`` describes with its verified weights, in eval mode; a card without weights is refused."""
+    from vaezoo.hub import build_model, load_weights
+    from vaezoo.weights import load_state_dict
+
+    if card.weights is None:
+        raise WeightsError(f"card '{card.name}' has no pretrained weights yet; there is nothing to show")
+    model = build_model(card, device=device)
+    load_weights(model, load_state_dict(card, device), f"weights of '{card.name}'")
+    return model.eval()
+
+
+def load_test_split(card: Card, data_root=None) -> ImageDataset:
+    """The test split of the dataset ``card`` was trained on (``data_root`` as in :func:`vaezoo.data.data_root`)."""
+    from vaezoo.data import load_dataset
+
+    return load_dataset(card.train.data.name, data_root, "test", **card.train.data.options)
+
+
+def _layout(rows: list[Tensor], columns: int | None = None) -> Tensor:
+    """Stack rows of tiles ``(n_i, C, H, W)`` into ``(rows, columns, C, H, W)``, padding with blank tiles."""
+    columns = columns or max(len(r) for r in rows)
+    tiles = torch.full((len(rows), columns, *rows[0].shape[1:]), BLANK)
+    for i, row in enumerate(rows):
+        tiles[i, :len(row)] = row.float().cpu()
+    return tiles
+
+
+def _families(model: VAE) -> dict[str, LatentFamily]:
+    """The latent's parts by name: a joint latent's families, or the one family as ``"z"``."""
+    families = getattr(model.latent, "families", None)
+    return dict(families.items()) if families is not None else {name: model.latent for name in model.part_slices}
+
+
+def _base_code(model: VAE, families: dict[str, LatentFamily], reference: Tensor | None) -> Tensor:
+    """The code a traversal starts from: ``reference``'s posterior mode, or the prior mean / first category."""
+    device, dtype = _device_dtype(model)
+    if reference is not None:
+        reference = reference.unsqueeze(0) if reference.dim() == 3 else reference
+        _check_images(model, reference)
+        return model.encode(reference[:1].to(device, dtype)).mode[0]
+    base = torch.zeros(model.latent.code_size, device=device, dtype=dtype)
+    for name, family in families.items():
+        part = model.part_slices[name]
+        if isinstance(family, GumbelCategorical):
+            base[part.start] = 1
+        elif isinstance(family, Gaussian):
+            base[part] = family.prior.mean.to(dtype)
+        else:
+            raise _unsupported(name, family)
+    return base
+
+
+def _mean_kl(model: VAE, data: Tensor) -> dict[str, list[float]]:
+    """Each part's KL to the prior per KL dimension, averaged over ``data``."""
+    _check_images(model, data)
+    if len(data) == 0:
+        raise VaezooError("no images to average the KL over")
+    device, dtype = _device_dtype(model)
+    totals: dict[str, Tensor] = {}
+    for chunk in data.split(ENCODE_BATCH):
+        for name, posterior in model.encode(chunk.to(device, dtype)).parts.items():
+            totals[name] = totals.get(name, 0) + posterior.kl().double().sum(0)
+    return {name: (total / len(data)).tolist() for name, total in totals.items()}
+
+
+def _decode_mean(model: VAE, codes: Tensor) -> Tensor:
+    return model.likelihood.mean(model.decode(codes)).float().cpu()
+
+
+def _check_images(model: VAE, images: Tensor) -> None:
+    expected = (model.channels, model.image_size, model.image_size)
+    if images.dim() != 4 or tuple(images.shape[1:]) != expected:
+        raise VaezooError(f"images must be shaped (N, {', '.join(map(str, expected))}) for this model, "
+                          f"got {tuple(images.shape)}")
+
+
+def _unsupported(name: str, family: LatentFamily) -> VaezooError:
+    return VaezooError(f"cannot traverse latent part '{name}' of family {type(family).__name__}; "
+                       f"vaezoo.viz traverses Gaussian and GumbelCategorical parts")
+
+
+def _device_dtype(model: VAE) -> tuple[torch.device, torch.dtype]:
+    parameter = next(model.parameters())
+    return parameter.device, parameter.dtype
+
+
+@contextmanager
+def _evaluating(model: VAE) -> Iterator[None]:
+    """Run ``model`` in eval mode and restore its mode afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
