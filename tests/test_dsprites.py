@@ -207,9 +207,10 @@ def test_download_verifies_md5_and_writes_atomically(server, tmp_path):
 
 def test_download_failure_is_a_data_error(server, tmp_path):
     _, url = server
+    target = tmp_path / "data"
     with pytest.raises(DataError, match="could not download"):
-        ds.download_official(tmp_path, f"{url}/missing.npz", ds.OFFICIAL_MD5)
-    assert list(tmp_path.iterdir()) == []
+        ds.download_official(target, f"{url}/missing.npz", ds.OFFICIAL_MD5)
+    assert list(target.iterdir()) == []
 
 
 def test_official_source_downloads_into_the_default_folder(server, tmp_path, monkeypatch):

@@ -65,7 +65,7 @@ def test_categorical_kl_to_uniform_matches_the_direct_formula():
     posterior = GumbelCategorical(4).posterior(logits)
     kl = posterior.kl()
     assert kl.shape == (3, 1)
-    for row, value in zip(logits.tolist(), kl[:, 0].tolist()):
+    for row, value in zip(logits.tolist(), kl[:, 0].tolist(), strict=True):
         total = sum(math.exp(v) for v in row)
         probs = [math.exp(v) / total for v in row]
         direct = sum(p * math.log(p * len(row)) for p in probs)  # KL(p || uniform) = sum p log(p k)

@@ -7,7 +7,7 @@ collected, so a new plugin's architecture or card is tested the day it is instal
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,35 +15,56 @@ import torch
 import vaezoo
 from helpers import VAE_SPECS
 from vaezoo import plugins
-from vaezoo.cards import discover
-from vaezoo.errors import UnknownNameError
+from vaezoo.cards import Card, discover, parse_card
+from vaezoo.errors import CardError, UnknownNameError
 from vaezoo.hub import build_model, load_weights
 from vaezoo.model import VAE
-from vaezoo.plugins import registry
+from vaezoo.plugins import get_plugins, registry
 from vaezoo.weights import read_metadata, read_safetensors, save_weights
 
 BATCH = 4
 
 
-def _discover() -> tuple[list[str], dict[str, Any]]:
+def _discover() -> tuple[dict[str, list[Card]], dict[str, Card]]:
+    """Example cards of every registered architecture, and the zoo's cards by name.
+
+    An architecture's examples are its zoo cards, else the card files its plugin ships (e.g. training recipes).
+    """
     plugins.reset()
     try:
-        return sorted(registry("architecture")), discover()
+        zoo = discover()
+        architectures = registry("architecture")
+        examples = {}
+        for architecture in architectures:
+            examples[architecture] = [zoo[n] for n in sorted(zoo) if zoo[n].architecture == architecture]
+            if not examples[architecture]:
+                module = get_plugins().manager.get_plugin(architectures.plugin_of(architecture))
+                examples[architecture] = [c for c in _shipped_cards(Path(module.__file__).parent)
+                                          if c.architecture == architecture]
+        return examples, zoo
     finally:
         plugins.reset()
 
 
-ARCHITECTURES, CARDS = _discover()
+def _shipped_cards(directory: Path) -> list[Card]:
+    cards = []
+    for path in sorted(directory.rglob("*.toml")):
+        try:
+            cards.append(parse_card(path))
+        except CardError:
+            continue  # a TOML file that is not a card
+    return cards
+
+
+EXAMPLES, CARDS = _discover()
 
 
 def example_arguments() -> list:
-    """``(architecture, model arguments)`` for every architecture: the ``vae`` specs, then the first card of
-    every other architecture. An architecture with neither gets a parameter that fails, asking for a card."""
+    """``(architecture, model arguments)``: the ``vae`` specs of tests/helpers.py, then the first example card
+    of every architecture. An architecture without one gets a parameter that fails, asking for a card."""
     params = [pytest.param("vae", spec, id=f"vae-{name}") for name, spec in VAE_SPECS.items()]
-    for architecture in ARCHITECTURES:
-        if architecture == "vae":
-            continue
-        card = next((CARDS[n] for n in sorted(CARDS) if CARDS[n].architecture == architecture), None)
+    for architecture, cards in sorted(EXAMPLES.items()):
+        card = cards[0] if cards else None
         params.append(pytest.param(architecture, card.model if card else None,
                                    id=f"{architecture}-{card.name if card else 'no-card'}"))
     return params
@@ -118,8 +139,8 @@ def test_architecture(architecture, arguments, tmp_path):
 
 def test_every_architecture_is_covered():
     """The discovered architectures include the core's composable ``vae`` and the built-in plugins' ones."""
-    assert "vae" in ARCHITECTURES
-    assert {card.architecture for card in CARDS.values()} <= set(ARCHITECTURES)
+    assert "vae" in EXAMPLES
+    assert {card.architecture for card in CARDS.values()} <= set(EXAMPLES)
 
 
 @pytest.mark.parametrize("name", sorted(CARDS))

@@ -86,7 +86,7 @@ def test_refuses_to_overwrite_an_existing_directory(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["Demo", "demo_vae", "1demo", "demo--vae", "demo-", "-demo", "demo vae", ""])
 def test_refuses_an_invalid_name(tmp_path, capsys, name):
-    assert main(["new-plugin", name, "--dir", str(tmp_path)]) == 1
+    assert main(["new-plugin", "--dir", str(tmp_path), "--", name]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: invalid plugin name '{name}': use lowercase letters") and err.count("\n") == 1
     assert not any(tmp_path.iterdir())

@@ -112,7 +112,8 @@ def test_plugins_load_once(baseline):
 
 def test_a_plugin_that_raises_on_import_is_reported_and_the_rest_works(monkeypatch, tmp_path, baseline):
     module = installed(monkeypatch, tmp_path, "broken", RAISES_ON_IMPORT)
-    with pytest.warns(PluginWarning, match="plugin 'broken' failed: import of '.*' raised RuntimeError: broken on import"):
+    failure = "plugin 'broken' failed: import of '.*' raised RuntimeError: broken on import"
+    with pytest.warns(PluginWarning, match=failure):
         info = get_plugins().info
     assert info["broken"].status == "failed" and "broken on import" in info["broken"].error
     assert {n: i.status for n, i in info.items() if n != "broken"} == baseline["status"]
@@ -133,7 +134,8 @@ def test_a_plugin_that_raises_in_a_hook_is_reported_and_registers_nothing(monkey
 @pytest.mark.parametrize("copycat", ["aa_copycat", "zz_copycat"])  # loaded before and after the built-ins
 def test_a_duplicate_name_is_refused_naming_both_plugins(monkeypatch, tmp_path, baseline, copycat):
     installed(monkeypatch, tmp_path, copycat, REGISTERS_VAE_AGAIN)
-    with pytest.warns(PluginWarning, match=f"architecture 'vae' is registered by both plugin 'vaezoo' and plugin '{copycat}'"):
+    clash = f"architecture 'vae' is registered by both plugin 'vaezoo' and plugin '{copycat}'"
+    with pytest.warns(PluginWarning, match=clash):
         arch = registry("architecture")
     assert arch.plugin_of("vae") == "vaezoo"
     assert set(arch) == baseline["architectures"]

@@ -154,8 +154,8 @@ def test_total_correlation_weights_and_telescoping_sum():
     for name, factor in [("mi", 2.0), ("tc", 3.0), ("dwkl", 5.0)]:
         assert weighted[name].item() == pytest.approx(factor * unit[name].item())
     # MI + TC + dimension-wise KL = mean_i[log q(z_i|x_i) - log p(z_i)], whatever the estimate of q(z)
-    log_ratio = sum(log_normal(z[i, d].item(), mean[i, d].item(), logvar[i, d].item()) - log_normal(z[i, d].item(), 0, 0)
-                    for i in range(4) for d in range(3)) / 4
+    log_ratio = sum(log_normal(z[i, d].item(), mean[i, d].item(), logvar[i, d].item())
+                    - log_normal(z[i, d].item(), 0.0, 0.0) for i in range(4) for d in range(3)) / 4
     assert sum(v.item() for v in unit.values()) == pytest.approx(log_ratio)
 
 

@@ -7,6 +7,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -213,16 +214,30 @@ def test_only_https_or_loopback_urls_are_fetched(url, allowed):
             check_url(url)
 
 
-def test_processes_fetching_at_once_download_once(remote_entry, server):
-    server.delay = 1.0  # both processes are waiting on the same file at the same time
-    code = textwrap.dedent("""
+def test_processes_fetching_at_once_download_once(remote_entry, server, tmp_path):
+    """Two processes ask for the same weights at the same moment; the file lock makes one download them."""
+    server.delay = 1.0  # the first download is still running when the second process asks
+    go = tmp_path / "go"
+    code = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
         from vaezoo.cards import get_card
         from vaezoo.weights import download
         card = get_card("tiny-remote")
+        Path(sys.argv[1]).touch()
+        while not Path({str(go)!r}).exists():
+            time.sleep(0.01)
         print(download(card.weights.url, card.weights))
     """)
-    processes = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(2)]
+    ready = [tmp_path / f"ready{i}" for i in range(2)]
+    processes = [subprocess.Popen([sys.executable, "-c", code, str(r)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for r in ready]
+    deadline = time.monotonic() + 300
+    while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+        if any(p.poll() is not None for p in processes):
+            break  # a process died early; its output is reported below
+        time.sleep(0.05)
+    go.touch()
     outputs = [p.communicate(timeout=300) for p in processes]
     assert [p.returncode for p in processes] == [0, 0], outputs
     sha = get_card("tiny-remote").weights.sha256

@@ -25,11 +25,11 @@ FUZZ = settings(max_examples=150, deadline=None, database=None,
 PARSE_EXAMPLES = 300
 
 SMALL_INTS = st.integers(-3, 40)  # sizes stay small: a fuzzed card must not allocate gigabytes
-KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+KEYS = st.text(st.characters(max_codepoint=0x3FF, exclude_categories=["Cs"]), max_size=10)
 SCALARS = (st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
            | st.dates() | st.datetimes())
 TOML_VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(KEYS, inner, max_size=4), max_leaves=20)
+                           | st.dictionaries(KEYS, inner, max_size=4), max_leaves=10)
 
 
 @pytest.fixture
@@ -91,9 +91,10 @@ def mutate(draw, card: dict) -> dict:
     """``card`` with one to three fields replaced, deleted or added (``draw`` is hypothesis's)."""
     for _ in range(draw(st.integers(1, 3))):
         paths = sorted(_leaf_paths(card), key=str)
-        if not paths:
-            break
-        *parents, last = draw(st.sampled_from(paths))
+        in_model = [p for p in paths if p[0] == "model"]
+        # most mutants keep a valid schema and change the model, so that they reach the model's builder
+        *parents, last = draw(st.sampled_from(in_model) if in_model and draw(st.integers(0, 3)) else
+                              st.sampled_from(paths))
         table = card
         for key in parents:
             table = table[key]
@@ -139,22 +140,42 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
 
 COMMANDS = _subparsers()
 WORDS = st.sampled_from(["tiny-blobs", "cards/tiny.toml", "cards/tiny.safetensors", "jointvae-mnist", "out",
-                         "out/x.png", "/nonexistent/x", "", "-", "--", "*", "nan", "inf", "-1", "0", "1", "3",
-                         "cpu", "cuda", "meta", "cuda:7", "bogus-device", "beta=1", "=", "tiny_blobs", "vae"])
+                         "out/x.png", "/nonexistent/x", "", "-", "*", "cpu", "cuda", "meta", "cuda:7",
+                         "bogus-device", "beta=1", "=", "tiny_blobs", "vae", "jointvae-original"])
+NUMBERS = SMALL_INTS.map(str) | st.sampled_from(["nan", "inf", "-inf", "1e309", "0.5", "-0", "x"])
+NOISE = st.text(max_size=8) | st.sampled_from(["--", "--help", "-h", "--json", "--bogus"])
+
+
+def _values(draw, action: argparse.Action) -> list[str]:
+    """Values for one argparse action: mostly well-typed, sometimes noise."""
+    if action.nargs == 0:
+        return []
+    count = {None: 1, "?": draw(st.integers(0, 1)), "*": draw(st.integers(0, 2)), "+": draw(st.integers(1, 2))}
+    count = count.get(action.nargs, action.nargs if isinstance(action.nargs, int) else 1)
+    if action.choices:
+        value = st.sampled_from([str(c) for c in action.choices])
+    elif action.type in (int, float):
+        value = NUMBERS
+    else:
+        value = WORDS
+    return [draw(value if draw(st.integers(0, 7)) else NOISE) for _ in range(count)]
 
 
 @st.composite
 def argvs(draw):
-    """A command line: a real command (or noise), then a mix of its own options, their choices, and noise."""
-    name = draw(st.sampled_from(sorted(COMMANDS)) | st.text(max_size=6))
+    """A command line of a real command: its positionals, a random subset of its options, and a little noise."""
+    name = draw(st.sampled_from(sorted(COMMANDS)))
     tokens = [name]
-    actions = _options(COMMANDS[name]) if name in COMMANDS else []
-    flags = [s for a in actions for s in a.option_strings]
-    choices = [str(c) for a in actions for c in (a.choices or [])]
-    pieces = st.sampled_from(flags or ["--json"]) | WORDS | SMALL_INTS.map(str) | st.text(max_size=8)
-    if choices:
-        pieces = pieces | st.sampled_from(choices)
-    tokens += draw(st.lists(pieces, max_size=7))
+    options = []
+    for action in _options(COMMANDS[name]):
+        if not action.option_strings:
+            tokens += _values(draw, action)
+        elif action.required or draw(st.booleans()):
+            options.append([draw(st.sampled_from(action.option_strings)), *_values(draw, action)])
+    for option in draw(st.permutations(options)):
+        tokens += option
+    if not draw(st.integers(0, 4)):
+        tokens.insert(draw(st.integers(0, len(tokens))), draw(NOISE))
     return tokens
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tempfile
 from importlib import resources
 from importlib.metadata import entry_points
@@ -40,8 +41,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    import sys
-
     target = create_plugin(args.name, Path(args.dir))
     print(target)
     print(f"next: pip install -e {target} && vaezoo plugins && python -m pytest {target}", file=sys.stderr)

@@ -49,9 +49,9 @@ GRID_SIZE = int(np.prod(FACTOR_SIZES))
 # rotated counter-clockwise as seen on screen, about its centre.
 SQUARE_HALF_SIDE = 9.6
 ELLIPSE_SEMI_AXES = (12.75, 7.225)
-HEART_LOBE_CENTRE = (4.73, -3.76)  # the right lobe; the left one is its mirror image
-HEART_LOBE_RADII = (4.85, 5.58)
-HEART_TIP = 8.85  # the point, below the centre
+HEART_LOBE_CENTRE = (4.742, -3.811)  # the right lobe; the left one is its mirror image
+HEART_LOBE_RADII = (4.822, 5.528)
+HEART_TIP = 8.607  # the point, below the centre
 
 # The offset of pixel centre j from the centre of a sprite at position k is
 # (j + 0.5) - (16 + 32 k / 31) = (31 j - 32 k - 480.5) / 31 pixels: every such offset lies on one

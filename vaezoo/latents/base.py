@@ -68,5 +68,5 @@ class LatentFamily(nn.Module):
         return {"z": slice(0, self.code_size)}
 
     def describe(self) -> str:
-        """A short human-readable layout, e.g. ``Gaussian(dim=10)``."""
-        return f"{type(self).__name__}({self.extra_repr()})"
+        """A short layout for listings, e.g. ``gaussian(10)``; families override it."""
+        return f"{type(self).__name__.lower()}({self.extra_repr()})"

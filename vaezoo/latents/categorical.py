@@ -67,5 +67,8 @@ class GumbelCategorical(LatentFamily):
         index = torch.randint(self.categories, (n,), generator=generator, device=device)
         return F.one_hot(index, self.categories).float()
 
+    def describe(self) -> str:
+        return f"categorical({self.categories})"
+
     def extra_repr(self) -> str:
         return f"categories={self.categories}, temperature={self.temperature}"

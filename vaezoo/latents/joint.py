@@ -74,7 +74,7 @@ class Joint(LatentFamily):
         return torch.cat([f.sample_prior(n, generator, device) for f in self.families.values()], dim=-1)
 
     def describe(self) -> str:
-        return " + ".join(f"{name}: {family.describe()}" for name, family in self.families.items())
+        return " + ".join(family.describe() for family in self.families.values())
 
     def part_slices(self) -> dict[str, slice]:
         slices, start = {}, 0
