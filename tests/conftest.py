@@ -6,10 +6,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-MNIST_ROOT = SHARED / "datasets"
-ORIGINAL_JOINTVAE = SHARED / "reference" / "jointvae-original" / "mnist.pt"
+from helpers import MNIST_ROOT
 
 
 @pytest.fixture

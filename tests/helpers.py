@@ -19,6 +19,9 @@ from typing import Any
 import tomli_w
 
 REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+MNIST_ROOT = SHARED / "datasets"
+ORIGINAL_JOINTVAE = SHARED / "reference" / "jointvae-original" / "mnist.pt"
 
 # The generic `vae` architecture composed from registered parts: a joint latent with total correlation on
 # its continuous part and an annealed capacity on its categorical part. Small enough for a test batch.

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SHARED
+from helpers import SHARED
 from vaezoo.data import DataRoot, load_dataset
 from vaezoo.data import dsprites as ds
 from vaezoo.errors import DataError

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import tomllib
 
 import pytest
 import tomli_w
-import tomllib
-from trainkit import toy_card, toy_plugin, write_card  # noqa: F401 (toy_plugin is a fixture)
+from trainkit import ToyPlugin, install_toy_plugin, toy_card, write_card
 
 from vaezoo.cards import Metric
 from vaezoo.cli import main
 from vaezoo.cli.eval import compare
+
+
+@pytest.fixture
+def toy_plugin(tmp_path, monkeypatch) -> ToyPlugin:
+    """The ``toydata`` plugin, installed for this test."""
+    return install_toy_plugin(tmp_path / "site", monkeypatch)
 
 
 @pytest.fixture
@@ -64,3 +70,24 @@ def test_compare_uses_a_tolerance_relative_to_the_larger_of_one_and_the_value():
     assert compare(card, {"big": 1000.9, "small": 0.5009}, 1e-3) == ["missing: on the card but not computed"]
     failures = compare(card, {"big": 1001.1, "small": 0.5011, "missing": 1.0}, 1e-3)
     assert [f.split(":")[0] for f in failures] == ["big", "small"]
+
+
+def test_write_records_the_measured_metrics_on_the_card(trained, capsys):
+    card = tomllib.loads(trained.read_text())
+    measured = {name: metric["value"] for name, metric in card.pop("metrics").items()}
+    trained.write_text(tomli_w.dumps(card))
+    assert main(["eval", str(trained), "--write"]) == 0
+    written = tomllib.loads(trained.read_text())["metrics"]
+    assert {name: metric["value"] for name, metric in written.items()} == pytest.approx(measured, abs=1e-6)
+    assert all(metric["command"].startswith("vaezoo eval toyvae-bars") for metric in written.values())
+    capsys.readouterr()
+    assert main(["eval", str(trained), "--check"]) == 0
+
+
+def test_write_and_check_exclude_each_other(trained, capsys):
+    before = trained.read_bytes()
+    capsys.readouterr()
+    assert main(["eval", str(trained), "--write", "--check"]) == 1
+    [line] = error_lines(capsys.readouterr().err)
+    assert "--write and --check" in line
+    assert trained.read_bytes() == before

@@ -11,7 +11,7 @@ import pytest
 import torch
 from rich.console import Console
 from rich.text import Text
-from trainkit import python, toy_card, toy_plugin, write_card  # noqa: F401 (toy_plugin is a fixture)
+from trainkit import ToyPlugin, install_toy_plugin, python, toy_card, write_card
 
 from vaezoo.cards import Card, parse_card
 from vaezoo.cli import main
@@ -22,14 +22,20 @@ from vaezoo.train import CHECKPOINT, Reporter, train
 from vaezoo.weights import read_metadata, sha256_of
 
 
+@pytest.fixture
+def toy_plugin(tmp_path, monkeypatch) -> ToyPlugin:
+    """The ``toydata`` plugin, installed for this test."""
+    return install_toy_plugin(tmp_path / "site", monkeypatch)
+
+
 def card(**train) -> Card:
     return Card.model_validate(toy_card(**train))
 
 
 def assert_same_weights(a: dict, b: dict) -> None:
     assert a.keys() == b.keys()
-    for key in a:
-        assert torch.equal(a[key], b[key]), key
+    for key, value in a.items():
+        assert torch.equal(value, b[key]), key
 
 
 def checkpoint_step(out) -> int:
@@ -134,7 +140,7 @@ def test_a_run_killed_while_writing_a_checkpoint_keeps_the_previous_one(toy_plug
     before = torch.load(out / CHECKPOINT, weights_only=True)
 
     killed = subprocess.run(python("-c", KILL_WHILE_SAVING, "train", str(path), "--out", str(out), "--resume"),
-                            env=toy_plugin.env(), capture_output=True, text=True, timeout=600)
+                            env=toy_plugin.env(), capture_output=True, text=True, check=False, timeout=600)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert [p.read_bytes() for p in out.glob(f".{CHECKPOINT}.*.tmp")] == [b"half a checkpoint"]
 
@@ -194,3 +200,13 @@ def test_progress_on_a_terminal_shows_every_field():
     for field in ("epoch 2/2", "step", "6/6", "img/s", "eta", "loss 1.5", "reconstruction 1.25",
                   "kl_continuous 0.25", "C_continuous 0.5"):
         assert field in screen, field
+
+
+@pytest.mark.parametrize(("option", "value"), [("--checkpoint-every", "0"), ("--epochs", "-1"), ("--max-steps", "0")])
+def test_a_bad_override_is_a_one_line_cli_error(tmp_path, capsys, option, value):
+    path = write_card(tmp_path / "toy.toml", toy_card())
+    code = main(["train", str(path), "--out", str(tmp_path / "out"), option, value])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: {option}") and not (tmp_path / "out").exists()

@@ -20,7 +20,6 @@ from toydata import DATASET
 import vaezoo
 
 TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
 
 
 def toy_card(name: str = "toyvae-bars", **train) -> dict:
@@ -66,12 +65,13 @@ class ToyPlugin:
         return env
 
 
-@pytest.fixture
-def toy_plugin(tmp_path, monkeypatch) -> ToyPlugin:
-    """The :mod:`toydata` plugin installed (a dist-info on ``sys.path``) and the plugins reloaded."""
+def install_toy_plugin(site: Path, monkeypatch: pytest.MonkeyPatch) -> ToyPlugin:
+    """Install :mod:`toydata` as the plugin ``toydata`` (a dist-info in ``site``, put on ``sys.path``).
+
+    Plugins are reloaded, so the next registry lookup finds ``toy_bars``.
+    """
     from vaezoo import plugins
 
-    site = tmp_path / "site"
     dist = site / "vaezoo_toydata-0.1.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vaezoo-toydata\nVersion: 0.1\n", encoding="utf-8")

@@ -143,7 +143,7 @@ def parse_card(path: Path) -> Card:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "(card)"
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise CardError(f"{path}: field '{field}': {err['msg']}{more}") from None
+        raise CardError(f"{path}: field {field!r}: {err['msg']}{more}") from None  # repr: keys may hold newlines
     card._path = path.resolve()
     return card
 

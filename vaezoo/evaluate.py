@@ -6,14 +6,15 @@ from collections import defaultdict
 
 import torch
 
-from vaezoo.cards import Card
+from vaezoo.cards import Card, Metric
 from vaezoo.data import ImageDataset, load_dataset
 from vaezoo.model import VAE
 from vaezoo.plugins import registry
 
 
 @torch.no_grad()
-def losses(model: VAE, dataset: ImageDataset, step: int, device=None, batch_size: int = 1000) -> dict[str, float]:
+def losses(model: VAE, dataset: ImageDataset, step: int | None, device=None,
+           batch_size: int = 1000) -> dict[str, float]:
     """Test-set reconstruction loss per image, KL per latent part and the objective at ``step``.
 
     The model is put in eval mode: the code is the posterior's mode, so the
@@ -22,7 +23,8 @@ def losses(model: VAE, dataset: ImageDataset, step: int, device=None, batch_size
     Args:
         model: the model, on ``device``.
         dataset: the images to score.
-        step: the training step the objective's schedules (e.g. capacities) are taken at.
+        step: the training step the objective's schedules (e.g. capacities) are taken at; None (a
+            model whose training step is unknown, such as a converted checkpoint) leaves the objective out.
         device: where to run.
         batch_size: images per forward pass (does not change the results).
 
@@ -32,10 +34,11 @@ def losses(model: VAE, dataset: ImageDataset, step: int, device=None, batch_size
     model.eval()
     totals: dict[str, float] = defaultdict(float)
     for _, x in dataset.batches(batch_size, device):
-        out = model(x, step=step)
+        out = model(x, step=step or 0)
         weight = x.shape[0] / len(dataset)
         totals["reconstruction"] += out.terms["reconstruction"].item() * weight
-        totals["objective"] += out.loss.item() * weight
+        if step is not None:
+            totals["objective"] += out.loss.item() * weight
         for part, value in out.kl.items():
             totals[f"kl_{part}"] += value.item() * weight
     return dict(totals)
@@ -55,7 +58,16 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
         :func:`losses` and each of the card's ``eval_metrics`` (metrics are a registry plugins extend).
     """
     dataset = load_dataset(card.train.data.name, data_root, "test", **card.train.data.options)
-    results = losses(model, dataset, card.train.steps or 0, device, batch_size)
+    results = losses(model, dataset, card.train.steps, device, batch_size)
     for name in card.eval_metrics:
         results[name] = float(registry("metric")[name](model, dataset, device=device, batch_size=batch_size))
     return results
+
+
+def as_metrics(card: Card, results: dict[str, float], data_root=None) -> dict[str, Metric]:
+    """``results`` as a card's metrics, each with the ``vaezoo eval`` command that reproduces it."""
+    from vaezoo import __version__
+
+    command = f"vaezoo eval {card.name}" + (f" --data-root {data_root}" if data_root else "")
+    return {name: Metric(value=round(value, 6), command=command, vaezoo_version=__version__)
+            for name, value in results.items()}

@@ -22,9 +22,12 @@ def build_model(card: Card | str, device=None, dtype=None) -> VAE:
     builder = registry("architecture")[card.architecture]
     try:
         model = builder(**card.model)
-    except (TypeError, ValueError) as exc:
+    except VaezooError:
+        raise
+    except Exception as exc:  # the card's values are input: whatever the builder trips on is the card's problem
+        reason = (str(exc).strip().splitlines() or [""])[0]
         raise CardError(f"{card.path or card.name}: section 'model' does not fit architecture "
-                        f"'{card.architecture}': {exc}") from None
+                        f"'{card.architecture}': {type(exc).__name__}: {reason}") from exc
     if not isinstance(model, VAE):
         plugin = registry("architecture").plugin_of(card.architecture)
         raise VaezooError(f"architecture '{card.architecture}' of plugin '{plugin}' returned "

@@ -21,16 +21,18 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 import torch
 import torch.distributed as dist
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch.utils.data.distributed import DistributedSampler
 
-from vaezoo.cards import Card, Metric, TrainRecipe, Weights, write_card
+from vaezoo.cards import Card, TrainRecipe, Weights, write_card
 from vaezoo.data import ImageDataset, load_dataset
 from vaezoo.errors import TrainingError
 from vaezoo.files import atomic_save
@@ -46,7 +48,7 @@ class Run:
 
     rank: int = 0
     world: int = 1
-    device: torch.device = torch.device("cpu")
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     @property
     def main(self) -> bool:
@@ -110,7 +112,7 @@ def _load_checkpoint(path: Path, model: VAE, optimizer, recipe: TrainRecipe, run
     """Restore model, optimiser and RNG states from ``path``; returns its step."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (a damaged file makes torch.load raise many kinds of errors)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TrainingError(f"cannot read checkpoint {path} ({first}); remove it to start over") from None
     try:
@@ -238,7 +240,7 @@ class Reporter:
         if self.display is not None:
             self.display.stop()
 
-    def __enter__(self) -> Reporter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -360,9 +362,9 @@ def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resu
     Returns:
         The model, the step reached and, on rank 0 of a finished run, the completed card's path.
     """
-    recipe = card.train.model_copy(update={k: v for k, v in
-                                           {"epochs": epochs, "seed": seed, "checkpoint_every": checkpoint_every}.items()
-                                           if v is not None})
+    recipe = _override(card.train, epochs=epochs, seed=seed, checkpoint_every=checkpoint_every)
+    if max_steps is not None and max_steps < 1:
+        raise TrainingError(f"--max-steps must be at least 1, got {max_steps}")
     card = card.model_copy(update={"train": recipe})
     run = _start_run(device)
     try:
@@ -378,6 +380,17 @@ def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resu
             dist.destroy_process_group()
 
 
+def _override(recipe: TrainRecipe, **values) -> TrainRecipe:
+    """``recipe`` with the values given on the command line, validated as the card's own are."""
+    given = {k: v for k, v in values.items() if v is not None}
+    try:
+        return TrainRecipe.model_validate({**recipe.model_dump(), **given})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = "--" + str(error["loc"][0]).replace("_", "-")
+        raise TrainingError(f"{name} {given.get(error['loc'][0])}: {error['msg'].lower()}") from None
+
+
 def finish(card: Card, model: VAE, out: Path, data_root, device, steps: int) -> Path:
     """Evaluate ``model`` and write its weights (the card's JSON in their header) and its completed card.
 
@@ -385,16 +398,13 @@ def finish(card: Card, model: VAE, out: Path, data_root, device, steps: int) -> 
         The path of the completed card, ``out/NAME.toml``, beside ``out/NAME.safetensors``.
     """
     from vaezoo import __version__
-    from vaezoo.evaluate import evaluate
+    from vaezoo.evaluate import as_metrics, evaluate
     from vaezoo.weights import save_weights, sha256_of
 
     card = card.model_copy(update={"train": card.train.model_copy(update={"steps": steps}),
                                    "vaezoo_version": __version__, "latent": model.latent.describe(),
                                    "parameters": sum(p.numel() for p in model.parameters())})
-    command = f"vaezoo eval {card.name}" + (f" --data-root {data_root}" if data_root else "")
-    results = evaluate(model, card, data_root, device)
-    card = card.model_copy(update={"metrics": {
-        k: Metric(value=round(v, 6), command=command, vaezoo_version=__version__) for k, v in results.items()}})
+    card = card.model_copy(update={"metrics": as_metrics(card, evaluate(model, card, data_root, device), data_root)})
     weights_path = out / f"{card.name}.safetensors"
     save_weights(model.state_dict(), weights_path, {"card": card.model_dump_json(exclude={"weights"})})
     card = card.model_copy(update={

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import math
 import os
 import sys
 import time
@@ -110,8 +111,11 @@ def download(url: str, weights: Weights) -> Path:
     target = directory / f"{weights.sha256}.safetensors"
     with FileLock(str(target) + ".lock"):
         if target.exists():
-            verify(target, weights)
-            return target
+            try:
+                verify(target, weights)
+                return target
+            except WeightsError:  # a damaged cache entry (vaezoo writes whole files only): fetch it again
+                target.unlink()
         if os.environ.get("VAEZOO_OFFLINE") == "1":
             raise WeightsError(f"VAEZOO_OFFLINE=1 and {url} is not in the cache {directory}; "
                                f"unset VAEZOO_OFFLINE to download it")
@@ -137,12 +141,24 @@ def _download_error(url: str, exc: Exception) -> WeightsError:
     return WeightsError(f"download of {url} failed after {RETRIES} attempts: {reason}")
 
 
+def _timeout() -> float:
+    """``VAEZOO_TIMEOUT``: seconds a download may wait for the server (default 30)."""
+    value = os.environ.get("VAEZOO_TIMEOUT", "30")
+    try:
+        timeout = float(value)
+    except ValueError:
+        timeout = math.nan
+    if not 0 < timeout < math.inf:
+        raise WeightsError(f"VAEZOO_TIMEOUT must be a positive number of seconds, got '{value}'")
+    return timeout
+
+
 def _download_to(url: str, target: Path, weights: Weights) -> None:
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
     from vaezoo.files import atomic_save
 
-    timeout = float(os.environ.get("VAEZOO_TIMEOUT", "30"))
+    timeout = _timeout()
 
     def write(tmp: Path) -> None:
         digest, received = hashlib.sha256(), 0

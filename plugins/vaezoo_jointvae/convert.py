@@ -170,7 +170,7 @@ def convert_original(path: Path, out: Path, dataset: str) -> Path:
 
     The card describes the model (the latent layout read from the checkpoint, the
     input geometry and capacity schedule the original code used for ``dataset``)
-    and carries no metrics: run ``vaezoo eval out/NAME.toml`` to measure them.
+    and carries no metrics: ``vaezoo eval out/NAME.toml --write`` measures and records them.
 
     Args:
         path: the original checkpoint (a plain state dict).
@@ -202,8 +202,7 @@ def convert_original(path: Path, out: Path, dataset: str) -> Path:
         architecture="jointvae",
         summary=(f"JointVAE on {dataset} converted from a checkpoint of the original code ({SOURCE}) by "
                  f"'vaezoo convert jointvae-original'. The train recipe is that of the original release's "
-                 f"{setup.release} model (trained_models/{setup.release}/specs.json). No metrics yet: run "
-                 f"'vaezoo eval' on this card."),
+                 f"{setup.release} model (trained_models/{setup.release}/specs.json)."),
         dataset=dataset,
         paper=PAPER,
         license="MIT",

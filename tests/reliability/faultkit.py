@@ -24,10 +24,14 @@ REPO = Path(__file__).resolve().parents[2]
 TINY_DATASET = "tiny_blobs"
 
 
-def tiny_card(name: str = "tiny-blobs", **weights) -> dict:
-    """A valid card (as a dict) for a 4x4 MLP VAE trained on :data:`TINY_DATASET`; ``weights`` fills its table."""
+def tiny_card(**weights) -> dict:
+    """A valid card ``tiny-blobs`` (as a dict): a 4x4 MLP VAE trained on :data:`TINY_DATASET`.
+
+    Args:
+        weights: the card's ``weights`` table (see :func:`weights_entry`); no table when empty.
+    """
     card = {
-        "name": name,
+        "name": "tiny-blobs",
         "architecture": "vae",
         "summary": "A tiny VAE for fault tests.",
         "dataset": TINY_DATASET,
@@ -130,13 +134,9 @@ def vaezoo_register_regularizers(register):
 '''
 
 
-def install_plugin(site: Path, name: str, source: str) -> str:
-    """Install a plugin called ``name`` (entry point and module ``fake_<name>``) as a dist-info on ``site``.
-
-    Returns:
-        The module name, which is unique per ``site`` so that reinstalling in another test
-        never reuses a module cached in ``sys.modules``.
-    """
+def install_plugin(site: Path, name: str, source: str) -> None:
+    """Install ``source`` as a plugin whose entry point is ``name``, as a dist-info directory on ``site``."""
+    # one module name per site: a later test's plugin never reuses a module cached in sys.modules
     module = f"fake_{name}_{abs(hash(str(site))) % 10**8}"
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
@@ -144,12 +144,11 @@ def install_plugin(site: Path, name: str, source: str) -> str:
     dist.mkdir()
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n", encoding="utf-8")
     (dist / "entry_points.txt").write_text(f"[vaezoo]\n{name} = {module}\n", encoding="utf-8")
-    return module
 
 
 # --- subprocess runs --------------------------------------------------------------------------------------
 
-def child_env(home: Path, cards: Path | None = None, site: Path | None = None, **extra: str) -> dict[str, str]:
+def child_env(home: Path, cards: Path | None = None, site: Path | None = None) -> dict[str, str]:
     """The environment of a child process: its own VAEZOO_HOME, card path and plugin site."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VAEZOO_")}
     env.update(VAEZOO_HOME=str(home), OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
@@ -157,14 +156,13 @@ def child_env(home: Path, cards: Path | None = None, site: Path | None = None, *
         env["VAEZOO_CARDS_PATH"] = str(cards)
     if site is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
-    env.update(extra)
     return env
 
 
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
     """Run ``python -m vaezoo ARGS`` (niced, so the machine's other work is not slowed)."""
     return subprocess.run(["nice", "-n", "19", sys.executable, "-m", "vaezoo", *args], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def assert_one_line_error(stderr: str, *fragments: str) -> str:
@@ -205,7 +203,7 @@ class FileServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:
                 with server.lock:
                     count = server.gets[self.path] = server.gets.get(self.path, 0) + 1
                 body = server.files.get(self.path)
@@ -234,7 +232,7 @@ class FileServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     def url(self, path: str) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from faultkit import assert_one_line_error, cli, save_tiny_weights, tiny_card, weights_entry, write_toml
 
@@ -33,7 +31,8 @@ def test_card_that_is_not_text(cards_dir, capsys):
 @pytest.mark.parametrize("section, key, field", [
     ((), "colour", "colour"),
     (("train", "optimizer"), "momentum_typo", "train.optimizer.momentum_typo"),
-])
+    ((), "line\nbreak", "line\\nbreak"),
+], ids=["top-level", "nested", "newline-in-key"])
 def test_unknown_field(cards_dir, capsys, section, key, field):
     card = tiny_card()
     table = card
@@ -51,7 +50,7 @@ def test_unknown_field(cards_dir, capsys, section, key, field):
     (("train", "batch_size"), -1, "train.batch_size"),
     (("name",), "Not A Name!", "name"),
     (("model",), [1, 2], "model"),
-])
+], ids=["epochs-text", "negative-batch", "bad-name", "model-list"])
 def test_wrong_type(cards_dir, capsys, path, value, field):
     card = tiny_card()
     table = card
@@ -84,23 +83,23 @@ def test_two_cards_with_one_name(cards_dir, capsys):
     assert_one_line_error(stderr, "'tiny-blobs' is defined twice", str(first), str(second))
 
 
-def _escaping_card(cards_dir, tmp_path, how: str) -> None:
-    """A card whose weights file is a real, correctly hashed file outside the card's directory."""
-    outside = save_tiny_weights(tmp_path / "outside.safetensors", tiny_card())
-    if how == "relative":
-        file = os.path.relpath(outside, cards_dir)
-        assert file.startswith("..")
-    elif how == "absolute":
-        file = str(outside)
-    else:  # a symlink beside the card pointing out of its directory
-        (cards_dir / "link.safetensors").symlink_to(outside)
-        file = "link.safetensors"
-    write_toml(cards_dir / "tiny.toml", tiny_card(**weights_entry(outside, file=file)))
+def _escaping_card(tmp_path, monkeypatch, how: str) -> None:
+    """A card in ``tmp_path/zoo/cards`` whose weights entry names a real, correctly hashed file outside it."""
+    cards = tmp_path / "zoo" / "cards"
+    cards.mkdir(parents=True)
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(cards))
+    outside = save_tiny_weights(tmp_path / "x.safetensors", tiny_card())
+    file = {"dotdot": "../../x.safetensors", "hidden-dotdot": "sub/../../../x.safetensors",
+            "absolute": str(outside), "symlink": "link.safetensors"}[how]
+    if how == "symlink":
+        (cards / "link.safetensors").symlink_to(outside)
+    assert (cards / file).resolve() == outside
+    write_toml(cards / "tiny.toml", tiny_card(**weights_entry(outside, file=file)))
 
 
-@pytest.mark.parametrize("how", ["relative", "absolute", "symlink"])
-def test_weights_path_escaping_the_card_directory(cards_dir, tmp_path, capsys, how):
-    _escaping_card(cards_dir, tmp_path, how)
+@pytest.mark.parametrize("how", ["dotdot", "hidden-dotdot", "absolute", "symlink"])
+def test_weights_path_escaping_the_card_directory(tmp_path, monkeypatch, capsys, how):
+    _escaping_card(tmp_path, monkeypatch, how)
     with pytest.raises(WeightsError, match="outside the card's directory"):
         vaezoo.load("tiny-blobs")
     code, out, stderr = cli(capsys, "verify", "tiny-blobs")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from faultkit import (child_env, cli, install_plugin, run_cli, save_tiny_weights, tiny_card, weights_entry,
-                      write_toml)
+from faultkit import child_env, cli, install_plugin, run_cli, save_tiny_weights, tiny_card, weights_entry, write_toml
 
 import vaezoo
 from vaezoo import plugins
@@ -32,8 +31,8 @@ BROKEN = {
                          "hook vaezoo_card_dirs must return a list of paths, got '/tmp'"),
     "latent_not_a_class": (HEADER + "def vaezoo_register_latent_families(register):\n"
                                     "    register('gaussian_typo', 42)\n",
-                           "registered latent family 'gaussian_typo': expected a subclass of "
-                           "vaezoo.latents.LatentFamily, got 42"),
+                           ("registered latent family 'gaussian_typo': expected a subclass of "
+                            "vaezoo.latents.LatentFamily, got 42")),
     "wrong_hook_signature": (HEADER + "def vaezoo_register_nets(register, extra):\n    pass\n",
                              "Argument(s) {'extra'} are declared in the hookimpl"),
 }
@@ -57,16 +56,22 @@ def _plugin_rows(capsys) -> dict[str, dict]:
     return {row["name"]: row for row in json.loads(out)}
 
 
+def _use_the_zoo():
+    """List and load the tiny card and fill every registry (so every plugin's hooks run); returns the model."""
+    assert "tiny-blobs" in vaezoo.list_models()
+    model = vaezoo.load("tiny-blobs")
+    for kind in plugins.KINDS:
+        registry(kind)
+    return model
+
+
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_broken_plugin_is_reported_and_the_zoo_keeps_working(site, tiny_zoo, capsys, name):
     source, fragment = BROKEN[name]
     install_plugin(site, name, source)
     plugins.reset()
     with pytest.warns(PluginWarning, match=f"vaezoo plugin '{name}' failed"):
-        assert "tiny-blobs" in vaezoo.list_models()
-        model = vaezoo.load("tiny-blobs")
-        for kind in plugins.KINDS:
-            registry(kind)
+        model = _use_the_zoo()
     assert model.card.name == "tiny-blobs"
     assert registry("regularizer").plugin_of("beta") == plugins.CORE
     if name in LEFT_BEHIND:
@@ -77,6 +82,20 @@ def test_broken_plugin_is_reported_and_the_zoo_keeps_working(site, tiny_zoo, cap
     assert rows[name]["status"] == "failed" and fragment in rows[name]["error"], rows[name]
     assert "\n" not in rows[name]["error"]
     assert all(row["status"] == "ok" for other, row in rows.items() if other != name), rows
+
+
+def test_two_plugins_claiming_one_name(site, tiny_zoo, capsys):
+    """The plugin that loads first (entry points in name order) keeps the name; the other is reported."""
+    source = HEADER + "def vaezoo_register_architectures(register):\n    register('contested', dict)\n"
+    install_plugin(site, "claimant_a", source)
+    install_plugin(site, "claimant_b", source)
+    plugins.reset()
+    with pytest.warns(PluginWarning, match="'contested' is registered by both plugin 'claimant_a' and plugin "
+                                           "'claimant_b'"):
+        assert registry("architecture").plugin_of("contested") == "claimant_a"
+    assert vaezoo.load("tiny-blobs").card.name == "tiny-blobs"
+    rows = _plugin_rows(capsys)
+    assert rows["claimant_a"]["status"] == "ok" and rows["claimant_b"]["status"] == "failed"
 
 
 def test_architecture_returning_the_wrong_type(site, cards_dir, capsys):

@@ -103,6 +103,23 @@ def test_slow_server_times_out(url_card, server, monkeypatch, where):
     assert _cached(url_card) == []
 
 
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "inf", "nan"])
+def test_unusable_timeout_setting(url_card, server, monkeypatch, value):
+    monkeypatch.setenv("VAEZOO_TIMEOUT", value)
+    with pytest.raises(WeightsError, match=f"VAEZOO_TIMEOUT must be a positive number of seconds, got '{value}'"):
+        vaezoo.load("tiny-blobs")
+    assert server.gets == {}
+
+
+def test_damaged_cache_entry_is_fetched_again(url_card, server):
+    vaezoo.load("tiny-blobs")
+    (cached,) = _cached(url_card)
+    (cache_dir() / cached).write_bytes(url_card[:-1] + bytes([url_card[-1] ^ 1]))
+    vaezoo.load("tiny-blobs")
+    assert server.gets == {WEIGHTS_PATH: 2}
+    assert _cached(url_card) == [cached]
+
+
 def test_wrong_bytes_from_the_server_are_not_kept(url_card, server):
     server.files[WEIGHTS_PATH] = bytes(reversed(url_card))
     with pytest.raises(WeightsError, match="refusing it"):

@@ -12,15 +12,17 @@ import math
 import pytest
 import tomli_w
 from faultkit import cli, save_tiny_weights, tiny_card, weights_entry, write_toml
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 import vaezoo
 from vaezoo.cards import Card, parse_card
 from vaezoo.cli import build_parser
-from vaezoo.errors import CardError, VaezooError
+from vaezoo.errors import CardError, VaezooError, WeightsError
+from vaezoo.weights import check_url
 
 FUZZ = settings(max_examples=150, deadline=None, database=None,
+                phases=[Phase.explicit, Phase.generate, Phase.shrink],
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 PARSE_EXAMPLES = 300
 
@@ -50,6 +52,7 @@ def _parse_or_card_error(path) -> Card | None:
         return parse_card(path)
     except CardError as exc:
         assert "\n" not in str(exc) and str(path) in str(exc)
+        event("card refused")
         return None
 
 
@@ -70,6 +73,28 @@ def test_random_bytes_as_a_card(tmp_path, text):
     else:
         path.write_bytes(text)
     _parse_or_card_error(path)
+
+
+LOOPBACK = ["127.0.0.1", "localhost"]
+ELSEWHERE = ["example.com", "127.0.0.1.example.com", "localhost.example.com", "10.0.0.1", "127.0.0.2"]
+
+
+@settings(FUZZ, max_examples=PARSE_EXAMPLES)
+@given(scheme=st.sampled_from(["https", "http", "ftp", "file", "gopher", "HTTP", "HTTPS", "ws"]),
+       host=st.sampled_from(LOOPBACK + ELSEWHERE), user=st.sampled_from(["", "127.0.0.1@", "localhost:pw@"]),
+       port=st.sampled_from(["", ":8000"]), path=st.text(st.characters(categories=["L", "N"]), max_size=10))
+def test_random_urls_only_https_or_plain_http_to_loopback(monkeypatch, scheme, host, user, port, path):
+    """The rule of the brief, from the URL's parts: https anywhere, http only to this machine."""
+    monkeypatch.delenv("VAEZOO_ALLOW_HTTP", raising=False)
+    url = f"{scheme}://{user}{host}{port}/{path}.safetensors"
+    allowed = scheme.lower() == "https" or scheme.lower() == "http" and host in LOOPBACK
+    try:
+        check_url(url)
+        event("allowed")
+        assert allowed, url
+    except WeightsError as exc:
+        event("refused")
+        assert not allowed and url in str(exc), url
 
 
 def _leaf_paths(table, prefix=()):
@@ -108,6 +133,7 @@ def mutate(draw, card: dict) -> dict:
     return card
 
 
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors:UserWarning")  # a mutant's 0-wide layer
 @FUZZ
 @given(data=st.data())
 def test_mutated_cards_load_or_fail_clearly(home, cards_dir, data):
@@ -118,7 +144,6 @@ def test_mutated_cards_load_or_fail_clearly(home, cards_dir, data):
     path.write_text(tomli_w.dumps(card), encoding="utf-8")
     parsed = _parse_or_card_error(path)
     if parsed is None:
-        event("card refused")
         return
     try:
         vaezoo.load(parsed.name)
@@ -129,6 +154,7 @@ def test_mutated_cards_load_or_fail_clearly(home, cards_dir, data):
 
 
 def _options(subparser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """A command's arguments, read from argparse's (private but long-stable) action list."""
     return [a for a in subparser._actions if not isinstance(a, argparse._HelpAction)]
 
 
@@ -139,11 +165,13 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
 
 
 COMMANDS = _subparsers()
+# paths are relative: commands run in a temporary directory and must not write outside it
 WORDS = st.sampled_from(["tiny-blobs", "cards/tiny.toml", "cards/tiny.safetensors", "jointvae-mnist", "out",
-                         "out/x.png", "/nonexistent/x", "", "-", "*", "cpu", "cuda", "meta", "cuda:7",
+                         "out/x.png", "missing/x", "", "-", "*", "cpu", "cuda", "meta", "cuda:7", "mps",
                          "bogus-device", "beta=1", "=", "tiny_blobs", "vae", "jointvae-original"])
 NUMBERS = SMALL_INTS.map(str) | st.sampled_from(["nan", "inf", "-inf", "1e309", "0.5", "-0", "x"])
-NOISE = st.text(max_size=8) | st.sampled_from(["--", "--help", "-h", "--json", "--bogus"])
+NOISE = (st.text(st.characters(exclude_characters="/\\~", exclude_categories=["Cs"]), max_size=8)
+         | st.sampled_from(["--", "--help", "-h", "--json", "--bogus"]))
 
 
 def _values(draw, action: argparse.Action) -> list[str]:
@@ -182,6 +210,7 @@ def argvs(draw):
 @FUZZ
 @given(argv=argvs())
 def test_random_command_lines(home, capsys, argv):
+    """In-process ``vaezoo ARGV``: any exception but argparse's SystemExit escapes ``cli`` and fails the test."""
     code, _, stderr = cli(capsys, *argv)
     event(f"exit {code}")
     assert "Traceback" not in stderr
@@ -189,3 +218,27 @@ def test_random_command_lines(home, capsys, argv):
         assert "usage:" in stderr and "error:" in stderr, stderr
     elif code != 0:
         assert stderr.strip().splitlines()[-1].startswith("error: "), (argv, stderr)
+
+
+@pytest.mark.parametrize("argv", [
+    ["eval", "tiny-blobs", "--device", "cuda:99"],  # no machine has 100 GPUs; on this one plain cuda failed too
+    ["eval", "tiny-blobs", "--device", "bogus-device"],
+    ["show", "tiny-blobs", "sample", "-o", "x.png", "--device", "cuda:99"],
+    ["gallery", "out", "--no-data", "--device", "meta"],
+    ["train", "tiny-blobs", "--out", "out", "--device", "cuda:99"],
+], ids=" ".join)
+def test_unusable_devices_found_by_the_fuzzer(home, capsys, argv):
+    """Regression cases: torch raised RuntimeError (a traceback) before ``--device`` was checked by argparse."""
+    code, _, stderr = cli(capsys, *argv)
+    assert code == 2 and "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith("vaezoo ") and "argument --device" in stderr
+    assert not (home / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["\r", "a\nb", "tab\there"], ids=repr)
+def test_control_characters_in_a_name_stay_on_one_line(home, capsys, name):
+    """Regression case: ``vaezoo info $'\\r'`` printed an error broken over two lines."""
+    code, _, stderr = cli(capsys, "info", name)
+    assert code == 1
+    assert len(stderr.strip("\n").split("\n")) == 1 and "\r" not in stderr, repr(stderr)
+    assert stderr.startswith("error: no zoo card named") and repr(name)[1:-1] in stderr

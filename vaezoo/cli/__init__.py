@@ -28,13 +28,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(message: str) -> str:
+    """``message`` with line breaks and other control characters escaped (they may come from user input)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vaezoo`` console script: one-line errors, non-zero exit, no traceback."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except VaezooError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

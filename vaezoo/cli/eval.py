@@ -2,18 +2,20 @@
 
 import sys
 
-from vaezoo.cli.common import card_arg, console, print_json
+from vaezoo.cli.common import card_arg, console, device_arg, print_json
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("eval", help="evaluate a card's model on the test split")
     p.add_argument("card", help="a zoo name or a card's TOML file")
     p.add_argument("--data-root", help="folder holding the dataset (default: $VAEZOO_DATA or download)")
-    p.add_argument("--device", help="cpu, cuda, ... (default: cpu)")
+    p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--check", action="store_true", help="exit 1 when a metric differs from the card")
     p.add_argument("--tolerance", type=float, default=1e-4,
                    help="relative tolerance of --check, of max(1, |card value|) (default 1e-4)")
+    p.add_argument("--write", action="store_true",
+                   help="record the measured metrics on the card's TOML file (e.g. a converted checkpoint's card)")
     p.set_defaults(func=run)
 
 
@@ -30,14 +32,17 @@ def compare(card_metrics: dict, results: dict[str, float], tolerance: float) -> 
 
 
 def run(args) -> int:
+    from vaezoo.cards import write_card
     from vaezoo.errors import CardError
-    from vaezoo.evaluate import evaluate
+    from vaezoo.evaluate import as_metrics, evaluate
     from vaezoo.hub import build_model, load_weights
     from vaezoo.weights import load_state_dict
 
     card = card_arg(args.card)
     if args.check and not card.metrics:
         raise CardError(f"card '{card.name}' has no metrics to --check; 'vaezoo train' writes them")
+    if args.write and args.check:
+        raise CardError("--write and --check exclude each other: check first, then write")
     model = build_model(card, device=args.device)
     load_weights(model, load_state_dict(card, args.device), f"weights of '{card.name}'")
     results = evaluate(model, card, args.data_root, args.device)
@@ -52,6 +57,9 @@ def run(args) -> int:
             on_card = card.metrics.get(name)
             table.add_row(name, f"{value:.6g}", f"{on_card.value:.6g}" if on_card else "")
         console().print(table)
+    if args.write:
+        write_card(card.model_copy(update={"metrics": as_metrics(card, results, args.data_root)}), card.path)
+        print(f"wrote {len(results)} metrics to {card.path}", file=sys.stderr)
     if failures:
         print(f"error: {len(failures)} metric(s) differ from the card beyond relative tolerance "
               f"{args.tolerance}: " + "; ".join(failures), file=sys.stderr)

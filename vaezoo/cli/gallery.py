@@ -1,5 +1,7 @@
 """``vaezoo gallery``: a static HTML page of every card in the zoo, with traversals and samples."""
 
+from vaezoo.cli.common import device_arg
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("gallery", help="write a static HTML page of the zoo (opens from disk, no server)")
@@ -8,7 +10,7 @@ def add_parser(sub) -> None:
     p.add_argument("--no-data", action="store_true",
                    help="draw traversals without test images: rows in latent order, other dimensions at the prior")
     p.add_argument("--seed", type=int, default=0, help="picks the samples and the test images (default 0)")
-    p.add_argument("--device", help="cpu, cuda, ... (default: cpu)")
+    p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
     p.set_defaults(func=run)
 
 

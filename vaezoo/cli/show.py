@@ -2,7 +2,7 @@
 
 import sys
 
-from vaezoo.cli.common import card_arg
+from vaezoo.cli.common import card_arg, device_arg
 
 DEFAULT_N = {"traverse": 10, "reconstruct": 20, "sample": 100}
 
@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
                    help="traversal range in prior standard deviations around the prior mean (default -3 3)")
     p.add_argument("--columns", type=int, default=10, help="images per row of reconstruct and sample (default 10)")
     p.add_argument("--scale", type=int, default=2, help="upscale each tile this many times (default 2)")
-    p.add_argument("--device", help="cpu, cuda, ... (default: cpu)")
+    p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
     p.set_defaults(func=run)
 
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from vaezoo.cli.common import card_arg
+from vaezoo.cli.common import card_arg, device_arg
 
 
 def add_parser(sub) -> None:
@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
     p.add_argument("--epochs", type=int, help="override the recipe's epochs")
     p.add_argument("--seed", type=int, help="override the recipe's seed")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
-    p.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cpu)")
+    p.add_argument("--device", type=device_arg, help="cpu, cuda, cuda:1, ... (default: cpu)")
     p.add_argument("--max-steps", type=int,
                    help="stop when the run reaches step N, with a checkpoint to --resume from (no weights written)")
     p.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: the recipe's)")

@@ -8,13 +8,14 @@ exactly once, in C order over (shape, scale, orientation, posX, posY):
 - orientation: 40 values in linspace(0, 2 pi), so the first and last draw the same image
 - posX, posY: 32 values each in linspace(0, 1); posX moves right, posY moves down
 
-Two sources give the same grid: the official npz (read from disk or downloaded,
+Two sources give this factor grid: the official npz (read from disk or downloaded,
 md5-checked) and a deterministic renderer, which needs no download. The renderer's
-geometry was fitted to the 320 frames of the official animation; every frame is
-matched by a rendered image of its shape at IoU >= 0.95 (``benchmarks/bench_dsprites.py``
-prints the distribution).
+geometry (sizes, positions, rotation direction, the heart's outline) was fitted to the
+320 frames of the official animation, which the official images may differ from by a few
+edge pixels: every frame is matched by a rendered image of its shape at IoU >= 0.95,
+median 0.99 (``benchmarks/bench_dsprites.py`` prints the distribution).
 
-Images are kept bit-packed (47 MB for the grid instead of 3 GB) and unpacked per batch.
+Images are kept bit-packed (360 MiB for the grid instead of 2.9 GiB) and unpacked per batch.
 """
 
 from __future__ import annotations

@@ -65,8 +65,25 @@ class Entropies:
         return float(self.marginal.sum()) - self.joint
 
 
+def _grid_order(values: list[Tensor], sizes: list[int]) -> Tensor | None:
+    """If every combination of factor values occurs equally often, the order that arranges the
+    images as an array of shape ``(repeats, *sizes)`` in C order; else None."""
+    if not values:
+        return None
+    key = torch.zeros_like(values[0])
+    for inverse, size in zip(values, sizes):
+        key = key * size + inverse
+    counts = torch.bincount(key, minlength=math.prod(sizes))
+    if counts.min() != counts.max():
+        return None
+    by_key = torch.argsort(key, stable=True)
+    repeat = torch.empty_like(key)
+    repeat[by_key] = torch.arange(len(key)) % int(counts[0])  # which occurrence of its combination
+    return torch.argsort(repeat * math.prod(sizes) + key)
+
+
 def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = None, samples: int = 10_000,
-                       seed: int = 0, chunk: int = 4096) -> Entropies:
+                       seed: int = 0, block: int = 1 << 16, use_grid: bool = True) -> Entropies:
     """Estimate H(z_j), H(z_j | v_k) and H(z) for the mixture of N diagonal Gaussian posteriors.
 
     Args:
@@ -74,60 +91,96 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
         factors: ``(N, K)`` factor classes of the images (any integers), or None for no conditionals.
         samples: how many codes to draw (at most N; Chen et al. use 10,000).
         seed: seed of the draw.
-        chunk: images per block of work (memory ~ 3 * chunk * 256 floats).
+        block: (image, code) pairs per block of work; the default fits a core's cache.
+        use_grid: when the factors form a complete grid (as dSprites' do), sum over each factor's
+            values by reshaping rather than scattering, which is faster; same result.
 
     Returns:
         The :class:`Entropies`.
     """
     mean, logvar = mean.double(), logvar.double()
     n, dims = mean.shape
-    if factors is None:
-        factors = torch.zeros(n, 0, dtype=torch.long)
+    factors = torch.zeros(n, 0, dtype=torch.long) if factors is None else factors
     columns = [torch.unique(factors[:, k], return_inverse=True) for k in range(factors.shape[1])]
     values = [inverse for _, inverse in columns]
-    sizes = torch.tensor([len(unique) for unique, _ in columns], dtype=torch.long)
+    sizes = [len(unique) for unique, _ in columns]
     generator = torch.Generator().manual_seed(seed)
     picked = torch.randperm(n, generator=generator)[:samples]
     std = torch.exp(0.5 * logvar)
     z = mean[picked] + std[picked] * torch.randn(len(picked), dims, generator=generator, dtype=torch.float64)
+    own = [inverse[picked] for inverse in values]
 
-    # Density terms are exp(log(s_min / s_n) - ((z - m_n) / (s_n sqrt 2))^2) <= 1: the largest
-    # density any posterior can have is factored out, so float32 sums cannot overflow.
+    grid = _grid_order(values, sizes) if use_grid else None
+    if grid is not None:  # the posteriors in grid order: every factor's values sit in regular runs
+        mean, std, values = mean[grid], std[grid], [inverse[grid] for inverse in values]
+        # a block of rows spans the innermost factors whole (at least 16 rows); the outer ones are constant in it
+        inner = max([k for k in range(len(sizes)) if math.prod(sizes[k:]) >= 16], default=0)
+        rows_per_block = math.prod(sizes[inner:])
+    else:
+        rows_per_block = 512
+    codes_per_block = max(1, block // rows_per_block)
+
+    # In float32, terms exp(log(s_min / s_n) - ((z - m_n) / (s_n sqrt 2))^2) <= 1 per dimension: the
+    # largest density any posterior can have is factored out, so their sums cannot overflow. Their
+    # exponents summed over dimensions give the joint density, summed with a running maximum.
     log_min_std = std.log().amin(0)
     offset = (log_min_std - std.log()).float()
     scale = (1 / (std * math.sqrt(2))).float()
     shift = (-mean * scale.double()).float()
-    z = z.float()
 
     sums = torch.zeros(dims, len(picked), dtype=torch.float64)
-    group_sums = [torch.zeros(dims, int(size), len(picked), dtype=torch.float64) for size in sizes]
+    group_sums = [torch.zeros(dims, size, len(picked), dtype=torch.float64) for size in sizes]
     joint = torch.full((len(picked),), -math.inf, dtype=torch.float64)
-    for s0 in range(0, len(picked), 256):
-        zs = z[s0:s0 + 256]
-        for n0 in range(0, n, chunk):
-            rows = slice(n0, n0 + chunk)
-            exponent = torch.zeros(min(chunk, n - n0), len(zs))
+    # dimension-major copies, so that each dimension's slice of a block is contiguous
+    scale, shift, offset, z = (x.T.contiguous() for x in (scale, shift, offset, z.float()))
+    buffers = torch.empty(3, rows_per_block, codes_per_block)  # reused: no allocation per block
+    if grid is not None:
+        outer = range(inner)  # factors constant over a block of rows
+        axes = {k: [a for a in range(len(sizes) - inner) if a != k - inner] for k in range(inner, len(sizes))}
+    for s0 in range(0, len(picked), codes_per_block):
+        codes = slice(s0, s0 + codes_per_block)
+        width = len(range(*codes.indices(len(picked))))
+        # float32 within a block of codes, float64 across them
+        block_sums, totals = torch.zeros(dims, width), torch.empty(dims, width)
+        block_groups = [torch.zeros(dims, size, width) for size in sizes]
+        for n0 in range(0, n, rows_per_block):
+            rows = slice(n0, n0 + rows_per_block)
+            height = len(range(*rows.indices(n)))
+            t, w, exponent = buffers[:, :height, :width]
+            exponent.zero_()
+            block_scale, block_shift, block_offset = scale[:, rows, None], shift[:, rows, None], offset[:, rows, None]
             for j in range(dims):
-                t = torch.addr(shift[rows, j:j + 1], scale[rows, j], zs[:, j])
-                term = torch.addcmul(offset[rows, j:j + 1], t, t, value=-1)
-                exponent += term
-                weights = term.exp_()
-                sums[j, s0:s0 + 256] += weights.sum(0, dtype=torch.float64)
-                for k, inverse in enumerate(values):
-                    part = torch.zeros(int(sizes[k]), len(zs)).index_add_(0, inverse[rows], weights)
-                    group_sums[k][j, :, s0:s0 + 256] += part.double()
-            joint[s0:s0 + 256] = torch.logaddexp(joint[s0:s0 + 256], torch.logsumexp(exponent, 0).double())
+                torch.mul(block_scale[j], z[j, codes], out=t).add_(block_shift[j])
+                torch.addcmul(block_offset[j], t, t, value=-1, out=w)
+                exponent += w
+                torch.sum(w.exp_(), 0, out=totals[j])
+                if grid is None:
+                    for groups, inverse in zip(block_groups, values):
+                        groups[j].index_add_(0, inverse[rows], w)
+                else:
+                    cube = w.view(*sizes[inner:], width)
+                    for k, summed in axes.items():
+                        block_groups[k][j] += cube.sum(summed) if summed else cube
+            block_sums += totals
+            if grid is not None:
+                for k in outer:
+                    block_groups[k][:, int(values[k][n0])] += totals
+            top = exponent.amax(0)
+            block_joint = exponent.sub_(top).exp_().sum(0).log_().add_(top)
+            joint[codes] = torch.logaddexp(joint[codes], block_joint.double())
+        sums[:, codes] += block_sums
+        for k, groups in enumerate(block_groups):
+            group_sums[k][:, :, codes] += groups
 
     log_norm = log_min_std + HALF_LOG_2PI  # per dimension: log(s_min sqrt(2 pi))
     marginal = -(sums.log() - log_norm[:, None] - math.log(n)).mean(1)
     conditional = torch.empty(len(values), dims, dtype=torch.float64)
     for k, inverse in enumerate(values):
-        own = inverse[picked]
-        counts = torch.bincount(values[k], minlength=int(sizes[k])).double()
-        log_q = group_sums[k][:, own, torch.arange(len(picked))].log() - log_norm[:, None] - counts[own].log()
+        counts = torch.bincount(inverse, minlength=sizes[k]).double()
+        log_q = group_sums[k][:, own[k], torch.arange(len(picked))].log() - log_norm[:, None] - counts[own[k]].log()
         conditional[k] = -log_q.mean(1)
     log_q_joint = joint - float(log_norm.sum()) - math.log(n)
-    return Entropies(marginal, conditional, float(-log_q_joint.mean()), sizes)
+    return Entropies(marginal, conditional, float(-log_q_joint.mean()), torch.tensor(sizes))
 
 
 _last: dict = {}
