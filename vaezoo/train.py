@@ -149,6 +149,9 @@ def _resume_point(path: Path, model: VAE, optimizer, recipe: TrainRecipe, resume
     if not resume:
         raise TrainingError(f"{path.parent} already holds a checkpoint ({path.name}) of a run; pass --resume "
                             f"to continue it, or choose another --out to start afresh")
+    if run.main:  # a run killed while writing a checkpoint left its temporary file behind
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):
+            stale.unlink(missing_ok=True)
     return _load_checkpoint(path, model, optimizer, recipe, run)
 
 

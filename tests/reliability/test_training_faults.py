@@ -108,6 +108,7 @@ def test_sigkill_during_a_checkpoint_write(tiny_data, tmp_path):
     assert _step_of(out / CHECKPOINT) == 4, "the previous checkpoint must survive the kill"
 
     train(card, out, resume=True)
+    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT, f"{card.name}.safetensors", f"{card.name}.toml"]
     reference = tmp_path / "reference"
     train(card, reference)
     _same_weights(out / f"{card.name}.safetensors", reference / f"{card.name}.safetensors")
@@ -140,6 +141,7 @@ def test_resume_after_random_sigkills_is_exact(tiny_data, tmp_path):
     assert all(n.startswith(f".{CHECKPOINT}.") and n.endswith(".tmp") for n in leftovers), leftovers
 
     train(card, out, resume=True, checkpoint_every=10_000)
+    assert not list(out.glob("*.tmp")), "resuming removes what the killed writes left"
     reference = tmp_path / "reference"
     train(card, reference, checkpoint_every=10_000)
     _same_weights(out / f"{card.name}.safetensors", reference / f"{card.name}.safetensors")
