@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from helpers import MNIST_ROOT
 
@@ -26,3 +27,13 @@ def fresh_plugins(monkeypatch, tmp_path_factory):
     plugins.reset()
     yield
     plugins.reset()
+
+
+@pytest.fixture
+def float64_seeded():
+    """Known answers are checked in double precision, from a fixed seed."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    torch.manual_seed(0)
+    yield
+    torch.set_default_dtype(previous)

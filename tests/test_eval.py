@@ -6,6 +6,7 @@ import json
 import tomllib
 
 import pytest
+import torch
 import tomli_w
 from trainkit import ToyPlugin, install_toy_plugin, toy_card, write_card
 
@@ -89,5 +90,17 @@ def test_write_and_check_exclude_each_other(trained, capsys):
     capsys.readouterr()
     assert main(["eval", str(trained), "--write", "--check"]) == 1
     [line] = error_lines(capsys.readouterr().err)
-    assert "--write and --check" in line
+    assert "use it without --check and --checkpoint" in line
     assert trained.read_bytes() == before
+
+
+def test_checkpoint_evaluates_a_run_at_its_step(trained, capsys):
+    checkpoint = trained.parent / "checkpoint.pt"
+    capsys.readouterr()
+    assert main(["eval", str(trained), "--checkpoint", str(checkpoint), "--check"]) == 0
+
+    other = trained.parent / "not-a-checkpoint.pt"
+    torch.save(torch.zeros(3), other)
+    assert main(["eval", str(trained), "--checkpoint", str(other)]) == 1
+    [line] = error_lines(capsys.readouterr().err)
+    assert "is not a checkpoint written by 'vaezoo train'" in line

@@ -10,14 +10,7 @@ import torch
 from vaezoo.latents import Gaussian, GumbelCategorical, Joint
 
 
-@pytest.fixture(autouse=True)
-def float64_seeded():
-    """Known answers are checked in double precision, from a fixed seed."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    torch.manual_seed(0)
-    yield
-    torch.set_default_dtype(previous)
+pytestmark = pytest.mark.usefixtures("float64_seeded")
 
 
 def gaussian_posterior(mean, logvar):

@@ -12,14 +12,7 @@ from vaezoo.latents import Gaussian, Joint
 from vaezoo.regularizers import Beta, Capacity, TotalCorrelation, log_importance_weights
 
 
-@pytest.fixture(autouse=True)
-def float64_seeded():
-    """Known answers are checked in double precision, from a fixed seed."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    torch.manual_seed(0)
-    yield
-    torch.set_default_dtype(previous)
+pytestmark = pytest.mark.usefixtures("float64_seeded")
 
 
 def joint_posterior(mean: float, logvar: float, logits: list[float], batch: int = 2, dim: int = 2):

@@ -108,13 +108,18 @@ def _save_checkpoint(path: Path, model: VAE, optimizer, step: int, rng: dict, ru
         atomic_save(path, lambda tmp: torch.save(state, tmp))
 
 
-def _load_checkpoint(path: Path, model: VAE, optimizer, recipe: TrainRecipe, run: Run) -> int:
-    """Restore model, optimiser and RNG states from ``path``; returns its step."""
+def read_checkpoint(path: Path) -> dict:
+    """The state a training checkpoint holds (model, optimizer, step, RNG states), read with ``weights_only``."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 (a damaged file makes torch.load raise many kinds of errors)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TrainingError(f"cannot read checkpoint {path} ({first}); remove it to start over") from None
+
+
+def _load_checkpoint(path: Path, model: VAE, optimizer, recipe: TrainRecipe, run: Run) -> int:
+    """Restore model, optimiser and RNG states from ``path``; returns its step."""
+    state = read_checkpoint(path)
     try:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])

@@ -1,6 +1,7 @@
 """``vaezoo eval``: a card's metrics on the test split, optionally checked against the card."""
 
 import sys
+from pathlib import Path
 
 from vaezoo.cli.common import card_arg, console, device_arg, print_json
 
@@ -14,6 +15,9 @@ def add_parser(sub) -> None:
     p.add_argument("--check", action="store_true", help="exit 1 when a metric differs from the card")
     p.add_argument("--tolerance", type=float, default=1e-4,
                    help="relative tolerance of --check, of max(1, |card value|) (default 1e-4)")
+    p.add_argument("--checkpoint", metavar="PATH",
+                   help="evaluate the model in a training checkpoint (OUT/checkpoint.pt of 'vaezoo train') "
+                        "at its step, instead of the card's weights")
     p.add_argument("--write", action="store_true",
                    help="record the measured metrics on the card's TOML file (e.g. a converted checkpoint's card)")
     p.set_defaults(func=run)
@@ -33,7 +37,7 @@ def compare(card_metrics: dict, results: dict[str, float], tolerance: float) -> 
 
 def run(args) -> int:
     from vaezoo.cards import write_card
-    from vaezoo.errors import CardError
+    from vaezoo.errors import CardError, TrainingError
     from vaezoo.evaluate import as_metrics, evaluate
     from vaezoo.hub import build_model, load_weights
     from vaezoo.weights import load_state_dict
@@ -41,10 +45,20 @@ def run(args) -> int:
     card = card_arg(args.card)
     if args.check and not card.metrics:
         raise CardError(f"card '{card.name}' has no metrics to --check; 'vaezoo train' writes them")
-    if args.write and args.check:
-        raise CardError("--write and --check exclude each other: check first, then write")
+    if args.write and (args.check or args.checkpoint):
+        raise CardError("--write records the card's own weights' metrics: use it without --check and --checkpoint")
     model = build_model(card, device=args.device)
-    load_weights(model, load_state_dict(card, args.device), f"weights of '{card.name}'")
+    if args.checkpoint:
+        from vaezoo.train import read_checkpoint
+
+        state = read_checkpoint(Path(args.checkpoint))
+        if not isinstance(state, dict) or not isinstance(state.get("model"), dict) or "step" not in state:
+            raise TrainingError(f"{args.checkpoint} is not a checkpoint written by 'vaezoo train' "
+                                f"(no model state and step); pass OUT/checkpoint.pt of a run")
+        load_weights(model, state["model"], f"checkpoint {args.checkpoint}")
+        card = card.model_copy(update={"train": card.train.model_copy(update={"steps": int(state["step"])})})
+    else:
+        load_weights(model, load_state_dict(card, args.device), f"weights of '{card.name}'")
     results = evaluate(model, card, args.data_root, args.device)
     failures = compare(card.metrics, results, args.tolerance) if args.check else []
     if args.json:
