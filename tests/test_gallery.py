@@ -143,7 +143,7 @@ def test_gallery_shows_every_card_metric_and_image_in_a_browser(tiny_zoo, tmp_pa
     shown = check_gallery_in_browser(index, tmp_path)
     assert {"tiny-trained", "tiny-untrained"} <= set(shown)
     trained = shown["tiny-trained"]["text"]
-    assert "style: Gaussian(dim=3) + digit: GumbelCategorical(categories=4" in trained
+    assert "gaussian(3) + categorical(4)" in trained
     assert "in the latent's order (drawn without data)" in trained
     assert "vaezoo show tiny-trained traverse -o tiny-trained.traverse.png --n 10 --no-data" in trained
     assert TRICKY_TEXT in shown["tiny-untrained"]["text"]

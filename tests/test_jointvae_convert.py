@@ -24,8 +24,9 @@ from vaezoo.cards import parse_card
 from vaezoo.cli import main
 from vaezoo.data import load_dataset
 from vaezoo.errors import VaezooError
+from vaezoo.hub import build_model, load_weights
 from vaezoo.plugins import registry
-from vaezoo.weights import read_metadata, sha256_of
+from vaezoo.weights import load_state_dict, read_metadata, sha256_of
 
 GEOMETRY = {"mnist": (1, 32), "fashion_mnist": (1, 32), "dsprites": (1, 64), "chairs": (1, 64), "celeba": (3, 64)}
 
@@ -97,8 +98,16 @@ def convert(path: Path, out: Path, dataset: str) -> Path:
     return registry("converter")["jointvae-original"](path, out, dataset=dataset)
 
 
+def load_card(path: Path):
+    """The model a converted card describes, with its weights, in eval mode (the zoo may hold the same name)."""
+    card = parse_card(path)
+    model = build_model(card)
+    load_weights(model, load_state_dict(card), str(path))
+    return model.eval()
+
+
 @pytest.mark.slow
-def test_original_mnist_checkpoint_keeps_its_accuracy_and_reconstructions(tmp_path, mnist_root, monkeypatch, capsys):
+def test_original_mnist_checkpoint_keeps_its_accuracy_and_reconstructions(tmp_path, mnist_root, capsys):
     if not ORIGINAL_JOINTVAE.is_file():
         pytest.skip(f"original JointVAE checkpoint not found at {ORIGINAL_JOINTVAE} (../shared beside the repository)")
     args = ["convert", "jointvae-original", str(ORIGINAL_JOINTVAE), "--dataset", "mnist", "--out", str(tmp_path)]
@@ -109,8 +118,9 @@ def test_original_mnist_checkpoint_keeps_its_accuracy_and_reconstructions(tmp_pa
     print(f"cluster_accuracy of the converted original checkpoint: {results['cluster_accuracy']:.4%}")
     assert results["cluster_accuracy"] == pytest.approx(0.8873, abs=0.0005)
 
-    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path))
-    model = vaezoo.load("jointvae-original-mnist")
+    model = load_card(card_path)
+    shipped = vaezoo.load("jointvae-original-mnist")  # the zoo's entry is this conversion
+    assert all(torch.equal(shipped.state_dict()[k], v) for k, v in model.state_dict().items())
     net = original_jointvae(1, 32, 10, [10])
     net.load_state_dict(torch.load(ORIGINAL_JOINTVAE, map_location="cpu", weights_only=True))
     x = load_dataset("mnist", mnist_root, "test", image_size=32).batch(slice(0, 1000))
@@ -125,7 +135,7 @@ def test_original_mnist_checkpoint_keeps_its_accuracy_and_reconstructions(tmp_pa
     ("mnist", 0, [10]),
     ("fashion_mnist", 10, []),
 ])
-def test_converted_model_matches_the_original_layers(tmp_path, monkeypatch, dataset, continuous, discrete):
+def test_converted_model_matches_the_original_layers(tmp_path, dataset, continuous, discrete):
     net = write_checkpoint(tmp_path / "model.pt", dataset, continuous, discrete)
     card_path = convert(tmp_path / "model.pt", tmp_path / "out", dataset)
 
@@ -133,8 +143,7 @@ def test_converted_model_matches_the_original_layers(tmp_path, monkeypatch, data
     channels, size = GEOMETRY[dataset]
     assert (card.model["channels"], card.model["image_size"]) == (channels, size)
     assert (card.model["continuous"], card.model["discrete"]) == (continuous, discrete)
-    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(card_path.parent))
-    model = vaezoo.load(card.name)
+    model = load_card(card_path)
     x = torch.rand(6, channels, size, size, generator=torch.Generator().manual_seed(1))
     assert_same_outputs(model, net, x)
 
