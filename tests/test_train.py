@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import io
 import json
-import signal
-import subprocess
 
 import pytest
 import torch
 from rich.console import Console
 from rich.text import Text
-from trainkit import ToyPlugin, install_toy_plugin, python, toy_card, write_card
+from trainkit import ToyPlugin, install_toy_plugin, toy_card, write_card
 
 from vaezoo.cards import Card, parse_card
 from vaezoo.cli import main
@@ -116,38 +114,6 @@ def test_a_nan_from_the_start_is_a_one_line_cli_error(toy_plugin, tmp_path, caps
     assert code == 1 and "Traceback" not in err
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert "loss became nan at step 0 (epoch 1); no checkpoint has been written yet" in line
-
-
-KILL_WHILE_SAVING = """
-import os, signal, sys, torch
-from vaezoo.cli import main
-
-def save_half_then_die(obj, path):
-    with open(path, "wb") as f:
-        f.write(b"half a checkpoint")
-        f.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
-
-torch.save = save_half_then_die
-main(sys.argv[1:])
-"""
-
-
-def test_a_run_killed_while_writing_a_checkpoint_keeps_the_previous_one(toy_plugin, tmp_path):
-    path = write_card(tmp_path / "toy.toml", toy_card())
-    out = tmp_path / "out"
-    train(card(), out, max_steps=4)
-    before = torch.load(out / CHECKPOINT, weights_only=True)
-
-    killed = subprocess.run(python("-c", KILL_WHILE_SAVING, "train", str(path), "--out", str(out), "--resume"),
-                            env=toy_plugin.env(), capture_output=True, text=True, check=False, timeout=600)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
-    assert [p.read_bytes() for p in out.glob(f".{CHECKPOINT}.*.tmp")] == [b"half a checkpoint"]
-
-    after = torch.load(out / CHECKPOINT, weights_only=True)
-    assert after["step"] == 4
-    assert_same_weights(before["model"], after["model"])
-    assert train(card(), out, resume=True, max_steps=8).step == 8
 
 
 def test_a_finished_run_writes_weights_that_describe_themselves(toy_plugin, tmp_path, capsys):
