@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -152,14 +151,12 @@ class LocalServer:
         files: URL path -> body.
         cut: paths whose connection is closed after half the body (``framing`` says how the body is sent).
         framing: "length" (Content-Length) or "chunked" (Transfer-Encoding: chunked).
-        delay: seconds to wait before sending a body.
         requests: every path requested, in order.
     """
 
     files: dict[str, bytes] = field(default_factory=dict)
     cut: set[str] = field(default_factory=set)
     framing: str = "length"
-    delay: float = 0.0
     requests: list[str] = field(default_factory=list)
     port: int = 0
 
@@ -187,7 +184,6 @@ def serve(server: LocalServer) -> Iterator[LocalServer]:
                 self.send_header("Content-Length", str(len(body)))
             self.send_header("Connection", "close")
             self.end_headers()
-            time.sleep(server.delay)
             sent = body[: len(body) // 2] if self.path in server.cut else body
             if server.framing == "chunked":  # one chunk announcing the whole body, then the terminator
                 self.wfile.write(f"{len(body):x}\r\n".encode() + sent)
