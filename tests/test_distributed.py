@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 
 import pytest
 import torch
 import torch.multiprocessing as mp
-from trainkit import ToyPlugin, install_toy_plugin, python, toy_card, write_card
+from trainkit import ToyPlugin, install_toy_plugin, toy_card, write_card
 
 from vaezoo.train import CHECKPOINT
 
@@ -55,8 +56,8 @@ def test_two_processes_end_with_identical_weights_and_only_rank_0_writes(toy_plu
 def test_torchrun_trains_the_cli_on_two_processes(toy_plugin, tmp_path):
     path = write_card(tmp_path / "toy.toml", toy_card())
     out = tmp_path / "out"
-    run = subprocess.run(python("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                                "-m", "vaezoo", "train", str(path), "--out", str(out), "--max-steps", "3"),
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "-m", "vaezoo", "train", str(path), "--out", str(out), "--max-steps", "3"],
                          env=toy_plugin.env(), capture_output=True, text=True, check=False, timeout=900)
     assert run.returncode == 0, run.stderr
     assert torch.load(out / CHECKPOINT, weights_only=True)["step"] == 3

@@ -9,7 +9,6 @@ third-party plugin: in the test process and in the processes a test starts
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +79,3 @@ def install_toy_plugin(site: Path, monkeypatch: pytest.MonkeyPatch) -> ToyPlugin
     plugins.reset()
     return ToyPlugin(site)
 
-
-def python(*args: str) -> list[str]:
-    """The command line running this interpreter niced (the machine runs other work)."""
-    return ["nice", "-n", "19", sys.executable, *args]

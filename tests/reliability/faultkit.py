@@ -160,8 +160,8 @@ def child_env(home: Path, cards: Path | None = None, site: Path | None = None) -
 
 
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run ``python -m vaezoo ARGS`` (niced, so the machine's other work is not slowed)."""
-    return subprocess.run(["nice", "-n", "19", sys.executable, "-m", "vaezoo", *args], env=env, cwd=REPO,
+    """Run ``python -m vaezoo ARGS`` in a fresh interpreter."""
+    return subprocess.run([sys.executable, "-m", "vaezoo", *args], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
