@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from vaezoo.data import EVAL_BATCH_SIZE
+
 RECIPE = Path(__file__).resolve().parents[1] / "plugins" / "vaezoo_betatcvae" / "recipes" / "betatcvae-dsprites.toml"
 
 
@@ -39,7 +41,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subset", type=int, help="use this many dSprites images (default: all)")
     parser.add_argument("--samples", type=int, default=10_000, help="codes drawn by the estimator (default 10,000)")
-    parser.add_argument("--batch-size", type=int, default=1000, help="images per forward pass (default 1000)")
+    parser.add_argument("--batch-size", type=int, default=EVAL_BATCH_SIZE,
+                        help=f"images per forward pass (default {EVAL_BATCH_SIZE})")
     args = parser.parse_args()
 
     from vaezoo.cards import parse_card

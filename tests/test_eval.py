@@ -85,6 +85,16 @@ def test_write_records_the_measured_metrics_on_the_card(trained, capsys):
     assert main(["eval", str(trained), "--check"]) == 0
 
 
+def test_write_keeps_the_notes_on_the_card(trained, capsys):
+    card = tomllib.loads(trained.read_text())
+    card["metrics"]["reconstruction"]["note"] = "why this number is what it is"
+    trained.write_text(tomli_w.dumps(card))
+    assert main(["eval", str(trained), "--write"]) == 0
+    written = tomllib.loads(trained.read_text())["metrics"]
+    assert written["reconstruction"]["note"] == "why this number is what it is"
+    assert all("note" not in metric for name, metric in written.items() if name != "reconstruction")
+
+
 def test_write_and_check_exclude_each_other(trained, capsys):
     before = trained.read_bytes()
     capsys.readouterr()

@@ -7,14 +7,13 @@ from collections import defaultdict
 import torch
 
 from vaezoo.cards import Card, Metric
-from vaezoo.data import ImageDataset, load_dataset
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset, load_dataset
 from vaezoo.model import VAE
 from vaezoo.plugins import registry
 
 
 @torch.no_grad()
-def losses(model: VAE, dataset: ImageDataset, step: int | None, device=None,
-           batch_size: int = 1000) -> dict[str, float]:
+def losses(model: VAE, dataset: ImageDataset, step: int | None, batch_size: int, device=None) -> dict[str, float]:
     """Test-set reconstruction loss per image, KL per latent part and the objective at ``step``.
 
     The model is put in eval mode: the code is the posterior's mode, so the
@@ -25,8 +24,10 @@ def losses(model: VAE, dataset: ImageDataset, step: int | None, device=None,
         dataset: the images to score.
         step: the training step the objective's schedules (e.g. capacities) are taken at; None (a
             model whose training step is unknown, such as a converted checkpoint) leaves the objective out.
+        batch_size: images per forward pass. The reconstruction and KL do not depend on it; the
+            objective does, as in training (a capacity's ``|KL - C|`` and a TC estimate are taken per
+            batch), so :func:`evaluate` passes the recipe's batch size.
         device: where to run.
-        batch_size: images per forward pass (does not change the results).
 
     Returns:
         ``{"reconstruction", "objective", "kl_<part>" for each latent part}``, each averaged over the images.
@@ -44,7 +45,8 @@ def losses(model: VAE, dataset: ImageDataset, step: int | None, device=None,
     return dict(totals)
 
 
-def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: int = 1000) -> dict[str, float]:
+def evaluate(model: VAE, card: Card, data_root=None, device=None,
+             batch_size: int = EVAL_BATCH_SIZE) -> dict[str, float]:
     """Every number ``vaezoo eval`` reports for ``card`` on its dataset's test split.
 
     Args:
@@ -52,22 +54,26 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
         card: gives the dataset (``train.data``), the step the run ended at and the metrics to compute.
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
         device: where to run.
-        batch_size: images per forward pass.
+        batch_size: images per forward pass of the metrics (the losses use the recipe's batch size).
 
     Returns:
         :func:`losses` and each of the card's ``eval_metrics`` (metrics are a registry plugins extend).
     """
     dataset = load_dataset(card.train.data.name, data_root, "test", **card.train.data.options)
-    results = losses(model, dataset, card.train.steps, device, batch_size)
+    results = losses(model, dataset, card.train.steps, card.train.batch_size, device)
     for name in card.eval_metrics:
         results[name] = float(registry("metric")[name](model, dataset, device=device, batch_size=batch_size))
     return results
 
 
 def as_metrics(card: Card, results: dict[str, float], data_root=None) -> dict[str, Metric]:
-    """``results`` as a card's metrics, each with the ``vaezoo eval`` command that reproduces it."""
+    """``results`` as a card's metrics, each with the ``vaezoo eval`` command that reproduces it.
+
+    A note the card already holds on a metric is kept.
+    """
     from vaezoo import __version__
 
     command = f"vaezoo eval {card.name}" + (f" --data-root {data_root}" if data_root else "")
-    return {name: Metric(value=round(value, 6), command=command, vaezoo_version=__version__)
+    notes = {name: metric.note for name, metric in card.metrics.items()}
+    return {name: Metric(value=round(value, 6), command=command, vaezoo_version=__version__, note=notes.get(name))
             for name, value in results.items()}

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from vaezoo.data import ImageDataset
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import VaezooError
 
 
@@ -20,7 +20,7 @@ def matched_accuracy(predicted: np.ndarray, labels: np.ndarray) -> float:
 
 
 @torch.no_grad()
-def cluster_accuracy(model, dataset: ImageDataset, device=None, batch_size: int = 1000) -> float:
+def cluster_accuracy(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> float:
     """Accuracy of the first categorical part's argmax, its categories matched to the labels."""
     if dataset.labels is None:
         raise VaezooError("cluster_accuracy needs a labelled dataset")

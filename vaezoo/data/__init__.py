@@ -5,9 +5,9 @@ recipe names one and gives its options (e.g. ``image_size``). ``root`` is
 ``--data-root``; see :func:`data_root` for where vaezoo looks when it is None.
 """
 
-from vaezoo.data.base import DataRoot, ImageDataset, data_root, default_data_dir
+from vaezoo.data.base import EVAL_BATCH_SIZE, DataRoot, ImageDataset, data_root, default_data_dir
 
-__all__ = ["DataRoot", "ImageDataset", "data_root", "default_data_dir", "load_dataset"]
+__all__ = ["EVAL_BATCH_SIZE", "DataRoot", "ImageDataset", "data_root", "default_data_dir", "load_dataset"]
 
 
 def load_dataset(name: str, root=None, split: str = "train", **options) -> ImageDataset:

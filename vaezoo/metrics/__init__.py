@@ -1,4 +1,4 @@
-"""Evaluation metrics: ``metric(model, dataset, device=None, batch_size=1000) -> float``.
+"""Evaluation metrics: ``metric(model, dataset, device=None, batch_size=EVAL_BATCH_SIZE) -> float``.
 
 Metrics are a registry (``vaezoo_register_metrics``); a card lists those ``vaezoo eval``
 computes in ``eval_metrics``. The core registers the disentanglement metrics, which

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
-from vaezoo.data import ImageDataset
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import VaezooError
 from vaezoo.latents.gaussian import GaussianPosterior
 
@@ -35,7 +35,8 @@ def _gaussian_parts(posterior) -> list[GaussianPosterior]:
     return [part for part in posterior.parts.values() if isinstance(part, GaussianPosterior)]
 
 
-def gaussian_posteriors(model, dataset: ImageDataset, device=None, batch_size: int = 1000) -> tuple[Tensor, Tensor]:
+def gaussian_posteriors(model, dataset: ImageDataset, device=None,
+                        batch_size: int = EVAL_BATCH_SIZE) -> tuple[Tensor, Tensor]:
     """Mean and log-variance of the Gaussian dimensions of q(z|x) for every image.
 
     For a joint latent these are its Gaussian parts, side by side; categorical parts are left out.
@@ -54,7 +55,7 @@ def gaussian_posteriors(model, dataset: ImageDataset, device=None, batch_size: i
     return torch.cat(means), torch.cat(logvars)
 
 
-def mean_codes(model, dataset: ImageDataset, indices: Tensor, device=None, batch_size: int = 1000) -> Tensor:
+def mean_codes(model, dataset: ImageDataset, indices: Tensor, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Tensor:
     """The deterministic code (the posterior's mode: the mean, or a one-hot argmax) of the images at ``indices``.
 
     Returns:

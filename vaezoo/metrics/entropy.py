@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from vaezoo.data import ImageDataset
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import gaussian_posteriors
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -186,8 +186,8 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
 _last: dict = {}
 
 
-def dataset_entropies(model, dataset: ImageDataset, columns: tuple[int, ...], device=None, batch_size: int = 1000,
-                      samples: int = 10_000, seed: int = 0) -> Entropies:
+def dataset_entropies(model, dataset: ImageDataset, columns: tuple[int, ...], device=None,
+                      batch_size: int = EVAL_BATCH_SIZE, samples: int = 10_000, seed: int = 0) -> Entropies:
     """:func:`estimate_entropies` of ``model``'s posteriors over ``dataset``, conditioning on factor ``columns``.
 
     The last result is kept, so the metrics sharing it (``mig_chen``, ``total_correlation``)
@@ -205,8 +205,8 @@ def dataset_entropies(model, dataset: ImageDataset, columns: tuple[int, ...], de
     return _last["value"]
 
 
-def total_correlation(model, dataset: ImageDataset, device=None, batch_size: int = 1000, samples: int = 10_000,
-                      seed: int = 0) -> float:
+def total_correlation(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                      samples: int = 10_000, seed: int = 0) -> float:
     """Total correlation (nats) of the aggregate posterior of the Gaussian dimensions over ``dataset``.
 
     The sampling estimate of KL(q(z) || prod_j q(z_j)) that Chen et al. report; it shares its

@@ -23,7 +23,7 @@ import torch
 from scipy.special import xlogy
 from torch import Tensor
 
-from vaezoo.data import ImageDataset
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import mean_codes, require_factors
 from vaezoo.metrics.entropy import Entropies, chen_columns, dataset_entropies, estimate_entropies
 
@@ -87,7 +87,7 @@ def dlib_mig_gaps(codes: np.ndarray, factors: np.ndarray, bins: int = 20) -> np.
     return np.where(constant, 0.0, gaps(mi, np.where(constant, 1.0, entropy)))
 
 
-def mig_chen(model, dataset: ImageDataset, device=None, batch_size: int = 1000, samples: int = 10_000,
+def mig_chen(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, samples: int = 10_000,
              seed: int = 0) -> float:
     """MIG as Chen et al. compute it, over the whole dataset (see the module docstring).
 
@@ -103,7 +103,7 @@ def mig_chen(model, dataset: ImageDataset, device=None, batch_size: int = 1000, 
     return float(chen_gaps(entropies).mean())
 
 
-def mig_dlib(model, dataset: ImageDataset, device=None, batch_size: int = 1000, points: int = 10_000,
+def mig_dlib(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, points: int = 10_000,
              bins: int = 20, seed: int = 0) -> float:
     """MIG as disentanglement_lib computes it (see the module docstring).
 

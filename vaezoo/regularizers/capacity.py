@@ -57,4 +57,5 @@ class Capacity(Regularizer):
         return {f"C_{g.name}": self._capacity(g, posterior, step) for g in self.groups}
 
     def extra_repr(self) -> str:
-        return ", ".join(f"{g.name}: {g.parts} {g.min}->{g.max} over {g.iterations}, gamma {g.gamma}" for g in self.groups)
+        return ", ".join(f"{g.name}: {g.parts} {g.min}->{g.max} over {g.iterations}, gamma {g.gamma}"
+                         for g in self.groups)
