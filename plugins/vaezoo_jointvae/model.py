@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from vaezoo.model import VAE, build_vae
 
@@ -64,9 +65,25 @@ def build_jointvae(image_size: int, channels: int, continuous: int, discrete: Se
         low, high, iterations, gamma = schedule
         specs.append({"name": name, "parts": groups[name], "min": low, "max": high,
                       "iterations": int(iterations), "gamma": gamma})
-    return build_vae(
+    model = build_vae(
         image_size, channels, latent={"type": "joint", "parts": parts},
         regularizers=[{"type": "capacity", "groups": specs}] if specs else [],
         encoder={"type": "conv_encoder", "hidden": hidden},
         decoder={"type": "conv_decoder", "hidden": hidden}, cls=JointVAE,
     )
+    model.decoder.apply(_init_like_original)
+    return model
+
+
+@torch.no_grad()
+def _init_like_original(module: nn.Module) -> None:
+    """Initialise a transposed conv as the original code's torch 0.3.1 did.
+
+    That torch drew weights and biases from U(-b, b) with b = 1 / sqrt(in_channels * k * k); today's
+    torch takes the fan from the output channels, which makes the last layer's bound 0.25 instead
+    of 0.044. Other layers initialise the same in both.
+    """
+    if isinstance(module, nn.ConvTranspose2d):
+        bound = 1 / math.sqrt(module.in_channels * math.prod(module.kernel_size))
+        module.weight.uniform_(-bound, bound)
+        module.bias.uniform_(-bound, bound)
