@@ -34,3 +34,7 @@ class DataError(VaezooError):
 
 class TrainingError(VaezooError):
     """A training run that cannot go on (NaN loss, bad checkpoint)."""
+
+
+class OutputError(VaezooError):
+    """A file vaezoo was asked to write that cannot be written where it was asked."""

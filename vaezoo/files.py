@@ -7,12 +7,17 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from vaezoo.errors import OutputError
+
 
 def atomic_save(path: Path, write: Callable[[Path], None]) -> None:
     """Call ``write(tmp)`` on a temporary file beside ``path``, fsync it, then rename it over ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {_reason(path.parent, exc)}; choose another output path") from None
     os.close(fd)
     try:
         write(Path(tmp))
@@ -23,6 +28,12 @@ def atomic_save(path: Path, write: Callable[[Path], None]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _reason(folder: Path, exc: OSError) -> str:
+    """Why ``folder`` cannot hold a new file: a file standing in its path, or the system's reason."""
+    blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+    return f"{blocker} is a file, not a folder" if blocker else exc.strerror or str(exc)
 
 
 def _umask() -> int:

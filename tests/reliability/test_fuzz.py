@@ -235,6 +235,21 @@ def test_unusable_devices_found_by_the_fuzzer(home, capsys, argv):
     assert not (home / "out").exists()
 
 
+@pytest.mark.parametrize("argv", [
+    ["gallery", "cards/tiny.toml", "--no-data"],
+    ["show", "tiny-blobs", "sample", "-o", "cards/tiny.toml/x.png"],
+], ids=" ".join)
+def test_outputs_under_a_file_found_by_the_fuzzer(home, capsys, argv):
+    """Regression cases: an output folder whose path runs through a file raised FileExistsError (a traceback)."""
+    card = (home / "cards" / "tiny.toml").read_bytes()
+    code, _, stderr = cli(capsys, *argv)
+    assert code == 1 and "Traceback" not in stderr, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: cannot write cards/tiny.toml/"), stderr
+    assert last.endswith(": cards/tiny.toml is a file, not a folder; choose another output path"), stderr
+    assert (home / "cards" / "tiny.toml").read_bytes() == card
+
+
 @pytest.mark.parametrize("name", ["\r", "a\nb", "tab\there"], ids=repr)
 def test_control_characters_in_a_name_stay_on_one_line(home, capsys, name):
     """Regression case: ``vaezoo info $'\\r'`` printed an error broken over two lines."""
