@@ -11,7 +11,11 @@ from vaezoo.errors import OutputError
 
 
 def atomic_save(path: Path, write: Callable[[Path], None]) -> None:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, fsync it, then rename it over ``path``."""
+    """Call ``write(tmp)`` on a temporary file beside ``path``, fsync it, then rename it over ``path``.
+
+    Raises:
+        OutputError: ``path``'s folder cannot be created or written in (e.g. a file stands in its path).
+    """
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
