@@ -31,8 +31,6 @@ def test_shipped_weights_reproduce_the_card(card, accuracy):
     assert accuracy == pytest.approx(card.metrics["cluster_accuracy"].value, abs=1e-4)
 
 
-@pytest.mark.xfail(strict=True, reason="known shortfall, issue 4: the shipped run (seed 16, the whole 100-epoch "
-                   "recipe) clusters 83.9% of the test digits")
 def test_shipped_weights_reach_paper_accuracy(accuracy):
     assert accuracy >= PAPER_ACCURACY
 
