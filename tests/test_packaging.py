@@ -55,8 +55,8 @@ def wheel(tmp_path_factory) -> Path:
     source = tmp_path_factory.mktemp("source") / "vaezoo"
     shutil.copytree(REPO, source, ignore=IGNORED)
     dist = tmp_path_factory.mktemp("dist")
-    # Without setuptools in this environment, build fetches it into an isolated environment instead.
-    isolation = ["--no-isolation"] if importlib.util.find_spec("setuptools") else []
+    # Without hatchling in this environment, build fetches it into an isolated environment instead.
+    isolation = ["--no-isolation"] if importlib.util.find_spec("hatchling") else []
     result = subprocess.run([sys.executable, "-m", "build", "--wheel", *isolation, "--outdir", str(dist), str(source)],
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -92,6 +92,19 @@ def test_wheel_ships_every_zoo_card_and_its_weights(wheel):
             assert f"vaezoo_zoo/{card.weights.file}" in names, f"weights of {card.name} are missing from the wheel"
 
 
+def test_wheel_carries_every_file_of_the_packages(wheel):
+    """Every module, template, recipe, card and weights file of vaezoo/ and plugins/: nothing is listed by hand."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    expected = set()
+    for root, prefix in ((REPO / "vaezoo", "vaezoo"), (REPO / "plugins", "")):
+        for path in root.rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                expected.add(f"{prefix}/{path.relative_to(root).as_posix()}".lstrip("/"))
+    assert expected - names == set()
+    assert "vaezoo/cli/__init__.py" in names and "vaezoo/py.typed" in names
+
+
 def test_installed_wheel_loads_the_zoo_outside_the_checkout(wheel, tmp_path):
     target = tmp_path / "target"
     result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
@@ -122,3 +135,48 @@ def test_installed_wheel_loads_the_zoo_outside_the_checkout(wheel, tmp_path):
         assert loaded["pretrained"] == (expected[name].weights is not None)
         assert loaded["parameters"] > 0 and loaded["training"] is False
 
+
+
+def _installed_cli(wheel: Path, tmp_path: Path):
+    """Run the wheel's ``vaezoo`` command (``-S``: no editable-install hook) from a folder outside the checkout."""
+    target = tmp_path / "target"
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
+                             "--target", str(target), str(wheel)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    site = [sysconfig.get_paths()[key] for key in ("purelib", "platlib")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VAEZOO_") or k == "VAEZOO_HOME"}
+    env["PYTHONPATH"] = os.pathsep.join([str(target), *dict.fromkeys(site)])
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        code = "import sys; from vaezoo.cli import main; sys.exit(main(sys.argv[1:]))"
+        return subprocess.run([sys.executable, "-S", "-c", code, *args], cwd=outside, env=env,
+                              capture_output=True, text=True, timeout=600)
+
+    return run, outside
+
+
+def test_installed_wheel_runs_every_command_outside_the_checkout(wheel, tmp_path):
+    from vaezoo.cli import COMMANDS
+
+    run, outside = _installed_cli(wheel, tmp_path)
+    result = run("--help")
+    assert result.returncode == 0, result.stderr
+    for command in COMMANDS:
+        assert command in result.stdout
+        helped = run(command, "--help")
+        assert helped.returncode == 0 and "usage: vaezoo" in helped.stdout, (command, helped.stderr[-2000:])
+    names = [card.name for card in zoo_cards()]
+    listed = run("list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(entry["name"] for entry in json.loads(listed.stdout)) == sorted(names)
+    for args in (("list",), ("info", names[0]), ("plugins",), ("verify",)):
+        result = run(*args)
+        assert result.returncode == 0, (args, result.stderr[-2000:])
+        assert result.stdout.strip(), args
+    assert "Traceback" not in run("info", "no-such-model").stderr
+    picture = outside / "samples.png"
+    shown = run("show", "jointvae-mnist", "sample", "--n", "4", "-o", str(picture))
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert picture.read_bytes().startswith(b"\x89PNG")
