@@ -23,7 +23,7 @@ from vaezoo.errors import VaezooError
 from vaezoo.registry import Registry
 
 ENTRY_POINT_GROUP = "vaezoo"
-CORE = "vaezoo"  # the name under which the core registers its own parts
+CORE = "core"  # the entry point under which the core registers its own parts
 
 
 class PluginWarning(UserWarning):
@@ -85,10 +85,6 @@ class Plugins:
         self.info: dict[str, PluginInfo] = {}
         self._registries: dict[str, Registry] = {}
         self._lock = threading.RLock()
-        from vaezoo import builtin
-
-        self.manager.register(builtin, name=CORE)
-        self.info[CORE] = PluginInfo(CORE, _version())
         self._load_entry_points()
         for name, info in self.info.items():
             plugin = self.manager.get_plugin(name)
@@ -98,8 +94,8 @@ class Plugins:
     def _load_entry_points(self) -> None:
         allowed = os.environ.get("VAEZOO_LOAD_PLUGINS")
         allow = None if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
-        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-            if ep.name in self.info or (allow is not None and ep.name not in allow):
+        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name != CORE, e.name)):
+            if ep.name in self.info or (allow is not None and ep.name not in allow and ep.name != CORE):
                 continue
             dist = getattr(ep, "dist", None)
             info = self.info[ep.name] = PluginInfo(ep.name, dist.version if dist else "?")
