@@ -9,8 +9,8 @@ Importing vaezoo does not import torch; :func:`load` does.
 
 from vaezoo.cards import get_card
 from vaezoo.hookspecs import hookimpl
+from vaezoo.version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["load", "build_model", "list_models", "get_card", "hookimpl", "__version__"]
 
 
