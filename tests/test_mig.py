@@ -146,7 +146,7 @@ def tiny_model():
 
 def test_metrics_are_registered_by_the_core():
     for name in ("mig_chen", "mig_dlib", "total_correlation"):
-        assert registry("metric").plugin_of(name) == "vaezoo"
+        assert registry("metric").plugin_of(name) == "core"
 
 
 def test_registered_metrics_run_on_a_model(small_dsprites):

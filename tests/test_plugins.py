@@ -11,6 +11,7 @@ import vaezoo
 from helpers import install_plugin, run_vaezoo, write_card
 from vaezoo import plugins
 from vaezoo.cli import main
+from vaezoo.errors import VaezooError
 from vaezoo.plugins import PluginWarning, get_plugins, registry
 
 RAISES_ON_IMPORT = "raise RuntimeError('broken on import')\n"
@@ -88,7 +89,7 @@ def test_empty_allow_list_loads_no_plugin(monkeypatch, tmp_path):
     monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
     module = installed(monkeypatch, tmp_path, "fake", RAISES_ON_IMPORT)
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
-    assert list(get_plugins().info) == ["vaezoo"]  # the core only
+    assert list(get_plugins().info) == [plugins.CORE]  # the core loads whatever the allow-list says
     assert list(registry("architecture")) == ["vae"]
     assert vaezoo.list_models() == []
     assert module not in sys.modules
@@ -96,17 +97,17 @@ def test_empty_allow_list_loads_no_plugin(monkeypatch, tmp_path):
 
 def test_allow_list_loads_only_the_named_plugins(monkeypatch, tmp_path, baseline):
     module = installed(monkeypatch, tmp_path, "fake", RAISES_ON_IMPORT)
-    entry_points = sorted(set(baseline["status"]) - {"vaezoo"})
+    entry_points = sorted(set(baseline["status"]) - {plugins.CORE})
     chosen = entry_points[0]
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", f" {chosen} ,")
-    assert list(get_plugins().info) == ["vaezoo", chosen]
+    assert list(get_plugins().info) == [plugins.CORE, chosen]
     assert module not in sys.modules
 
 
 def test_plugins_load_once(baseline):
     assert get_plugins() is get_plugins()
     assert registry("architecture") is registry("architecture")
-    assert baseline["status"]["vaezoo"] == "ok"
+    assert baseline["status"][plugins.CORE] == "ok"
     assert all(status == "ok" for status in baseline["status"].values()), baseline["status"]
 
 
@@ -134,10 +135,10 @@ def test_a_plugin_that_raises_in_a_hook_is_reported_and_registers_nothing(monkey
 @pytest.mark.parametrize("copycat", ["aa_copycat", "zz_copycat"])  # loaded before and after the built-ins
 def test_a_duplicate_name_is_refused_naming_both_plugins(monkeypatch, tmp_path, baseline, copycat):
     installed(monkeypatch, tmp_path, copycat, REGISTERS_VAE_AGAIN)
-    clash = f"architecture 'vae' is registered by both plugin 'vaezoo' and plugin '{copycat}'"
+    clash = f"architecture 'vae' is registered by both plugin 'core' and plugin '{copycat}'"
     with pytest.warns(PluginWarning, match=clash):
         arch = registry("architecture")
-    assert arch.plugin_of("vae") == "vaezoo"
+    assert arch.plugin_of("vae") == plugins.CORE
     assert set(arch) == baseline["architectures"]
     info = get_plugins().info
     assert info[copycat].status == "failed"
@@ -175,15 +176,20 @@ def test_plugins_command_shows_failures(monkeypatch, tmp_path, capsys, baseline)
     assert rows["broken"]["status"] == "failed"
     assert "RuntimeError: broken on import" in rows["broken"]["error"]
     assert {n: r["status"] for n, r in rows.items() if n != "broken"} == baseline["status"]
-    assert "vaezoo_register_architectures" in rows["vaezoo"]["hooks"]
-    assert rows["vaezoo"]["version"] == vaezoo.__version__
+    assert "vaezoo_register_architectures" in rows["core"]["hooks"]
+    assert rows["core"]["version"] == vaezoo.__version__
+    assert {n: (r["builtin"], r["distribution"]) for n, r in rows.items() if n != "broken"} == {
+        n: (True, "vaezoo") for n in baseline["status"]}
+    assert (rows["broken"]["builtin"], rows["broken"]["distribution"][:19]) == (False, "vaezoo-test-broken-")
 
     plugins.reset()
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["plugins"]) == 0
     table = capsys.readouterr().out
     line = next(line for line in table.splitlines() if "│ broken " in line)
-    assert "failed: import of" in line and "broken on import" in line
+    assert "failed: import of" in line and "broken on import" in line and "│ no " in line
+    core = next(line for line in table.splitlines() if "│ core " in line)
+    assert "│ vaezoo " in core and "│ yes " in core
 
 
 def test_a_broken_plugin_warns_but_vaezoo_list_still_works(monkeypatch, tmp_path, baseline):
@@ -192,3 +198,107 @@ def test_a_broken_plugin_warns_but_vaezoo_list_still_works(monkeypatch, tmp_path
     assert result.returncode == 0, result.stderr
     assert [row["name"] for row in json.loads(result.stdout)] == baseline["models"]
     assert "vaezoo plugin 'broken' failed" in result.stderr
+
+
+IMPOSTOR = """
+from pathlib import Path
+
+import vaezoo
+
+Path(__file__).with_suffix(".imported").touch()
+
+@vaezoo.hookimpl
+def vaezoo_register_architectures(register):
+    register("impostor_architecture", dict)
+"""
+
+# ``trylast`` puts a hook implementation first in pluggy's own order: it must not get ahead of a built-in
+CLAIMS_BUILTIN_NAMES = """
+import vaezoo
+
+@vaezoo.hookimpl(trylast=True)
+def vaezoo_register_architectures(register):
+    register("jointvae", dict)
+
+@vaezoo.hookimpl(trylast=True)
+def vaezoo_register_regularizers(register):
+    from vaezoo.regularizers import Beta
+
+    register("beta", Beta)
+"""
+
+
+def test_builtin_plugins_are_the_vaezoo_distributions_and_load_first(monkeypatch, tmp_path, baseline):
+    installed(monkeypatch, tmp_path, "aaa_first", ADDS_CARDS)  # sorts before every built-in
+    info = get_plugins().info
+    assert list(info)[0] == plugins.CORE
+    assert list(info)[-1] == "aaa_first"
+    assert all(i.builtin and i.distribution == "vaezoo" for name, i in info.items() if name != "aaa_first")
+    assert not info["aaa_first"].builtin
+    assert info["aaa_first"].distribution.startswith("vaezoo-test-aaa-first-")
+
+
+@pytest.mark.parametrize("builtin", ["core", "zoo", "jointvae"])
+def test_a_third_party_entry_point_named_like_a_builtin_is_refused(monkeypatch, tmp_path, baseline, builtin):
+    module = installed(monkeypatch, tmp_path, builtin, IMPOSTOR)
+    dist = module.replace("_", "-")
+    refusal = (f"entry point '{builtin}' of distribution '{dist}': the built-in plugin of distribution 'vaezoo' "
+               f"has this name, and no other distribution can replace it")
+    with pytest.warns(PluginWarning, match=f"vaezoo plugin '{builtin}' refused: {refusal}"):
+        loaded = get_plugins()
+    assert (loaded.info[builtin].distribution, loaded.info[builtin].status) == ("vaezoo", "ok")
+    assert [(i.name, i.distribution, i.status) for i in loaded.refused] == [(builtin, dist, "refused")]
+    assert {n: i.status for n, i in loaded.info.items()} == baseline["status"]
+    assert set(registry("architecture")) == baseline["architectures"]
+    assert vaezoo.list_models() == baseline["models"]
+    assert module not in sys.modules and not (tmp_path / f"{module}.imported").exists()  # never imported
+
+
+def test_two_third_parties_with_one_entry_point_name(monkeypatch, tmp_path):
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    first = installed(monkeypatch, tmp_path / "one", "twin", ADDS_CARDS)
+    second = installed(monkeypatch, tmp_path / "two", "twin", ADDS_CARDS)
+    kept, refused = sorted(m.replace("_", "-") for m in (first, second))  # the distributions' names decide
+    with pytest.warns(PluginWarning, match=f"vaezoo plugin 'twin' refused: entry point 'twin' of distribution "
+                                           f"'{refused}': plugin 'twin' of distribution '{kept}' has this name and "
+                                           f"loaded first; uninstall one of them"):
+        loaded = get_plugins()
+    assert (loaded.info["twin"].distribution, loaded.info["twin"].status) == (kept, "ok")
+    assert [(i.distribution, i.status) for i in loaded.refused] == [(refused, "refused")]
+
+
+def test_a_name_a_builtin_registers_stays_the_builtins(monkeypatch, tmp_path, baseline):
+    installed(monkeypatch, tmp_path, "aaa_claims", CLAIMS_BUILTIN_NAMES)
+    with pytest.warns(PluginWarning, match="architecture 'jointvae' is registered by both plugin 'jointvae' and "
+                                           "plugin 'aaa_claims'"):
+        assert registry("architecture").plugin_of("jointvae") == "jointvae"
+    assert registry("regularizer").plugin_of("beta") == plugins.CORE  # the plugin had already failed
+    assert get_plugins().info["aaa_claims"].status == "failed"
+    assert vaezoo.get_card("jointvae-mnist").architecture == "jointvae"
+
+
+def test_an_entry_point_named_vaezoo_is_a_third_party_plugin_like_any_other(monkeypatch, tmp_path, capsys, baseline):
+    module = installed(monkeypatch, tmp_path, "vaezoo", ADDS_CARDS)
+    assert registry("metric").plugin_of("constant_metric") == "vaezoo"
+    assert main(["plugins", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert (rows["vaezoo"]["status"], rows["vaezoo"]["builtin"]) == ("ok", False)
+    assert rows["vaezoo"]["distribution"] == module.replace("_", "-")
+
+
+def test_the_allow_list_never_leaves_out_the_core(monkeypatch, tmp_path, baseline):
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "zoo")
+    plugins.reset()
+    assert list(get_plugins().info) == [plugins.CORE, "zoo"]
+    assert set(registry("architecture")) == {"vae"}
+
+
+def test_a_missing_core_entry_point_is_a_clear_error(monkeypatch):
+    every = plugins.entry_points
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [ep for ep in every(group=group) if ep.name != "core"])
+    plugins.reset()
+    with pytest.raises(VaezooError, match="vaezoo's own entry point 'core' .* is missing: the installation is "
+                                          "incomplete; reinstall vaezoo"):
+        get_plugins()
+    plugins.reset()

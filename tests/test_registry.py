@@ -53,7 +53,7 @@ def test_unknown_name_lists_close_matches_and_the_known_names():
 
 
 def test_core_parts_are_registered_by_the_core():
-    assert registry("architecture").plugin_of("vae") == "vaezoo"
+    assert registry("architecture").plugin_of("vae") == "core"
     assert {"gaussian", "gumbel_categorical", "joint"} <= set(registry("latent family"))
     assert {"beta", "capacity", "total_correlation"} <= set(registry("regularizer"))
     assert {"conv_encoder", "conv_decoder", "mlp_encoder", "mlp_decoder"} <= set(registry("net"))

@@ -208,7 +208,7 @@ def test_a_broken_architecture_is_caught_naming_it_and_its_plugin(broken_parts, 
 
 
 def test_an_architecture_without_arguments_or_card_asks_for_them():
-    with pytest.raises(ConformanceError, match="architecture 'vae' of plugin 'vaezoo': building with no arguments "
+    with pytest.raises(ConformanceError, match="architecture 'vae' of plugin 'core': building with no arguments "
                                                "raised TypeError: .*missing"):
         testing.check_architecture("vae")
 
@@ -228,7 +228,7 @@ def test_check_plugin_reports_a_plugin_that_breaks_a_rule_by_name(monkeypatch, t
     with pytest.raises(ConformanceError) as caught:
         testing.check_plugin("copycat")
     assert str(caught.value) == ("plugin 'copycat': failed: latent family 'gaussian' is registered by both plugin "
-                                 "'vaezoo' and plugin 'copycat'; uninstall one or disable it with VAEZOO_LOAD_PLUGINS")
+                                 "'core' and plugin 'copycat'; uninstall one or disable it with VAEZOO_LOAD_PLUGINS")
 
 
 def test_check_plugin_reports_a_plugin_that_is_missing_or_registers_nothing(monkeypatch, tmp_path):

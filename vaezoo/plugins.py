@@ -1,49 +1,88 @@
 """The plugin manager: plugins from the entry-point group ``vaezoo``, loaded once, lazily.
 
-Built-in plugins (``plugins/`` in the source tree) are declared in vaezoo's own
-pyproject and take this same path. ``VAEZOO_LOAD_PLUGINS`` (comma-separated
-entry-point names) is an allow-list; set to the empty string, no plugin loads.
-A plugin that raises on import or inside a hook is reported as failed (a
-warning, and ``vaezoo plugins``) and the others keep working.
+A plugin is one entry point, named by the entry point's name. The built-in
+plugins are the entry points of the ``vaezoo`` distribution itself (``core``,
+the core's own parts, and the folders of ``plugins/`` in the source tree): they
+take the same path as a third party's and load first, ``core`` first, then the
+other built-ins, then third-party plugins, each by entry-point name. So a name
+that a built-in registers stays the built-in's, and a third party's entry point
+that takes a built-in's name (or a name an earlier third party took) is refused,
+never imported, and reported naming both distributions.
+
+``VAEZOO_LOAD_PLUGINS`` (comma-separated entry-point names) is an allow-list;
+set to the empty string, only ``core`` loads: the core's parts are always there.
+
+Plugin code (its import and every hook) is isolated: whatever it raises,
+``SystemExit`` and ``KeyboardInterrupt`` included, marks the plugin failed (a
+:class:`PluginWarning`, and ``vaezoo plugins``), and the others and vaezoo's own
+exit code are unaffected. A real Ctrl-C still stops vaezoo: a
+``KeyboardInterrupt`` is taken for the plugin's own only when no SIGINT arrived
+while its code ran. Python cannot stop a plugin that hangs, so a third-party
+plugin still running after ``VAEZOO_PLUGIN_TIMEOUT`` seconds (default 10) is
+named on stderr with the ``VAEZOO_LOAD_PLUGINS`` setting that skips it.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
+import signal
+import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 import pluggy
 
-from vaezoo import hookspecs
-from vaezoo.errors import VaezooError
+import vaezoo.hookspecs as hookspecs
+from vaezoo.errors import PluginError, VaezooError
 from vaezoo.registry import Registry
 
 ENTRY_POINT_GROUP = "vaezoo"
-CORE = "core"  # the entry point under which the core registers its own parts
+DISTRIBUTION = "vaezoo"  # the entry points of this distribution are the built-in plugins
+CORE = "core"  # the built-in plugin holding the core's own parts; always loaded
+DEFAULT_TIMEOUT = 10.0  # seconds of plugin code before VAEZOO_PLUGIN_TIMEOUT's message
 
 
 class PluginWarning(UserWarning):
-    """A plugin failed to load or raised inside a hook."""
+    """A plugin failed to load, was refused, or raised inside a hook."""
 
 
 @dataclass
 class PluginInfo:
-    """What ``vaezoo plugins`` shows for one plugin."""
+    """What ``vaezoo plugins`` shows for one plugin (one entry point).
+
+    Attributes:
+        name: the entry point's name, which is the plugin's.
+        version: the version of the distribution declaring it.
+        distribution: the name of that distribution.
+        builtin: whether that distribution is vaezoo itself.
+        hooks: the hooks the plugin implements.
+        status: ``"ok"``; ``"failed"`` (it raised or broke a rule); ``"refused"`` (its name is taken: never imported).
+        error: why, in one line, when the status is not ``"ok"``.
+    """
 
     name: str
     version: str
+    distribution: str
+    builtin: bool
     hooks: list[str] = field(default_factory=list)
     status: str = "ok"
     error: str | None = None
 
-    def fail(self, error: str) -> None:
-        self.status = "failed"
-        self.error = " ".join(error.split())  # one line: pluggy's and plugins' messages may span several
-        warnings.warn(f"vaezoo plugin '{self.name}' failed: {self.error}", PluginWarning, stacklevel=3)
+    def fail(self, error: str, status: str = "failed") -> None:
+        """Set ``status`` and ``error`` (made one printable line) and warn with a :class:`PluginWarning`."""
+        self.status = status
+        self.error = _one_line(error)
+        warnings.warn(f"vaezoo plugin {self.name!r} {status}: {self.error}", PluginWarning, stacklevel=3)
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line, control characters escaped: plugins' and pluggy's messages may hold any."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in " ".join(text.split()))
 
 
 def _is_class_of(base_path: str):
@@ -75,59 +114,173 @@ KINDS: dict[str, tuple[str, object]] = {
     "converter": ("vaezoo_register_converters", _is_callable),
 }
 
+def _is_builtin(ep: EntryPoint) -> bool:
+    """Whether ``ep`` is declared by vaezoo's own distribution (names compared as PEP 503 normalizes them)."""
+    return ep.dist is not None and re.sub(r"[-_.]+", "-", ep.dist.name or "").lower() == DISTRIBUTION
+
+
+def _timeout() -> float:
+    """``VAEZOO_PLUGIN_TIMEOUT`` in seconds, or :data:`DEFAULT_TIMEOUT` when unset."""
+    raw = os.environ.get("VAEZOO_PLUGIN_TIMEOUT", "")
+    try:
+        seconds = float(raw) if raw else DEFAULT_TIMEOUT
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise VaezooError(f"VAEZOO_PLUGIN_TIMEOUT must be a positive number of seconds, got {raw!r}")
+    return seconds
+
+
+class _SigintWatch:
+    """Tells the user's Ctrl-C from a ``KeyboardInterrupt`` that plugin code raises itself.
+
+    While entered in the main thread (the only one Python delivers signals to), a SIGINT sets
+    ``received`` and goes on to the handler that was there before. In another thread no SIGINT can
+    interrupt the plugin's code, so ``received`` stays False.
+    """
+
+    def __init__(self) -> None:
+        self.received = False
+        self._previous = None
+        self._installed = False
+
+    def _note(self, signum, frame) -> None:
+        self.received = True
+        if callable(self._previous):
+            self._previous(signum, frame)
+        elif self._previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> _SigintWatch:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._note)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._installed and signal.getsignal(signal.SIGINT) == self._note:  # a plugin's own handler stays
+            signal.signal(signal.SIGINT, self._previous)
+
 
 class Plugins:
-    """Loaded plugins, their status, and the registries they fill (each filled on first use)."""
+    """Loaded plugins, their status, and the registries they fill (each filled on first use).
+
+    Attributes:
+        manager: the pluggy plugin manager.
+        info: the plugins loaded or tried, by name, in load order.
+        refused: the entry points refused because their name was taken (never imported).
+
+    Raises:
+        PluginError: vaezoo's own ``core`` entry point is missing (an incomplete installation).
+        VaezooError: ``VAEZOO_PLUGIN_TIMEOUT`` is not a positive number.
+    """
 
     def __init__(self) -> None:
         self.manager = pluggy.PluginManager("vaezoo")
         self.manager.add_hookspecs(hookspecs)
         self.info: dict[str, PluginInfo] = {}
+        self.refused: list[PluginInfo] = []
         self._registries: dict[str, Registry] = {}
         self._lock = threading.RLock()
+        self._timeout = _timeout()
         self._load_entry_points()
         for name, info in self.info.items():
             plugin = self.manager.get_plugin(name)
             if plugin is not None:
                 info.hooks = sorted(h.name for h in self.manager.get_hookcallers(plugin) or [])
+        self._order = {name: i for i, name in enumerate(self.info)}
 
     def _load_entry_points(self) -> None:
         allowed = os.environ.get("VAEZOO_LOAD_PLUGINS")
         allow = None if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
-        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name != CORE, e.name)):
-            if ep.name in self.info or (allow is not None and ep.name not in allow and ep.name != CORE):
-                continue
-            dist = getattr(ep, "dist", None)
-            info = self.info[ep.name] = PluginInfo(ep.name, dist.version if dist else "?")
-            try:
-                module = ep.load()
-            except Exception as exc:  # a broken plugin must not break the others
-                info.fail(f"import of '{ep.value}' raised {type(exc).__name__}: {exc}")
-                continue
-            try:
-                self.manager.register(module, name=ep.name)
-            except Exception as exc:  # pluggy refuses hooks that do not match their specification
-                info.fail(f"cannot register '{ep.value}': {type(exc).__name__}: {exc}")
+        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP)
+                 if allow is None or ep.name in allow or (ep.name == CORE and _is_builtin(ep))]
+        if not any(ep.name == CORE and _is_builtin(ep) for ep in found):
+            raise PluginError(f"vaezoo's own entry point '{CORE}' (group '{ENTRY_POINT_GROUP}') is missing: the "
+                              f"installation is incomplete; reinstall vaezoo (e.g. 'pip install -e .' in its checkout)")
+        found.sort(key=lambda ep: (not _is_builtin(ep), ep.name != CORE, ep.name, ep.dist.name or ""))
+        self._names = sorted({ep.name for ep in found})
+        for ep in found:
+            self._load(ep)
+
+    def _load(self, ep: EntryPoint) -> None:
+        """Import and register the plugin of ``ep``, or refuse it when its name is taken."""
+        info = PluginInfo(ep.name, ep.dist.version or "?", ep.dist.name or "?", _is_builtin(ep))
+        taken = self.info.get(ep.name)
+        if taken is not None:
+            why = (f"the built-in plugin of distribution {taken.distribution!r} has this name, and no other "
+                   f"distribution can replace it; rename the entry point" if taken.builtin else
+                   f"plugin {ep.name!r} of distribution {taken.distribution!r} has this name and loaded first; "
+                   f"uninstall one of them")
+            info.fail(f"entry point {ep.name!r} of distribution {info.distribution!r}: {why}", "refused")
+            self.refused.append(info)
+            return
+        self.info[ep.name] = info
+        imported, module = self._guarded(info, f"import of {ep.value!r}", ep.load)
+        if imported:
+            self._guarded(info, f"registration of {ep.value!r}", self.manager.register, module, name=ep.name)
+
+    def _guarded(self, info: PluginInfo, what: str, function, /, *args, **kwargs) -> tuple[bool, object]:
+        """Run plugin code, ``function(*args, **kwargs)``; if it raises anything, mark the plugin failed.
+
+        Args:
+            info: the plugin whose code runs.
+            what: what runs, for messages ("import of 'module'", "hook vaezoo_card_dirs").
+
+        Returns:
+            ``(True, result)``, or ``(False, None)`` when it raised.
+
+        Raises:
+            KeyboardInterrupt: only when the user pressed Ctrl-C (a SIGINT arrived) while it ran.
+        """
+        watchdog = None
+        if not info.builtin:
+            watchdog = threading.Timer(self._timeout, self._report_slow, (info, what))
+            watchdog.daemon = True
+            watchdog.start()
+        sigint = _SigintWatch()
+        try:
+            with sigint:
+                return True, function(*args, **kwargs)
+        except VaezooError as exc:  # a rule the plugin broke, already worded
+            info.fail(str(exc))
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt too: plugin code must not end vaezoo
+            if isinstance(exc, KeyboardInterrupt) and sigint.received:
+                raise
+            info.fail(f"{what} raised {type(exc).__name__}: {exc}")
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+        return False, None
+
+    def _report_slow(self, info: PluginInfo, what: str) -> None:
+        """The watchdog's line on stderr: which plugin is slow, and the setting that skips it."""
+        others = ",".join(n for n in self._names if n not in (info.name, CORE))
+        print(_one_line(f"vaezoo: plugin {info.name!r} of distribution {info.distribution!r} is still running {what} "
+                        f"after {self._timeout:g} s; to skip it, load only the others: VAEZOO_LOAD_PLUGINS={others}"),
+              file=sys.stderr, flush=True)
 
     def _in_load_order(self, hook: str) -> list:
-        """``hook``'s implementations in the order their plugins loaded: the core first, then by entry-point name.
+        """``hook``'s implementations in the order their plugins loaded: built-ins first, so their names win a clash.
 
-        pluggy keeps implementations in registration order (and calls them in reverse); registering in this
-        order means the core's names always win a clash, and a clash marks the later plugin failed.
+        pluggy's own order lets a ``trylast`` or ``tryfirst`` implementation move; a third party must not
+        get ahead of the built-ins that way.
         """
-        return getattr(self.manager.hook, hook).get_hookimpls()
+        return sorted(getattr(self.manager.hook, hook).get_hookimpls(), key=lambda impl: self._order[impl.plugin_name])
 
     def call(self, hook: str, **kwargs) -> list[tuple[str, object]]:
-        """Call ``hook`` on each plugin separately; a plugin that raises is marked failed."""
+        """Call ``hook`` on each plugin separately; a plugin that raises is marked failed.
+
+        Returns:
+            ``(plugin name, result)`` for each plugin whose implementation returned.
+        """
         results = []
         for impl in self._in_load_order(hook):
             info = self.info[impl.plugin_name]
-            if info.status != "ok":
-                continue
-            try:
-                results.append((impl.plugin_name, impl.function(**kwargs)))
-            except Exception as exc:
-                info.fail(f"hook {hook} raised {type(exc).__name__}: {exc}")
+            if info.status == "ok":
+                returned, result = self._guarded(info, f"hook {hook}", impl.function, **kwargs)
+                if returned:
+                    results.append((impl.plugin_name, result))
         return results
 
     def registry(self, kind: str) -> Registry:
@@ -146,22 +299,21 @@ class Plugins:
         info = self.info[impl.plugin_name]
         if info.status != "ok":
             return
-        pending: list[tuple[str, object]] = []
-        try:
+
+        def stage() -> list[tuple[str, object]]:
+            pending: list[tuple[str, object]] = []
             impl.function(register=lambda name, obj: pending.append((name, obj)))
             staged = Registry(registry.kind, registry._check)
             for name, obj in pending:
                 if name in registry:
                     registry.register(name, obj, impl.plugin_name)  # raises, naming both plugins
                 staged.register(name, obj, impl.plugin_name)
-        except VaezooError as exc:
-            info.fail(str(exc))
-            return
-        except Exception as exc:
-            info.fail(f"hook {hook} raised {type(exc).__name__}: {exc}")
-            return
-        for name, obj in pending:
-            registry.register(name, obj, impl.plugin_name)
+            return pending
+
+        accepted, pending = self._guarded(info, f"hook {hook}", stage)
+        if accepted:
+            for name, obj in pending:
+                registry.register(name, obj, impl.plugin_name)
 
     def card_dirs(self) -> list[tuple[str, Path]]:
         """Directories of zoo cards contributed by plugins, with the plugin that gave each."""
@@ -172,12 +324,6 @@ class Plugins:
                 continue
             dirs.extend((plugin, Path(d)) for d in result)
         return dirs
-
-
-def _version() -> str:
-    from vaezoo import __version__
-
-    return __version__
 
 
 _plugins: Plugins | None = None

@@ -26,7 +26,7 @@ BROKEN = {
                                 "    from vaezoo.regularizers import Beta\n"
                                 "    register('my_beta', Beta)\n"
                                 "    register('beta', Beta)\n",
-                       "regularizer 'beta' is registered by both plugin 'vaezoo' and plugin 'duplicate_name'"),
+                       "regularizer 'beta' is registered by both plugin 'core' and plugin 'duplicate_name'"),
     "card_dirs_string": (HEADER + "def vaezoo_card_dirs():\n    return '/tmp'\n",
                          "hook vaezoo_card_dirs must return a list of paths, got '/tmp'"),
     "latent_not_a_class": (HEADER + "def vaezoo_register_latent_families(register):\n"

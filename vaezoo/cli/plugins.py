@@ -20,17 +20,18 @@ def run(args) -> int:
         plugins.card_dirs()
         for kind in KINDS:
             plugins.registry(kind)
-    rows = [{"name": i.name, "version": i.version, "hooks": i.hooks, "status": i.status, "error": i.error}
-            for i in plugins.info.values()]
+    rows = [{"name": i.name, "distribution": i.distribution, "builtin": i.builtin, "version": i.version,
+             "hooks": i.hooks, "status": i.status, "error": i.error}
+            for i in [*plugins.info.values(), *plugins.refused]]
     if args.json:
         print_json(rows)
         return 0
     from rich.table import Table
 
-    table = Table("name", "version", "hooks", "status")
+    table = Table("name", "distribution", "built-in", "version", "hooks", "status")
     for r in rows:
         hooks = ", ".join(h.removeprefix("vaezoo_") for h in r["hooks"])
         status = r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]: {r['error']}"
-        table.add_row(r["name"], r["version"], hooks, status)
+        table.add_row(r["name"], r["distribution"], "yes" if r["builtin"] else "no", r["version"], hooks, status)
     console().print(table)
     return 0
