@@ -200,34 +200,6 @@ def test_a_broken_plugin_warns_but_vaezoo_list_still_works(monkeypatch, tmp_path
     assert "vaezoo plugin 'broken' failed" in result.stderr
 
 
-IMPOSTOR = """
-from pathlib import Path
-
-import vaezoo
-
-Path(__file__).with_suffix(".imported").touch()
-
-@vaezoo.hookimpl
-def vaezoo_register_architectures(register):
-    register("impostor_architecture", dict)
-"""
-
-# ``trylast`` puts a hook implementation first in pluggy's own order: it must not get ahead of a built-in
-CLAIMS_BUILTIN_NAMES = """
-import vaezoo
-
-@vaezoo.hookimpl(trylast=True)
-def vaezoo_register_architectures(register):
-    register("jointvae", dict)
-
-@vaezoo.hookimpl(trylast=True)
-def vaezoo_register_regularizers(register):
-    from vaezoo.regularizers import Beta
-
-    register("beta", Beta)
-"""
-
-
 def test_builtin_plugins_are_the_vaezoo_distributions_and_load_first(monkeypatch, tmp_path, baseline):
     installed(monkeypatch, tmp_path, "aaa_first", ADDS_CARDS)  # sorts before every built-in
     info = get_plugins().info
@@ -236,22 +208,6 @@ def test_builtin_plugins_are_the_vaezoo_distributions_and_load_first(monkeypatch
     assert all(i.builtin and i.distribution == "vaezoo" for name, i in info.items() if name != "aaa_first")
     assert not info["aaa_first"].builtin
     assert info["aaa_first"].distribution.startswith("vaezoo-test-aaa-first-")
-
-
-@pytest.mark.parametrize("builtin", ["core", "zoo", "jointvae"])
-def test_a_third_party_entry_point_named_like_a_builtin_is_refused(monkeypatch, tmp_path, baseline, builtin):
-    module = installed(monkeypatch, tmp_path, builtin, IMPOSTOR)
-    dist = module.replace("_", "-")
-    refusal = (f"entry point '{builtin}' of distribution '{dist}': the built-in plugin of distribution 'vaezoo' "
-               f"has this name, and no other distribution can replace it")
-    with pytest.warns(PluginWarning, match=f"vaezoo plugin '{builtin}' refused: {refusal}"):
-        loaded = get_plugins()
-    assert (loaded.info[builtin].distribution, loaded.info[builtin].status) == ("vaezoo", "ok")
-    assert [(i.name, i.distribution, i.status) for i in loaded.refused] == [(builtin, dist, "refused")]
-    assert {n: i.status for n, i in loaded.info.items()} == baseline["status"]
-    assert set(registry("architecture")) == baseline["architectures"]
-    assert vaezoo.list_models() == baseline["models"]
-    assert module not in sys.modules and not (tmp_path / f"{module}.imported").exists()  # never imported
 
 
 def test_two_third_parties_with_one_entry_point_name(monkeypatch, tmp_path):
@@ -266,25 +222,6 @@ def test_two_third_parties_with_one_entry_point_name(monkeypatch, tmp_path):
         loaded = get_plugins()
     assert (loaded.info["twin"].distribution, loaded.info["twin"].status) == (kept, "ok")
     assert [(i.distribution, i.status) for i in loaded.refused] == [(refused, "refused")]
-
-
-def test_a_name_a_builtin_registers_stays_the_builtins(monkeypatch, tmp_path, baseline):
-    installed(monkeypatch, tmp_path, "aaa_claims", CLAIMS_BUILTIN_NAMES)
-    with pytest.warns(PluginWarning, match="architecture 'jointvae' is registered by both plugin 'jointvae' and "
-                                           "plugin 'aaa_claims'"):
-        assert registry("architecture").plugin_of("jointvae") == "jointvae"
-    assert registry("regularizer").plugin_of("beta") == plugins.CORE  # the plugin had already failed
-    assert get_plugins().info["aaa_claims"].status == "failed"
-    assert vaezoo.get_card("jointvae-mnist").architecture == "jointvae"
-
-
-def test_an_entry_point_named_vaezoo_is_a_third_party_plugin_like_any_other(monkeypatch, tmp_path, capsys, baseline):
-    module = installed(monkeypatch, tmp_path, "vaezoo", ADDS_CARDS)
-    assert registry("metric").plugin_of("constant_metric") == "vaezoo"
-    assert main(["plugins", "--json"]) == 0
-    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
-    assert (rows["vaezoo"]["status"], rows["vaezoo"]["builtin"]) == ("ok", False)
-    assert rows["vaezoo"]["distribution"] == module.replace("_", "-")
 
 
 def test_the_allow_list_never_leaves_out_the_core(monkeypatch, tmp_path, baseline):

@@ -247,7 +247,7 @@ class Plugins:
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: plugin code must not end vaezoo
             if isinstance(exc, KeyboardInterrupt) and sigint.received:
                 raise
-            info.fail(f"{what} raised {type(exc).__name__}: {exc}")
+            info.fail(f"{what} raised {type(exc).__name__}" + (f": {exc}" if str(exc) else ""))
         finally:
             if watchdog is not None:
                 watchdog.cancel()

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+from importlib import import_module
+from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
-from faultkit import child_env, cli, install_plugin, run_cli, save_tiny_weights, tiny_card, weights_entry, write_toml
+from faultkit import (assert_one_line_error, child_env, cli, install_plugin, run_cli, save_tiny_weights, tiny_card,
+                      weights_entry, write_toml)
 
 import vaezoo
 from vaezoo import plugins
@@ -35,6 +39,17 @@ BROKEN = {
                             "vaezoo.latents.LatentFamily, got 42")),
     "wrong_hook_signature": (HEADER + "def vaezoo_register_nets(register, extra):\n    pass\n",
                              "Argument(s) {'extra'} are declared in the hookimpl"),
+    # BaseException that is not an Exception: each would end vaezoo (with the plugin's exit code) if not isolated
+    "exits_on_import": ("import sys\n\nsys.exit(0)\n", "raised SystemExit: 0"),
+    "interrupts_on_import": ("raise KeyboardInterrupt('raised by the plugin itself')\n",
+                             "raised KeyboardInterrupt: raised by the plugin itself"),
+    "base_exception_in_hook": (HEADER + "def vaezoo_register_architectures(register):\n"
+                                        "    raise BaseException('not an Exception')\n",
+                               "hook vaezoo_register_architectures raised BaseException: not an Exception"),
+    "exits_in_card_dirs": (HEADER + "def vaezoo_card_dirs():\n    raise SystemExit(3)\n",
+                           "hook vaezoo_card_dirs raised SystemExit: 3"),
+    "interrupts_in_hook": (HEADER + "def vaezoo_register_metrics(register):\n    raise KeyboardInterrupt\n",
+                           "hook vaezoo_register_metrics raised KeyboardInterrupt"),
 }
 
 # what a broken plugin must not leave behind: (registry kind, name) it tried to add
@@ -43,7 +58,7 @@ LEFT_BEHIND = {"raises_in_hook": ("architecture", "half_registered"), "duplicate
 
 
 @pytest.fixture
-def tiny_zoo(cards_dir):
+def tiny_zoo(cards_dir, tiny_data):
     """A tiny card with local weights, which every test below loads to show the zoo still works."""
     weights = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card())
     write_toml(cards_dir / "tiny.toml", tiny_card(**weights_entry(weights, file="tiny.safetensors")))
@@ -98,7 +113,7 @@ def test_two_plugins_claiming_one_name(site, tiny_zoo, capsys):
     assert rows["claimant_a"]["status"] == "ok" and rows["claimant_b"]["status"] == "failed"
 
 
-def test_architecture_returning_the_wrong_type(site, cards_dir, capsys):
+def test_architecture_returning_the_wrong_type(site, tiny_data, cards_dir, capsys):
     install_plugin(site, "stringy", HEADER + "def vaezoo_register_architectures(register):\n"
                                              "    register('stringy', lambda **model: 'not a model')\n")
     plugins.reset()
@@ -127,3 +142,118 @@ def test_all_broken_plugins_at_once_in_the_command_line(tmp_path, tiny_zoo):
     for name, (_, fragment) in BROKEN.items():
         assert rows[name]["status"] == "failed" and fragment in rows[name]["error"], rows[name]
     assert all(row["status"] == "ok" for name, row in rows.items() if name not in BROKEN)
+
+
+def test_a_plugin_exiting_at_import_leaves_vaezoos_exit_code_alone(tmp_path, tiny_zoo):
+    """``vaezoo verify`` on tampered weights exits 1 although a plugin calls ``sys.exit(0)`` at import."""
+    site = tmp_path / "cli-site"
+    install_plugin(site, "exits_on_import", BROKEN["exits_on_import"][0])
+    weights = tiny_zoo / "tiny.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    verified = run_cli(["verify", "tiny-blobs"], child_env(tmp_path / "home", cards=tiny_zoo, site=site))
+    assert verified.returncode == 1 and "FAILED" in verified.stdout, verified
+    assert "vaezoo plugin 'exits_on_import' failed: import of" in verified.stderr
+    assert "raised SystemExit: 0" in verified.stderr
+    assert_one_line_error(verified.stderr, "failed verification")
+
+
+def test_a_real_ctrl_c_while_a_plugin_imports_still_stops_vaezoo(tmp_path, tiny_zoo):
+    """A SIGINT that arrives while plugin code runs is the user's: vaezoo stops, the plugin is not blamed."""
+    site = tmp_path / "cli-site"
+    install_plugin(site, "ctrl_c", "import os\nimport signal\nimport time\n\n"
+                                   "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(60)\n")
+    listed = run_cli(["list"], child_env(tmp_path / "home", cards=tiny_zoo, site=site), timeout=50)
+    assert listed.returncode == 130, listed
+    assert listed.stderr.strip().splitlines()[-1] == "error: interrupted"
+    assert "Traceback" not in listed.stderr and "vaezoo plugin" not in listed.stderr
+    assert listed.stdout == ""
+
+
+def test_a_plugin_hanging_at_import_is_named_with_how_to_skip_it(tmp_path, tiny_zoo):
+    site = tmp_path / "cli-site"
+    install_plugin(site, "sleepy", "import time\n\ntime.sleep(3)\n")
+    env = {**child_env(tmp_path / "home", cards=tiny_zoo, site=site), "VAEZOO_PLUGIN_TIMEOUT": "0.5"}
+    builtins = sorted(ep.name for ep in entry_points(group="vaezoo") if ep.dist.name == "vaezoo" and ep.name != "core")
+
+    slow = run_cli(["list", "--json"], env)
+    assert slow.returncode == 0 and "tiny-blobs" in [row["name"] for row in json.loads(slow.stdout)], slow
+    (line,) = [line for line in slow.stderr.splitlines() if "sleepy" in line]
+    assert line.startswith("vaezoo: plugin 'sleepy' of distribution 'fake_sleepy_")
+    assert "is still running import of 'fake_sleepy_" in line and "after 0.5 s" in line
+    skip = line.partition("VAEZOO_LOAD_PLUGINS=")[2]
+    assert skip == ",".join(builtins)
+
+    skipped = run_cli(["plugins", "--json"], {**env, "VAEZOO_LOAD_PLUGINS": skip})
+    assert skipped.returncode == 0 and skipped.stderr == "", skipped
+    assert sorted(row["name"] for row in json.loads(skipped.stdout)) == sorted(["core", *builtins])
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "inf", "nan"])
+def test_plugin_timeout_must_be_a_positive_number(site, cards_dir, capsys, monkeypatch, value):
+    monkeypatch.setenv("VAEZOO_PLUGIN_TIMEOUT", value)
+    code, out, stderr = cli(capsys, "list")
+    assert (code, out) == (1, "")
+    assert_one_line_error(stderr, f"VAEZOO_PLUGIN_TIMEOUT must be a positive number of seconds, got '{value}'")
+
+
+# A third party's plugin posing as a built-in: it would mark its import, and offer its own 'jointvae-mnist'
+IMPOSTOR = """
+from pathlib import Path
+
+import vaezoo
+
+Path(__file__).with_suffix(".imported").touch()
+
+
+@vaezoo.hookimpl
+def vaezoo_card_dirs():
+    return [Path(__file__).parent / "impostor_cards"]
+"""
+
+
+@pytest.mark.parametrize("builtin", ["core", "zoo", "jointvae"])
+def test_a_third_party_entry_point_named_like_a_builtin_is_refused(site, capsys, builtin):
+    install_plugin(site, builtin, IMPOSTOR)
+    card = tiny_card()
+    card["name"] = "jointvae-mnist"
+    write_toml(site / "impostor_cards" / "jointvae-mnist.toml", card)
+    (module,) = [p.stem for p in site.glob("fake_*.py")]
+    with pytest.warns(PluginWarning, match=f"vaezoo plugin '{builtin}' refused: entry point '{builtin}' of "
+                                           f"distribution '{module}': the built-in plugin of distribution 'vaezoo' "
+                                           f"has this name, and no other distribution can replace it"):
+        card = vaezoo.get_card("jointvae-mnist")
+    assert card.architecture == "jointvae" and card.path.parent == Path(import_module("vaezoo_zoo").__file__).resolve().parent
+    assert not (site / f"{module}.imported").exists()  # never imported
+
+    rows = [row for row in json.loads(cli(capsys, "plugins", "--json")[1]) if row["name"] == builtin]
+    assert [(r["distribution"], r["builtin"], r["status"]) for r in rows] == [
+        ("vaezoo", True, "ok"), (module, False, "refused")]
+
+
+# ``trylast`` puts an implementation first in pluggy's own order: it must not get ahead of the built-ins that way
+CLAIMS_BUILTIN_NAMES = HEADER.replace("hookimpl", "hookimpl(trylast=True)") + (
+    "def vaezoo_register_architectures(register):\n"
+    "    register('jointvae', dict)\n")
+
+
+def test_a_name_a_builtin_registers_stays_the_builtins(site, capsys):
+    install_plugin(site, "aaa_claims", CLAIMS_BUILTIN_NAMES)  # its entry point sorts before every built-in
+    plugins.reset()
+    with pytest.warns(PluginWarning, match="architecture 'jointvae' is registered by both plugin 'jointvae' and "
+                                           "plugin 'aaa_claims'"):
+        assert registry("architecture").plugin_of("jointvae") == "jointvae"
+    assert registry("architecture")["jointvae"] is not dict
+    rows = _plugin_rows(capsys)
+    assert rows["aaa_claims"]["status"] == "failed"
+    assert all(row["status"] == "ok" for name, row in rows.items() if name != "aaa_claims")
+
+
+def test_an_entry_point_named_vaezoo_is_reported(site, capsys):
+    install_plugin(site, "vaezoo", HEADER + "def vaezoo_register_metrics(register):\n"
+                                            "    register('constant_metric', lambda model, dataset: 1.0)\n")
+    plugins.reset()
+    assert registry("metric").plugin_of("constant_metric") == "vaezoo"
+    row = _plugin_rows(capsys)["vaezoo"]
+    assert (row["status"], row["builtin"], row["distribution"][:12]) == ("ok", False, "fake_vaezoo_")
