@@ -8,7 +8,9 @@ so ``vaezoo list`` reads cards only and never imports torch.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
 
 from vaezoo.errors import VaezooError
@@ -28,19 +30,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _one_line(message: str) -> str:
-    """``message`` with line breaks and other control characters escaped (they may come from user input)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``vaezoo`` console script: one-line errors, non-zero exit, no traceback."""
+    """Entry point of the ``vaezoo`` console script: one-line errors, non-zero exit, no traceback.
+
+    A reader that stops early (``vaezoo list | head -1``) ends the command quietly with exit code 0: the
+    reader has what it asked for (whether Python notices the closed pipe depends on buffer sizes, so
+    any other code would vary from run to run).
+    """
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # here, where a closed pipe can still be handled, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        _discard_stdout()
+        return 0
     except VaezooError as exc:
-        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        _error(str(exc))
+        return 1
+    except OSError as exc:  # the system refused a path given on the command line
+        _error(_os_error(exc))
         return 1
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        _error("interrupted")
         return 130
+
+
+def _error(message: str) -> None:
+    from vaezoo.terminal import printable
+
+    print(f"error: {printable(message)}", file=sys.stderr)
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null so that Python's final flush of it cannot fail again (Python docs, 'SIGPIPE')."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _os_error(exc: OSError) -> str:
+    """``exc`` in one line, with a long file name shortened and, for a name too long, what to do."""
+    names = [_shorten(str(f)) for f in (exc.filename, exc.filename2) if f is not None]
+    message = f"{exc.strerror or exc}" + (f": {' -> '.join(names)}" if names else "")
+    if exc.errno == errno.ENAMETOOLONG:
+        message += "; give a shorter name or path"
+    return message
+
+
+def _shorten(name: str, keep: int = 60) -> str:
+    return name if len(name) <= 2 * keep else f"{name[:keep]}...{name[-keep:]} ({len(name):,} characters)"

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from vaezoo.terminal import printable  # noqa: F401  (commands import it from here)
 
 
 def card_arg(name_or_path: str):
@@ -40,8 +43,72 @@ def print_json(data) -> None:
     print(json.dumps(data, indent=2))
 
 
+# Off a terminal (a pipe, a file) tables take the width their values need: nothing is cut or wrapped.
+UNBOUNDED_WIDTH = 1_000_000_000
+
+
 def console(stderr: bool = False):
-    """A rich console (imported lazily)."""
+    """A rich console on stdout (or stderr), imported lazily.
+
+    On a terminal it has the terminal's width (or ``COLUMNS``); elsewhere it is as wide as the widest
+    line, so ``vaezoo list | cat`` prints every value whole.
+    """
     from rich.console import Console
 
-    return Console(stderr=stderr)
+    out = Console(stderr=stderr)
+    return out if out.is_terminal else Console(stderr=stderr, width=UNBOUNDED_WIDTH)
+
+
+def text(value: object, style: str = ""):
+    """``value`` as a rich ``Text``, shown as written: escaped (:func:`vaezoo.terminal.printable`), never markup."""
+    from rich.text import Text
+
+    return Text(printable(value), style=style)
+
+
+def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title: str | None = None) -> None:
+    """Print ``rows`` as a table on stdout, every cell as text (:func:`text`; a rich ``Text`` keeps its style).
+
+    The first column holds what users copy (a name): it is never wrapped or cut. The others wrap between
+    words. On a terminal too narrow for the table without breaking a word, each row is printed instead as
+    its first cell followed by one ``column  value`` line per other column.
+
+    Args:
+        columns: the header of each column.
+        rows: one value per column for each row.
+        title: shown above the table.
+    """
+    from rich.measure import Measurement
+    from rich.table import Column, Table
+    from rich.text import Text
+
+    cells = [[value if isinstance(value, Text) else text(value) for value in row] for row in rows]
+    out = console()
+    table = Table(Column(columns[0], no_wrap=True), *(Column(c, overflow="fold") for c in columns[1:]),
+                  title=None if title is None else text(title))
+    for row in cells:
+        table.add_row(*row)
+    with out.capture() as captured:  # printed by Python, so that a closed pipe raises BrokenPipeError
+        if Measurement.get(out, out.options.update_width(UNBOUNDED_WIDTH), table).minimum <= out.width:
+            out.print(table)
+        else:
+            _print_records(out, columns, cells, title)
+    print(captured.get(), end="")
+
+
+def _print_records(out, columns: Sequence[str], cells: list[list], title: str | None) -> None:
+    """Each row as its first cell on a line, then one ``column  value`` line per other column that has a value."""
+    from rich.padding import Padding
+    from rich.table import Column, Table
+
+    if title is not None:
+        out.print(text(title))
+    for n, row in enumerate(cells):
+        fields = Table.grid(Column(no_wrap=True), Column(overflow="fold"), padding=(0, 2))
+        for header, value in zip(columns[1:], row[1:]):
+            if value.plain:
+                fields.add_row(text(header), value)
+        if n:
+            out.print()
+        out.print(row[0], soft_wrap=True)
+        out.print(Padding(fields, (0, 0, 0, 2), expand=False))

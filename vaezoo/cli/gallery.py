@@ -1,6 +1,6 @@
 """``vaezoo gallery``: a static HTML page of every card in the zoo, with traversals and samples."""
 
-from vaezoo.cli.common import device_arg
+from vaezoo.cli.common import device_arg, printable
 
 
 def add_parser(sub) -> None:
@@ -17,6 +17,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from vaezoo.gallery import build_gallery
 
-    print(build_gallery(args.directory, data_root=args.data_root, use_data=not args.no_data, device=args.device,
-                        seed=args.seed))
+    index = build_gallery(args.directory, data_root=args.data_root, use_data=not args.no_data, device=args.device,
+                          seed=args.seed)
+    print(printable(index))
     return 0

@@ -1,6 +1,6 @@
 """``vaezoo info``: a whole card."""
 
-from vaezoo.cli.common import card_arg, print_json
+from vaezoo.cli.common import card_arg, print_json, printable
 
 
 def add_parser(sub) -> None:
@@ -17,6 +17,17 @@ def run(args) -> int:
         return 0
     import tomli_w
 
-    print(f"# {card.path}")
-    print(tomli_w.dumps(card.model_dump(mode="json", exclude_none=True)), end="")
+    print(f"# {printable(card.path)}")
+    print(toml_escaped(tomli_w.dumps(card.model_dump(mode="json", exclude_none=True))), end="")
     return 0
+
+
+def toml_escaped(document: str) -> str:
+    """``document`` with every non-printable character but the line breaks written as a TOML ``\\u`` escape.
+
+    tomli_w escapes the ASCII control characters, but leaves C1 controls (``\\x9b`` starts an escape
+    sequence on some terminals), bidirectional overrides and line separators as they are. tomli_w writes
+    every string and non-bare key as a basic string, where such an escape means the same character.
+    """
+    return "".join(c if c.isprintable() or c == "\n" else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF
+                   else f"\\U{ord(c):08x}" for c in document)

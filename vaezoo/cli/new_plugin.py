@@ -18,6 +18,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from string import Template
 
+from vaezoo.cli.common import printable
 from vaezoo.errors import VaezooError
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
@@ -42,8 +43,8 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     target = create_plugin(args.name, Path(args.dir))
-    print(target)
-    print(f"next: pip install -e {target} && vaezoo plugins && python -m pytest {target}", file=sys.stderr)
+    print(printable(target))
+    print(printable(f"next: pip install -e {target} && vaezoo plugins && python -m pytest {target}"), file=sys.stderr)
     return 0
 
 

@@ -1,6 +1,6 @@
 """``vaezoo plugins``: installed plugins, their hooks and status."""
 
-from vaezoo.cli.common import console, print_json
+from vaezoo.cli.common import print_json, print_table, text
 
 
 def add_parser(sub) -> None:
@@ -26,12 +26,13 @@ def run(args) -> int:
     if args.json:
         print_json(rows)
         return 0
-    from rich.table import Table
+    from rich.text import Text
 
-    table = Table("name", "distribution", "built-in", "version", "hooks", "status")
+    table = []
     for r in rows:
         hooks = ", ".join(h.removeprefix("vaezoo_") for h in r["hooks"])
-        status = r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]: {r['error']}"
-        table.add_row(r["name"], r["distribution"], "yes" if r["builtin"] else "no", r["version"], hooks, status)
-    console().print(table)
+        status = text(r["status"]) if r["status"] == "ok" else Text.assemble(text(r["status"], "red"), ": ",
+                                                                              text(r["error"]))
+        table.append((r["name"], r["distribution"], "yes" if r["builtin"] else "no", r["version"], hooks, status))
+    print_table(("name", "distribution", "built-in", "version", "hooks", "status"), table)
     return 0

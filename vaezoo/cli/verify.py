@@ -2,7 +2,7 @@
 
 import sys
 
-from vaezoo.cli.common import console, print_json
+from vaezoo.cli.common import print_json, printable
 
 
 def add_parser(sub) -> None:
@@ -44,9 +44,8 @@ def run(args) -> int:
     if args.json:
         print_json(rows)
     else:
-        out = console()
         for r in rows:
-            out.print(f"{r['name']}: {r['status']} {r['detail']}", highlight=False, soft_wrap=True)
+            print(printable(f"{r['name']}: {r['status']} {r['detail']}"))
     if failed:
         print(f"error: {failed} weights file(s) failed verification", file=sys.stderr)
         return 1
