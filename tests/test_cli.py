@@ -148,8 +148,9 @@ def test_plugins_json_lists_every_entry_point(monkeypatch, capsys):
     code, out, _ = cli(capsys, "plugins", "--json")
     assert code == 0
     rows = {r["name"]: r for r in json.loads(out)}
-    assert set(rows) == {"vaezoo"} | {ep.name for ep in entry_points(group="vaezoo")}
+    assert set(rows) == {ep.name for ep in entry_points(group="vaezoo")}
     assert all(r["status"] == "ok" and r["error"] is None for r in rows.values()), rows
+    assert all(r["builtin"] and r["distribution"] == "vaezoo" for r in rows.values()), rows
     assert all(hook.startswith("vaezoo_") for r in rows.values() for hook in r["hooks"])
 
 

@@ -9,6 +9,7 @@ import torch
 from vaezoo.cards import Card, Metric
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset, load_dataset
 from vaezoo.model import VAE
+from vaezoo.progress import Progress, progress
 from vaezoo.plugins import registry
 
 
@@ -60,10 +61,42 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None,
         :func:`losses` and each of the card's ``eval_metrics`` (metrics are a registry plugins extend).
     """
     dataset = load_dataset(card.train.data.name, data_root, "test", **card.train.data.options)
-    results = losses(model, dataset, card.train.steps, card.train.batch_size, device)
+    with progress(f"eval {card.name}: losses", len(dataset)) as task:
+        results = losses(model, _Counted(dataset, task), card.train.steps, card.train.batch_size, device)
     for name in card.eval_metrics:
-        results[name] = float(registry("metric")[name](model, dataset, device=device, batch_size=batch_size))
+        with progress(f"eval {card.name}: {name}") as task:
+            results[name] = float(registry("metric")[name](model, _Counted(dataset, task), device=device,
+                                                           batch_size=batch_size))
     return results
+
+
+class _Counted:
+    """``dataset`` with every image a loss or a metric draws from it counted on a progress display.
+
+    A pass over the whole dataset (``batches``) makes the total known; images drawn by index (``batch``,
+    e.g. a metric's random sample) are counted as they come. Everything else is the dataset's own.
+    """
+
+    def __init__(self, dataset: ImageDataset, task: Progress) -> None:
+        self._dataset = dataset
+        self._task = task
+
+    def __len__(self) -> int:
+        return len(self._dataset)
+
+    def __getattr__(self, name: str):
+        return getattr(self._dataset, name)
+
+    def batch(self, index, device=None, dtype=torch.float32) -> torch.Tensor:
+        images = self._dataset.batch(index, device, dtype)
+        self._task.advance(len(images))
+        return images
+
+    def batches(self, batch_size: int, device=None, dtype=torch.float32):
+        self._task.total = self._task.done + len(self._dataset)
+        for start, images in self._dataset.batches(batch_size, device, dtype):
+            self._task.advance(len(images))
+            yield start, images
 
 
 def as_metrics(card: Card, results: dict[str, float], data_root=None) -> dict[str, Metric]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from vaezoo.cards import Card, list_cards
 from vaezoo.data import ImageDataset
+from vaezoo.progress import progress
 
 TEMPLATE = "gallery.html"
 SAMPLE_COLUMNS = 10
@@ -70,7 +71,12 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     from vaezoo.files import atomic_write
 
     painter = _Painter(Path(directory), data_root, use_data, device, seed, steps, samples, scale)
-    entries = [painter.entry(card) for card in list_cards()]
+    cards = list_cards()
+    entries = []
+    with progress("gallery", len(cards), unit="cards") as task:
+        for card in cards:
+            entries.append(painter.entry(card))
+            task.advance()
     path = Path(directory) / "index.html"
     atomic_write(path, _template().render(entries=entries, version=__version__).encode("utf-8"))
     return path

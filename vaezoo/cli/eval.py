@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-from vaezoo.cli.common import card_arg, console, device_arg, print_json
+from vaezoo.cli.common import card_arg, device_arg, print_json, print_table, printable
 
 
 def add_parser(sub) -> None:
@@ -64,18 +64,17 @@ def run(args) -> int:
     if args.json:
         print_json({"name": card.name, "metrics": results, "check_failures": failures if args.check else None})
     else:
-        from rich.table import Table
-
-        table = Table("metric", "measured", "card", title=f"{card.name} (test split)")
-        for name, value in results.items():
-            on_card = card.metrics.get(name)
-            table.add_row(name, f"{value:.6g}", f"{on_card.value:.6g}" if on_card else "")
-        console().print(table)
+        print_table(("metric", "measured", "card"),
+                    [(name, f"{value:.6g}", f"{card.metrics[name].value:.6g}" if name in card.metrics else "")
+                     for name, value in results.items()], title=f"{card.name} (test split)")
     if args.write:
         write_card(card.model_copy(update={"metrics": as_metrics(card, results, args.data_root)}), card.path)
-        print(f"wrote {len(results)} metrics to {card.path}", file=sys.stderr)
+        print(printable(f"wrote {len(results)} metrics to {card.path}"), file=sys.stderr)
+    if args.check:
+        print(f"check: {len(card.metrics) - len(failures)} of {len(card.metrics)} metrics match the card within "
+              f"relative tolerance {args.tolerance:g}", file=sys.stderr)
     if failures:
-        print(f"error: {len(failures)} metric(s) differ from the card beyond relative tolerance "
-              f"{args.tolerance}: " + "; ".join(failures), file=sys.stderr)
+        print(printable(f"error: {len(failures)} metric(s) differ from the card beyond relative tolerance "
+                        f"{args.tolerance:g}: " + "; ".join(failures)), file=sys.stderr)
         return 1
     return 0

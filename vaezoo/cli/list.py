@@ -1,6 +1,6 @@
 """``vaezoo list``: the zoo as a table (or JSON). Reads cards only; never imports torch."""
 
-from vaezoo.cli.common import console, print_json
+from vaezoo.cli.common import print_json, print_table
 
 
 def add_parser(sub) -> None:
@@ -41,12 +41,7 @@ def run(args) -> int:
                      "parameters": c.parameters, "headline": c.headline,
                      "metrics": {k: m.value for k, m in c.metrics.items()}} for c in cards])
         return 0
-    from rich.table import Column, Table
-
-    # Names are what users copy into vaezoo.load: never wrap or truncate them.
-    table = Table(Column("name", no_wrap=True), "architecture", "dataset", "latent", "parameters", "headline metric")
-    for c in cards:
-        table.add_row(c.name, c.architecture, c.dataset, c.latent or "",
-                      f"{c.parameters:,}" if c.parameters else "", headline(c))
-    console().print(table)
+    print_table(("name", "architecture", "dataset", "latent", "parameters", "headline metric"),
+                [(c.name, c.architecture, c.dataset, c.latent or "", f"{c.parameters:,}" if c.parameters else "",
+                  headline(c)) for c in cards])
     return 0

@@ -2,7 +2,7 @@
 
 import sys
 
-from vaezoo.cli.common import card_arg, device_arg
+from vaezoo.cli.common import card_arg, device_arg, printable
 
 DEFAULT_N = {"traverse": 10, "reconstruct": 20, "sample": 100}
 
@@ -48,5 +48,5 @@ def run(args) -> int:
         grid = viz.traverse_dataset(model, test_split, seed=args.seed, steps=n, span=span)
         print(f"rows ordered by KL averaged over {min(viz.KL_IMAGES, len(test_split))} test images "
               f"(seed {args.seed}); other dimensions at the code of the first of them", file=sys.stderr)
-    print(grid.save(args.out, scale=args.scale))
+    print(printable(grid.save(args.out, scale=args.scale)))
     return 0

@@ -34,6 +34,7 @@ from torch import Tensor
 from vaezoo.data.base import ImageDataset, data_root
 from vaezoo.errors import DataError
 from vaezoo.files import atomic_save
+from vaezoo.progress import progress
 
 OFFICIAL_FILE = "dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz"
 OFFICIAL_MD5 = "7da33b31b13a06f4b04a70402ce90c2e"
@@ -149,17 +150,19 @@ def render(indices: np.ndarray) -> np.ndarray:
     indices = np.asarray(indices)
     out = np.empty((len(indices), SIZE, SIZE // 8), dtype=np.uint8)
     pixels = np.arange(SIZE)
-    for start in range(0, len(indices), 1024):  # bounds the float temporaries to ~30 MB each
-        shape, scale, angle, px, py = factor_classes(indices[start:start + 1024]).T
-        # FINE_OFFSETS lookups keep the arithmetic identical to render_grid's
-        dx = FINE_OFFSETS[_PIXEL * pixels[None, None, :] - _POSITION * px[:, None, None] + _ORIGIN]
-        dy = FINE_OFFSETS[_PIXEL * pixels[None, :, None] - _POSITION * py[:, None, None] + _ORIGIN]
-        images = np.zeros((len(shape), SIZE, SIZE), dtype=bool)
-        for s in np.unique(shape):
-            chosen = shape == s
-            x, y = _sprite_frame(dx[chosen], dy[chosen], scale[chosen, None, None], angle[chosen, None, None])
-            images[chosen] = _inside(s, x, y)
-        out[start:start + len(shape)] = np.packbits(images, axis=-1)
+    with progress("rendering dSprites", len(indices)) as task:
+        for start in range(0, len(indices), 1024):  # bounds the float temporaries to ~30 MB each
+            shape, scale, angle, px, py = factor_classes(indices[start:start + 1024]).T
+            # FINE_OFFSETS lookups keep the arithmetic identical to render_grid's
+            dx = FINE_OFFSETS[_PIXEL * pixels[None, None, :] - _POSITION * px[:, None, None] + _ORIGIN]
+            dy = FINE_OFFSETS[_PIXEL * pixels[None, :, None] - _POSITION * py[:, None, None] + _ORIGIN]
+            images = np.zeros((len(shape), SIZE, SIZE), dtype=bool)
+            for s in np.unique(shape):
+                chosen = shape == s
+                x, y = _sprite_frame(dx[chosen], dy[chosen], scale[chosen, None, None], angle[chosen, None, None])
+                images[chosen] = _inside(s, x, y)
+            out[start:start + len(shape)] = np.packbits(images, axis=-1)
+            task.advance(len(shape))
     return out
 
 
@@ -193,8 +196,10 @@ def render_grid() -> np.ndarray:
     """Render all 737,280 images in the official order: ``(737280, 64, 8)`` uint8, bit-packed rows."""
     block = FACTOR_SIZES[3] * FACTOR_SIZES[4]
     out = np.empty((GRID_SIZE, SIZE, SIZE // 8), dtype=np.uint8)
-    for n, (shape, scale, orientation) in enumerate(np.ndindex(*FACTOR_SIZES[:3])):
-        out[n * block:(n + 1) * block] = render_block(shape, scale, orientation)
+    with progress("rendering dSprites", GRID_SIZE) as task:
+        for n, (shape, scale, orientation) in enumerate(np.ndindex(*FACTOR_SIZES[:3])):
+            out[n * block:(n + 1) * block] = render_block(shape, scale, orientation)
+            task.advance(block)
     return out
 
 

@@ -1,0 +1,335 @@
+"""What reaches the terminal: card and plugin text shown as text, tables at any width, a reader that stops early,
+over-long names, and progress on stderr."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+import tomllib
+
+import pytest
+from trainkit import install_toy_plugin, toy_card
+from trainkit import write_card as write_toy_card
+
+from helpers import install_plugin, write_card
+from vaezoo import progress as progress_module
+from vaezoo.cards import get_card
+from vaezoo.cli import main
+from vaezoo.progress import progress
+from vaezoo.terminal import printable
+
+# rich markup, an emoji code, an OSC that retitles the terminal, a screen clear, a carriage return, a backspace,
+# an 8-bit CSI and a right-to-left override
+HOSTILE = "[/] [red]x[/red] :smile: \x1b]0;pwned\x07\x1b[2J\r\b\x9b\u202e end"
+SHOWN = r"[/] [red]x[/red] :smile: \x1b]0;pwned\x07\x1b[2J\r\x08\x9b\u202e end"
+LONG_NAME = "toy-a-long-name-joint-tc-capacity-seed-10"
+LATENT = "cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4)"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def only_printable(text: str) -> bool:
+    return all(c.isprintable() or c == "\n" for c in text)
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def cards(monkeypatch, tmp_path):
+    """An empty card directory, the only one (no plugin loads)."""
+    directory = tmp_path / "cards"
+    directory.mkdir()
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(directory))
+    return directory
+
+
+@pytest.fixture
+def hostile(cards):
+    """A card whose every free-text field holds markup and control characters."""
+    metric = {"value": 0.5, "command": f"vaezoo eval {HOSTILE}", "vaezoo_version": "0.1.0", "note": HOSTILE}
+    write_card(cards, "hostile-mnist", architecture=HOSTILE, summary=HOSTILE, paper=HOSTILE, license=HOSTILE,
+               dataset=HOSTILE, latent=HOSTILE, metrics={HOSTILE: metric}, headline=HOSTILE)
+    return cards
+
+
+def test_printable_escapes_what_would_act_on_the_terminal():
+    assert printable("jointvae-mnist: ü ⊕ [x] 'q' \\") == "jointvae-mnist: ü ⊕ [x] 'q' \\"
+    assert printable(HOSTILE) == SHOWN
+    assert printable("a\nb\tc\x00d\x7fe\u2028f") == r"a\nb\tc\x00d\x7fe\u2028f"
+
+
+def test_list_shows_card_text_as_text(hostile, capsys):
+    code, out, err = cli(capsys, "list")
+    assert code == 0, err
+    assert only_printable(out + err)
+    assert out.count(SHOWN) == 4  # architecture, dataset, latent, and the headline metric's name
+
+
+def test_info_escapes_what_tomli_w_leaves_and_reads_back_the_same_card(hostile, capsys):
+    code, out, _ = cli(capsys, "info", "hostile-mnist")
+    assert code == 0 and only_printable(out)
+    _, _, body = out.partition("\n")
+    assert tomllib.loads(body) == get_card("hostile-mnist").model_dump(mode="json", exclude_none=True)
+
+
+@pytest.mark.parametrize("command", ["list", "info"])
+def test_json_keeps_card_text_exact(hostile, capsys, command):
+    code, out, _ = cli(capsys, *[command] + (["hostile-mnist"] if command == "info" else []) + ["--json"])
+    assert code == 0 and only_printable(out)
+    data = json.loads(out)
+    card = data[0] if command == "list" else data
+    assert card["dataset"] == HOSTILE and card["latent"] == HOSTILE
+
+
+def test_a_card_folder_path_with_markup_and_escapes_is_shown_as_text(tmp_path, monkeypatch, capsys):
+    directory = tmp_path / "[/]\x1b[31m\rcards"
+    write_card(directory, "plain-mnist", weights={"file": "missing.safetensors", "sha256": "0" * 64, "size": 1})
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(directory))
+    code, out, err = cli(capsys, "verify")
+    assert code == 1 and only_printable(out + err)
+    assert out.startswith("plain-mnist: FAILED ") and r"[/]\x1b[31m\rcards" in out
+    code, out, _ = cli(capsys, "info", "plain-mnist")
+    assert code == 0 and out.startswith(r"# " + str(tmp_path) + r"/[/]\x1b[31m\rcards/plain-mnist.toml")
+
+
+def test_a_plugin_error_with_markup_and_escapes_is_shown_as_text(cards, tmp_path, monkeypatch, capsys):
+    (tmp_path / "site").mkdir()
+    install_plugin(monkeypatch, tmp_path / "site", "hostile", f"raise RuntimeError({HOSTILE!r})\n")
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "hostile")
+    code, out, err = cli(capsys, "plugins")
+    assert code == 0, err
+    assert only_printable(out + err)
+    # the plugin manager joins the error's lines (the carriage return becomes a space); the rest shows as written
+    assert SHOWN.replace(r"\r", " ") in out
+
+
+def test_an_error_line_shows_markup_and_escapes_as_text(cards, capsys):
+    code, out, err = cli(capsys, "info", HOSTILE)
+    assert (code, out) == (1, "")
+    assert err.startswith("error: ") and SHOWN in err and only_printable(err) and err.count("\n") == 1
+
+
+# --- tables at any width ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def listed(cards):
+    write_card(cards, "toy-mnist-2")
+    write_card(cards, LONG_NAME, latent=LATENT, parameters=1234567, headline="accuracy",
+               metrics={"accuracy": {"value": 0.8873, "command": "vaezoo eval x", "vaezoo_version": "0.1.0"}})
+    return cards
+
+
+def on_terminal(argv: list[str], columns: int, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run ``python -m vaezoo ARGV`` with stdin, stdout and stderr on a pseudo-terminal ``columns`` wide.
+
+    Returns:
+        The exit code and what the terminal received, without rich's style codes and with plain line ends.
+    """
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    child_env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    child = subprocess.Popen([sys.executable, "-m", "vaezoo", *argv], stdin=terminal, stdout=terminal,
+                             stderr=terminal, env={**child_env, **(env or {})})
+    os.close(terminal)
+    received = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # EIO: the child has closed the terminal
+            break
+        if not chunk:
+            break
+        received += chunk
+    os.close(controller)
+    return child.wait(timeout=300), ANSI.sub("", received.decode()).replace("\r\n", "\n")
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_a_narrow_terminal_gets_every_value_whole(listed, columns):
+    """Too narrow for the table without breaking a word: one block per card, its name on a line of its own."""
+    code, shown = on_terminal(["list"], columns)
+    assert code == 0, shown
+    assert "…" not in shown and max(map(len, shown.splitlines())) <= columns
+    blocks = [block.splitlines() for block in shown.strip("\n").split("\n\n")]
+    assert [block[0] for block in blocks] == [LONG_NAME, "toy-mnist-2"]
+    values: dict[str, str] = {}  # label -> its value, the lines it wraps over joined
+    for line in blocks[0][1:]:
+        label = line[:len("  headline metric  ")].strip() or label
+        values[label] = f"{values.get(label, '')} {line[len('  headline metric  '):].strip()}".strip()
+    assert values == {"architecture": "vae", "dataset": "mnist", "latent": LATENT, "parameters": "1,234,567",
+                      "headline metric": "accuracy 0.8873"}
+    assert [line.split() for line in blocks[1][1:]] == [["architecture", "vae"], ["dataset", "mnist"]]
+
+
+def test_a_wide_terminal_gets_the_table(listed):
+    code, shown = on_terminal(["list"], 200)
+    assert code == 0, shown
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in shown.splitlines() if line.startswith("│")]
+    assert rows[0] == [LONG_NAME, "vae", "mnist", LATENT, "1,234,567", "accuracy 0.8873"]
+
+
+def test_off_a_terminal_values_are_never_cut_whatever_columns_says(listed, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "40")
+    code, out, _ = cli(capsys, "list")
+    assert code == 0 and "…" not in out
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
+    assert rows == [[LONG_NAME, "vae", "mnist", LATENT, "1,234,567", "accuracy 0.8873"],
+                    ["toy-mnist-2", "vae", "mnist", "", "", ""]]
+    header = next(line for line in out.splitlines() if line.startswith("┃"))
+    assert [c.strip() for c in header.split("┃")[1:-1]] == [
+        "name", "architecture", "dataset", "latent", "parameters", "headline metric"]
+
+
+# --- a reader that stops early ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv,reader", [(["list", "--json"], "head -c 10"), (["list"], "head -n 1"),
+                                         (["info", "wide-mnist"], "head -n 1")], ids=" | ".join)
+def test_a_reader_that_stops_early_ends_the_command_quietly(cards, argv, reader):
+    """``vaezoo ... | head``: exit code 0, nothing on stderr (no traceback, no 'Exception ignored')."""
+    write_card(cards, "wide-mnist", latent="x" * 1_000_000)  # more than a pipe holds: the write must fail
+    pipeline = f'"$@" | {reader} > /dev/null; echo "${{PIPESTATUS[0]}}"'
+    result = subprocess.run(["bash", "-c", pipeline, "bash", sys.executable, "-m", "vaezoo", *argv],
+                            capture_output=True, text=True, timeout=300, env=os.environ)
+    assert (result.stdout, result.stderr) == ("0\n", "")
+
+
+# --- over-long names --------------------------------------------------------------------------------------
+
+TOO_LONG = "n" * 10_000
+OVER_NAME_MAX = "n" * 300
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["info", TOO_LONG], "no zoo card named"),
+    (["eval", TOO_LONG], "no zoo card named"),
+    (["show", TOO_LONG, "sample", "-o", "x.png"], "no zoo card named"),
+    (["verify", TOO_LONG], "no zoo card named"),
+    (["info", TOO_LONG + ".toml"], "File name too long: nnn"),
+    (["info", f"{OVER_NAME_MAX}/card.toml"], "File name too long: nnn"),
+    (["gallery", OVER_NAME_MAX, "--no-data"], "File name too long: nnn"),
+    (["new-plugin", "abc", "--dir", OVER_NAME_MAX], "File name too long: nnn"),
+], ids=lambda v: " ".join(a[:12] for a in v) if isinstance(v, list) else None)
+def test_an_over_long_name_is_a_one_line_error(cards, tmp_path, monkeypatch, capsys, argv, fragment):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(capsys, *argv)
+    assert (code, out) == (1, "")
+    last = err.splitlines()[-1]  # after progress lines, if any
+    assert last.startswith("error: ") and fragment in last and "Traceback" not in err, err[:300]
+    if "File name too long" in fragment:  # the name is shortened in the message
+        assert "characters); give a shorter name or path" in err and len(err) < 400
+    assert os.listdir(tmp_path) == ["cards"]
+
+
+# --- progress ---------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def every_advance(monkeypatch):
+    """Plain progress lines at every advance, not every few seconds."""
+    monkeypatch.setattr(progress_module, "PLAIN_INTERVAL", 0.0)
+    monkeypatch.delenv("VAEZOO_PROGRESS", raising=False)
+
+
+def test_plain_progress_lines_go_to_stderr(every_advance, capsys):
+    with progress(f"eval {HOSTILE}", total=10_000) as task:
+        for _ in range(4):
+            task.advance(1000)
+    with progress("mig_chen") as task:
+        task.advance(64)
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == ""
+    assert re.fullmatch(re.escape(f"eval {SHOWN}: 10% (1,000/10,000 images), ") + r"\d+\.\d s left", lines[0])
+    assert lines[3].startswith(f"eval {SHOWN}: 40% (4,000/10,000 images), ")
+    assert re.fullmatch(re.escape(f"eval {SHOWN}: 4,000 images in ") + r"\d+\.\d s", lines[4])
+    assert re.fullmatch(r"mig_chen: 64 images, [\d,]+ images/s", lines[5])
+    assert lines[6].startswith("mig_chen: 64 images in ") and len(lines) == 7
+
+
+def test_plain_progress_waits_for_the_interval(capsys, monkeypatch):
+    monkeypatch.delenv("VAEZOO_PROGRESS", raising=False)
+    with progress("quick", total=3) as task:  # done well within the default interval: only the closing line
+        for _ in range(3):
+            task.advance()
+    [line] = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(r"quick: 3 images in \d\.\d s", line)
+
+
+def test_vaezoo_progress_0_turns_progress_off(every_advance, monkeypatch, capsys):
+    monkeypatch.setenv("VAEZOO_PROGRESS", "0")
+    with progress("quiet", total=3) as task:
+        task.advance(3)
+    assert capsys.readouterr() == ("", "")
+
+
+BAR_SCRIPT = """
+import sys
+from vaezoo.progress import progress
+with progress("gallery", total=2, unit="cards") as outer:
+    for card in range(2):
+        with progress("rendering dSprites [/]", total=100) as inner:
+            inner.advance(100)
+        outer.advance()
+print("data", file=sys.__stdout__)
+"""
+
+
+def test_a_terminal_gets_a_bar_and_stdout_only_data(tmp_path):
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 100, 0, 0))
+    child = subprocess.Popen([sys.executable, "-c", BAR_SCRIPT], stdout=subprocess.PIPE, stderr=terminal,
+                             env={k: v for k, v in os.environ.items() if k != "VAEZOO_PROGRESS"})
+    os.close(terminal)
+    stdout = child.stdout.read()
+    assert child.wait(timeout=300) == 0
+    received = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        received += chunk
+    os.close(controller)
+    shown = ANSI.sub("", received.decode())
+    assert stdout == b"data\n"
+    assert "gallery" in shown and "2/2 cards" in shown and "100%" in shown
+    assert "rendering dSprites [/]" in shown  # a nested task: a row under the outer bar, its text not markup
+
+
+# --- eval -------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def trained(tmp_path, monkeypatch):
+    """The completed card of a finished run of the toy card (the ``toydata`` plugin installed)."""
+    install_toy_plugin(tmp_path / "site", monkeypatch)
+    path = write_toy_card(tmp_path / "toy.toml", toy_card())
+    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 0
+    return tmp_path / "out" / "toyvae-bars.toml"
+
+
+def test_eval_reports_progress_and_how_many_metrics_match(trained, every_advance, capsys):
+    capsys.readouterr()
+    assert main(["eval", str(trained), "--check", "--json"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)  # stdout holds the JSON only
+    card = tomllib.loads(trained.read_text())
+    n = len(card["metrics"])
+    lines = err.splitlines()
+    assert lines[-1] == f"check: {n} of {n} metrics match the card within relative tolerance 0.0001"
+    assert any(re.fullmatch(r"eval toyvae-bars: losses: \d+% \([\d,]+/[\d,]+ images\), .* left", x) for x in lines)
+    for name in card["eval_metrics"]:
+        assert any(x.startswith(f"eval toyvae-bars: {name}: ") and x.endswith(" s") for x in lines), (name, lines)
+    assert report["check_failures"] == []
