@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import tomli_w
@@ -10,8 +11,9 @@ from pydantic import ValidationError
 
 import vaezoo
 from helpers import GAUSSIAN_MLP_RGB, card_dict, write_card
-from vaezoo.cards import Card, discover, get_card, parse_card, write_card as write_card_toml
-from vaezoo.errors import CardError, DuplicateNameError, UnknownNameError
+from vaezoo.cards import (Card, CardWarning, SkippedCard, discover, get_card, parse_card, scan,
+                          write_card as write_card_toml)
+from vaezoo.errors import CardError, UnknownNameError
 
 SHA = "ab" * 32
 
@@ -81,27 +83,36 @@ def test_cards_path_lists_several_directories(only_test_cards, tmp_path, monkeyp
     assert cards["toy-b"].path == (tmp_path / "more" / "toy-b.toml").resolve()
 
 
-def test_a_name_defined_twice_is_refused_naming_both_files(only_test_cards, tmp_path, monkeypatch):
+def test_a_name_defined_twice_keeps_the_first_and_reports_the_other(only_test_cards, tmp_path, monkeypatch):
     first = write_card(only_test_cards, "toy-a")
+    write_card(only_test_cards, "toy-b")
     (tmp_path / "more").mkdir()
     second = write_raw(tmp_path / "more" / "copy.toml", card_dict("toy-a"))
     monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join([str(only_test_cards), str(tmp_path / "more")]))
-    with pytest.raises(DuplicateNameError) as info:
-        discover()
-    assert str(info.value).startswith(f"card 'toy-a' is defined twice: {first.resolve()} and {second}")
+    with pytest.warns(CardWarning) as caught:
+        cards = discover()
+    assert sorted(cards) == ["toy-a", "toy-b"] and cards["toy-a"].path == first.resolve()
+    reason = f"name 'toy-a' is already taken by {first.resolve()}; the card found first is kept"
+    assert [str(w.message) for w in caught] == [f"card {second} skipped: {reason}"]
+    assert scan().skipped == [SkippedCard(second, "toy-a", reason)]
 
 
-def test_a_test_card_cannot_shadow_a_zoo_card(monkeypatch, tmp_path):
+def test_a_card_outside_the_zoo_never_shadows_a_zoo_card(monkeypatch, tmp_path):
     monkeypatch.delenv("VAEZOO_LOAD_PLUGINS", raising=False)
     monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
     zoo = discover()
     if not zoo:
         pytest.fail("the zoo has no cards; the built-in 'zoo' plugin should contribute zoo_cards/")
     name = sorted(zoo)[0]
-    write_card(tmp_path, name)
+    impostor = write_card(tmp_path, name, summary="an impostor")
     monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path))
-    with pytest.raises(DuplicateNameError, match=f"card '{name}' is defined twice"):
-        discover()
+    with pytest.warns(CardWarning, match=re.escape(f"card {impostor} skipped: name '{name}' is already taken by "
+                                                   f"{zoo[name].path}; the built-in zoo entry is kept")):
+        card = get_card(name)
+    assert card.path == zoo[name].path and card.summary == zoo[name].summary
+    found = scan()
+    assert found.cards.keys() == zoo.keys() and name in found.builtin
+    assert [s.path for s in found.skipped] == [impostor]
 
 
 def test_wildcards_and_natural_sort(only_test_cards):

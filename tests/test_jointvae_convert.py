@@ -154,9 +154,9 @@ def test_cli_writes_weights_and_a_card_without_metrics(tmp_path, capsys):
     assert main(["convert", "jointvae-original", str(tmp_path / "model.pt"), "--dataset", "mnist",
                  "--out", str(out)]) == 0
     card_path = Path(capsys.readouterr().out.strip())
-    assert card_path == out / "jointvae-original-mnist.toml"
+    assert card_path == out / "jointvae-original-mnist-converted.toml"  # the zoo's entry is jointvae-original-mnist
     card = parse_card(card_path)
-    weights = out / "jointvae-original-mnist.safetensors"
+    weights = out / "jointvae-original-mnist-converted.safetensors"
     assert (card.weights.file, card.weights.sha256, card.weights.size) == (
         weights.name, sha256_of(weights), weights.stat().st_size)
     assert card.metrics == {}
@@ -165,6 +165,23 @@ def test_cli_writes_weights_and_a_card_without_metrics(tmp_path, capsys):
     assert (card.train.epochs, card.train.batch_size, card.train.optimizer.lr) == (100, 64, 5e-4)
     assert card.parameters == sum(t.numel() for t in torch.load(tmp_path / "model.pt", weights_only=True).values())
     assert json.loads(read_metadata(weights)["card"])["name"] == card.name
+
+
+def test_cli_names_the_card_and_refuses_a_zoo_name(tmp_path, capsys):
+    write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10])
+    args = ["convert", "jointvae-original", str(tmp_path / "model.pt"), "--dataset", "mnist"]
+    assert main([*args, "--out", str(tmp_path / "mine"), "--name", "my-jointvae"]) == 0
+    card_path = Path(capsys.readouterr().out.strip())
+    assert card_path == tmp_path / "mine" / "my-jointvae.toml"
+    assert parse_card(card_path).name == "my-jointvae" and (tmp_path / "mine" / "my-jointvae.safetensors").is_file()
+    assert vaezoo.load(card_path).card.name == "my-jointvae"
+    for name, message in [("jointvae-original-mnist", "is the name of a built-in zoo entry"),
+                          ("My Model", "is not a card name")]:
+        assert main([*args, "--out", str(tmp_path / "refused"), "--name", name]) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"error: '{name}' {message}")
+        assert err.count("\n") == 1 and "--name" in err
+        assert not (tmp_path / "refused").exists()
 
 
 def test_cli_refuses_an_unknown_dataset_in_one_line(tmp_path, capsys):

@@ -2,8 +2,10 @@
 
 A card is a TOML file describing one pretrained model. Cards live in
 directories contributed by plugins (``vaezoo_card_dirs``) and in any directory
-listed in ``VAEZOO_CARDS_PATH`` (``os.pathsep``-separated). This module never
-imports torch: ``vaezoo list`` reads cards only.
+listed in ``VAEZOO_CARDS_PATH`` (``os.pathsep``-separated). A card that cannot
+be used (it does not parse or validate, or its name is taken) is skipped with a
+:class:`CardWarning`, like a broken plugin; the others keep working. This module
+never imports torch: ``vaezoo list`` reads cards only.
 """
 
 from __future__ import annotations
@@ -11,13 +13,17 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 import tomllib
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from vaezoo.errors import CardError, DuplicateNameError, UnknownNameError
+from vaezoo.errors import CardError, UnknownNameError
 from vaezoo.registry import close_matches
 
 NAME_PATTERN = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
@@ -79,6 +85,10 @@ class Metric(_Frozen):
     command: str
     vaezoo_version: str
     note: str | None = None
+    parameters: dict[str, Any] | None = Field(
+        default=None, description="the metric's own settings (points, bins, estimator, seed, ...)")
+    libraries: dict[str, str] | None = Field(
+        default=None, description="versions of the libraries the number depends on, e.g. scikit-learn")
 
 
 class Card(_Frozen):
@@ -129,46 +139,167 @@ class Card(_Frozen):
         return out
 
 
-def parse_card(path: Path) -> Card:
-    """Read and validate one card; errors name the file and the field."""
+class CardWarning(UserWarning):
+    """A card was skipped: it does not parse or validate, repeats a name, or is not a regular file."""
+
+
+@dataclass(frozen=True)
+class SkippedCard:
+    """A card file that discovery left out, and why.
+
+    Attributes:
+        path: the file.
+        name: the name it declares (its file stem when that cannot be read).
+        reason: what is wrong with it, one line.
+    """
+
+    path: Path
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What :func:`scan` found: the usable cards by name, the files it skipped, and which names are built-in.
+
+    Attributes:
+        cards: the usable cards by name.
+        skipped: the cards left out, in search order.
+        builtin: names of the built-in zoo's entries (cards from plugins of the ``vaezoo`` distribution).
+    """
+
+    cards: dict[str, Card]
+    skipped: list[SkippedCard]
+    builtin: frozenset[str]
+
+
+class _Unfit(Exception):
+    """Why one card file cannot be used (the message, without the file's path)."""
+
+
+_FILE_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+               stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The TOML table in ``path``, which must be a regular file: a FIFO or a device is never opened."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        mode = os.stat(path).st_mode  # follows symlinks: a link to a FIFO is a FIFO
+        if not stat.S_ISREG(mode):
+            raise _Unfit(f"is {_FILE_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a card file")
+        # O_NONBLOCK: should the file be swapped for a FIFO after the check, opening it still returns at once
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise _Unfit("is not a regular file, not a card file")
+            data = file.read()
     except OSError as exc:
-        raise CardError(f"{path}: cannot read card ({exc.strerror or exc})") from None
+        raise _Unfit(f"cannot read card ({exc.strerror or exc})") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise CardError(f"{path}: not valid TOML ({exc})") from None
+        raise _Unfit(f"not valid TOML ({exc})") from None
+
+
+def _validate(raw: dict[str, Any], path: Path) -> Card:
     try:
         card = Card.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "(card)"
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise CardError(f"{path}: field {field!r}: {err['msg']}{more}") from None  # repr: keys may hold newlines
+        raise _Unfit(f"field {field!r}: {err['msg']}{more}") from None  # repr: keys may hold newlines
     card._path = path.resolve()
     return card
 
 
-def card_dirs() -> list[Path]:
-    """Directories searched for cards: those from plugins, then ``VAEZOO_CARDS_PATH``."""
+def parse_card(path: Path) -> Card:
+    """Read and validate one card file.
+
+    Args:
+        path: a TOML file; anything but a regular file (a FIFO, a device) is refused unread.
+
+    Returns:
+        The card, with ``card.path`` set to the resolved file.
+
+    Raises:
+        CardError: naming the file and the field.
+    """
+    try:
+        return _validate(_read(path), path)
+    except _Unfit as exc:
+        raise CardError(f"{path}: {exc}") from None
+
+
+def _sources() -> list[tuple[Path, bool]]:
+    """Card folders in search order, each once, with whether it is built-in.
+
+    Built-in plugins' folders come first, then other plugins', then ``VAEZOO_CARDS_PATH``'s. A folder met
+    again under another spelling (a trailing slash, a symlink) is the same folder and is skipped.
+    """
     from vaezoo.plugins import get_plugins
 
-    dirs = [d for _, d in get_plugins().card_dirs()]
-    dirs += [Path(p) for p in os.environ.get("VAEZOO_CARDS_PATH", "").split(os.pathsep) if p]
-    return dirs
+    plugins = get_plugins()
+    plugin_dirs = [(d, plugins.info[owner].builtin) for owner, d in plugins.card_dirs()]
+    found = sorted(plugin_dirs, key=lambda source: not source[1])  # stable: plugins' order within each group
+    found += [(Path(p), False) for p in os.environ.get("VAEZOO_CARDS_PATH", "").split(os.pathsep) if p]
+    seen: set[str] = set()
+    out = []
+    for directory, is_builtin in found:
+        key = os.path.normcase(os.path.realpath(directory))
+        if key not in seen:
+            seen.add(key)
+            out.append((directory, is_builtin))
+    return out
+
+
+def card_dirs() -> list[Path]:
+    """Folders searched for cards, each once: built-in plugins', other plugins', then ``VAEZOO_CARDS_PATH``."""
+    return [directory for directory, _ in _sources()]
+
+
+def scan() -> Discovery:
+    """Read every card of every card folder, keeping the usable ones and listing the others; never raises for a card.
+
+    A card is skipped when it cannot be read, parsed or validated, or when an earlier card in search order
+    holds its name: a card outside the built-in zoo never shadows a built-in entry.
+    """
+    cards: dict[str, Card] = {}
+    builtin: set[str] = set()
+    skipped: list[SkippedCard] = []
+    for directory, is_builtin in _sources():
+        for path in sorted(directory.glob("*.toml")):
+            name = path.stem
+            try:
+                raw = _read(path)
+                if isinstance(raw.get("name"), str):
+                    name = raw["name"]
+                card = _validate(raw, path)
+            except _Unfit as exc:
+                skipped.append(SkippedCard(path, name, str(exc)))
+                continue
+            if card.name in cards:
+                kept = "the built-in zoo entry" if card.name in builtin else "the card found first"
+                skipped.append(SkippedCard(path, card.name, f"name '{card.name}' is already taken by "
+                                                            f"{cards[card.name].path}; {kept} is kept"))
+                continue
+            cards[card.name] = card
+            if is_builtin:
+                builtin.add(card.name)
+    return Discovery(cards, skipped, frozenset(builtin))
+
+
+def _warn(skipped: Iterable[SkippedCard]) -> None:
+    """A :class:`CardWarning` for each skipped card, attributed to the caller of the public function."""
+    for item in skipped:
+        warnings.warn(f"card {item.path} skipped: {item.reason}", CardWarning, stacklevel=3)
 
 
 def discover() -> dict[str, Card]:
-    """Every card in every card directory, by name. Two cards with one name are refused."""
-    cards: dict[str, Card] = {}
-    for directory in card_dirs():
-        for path in sorted(directory.glob("*.toml")):
-            card = parse_card(path)
-            if card.name in cards:
-                raise DuplicateNameError(
-                    f"card '{card.name}' is defined twice: {cards[card.name].path} and {path}; rename or remove one"
-                )
-            cards[card.name] = card
-    return cards
+    """Every usable card of every card folder, by name; each skipped card is a :class:`CardWarning`."""
+    found = scan()
+    _warn(found.skipped)
+    return found.cards
 
 
 def _natural_key(name: str) -> list:
@@ -185,8 +316,14 @@ def list_cards(pattern: str = "*", dataset: str | None = None, architecture: str
         architecture: keep cards of this architecture.
         where: ``{key: value}``; a key matches any ``model``/``train`` field whose dotted path ends with it.
     """
+    return filter_cards(discover().values(), pattern, dataset, architecture, where)
+
+
+def filter_cards(cards: Iterable[Card], pattern: str = "*", dataset: str | None = None,
+                 architecture: str | None = None, where: dict[str, str] | None = None) -> list[Card]:
+    """The ``cards`` that :func:`list_cards` keeps for these filters, naturally sorted."""
     out = []
-    for card in discover().values():
+    for card in cards:
         if not fnmatch.fnmatchcase(card.name, pattern):
             continue
         if dataset and card.dataset != dataset or architecture and card.architecture != architecture:
@@ -212,13 +349,52 @@ def _same_number(value: Any, wanted: str) -> bool:
         return False
 
 
-def get_card(name: str) -> Card:
-    """The card called ``name``; an unknown name gets an error listing close matches."""
-    cards = discover()
-    if name not in cards:
-        raise UnknownNameError(f"no zoo card named '{name}'.{close_matches(name, list(cards))} "
-                               f"Run 'vaezoo list' to see the zoo")
-    return cards[name]
+def _is_path(name_or_path: str | os.PathLike) -> bool:
+    text = os.fspath(name_or_path)
+    separators = [os.sep] + ([os.altsep] if os.altsep else [])
+    return any(s in text for s in separators) or text.endswith(".toml") or os.path.lexists(text)
+
+
+def _card_in_folder(folder: Path) -> Card:
+    """The one card in ``folder``; none or several is an error naming what is there."""
+    tomls = sorted(folder.glob("*.toml"))
+    if len(tomls) != 1:
+        found = ", ".join(p.name for p in tomls) if tomls else "no *.toml file"
+        raise CardError(f"folder {folder} must hold exactly one card, found {found}; give the card file's path")
+    return parse_card(tomls[0])
+
+
+def get_card(name_or_path: str | os.PathLike) -> Card:
+    """A card by zoo name, by the path of its TOML file, or by a folder holding exactly one card.
+
+    A path is told from a name by holding a path separator, ending in ``.toml`` or existing; the card's
+    weights file is then looked for beside it. A card asked for by path is read even if a zoo entry
+    holds its name.
+
+    Args:
+        name_or_path: ``"jointvae-mnist"``, ``"runs/mine/mine.toml"`` or ``"runs/mine"``.
+
+    Returns:
+        The card.
+
+    Raises:
+        UnknownNameError: no card holds the name (the message lists close matches).
+        CardError: the file does not parse or validate, the folder holds no or several cards, or the
+            card with that name was skipped (the message says why).
+    """
+    if not isinstance(name_or_path, str) or _is_path(name_or_path):
+        path = Path(name_or_path)
+        return _card_in_folder(path) if path.is_dir() else parse_card(path)
+    name = name_or_path
+    found = scan()
+    why = None if name in found.cards else next((s for s in found.skipped if s.name == name), None)
+    _warn(s for s in found.skipped if s is not why)  # the error below reports ``why`` itself
+    if name in found.cards:
+        return found.cards[name]
+    if why is not None:
+        raise CardError(f"card '{name}' in {why.path} was skipped: {why.reason}")
+    raise UnknownNameError(f"no zoo card named '{name}'.{close_matches(name, list(found.cards))} "
+                           f"Run 'vaezoo list' to see the zoo")
 
 
 def write_card(card: Card, path: Path) -> None:

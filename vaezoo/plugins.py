@@ -114,6 +114,7 @@ KINDS: dict[str, tuple[str, object]] = {
     "converter": ("vaezoo_register_converters", _is_callable),
 }
 
+
 def _is_builtin(ep: EntryPoint) -> bool:
     """Whether ``ep`` is declared by vaezoo's own distribution (names compared as PEP 503 normalizes them)."""
     return ep.dist is not None and re.sub(r"[-_.]+", "-", ep.dist.name or "").lower() == DISTRIBUTION

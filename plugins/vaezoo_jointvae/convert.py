@@ -165,7 +165,7 @@ def to_vaezoo(state: dict[str, Tensor], continuous: int, categorical_parts: int)
     return out
 
 
-def convert_original(path: Path, out: Path, dataset: str) -> Path:
+def convert_original(path: Path, out: Path, dataset: str, name: str | None = None) -> Path:
     """Convert a checkpoint of the original JointVAE code into ``out/NAME.safetensors`` and ``out/NAME.toml``.
 
     The card describes the model (the latent layout read from the checkpoint, the
@@ -176,9 +176,10 @@ def convert_original(path: Path, out: Path, dataset: str) -> Path:
         path: the original checkpoint (a plain state dict).
         out: output directory.
         dataset: one of :data:`SETUPS` (mnist, fashion_mnist, dsprites, chairs, celeba).
+        name: the card's name; default ``jointvae-original-DATASET-converted``, which no zoo entry holds.
 
     Returns:
-        The path of the card, ``out/jointvae-original-DATASET.toml``.
+        The path of the card, ``out/NAME.toml``.
     """
     from vaezoo import __version__
     from vaezoo.cards import Card, DataSpec, Optimizer, TrainRecipe, Weights, write_card
@@ -198,7 +199,7 @@ def convert_original(path: Path, out: Path, dataset: str) -> Path:
         raise WeightsError(f"{path}: {exc}") from None
     metrics = ["cluster_accuracy"] if setup.labelled and discrete else []
     card = Card(
-        name=f"jointvae-original-{dataset.replace('_', '-')}",
+        name=name or f"jointvae-original-{dataset.replace('_', '-')}-converted",
         architecture="jointvae",
         summary=(f"JointVAE on {dataset} converted from a checkpoint of the original code ({SOURCE}) by "
                  f"'vaezoo convert jointvae-original'. The train recipe is that of the original release's "

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 from vaezoo.terminal import printable  # noqa: F401  (commands import it from here)
 
 
 def card_arg(name_or_path: str):
-    """A card by zoo name, or from a TOML file path."""
-    from vaezoo.cards import get_card, parse_card
+    """A card by zoo name, card file path, or folder holding one card (see :func:`vaezoo.cards.get_card`)."""
+    from vaezoo.cards import get_card
 
-    path = Path(name_or_path)
-    if name_or_path.endswith(".toml") or path.is_file():
-        return parse_card(path)
     return get_card(name_or_path)
 
 

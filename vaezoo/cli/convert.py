@@ -9,12 +9,33 @@ def add_parser(sub) -> None:
     p.add_argument("path", help="the checkpoint to convert")
     p.add_argument("--dataset", required=True, help="the dataset it was trained on (sets the input geometry)")
     p.add_argument("--out", required=True, help="output directory for NAME.safetensors and NAME.toml")
+    p.add_argument("--name", help="the converted card's name (default: CONVERTER-DATASET-converted); "
+                                  "a name of the built-in zoo is refused")
     p.set_defaults(func=run)
+
+
+def _card_name(args) -> str:
+    """The name the converted card gets: ``--name``, or ``CONVERTER-DATASET-converted``; never a zoo entry's."""
+    import re
+
+    from vaezoo.cards import NAME_PATTERN, scan
+    from vaezoo.errors import VaezooError
+
+    name = args.name or f"{args.converter}-{args.dataset}-converted".lower().replace("_", "-")
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise VaezooError(f"'{name}' is not a card name: use lowercase letters and digits joined by '-', '_' "
+                          f"or '.'; give one with --name")
+    if name in scan().builtin:
+        raise VaezooError(f"'{name}' is the name of a built-in zoo entry; give the converted card another "
+                          f"with --name")
+    return name
 
 
 def run(args) -> int:
     from vaezoo.plugins import registry
 
-    card_path = registry("converter")[args.converter](Path(args.path), Path(args.out), dataset=args.dataset)
+    name = _card_name(args)
+    card_path = registry("converter")[args.converter](Path(args.path), Path(args.out), dataset=args.dataset,
+                                                      name=name)
     print(card_path)
     return 0

@@ -1,0 +1,109 @@
+"""Your own models load like zoo models: by zoo name, by card file path, or by a folder holding one card."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+import torch
+
+import vaezoo
+from helpers import write_card, write_tiny_entry
+from vaezoo.cards import discover, get_card
+from vaezoo.cli import main
+from vaezoo.errors import CardError, UnknownNameError
+
+
+@pytest.fixture
+def run_folder(tmp_path):
+    """A folder as a training run leaves it: one card and its weights, outside every card directory."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    card, state, _ = write_tiny_entry(folder, "mine", seed=3)
+    return folder, card, state
+
+
+def assert_loads_with(model, state) -> None:
+    assert model.card.name == "mine" and not model.training
+    loaded = model.state_dict()
+    assert loaded.keys() == state.keys()
+    assert all(torch.equal(loaded[k], v) for k, v in state.items())
+
+
+@pytest.mark.parametrize("how", ["file str", "file Path", "folder str", "folder Path", "folder with slash"])
+def test_load_by_path(run_folder, tmp_path, monkeypatch, how):
+    folder, card, state = run_folder
+    target = {"file str": str(card), "file Path": card, "folder str": str(folder), "folder Path": folder,
+              "folder with slash": str(folder) + os.sep}[how]
+    monkeypatch.chdir(tmp_path.parent)  # the weights resolve beside the card, not from the working folder
+    assert_loads_with(vaezoo.load(target), state)
+    assert get_card(target).path == card.resolve()
+
+
+def test_relative_paths_and_a_bare_folder_name(run_folder, tmp_path, monkeypatch):
+    folder, card, state = run_folder
+    monkeypatch.chdir(tmp_path)
+    assert_loads_with(vaezoo.load("run/mine.toml"), state)
+    assert_loads_with(vaezoo.load("run"), state)  # no separator, but it exists: a path
+    monkeypatch.chdir(folder)
+    assert get_card("mine.toml").path == card.resolve()  # ends in .toml: a path
+
+
+def test_a_name_is_not_a_path(run_folder, monkeypatch):
+    """Outside the cards path, 'mine' is a name the zoo lacks, even with the card on disk elsewhere."""
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    with pytest.raises(UnknownNameError, match="no zoo card named 'mine'"):
+        get_card("mine")
+
+
+def test_on_the_cards_path_the_run_lists_beside_the_whole_zoo(run_folder, monkeypatch):
+    folder, _, state = run_folder
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    zoo = vaezoo.list_models()
+    assert zoo, "the built-in zoo has no cards"
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(folder))
+    assert sorted(vaezoo.list_models()) == sorted(zoo + ["mine"])
+    assert_loads_with(vaezoo.load("mine"), state)
+
+
+@pytest.mark.parametrize("cards, found", [
+    ([], "found no *.toml file"),
+    (["a", "b"], "found a.toml, b.toml"),
+])
+def test_a_folder_without_exactly_one_card_is_a_one_line_error(tmp_path, capsys, cards, found):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for name in cards:
+        write_card(folder, name)
+    with pytest.raises(CardError, match=re.escape(f"folder {folder} must hold exactly one card, {found}; ")):
+        get_card(folder)
+    assert main(["info", str(folder)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"error: folder {folder} must hold exactly one card, {found}")
+    assert err.count("\n") == 1
+
+
+def test_a_missing_path_names_the_file(tmp_path):
+    with pytest.raises(CardError, match="nothing.toml: cannot read card"):
+        get_card(tmp_path / "nothing.toml")
+
+
+def test_a_card_file_is_read_even_if_a_zoo_entry_holds_its_name(tmp_path, monkeypatch):
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    name = sorted(discover())[0]
+    card, state, _ = write_tiny_entry(tmp_path, name, seed=5)
+    model = vaezoo.load(card)
+    assert model.card.path == card.resolve() and model.card.architecture == "vae"
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
+    assert get_card(name).path != card.resolve()  # by name, the zoo's entry
+
+
+def test_every_command_takes_a_path(run_folder, capsys):
+    folder, card, _ = run_folder
+    for target in (str(card), str(folder)):
+        assert main(["info", target, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["name"] == "mine"
+        assert main(["verify", target, "--json"]) == 0
+        assert [(r["name"], r["status"]) for r in json.loads(capsys.readouterr().out)] == [("mine", "ok")]
