@@ -1,31 +1,71 @@
-"""Bad cards: each is refused with one line naming the file and the problem, and no weights are read."""
+"""Bad cards: each is skipped or refused with one line naming the file and the problem, no weights are read,
+and every other card keeps working."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import warnings
+from pathlib import Path
+
 import pytest
-from faultkit import assert_one_line_error, cli, save_tiny_weights, tiny_card, weights_entry, write_toml
+from faultkit import (assert_one_line_error, child_env, cli, install_plugin, run_cli, save_tiny_weights, tiny_card,
+                      weights_entry, write_toml)
 
 import vaezoo
-from vaezoo.errors import CardError, DuplicateNameError, WeightsError
+from vaezoo.cards import CardWarning, card_dirs, discover, scan
+from vaezoo.errors import WeightsError
 from vaezoo.weights import cache_dir
 
 
+@pytest.fixture(autouse=True)
+def _tiny_dataset(tiny_data):
+    """The tiny card's dataset is installed: building its model asks the dataset for the input geometry."""
+
+
+def write_good_entry(cards_dir, file: str = "tiny.toml") -> Path:
+    """The tiny card with its weights beside it: what must keep working beside a bad card."""
+    weights = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card())
+    return write_toml(cards_dir / file, tiny_card(**weights_entry(weights, file="tiny.safetensors")))
+
+
+def assert_the_rest_works(capsys, skipped: list[str]) -> None:
+    """The zoo and the good card list and load; ``vaezoo list`` counts the skipped cards on stderr and
+    ``vaezoo list --skipped`` gives one line per skipped card, starting with the given fragments."""
+    code, out, err = cli(capsys, "list", "--json")
+    names = {r["name"] for r in json.loads(out)}
+    assert code == 0 and "Traceback" not in err
+    assert scan().builtin and names >= scan().builtin | {"tiny-blobs"}
+    assert f"{len(skipped)} card(s) skipped; run 'vaezoo list --skipped' to see why" in err
+    code, out, _ = cli(capsys, "list", "--skipped")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == len(skipped)
+    assert all(line.startswith(fragment) for line, fragment in zip(lines, skipped)), lines
+    code, out, _ = cli(capsys, "list", "--skipped", "--json")
+    assert code == 0 and [f"{r['file']}: {r['error']}" for r in json.loads(out)] == lines
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CardWarning)
+        assert vaezoo.load("tiny-blobs").card.name == "tiny-blobs"
+
+
 def test_malformed_toml(cards_dir, capsys):
+    write_good_entry(cards_dir)
     path = cards_dir / "broken.toml"
     path.write_text('name = "broken"\nmodel = {image_size = \n', encoding="utf-8")
-    with pytest.raises(CardError, match="not valid TOML") as err:
-        vaezoo.list_models()
-    assert str(path) in str(err.value) and "\n" not in str(err.value)
-    code, out, stderr = cli(capsys, "list")
+    with pytest.warns(CardWarning, match=re.escape(f"card {path} skipped: not valid TOML")) as caught:
+        assert "tiny-blobs" in vaezoo.list_models()
+    assert "\n" not in str(caught[0].message)
+    assert_the_rest_works(capsys, [f"{path}: not valid TOML"])
+    code, out, stderr = cli(capsys, "info", "broken")
     assert code == 1 and out == ""
-    assert_one_line_error(stderr, str(path), "not valid TOML")
+    assert_one_line_error(stderr, f"card 'broken' in {path} was skipped: not valid TOML")
 
 
 def test_card_that_is_not_text(cards_dir, capsys):
+    write_good_entry(cards_dir)
     (cards_dir / "binary.toml").write_bytes(b"\xff\xfe\x00garbage")
-    code, _, stderr = cli(capsys, "list")
-    assert code == 1
-    assert_one_line_error(stderr, "binary.toml", "not valid TOML")
+    assert_the_rest_works(capsys, [f"{cards_dir / 'binary.toml'}: not valid TOML"])
 
 
 @pytest.mark.parametrize("section, key, field", [
@@ -58,9 +98,9 @@ def test_wrong_type(cards_dir, capsys, path, value, field):
         table = table[name]
     table[path[-1]] = value
     write_toml(cards_dir / "tiny.toml", card)
-    code, _, stderr = cli(capsys, "list")
-    assert code == 1
-    assert_one_line_error(stderr, "tiny.toml", f"field '{field}'")
+    code, out, _ = cli(capsys, "list", "--skipped")
+    assert code == 0 and out.startswith(f"{cards_dir / 'tiny.toml'}: field '{field}': ")
+    assert out.count("\n") == 1
 
 
 def test_missing_weights_file(cards_dir, capsys):
@@ -73,14 +113,82 @@ def test_missing_weights_file(cards_dir, capsys):
 
 
 def test_two_cards_with_one_name(cards_dir, capsys):
-    first = write_toml(cards_dir / "a.toml", tiny_card())
+    first = write_good_entry(cards_dir, "a.toml")
     second = write_toml(cards_dir / "b.toml", tiny_card())
-    with pytest.raises(DuplicateNameError) as err:
-        vaezoo.get_card("tiny-blobs")
-    assert str(first) in str(err.value) and str(second) in str(err.value)
-    code, _, stderr = cli(capsys, "list")
-    assert code == 1
-    assert_one_line_error(stderr, "'tiny-blobs' is defined twice", str(first), str(second))
+    with pytest.warns(CardWarning, match=re.escape(f"card {second} skipped: name 'tiny-blobs' is already taken "
+                                                   f"by {first}; the card found first is kept")):
+        assert vaezoo.get_card("tiny-blobs").path == first
+    assert_the_rest_works(capsys, [f"{second}: name 'tiny-blobs' is already taken by {first}"])
+
+
+def test_a_third_party_card_never_shadows_a_built_in_one(cards_dir, site, tmp_path, capsys):
+    """A plugin that loads before the zoo ('aaa' < 'zoo') and the cards path both bring a card named like a
+    zoo entry: the zoo's entry is kept, both others are reported naming the zoo's file."""
+    from vaezoo import plugins
+
+    zoo = discover()
+    name = sorted(scan().builtin)[0]
+    theirs = write_toml(tmp_path / "theirs" / "impostor.toml", {**tiny_card(), "name": name})
+    install_plugin(site, "aaa", f"""
+        import vaezoo
+
+        @vaezoo.hookimpl
+        def vaezoo_card_dirs():
+            return [{str(theirs.parent)!r}]
+    """)
+    ours = write_toml(cards_dir / "mine.toml", {**tiny_card(), "name": name})
+    plugins.reset()
+    with pytest.warns(CardWarning) as caught:
+        card = vaezoo.get_card(name)
+    assert card.path == zoo[name].path and card.architecture == zoo[name].architecture
+    kept = f"name '{name}' is already taken by {zoo[name].path}; the built-in zoo entry is kept"
+    assert [str(w.message) for w in caught] == [f"card {theirs} skipped: {kept}", f"card {ours} skipped: {kept}"]
+    code, out, _ = cli(capsys, "list", "--skipped")
+    assert code == 0 and out == f"{theirs}: {kept}\n{ours}: {kept}\n"
+    assert vaezoo.get_card(ours).path == ours.resolve()  # asked for by its path, the file is read
+
+
+def test_a_folder_listed_twice_is_not_a_duplicate(cards_dir, tmp_path, monkeypatch, capsys):
+    write_toml(cards_dir / "tiny.toml", tiny_card())
+    (tmp_path / "link").symlink_to(cards_dir, target_is_directory=True)
+    spellings = [cards_dir, f"{cards_dir}{os.sep}", tmp_path / "link", cards_dir / ".." / "cards", cards_dir]
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join(map(str, spellings)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CardWarning)
+        assert "tiny-blobs" in discover()
+    assert card_dirs().count(cards_dir) == 1 and tmp_path / "link" not in card_dirs()
+    code, out, err = cli(capsys, "list", "--skipped")
+    assert (code, out, err) == (0, "", "")
+
+
+def test_entries_that_are_not_regular_files_are_never_opened(tmp_path):
+    """A FIFO (opening it would block), a symlink to one, and a symlink to /dev/zero (reading it never
+    ends) among the cards: each is skipped unread, in a child process that must answer promptly."""
+    cards = tmp_path / "cards"
+    write_toml(cards / "tiny.toml", tiny_card())
+    os.mkfifo(cards / "x.toml")
+    os.mkfifo(tmp_path / "elsewhere")
+    (cards / "link.toml").symlink_to(tmp_path / "elsewhere")
+    (cards / "zero.toml").symlink_to("/dev/zero")
+    env = child_env(tmp_path / "home", cards)
+    done = run_cli(["list", "--json"], env, timeout=60)
+    assert done.returncode == 0 and "tiny-blobs" in {r["name"] for r in json.loads(done.stdout)}
+    assert "3 card(s) skipped" in done.stderr and "Traceback" not in done.stderr
+    done = run_cli(["list", "--skipped"], env, timeout=60)
+    assert done.stdout.splitlines() == [f"{cards / 'link.toml'}: is a FIFO, not a card file",
+                                        f"{cards / 'x.toml'}: is a FIFO, not a card file",
+                                        f"{cards / 'zero.toml'}: is a character device, not a card file"]
+    done = run_cli(["info", str(cards / "x.toml")], env, timeout=60)
+    assert done.returncode == 1
+    assert_one_line_error(done.stderr, f"{cards / 'x.toml'}: is a FIFO, not a card file")
+
+
+@pytest.mark.parametrize("where", [" =x", "\t=x", "   =", "=x"])
+def test_where_without_a_key_is_refused(cards_dir, capsys, where):
+    write_toml(cards_dir / "tiny.toml", tiny_card())
+    code, out, err = cli(capsys, "list", "--where", where)
+    assert (code, out) == (1, "")
+    assert_one_line_error(err, "--where")
 
 
 def _escaping_card(tmp_path, monkeypatch, how: str) -> None:

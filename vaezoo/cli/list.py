@@ -1,6 +1,8 @@
 """``vaezoo list``: the zoo as a table (or JSON). Reads cards only; never imports torch."""
 
-from vaezoo.cli.common import print_json, print_table
+import sys
+
+from vaezoo.cli.common import print_json, print_table, printable
 
 
 def add_parser(sub) -> None:
@@ -10,6 +12,7 @@ def add_parser(sub) -> None:
     p.add_argument("--arch", help="only models of this architecture")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="only models whose model/train field KEY equals VALUE (repeatable), e.g. beta=6")
+    p.add_argument("--skipped", action="store_true", help="list the cards left out, each with its error")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -22,6 +25,8 @@ def _where(items: list[str]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise VaezooError(f"--where takes KEY=VALUE, got '{item}'")
+        if not key.strip():
+            raise VaezooError(f"--where needs a field name before '=', got '{item}'")
         out[key.strip()] = value.strip()
     return out
 
@@ -33,9 +38,15 @@ def headline(card) -> str:
 
 
 def run(args) -> int:
-    from vaezoo.cards import list_cards
+    from vaezoo.cards import filter_cards, scan
 
-    cards = list_cards(args.pattern, args.dataset, args.arch, _where(args.where))
+    where = _where(args.where)
+    found = scan()
+    if args.skipped:
+        return _print_skipped(found.skipped, args.json)
+    if found.skipped:
+        print(f"{len(found.skipped)} card(s) skipped; run 'vaezoo list --skipped' to see why", file=sys.stderr)
+    cards = filter_cards(found.cards.values(), args.pattern, args.dataset, args.arch, where)
     if args.json:
         print_json([{"name": c.name, "architecture": c.architecture, "dataset": c.dataset, "latent": c.latent,
                      "parameters": c.parameters, "headline": c.headline,
@@ -44,4 +55,14 @@ def run(args) -> int:
     print_table(("name", "architecture", "dataset", "latent", "parameters", "headline metric"),
                 [(c.name, c.architecture, c.dataset, c.latent or "", f"{c.parameters:,}" if c.parameters else "",
                   headline(c)) for c in cards])
+    return 0
+
+
+def _print_skipped(skipped, as_json: bool) -> int:
+    """One line per skipped card: its file and why it was left out."""
+    if as_json:
+        print_json([{"file": str(s.path), "name": s.name, "error": s.reason} for s in skipped])
+    else:
+        for s in skipped:
+            print(printable(f"{s.path}: {s.reason}"))
     return 0
