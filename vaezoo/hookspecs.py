@@ -43,7 +43,7 @@ def vaezoo_register_likelihoods(register):
 
 @hookspec
 def vaezoo_register_datasets(register):
-    """Register datasets: ``register(name, factory)``; see :mod:`vaezoo.data`."""
+    """Register datasets: ``register(name, dataset)``, ``dataset`` a :class:`vaezoo.data.Dataset` instance."""
 
 
 @hookspec
@@ -55,9 +55,11 @@ def vaezoo_register_metrics(register):
 def vaezoo_register_converters(register):
     """Register checkpoint converters: ``register(name, fn)``.
 
-    ``fn(source: Path, out: Path, dataset: str) -> Path`` turns a checkpoint of
-    another codebase into ``out/NAME.safetensors`` plus a card, and returns the
-    card's path (``vaezoo convert NAME SOURCE --dataset D --out DIR``).
+    ``fn(source: Path, out: Path, dataset: str, name: str) -> Path`` turns a
+    checkpoint of another codebase into ``out/NAME.safetensors`` plus a card
+    called ``name``, and returns the card's path (``vaezoo convert CONVERTER
+    SOURCE --dataset D --out DIR [--name NAME]``; the CLI never passes a name
+    of the built-in zoo).
     """
 
 
