@@ -212,12 +212,12 @@ OVER_NAME_MAX = "n" * 300
 
 
 @pytest.mark.parametrize("argv,fragment", [
-    (["info", TOO_LONG], "no zoo card named"),
-    (["eval", TOO_LONG], "no zoo card named"),
-    (["show", TOO_LONG, "sample", "-o", "x.png"], "no zoo card named"),
-    (["verify", TOO_LONG], "no zoo card named"),
-    (["info", TOO_LONG + ".toml"], "File name too long: nnn"),
-    (["info", f"{OVER_NAME_MAX}/card.toml"], "File name too long: nnn"),
+    (["info", TOO_LONG], "no zoo card named 'nnn"),
+    (["eval", TOO_LONG], "no zoo card named 'nnn"),
+    (["show", TOO_LONG, "sample", "-o", "x.png"], "no zoo card named 'nnn"),
+    (["verify", TOO_LONG], "no zoo card named 'nnn"),
+    (["info", TOO_LONG + ".toml"], "too long"),
+    (["info", f"{OVER_NAME_MAX}/card.toml"], "too long"),
     (["gallery", OVER_NAME_MAX, "--no-data"], "File name too long: nnn"),
     (["new-plugin", "abc", "--dir", OVER_NAME_MAX], "File name too long: nnn"),
 ], ids=lambda v: " ".join(a[:12] for a in v) if isinstance(v, list) else None)
@@ -227,8 +227,8 @@ def test_an_over_long_name_is_a_one_line_error(cards, tmp_path, monkeypatch, cap
     assert (code, out) == (1, "")
     last = err.splitlines()[-1]  # after progress lines, if any
     assert last.startswith("error: ") and fragment in last and "Traceback" not in err, err[:300]
-    if "File name too long" in fragment:  # the name is shortened in the message
-        assert "characters); give a shorter name or path" in err and len(err) < 400
+    if fragment.startswith("File name too long"):  # the OSError of the system: its file name is shortened
+        assert re.search(r"\.\.\.n*(/vaezoo-abc)? \(3\d\d characters\); give a shorter name or path$", last), last
     assert os.listdir(tmp_path) == ["cards"]
 
 

@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 
 import pytest
 import tomli_w
-from faultkit import cli, save_tiny_weights, tiny_card, weights_entry, write_toml
+from faultkit import cli, install_plugin, save_tiny_weights, tiny_card, weights_entry, write_toml
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
@@ -257,3 +258,78 @@ def test_control_characters_in_a_name_stay_on_one_line(home, capsys, name):
     assert code == 1
     assert len(stderr.strip("\n").split("\n")) == 1 and "\r" not in stderr, repr(stderr)
     assert stderr.startswith("error: no zoo card named") and repr(name)[1:-1] in stderr
+
+
+# Text that acts on a terminal or on rich: markup, emoji codes, escape sequences (an OSC retitles the terminal),
+# C0 and C1 controls, line separators, a right-to-left override; mixed with random text.
+HOSTILE_PIECES = st.sampled_from(["[/]", "[red]", "[/red]", "[bold red]x[/]", "[link=https://x]y[/link]", ":smile:",
+                                  "\\[", "\x1b]0;pwned\x07", "\x1b[2J", "\x1b[31m", "\r", "\b", "\x07", "\x00",
+                                  "\x7f", "\x9b", "\u202e", "\u2028", "\n", "\t"])
+HOSTILE_TEXT = st.lists(HOSTILE_PIECES | st.text(max_size=6), min_size=1, max_size=6).map("".join)
+FREE_TEXT_FIELDS = ("summary", "paper", "license", "dataset", "architecture", "latent", "headline")
+
+
+def _shown_as_text(output: str) -> bool:
+    """No character that acts on a terminal: every one printable, or a line break."""
+    return all(c.isprintable() or c == "\n" for c in output)
+
+
+@pytest.fixture
+def text_home(tmp_path, monkeypatch, cards_dir):
+    """The tiny card's directory with a weights file beside it (``verify`` only hashes it); no plugin loads."""
+    import torch
+
+    from vaezoo.weights import save_weights
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
+    monkeypatch.setenv("VAEZOO_OFFLINE", "1")
+    save_weights({"w": torch.zeros(2)}, cards_dir / "tiny.safetensors")
+    return tmp_path
+
+
+@FUZZ
+@given(fields=st.fixed_dictionaries({}, optional={name: HOSTILE_TEXT for name in FREE_TEXT_FIELDS}),
+       metric_name=HOSTILE_TEXT, command=HOSTILE_TEXT, note=HOSTILE_TEXT)
+def test_card_text_with_markup_and_control_characters(text_home, cards_dir, capsys, fields, metric_name, command,
+                                                      note):
+    """Every free-text field of a card (the name is pattern-restricted) and its metric's name, command and note
+    hold markup and control characters: list, info and verify print them as text, and their JSON is exact."""
+    card = tiny_card(**weights_entry(cards_dir / "tiny.safetensors", file="tiny.safetensors"))
+    card.update(fields)
+    card["metrics"] = {metric_name: {"value": 0.5, "command": command, "note": note, "vaezoo_version": "0.1.0"}}
+    write_toml(cards_dir / "tiny.toml", card)
+    for argv in (["list"], ["info", "tiny-blobs"], ["verify"], ["list", "--json"], ["info", "tiny-blobs", "--json"]):
+        code, out, err = cli(capsys, *argv)
+        assert code == 0 and "Traceback" not in err, (argv, err)
+        assert _shown_as_text(out + err), (argv, out, err)
+    shown = json.loads(out)
+    assert {k: shown[k] for k in fields} == fields
+    assert shown["metrics"] == card["metrics"]
+
+
+MESSAGE_PLUGIN = """
+from pathlib import Path
+raise RuntimeError(Path(__file__).with_suffix(".txt").read_text(encoding="utf-8"))
+"""
+
+
+@FUZZ
+@given(message=HOSTILE_TEXT)
+def test_plugin_errors_with_markup_and_control_characters(text_home, site, monkeypatch, capsys, message):
+    """A plugin fails at import with a message of markup and control characters: ``vaezoo plugins`` shows it as
+    text (``--json`` keeps it, joined into one line, as the plugin manager reports it)."""
+    from vaezoo import plugins
+
+    if not list(site.glob("*.py")):  # installed once: hypothesis runs every example in this test's fixtures
+        install_plugin(site, "hostile", MESSAGE_PLUGIN)
+    (module,) = site.glob("*.py")
+    module.with_suffix(".txt").write_text(message, encoding="utf-8")
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "hostile")
+    plugins.reset()
+    code, out, err = cli(capsys, "plugins")
+    assert code == 0 and "Traceback" not in err, err
+    assert _shown_as_text(out + err), (out, err)
+    code, out, _ = cli(capsys, "plugins", "--json")
+    (row,) = [r for r in json.loads(out) if r["name"] == "hostile"]
+    assert row["status"] != "ok" and "RuntimeError" in row["error"]
