@@ -43,18 +43,6 @@ def print_json(data) -> None:
 UNBOUNDED_WIDTH = 1_000_000_000
 
 
-def console(stderr: bool = False):
-    """A rich console on stdout (or stderr), imported lazily.
-
-    On a terminal it has the terminal's width (or ``COLUMNS``); elsewhere it is as wide as the widest
-    line, so ``vaezoo list | cat`` prints every value whole.
-    """
-    from rich.console import Console
-
-    out = Console(stderr=stderr)
-    return out if out.is_terminal else Console(stderr=stderr, width=UNBOUNDED_WIDTH)
-
-
 def text(value: object, style: str = ""):
     """``value`` as a rich ``Text``, shown as written: escaped (:func:`vaezoo.terminal.printable`), never markup."""
     from rich.text import Text
@@ -67,19 +55,23 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
 
     The first column holds what users copy (a name): it is never wrapped or cut. The others wrap between
     words. On a terminal too narrow for the table without breaking a word, each row is printed instead as
-    its first cell followed by one ``column  value`` line per other column.
+    its first cell followed by one ``column  value`` line per other column. Off a terminal (``vaezoo list |
+    cat``) the table is as wide as its values, whatever ``COLUMNS`` says.
 
     Args:
         columns: the header of each column.
         rows: one value per column for each row.
         title: shown above the table.
     """
+    from rich.console import Console
     from rich.measure import Measurement
     from rich.table import Column, Table
     from rich.text import Text
 
     cells = [[value if isinstance(value, Text) else text(value) for value in row] for row in rows]
-    out = console()
+    out = Console()  # the terminal's width (or COLUMNS) on a terminal
+    if not out.is_terminal:
+        out = Console(width=UNBOUNDED_WIDTH)
     table = Table(Column(columns[0], no_wrap=True), *(Column(c, overflow="fold") for c in columns[1:]),
                   title=None if title is None else text(title))
     for row in cells:
