@@ -36,10 +36,11 @@ TOML_VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch, cards_dir):
+def home(tmp_path, monkeypatch, cards_dir, tiny_data):
     """A working directory and a zoo of the tiny card only, with valid weights beside it."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")  # the core and the tiny card only: every command stays fast
+    # the core, the tiny card and its dataset only: every command stays fast
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "tinydata")
     monkeypatch.setenv("VAEZOO_OFFLINE", "1")  # a fuzzed https URL must never reach for the network
     monkeypatch.setenv("VAEZOO_DATA", str(tmp_path / "no-data"))
     weights = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card())
