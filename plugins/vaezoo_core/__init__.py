@@ -61,9 +61,25 @@ def vaezoo_register_datasets(register):
 
 @hookimpl
 def vaezoo_register_metrics(register):
+    from vaezoo.metrics.betavae_score import betavae_score
+    from vaezoo.metrics.dci import dci_completeness, dci_disentanglement, dci_informativeness
     from vaezoo.metrics.entropy import total_correlation
+    from vaezoo.metrics.factorvae_score import factorvae_score
     from vaezoo.metrics.mig import mig_chen, mig_dlib
+    from vaezoo.metrics.modularity import explicitness, modularity
+    from vaezoo.metrics.sap import sap_score
+    from vaezoo.metrics.unsupervised import gaussian_total_correlation, mutual_info_score
 
     register("mig_chen", mig_chen)
     register("mig_dlib", mig_dlib)
     register("total_correlation", total_correlation)
+    register("betavae_score", betavae_score)
+    register("factorvae_score", factorvae_score)
+    register("sap_score", sap_score)
+    register("dci_disentanglement", dci_disentanglement)
+    register("dci_completeness", dci_completeness)
+    register("dci_informativeness", dci_informativeness)
+    register("modularity", modularity)
+    register("explicitness", explicitness)
+    register("gaussian_total_correlation", gaussian_total_correlation)
+    register("mutual_info_score", mutual_info_score)

@@ -1,0 +1,414 @@
+"""The disentanglement metric suite of Locatello et al. (2019) on codes with known answers.
+
+Each metric is exercised as a pure function of a table of codes (one row per image) and the
+images' factors: a code equal to the factors, a random code, the code with its dimensions
+permuted, and codes that duplicate, entangle or drop a factor. Small point counts keep each
+test to a second or two on one core.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from vaezoo.cards import Metric
+from vaezoo.data import ImageDataset
+from vaezoo.errors import VaezooError
+from vaezoo.metrics import betavae_score, dci, factorvae_score, modularity, sampling, sap, unsupervised
+from vaezoo.metrics.provenance import library_versions, metric_parameters
+from vaezoo.plugins import registry
+
+SIZES = (3, 4, 5)
+SUITE = ("betavae_score", "factorvae_score", "sap_score", "dci_disentanglement", "dci_completeness",
+         "dci_informativeness", "modularity", "explicitness", "gaussian_total_correlation", "mutual_info_score")
+
+
+def grid_factors(sizes=SIZES, repeats: int = 1) -> np.ndarray:
+    """Every combination of the factor classes ``repeats`` times, ``(repeats * prod(sizes), len(sizes))``."""
+    grid = np.stack(np.meshgrid(*map(np.arange, sizes), indexing="ij"), -1).reshape(-1, len(sizes))
+    return np.tile(grid, (repeats, 1))
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def random_code(n: int, dims: int = 4, seed: int = 1) -> np.ndarray:
+    return rng(seed).normal(size=(n, dims))
+
+
+FACTORS = grid_factors()
+PERFECT = FACTORS.astype(float)
+PERMUTED = PERFECT[:, [2, 0, 1]]
+# A random code is drawn on many images per combination of factors, so that it cannot name the image (and
+# with it the factors): a held-out image's code then says nothing about its factors.
+MANY = grid_factors(repeats=100)
+
+
+# ---- sampling -----------------------------------------------------------------------------------
+
+def test_images_drawn_to_share_a_factor_share_it_and_are_uniform_otherwise():
+    groups = sampling.FactorGroups(FACTORS)
+    anchors = rng().integers(0, len(FACTORS), (3, 6000))
+    factor = np.array([0, 1, 2])
+    drawn = groups.sharing(factor, anchors, rng(1))
+    for row, k in enumerate(factor):
+        np.testing.assert_array_equal(FACTORS[drawn[row], k], FACTORS[anchors[row], k])
+    # with the first factor held, the third is uniform over its 5 values
+    counts = np.bincount(FACTORS[drawn[0], 2], minlength=5) / 6000
+    np.testing.assert_allclose(counts, 0.2, atol=0.03)
+
+
+def test_factor_values_need_not_start_at_zero_or_be_contiguous():
+    factors = np.array([[5, -1], [5, 7], [9, -1], [9, 7]])
+    drawn = sampling.FactorGroups(factors).sharing(np.array([0, 1]), np.array([[2, 2], [1, 1]]), rng())
+    assert set(factors[drawn[0], 0]) == {9} and set(factors[drawn[1], 1]) == {7}
+
+
+# ---- BetaVAE score ------------------------------------------------------------------------------
+
+def beta(codes, factors=FACTORS, seed=0):
+    return betavae_score.betavae_score_from_codes(codes, factors, rng(seed), points=600, test_points=300, batch=16)
+
+
+def test_betavae_code_equal_to_the_factors_scores_one():
+    assert beta(PERFECT) == pytest.approx(1.0, abs=0.01)
+
+
+def test_betavae_random_code_scores_chance():
+    assert beta(random_code(len(MANY)), MANY) == pytest.approx(1 / 3, abs=0.08)
+
+
+def test_betavae_ignores_the_order_of_dimensions():
+    assert beta(PERMUTED) == pytest.approx(beta(PERFECT), abs=0.01)
+
+
+def test_betavae_two_dropped_factors_are_told_apart_from_neither():
+    # only factor 0 is coded: fixing factor 1 or factor 2 looks the same, so half of those points are lost
+    assert beta(PERFECT[:, :1]) == pytest.approx(2 / 3, abs=0.06)
+
+
+# ---- FactorVAE score ----------------------------------------------------------------------------
+
+def factor(codes, factors=FACTORS, seed=0, **kwargs):
+    return factorvae_score.factorvae_score_from_codes(codes, factors, rng(seed), points=600, test_points=300,
+                                                      batch=16, variance_points=500, **kwargs)
+
+
+def test_factorvae_code_equal_to_the_factors_scores_one():
+    assert factor(PERFECT) == 1.0
+
+
+def test_factorvae_random_code_scores_about_chance():
+    assert factor(random_code(len(MANY)), MANY) < 0.45
+
+
+def test_factorvae_ignores_the_order_of_dimensions():
+    assert factor(PERMUTED) == factor(PERFECT)
+
+
+def test_factorvae_dropped_factor_loses_its_votes():
+    # fixing the uncoded factor 2 shrinks no dimension: its votes land on dimensions that belong to others
+    assert factor(PERFECT[:, :2]) == pytest.approx(2 / 3, abs=0.05)
+
+
+def test_factorvae_prunes_collapsed_dimensions():
+    collapsed = np.concatenate([PERFECT, np.zeros((len(FACTORS), 2))], axis=1)
+    assert factor(collapsed) == 1.0
+    assert factor(0.01 * random_code(len(FACTORS), 3)) == 0.0  # every standard deviation below 0.05
+    assert factor(0.01 * random_code(len(FACTORS), 3), prune_std=0.0) > 0
+
+
+# ---- SAP ----------------------------------------------------------------------------------------
+
+BINARY = grid_factors((2, 2, 2), repeats=8)
+BINARY_MANY = grid_factors((2, 2, 2), repeats=500)
+
+
+def sap_of(codes, factors=BINARY, seed=0):
+    return sap.sap_score_from_codes(codes, factors, rng(seed), points=800, test_points=400)
+
+
+def test_sap_code_equal_to_binary_factors_scores_its_maximum():
+    # each factor is read perfectly from its own dimension and at chance (1/2) from the others
+    assert sap_of(BINARY.astype(float)) == pytest.approx(0.5, abs=0.06)
+
+
+def test_sap_random_code_scores_about_zero():
+    assert sap_of(random_code(len(BINARY_MANY)), BINARY_MANY) < 0.06
+
+
+def test_sap_ignores_the_order_of_dimensions():
+    assert sap_of(BINARY[:, [1, 2, 0]].astype(float)) == pytest.approx(sap_of(BINARY.astype(float)), abs=1e-9)
+
+
+def test_sap_duplicated_factor_has_no_gap():
+    # two dimensions read factor 0 equally well: its gap is 0, so a third of the score goes
+    assert sap_of(BINARY[:, [0, 0, 1, 2]].astype(float)) == pytest.approx(1 / 3, abs=0.05)
+
+
+def test_top_two_gap():
+    assert sap.top_two_gap(np.array([[0.9, 0.2], [0.5, 0.6], [0.1, 0.5]])) == pytest.approx((0.4 + 0.1) / 2)
+    assert sap.top_two_gap(np.array([[0.9, 0.2]])) == 0.0
+
+
+# ---- DCI ----------------------------------------------------------------------------------------
+
+def test_dci_of_known_importance_matrices():
+    assert dci.disentanglement(np.eye(3)) == pytest.approx(1) and dci.completeness(np.eye(3)) == pytest.approx(1)
+    uniform = np.ones((3, 3))
+    assert dci.disentanglement(uniform) == pytest.approx(0, abs=1e-9) and dci.completeness(uniform) == pytest.approx(0)
+    # dimension 0 serves factors 0 and 1 equally, dimension 1 serves factor 2
+    entangled = np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    assert dci.disentanglement(entangled) == pytest.approx(2 / 3 * (1 - math.log(2, 3)) + 1 / 3)
+    assert dci.completeness(entangled) == pytest.approx(1)
+
+
+def dci_of(codes, factors=FACTORS, seed=0):
+    return dci.dci_from_codes(codes, factors, rng(seed), points=400, test_points=200)
+
+
+def test_dci_code_equal_to_the_factors_scores_one():
+    scores = dci_of(PERFECT)
+    assert scores.disentanglement > 0.97 and scores.completeness > 0.97 and scores.informativeness == 1.0
+
+
+def test_dci_random_code_scores_about_zero():
+    scores = dci_of(random_code(len(MANY)), MANY)
+    assert scores.disentanglement < 0.1 and scores.completeness < 0.1
+    assert scores.informativeness == pytest.approx(np.mean([1 / 3, 1 / 4, 1 / 5]), abs=0.06)
+
+
+def test_dci_ignores_the_order_of_dimensions():
+    first, second = dci_of(PERFECT), dci_of(PERMUTED)
+    assert second.disentanglement == pytest.approx(first.disentanglement, abs=0.01)
+    assert second.completeness == pytest.approx(first.completeness, abs=0.01)
+    assert second.informativeness == first.informativeness
+
+
+def test_dci_entangled_dimension_lowers_disentanglement_only():
+    factors = grid_factors((3, 3, 4), repeats=2)
+    code = np.stack([3 * factors[:, 0] + factors[:, 1], factors[:, 2]], axis=1).astype(float)
+    scores = dci_of(code, factors)
+    assert scores.disentanglement == pytest.approx(2 / 3 * (1 - math.log(2, 3)) + 1 / 3, abs=0.06)
+    assert scores.completeness > 0.95 and scores.informativeness == 1.0
+
+
+def test_dci_factor_split_over_two_dimensions_lowers_completeness_only():
+    factors = grid_factors((4, 3, 5))
+    code = np.stack([factors[:, 0] // 2, factors[:, 0] % 2, factors[:, 1], factors[:, 2]], axis=1).astype(float)
+    scores = dci_of(code, factors)
+    # factor 0's importance halves between two of four dimensions: 1 - log_4(2) = 1/2 for it
+    assert scores.completeness == pytest.approx((0.5 + 1 + 1) / 3, abs=0.05)
+    assert scores.disentanglement > 0.95
+
+
+def test_dci_dropped_factor_is_predicted_at_chance():
+    scores = dci_of(PERFECT[:, :2])
+    assert scores.informativeness == pytest.approx((1 + 1 + 1 / 5) / 3, abs=0.05)
+
+
+# ---- modularity and explicitness ----------------------------------------------------------------
+
+def modularity_of(codes, factors=FACTORS, seed=0):
+    return modularity.modularity_from_codes(codes, factors, rng(seed), points=2000)
+
+
+def test_modularity_code_equal_to_the_factors_scores_one():
+    assert modularity_of(PERFECT) == pytest.approx(1, abs=0.01)
+
+
+def test_modularity_uninformative_code_scores_zero():
+    assert modularity_of(np.zeros((len(FACTORS), 3))) == 0.0
+
+
+def test_modularity_ignores_the_order_of_dimensions():
+    assert modularity_of(PERMUTED) == pytest.approx(modularity_of(PERFECT), abs=1e-12)
+
+
+def test_modularity_dimension_about_two_factors_scores_half():
+    factors = grid_factors((3, 3, 4))
+    code = np.stack([3 * factors[:, 0] + factors[:, 1], factors[:, 2]], axis=1).astype(float)
+    # dimension 0: equal information on two of three factors, delta = 1 / 2; dimension 1 is ideal
+    assert modularity_of(code, factors) == pytest.approx((0.5 + 1) / 2, abs=0.02)
+
+
+def test_modularity_does_not_ask_for_every_factor():
+    assert modularity_of(PERFECT[:, :2]) == pytest.approx(1, abs=0.01)
+
+
+def test_modularity_of_a_mutual_information_matrix():
+    assert modularity.modularity_of(np.array([[2.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])) == \
+        pytest.approx((1 + 0.5 + 0) / 3)
+
+
+def explicitness_of(codes, factors=BINARY, seed=0):
+    return modularity.explicitness_from_codes(codes, factors, rng(seed), points=800, test_points=400)
+
+
+def test_explicitness_code_equal_to_the_factors_scores_one():
+    assert explicitness_of(BINARY.astype(float)) == pytest.approx(1.0)
+
+
+def test_explicitness_random_code_scores_one_half():
+    assert explicitness_of(random_code(len(BINARY_MANY)), BINARY_MANY) == pytest.approx(0.5, abs=0.06)
+
+
+def test_explicitness_ignores_the_order_of_dimensions():
+    assert explicitness_of(BINARY[:, [2, 0, 1]].astype(float)) == pytest.approx(explicitness_of(BINARY.astype(float)))
+
+
+def test_explicitness_dropped_factor_is_ranked_at_chance():
+    assert explicitness_of(BINARY[:, :2].astype(float)) == pytest.approx((1 + 1 + 0.5) / 3, abs=0.03)
+
+
+def test_explicitness_leaves_out_constant_dimensions_and_factors():
+    factors = np.concatenate([BINARY, np.zeros((len(BINARY), 1), int)], axis=1)
+    code = np.concatenate([BINARY.astype(float), np.ones((len(BINARY), 1))], axis=1)
+    assert explicitness_of(code, factors) == pytest.approx(1.0)
+
+
+# ---- unsupervised scores ------------------------------------------------------------------------
+
+def test_gaussian_total_correlation_of_independent_and_correlated_codes():
+    x = rng(2).normal(size=(20_000, 2))
+    assert unsupervised.gaussian_total_correlation_of(x) == pytest.approx(0, abs=1e-3)
+    correlated = np.stack([x[:, 0], 0.8 * x[:, 0] + 0.6 * x[:, 1]], axis=1)
+    assert unsupervised.gaussian_total_correlation_of(correlated) == pytest.approx(-0.5 * math.log(1 - 0.64), abs=0.01)
+    # the order of dimensions does not matter
+    assert unsupervised.gaussian_total_correlation_of(correlated[:, ::-1]) == \
+        pytest.approx(unsupervised.gaussian_total_correlation_of(correlated))
+
+
+def test_gaussian_total_correlation_of_the_factors_is_about_zero():
+    assert unsupervised.gaussian_total_correlation_from_codes(PERFECT, rng(), points=5000) < 0.005
+
+
+def test_mutual_info_score_of_independent_and_duplicated_dimensions():
+    values = rng(3).integers(0, 4, size=(10_000, 2)).astype(float)
+    assert unsupervised.mean_pairwise_mutual_information(values) < 0.005
+    duplicated = values[:, [0, 0]]
+    assert unsupervised.mean_pairwise_mutual_information(duplicated) == pytest.approx(math.log(4), abs=0.01)
+    # a third, independent dimension adds two pairs with none: the mean falls to a third
+    three = values[:, [0, 0, 1]]
+    assert unsupervised.mean_pairwise_mutual_information(three) == pytest.approx(math.log(4) / 3, abs=0.01)
+    assert unsupervised.mean_pairwise_mutual_information(values[:, :1]) == 0.0
+
+
+# ---- seeds and provenance -----------------------------------------------------------------------
+
+def test_a_metric_is_a_function_of_its_seed():
+    code = MANY + random_code(len(MANY), 3)
+    assert factor(code, MANY, seed=5) == factor(code, MANY, seed=5)
+    assert len({factor(code, MANY, seed=s) for s in range(4)}) > 1
+
+
+def test_parameters_and_libraries_a_card_records():
+    assert metric_parameters(betavae_score.betavae_score) == {"points": 10_000, "test_points": 5_000, "batch": 64,
+                                                              "seed": 0}
+    assert metric_parameters(factorvae_score.factorvae_score, seed=3)["seed"] == 3
+    assert metric_parameters(factorvae_score.factorvae_score)["prune_std"] == 0.05
+    versions = library_versions()
+    assert {"scikit-learn", "numpy", "torch"} <= set(versions)
+    metric = Metric(value=0.5, command="vaezoo eval x", vaezoo_version="0.1.0",
+                    parameters=metric_parameters(sap.sap_score), libraries=versions)
+    assert Metric.model_validate(metric.model_dump()) == metric
+
+
+# ---- the registered metrics on a model ----------------------------------------------------------
+
+def image_dataset(factors: np.ndarray | None, seed: int = 0) -> ImageDataset:
+    """Random 64x64 images, one per row of ``factors`` (which they do not depict: the metrics only count)."""
+    images = torch.randint(0, 256, (len(factors) if factors is not None else 16, 1, 64, 64), dtype=torch.uint8,
+                           generator=torch.Generator().manual_seed(seed))
+    return ImageDataset(images, factors=None if factors is None else torch.from_numpy(factors))
+
+
+@pytest.fixture(scope="module")
+def small_dataset():
+    return image_dataset(grid_factors(repeats=4))
+
+
+class TinyEncoder(torch.nn.Module):
+    """All a metric asks of a model: ``encode(x).mode``, the deterministic code."""
+
+    def __init__(self, dims: int = 4):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(64 * 64, dims)
+
+    def encode(self, x):
+        return type("Posterior", (), {"mode": self.linear(x.flatten(1))})
+
+
+def tiny_model():
+    return TinyEncoder()
+
+
+def small(name: str) -> dict:
+    """The metric's settings with 50 times fewer points and batches of 8, for a test."""
+    settings = metric_parameters(registry("metric")[name])
+    fewer = {k: v // 50 for k, v in settings.items() if k in ("points", "test_points", "variance_points")}
+    return fewer | ({"batch": 8} if "batch" in settings else {})
+
+
+def test_the_suite_is_registered_by_the_core():
+    for name in SUITE:
+        assert registry("metric").plugin_of(name) == registry("metric").plugin_of("mig_dlib")
+
+
+def test_the_suite_runs_on_a_model_and_encodes_each_image_once(small_dataset, monkeypatch):
+    encoded = []
+    real = sampling.mean_codes
+    monkeypatch.setattr(sampling, "mean_codes", lambda m, d, indices, *a: encoded.append(indices) or real(m, d, indices, *a))
+    model = tiny_model()
+    for name in SUITE:
+        value = registry("metric")[name](model, small_dataset, batch_size=128, **small(name))
+        assert math.isfinite(value), name
+    indices = torch.cat(encoded)
+    assert len(indices) == len(torch.unique(indices)) <= len(small_dataset)
+
+
+def test_dci_scores_share_one_fit_until_the_model_changes(small_dataset, monkeypatch):
+    calls = []
+    real = dci.importance_gbt
+    monkeypatch.setattr(dci, "importance_gbt", lambda *a, **k: calls.append(1) or real(*a, **k))
+    model = tiny_model()
+    for name in ("dci_disentanglement", "dci_completeness", "dci_informativeness"):
+        registry("metric")[name](model, small_dataset, batch_size=128, points=200, test_points=100)
+    assert len(calls) == 1
+    dci.dci_completeness(model, small_dataset, batch_size=128, points=200, test_points=100, seed=1)
+    assert len(calls) == 2  # other parameters: another fit
+    with torch.no_grad():
+        next(model.parameters()).add_(0.1)
+    dci.dci_completeness(model, small_dataset, batch_size=128, points=200, test_points=100)
+    assert len(calls) == 3
+
+
+def test_a_wrapped_dataset_shares_the_codes_of_its_images(small_dataset):
+    class Wrapper:  # e.g. the progress counter 'vaezoo eval' wraps a dataset in
+        def __init__(self, dataset):
+            self.dataset = dataset
+
+        def __len__(self):
+            return len(self.dataset)
+
+        def __getattr__(self, name):
+            return getattr(self.dataset, name)
+
+    model = tiny_model()
+    first = sampling.code_table(model, Wrapper(small_dataset))
+    assert sampling.code_table(model, Wrapper(small_dataset)) is first
+    assert sampling.code_table(model, image_dataset(FACTORS)) is not first
+
+
+def test_supervised_metrics_need_factors_and_unsupervised_ones_do_not():
+    images = image_dataset(None)
+    for name in SUITE[:8]:
+        with pytest.raises(VaezooError, match="needs a dataset with ground-truth factors"):
+            registry("metric")[name](tiny_model(), images)
+    for name in SUITE[8:]:
+        assert math.isfinite(registry("metric")[name](tiny_model(), images, points=50))

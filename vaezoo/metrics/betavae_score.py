@@ -1,0 +1,76 @@
+"""The BetaVAE score (Higgins et al., 2017, "beta-VAE: Learning Basic Visual Concepts with a
+Constrained Variational Framework", ICLR), as disentanglement_lib computes it (``beta_vae.py``,
+config ``beta_vae_sklearn``: batch 64, 10,000 training and 5,000 evaluation points).
+
+One point: pick a factor k uniformly; draw ``batch`` pairs of images, the two of a pair sharing
+their value of k and otherwise independent; the point's features are the mean over the pairs of
+|code(x1) - code(x2)| per code dimension, its label is k. A linear classifier (logistic
+regression) learns k from the features of the training points; the score is its accuracy on
+the evaluation points. A code that keeps each factor in its own dimensions scores 1; chance is
+1 / K.
+
+The classifier is scikit-learn's ``LogisticRegression`` as disentanglement_lib ran it (scikit-learn
+0.20's defaults: liblinear, one-vs-rest, C = 1) on the unscaled features.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.multiclass import OneVsRestClassifier
+
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.sampling import Codes, FactorGroups, code_table, sklearn_seed
+
+
+def betavae_features(codes: Codes, groups: FactorGroups, rng: np.random.Generator, points: int,
+                     batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """``points`` labelled points of the BetaVAE score (see the module docstring).
+
+    Returns:
+        Features ``(points, D)`` and labels ``(points,)``, the factor each point held fixed.
+    """
+    labels = rng.integers(0, groups.num_factors, points)
+    first = rng.integers(0, len(codes), (points, batch))
+    second = groups.sharing(labels, first, rng)
+    differences = np.abs(np.asarray(codes[first], dtype=np.float64) - codes[second])
+    return differences.mean(1), labels
+
+
+def betavae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Generator, points: int = 10_000,
+                             test_points: int = 5_000, batch: int = 64) -> float:
+    """The BetaVAE score of a table of codes.
+
+    Args:
+        codes: ``codes[indices] -> (n, D)``, one row per image.
+        factors: ``(N, K)`` the images' factor classes.
+        rng: the generator of every draw.
+        points, test_points: points the classifier is trained and evaluated on.
+        batch: pairs of images averaged into one point.
+
+    Returns:
+        The evaluation accuracy, in [0, 1].
+    """
+    groups = FactorGroups(factors)
+    train = betavae_features(codes, groups, rng, points, batch)
+    test = betavae_features(codes, groups, rng, test_points, batch)
+    classifier = OneVsRestClassifier(LogisticRegression(solver="liblinear", random_state=sklearn_seed(rng)))
+    return float(classifier.fit(*train).score(*test))
+
+
+def betavae_score(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                  points: int = 10_000, test_points: int = 5_000, batch: int = 64, seed: int = 0) -> float:
+    """The BetaVAE score of ``model``'s mean codes on ``dataset`` (see the module docstring).
+
+    Args:
+        model: a VAE; its code is the posterior's mode.
+        dataset: images with ground-truth ``factors``.
+        device, batch_size: where and how many images to encode at a time.
+        points, test_points: classifier training and evaluation points (10,000 and 5,000).
+        batch: pairs of images per point (64).
+        seed: seed of the draws and of the classifier.
+    """
+    factors = require_factors(dataset, "betavae_score").numpy()
+    return betavae_score_from_codes(code_table(model, dataset, device, batch_size), factors,
+                                    np.random.default_rng(seed), points, test_points, batch)

@@ -1,0 +1,143 @@
+"""DCI disentanglement, completeness and informativeness (Eastwood & Williams, 2018, "A Framework for
+the Quantitative Evaluation of Disentangled Representations", ICLR), as disentanglement_lib computes
+them (``dci.py``, config ``dci``: 10,000 training and 5,000 test points).
+
+For each factor k, scikit-learn's ``GradientBoostingClassifier`` (default settings: 100 trees of
+depth 3 per class, learning rate 0.1) predicts k from the whole code, trained on the training
+points. R[j, k] is the importance of code dimension j in that model (its impurity-based
+``feature_importances_``, which sum to 1 over j).
+
+- disentanglement: 1 - H_K(P_j.), the entropy (base K) of dimension j's importances normalised
+  over factors, averaged over dimensions weighted by each dimension's share of the total importance;
+- completeness: 1 - H_D(P_.k), the same over dimensions for each factor, weighted by factor;
+- informativeness: the classifiers' mean accuracy on the test points (disentanglement_lib's
+  ``informativeness_test``; higher is better, unlike the paper's prediction error).
+
+The three share one fit: computing them one after another for the same model, dataset and
+parameters fits the classifiers once. A factor that takes one value on the training points has
+nothing to predict and is left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import entropy
+from sklearn.ensemble import GradientBoostingClassifier
+
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.sampling import Codes, code_table, draw, sklearn_seed
+
+
+@dataclass(frozen=True)
+class DCI:
+    """The DCI scores of a code, and the importances they come from.
+
+    Attributes:
+        disentanglement, completeness: in [0, 1].
+        informativeness: mean test accuracy of the per-factor classifiers.
+        informativeness_train: the same on the training points.
+        importance: ``(D, K')`` R[j, k].
+    """
+
+    disentanglement: float
+    completeness: float
+    informativeness: float
+    informativeness_train: float
+    importance: np.ndarray
+
+
+def importance_gbt(train_codes: np.ndarray, train_factors: np.ndarray, test_codes: np.ndarray,
+                   test_factors: np.ndarray, random_state: int = 0) -> tuple[np.ndarray, float, float]:
+    """Gradient-boosted trees per factor: the importance matrix and the mean train and test accuracies.
+
+    Args:
+        train_codes, test_codes: ``(n, D)`` codes.
+        train_factors, test_factors: ``(n, K)`` their factor classes.
+        random_state: the trees' seed.
+
+    Returns:
+        ``(R, train_accuracy, test_accuracy)``, R of shape ``(D, K')`` for the K' factors with at least
+        two values on the training points.
+    """
+    varying = [k for k in range(train_factors.shape[1]) if len(np.unique(train_factors[:, k])) > 1]
+    importance = np.zeros((train_codes.shape[1], len(varying)))
+    train_accuracy, test_accuracy = [], []
+    for column, k in enumerate(varying):
+        model = GradientBoostingClassifier(random_state=random_state).fit(train_codes, train_factors[:, k])
+        importance[:, column] = np.abs(model.feature_importances_)
+        train_accuracy.append(np.mean(model.predict(train_codes) == train_factors[:, k]))
+        test_accuracy.append(np.mean(model.predict(test_codes) == test_factors[:, k]))
+    return importance, float(np.mean(train_accuracy)), float(np.mean(test_accuracy))
+
+
+def _weighted_specificity(importance: np.ndarray) -> float:
+    """Sum over rows of (1 - entropy of the row, base = its length) times the row's share of the total."""
+    per_row = 1.0 - entropy(importance.T + 1e-11, base=importance.shape[1])
+    weights = importance if importance.sum() > 0 else np.ones_like(importance)
+    return float(np.sum(per_row * weights.sum(1) / weights.sum()))
+
+
+def disentanglement(importance: np.ndarray) -> float:
+    """DCI disentanglement of an importance matrix R ``(D, K)``: 1 if each dimension matters to one factor."""
+    return _weighted_specificity(importance)
+
+
+def completeness(importance: np.ndarray) -> float:
+    """DCI completeness of an importance matrix R ``(D, K)``: 1 if each factor is captured by one dimension."""
+    return _weighted_specificity(importance.T)
+
+
+def dci_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Generator, points: int = 10_000,
+                   test_points: int = 5_000) -> DCI:
+    """The DCI scores of a table of codes.
+
+    Args:
+        codes: ``codes[indices] -> (n, D)``, one row per image.
+        factors: ``(N, K)`` the images' factor classes.
+        rng: the generator of the draws and the trees' seed.
+        points, test_points: images drawn to train and to test the classifiers.
+    """
+    train = draw(codes, factors, rng, points)
+    test = draw(codes, factors, rng, test_points)
+    importance, train_accuracy, test_accuracy = importance_gbt(*train, *test, random_state=sklearn_seed(rng))
+    return DCI(disentanglement(importance), completeness(importance), test_accuracy, train_accuracy, importance)
+
+
+def dci(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, points: int = 10_000,
+        test_points: int = 5_000, seed: int = 0) -> DCI:
+    """The :class:`DCI` of ``model``'s mean codes on ``dataset``, computed once per model, dataset and parameters.
+
+    Args:
+        model: a VAE; its code is the posterior's mode.
+        dataset: images with ground-truth ``factors``.
+        device, batch_size: where and how many images to encode at a time.
+        points, test_points: training and test images (10,000 and 5,000).
+        seed: seed of the draws and of the trees.
+    """
+    factors = require_factors(dataset, "dci").numpy()
+    table = code_table(model, dataset, device, batch_size)
+    key = ("dci", points, test_points, seed)
+    if key not in table.results:
+        table.results[key] = dci_from_codes(table, factors, np.random.default_rng(seed), points, test_points)
+    return table.results[key]
+
+
+def dci_disentanglement(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                        points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
+    """DCI disentanglement of ``model`` on ``dataset`` (arguments as :func:`dci`)."""
+    return dci(model, dataset, device, batch_size, points, test_points, seed).disentanglement
+
+
+def dci_completeness(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                     points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
+    """DCI completeness of ``model`` on ``dataset`` (arguments as :func:`dci`)."""
+    return dci(model, dataset, device, batch_size, points, test_points, seed).completeness
+
+
+def dci_informativeness(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                        points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
+    """DCI informativeness (mean test accuracy) of ``model`` on ``dataset`` (arguments as :func:`dci`)."""
+    return dci(model, dataset, device, batch_size, points, test_points, seed).informativeness

@@ -1,0 +1,90 @@
+"""The FactorVAE score (Kim & Mnih, 2018, "Disentangling by Factorising", ICML), as
+disentanglement_lib computes it (``factor_vae.py``, config ``factor_vae_metric``: batch 64,
+10,000 training and 5,000 evaluation votes, global variances from 10,000 images,
+``prune_dims.threshold = 0.05``).
+
+Each code dimension's variance over 10,000 random images is its global variance; a dimension
+whose global standard deviation is below ``prune_std`` has collapsed and is left out (note:
+disentanglement_lib compares the threshold with the standard deviation, not the variance). One
+vote: pick a factor k uniformly and a value of it (that of a random image); draw ``batch``
+images with that value; the active dimension with the smallest variance over the batch,
+relative to its global variance, votes for k. The classifier maps each dimension to the factor
+it got most training votes for; the score is the share of evaluation votes it classifies right.
+A code that keeps each factor in its own dimensions scores 1. A code with no active dimension
+scores 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.sampling import Codes, FactorGroups, code_table
+
+
+def factorvae_votes(codes: Codes, groups: FactorGroups, rng: np.random.Generator, points: int, batch: int,
+                    global_variances: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """``points`` votes of the FactorVAE score (see the module docstring).
+
+    Returns:
+        ``(K, D)`` counts: how often dimension j had the smallest relative variance with factor k fixed.
+    """
+    labels = rng.integers(0, groups.num_factors, points)
+    anchors = np.repeat(rng.integers(0, len(codes), (points, 1)), batch, axis=1)
+    batches = np.asarray(codes[groups.sharing(labels, anchors, rng)], dtype=np.float64)
+    relative = batches[..., active].var(1, ddof=1) / global_variances[active]
+    winners = np.flatnonzero(active)[relative.argmin(1)]
+    votes = np.zeros((groups.num_factors, len(active)), dtype=np.int64)
+    np.add.at(votes, (labels, winners), 1)
+    return votes
+
+
+def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Generator, points: int = 10_000,
+                               test_points: int = 5_000, batch: int = 64, variance_points: int = 10_000,
+                               prune_std: float = 0.05) -> float:
+    """The FactorVAE score of a table of codes.
+
+    Args:
+        codes: ``codes[indices] -> (n, D)``, one row per image.
+        factors: ``(N, K)`` the images' factor classes.
+        rng: the generator of every draw.
+        points, test_points: training and evaluation votes.
+        batch: images per vote.
+        variance_points: images the global variances are estimated on.
+        prune_std: dimensions whose global standard deviation is below this are left out.
+
+    Returns:
+        The evaluation accuracy of the majority-vote classifier, in [0, 1].
+    """
+    groups = FactorGroups(factors)
+    sample = np.asarray(codes[rng.integers(0, len(codes), variance_points)], dtype=np.float64)
+    global_variances = sample.var(0, ddof=1)
+    active = np.sqrt(global_variances) >= prune_std
+    if not active.any():
+        return 0.0
+    train = factorvae_votes(codes, groups, rng, points, batch, global_variances, active)
+    test = factorvae_votes(codes, groups, rng, test_points, batch, global_variances, active)
+    classifier = train.argmax(0)  # per dimension, the factor it votes for most
+    return float(test[classifier, np.arange(test.shape[1])].sum() / test.sum())
+
+
+def factorvae_score(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                    points: int = 10_000, test_points: int = 5_000, batch: int = 64, variance_points: int = 10_000,
+                    prune_std: float = 0.05, seed: int = 0) -> float:
+    """The FactorVAE score of ``model``'s mean codes on ``dataset`` (see the module docstring).
+
+    Args:
+        model: a VAE; its code is the posterior's mode.
+        dataset: images with ground-truth ``factors``.
+        device, batch_size: where and how many images to encode at a time.
+        points, test_points: training and evaluation votes (10,000 and 5,000).
+        batch: images per vote (64).
+        variance_points: images the global variances are estimated on (10,000).
+        prune_std: global standard deviation below which a dimension counts as collapsed (0.05).
+        seed: seed of the draws.
+    """
+    factors = require_factors(dataset, "factorvae_score").numpy()
+    return factorvae_score_from_codes(code_table(model, dataset, device, batch_size), factors,
+                                      np.random.default_rng(seed), points, test_points, batch, variance_points,
+                                      prune_std)

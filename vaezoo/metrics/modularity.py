@@ -1,0 +1,139 @@
+"""Modularity and explicitness (Ridgeway & Mozer, 2018, "Learning Deep Disentangled Embeddings With
+the F-Statistic Loss", NeurIPS), as disentanglement_lib computes them
+(``modularity_explicitness.py``, config ``modularity_explicitness``: 10,000 training and 5,000
+test points, 20-bin histograms).
+
+- modularity: each code dimension is discretised into 20 equal-width bins over the training
+  points and its mutual information m_jk with every factor computed from the contingency table
+  (scikit-learn's ``mutual_info_score``). A dimension's deviation from an ideal one-factor
+  dimension is delta_j = sum_{k != k*} m_jk^2 / ((K - 1) m_jk*^2), k* its most informative
+  factor; modularity is the mean of 1 - delta_j (a dimension with no information scores 0).
+  It asks only that each dimension be about one factor: a code that ignores a factor loses
+  nothing, and a random code's small, unequal histogram biases give it a middling score.
+- explicitness: the training codes are standardised (per dimension, by the training mean and
+  standard deviation); for each factor, a logistic regression on the whole code, one-vs-rest,
+  predicts its class probabilities; the factor's score is the ROC AUC of each class against the
+  rest on the test points, averaged over classes; explicitness is the mean over factors. The
+  classifier is scikit-learn's ``LogisticRegression`` as disentanglement_lib ran it (scikit-learn
+  0.20's defaults: liblinear, one-vs-rest, C = 1). 1 is a code from which every factor's classes
+  are linearly ranked; 0.5 is chance.
+
+Both draw the same training points when given the same seed, as disentanglement_lib computes them
+from one draw. Conventions where disentanglement_lib would fail: a constant dimension is left
+unscaled (it would divide by 0); a factor with one value on the training points, and a class that
+is absent from the test points or fills them, are left out of explicitness (disentanglement_lib
+would raise).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import mutual_info_score, roc_auc_score
+from sklearn.multiclass import OneVsRestClassifier
+
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.mig import discretize
+from vaezoo.metrics.sampling import Codes, code_table, draw, sklearn_seed
+
+
+def mutual_information_matrix(binned: np.ndarray, factors: np.ndarray) -> np.ndarray:
+    """``(D, K)`` the mutual information (nats) of each discrete code column with each factor column."""
+    return np.array([[mutual_info_score(factor, column) for factor in factors.T] for column in binned.T])
+
+
+def modularity_of(mutual_information: np.ndarray) -> float:
+    """Ridgeway & Mozer's modularity of a ``(D, K)`` mutual information matrix, ``K >= 2``."""
+    squared = np.square(mutual_information)
+    top = squared.max(1)
+    delta = np.divide(squared.sum(1) - top, top * (squared.shape[1] - 1), out=np.ones_like(top), where=top > 0)
+    return float(np.mean(np.where(top > 0, 1.0 - delta, 0.0)))
+
+
+def explicitness_of(train_codes: np.ndarray, train_factors: np.ndarray, test_codes: np.ndarray,
+                    test_factors: np.ndarray, random_state: int = 0) -> float:
+    """Ridgeway & Mozer's explicitness: the mean over factors of a linear classifier's one-vs-rest test AUC.
+
+    Args:
+        train_codes, test_codes: ``(n, D)`` codes.
+        train_factors, test_factors: ``(n, K)`` their factor classes.
+        random_state: the classifiers' seed.
+    """
+    mean, std = train_codes.mean(0), train_codes.std(0)
+    std = np.where(std > 0, std, 1.0)
+    train_codes, test_codes = (train_codes - mean) / std, (test_codes - mean) / std
+    scores = []
+    for k in range(train_factors.shape[1]):
+        if len(np.unique(train_factors[:, k])) < 2:
+            continue
+        classifier = OneVsRestClassifier(LogisticRegression(solver="liblinear", random_state=random_state))
+        probabilities = classifier.fit(train_codes, train_factors[:, k]).predict_proba(test_codes)
+        aucs = [roc_auc_score(test_factors[:, k] == label, probabilities[:, c])
+                for c, label in enumerate(classifier.classes_)
+                if 0 < np.sum(test_factors[:, k] == label) < len(test_factors)]
+        scores.append(np.mean(aucs))
+    return float(np.mean(scores))
+
+
+def modularity_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Generator, points: int = 10_000,
+                          bins: int = 20) -> float:
+    """The modularity of a table of codes.
+
+    Args:
+        codes: ``codes[indices] -> (n, D)``, one row per image.
+        factors: ``(N, K)`` the images' factor classes, ``K >= 2``.
+        rng: the generator of the draw.
+        points: images drawn.
+        bins: histogram bins per code dimension.
+    """
+    train_codes, train_factors = draw(codes, factors, rng, points)
+    return modularity_of(mutual_information_matrix(discretize(train_codes, bins), train_factors))
+
+
+def explicitness_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Generator, points: int = 10_000,
+                            test_points: int = 5_000) -> float:
+    """The explicitness of a table of codes.
+
+    Args:
+        codes: ``codes[indices] -> (n, D)``, one row per image.
+        factors: ``(N, K)`` the images' factor classes.
+        rng: the generator of the draws and the classifiers' seed.
+        points, test_points: images drawn to train and to test the classifiers.
+    """
+    train = draw(codes, factors, rng, points)
+    test = draw(codes, factors, rng, test_points)
+    return explicitness_of(*train, *test, random_state=sklearn_seed(rng))
+
+
+def modularity(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, points: int = 10_000,
+               bins: int = 20, seed: int = 0) -> float:
+    """Ridgeway & Mozer's modularity of ``model``'s mean codes on ``dataset`` (see the module docstring).
+
+    Args:
+        model: a VAE; its code is the posterior's mode.
+        dataset: images with ground-truth ``factors``.
+        device, batch_size: where and how many images to encode at a time.
+        points: images drawn (10,000).
+        bins: histogram bins per code dimension (20).
+        seed: seed of the draw.
+    """
+    factors = require_factors(dataset, "modularity").numpy()
+    return modularity_from_codes(code_table(model, dataset, device, batch_size), factors,
+                                 np.random.default_rng(seed), points, bins)
+
+
+def explicitness(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                 points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
+    """Ridgeway & Mozer's explicitness of ``model``'s mean codes on ``dataset`` (see the module docstring).
+
+    Args:
+        model: a VAE; its code is the posterior's mode.
+        dataset: images with ground-truth ``factors``.
+        device, batch_size: where and how many images to encode at a time.
+        points, test_points: training and test images (10,000 and 5,000).
+        seed: seed of the draws and of the classifiers.
+    """
+    factors = require_factors(dataset, "explicitness").numpy()
+    return explicitness_from_codes(code_table(model, dataset, device, batch_size), factors,
+                                   np.random.default_rng(seed), points, test_points)

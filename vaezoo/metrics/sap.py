@@ -1,0 +1,90 @@
+"""The SAP score (Kumar, Sattigeri & Balakrishnan, 2018, "Variational Inference of Disentangled Latent
+Concepts from Unlabeled Observations", ICLR), as disentanglement_lib computes it for discrete
+factors (``sap_score.py``, config ``sap_score``: 10,000 training and 5,000 test points,
+``continuous_factors = False``).
+
+For each code dimension j and factor k, a linear SVM (scikit-learn ``LinearSVC``, C = 0.01,
+balanced class weights) predicts k from z_j alone, trained on the training points; S[j, k] is its
+accuracy on the test points. The score is the mean over factors of the gap between the two
+largest S[j, k] over j. A code in which each factor is predictable from one dimension only
+scores high, one that spreads a factor over two dimensions scores about 0 for it. A linear
+classifier on one dimension separates two classes but not many, so the best dSprites score is
+far below 1. A factor that takes one value on the training points has nothing to predict and is
+left out.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.svm import LinearSVC
+
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.sampling import Codes, code_table, draw, sklearn_seed
+
+
+def sap_matrix(train_codes: np.ndarray, train_factors: np.ndarray, test_codes: np.ndarray,
+               test_factors: np.ndarray, random_state: int = 0) -> np.ndarray:
+    """S[j, k]: the test accuracy of a linear SVM predicting factor k from code dimension j alone.
+
+    Args:
+        train_codes, test_codes: ``(n, D)`` codes.
+        train_factors, test_factors: ``(n, K)`` their factor classes.
+        random_state: the SVMs' seed.
+
+    Returns:
+        ``(D, K')``, for the K' factors with at least two values on the training points.
+    """
+    varying = [k for k in range(train_factors.shape[1]) if len(np.unique(train_factors[:, k])) > 1]
+    scores = np.zeros((train_codes.shape[1], len(varying)))
+    with warnings.catch_warnings():
+        # disentanglement_lib ran the same solver with the same iteration limit, warnings and all
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for j in range(train_codes.shape[1]):
+            for column, k in enumerate(varying):
+                svm = LinearSVC(C=0.01, class_weight="balanced", dual=True, random_state=random_state)
+                svm.fit(train_codes[:, j:j + 1], train_factors[:, k])
+                scores[j, column] = np.mean(svm.predict(test_codes[:, j:j + 1]) == test_factors[:, k])
+    return scores
+
+
+def top_two_gap(scores: np.ndarray) -> float:
+    """The mean over columns of the largest minus the second largest entry (0 for a single row)."""
+    if scores.shape[0] < 2:
+        return 0.0
+    top = np.sort(scores, axis=0)
+    return float(np.mean(top[-1] - top[-2]))
+
+
+def sap_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Generator, points: int = 10_000,
+                         test_points: int = 5_000) -> float:
+    """The SAP score of a table of codes.
+
+    Args:
+        codes: ``codes[indices] -> (n, D)``, one row per image.
+        factors: ``(N, K)`` the images' factor classes.
+        rng: the generator of the draws and the SVMs' seed.
+        points, test_points: images drawn to train and to test the SVMs.
+    """
+    train = draw(codes, factors, rng, points)
+    test = draw(codes, factors, rng, test_points)
+    return top_two_gap(sap_matrix(*train, *test, random_state=sklearn_seed(rng)))
+
+
+def sap_score(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, points: int = 10_000,
+              test_points: int = 5_000, seed: int = 0) -> float:
+    """The SAP score of ``model``'s mean codes on ``dataset`` (see the module docstring).
+
+    Args:
+        model: a VAE; its code is the posterior's mode.
+        dataset: images with ground-truth ``factors``.
+        device, batch_size: where and how many images to encode at a time.
+        points, test_points: training and test images (10,000 and 5,000).
+        seed: seed of the draws and of the SVMs.
+    """
+    factors = require_factors(dataset, "sap_score").numpy()
+    return sap_score_from_codes(code_table(model, dataset, device, batch_size), factors,
+                                np.random.default_rng(seed), points, test_points)

@@ -1,0 +1,78 @@
+"""Unsupervised scores of the mean representation, as disentanglement_lib computes them
+(``unsupervised_metrics.py``, config ``unsupervised``: 10,000 points, 20-bin histograms). They
+need no ground-truth factors: any dataset will do.
+
+- ``gaussian_total_correlation``: the total correlation (nats) of a Gaussian with the codes'
+  sample covariance C, KL(N(0, C) || N(0, diag C)) = (sum_j log C_jj - log det C) / 2. 0 for
+  uncorrelated dimensions; it grows without bound as two dimensions become collinear. This is
+  not the ``total_correlation`` metric, the sampling estimate of the aggregate posterior's TC
+  (Chen et al., 2018; :mod:`vaezoo.metrics.entropy`).
+- ``mutual_info_score``: each dimension discretised into 20 equal-width bins, the mutual
+  information (nats, scikit-learn's ``mutual_info_score``) of every pair of distinct dimensions,
+  averaged. 0 (up to the histogram's positive bias) for independent dimensions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.metrics import mutual_info_score as discrete_mutual_info
+
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.metrics.mig import discretize
+from vaezoo.metrics.sampling import Codes, code_table, draw
+
+
+def gaussian_total_correlation_of(codes: np.ndarray) -> float:
+    """The total correlation (nats) of a Gaussian with the sample covariance of ``codes`` ``(n, D)``."""
+    covariance = np.atleast_2d(np.cov(codes, rowvar=False))
+    return float(0.5 * (np.sum(np.log(np.diag(covariance))) - np.linalg.slogdet(covariance)[1]))
+
+
+def mean_pairwise_mutual_information(codes: np.ndarray, bins: int = 20) -> float:
+    """The mutual information (nats) of the binned columns of ``codes`` ``(n, D)``, averaged over pairs (0 if D < 2)."""
+    binned = discretize(codes, bins)
+    dims = binned.shape[1]
+    pairs = [discrete_mutual_info(binned[:, i], binned[:, j]) for i in range(dims) for j in range(i + 1, dims)]
+    return float(np.mean(pairs)) if pairs else 0.0
+
+
+def gaussian_total_correlation_from_codes(codes: Codes, rng: np.random.Generator, points: int = 10_000) -> float:
+    """:func:`gaussian_total_correlation_of` ``points`` codes drawn from a table of codes."""
+    return gaussian_total_correlation_of(draw(codes, None, rng, points)[0])
+
+
+def mutual_info_score_from_codes(codes: Codes, rng: np.random.Generator, points: int = 10_000,
+                                 bins: int = 20) -> float:
+    """:func:`mean_pairwise_mutual_information` of ``points`` codes drawn from a table of codes."""
+    return mean_pairwise_mutual_information(draw(codes, None, rng, points)[0], bins)
+
+
+def gaussian_total_correlation(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                               points: int = 10_000, seed: int = 0) -> float:
+    """The Gaussian total correlation of ``model``'s mean codes on ``dataset`` (see the module docstring).
+
+    Args:
+        model: a VAE; its code is the posterior's mode.
+        dataset: any images.
+        device, batch_size: where and how many images to encode at a time.
+        points: images drawn (10,000).
+        seed: seed of the draw.
+    """
+    return gaussian_total_correlation_from_codes(code_table(model, dataset, device, batch_size),
+                                                 np.random.default_rng(seed), points)
+
+
+def mutual_info_score(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                      points: int = 10_000, bins: int = 20, seed: int = 0) -> float:
+    """The mean mutual information between the dimensions of ``model``'s mean codes (see the module docstring).
+
+    Args:
+        model: a VAE; its code is the posterior's mode.
+        dataset: any images.
+        device, batch_size: where and how many images to encode at a time.
+        points: images drawn (10,000).
+        bins: histogram bins per code dimension (20).
+        seed: seed of the draw.
+    """
+    return mutual_info_score_from_codes(code_table(model, dataset, device, batch_size),
+                                        np.random.default_rng(seed), points, bins)
