@@ -52,6 +52,11 @@ class CodeTable:
     def __len__(self) -> int:
         return len(self._encoded)
 
+    @property
+    def encoded(self) -> int:
+        """How many of the images have been encoded so far."""
+        return int(self._encoded.sum())
+
     def __getitem__(self, indices: np.ndarray) -> np.ndarray:
         """The codes ``(*indices.shape, D)`` float32 of the images at ``indices``."""
         indices = np.asarray(indices)
