@@ -47,7 +47,7 @@ def main() -> int:
 
     from vaezoo.cards import parse_card
     from vaezoo.data.dsprites import dsprites
-    from vaezoo.hub import build_model
+    from vaezoo.assemble import build_model
     from vaezoo.metrics.codes import gaussian_posteriors
     from vaezoo.metrics.entropy import chen_columns, estimate_entropies
     from vaezoo.metrics.mig import chen_gaps, mig_dlib

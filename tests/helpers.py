@@ -62,6 +62,12 @@ VAE_SPECS: dict[str, dict[str, Any]] = {"joint-tc-capacity": JOINT_TC_CAPACITY, 
 def card_dict(name: str, architecture: str = "vae", model: Mapping[str, Any] | None = None,
               **fields: Any) -> dict[str, Any]:
     """A valid card as a plain dict; ``fields`` override or add top-level keys (e.g. ``weights``)."""
+    model = dict(model if model is not None else JOINT_TC_CAPACITY)
+    # The input geometry is the dataset's: an MNIST resized to the spec's image size.
+    options = {"image_size": model.pop("image_size")} if "image_size" in model else {}
+    model.pop("channels", None)
+    if "regularizers" in model:  # and the training set's size is the dataset's too
+        model["regularizers"] = [{k: v for k, v in spec.items() if k != "dataset_size"} for spec in model["regularizers"]]
     card = {
         "name": name,
         "architecture": architecture,
@@ -70,8 +76,9 @@ def card_dict(name: str, architecture: str = "vae", model: Mapping[str, Any] | N
         "paper": "none (a test fixture)",
         "license": "MIT",
         "vaezoo_version": "0.1.0",
-        "model": dict(model if model is not None else JOINT_TC_CAPACITY),
-        "train": {"epochs": 1, "batch_size": 8, "data": {"name": "mnist"}, "optimizer": {"name": "Adam", "lr": 1e-3}},
+        "model": model,
+        "train": {"epochs": 1, "batch_size": 8, "data": {"name": "mnist", "options": options},
+                  "optimizer": {"name": "Adam", "lr": 1e-3}},
     }
     card.update(fields)
     return card
@@ -110,7 +117,7 @@ def write_tiny_entry(directory: Path, name: str, model: Mapping[str, Any] | None
     import torch
 
     from vaezoo.cards import Card
-    from vaezoo.hub import build_model
+    from vaezoo.assemble import build_model
     from vaezoo.weights import save_weights
 
     torch.manual_seed(seed)

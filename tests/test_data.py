@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from vaezoo.cli import main
-from vaezoo.data import load_dataset
+from vaezoo.assemble import load_dataset
 from vaezoo.errors import DataError
 
 RAW_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from helpers import SHARED
-from vaezoo.data import DataRoot, load_dataset
+from vaezoo.data import DataRoot
+from vaezoo.assemble import load_dataset
 from vaezoo.data import dsprites as ds
 from vaezoo.errors import DataError
 

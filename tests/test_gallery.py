@@ -18,7 +18,7 @@ from PIL import Image
 from vaezoo.cards import Card, list_cards, parse_card, write_card
 from vaezoo.cli import main
 from vaezoo.gallery import build_gallery
-from vaezoo.hub import build_model
+from vaezoo.assemble import build_model
 from vaezoo.weights import save_weights, sha256_of
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -192,7 +192,7 @@ def test_show_draws_each_picture_at_its_promised_size(tiny_zoo, tmp_path, mnist_
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["show", "tiny-untrained", "sample", "-o", "x.png"], "card 'tiny-untrained' has no pretrained weights yet"),
+    (["show", "tiny-untrained", "sample", "-o", "x.png"], "card 'tiny-untrained' has no weights; load it with pretrained=False"),
     (["show", "tiny-trained", "sample", "-o", "x.jpg"], "give a .png file name"),
     (["show", "tiny-trained", "reconstruct", "-o", "x.png", "--no-data"], "reconstruct needs test images"),
     (["show", "tiny-trained", "traverse", "-o", "x.png", "--n", "1", "--no-data"], "at least 2 steps"),

@@ -22,9 +22,9 @@ from torch import nn
 import vaezoo
 from vaezoo.cards import parse_card
 from vaezoo.cli import main
-from vaezoo.data import load_dataset
+from vaezoo.assemble import load_dataset
 from vaezoo.errors import VaezooError
-from vaezoo.hub import build_model, load_weights
+from vaezoo.assemble import build_model, load_weights
 from vaezoo.plugins import registry
 from vaezoo.weights import load_state_dict, read_metadata, sha256_of
 

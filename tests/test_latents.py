@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from vaezoo.latents import Gaussian, GumbelCategorical, Joint
+from vaezoo.assemble import build_part
+from vaezoo.latents import Gaussian, GumbelCategorical
 
 
 pytestmark = pytest.mark.usefixtures("float64_seeded")
@@ -89,11 +90,11 @@ def test_categorical_mode_is_the_argmax_one_hot():
 
 
 def test_joint_orders_parts_and_reports_kl_per_part():
-    joint = Joint([
+    joint = build_part("latent family", {"type": "joint", "parts": [
         {"type": "gaussian", "name": "cont", "dim": 2},
         {"type": "gumbel_categorical", "name": "digit", "categories": 3},
         {"type": "gumbel_categorical", "categories": 4},
-    ])
+    ]})
     assert list(joint.part_slices()) == ["cont", "digit", "z2"]
     assert joint.part_slices() == {"cont": slice(0, 2), "digit": slice(2, 5), "z2": slice(5, 9)}
     assert (joint.param_size, joint.code_size) == (4 + 3 + 4, 2 + 3 + 4)
@@ -114,7 +115,8 @@ def test_joint_orders_parts_and_reports_kl_per_part():
 
 
 def test_joint_prior_samples_are_gaussian_then_one_hot():
-    joint = Joint([{"type": "gaussian", "dim": 2}, {"type": "gumbel_categorical", "categories": 3}])
+    joint = build_part("latent family", {"type": "joint", "parts": [
+        {"type": "gaussian", "dim": 2}, {"type": "gumbel_categorical", "categories": 3}]})
     z = joint.sample_prior(1000)
     assert z.shape == (1000, 5)
     assert torch.equal(z[:, 2:].sum(-1), torch.ones(1000)) and set(z[:, 2:].unique().tolist()) == {0.0, 1.0}
@@ -125,7 +127,8 @@ def test_joint_prior_samples_are_gaussian_then_one_hot():
     (lambda: Gaussian(0), "dim >= 1"),
     (lambda: GumbelCategorical(1), "categories >= 2"),
     (lambda: GumbelCategorical(3, temperature=0.0), "temperature must be positive"),
-    (lambda: Joint([{"type": "gaussian", "name": "a", "dim": 1}, {"type": "gaussian", "name": "a", "dim": 1}]),
+    (lambda: build_part("latent family", {"type": "joint", "parts": [
+        {"type": "gaussian", "name": "a", "dim": 1}, {"type": "gaussian", "name": "a", "dim": 1}]}),
      "both named 'a'"),
 ])
 def test_invalid_latents_are_refused(make, message):

@@ -137,11 +137,13 @@ def small_dsprites():
 
 
 def tiny_model():
-    from vaezoo.model import build_vae
+    from vaezoo.assemble import build_part
 
     torch.manual_seed(0)
-    return build_vae(64, 1, latent={"type": "gaussian", "dim": 4}, encoder={"type": "conv_encoder", "hidden": 32},
-                     decoder={"type": "conv_decoder", "hidden": 32})
+    return build_part("architecture", {"type": "vae", "image_size": 64, "channels": 1,
+                                       "latent": {"type": "gaussian", "dim": 4},
+                                       "encoder": {"type": "conv_encoder", "hidden": 32},
+                                       "decoder": {"type": "conv_decoder", "hidden": 32}})
 
 
 def test_metrics_are_registered_by_the_core():

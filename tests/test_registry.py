@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from vaezoo.errors import CardError, DuplicateNameError, PluginError, UnknownNameError
-from vaezoo.parts import build
+from vaezoo.assemble import build_part as build
+from vaezoo.context import BuildContext
 from vaezoo.plugins import KINDS, registry
 from vaezoo.registry import Registry, close_matches
 
@@ -65,8 +66,15 @@ def test_core_parts_are_registered_by_the_core():
 def test_build_a_part_from_a_spec():
     family = build("latent family", {"type": "gumbel_categorical", "categories": 5})
     assert family.categories == 5
-    encoder = build("net", "mlp_encoder", channels=1, image_size=16, code_size=3)  # unused extras are dropped
-    assert encoder.out_features == 1200
+    context = BuildContext(builder=build, image_size=16, channels=1, dataset_size=100)
+    encoder = build("net", "mlp_encoder", context)  # the facts it takes come from the context, the others are dropped
+    assert encoder.out_features == 1200 and encoder.net[0].in_features == 16 * 16
+
+
+def test_a_spec_contradicting_the_data_names_both_values():
+    context = BuildContext(builder=build, image_size=16, channels=1, dataset_size=100)
+    with pytest.raises(CardError, match="given dataset_size = 50 but the dataset has 100"):
+        build("regularizer", {"type": "total_correlation", "dataset_size": 50}, context)
 
 
 @pytest.mark.parametrize("spec, error, message", [

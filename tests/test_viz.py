@@ -11,7 +11,7 @@ from vaezoo import viz
 from vaezoo.data import ImageDataset
 from vaezoo.errors import VaezooError
 from vaezoo.latents import LatentFamily
-from vaezoo.model import build_vae
+from vaezoo.assemble import build_part
 
 IMAGE_SIZE = 16
 CONTINUOUS = 3
@@ -25,8 +25,9 @@ def tiny_vae(seed: int = 0, latent=None):
         {"type": "gaussian", "name": "style", "dim": CONTINUOUS},
         *({"type": "gumbel_categorical", "name": f"class{i}", "categories": k} for i, k in enumerate(CATEGORIES)),
     ]}
-    return build_vae(IMAGE_SIZE, 1, latent, encoder={"type": "conv_encoder", "hidden": 32},
-                     decoder={"type": "conv_decoder", "hidden": 32}).eval()
+    return build_part("architecture", {"type": "vae", "image_size": IMAGE_SIZE, "channels": 1, "latent": latent,
+                                       "encoder": {"type": "conv_encoder", "hidden": 32},
+                                       "decoder": {"type": "conv_decoder", "hidden": 32}}).eval()
 
 
 def images(n: int, seed: int = 0) -> torch.Tensor:
@@ -135,14 +136,24 @@ def test_single_gaussian_latent_is_traversed_as_part_z():
     assert traversal.tiles.shape[:2] == (2, 3)
 
 
-def test_a_latent_family_viz_does_not_know_is_refused():
+def test_a_latent_family_viz_does_not_know_is_traversed_through_the_protocol():
+    """A family defined here, with only a prior object: viz sweeps it with no code of its own."""
+
     class Uniform(LatentFamily):
         code_size = param_size = 2
 
+        @property
+        def prior(self):
+            return torch.distributions.Uniform(torch.tensor(-2.0), torch.tensor(2.0))
+
     model = tiny_vae(latent={"type": "gaussian", "dim": 2})
     model.latent = Uniform()
-    with pytest.raises(VaezooError, match="cannot traverse latent part 'z' of family Uniform"):
-        viz.traverse(model)
+    traversal = viz.traverse(model, steps=3, span=(-1.0, 1.0))
+    assert [(row.part, row.index) for row in traversal.dimensions] == [("z", 0), ("z", 1)]
+    std = 4 / math.sqrt(12)  # of U(-2, 2)
+    codes = torch.stack([torch.tensor([v, 0.0]) for v in (-std, 0.0, std)])
+    expected = model.likelihood.mean(model.decode(codes))
+    assert torch.allclose(traversal.tiles[0], expected, atol=1e-6)
 
 
 @pytest.mark.parametrize("n, columns", [(7, 3), (4, 10), (10, 5)])

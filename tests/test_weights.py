@@ -14,7 +14,7 @@ from helpers import LocalServer, serve, weights_entry, write_card, write_tiny_en
 from vaezoo.cards import get_card
 from vaezoo.cli import main
 from vaezoo.errors import WeightsError
-from vaezoo.hub import build_model, load_weights
+from vaezoo.assemble import build_model, load_weights
 from vaezoo.weights import cache_dir, check_url, read_metadata, read_safetensors, save_weights
 
 WEIGHTS_PATH = "/x.safetensors"

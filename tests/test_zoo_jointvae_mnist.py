@@ -4,7 +4,7 @@ import pytest
 
 import vaezoo
 from vaezoo.cli import main
-from vaezoo.data import load_dataset
+from vaezoo.assemble import load_dataset
 from vaezoo.plugins import registry
 
 from helpers import MNIST_ROOT

@@ -42,4 +42,13 @@ def toy_bars(root=None, split: str = "train", size: int = 96, nan: bool = False)
 
 @vaezoo.hookimpl
 def vaezoo_register_datasets(register):
-    register(DATASET, toy_bars)
+    from vaezoo.data import DataInfo, Dataset
+
+    class ToyBars(Dataset):
+        def info(self, split="train", size=96, nan=False):
+            return DataInfo(size=size, image_size=16, channels=1)
+
+        def load(self, root=None, split="train", size=96, nan=False):
+            return toy_bars(root, split, size, nan)
+
+    register(DATASET, ToyBars())

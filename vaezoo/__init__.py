@@ -9,6 +9,7 @@ Importing vaezoo does not import torch; :func:`load` does.
 
 from vaezoo.cards import get_card
 from vaezoo.hookspecs import hookimpl
+from vaezoo.hub import build_model, load
 from vaezoo.version import __version__
 
 __all__ = ["load", "build_model", "list_models", "get_card", "hookimpl", "__version__"]
@@ -27,17 +28,3 @@ def list_models(pattern: str = "*", dataset: str | None = None, architecture: st
     from vaezoo.cards import list_cards
 
     return [c.name for c in list_cards(pattern, dataset, architecture, where)]
-
-
-def build_model(card_or_name, device=None, dtype=None):
-    """Build the (untrained) model a card describes. See :func:`vaezoo.hub.build_model`."""
-    from vaezoo.hub import build_model as _build
-
-    return _build(card_or_name, device=device, dtype=dtype)
-
-
-def load(name: str, device=None, dtype=None, pretrained: bool = True):
-    """Load a zoo model by name, in eval mode. See :func:`vaezoo.hub.load`."""
-    from vaezoo.hub import load as _load
-
-    return _load(name, device=device, dtype=dtype, pretrained=pretrained)

@@ -7,10 +7,10 @@ from collections import defaultdict
 import torch
 
 from vaezoo.cards import Card, Metric
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset, load_dataset
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.assemble import card_dataset, metric
 from vaezoo.model import VAE
 from vaezoo.progress import Progress, progress
-from vaezoo.plugins import registry
 
 
 @torch.no_grad()
@@ -60,13 +60,12 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None,
     Returns:
         :func:`losses` and each of the card's ``eval_metrics`` (metrics are a registry plugins extend).
     """
-    dataset = load_dataset(card.train.data.name, data_root, "test", **card.train.data.options)
+    dataset = card_dataset(card, data_root, "test")
     with progress(f"eval {card.name}: losses", len(dataset)) as task:
         results = losses(model, _Counted(dataset, task), card.train.steps, card.train.batch_size, device)
     for name in card.eval_metrics:
         with progress(f"eval {card.name}: {name}") as task:
-            results[name] = float(registry("metric")[name](model, _Counted(dataset, task), device=device,
-                                                           batch_size=batch_size))
+            results[name] = float(metric(name)(model, _Counted(dataset, task), device=device, batch_size=batch_size))
     return results
 
 

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vaezoo.assemble import build_model, card_dataset, load_model
 from vaezoo.cards import Card, list_cards
 from vaezoo.data import ImageDataset
 from vaezoo.progress import progress
@@ -102,7 +103,7 @@ class _Painter:
 
         if card.weights is None:
             return Entry(card, card.latent or _latent_layout(card), ())
-        model = viz.load_pretrained(card, self.device)
+        model = load_model(card, self.device)
         traversal, traversal_picture = self._traversal(card, model)
         sample_picture = Picture(
             "Samples", f"{card.name}.sample.png",
@@ -140,14 +141,12 @@ class _Painter:
 
         key = json.dumps([card.train.data.name, card.train.data.options], sort_keys=True)
         if key not in self.datasets:
-            self.datasets[key] = viz.load_test_split(card, self.data_root)
+            self.datasets[key] = card_dataset(card, self.data_root)
         return self.datasets[key]
 
 
 def _latent_layout(card: Card) -> str:
     """The latent layout of the model ``card`` describes, from a freshly built (untrained) model."""
-    from vaezoo.hub import build_model
-
     return build_model(card).latent.describe()
 
 

@@ -43,7 +43,7 @@ def vaezoo_register_likelihoods(register):
 
 @hookspec
 def vaezoo_register_datasets(register):
-    """Register datasets: ``register(name, factory)``; see :mod:`vaezoo.data`."""
+    """Register datasets: ``register(name, dataset)``, ``dataset`` a :class:`vaezoo.data.Dataset` instance."""
 
 
 @hookspec

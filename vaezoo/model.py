@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from vaezoo.context import BuildContext
 from vaezoo.latents.base import LatentFamily, Posterior
 from vaezoo.likelihoods import Likelihood
 from vaezoo.reduction import batch_mean
@@ -109,7 +110,7 @@ class VAE(nn.Module):
         return self.likelihood.mean(self.decode(z))
 
 
-def build_vae(image_size: int, channels: int, latent: Mapping[str, Any],
+def build_vae(context: BuildContext, image_size: int, channels: int, latent: Mapping[str, Any],
               regularizers: Sequence[Mapping[str, Any]] = (), encoder: Mapping[str, Any] | str = "conv_encoder",
               decoder: Mapping[str, Any] | str = "conv_decoder", likelihood: Mapping[str, Any] | str = "bernoulli",
               cls: type[VAE] = VAE) -> VAE:
@@ -118,16 +119,26 @@ def build_vae(image_size: int, channels: int, latent: Mapping[str, Any],
     This is the ``vae`` architecture: a card can describe any combination of
     registered parts, e.g. a joint latent with total correlation on its
     continuous part and capacity on its categorical part.
-    """
-    from vaezoo.parts import build
 
+    Args:
+        context: builds the parts (see :class:`~vaezoo.context.BuildContext`).
+        image_size, channels: the input geometry (from the dataset).
+        latent, regularizers, encoder, decoder, likelihood: the parts' specs.
+        cls: the :class:`VAE` subclass to make.
+    """
+    build = context.build
+    geometry = {"channels": channels, "image_size": image_size}
     family = build("latent family", latent)
     return cls(
-        encoder=build("net", encoder, channels=channels, image_size=image_size),
-        decoder=build("net", decoder, code_size=family.code_size, channels=channels, image_size=image_size),
+        encoder=build("net", {**_spec(encoder), **geometry}),
+        decoder=build("net", {**_spec(decoder), **geometry, "code_size": family.code_size}),
         latent=family,
         likelihood=build("likelihood", likelihood),
         regularizers=[build("regularizer", spec) for spec in regularizers],
         image_size=image_size,
         channels=channels,
     )
+
+
+def _spec(spec: Mapping[str, Any] | str) -> dict[str, Any]:
+    return {"type": spec} if isinstance(spec, str) else dict(spec)

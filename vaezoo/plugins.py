@@ -98,6 +98,17 @@ def _is_class_of(base_path: str):
     return check
 
 
+def _is_instance_of(base_path: str):
+    """A registration check: the object must be an instance of ``base_path`` (imported lazily)."""
+
+    def check(obj: object) -> str | None:
+        module, _, attr = base_path.rpartition(".")
+        base = getattr(__import__(module, fromlist=[attr]), attr)
+        return None if isinstance(obj, base) else f"expected a {base_path} instance, got {obj!r}"
+
+    return check
+
+
 def _is_callable(obj: object) -> str | None:
     return None if callable(obj) else f"expected a callable, got {obj!r}"
 
@@ -109,7 +120,7 @@ KINDS: dict[str, tuple[str, object]] = {
     "regularizer": ("vaezoo_register_regularizers", _is_class_of("vaezoo.regularizers.Regularizer")),
     "net": ("vaezoo_register_nets", _is_class_of("torch.nn.Module")),
     "likelihood": ("vaezoo_register_likelihoods", _is_class_of("vaezoo.likelihoods.Likelihood")),
-    "dataset": ("vaezoo_register_datasets", _is_callable),
+    "dataset": ("vaezoo_register_datasets", _is_instance_of("vaezoo.data.Dataset")),
     "metric": ("vaezoo_register_metrics", _is_callable),
     "converter": ("vaezoo_register_converters", _is_callable),
 }

@@ -27,7 +27,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from vaezoo.cards import Card, get_card, parse_card
+from vaezoo.assemble import build_model
+from vaezoo.assemble import build_part as build
+from vaezoo.cards import Card, get_card, list_cards, parse_card
 from vaezoo.latents import LatentFamily, Posterior
 from vaezoo.model import VAE
 from vaezoo.plugins import KINDS, PluginWarning, get_plugins, registry
@@ -154,8 +156,6 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, **kwargs: Any)
     Returns:
         The built family.
     """
-    from vaezoo.parts import build
-
     subject = f"latent family '{name}'"
     with _running(subject, f"building with {kwargs}"):
         family = build("latent family", {"type": name, **kwargs})
@@ -248,8 +248,6 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
     Returns:
         The built regularizer.
     """
-    from vaezoo.parts import build
-
     subject = f"regularizer '{name}'"
     with _running(subject, f"building with {kwargs}"):
         regularizer = build("regularizer", {"type": name, **kwargs})
@@ -299,27 +297,20 @@ def check_architecture(name: str, batch: int = 4, seed: int = 0, **model_kwargs:
         name: the registered name, e.g. ``"jointvae"``.
         batch: the batch size to test with.
         seed: seed of the random inputs.
-        model_kwargs: the builder's arguments (a card's ``[model]`` section). When none are
-            given, those of the first card of this architecture are used, or else none.
+        model_kwargs: the builder's arguments, with the facts of the data (``image_size``, ``channels``,
+            ...) it takes. When none are given, the model of the first card of this architecture is
+            built (the card's dataset gives the facts), or else the builder is called with no arguments.
 
     Returns:
         The built model.
     """
     subject = _owner("architecture", name)
-    if not model_kwargs:
-        model_kwargs = _card_model_kwargs(name)
-    with _running(subject, f"building with {model_kwargs or 'no arguments'}"):
-        model = registry("architecture")[name](**model_kwargs)
+    cards = [] if model_kwargs else list_cards(architecture=name)
+    with _running(subject, f"building with {model_kwargs or (cards and cards[0].name) or 'no arguments'}"):
+        model = build_model(cards[0]) if cards else build("architecture", {"type": name, **model_kwargs})
     _require(isinstance(model, VAE), subject, f"the builder returned a {type(model).__name__}, not a vaezoo.model.VAE")
     check_model(model, batch=batch, seed=seed, subject=subject)
     return model
-
-
-def _card_model_kwargs(architecture: str) -> dict[str, Any]:
-    from vaezoo.cards import list_cards
-
-    cards = list_cards(architecture=architecture)
-    return dict(cards[0].model) if cards else {}
 
 
 def check_model(model: VAE, batch: int = 4, seed: int = 0, step: int = 0, subject: str | None = None) -> None:
@@ -403,7 +394,7 @@ def _check_output(model: VAE, out, x: Tensor, subject: str) -> None:
 
 def _check_round_trip(model: VAE, x: Tensor, expected: Tensor, step: int, subject: str) -> None:
     """Save to safetensors, load into a copy whose weights were scrambled, and compare outputs."""
-    from vaezoo.hub import load_weights
+    from vaezoo.assemble import load_weights
     from vaezoo.weights import read_safetensors, save_weights
 
     copied = copy.deepcopy(model)
@@ -430,7 +421,7 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
     in the cache (nothing is downloaded).
 
     Args:
-        card: a :class:`~vaezoo.cards.Card`, the path of its TOML file, or a zoo name.
+        card: a :class:`~vaezoo.cards.Card`, a zoo name, the path of its TOML file or a folder holding it.
         batch: the batch size to test with.
         seed: seed of the random inputs.
         pretrained: load and check the card's weights when it has them.
@@ -438,13 +429,12 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
     Returns:
         The model, with the card's weights when they were loaded.
     """
-    from vaezoo.hub import build_model, load_weights
+    from vaezoo.assemble import load_weights
     from vaezoo.weights import cache_dir, local_path, read_safetensors, verify
 
     if not isinstance(card, Card):
-        path = Path(card)
         with _running(f"card {card}", "validating"):
-            card = parse_card(path) if path.suffix == ".toml" or path.is_file() else get_card(str(card))
+            card = get_card(card)
     subject = f"card '{card.name}' ({card.path})" if card.path else f"card '{card.name}'"
     _require(card.architecture in registry("architecture"), subject,
              f"architecture '{card.architecture}' is not registered by any loaded plugin")

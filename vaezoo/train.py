@@ -33,10 +33,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from torch.utils.data.distributed import DistributedSampler
 
 from vaezoo.cards import Card, TrainRecipe, Weights, write_card
-from vaezoo.data import ImageDataset, load_dataset
+from vaezoo.data import ImageDataset
+from vaezoo.assemble import load_dataset
 from vaezoo.errors import TrainingError
 from vaezoo.files import atomic_save
-from vaezoo.hub import build_model
+from vaezoo.assemble import build_model
 from vaezoo.model import VAE, VAEOutput
 
 CHECKPOINT = "checkpoint.pt"

@@ -2,12 +2,14 @@
 
 Each function returns a :class:`Grid` of image tiles (rows x columns), which
 renders to a tensor with ``torchvision.utils.make_grid`` and saves as a PNG
-with a label drawn beside each row. Everything works from the model's latent
-family: Gaussian parts are traversed one dimension at a time and categorical
-parts one category at a time, whatever architecture the model has.
+with a label drawn beside each row. Everything works from the latent-family
+protocol (:class:`vaezoo.latents.LatentFamily`): each part says how to sweep it
+(continuous families one dimension at a time, a categorical one category at a
+time), whatever family, plugin or architecture the model has.
 
 >>> model = vaezoo.load("jointvae-mnist")
->>> traverse_dataset(model, load_test_split(model.card)).save("traversal.png")
+>>> test_split = vaezoo.assemble.card_dataset(model.card, "../shared/datasets")
+>>> traverse_dataset(model, test_split).save("traversal.png")
 >>> sample(model, n=100, seed=0).save("samples.png")
 """
 
@@ -23,10 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from vaezoo.cards import Card
 from vaezoo.data import ImageDataset
-from vaezoo.errors import VaezooError, WeightsError
-from vaezoo.latents import Gaussian, GumbelCategorical, LatentFamily
+from vaezoo.errors import VaezooError
 from vaezoo.model import VAE
 
 PADDING = 2  # pixels between tiles
@@ -192,31 +192,20 @@ def traverse(model: VAE, data: Tensor | None = None, reference: Tensor | None = 
     if not low < high:
         raise VaezooError(f"the traversal range must go from low to high, got {low}..{high}")
     device, dtype = _device_dtype(model)
-    families = _families(model)
     slices = model.part_slices
     with _evaluating(model), torch.no_grad():
-        base = _base_code(model, families, reference)
+        base = _base_code(model, reference)
         kl = _mean_kl(model, data) if data is not None else None
         rows: list[TraversalRow] = []
         codes: list[Tensor] = []
-        for name, family in families.items():
+        for name, family in model.latent.parts.items():
             part = slices[name]
-            if isinstance(family, GumbelCategorical):
-                code = base.repeat(family.categories, 1)
-                code[:, part] = torch.eye(family.categories, device=device, dtype=dtype)
-                rows.append(TraversalRow(name, None, part, None if kl is None else kl[name][0]))
+            for sweep in family.sweeps(steps, (low, high)):
+                columns = slice(part.start + sweep.columns.start, part.start + sweep.columns.stop)
+                code = base.repeat(len(sweep.values), 1)
+                code[:, columns] = sweep.values.to(device, dtype)
+                rows.append(TraversalRow(name, sweep.index, columns, None if kl is None else kl[name][sweep.kl_index]))
                 codes.append(code)
-            elif isinstance(family, Gaussian):
-                prior = family.prior
-                values = prior.mean + torch.linspace(low, high, steps, device=device) * prior.stddev
-                for i in range(family.dim):
-                    column = part.start + i
-                    code = base.repeat(steps, 1)
-                    code[:, column] = values.to(dtype)
-                    rows.append(TraversalRow(name, i, slice(column, column + 1), None if kl is None else kl[name][i]))
-                    codes.append(code)
-            else:
-                raise _unsupported(name, family)
         order = sorted(range(len(rows)), key=lambda r: -rows[r].kl) if kl is not None else range(len(rows))
         rows, codes = [rows[r] for r in order], [codes[r] for r in order]
         images = _decode_mean(model, torch.cat(codes)).split([len(c) for c in codes])
@@ -295,25 +284,6 @@ def traverse_dataset(model: VAE, dataset: ImageDataset, images: int = KL_IMAGES,
     return traverse(model, data, reference=data[0], steps=steps, span=span)
 
 
-def load_pretrained(card: Card, device=None) -> VAE:
-    """The model ``card`` describes with its verified weights, in eval mode; a card without weights is refused."""
-    from vaezoo.hub import build_model, load_weights
-    from vaezoo.weights import load_state_dict
-
-    if card.weights is None:
-        raise WeightsError(f"card '{card.name}' has no pretrained weights yet; there is nothing to show")
-    model = build_model(card, device=device)
-    load_weights(model, load_state_dict(card, device), f"weights of '{card.name}'")
-    return model.eval()
-
-
-def load_test_split(card: Card, data_root=None) -> ImageDataset:
-    """The test split of the dataset ``card`` was trained on (``data_root`` as in :func:`vaezoo.data.data_root`)."""
-    from vaezoo.data import load_dataset
-
-    return load_dataset(card.train.data.name, data_root, "test", **card.train.data.options)
-
-
 def _layout(rows: list[Tensor], columns: int | None = None) -> Tensor:
     """Stack rows of tiles ``(n_i, C, H, W)`` into ``(rows, columns, C, H, W)``, padding with blank tiles."""
     columns = columns or max(len(r) for r in rows)
@@ -323,29 +293,14 @@ def _layout(rows: list[Tensor], columns: int | None = None) -> Tensor:
     return tiles
 
 
-def _families(model: VAE) -> dict[str, LatentFamily]:
-    """The latent's parts by name: a joint latent's families, or the one family as ``"z"``."""
-    families = getattr(model.latent, "families", None)
-    return dict(families.items()) if families is not None else {name: model.latent for name in model.part_slices}
-
-
-def _base_code(model: VAE, families: dict[str, LatentFamily], reference: Tensor | None) -> Tensor:
-    """The code a traversal starts from: ``reference``'s posterior mode, or the prior mean / first category."""
+def _base_code(model: VAE, reference: Tensor | None) -> Tensor:
+    """The code a traversal starts from: ``reference``'s posterior mode, or the latent's reference code."""
     device, dtype = _device_dtype(model)
     if reference is not None:
         reference = reference.unsqueeze(0) if reference.dim() == 3 else reference
         _check_images(model, reference)
         return model.encode(reference[:1].to(device, dtype)).mode[0]
-    base = torch.zeros(model.latent.code_size, device=device, dtype=dtype)
-    for name, family in families.items():
-        part = model.part_slices[name]
-        if isinstance(family, GumbelCategorical):
-            base[part.start] = 1
-        elif isinstance(family, Gaussian):
-            base[part] = family.prior.mean.to(dtype)
-        else:
-            raise _unsupported(name, family)
-    return base
+    return model.latent.reference_code().to(device, dtype)
 
 
 def _mean_kl(model: VAE, data: Tensor) -> dict[str, list[float]]:
@@ -370,11 +325,6 @@ def _check_images(model: VAE, images: Tensor) -> None:
     if images.dim() != 4 or tuple(images.shape[1:]) != expected:
         raise VaezooError(f"images must be shaped (N, {', '.join(map(str, expected))}) for this model, "
                           f"got {tuple(images.shape)}")
-
-
-def _unsupported(name: str, family: LatentFamily) -> VaezooError:
-    return VaezooError(f"cannot traverse latent part '{name}' of family {type(family).__name__}; "
-                       f"vaezoo.viz traverses Gaussian and GumbelCategorical parts")
 
 
 def _device_dtype(model: VAE) -> tuple[torch.device, torch.dtype]:

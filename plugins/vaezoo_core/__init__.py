@@ -51,12 +51,12 @@ def vaezoo_register_likelihoods(register):
 
 @hookimpl
 def vaezoo_register_datasets(register):
-    from vaezoo.data.dsprites import dsprites
+    from vaezoo.data.dsprites import DSpritesDataset
     from vaezoo.data.torchvision_sets import fashion_mnist, mnist
 
     register("mnist", mnist)
     register("fashion_mnist", fashion_mnist)
-    register("dsprites", dsprites)
+    register("dsprites", DSpritesDataset())
 
 
 @hookimpl

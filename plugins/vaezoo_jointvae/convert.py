@@ -183,7 +183,7 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
     """
     from vaezoo import __version__
     from vaezoo.cards import Card, DataSpec, Optimizer, TrainRecipe, Weights, write_card
-    from vaezoo.hub import build_model, load_weights
+    from vaezoo.assemble import build_model, load_weights
     from vaezoo.weights import save_weights, sha256_of
 
     if dataset not in SETUPS:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from vaezoo.context import BuildContext
 from vaezoo.model import VAE, build_vae
 
 
@@ -32,12 +33,13 @@ class JointVAE(VAE):
         return torch.stack([parts[name].logits.argmax(-1) for name in self.discrete_parts], dim=-1)
 
 
-def build_jointvae(image_size: int, channels: int, continuous: int, discrete: Sequence[int],
+def build_jointvae(context: BuildContext, image_size: int, channels: int, continuous: int, discrete: Sequence[int],
                    temperature: float = 0.67, capacity: dict[str, Sequence[float]] | None = None,
                    hidden: int = 256) -> JointVAE:
     """Build a JointVAE.
 
     Args:
+        context: builds the parts (given by vaezoo's assembly).
         image_size: 32 or 64 (any power of two >= 16).
         channels: image channels.
         continuous: number of Gaussian dimensions (0 for none).
@@ -66,7 +68,7 @@ def build_jointvae(image_size: int, channels: int, continuous: int, discrete: Se
         specs.append({"name": name, "parts": groups[name], "min": low, "max": high,
                       "iterations": int(iterations), "gamma": gamma})
     model = build_vae(
-        image_size, channels, latent={"type": "joint", "parts": parts},
+        context, image_size, channels, latent={"type": "joint", "parts": parts},
         regularizers=[{"type": "capacity", "groups": specs}] if specs else [],
         encoder={"type": "conv_encoder", "hidden": hidden},
         decoder={"type": "conv_decoder", "hidden": hidden}, cls=JointVAE,

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -73,15 +74,25 @@ def weights_entry(path: Path, **source) -> dict:
     return {**source, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
 
 
-def save_tiny_weights(path: Path, card: dict, rename: dict[str, str] | None = None) -> Path:
-    """Save freshly initialised weights of ``card``'s model to ``path``, optionally renaming some keys."""
+def save_tiny_weights(path: Path, card: dict, rename: dict[str, str] | None = None,
+                      edit: Callable[[dict], None] | None = None) -> Path:
+    """Save freshly initialised weights of ``card``'s model to ``path``.
+
+    Args:
+        path: where to save them.
+        card: the card (a dict) whose model is built.
+        rename: old name -> new name of tensors to rename.
+        edit: called on the state dict before it is saved, to change tensors in place.
+    """
     from vaezoo.cards import Card
-    from vaezoo.hub import build_model
+    from vaezoo.assemble import build_model
     from vaezoo.weights import save_weights
 
     state = build_model(Card.model_validate(card)).state_dict()
     for old, new in (rename or {}).items():
         state[new] = state.pop(old)
+    if edit is not None:
+        edit(state)
     save_weights(state, path)
     return path
 
@@ -112,7 +123,16 @@ def tiny_blobs(root=None, split="train", nan=False):
 
 @vaezoo.hookimpl
 def vaezoo_register_datasets(register):
-    register({TINY_DATASET!r}, tiny_blobs)
+    from vaezoo.data import DataInfo, Dataset
+
+    class TinyBlobs(Dataset):
+        def info(self, split="train", nan=False):
+            return DataInfo(size=64, image_size=4, channels=1)
+
+        def load(self, root=None, split="train", nan=False):
+            return tiny_blobs(root, split, nan)
+
+    register({TINY_DATASET!r}, TinyBlobs())
 
 
 @vaezoo.hookimpl
@@ -189,6 +209,15 @@ class FileServer:
         cut_after: close the connection after this many bytes of a body (the header promises all of them).
         cut_times: how many GETs are cut before the server starts sending whole files.
         stall: instead of closing at ``cut_after``, pause this many seconds there, then send the rest.
+        framing: how the body's end is told: "length" (Content-Length), "close" (no length: the connection
+            closes at the end) or "chunked" (Transfer-Encoding: chunked).
+        endless: after the body, keep sending zero bytes until the client hangs up (a body with no end).
+        trickle: send the body one byte at a time, this many seconds apart.
+        headers: extra response headers (e.g. Content-Encoding); a Content-Length here replaces the true one.
+        redirects: path -> Location answered with 302 instead of a body.
+        gets: GETs per path.
+        request_headers: the headers of the last GET of each path.
+        sent: body bytes written per path (what the client could have read).
     """
 
     files: dict[str, bytes]
@@ -196,7 +225,14 @@ class FileServer:
     cut_after: int | None = None
     cut_times: int = 10**9
     stall: float | None = None
+    framing: str = "length"
+    endless: bool = False
+    trickle: float | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    redirects: dict[str, str] = field(default_factory=dict)
     gets: dict[str, int] = field(default_factory=dict)
+    request_headers: dict[str, dict[str, str]] = field(default_factory=dict)
+    sent: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -206,6 +242,13 @@ class FileServer:
             def do_GET(self) -> None:
                 with server.lock:
                     count = server.gets[self.path] = server.gets.get(self.path, 0) + 1
+                    server.request_headers[self.path] = dict(self.headers.items())
+                if self.path in server.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", server.redirects[self.path])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 body = server.files.get(self.path)
                 if body is None:
                     self.send_error(404)
@@ -213,19 +256,42 @@ class FileServer:
                 try:
                     time.sleep(server.delay)
                     self.send_response(200)
-                    self.send_header("Content-Length", str(len(body)))
+                    if server.framing == "length" and "Content-Length" not in server.headers:
+                        self.send_header("Content-Length", str(len(body)))
+                    elif server.framing == "chunked":
+                        self.send_header("Transfer-Encoding", "chunked")
+                    for name, value in server.headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     if server.cut_after is not None and count <= server.cut_times:
-                        self.wfile.write(body[: server.cut_after])
-                        self.wfile.flush()
+                        self.send_body(body[: server.cut_after])
                         if server.stall is None:
                             self.close_connection = True
                             return
                         time.sleep(server.stall)
                         body = body[server.cut_after:]
-                    self.wfile.write(body)
+                    self.send_body(body)
+                    while server.endless:
+                        self.send_body(bytes(1 << 16))
+                    if server.framing == "chunked":
+                        self.wfile.write(b"0\r\n\r\n")
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up, as a timeout test wants
-                    self.close_connection = True
+                    pass
+                self.close_connection = True
+
+            def send_body(self, data: bytes) -> None:
+                """Write ``data`` in the response's framing, a byte at a time when trickling."""
+                pieces = [data[i:i + 1] for i in range(len(data))] if server.trickle else [data]
+                for piece in pieces:
+                    if server.framing == "chunked":
+                        self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    else:
+                        self.wfile.write(piece)
+                    self.wfile.flush()
+                    with server.lock:
+                        server.sent[self.path] = server.sent.get(self.path, 0) + len(piece)
+                    if server.trickle:
+                        time.sleep(server.trickle)
 
             def log_message(self, *args) -> None:
                 pass
@@ -243,6 +309,75 @@ class FileServer:
         """Stop serving."""
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def serve_tiny_card(cards_dir: Path, server: FileServer, path: str, scratch: Path) -> bytes:
+    """Write the tiny card with its weights at ``server``'s ``path`` and serve them; returns the served bytes."""
+    source = save_tiny_weights(scratch / "served.safetensors", tiny_card())
+    server.files[path] = source.read_bytes()
+    write_toml(cards_dir / "tiny.toml", tiny_card(**weights_entry(source, url=server.url(path))))
+    return server.files[path]
+
+
+# --- a filesystem that refuses writes ---------------------------------------------------------------------
+# The tests run as root, whom permission bits do not stop, and no test may fill a real disk: these hooks make
+# the system calls themselves fail, for paths under one folder only, as a read-only or full disk would.
+
+def refuse_writes(monkeypatch, folder: Path, error: int) -> None:
+    """Make creating, opening for writing, removing or making a folder under ``folder`` fail with errno ``error``."""
+    real_open, real_mkdir, real_unlink = os.open, os.mkdir, os.unlink
+    writing = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+
+    def refused(path) -> bool:
+        return Path(os.path.abspath(path)).is_relative_to(folder)
+
+    def fail(path):
+        raise OSError(error, os.strerror(error), str(path))
+
+    def open_(path, flags, mode=0o777, *, dir_fd=None):
+        if flags & writing and refused(path):
+            fail(path)
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    def mkdir(path, mode=0o777, *, dir_fd=None):
+        if refused(path) and not os.path.isdir(path):  # an existing folder answers EEXIST first, as on Linux
+            fail(path)
+        return real_mkdir(path, mode, dir_fd=dir_fd)
+
+    def unlink(path, *, dir_fd=None):
+        if refused(path):
+            fail(path)
+        return real_unlink(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    monkeypatch.setattr(os, "unlink", unlink)
+
+
+def fill_disk(monkeypatch, folder: Path, error: int, room: int) -> None:
+    """Let files opened under ``folder`` take ``room`` bytes in all; a write past that fails with errno ``error``."""
+    real_open, real_write = os.open, os.write
+    ours: set[int] = set()
+    used = 0
+
+    def open_(path, flags, mode=0o777, *, dir_fd=None):
+        fd = real_open(path, flags, mode, dir_fd=dir_fd)
+        if Path(os.path.abspath(path)).is_relative_to(folder):
+            ours.add(fd)
+        else:
+            ours.discard(fd)  # a descriptor number reused for another file
+        return fd
+
+    def write(fd, data):
+        nonlocal used
+        if fd in ours:
+            if used + len(data) > room:
+                raise OSError(error, os.strerror(error))
+            used += len(data)
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(os, "write", write)
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:

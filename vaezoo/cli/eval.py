@@ -39,15 +39,13 @@ def run(args) -> int:
     from vaezoo.cards import write_card
     from vaezoo.errors import CardError, TrainingError
     from vaezoo.evaluate import as_metrics, evaluate
-    from vaezoo.hub import build_model, load_weights
-    from vaezoo.weights import load_state_dict
+    from vaezoo.assemble import load_model
 
     card = card_arg(args.card)
     if args.check and not card.metrics:
         raise CardError(f"card '{card.name}' has no metrics to --check; 'vaezoo train' writes them")
     if args.write and (args.check or args.checkpoint):
         raise CardError("--write records the card's own weights' metrics: use it without --check and --checkpoint")
-    model = build_model(card, device=args.device)
     if args.checkpoint:
         from vaezoo.train import read_checkpoint
 
@@ -55,10 +53,10 @@ def run(args) -> int:
         if not isinstance(state, dict) or not isinstance(state.get("model"), dict) or "step" not in state:
             raise TrainingError(f"{args.checkpoint} is not a checkpoint written by 'vaezoo train' "
                                 f"(no model state and step); pass OUT/checkpoint.pt of a run")
-        load_weights(model, state["model"], f"checkpoint {args.checkpoint}")
+        model = load_model(card, args.device, state_dict=state["model"], source=f"checkpoint {args.checkpoint}")
         card = card.model_copy(update={"train": card.train.model_copy(update={"steps": int(state["step"])})})
     else:
-        load_weights(model, load_state_dict(card, args.device), f"weights of '{card.name}'")
+        model = load_model(card, args.device)
     results = evaluate(model, card, args.data_root, args.device)
     failures = compare(card.metrics, results, args.tolerance) if args.check else []
     if args.json:

@@ -28,6 +28,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from vaezoo import viz
+    from vaezoo.assemble import card_dataset, load_model
     from vaezoo.errors import VaezooError
 
     card = card_arg(args.name)
@@ -35,16 +36,16 @@ def run(args) -> int:
     if args.no_data and args.what == "reconstruct":
         raise VaezooError("reconstruct needs test images; drop --no-data")
     span = tuple(args.span) if args.span else viz.DEFAULT_SPAN
-    model = viz.load_pretrained(card, args.device)
+    model = load_model(card, args.device)
     if args.what == "sample":
         grid = viz.sample(model, n, seed=args.seed, columns=args.columns)
     elif args.what == "reconstruct":
-        images = viz.data_sample(viz.load_test_split(card, args.data_root), n, args.seed)
+        images = viz.data_sample(card_dataset(card, args.data_root), n, args.seed)
         grid = viz.reconstruct(model, images, args.columns)
     elif args.no_data:
         grid = viz.traverse(model, steps=n, span=span)
     else:
-        test_split = viz.load_test_split(card, args.data_root)
+        test_split = card_dataset(card, args.data_root)
         grid = viz.traverse_dataset(model, test_split, seed=args.seed, steps=n, span=span)
         print(f"rows ordered by KL averaged over {min(viz.KL_IMAGES, len(test_split))} test images "
               f"(seed {args.seed}); other dimensions at the code of the first of them", file=sys.stderr)

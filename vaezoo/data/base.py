@@ -26,6 +26,7 @@ class ImageDataset:
         labels: ``(N,)`` class labels, or None.
         factors: ``(N, K)`` ground-truth factor classes, or None.
         factor_names: names of the K factors.
+        nominal_factors: the factors whose values have no order (see :class:`DataInfo`).
     """
 
     images: Tensor
@@ -33,6 +34,7 @@ class ImageDataset:
     labels: Tensor | None = None
     factors: Tensor | None = None
     factor_names: tuple[str, ...] = ()
+    nominal_factors: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return self.images.shape[0]
@@ -45,6 +47,42 @@ class ImageDataset:
         """Yield ``(start, images)`` over the whole dataset in order."""
         for start in range(0, len(self), batch_size):
             yield start, self.batch(slice(start, start + batch_size), device, dtype)
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    """What a dataset split is, known without loading it: the facts a model is built from.
+
+    Attributes:
+        size: number of images in the split.
+        image_size: height and width of its images.
+        channels: channels of its images.
+        factor_names: names of its ground-truth factors, in order; () when it has none.
+        nominal_factors: the factors whose values have no order (e.g. dSprites' shape); metrics that need
+            ordered values (Chen et al.'s MIG) leave them out.
+    """
+
+    size: int
+    image_size: int
+    channels: int
+    factor_names: tuple[str, ...] = ()
+    nominal_factors: tuple[str, ...] = ()
+
+
+class Dataset:
+    """A registered dataset: describes a split without loading it, and loads it.
+
+    Register an instance with the ``vaezoo_register_datasets`` hook; a card's ``[train.data]`` names it
+    and gives its ``options`` (e.g. ``image_size``), passed to both methods.
+    """
+
+    def info(self, split: str = "train", **options) -> DataInfo:
+        """The :class:`DataInfo` of ``split`` with ``options``, without reading any file."""
+        raise NotImplementedError
+
+    def load(self, root=None, split: str = "train", **options) -> ImageDataset:
+        """Load ``split`` from ``root`` (see :func:`data_root`), as an :class:`ImageDataset`."""
+        raise NotImplementedError
 
 
 class DataRoot(NamedTuple):

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from vaezoo.data.base import ImageDataset, data_root
+from vaezoo.data.base import DataInfo, Dataset, ImageDataset, data_root
 from vaezoo.errors import DataError
 from vaezoo.files import atomic_save
 from vaezoo.progress import progress
@@ -42,6 +42,7 @@ OFFICIAL_URL = f"https://github.com/deepmind/dsprites-dataset/raw/master/{OFFICI
 
 FACTOR_NAMES = ("shape", "scale", "orientation", "posX", "posY")
 FACTOR_SIZES = (3, 6, 40, 32, 32)
+NOMINAL_FACTORS = ("shape",)  # the others are ordered
 SHAPES = ("square", "ellipse", "heart")
 SIZE = 64
 GRID_SIZE = int(np.prod(FACTOR_SIZES))
@@ -270,7 +271,7 @@ def _from_packed(packed: np.ndarray, indices: np.ndarray) -> DSprites:
     classes = factor_classes(indices)
     values = np.stack([v[c] for v, c in zip(factor_values(), classes.T)], axis=1)
     return DSprites(images=torch.from_numpy(packed).unsqueeze(1), scale=1.0,
-                    factors=torch.from_numpy(classes), factor_names=FACTOR_NAMES,
+                    factors=torch.from_numpy(classes), factor_names=FACTOR_NAMES, nominal_factors=NOMINAL_FACTORS,
                     factor_values=torch.from_numpy(values), indices=torch.from_numpy(np.asarray(indices)))
 
 
@@ -368,6 +369,29 @@ def _official_path(root) -> Path:
                     f"or use the renderer (source = \"render\")")
 
 
+class DSpritesDataset(Dataset):
+    """The registered ``dsprites`` dataset: :func:`dsprites` with the options of a card's recipe."""
+
+    def info(self, split: str = "train", source: str = "render", subset: int | None = None,
+             subset_seed: int = 0) -> DataInfo:
+        _check_options(split, source, subset)
+        return DataInfo(size=subset or GRID_SIZE, image_size=SIZE, channels=1, factor_names=FACTOR_NAMES,
+                        nominal_factors=NOMINAL_FACTORS)
+
+    def load(self, root=None, split: str = "train", source: str = "render", subset: int | None = None,
+             subset_seed: int = 0) -> DSprites:
+        return dsprites(root, split, source, subset, subset_seed)
+
+
+def _check_options(split: str, source: str, subset: int | None) -> None:
+    if split not in ("train", "test"):
+        raise DataError(f"dsprites has splits 'train' and 'test' (the same images), not '{split}'")
+    if source not in ("render", "official"):
+        raise DataError(f"dsprites source must be 'render' or 'official', not '{source}'")
+    if subset is not None and not 0 < subset <= GRID_SIZE:
+        raise DataError(f"dsprites subset must be between 1 and {GRID_SIZE}, got {subset}")
+
+
 def dsprites(root=None, split: str = "train", source: str = "render", subset: int | None = None,
              subset_seed: int = 0) -> DSprites:
     """The dSprites dataset.
@@ -383,14 +407,9 @@ def dsprites(root=None, split: str = "train", source: str = "render", subset: in
         subset: keep this many images, drawn without replacement (the same ones for both splits).
         subset_seed: seed of that draw.
     """
-    if split not in ("train", "test"):
-        raise DataError(f"dsprites has splits 'train' and 'test' (the same images), not '{split}'")
-    if source not in ("render", "official"):
-        raise DataError(f"dsprites source must be 'render' or 'official', not '{source}'")
+    _check_options(split, source, subset)
     chosen = None
     if subset is not None:
-        if not 0 < subset <= GRID_SIZE:
-            raise DataError(f"dsprites subset must be between 1 and {GRID_SIZE}, got {subset}")
         chosen = np.sort(np.random.default_rng(subset_seed).choice(GRID_SIZE, subset, replace=False))
     if source == "render":
         if chosen is None:

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import torch
 
-from vaezoo.data.base import DataRoot, ImageDataset, data_root, default_data_dir
+from vaezoo.data.base import DataInfo, Dataset, DataRoot, ImageDataset, data_root, default_data_dir
 from vaezoo.errors import DataError
 
 
@@ -58,15 +58,31 @@ def _resize(images: torch.Tensor, size: int) -> torch.Tensor:
     return torch.from_numpy(out)
 
 
-def mnist(root=None, split: str = "train", image_size: int | None = None) -> ImageDataset:
-    """MNIST digits (LeCun et al., 1998); ``image_size`` 32 reproduces the JointVAE input."""
-    from torchvision.datasets import MNIST
+class TorchvisionDigits(Dataset):
+    """A 28x28 grey-level torchvision dataset (MNIST or Fashion-MNIST), resized to the recipe's ``image_size``.
 
-    return _load(MNIST, "mnist", root, split, image_size)
+    Args:
+        name: the registered name, for messages.
+        torchvision_class: the class's name in ``torchvision.datasets``.
+        sizes: images per split.
+    """
+
+    def __init__(self, name: str, torchvision_class: str, sizes: dict[str, int]):
+        self.name, self.torchvision_class, self.sizes = name, torchvision_class, sizes
+
+    def info(self, split: str = "train", image_size: int | None = None) -> DataInfo:
+        if split not in self.sizes:
+            raise DataError(f"{self.name} has splits {' and '.join(map(repr, self.sizes))}, not '{split}'")
+        return DataInfo(size=self.sizes[split], image_size=image_size or 28, channels=1)
+
+    def load(self, root=None, split: str = "train", image_size: int | None = None) -> ImageDataset:
+        import torchvision.datasets
+
+        return _load(getattr(torchvision.datasets, self.torchvision_class), self.name, root, split, image_size)
 
 
-def fashion_mnist(root=None, split: str = "train", image_size: int | None = None) -> ImageDataset:
-    """Fashion-MNIST (Xiao et al., 2017)."""
-    from torchvision.datasets import FashionMNIST
+mnist = TorchvisionDigits("mnist", "MNIST", {"train": 60_000, "test": 10_000})
+"""MNIST digits (LeCun et al., 1998); ``image_size`` 32 reproduces the JointVAE input."""
 
-    return _load(FashionMNIST, "fashion_mnist", root, split, image_size)
+fashion_mnist = TorchvisionDigits("fashion_mnist", "FashionMNIST", {"train": 60_000, "test": 10_000})
+"""Fashion-MNIST (Xiao et al., 2017)."""

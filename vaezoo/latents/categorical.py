@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.distributions import Categorical, RelaxedOneHotCategorical, kl_divergence
 
-from vaezoo.latents.base import LatentFamily, Posterior
+from vaezoo.latents.base import LatentFamily, Posterior, Sweep
 
 
 class CategoricalPosterior(Posterior):
@@ -63,9 +63,22 @@ class GumbelCategorical(LatentFamily):
     def posterior(self, params: Tensor) -> CategoricalPosterior:
         return CategoricalPosterior(params, self.temperature)
 
+    @property
+    def prior(self) -> Categorical:
+        """The uniform prior over the categories."""
+        return Categorical(logits=torch.zeros(self.categories))
+
     def sample_prior(self, n, generator=None, device=None) -> Tensor:
         index = torch.randint(self.categories, (n,), generator=generator, device=device)
         return F.one_hot(index, self.categories).float()
+
+    def reference_code(self) -> Tensor:
+        """The first category, one-hot."""
+        return F.one_hot(torch.tensor(0), self.categories).float()
+
+    def sweeps(self, steps: int, span: tuple[float, float]) -> list[Sweep]:
+        """One row showing each category in turn (the row is as long as the category count)."""
+        return [Sweep(None, slice(0, self.categories), 0, torch.eye(self.categories))]
 
     def describe(self) -> str:
         return f"categorical({self.categories})"

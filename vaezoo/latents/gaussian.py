@@ -14,26 +14,18 @@ class GaussianPosterior(Posterior):
     def __init__(self, mean: Tensor, logvar: Tensor, prior: Normal):
         self.mean, self.logvar = mean, logvar
         self.code_size = mean.shape[-1]
-        self.dist = Normal(mean, torch.exp(0.5 * logvar))
+        self.distribution = Normal(mean, torch.exp(0.5 * logvar))
         self.prior = prior
 
     def rsample(self) -> Tensor:
-        return self.dist.rsample()
+        return self.distribution.rsample()
 
     @property
     def mode(self) -> Tensor:
         return self.mean
 
     def kl(self) -> Tensor:
-        return kl_divergence(self.dist, self.prior.expand(self.mean.shape))
-
-    def log_density_matrix(self, z: Tensor) -> Tensor:
-        """log q(z_i | x_j) per dimension for every pair in the batch, shape ``(batch, batch, dim)``."""
-        return Normal(self.mean.unsqueeze(0), self.dist.scale.unsqueeze(0)).log_prob(z.unsqueeze(1))
-
-    def prior_log_prob(self, z: Tensor) -> Tensor:
-        """log p(z) per dimension, shape ``(batch, dim)``."""
-        return self.prior.log_prob(z)
+        return kl_divergence(self.distribution, self.prior.expand(self.mean.shape))
 
 class Gaussian(LatentFamily):
     """A ``dim``-dimensional diagonal Gaussian; reads ``2 * dim`` parameters (mean, then log-variance).

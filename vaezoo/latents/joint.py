@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from vaezoo.context import BuildContext
 from vaezoo.latents.base import LatentFamily, Posterior
 
 
@@ -45,12 +46,11 @@ class Joint(LatentFamily):
     Args:
         parts: a list of part specs, each ``{"type": family, "name": optional, **arguments}``,
             or of built :class:`LatentFamily` modules; unnamed parts are called ``z0``, ``z1``, ...
+        context: builds the parts given as specs (see :class:`~vaezoo.context.BuildContext`).
     """
 
-    def __init__(self, parts: list[Mapping[str, Any] | LatentFamily]):
+    def __init__(self, parts: list[Mapping[str, Any] | LatentFamily], context: BuildContext | None = None):
         super().__init__()
-        from vaezoo.parts import build
-
         families: dict[str, LatentFamily] = {}
         for i, spec in enumerate(parts):
             if isinstance(spec, LatentFamily):
@@ -58,7 +58,9 @@ class Joint(LatentFamily):
             else:
                 spec = dict(spec)
                 name = spec.pop("name", f"z{i}")
-                family = build("latent family", spec)
+                if context is None:
+                    raise ValueError("a joint latent given part specs needs a build context to build them")
+                family = context.build("latent family", spec)
             if name in families:
                 raise ValueError(f"two parts of a joint latent are both named '{name}'")
             families[name] = family
@@ -69,6 +71,13 @@ class Joint(LatentFamily):
     def posterior(self, params: Tensor) -> JointPosterior:
         chunks = params.split([f.param_size for f in self.families.values()], dim=-1)
         return JointPosterior({name: f.posterior(c) for (name, f), c in zip(self.families.items(), chunks)})
+
+    @property
+    def parts(self) -> dict[str, LatentFamily]:
+        return dict(self.families.items())
+
+    def reference_code(self) -> Tensor:
+        return torch.cat([f.reference_code() for f in self.families.values()])
 
     def sample_prior(self, n, generator=None, device=None) -> Tensor:
         return torch.cat([f.sample_prior(n, generator, device) for f in self.families.values()], dim=-1)

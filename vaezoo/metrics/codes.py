@@ -7,10 +7,10 @@ from contextlib import contextmanager
 
 import torch
 from torch import Tensor
+from torch.distributions import Normal
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import VaezooError
-from vaezoo.latents.gaussian import GaussianPosterior
 
 
 @contextmanager
@@ -31,8 +31,9 @@ def require_factors(dataset: ImageDataset, metric: str) -> Tensor:
     return dataset.factors
 
 
-def _gaussian_parts(posterior) -> list[GaussianPosterior]:
-    return [part for part in posterior.parts.values() if isinstance(part, GaussianPosterior)]
+def _gaussian_parts(posterior) -> list:
+    """The parts whose posterior is a diagonal Gaussian (the entropy estimator's closed form is Gaussian)."""
+    return [part for part in posterior.parts.values() if isinstance(part.distribution, Normal)]
 
 
 def gaussian_posteriors(model, dataset: ImageDataset, device=None,
@@ -50,8 +51,8 @@ def gaussian_posteriors(model, dataset: ImageDataset, device=None,
             parts = _gaussian_parts(model.encode(x))
             if not parts:
                 raise VaezooError("this metric needs a latent with a Gaussian part")
-            means.append(torch.cat([p.mean for p in parts], -1).float().cpu())
-            logvars.append(torch.cat([p.logvar for p in parts], -1).float().cpu())
+            means.append(torch.cat([p.distribution.loc for p in parts], -1).float().cpu())
+            logvars.append(torch.cat([2 * p.distribution.scale.log() for p in parts], -1).float().cpu())
     return torch.cat(means), torch.cat(logvars)
 
 

@@ -62,7 +62,10 @@ def decompose_kl(log_qz_matrix: Tensor, log_qz_x: Tensor, log_pz: Tensor, datase
 
 
 class TotalCorrelation(Regularizer):
-    """``alpha * MI + beta * TC + gamma * dimension-wise KL`` on a Gaussian latent (or part).
+    """``alpha * MI + beta * TC + gamma * dimension-wise KL`` on a latent (or part) with a per-dimension density.
+
+    It uses only the latent protocol's ``log_density_matrix`` and ``prior_log_prob``, so it applies to any
+    factorised family (Gaussian, or a plugin's, such as a Laplace latent).
 
     Args:
         dataset_size: N, the size of the training set.
@@ -83,8 +86,6 @@ class TotalCorrelation(Regularizer):
 
     def forward(self, posterior, z, step) -> dict[str, Tensor]:
         posterior, z = select_part(posterior, z, self.part)
-        if not hasattr(posterior, "log_density_matrix"):
-            raise TypeError("TotalCorrelation needs a posterior with log_density_matrix (a Gaussian part)")
         matrix = posterior.log_density_matrix(z)
         log_qz_x = torch.diagonal(matrix, dim1=0, dim2=1).T
         mi, tc, dwkl = decompose_kl(matrix, log_qz_x, posterior.prior_log_prob(z), self.dataset_size, self.sampling)

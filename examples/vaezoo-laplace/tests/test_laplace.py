@@ -55,8 +55,8 @@ def test_kl_matches_a_monte_carlo_estimate():
     torch.manual_seed(0)
     family = Laplace(dim=2).double()
     posterior = family.posterior(torch.tensor([[0.7, -1.5, math.log(0.4), math.log(2.0)]], dtype=torch.float64))
-    z = posterior.dist.sample((400_000,))
-    log_ratio = posterior.dist.log_prob(z) - family.prior.log_prob(z)
+    z = posterior.distribution.sample((400_000,))
+    log_ratio = posterior.distribution.log_prob(z) - family.prior.log_prob(z)
     estimate, stderr = log_ratio.mean(0), log_ratio.std(0) / math.sqrt(z.shape[0])
     assert torch.all((estimate - posterior.kl()[0]).abs() < 4 * stderr)
 

@@ -34,29 +34,18 @@ class LaplacePosterior(Posterior):
     def __init__(self, loc: Tensor, log_scale: Tensor, prior: LaplaceDistribution):
         self.loc, self.log_scale = loc, log_scale
         self.code_size = loc.shape[-1]
-        self.dist = LaplaceDistribution(loc, log_scale.exp())
+        self.distribution = LaplaceDistribution(loc, log_scale.exp())
         self.prior = prior
 
     def rsample(self) -> Tensor:
-        return self.dist.rsample()
+        return self.distribution.rsample()
 
     @property
     def mode(self) -> Tensor:
         return self.loc
 
     def kl(self) -> Tensor:
-        return kl_divergence(self.dist, self.prior.expand(self.loc.shape))
-
-    def log_density_matrix(self, z: Tensor) -> Tensor:
-        """log q(z_i | x_j) per dimension for every pair in the batch, shape ``(batch, batch, dim)``.
-
-        With :meth:`prior_log_prob`, this lets the core's ``total_correlation`` regularizer use this latent.
-        """
-        return LaplaceDistribution(self.loc.unsqueeze(0), self.dist.scale.unsqueeze(0)).log_prob(z.unsqueeze(1))
-
-    def prior_log_prob(self, z: Tensor) -> Tensor:
-        """log p(z) per dimension, shape ``(batch, dim)``."""
-        return self.prior.log_prob(z)
+        return kl_divergence(self.distribution, self.prior.expand(self.loc.shape))
 
 
 class Laplace(LatentFamily):

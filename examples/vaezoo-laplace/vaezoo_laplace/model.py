@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from vaezoo.context import BuildContext
 from vaezoo.model import VAE, build_vae
 
 
-def build_laplacevae(image_size: int, channels: int, dim: int = 8, beta: float = 1.0, hidden: int = 64,
+def build_laplacevae(context: BuildContext, image_size: int, channels: int, dim: int = 8, beta: float = 1.0, hidden: int = 64,
                      widths: Sequence[int] = (16, 32)) -> VAE:
     """Build a VAE with a ``dim``-dimensional Laplace latent and ``beta * KL`` (beta = 1: the ELBO).
 
     Args:
+        context: builds the parts (given by vaezoo's assembly).
         image_size: input height and width (a power of two >= 16).
         channels: image channels.
         dim: latent dimensions.
@@ -24,7 +26,7 @@ def build_laplacevae(image_size: int, channels: int, dim: int = 8, beta: float =
     """
     widths = list(widths)
     return build_vae(
-        image_size, channels, latent={"type": "laplace", "dim": dim},
+        context, image_size, channels, latent={"type": "laplace", "dim": dim},
         regularizers=[{"type": "beta", "beta": beta}],
         encoder={"type": "conv_encoder", "hidden": hidden, "widths": widths},
         decoder={"type": "conv_decoder", "hidden": hidden, "widths": widths[::-1]},

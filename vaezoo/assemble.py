@@ -1,0 +1,192 @@
+"""Assembly: the only module that looks names up in the registries.
+
+A card becomes a model (:func:`build_model`, :func:`load_model`), a recipe a dataset
+(:func:`load_dataset`), a spec a part (:func:`build_part`). Parts never look anything up
+themselves: what they need beyond their spec comes in a :class:`~vaezoo.context.BuildContext`,
+which carries the facts of the data (read from the registered dataset, never typed into the card)
+and a ``build`` for sub-parts.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import replace
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vaezoo.context import FACTS, BuildContext
+from vaezoo.errors import CardError, DataError, VaezooError, WeightsError
+from vaezoo.plugins import registry
+
+if TYPE_CHECKING:
+    import torch
+
+    from vaezoo.cards import Card
+    from vaezoo.data import DataInfo, ImageDataset
+    from vaezoo.model import VAE
+
+
+def build_part(kind: str, spec: Mapping[str, Any] | str, context: BuildContext | None = None):
+    """Build the ``kind`` registered as ``spec["type"]`` with the spec's other keys as arguments.
+
+    Arguments the part takes and the spec leaves out are filled from ``context``: the facts of the data
+    by name, and the context itself as ``context``. A spec that states a fact the data contradicts is
+    an error naming both values.
+
+    Args:
+        kind: a registry kind ("architecture", "latent family", "regularizer", "net", "likelihood").
+        spec: ``{"type": name, **arguments}``, or just a name.
+        context: what the data knows; without one, parts get no facts.
+
+    Returns:
+        The built part.
+    """
+    context = context or BuildContext(builder=build_part)
+    spec = {"type": spec} if isinstance(spec, str) else dict(spec)
+    if "type" not in spec:
+        raise CardError(f"a {kind} spec needs a 'type' key, got {spec}")
+    name = spec.pop("type")
+    factory = registry(kind)[name]
+    accepted = inspect.signature(factory).parameters
+    known = context.facts()
+    for fact in set(known) & set(accepted):
+        if fact in spec and spec[fact] != known[fact]:
+            raise CardError(f"{kind} '{name}' is given {fact} = {spec[fact]!r} but the dataset has {known[fact]!r}; "
+                            f"remove {fact} from the card (vaezoo takes it from the dataset)")
+        spec[fact] = known[fact]
+    # Facts a spec states where no dataset gave them (a part built on its own) hold for its sub-parts too.
+    context = replace(context, **{fact: spec[fact] for fact in FACTS if fact in spec and fact not in known})
+    if "context" in accepted:
+        spec["context"] = context
+    try:
+        inspect.signature(factory).bind(**spec)
+    except TypeError as exc:
+        given = [k for k in accepted if k != "context" and k not in FACTS]
+        raise CardError(f"{kind} '{name}': {exc}; accepted arguments: {', '.join(given)}") from None
+    return factory(**spec)
+
+
+def data_info(card: Card, split: str = "train") -> DataInfo:
+    """What the dataset of ``card``'s recipe is, without loading it."""
+    dataset = registry("dataset")[card.train.data.name]
+    try:
+        return dataset.info(split, **card.train.data.options)
+    except TypeError as exc:
+        raise DataError(f"dataset '{card.train.data.name}' does not take the options {card.train.data.options} "
+                        f"({exc}); check the card's [train.data] options") from None
+
+
+def model_context(card: Card) -> BuildContext:
+    """The :class:`BuildContext` of ``card``'s model: the facts of its training split."""
+    info = data_info(card, "train")
+    return BuildContext(builder=build_part, image_size=info.image_size, channels=info.channels,
+                        dataset_size=info.size, factor_names=info.factor_names)
+
+
+def build_model(card: Card, device=None, dtype=None) -> VAE:
+    """Build the model ``card`` describes, with freshly initialised weights.
+
+    Args:
+        card: the card (see :func:`vaezoo.cards.get_card` to get one by name or path).
+        device: where to put the model (``"cpu"``, ``"cuda"``, ...).
+        dtype: floating-point type of the parameters.
+
+    Returns:
+        The :class:`~vaezoo.model.VAE`, with ``card`` as ``model.card``.
+    """
+    from vaezoo.model import VAE
+
+    context = model_context(card)
+    try:
+        model = build_part("architecture", {"type": card.architecture, **card.model}, context)
+    except VaezooError:
+        raise
+    except Exception as exc:  # the card's values are input: whatever the builder trips on is the card's problem
+        reason = (str(exc).strip().splitlines() or [""])[0]
+        raise CardError(f"{card.path or card.name}: section 'model' does not fit architecture "
+                        f"'{card.architecture}': {type(exc).__name__}: {reason}") from exc
+    if not isinstance(model, VAE):
+        plugin = registry("architecture").plugin_of(card.architecture)
+        raise VaezooError(f"architecture '{card.architecture}' of plugin '{plugin}' returned "
+                          f"{type(model).__name__}, not a vaezoo.model.VAE")
+    model.card = card
+    return model.to(device=device, dtype=dtype)
+
+
+def load_weights(model: VAE, state_dict: dict[str, torch.Tensor], source: str) -> None:
+    """Load ``state_dict`` into ``model``; a mismatch lists the missing and unexpected keys and shapes."""
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(expected))
+    shapes = [f"{k}: {tuple(state_dict[k].shape)} != {tuple(v.shape)}"
+              for k, v in expected.items() if k in state_dict and state_dict[k].shape != v.shape]
+    if missing or unexpected or shapes:
+        parts = [f"missing keys {missing}" if missing else "", f"unexpected keys {unexpected}" if unexpected else "",
+                 f"wrong shapes {shapes}" if shapes else ""]
+        raise WeightsError(f"{source} does not fit the model: {'; '.join(p for p in parts if p)}")
+    from vaezoo.weights import check_tensors
+
+    check_tensors(state_dict, expected, source)
+    model.load_state_dict(state_dict)
+
+
+def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
+               state_dict: dict[str, torch.Tensor] | None = None, source: str | None = None) -> VAE:
+    """The model ``card`` describes, with its weights, in eval mode: the one path from a card to a model.
+
+    Args:
+        card: the card.
+        device: where to put the model; default CPU.
+        dtype: floating-point type of the parameters.
+        pretrained: load the card's weights, verified by sha256; False gives a freshly initialised model.
+        state_dict: load these weights instead of the card's (e.g. a training checkpoint's model).
+        source: names ``state_dict`` in messages.
+
+    Returns:
+        The :class:`~vaezoo.model.VAE` in eval mode, with ``card`` as ``model.card``.
+    """
+    model = build_model(card)
+    if state_dict is not None:
+        load_weights(model, state_dict, source or "the given weights")
+    elif pretrained:
+        from vaezoo.weights import load_state_dict
+
+        if card.weights is None:
+            raise WeightsError(f"card '{card.name}' has no weights; load it with pretrained=False, "
+                               f"or train it with 'vaezoo train'")
+        load_weights(model, load_state_dict(card), f"weights of '{card.name}'")
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def load_dataset(name: str, root=None, split: str = "train", **options) -> ImageDataset:
+    """Load the registered dataset ``name``.
+
+    Args:
+        name: a registered dataset ("mnist", "dsprites", ...).
+        root: the folder holding it (``--data-root``), or None for ``VAEZOO_DATA`` or the default folder.
+        split: "train" or "test".
+        options: the dataset's options, from the card's recipe (e.g. ``image_size``).
+    """
+    dataset = registry("dataset")[name]
+    try:
+        inspect.signature(dataset.load).bind(root=root, split=split, **options)
+    except TypeError as exc:
+        raise DataError(f"dataset '{name}' does not take the options {options} ({exc}); "
+                        f"check the card's [train.data] options") from None
+    return dataset.load(root=root, split=split, **options)
+
+
+def metric(name: str) -> Callable[..., float]:
+    """The registered metric ``name``: ``metric(model, dataset, device=None, batch_size=64, **params) -> float``."""
+    return registry("metric")[name]
+
+
+def converter(name: str) -> Callable[..., Path]:
+    """The registered checkpoint converter ``name`` (see the ``vaezoo_register_converters`` hook)."""
+    return registry("converter")[name]
+
+
+def card_dataset(card: Card, root=None, split: str = "test") -> ImageDataset:
+    """The ``split`` of the dataset ``card``'s recipe trains on."""
+    return load_dataset(card.train.data.name, root, split, **card.train.data.options)
