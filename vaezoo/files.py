@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Callable
@@ -9,33 +10,51 @@ from pathlib import Path
 
 from vaezoo.errors import OutputError
 
+FULL = (errno.ENOSPC, errno.EDQUOT)  # the disk or the user's quota is full
 
-def atomic_save(path: Path, write: Callable[[Path], None]) -> None:
+
+def atomic_save(path: Path, write: Callable[[Path], None], fix: str = "choose another output path") -> None:
     """Call ``write(tmp)`` on a temporary file beside ``path``, fsync it, then rename it over ``path``.
 
+    On any failure the temporary file is removed and ``path`` keeps its previous contents.
+
+    Args:
+        path: the file to write.
+        write: writes the whole file at the path it is given.
+        fix: what the error message tells the user to do when the folder refuses the file.
+
     Raises:
-        OutputError: ``path``'s folder cannot be created or written in (e.g. a file stands in its path).
+        OutputError: ``path``'s folder cannot be created or written in (e.g. a file stands in its path, it is
+            read-only), or its disk or quota is full (``ENOSPC``/``EDQUOT``, also when raised inside ``write``).
     """
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise OutputError(f"cannot write {path}: {_reason(path.parent, exc)}; choose another output path") from None
+        raise OutputError(f"cannot write {path}: {folder_problem(path.parent, exc)}; {fix}") from None
     os.close(fd)
     try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the permissions open() would
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            write(Path(tmp))
+        except OSError as exc:
+            if exc.errno not in FULL:  # others are the writer's own (a network error, say): it reports them
+                raise
+            raise OutputError(f"cannot write {path}: {exc.strerror}; {fix}") from None
+        try:
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the permissions open() would
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {folder_problem(path.parent, exc)}; {fix}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def _reason(folder: Path, exc: OSError) -> str:
-    """Why ``folder`` cannot hold a new file: a file standing in its path, or the system's reason."""
+def folder_problem(folder: Path, exc: OSError) -> str:
+    """Why ``folder`` could not hold a new file (``exc``): a file standing in its path, or the system's reason."""
     blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
     return f"{blocker} is a file, not a folder" if blocker else exc.strerror or str(exc)
 

@@ -14,11 +14,15 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
+from urllib.parse import urljoin, urlparse
 
-from vaezoo.errors import WeightsError
+from vaezoo.errors import OutputError, WeightsError
+from vaezoo.files import FULL, atomic_save, folder_problem
+from vaezoo.terminal import printable
 
 if TYPE_CHECKING:
     import torch
@@ -27,6 +31,10 @@ if TYPE_CHECKING:
 
 CHUNK = 1 << 20
 RETRIES = 3
+MAX_REDIRECTS = 5
+LOCK_NOTICE = 0.5  # seconds spent waiting on another process's lock before saying so
+DEADLINE_BASE, DEADLINE_RATE = 60.0, 100_000  # default deadline: 60 s plus 1 s per 100 kB of the card's size
+CACHE_FIX = "set VAEZOO_HOME to a folder you can write to"
 
 
 def cache_dir() -> Path:
@@ -99,35 +107,113 @@ def fetch(card: Card) -> Path:
 def download(url: str, weights: Weights) -> Path:
     """Download ``url`` into the cache, safely across processes, and verify it.
 
-    The file is streamed to a temporary file, checked against the card's sha256
-    and size, then renamed into place, under a file lock so that concurrent
-    processes download it once.
-    """
-    from filelock import FileLock
+    A verified file already in the cache is served without taking the lock, so a
+    read-only cache serves what it holds. Otherwise the file is streamed to a
+    temporary file under a file lock (concurrent processes download it once),
+    checked against the card's size and sha256, then renamed into place. The body
+    may not exceed the card's size, every redirect must pass :func:`check_url`,
+    and the whole download, waiting on another process's lock included, must end
+    before the deadline (``VAEZOO_DOWNLOAD_DEADLINE``).
 
+    Args:
+        url: where the weights are; https, or http to the loopback host.
+        weights: the card's weights entry (sha256 and size).
+
+    Returns:
+        The path of the verified file in the cache.
+
+    Raises:
+        WeightsError: the URL, the server, the cache folder or the deadline forbids it; one line naming which.
+    """
     check_url(url)
+    timeout, seconds = _timeout(), _deadline(weights)
+    deadline = time.monotonic() + seconds
     directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"{weights.sha256}.safetensors"
-    with FileLock(str(target) + ".lock"):
-        if target.exists():
-            try:
-                verify(target, weights)
-                return target
-            except WeightsError:  # a damaged cache entry (vaezoo writes whole files only): fetch it again
-                target.unlink()
-        if os.environ.get("VAEZOO_OFFLINE") == "1":
-            raise WeightsError(f"VAEZOO_OFFLINE=1 and {url} is not in the cache {directory}; "
-                               f"unset VAEZOO_OFFLINE to download it")
+    if _verified(target, weights):
+        return target
+    if os.environ.get("VAEZOO_OFFLINE") == "1":
+        raise WeightsError(f"VAEZOO_OFFLINE=1 and {url} is not in the cache {directory}; "
+                           f"unset VAEZOO_OFFLINE to download it")
+    _make_cache(directory)
+    with _locked(Path(f"{target}.lock"), url, deadline, seconds):
+        if _verified(target, weights):  # another process downloaded it while this one waited
+            return target
+        _remove_damaged(target)
         for attempt in range(1, RETRIES + 1):
             try:
-                _download_to(url, target, weights)
+                _download_to(url, target, weights, min(timeout, deadline - time.monotonic()), deadline, seconds)
                 return target
+            except OutputError as exc:  # the cache folder, not the server, failed
+                raise WeightsError(str(exc)) from None
             except (urllib.error.URLError, http.client.HTTPException, OSError, WeightsError) as exc:
+                if not isinstance(exc, WeightsError) and time.monotonic() >= deadline:
+                    raise _deadline_error(url, seconds) from None
                 if isinstance(exc, WeightsError | urllib.error.HTTPError) or attempt == RETRIES:
                     raise _download_error(url, exc) from None
-                time.sleep(0.5 * attempt)
+                time.sleep(min(0.5 * attempt, max(deadline - time.monotonic(), 0)))
     raise AssertionError("unreachable")
+
+
+def _verified(target: Path, weights: Weights) -> bool:
+    """Whether ``target`` holds the card's file; a folder in its place is an error."""
+    if target.is_dir():
+        raise WeightsError(f"{target} is a folder where the weights cache keeps a file; remove that folder")
+    if not target.exists():
+        return False
+    try:
+        verify(target, weights)
+    except WeightsError:  # a damaged cache entry (vaezoo writes whole files only): fetched again under the lock
+        return False
+    return True
+
+
+def _remove_damaged(target: Path) -> None:
+    try:
+        target.unlink(missing_ok=True)
+    except OSError as exc:
+        raise WeightsError(f"the cached file {target} is damaged and cannot be removed ({exc.strerror}); "
+                           f"remove it or {CACHE_FIX}") from None
+
+
+def _make_cache(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WeightsError(f"cannot create the weights cache {directory}: {folder_problem(directory, exc)}; "
+                           f"{_fix(exc)}") from None
+
+
+def _fix(exc: OSError) -> str:
+    """What to do about a cache folder that refused a write with ``exc``."""
+    return f"free some space or {CACHE_FIX}" if exc.errno in FULL else CACHE_FIX
+
+
+@contextmanager
+def _locked(lock: Path, url: str, deadline: float, seconds: float) -> Iterator[None]:
+    """Hold the file lock ``lock``, saying so on stderr when another process holds it; wait until ``deadline``."""
+    from filelock import FileLock, Timeout
+
+    if lock.is_dir():
+        raise WeightsError(f"{lock} is a folder where the weights cache keeps a lock file; remove that folder")
+    file_lock = FileLock(str(lock))
+    try:
+        try:
+            file_lock.acquire(timeout=max(min(LOCK_NOTICE, deadline - time.monotonic()), 0))
+        except Timeout:
+            print(f"waiting for another vaezoo process downloading {printable(url)} (lock {printable(lock)})",
+                  file=sys.stderr, flush=True)
+            file_lock.acquire(timeout=max(deadline - time.monotonic(), 0))
+    except Timeout:
+        raise WeightsError(f"another vaezoo process was still downloading {url} after {seconds:g} s (lock {lock}); "
+                           f"wait for it to finish or raise VAEZOO_DOWNLOAD_DEADLINE (seconds)") from None
+    except OSError as exc:
+        raise WeightsError(f"cannot create the lock file {lock} in the weights cache: {exc.strerror or exc}; "
+                           f"{_fix(exc)}") from None
+    try:
+        yield
+    finally:
+        file_lock.release()
 
 
 def _download_error(url: str, exc: Exception) -> WeightsError:
@@ -141,44 +227,125 @@ def _download_error(url: str, exc: Exception) -> WeightsError:
     return WeightsError(f"download of {url} failed after {RETRIES} attempts: {reason}")
 
 
-def _timeout() -> float:
-    """``VAEZOO_TIMEOUT``: seconds a download may wait for the server (default 30)."""
-    value = os.environ.get("VAEZOO_TIMEOUT", "30")
+def _deadline_error(url: str, seconds: float) -> WeightsError:
+    return WeightsError(f"download of {url} did not finish within {seconds:g} s; check the network or raise "
+                        f"VAEZOO_DOWNLOAD_DEADLINE (seconds; default {DEADLINE_BASE:g} plus 1 per "
+                        f"{DEADLINE_RATE // 1000} kB of the file)")
+
+
+def _seconds(name: str, default: float) -> float:
+    """The environment variable ``name`` as a positive, finite number of seconds; ``default`` when unset."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
     try:
-        timeout = float(value)
+        seconds = float(value)
     except ValueError:
-        timeout = math.nan
-    if not 0 < timeout < math.inf:
-        raise WeightsError(f"VAEZOO_TIMEOUT must be a positive number of seconds, got '{value}'")
-    return timeout
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise WeightsError(f"{name} must be a positive number of seconds, got '{value}'")
+    return seconds
 
 
-def _download_to(url: str, target: Path, weights: Weights) -> None:
+def _timeout() -> float:
+    """``VAEZOO_TIMEOUT``: seconds one read from the server may wait (default 30)."""
+    return _seconds("VAEZOO_TIMEOUT", 30.0)
+
+
+def _deadline(weights: Weights) -> float:
+    """``VAEZOO_DOWNLOAD_DEADLINE``: seconds the whole download may take (default 60 plus 1 per 100 kB)."""
+    return _seconds("VAEZOO_DOWNLOAD_DEADLINE", DEADLINE_BASE + weights.size / DEADLINE_RATE)
+
+
+class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows at most :data:`MAX_REDIRECTS` redirects, each to a URL that :func:`check_url` allows."""
+
+    max_repeats = max_redirections = MAX_REDIRECTS + 1  # urllib's own loop checks, in its words, never come first
+
+    def __init__(self, url: str):
+        self.url, self.hops = url, 0
+
+    def http_error_302(self, req, fp, code, msg, headers):
+        location = headers.get("Location", headers.get("URI"))
+        if location is not None:  # checked before urllib's own scheme check, which would answer in its words
+            self.hops += 1
+            try:
+                if self.hops > MAX_REDIRECTS:
+                    raise WeightsError(f"download of {self.url} was redirected more than {MAX_REDIRECTS} times; "
+                                       f"refusing to follow more")
+                try:
+                    check_url(urljoin(req.full_url, location))
+                except WeightsError as exc:
+                    raise WeightsError(f"download of {self.url} was redirected: {exc}") from None
+            except WeightsError:
+                fp.close()
+                raise
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        fp.close()  # urllib would read the redirect's body to its end, with no bound
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _check_response(url: str, response, weights: Weights) -> None:
+    """Refuse a response whose headers announce something other than the card's file as it is."""
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise WeightsError(f"the server sent {url} with Content-Encoding '{encoding}' although vaezoo asked "
+                           f"for identity (uncompressed); serve the file as it is")
+    length = response.headers.get("Content-Length")
+    if length is not None and length.strip() != str(weights.size):
+        raise WeightsError(f"the server announces {length.strip()} bytes (Content-Length) for {url} but the card "
+                           f"says {weights.size}; refusing it")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _download_to(url: str, target: Path, weights: Weights, timeout: float, deadline: float, seconds: float) -> None:
+    from rich.markup import escape
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-    from vaezoo.files import atomic_save
-
-    timeout = _timeout()
+    if timeout <= 0:
+        raise _deadline_error(url, seconds)
+    opener = urllib.request.build_opener(_CheckedRedirects(url))
+    request = urllib.request.Request(url, headers={"Accept-Encoding": "identity"})
 
     def write(tmp: Path) -> None:
         digest, received = hashlib.sha256(), 0
-        with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out, Progress(
+        with opener.open(request, timeout=timeout) as response, Progress(
             "[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
             transient=True, disable=not sys.stderr.isatty(),
         ) as progress:
-            task = progress.add_task(f"downloading {Path(urlparse(url).path).name}", total=weights.size)
-            while chunk := response.read(CHUNK):
-                digest.update(chunk)
-                out.write(chunk)
-                received += len(chunk)
-                progress.update(task, advance=len(chunk))
+            _check_response(url, response, weights)
+            name = escape(printable(Path(urlparse(url).path).name))  # the column reads markup
+            task = progress.add_task(f"downloading {name}", total=weights.size)
+            fd = os.open(tmp, os.O_WRONLY)
+            try:  # read1: one read per step, so the size and the deadline are checked between reads
+                while chunk := response.read1(min(CHUNK, weights.size + 1 - received)):
+                    received += len(chunk)
+                    if received > weights.size:
+                        raise WeightsError(f"the server sent more than the card's {weights.size} bytes for {url}; "
+                                           f"refusing it")
+                    if time.monotonic() > deadline:
+                        raise _deadline_error(url, seconds)
+                    digest.update(chunk)
+                    _write_all(fd, chunk)
+                    progress.update(task, advance=len(chunk))
+            finally:
+                os.close(fd)
         if received != weights.size:
             raise OSError(f"connection closed after {received} of {weights.size} bytes")
         if digest.hexdigest() != weights.sha256:
             raise WeightsError(f"download of {url} has sha256 {digest.hexdigest()}, not the card's "
                                f"{weights.sha256}; refusing it")
 
-    atomic_save(target, write)
+    atomic_save(target, write, fix=f"free some space or {CACHE_FIX}")
 
 
 def load_state_dict(card: Card, device=None) -> dict[str, torch.Tensor]:
@@ -197,11 +364,45 @@ def read_safetensors(path: Path, device=None) -> dict[str, torch.Tensor]:
         raise WeightsError(f"{path} is not a readable safetensors file ({exc})") from None
 
 
+def check_tensors(state_dict: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], source: str) -> None:
+    """Refuse tensors that have the model's names and shapes but cannot be its values.
+
+    A file can match its card's sha256 and still hold integers or booleans where
+    the model has floating-point parameters or buffers (``load_state_dict`` would
+    silently convert them), or NaN and infinite values, which make every output
+    NaN. Only names present in both dicts are checked.
+
+    Args:
+        state_dict: the tensors read from ``source``.
+        expected: the model's own state dict.
+        source: what the tensors come from, for the message (e.g. ``"weights of 'jointvae-mnist'"``).
+
+    Raises:
+        WeightsError: naming every tensor that is not floating point where the model's is, or holds NaN or inf.
+    """
+    kinds, non_finite = [], []
+    for name, tensor in state_dict.items():
+        own = expected.get(name)
+        if own is None:
+            continue
+        if own.is_floating_point() and not tensor.is_floating_point():
+            kinds.append(f"{name}: {_dtype(tensor)} where the model has {_dtype(own)}")
+        elif tensor.is_floating_point() and not tensor.isfinite().all():
+            non_finite.append(name)
+    parts = [f"not floating point {kinds}" if kinds else "",
+             f"NaN or inf values in {non_finite}" if non_finite else ""]
+    if kinds or non_finite:
+        raise WeightsError(f"{source} cannot be the model's values: {'; '.join(p for p in parts if p)}; "
+                           f"refusing to load them")
+
+
+def _dtype(tensor: torch.Tensor) -> str:
+    return str(tensor.dtype).removeprefix("torch.")
+
+
 def save_weights(state_dict: dict[str, torch.Tensor], path: Path, metadata: dict | None = None) -> None:
     """Write a state dict as safetensors, atomically; ``metadata`` is stored as JSON strings in the header."""
     from safetensors.torch import save_file
-
-    from vaezoo.files import atomic_save
 
     header = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (metadata or {}).items()}
     tensors = {k: v.detach().contiguous().cpu() for k, v in state_dict.items()}

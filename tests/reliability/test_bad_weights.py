@@ -14,6 +14,8 @@ from faultkit import assert_one_line_error, cli, save_tiny_weights, tiny_card, w
 import vaezoo
 from vaezoo.errors import WeightsError
 
+pytestmark = pytest.mark.usefixtures("tiny_data")  # building the tiny card's model asks for its dataset
+
 
 class MarkerBomb:
     """Unpickling this creates the file ``marker``: proof that a file was unpickled."""
@@ -124,3 +126,46 @@ def test_header_claiming_a_huge_size(cards_dir, capsys, case):
     path.write_bytes(raw)
     _card_for(cards_dir, path)
     _refused(capsys, str(path), "not a readable safetensors file")
+
+
+def _set(name: str, value):
+    """An ``edit`` for :func:`faultkit.save_tiny_weights`: ``value(tensor)`` replaces the tensor ``name``."""
+    def edit(state):
+        state[name] = value(state[name])
+    return edit
+
+
+def _poison(name: str, number: float):
+    """An ``edit`` writing ``number`` (NaN, inf) into one element of the tensor ``name``."""
+    def edit(state):
+        state[name] = state[name].clone()
+        state[name].view(-1)[3] = number
+    return edit
+
+
+@pytest.mark.parametrize("edit, fragments", [
+    (_set("head.weight", lambda t: (t * 100).to(torch.int64)),
+     ["not floating point ['head.weight: int64 where the model has float32']"]),
+    (_set("head.bias", lambda t: t > 0), ["not floating point ['head.bias: bool where the model has float32']"]),
+    (_set("head.bias", lambda t: t.to(torch.uint8)), ["head.bias: uint8 where the model has float32"]),
+    (_poison("head.weight", float("nan")), ["NaN or inf values in ['head.weight']"]),
+    (_poison("head.bias", float("inf")), ["NaN or inf values in ['head.bias']"]),
+    (_poison("head.bias", -float("inf")), ["NaN or inf values in ['head.bias']"]),
+    (lambda state: [_poison("head.weight", float("nan"))(state), _set("head.bias", lambda t: t > 0)(state)],
+     ["not floating point ['head.bias: bool where", "NaN or inf values in ['head.weight']"]),
+], ids=["int64", "bool", "uint8", "nan", "inf", "-inf", "nan and bool"])
+def test_right_hash_values_that_cannot_be_the_models(cards_dir, capsys, edit, fragments):
+    """The card's sha256 matches the file exactly; the tensors' types or values are what is wrong."""
+    path = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card(), edit=edit)
+    _card_for(cards_dir, path)
+    _refused(capsys, "weights of 'tiny-blobs' cannot be the model's values", *fragments, "refusing to load them")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
+def test_right_hash_other_floating_point_types_load(cards_dir, dtype):
+    """Floating-point weights of another precision are values the model can take: they load."""
+    path = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card(),
+                             edit=lambda state: state.update({k: v.to(dtype) for k, v in state.items()}))
+    _card_for(cards_dir, path)
+    model = vaezoo.load("tiny-blobs")
+    assert {p.dtype for p in model.parameters()} == {torch.float32}

@@ -1,28 +1,30 @@
-"""Downloads and the cache against a local HTTP server: one download for many processes, no partial files."""
+"""Downloads and the cache against a local HTTP server: one download for many processes, no partial files,
+no body past the card's size, no redirect the card's URL could not be, one deadline for everything."""
 
 from __future__ import annotations
 
+import fcntl
+import gzip
+import hashlib
 import multiprocessing
+import threading
 import time
 
 import pytest
-from faultkit import assert_one_line_error, cli, files_under, save_tiny_weights, tiny_card, weights_entry, write_toml
+from faultkit import assert_one_line_error, cli, files_under, serve_tiny_card
 
 import vaezoo
 from vaezoo.errors import WeightsError
-from vaezoo.weights import cache_dir
+from vaezoo.weights import MAX_REDIRECTS, cache_dir
 
 PROCESSES = 8
 WEIGHTS_PATH = "/tiny.safetensors"
 
 
 @pytest.fixture
-def url_card(cards_dir, tmp_path, server):
+def url_card(cards_dir, tiny_data, tmp_path, server):
     """A tiny card whose weights are served by ``server``; returns the served bytes."""
-    source = save_tiny_weights(tmp_path / "served.safetensors", tiny_card())
-    server.files[WEIGHTS_PATH] = source.read_bytes()
-    write_toml(cards_dir / "tiny.toml", tiny_card(**weights_entry(source, url=server.url(WEIGHTS_PATH))))
-    return server.files[WEIGHTS_PATH]
+    return serve_tiny_card(cards_dir, server, WEIGHTS_PATH, tmp_path)
 
 
 def _cached(payload: bytes) -> list[str]:
@@ -39,6 +41,7 @@ def test_download_then_cache_hit(url_card, server):
     vaezoo.load("tiny-blobs")
     vaezoo.load("tiny-blobs")
     assert server.gets == {WEIGHTS_PATH: 1}
+    assert server.request_headers[WEIGHTS_PATH]["Accept-Encoding"] == "identity"
     assert len(_cached(url_card)) == 1
 
 
@@ -103,10 +106,11 @@ def test_slow_server_times_out(url_card, server, monkeypatch, where):
     assert _cached(url_card) == []
 
 
+@pytest.mark.parametrize("variable", ["VAEZOO_TIMEOUT", "VAEZOO_DOWNLOAD_DEADLINE"])
 @pytest.mark.parametrize("value", ["soon", "0", "-1", "inf", "nan"])
-def test_unusable_timeout_setting(url_card, server, monkeypatch, value):
-    monkeypatch.setenv("VAEZOO_TIMEOUT", value)
-    with pytest.raises(WeightsError, match=f"VAEZOO_TIMEOUT must be a positive number of seconds, got '{value}'"):
+def test_unusable_timeout_setting(url_card, server, monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(WeightsError, match=f"{variable} must be a positive number of seconds, got '{value}'"):
         vaezoo.load("tiny-blobs")
     assert server.gets == {}
 
@@ -149,3 +153,183 @@ def test_offline_with_a_filled_cache(url_card, server, monkeypatch):
     monkeypatch.setenv("VAEZOO_OFFLINE", "1")
     vaezoo.load("tiny-blobs")
     assert server.gets == {WEIGHTS_PATH: 1}
+
+
+# --- the card's size bounds the body ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("framing", ["close", "chunked"])
+def test_endless_body_is_cut_at_the_cards_size(url_card, server, capsys, framing):
+    """No Content-Length, then the file followed by zeros forever: reading stops one byte past the card's size."""
+    server.framing, server.endless = framing, True
+    started = time.monotonic()
+    with pytest.raises(WeightsError, match=f"the server sent more than the card's {len(url_card)} bytes"):
+        vaezoo.load("tiny-blobs")
+    assert time.monotonic() - started < 10
+    assert server.gets == {WEIGHTS_PATH: 1}  # refused, not retried
+    assert _cached(url_card) == []
+    code, _, stderr = cli(capsys, "eval", "tiny-blobs")
+    assert code == 1
+    assert_one_line_error(stderr, "more than the card's", server.url(WEIGHTS_PATH))
+    assert _cached(url_card) == []
+
+
+@pytest.mark.parametrize("announced", ["larger", "smaller"])
+def test_content_length_other_than_the_cards_size_is_refused_before_reading(url_card, server, announced):
+    length = 10**12 if announced == "larger" else len(url_card) - 1
+    server.headers["Content-Length"] = str(length)
+    announces = rf"announces {length} bytes \(Content-Length\) for .* but the card says {len(url_card)}; refusing it"
+    with pytest.raises(WeightsError, match=announces):
+        vaezoo.load("tiny-blobs")
+    assert server.gets == {WEIGHTS_PATH: 1}
+    assert _cached(url_card) == []
+
+
+def test_chunked_body_of_the_right_size_loads(url_card, server):
+    server.framing = "chunked"
+    vaezoo.load("tiny-blobs")
+    assert _cached(url_card) != []
+
+
+# --- one deadline for the whole download ------------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["a byte every 0.2 s", "no headers for 5 s"])
+def test_deadline_cuts_a_slow_server(url_card, server, monkeypatch, how):
+    """Each read is well within VAEZOO_TIMEOUT (30 s by default); the deadline still ends the download."""
+    from filelock import FileLock
+
+    monkeypatch.setenv("VAEZOO_DOWNLOAD_DEADLINE", "1.5")
+    if how == "a byte every 0.2 s":
+        server.trickle = 0.2
+    else:
+        server.delay = 5.0
+    started = time.monotonic()
+    with pytest.raises(WeightsError, match=r"did not finish within 1\.5 s; .* raise VAEZOO_DOWNLOAD_DEADLINE"):
+        vaezoo.load("tiny-blobs")
+    assert 1.5 <= time.monotonic() - started < 4
+    assert server.gets == {WEIGHTS_PATH: 1}  # no retry after the deadline
+    assert _cached(url_card) == []
+    (lock,) = cache_dir().glob("*.lock")
+    released = FileLock(str(lock))
+    released.acquire(timeout=0)  # raises Timeout if the failed download still held it
+    released.release()
+
+
+def _hold(lock_path):
+    """Take ``lock_path``'s flock as another process's filelock would; returns the open file."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    holder = open(lock_path, "a")
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    return holder
+
+
+def test_waiting_on_another_download_is_said_and_bounded(url_card, server, monkeypatch, capsys):
+    monkeypatch.setenv("VAEZOO_DOWNLOAD_DEADLINE", "1.5")
+    lock = cache_dir() / f"{_sha256(url_card)}.safetensors.lock"
+    holder = _hold(lock)
+    try:
+        started = time.monotonic()
+        with pytest.raises(WeightsError) as err:
+            vaezoo.load("tiny-blobs")
+        assert 1.5 <= time.monotonic() - started < 4
+    finally:
+        holder.close()
+    assert str(err.value) == (f"another vaezoo process was still downloading {server.url(WEIGHTS_PATH)} after 1.5 s "
+                              f"(lock {lock}); wait for it to finish or raise VAEZOO_DOWNLOAD_DEADLINE (seconds)")
+    waiting = f"waiting for another vaezoo process downloading {server.url(WEIGHTS_PATH)} (lock {lock})"
+    assert capsys.readouterr().err.splitlines() == [waiting]
+    assert server.gets == {}
+
+
+def test_waiting_ends_with_the_file_the_other_process_downloaded(url_card, server, capsys):
+    target = cache_dir() / f"{_sha256(url_card)}.safetensors"
+    holder = _hold(target.with_name(target.name + ".lock"))
+
+    def finish_other_download():
+        time.sleep(1.0)
+        target.write_bytes(url_card)
+        holder.close()
+
+    other = threading.Thread(target=finish_other_download)
+    other.start()
+    vaezoo.load("tiny-blobs")
+    other.join()
+    assert "waiting for another vaezoo process downloading" in capsys.readouterr().err
+    assert server.gets == {}
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --- redirects --------------------------------------------------------------------------------------------
+
+def test_redirects_within_the_rules_are_followed(url_card, server):
+    """Five hops (the most allowed), relative and absolute, all to the loopback host."""
+    hops = [f"/hop{i}" for i in range(MAX_REDIRECTS)]
+    for here, there in zip(hops, [*hops[1:], WEIGHTS_PATH]):
+        server.redirects[here] = there if here != hops[0] else server.url(there)
+    _point_card_at(server, hops[0])
+    vaezoo.load("tiny-blobs")
+    assert server.gets == {**{hop: 1 for hop in hops}, WEIGHTS_PATH: 1}
+    assert server.request_headers[WEIGHTS_PATH]["Accept-Encoding"] == "identity"
+    assert len(_cached(url_card)) == 1
+
+
+@pytest.mark.parametrize("location", ["http://example.org/tiny.safetensors", "file:///etc/passwd",
+                                      "ftp://127.0.0.1/tiny.safetensors", "http://127.0.0.1.example.org/x",
+                                      "gopher://localhost/x"])
+def test_redirect_to_a_url_the_card_could_not_hold_is_refused(url_card, server, capsys, location):
+    server.redirects["/moved"] = location
+    _point_card_at(server, "/moved")
+    with pytest.raises(WeightsError) as err:
+        vaezoo.load("tiny-blobs")
+    assert str(err.value).startswith(f"download of {server.url('/moved')} was redirected: weights URL '{location}' "
+                                     f"is not https")
+    assert server.gets == {"/moved": 1}  # refused, not retried
+    assert _cached(url_card) == []
+    code, _, stderr = cli(capsys, "eval", "tiny-blobs")
+    assert code == 1
+    assert_one_line_error(stderr, "was redirected", location)
+
+
+@pytest.mark.parametrize("shape", ["a chain one hop too long", "a loop"])
+def test_too_many_redirects_are_refused(url_card, server, shape):
+    if shape == "a loop":
+        server.redirects["/hop0"] = "/hop0"
+    else:
+        hops = [f"/hop{i}" for i in range(MAX_REDIRECTS + 1)]
+        server.redirects.update(zip(hops, [*hops[1:], WEIGHTS_PATH]))
+    _point_card_at(server, "/hop0")
+    with pytest.raises(WeightsError, match=f"was redirected more than {MAX_REDIRECTS} times"):
+        vaezoo.load("tiny-blobs")
+    assert sum(server.gets.values()) == MAX_REDIRECTS + 1 and WEIGHTS_PATH not in server.gets
+    assert _cached(url_card) == []
+
+
+def _point_card_at(server, path: str) -> None:
+    """Rewrite the tiny card so that its weights URL is ``path`` on ``server``."""
+    from vaezoo.cards import get_card
+
+    card_path = get_card("tiny-blobs").path
+    card_path.write_text(card_path.read_text().replace(server.url(WEIGHTS_PATH), server.url(path)))
+
+
+# --- Content-Encoding -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("encoding", ["gzip", "br", "x-custom"])
+def test_encoded_body_is_refused(url_card, server, encoding):
+    server.files[WEIGHTS_PATH] = gzip.compress(url_card)
+    server.headers["Content-Encoding"] = encoding
+    with pytest.raises(WeightsError) as err:
+        vaezoo.load("tiny-blobs")
+    assert str(err.value) == (f"the server sent {server.url(WEIGHTS_PATH)} with Content-Encoding '{encoding}' "
+                              f"although vaezoo asked for identity (uncompressed); serve the file as it is")
+    assert server.request_headers[WEIGHTS_PATH]["Accept-Encoding"] == "identity"
+    assert server.gets == {WEIGHTS_PATH: 1}
+    assert _cached(url_card) == []
+
+
+def test_identity_encoding_is_accepted(url_card, server):
+    server.headers["Content-Encoding"] = "identity"
+    vaezoo.load("tiny-blobs")
+    assert len(_cached(url_card)) == 1
