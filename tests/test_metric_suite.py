@@ -412,3 +412,9 @@ def test_supervised_metrics_need_factors_and_unsupervised_ones_do_not():
             registry("metric")[name](tiny_model(), images)
     for name in SUITE[8:]:
         assert math.isfinite(registry("metric")[name](tiny_model(), images, points=50))
+
+
+def test_a_code_table_whose_model_is_gone_says_so(small_dataset):
+    table = sampling.code_table(tiny_model(), small_dataset)  # the model is dropped at once
+    with pytest.raises(ReferenceError, match="keep a reference"):
+        table[np.arange(3)]

@@ -34,7 +34,8 @@ class Codes(Protocol):
 class CodeTable:
     """The mean codes of a model's images, encoded on first use and kept.
 
-    Holds the model and dataset by weak reference: the table does not keep them alive.
+    Holds the model and dataset by weak reference: the table does not keep them alive, so the
+    caller does while it reads codes the table has yet to encode.
 
     Args:
         model: the model; its code is the posterior's mode (:func:`~vaezoo.metrics.codes.mean_codes`).
@@ -62,8 +63,11 @@ class CodeTable:
         indices = np.asarray(indices)
         missing = np.unique(indices[~self._encoded[indices]])
         if len(missing):
-            codes = mean_codes(self._model(), self.dataset(), torch.from_numpy(missing), self.device,
-                               self.batch_size).numpy()
+            model, dataset = self._model(), self.dataset()
+            if model is None or dataset is None:
+                raise ReferenceError("the model or dataset of this code table no longer exists: keep a reference "
+                                     "to both while reading codes")
+            codes = mean_codes(model, dataset, torch.from_numpy(missing), self.device, self.batch_size).numpy()
             if self._rows is None:
                 self._rows = np.empty((len(self), codes.shape[1]), dtype=np.float32)
             self._rows[missing] = codes
