@@ -211,6 +211,13 @@ def test_dci_dropped_factor_is_predicted_at_chance():
     assert scores.informativeness == pytest.approx((1 + 1 + 1 / 5) / 3, abs=0.05)
 
 
+def test_a_factor_with_one_value_is_left_out_of_sap_and_dci():
+    factors = np.concatenate([BINARY, np.zeros((len(BINARY), 1), int)], axis=1)
+    assert sap_of(BINARY.astype(float), factors) == pytest.approx(sap_of(BINARY.astype(float)))
+    scores = dci_of(BINARY.astype(float), factors)
+    assert scores.importance.shape == (3, 3) and scores.informativeness == 1.0
+
+
 # ---- modularity and explicitness ----------------------------------------------------------------
 
 def modularity_of(codes, factors=FACTORS, seed=0):
