@@ -1,4 +1,4 @@
-"""``vaezoo list``: the zoo as a table (or JSON). Reads cards only; never imports torch."""
+"""``vaezoo list``: the zoo as a table (or JSON, or Markdown). Reads cards only; never imports torch."""
 
 import sys
 
@@ -13,7 +13,10 @@ def add_parser(sub) -> None:
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="only models whose model/train field KEY equals VALUE (repeatable), e.g. beta=6")
     p.add_argument("--skipped", action="store_true", help="list the cards left out, each with its error")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print JSON")
+    form.add_argument("--markdown", action="store_true",
+                      help="print a Markdown table (the README's zoo table is this output)")
     p.set_defaults(func=run)
 
 
@@ -52,10 +55,39 @@ def run(args) -> int:
                      "parameters": c.parameters, "headline": c.headline,
                      "metrics": {k: m.value for k, m in c.metrics.items()}} for c in cards])
         return 0
+    if args.markdown:
+        print(markdown_table(cards), end="")
+        return 0
     print_table(("name", "architecture", "dataset", "latent", "parameters", "headline metric"),
                 [(c.name, c.architecture, c.dataset, c.latent or "", f"{c.parameters:,}" if c.parameters else "",
                   headline(c)) for c in cards])
     return 0
+
+
+# Characters Markdown would read as formatting, a table's cell border, an HTML tag or an entity.
+_MARKDOWN_SPECIAL = set("\\`*_[]<>|&")
+
+
+def _markdown_text(value: object) -> str:
+    """``value`` as Markdown that shows it as written, on one line (:func:`printable`, formatting escaped)."""
+    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in printable(value))
+
+
+def markdown_table(cards) -> str:
+    """The cards as a Markdown table: name, summary, latent layout, parameter count and headline metric.
+
+    Args:
+        cards: the cards, in the order of the rows.
+
+    Returns:
+        The table, one line per row, ending in a newline.
+    """
+    lines = ["| name | what it is | latent | parameters | headline metric |", "| --- | --- | --- | --- | --- |"]
+    for c in cards:
+        cells = [f"`{c.name}`", _markdown_text(c.summary), _markdown_text(c.latent or ""),
+                 f"{c.parameters:,}" if c.parameters else "", _markdown_text(headline(c))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _print_skipped(skipped, as_json: bool) -> int:
