@@ -14,9 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from vaezoo.cards import Metric
+from helpers import card_dict
+
+from vaezoo.cards import Card, Metric, parse_card, write_card
 from vaezoo.data import ImageDataset
 from vaezoo.errors import VaezooError
+from vaezoo.evaluate import as_metrics
 from vaezoo.metrics import betavae_score, dci, factorvae_score, modularity, sampling, sap, unsupervised
 from vaezoo.metrics.provenance import library_versions, metric_parameters
 from vaezoo.plugins import registry
@@ -425,3 +428,14 @@ def test_a_code_table_whose_model_is_gone_says_so(small_dataset):
     table = sampling.code_table(tiny_model(), small_dataset)  # the model is dropped at once
     with pytest.raises(ReferenceError, match="keep a reference"):
         table[np.arange(3)]
+
+
+def test_a_card_records_a_registered_metrics_settings_and_libraries(tmp_path):
+    card = Card.model_validate(card_dict("tiny", eval_metrics=["betavae_score"]))
+    metrics = as_metrics(card, {"reconstruction": 80.0, "betavae_score": 0.75})
+    assert metrics["betavae_score"].parameters == metric_parameters(betavae_score.betavae_score)
+    assert metrics["betavae_score"].libraries == library_versions()
+    assert metrics["reconstruction"].parameters is None and metrics["reconstruction"].libraries is None
+    written = card.model_copy(update={"metrics": metrics})
+    write_card(written, tmp_path / "tiny.toml")
+    assert parse_card(tmp_path / "tiny.toml").metrics == metrics

@@ -20,14 +20,15 @@ _NOT_SETTINGS = {"model", "dataset", "device", "batch_size"}  # batch_size: the 
 
 
 def metric_parameters(metric: Callable, **overrides: Any) -> dict[str, Any]:
-    """The settings ``metric`` runs with: its keyword defaults, updated with ``overrides``.
+    """The settings ``metric`` runs with: its keyword defaults (but None, "unset", which a card cannot hold),
+    updated with ``overrides``.
 
     Args:
         metric: a registered metric, ``metric(model, dataset, device=None, batch_size=64, **settings)``.
         overrides: settings passed to it instead of the defaults.
     """
     defaults = {name: p.default for name, p in inspect.signature(metric).parameters.items()
-                if name not in _NOT_SETTINGS and p.default is not inspect.Parameter.empty}
+                if name not in _NOT_SETTINGS and p.default not in (inspect.Parameter.empty, None)}
     return {**defaults, **overrides}
 
 
