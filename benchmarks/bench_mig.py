@@ -48,7 +48,7 @@ def main() -> int:
     from vaezoo.cards import parse_card
     from vaezoo.data.dsprites import dsprites
     from vaezoo.assemble import build_model
-    from vaezoo.metrics.codes import gaussian_posteriors
+    from vaezoo.metrics.codes import factorised_posteriors
     from vaezoo.metrics.entropy import chen_columns, estimate_entropies
     from vaezoo.metrics.mig import chen_gaps, mig_dlib
 
@@ -60,9 +60,10 @@ def main() -> int:
           f"torch threads {torch.get_num_threads()}")
 
     with Clock() as encode:
-        mean, logvar = gaussian_posteriors(model, data, batch_size=args.batch_size)
+        posteriors = factorised_posteriors(model, data, batch_size=args.batch_size)
     with Clock() as estimate:
-        entropies = estimate_entropies(mean, logvar, data.factors[:, list(chen_columns(data))], args.samples)
+        entropies = estimate_entropies(posteriors.loc, 2 * posteriors.scale.log(),
+                                       data.factors[:, list(chen_columns(data))], args.samples)
         value = float(chen_gaps(entropies).mean())
     print(f"mig_chen  encode {len(data):,} images     {encode}")
     print(f"mig_chen  estimator ({args.samples:,} samples) {estimate}")

@@ -146,6 +146,11 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, **kwargs: Any)
     non-negative), ``kl_parts()`` (per part, summing to ``kl()``) and
     ``sample_prior()``, that a seeded generator makes ``sample_prior``
     reproducible, and that gradients flow from samples and KL to the parameters.
+    Then what viz and the metrics rely on: ``parts`` matches the part slices,
+    ``reference_code()`` and every part's ``sweeps()`` fit the code and the KL,
+    and a posterior with a per-dimension ``distribution`` gives ``log_prob``,
+    ``prior_log_prob`` and a ``log_density_matrix`` whose diagonal is ``log_prob``
+    (so the TC regularizer and the entropy metrics can use it).
 
     Args:
         name: the registered name, e.g. ``"gaussian"``.
@@ -168,6 +173,7 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, **kwargs: Any)
 
     with _seeded(seed):
         _check_posterior(family, batch, subject)
+        _check_traversal(family, batch, subject)
     with _running(subject, "sample_prior()"):
         first = family.sample_prior(batch, generator=torch.Generator().manual_seed(seed), device="cpu")
         again = family.sample_prior(batch, generator=torch.Generator().manual_seed(seed), device="cpu")
@@ -201,6 +207,41 @@ def _check_posterior(family: LatentFamily, batch: int, subject: str) -> None:
     _require(bool((kl >= -KL_TOLERANCE).all()), subject, f"kl() is negative: min {kl.min().item():.3g}")
     _require_gradient(kl.sum(), params, subject, "kl()")
     _check_kl_parts(family, posterior, kl.detach(), batch, subject)
+
+
+def _check_traversal(family: LatentFamily, batch: int, subject: str) -> None:
+    """The protocol viz and the metrics use: parts, reference code, sweeps and per-dimension densities."""
+    with _running(subject, "parts"):
+        parts = family.parts
+    _require(list(parts) == list(family.part_slices()), subject,
+             f"parts {list(parts)} and part_slices() {list(family.part_slices())} must name the same parts")
+    with _running(subject, "reference_code()"):
+        reference = family.reference_code()
+    _require_tensor(reference, (family.code_size,), subject, "reference_code()")
+    posterior = family.posterior(torch.randn(batch, family.param_size))
+    for name, part in parts.items():
+        width = family.part_slices()[name].stop - family.part_slices()[name].start
+        with _running(subject, f"sweeps() of part '{name}'"):
+            sweeps = part.sweeps(5, (-2.0, 2.0))
+            kl_dims = posterior.parts[name].kl().shape[-1]
+        _require(bool(sweeps), subject, f"part '{name}' has no sweeps(): a traversal would skip it")
+        for sweep in sweeps:
+            columns = range(width)[sweep.columns]
+            _require(len(columns) > 0 and 0 <= sweep.kl_index < kl_dims, subject,
+                     f"part '{name}': a sweep sets columns {sweep.columns} (of {width}) and reads KL entry "
+                     f"{sweep.kl_index} (of {kl_dims})")
+            _require_tensor(sweep.values, (sweep.values.shape[0], len(columns)), subject, f"a sweep of '{name}'")
+        piece = posterior.parts[name]
+        if piece.distribution is None:
+            continue
+        z = piece.rsample().detach()
+        with _running(subject, f"log densities of part '{name}'"):
+            log_prob, prior, matrix = piece.log_prob(z), piece.prior_log_prob(z), piece.log_density_matrix(z)
+        _require_tensor(log_prob, (batch, width), subject, f"log_prob() of '{name}'")
+        _require_tensor(prior, (batch, width), subject, f"prior_log_prob() of '{name}'")
+        _require_tensor(matrix, (batch, batch, width), subject, f"log_density_matrix() of '{name}'")
+        _require(torch.allclose(torch.diagonal(matrix, dim1=0, dim2=1).T, log_prob, atol=1e-5), subject,
+                 f"log_density_matrix()[i, i] of '{name}' is not log_prob() of example i")
 
 
 def _check_slices(family: LatentFamily, subject: str) -> None:

@@ -32,10 +32,9 @@ def _card_name(args) -> str:
 
 
 def run(args) -> int:
-    from vaezoo.plugins import registry
+    from vaezoo.assemble import converter
 
     name = _card_name(args)
-    card_path = registry("converter")[args.converter](Path(args.path), Path(args.out), dataset=args.dataset,
-                                                      name=name)
+    card_path = converter(args.converter)(Path(args.path), Path(args.out), dataset=args.dataset, name=name)
     print(card_path)
     return 0

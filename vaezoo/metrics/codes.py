@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
-from torch.distributions import Normal
+from torch.distributions import Distribution
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import VaezooError
@@ -31,29 +32,40 @@ def require_factors(dataset: ImageDataset, metric: str) -> Tensor:
     return dataset.factors
 
 
-def _gaussian_parts(posterior) -> list:
-    """The parts whose posterior is a diagonal Gaussian (the entropy estimator's closed form is Gaussian)."""
-    return [part for part in posterior.parts.values() if isinstance(part.distribution, Normal)]
+class FactorisedPosteriors(NamedTuple):
+    """The factorised parts of q(z|x) for every image of a dataset, side by side.
 
-
-def gaussian_posteriors(model, dataset: ImageDataset, device=None,
-                        batch_size: int = EVAL_BATCH_SIZE) -> tuple[Tensor, Tensor]:
-    """Mean and log-variance of the Gaussian dimensions of q(z|x) for every image.
-
-    For a joint latent these are its Gaussian parts, side by side; categorical parts are left out.
-
-    Returns:
-        ``(mean, logvar)``, each ``(N, D)`` float32 on the CPU.
+    Attributes:
+        loc, scale: ``(N, D)`` float32 on the CPU.
+        family: the parts' ``torch.distributions`` class (location-scale, e.g. ``Normal``).
     """
-    means, logvars = [], []
+
+    loc: Tensor
+    scale: Tensor
+    family: type[Distribution]
+
+
+def factorised_posteriors(model, dataset: ImageDataset, device=None,
+                          batch_size: int = EVAL_BATCH_SIZE) -> FactorisedPosteriors:
+    """Location and scale of the factorised parts of q(z|x) for every image: the parts whose posterior has a
+    per-dimension ``distribution`` (the latent protocol); a joint latent's categorical parts are left out.
+
+    Raises:
+        VaezooError: when the latent has no such part, or its parts are of different families.
+    """
+    locs, scales, families = [], [], set()
     with _eval_mode(model):
         for _, x in dataset.batches(batch_size, device):
-            parts = _gaussian_parts(model.encode(x))
+            parts = [p.distribution for p in model.encode(x).parts.values() if p.distribution is not None]
             if not parts:
-                raise VaezooError("this metric needs a latent with a Gaussian part")
-            means.append(torch.cat([p.distribution.loc for p in parts], -1).float().cpu())
-            logvars.append(torch.cat([2 * p.distribution.scale.log() for p in parts], -1).float().cpu())
-    return torch.cat(means), torch.cat(logvars)
+                raise VaezooError("this metric needs a latent part with a per-dimension density (e.g. Gaussian)")
+            families.update(type(d) for d in parts)
+            locs.append(torch.cat([d.loc for d in parts], -1).float().cpu())
+            scales.append(torch.cat([d.scale for d in parts], -1).float().cpu())
+    if len(families) > 1:
+        raise VaezooError(f"this metric needs the latent's continuous parts to be of one family, got "
+                          f"{sorted(f.__name__ for f in families)}")
+    return FactorisedPosteriors(torch.cat(locs), torch.cat(scales), families.pop())
 
 
 def mean_codes(model, dataset: ImageDataset, indices: Tensor, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Tensor:

@@ -22,20 +22,21 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from torch.distributions import Distribution, Normal
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
-from vaezoo.metrics.codes import gaussian_posteriors
+from vaezoo.metrics.codes import factorised_posteriors
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
-CHEN_EXCLUDED = ("shape",)  # Chen et al. leave dSprites' shape out of MIG
 
 
 def chen_columns(dataset: ImageDataset) -> tuple[int, ...]:
-    """The factor columns Chen et al.'s MIG conditions on: all but :data:`CHEN_EXCLUDED`."""
+    """The factor columns Chen et al.'s MIG conditions on: the ordered ones (they leave dSprites' shape, a
+    nominal factor, out), as the dataset's ``nominal_factors`` says."""
     if dataset.factors is None:
         return ()
     names = dataset.factor_names or tuple(str(k) for k in range(dataset.factors.shape[1]))
-    return tuple(k for k, name in enumerate(names) if name not in CHEN_EXCLUDED)
+    return tuple(k for k, name in enumerate(names) if name not in dataset.nominal_factors)
 
 
 @dataclass(frozen=True)
@@ -83,17 +84,24 @@ def _grid_order(values: list[Tensor], sizes: list[int]) -> Tensor | None:
 
 
 def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = None, samples: int = 10_000,
-                       seed: int = 0, block: int = 1 << 16, use_grid: bool = True) -> Entropies:
-    """Estimate H(z_j), H(z_j | v_k) and H(z) for the mixture of N diagonal Gaussian posteriors.
+                       seed: int = 0, block: int = 1 << 16, use_grid: bool = True,
+                       family: type[Distribution] = Normal) -> Entropies:
+    """Estimate H(z_j), H(z_j | v_k) and H(z) for the mixture of N factorised posteriors.
+
+    The posteriors are of one location-scale ``family`` (a ``torch.distributions`` class taking
+    ``loc`` and ``scale``, such as ``Normal`` or ``Laplace``), as the latent protocol's ``distribution``
+    gives them. Gaussian posteriors take a closed-form path; others evaluate ``family``'s standard density.
 
     Args:
-        mean, logvar: ``(N, D)`` parameters of q(z|x_n).
+        mean, logvar: ``(N, D)`` location and twice the log-scale of q(z|x_n) (for a Gaussian: its mean
+            and log-variance).
         factors: ``(N, K)`` factor classes of the images (any integers), or None for no conditionals.
         samples: how many codes to draw (at most N; Chen et al. use 10,000).
         seed: seed of the draw.
         block: (image, code) pairs per block of work; the default fits a core's cache.
         use_grid: when the factors form a complete grid (as dSprites' do), sum over each factor's
             values by reshaping rather than scattering, which is faster; same result.
+        family: the posteriors' distribution class.
 
     Returns:
         The :class:`Entropies`.
@@ -107,7 +115,14 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
     generator = torch.Generator().manual_seed(seed)
     picked = torch.randperm(n, generator=generator)[:samples]
     std = torch.exp(0.5 * logvar)
-    z = mean[picked] + std[picked] * torch.randn(len(picked), dims, generator=generator, dtype=torch.float64)
+    gaussian = family is Normal
+    if gaussian:
+        z = mean[picked] + std[picked] * torch.randn(len(picked), dims, generator=generator, dtype=torch.float64)
+    else:  # by the inverse CDF, so that the seeded generator decides the draw
+        uniform = torch.rand(len(picked), dims, generator=generator, dtype=torch.float64).clamp_(1e-12, 1 - 1e-12)
+        z = family(mean[picked], std[picked]).icdf(uniform)
+        standard = family(torch.tensor(0.0), torch.tensor(1.0))
+        peak = float(standard.log_prob(torch.tensor(0.0)))
     own = [inverse[picked] for inverse in values]
 
     grid = _grid_order(values, sizes) if use_grid else None
@@ -125,7 +140,7 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
     # exponents summed over dimensions give the joint density, summed with a running maximum.
     log_min_std = std.log().amin(0)
     offset = (log_min_std - std.log()).float()
-    scale = (1 / (std * math.sqrt(2))).float()
+    scale = (1 / (std * (math.sqrt(2) if gaussian else 1.0))).float()
     shift = (-mean * scale.double()).float()
 
     sums = torch.zeros(dims, len(picked), dtype=torch.float64)
@@ -151,7 +166,10 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
             block_scale, block_shift, block_offset = scale[:, rows, None], shift[:, rows, None], offset[:, rows, None]
             for j in range(dims):
                 torch.mul(block_scale[j], z[j, codes], out=t).add_(block_shift[j])
-                torch.addcmul(block_offset[j], t, t, value=-1, out=w)
+                if gaussian:
+                    torch.addcmul(block_offset[j], t, t, value=-1, out=w)
+                else:  # log q - log(peak density of the narrowest posterior) <= 0, as in the Gaussian case
+                    torch.add(standard.log_prob(t), block_offset[j] - peak, out=w)
                 exponent += w
                 torch.sum(w.exp_(), 0, out=totals[j])
                 if grid is None:
@@ -172,7 +190,7 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
         for k, groups in enumerate(block_groups):
             group_sums[k][:, :, codes] += groups
 
-    log_norm = log_min_std + HALF_LOG_2PI  # per dimension: log(s_min sqrt(2 pi))
+    log_norm = log_min_std + (HALF_LOG_2PI if gaussian else -peak)  # per dimension: -log(peak density)
     marginal = -(sums.log() - log_norm[:, None] - math.log(n)).mean(1)
     conditional = torch.empty(len(values), dims, dtype=torch.float64)
     for k, inverse in enumerate(values):
@@ -199,15 +217,16 @@ def dataset_entropies(model, dataset: ImageDataset, columns: tuple[int, ...], de
     if not (_last and _last["model"]() is model and _last["dataset"]() is dataset and _last["key"] == key):
         _last.clear()
         factors = dataset.factors[:, list(columns)] if columns else None
-        mean, logvar = gaussian_posteriors(model, dataset, device, batch_size)
-        value = estimate_entropies(mean, logvar, factors, samples, seed)
+        posteriors = factorised_posteriors(model, dataset, device, batch_size)
+        value = estimate_entropies(posteriors.loc, 2 * posteriors.scale.log(), factors, samples, seed,
+                                   family=posteriors.family)
         _last.update(model=weakref.ref(model), dataset=weakref.ref(dataset), key=key, value=value)
     return _last["value"]
 
 
 def total_correlation(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                       samples: int = 10_000, seed: int = 0) -> float:
-    """Total correlation (nats) of the aggregate posterior of the Gaussian dimensions over ``dataset``.
+    """Total correlation (nats) of the aggregate posterior of the factorised (continuous) dimensions over ``dataset``.
 
     The sampling estimate of KL(q(z) || prod_j q(z_j)) that Chen et al. report; it shares its
     work with ``mig_chen`` when both are computed.

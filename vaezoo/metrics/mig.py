@@ -5,8 +5,8 @@ largest mutual information with v_k, normalised, averaged over factors:
 
 - ``mig_chen`` (Chen, Li, Grosse & Duvenaud, 2018, "Isolating Sources of Disentanglement in
   Variational Autoencoders"): I(z_j; v_k) by the sampling estimator of
-  :mod:`vaezoo.metrics.entropy` over the whole dataset, from the Gaussian posteriors;
-  normalised by ln |V_k|; dSprites' shape factor is left out, as in the reference code.
+  :mod:`vaezoo.metrics.entropy` over the whole dataset, from the factorised (continuous) posteriors;
+  normalised by ln |V_k|; nominal factors (the dataset says which: dSprites' shape) are left out, as in the reference code.
 - ``mig_dlib`` (Locatello et al., 2019, "Challenging Common Assumptions in the Unsupervised
   Learning of Disentangled Representations", disentanglement_lib ``mig.py``): the mean code of
   10,000 random images, each dimension discretised into 20 equal-width bins, discrete mutual
@@ -92,7 +92,7 @@ def mig_chen(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_B
     """MIG as Chen et al. compute it, over the whole dataset (see the module docstring).
 
     Args:
-        model: a VAE with a Gaussian latent (or Gaussian parts of a joint latent).
+        model: a VAE whose latent (or some of its parts) has a per-dimension density (the latent protocol).
         dataset: images with ground-truth ``factors``.
         device, batch_size: where and how many images to encode at a time.
         samples: codes drawn for the entropy estimates (10,000 in the reference code).
