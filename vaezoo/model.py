@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -14,6 +14,9 @@ from vaezoo.latents.base import LatentFamily, Posterior
 from vaezoo.likelihoods import Likelihood
 from vaezoo.reduction import batch_mean
 from vaezoo.regularizers.base import Regularizer
+
+if TYPE_CHECKING:
+    from vaezoo.cards import Card
 
 
 @dataclass
@@ -51,6 +54,10 @@ class VAE(nn.Module):
         likelihood: scores decoder outputs against images.
         regularizers: produce the named regularization terms of the loss.
         image_size, channels: the input geometry, kept for sampling and checks.
+
+    Attributes:
+        card: the zoo card the model was built from (set by :mod:`vaezoo.assemble`); None for a model
+            built from parts directly.
     """
 
     def __init__(self, encoder: nn.Module, decoder: nn.Module, latent: LatentFamily, likelihood: Likelihood,
@@ -60,6 +67,7 @@ class VAE(nn.Module):
         self.head = nn.Linear(encoder.out_features, latent.param_size)
         self.regularizers = nn.ModuleList(regularizers)
         self.image_size, self.channels = image_size, channels
+        self.card: Card | None = None
 
     @property
     def part_slices(self) -> dict[str, slice]:
