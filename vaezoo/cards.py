@@ -78,6 +78,43 @@ class TrainRecipe(_Frozen):
     steps: int | None = Field(default=None, ge=0, description="optimizer steps of the run; written by vaezoo train")
 
 
+class SeedRun(_Frozen):
+    """One complete run of a card's recipe: its seed and the metric it reached."""
+
+    seed: int
+    value: float
+
+
+class SeedSpread(_Frozen):
+    """A metric over every complete run of the card's recipe, one per seed: how much it moves with the seed.
+
+    ``n``, ``median``, ``min`` and ``max`` restate ``runs`` for readers of the TOML; they must agree with it.
+    """
+
+    runs: list[SeedRun] = Field(min_length=1)
+    n: int
+    median: float
+    min: float
+    max: float
+    shipped: int = Field(description="the seed whose weights the card ships")
+    selection: str = Field(description="how the shipped seed was chosen")
+    command: str = Field(description="the command that trained and measured each run")
+
+    @model_validator(mode="after")
+    def _summary_matches_runs(self) -> SeedSpread:
+        import statistics
+
+        values = [run.value for run in self.runs]
+        expected = {"n": len(values), "median": statistics.median(values), "min": min(values), "max": max(values)}
+        wrong = [f"{k} is {getattr(self, k)} but the runs give {v:.6g}" for k, v in expected.items()
+                 if abs(getattr(self, k) - v) > 1e-6]
+        if wrong:
+            raise ValueError("; ".join(wrong))
+        if self.shipped not in {run.seed for run in self.runs}:
+            raise ValueError(f"the shipped seed {self.shipped} is not one of the runs")
+        return self
+
+
 class Metric(_Frozen):
     """A number measured by a command anyone can rerun."""
 
@@ -89,6 +126,7 @@ class Metric(_Frozen):
         default=None, description="the metric's own settings (points, bins, estimator, seed, ...)")
     libraries: dict[str, str] | None = Field(
         default=None, description="versions of the libraries the number depends on, e.g. scikit-learn")
+    seeds: SeedSpread | None = Field(default=None, description="the metric over every seed run with the recipe")
 
 
 class Card(_Frozen):

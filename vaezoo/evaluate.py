@@ -101,7 +101,7 @@ class _Counted:
 def as_metrics(card: Card, results: dict[str, float], data_root=None) -> dict[str, Metric]:
     """``results`` as a card's metrics, each with the ``vaezoo eval`` command that reproduces it.
 
-    A note the card already holds on a metric is kept. A registered metric also records the settings it ran
+    A note and a spread over seeds the card already holds on a metric are kept. A registered metric also records the settings it ran
     with and the versions of the libraries behind it (:mod:`vaezoo.metrics.provenance`).
     """
     from vaezoo import __version__
@@ -109,12 +109,13 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None) -> dict[st
 
     command = f"vaezoo eval {card.name}" + (f" --data-root {data_root}" if data_root else "")
     notes = {name: entry.note for name, entry in card.metrics.items()}
+    seeds = {name: entry.seeds for name, entry in card.metrics.items()}
     libraries = library_versions()
 
     def entry(name: str, value: float) -> Metric:
         registered = name in card.eval_metrics  # a registered metric has settings and libraries; a loss has not
         return Metric(value=round(value, 6), command=command, vaezoo_version=__version__, note=notes.get(name),
                       parameters=(metric_parameters(metric(name)) or None) if registered else None,
-                      libraries=libraries if registered else None)
+                      libraries=libraries if registered else None, seeds=seeds.get(name))
 
     return {name: entry(name, value) for name, value in results.items()}
