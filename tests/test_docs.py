@@ -1,0 +1,158 @@
+"""The README and docs as a reader uses them: the zoo table is the cards', the examples run, the links resolve.
+
+A code block is run unless an HTML comment ``<!-- no-run: reason -->`` stands right before it. A block
+that reads ``../shared/...`` is skipped, with a message, where that path is absent.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from helpers import write_card
+from vaezoo.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+PAGES = [README, *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docs" / "zoo").glob("*.md"))]
+
+FENCE = re.compile(r"^```(?P<lang>\w*)\n(?P<code>.*?)^```[ \t]*$", re.S | re.M)
+NO_RUN = re.compile(r"<!-- no-run: (?P<reason>[^>]*\S) -->\s*\Z")
+ZOO_TABLE = re.compile(r"<!-- zoo-table\b[^>]*-->\n(?P<table>.*?)<!-- /zoo-table -->", re.S)
+SHARED_PATH = re.compile(r"\.\./shared/[\w./-]*")
+LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?:#[^)]*)?\)")
+# README commands that are fast and change nothing: they run as written.
+SAFE_COMMAND = re.compile(r"^vaezoo (list|info|plugins|verify)\b")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced code block of a page."""
+
+    page: Path
+    line: int
+    lang: str
+    code: str
+    no_run: str | None  # the reason given in a no-run comment right before the block
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.relative_to(REPO)}:{self.line}"
+
+
+def code_blocks(page: Path) -> list[Block]:
+    """The fenced code blocks of ``page``, in order."""
+    text = page.read_text(encoding="utf-8")
+    blocks = []
+    for match in FENCE.finditer(text):
+        marker = NO_RUN.search(text, 0, match.start())
+        blocks.append(Block(page, text.count("\n", 0, match.start()) + 1, match["lang"], match["code"],
+                            marker["reason"] if marker else None))
+    return blocks
+
+
+def user_env(**extra: str) -> dict[str, str]:
+    """This environment as a user's shell has it: every installed plugin, no extra card folders."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VAEZOO_CARDS_PATH", "VAEZOO_LOAD_PLUGINS")}
+    bin_dir = str(Path(sys.executable).parent)  # where the test environment's `vaezoo` command lives
+    return {**env, "PATH": bin_dir + os.pathsep + env.get("PATH", ""), "OMP_NUM_THREADS": "1", **extra}
+
+
+def skip_without_shared(code: str) -> None:
+    """Skip when ``code`` reads a ``../shared`` path that this checkout does not have beside it."""
+    missing = sorted({p for p in SHARED_PATH.findall(code) if not (REPO / p).exists()})
+    if missing:
+        pytest.skip(f"reads {', '.join(missing)}, absent here (../shared beside the repository)")
+
+
+PYTHON_BLOCKS = [b for page in PAGES for b in code_blocks(page) if b.lang == "python"]
+README_BLOCKS = code_blocks(README)
+# The first block holds the set-up commands (.ci/run runs them); the others are what a user types.
+SAFE_COMMANDS = [line.strip() for b in README_BLOCKS[1:] if b.lang == "bash"
+                 for line in b.code.splitlines() if SAFE_COMMAND.match(line.strip())]
+
+
+def test_readme_zoo_table_is_the_output_of_vaezoo_list_markdown():
+    tables = ZOO_TABLE.findall(README.read_text(encoding="utf-8"))
+    assert len(tables) == 1, "README.md needs one table between <!-- zoo-table --> and <!-- /zoo-table -->"
+    builtin = sorted(ep.name for ep in entry_points(group="vaezoo") if ep.dist and ep.dist.name == "vaezoo")
+    result = subprocess.run([sys.executable, "-m", "vaezoo", "list", "--markdown"], cwd=REPO, capture_output=True,
+                            text=True, timeout=120, env=user_env(VAEZOO_LOAD_PLUGINS=",".join(builtin)))
+    assert result.returncode == 0, result.stderr
+    assert tables[0] == result.stdout, "the README's zoo table is stale: paste the output of 'vaezoo list --markdown'"
+
+
+def test_markdown_table_shows_card_text_as_written(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path))
+    metric = {"value": 0.25, "command": "vaezoo eval toy-b", "vaezoo_version": "0.1.0"}
+    write_card(tmp_path, "toy-b", summary="a | b <img src=x> *bold* `code` [link](y) \x1b[31mred\nnext",
+               latent="gaussian(3)", parameters=1234, metrics={"my_metric": metric}, headline="my_metric")
+    write_card(tmp_path, "toy-a", dataset="dsprites")
+    assert main(["list", "--markdown"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["| name | what it is | latent | parameters | headline metric |",
+                         "| --- | --- | --- | --- | --- |"]
+    assert lines[2] == "| `toy-a` | test card toy-a |  |  |  |"
+    # Control characters are shown as their escapes (\x1b, \n), with the backslash escaped for Markdown.
+    assert lines[3] == ("| `toy-b` | a \\| b \\<img src=x\\> \\*bold\\* \\`code\\` \\[link\\](y) \\\\x1b\\[31mred\\\\nnext "
+                        "| gaussian(3) | 1,234 | my\\_metric 0.25 |")
+    assert len(lines) == 4
+    assert main(["list", "--markdown", "--dataset", "dsprites"]) == 0
+    assert capsys.readouterr().out.splitlines()[2:] == ["| `toy-a` | test card toy-a |  |  |  |"]
+
+
+def test_markdown_and_json_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["list", "--markdown", "--json"])
+    assert exit_.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=lambda b: b.id)
+def test_python_example_runs(block):
+    compile(block.code, block.id, "exec")
+    if block.no_run:
+        pytest.skip(f"marked no-run: {block.no_run}")
+    skip_without_shared(block.code)
+    result = subprocess.run([sys.executable, "-c", block.code], cwd=REPO, env=user_env(), capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, f"{block.id} failed:\n{result.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("command", SAFE_COMMANDS, ids=lambda c: c.partition("#")[0].strip())
+def test_readme_command_runs(command):
+    result = subprocess.run(["bash", "-c", command], cwd=REPO, env=user_env(), capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, f"{command!r} failed:\n{result.stderr[-3000:]}"
+    assert result.stdout.strip() and "Traceback" not in result.stderr
+
+
+def test_readme_shows_the_user_commands_and_loads_a_trained_folder():
+    assert {SAFE_COMMAND.match(c)[1] for c in SAFE_COMMANDS} == {"list", "info", "plugins", "verify"}
+    python = "\n".join(b.code for b in README_BLOCKS if b.lang == "python")
+    assert 'device="cpu"' in python and 'vaezoo.load("runs/x")' in python
+    assert any(line.startswith("vaezoo train ") and "--out runs/x" in line and "--name " in line
+               for b in README_BLOCKS for line in b.code.splitlines())
+
+
+def test_no_run_marks_only_a_code_block():
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        marked = sum(b.no_run is not None for b in code_blocks(page))
+        assert text.count("<!-- no-run:") == marked, f"{page.relative_to(REPO)}: a no-run comment not right before a block"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_relative_links_resolve(page):
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    targets = [m["target"] for m in LINK.finditer(text) if "://" not in m["target"]]
+    missing = [t for t in targets if not (page.parent / t).exists()]
+    assert not missing, f"{page.relative_to(REPO)} links to missing files: {missing}"
