@@ -150,7 +150,7 @@ def test_no_run_marks_only_a_code_block():
         assert text.count("<!-- no-run:") == marked, f"{page.relative_to(REPO)}: a no-run comment not right before a block"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize("page", [*PAGES, REPO / "CONTRIBUTING.md"], ids=lambda p: str(p.relative_to(REPO)))
 def test_relative_links_resolve(page):
     text = FENCE.sub("", page.read_text(encoding="utf-8"))
     targets = [m["target"] for m in LINK.finditer(text) if "://" not in m["target"]]
