@@ -51,12 +51,16 @@ def vaezoo_register_likelihoods(register):
 
 @hookimpl
 def vaezoo_register_datasets(register):
+    from vaezoo.data.celeba import CelebA
+    from vaezoo.data.chairs import Chairs
     from vaezoo.data.dsprites import DSpritesDataset
     from vaezoo.data.torchvision_sets import fashion_mnist, mnist
 
     register("mnist", mnist)
     register("fashion_mnist", fashion_mnist)
     register("dsprites", DSpritesDataset())
+    register("celeba", CelebA())
+    register("chairs", Chairs())
 
 
 @hookimpl

@@ -1,6 +1,6 @@
 """Joint VAE (Dupont, 2018, "Learning Disentangled Joint Continuous and Discrete Representations").
 
-Registers the ``jointvae`` architecture, the ``cluster_accuracy`` metric and the
+Registers the ``jointvae`` architecture, the ``cluster_accuracy`` and ``shape_accuracy`` metrics and the
 ``jointvae-original`` checkpoint converter. Heavy imports happen inside the hooks.
 """
 
@@ -16,9 +16,10 @@ def vaezoo_register_architectures(register):
 
 @vaezoo.hookimpl
 def vaezoo_register_metrics(register):
-    from vaezoo_jointvae.metrics import cluster_accuracy
+    from vaezoo_jointvae.metrics import cluster_accuracy, shape_accuracy
 
     register("cluster_accuracy", cluster_accuracy)
+    register("shape_accuracy", shape_accuracy)
 
 
 @vaezoo.hookimpl

@@ -1,40 +1,102 @@
-"""Unsupervised accuracy of a JointVAE's discrete code."""
+"""Unsupervised accuracy of a JointVAE's discrete code (matched to labels or to a factor), and the matching."""
 
 from __future__ import annotations
 
 import numpy as np
-import torch
 from scipy.optimize import linear_sum_assignment
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import VaezooError
+from vaezoo.metrics.sampling import code_table
 
 
-def contingency(predicted: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Square table of counts: row = predicted cluster, column = label."""
-    size = int(max(predicted.max(), labels.max())) + 1
+def contingency(predicted: np.ndarray, labels: np.ndarray, size: int | None = None) -> np.ndarray:
+    """Square table of counts: row = predicted cluster, column = label.
+
+    Args:
+        predicted, labels: one cluster and one label per example.
+        size: rows and columns; default the largest cluster or label + 1.
+    """
+    size = size or int(max(predicted.max(), labels.max())) + 1
     counts = np.zeros((size, size), dtype=np.int64)
     np.add.at(counts, (predicted, labels), 1)
     return counts
 
 
+def match_categories(predicted: np.ndarray, labels: np.ndarray, categories: int | None = None) -> np.ndarray:
+    """The label each category stands for: the one-to-one matching that agrees with most labels (Hungarian).
+
+    Args:
+        predicted: the category of each example.
+        labels: its label.
+        categories: the number of categories; default the largest predicted + 1.
+
+    Returns:
+        ``(categories,)`` int64: the label of category ``i`` at ``i``, -1 for a category left without one
+        (more categories than labels).
+    """
+    categories = categories or int(predicted.max()) + 1
+    classes = int(labels.max()) + 1
+    rows, cols = linear_sum_assignment(contingency(predicted, labels, max(categories, classes)), maximize=True)
+    matching = np.full(categories, -1, dtype=np.int64)
+    kept = (rows < categories) & (cols < classes)
+    matching[rows[kept]] = cols[kept]
+    return matching
+
+
 def matched_accuracy(predicted: np.ndarray, labels: np.ndarray) -> float:
-    """Accuracy after matching predicted clusters to labels one-to-one (Hungarian matching)."""
-    counts = contingency(predicted, labels)
-    rows, cols = linear_sum_assignment(counts, maximize=True)
-    return float(counts[rows, cols].sum() / len(labels))
+    """Accuracy after matching predicted clusters to labels one-to-one (:func:`match_categories`)."""
+    return float(np.mean(match_categories(predicted, labels)[predicted] == labels))
 
 
-@torch.no_grad()
-def predicted_categories(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> np.ndarray:
-    """The first categorical part's argmax for every image of ``dataset``."""
+def predicted_categories(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                         metric: str = "cluster_accuracy") -> np.ndarray:
+    """The first categorical part's argmax for every image of ``dataset``.
+
+    The codes come from the table the disentanglement metrics share
+    (:func:`vaezoo.metrics.sampling.code_table`), so a card that lists these metrics encodes its images once.
+
+    Args:
+        model: a JointVAE (a model with ``discrete_parts``).
+        dataset: the images.
+        device, batch_size: where and how many images to encode at a time.
+        metric: names the metric in the error a model without a categorical part gets.
+
+    Returns:
+        ``(N,)`` int64 categories.
+    """
     if not getattr(model, "discrete_parts", None):
-        raise VaezooError("cluster_accuracy needs a model with a categorical latent part")
-    return torch.cat([model.predict_category(x)[:, 0].cpu() for _, x in dataset.batches(batch_size, device)]).numpy()
+        raise VaezooError(f"{metric} needs a model with a categorical latent part (e.g. a JointVAE)")
+    codes = code_table(model, dataset, device, batch_size)[np.arange(len(dataset))]
+    return codes[:, model.part_slices[model.discrete_parts[0]]].argmax(1)
 
 
 def cluster_accuracy(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> float:
-    """Accuracy of the first categorical part's argmax, its categories matched to the labels."""
+    """Accuracy of the first categorical part's argmax, its categories matched to the labels (e.g. digits)."""
     if dataset.labels is None:
-        raise VaezooError("cluster_accuracy needs a labelled dataset")
+        raise VaezooError("cluster_accuracy needs a labelled dataset (e.g. mnist)")
     return matched_accuracy(predicted_categories(model, dataset, device, batch_size), dataset.labels.numpy())
+
+
+def factor_accuracy(model, dataset: ImageDataset, factor: str, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                    metric: str = "factor_accuracy") -> float:
+    """Accuracy of the first categorical part's argmax, its categories matched to a ground-truth factor's values.
+
+    Args:
+        model: a JointVAE.
+        dataset: images with ground-truth ``factors``; all of them are scored.
+        factor: one of the dataset's ``factor_names``.
+        device, batch_size: where and how many images to encode at a time.
+        metric: names the metric in errors.
+    """
+    if dataset.factors is None or factor not in dataset.factor_names:
+        have = f"factors {', '.join(dataset.factor_names)}" if dataset.factor_names else "no factors"
+        raise VaezooError(f"{metric} needs a dataset with a '{factor}' factor (e.g. dsprites); this one has {have}")
+    values = dataset.factors[:, dataset.factor_names.index(factor)].numpy()
+    values = np.unique(values, return_inverse=True)[1]  # classes 0..k-1 whatever the dataset numbers them
+    return matched_accuracy(predicted_categories(model, dataset, device, batch_size, metric), values)
+
+
+def shape_accuracy(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> float:
+    """:func:`factor_accuracy` on the ``shape`` factor: how well the categorical tells dSprites' three shapes."""
+    return factor_accuracy(model, dataset, "shape", device, batch_size, metric="shape_accuracy")
