@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 PAGES = [README, *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docs" / "zoo").glob("*.md"))]
 
-FENCE = re.compile(r"^```(?P<lang>\w*)\n(?P<code>.*?)^```[ \t]*$", re.S | re.M)
+FENCE = re.compile(r"^```(?P<lang>\w*)\n(?P<code>.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 NO_RUN = re.compile(r"<!-- no-run: (?P<reason>[^>]*\S) -->\s*\Z")
-ZOO_TABLE = re.compile(r"<!-- zoo-table\b[^>]*-->\n(?P<table>.*?)<!-- /zoo-table -->", re.S)
+ZOO_TABLE = re.compile(r"<!-- zoo-table\b[^>]*-->\n(?P<table>.*?)<!-- /zoo-table -->", re.DOTALL)
 SHARED_PATH = re.compile(r"\.\./shared/[\w./-]*")
 LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?:#[^)]*)?\)")
 # README commands that are fast and change nothing: they run as written.
@@ -83,8 +83,9 @@ def test_readme_zoo_table_is_the_output_of_vaezoo_list_markdown():
     tables = ZOO_TABLE.findall(README.read_text(encoding="utf-8"))
     assert len(tables) == 1, "README.md needs one table between <!-- zoo-table --> and <!-- /zoo-table -->"
     builtin = sorted(ep.name for ep in entry_points(group="vaezoo") if ep.dist and ep.dist.name == "vaezoo")
-    result = subprocess.run([sys.executable, "-m", "vaezoo", "list", "--markdown"], cwd=REPO, capture_output=True,
-                            text=True, timeout=120, env=user_env(VAEZOO_LOAD_PLUGINS=",".join(builtin)))
+    result = subprocess.run([sys.executable, "-m", "vaezoo", "list", "--markdown"], check=False, cwd=REPO,
+                            capture_output=True, text=True, timeout=120,
+                            env=user_env(VAEZOO_LOAD_PLUGINS=",".join(builtin)))
     assert result.returncode == 0, result.stderr
     assert tables[0] == result.stdout, "the README's zoo table is stale: paste the output of 'vaezoo list --markdown'"
 
@@ -102,8 +103,8 @@ def test_markdown_table_shows_card_text_as_written(monkeypatch, tmp_path, capsys
                          "| --- | --- | --- | --- | --- |"]
     assert lines[2] == "| `toy-a` | test card toy-a |  |  |  |"
     # Control characters are shown as their escapes (\x1b, \n), with the backslash escaped for Markdown.
-    assert lines[3] == ("| `toy-b` | a \\| b \\<img src=x\\> \\*bold\\* \\`code\\` \\[link\\](y) \\\\x1b\\[31mred\\\\nnext "
-                        "| gaussian(3) | 1,234 | my\\_metric 0.25 |")
+    assert lines[3] == ("| `toy-b` | a \\| b \\<img src=x\\> \\*bold\\* \\`code\\` \\[link\\](y) "
+                        "\\\\x1b\\[31mred\\\\nnext | gaussian(3) | 1,234 | my\\_metric 0.25 |")
     assert len(lines) == 4
     assert main(["list", "--markdown", "--dataset", "dsprites"]) == 0
     assert capsys.readouterr().out.splitlines()[2:] == ["| `toy-a` | test card toy-a |  |  |  |"]
@@ -122,15 +123,15 @@ def test_python_example_runs(block):
     if block.no_run:
         pytest.skip(f"marked no-run: {block.no_run}")
     skip_without_shared(block.code)
-    result = subprocess.run([sys.executable, "-c", block.code], cwd=REPO, env=user_env(), capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", block.code], check=False, cwd=REPO, env=user_env(),
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{block.id} failed:\n{result.stderr[-3000:]}"
 
 
 @pytest.mark.parametrize("command", SAFE_COMMANDS, ids=lambda c: c.partition("#")[0].strip())
 def test_readme_command_runs(command):
-    result = subprocess.run(["bash", "-c", command], cwd=REPO, env=user_env(), capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(["bash", "-c", command], check=False, cwd=REPO, env=user_env(), capture_output=True,
+                            text=True, timeout=120)
     assert result.returncode == 0, f"{command!r} failed:\n{result.stderr[-3000:]}"
     assert result.stdout.strip() and "Traceback" not in result.stderr
 
@@ -147,7 +148,7 @@ def test_no_run_marks_only_a_code_block():
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
         marked = sum(b.no_run is not None for b in code_blocks(page))
-        assert text.count("<!-- no-run:") == marked, f"{page.relative_to(REPO)}: a no-run comment not right before a block"
+        assert text.count("<!-- no-run:") == marked, f"{page.relative_to(REPO)}: a no-run comment not before a block"
 
 
 @pytest.mark.parametrize("page", [*PAGES, REPO / "CONTRIBUTING.md"], ids=lambda p: str(p.relative_to(REPO)))
