@@ -129,6 +129,27 @@ class Metric(_Frozen):
     seeds: SeedSpread | None = Field(default=None, description="the metric over every seed run with the recipe")
 
 
+class InputSection(_Frozen):
+    """How the dataset's images became the model's input (see :mod:`vaezoo.transforms`).
+
+    The input's channels and size are the dataset's (:func:`vaezoo.assemble.data_info`) and its values lie in
+    [0, 1] for every model, so the card states only what the dataset cannot tell.
+    """
+
+    transform: str = Field(description="how the dataset's images were turned into input, in words")
+    interpolation: Literal["nearest", "bilinear", "bicubic", "box", "hamming", "lanczos"] = Field(
+        default="bilinear", description="the PIL filter that resized them; vaezoo.transforms resizes with it")
+
+
+class LabelMatching(_Frozen):
+    """The dataset label each category of a categorical latent part stands for, measured by a command."""
+
+    category_to_label: list[int] = Field(description="category i stands for label category_to_label[i]; -1: none")
+    split: str = Field(description="the dataset split it was measured on")
+    command: str
+    vaezoo_version: str
+
+
 class Card(_Frozen):
     """A zoo card. ``model`` holds the architecture builder's keyword arguments."""
 
@@ -147,6 +168,9 @@ class Card(_Frozen):
     headline: str | None = Field(default=None, description="the metric to show in listings")
     latent: str | None = Field(default=None, description="the latent layout; written by vaezoo train")
     parameters: int | None = Field(default=None, ge=0, description="parameter count; written by vaezoo train")
+    input: InputSection | None = Field(default=None, description="how dataset images became the model's input")
+    labels: dict[str, LabelMatching] = Field(
+        default_factory=dict, description="category -> label matching of each categorical part, by part name")
 
     _path: Path | None = PrivateAttr(default=None)
 

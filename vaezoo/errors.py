@@ -38,3 +38,7 @@ class TrainingError(VaezooError):
 
 class OutputError(VaezooError):
     """A file vaezoo was asked to write that cannot be written where it was asked."""
+
+
+class InputError(VaezooError):
+    """Images that are not what a model takes (shape, channels, type or value range)."""

@@ -14,6 +14,7 @@ from vaezoo.latents.base import LatentFamily, Posterior
 from vaezoo.likelihoods import Likelihood
 from vaezoo.reduction import batch_mean
 from vaezoo.regularizers.base import Regularizer
+from vaezoo.transforms import for_model
 
 if TYPE_CHECKING:
     from vaezoo.cards import Card
@@ -27,7 +28,8 @@ class VAEOutput:
         loss: the training objective, the sum of ``terms``.
         terms: named loss terms ("reconstruction" and each regularizer's), scalars.
         kl: KL per latent part, scalars (for monitoring; not part of ``loss`` unless a regularizer adds it).
-        output: the decoder's output (e.g. logits), shaped like the input.
+        output: the decoder's raw output (:meth:`VAE.decode_logits`: logits for a Bernoulli likelihood), shaped
+            like the input; ``likelihood.mean(output)`` is the image.
         posterior: q(z|x).
         z: the code that was decoded.
     """
@@ -74,13 +76,55 @@ class VAE(nn.Module):
         """Each latent part's slice of the code."""
         return self.latent.part_slices()
 
+    def check_input(self, x: Tensor) -> None:
+        """Refuse a batch that is not float ``(B, channels, image_size, image_size)`` in [0, 1].
+
+        Raises:
+            InputError: one line naming what was expected and pointing to :meth:`preprocess`.
+        """
+        for_model(self).check(x)
+
+    def preprocess(self, images: Any) -> Tensor:
+        """Turn images into a batch this model takes, as its dataset's pipeline did (see :mod:`vaezoo.transforms`).
+
+        Args:
+            images: a PIL image; a uint8 (0-255), bool or [0, 1] float tensor or array shaped ``(H, W)``,
+                ``(C, H, W)`` or ``(N, C, H, W)``; or a torchvision dataset sample ``(image, target)``.
+
+        Returns:
+            ``(N, channels, image_size, image_size)`` in [0, 1], on the model's device and in its dtype.
+        """
+        return for_model(self)(images).to(self.head.weight.device, self.head.weight.dtype)
+
     def encode(self, x: Tensor) -> Posterior:
-        """q(z|x) for a batch of images ``(B, C, H, W)``."""
+        """q(z|x).
+
+        Args:
+            x: images ``(B, channels, image_size, image_size)`` in [0, 1] (see :meth:`preprocess`).
+
+        Returns:
+            The posterior; its ``mode`` is the code.
+
+        Raises:
+            InputError: ``x`` has another shape or type, or values outside [0, 1].
+        """
+        self.check_input(x)
         return self.latent.posterior(self.head(self.encoder(x)))
 
-    def decode(self, z: Tensor) -> Tensor:
-        """The decoder's output (likelihood parameters) for codes ``(B, code_size)``."""
+    def decode_logits(self, z: Tensor) -> Tensor:
+        """The decoder's raw output for codes ``(B, code_size)``: the likelihood's parameters, not images.
+
+        For the Bernoulli likelihood of every zoo model these are per-pixel logits; :meth:`decode` gives images.
+        """
         return self.decoder(z)
+
+    def decode(self, z: Tensor) -> Tensor:
+        """Images for codes ``(B, code_size)``: the mean of p(x|z), on the data's scale ([0, 1]).
+
+        Returns:
+            ``(B, channels, image_size, image_size)``.
+        """
+        return self.likelihood.mean(self.decode_logits(z))
 
     def forward(self, x: Tensor, step: int = 0) -> VAEOutput:
         """Encode, sample, decode and score a batch.
@@ -89,12 +133,15 @@ class VAE(nn.Module):
         dimensions and averaged over the batch, by :func:`vaezoo.reduction.batch_mean`.
 
         Args:
-            x: images in [0, 1], shape ``(B, C, H, W)``.
+            x: images in [0, 1], shape ``(B, C, H, W)`` (see :meth:`preprocess`).
             step: the training step, for scheduled regularizers.
+
+        Raises:
+            InputError: ``x`` has another shape or type, or values outside [0, 1].
         """
         posterior = self.encode(x)
         z = posterior.rsample() if self.training else posterior.mode
-        output = self.decode(z)
+        output = self.decode_logits(z)
         terms = {"reconstruction": batch_mean(self.likelihood.nll(output, x))}
         for regularizer in self.regularizers:
             terms.update(regularizer(posterior, z, step))
@@ -107,15 +154,15 @@ class VAE(nn.Module):
 
     @torch.no_grad()
     def reconstruct(self, x: Tensor) -> Tensor:
-        """Mean reconstructions of ``x`` from the posterior mode."""
-        return self.likelihood.mean(self.decode(self.encode(x).mode))
+        """Mean reconstructions of images ``x`` (see :meth:`encode`) from the posterior mode, in [0, 1]."""
+        return self.decode(self.encode(x).mode)
 
     @torch.no_grad()
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
         """``n`` mean images decoded from codes drawn from the prior."""
         device = self.head.weight.device
         z = self.latent.sample_prior(n, generator=generator, device=device).to(self.head.weight.dtype)
-        return self.likelihood.mean(self.decode(z))
+        return self.decode(z)
 
 
 def build_vae(context: BuildContext, image_size: int, channels: int, latent: Mapping[str, Any],

@@ -232,7 +232,7 @@ def reconstruct(model: VAE, images: Tensor, columns: int = 10) -> Grid:
         raise VaezooError("no images to reconstruct")
     device, dtype = _device_dtype(model)
     with _evaluating(model), torch.no_grad():
-        recon = model.likelihood.mean(model.decode(model.encode(images.to(device, dtype)).mode)).cpu()
+        recon = model.decode(model.encode(images.to(device, dtype)).mode).cpu()
     rows: list[Tensor] = []
     for start in range(0, len(images), columns):
         rows += [images[start:start + columns].float().cpu(), recon[start:start + columns].float()]
@@ -317,7 +317,7 @@ def _mean_kl(model: VAE, data: Tensor) -> dict[str, list[float]]:
 
 
 def _decode_mean(model: VAE, codes: Tensor) -> Tensor:
-    return model.likelihood.mean(model.decode(codes)).float().cpu()
+    return model.decode(codes).float().cpu()
 
 
 def _check_images(model: VAE, images: Tensor) -> None:

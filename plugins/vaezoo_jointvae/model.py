@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from vaezoo.context import BuildContext
+from vaezoo.errors import VaezooError
 from vaezoo.model import VAE, build_vae
 
 
@@ -22,15 +23,60 @@ class JointVAE(VAE):
 
     @torch.no_grad()
     def category_probs(self, x: Tensor) -> dict[str, Tensor]:
-        """Each categorical part's class probabilities for ``x``, shape ``(B, k)``."""
+        """Each categorical part's category probabilities.
+
+        Args:
+            x: images ``(B, C, H, W)`` in [0, 1] (see :meth:`preprocess`).
+
+        Returns:
+            ``{part: (B, k)}``.
+        """
         parts = self.encode(x).parts
         return {name: parts[name].probs for name in self.discrete_parts}
 
     @torch.no_grad()
     def predict_category(self, x: Tensor) -> Tensor:
-        """The argmax class of each categorical part, shape ``(B, number of categorical parts)``."""
+        """The argmax category of each categorical part: a cluster id, not a dataset label (see :meth:`predict_label`).
+
+        Args:
+            x: images ``(B, C, H, W)`` in [0, 1] (see :meth:`preprocess`).
+
+        Returns:
+            ``(B, number of categorical parts)`` int64.
+        """
         parts = self.encode(x).parts
         return torch.stack([parts[name].logits.argmax(-1) for name in self.discrete_parts], dim=-1)
+
+    @torch.no_grad()
+    def predict_label(self, x: Tensor, part: str | None = None) -> Tensor:
+        """The dataset label (a digit for MNIST) of each image, from a categorical part's argmax category
+        and the card's category -> label matching (``[labels.PART]``, measured on the test split).
+
+        Args:
+            x: images ``(B, C, H, W)`` in [0, 1] (see :meth:`preprocess`).
+            part: the categorical part; default the first (the one ``cluster_accuracy`` scores).
+
+        Returns:
+            ``(B,)`` int64 labels; -1 for a category the matching gave no label.
+
+        Raises:
+            VaezooError: the card stores no matching for the part, or one of another size.
+        """
+        part = part or (self.discrete_parts or [None])[0]
+        if part not in self.discrete_parts:
+            raise VaezooError(f"'{part}' is not a categorical part of this model; its categorical parts are "
+                              f"{', '.join(self.discrete_parts) or 'none'}")
+        matching = self.card.labels.get(part) if self.card is not None else None
+        name = f"card '{self.card.name}'" if self.card is not None else "this model (built without a card)"
+        if matching is None:
+            raise VaezooError(f"{name} stores no category -> label matching for '{part}'; measure and write it with "
+                              f"'python -m vaezoo_jointvae.labels CARD --data-root DIR --write'")
+        categories = self.part_slices[part].stop - self.part_slices[part].start
+        if len(matching.category_to_label) != categories:
+            raise VaezooError(f"{name}: [labels.{part}] maps {len(matching.category_to_label)} categories but the "
+                              f"part has {categories}; measure it again with 'python -m vaezoo_jointvae.labels'")
+        table = torch.tensor(matching.category_to_label, device=self.head.weight.device)
+        return table[self.encode(x).parts[part].logits.argmax(-1)]
 
 
 def build_jointvae(context: BuildContext, image_size: int, channels: int, continuous: int, discrete: Sequence[int],

@@ -1,0 +1,78 @@
+"""Measure which dataset label each category of a JointVAE stands for, and write it on the card.
+
+    python -m vaezoo_jointvae.labels NAME_OR_CARD --data-root DIR [--split test] [--write]
+
+The matching is the one ``cluster_accuracy`` scores (:func:`~vaezoo_jointvae.metrics.match_categories` on the
+first categorical part's argmax), so ``model.predict_label`` on the same split is exactly as accurate as the
+card's ``cluster_accuracy``. ``--write`` stores it as ``[labels.PART]`` with this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from vaezoo.errors import DataError, VaezooError
+
+
+def measure_matching(card, data_root=None, split: str = "test", device=None):
+    """The category -> label matching of ``card``'s model on ``split`` of its dataset.
+
+    Args:
+        card: a JointVAE card with weights.
+        data_root: the folder holding the dataset (``--data-root``), or None for the default.
+        split: the dataset split to match on.
+        device: where to run the model.
+
+    Returns:
+        ``(part, matching, accuracy)``: the first categorical part's name, ``(k,)`` labels (-1: none) and the
+        fraction of images whose matched category is their label.
+    """
+    from vaezoo.assemble import card_dataset, load_model
+    from vaezoo_jointvae.metrics import match_categories, predicted_categories
+
+    model = load_model(card, device=device)
+    dataset = card_dataset(card, data_root, split)
+    if dataset.labels is None:
+        raise DataError(f"the {split} split of '{card.train.data.name}' has no labels to match categories to")
+    predicted = predicted_categories(model, dataset, device)
+    part = model.discrete_parts[0]
+    labels = dataset.labels.numpy()
+    matching = match_categories(predicted, labels, model.part_slices[part].stop - model.part_slices[part].start)
+    return part, matching, float(np.mean(matching[predicted] == labels))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line: print the matching and its accuracy; ``--write`` stores it on the card."""
+    parser = argparse.ArgumentParser(prog="python -m vaezoo_jointvae.labels", description=__doc__.split("\n")[0])
+    parser.add_argument("card", help="a zoo name, a card file or a folder holding one card")
+    parser.add_argument("--data-root", help="the folder holding the dataset (default: VAEZOO_DATA or vaezoo's)")
+    parser.add_argument("--split", default="test", help="the split to match on (default: test)")
+    parser.add_argument("--device", help="torch device (default: cpu)")
+    parser.add_argument("--write", action="store_true", help="store the matching on the card as [labels.PART]")
+    args = parser.parse_args(argv)
+    try:
+        from vaezoo import __version__, get_card
+        from vaezoo.cards import LabelMatching, write_card
+
+        card = get_card(args.card)
+        part, matching, accuracy = measure_matching(card, args.data_root, args.split, args.device)
+        print(f"{card.name} {part}: category -> label {matching.tolist()}; accuracy on {args.split} {accuracy:.4f}")
+        if args.write:
+            command = " ".join([f"python -m vaezoo_jointvae.labels {card.name}"]
+                               + ([f"--data-root {args.data_root}"] if args.data_root else [])
+                               + ([f"--split {args.split}"] if args.split != "test" else []))
+            entry = LabelMatching(category_to_label=matching.tolist(), split=args.split, command=command,
+                                  vaezoo_version=__version__)
+            write_card(card.model_copy(update={"labels": {**card.labels, part: entry}}), card.path)
+            print(f"wrote [labels.{part}] to {card.path}", file=sys.stderr)
+    except VaezooError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

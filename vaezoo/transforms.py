@@ -1,0 +1,203 @@
+"""A model's input contract, and the transform that turns images into that input.
+
+Every vaezoo model takes float batches ``(N, C, H, W)`` with values in [0, 1], ``C`` and ``H = W`` the
+channels and size of the dataset it was trained on (what :class:`vaezoo.data.ImageDataset` batches are).
+:func:`for_model` gives a model's :class:`ModelInput`: it checks a batch against the contract and turns
+PIL images, uint8 tensors or torchvision samples into such a batch, resizing them with the filter the
+dataset pipeline used (the card's ``[input]`` section names it), so raw dataset images give exactly the
+input the model was trained and evaluated on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from vaezoo.errors import InputError
+
+LOW, HIGH = 0.0, 1.0
+"""The value range of every model's input."""
+
+HINT = "turn images into model input with model.preprocess(images) (vaezoo.transforms.for_model(model))"
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """What a model takes as input, and how to make it.
+
+    Attributes:
+        channels: channels of the input.
+        image_size: its height and width.
+        interpolation: the PIL filter (``Image.Resampling``'s name in lower case) that resizes images of
+            another size.
+        description: how the dataset's images became the input, in words ("" when the card does not say).
+    """
+
+    channels: int
+    image_size: int
+    interpolation: str = "bilinear"
+    description: str = ""
+
+    def __str__(self) -> str:
+        return f"float images (N, {self.channels}, {self.image_size}, {self.image_size}) in [{LOW:g}, {HIGH:g}]"
+
+    def check(self, x: Any) -> None:
+        """Refuse ``x`` unless it is a batch this model takes: the shape always, the range by one min/max pass.
+
+        Args:
+            x: what was handed to the model.
+
+        Raises:
+            InputError: one line naming what was expected, what came, and the transform to use.
+        """
+        if not isinstance(x, Tensor):
+            raise InputError(f"the model takes {self}, got {type(x).__name__}; {HINT}")
+        expected = (self.channels, self.image_size, self.image_size)
+        if x.dim() != 4 or tuple(x.shape[1:]) != expected:
+            raise InputError(f"the model takes {self}, got shape {tuple(x.shape)}; {HINT}")
+        if not x.is_floating_point():
+            raise InputError(f"the model takes {self}, got {str(x.dtype).removeprefix('torch.')} values; {HINT}")
+        if x.numel():
+            low, high = torch.aminmax(x.detach())
+            if not (low >= LOW and high <= HIGH):  # also refuses NaN, for which both comparisons are false
+                raise InputError(f"the model takes {self}, got values in [{low.item():g}, {high.item():g}]; {HINT}")
+
+    def __call__(self, image: Any) -> Tensor:
+        """Turn ``image`` into a batch this model takes.
+
+        Integer images are 8-bit (0-255) and are resized in 8 bits, then divided by 255, as the dataset
+        pipeline does; float images must already be in [0, 1]. An image of another size is resized to
+        ``image_size`` x ``image_size`` with :attr:`interpolation` (the aspect ratio is not kept).
+
+        Args:
+            image: a PIL image (any mode: converted to grey or RGB as the model needs); a uint8, bool or
+                float tensor or numpy array shaped ``(H, W)``, ``(C, H, W)`` or ``(N, C, H, W)``; or a
+                torchvision dataset sample ``(image, target)``, of which the image is taken.
+
+        Returns:
+            float32 ``(N, C, H, W)`` in [0, 1] on the device ``image`` was on (N = 1 for one image).
+
+        Raises:
+            InputError: an input that cannot be turned into the model's, saying why.
+        """
+        if isinstance(image, tuple) and len(image) == 2:
+            image = image[0]
+        if _is_pil(image):
+            return self._from_pil(image)
+        if isinstance(image, np.ndarray):
+            image = torch.from_numpy(np.ascontiguousarray(image))
+        if not isinstance(image, Tensor):
+            raise InputError(f"cannot turn {type(image).__name__} into model input; give a PIL image, a tensor or "
+                             f"array (H, W), (C, H, W) or (N, C, H, W), or a dataset sample (image, target)")
+        return self._from_tensor(image)
+
+    def _from_pil(self, image) -> Tensor:
+        if self.channels not in (1, 3):
+            raise InputError(f"a PIL image has 1 or 3 channels, the model takes {self.channels}; give a tensor")
+        image = image.convert("L" if self.channels == 1 else "RGB")
+        if image.size != (self.image_size, self.image_size):
+            image = image.resize((self.image_size, self.image_size), _filter(self.interpolation))
+        pixels = torch.from_numpy(np.array(image, dtype=np.uint8))
+        pixels = pixels.unsqueeze(0) if pixels.dim() == 2 else pixels.permute(2, 0, 1)
+        return pixels.unsqueeze(0).to(torch.float32).div_(255)
+
+    def _from_tensor(self, x: Tensor) -> Tensor:
+        if x.dim() == 2:
+            x = x[None, None]
+        elif x.dim() == 3:
+            if x.shape[0] not in (1, 3, self.channels):
+                raise InputError(f"a 3-d input is one image (C, H, W), and {x.shape[0]} is not a channel count "
+                                 f"(the model takes {self.channels}); for a batch of grey images (N, H, W) "
+                                 f"pass images.unsqueeze(1)")
+            x = x[None]
+        elif x.dim() != 4:
+            raise InputError(f"images are (H, W), (C, H, W) or (N, C, H, W), got shape {tuple(x.shape)}")
+        if x.dtype == torch.bool:
+            x = x.to(torch.uint8) * 255
+        if x.dtype == torch.uint8:
+            return self._from_bytes(x)
+        if not x.is_floating_point():
+            raise InputError(f"integer images must be uint8 (0-255), got {str(x.dtype).removeprefix('torch.')}")
+        return self._from_floats(x)
+
+    def _from_bytes(self, x: Tensor) -> Tensor:
+        if x.shape[1] != self.channels:
+            x = self._convert(x)
+        if tuple(x.shape[2:]) != (self.image_size, self.image_size):
+            x = self._resize(x, "L")
+        return x.to(torch.float32).div_(255)
+
+    def _from_floats(self, x: Tensor) -> Tensor:
+        if x.shape[1] != self.channels:
+            raise InputError(f"the model takes {self.channels}-channel images, got {x.shape[1]} channels of floats; "
+                             f"give uint8 or PIL images to have grey and RGB converted")
+        if x.numel():
+            low, high = torch.aminmax(x.detach())
+            if not (low >= LOW and high <= HIGH):
+                raise InputError(f"float images must be in [{LOW:g}, {HIGH:g}], got values in "
+                                 f"[{low.item():g}, {high.item():g}]; divide 0-255 floats by 255, or pass uint8")
+        x = x.to(torch.float32)
+        if tuple(x.shape[2:]) == (self.image_size, self.image_size):
+            return x
+        # A filter with negative lobes (bicubic, lanczos) overshoots at edges; the contract is [0, 1].
+        return self._resize(x, "F").clamp_(LOW, HIGH)
+
+    def _convert(self, x: Tensor) -> Tensor:
+        """uint8 grey images to RGB or back, as PIL's ``Image.convert`` does."""
+        modes = {1: "L", 3: "RGB"}
+        if x.shape[1] not in modes or self.channels not in modes:
+            raise InputError(f"cannot turn {x.shape[1]}-channel images into the model's {self.channels} channels; "
+                             f"vaezoo converts between grey (1) and RGB (3)")
+        from PIL import Image
+
+        pixels = x.cpu().permute(0, 2, 3, 1).numpy()
+        converted = [np.asarray(Image.fromarray(p.squeeze(-1) if x.shape[1] == 1 else p, modes[x.shape[1]])
+                                .convert(modes[self.channels])) for p in pixels]
+        out = torch.from_numpy(np.stack(converted).reshape(*pixels.shape[:3], self.channels))
+        return out.permute(0, 3, 1, 2).to(x.device)
+
+    def _resize(self, x: Tensor, mode: str) -> Tensor:
+        """Each channel of each image resized to ``image_size`` with PIL in ``mode`` ("L": 8-bit, "F": float)."""
+        from PIL import Image
+
+        size, resample = (self.image_size, self.image_size), _filter(self.interpolation)
+        planes = x.cpu().numpy()
+        out = np.empty((*planes.shape[:2], *size), dtype=planes.dtype)
+        for index in np.ndindex(*planes.shape[:2]):
+            out[index] = np.asarray(Image.fromarray(planes[index], mode).resize(size, resample))
+        return torch.from_numpy(out).to(x.device)
+
+
+def for_model(model) -> ModelInput:
+    """The input contract of ``model``, which is also the transform into its input.
+
+    Channels and size are the model's (its dataset's); the resize filter and the description come from the
+    card's ``[input]`` section, when the model has a card that has one.
+
+    Args:
+        model: a :class:`vaezoo.model.VAE`.
+
+    Returns:
+        Its :class:`ModelInput`: ``for_model(model)(pil_image)`` is a batch ``model`` takes.
+    """
+    section = getattr(getattr(model, "card", None), "input", None)
+    if section is None:
+        return ModelInput(model.channels, model.image_size)
+    return ModelInput(model.channels, model.image_size, section.interpolation, section.transform)
+
+
+def _is_pil(image: Any) -> bool:
+    return type(image).__module__.startswith("PIL.")
+
+
+def _filter(name: str):
+    from PIL import Image
+
+    if name.upper() not in Image.Resampling.__members__:
+        raise InputError(f"unknown interpolation '{name}'; use one of "
+                         f"{', '.join(m.lower() for m in Image.Resampling.__members__)}")
+    return Image.Resampling[name.upper()]
