@@ -27,6 +27,10 @@ from vaezoo.errors import CardError, UnknownNameError
 from vaezoo.registry import close_matches
 
 NAME_PATTERN = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
+HUB_PREFIX = "hf-hub:"  # a card in a Hugging Face Hub repository: hf-hub:OWNER/REPO[@REVISION] (vaezoo.hf)
+# Weights in a Hub repository, as HfFileSystem writes them: hf://OWNER/REPO[@REVISION]/PATH (a '/' in the
+# revision written %2F)
+HF_URL = re.compile(r"hf://(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[^\s/@]+))?/(?P<path>\S+)")
 
 
 class _Frozen(BaseModel):
@@ -34,7 +38,7 @@ class _Frozen(BaseModel):
 
 
 class Weights(_Frozen):
-    """A safetensors file beside the card (``file``) or at an https ``url``, with its sha256 and size."""
+    """A safetensors file beside the card (``file``) or at an https or ``hf://`` ``url``, with its sha256 and size."""
 
     file: str | None = None
     url: str | None = None
@@ -47,6 +51,8 @@ class Weights(_Frozen):
             raise ValueError("give exactly one of 'file' and 'url'")
         if self.file is not None and not self.file.endswith(".safetensors"):
             raise ValueError(f"weights file must be a .safetensors file, got '{self.file}'")
+        if self.url is not None and self.url.startswith("hf://") and not HF_URL.fullmatch(self.url):
+            raise ValueError(f"weights URL '{self.url}' is not hf://OWNER/REPO/PATH or hf://OWNER/REPO@REVISION/PATH")
         return self
 
 
@@ -169,15 +175,21 @@ class Card(_Frozen):
     latent: str | None = Field(default=None, description="the latent layout; written by vaezoo train")
     parameters: int | None = Field(default=None, ge=0, description="parameter count; written by vaezoo train")
     input: InputSection | None = Field(default=None, description="how dataset images became the model's input")
-    labels: dict[str, LabelMatching] = Field(
-        default_factory=dict, description="category -> label matching of each categorical part, by part name")
+    labels: dict[str, LabelMatching] | None = Field(
+        default=None, description="category -> label matching of each categorical part, by part name")
 
     _path: Path | None = PrivateAttr(default=None)
+    _source: str | None = PrivateAttr(default=None)
 
     @property
     def path(self) -> Path | None:
         """The TOML file this card was read from, if any."""
         return self._path
+
+    @property
+    def source(self) -> str | None:
+        """Where a downloaded card comes from (``hf-hub:OWNER/REPO@COMMIT``); None for a local card."""
+        return self._source
 
     def flat(self) -> dict[str, Any]:
         """Every leaf of ``model`` and ``train`` by its dotted path, for ``--where`` filters.
@@ -263,7 +275,7 @@ def _read(path: Path) -> dict[str, Any]:
         raise _Unfit(f"not valid TOML ({exc})") from None
 
 
-def _validate(raw: dict[str, Any], path: Path) -> Card:
+def _validate(raw: dict[str, Any], path: Path, source: str | None = None) -> Card:
     try:
         card = Card.model_validate(raw)
     except ValidationError as exc:
@@ -271,15 +283,19 @@ def _validate(raw: dict[str, Any], path: Path) -> Card:
         field = ".".join(str(p) for p in err["loc"]) or "(card)"
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
         raise _Unfit(f"field {field!r}: {err['msg']}{more}") from None  # repr: keys may hold newlines
-    card._path = path.resolve()
+    # a download cache may link the file elsewhere: a downloaded card stays where its weights are looked for
+    card._path = path.resolve() if source is None else path.absolute()
+    card._source = source
     return card
 
 
-def parse_card(path: Path) -> Card:
+def parse_card(path: Path, source: str | None = None) -> Card:
     """Read and validate one card file.
 
     Args:
         path: a TOML file; anything but a regular file (a FIFO, a device) is refused unread.
+        source: where a downloaded card file comes from (``hf-hub:OWNER/REPO@COMMIT``); its path is then kept
+            as given, not resolved.
 
     Returns:
         The card, with ``card.path`` set to the resolved file.
@@ -288,7 +304,7 @@ def parse_card(path: Path) -> Card:
         CardError: naming the file and the field.
     """
     try:
-        return _validate(_read(path), path)
+        return _validate(_read(path), path, source)
     except _Unfit as exc:
         raise CardError(f"{path}: {exc}") from None
 
@@ -427,14 +443,15 @@ def _card_in_folder(folder: Path) -> Card:
 
 
 def get_card(name_or_path: str | os.PathLike) -> Card:
-    """A card by zoo name, by the path of its TOML file, or by a folder holding exactly one card.
+    """A card by zoo name, by the path of its TOML file, by a folder holding exactly one card, or from the Hub.
 
     A path is told from a name by holding a path separator, ending in ``.toml`` or existing; the card's
     weights file is then looked for beside it. A card asked for by path is read even if a zoo entry
-    holds its name.
+    holds its name. ``hf-hub:OWNER/REPO[@REVISION]`` is the card of a Hugging Face Hub repository
+    (:func:`vaezoo.hf.load_card`; needs the ``vaezoo[hub]`` extra).
 
     Args:
-        name_or_path: ``"jointvae-mnist"``, ``"runs/mine/mine.toml"`` or ``"runs/mine"``.
+        name_or_path: ``"jointvae-mnist"``, ``"runs/mine/mine.toml"``, ``"runs/mine"`` or ``"hf-hub:me/mine"``.
 
     Returns:
         The card.
@@ -442,8 +459,12 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
     Raises:
         UnknownNameError: no card holds the name (the message lists close matches).
         CardError: the file does not parse or validate, the folder holds no or several cards, or the
-            card with that name was skipped (the message says why).
+            card with that name was skipped (the message says why), or the Hub repository's card cannot be had.
     """
+    if isinstance(name_or_path, str) and name_or_path.startswith(HUB_PREFIX):
+        from vaezoo.hf import load_card
+
+        return load_card(name_or_path)
     if not isinstance(name_or_path, str) or _is_path(name_or_path):
         path = Path(name_or_path)
         return _card_in_folder(path) if path.is_dir() else parse_card(path)

@@ -68,8 +68,16 @@ def verify(path: Path, weights: Weights) -> None:
 
 
 def local_path(card: Card) -> Path:
-    """The weights file beside ``card``; refuses paths that leave the card's directory."""
+    """The weights file beside ``card``; refuses paths that leave the card's directory.
+
+    A card from a Hub repository (``card.source``) has its file in the same repository and commit, in
+    huggingface_hub's cache: it is downloaded there if the cache lacks it.
+    """
     assert card.weights is not None and card.weights.file is not None and card.path is not None
+    if card.source is not None:
+        from vaezoo.hf import repo_file
+
+        return repo_file(card)
     directory = card.path.parent.resolve()
     path = (directory / card.weights.file).resolve()
     if directory not in path.parents:
@@ -101,6 +109,10 @@ def fetch(card: Card) -> Path:
         path = local_path(card)
         verify(path, card.weights)
         return path
+    if card.weights.url.startswith("hf://"):
+        from vaezoo.hf import download_url
+
+        return download_url(card.weights)
     return download(card.weights.url, card.weights)
 
 

@@ -15,7 +15,8 @@ import sys
 
 from vaezoo.errors import VaezooError
 
-COMMANDS = ("list", "info", "plugins", "verify", "train", "eval", "convert", "show", "gallery", "new-plugin")
+COMMANDS = ("list", "info", "plugins", "verify", "train", "eval", "convert", "show", "gallery", "new-plugin",
+            "push")
 
 
 def build_parser() -> argparse.ArgumentParser:

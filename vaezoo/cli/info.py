@@ -5,7 +5,7 @@ from vaezoo.cli.common import card_arg, print_json, printable
 
 def add_parser(sub) -> None:
     p = sub.add_parser("info", help="show a model's card")
-    p.add_argument("name", help="a zoo name or a card's TOML file")
+    p.add_argument("name", help="a zoo name, a card's TOML file or hf-hub:OWNER/REPO[@REVISION]")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -18,6 +18,8 @@ def run(args) -> int:
     import tomli_w
 
     print(f"# {printable(card.path)}")
+    if card.source is not None:  # the commit a Hub revision resolved to
+        print(f"# source: {printable(card.source)}")
     print(toml_escaped(tomli_w.dumps(card.model_dump(mode="json", exclude_none=True))), end="")
     return 0
 

@@ -1,0 +1,294 @@
+"""The Hugging Face Hub, against a stand-in on 127.0.0.1 (tests/hubserver.py), never the real Hub.
+
+huggingface_hub reads HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE when it is imported, so everything that talks
+to the stand-in runs in a fresh interpreter with those set, as a user's would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import run_vaezoo, weights_entry, write_card, write_tiny_entry
+from hubserver import FakeHub, serve_hub
+from pydantic import ValidationError
+
+from vaezoo.cards import Card, Weights, get_card
+from vaezoo.cli import main
+from vaezoo.errors import WeightsError
+from vaezoo.hf import model_card
+from vaezoo.weights import fetch
+
+REPO_ID = "owner/tiny"
+METRIC = {"value": 0.8873, "command": "vaezoo eval tiny --check", "vaezoo_version": "0.1.0"}
+
+# Loads each NAME of argv (pairs NAME EXPECTED.safetensors) and prints whether its weights are the file's.
+LOAD = """
+import sys, torch, vaezoo
+from safetensors.torch import load_file
+from vaezoo.errors import VaezooError
+for name, expected in zip(sys.argv[1::2], sys.argv[2::2]):
+    try:
+        model = vaezoo.load(name)
+    except VaezooError as exc:
+        print(f"{type(exc).__name__}: {exc}")
+        continue
+    want, got = load_file(expected), model.state_dict()
+    print(want.keys() == got.keys() and all(torch.equal(got[k], want[k]) for k in want), model.card.source)
+"""
+
+
+def python(code: str, *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -c code ARGV`` in a fresh interpreter with this process's environment plus ``env``."""
+    return subprocess.run([sys.executable, "-c", code, *argv], env={**os.environ, **(env or {})},
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def load(*pairs: str, env: dict[str, str] | None = None) -> list[str]:
+    """The lines :data:`LOAD` prints for ``pairs``."""
+    result = python(LOAD, *pairs, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    """The single line a failed command printed on stderr, after checking it failed with no traceback."""
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    """The stand-in Hub, and the environment that points huggingface_hub (in child processes) at it."""
+    for name in ("HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "VAEZOO_CARDS_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    with serve_hub(FakeHub()) as running:
+        monkeypatch.setenv("HF_ENDPOINT", running.endpoint)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+        monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+        monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        yield running
+
+
+def entry(directory: Path, seed: int = 0, name: str = "tiny") -> tuple[Path, Path]:
+    """A tiny zoo entry made here: ``(card, weights)`` files side by side."""
+    card, _, weights = write_tiny_entry(directory, name, seed=seed)
+    return card, weights
+
+
+def as_repo(card: Path, weights: Path) -> dict[str, bytes]:
+    """A Hub repository's files holding one card and its weights at the root."""
+    return {"README.md": b"# tiny\n", card.name: card.read_bytes(), weights.name: weights.read_bytes()}
+
+
+def test_a_hub_model_loads_at_the_revision_asked_for(hub, tmp_path):
+    card1, weights1 = entry(tmp_path / "v1", seed=1)
+    card2, weights2 = entry(tmp_path / "v2", seed=2)
+    first = hub.commit(REPO_ID, as_repo(card1, weights1))
+    hub.tag(REPO_ID, "v1", first)
+    latest = hub.commit(REPO_ID, as_repo(card2, weights2))
+    url_card = write_card(tmp_path / "elsewhere", "tiny-url",
+                          weights=weights_entry(weights1, f"hf://{REPO_ID}@v1/{weights1.name}"))
+
+    lines = load(f"hf-hub:{REPO_ID}@v1", str(weights1), f"hf-hub:{REPO_ID}", str(weights2),
+                 f"hf-hub:{REPO_ID}@{first}", str(weights1), str(url_card), str(weights1))
+    assert lines == [f"True hf-hub:{REPO_ID}@{first}", f"True hf-hub:{REPO_ID}@{latest}",
+                     f"True hf-hub:{REPO_ID}@{first}", "True None"]
+
+    info = run_vaezoo("info", f"hf-hub:{REPO_ID}@v1")
+    assert info.returncode == 0, info.stderr
+    header = info.stdout.splitlines()[:2]
+    assert header[1] == f"# source: hf-hub:{REPO_ID}@{first}"  # the tag, resolved to its commit
+    assert Path(header[0].removeprefix("# ")).parent.name == first
+    assert tomllib.loads(info.stdout)["weights"]["sha256"] == hashlib.sha256(weights1.read_bytes()).hexdigest()
+
+
+def tampered(data: bytes) -> bytes:
+    """``data`` with its last byte changed: same size, another sha256."""
+    return data[:-1] + bytes([data[-1] ^ 1])
+
+
+def test_weights_that_are_not_the_cards_are_refused(hub, tmp_path):
+    card, weights = entry(tmp_path)
+    size = weights.stat().st_size
+    same_size = hub.commit("owner/same-size", {**as_repo(card, weights), weights.name: tampered(weights.read_bytes())})
+    longer = hub.commit("owner/longer", {**as_repo(card, weights), weights.name: weights.read_bytes() + b"\0" * 8})
+    url_card = write_card(tmp_path / "elsewhere", "tiny-url",
+                          weights=weights_entry(weights, f"hf://owner/same-size@{same_size}/{weights.name}"))
+
+    lines = load("hf-hub:owner/same-size", str(weights), str(url_card), str(weights), "hf-hub:owner/longer",
+                 str(weights))
+    assert lines[0].startswith("WeightsError: ") and f"does not match the card's {weights_entry(weights)['sha256']}" \
+        in lines[0]
+    assert lines[1] == lines[0]  # the hf:// URL names the same file: the same refusal
+    assert lines[2] == (f"WeightsError: the Hub announces {size + 8} bytes for owner/longer@{longer}/{weights.name} "
+                        f"but the card says {size}; refusing it")
+    assert hub.downloads("owner/longer", weights.name) == 0  # refused before downloading
+
+
+def test_offline_mode_is_served_from_the_cache(hub, tmp_path):
+    card, weights = entry(tmp_path)
+    commit = hub.commit(REPO_ID, as_repo(card, weights))
+    assert load(f"hf-hub:{REPO_ID}", str(weights)) == [f"True hf-hub:{REPO_ID}@{commit}"]
+    asked = len(hub.requests)
+
+    offline = {"HF_HUB_OFFLINE": "1"}
+    assert load(f"hf-hub:{REPO_ID}", str(weights), env=offline) == [f"True hf-hub:{REPO_ID}@{commit}"]
+    info = run_vaezoo("info", f"hf-hub:{REPO_ID}", env=offline)
+    assert info.stdout.splitlines()[1] == f"# source: hf-hub:{REPO_ID}@{commit}"  # main, at its cached commit
+    assert len(hub.requests) == asked
+
+    hub.commit("owner/never-fetched", as_repo(card, weights))
+    error = one_error_line(run_vaezoo("info", "hf-hub:owner/never-fetched", env=offline))
+    assert error == ("error: cannot fetch the card of hf-hub:owner/never-fetched: HF_HUB_OFFLINE is set and it is "
+                     "not in huggingface_hub's cache; unset HF_HUB_OFFLINE to download it")
+    assert len(hub.requests) == asked
+
+
+def test_push_then_load_back(hub, tmp_path, monkeypatch):
+    cards = tmp_path / "cards"
+    _, weights = entry(cards)
+    write_card(cards, "tiny-metrics", metrics={"accuracy": METRIC}, headline="accuracy",
+               weights=weights_entry(weights))
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(cards))
+
+    pushed = run_vaezoo("push", "tiny", "owner/pushed")
+    assert pushed.returncode == 0, pushed.stderr
+    commit = hub.repos["owner/pushed"].refs["main"]
+    assert pushed.stdout == f"hf-hub:owner/pushed@{commit}\n"
+    files = hub.files("owner/pushed")
+    assert sorted(files) == [".gitattributes", "README.md", "tiny.safetensors", "tiny.toml"]
+    assert files["tiny.safetensors"] == weights.read_bytes()
+    assert tomllib.loads(files["tiny.toml"].decode())["weights"] == weights_entry(weights)  # file = beside the card
+    front = yaml.safe_load(files["README.md"].decode().split("---\n")[1])
+    assert front["library_name"] == "vaezoo" and front["license"] == "mit" and front["datasets"] == ["mnist"]
+    assert load("hf-hub:owner/pushed", str(weights)) == [f"True hf-hub:owner/pushed@{commit}"]
+
+    # Pushing another card to the repository replaces the first: a repository holds one card.
+    again = run_vaezoo("push", "tiny-metrics", "owner/pushed")
+    assert again.returncode == 0, again.stderr
+    files = hub.files("owner/pushed")
+    assert sorted(files) == [".gitattributes", "README.md", "tiny-metrics.safetensors", "tiny-metrics.toml"]
+    info = run_vaezoo("info", "hf-hub:owner/pushed")
+    assert tomllib.loads(info.stdout)["metrics"] == {"accuracy": METRIC}
+
+
+def test_push_dry_run_writes_the_folder_and_uploads_nothing(hub, tmp_path):
+    card, weights = entry(tmp_path / "cards")
+    out = tmp_path / "upload"
+    result = run_vaezoo("push", str(card), "owner/dry", "--dry-run", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [str(out / "tiny.toml"), str(out / "tiny.safetensors"), str(out / "README.md")]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "tiny.safetensors", "tiny.toml"]
+    assert (out / "tiny.safetensors").read_bytes() == weights.read_bytes()
+    assert get_card(out).weights == Weights(**weights_entry(weights))  # the folder is a card folder
+    assert hub.requests == []
+
+    temporary = run_vaezoo("push", str(card), "owner/dry", "--dry-run")
+    assert temporary.returncode == 0, temporary.stderr
+    folder = Path(temporary.stdout.splitlines()[0]).parent
+    assert folder != out and sorted(p.name for p in folder.iterdir()) == ["README.md", "tiny.safetensors", "tiny.toml"]
+    assert str(folder) in temporary.stderr
+
+    error = one_error_line(run_vaezoo("push", str(card), "owner/dry", "--dry-run", "--out", str(out)))
+    assert error == f"error: --out {out} is not an empty folder; give a new or empty one"
+    assert hub.requests == []
+
+
+@pytest.mark.parametrize("case", ["no repository", "no revision", "no card", "two cards", "no Hub", "bad name"])
+def test_a_hub_model_that_cannot_be_had_is_a_one_line_error(hub, tmp_path, monkeypatch, case):
+    card, weights = entry(tmp_path)
+    hub.commit("owner/readme-only", {"README.md": b"# nothing\n", "sub/tiny.toml": card.read_bytes()})
+    hub.commit("owner/two", {**as_repo(card, weights), "second.toml": card.read_bytes()})
+    hub.commit(REPO_ID, as_repo(card, weights))
+    if case == "no Hub":
+        monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
+    name, expected = {
+        "no repository": ("hf-hub:owner/missing", "no such repository on http://127.0.0.1:"),
+        "no revision": (f"hf-hub:{REPO_ID}@v9", "the repository has no such revision (branch, tag or commit)"),
+        "no card": ("hf-hub:owner/readme-only", "must hold exactly one vaezoo card at its root, found no *.toml file"),
+        "two cards": ("hf-hub:owner/two", "exactly one vaezoo card at its root, found second.toml, tiny.toml"),
+        "no Hub": (f"hf-hub:{REPO_ID}", "the Hub at http://127.0.0.1:9 cannot be reached"),
+        "bad name": ("hf-hub:tiny", "'hf-hub:tiny' is not a Hub model; write hf-hub:OWNER/REPO"),
+    }[case]
+    assert expected in one_error_line(run_vaezoo("info", name))
+
+
+@pytest.mark.parametrize("weights_file", ["missing.safetensors", "../tiny.safetensors"])
+def test_weights_a_hub_card_names_but_cannot_have_are_a_one_line_failure(hub, tmp_path, weights_file):
+    card, weights = entry(tmp_path)
+    named = card.read_text().replace(f'file = "{weights.name}"', f'file = "{weights_file}"')
+    hub.commit(REPO_ID, {"tiny.toml": named.encode(), weights.name: weights.read_bytes()})
+    result = run_vaezoo("verify", f"hf-hub:{REPO_ID}")
+    assert result.returncode == 1
+    expected = ("the repository has no such file at that revision" if weights_file == "missing.safetensors"
+                else "weights path '../tiny.safetensors' leaves its Hub repository")
+    assert result.stdout.startswith("tiny: FAILED ") and expected in result.stdout
+    assert len(result.stdout.splitlines()) == 1
+
+
+def test_without_huggingface_hub_the_hub_is_a_one_line_error_naming_the_extra(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # as if it were not installed
+    card, weights = entry(tmp_path / "cards")
+    install = 'install it with pip install "vaezoo[hub]"'
+
+    assert main(["info", "hf-hub:owner/tiny"]) == 1
+    assert capsys.readouterr().err == (f"error: 'hf-hub:owner/tiny' (a Hugging Face Hub repository) needs "
+                                       f"huggingface_hub, which is not installed; {install}\n")
+    assert main(["push", str(card), "owner/tiny", "--dry-run", "--out", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == f"error: vaezoo push needs huggingface_hub, which is not installed; {install}\n"
+    assert not (tmp_path / "out").exists()
+    url_card = Card.model_validate({**tomllib.loads(card.read_text()),
+                                    "weights": weights_entry(weights, f"hf://owner/tiny/{weights.name}")})
+    with pytest.raises(WeightsError, match=r"^weights on the Hugging Face Hub \(owner/tiny/tiny.safetensors\) needs"):
+        fetch(url_card)
+
+
+@pytest.mark.parametrize("url, valid", [
+    ("hf://owner/repo/tiny.safetensors", True),
+    ("hf://owner/repo@v1/weights/tiny.safetensors", True),
+    ("hf://owner/repo@refs%2Fpr%2F1/tiny.safetensors", True),
+    ("hf://owner/tiny.safetensors", False),  # no repository name
+    ("hf://owner/repo@/tiny.safetensors", False),
+    ("hf://owner/repo/", False),
+])
+def test_hf_urls_in_a_card_are_checked_when_it_is_read(url, valid):
+    entry_ = {"url": url, "sha256": "0" * 64, "size": 1}
+    if valid:
+        assert Weights(**entry_).url == url
+    else:
+        with pytest.raises(ValidationError, match="is not hf://OWNER/REPO/PATH"):
+            Weights(**entry_)
+
+
+@pytest.mark.parametrize("licence, metadata", [
+    ("MIT", {"license": "mit"}),
+    ("Apache-2.0", {"license": "apache-2.0"}),
+    ("Research only, v2", {"license": "other", "license_name": "research-only-v2"}),
+])
+def test_the_hub_model_card_carries_the_cards_metadata_and_metrics(tmp_path, licence, metadata):
+    card, _ = entry(tmp_path)
+    other = {"value": 146.971218, "command": "vaezoo eval tiny", "vaezoo_version": "0.1.0"}
+    vaezoo_card = Card.model_validate({**tomllib.loads(card.read_text()), "license": licence,
+                                       "summary": "a | b *not bold*", "metrics": {"accuracy": METRIC, "nll": other}})
+    readme = model_card(vaezoo_card, "owner/tiny")
+    front = yaml.safe_load(readme.split("---\n")[1])
+    assert {k: front[k] for k in metadata} == metadata
+    assert front["library_name"] == "vaezoo" and front["datasets"] == ["mnist"]
+    assert {"vaezoo", "vae"} <= set(front["tags"])
+    [index] = front["model-index"]
+    assert index["name"] == "tiny"
+    [result] = index["results"]
+    assert result["dataset"]["name"] == "mnist"
+    assert {m["type"]: m["value"] for m in result["metrics"]} == {"accuracy": 0.8873, "nll": 146.971218}
+    assert "| accuracy | 0.8873 | vaezoo eval tiny --check |" in readme  # each number beside its command
+    assert "a \\| b \\*not bold\\*" in readme  # card text shows as written
+    assert 'vaezoo.load("hf-hub:owner/tiny")' in readme

@@ -1,0 +1,56 @@
+"""``vaezoo push``: upload a card, its weights and a Hub model card to a Hugging Face Hub repository."""
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from vaezoo.cli.common import card_arg, printable
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("push", help="upload a model to a Hugging Face Hub repository",
+                       description="Upload a card, its verified weights and a Hub model card (README.md with "
+                                   "YAML metadata) to OWNER/REPO in one commit; load it back with "
+                                   "vaezoo.load('hf-hub:OWNER/REPO'). Needs pip install \"vaezoo[hub]\" and a "
+                                   "Hub token with write access ('hf auth login' or HF_TOKEN).")
+    p.add_argument("name", help="a zoo name, a card's TOML file or a folder holding one card")
+    p.add_argument("repo", type=repo_id, metavar="OWNER/REPO", help="the Hub repository (created if needed)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="write the folder that would be uploaded and list its files; upload nothing")
+    p.add_argument("--out", metavar="DIR",
+                   help="a new or empty folder to write the upload into, kept (default: a temporary folder, "
+                        "printed with --dry-run, removed after an upload)")
+    p.add_argument("--private", action="store_true", help="create the repository private")
+    p.set_defaults(func=run)
+
+
+def repo_id(value: str) -> str:
+    """argparse type of the repository: ``OWNER/REPO``."""
+    from vaezoo.hf import REPO_ID
+
+    if REPO_ID.fullmatch(value) is None:
+        raise argparse.ArgumentTypeError(f"'{printable(value)}' is not a Hub repository; write OWNER/REPO "
+                                         f"(letters, digits, '-', '_' and '.')")
+    return value
+
+
+def run(args) -> int:
+    from vaezoo.errors import OutputError
+    from vaezoo.hf import push, stage
+
+    card = card_arg(args.name)
+    folder = Path(args.out) if args.out else None
+    if folder is not None and folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
+    if args.dry_run:
+        folder = folder or Path(tempfile.mkdtemp(prefix="vaezoo-push-"))
+        files = stage(card, args.repo, folder)
+        print(printable(f"dry run: {folder} holds what 'vaezoo push' would upload to {args.repo}"), file=sys.stderr)
+        for path in files:
+            print(printable(path))
+        return 0
+    commit = push(card, args.repo, folder, private=args.private)
+    print(printable(f"pushed '{card.name}' to {args.repo}: {commit.commit_url}"), file=sys.stderr)
+    print(printable(f"hf-hub:{args.repo}@{commit.oid}"))
+    return 0
