@@ -1,9 +1,15 @@
-"""Known answers for the clustering metric of the JointVAE plugin."""
+"""Known answers for the clustering metric of the JointVAE plugin, and the command that writes its matching."""
+
+import itertools
+import shutil
+import tomllib
 
 import numpy as np
 import pytest
+from vaezoo_jointvae.labels import main
+from vaezoo_jointvae.metrics import contingency, match_categories, matched_accuracy
 
-from vaezoo_jointvae.metrics import contingency, matched_accuracy
+from vaezoo.cards import get_card, write_card
 
 
 def test_contingency_counts_clusters_against_labels():
@@ -16,3 +22,49 @@ def test_matched_accuracy_matches_each_cluster_to_one_label():
     predicted = np.array([2, 2, 0, 1, 1, 1])
     labels = np.array([0, 0, 1, 2, 2, 0])
     assert matched_accuracy(predicted, labels) == pytest.approx(5 / 6)
+
+
+def test_each_category_is_matched_to_the_label_it_agrees_with_most():
+    predicted = np.array([2, 2, 0, 1, 1, 1])
+    labels = np.array([0, 0, 1, 2, 2, 0])
+    assert match_categories(predicted, labels).tolist() == [1, 2, 0]
+
+
+def test_categories_left_without_a_label_are_minus_one():
+    predicted = np.array([0, 0, 1, 1, 2, 3])
+    labels = np.array([0, 0, 1, 1, 0, 1])
+    assert match_categories(predicted, labels, categories=5).tolist() == [0, 1, -1, -1, -1]
+    assert match_categories(np.array([0, 0, 1]), np.array([2, 2, 1])).tolist() == [2, 1]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_matching_is_the_best_one_to_one_assignment(seed):
+    rng = np.random.default_rng(seed)
+    predicted, labels = rng.integers(0, 4, 40), rng.integers(0, 4, 40)
+    best = max(np.mean(np.array(perm)[predicted] == labels) for perm in itertools.permutations(range(4)))
+    matching = match_categories(predicted, labels, categories=4)
+    assert np.mean(matching[predicted] == labels) == pytest.approx(best)
+    assert matched_accuracy(predicted, labels) == pytest.approx(best)
+
+
+def test_the_labels_command_writes_the_matching_that_the_zoo_card_holds(mnist_root, tmp_path, capsys):
+    zoo = get_card("jointvae-original-mnist")
+    card = tmp_path / "mine.toml"
+    write_card(zoo.model_copy(update={"name": "mine", "labels": None}), card)
+    shutil.copy(zoo.path.parent / zoo.weights.file, tmp_path / zoo.weights.file)
+    assert main([str(card), "--data-root", str(mnist_root)]) == 0
+    assert "labels" not in tomllib.loads(card.read_text())  # without --write the card is left alone
+    assert main([str(card), "--data-root", str(mnist_root), "--write"]) == 0
+    out = capsys.readouterr().out
+    assert f"accuracy on test {zoo.metrics['cluster_accuracy'].value:.4f}" in out
+    written = get_card(card)
+    assert written.labels["discrete0"].category_to_label == zoo.labels["discrete0"].category_to_label
+    assert written.labels["discrete0"].command == f"python -m vaezoo_jointvae.labels mine --data-root {mnist_root}"
+    assert written.model_dump(exclude={"labels"}) == zoo.model_copy(update={"name": "mine"}).model_dump(
+        exclude={"labels"})
+
+
+def test_the_labels_command_reports_a_bad_card_in_one_line(tmp_path, capsys):
+    assert main([str(tmp_path / "missing.toml")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1

@@ -1,4 +1,4 @@
-"""The JointVAE architecture starts training where the original code did."""
+"""The JointVAE architecture starts training where the original code did, and names its categories' labels."""
 
 import math
 
@@ -7,6 +7,8 @@ import torch
 from torch import nn
 
 from vaezoo.assemble import build_part
+from vaezoo.cards import LabelMatching, get_card
+from vaezoo.errors import VaezooError
 
 
 @pytest.mark.parametrize("image_size, channels", [(32, 1), (64, 3)])
@@ -22,3 +24,46 @@ def test_transposed_convs_initialise_from_their_input_channels(image_size, chann
         assert conv.weight.abs().max() <= bound
         assert conv.weight.abs().max() > 0.95 * bound
         assert conv.bias.abs().max() <= bound
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """An untrained JointVAE with one 10-way categorical part and a second 3-way one, on 1 x 16 x 16 input."""
+    torch.manual_seed(0)
+    return build_part("architecture", {"type": "jointvae", "image_size": 16, "channels": 1, "continuous": 2,
+                                       "discrete": [10, 3], "hidden": 16}).eval()
+
+
+def with_labels(model, labels):
+    """``model`` carrying a copy of the jointvae-mnist card whose ``[labels]`` is ``labels``."""
+    model.card = get_card("jointvae-mnist").model_copy(update={"labels": labels})
+    return model
+
+
+def test_predicted_labels_are_categories_through_the_cards_matching(tiny):
+    matching = [3, 1, 4, 0, 5, 9, 2, 6, 8, 7]
+    model = with_labels(tiny, {"discrete0": LabelMatching(category_to_label=matching, split="test", command="c",
+                                                          vaezoo_version="0")})
+    x = torch.rand(64, 1, 16, 16, generator=torch.Generator().manual_seed(0))
+    categories = model.predict_category(x)
+    assert categories.shape == (64, 2)
+    assert model.predict_label(x).tolist() == [matching[c] for c in categories[:, 0].tolist()]
+
+
+@pytest.mark.parametrize("labels, part, message", [
+    (None, None, r"'jointvae-mnist' stores no category -> label matching for 'discrete0'; .*vaezoo_jointvae\.labels"),
+    ({"discrete0": [0, 1]}, None, r"\[labels.discrete0\] maps 2 categories but the part has 10"),
+    ({"discrete0": list(range(10))}, "discrete1", "stores no category -> label matching for 'discrete1'"),
+    ({"discrete0": list(range(10))}, "continuous", "'continuous' is not a categorical part of this model"),
+])
+def test_predict_label_says_what_is_missing(tiny, labels, part, message):
+    labels = labels and {k: LabelMatching(category_to_label=v, split="test", command="c", vaezoo_version="0")
+                         for k, v in labels.items()}
+    with pytest.raises(VaezooError, match=message):
+        with_labels(tiny, labels).predict_label(torch.rand(2, 1, 16, 16), part)
+
+
+def test_a_model_without_a_card_cannot_name_labels(tiny):
+    tiny.card = None
+    with pytest.raises(VaezooError, match=r"this model \(built without a card\) stores no category -> label"):
+        tiny.predict_label(torch.rand(2, 1, 16, 16))

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 from vaezoo.errors import DataError, VaezooError
+from vaezoo.terminal import printable
 
 
 def measure_matching(card, data_root=None, split: str = "test", device=None):
@@ -66,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
                                + ([f"--split {args.split}"] if args.split != "test" else []))
             entry = LabelMatching(category_to_label=matching.tolist(), split=args.split, command=command,
                                   vaezoo_version=__version__)
-            write_card(card.model_copy(update={"labels": {**card.labels, part: entry}}), card.path)
-            print(f"wrote [labels.{part}] to {card.path}", file=sys.stderr)
+            write_card(card.model_copy(update={"labels": {**(card.labels or {}), part: entry}}), card.path)
+            print(f"wrote [labels.{part}] to {printable(str(card.path))}", file=sys.stderr)
     except VaezooError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(str(exc))}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,0 +1,206 @@
+"""The input contract: the transform into a model's input, the checks of its public methods, outputs on the
+data's scale, and answers in the dataset's labels, down to raw MNIST through the transform."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import vaezoo
+from vaezoo.assemble import build_part, card_dataset, data_info, load_model
+from vaezoo.cards import get_card, list_cards
+from vaezoo.errors import InputError
+from vaezoo.transforms import ModelInput, for_model
+
+from helpers import MNIST_ROOT
+
+CATEGORIES = 10
+
+
+@pytest.fixture(scope="module")
+def model():
+    """A small untrained JointVAE on 1 x 32 x 32 input, as the MNIST cards take."""
+    torch.manual_seed(0)
+    return build_part("architecture", {"type": "jointvae", "image_size": 32, "channels": 1, "continuous": 2,
+                                       "discrete": [CATEGORIES], "hidden": 16}).eval()
+
+
+def digits(n: int, size: int = 28, seed: int = 0) -> torch.Tensor:
+    """``n`` random 8-bit grey images ``(n, size, size)``."""
+    return torch.randint(0, 256, (n, size, size), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed))
+
+
+def pil_resized(image: np.ndarray, size: int = 32) -> np.ndarray:
+    """What vaezoo.data.torchvision_sets does to each MNIST digit."""
+    return np.array(Image.fromarray(image).resize((size, size), Image.BILINEAR))
+
+
+# --- the transform ------------------------------------------------------------------------------------------
+
+def test_uint8_digits_are_resized_as_the_dataset_pipeline_resizes_them(model):
+    raw = digits(5)
+    expected = torch.from_numpy(np.stack([pil_resized(d) for d in raw.numpy()])).unsqueeze(1).float().div(255)
+    assert torch.equal(model.preprocess(raw.unsqueeze(1)), expected)
+
+
+def test_every_way_of_giving_one_image_gives_the_same_input(model):
+    raw = digits(1)[0]
+    expected = model.preprocess(raw[None, None])
+    assert expected.shape == (1, 1, 32, 32)
+    for given in (raw, raw[None], raw.numpy(), Image.fromarray(raw.numpy()), (Image.fromarray(raw.numpy()), 7),
+                  (raw[None], torch.tensor(7))):
+        assert torch.equal(model.preprocess(given), expected), type(given)
+
+
+def test_input_of_the_right_size_is_only_scaled():
+    contract = ModelInput(channels=1, image_size=28)
+    raw = digits(3)
+    assert torch.equal(contract(raw.unsqueeze(1)), raw.unsqueeze(1).float() / 255)
+    floats = torch.rand(3, 1, 28, 28)
+    assert torch.equal(contract(floats), floats)
+
+
+def test_binary_images_are_zero_and_one():
+    binary = torch.rand(2, 1, 64, 64) > 0.5
+    assert torch.equal(ModelInput(channels=1, image_size=64)(binary), binary.float())
+
+
+def test_float_images_of_another_size_are_resized_and_stay_in_range():
+    out = ModelInput(channels=1, image_size=32, interpolation="lanczos")(torch.rand(2, 1, 28, 28))
+    assert out.shape == (2, 1, 32, 32) and out.min() >= 0 and out.max() <= 1
+
+
+def test_colour_images_become_grey_as_pil_converts_them():
+    rgb = np.random.default_rng(0).integers(0, 256, (28, 28, 3), dtype=np.uint8)
+    grey = pil_resized(np.array(Image.fromarray(rgb, "RGB").convert("L")))
+    expected = torch.from_numpy(grey).float().div(255)[None, None]
+    contract = ModelInput(channels=1, image_size=32)
+    assert torch.equal(contract(Image.fromarray(rgb, "RGB")), expected)
+    assert torch.equal(contract(torch.from_numpy(rgb).permute(2, 0, 1)), expected)
+
+
+def test_grey_images_become_rgb_for_a_colour_model():
+    raw = digits(1, size=64)[0]
+    out = ModelInput(channels=3, image_size=64)(raw)
+    assert out.shape == (1, 3, 64, 64) and torch.equal(out[0, 0], out[0, 2]) and torch.equal(out[0, 1], raw / 255)
+
+
+@pytest.mark.parametrize("given, message", [
+    (torch.rand(2, 1, 28, 28) * 255, r"float images must be in \[0, 1\], got values in \[[\d.e-]+, 2\d\d"),
+    (digits(100), r"a 3-d input is one image \(C, H, W\), and 100 is not a channel count .* images.unsqueeze\(1\)"),
+    (torch.zeros(1, 1, 1, 28, 28, dtype=torch.uint8), r"images are \(H, W\), \(C, H, W\) or \(N, C, H, W\)"),
+    (torch.zeros(28, 28, dtype=torch.int64), "integer images must be uint8"),
+    (torch.rand(1, 3, 32, 32), "the model takes 1-channel images, got 3 channels of floats"),
+    (torch.zeros(1, 2, 28, 28, dtype=torch.uint8), "cannot turn 2-channel images into the model's 1 channels"),
+    ("digit.png", "cannot turn str into model input"),
+])
+def test_what_cannot_become_input_is_one_line_saying_why(model, given, message):
+    with pytest.raises(InputError, match=message) as caught:
+        model.preprocess(given)
+    assert "\n" not in str(caught.value)
+
+
+# --- the checks of the public methods -----------------------------------------------------------------------
+
+def public_calls(model):
+    return {
+        "encode": model.encode,
+        "forward": model,
+        "reconstruct": model.reconstruct,
+        "predict_category": model.predict_category,
+        "category_probs": model.category_probs,
+    }
+
+
+@pytest.mark.parametrize("given, got", [
+    (torch.rand(2, 1, 28, 28), r"got shape \(2, 1, 28, 28\)"),
+    (torch.rand(1, 32, 32), r"got shape \(1, 32, 32\)"),
+    (torch.rand(2, 3, 32, 32), r"got shape \(2, 3, 32, 32\)"),
+    (torch.randint(0, 256, (2, 1, 32, 32), dtype=torch.uint8), "got uint8 values"),
+    (torch.rand(2, 1, 32, 32) * 255, r"got values in \[0\.\d+, 2\d\d\.\d+\]"),
+    (torch.rand(2, 1, 32, 32) - 0.5, r"got values in \[-0\.\d+, 0\.\d+\]"),
+    (torch.full((2, 1, 32, 32), float("nan")), r"got values in \[nan, nan\]"),
+    ([[0.5]], "got list"),
+])
+def test_public_methods_refuse_what_the_model_does_not_take(model, given, got):
+    expected = r"the model takes float images \(N, 1, 32, 32\) in \[0, 1\], " + got
+    for name, call in public_calls(model).items():
+        with pytest.raises(InputError, match=expected) as caught:
+            call(given)
+        message = str(caught.value)
+        assert "\n" not in message and "model.preprocess(images)" in message, name
+
+
+def test_what_the_transform_gives_every_public_method_takes(model):
+    x = model.preprocess(digits(3).unsqueeze(1))
+    for call in public_calls(model).values():
+        call(x)
+    assert model.encode(x[:0]).mode.shape[0] == 0  # an empty batch has no range to check
+
+
+# --- outputs on the data's scale ----------------------------------------------------------------------------
+
+def test_decode_gives_images_and_decode_logits_says_it_gives_logits(model):
+    z = model.latent.sample_prior(4, generator=torch.Generator().manual_seed(0))
+    logits = model.decode_logits(z)
+    images = model.decode(z)
+    assert torch.equal(images, torch.sigmoid(logits))
+    assert logits.min() < 0 or logits.max() > 1  # raw logits are not images
+    for out in (images, model.sample(4), model.reconstruct(model.preprocess(digits(4).unsqueeze(1)))):
+        assert out.shape[1:] == (1, 32, 32) and out.min() >= 0 and out.max() <= 1
+
+
+# --- the cards' input section -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("card", list_cards(), ids=lambda card: card.name)
+def test_every_zoo_card_states_its_input(card):
+    assert card.input is not None and card.input.transform
+    info = data_info(card)
+    assert f"{info.image_size}x{info.image_size}" in card.input.transform
+
+
+def test_the_contract_takes_geometry_from_the_dataset_and_the_rest_from_the_card():
+    card = get_card("jointvae-mnist")
+    contract = for_model(load_model(card, pretrained=False))
+    info = data_info(card)
+    assert (contract.channels, contract.image_size) == (info.channels, info.image_size) == (1, 32)
+    assert (contract.interpolation, contract.description) == (card.input.interpolation, card.input.transform)
+    assert str(contract) == "float images (N, 1, 32, 32) in [0, 1]"
+
+
+# --- raw MNIST through the transform, and answers in digits -------------------------------------------------
+
+MNIST_CARDS = ["jointvae-mnist", "jointvae-original-mnist"]
+
+
+@pytest.fixture(scope="module")
+def raw_mnist_test():
+    """MNIST's test split as torchvision gives it: 28x28 uint8 digits and their labels."""
+    if not (MNIST_ROOT / "MNIST" / "raw").is_dir():
+        pytest.skip(f"MNIST not found at {MNIST_ROOT} (../shared beside the repository)")
+    import torchvision
+
+    return torchvision.datasets.MNIST(str(MNIST_ROOT), train=False, download=False)
+
+
+@pytest.mark.parametrize("name", MNIST_CARDS)
+def test_raw_mnist_through_the_transform_is_what_eval_sees(name, raw_mnist_test):
+    card = get_card(name)
+    model = load_model(card, pretrained=False)
+    evaluated = card_dataset(card, MNIST_ROOT, "test")
+    given = model.preprocess(raw_mnist_test.data.unsqueeze(1))
+    assert torch.equal(given, evaluated.batch(slice(None)))  # the same bits: the same predictions as vaezoo eval
+    samples = [raw_mnist_test[i] for i in range(8)]  # (PIL image, digit), as torchvision hands them out
+    assert torch.equal(torch.cat([model.preprocess(sample) for sample in samples]), given[:8])
+
+
+@pytest.mark.parametrize("name", MNIST_CARDS)
+def test_predicted_digits_are_as_accurate_as_the_cards_cluster_accuracy(name, raw_mnist_test):
+    card = get_card(name)
+    model = vaezoo.load(name)
+    labels = model.predict_label(model.preprocess(raw_mnist_test.data.unsqueeze(1)))
+    accuracy = (labels == raw_mnist_test.targets).double().mean().item()
+    assert accuracy == pytest.approx(card.metrics["cluster_accuracy"].value, abs=5e-5)  # the card keeps 4 digits
+    assert sorted(card.labels["discrete0"].category_to_label) == list(range(10))
