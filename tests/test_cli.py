@@ -84,6 +84,28 @@ def test_list_filters(listed, capsys):
     assert names("--arch", "nothing") == []
 
 
+def test_list_groups_by_dataset_or_architecture(listed, capsys):
+    code, out, _ = cli(capsys, "list", "--json", "--group", "dataset")
+    assert code == 0
+    groups = json.loads(out)
+    assert list(groups) == ["dsprites", "mnist"]
+    assert [r["name"] for r in groups["mnist"]] == [LONG_NAME, "toy-mnist-2"]
+    code, out, _ = cli(capsys, "list", "--group", "dataset")
+    assert [line for line in out.splitlines() if line.startswith("dataset")] == ["dataset dsprites (1)",
+                                                                                 "dataset mnist (2)"]
+    assert [r[0] for r in table_rows(out)] == ["toy-dsprites-1", LONG_NAME, "toy-mnist-2"]
+    code, out, _ = cli(capsys, "list", "--json", "--group", "architecture")
+    assert list(json.loads(out)) == ["vae"]
+
+
+def test_a_headline_with_seeds_shows_their_range(cards, capsys):
+    seeds = {"runs": [{"seed": 0, "value": 0.5}, {"seed": 1, "value": 0.7}], "n": 2, "median": 0.6, "min": 0.5,
+             "max": 0.7, "shipped": 1, "selection": "the best", "command": "vaezoo train toy --seed N"}
+    write_card(cards, "toy-seeds", metrics={"accuracy": {**METRIC, "value": 0.7, "seeds": seeds}}, headline="accuracy")
+    code, out, _ = cli(capsys, "list")
+    assert table_rows(out)[0][-1] == "accuracy 0.7 (2 seeds: 0.5 to 0.7)"
+
+
 def test_bad_where_is_a_one_line_error(listed, capsys):
     code, out, err = cli(capsys, "list", "--where", "beta")
     assert (code, out) == (1, "")

@@ -12,12 +12,17 @@ def add_parser(sub) -> None:
     p.add_argument("--arch", help="only models of this architecture")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="only models whose model/train field KEY equals VALUE (repeatable), e.g. beta=6")
+    p.add_argument("--group", choices=GROUPS, help="one table per architecture or per dataset")
     p.add_argument("--skipped", action="store_true", help="list the cards left out, each with its error")
     form = p.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print JSON")
     form.add_argument("--markdown", action="store_true",
                       help="print a Markdown table (the README's zoo table is this output)")
     p.set_defaults(func=run)
+
+
+GROUPS = ("architecture", "dataset")
+COLUMNS = ("name", "architecture", "dataset", "latent", "parameters", "headline metric")
 
 
 def _where(items: list[str]) -> dict[str, str]:
@@ -35,9 +40,13 @@ def _where(items: list[str]) -> dict[str, str]:
 
 
 def headline(card) -> str:
-    """The card's headline metric as ``name value``, or ''."""
+    """The card's headline metric as ``name value``, with its range over seeds when the card reports one; or ''."""
     metric = card.metrics.get(card.headline or "")
-    return f"{card.headline} {metric.value:.4g}" if metric else ""
+    if not metric:
+        return ""
+    seeds = metric.seeds
+    spread = f" ({seeds.n} seeds: {seeds.min:.4g} to {seeds.max:.4g})" if seeds and seeds.n > 1 else ""
+    return f"{card.headline} {metric.value:.4g}{spread}"
 
 
 def run(args) -> int:
@@ -50,18 +59,34 @@ def run(args) -> int:
     if found.skipped:
         print(f"{len(found.skipped)} card(s) skipped; run 'vaezoo list --skipped' to see why", file=sys.stderr)
     cards = filter_cards(found.cards.values(), args.pattern, args.dataset, args.arch, where)
+    groups = _groups(cards, args.group)
     if args.json:
-        print_json([{"name": c.name, "architecture": c.architecture, "dataset": c.dataset, "latent": c.latent,
-                     "parameters": c.parameters, "headline": c.headline,
-                     "metrics": {k: m.value for k, m in c.metrics.items()}} for c in cards])
+        entries = {group: [_entry(c) for c in members] for group, members in groups.items()}
+        print_json(entries if args.group else entries[None])
         return 0
-    if args.markdown:
-        print(markdown_table(cards), end="")
-        return 0
-    print_table(("name", "architecture", "dataset", "latent", "parameters", "headline metric"),
-                [(c.name, c.architecture, c.dataset, c.latent or "", f"{c.parameters:,}" if c.parameters else "",
-                  headline(c)) for c in cards])
+    for n, (group, members) in enumerate(groups.items()):
+        if group is not None:
+            print(("\n" if n else "") + printable(f"{args.group} {group} ({len(members)})"))
+        if args.markdown:
+            print(markdown_table(members), end="")
+        else:
+            print_table(COLUMNS, [(c.name, c.architecture, c.dataset, c.latent or "",
+                                   f"{c.parameters:,}" if c.parameters else "", headline(c)) for c in members])
     return 0
+
+
+def _groups(cards, field: str | None) -> dict:
+    """``{group: its cards}``, groups sorted by name; one group ``None`` when not grouping."""
+    groups: dict = {}
+    for card in cards:
+        groups.setdefault(getattr(card, field) if field else None, []).append(card)
+    return dict(sorted(groups.items(), key=lambda item: str(item[0]))) or {None: []}
+
+
+def _entry(card) -> dict:
+    return {"name": card.name, "architecture": card.architecture, "dataset": card.dataset, "latent": card.latent,
+            "parameters": card.parameters, "headline": card.headline,
+            "metrics": {k: m.value for k, m in card.metrics.items()}}
 
 
 # Characters Markdown would read as formatting, a table's cell border, an HTML tag or an entity.
