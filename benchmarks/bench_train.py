@@ -100,23 +100,24 @@ def engine(card, batch: int, steps: int, warmup: int, device: torch.device, prof
     a last segment of ``steps`` runs under ``torch.profiler``.
     """
     ends = [warmup, warmup + steps, warmup + 3 * steps] + ([warmup + 4 * steps] if profile else [])
-    recipe = card.train.model_copy(update={"batch_size": batch, "epochs": 1, "checkpoint_every": 10**9})
+    card = card.model_copy(update={"train": card.train.model_copy(
+        update={"batch_size": batch, "epochs": 1, "checkpoint_every": 10**9})})
     dataset = ImageDataset(torch.randint(0, 256, (ends[-1] * batch, *image_shape(card)), dtype=torch.uint8))
     model = vaezoo.build_model(card, device=device)
     run = Run(device=device)
     with tempfile.TemporaryDirectory() as out:
-        fit(model, dataset, recipe, Path(out), max_steps=warmup, run=run)
+        fit(model, dataset, card, Path(out), max_steps=warmup, run=run)
         times = []
         for end in ends[1:3]:
             sync(device)
             start = time.perf_counter()
-            fit(model, dataset, recipe, Path(out), resume=True, max_steps=end, run=run)
+            fit(model, dataset, card, Path(out), resume=True, max_steps=end, run=run)
             sync(device)
             times.append(time.perf_counter() - start)
         if profile:
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
             with torch.profiler.profile(activities=activities) as profiler:
-                fit(model, dataset, recipe, Path(out), resume=True, max_steps=ends[3], run=run)
+                fit(model, dataset, card, Path(out), resume=True, max_steps=ends[3], run=run)
             print(f"\nengine loop at batch {batch}, {steps} steps, operators by self CPU time:")
             print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
     return (times[1] - times[0]) / steps

@@ -48,8 +48,8 @@ def test_two_processes_end_with_identical_weights_and_only_rank_0_writes(toy_plu
     checkpoint = torch.load(tmp_path / "out0" / CHECKPOINT, weights_only=True)
     assert checkpoint["step"] == 6  # 48 images per rank, 16 per step: 3 steps per epoch, 2 epochs
     assert len(checkpoint["rng_ranks"]) == 2
-    assert sorted(p.name for p in (tmp_path / "out0").iterdir()) == [CHECKPOINT, "toyvae-bars.safetensors",
-                                                                     "toyvae-bars.toml"]
+    assert sorted(p.name for p in (tmp_path / "out0").iterdir()) == [CHECKPOINT, "toyvae-bars-run.safetensors",
+                                                                     "toyvae-bars-run.toml"]
     assert not (tmp_path / "out1").exists()
 
 
@@ -61,4 +61,5 @@ def test_torchrun_trains_the_cli_on_two_processes(toy_plugin, tmp_path):
                          env=toy_plugin.env(), capture_output=True, text=True, check=False, timeout=900)
     assert run.returncode == 0, run.stderr
     assert torch.load(out / CHECKPOINT, weights_only=True)["step"] == 3
-    assert run.stderr.count("stopped at step 3 of 12; continue with --resume") == 1  # rank 0 reports, rank 1 not
+    resume = f"torchrun --nproc-per-node 2 -m vaezoo train {path} --out {out} --max-steps 3 --resume"
+    assert run.stderr.count(f"stopped at step 3 of 12; continue with: {resume}") == 1  # rank 0 reports, rank 1 not

@@ -26,7 +26,7 @@ def trained(toy_plugin, tmp_path):
     """The completed card of a finished run of the toy card."""
     path = write_card(tmp_path / "toy.toml", toy_card())
     assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 0
-    return tmp_path / "out" / "toyvae-bars.toml"
+    return tmp_path / "out" / "toyvae-bars-run.toml"
 
 
 def error_lines(err: str) -> list[str]:
@@ -80,7 +80,7 @@ def test_write_records_the_measured_metrics_on_the_card(trained, capsys):
     assert main(["eval", str(trained), "--write"]) == 0
     written = tomllib.loads(trained.read_text())["metrics"]
     assert {name: metric["value"] for name, metric in written.items()} == pytest.approx(measured, abs=1e-6)
-    assert all(metric["command"].startswith("vaezoo eval toyvae-bars") for metric in written.values())
+    assert all(metric["command"].startswith("vaezoo eval toyvae-bars-run") for metric in written.values())
     capsys.readouterr()
     assert main(["eval", str(trained), "--check"]) == 0
 

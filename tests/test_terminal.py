@@ -317,7 +317,7 @@ def trained(tmp_path, monkeypatch):
     install_toy_plugin(tmp_path / "site", monkeypatch)
     path = write_toy_card(tmp_path / "toy.toml", toy_card())
     assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 0
-    return tmp_path / "out" / "toyvae-bars.toml"
+    return tmp_path / "out" / "toyvae-bars-run.toml"
 
 
 def test_eval_reports_progress_and_how_many_metrics_match(trained, every_advance, capsys):
@@ -329,7 +329,8 @@ def test_eval_reports_progress_and_how_many_metrics_match(trained, every_advance
     n = len(card["metrics"])
     lines = err.splitlines()
     assert lines[-1] == f"check: {n} of {n} metrics match the card within relative tolerance 0.0001"
-    assert any(re.fullmatch(r"eval toyvae-bars: losses: \d+% \([\d,]+/[\d,]+ images\), .* left", x) for x in lines)
+    assert any(re.fullmatch(r"eval toyvae-bars-run: losses: \d+% \([\d,]+/[\d,]+ images\), .* left", x)
+               for x in lines)
     for name in card["eval_metrics"]:
-        assert any(x.startswith(f"eval toyvae-bars: {name}: ") and x.endswith(" s") for x in lines), (name, lines)
+        assert any(x.startswith(f"eval toyvae-bars-run: {name}: ") and x.endswith(" s") for x in lines), (name, lines)
     assert report["check_failures"] == []

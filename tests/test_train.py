@@ -11,13 +11,17 @@ from rich.console import Console
 from rich.text import Text
 from trainkit import ToyPlugin, install_toy_plugin, toy_card, write_card
 
-from vaezoo.cards import Card, parse_card
+from safetensors import safe_open
+
+import vaezoo
+from vaezoo.cards import Card, parse_card, scan
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
-from vaezoo.errors import TrainingError
+from vaezoo.errors import CardError, TrainingError
 from vaezoo.model import VAE
-from vaezoo.train import CHECKPOINT, Reporter, train
-from vaezoo.weights import read_metadata, sha256_of
+from vaezoo.train import CHECKPOINT, train
+from vaezoo.train_progress import Reporter
+from vaezoo.weights import sha256_of
 
 
 @pytest.fixture
@@ -107,13 +111,22 @@ def test_a_nan_loss_names_the_step_and_the_last_good_checkpoint(toy_plugin, tmp_
     assert train(card(), tmp_path, resume=True, max_steps=6).step == 6
 
 
-def test_a_nan_from_the_start_is_a_one_line_cli_error(toy_plugin, tmp_path, capsys):
-    path = write_card(tmp_path / "nan.toml", toy_card(data={"name": "toy_bars", "options": {"nan": True}}))
+def test_a_nan_from_the_start_is_a_one_line_cli_error(toy_plugin, tmp_path, capsys, monkeypatch):
+    forward = VAE.forward
+
+    def nan_loss(self, x, step=0):
+        out = forward(self, x, step)
+        out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(VAE, "forward", nan_loss)
+    path = write_card(tmp_path / "toy.toml", toy_card())
     code = main(["train", str(path), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert "loss became nan at step 0 (epoch 1); no checkpoint has been written yet" in line
+    assert not (tmp_path / "out").exists()  # the folder the run made is removed when nothing was written in it
 
 
 def test_a_finished_run_writes_weights_that_describe_themselves(toy_plugin, tmp_path, capsys):
@@ -121,16 +134,67 @@ def test_a_finished_run_writes_weights_that_describe_themselves(toy_plugin, tmp_
     out = tmp_path / "out"
     assert main(["train", str(path), "--out", str(out)]) == 0
     captured = capsys.readouterr()
-    card_path = out / "toyvae-bars.toml"
+    card_path = out / "toyvae-bars-run.toml"
     assert captured.out.strip() == str(card_path)
     assert "epoch 4/4 step 12/12" in captured.err and "C_continuous" in captured.err
+    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT, "toyvae-bars-run.safetensors", card_path.name]
 
     written = parse_card(card_path)
+    assert written.name == "toyvae-bars-run"
     weights = out / written.weights.file
     assert written.weights.sha256 == sha256_of(weights) and written.weights.size == weights.stat().st_size
     assert written.train.steps == 12 and set(written.metrics) >= {"reconstruction", "objective", "cluster_accuracy"}
-    header = json.loads(read_metadata(weights)["card"])
+    with safe_open(str(weights), framework="pt") as f:
+        header = json.loads(f.metadata()["card"])
     assert header == json.loads(written.model_dump_json(exclude={"weights"}))
+
+
+def test_the_run_folder_loads_like_a_zoo_entry_with_the_trained_model(toy_plugin, tmp_path):
+    result = train(card(epochs=1), tmp_path / "run")  # 3 steps
+    loaded = vaezoo.load(tmp_path / "run")
+    assert loaded.card.name == "toyvae-bars-run" and loaded.card.train.steps == result.step == 3
+    trained = result.model.eval()
+    x = ImageDataset(torch.rand(8, 1, 16, 16), scale=1.0).batch(slice(0, 8))
+    with torch.no_grad():
+        assert torch.equal(loaded.encode(x).mode, trained.encode(x).mode)
+        assert torch.equal(loaded.reconstruct(x), trained.reconstruct(x))
+    assert_same_weights(loaded.state_dict(), trained.state_dict())
+
+
+def test_the_run_folder_on_the_cards_path_lists_beside_the_whole_zoo(toy_plugin, tmp_path, monkeypatch, capsys):
+    zoo = set(scan().cards)
+    train(card(epochs=1), tmp_path / "run")
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path / "run"))
+    capsys.readouterr()
+    assert main(["list", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert {c["name"] for c in json.loads(out)} == zoo | {"toyvae-bars-run"}
+    assert err == ""  # nothing skipped: the run's card takes no zoo entry's name
+    assert main(["info", str(tmp_path / "run")]) == 0 and "toyvae-bars-run" in capsys.readouterr().out
+
+
+def test_name_names_the_completed_card(toy_plugin, tmp_path, capsys):
+    path = write_card(tmp_path / "toy.toml", toy_card(epochs=1))
+    assert main(["train", str(path), "--out", str(tmp_path / "out"), "--name", "my-bars"]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "out" / "my-bars.toml")
+    assert parse_card(tmp_path / "out" / "my-bars.toml").name == "my-bars"
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("jointvae-mnist", "--name 'jointvae-mnist' is the name of a built-in zoo entry"),
+    ("My Run", "--name 'My Run' is not a card name"),
+])
+def test_name_of_a_zoo_entry_or_not_a_card_name_is_refused_before_anything_runs(toy_plugin, tmp_path, capsys, name,
+                                                                                 message):
+    assert name in scan().builtin or " " in name
+    path = write_card(tmp_path / "toy.toml", toy_card())
+    code = main(["train", str(path), "--out", str(tmp_path / "out"), "--name", name])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert message in line and not (tmp_path / "out").exists()
+    with pytest.raises(CardError, match="built-in zoo entry"):
+        train(card(), tmp_path / "out", name="jointvae-mnist")
 
 
 def values(shown: list) -> dict[str, float]:
@@ -140,7 +204,7 @@ def values(shown: list) -> dict[str, float]:
 
 def test_progress_in_logs_shows_every_field_every_n_steps(monkeypatch):
     clock = iter(range(100))
-    monkeypatch.setattr("vaezoo.train.time.perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr("vaezoo.train_progress.time.perf_counter", lambda: float(next(clock)))
     stream, shown = io.StringIO(), []
     reporter = Reporter(total=6, start=0, per_epoch=3, every=2, console=Console(file=stream, width=200))
     for step in range(1, 7):
@@ -152,6 +216,17 @@ def test_progress_in_logs_shows_every_field_every_n_steps(monkeypatch):
     assert lines[0] == ("epoch 1/2 step 2/6 | loss 1.5  reconstruction 1.25  kl_continuous 0.25  C_continuous 0.5 "
                         "| 32 img/s | eta 0:00:04")
     assert lines[2].startswith("epoch 2/2 step 6/6 |") and lines[2].endswith("| eta 0:00:00")
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_progress_shows_the_names_of_terms_as_text(terminal):
+    stream = io.StringIO()
+    console = Console(file=stream, force_terminal=terminal, width=200)
+    reporter = Reporter(total=1, start=0, per_epoch=1, every=1, refresh=0, console=console)
+    reporter.update(1, 32, lambda: {"[red]tc[/red]": 1.0, "kl\x1b[2J": 2.0})
+    reporter.close()
+    screen = Text.from_ansi(stream.getvalue()).plain if terminal else stream.getvalue()
+    assert "[red]tc[/red] 1" in screen and "kl\\x1b[2J 2" in screen
 
 
 def test_progress_on_a_terminal_shows_every_field():

@@ -1,26 +1,32 @@
-"""Training from a card's recipe, with atomic checkpoints, exact resume and optional DDP.
+"""Training from a card's recipe: the loop, with atomic checkpoints, exact resume, stop signals and optional DDP.
 
 Run under ``torchrun`` (``WORLD_SIZE`` > 1) it trains with DistributedDataParallel
 (gloo on CPU, nccl on CUDA) and a DistributedSampler; only rank 0 writes files.
 
-A checkpoint (``OUT/checkpoint.pt``) holds the model, the optimiser, the step and
-the RNG states at the start of that step (every rank's under DDP). Regularizer
-schedules are pure functions of the step, so ``--resume`` continues exactly where
-the checkpoint was taken, and a killed run loses at most one checkpoint interval.
-A checkpoint is written only once its weights gave a finite loss, so the one a
-diverged run names is good to resume from.
+The run's folder (``--out``) is checked before anything else: it must be a folder vaezoo can write in,
+and hold no finished run. Every ``checkpoint_every`` steps a checkpoint (:mod:`vaezoo.checkpoints`)
+saves the model, the optimiser, the step and the RNG states at the start of that step. Regularizer
+schedules are pure functions of the step, so ``--resume`` continues exactly where the checkpoint was
+taken. A checkpoint is written only once its weights gave a finite loss, so the one a diverged run
+names is good to resume from.
+
+SIGINT (Ctrl-C) or SIGTERM during the loop stops the run at the end of the step under way, with a
+checkpoint of the step it reached, and raises :class:`Interrupted`; a second SIGINT stops at once. A
+signal outside the loop (loading the data, publishing the card) stops at once. Either way a file being
+written is left as it was and its temporary file removed. At the end :mod:`vaezoo.publish` writes the
+weights and the completed card.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime
 import functools
 import math
 import os
+import signal
 import sys
-import time
-from collections.abc import Callable
+import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -28,19 +34,21 @@ from typing import Self
 import torch
 import torch.distributed as dist
 from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch.utils.data.distributed import DistributedSampler
 
-from vaezoo.cards import Card, TrainRecipe, Weights, write_card
+from vaezoo.assemble import build_model, load_dataset, load_weights
+from vaezoo.cards import Card, TrainRecipe
+from vaezoo.checkpoints import (CHECKPOINT, check_recipe, read_checkpoint, remove_temporaries, restore_rng,
+                                write_checkpoint)
 from vaezoo.data import ImageDataset
-from vaezoo.assemble import load_dataset
-from vaezoo.errors import TrainingError
-from vaezoo.files import atomic_save
-from vaezoo.assemble import build_model
+from vaezoo.errors import OutputError, TrainingError
+from vaezoo.files import folder_problem
 from vaezoo.model import VAE, VAEOutput
+from vaezoo.terminal import printable
+from vaezoo.publish import publish, run_name
+from vaezoo.train_progress import Reporter
 
-CHECKPOINT = "checkpoint.pt"
+__all__ = ["CHECKPOINT", "Interrupted", "Run", "TrainResult", "fit", "train"]
 
 
 @dataclass
@@ -63,12 +71,66 @@ class TrainResult:
     Attributes:
         model: the trained model (under DDP every rank holds the same weights).
         step: the step the run stopped at.
+        total: the run's last step; ``step`` is less when ``max_steps`` stopped it.
         card_path: the completed card; None when the run stopped early (``max_steps``) or on ranks other than 0.
     """
 
     model: VAE
     step: int
+    total: int
     card_path: Path | None
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped a run.
+
+    Attributes:
+        signal: the signal's number.
+        step: the step of the checkpoint written when the loop stopped; None when the signal stopped the
+            run outside the loop or a second SIGINT stopped it at once (the last checkpoint, if any, stays).
+        checkpoint: the checkpoint file of the run.
+    """
+
+    def __init__(self, signum: int, step: int | None = None, checkpoint: Path | None = None):
+        super().__init__(signal.Signals(signum).name)
+        self.signal, self.step, self.checkpoint = signum, step, checkpoint
+
+
+class _StopSignals:
+    """Handles SIGINT and SIGTERM in the main thread while in use, then gives back the previous handlers.
+
+    With ``defer``, the first signal is only noted (``received``) for the loop to stop at the end of its
+    step; a second SIGINT raises :class:`Interrupted` at once, a second SIGTERM is ignored (the run is
+    already stopping). Without ``defer`` every signal raises at once.
+    """
+
+    def __init__(self, defer: bool):
+        self.defer = defer
+        self.received: int | None = None
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():  # Python handles signals there only
+            self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.defer and self.received is None:
+            self.received = signum
+        elif not self.defer or signum == signal.SIGINT:
+            raise Interrupted(signum)
+
+    def stop_requested(self, run: Run) -> int | None:
+        """The signal that asks the run to stop, if any; under DDP a signal on any rank stops every rank."""
+        if run.world == 1:
+            return self.received
+        flag = torch.tensor([self.received or 0], device=run.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return int(flag.item()) or None
 
 
 def _start_run(device) -> Run:
@@ -103,62 +165,41 @@ def _rng_state(run: Run) -> dict:
     return state
 
 
-def _save_checkpoint(path: Path, model: VAE, optimizer, step: int, rng: dict, run: Run) -> None:
-    if run.main:
-        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, **rng}
-        atomic_save(path, lambda tmp: torch.save(state, tmp))
+def _checkpoint_exists_error(path: Path) -> TrainingError:
+    return TrainingError(f"{path.parent} already holds a checkpoint ({path.name}) of a run; pass --resume "
+                         f"to continue it, or choose another --out to start afresh")
 
 
-def read_checkpoint(path: Path) -> dict:
-    """The state a training checkpoint holds (model, optimizer, step, RNG states), read with ``weights_only``."""
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 (a damaged file makes torch.load raise many kinds of errors)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TrainingError(f"cannot read checkpoint {path} ({first}); remove it to start over") from None
-
-
-def _load_checkpoint(path: Path, model: VAE, optimizer, recipe: TrainRecipe, run: Run) -> int:
-    """Restore model, optimiser and RNG states from ``path``; returns its step."""
-    state = read_checkpoint(path)
-    try:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-    except (KeyError, RuntimeError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise TrainingError(f"checkpoint {path} does not fit this card's model and optimiser ({first}); "
-                            f"resume with the card that started the run, or choose another --out") from None
-    step = int(state["step"])
-    ranks = state.get("rng_ranks")
-    if run.world == 1:
-        torch.set_rng_state(state["rng_cpu"])
-        if "rng_cuda" in state and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng_cuda"])
-    elif ranks is not None and len(ranks) == run.world:
-        torch.set_rng_state(ranks[run.rank]["cpu"])
-        if "cuda" in ranks[run.rank] and run.device.type == "cuda":
-            torch.cuda.set_rng_state(ranks[run.rank]["cuda"], run.device)
-    else:
-        torch.manual_seed(recipe.seed + 1_000_003 * run.rank + step)
-        if run.main:
-            print(f"{path} holds no RNG states for {run.world} processes; the sampling noise is reseeded, so "
-                  f"the resumed run will not match an uninterrupted one bit for bit", file=sys.stderr)
-    return step
-
-
-def _resume_point(path: Path, model: VAE, optimizer, recipe: TrainRecipe, resume: bool, run: Run) -> int | None:
-    """The step of the checkpoint the run continues from, or None when it starts afresh."""
+def _resume_point(path: Path, card: Card, model: VAE, optimizer, plan: _Plan, resume: bool, run: Run) -> int | None:
+    """Restore model, optimiser and RNG states from the checkpoint ``path``: its step, or None to start afresh."""
     if not path.exists():
         if resume and run.main:
-            print(f"no checkpoint in {path.parent}; starting from step 0", file=sys.stderr)
+            print(printable(f"no checkpoint in {path.parent}; starting from step 0"), file=sys.stderr)
         return None
     if not resume:
-        raise TrainingError(f"{path.parent} already holds a checkpoint ({path.name}) of a run; pass --resume "
-                            f"to continue it, or choose another --out to start afresh")
+        raise _checkpoint_exists_error(path)
     if run.main:  # a run killed while writing a checkpoint left its temporary file behind
-        for stale in path.parent.glob(f".{path.name}.*.tmp"):
-            stale.unlink(missing_ok=True)
-    return _load_checkpoint(path, model, optimizer, recipe, run)
+        remove_temporaries(path)
+    again = "resume with the card that started the run, or choose another --out"
+    checkpoint = read_checkpoint(path, fix="remove it to start over, or choose another --out")
+    check_recipe(checkpoint, card)
+    if checkpoint.step > plan.total:
+        raise TrainingError(f"checkpoint {path} is at step {checkpoint.step}, past this run's last step {plan.total} "
+                            f"({card.train.epochs} epochs of {plan.per_epoch} steps); pass --epochs "
+                            f"{math.ceil(checkpoint.step / plan.per_epoch)} or more to continue it")
+    load_weights(model, checkpoint.model, f"checkpoint {path}")
+    try:
+        optimizer.load_state_dict(checkpoint.optimizer)
+    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise TrainingError(f"the optimiser state in checkpoint {path} does not fit this card's "
+                            f"{card.train.optimizer.name} optimiser ({first}); {again}") from None
+    if not restore_rng(checkpoint, run.rank, run.world, run.device):
+        torch.manual_seed(card.train.seed + 1_000_003 * run.rank + checkpoint.step)
+        if run.main:
+            print(printable(f"{path} holds no RNG states for {run.world} processes; the sampling noise is reseeded, "
+                            f"so the resumed run will not match an uninterrupted one bit for bit"), file=sys.stderr)
+    return checkpoint.step
 
 
 def _display_values(model: VAE, result: VAEOutput, step: int) -> dict[str, float]:
@@ -170,11 +211,9 @@ def _display_values(model: VAE, result: VAEOutput, step: int) -> dict[str, float
     return values
 
 
-def _divergence_message(loss: torch.Tensor, step: int, epoch: int, checkpoint: Path, saved: int | None) -> str:
-    last = (f"the last good checkpoint is {checkpoint} (step {saved})" if saved is not None
+def _last_good(checkpoint: Path, saved: int | None) -> str:
+    return (f"the last good checkpoint is {checkpoint} (step {saved})" if saved is not None
             else "no checkpoint has been written yet")
-    return (f"loss became {loss.item()} at step {step} (epoch {epoch + 1}); {last}; "
-            f"lower the learning rate or check the data for NaN or inf")
 
 
 @dataclass
@@ -195,89 +234,6 @@ class _Plan:
         return cls(batch_size, per_epoch, recipe.epochs * per_epoch)
 
 
-class Reporter:
-    """Training progress on stderr: a live display on a terminal, a line every ``every`` steps otherwise.
-
-    Both show the epoch, the step, the loss and its terms, the KL of each latent part,
-    the regularizers' targets (e.g. capacities), images/s and the time left. Values
-    come as a callable read only when shown, so the loop does not wait for every
-    step's numbers.
-
-    Args:
-        total: the run's last step.
-        start: the step the run starts from (a resumed run starts past 0).
-        per_epoch: steps per epoch.
-        every: steps between lines when stderr is not a terminal.
-        refresh: seconds between updates of the values on a terminal.
-        console: a rich console (default: stderr).
-    """
-
-    def __init__(self, total: int, start: int, per_epoch: int, every: int = 200, refresh: float = 0.5,
-                 console=None):
-        self.console = console or Console(stderr=True)
-        self.total, self.start, self.per_epoch, self.every, self.refresh = total, start, per_epoch, every, refresh
-        self.epochs = math.ceil(total / per_epoch)
-        self.t0 = self.shown = time.perf_counter()
-        self.images = 0
-        self.display = _Display(self.console, total, start) if self.console.is_terminal else None
-
-    def update(self, step: int, images: int, values: Callable[[], dict[str, float]]) -> None:
-        """Record that ``step`` is done after ``images`` more images; show ``values()`` when it is time to."""
-        self.images += images
-        now = time.perf_counter()
-        last = step == self.total
-        if self.display is not None:
-            self.display.advance_to(step)
-            if now - self.shown < self.refresh and not last:
-                return
-        elif step % self.every and not last:
-            return
-        self.shown = now
-        epoch = f"epoch {(step - 1) // self.per_epoch + 1}/{self.epochs}"
-        rate = f"{self.images / max(now - self.t0, 1e-9):.0f} img/s"
-        terms = "  ".join(f"{k} {v:.4g}" for k, v in values().items())
-        if self.display is not None:
-            self.display.show(epoch, rate, terms)
-        else:
-            left = (self.total - step) * (now - self.t0) / max(step - self.start, 1)
-            eta = datetime.timedelta(seconds=round(left))
-            self.console.print(f"{epoch} step {step}/{self.total} | {terms} | {rate} | eta {eta}",
-                               highlight=False, soft_wrap=True)
-
-    def close(self) -> None:
-        """Stop the live display, leaving its last state on screen."""
-        if self.display is not None:
-            self.display.stop()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class _Display(Progress):
-    """A progress bar (epoch, step, images/s, ETA) with the latest values on a line below it."""
-
-    def __init__(self, console: Console, total: int, start: int):
-        self.values = ""  # before Progress.__init__, which may already render
-        super().__init__(TextColumn("{task.fields[epoch]}"), BarColumn(), TextColumn("step"), MofNCompleteColumn(),
-                         TextColumn("{task.fields[rate]}"), TextColumn("eta"), TimeRemainingColumn(), console=console)
-        self.task = self.add_task("training", total=total, completed=start, epoch="", rate="")
-        self.start()
-
-    def advance_to(self, step: int) -> None:
-        self.update(self.task, completed=step)
-
-    def show(self, epoch: str, rate: str, values: str) -> None:
-        self.values = values
-        self.update(self.task, epoch=epoch, rate=rate)
-
-    def get_renderables(self):
-        yield self.make_tasks_table(self.tasks)
-        yield self.values
-
-
 @contextlib.contextmanager
 def _distribution_checks_off():
     """Turn off ``torch.distributions``' argument checks while training.
@@ -293,14 +249,15 @@ def _distribution_checks_off():
         torch.distributions.Distribution.set_default_validate_args(previous)
 
 
-def fit(model: VAE, dataset: ImageDataset, recipe: TrainRecipe, out: Path, resume: bool = False,
+def fit(model: VAE, dataset: ImageDataset, card: Card, out: Path, resume: bool = False,
         max_steps: int | None = None, run: Run | None = None) -> int:
-    """Train ``model`` on ``dataset`` with ``recipe``, checkpointing into ``out``.
+    """Train ``model`` on ``dataset`` with ``card``'s recipe, checkpointing into ``out``.
 
     Args:
         model: the model, on ``run.device``.
         dataset: the training images.
-        recipe: epochs, batch size, optimiser, seed and checkpoint interval.
+        card: the card whose recipe (``card.train``: epochs, batch size, optimiser, seed, checkpoint interval)
+            the run follows; its name and recipe are stored in each checkpoint.
         out: the directory of ``checkpoint.pt``.
         resume: continue from ``out/checkpoint.pt``; without it an existing checkpoint is an error.
         max_steps: stop when the run reaches this step (a checkpoint is written there, to resume from).
@@ -308,36 +265,56 @@ def fit(model: VAE, dataset: ImageDataset, recipe: TrainRecipe, out: Path, resum
 
     Returns:
         The step the run stopped at: ``recipe.epochs`` times the steps per epoch unless ``max_steps`` stopped it.
+
+    Raises:
+        Interrupted: SIGINT or SIGTERM stopped the run (see the module's docstring).
+        TrainingError: the loss became NaN or inf, or the checkpoint cannot be resumed with this card.
+        OutputError: a checkpoint cannot be written (e.g. the disk is full); the previous one stays.
     """
     run = run or Run()
+    recipe = card.train
     optimizer = _optimizer(recipe, model)
     checkpoint = Path(out) / CHECKPOINT
+    plan = _Plan.of(recipe, len(dataset), run.world)
     torch.manual_seed(recipe.seed + 1_000_003 * run.rank)  # each rank's stream of sampling noise
-    saved = _resume_point(checkpoint, model, optimizer, recipe, resume, run)
+    saved = _resume_point(checkpoint, card, model, optimizer, plan, resume, run)
     step = saved or 0
     net = model if run.world == 1 else torch.nn.parallel.DistributedDataParallel(model)
     sampler = DistributedSampler(range(len(dataset)), num_replicas=run.world, rank=run.rank, shuffle=True,
                                  seed=recipe.seed)
-    plan = _Plan.of(recipe, len(dataset), run.world)
-    batch_size, per_epoch = plan.batch_size, plan.per_epoch
     stop = plan.total if max_steps is None else min(plan.total, max_steps)
+
+    def save(rng: dict) -> None:
+        if run.main:
+            fix = f"make room, then continue with --resume ({_last_good(checkpoint, saved)})"
+            write_checkpoint(checkpoint, card, model, optimizer, step, rng, fix)
+
     model.train()
-    reporter = Reporter(plan.total, step, per_epoch) if run.main else contextlib.nullcontext()
-    with _distribution_checks_off(), reporter:
+    reporter = Reporter(plan.total, step, plan.per_epoch) if run.main else contextlib.nullcontext()
+    with _distribution_checks_off(), _StopSignals(defer=True) as signals, reporter:
+        if run.main:  # from here on a signal stops the run with a checkpoint of the step it reached
+            start = f"resuming at step {step} of {plan.total}" if saved is not None else f"training {plan.total} steps"
+            print(printable(f"{start} ({recipe.epochs} epochs of {plan.per_epoch}), a checkpoint every "
+                            f"{recipe.checkpoint_every} steps in {checkpoint}"), file=sys.stderr, flush=True)
         while step < stop:
-            epoch, first = divmod(step, per_epoch)
+            epoch, first = divmod(step, plan.per_epoch)
             sampler.set_epoch(epoch)
             order = torch.tensor(list(sampler))
-            for b in range(first, per_epoch):
-                x = dataset.batch(order[b * batch_size:(b + 1) * batch_size], run.device)
-                due = step > 0 and step % recipe.checkpoint_every == 0 and step != saved
+            for b in range(first, plan.per_epoch):
+                stopping = signals.stop_requested(run)
+                x = dataset.batch(order[b * plan.batch_size:(b + 1) * plan.batch_size], run.device)
+                due = step != saved and (stopping is not None or step > 0 and step % recipe.checkpoint_every == 0)
                 rng = _rng_state(run) if due else None
                 result = net(x, step=step)
                 if not torch.isfinite(result.loss):
-                    raise TrainingError(_divergence_message(result.loss, step, epoch, checkpoint, saved))
+                    raise TrainingError(f"loss became {result.loss.item()} at step {step} (epoch {epoch + 1}); "
+                                        f"{_last_good(checkpoint, saved)}; lower the learning rate or check the "
+                                        f"data for NaN or inf")
                 if due:
-                    _save_checkpoint(checkpoint, model, optimizer, step, rng, run)
+                    save(rng)
                     saved = step
+                if stopping is not None:
+                    raise Interrupted(stopping, step, checkpoint)
                 optimizer.zero_grad(set_to_none=True)
                 result.loss.backward()
                 optimizer.step()
@@ -348,45 +325,109 @@ def fit(model: VAE, dataset: ImageDataset, recipe: TrainRecipe, out: Path, resum
                 if step == stop:
                     break
         if step != saved:
-            _save_checkpoint(checkpoint, model, optimizer, step, _rng_state(run), run)
-    if run.main and step < plan.total:
-        print(f"stopped at step {step} of {plan.total}; continue with --resume", file=sys.stderr)
+            save(_rng_state(run))
+            saved = step
+        stopping = signals.stop_requested(run)
+        if stopping is not None:  # it came after the last step: the checkpoint above holds the run
+            raise Interrupted(stopping, step, checkpoint)
     return step
+
+
+def _prepare_out(out: Path, name: str, resume: bool) -> list[Path]:
+    """Check, before the run starts, that it can write its files in ``out`` and overwrites no other run's.
+
+    ``out`` must be a folder (created if missing) vaezoo can create files in. Without ``resume`` it must
+    hold no checkpoint and no finished run (a ``*.toml`` card, ``NAME.safetensors``); with ``resume``, no
+    card other than ``NAME.toml`` (the folder must end holding one card).
+
+    Returns:
+        The folders it created, outermost first (to remove should the run end before writing anything).
+
+    Raises:
+        OutputError, TrainingError: one line naming the path and what to do.
+    """
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out} is a file, not a folder; choose another --out")
+    missing = [p for p in (out, *out.parents) if not p.exists()][::-1]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".vaezoo-probe.", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(f"cannot write in --out {out}: {folder_problem(out, exc)}; choose another --out") from None
+    cards = sorted(p.name for p in out.glob("*.toml"))
+    if resume:
+        others = [c for c in cards if c != f"{name}.toml"]
+        if others:
+            raise OutputError(f"--out {out} holds the card {', '.join(others)}, not this run's {name}.toml; resume "
+                              f"with the --name the run was started with, or choose another --out")
+        return missing
+    if (out / CHECKPOINT).exists():
+        raise _checkpoint_exists_error(out / CHECKPOINT)
+    finished = cards + [f"{name}.safetensors"] * (out / f"{name}.safetensors").exists()
+    if finished:
+        raise OutputError(f"--out {out} already holds {', '.join(finished)}, the files of a finished run; "
+                          f"choose another --out")
+    return missing
 
 
 def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resume: bool = False,
           seed: int | None = None, device=None, max_steps: int | None = None,
-          checkpoint_every: int | None = None) -> TrainResult:
+          checkpoint_every: int | None = None, name: str | None = None) -> TrainResult:
     """Train the model ``card`` describes from its recipe and write its weights and completed card.
 
     Args:
         card: the card with the recipe (``train``) and model (``model``).
-        out: output directory: ``checkpoint.pt``, ``NAME.safetensors`` and ``NAME.toml``.
+        out: the run's folder: ``checkpoint.pt``, then ``NAME.safetensors`` and ``NAME.toml``.
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
         epochs, seed, checkpoint_every: override the recipe's values.
         resume: continue from ``out/checkpoint.pt`` exactly where it stopped.
         device: "cpu", "cuda", ...
         max_steps: stop when the run reaches this step (the run can be resumed); no weights are written.
+        name: the completed card's name (default ``CARD-run``); a built-in zoo entry's name is refused.
 
     Returns:
-        The model, the step reached and, on rank 0 of a finished run, the completed card's path.
+        The model, the step reached, the last step and, on rank 0 of a finished run, the completed card's path.
+
+    Raises:
+        Interrupted: SIGINT or SIGTERM stopped the run; see the module's docstring.
+        VaezooError: the overrides, the output folder, the name, the checkpoint or the data are unusable, or
+            the loss became NaN (a one-line message naming the fix).
     """
     recipe = _override(card.train, epochs=epochs, seed=seed, checkpoint_every=checkpoint_every)
     if max_steps is not None and max_steps < 1:
         raise TrainingError(f"--max-steps must be at least 1, got {max_steps}")
+    name = run_name(card, name)
     card = card.model_copy(update={"train": recipe})
-    run = _start_run(device)
-    try:
-        torch.manual_seed(recipe.seed)
-        dataset = load_dataset(recipe.data.name, data_root, "train", **recipe.data.options)
-        model = build_model(card, device=run.device)
-        step = fit(model, dataset, recipe, Path(out), resume, max_steps, run)
-        finished = step == _Plan.of(recipe, len(dataset), run.world).total
-        card_path = finish(card, model, Path(out), data_root, run.device, step) if finished and run.main else None
-        return TrainResult(model, step, card_path)
-    finally:
-        if run.world > 1:
-            dist.destroy_process_group()
+    out = Path(out)
+    with _StopSignals(defer=False):
+        run = _start_run(device)
+        made = _prepare_out(out, name, resume) if run.main else []
+        try:
+            torch.manual_seed(recipe.seed)
+            dataset = load_dataset(recipe.data.name, data_root, "train", **recipe.data.options)
+            model = build_model(card, device=run.device)
+            step = fit(model, dataset, card, out, resume, max_steps, run)
+            total = _Plan.of(recipe, len(dataset), run.world).total
+            card_path = publish(card, model, out, name, step, data_root, run.device) if step == total and run.main \
+                else None
+            return TrainResult(model, step, total, card_path)
+        except BaseException:
+            _remove_empty(made)
+            raise
+        finally:
+            if run.world > 1:
+                dist.destroy_process_group()
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders a run created, innermost first, as long as they are still empty."""
+    for folder in reversed(folders):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def _override(recipe: TrainRecipe, **values) -> TrainRecipe:
@@ -398,27 +439,3 @@ def _override(recipe: TrainRecipe, **values) -> TrainRecipe:
         error = exc.errors()[0]
         name = "--" + str(error["loc"][0]).replace("_", "-")
         raise TrainingError(f"{name} {given.get(error['loc'][0])}: {error['msg'].lower()}") from None
-
-
-def finish(card: Card, model: VAE, out: Path, data_root, device, steps: int) -> Path:
-    """Evaluate ``model`` and write its weights (the card's JSON in their header) and its completed card.
-
-    Returns:
-        The path of the completed card, ``out/NAME.toml``, beside ``out/NAME.safetensors``.
-    """
-    from vaezoo import __version__
-    from vaezoo.evaluate import as_metrics, evaluate
-    from vaezoo.weights import save_weights, sha256_of
-
-    card = card.model_copy(update={"train": card.train.model_copy(update={"steps": steps}),
-                                   "vaezoo_version": __version__, "latent": model.latent.describe(),
-                                   "parameters": sum(p.numel() for p in model.parameters())})
-    card = card.model_copy(update={"metrics": as_metrics(card, evaluate(model, card, data_root, device), data_root)})
-    weights_path = out / f"{card.name}.safetensors"
-    save_weights(model.state_dict(), weights_path, {"card": card.model_dump_json(exclude={"weights"})})
-    card = card.model_copy(update={
-        "weights": Weights(file=weights_path.name, sha256=sha256_of(weights_path), size=weights_path.stat().st_size),
-    })
-    card_path = out / f"{card.name}.toml"
-    write_card(card, card_path)
-    return card_path

@@ -1,17 +1,28 @@
-"""Training faults: a NaN stops the run cleanly, SIGKILL never costs the last checkpoint, resume is exact."""
+"""Training faults: NaN, SIGKILL, SIGINT and SIGTERM, unusable output folders, checkpoints that do not fit, a full disk.
+
+Each ends in one line (or, for a signal, the checkpoint of the step it came at and the command that
+resumes it), loses no checkpoint already written, leaves no temporary file, and resuming ends with
+weights bit-identical to an uninterrupted run.
+"""
 
 from __future__ import annotations
 
+import errno
 import io
 import multiprocessing
 import os
 import random
+import re
+import shlex
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
-from faultkit import assert_one_line_error, cli, tiny_card, write_toml
+from faultkit import (assert_one_line_error, child_env, cli, files_under, refuse_writes, tiny_card, write_toml)
 
 from vaezoo.cards import Card, parse_card
 from vaezoo.errors import TrainingError
@@ -68,25 +79,24 @@ def test_nan_in_the_data_through_the_command_line(tiny_data, tmp_path, capsys):
     out = tmp_path / "run"
     code, stdout, stderr = cli(capsys, "train", str(card_path), "--out", str(out))
     assert code == 1 and stdout == ""
-    assert_one_line_error(stderr, "loss became nan at step 0")
-    assert not out.exists() or not any(out.iterdir())
+    assert_one_line_error(stderr, "nan")  # the model's input check or the loop's, whichever sees it first
+    assert not out.exists()
 
 
 def _train_and_die_in_save(card: Card, out, die_at: int) -> None:
     """Train, and on the ``die_at``-th checkpoint write half of it and SIGKILL this process."""
     real_save, saves = torch.save, 0
 
-    def half_save_then_die(obj, path) -> None:
+    def half_save_then_die(obj, f) -> None:
         nonlocal saves
         saves += 1
         if saves < die_at:
-            return real_save(obj, path)
+            return real_save(obj, f)
         buffer = io.BytesIO()
         real_save(obj, buffer)
-        with open(path, "wb") as f:
-            f.write(buffer.getvalue()[: buffer.tell() // 2])
-            f.flush()
-            os.fsync(f.fileno())
+        f.write(buffer.getvalue()[: buffer.tell() // 2])
+        f.flush()
+        os.fsync(f.fileno())
         os.kill(os.getpid(), signal.SIGKILL)
 
     torch.save = half_save_then_die
@@ -108,10 +118,10 @@ def test_sigkill_during_a_checkpoint_write(tiny_data, tmp_path):
     assert _step_of(out / CHECKPOINT) == 4, "the previous checkpoint must survive the kill"
 
     train(card, out, resume=True)
-    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT, f"{card.name}.safetensors", f"{card.name}.toml"]
+    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT, "tiny-blobs-run.safetensors", "tiny-blobs-run.toml"]
     reference = tmp_path / "reference"
     train(card, reference)
-    _same_weights(out / f"{card.name}.safetensors", reference / f"{card.name}.safetensors")
+    _same_weights(out / "tiny-blobs-run.safetensors", reference / "tiny-blobs-run.safetensors")
 
 
 def _resume(card: Card, out) -> None:
@@ -144,5 +154,368 @@ def test_resume_after_random_sigkills_is_exact(tiny_data, tmp_path):
     assert not list(out.glob("*.tmp")), "resuming removes what the killed writes left"
     reference = tmp_path / "reference"
     train(card, reference, checkpoint_every=10_000)
-    _same_weights(out / f"{card.name}.safetensors", reference / f"{card.name}.safetensors")
-    assert parse_card(out / f"{card.name}.toml").train.steps == 50 * 8
+    _same_weights(out / "tiny-blobs-run.safetensors", reference / "tiny-blobs-run.safetensors")
+    assert parse_card(out / "tiny-blobs-run.toml").train.steps == 50 * 8
+
+
+# --- stop signals -----------------------------------------------------------------------------------------
+
+def _wait_for_the_loop(child: subprocess.Popen, deadline: float) -> None:
+    """Read ``vaezoo train``'s stderr up to the line it prints as its loop starts (from then on a signal stops
+    the run at a step)."""
+    while time.monotonic() < deadline:
+        line = child.stderr.readline()
+        if line.startswith(("training ", "resuming at step ")):
+            return
+        assert line, f"the run ended before its loop started (exit {child.wait()})"
+    raise AssertionError("the run did not start its loop in time")
+
+
+def test_sigint_then_sigterm_at_random_steps_checkpoint_that_step_and_the_printed_command_resumes_exactly(
+        tiny_data, tmp_path):
+    data = tiny_card()
+    data["train"].update(epochs=100, checkpoint_every=10**6)  # 800 steps; no checkpoint but the signals'
+    card_path = write_toml(tmp_path / "tiny.toml", data)
+    out = tmp_path / "run"
+    env = child_env(tmp_path / "home", site=tiny_data)
+    command = [sys.executable, "-m", "vaezoo", "train", str(card_path), "--out", str(out)]
+    last = 0
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        child = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        try:
+            _wait_for_the_loop(child, time.monotonic() + 300)
+            delay = random.uniform(0.0, 0.25)  # 0 to about 200 steps on a 2-core machine
+            time.sleep(delay)
+            child.send_signal(signum)
+            stdout, stderr = child.communicate(timeout=300)
+        finally:
+            child.kill()
+        assert child.returncode == 128 + signum, stderr
+        assert stdout == "" and "Traceback" not in stderr
+        stopped = re.search(rf"^stopped by {signum.name} at step (\d+); the checkpoint {out / CHECKPOINT} holds it$",
+                            stderr, re.MULTILINE)
+        assert stopped, stderr
+        step = int(stopped[1])
+        assert last <= step < 800, f"signalled {delay:.2f} s into the loop, the run ended first"
+        assert _step_of(out / CHECKPOINT) == step
+        assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT], "no temporary file, no weights"
+        resume = stderr.strip().splitlines()[-1]
+        assert resume == "resume with: " + shlex.join([*command[:7], "--resume"])
+        command, last = shlex.split(resume.removeprefix("resume with: ")), step
+
+    resumed = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                             check=False)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming at step {last} of 800" in resumed.stderr
+    reference = tmp_path / "reference"
+    train(Card.model_validate(data), reference)
+    _same_weights(out / "tiny-blobs-run.safetensors", reference / "tiny-blobs-run.safetensors")
+
+
+def _signal_during_save(monkeypatch, at: int, *signals: int) -> None:
+    """Make the ``at``-th ``torch.save`` write half its bytes, send this process ``signals``, then finish."""
+    real_save, saves = torch.save, 0
+
+    def save(obj, f) -> None:
+        nonlocal saves
+        saves += 1
+        if saves != at:
+            return real_save(obj, f)
+        buffer = io.BytesIO()
+        real_save(obj, buffer)
+        f.write(buffer.getvalue()[: buffer.tell() // 2])
+        f.flush()
+        for signum in signals:
+            os.kill(os.getpid(), signum)
+        f.write(buffer.getvalue()[buffer.tell() // 2:])
+
+    monkeypatch.setattr(torch, "save", save)
+
+
+def test_sigterm_while_a_checkpoint_is_written_lets_it_finish_then_stops_at_the_next_step(tiny_data, tmp_path,
+                                                                                           capsys, monkeypatch):
+    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    out = tmp_path / "run"
+    _signal_during_save(monkeypatch, 1, signal.SIGTERM, signal.SIGTERM)  # the checkpoint of step 4
+    code, stdout, stderr = cli(capsys, "train", str(card_path), "--out", str(out))
+    assert code == 128 + signal.SIGTERM and stdout == ""
+    assert f"stopped by SIGTERM at step 5; the checkpoint {out / CHECKPOINT} holds it" in stderr
+    assert _step_of(out / CHECKPOINT) == 5
+    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT]
+
+
+def test_a_second_sigint_stops_at_once_and_the_temporary_file_goes(tiny_data, tmp_path, capsys, monkeypatch):
+    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    out = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        _signal_during_save(patch, 2, signal.SIGINT, signal.SIGINT)  # while the checkpoint of step 8 is written
+        code, stdout, stderr = cli(capsys, "train", str(card_path), "--out", str(out))
+    assert code == 130 and stdout == "" and "Traceback" not in stderr
+    assert f"stopped by SIGINT; the last checkpoint is {out / CHECKPOINT}" in stderr
+    assert stderr.strip().splitlines()[-1].endswith(f"train {card_path} --out {out} --resume")
+    assert _step_of(out / CHECKPOINT) == 4, "the previous checkpoint stays"
+    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT], "the half-written temporary file is removed"
+
+    assert cli(capsys, "train", str(card_path), "--out", str(out), "--resume")[0] == 0
+    train(_card(), tmp_path / "reference")
+    _same_weights(out / "tiny-blobs-run.safetensors", tmp_path / "reference" / "tiny-blobs-run.safetensors")
+
+
+def test_sigterm_while_the_weights_are_published_removes_their_temporary_file(tiny_data, tmp_path, capsys,
+                                                                              monkeypatch):
+    import safetensors.torch
+
+    real_save_file = safetensors.torch.save_file
+
+    def save_file(tensors, filename, metadata=None) -> None:
+        Path(filename).write_bytes(b"half a file")
+        os.kill(os.getpid(), signal.SIGTERM)
+        real_save_file(tensors, filename, metadata=metadata)
+
+    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    out = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        patch.setattr(safetensors.torch, "save_file", save_file)
+        code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out))
+    assert code == 128 + signal.SIGTERM
+    assert f"stopped by SIGTERM; the last checkpoint is {out / CHECKPOINT}" in stderr
+    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT] and _step_of(out / CHECKPOINT) == 16
+    code, stdout, _ = cli(capsys, "train", str(card_path), "--out", str(out), "--resume")
+    assert code == 0 and stdout.strip() == str(out / "tiny-blobs-run.toml")
+
+
+# --- output paths, checked before the first step ------------------------------------------------------------
+
+@pytest.fixture
+def no_data_before_checks(monkeypatch):
+    """Fail the test if the run loads its data: the output checks must come first."""
+    def load_dataset(*args, **kwargs):
+        raise AssertionError("the data was loaded before the output folder was checked")
+
+    monkeypatch.setattr("vaezoo.train.load_dataset", load_dataset)
+
+
+def _finished_run(tmp: Path) -> None:
+    folder = tmp / "finished"
+    folder.mkdir()
+    (folder / "old-run.toml").write_text("name = 'old-run'\n")
+    (folder / "old-run.safetensors").write_bytes(b"weights")
+
+
+@pytest.mark.parametrize(("make", "out", "fragments"), [
+    (lambda t: (t / "file").write_text("x"), "file/run", ["is a file, not a folder"]),
+    (lambda t: (t / "file").write_text("x"), "file", ["--out", "is a file, not a folder"]),
+    (_finished_run, "finished", ["already holds old-run.toml, the files of a finished run", "choose another --out"]),
+    (lambda t: (t / "run").mkdir() or (t / "run" / "tiny-blobs-run.safetensors").write_bytes(b"w"), "run",
+     ["already holds tiny-blobs-run.safetensors"]),
+], ids=["through-a-file", "a-file", "a-finished-run", "this-runs-weights"])
+def test_an_unusable_out_is_one_line_before_the_first_step(tiny_data, tmp_path, capsys, no_data_before_checks,
+                                                            make, out, fragments):
+    make(tmp_path)
+    before = files_under(tmp_path)
+    card_path = write_toml(tmp_path / "cards" / "tiny.toml", tiny_card())
+    code, stdout, stderr = cli(capsys, "train", str(card_path), "--out", str(tmp_path / out))
+    assert code == 1 and stdout == ""
+    assert_one_line_error(stderr, *fragments)
+    assert files_under(tmp_path) == sorted([*before, "cards/tiny.toml"]), "nothing written, nothing removed"
+
+
+@pytest.mark.parametrize("error", [errno.EACCES, errno.EROFS], ids=["EACCES", "EROFS"])
+def test_an_out_vaezoo_cannot_write_in_is_one_line_before_the_first_step(tiny_data, tmp_path, capsys, monkeypatch,
+                                                                        no_data_before_checks, error):
+    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    (tmp_path / "locked").mkdir()
+    refuse_writes(monkeypatch, tmp_path / "locked", error)
+    for out in (tmp_path / "locked", tmp_path / "locked" / "new"):
+        code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out))
+        assert code == 1
+        assert_one_line_error(stderr, f"cannot write in --out {out}: {os.strerror(error)}; choose another --out")
+    assert not any((tmp_path / "locked").iterdir())
+
+
+def test_resume_into_a_folder_holding_another_runs_card_is_refused(tiny_data, tmp_path, capsys,
+                                                                  no_data_before_checks):
+    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "other.toml").write_text("name = 'other'\n")
+    code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(tmp_path / "run"), "--resume")
+    assert code == 1
+    assert_one_line_error(stderr, "holds the card other.toml, not this run's tiny-blobs-run.toml",
+                          "resume with the --name the run was started with")
+
+
+# --- checkpoints that do not fit ------------------------------------------------------------------------------
+
+@pytest.fixture
+def stopped_run(tiny_data, tmp_path):
+    """A run of the tiny card stopped at step 5 (2 epochs of 8 steps): its card file and its folder."""
+    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    out = tmp_path / "run"
+    train(_card(), out, max_steps=5)
+    return card_path, out
+
+
+@pytest.mark.parametrize(("change", "fragments"), [
+    (lambda c: c["model"]["encoder"].update(hidden=[16]),
+     ["was made from card 'tiny-blobs' with another recipe than card 'other'",
+      "model.encoder.hidden [8] in the checkpoint, [16] in card 'other'"]),
+    (lambda c: c["train"]["optimizer"].update(name="SGD"),
+     ["train.optimizer.name \"Adam\" in the checkpoint, \"SGD\" in card 'other'"]),
+    (lambda c: c["train"].update(seed=1), ["train.seed 0 in the checkpoint, 1 in card 'other'"]),
+    (lambda c: c["train"]["data"].update(options={"nan": True}),
+     ["train.data.options.nan absent in the checkpoint, true in card 'other'"]),
+], ids=["model", "optimizer", "seed", "data"])
+def test_resume_refuses_a_checkpoint_of_another_recipe_naming_both_cards(stopped_run, capsys, change, fragments):
+    card_path, out = stopped_run
+    before = (out / CHECKPOINT).read_bytes()
+    other = tiny_card()
+    other["name"] = "other"
+    change(other)
+    other_path = write_toml(card_path.parent / "other.toml", other)
+    code, _, stderr = cli(capsys, "train", str(other_path), "--out", str(out), "--resume")
+    assert code == 1
+    line = assert_one_line_error(stderr, *fragments)
+    assert "resume with the card that started the run, or choose another --out" in line
+    assert (out / CHECKPOINT).read_bytes() == before
+
+
+def test_resume_may_change_epochs_and_checkpoint_every_and_extends_a_finished_run_exactly(tiny_data, tmp_path,
+                                                                                          capsys):
+    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    out = tmp_path / "run"
+    assert cli(capsys, "train", str(card_path), "--out", str(out), "--checkpoint-every", "3")[0] == 0
+    code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume", "--epochs", "3")
+    assert code == 0 and "resuming at step 16 of 24" in stderr
+    assert parse_card(out / "tiny-blobs-run.toml").train.steps == 24
+    reference = tmp_path / "reference"
+    train(_card(epochs=3), reference)
+    _same_weights(out / "tiny-blobs-run.safetensors", reference / "tiny-blobs-run.safetensors")
+
+
+def _edit(edit):
+    def apply(state: dict, path: Path) -> None:
+        edit(state)
+        torch.save(state, path)
+    return apply
+
+
+def _replace(value):
+    def apply(state: dict, path: Path) -> None:
+        torch.save(value, path)
+    return apply
+
+
+def _write(data: bytes):
+    def apply(state: dict, path: Path) -> None:
+        path.write_bytes(data)
+    return apply
+
+
+class NotATensor:
+    """Pickled into a file, it is something ``weights_only`` loading refuses."""
+
+
+MALFORMED = {
+    "empty-file": (_write(b""), "it is an empty file"),
+    "not-torch": (_write(b"PK\x03\x04 not a zip"), "cannot read checkpoint"),
+    "a-python-object": (_replace({"step": NotATensor()}), "vaezoo never unpickles other Python objects"),
+    "a-list": (_replace([1, 2]), "it holds a list, not a dict"),
+    "no-step": (_edit(lambda s: s.pop("step")), "it holds no 'step'"),
+    "no-model": (_edit(lambda s: s.pop("model")), "it holds no 'model'"),
+    "step-negative": (_edit(lambda s: s.update(step=-1)), "its step -1 is not a whole number of at least 0"),
+    "step-text": (_edit(lambda s: s.update(step="5")), "its step '5' is not a whole number of at least 0"),
+    "step-bool": (_edit(lambda s: s.update(step=True)), "its step True is not a whole number"),
+    "step-past-the-end": (_edit(lambda s: s.update(step=100)),
+                          "is at step 100, past this run's last step 16 (2 epochs of 8 steps); pass --epochs 13"),
+    "model-a-tensor": (_edit(lambda s: s.update(model=torch.zeros(3))), "its 'model' is not a state dict of tensors"),
+    "model-missing-key": (_edit(lambda s: s["model"].pop(next(iter(s["model"])))), "does not fit the model"),
+    "model-nan": (_edit(lambda s: next(iter(s["model"].values())).fill_(float("nan"))), "NaN"),
+    "optimizer-not-a-state": (_edit(lambda s: s.update(optimizer={"lr": 1})),
+                              "its 'optimizer' is not an optimiser's state dict"),
+    "optimizer-other-groups": (_edit(lambda s: s["optimizer"]["param_groups"].append(
+        dict(s["optimizer"]["param_groups"][0]))), "does not fit this card's Adam optimiser"),
+    "no-rng": (_edit(lambda s: s.pop("rng_cpu")), "it holds no RNG state"),
+    "rng-random-bytes": (_edit(lambda s: s.update(rng_cpu=torch.randint(0, 256, (5056,), dtype=torch.uint8))),
+                         "its RNG state rng_cpu is not one torch can restore"),
+    "rng-short": (_edit(lambda s: s.update(rng_cpu=torch.zeros(10, dtype=torch.uint8))),
+                  "its RNG state rng_cpu is not one torch can restore"),
+    "rng-float": (_edit(lambda s: s.update(rng_cpu=torch.zeros(5056))), "must be a torch.ByteTensor"),
+    "rng-ranks-not-a-list": (_edit(lambda s: s.update(rng_ranks=3)), "'rng_ranks' is not a list"),
+    "recipe-tampered": (_edit(lambda s: s.update(recipe=s["recipe"].replace('"lr":0.01', '"lr":0.1'))),
+                        "its card name, recipe and fingerprint do not agree"),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED)
+def test_a_malformed_checkpoint_is_one_line_and_stays_as_it_was(stopped_run, capsys, case):
+    card_path, out = stopped_run
+    damage, fragment = MALFORMED[case]
+    checkpoint = out / CHECKPOINT
+    damage(torch.load(checkpoint, weights_only=True), checkpoint)
+    before = checkpoint.read_bytes()
+    code, stdout, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume")
+    assert code == 1 and stdout == ""
+    assert_one_line_error(stderr, str(checkpoint), fragment)
+    assert checkpoint.read_bytes() == before
+
+
+# --- a full disk --------------------------------------------------------------------------------------------
+
+def test_a_full_disk_while_a_checkpoint_is_written_is_one_line_and_keeps_the_previous_one(tiny_data, tmp_path,
+                                                                                          capsys, monkeypatch):
+    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    out = tmp_path / "run"
+    real_save, saves = torch.save, 0
+
+    def save_on_a_full_disk(obj, f) -> None:
+        """The second checkpoint (step 8) fills the disk halfway through, as a file system would report it."""
+        nonlocal saves
+        saves += 1
+        if saves < 2:
+            return real_save(obj, f)
+        buffer = io.BytesIO()
+        real_save(obj, buffer)
+        f.write(buffer.getvalue()[: buffer.tell() // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(torch, "save", save_on_a_full_disk)
+        code, stdout, stderr = cli(capsys, "train", str(card_path), "--out", str(out))
+    assert code == 1 and stdout == ""
+    assert_one_line_error(stderr, f"cannot write {out / CHECKPOINT}: No space left on device",
+                          f"make room, then continue with --resume (the last good checkpoint is {out / CHECKPOINT} "
+                          f"(step 4))")
+    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT], "no temporary file is left"
+    assert _step_of(out / CHECKPOINT) == 4
+
+    assert cli(capsys, "train", str(card_path), "--out", str(out), "--resume")[0] == 0
+    train(_card(), tmp_path / "reference")
+    _same_weights(out / "tiny-blobs-run.safetensors", tmp_path / "reference" / "tiny-blobs-run.safetensors")
+
+
+# --- eval --checkpoint ------------------------------------------------------------------------------------------
+
+def test_eval_checkpoint_says_what_is_wrong_with_a_missing_or_foreign_file(stopped_run, capsys):
+    card_path, out = stopped_run
+    assert cli(capsys, "eval", str(card_path), "--checkpoint", str(out / CHECKPOINT))[0] == 0
+
+    code, _, stderr = cli(capsys, "eval", str(card_path), "--checkpoint", str(out / "missing.pt"))
+    assert code == 1
+    assert_one_line_error(stderr, f"checkpoint {out / 'missing.pt'} does not exist",
+                          "pass OUT/checkpoint.pt of a 'vaezoo train' run")
+
+    (out / "notes.pt").write_text("not a checkpoint")
+    code, _, stderr = cli(capsys, "eval", str(card_path), "--checkpoint", str(out / "notes.pt"))
+    assert code == 1
+    assert_one_line_error(stderr, f"cannot read checkpoint {out / 'notes.pt'}")
+
+    other = tiny_card()
+    other["name"] = "wide"
+    other["model"]["encoder"]["hidden"] = [16]
+    other_path = write_toml(card_path.parent / "wide.toml", other)
+    code, _, stderr = cli(capsys, "eval", str(other_path), "--checkpoint", str(out / CHECKPOINT))
+    assert code == 1
+    assert_one_line_error(stderr, "was made from card 'tiny-blobs', whose model is not card 'wide''s",
+                          "model.encoder.hidden [8] in the checkpoint, [16] in card 'wide'",
+                          "give the card the run was started from")

@@ -37,7 +37,7 @@ def compare(card_metrics: dict, results: dict[str, float], tolerance: float) -> 
 
 def run(args) -> int:
     from vaezoo.cards import write_card
-    from vaezoo.errors import CardError, TrainingError
+    from vaezoo.errors import CardError
     from vaezoo.evaluate import as_metrics, evaluate
     from vaezoo.assemble import load_model
 
@@ -47,14 +47,12 @@ def run(args) -> int:
     if args.write and (args.check or args.checkpoint):
         raise CardError("--write records the card's own weights' metrics: use it without --check and --checkpoint")
     if args.checkpoint:
-        from vaezoo.train import read_checkpoint
+        from vaezoo.checkpoints import check_model, read_checkpoint
 
-        state = read_checkpoint(Path(args.checkpoint))
-        if not isinstance(state, dict) or not isinstance(state.get("model"), dict) or "step" not in state:
-            raise TrainingError(f"{args.checkpoint} is not a checkpoint written by 'vaezoo train' "
-                                f"(no model state and step); pass OUT/checkpoint.pt of a run")
-        model = load_model(card, args.device, state_dict=state["model"], source=f"checkpoint {args.checkpoint}")
-        card = card.model_copy(update={"train": card.train.model_copy(update={"steps": int(state["step"])})})
+        checkpoint = read_checkpoint(Path(args.checkpoint), fix="pass OUT/checkpoint.pt of a 'vaezoo train' run")
+        check_model(checkpoint, card)
+        model = load_model(card, args.device, state_dict=checkpoint.model, source=f"checkpoint {args.checkpoint}")
+        card = card.model_copy(update={"train": card.train.model_copy(update={"steps": checkpoint.step})})
     else:
         model = load_model(card, args.device)
     results = evaluate(model, card, args.data_root, args.device)

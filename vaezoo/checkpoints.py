@@ -1,0 +1,274 @@
+"""Training checkpoints: what one holds, writing it atomically, and reading it back only when it fits.
+
+A checkpoint (``OUT/checkpoint.pt``, read with ``weights_only``) holds the model, the optimiser, the
+step and the RNG states at the start of that step (every rank's under DDP), and the recipe it was made
+from with its fingerprint. The recipe is what decides the run: the card's ``architecture``, its
+``model`` section, and its ``train`` section without :data:`FREE_FIELDS`, the fields that may change
+between a run and its resumption (``epochs`` extends or shortens a run, ``checkpoint_every`` only says
+how often to save, ``budget`` and ``steps`` are records). The fingerprint is the sha256 of the recipe's
+canonical JSON (keys sorted, no spaces). ``--resume`` refuses a checkpoint whose fingerprint is not the
+card's, naming both cards and the fields that differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from vaezoo.cards import Card
+from vaezoo.errors import TrainingError
+from vaezoo.files import atomic_save
+from vaezoo.terminal import printable
+
+if TYPE_CHECKING:
+    from vaezoo.model import VAE
+
+CHECKPOINT = "checkpoint.pt"
+"""The checkpoint's file name in a run's ``--out`` folder."""
+
+FREE_FIELDS = frozenset({"epochs", "checkpoint_every", "budget", "steps"})
+"""Fields of the card's ``train`` section left out of the fingerprint: a resumed run may change them."""
+
+_SHOWN_DIFFERENCES = 3  # fields named in the message of a checkpoint that does not fit
+
+
+def recipe_of(card: Card) -> dict[str, Any]:
+    """What decides a run of ``card``: its architecture, its ``model`` section and its ``train`` section
+    without :data:`FREE_FIELDS`, as JSON values."""
+    return {"architecture": card.architecture, "model": json.loads(_canonical(card.model)),
+            "train": card.train.model_dump(mode="json", exclude=set(FREE_FIELDS))}
+
+
+def fingerprint(recipe: dict[str, Any]) -> str:
+    """The hex sha256 of ``recipe``'s canonical JSON (keys sorted, no spaces)."""
+    return hashlib.sha256(_canonical(recipe).encode()).hexdigest()
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint read back and checked for structure by :func:`read_checkpoint`.
+
+    Attributes:
+        path: the file.
+        step: the step the run continues from.
+        model: the model's state dict.
+        optimizer: the optimiser's state dict.
+        rng: the RNG states: ``rng_cpu`` (and ``rng_cuda``) of one process, or ``rng_ranks``, one per rank.
+        card: the name of the card the run was started from; None in checkpoints written before vaezoo stored it.
+        recipe: the recipe of that card (see :func:`recipe_of`); None in checkpoints written before vaezoo stored it.
+    """
+
+    path: Path
+    step: int
+    model: dict[str, torch.Tensor]
+    optimizer: dict[str, Any]
+    rng: dict[str, Any]
+    card: str | None
+    recipe: dict[str, Any] | None
+
+
+def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: torch.optim.Optimizer, step: int,
+                     rng: dict[str, Any], fix: str) -> None:
+    """Write a checkpoint of ``model`` and ``optimizer`` at ``step`` atomically.
+
+    Args:
+        path: the checkpoint file.
+        card: the card the run was started from (its name and recipe are stored).
+        model, optimizer: what to save.
+        step: the step the run continues from.
+        rng: the RNG states at the start of ``step`` (``rng_cpu``/``rng_cuda``, or ``rng_ranks``).
+        fix: what the error message tells the user to do when the file cannot be written (a full disk).
+
+    Raises:
+        OutputError: the file cannot be written; ``path`` keeps its previous checkpoint, no temporary file stays.
+    """
+    recipe = recipe_of(card)
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, **rng,
+             "card": card.name, "recipe": _canonical(recipe), "fingerprint": fingerprint(recipe)}
+
+    def write(tmp: Path) -> None:
+        # Through a Python file: torch.save to a path reports a full disk as a RuntimeError, not an OSError.
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+
+    atomic_save(path, write, fix)
+
+
+def read_checkpoint(path: Path, fix: str) -> Checkpoint:
+    """Read the checkpoint at ``path`` and check its structure.
+
+    Args:
+        path: the file.
+        fix: what the error message tells the user to do when the file is not a usable checkpoint.
+
+    Returns:
+        The checkpoint.
+
+    Raises:
+        TrainingError: one line naming what is wrong: no such file, unreadable, not a checkpoint of
+            ``vaezoo train`` (which part is missing or malformed: model, optimiser, step, RNG state, recipe).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TrainingError(f"checkpoint {path} does not exist; {fix}")
+    if path.is_dir():
+        raise TrainingError(f"checkpoint {path} is a folder, not a checkpoint file; {fix}")
+    if path.stat().st_size == 0:
+        raise TrainingError(f"cannot read checkpoint {path}: it is an empty file; {fix}")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise TrainingError(f"cannot read checkpoint {path}: it is not a file of tensors and plain values saved by "
+                            f"torch (vaezoo never unpickles other Python objects); {fix}") from None
+    except Exception as exc:  # noqa: BLE001 (a damaged or foreign file makes torch.load raise many kinds of errors)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TrainingError(f"cannot read checkpoint {path} ({first}); {fix}") from None
+
+    def bad(what: str) -> TrainingError:
+        return TrainingError(f"{path} is not a checkpoint written by 'vaezoo train' ({what}); {fix}")
+
+    if not isinstance(state, dict):
+        raise bad(f"it holds a {type(state).__name__}, not a dict")
+    for key in ("model", "optimizer", "step"):
+        if key not in state:
+            raise bad(f"it holds no '{key}'")
+    model = state["model"]
+    if not isinstance(model, dict) or not all(isinstance(k, str) and torch.is_tensor(v) for k, v in model.items()):
+        raise bad("its 'model' is not a state dict of tensors")
+    optimizer = state["optimizer"]
+    if not isinstance(optimizer, dict) or not {"state", "param_groups"} <= optimizer.keys():
+        raise bad("its 'optimizer' is not an optimiser's state dict")
+    step = state["step"]
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise bad(f"its step {step!r} is not a whole number of at least 0")
+    rng = {key: state[key] for key in ("rng_cpu", "rng_cuda", "rng_ranks") if key in state}
+    _check_rng(rng, bad)
+    card, recipe = state.get("card"), state.get("recipe")
+    if recipe is not None:
+        try:
+            recipe = json.loads(recipe)
+        except (TypeError, ValueError):
+            recipe = None
+        if not isinstance(card, str) or not isinstance(recipe, dict) or state.get("fingerprint") != fingerprint(recipe):
+            raise bad("its card name, recipe and fingerprint do not agree")
+    return Checkpoint(path, step, model, optimizer, rng, card, recipe)
+
+
+def _check_rng(rng: dict[str, Any], bad) -> None:
+    """Refuse RNG states torch would not take: each CPU state is tried on the generator, which is then restored."""
+    if "rng_ranks" in rng:
+        ranks = rng["rng_ranks"]
+        if not isinstance(ranks, list) or not ranks or not all(isinstance(r, dict) and "cpu" in r for r in ranks):
+            raise bad("its 'rng_ranks' is not a list of each rank's RNG states")
+        cpu = [(f"rng_ranks[{i}]", r["cpu"]) for i, r in enumerate(ranks)]
+    elif "rng_cpu" in rng:
+        cpu = [("rng_cpu", rng["rng_cpu"])]
+    else:
+        raise bad("it holds no RNG state")
+    current = torch.get_rng_state()
+    try:
+        for name, state in cpu:
+            try:
+                torch.set_rng_state(state)
+            except (RuntimeError, TypeError) as exc:
+                raise bad(f"its RNG state {name} is not one torch can restore: {exc}") from None
+    finally:
+        torch.set_rng_state(current)
+    cuda = rng.get("rng_cuda", [])
+    if not isinstance(cuda, list) or not all(torch.is_tensor(s) and s.dtype == torch.uint8 for s in cuda):
+        raise bad("its 'rng_cuda' is not a list of CUDA RNG states")
+
+
+def check_recipe(checkpoint: Checkpoint, card: Card) -> None:
+    """Refuse to resume ``checkpoint`` with ``card`` unless both have the same recipe (see :func:`recipe_of`).
+
+    A checkpoint written before vaezoo stored recipes holds none: it is resumed with a warning on stderr.
+
+    Raises:
+        TrainingError: naming both cards and the fields that differ.
+    """
+    if checkpoint.recipe is None:
+        print(printable(f"warning: {checkpoint.path} holds no recipe (an older vaezoo wrote it), so it cannot be "
+                        f"checked against card '{card.name}'"), file=sys.stderr)
+        return
+    mine = recipe_of(card)
+    if fingerprint(mine) != fingerprint(checkpoint.recipe):
+        raise TrainingError(f"checkpoint {checkpoint.path} was made from card '{checkpoint.card}' with another "
+                            f"recipe than card '{card.name}': {_differences(checkpoint.recipe, mine, card.name)}; "
+                            f"resume with the card that started the run, or choose another --out")
+
+
+def check_model(checkpoint: Checkpoint, card: Card) -> None:
+    """Refuse to load ``checkpoint``'s weights into ``card``'s model unless it was made from the same model.
+
+    Raises:
+        TrainingError: naming both cards and the model fields that differ.
+    """
+    if checkpoint.recipe is None:
+        return  # loading the weights still checks every tensor's name and shape
+    theirs = {k: checkpoint.recipe[k] for k in ("architecture", "model") if k in checkpoint.recipe}
+    mine = {k: v for k, v in recipe_of(card).items() if k != "train"}
+    if fingerprint(mine) != fingerprint(theirs):
+        raise TrainingError(f"checkpoint {checkpoint.path} was made from card '{checkpoint.card}', whose model is "
+                            f"not card '{card.name}''s: {_differences(theirs, mine, card.name)}; "
+                            f"give the card the run was started from")
+
+
+def _differences(theirs: dict[str, Any], mine: dict[str, Any], name: str) -> str:
+    """Where two recipes differ: ``model.hidden 32 in the checkpoint, 64 in card 'NAME'``, the first few."""
+    shown = [f"{key} {_show(a)} in the checkpoint, {_show(b)} in card '{name}'" for key, a, b in _diff(theirs, mine)]
+    more = f" and {len(shown) - _SHOWN_DIFFERENCES} more" if len(shown) > _SHOWN_DIFFERENCES else ""
+    return "; ".join(shown[:_SHOWN_DIFFERENCES]) + more
+
+
+_ABSENT = object()
+
+
+def _diff(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """The dotted keys where ``a`` and ``b`` differ, with both values (:data:`_ABSENT` where a key is missing)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = sorted(set(a) | set(b))
+        return [d for k in keys for d in _diff(a.get(k, _ABSENT), b.get(k, _ABSENT), f"{prefix}.{k}" if prefix else k)]
+    return [] if a == b else [(prefix, a, b)]
+
+
+def _show(value: Any) -> str:
+    return "absent" if value is _ABSENT else json.dumps(value, ensure_ascii=False)
+
+
+def restore_rng(checkpoint: Checkpoint, rank: int, world: int, device: torch.device) -> bool:
+    """Set this process's RNG states to those ``checkpoint`` holds for it.
+
+    Returns:
+        False when the checkpoint holds no states for a run of ``world`` processes (it was made with another
+        number of processes); nothing is set then.
+    """
+    ranks = checkpoint.rng.get("rng_ranks")
+    if world == 1 and ranks is None:
+        torch.set_rng_state(checkpoint.rng["rng_cpu"])
+        if "rng_cuda" in checkpoint.rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(checkpoint.rng["rng_cuda"])
+        return True
+    if ranks is None or len(ranks) != world:
+        return False
+    torch.set_rng_state(ranks[rank]["cpu"])
+    if "cuda" in ranks[rank] and device.type == "cuda":
+        torch.cuda.set_rng_state(ranks[rank]["cuda"], device)
+    return True
+
+
+def remove_temporaries(path: Path) -> None:
+    """Remove the temporary files that runs killed while writing the checkpoint ``path`` left beside it."""
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)

@@ -1,0 +1,105 @@
+"""The progress of a training run on stderr: a live bar on a terminal, a plain line every few steps in logs.
+
+Both show the epoch, the step, the loss and its terms, the KL of each latent part, the regularizers'
+targets (e.g. capacities), images/s and the time left. ``VAEZOO_PROGRESS=0`` turns both off, as it
+does for :mod:`vaezoo.progress`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Self
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.text import Text
+
+from vaezoo.terminal import printable
+
+
+class Reporter:
+    """Training progress on stderr: a live display on a terminal, a line every ``every`` steps otherwise.
+
+    Values come as a callable read only when shown, so the loop does not wait for every step's numbers.
+    Their names come from plugins (regularizers' terms): they are shown as text, never as markup.
+
+    Args:
+        total: the run's last step.
+        start: the step the run starts from (a resumed run starts past 0).
+        per_epoch: steps per epoch.
+        every: steps between lines when stderr is not a terminal.
+        refresh: seconds between updates of the values on a terminal.
+        console: a rich console (default: stderr).
+    """
+
+    def __init__(self, total: int, start: int, per_epoch: int, every: int = 200, refresh: float = 0.5,
+                 console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self.total, self.start, self.per_epoch, self.every, self.refresh = total, start, per_epoch, every, refresh
+        self.epochs = math.ceil(total / per_epoch)
+        self.t0 = self.shown = time.perf_counter()
+        self.images = 0
+        self.quiet = os.environ.get("VAEZOO_PROGRESS", "1") == "0"
+        self.display = _Display(self.console, total, start) if self.console.is_terminal and not self.quiet else None
+
+    def update(self, step: int, images: int, values: Callable[[], dict[str, float]]) -> None:
+        """Record that ``step`` is done after ``images`` more images; show ``values()`` when it is time to."""
+        self.images += images
+        if self.quiet:
+            return
+        now = time.perf_counter()
+        last = step == self.total
+        if self.display is not None:
+            self.display.advance_to(step)
+            if now - self.shown < self.refresh and not last:
+                return
+        elif step % self.every and not last:
+            return
+        self.shown = now
+        epoch = f"epoch {(step - 1) // self.per_epoch + 1}/{self.epochs}"
+        rate = f"{self.images / max(now - self.t0, 1e-9):.0f} img/s"
+        terms = printable("  ".join(f"{k} {v:.4g}" for k, v in values().items()))
+        if self.display is not None:
+            self.display.show(epoch, rate, terms)
+        else:
+            left = (self.total - step) * (now - self.t0) / max(step - self.start, 1)
+            eta = datetime.timedelta(seconds=round(left))
+            self.console.print(f"{epoch} step {step}/{self.total} | {terms} | {rate} | eta {eta}",
+                               markup=False, highlight=False, soft_wrap=True)
+
+    def close(self) -> None:
+        """Stop the live display, leaving its last state on screen."""
+        if self.display is not None:
+            self.display.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _Display(Progress):
+    """A progress bar (epoch, step, images/s, ETA) with the latest values on a line below it."""
+
+    def __init__(self, console: Console, total: int, start: int):
+        self.values = Text()  # before Progress.__init__, which may already render
+        super().__init__(TextColumn("{task.fields[epoch]}"), BarColumn(), TextColumn("step"), MofNCompleteColumn(),
+                         TextColumn("{task.fields[rate]}"), TextColumn("eta"), TimeRemainingColumn(), console=console)
+        self.task = self.add_task("training", total=total, completed=start, epoch="", rate="")
+        self.start()
+
+    def advance_to(self, step: int) -> None:
+        self.update(self.task, completed=step)
+
+    def show(self, epoch: str, rate: str, values: str) -> None:
+        self.values = Text(values)
+        self.update(self.task, epoch=epoch, rate=rate)
+
+    def get_renderables(self):
+        yield self.make_tasks_table(self.tasks)
+        yield self.values
