@@ -166,7 +166,8 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
-COMMANDS = _subparsers()
+# push uploads to the Hugging Face Hub: tests/test_hf_hub.py runs it against a stand-in, never the real Hub
+COMMANDS = {name: parser for name, parser in _subparsers().items() if name != "push"}
 # paths are relative: commands run in a temporary directory and must not write outside it
 WORDS = st.sampled_from(["tiny-blobs", "cards/tiny.toml", "cards/tiny.safetensors", "jointvae-mnist", "out",
                          "out/x.png", "missing/x", "", "-", "*", "cpu", "cuda", "meta", "cuda:7", "mps",
