@@ -87,3 +87,132 @@ def test_mnist_is_read_and_resized_as_torchvision_resizes_it(mnist_root):
         assert np.array_equal(data.images[i, 0].numpy(), expected), i
     batch = data.batch(slice(0, 8))
     assert batch.dtype == torch.float32 and 0 <= batch.min() and batch.max() <= 1
+
+
+def _chairs_folder(root, chairs: int = 2, views: int = 3, size: int = 64):
+    """A folder laid out as the original JointVAE code read Chairs: one subfolder per chair of grey renders."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    expected = []
+    for chair in range(chairs):
+        folder = root / "rendered_chairs_64" / f"chair_{chair:04d}" / "renders"
+        folder.mkdir(parents=True)
+        for view in range(views):
+            rgb = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+            Image.fromarray(rgb).save(folder / f"image_{view:03d}.png")
+            expected.append(np.asarray(Image.fromarray(rgb).convert("L")))
+    return np.stack(expected)
+
+
+def test_chairs_are_read_as_the_original_imagefolder_in_grey_levels(tmp_path, monkeypatch):
+    from torchvision import transforms
+    from torchvision.datasets import ImageFolder
+
+    expected = _chairs_folder(tmp_path)
+    monkeypatch.setattr("vaezoo.data.chairs.IMAGES", 6)  # the real folder holds 86,366 renders
+    data = load_dataset("chairs", tmp_path, "test")
+    assert data.images.shape == (6, 1, 64, 64) and data.images.dtype == torch.uint8
+    assert np.array_equal(data.images[:, 0].numpy(), expected)
+    original = ImageFolder(str(tmp_path / "rendered_chairs_64"),
+                           transform=transforms.Compose([transforms.Grayscale(), transforms.ToTensor()]))
+    reference = torch.stack([original[i][0] for i in range(len(original))])
+    torch.testing.assert_close(data.batch(slice(None)), reference, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("arrange, message", [
+    (lambda root: None, "chairs not found: vaezoo looked for {root}/rendered_chairs_64 (from --data-root); "
+                        "center-crop the renders"),
+    (lambda root: (root / "rendered_chairs_64").mkdir(), "holds no images in one subfolder per chair"),
+    (lambda root: _chairs_folder(root, 1, 2), "chairs: found 2 images in {root}/rendered_chairs_64, expected 86,366"),
+    (lambda root: _chairs_folder(root, 1, 1, size=600), "is 600x600, not 64x64; center-crop the renders"),
+])
+def test_a_chairs_folder_that_does_not_fit_is_one_line(tmp_path, monkeypatch, arrange, message):
+    arrange(tmp_path)
+    if "600x600" in message:
+        monkeypatch.setattr("vaezoo.data.chairs.IMAGES", 1)
+    with pytest.raises(DataError) as info:
+        load_dataset("chairs", tmp_path)
+    text = str(info.value)
+    assert message.format(root=tmp_path) in text and "\n" not in text
+    assert "https://www.di.ens.fr/willow/research/seeing3Dchairs/" in text
+
+
+def test_pointing_at_the_chairs_folder_itself_gets_a_hint(tmp_path):
+    (tmp_path / "rendered_chairs_64").mkdir()
+    with pytest.raises(DataError, match="looks like the rendered_chairs_64 folder itself"):
+        load_dataset("chairs", tmp_path / "rendered_chairs_64")
+
+
+def test_a_missing_celeba_lists_the_missing_files_in_one_line(tmp_path):
+    (tmp_path / "celeba").mkdir()
+    (tmp_path / "celeba" / "list_eval_partition.txt").write_text("000001.jpg 0\n")
+    with pytest.raises(DataError) as info:
+        load_dataset("celeba", tmp_path, "test")
+    text = str(info.value)
+    assert text.startswith(f"celeba not found: vaezoo looked in {tmp_path / 'celeba'} (from --data-root) and is "
+                           f"missing img_align_celeba/, list_attr_celeba.txt, identity_CelebA.txt")
+    assert "list_eval_partition.txt" not in text.split("missing", 1)[1].split(";")[0]
+    assert "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html" in text and "\n" not in text
+
+
+def test_a_failed_celeba_download_is_one_line(tmp_path, monkeypatch):
+    from torchvision.datasets import CelebA
+
+    def failing_download(self):
+        raise RuntimeError("Too many users have viewed or downloaded this file recently.\nTry again later.")
+
+    monkeypatch.delenv("VAEZOO_DATA", raising=False)
+    monkeypatch.setattr("vaezoo.data.base.default_data_dir", lambda: tmp_path)
+    monkeypatch.setattr(CelebA, "download", failing_download)
+    with pytest.raises(DataError) as info:
+        load_dataset("celeba")
+    assert str(info.value).startswith(f"could not download celeba into {tmp_path / 'celeba'} (Too many users have "
+                                      f"viewed or downloaded this file recently.); Google Drive often refuses it")
+    assert "\n" not in str(info.value)
+
+
+def _celeba_folder(root, partition):
+    """CelebA in torchvision's layout: aligned 178x218 faces, the split file and (empty) label files."""
+    from PIL import Image
+    from torchvision.datasets import CelebA
+
+    folder = root / "celeba"
+    (folder / "img_align_celeba").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    names = [f"{i + 1:06d}.jpg" for i in range(len(partition))]
+    for name in names:
+        Image.fromarray(rng.integers(0, 256, (218, 178, 3), dtype=np.uint8)).save(folder / "img_align_celeba" / name)
+    rows = {"list_eval_partition.txt": [f"{n} {p}" for n, p in zip(names, partition)],
+            "identity_CelebA.txt": [f"{n} 1" for n in names],
+            "list_bbox_celeba.txt": [str(len(names)), "image_id x_1 y_1 width height"] + [f"{n} 0 0 1 1" for n in names],
+            "list_landmarks_align_celeba.txt": [str(len(names)), "lefteye_x lefteye_y"] + [f"{n} 0 0" for n in names],
+            "list_attr_celeba.txt": [str(len(names)), "Smiling"] + [f"{n} 1" for n in names]}
+    for name, lines in rows.items():
+        (folder / name).write_text("\n".join(lines) + "\n")
+    return folder, names, CelebA
+
+
+def test_celeba_faces_are_resized_whole_to_64x64_rgb(tmp_path, monkeypatch):
+    from PIL import Image
+
+    folder, names, CelebA = _celeba_folder(tmp_path, [0, 2, 2, 1])
+    monkeypatch.setattr(CelebA, "_check_integrity", lambda self: True)  # the label files are stand-ins
+    data = load_dataset("celeba", tmp_path, "test")
+    assert data.images.shape == (2, 3, 64, 64) and data.images.dtype == torch.uint8
+    for image, name in zip(data.images, [names[1], names[2]]):
+        expected = np.asarray(Image.open(folder / "img_align_celeba" / name).convert("RGB")
+                              .resize((64, 64), Image.LANCZOS))
+        assert np.array_equal(image.permute(1, 2, 0).numpy(), expected)
+
+
+def test_celeba_and_chairs_describe_their_splits_without_reading_files():
+    from vaezoo.plugins import registry
+
+    celeba, chairs = registry("dataset")["celeba"], registry("dataset")["chairs"]
+    assert (celeba.info("train").size, celeba.info("test").size) == (162_770, 19_962)
+    assert (celeba.info("test").channels, celeba.info("test").image_size) == (3, 64)
+    assert (chairs.info("test").size, chairs.info().channels, chairs.info().image_size) == (86_366, 1, 64)
+    for dataset, split in [(celeba, "validation"), (chairs, "valid")]:
+        with pytest.raises(DataError, match=f"has splits .*not '{split}'"):
+            dataset.info(split)

@@ -20,12 +20,12 @@ from helpers import ORIGINAL_JOINTVAE
 from torch import nn
 
 import vaezoo
-from vaezoo.cards import parse_card
+from vaezoo.assemble import build_model, data_info, load_dataset, load_weights
+from vaezoo.cards import get_card, parse_card
 from vaezoo.cli import main
-from vaezoo.assemble import load_dataset
 from vaezoo.errors import VaezooError
-from vaezoo.assemble import build_model, load_weights
 from vaezoo.plugins import registry
+from vaezoo.testing import check_card
 from vaezoo.weights import load_state_dict, read_metadata, sha256_of
 
 GEOMETRY = {"mnist": (1, 32), "fashion_mnist": (1, 32), "dsprites": (1, 64), "chairs": (1, 64), "celeba": (3, 64)}
@@ -141,11 +141,80 @@ def test_converted_model_matches_the_original_layers(tmp_path, dataset, continuo
 
     card = parse_card(card_path)
     channels, size = GEOMETRY[dataset]
-    assert (card.model["channels"], card.model["image_size"]) == (channels, size)
+    assert not {"channels", "image_size"} & set(card.model)  # the dataset knows them
+    info = data_info(card)
+    assert (info.channels, info.image_size) == (channels, size)
     assert (card.model["continuous"], card.model["discrete"]) == (continuous, discrete)
+    assert card.license.startswith("unknown") and "commit" not in card.summary  # not a published checkpoint
     model = load_card(card_path)
     x = torch.rand(6, channels, size, size, generator=torch.Generator().manual_seed(1))
     assert_same_outputs(model, net, x)
+
+
+RELEASES = {"mnist": "mnist", "fashion": "fashion_mnist", "dsprites": "dsprites", "chairs": "chairs",
+            "celeba": "celeba"}
+
+
+def published(release: str) -> Path:
+    """The original code's released checkpoint ``release`` in ../shared; skips when it is absent."""
+    path = ORIGINAL_JOINTVAE.parent / f"{release}.pt"
+    if not path.is_file():
+        pytest.skip(f"original JointVAE checkpoint not found at {path} (../shared beside the repository)")
+    return path
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_each_published_checkpoint_converts_with_its_recipe_licence_and_layers(tmp_path, release):
+    path, dataset = published(release), RELEASES[release]
+    specs = json.loads(path.with_name(f"{release}.specs.json").read_text())
+    card_path = convert(path, tmp_path, dataset)
+
+    card = parse_card(card_path)
+    assert (card.model["continuous"], card.model["discrete"]) == (specs["latent_spec"]["cont"],
+                                                                 specs["latent_spec"]["disc"])
+    assert card.model["capacity"] == {"continuous": specs["cont_capacity"], "discrete": specs["disc_capacity"]}
+    assert (card.train.epochs, card.train.batch_size, card.train.optimizer.lr) == (
+        specs["epochs"][0], specs["batch_size"], specs["lr"][0])
+    assert specs["dataset"] == dataset == card.train.data.name
+    licence = path.with_name("LICENSE").read_text()
+    copyright_line = next(line for line in licence.splitlines() if line.startswith("Copyright"))
+    assert licence.startswith("MIT License") and card.license == f"MIT ({copyright_line})"
+    assert copyright_line in card.summary and "commit 80fa464" in card.summary
+    assert f"trained_models/{release}/model.pt" in card.summary and "Emilien Dupont" in card.summary
+
+    net = original_jointvae(*GEOMETRY[dataset], specs["latent_spec"]["cont"], specs["latent_spec"]["disc"])
+    net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    channels, size = GEOMETRY[dataset]
+    x = torch.rand(8, channels, size, size, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    # in float64: trained weights make float32's summation order show at 1e-5 in the decoded pixels
+    assert_same_outputs(load_card(card_path).double(), net.double(), x)
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_the_zoo_entry_of_each_published_checkpoint_is_its_conversion(tmp_path, release):
+    card_path = convert(published(release), tmp_path, RELEASES[release])
+    name = f"jointvae-original-{release}"
+    entry = check_card(name)
+    converted = load_card(card_path).state_dict()
+    assert entry.state_dict().keys() == converted.keys()
+    assert all(torch.equal(entry.state_dict()[k], v) for k, v in converted.items())
+    shipped, fresh = get_card(name), parse_card(card_path)
+    # eval --write adds metrics, python -m vaezoo_jointvae.labels --write the labels; the summary says where
+    made_here = {"name", "summary", "weights", "metrics", "labels"}
+    assert shipped.model_dump(exclude=made_here) == fresh.model_dump(exclude=made_here)
+    assert shipped.summary.startswith(fresh.summary)
+    if not shipped.metrics:
+        assert "not measured here" in shipped.summary and f"vaezoo eval {name}" in shipped.summary
+
+
+def test_a_published_checkpoint_is_refused_with_another_dataset(tmp_path, capsys):
+    path = published("fashion")
+    out = tmp_path / "out"
+    assert main(["convert", "jointvae-original", str(path), "--dataset", "mnist", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"error: {path} is the original code's released fashion model, trained on fashion_mnist, not "
+                   f"mnist; pass --dataset fashion_mnist\n")
+    assert not out.exists()
 
 
 def test_cli_writes_weights_and_a_card_without_metrics(tmp_path, capsys):

@@ -68,3 +68,37 @@ def test_the_labels_command_reports_a_bad_card_in_one_line(tmp_path, capsys):
     assert main([str(tmp_path / "missing.toml")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def _small_jointvae(seed: int = 0):
+    import torch
+
+    from vaezoo.assemble import build_part
+
+    torch.manual_seed(seed)
+    spec = {"type": "jointvae", "image_size": 64, "channels": 1, "continuous": 2, "discrete": [3]}
+    return build_part("architecture", spec).eval()
+
+
+def test_shape_accuracy_matches_the_categorical_argmax_to_dsprites_shapes():
+    from vaezoo.assemble import load_dataset
+    from vaezoo_jointvae.metrics import shape_accuracy
+
+    data = load_dataset("dsprites", subset=500, subset_seed=3)
+    model = _small_jointvae()
+    predicted = model.predict_category(data.batch(slice(None)))[:, 0].numpy()
+    shapes = data.factors[:, data.factor_names.index("shape")].numpy()
+    assert shape_accuracy(model, data) == pytest.approx(matched_accuracy(predicted, shapes))
+    assert shape_accuracy(model, data, batch_size=7) == shape_accuracy(model, data)
+
+
+def test_shape_accuracy_needs_a_shape_factor_and_a_categorical(mnist_root):
+    from vaezoo.assemble import load_dataset
+    from vaezoo.errors import VaezooError
+    from vaezoo_jointvae.metrics import shape_accuracy
+
+    digits = load_dataset("mnist", mnist_root, "test", image_size=32)
+    with pytest.raises(VaezooError, match="shape_accuracy needs a dataset with a 'shape' factor .* has no factors"):
+        shape_accuracy(_small_jointvae(), digits)
+    with pytest.raises(VaezooError, match="shape_accuracy needs a model with a categorical latent part"):
+        shape_accuracy(object(), load_dataset("dsprites", subset=10))

@@ -26,7 +26,20 @@ from vaezoo.registry import close_matches
 PAPER = ("Dupont (2018), Learning Disentangled Joint Continuous and Discrete Representations, NeurIPS. "
          "https://arxiv.org/abs/1804.00104")
 SOURCE = "https://github.com/Schlumberger/joint-vae"
+COMMIT = "80fa464"
+"""The commit of :data:`SOURCE` whose ``trained_models/`` hold the checkpoints of :data:`RELEASES`."""
+COPYRIGHT = "Copyright (c) 2018 Schlumberger"
+"""The copyright line of the original code's MIT LICENSE, which covers its released models."""
 TEMPERATURE = 0.67  # the original code's default; checkpoints do not store it
+
+# sha256 of each trained_models/RELEASE/model.pt at COMMIT -> RELEASE.
+RELEASES = {
+    "6bb4cef31bdc19e36e725d57d98c91901a390dbfa11bb0c5e79a95b3d2dbd8da": "mnist",
+    "d3cde91b06da06b24745dbace6fa72afb3e0902542ff8eae62c2072e00344df1": "fashion",
+    "86f4ba5b864f619ec412ed7c9906140d178128252f444ded0c949112a788e0cc": "dsprites",
+    "8d84c03186bd4a6ac5f0685a8a8f9fe97db722e6c9e43ad7ca40fefe8729891a": "chairs",
+    "4b513e2038c7ea2942637e83f7a19f6d99fd16dff1268dd337b101001008d53f": "celeba",
+}
 
 # Original key prefix -> ours. Layer indices inside each nn.Sequential are the same.
 PREFIXES = {
@@ -39,37 +52,63 @@ ALPHAS_KEY = re.compile(r"fc_alphas\.(\d+)\.weight")
 
 Capacity = tuple[float, float, int, float]  # [min, max, iterations, gamma], as in the original Trainer
 
+# The disentanglement metric suite, for a dataset with ground-truth factors. mig_chen and total_correlation
+# read the continuous part's posteriors; the others read mean codes from the table shape_accuracy fills.
+# DCI is left out: its gradient-boosted trees (about 14,000 on dSprites' factors) ran over 10 minutes on one
+# CPU core, longer than the rest of the evaluation together.
+FACTOR_METRICS = ("mig_chen", "total_correlation", "mig_dlib", "betavae_score", "factorvae_score", "sap_score",
+                  "modularity", "explicitness", "gaussian_total_correlation", "mutual_info_score")
+
 
 @dataclass(frozen=True)
 class OriginalSetup:
     """How the original code fed and trained a model of one dataset.
 
-    The input geometry is that of the original ``utils/load_model.py``; the recipe is
-    that of the released model in ``trained_models/<release>/specs.json``. Those files
-    list several epoch counts (e.g. ``[100, 101, 102]``); the first is taken.
+    The input geometry is the registered dataset's (with ``data_options``, as the original
+    ``utils/dataloaders.py`` read it); the recipe is that of the released model in
+    ``trained_models/<release>/specs.json``. Those files list several epoch counts
+    (e.g. ``[100, 101, 102]``); the first is taken.
+
+    Attributes:
+        input: how the dataset's images become the model's input, in words (the card's ``[input]``).
+        interpolation: the PIL filter that resized them.
+        categorical_metric: the metric that scores the first categorical part, if the dataset has
+            what it needs (labels or a shape factor).
+        factor_metrics: metrics of the continuous code against the dataset's ground-truth factors.
     """
 
-    channels: int
-    image_size: int
     release: str
     continuous_capacity: Capacity
     discrete_capacity: Capacity
     epochs: int
     lr: float
+    input: str
+    interpolation: str = "bilinear"
     batch_size: int = 64
-    labelled: bool = False
+    categorical_metric: str | None = None
+    factor_metrics: tuple[str, ...] = ()
     data_options: dict[str, Any] = field(default_factory=dict)
 
 
 SETUPS: dict[str, OriginalSetup] = {
-    "mnist": OriginalSetup(1, 32, "mnist", (0.0, 5.0, 25000, 30.0), (0.0, 5.0, 25000, 30.0), 100, 5e-4,
-                           labelled=True, data_options={"image_size": 32}),
-    "fashion_mnist": OriginalSetup(1, 32, "fashion", (0.0, 5.0, 50000, 100.0), (0.0, 10.0, 50000, 100.0), 100,
-                                   5e-4, labelled=True, data_options={"image_size": 32}),
-    "dsprites": OriginalSetup(1, 64, "dsprites", (0.0, 40.0, 300000, 150.0), (0.0, 1.1, 300000, 150.0), 29, 5e-4),
-    "chairs": OriginalSetup(1, 64, "chairs", (0.0, 30.0, 100000, 300.0), (0.0, 5.0, 100000, 300.0), 100, 1e-4,
-                            data_options={"image_size": 64}),
-    "celeba": OriginalSetup(3, 64, "celeba", (0.0, 50.0, 100000, 100.0), (0.0, 10.0, 100000, 100.0), 100, 5e-4,
+    "mnist": OriginalSetup("mnist", (0.0, 5.0, 25000, 30.0), (0.0, 5.0, 25000, 30.0), 100, 5e-4,
+                           "MNIST's 28x28 uint8 digits resized to 32x32 with PIL's bilinear filter, divided by 255",
+                           categorical_metric="cluster_accuracy", data_options={"image_size": 32}),
+    "fashion_mnist": OriginalSetup("fashion", (0.0, 5.0, 50000, 100.0), (0.0, 10.0, 50000, 100.0), 100, 5e-4,
+                                   "Fashion-MNIST's 28x28 uint8 images resized to 32x32 with PIL's bilinear filter, "
+                                   "divided by 255",
+                                   categorical_metric="cluster_accuracy", data_options={"image_size": 32}),
+    "dsprites": OriginalSetup("dsprites", (0.0, 40.0, 300000, 150.0), (0.0, 1.1, 300000, 150.0), 29, 5e-4,
+                              "dSprites' 64x64 binary images (pixels 0 or 1) as floats 0.0 and 1.0, not resized; give "
+                              "the official file's 0/1 arrays as bool or float, not as uint8 (read as 0-255)",
+                              categorical_metric="shape_accuracy", factor_metrics=FACTOR_METRICS,
+                              data_options={"source": "render"}),
+    "chairs": OriginalSetup("chairs", (0.0, 30.0, 100000, 300.0), (0.0, 5.0, 100000, 300.0), 100, 1e-4,
+                            "the chair renders center-cropped and resized to 64x64 beforehand (the original code's "
+                            "rendered_chairs_64 folder), made grey as PIL's convert('L') does, divided by 255"),
+    "celeba": OriginalSetup("celeba", (0.0, 50.0, 100000, 100.0), (0.0, 10.0, 100000, 100.0), 100, 5e-4,
+                            "CelebA's aligned 178x218 RGB faces resized whole (no crop) to 64x64 with PIL's "
+                            "Lanczos filter, divided by 255", interpolation="lanczos",
                             data_options={"image_size": 64}),
 }
 
@@ -168,9 +207,11 @@ def to_vaezoo(state: dict[str, Tensor], continuous: int, categorical_parts: int)
 def convert_original(path: Path, out: Path, dataset: str, name: str | None = None) -> Path:
     """Convert a checkpoint of the original JointVAE code into ``out/NAME.safetensors`` and ``out/NAME.toml``.
 
-    The card describes the model (the latent layout read from the checkpoint, the
-    input geometry and capacity schedule the original code used for ``dataset``)
-    and carries no metrics: ``vaezoo eval out/NAME.toml --write`` measures and records them.
+    The card describes the model (the latent layout read from the checkpoint, the recipe the
+    original code used for ``dataset``; the input geometry is the registered dataset's) and carries
+    no metrics: ``vaezoo eval out/NAME.toml --write`` measures and records them. A checkpoint
+    released with the original code (:data:`RELEASES`, recognised by its sha256) gets its
+    provenance, licence and copyright on the card, and must be converted with its own dataset.
 
     Args:
         path: the original checkpoint (a plain state dict).
@@ -182,8 +223,8 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
         The path of the card, ``out/NAME.toml``.
     """
     from vaezoo import __version__
-    from vaezoo.cards import Card, DataSpec, Optimizer, TrainRecipe, Weights, write_card
-    from vaezoo.assemble import build_model, load_weights
+    from vaezoo.assemble import build_model, data_info, load_weights
+    from vaezoo.cards import Card, DataSpec, InputSection, Optimizer, TrainRecipe, Weights, write_card
     from vaezoo.weights import save_weights, sha256_of
 
     if dataset not in SETUPS:
@@ -192,33 +233,38 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
     setup = SETUPS[dataset]
     path = Path(path)
     state = read_original(path)
+    release = RELEASES.get(sha256_of(path))
+    if release is not None and release != setup.release:
+        trained_on = next(d for d, s in SETUPS.items() if s.release == release)
+        raise WeightsError(f"{path} is the original code's released {release} model, trained on {trained_on}, "
+                           f"not {dataset}; pass --dataset {trained_on}")
     try:
         continuous, discrete = latent_layout(state)
         converted = to_vaezoo(state, continuous, len(discrete))
     except WeightsError as exc:
         raise WeightsError(f"{path}: {exc}") from None
-    metrics = ["cluster_accuracy"] if setup.labelled and discrete else []
+    metrics = ([setup.categorical_metric] if setup.categorical_metric and discrete else [])
+    metrics += list(setup.factor_metrics) if continuous else []
     card = Card(
         name=name or f"jointvae-original-{dataset.replace('_', '-')}-converted",
         architecture="jointvae",
-        summary=(f"JointVAE on {dataset} converted from a checkpoint of the original code ({SOURCE}) by "
-                 f"'vaezoo convert jointvae-original'. The train recipe is that of the original release's "
-                 f"{setup.release} model (trained_models/{setup.release}/specs.json)."),
+        summary=_summary(dataset, setup, release),
         dataset=dataset,
         paper=PAPER,
-        license="MIT",
+        license=f"MIT ({COPYRIGHT})" if release else "unknown (not a released checkpoint: set the licence of these weights)",
         vaezoo_version=__version__,
-        model={"image_size": setup.image_size, "channels": setup.channels, "continuous": continuous,
-               "discrete": discrete, "temperature": TEMPERATURE,
+        model={"continuous": continuous, "discrete": discrete, "temperature": TEMPERATURE,
                "capacity": {"continuous": list(setup.continuous_capacity),
                             "discrete": list(setup.discrete_capacity)}},
         train=TrainRecipe(data=DataSpec(name=dataset, options=setup.data_options), epochs=setup.epochs,
                           batch_size=setup.batch_size, optimizer=Optimizer(name="Adam", lr=setup.lr)),
         eval_metrics=metrics,
         headline=metrics[0] if metrics else "reconstruction",
+        input=InputSection(transform=setup.input, interpolation=setup.interpolation),
     )
     model = build_model(card)
-    geometry = f"{setup.channels}x{setup.image_size}x{setup.image_size}"
+    info = data_info(card)
+    geometry = f"{info.channels}x{info.image_size}x{info.image_size}"
     try:
         load_weights(model, converted, f"{path} (as a {geometry} JointVAE)")
     except WeightsError as exc:
@@ -233,3 +279,15 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
     card_path = out / f"{card.name}.toml"
     write_card(card, card_path)
     return card_path
+
+
+def _summary(dataset: str, setup: OriginalSetup, release: str | None) -> str:
+    """The card's summary: what the weights are, where they come from and under which licence."""
+    specs = f"trained_models/{setup.release}/specs.json"
+    if release is None:
+        return (f"JointVAE on {dataset} converted from a checkpoint of the original code ({SOURCE}) by "
+                f"'vaezoo convert jointvae-original'. The train recipe is that of the original code's released "
+                f"{setup.release} model ({specs}).")
+    return (f"The {release} model released with the original JointVAE code by Emilien Dupont ({SOURCE}, "
+            f"trained_models/{release}/model.pt at commit {COMMIT}; MIT licence, {COPYRIGHT}), converted by "
+            f"'vaezoo convert jointvae-original'. Its train recipe is {specs}.")
