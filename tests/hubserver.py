@@ -52,11 +52,14 @@ class FakeHub:
     Attributes:
         repos: repository id (``OWNER/REPO``) -> repository.
         requests: ``(method, path)`` of every request, in order.
+        read_only: answer every write (creating a repository, committing) with 401, as the Hub does without
+            a token allowed to write.
         port: the port it listens on, once served.
     """
 
     repos: dict[str, Repo] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)
+    read_only: bool = False
     port: int = 0
 
     @property
@@ -103,6 +106,8 @@ class FakeHub:
     def answer(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
         """``(status, headers, body)`` for one request."""
         parts = [unquote(p) for p in urlsplit(path).path.strip("/").split("/")]
+        if method == "POST" and self.read_only:
+            return _json({"error": "Invalid credentials in Authorization header"}, 401)
         try:
             if parts[:2] == ["api", "models"] and len(parts) >= 4:
                 repo_id, rest = "/".join(parts[2:4]), parts[4:]

@@ -181,6 +181,15 @@ def test_push_then_load_back(hub, tmp_path, monkeypatch):
     assert tomllib.loads(info.stdout)["metrics"] == {"accuracy": METRIC}
 
 
+def test_a_push_the_hub_refuses_is_a_one_line_error(hub, tmp_path):
+    card, _ = entry(tmp_path / "cards")
+    hub.read_only = True
+    error = one_error_line(run_vaezoo("push", str(card), "owner/locked"))
+    assert error == (f"error: cannot push 'tiny' to owner/locked: the Hub at {hub.endpoint} refused it (HTTP 401): "
+                     f"log in with a token allowed to do it ('hf auth login' or HF_TOKEN)")
+    assert hub.repos == {}
+
+
 def test_push_dry_run_writes_the_folder_and_uploads_nothing(hub, tmp_path):
     card, weights = entry(tmp_path / "cards")
     out = tmp_path / "upload"

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from vaezoo.cards import HF_URL, HUB_PREFIX, Card, Weights, parse_card, write_card
-from vaezoo.errors import CardError, VaezooError, WeightsError
+from vaezoo.errors import CardError, OutputError, VaezooError, WeightsError
 from vaezoo.files import atomic_save, atomic_write
 
 if TYPE_CHECKING:
@@ -190,10 +190,12 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
         return "the repository has no such revision (branch, tag or commit)"
     if isinstance(exc, errors.EntryNotFoundError):
         return "the repository has no such file at that revision"
-    response = getattr(exc, "response", None)
-    status = f"HTTP {response.status_code}: " if getattr(response, "status_code", None) else ""
+    code = getattr(getattr(exc, "response", None), "status_code", None)
+    if code in (401, 403):
+        return (f"the Hub at {constants.ENDPOINT} refused it (HTTP {code}): log in with a token allowed to do it "
+                f"('hf auth login' or HF_TOKEN)")
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return f"{status}{lines[0] if lines else type(exc).__name__} (Hub {constants.ENDPOINT})"
+    return f"{lines[0] if lines else type(exc).__name__} (Hub {constants.ENDPOINT})"
 
 
 def stage(card: Card, repo_id: str, folder: Path) -> list[Path]:
@@ -215,7 +217,7 @@ def stage(card: Card, repo_id: str, folder: Path) -> list[Path]:
     """
     from vaezoo.weights import fetch
 
-    hub(CardError, "vaezoo push")
+    hub(OutputError, "vaezoo push")  # said before any download: the model card needs huggingface_hub
     if card.weights is None:
         raise WeightsError(f"card '{card.name}' has no weights to push; train it first ('vaezoo train')")
     source = fetch(card)
@@ -243,7 +245,7 @@ def model_card(card: Card, repo_id: str) -> str:
     Returns:
         The README's text.
     """
-    huggingface_hub = hub(CardError, "a Hub model card")
+    huggingface_hub = hub(OutputError, "a Hub model card")
     licence = card.license.strip().lower()
     licence_fields = {"license": licence} if licence in _LICENSES else {
         "license": "other", "license_name": re.sub(r"[^a-z0-9]+", "-", licence).strip("-") or "unknown"}
@@ -306,15 +308,15 @@ def push(card: Card, repo_id: str, folder: Path | None = None, private: bool = F
         huggingface_hub's ``CommitInfo`` (``.oid`` is the commit).
 
     Raises:
-        CardError: huggingface_hub is missing, or the Hub refused (not logged in, no such owner, offline).
+        OutputError: huggingface_hub is missing, or the Hub refused (not logged in, no such owner, offline).
     """
-    huggingface_hub = hub(CardError, "pushing to the Hugging Face Hub")
+    huggingface_hub = hub(OutputError, "pushing to the Hugging Face Hub")
     if folder is None:
         with tempfile.TemporaryDirectory(prefix="vaezoo-push-") as tmp:
             return push(card, repo_id, Path(tmp), private)
     files = stage(card, repo_id, folder)
     api = huggingface_hub.HfApi()
-    with translated(CardError, f"cannot push '{card.name}' to {repo_id}", huggingface_hub):
+    with translated(OutputError, f"cannot push '{card.name}' to {repo_id}", huggingface_hub):
         api.create_repo(repo_id, private=private, exist_ok=True)
         replaced = [p for p in api.list_repo_files(repo_id) if "/" not in p and p.endswith((".toml", ".safetensors"))
                     and p not in {f.name for f in files}]
