@@ -44,8 +44,8 @@ from vaezoo.data import ImageDataset
 from vaezoo.errors import OutputError, TrainingError
 from vaezoo.files import folder_problem
 from vaezoo.model import VAE, VAEOutput
-from vaezoo.terminal import printable
 from vaezoo.publish import publish, run_name
+from vaezoo.terminal import printable
 from vaezoo.train_progress import Reporter
 
 __all__ = ["CHECKPOINT", "Interrupted", "Run", "TrainResult", "fit", "train"]
@@ -180,7 +180,6 @@ def _resume_point(path: Path, card: Card, model: VAE, optimizer, plan: _Plan, re
         raise _checkpoint_exists_error(path)
     if run.main:  # a run killed while writing a checkpoint left its temporary file behind
         remove_temporaries(path)
-    again = "resume with the card that started the run, or choose another --out"
     checkpoint = read_checkpoint(path, fix="remove it to start over, or choose another --out")
     check_recipe(checkpoint, card)
     if checkpoint.step > plan.total:
@@ -193,7 +192,8 @@ def _resume_point(path: Path, card: Card, model: VAE, optimizer, plan: _Plan, re
     except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise TrainingError(f"the optimiser state in checkpoint {path} does not fit this card's "
-                            f"{card.train.optimizer.name} optimiser ({first}); {again}") from None
+                            f"{card.train.optimizer.name} optimiser ({first}); resume with the card that started "
+                            f"the run, or choose another --out") from None
     if not restore_rng(checkpoint, run.rank, run.world, run.device):
         torch.manual_seed(card.train.seed + 1_000_003 * run.rank + checkpoint.step)
         if run.main:
@@ -294,8 +294,8 @@ def fit(model: VAE, dataset: ImageDataset, card: Card, out: Path, resume: bool =
     with _distribution_checks_off(), _StopSignals(defer=True) as signals, reporter:
         if run.main:  # from here on a signal stops the run with a checkpoint of the step it reached
             start = f"resuming at step {step} of {plan.total}" if saved is not None else f"training {plan.total} steps"
-            print(printable(f"{start} ({recipe.epochs} epochs of {plan.per_epoch}), a checkpoint every "
-                            f"{recipe.checkpoint_every} steps in {checkpoint}"), file=sys.stderr, flush=True)
+            print(printable(f"{start} ({plan.per_epoch} per epoch), a checkpoint every {recipe.checkpoint_every} "
+                            f"steps in {checkpoint}"), file=sys.stderr, flush=True)
         while step < stop:
             epoch, first = divmod(step, plan.per_epoch)
             sampler.set_epoch(epoch)
@@ -403,15 +403,17 @@ def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resu
     out = Path(out)
     with _StopSignals(defer=False):
         run = _start_run(device)
-        made = _prepare_out(out, name, resume) if run.main else []
+        made: list[Path] = []
         try:
+            if run.main:
+                made = _prepare_out(out, name, resume)
             torch.manual_seed(recipe.seed)
             dataset = load_dataset(recipe.data.name, data_root, "train", **recipe.data.options)
             model = build_model(card, device=run.device)
             step = fit(model, dataset, card, out, resume, max_steps, run)
             total = _Plan.of(recipe, len(dataset), run.world).total
-            card_path = publish(card, model, out, name, step, data_root, run.device) if step == total and run.main \
-                else None
+            finished = step == total and run.main
+            card_path = publish(card, model, out, name, step, data_root, run.device) if finished else None
             return TrainResult(model, step, total, card_path)
         except BaseException:
             _remove_empty(made)
