@@ -19,7 +19,8 @@ from vaezoo.cards import Card, list_cards, parse_card, write_card
 from vaezoo.cli import main
 from vaezoo.gallery import build_gallery
 from vaezoo.assemble import build_model
-from vaezoo.weights import save_weights, sha256_of
+from vaezoo.checksums import sha256_of
+from vaezoo.weights import save_weights
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TRICKY_TEXT = 'a <b>bold</b> claim & an <img src="x.png"> "quoted"'

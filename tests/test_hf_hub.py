@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from vaezoo.cards import Card, Weights, get_card
 from vaezoo.cli import main
 from vaezoo.errors import WeightsError
-from vaezoo.hf import model_card
+from vaezoo.hf_push import model_card
 from vaezoo.weights import fetch
 
 REPO_ID = "owner/tiny"

@@ -9,7 +9,7 @@ import torch
 
 from vaezoo.assemble import build_part
 from vaezoo.errors import VaezooError
-from vaezoo.latents import Gaussian, Joint
+from vaezoo.latents import Gaussian
 from vaezoo.regularizers import Beta, Capacity, TotalCorrelation, log_importance_weights
 
 

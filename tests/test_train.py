@@ -21,7 +21,7 @@ from vaezoo.errors import CardError, TrainingError
 from vaezoo.model import VAE
 from vaezoo.train import CHECKPOINT, train
 from vaezoo.train_progress import Reporter
-from vaezoo.weights import sha256_of
+from vaezoo.checksums import sha256_of
 
 
 @pytest.fixture

@@ -7,9 +7,8 @@
 Importing vaezoo does not import torch; :func:`load` does.
 """
 
-from vaezoo.cards import get_card
 from vaezoo.hookspecs import hookimpl
-from vaezoo.hub import build_model, load
+from vaezoo.hub import build_model, get_card, load
 from vaezoo.version import __version__
 
 __all__ = ["load", "build_model", "list_models", "get_card", "hookimpl", "__version__"]

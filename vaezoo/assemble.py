@@ -88,7 +88,7 @@ def build_model(card: Card, device=None, dtype=None) -> VAE:
     """Build the model ``card`` describes, with freshly initialised weights.
 
     Args:
-        card: the card (see :func:`vaezoo.cards.get_card` to get one by name or path).
+        card: the card (see :func:`vaezoo.get_card` to get one by name, path or Hub repository).
         device: where to put the model (``"cpu"``, ``"cuda"``, ...).
         dtype: floating-point type of the parameters.
 

@@ -443,15 +443,14 @@ def _card_in_folder(folder: Path) -> Card:
 
 
 def get_card(name_or_path: str | os.PathLike) -> Card:
-    """A card by zoo name, by the path of its TOML file, by a folder holding exactly one card, or from the Hub.
+    """A card by zoo name, by the path of its TOML file, or by a folder holding exactly one card.
 
     A path is told from a name by holding a path separator, ending in ``.toml`` or existing; the card's
     weights file is then looked for beside it. A card asked for by path is read even if a zoo entry
-    holds its name. ``hf-hub:OWNER/REPO[@REVISION]`` is the card of a Hugging Face Hub repository
-    (:func:`vaezoo.hf.load_card`; needs the ``vaezoo[hub]`` extra).
+    holds its name. (:func:`vaezoo.get_card` also takes Hugging Face Hub repositories.)
 
     Args:
-        name_or_path: ``"jointvae-mnist"``, ``"runs/mine/mine.toml"``, ``"runs/mine"`` or ``"hf-hub:me/mine"``.
+        name_or_path: ``"jointvae-mnist"``, ``"runs/mine/mine.toml"`` or ``"runs/mine"``.
 
     Returns:
         The card.
@@ -459,12 +458,8 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
     Raises:
         UnknownNameError: no card holds the name (the message lists close matches).
         CardError: the file does not parse or validate, the folder holds no or several cards, or the
-            card with that name was skipped (the message says why), or the Hub repository's card cannot be had.
+            card with that name was skipped (the message says why).
     """
-    if isinstance(name_or_path, str) and name_or_path.startswith(HUB_PREFIX):
-        from vaezoo.hf import load_card
-
-        return load_card(name_or_path)
     if not isinstance(name_or_path, str) or _is_path(name_or_path):
         path = Path(name_or_path)
         return _card_in_folder(path) if path.is_dir() else parse_card(path)

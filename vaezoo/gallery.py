@@ -137,7 +137,6 @@ class _Painter:
         return traversal, Picture("Latent traversal", f"{card.name}.traverse.png", caption, command)
 
     def _test_split(self, card: Card) -> ImageDataset:
-        from vaezoo import viz
 
         key = json.dumps([card.train.data.name, card.train.data.options], sort_keys=True)
         if key not in self.datasets:

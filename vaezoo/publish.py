@@ -59,7 +59,8 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
     """
     from vaezoo import __version__
     from vaezoo.evaluate import as_metrics, evaluate
-    from vaezoo.weights import save_weights, sha256_of
+    from vaezoo.checksums import sha256_of
+    from vaezoo.weights import save_weights
 
     card = card.model_copy(update={"name": name, "train": card.train.model_copy(update={"steps": steps}),
                                    "vaezoo_version": __version__, "latent": model.latent.describe(),

@@ -29,7 +29,8 @@ from torch import Tensor
 
 from vaezoo.assemble import build_model
 from vaezoo.assemble import build_part as build
-from vaezoo.cards import Card, get_card, list_cards, parse_card
+from vaezoo.cards import Card, list_cards, parse_card
+from vaezoo.hub import get_card
 from vaezoo.latents import LatentFamily, Posterior
 from vaezoo.model import VAE
 from vaezoo.plugins import KINDS, PluginWarning, get_plugins, registry
@@ -471,7 +472,8 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
         The model, with the card's weights when they were loaded.
     """
     from vaezoo.assemble import load_weights
-    from vaezoo.weights import cache_dir, local_path, read_safetensors, verify
+    from vaezoo.checksums import verify
+    from vaezoo.weights import cache_dir, local_path, read_safetensors
 
     if not isinstance(card, Card):
         with _running(f"card {card}", "validating"):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlparse
 
+from vaezoo.checksums import verify
 from vaezoo.errors import OutputError, WeightsError
 from vaezoo.files import FULL, atomic_save, folder_problem
 from vaezoo.terminal import printable
@@ -44,27 +45,6 @@ def cache_dir() -> Path:
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("vaezoo")) / "weights"
-
-
-def sha256_of(path: Path) -> str:
-    """The hex sha256 of a file."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def verify(path: Path, weights: Weights) -> None:
-    """Refuse ``path`` unless its size and sha256 are those the card states."""
-    size = path.stat().st_size
-    if size != weights.size:
-        raise WeightsError(f"{path}: size is {size} bytes but the card says {weights.size}; "
-                           f"the file is truncated or not the one the card describes")
-    actual = sha256_of(path)
-    if actual != weights.sha256:
-        raise WeightsError(f"{path}: sha256 {actual} does not match the card's {weights.sha256}; "
-                           f"refusing to load it")
 
 
 def local_path(card: Card) -> Path:

@@ -9,8 +9,8 @@ from vaezoo.terminal import printable  # noqa: F401  (commands import it from he
 
 
 def card_arg(name_or_path: str):
-    """A card by zoo name, card file path, or folder holding one card (see :func:`vaezoo.cards.get_card`)."""
-    from vaezoo.cards import get_card
+    """A card by zoo name, card file path, folder holding one card, or Hub repository (:func:`vaezoo.get_card`)."""
+    from vaezoo.hub import get_card
 
     return get_card(name_or_path)
 

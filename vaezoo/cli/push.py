@@ -37,7 +37,7 @@ def repo_id(value: str) -> str:
 
 def run(args) -> int:
     from vaezoo.errors import OutputError
-    from vaezoo.hf import push, stage
+    from vaezoo.hf_push import push, stage
 
     card = card_arg(args.name)
     folder = Path(args.out) if args.out else None

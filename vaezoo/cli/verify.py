@@ -15,7 +15,8 @@ def add_parser(sub) -> None:
 def check(card) -> tuple[str, str]:
     """``(status, detail)`` for one card's weights, without downloading anything."""
     from vaezoo.errors import WeightsError
-    from vaezoo.weights import cache_dir, local_path, verify
+    from vaezoo.checksums import verify
+    from vaezoo.weights import cache_dir, local_path
 
     if card.weights is None:
         return "no weights", ""
@@ -33,7 +34,8 @@ def check(card) -> tuple[str, str]:
 
 
 def run(args) -> int:
-    from vaezoo.cards import discover, get_card
+    from vaezoo.cards import discover
+    from vaezoo.hub import get_card
 
     cards = [get_card(n) for n in args.names] if args.names else list(discover().values())
     rows = []
