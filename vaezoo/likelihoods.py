@@ -8,7 +8,13 @@ from torch import Tensor, nn
 
 
 class Likelihood(nn.Module):
-    """Maps decoder outputs to a per-pixel negative log-likelihood and to a mean image."""
+    """Maps decoder outputs to a per-pixel negative log-likelihood and to a mean image.
+
+    ``normalised`` says whether ``nll`` is a true negative log-density (so that likelihood metrics such as
+    the importance-sampled log p(x) mean what they say) rather than a score up to a constant.
+    """
+
+    normalised: bool = False
 
     def nll(self, output: Tensor, x: Tensor) -> Tensor:
         """Per-pixel negative log-likelihood, same shape as ``x`` (not reduced)."""
@@ -21,6 +27,8 @@ class Likelihood(nn.Module):
 
 class Bernoulli(Likelihood):
     """Bernoulli pixels; the decoder outputs logits. The NLL is binary cross-entropy."""
+
+    normalised = True
 
     def nll(self, output, x):
         return F.binary_cross_entropy_with_logits(output, x, reduction="none")

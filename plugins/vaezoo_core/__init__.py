@@ -69,12 +69,15 @@ def vaezoo_register_metrics(register):
     from vaezoo.metrics.dci import dci_completeness, dci_disentanglement, dci_informativeness
     from vaezoo.metrics.entropy import total_correlation
     from vaezoo.metrics.factorvae_score import factorvae_score
+    from vaezoo.metrics.log_likelihood import elbo, importance_log_likelihood
     from vaezoo.metrics.mig import mig_chen, mig_dlib
     from vaezoo.metrics.modularity import explicitness, modularity
     from vaezoo.metrics.sap import sap_score
     from vaezoo.metrics.unsupervised import gaussian_total_correlation, mutual_info_score
 
     register("mig_chen", mig_chen)
+    register("elbo", elbo)
+    register("importance_log_likelihood", importance_log_likelihood)
     register("mig_dlib", mig_dlib)
     register("total_correlation", total_correlation)
     register("betavae_score", betavae_score)

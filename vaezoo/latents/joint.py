@@ -39,6 +39,19 @@ class JointPosterior(Posterior):
     def kl_parts(self) -> dict[str, Tensor]:
         return {name: p.kl().sum(-1) for name, p in self._parts.items()}
 
+    def log_prob(self, z: Tensor) -> Tensor:
+        return torch.cat([p.log_prob(c) for p, c in self._chunks(z)], dim=-1)
+
+    def prior_log_prob(self, z: Tensor) -> Tensor:
+        return torch.cat([p.prior_log_prob(c) for p, c in self._chunks(z)], dim=-1)
+
+    def log_density_matrix(self, z: Tensor) -> Tensor:
+        return torch.cat([p.log_density_matrix(c) for p, c in self._chunks(z)], dim=-1)
+
+    def _chunks(self, z: Tensor):
+        """Each part's posterior with its columns of ``z``, in order."""
+        return zip(self._parts.values(), z.split([p.code_size for p in self._parts.values()], dim=-1))
+
 
 class Joint(LatentFamily):
     """An ordered product of latent families.

@@ -15,7 +15,7 @@ from vaezoo.errors import VaezooError
 
 
 @contextmanager
-def _eval_mode(model) -> Iterator[None]:
+def eval_mode(model) -> Iterator[None]:
     was_training = model.training
     model.eval()
     try:
@@ -54,7 +54,7 @@ def factorised_posteriors(model, dataset: ImageDataset, device=None,
         VaezooError: when the latent has no such part, or its parts are of different families.
     """
     locs, scales, families = [], [], set()
-    with _eval_mode(model):
+    with eval_mode(model):
         for _, x in dataset.batches(batch_size, device):
             parts = [p.distribution for p in model.encode(x).parts.values() if p.distribution is not None]
             if not parts:
@@ -75,7 +75,7 @@ def mean_codes(model, dataset: ImageDataset, indices: Tensor, device=None, batch
         ``(len(indices), code_size)`` float32 on the CPU.
     """
     codes = []
-    with _eval_mode(model):
+    with eval_mode(model):
         for start in range(0, len(indices), batch_size):
             x = dataset.batch(indices[start:start + batch_size], device)
             codes.append(model.encode(x).mode.float().cpu())

@@ -1,0 +1,69 @@
+"""The test ELBO and the importance-sampled log-likelihood: known relations, protocol only, clear refusals."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from vaezoo.assemble import build_part
+from vaezoo.data import ImageDataset
+from vaezoo.errors import VaezooError
+from vaezoo.metrics.log_likelihood import elbo, importance_log_likelihood
+
+
+def tiny(latent=None, likelihood="bernoulli"):
+    torch.manual_seed(0)
+    return build_part("architecture", {"type": "vae", "image_size": 8, "channels": 1,
+                                       "latent": latent or {"type": "gaussian", "dim": 3},
+                                       "encoder": {"type": "mlp_encoder", "hidden": [16]},
+                                       "decoder": {"type": "mlp_decoder", "hidden": [16]}, "likelihood": likelihood})
+
+
+@pytest.fixture
+def images():
+    generator = torch.Generator().manual_seed(1)
+    return ImageDataset((torch.rand(40, 1, 8, 8, generator=generator) > 0.5).to(torch.uint8), scale=1.0)
+
+
+def test_one_importance_sample_is_the_elbo(images):
+    model = tiny()
+    assert importance_log_likelihood(model, images, samples=1, seed=3) == pytest.approx(elbo(model, images, seed=3))
+
+
+def test_more_samples_tighten_the_bound_and_the_seed_repeats_it(images):
+    model = tiny()
+    bounds = [importance_log_likelihood(model, images, samples=k) for k in (1, 10, 200)]
+    assert bounds[0] < bounds[1] < bounds[2] < 0
+    assert importance_log_likelihood(model, images, samples=10) == bounds[1]
+
+
+def test_the_elbo_is_reconstruction_plus_kl_in_expectation(images):
+    """Averaged over many seeds, -ELBO is E_q[nll] + KL; the KL is exact, so compare the Monte Carlo mean."""
+    model = tiny().eval()
+    x = images.batch(slice(None))
+    with torch.no_grad():
+        posterior = model.encode(x)
+        kl = posterior.kl().sum(1).mean()
+        torch.manual_seed(0)
+        nll = torch.stack([model.likelihood.nll(model.decode_logits(posterior.rsample()), x).flatten(1).sum(1).mean()
+                           for _ in range(400)]).mean()
+    estimates = [elbo(model, images, seed=s) for s in range(20)]
+    assert -sum(estimates) / len(estimates) == pytest.approx(float(nll + kl), rel=2e-3)
+
+
+def test_a_third_party_style_family_is_scored_through_the_protocol(images):
+    """A joint latent of two Gaussian parts: no code of the metric knows it."""
+    model = tiny({"type": "joint", "parts": [{"type": "gaussian", "dim": 2}, {"type": "gaussian", "dim": 1}]})
+    assert math.isfinite(importance_log_likelihood(model, images, samples=5))
+
+
+def test_refusals_are_one_line(images):
+    with pytest.raises(VaezooError, match="needs a likelihood whose nll is a log-density"):
+        elbo(tiny(likelihood="gaussian"), images)
+    with pytest.raises(VaezooError, match="at least 1 sample"):
+        importance_log_likelihood(tiny(), images, samples=0)
+    categorical = tiny({"type": "gumbel_categorical", "categories": 3})
+    with pytest.raises(NotImplementedError, match="no per-dimension density"):
+        elbo(categorical, images)
