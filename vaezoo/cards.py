@@ -82,6 +82,9 @@ class TrainRecipe(_Frozen):
     checkpoint_every: int = Field(default=1000, gt=0, description="steps between checkpoints")
     budget: str | None = Field(default=None, description="wall time of the run on the stated machine")
     steps: int | None = Field(default=None, ge=0, description="optimizer steps of the run; written by vaezoo train")
+    precision: Literal["float32", "bf16"] = Field(
+        default="float32", description="bf16: the forward pass under torch.autocast in bfloat16; weights stay float32")
+    compile: bool = Field(default=False, description="run the forward pass through torch.compile")
 
 
 class SeedRun(_Frozen):

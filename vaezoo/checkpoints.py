@@ -5,7 +5,10 @@ step and the RNG states at the start of that step (every rank's under DDP), and 
 from with its fingerprint. The recipe is what decides the run: the card's ``architecture``, its
 ``model`` section, and its ``train`` section without :data:`FREE_FIELDS`, the fields that may change
 between a run and its resumption (``epochs`` extends or shortens a run, ``checkpoint_every`` only says
-how often to save, ``budget`` and ``steps`` are records). The fingerprint is the sha256 of the recipe's
+how often to save, ``budget`` and ``steps`` are records, ``compile`` computes the same function in another
+way: it changes the numbers only at float rounding, as the device does). ``precision`` is part of the
+recipe (bf16 rounds every activation), but ``float32``, its default, is left out: checkpoints written
+before the field existed still fit. The fingerprint is the sha256 of the recipe's
 canonical JSON (keys sorted, no spaces). ``--resume`` refuses a checkpoint whose fingerprint is not the
 card's, naming both cards and the fields that differ.
 """
@@ -33,7 +36,7 @@ if TYPE_CHECKING:
 CHECKPOINT = "checkpoint.pt"
 """The checkpoint's file name in a run's ``--out`` folder."""
 
-FREE_FIELDS = frozenset({"epochs", "checkpoint_every", "budget", "steps"})
+FREE_FIELDS = frozenset({"epochs", "checkpoint_every", "budget", "steps", "compile"})
 """Fields of the card's ``train`` section left out of the fingerprint: a resumed run may change them."""
 
 _SHOWN_DIFFERENCES = 3  # fields named in the message of a checkpoint that does not fit
@@ -42,8 +45,10 @@ _SHOWN_DIFFERENCES = 3  # fields named in the message of a checkpoint that does 
 def recipe_of(card: Card) -> dict[str, Any]:
     """What decides a run of ``card``: its architecture, its ``model`` section and its ``train`` section
     without :data:`FREE_FIELDS`, as JSON values."""
-    return {"architecture": card.architecture, "model": json.loads(_canonical(card.model)),
-            "train": card.train.model_dump(mode="json", exclude=set(FREE_FIELDS))}
+    train = card.train.model_dump(mode="json", exclude=set(FREE_FIELDS))
+    if train["precision"] == "float32":  # the default, as in checkpoints written before the field existed
+        del train["precision"]
+    return {"architecture": card.architecture, "model": json.loads(_canonical(card.model)), "train": train}
 
 
 def fingerprint(recipe: dict[str, Any]) -> str:

@@ -15,18 +15,26 @@ checkpoint of the step it reached, and raises :class:`Interrupted`; a second SIG
 signal outside the loop (loading the data, publishing the card) stops at once. Either way a file being
 written is left as it was and its temporary file removed. At the end :mod:`vaezoo.publish` writes the
 weights and the completed card.
+
+The dataset's images (uint8, or dSprites' bit-packed rows) are moved to the run's device once, and every
+batch is cut and converted there, in an order shuffled on that device: on CUDA no batch crosses from the
+host. The recipe's ``precision = "bf16"`` runs the forward pass under ``torch.autocast`` in bfloat16,
+``compile = true`` through ``torch.compile``. :func:`train_seeds` trains several seeds side by side in one
+process (one GPU): each seed has its model, optimiser, shuffle and random streams, they share the
+dataset on the device and take their steps in turn, and each ends exactly as it would trained alone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
+import copy
 import math
 import os
 import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -34,7 +42,7 @@ from typing import Self
 import torch
 import torch.distributed as dist
 from pydantic import ValidationError
-from torch.utils.data.distributed import DistributedSampler
+from torch import Tensor
 
 from vaezoo.assemble import build_model, load_dataset, load_weights
 from vaezoo.cards import Card, TrainRecipe
@@ -48,7 +56,7 @@ from vaezoo.publish import publish, run_name
 from vaezoo.terminal import printable
 from vaezoo.train_progress import Reporter
 
-__all__ = ["CHECKPOINT", "Interrupted", "Run", "TrainResult", "fit", "train"]
+__all__ = ["CHECKPOINT", "Interrupted", "Run", "TrainResult", "fit", "train", "train_seeds"]
 
 
 @dataclass
@@ -249,15 +257,170 @@ def _distribution_checks_off():
         torch.distributions.Distribution.set_default_validate_args(previous)
 
 
+def _device_store(dataset: ImageDataset, device: torch.device) -> ImageDataset:
+    """``dataset`` with its images moved to ``device``, once: batches are then cut and converted there."""
+    store = copy.copy(dataset)
+    store.images = dataset.images.to(device)
+    return store
+
+
+def _epoch_order(size: int, seed: int, epoch: int, run: Run, generator: torch.Generator) -> Tensor:
+    """This rank's order of the ``size`` images in ``epoch``, drawn on ``generator``'s device.
+
+    It is the order of ``DistributedSampler(shuffle=True, seed=seed)``: the permutation of a generator
+    seeded with ``seed + epoch``, padded to equal shares by repeating its start, every ``world``-th index
+    from ``rank``. On the CPU it is the sampler's very order, so runs it checkpointed resume exactly.
+    """
+    generator.manual_seed(seed + epoch)
+    order = torch.randperm(size, generator=generator, device=generator.device)
+    padded = math.ceil(size / run.world) * run.world
+    if padded > size:
+        order = order.repeat(math.ceil(padded / size))[:padded]
+    return order[run.rank::run.world]
+
+
+class _Streams:
+    """One seed's states of torch's global generators (the CPU's and the run's CUDA device's).
+
+    The sampling noise comes from the global generators. Seeds trained side by side put their own states
+    in place while they step (:meth:`active`) and take them back after, so each draws exactly the numbers
+    it would draw trained alone.
+    """
+
+    def __init__(self, device: torch.device):
+        self.cuda = device if device.type == "cuda" else None
+        self.take()
+
+    def take(self) -> None:
+        self.cpu = torch.get_rng_state()
+        self.gpu = torch.cuda.get_rng_state(self.cuda) if self.cuda is not None else None
+
+    @contextlib.contextmanager
+    def active(self):
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state(self.gpu, self.cuda)
+        try:
+            yield
+        finally:
+            self.take()
+
+
+class _SeedRun:
+    """One seed's run in the loop: model, optimiser, random streams, shuffle, step and checkpoint.
+
+    It seeds its random streams with the recipe's seed, then, resuming, restores them, the model and the
+    optimiser from the checkpoint in ``out``. ``who`` starts its error messages (the seed, among several).
+    """
+
+    def __init__(self, model: VAE, card: Card, out: Path, plan: _Plan, resume: bool, run: Run, who: str = ""):
+        recipe = card.train
+        self.model, self.card, self.plan, self.run, self.who = model, card, plan, run, who
+        self.optimizer = _optimizer(recipe, model)
+        self.checkpoint = Path(out) / CHECKPOINT
+        torch.manual_seed(recipe.seed + 1_000_003 * run.rank)  # each rank's stream of sampling noise
+        self.saved = _resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run)
+        self.step = self.saved or 0
+        self.streams = _Streams(run.device)
+        self.shuffle = torch.Generator(run.device)
+        self.epoch, self.order = -1, None
+        self.shown: VAEOutput | None = None  # the last step's output, for the progress display
+        self.bf16 = recipe.precision == "bf16"
+        net = model if run.world == 1 else torch.nn.parallel.DistributedDataParallel(model)
+        self.compile_failures: tuple[type[Exception], ...] = ()
+        if recipe.compile:
+            net = _compiled(net)
+            self.compile_failures = (torch._dynamo.exc.BackendCompilerFailed,)
+        self.net = net
+
+    @property
+    def seed(self) -> int:
+        return self.card.train.seed
+
+    def take_step(self, store: ImageDataset, stopping: int | None) -> int:
+        """Train one step on the next batch of ``store``; when ``stopping``, only check it and save.
+
+        The checkpoint a step is due (every ``checkpoint_every`` steps, and the step the run stops at) is
+        written once that step's loss is known to be finite, with the RNG states at the start of the step.
+
+        Returns:
+            The number of images of the step.
+        """
+        run, plan, recipe = self.run, self.plan, self.card.train
+        epoch, b = divmod(self.step, plan.per_epoch)
+        with self.streams.active():
+            if epoch != self.epoch:
+                self.epoch, self.order = epoch, _epoch_order(len(store), recipe.seed, epoch, run, self.shuffle)
+            x = store.batch(self.order[b * plan.batch_size:(b + 1) * plan.batch_size])
+            due = self.step != self.saved and (
+                stopping is not None or self.step > 0 and self.step % recipe.checkpoint_every == 0)
+            rng = _rng_state(run) if due else None
+            with torch.autocast(run.device.type, torch.bfloat16, enabled=self.bf16):
+                result = self._forward(x)
+            if not torch.isfinite(result.loss):
+                raise TrainingError(f"{self.who}loss became {result.loss.item()} at step {self.step} "
+                                    f"(epoch {epoch + 1}); {_last_good(self.checkpoint, self.saved)}; lower the "
+                                    f"learning rate or check the data for NaN or inf")
+            if due:
+                self.save(rng)
+            if stopping is not None:
+                return 0
+            self.optimizer.zero_grad(set_to_none=True)
+            result.loss.backward()
+            self.optimizer.step()
+        self.step += 1
+        self.shown = result
+        return x.shape[0]
+
+    def _forward(self, x: Tensor) -> VAEOutput:
+        try:
+            return self.net(x, step=self.step)
+        except self.compile_failures as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise TrainingError(f"torch.compile cannot compile the model here ({first}); train without it: "
+                                f"compile = false in the card's [train], and no --compile") from None
+
+    def save(self, rng: dict) -> None:
+        """Write the checkpoint of the step reached (on rank 0), with the RNG states ``rng``."""
+        if self.run.main:
+            fix = f"make room, then continue with --resume ({_last_good(self.checkpoint, self.saved)})"
+            write_checkpoint(self.checkpoint, self.card, self.model, self.optimizer, self.step, rng, fix)
+        self.saved = self.step
+
+    def finish(self) -> None:
+        """Write the checkpoint of the step reached, with this seed's present RNG states, unless it is written."""
+        if self.step != self.saved:
+            with self.streams.active():
+                rng = _rng_state(self.run)
+            self.save(rng)
+
+    def values(self) -> dict[str, float]:
+        """The last step's values for the progress display (see :func:`_display_values`)."""
+        return _display_values(self.model, self.shown, self.step - 1)
+
+
+def _compiled(net: torch.nn.Module) -> torch.nn.Module:
+    """``net`` through ``torch.compile`` (the parameters are shared: checkpoints and weights keep their names).
+
+    Random numbers are drawn by torch's own operators (``fallback_random``), from the global generators as
+    without compile: a compiled run draws the same sampling noise and differs only at float rounding.
+    """
+    try:
+        return torch.compile(net, options={"fallback_random": True})
+    except RuntimeError as exc:  # torch.compile refuses Python versions and platforms it does not support
+        raise TrainingError(f"the recipe asks for torch.compile, which is not available here ({exc}); train "
+                            f"without it: compile = false in the card's [train], and no --compile") from None
+
+
 def fit(model: VAE, dataset: ImageDataset, card: Card, out: Path, resume: bool = False,
         max_steps: int | None = None, run: Run | None = None) -> int:
     """Train ``model`` on ``dataset`` with ``card``'s recipe, checkpointing into ``out``.
 
     Args:
         model: the model, on ``run.device``.
-        dataset: the training images.
-        card: the card whose recipe (``card.train``: epochs, batch size, optimiser, seed, checkpoint interval)
-            the run follows; its name and recipe are stored in each checkpoint.
+        dataset: the training images (moved to ``run.device`` for the run).
+        card: the card whose recipe (``card.train``: epochs, batch size, optimiser, seed, checkpoint interval,
+            precision, compile) the run follows; its name and recipe are stored in each checkpoint.
         out: the directory of ``checkpoint.pt``.
         resume: continue from ``out/checkpoint.pt``; without it an existing checkpoint is an error.
         max_steps: stop when the run reaches this step (a checkpoint is written there, to resume from).
@@ -271,66 +434,55 @@ def fit(model: VAE, dataset: ImageDataset, card: Card, out: Path, resume: bool =
         TrainingError: the loss became NaN or inf, or the checkpoint cannot be resumed with this card.
         OutputError: a checkpoint cannot be written (e.g. the disk is full); the previous one stays.
     """
-    run = run or Run()
-    recipe = card.train
-    optimizer = _optimizer(recipe, model)
-    checkpoint = Path(out) / CHECKPOINT
-    plan = _Plan.of(recipe, len(dataset), run.world)
-    torch.manual_seed(recipe.seed + 1_000_003 * run.rank)  # each rank's stream of sampling noise
-    saved = _resume_point(checkpoint, card, model, optimizer, plan, resume, run)
-    step = saved or 0
-    net = model if run.world == 1 else torch.nn.parallel.DistributedDataParallel(model)
-    sampler = DistributedSampler(range(len(dataset)), num_replicas=run.world, rank=run.rank, shuffle=True,
-                                 seed=recipe.seed)
+    [seed] = _fit([(model, card, Path(out))], dataset, resume, max_steps, run or Run())
+    return seed.step
+
+
+def _fit(runs: Sequence[tuple[VAE, Card, Path]], dataset: ImageDataset, resume: bool, max_steps: int | None,
+         run: Run) -> list[_SeedRun]:
+    """Train each ``(model, card, out)`` of ``runs`` (the same recipe but the seed), their steps in turn.
+
+    Returns:
+        The seeds' runs, each at the step it stopped at.
+    """
+    plan = _Plan.of(runs[0][1].train, len(dataset), run.world)
+    several = len(runs) > 1
+    seeds = [_SeedRun(model, card, out, plan, resume, run, f"seed {card.train.seed}: " if several else "")
+             for model, card, out in runs]
+    store = _device_store(dataset, run.device)
     stop = plan.total if max_steps is None else min(plan.total, max_steps)
 
-    def save(rng: dict) -> None:
-        if run.main:
-            fix = f"make room, then continue with --resume ({_last_good(checkpoint, saved)})"
-            write_checkpoint(checkpoint, card, model, optimizer, step, rng, fix)
+    def values() -> dict[str, float]:
+        if not several:
+            return seeds[0].values()
+        return {f"loss seed {s.seed}": s.shown.loss.item() for s in seeds if s.shown is not None}
 
-    model.train()
-    reporter = Reporter(plan.total, step, plan.per_epoch) if run.main else contextlib.nullcontext()
+    for s in seeds:
+        s.model.train()
+    start = min(s.step for s in seeds)
+    reporter = Reporter(plan.total, start, plan.per_epoch) if run.main else contextlib.nullcontext()
     with _distribution_checks_off(), _StopSignals(defer=True) as signals, reporter:
         if run.main:  # from here on a signal stops the run with a checkpoint of the step it reached
-            start = f"resuming at step {step} of {plan.total}" if saved is not None else f"training {plan.total} steps"
-            print(printable(f"{start} ({plan.per_epoch} per epoch), a checkpoint every {recipe.checkpoint_every} "
-                            f"steps in {checkpoint}"), file=sys.stderr, flush=True)
-        while step < stop:
-            epoch, first = divmod(step, plan.per_epoch)
-            sampler.set_epoch(epoch)
-            order = torch.tensor(list(sampler))
-            for b in range(first, plan.per_epoch):
-                stopping = signals.stop_requested(run)
-                x = dataset.batch(order[b * plan.batch_size:(b + 1) * plan.batch_size], run.device)
-                due = step != saved and (stopping is not None or step > 0 and step % recipe.checkpoint_every == 0)
-                rng = _rng_state(run) if due else None
-                result = net(x, step=step)
-                if not torch.isfinite(result.loss):
-                    raise TrainingError(f"loss became {result.loss.item()} at step {step} (epoch {epoch + 1}); "
-                                        f"{_last_good(checkpoint, saved)}; lower the learning rate or check the "
-                                        f"data for NaN or inf")
-                if due:
-                    save(rng)
-                    saved = step
-                if stopping is not None:
-                    raise Interrupted(stopping, step, checkpoint)
-                optimizer.zero_grad(set_to_none=True)
-                result.loss.backward()
-                optimizer.step()
-                step += 1
-                if run.main:
-                    values = functools.partial(_display_values, model, result, step - 1)
-                    reporter.update(step, x.shape[0] * run.world, values)
-                if step == stop:
-                    break
-        if step != saved:
-            save(_rng_state(run))
-            saved = step
+            for s in seeds:
+                begin = f"resuming at step {s.step} of" if s.saved is not None else "training"
+                print(printable(f"{s.who}{begin} {plan.total} steps "
+                                f"({plan.per_epoch} per epoch), a checkpoint every {s.card.train.checkpoint_every} "
+                                f"steps in {s.checkpoint}"), file=sys.stderr, flush=True)
+        while todo := [s for s in seeds if s.step < stop]:
+            stopping = signals.stop_requested(run)
+            images = sum(s.take_step(store, stopping) for s in todo)
+            if stopping is not None:
+                for s in seeds:
+                    s.finish()
+                raise Interrupted(stopping, min(s.step for s in seeds), seeds[0].checkpoint)
+            if run.main:
+                reporter.update(min(s.step for s in seeds), images * run.world, values)
+        for s in seeds:
+            s.finish()
         stopping = signals.stop_requested(run)
-        if stopping is not None:  # it came after the last step: the checkpoint above holds the run
-            raise Interrupted(stopping, step, checkpoint)
-    return step
+        if stopping is not None:  # it came after the last step: the checkpoints above hold the run
+            raise Interrupted(stopping, min(s.step for s in seeds), seeds[0].checkpoint)
+    return seeds
 
 
 def _prepare_out(out: Path, name: str, resume: bool) -> list[Path]:
@@ -374,14 +526,15 @@ def _prepare_out(out: Path, name: str, resume: bool) -> list[Path]:
 
 def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resume: bool = False,
           seed: int | None = None, device=None, max_steps: int | None = None,
-          checkpoint_every: int | None = None, name: str | None = None) -> TrainResult:
+          checkpoint_every: int | None = None, name: str | None = None, precision: str | None = None,
+          compile: bool | None = None) -> TrainResult:
     """Train the model ``card`` describes from its recipe and write its weights and completed card.
 
     Args:
         card: the card with the recipe (``train``) and model (``model``).
         out: the run's folder: ``checkpoint.pt``, then ``NAME.safetensors`` and ``NAME.toml``.
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
-        epochs, seed, checkpoint_every: override the recipe's values.
+        epochs, seed, checkpoint_every, precision, compile: override the recipe's values.
         resume: continue from ``out/checkpoint.pt`` exactly where it stopped.
         device: "cpu", "cuda", ...
         max_steps: stop when the run reaches this step (the run can be resumed); no weights are written.
@@ -395,26 +548,77 @@ def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resu
         VaezooError: the overrides, the output folder, the name, the checkpoint or the data are unusable, or
             the loss became NaN (a one-line message naming the fix).
     """
-    recipe = _override(card.train, epochs=epochs, seed=seed, checkpoint_every=checkpoint_every)
+    [result] = _train(card, [(seed, Path(out))], data_root, epochs, resume, device, max_steps, checkpoint_every,
+                      name, precision, compile)
+    return result
+
+
+def train_seeds(card: Card, out: Path, seeds: Sequence[int], data_root=None, epochs: int | None = None,
+                resume: bool = False, device=None, max_steps: int | None = None,
+                checkpoint_every: int | None = None, name: str | None = None, precision: str | None = None,
+                compile: bool | None = None) -> list[TrainResult]:
+    """Train one model per seed, side by side in one process, seed N in ``out/seed-N``.
+
+    The seeds share the dataset on the device and take their steps in turn; each has its own model,
+    optimiser, shuffle, random streams and checkpoint, so each folder ends exactly as
+    ``train(card, out / f"seed-{N}", seed=N)`` would leave it, and resumes (``resume``) on its own.
+
+    Args:
+        card, data_root, epochs, resume, device, max_steps, checkpoint_every, name, precision, compile:
+            as for :func:`train`.
+        out: the folder of the seeds' run folders.
+        seeds: the seeds, each once.
+
+    Returns:
+        Each seed's result, in the order of ``seeds``.
+
+    Raises:
+        Interrupted, VaezooError: as :func:`train` does; also when ``seeds`` is empty, names a seed twice,
+            or the process runs under torchrun.
+    """
+    seeds = list(seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise TrainingError(f"--seeds must name each seed once, got {','.join(map(str, seeds)) or 'none'}")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise TrainingError("--seeds trains several seeds side by side in one process; run it without torchrun")
+    return _train(card, [(s, Path(out) / f"seed-{s}") for s in seeds], data_root, epochs, resume, device,
+                  max_steps, checkpoint_every, name, precision, compile)
+
+
+def _train(card: Card, runs: list[tuple[int | None, Path]], data_root, epochs, resume, device, max_steps,
+           checkpoint_every, name, precision, compile) -> list[TrainResult]:
+    """Train ``card`` once per ``(seed, out)`` of ``runs`` (None: the recipe's seed), side by side."""
+    cards = [card.model_copy(update={"train": _override(card.train, epochs=epochs, seed=seed,
+                                                        checkpoint_every=checkpoint_every, precision=precision,
+                                                        compile=compile)})
+             for seed, _ in runs]
     if max_steps is not None and max_steps < 1:
         raise TrainingError(f"--max-steps must be at least 1, got {max_steps}")
     name = run_name(card, name)
-    card = card.model_copy(update={"train": recipe})
-    out = Path(out)
     with _StopSignals(defer=False):
         run = _start_run(device)
         made: list[Path] = []
         try:
             if run.main:
-                made = _prepare_out(out, name, resume)
-            torch.manual_seed(recipe.seed)
-            dataset = load_dataset(recipe.data.name, data_root, "train", **recipe.data.options)
-            model = build_model(card, device=run.device)
-            step = fit(model, dataset, card, out, resume, max_steps, run)
-            total = _Plan.of(recipe, len(dataset), run.world).total
-            finished = step == total and run.main
-            card_path = publish(card, model, out, name, step, data_root, run.device) if finished else None
-            return TrainResult(model, step, total, card_path)
+                for _, out in runs:
+                    made += _prepare_out(out, name, resume)
+            data = cards[0].train.data
+            dataset = load_dataset(data.name, data_root, "train", **data.options)
+            models = []
+            for each in cards:
+                torch.manual_seed(each.train.seed)  # the model's initial weights
+                models.append(build_model(each, device=run.device))
+            seeds = _fit([(m, c, out) for m, c, (_, out) in zip(models, cards, runs)], dataset, resume, max_steps,
+                         run)
+            total = seeds[0].plan.total
+            results = []
+            for s, (_, out) in zip(seeds, runs):
+                card_path = None
+                if s.step == total and run.main:
+                    with s.streams.active():  # what the evaluation draws, too, is what this seed alone draws
+                        card_path = publish(s.card, s.model, out, name, s.step, data_root, run.device)
+                results.append(TrainResult(s.model, s.step, total, card_path))
+            return results
         except BaseException:
             _remove_empty(made)
             raise

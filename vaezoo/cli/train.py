@@ -22,46 +22,77 @@ def add_parser(sub) -> None:
     p.add_argument("--name", help="the completed card's name (default: CARD-run); a built-in zoo entry's is refused")
     p.add_argument("--data-root", help="folder holding the dataset (default: $VAEZOO_DATA, else download)")
     p.add_argument("--epochs", type=int, help="override the recipe's epochs (a resumed run may change them)")
-    p.add_argument("--seed", type=int, help="override the recipe's seed")
+    seed = p.add_mutually_exclusive_group()
+    seed.add_argument("--seed", type=int, help="override the recipe's seed")
+    seed.add_argument("--seeds", type=seeds_arg, metavar="N,N,...",
+                      help="train one model per seed side by side in this process, seed N in OUT/seed-N; each "
+                           "ends as training that seed alone would")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     p.add_argument("--device", type=device_arg, help="cpu, cuda, cuda:1, ... (default: cpu)")
     p.add_argument("--max-steps", type=int,
                    help="stop when the run reaches step N, with a checkpoint to --resume from (no weights written)")
     p.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: the recipe's)")
+    p.add_argument("--precision", choices=["float32", "bf16"],
+                   help="override the recipe's precision (bf16: the forward pass under autocast in bfloat16)")
+    p.add_argument("--compile", action="store_true", default=None,
+                   help="run the forward pass through torch.compile (default: the recipe's)")
     p.set_defaults(func=run)
 
 
+def seeds_arg(value: str) -> list[int]:
+    """argparse type of ``--seeds``: whole numbers separated by commas, e.g. ``0,1,2``."""
+    import argparse
+
+    try:
+        return [int(s) for s in value.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a list of seeds; write them like 0,1,2") from None
+
+
 def run(args) -> int:
-    from vaezoo.train import Interrupted, train
+    from vaezoo.train import Interrupted, train, train_seeds
 
     main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 speaks for the run
+    options = dict(data_root=args.data_root, epochs=args.epochs, resume=args.resume, device=args.device,
+                   max_steps=args.max_steps, checkpoint_every=args.checkpoint_every, name=args.name,
+                   precision=args.precision, compile=args.compile)
     try:
-        result = train(card_arg(args.card), Path(args.out), data_root=args.data_root, epochs=args.epochs,
-                       resume=args.resume, seed=args.seed, device=args.device, max_steps=args.max_steps,
-                       checkpoint_every=args.checkpoint_every, name=args.name)
+        if args.seeds:
+            results = train_seeds(card_arg(args.card), Path(args.out), args.seeds, **options)
+        else:
+            results = [train(card_arg(args.card), Path(args.out), seed=args.seed, **options)]
     except Interrupted as stop:
         if main_rank:
             _report_stop(stop, args)
         return 128 + stop.signal
-    if result.card_path is not None:
-        print(result.card_path)
-    elif main_rank and result.step < result.total:
-        print(printable(f"stopped at step {result.step} of {result.total}; continue with: {resume_command(args)}"),
-              file=sys.stderr)
+    for result in results:
+        if result.card_path is not None:
+            print(result.card_path)
+    step, total = min(r.step for r in results), results[0].total
+    if main_rank and step < total:
+        print(printable(f"stopped at step {step} of {total}; continue with: {resume_command(args)}"), file=sys.stderr)
     return 0
+
+
+def _checkpoints(args) -> list[Path]:
+    """The checkpoint files of the run ``args`` started: one per seed folder with ``--seeds``."""
+    from vaezoo.checkpoints import CHECKPOINT
+
+    folders = [Path(args.out) / f"seed-{s}" for s in args.seeds] if args.seeds else [Path(args.out)]
+    return [folder / CHECKPOINT for folder in folders]
 
 
 def _report_stop(stop, args) -> None:
     """Say on stderr where the signal left the run and, when a checkpoint holds it, the command that resumes it."""
-    from vaezoo.checkpoints import CHECKPOINT
-
     name = signal.Signals(stop.signal).name
-    checkpoint = Path(args.out) / CHECKPOINT
+    checkpoints = _checkpoints(args)
+    names, several = ", ".join(map(str, checkpoints)), len(checkpoints) > 1
     if stop.step is not None:
-        print(printable(f"stopped by {name} at step {stop.step}; the checkpoint {checkpoint} holds it"),
+        print(printable(f"stopped by {name} at step {stop.step}; the checkpoint{'s' * several} {names} "
+                        f"hold{'' if several else 's'} it"), file=sys.stderr)
+    elif any(c.exists() for c in checkpoints):
+        print(printable(f"stopped by {name}; the last checkpoint{'s are' if several else ' is'} {names}"),
               file=sys.stderr)
-    elif checkpoint.exists():
-        print(printable(f"stopped by {name}; the last checkpoint is {checkpoint}"), file=sys.stderr)
     else:
         print(f"stopped by {name} before the first checkpoint; nothing to resume", file=sys.stderr)
         return
@@ -86,5 +117,7 @@ def resume_command(args) -> str:
         if key in ("command", "func", "card", "out", "resume") or value is None or value is False:
             continue
         option = "--" + key.replace("_", "-")
+        if isinstance(value, list):
+            value = ",".join(map(str, value))
         words += [option] if value is True else [option, str(value)]
     return shlex.join([*words, "--resume"])
