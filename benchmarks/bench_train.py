@@ -1,38 +1,40 @@
-"""Training throughput of the JointVAE MNIST recipe, and its FLOP/s against a plain fp32 matrix product.
+"""Training throughput of a zoo card's model: ``vaezoo train``'s loop beside a plain PyTorch loop, in img/s
+and as a fraction of the device's matmul rate.
 
-For each batch size the script measures, on random images of the recipe's shape:
+On random uint8 images of the model's shape, kept on the device, the script times in turns (``--rounds``):
 
-- the model step: forward, backward and the recipe's optimiser step, timed alone;
-- the engine loop: :func:`vaezoo.train.fit`, the loop ``vaezoo train`` runs (batching,
-  NaN check, progress display), in steady state after a warm-up segment.
+- a plain PyTorch loop: a shuffled slice of the images as floats, forward, backward, the recipe's optimiser;
+- the engine: :func:`vaezoo.train.fit`, the loop ``vaezoo train`` runs (batches cut on the device, the NaN
+  check, the random streams of its seed, the progress display), timed between its own steps.
 
-The FLOPs of a step (matrix products and convolutions, forward and backward) are
-counted with ``torch.utils.flop_counter.FlopCounterMode``; achieved FLOP/s are
-reported as a fraction of an ``N x N`` fp32 matmul's FLOP/s measured in the same
-run with the same thread count. ``--profile`` prints the engine loop's most
-expensive operators (``torch.profiler``).
+Both run the same model with the same options (``--precision``, ``--compile``) and ``torch.distributions``'
+argument checks off, as the engine runs. The FLOPs of one image's forward and backward pass are counted
+with ``torch.utils.flop_counter.FlopCounterMode`` on one batch; the peak is an ``N x N`` matrix product in
+the run's precision (bfloat16 for bf16, else float32), measured in the same run on the same device.
 
-    python benchmarks/bench_train.py                      # batch 64 and 256
-    python benchmarks/bench_train.py --steps 5 --warmup 2 --batch-sizes 64     # a quick check
+    python benchmarks/bench_train.py --device cuda                        # jointvae-mnist, batch 64 and 256
+    OMP_NUM_THREADS=1 python benchmarks/bench_train.py --steps 20 --batch-sizes 64      # a quick CPU check
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity
 from torch.utils.flop_counter import FlopCounterMode
 
 import vaezoo
+import vaezoo.train
+from vaezoo.assemble import build_model
 from vaezoo.data import ImageDataset
 from vaezoo.train import Run, fit
 
-CARD = "jointvae-mnist"
+DATASET_BATCHES = 32  # the random dataset holds this many batches; the loops go round it
 
 
 def sync(device: torch.device) -> None:
@@ -40,9 +42,9 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def matmul_flops(size: int, repeats: int, device: torch.device) -> float:
-    """FLOP/s of a ``size x size`` fp32 matrix product (the median of ``repeats`` timings)."""
-    a, b = (torch.randn(size, size, device=device) for _ in range(2))
+def matmul_rate(size: int, dtype: torch.dtype, device: torch.device, repeats: int = 10) -> float:
+    """FLOP/s of a ``size x size`` matrix product in ``dtype`` (the median of ``repeats`` timings)."""
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
     a @ b
     times = []
     for _ in range(repeats):
@@ -54,106 +56,130 @@ def matmul_flops(size: int, repeats: int, device: torch.device) -> float:
     return 2 * size**3 / statistics.median(times)
 
 
-def model_step(model, optimizer, x: torch.Tensor, step: int) -> None:
-    """One training step as the engine takes it, without the loop around it."""
-    result = model(x, step=step)
-    torch.isfinite(result.loss).item()
-    optimizer.zero_grad(set_to_none=True)
-    result.loss.backward()
-    optimizer.step()
+def autocast(card, device: torch.device):
+    return torch.autocast(device.type, torch.bfloat16, enabled=card.train.precision == "bf16")
 
 
-def image_shape(card) -> tuple[int, int, int]:
-    return card.model["channels"], card.model["image_size"], card.model["image_size"]
-
-
-def step_flops(card, batch: int, device: torch.device) -> int:
-    """FLOPs of one training step (forward and backward) at ``batch``."""
-    model = vaezoo.build_model(card, device=device).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=card.train.optimizer.lr)
+def flops_per_image(card, batch: int, device: torch.device) -> float:
+    """FLOPs of one image's forward and backward pass (matrix products and convolutions)."""
+    model = build_model(card, device=device).train()
+    x = torch.rand(batch, model.channels, model.image_size, model.image_size, device=device)
     with FlopCounterMode(display=False) as counter:
-        model_step(model, optimizer, torch.rand(batch, *image_shape(card), device=device), 0)
-    return counter.get_total_flops()
+        with autocast(card, device):
+            loss = model(x).loss
+        loss.backward()
+    return counter.get_total_flops() / batch
 
 
-def time_model_step(card, batch: int, steps: int, warmup: int, device: torch.device) -> float:
-    """Median seconds per model step."""
-    model = vaezoo.build_model(card, device=device).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=card.train.optimizer.lr)
-    x = torch.rand(batch, *image_shape(card), device=device)
-    times = []
-    for step in range(warmup + steps):
+def plain_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torch.device):
+    """A plain PyTorch loop of ``card``'s model: a generator of the seconds each segment of ``steps`` took."""
+    torch.manual_seed(0)
+    model = build_model(card, device=device).train()
+    optimizer = getattr(torch.optim, card.train.optimizer.name)(model.parameters(), lr=card.train.optimizer.lr,
+                                                                **card.train.optimizer.options)
+    net = torch.compile(model) if card.train.compile else model
+    batch, order, step = card.train.batch_size, torch.randperm(len(images), device=device), 0
+
+    def take(n: int) -> None:
+        nonlocal step
+        for _ in range(n):
+            b = step % DATASET_BATCHES
+            x = images[order[b * batch:(b + 1) * batch]].float().div_(255)
+            with autocast(card, device):
+                loss = net(x, step=step).loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            step += 1
+
+    while True:
+        take(warmup)
         sync(device)
         start = time.perf_counter()
-        model_step(model, optimizer, x, step)
+        take(steps)
         sync(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times[warmup:])
+        yield time.perf_counter() - start
 
 
-def engine(card, batch: int, steps: int, warmup: int, device: torch.device, profile: bool) -> float:
-    """Seconds per step of :func:`vaezoo.train.fit` on random images, in steady state.
+class _Clock(vaezoo.train.Reporter):
+    """The engine's progress display, noting when each step ended (the engine waits for each step's loss)."""
 
-    After ``warmup`` steps the run is resumed twice, for ``steps`` and then for
-    ``2 * steps`` steps; the difference of the two times leaves out what a resume
-    costs once (reading the checkpoint, writing one at the end). With ``profile``,
-    a last segment of ``steps`` runs under ``torch.profiler``.
+    ends: list[float] = []
+
+    def update(self, step, images, values) -> None:
+        _Clock.ends.append(time.perf_counter())
+        super().update(step, images, values)
+
+
+def engine_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torch.device, out: Path):
+    """:func:`vaezoo.train.fit` of ``card``: a generator of the seconds each segment of ``steps`` took.
+
+    Each segment resumes the run for ``warmup + steps`` steps and times the last ``steps`` between the
+    ends of steps, so reading and writing the checkpoint are not counted.
     """
-    ends = [warmup, warmup + steps, warmup + 3 * steps] + ([warmup + 4 * steps] if profile else [])
-    card = card.model_copy(update={"train": card.train.model_copy(
-        update={"batch_size": batch, "epochs": 1, "checkpoint_every": 10**9})})
-    dataset = ImageDataset(torch.randint(0, 256, (ends[-1] * batch, *image_shape(card)), dtype=torch.uint8))
-    model = vaezoo.build_model(card, device=device)
-    run = Run(device=device)
-    with tempfile.TemporaryDirectory() as out:
-        fit(model, dataset, card, Path(out), max_steps=warmup, run=run)
-        times = []
-        for end in ends[1:3]:
-            sync(device)
-            start = time.perf_counter()
-            fit(model, dataset, card, Path(out), resume=True, max_steps=end, run=run)
-            sync(device)
-            times.append(time.perf_counter() - start)
-        if profile:
-            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-            with torch.profiler.profile(activities=activities) as profiler:
-                fit(model, dataset, card, Path(out), resume=True, max_steps=ends[3], run=run)
-            print(f"\nengine loop at batch {batch}, {steps} steps, operators by self CPU time:")
-            print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
-    return (times[1] - times[0]) / steps
+    torch.manual_seed(0)
+    model = build_model(card, device=device)
+    dataset = ImageDataset(images, scale=255.0)
+    vaezoo.train.Reporter = _Clock
+    reached = 0
+    while True:
+        _Clock.ends = []
+        reached += warmup + steps
+        fit(model, dataset, card, out, resume=reached > warmup + steps, max_steps=reached, run=Run(device=device))
+        yield _Clock.ends[-1] - _Clock.ends[-1 - steps]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 256])
-    parser.add_argument("--steps", type=int, default=30, help="timed steps per measurement")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed steps before each measurement")
-    parser.add_argument("--matmul-size", type=int, default=2048)
+    parser.add_argument("--card", default="jointvae-mnist", help="a zoo card (default: jointvae-mnist)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--profile", action="store_true", help="profile the engine loop (slower)")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--steps", type=int, default=50, help="timed steps per segment")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each segment")
+    parser.add_argument("--rounds", type=int, default=3, help="segments of each loop, in turns")
+    parser.add_argument("--precision", choices=["float32", "bf16"], help="override the recipe's precision")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the forward pass")
+    parser.add_argument("--matmul-size", type=int, help="side of the peak's matrices (default 4096 on cuda, "
+                                                        "else 2048)")
     args = parser.parse_args()
 
+    os.environ["VAEZOO_PROGRESS"] = "0"
     device = torch.device(args.device)
-    card = vaezoo.get_card(CARD)
-    peak = matmul_flops(args.matmul_size, max(args.steps, 5), device)
-    rows = []
-    for batch in args.batch_sizes:
-        flops = step_flops(card, batch, device)
-        alone = time_model_step(card, batch, args.steps, args.warmup, device)
-        looped = engine(card, batch, args.steps, args.warmup, device, args.profile)
-        rows.append((batch, flops, alone, looped))
+    card = vaezoo.get_card(args.card)
+    recipe = card.train.model_copy(update={"precision": args.precision or card.train.precision,
+                                           "compile": args.compile or card.train.compile,
+                                           "checkpoint_every": 10**9})
+    dtype = torch.bfloat16 if recipe.precision == "bf16" else torch.float32
+    size = args.matmul_size or (4096 if device.type == "cuda" else 2048)
+    peak = matmul_rate(size, dtype, device)
+    torch.distributions.Distribution.set_default_validate_args(False)  # as the engine trains
 
-    print(f"\n{CARD} training on {device} with {torch.get_num_threads()} thread(s), torch {torch.__version__}")
-    print(f"fp32 matmul {args.matmul_size}x{args.matmul_size}: {peak / 1e9:.1f} GFLOP/s")
-    header = ("batch", "GFLOP/step", "what", "ms/step", "images/s", "GFLOP/s", "of matmul")
-    print(f"{header[0]:>5} {header[1]:>10}  {header[2]:<11} {header[3]:>8} {header[4]:>9} {header[5]:>8} "
-          f"{header[6]:>9}")
-    for batch, flops, alone, looped in rows:
-        for what, seconds in (("model step", alone), ("engine loop", looped)):
-            achieved = flops / seconds
-            print(f"{batch:>5} {flops / 1e9:>10.3f}  {what:<11} {seconds * 1e3:>8.1f} {batch / seconds:>9.0f} "
-                  f"{achieved / 1e9:>8.1f} {achieved / peak:>9.0%}")
-    print("target: the engine loop at batch 256 reaches at least 60% of the matmul's FLOP/s")
+    gpu = f"{torch.cuda.get_device_name(device)}, " if device.type == "cuda" else ""
+    print(f"{card.name} training on {device} ({gpu}{torch.get_num_threads()} CPU thread(s)), torch "
+          f"{torch.__version__}, precision {recipe.precision}, compile {'on' if recipe.compile else 'off'}")
+    print(f"peak: {str(dtype).removeprefix('torch.')} matmul {size}x{size}: {peak / 1e9:,.1f} GFLOP/s")
+    print(f"{'batch':>5}  {'loop':<13} {'img/s':>9} {'GFLOP/s':>9} {'of peak':>8}")
+    for batch in args.batch_sizes:
+        run_card = card.model_copy(update={"train": recipe.model_copy(update={"batch_size": batch, "epochs": 10**6})})
+        per_image = flops_per_image(run_card, batch, device)
+        model = build_model(run_card)
+        images = torch.randint(0, 256, (DATASET_BATCHES * batch, model.channels, model.image_size, model.image_size),
+                               dtype=torch.uint8, device=device)
+        with tempfile.TemporaryDirectory() as out:
+            loops = {"plain PyTorch": plain_loop(run_card, images, args.steps, args.warmup, device),
+                     "vaezoo train": engine_loop(run_card, images, args.steps, args.warmup, device, Path(out))}
+            times = {name: [] for name in loops}
+            for _ in range(args.rounds):
+                for name, loop in loops.items():
+                    times[name].append(next(loop))
+        rates = {}
+        for name, seconds in times.items():
+            rates[name] = args.steps * batch / statistics.median(seconds)
+            achieved = rates[name] * per_image
+            print(f"{batch:>5}  {name:<13} {rates[name]:>9,.0f} {achieved / 1e9:>9,.1f} {achieved / peak:>8.1%}")
+        print(f"{'':>5}  vaezoo train / plain PyTorch: {rates['vaezoo train'] / rates['plain PyTorch']:.3f} "
+              f"({per_image / 1e6:,.2f} MFLOP per image, forward and backward; medians of {args.rounds} rounds of "
+              f"{args.steps} steps)")
 
 
 if __name__ == "__main__":
