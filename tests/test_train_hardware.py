@@ -138,16 +138,26 @@ def test_seeds_on_the_command_line(toy_plugin, tmp_path, capsys):
     assert capsys.readouterr().out.split() == [str(out / f"seed-{s}" / "toyvae-bars-run.toml") for s in (3, 4)]
 
 
-@pytest.mark.parametrize(("seeds", "message"), [("1,1", "--seeds must name each seed once, got 1,1"),
-                                                 ("1,x", "argument --seeds: '1,x' is not a list of seeds")])
-def test_bad_seeds_are_a_one_line_error(toy_plugin, tmp_path, capsys, seeds, message):
+@pytest.mark.parametrize(("options", "message"), [
+    (["--seeds", "1,1"], "error: --seeds must name each seed once, got 1,1"),
+    (["--seeds", "1,x"], "argument --seeds: '1,x' is not a list of seeds"),
+    (["--seed", "1", "--seeds", "1,2"], "argument --seeds: not allowed with argument --seed"),
+])
+def test_bad_seeds_are_a_one_line_error(toy_plugin, tmp_path, capsys, options, message):
     path = write_card(tmp_path / "toy.toml", toy_card())
     try:
-        code = main(["train", str(path), "--out", str(tmp_path / "out"), "--seeds", seeds])
-    except SystemExit as exit:  # argparse refuses what its type cannot read
+        code = main(["train", str(path), "--out", str(tmp_path / "out"), *options])
+    except SystemExit as exit:  # argparse refuses what it cannot read
         code = exit.code
     err = capsys.readouterr().err
     assert code != 0 and "Traceback" not in err and message in err and not (tmp_path / "out").exists()
+
+
+def test_seeds_side_by_side_refuse_torchrun(toy_plugin, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(TrainingError, match="side by side in one process; run it without torchrun"):
+        train_seeds(card(), tmp_path / "out", [0, 1])
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_stopped_seeds_run_names_every_checkpoint_and_the_resume_command(toy_plugin, tmp_path, capsys,
