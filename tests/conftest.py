@@ -1,4 +1,5 @@
-"""Shared fixtures. ../shared (beside the repository root) holds MNIST and reference checkpoints."""
+"""Shared fixtures, built on tests/kit.py. ../shared (beside the repository root) holds MNIST and reference
+checkpoints."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import MNIST_ROOT
+from kit import DATA_PLUGIN, MNIST_ROOT, FileServer, install_plugin, serve_files
 
 
 @pytest.fixture
@@ -37,3 +38,42 @@ def float64_seeded():
     torch.manual_seed(0)
     yield
     torch.set_default_dtype(previous)
+
+
+@pytest.fixture
+def cards_dir(tmp_path, monkeypatch) -> Path:
+    """An empty card directory, the only one on ``VAEZOO_CARDS_PATH``."""
+    directory = tmp_path / "cards"
+    directory.mkdir()
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(directory))
+    return directory
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch) -> Path:
+    """A folder on ``sys.path`` to install fake plugins into with :func:`kit.install_plugin`.
+
+    A child process finds them where :func:`kit.child_env` is given this folder.
+    """
+    from vaezoo import plugins
+
+    directory = tmp_path / "site"
+    directory.mkdir()
+    monkeypatch.syspath_prepend(str(directory))
+    plugins.reset()
+    return directory
+
+
+@pytest.fixture
+def data_plugin(site) -> Path:
+    """The plugin site with the kit's test plugin installed (:data:`kit.DATA_PLUGIN`): the datasets
+    ``toy_bars`` and ``tiny_blobs`` and the regularizer ``nan_after``."""
+    install_plugin(site, "testdata", DATA_PLUGIN)
+    return site
+
+
+@pytest.fixture
+def server():
+    """A :class:`kit.FileServer` on 127.0.0.1; tests put bytes in ``server.files`` and faults in its fields."""
+    with serve_files(FileServer()) as running:
+        yield running

@@ -15,11 +15,12 @@ import base64
 import hashlib
 import http.server
 import json
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
+
+from kit import serving
 
 GITATTRIBUTES = b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
 
@@ -199,13 +200,6 @@ def serve_hub(hub: FakeHub) -> Iterator[FakeHub]:
         def log_message(self, *args) -> None:
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    hub.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as port:
+        hub.port = port
         yield hub
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import vaezoo
-from helpers import REPO
+from kit import REPO
 from vaezoo.cards import DataSpec, parse_card
 from vaezoo.data.dsprites import GRID_SIZE, dsprites
 from vaezoo.assemble import build_model

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import vaezoo
-from helpers import write_card, write_tiny_entry
+from kit import make_card, write_card, write_entry
 from vaezoo.cards import discover, get_card
 from vaezoo.cli import main
 from vaezoo.errors import CardError, UnknownNameError
@@ -21,7 +21,7 @@ def run_folder(tmp_path):
     """A folder as a training run leaves it: one card and its weights, outside every card directory."""
     folder = tmp_path / "run"
     folder.mkdir()
-    card, state, _ = write_tiny_entry(folder, "mine", seed=3)
+    card, state, _ = write_entry(folder, make_card(name="mine"), seed=3)
     return folder, card, state
 
 
@@ -76,7 +76,7 @@ def test_a_folder_without_exactly_one_card_is_a_one_line_error(tmp_path, capsys,
     folder = tmp_path / "folder"
     folder.mkdir()
     for name in cards:
-        write_card(folder, name)
+        write_card(folder, make_card(name=name))
     with pytest.raises(CardError, match=re.escape(f"folder {folder} must hold exactly one card, {found}; ")):
         get_card(folder)
     assert main(["info", str(folder)]) == 1
@@ -93,7 +93,7 @@ def test_a_missing_path_names_the_file(tmp_path):
 def test_a_card_file_is_read_even_if_a_zoo_entry_holds_its_name(tmp_path, monkeypatch):
     monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
     name = sorted(discover())[0]
-    card, state, _ = write_tiny_entry(tmp_path, name, seed=5)
+    card, state, _ = write_entry(tmp_path, make_card(name=name), seed=5)
     model = vaezoo.load(card)
     assert model.card.path == card.resolve() and model.card.architecture == "vae"
     assert all(torch.equal(model.state_dict()[k], v) for k, v in state.items())

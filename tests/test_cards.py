@@ -6,11 +6,10 @@ import os
 import re
 
 import pytest
-import tomli_w
 from pydantic import ValidationError
 
 import vaezoo
-from helpers import GAUSSIAN_MLP_RGB, card_dict, write_card
+from kit import GAUSSIAN_MLP_RGB, make_card, write_card, write_toml
 from vaezoo.cards import (Card, CardWarning, SkippedCard, discover, get_card, parse_card, scan,
                           write_card as write_card_toml)
 from vaezoo.errors import CardError, UnknownNameError
@@ -27,11 +26,6 @@ def only_test_cards(monkeypatch, tmp_path):
     return tmp_path / "cards"
 
 
-def write_raw(path, data: dict):
-    path.write_text(tomli_w.dumps(data), encoding="utf-8")
-    return path
-
-
 @pytest.mark.parametrize("change, field, message", [
     (lambda c: c.pop("dataset"), "dataset", "Field required"),
     (lambda c: c.update(colour="blue"), "colour", "Extra inputs are not permitted"),
@@ -45,9 +39,9 @@ def write_raw(path, data: dict):
     (lambda c: c["train"]["optimizer"].update(name="Adagrad"), "train.optimizer.name", "Input should be"),
 ])
 def test_invalid_card_names_the_file_and_the_field(tmp_path, change, field, message):
-    data = card_dict("toy-mnist")
+    data = make_card(name="toy-mnist")
     change(data)
-    path = write_raw(tmp_path / "toy-mnist.toml", data)
+    path = write_toml(tmp_path / "toy-mnist.toml", data)
     with pytest.raises(CardError) as info:
         parse_card(path)
     text = str(info.value)
@@ -65,7 +59,8 @@ def test_unreadable_and_malformed_cards(tmp_path):
 
 
 def test_cards_are_frozen_and_round_trip_through_toml(tmp_path):
-    card = Card.model_validate(card_dict("toy-mnist", weights={"file": "w.safetensors", "sha256": SHA, "size": 3}))
+    card = Card.model_validate(make_card(name="toy-mnist",
+                                         weights={"file": "w.safetensors", "sha256": SHA, "size": 3}))
     with pytest.raises(ValidationError, match="frozen"):
         card.name = "other"
     write_card_toml(card, tmp_path / "toy-mnist.toml")
@@ -75,8 +70,8 @@ def test_cards_are_frozen_and_round_trip_through_toml(tmp_path):
 
 
 def test_cards_path_lists_several_directories(only_test_cards, tmp_path, monkeypatch):
-    write_card(only_test_cards, "toy-a")
-    write_card(tmp_path / "more", "toy-b")
+    write_card(only_test_cards, make_card(name="toy-a"))
+    write_card(tmp_path / "more", make_card(name="toy-b"))
     monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join([str(only_test_cards), "", str(tmp_path / "more")]))
     cards = discover()
     assert sorted(cards) == ["toy-a", "toy-b"]
@@ -84,10 +79,10 @@ def test_cards_path_lists_several_directories(only_test_cards, tmp_path, monkeyp
 
 
 def test_a_name_defined_twice_keeps_the_first_and_reports_the_other(only_test_cards, tmp_path, monkeypatch):
-    first = write_card(only_test_cards, "toy-a")
-    write_card(only_test_cards, "toy-b")
+    first = write_card(only_test_cards, make_card(name="toy-a"))
+    write_card(only_test_cards, make_card(name="toy-b"))
     (tmp_path / "more").mkdir()
-    second = write_raw(tmp_path / "more" / "copy.toml", card_dict("toy-a"))
+    second = write_toml(tmp_path / "more" / "copy.toml", make_card(name="toy-a"))
     monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join([str(only_test_cards), str(tmp_path / "more")]))
     with pytest.warns(CardWarning) as caught:
         cards = discover()
@@ -104,7 +99,7 @@ def test_a_card_outside_the_zoo_never_shadows_a_zoo_card(monkeypatch, tmp_path):
     if not zoo:
         pytest.fail("the zoo has no cards; the built-in 'zoo' plugin should contribute zoo_cards/")
     name = sorted(zoo)[0]
-    impostor = write_card(tmp_path, name, summary="an impostor")
+    impostor = write_card(tmp_path, make_card(name=name, summary="an impostor"))
     monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path))
     with pytest.warns(CardWarning, match=re.escape(f"card {impostor} skipped: name '{name}' is already taken by "
                                                    f"{zoo[name].path}; the built-in zoo entry is kept")):
@@ -117,7 +112,7 @@ def test_a_card_outside_the_zoo_never_shadows_a_zoo_card(monkeypatch, tmp_path):
 
 def test_wildcards_and_natural_sort(only_test_cards):
     for name in ["toy-mnist-10", "toy-mnist-2", "toy-mnist-1", "toy-dsprites", "other-mnist"]:
-        write_card(only_test_cards, name)
+        write_card(only_test_cards, make_card(name=name))
     assert vaezoo.list_models("toy-mnist-*") == ["toy-mnist-1", "toy-mnist-2", "toy-mnist-10"]
     assert vaezoo.list_models() == ["other-mnist", "toy-dsprites", "toy-mnist-1", "toy-mnist-2", "toy-mnist-10"]
     assert vaezoo.list_models("toy-?-*") == []
@@ -126,12 +121,12 @@ def test_wildcards_and_natural_sort(only_test_cards):
 
 
 def test_filters_on_dataset_architecture_and_fields(only_test_cards):
-    write_card(only_test_cards, "toy-a")
-    write_card(only_test_cards, "toy-b", model=GAUSSIAN_MLP_RGB, dataset="dsprites",
-               train={"epochs": 3, "batch_size": 64, "data": {"name": "dsprites"},
-                      "optimizer": {"name": "Adam", "lr": 5e-4}})
-    write_card(only_test_cards, "toy-c", architecture="other",
-               model={"beta": 6, "channels": 1, "latent": {"type": "gaussian", "dim": 10}})
+    write_card(only_test_cards, make_card(name="toy-a"))
+    write_card(only_test_cards, make_card(name="toy-b", model=GAUSSIAN_MLP_RGB, dataset="dsprites",
+                                          train={"epochs": 3, "batch_size": 64, "data": {"name": "dsprites"},
+                                                 "optimizer": {"name": "Adam", "lr": 5e-4}}))
+    write_card(only_test_cards, make_card(name="toy-c", architecture="other",
+                                          model={"beta": 6, "channels": 1, "latent": {"type": "gaussian", "dim": 10}}))
     assert vaezoo.list_models(dataset="dsprites") == ["toy-b"]
     assert vaezoo.list_models(architecture="other") == ["toy-c"]
     assert vaezoo.list_models(where={"beta": "6"}) == ["toy-a", "toy-c"]  # toy-a: regularizers.0.beta = 6.0
@@ -146,8 +141,8 @@ def test_filters_on_dataset_architecture_and_fields(only_test_cards):
 
 
 def test_unknown_name_lists_close_matches(only_test_cards):
-    write_card(only_test_cards, "toy-mnist")
-    write_card(only_test_cards, "toy-dsprites")
+    write_card(only_test_cards, make_card(name="toy-mnist"))
+    write_card(only_test_cards, make_card(name="toy-dsprites"))
     with pytest.raises(UnknownNameError, match="no zoo card named 'toy-mnst'. Did you mean 'toy-mnist'"):
         get_card("toy-mnst")
     assert get_card("toy-mnist").name == "toy-mnist"

@@ -7,39 +7,30 @@ import tomllib
 
 import pytest
 
-from helpers import run_python, run_vaezoo, write_card, write_tiny_entry
+from kit import cli, make_card, run_python, run_vaezoo, write_card, write_entry
 from vaezoo.cards import get_card
-from vaezoo.cli import main
 
 LONG_NAME = "toy-a-long-name-joint-tc-capacity-seed-10"
 METRIC = {"value": 0.8873, "command": "vaezoo eval toy --check", "vaezoo_version": "0.1.0"}
 
 
 @pytest.fixture
-def cards(monkeypatch, tmp_path):
+def cards(cards_dir, monkeypatch):
     """Only the test's cards (no plugin loads)."""
-    directory = tmp_path / "cards"
-    directory.mkdir()
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
-    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(directory))
-    return directory
+    return cards_dir
 
 
 @pytest.fixture
 def listed(cards):
     """Three cards: one with a latent layout, parameter count and headline metric, as `vaezoo train` writes."""
-    write_card(cards, "toy-mnist-2")
-    write_card(cards, LONG_NAME, latent="cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4)",
-               parameters=1234567, metrics={"accuracy": METRIC}, headline="accuracy")
-    write_card(cards, "toy-dsprites-1", dataset="dsprites", model={"image_size": 64, "channels": 1, "beta": 6,
-                                                                   "latent": {"type": "gaussian", "dim": 10}})
+    write_card(cards, make_card(name="toy-mnist-2"))
+    write_card(cards, make_card(name=LONG_NAME, latent="cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4)",
+                                parameters=1234567, metrics={"accuracy": METRIC}, headline="accuracy"))
+    write_card(cards, make_card(name="toy-dsprites-1", dataset="dsprites",
+                                model={"image_size": 64, "channels": 1, "beta": 6,
+                                       "latent": {"type": "gaussian", "dim": 10}}))
     return cards
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def table_rows(text: str) -> list[list[str]]:
@@ -101,7 +92,8 @@ def test_list_groups_by_dataset_or_architecture(listed, capsys):
 def test_a_headline_with_seeds_shows_their_range(cards, capsys):
     seeds = {"runs": [{"seed": 0, "value": 0.5}, {"seed": 1, "value": 0.7}], "n": 2, "median": 0.6, "min": 0.5,
              "max": 0.7, "shipped": 1, "selection": "the best", "command": "vaezoo train toy --seed N"}
-    write_card(cards, "toy-seeds", metrics={"accuracy": {**METRIC, "value": 0.7, "seeds": seeds}}, headline="accuracy")
+    write_card(cards, make_card(name="toy-seeds", metrics={"accuracy": {**METRIC, "value": 0.7, "seeds": seeds}},
+                                headline="accuracy"))
     code, out, _ = cli(capsys, "list")
     assert table_rows(out)[0][-1] == "accuracy 0.7 (2 seeds: 0.5 to 0.7)"
 
@@ -133,9 +125,9 @@ def test_unknown_name_is_a_one_line_error_with_close_matches(listed, capsys):
 
 
 def test_verify(cards, capsys):
-    write_tiny_entry(cards, "tiny-good")
-    _, _, damaged = write_tiny_entry(cards, "tiny-bad")
-    write_card(cards, "tiny-none")
+    write_entry(cards, make_card(name="tiny-good"))
+    _, _, damaged = write_entry(cards, make_card(name="tiny-bad"))
+    write_card(cards, make_card(name="tiny-none"))
     code, out, err = cli(capsys, "verify", "--json")
     assert code == 0, err
     assert {r["name"]: r["status"] for r in json.loads(out)} == {
@@ -173,7 +165,7 @@ def test_vaezoo_list_does_not_import_torch(listed):
         f"codes = [main(['list']), main(['list', '--json', '--where', 'beta=6']), main(['info', {LONG_NAME!r}])]\n"
         "print(codes, sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
     )
-    result = run_python(code)
+    result = run_python("-c", code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "[0, 0, 0] []"
 

@@ -7,18 +7,11 @@ import socket
 import subprocess
 import sys
 
-import pytest
 import torch
 import torch.multiprocessing as mp
-from trainkit import ToyPlugin, install_toy_plugin, toy_card, write_card
 
+from kit import child_env, make_card, write_toml
 from vaezoo.train import CHECKPOINT
-
-
-@pytest.fixture
-def toy_plugin(tmp_path, monkeypatch) -> ToyPlugin:
-    """The ``toydata`` plugin, installed for this test."""
-    return install_toy_plugin(tmp_path / "site", monkeypatch)
 
 
 def free_port() -> int:
@@ -38,8 +31,8 @@ def train_as_rank(rank: int, world: int, port: int, card: dict, tmp) -> None:
     torch.save(result.model.state_dict(), tmp / f"weights{rank}.pt")
 
 
-def test_two_processes_end_with_identical_weights_and_only_rank_0_writes(toy_plugin, tmp_path):
-    mp.spawn(train_as_rank, args=(2, free_port(), toy_card(epochs=2), tmp_path), nprocs=2)
+def test_two_processes_end_with_identical_weights_and_only_rank_0_writes(data_plugin, tmp_path):
+    mp.spawn(train_as_rank, args=(2, free_port(), make_card("toy", train={"epochs": 2}), tmp_path), nprocs=2)
     rank0 = torch.load(tmp_path / "weights0.pt", weights_only=True)
     rank1 = torch.load(tmp_path / "weights1.pt", weights_only=True)
     assert rank0.keys() == rank1.keys()
@@ -53,12 +46,13 @@ def test_two_processes_end_with_identical_weights_and_only_rank_0_writes(toy_plu
     assert not (tmp_path / "out1").exists()
 
 
-def test_torchrun_trains_the_cli_on_two_processes(toy_plugin, tmp_path):
-    path = write_card(tmp_path / "toy.toml", toy_card())
+def test_torchrun_trains_the_cli_on_two_processes(data_plugin, tmp_path):
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     out = tmp_path / "out"
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                           "-m", "vaezoo", "train", str(path), "--out", str(out), "--max-steps", "3"],
-                         env=toy_plugin.env(), capture_output=True, text=True, check=False, timeout=900)
+                         env=child_env(tmp_path / "home", site=data_plugin), capture_output=True, text=True,
+                         check=False, timeout=900)
     assert run.returncode == 0, run.stderr
     assert torch.load(out / CHECKPOINT, weights_only=True)["step"] == 3
     resume = f"torchrun --nproc-per-node 2 -m vaezoo train {path} --out {out} --max-steps 3 --resume"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import write_card
+from kit import make_card, write_card
 from vaezoo.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,9 +94,10 @@ def test_markdown_table_shows_card_text_as_written(monkeypatch, tmp_path, capsys
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
     monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path))
     metric = {"value": 0.25, "command": "vaezoo eval toy-b", "vaezoo_version": "0.1.0"}
-    write_card(tmp_path, "toy-b", summary="a | b <img src=x> *bold* `code` [link](y) \x1b[31mred\nnext",
-               latent="gaussian(3)", parameters=1234, metrics={"my_metric": metric}, headline="my_metric")
-    write_card(tmp_path, "toy-a", dataset="dsprites")
+    write_card(tmp_path, make_card(name="toy-b", summary="a | b <img src=x> *bold* `code` [link](y) \x1b[31mred\nnext",
+                                   latent="gaussian(3)", parameters=1234, metrics={"my_metric": metric},
+                                   headline="my_metric"))
+    write_card(tmp_path, make_card(name="toy-a", dataset="dsprites"))
     assert main(["list", "--markdown"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[:2] == ["| name | what it is | latent | parameters | headline metric |",

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
-import http.server
-import threading
 import zipfile
 
 import numpy as np
 import pytest
 import torch
 
-from helpers import REPO, SHARED
+from kit import REPO, SHARED
 from vaezoo.data import DataRoot
 from vaezoo.assemble import load_dataset
 from vaezoo.data import dsprites as ds
@@ -188,44 +185,30 @@ def test_missing_npz_error_names_where_it_looked(tmp_path):
     assert str(tmp_path / "dsprites" / ds.OFFICIAL_FILE) in str(info.value)
 
 
-@pytest.fixture
-def server(tmp_path):
-    """A local HTTP server on 127.0.0.1 serving ``tmp_path/www``."""
-    www = tmp_path / "www"
-    www.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield www, f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    thread.join()
+SERVED = f"/{ds.OFFICIAL_FILE}"
 
 
 def test_download_verifies_md5_and_writes_atomically(server, tmp_path):
-    www, url = server
-    content = write_fake_npz(www / ds.OFFICIAL_FILE, np.arange(8))
+    content = server.files[SERVED] = write_fake_npz(tmp_path / ds.OFFICIAL_FILE, np.arange(8))
     target = tmp_path / "data"
-    path = official.download_official(target, f"{url}/{ds.OFFICIAL_FILE}", hashlib.md5(content).hexdigest())
+    path = official.download_official(target, server.url(SERVED), hashlib.md5(content).hexdigest())
     assert path.read_bytes() == content
     with pytest.raises(DataError, match="has md5"):
-        official.download_official(tmp_path / "other", f"{url}/{ds.OFFICIAL_FILE}", "0" * 32)
+        official.download_official(tmp_path / "other", server.url(SERVED), "0" * 32)
     assert list((tmp_path / "other").iterdir()) == []
 
 
 def test_download_failure_is_a_data_error(server, tmp_path):
-    _, url = server
     target = tmp_path / "data"
     with pytest.raises(DataError, match="could not download"):
-        official.download_official(target, f"{url}/missing.npz", ds.OFFICIAL_MD5)
+        official.download_official(target, server.url("/missing.npz"), ds.OFFICIAL_MD5)
     assert list(target.iterdir()) == []
 
 
 def test_official_source_downloads_into_the_default_folder(server, tmp_path, monkeypatch):
-    www, url = server
     indices = np.arange(100, 116)
-    content = write_fake_npz(www / ds.OFFICIAL_FILE, indices)
-    monkeypatch.setattr(official, "OFFICIAL_URL", f"{url}/{ds.OFFICIAL_FILE}")
+    content = server.files[SERVED] = write_fake_npz(tmp_path / ds.OFFICIAL_FILE, indices)
+    monkeypatch.setattr(official, "OFFICIAL_URL", server.url(SERVED))
     monkeypatch.setattr(official, "OFFICIAL_MD5", hashlib.md5(content).hexdigest())
     monkeypatch.setattr(official, "data_root", lambda root: DataRoot(tmp_path / "home", True, "the default data folder"))
     data = ds.dsprites(source="official")

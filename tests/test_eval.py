@@ -7,24 +7,17 @@ import tomllib
 
 import pytest
 import torch
-import tomli_w
-from trainkit import ToyPlugin, install_toy_plugin, toy_card, write_card
 
+from kit import make_card, write_toml
 from vaezoo.cards import Metric
 from vaezoo.cli import main
 from vaezoo.cli.eval import compare
 
 
 @pytest.fixture
-def toy_plugin(tmp_path, monkeypatch) -> ToyPlugin:
-    """The ``toydata`` plugin, installed for this test."""
-    return install_toy_plugin(tmp_path / "site", monkeypatch)
-
-
-@pytest.fixture
-def trained(toy_plugin, tmp_path):
+def trained(data_plugin, tmp_path):
     """The completed card of a finished run of the toy card."""
-    path = write_card(tmp_path / "toy.toml", toy_card())
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 0
     return tmp_path / "out" / "toyvae-bars-run.toml"
 
@@ -45,7 +38,7 @@ def test_check_passes_on_a_fresh_card_and_fails_on_a_tampered_metric(trained, ca
         assert value == pytest.approx(card["metrics"][name]["value"], abs=1e-6)
 
     card["metrics"]["cluster_accuracy"]["value"] += 0.01
-    trained.write_text(tomli_w.dumps(card))
+    write_toml(trained, card)
     assert main(["eval", str(trained), "--check"]) == 1
     [line] = error_lines(capsys.readouterr().err)
     assert "1 metric(s) differ" in line and "cluster_accuracy: card" in line
@@ -54,7 +47,7 @@ def test_check_passes_on_a_fresh_card_and_fails_on_a_tampered_metric(trained, ca
 def test_check_refuses_a_card_without_metrics(trained, capsys):
     card = tomllib.loads(trained.read_text())
     del card["metrics"]
-    trained.write_text(tomli_w.dumps(card))
+    write_toml(trained, card)
     capsys.readouterr()
     assert main(["eval", str(trained), "--check"]) == 1
     [line] = error_lines(capsys.readouterr().err)
@@ -76,7 +69,7 @@ def test_compare_uses_a_tolerance_relative_to_the_larger_of_one_and_the_value():
 def test_write_records_the_measured_metrics_on_the_card(trained, capsys):
     card = tomllib.loads(trained.read_text())
     measured = {name: metric["value"] for name, metric in card.pop("metrics").items()}
-    trained.write_text(tomli_w.dumps(card))
+    write_toml(trained, card)
     assert main(["eval", str(trained), "--write"]) == 0
     written = tomllib.loads(trained.read_text())["metrics"]
     assert {name: metric["value"] for name, metric in written.items()} == pytest.approx(measured, abs=1e-6)
@@ -88,7 +81,7 @@ def test_write_records_the_measured_metrics_on_the_card(trained, capsys):
 def test_write_keeps_the_notes_on_the_card(trained, capsys):
     card = tomllib.loads(trained.read_text())
     card["metrics"]["reconstruction"]["note"] = "why this number is what it is"
-    trained.write_text(tomli_w.dumps(card))
+    write_toml(trained, card)
     assert main(["eval", str(trained), "--write"]) == 0
     written = tomllib.loads(trained.read_text())["metrics"]
     assert written["reconstruction"]["note"] == "why this number is what it is"

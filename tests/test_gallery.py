@@ -12,47 +12,34 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 from PIL import Image
 
-from vaezoo.cards import Card, list_cards, parse_card, write_card
+from kit import make_card, write_card, write_entry
+from vaezoo.cards import Card, list_cards, parse_card
 from vaezoo.cli import main
 from vaezoo.gallery import build_gallery
-from vaezoo.assemble import build_model
-from vaezoo.checksums import sha256_of
-from vaezoo.weights import save_weights
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TRICKY_TEXT = 'a <b>bold</b> claim & an <img src="x.png"> "quoted"'
 
 
+# A 16x16 joint latent (a style and a digit part), conv nets, no regularizer.
+TINY_MODEL = {"image_size": 16, "channels": 1,
+              "latent": {"type": "joint", "parts": [{"type": "gaussian", "name": "style", "dim": 3},
+                                                    {"type": "gumbel_categorical", "name": "digit", "categories": 4}]},
+              "encoder": {"type": "conv_encoder", "hidden": 32}, "decoder": {"type": "conv_decoder", "hidden": 32}}
+
+
 def tiny_card(name: str, with_weights: bool, directory: Path) -> Card:
-    """Write a tiny 16x16 joint-latent card (and, if asked, its random weights) into ``directory``."""
-    raw = {
-        "name": name, "architecture": "vae", "summary": f"{name}: {TRICKY_TEXT}", "dataset": "mnist",
-        "paper": "Kingma & Welling (2014), Auto-Encoding Variational Bayes", "license": "MIT",
-        "vaezoo_version": "0.1.0",
-        "model": {"image_size": 16, "channels": 1,
-                  "latent": {"type": "joint", "parts": [{"type": "gaussian", "name": "style", "dim": 3},
-                                                        {"type": "gumbel_categorical", "name": "digit",
-                                                         "categories": 4}]},
-                  "encoder": {"type": "conv_encoder", "hidden": 32},
-                  "decoder": {"type": "conv_decoder", "hidden": 32}},
-        "train": {"data": {"name": "mnist", "options": {"image_size": 16}}, "epochs": 1, "batch_size": 8,
-                  "optimizer": {"name": "Adam", "lr": 1e-3}},
-        "metrics": {"reconstruction": {"value": 123.456789, "command": f"vaezoo eval {name} --json",
-                                       "vaezoo_version": "0.1.0", "note": TRICKY_TEXT},
-                    "kl_digit": {"value": 0.5, "command": f"vaezoo eval {name} --json && echo '<done>'",
-                                 "vaezoo_version": "0.1.0"}},
-    }
-    if with_weights:
-        torch.manual_seed(0)
-        weights = directory / f"{name}.safetensors"
-        save_weights(build_model(Card.model_validate(raw)).state_dict(), weights)
-        raw["weights"] = {"file": weights.name, "sha256": sha256_of(weights), "size": weights.stat().st_size}
-    path = directory / f"{name}.toml"
-    write_card(Card.model_validate(raw), path)
-    return parse_card(path)
+    """Write a tiny card (and, if asked, its random weights) with tricky text into ``directory``."""
+    card = make_card(
+        name=name, model=TINY_MODEL, summary=f"{name}: {TRICKY_TEXT}",
+        paper="Kingma & Welling (2014), Auto-Encoding Variational Bayes",
+        metrics={"reconstruction": {"value": 123.456789, "command": f"vaezoo eval {name} --json",
+                                    "vaezoo_version": "0.1.0", "note": TRICKY_TEXT},
+                 "kl_digit": {"value": 0.5, "command": f"vaezoo eval {name} --json && echo '<done>'",
+                              "vaezoo_version": "0.1.0"}})
+    return parse_card(write_entry(directory, card)[0] if with_weights else write_card(directory, card))
 
 
 @pytest.fixture

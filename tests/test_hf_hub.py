@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_vaezoo, weights_entry, write_card, write_tiny_entry
+from kit import make_card, run_python, run_vaezoo, weights_entry, write_card, write_entry
 from hubserver import FakeHub, serve_hub
 from pydantic import ValidationError
 
@@ -44,15 +44,9 @@ for name, expected in zip(sys.argv[1::2], sys.argv[2::2]):
 """
 
 
-def python(code: str, *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``python -c code ARGV`` in a fresh interpreter with this process's environment plus ``env``."""
-    return subprocess.run([sys.executable, "-c", code, *argv], env={**os.environ, **(env or {})},
-                          capture_output=True, text=True, timeout=300, check=False)
-
-
 def load(*pairs: str, env: dict[str, str] | None = None) -> list[str]:
     """The lines :data:`LOAD` prints for ``pairs``."""
-    result = python(LOAD, *pairs, env=env)
+    result = run_python("-c", LOAD, *pairs, env=env)
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
 
@@ -80,7 +74,7 @@ def hub(monkeypatch, tmp_path):
 
 def entry(directory: Path, seed: int = 0, name: str = "tiny") -> tuple[Path, Path]:
     """A tiny zoo entry made here: ``(card, weights)`` files side by side."""
-    card, _, weights = write_tiny_entry(directory, name, seed=seed)
+    card, _, weights = write_entry(directory, make_card(name=name), seed=seed)
     return card, weights
 
 
@@ -95,8 +89,8 @@ def test_a_hub_model_loads_at_the_revision_asked_for(hub, tmp_path):
     first = hub.commit(REPO_ID, as_repo(card1, weights1))
     hub.tag(REPO_ID, "v1", first)
     latest = hub.commit(REPO_ID, as_repo(card2, weights2))
-    url_card = write_card(tmp_path / "elsewhere", "tiny-url",
-                          weights=weights_entry(weights1, f"hf://{REPO_ID}@v1/{weights1.name}"))
+    url_card = write_card(tmp_path / "elsewhere", make_card(
+        name="tiny-url", weights=weights_entry(weights1, url=f"hf://{REPO_ID}@v1/{weights1.name}")))
 
     lines = load(f"hf-hub:{REPO_ID}@v1", str(weights1), f"hf-hub:{REPO_ID}", str(weights2),
                  f"hf-hub:{REPO_ID}@{first}", str(weights1), str(url_card), str(weights1))
@@ -121,8 +115,8 @@ def test_weights_that_are_not_the_cards_are_refused(hub, tmp_path):
     size = weights.stat().st_size
     same_size = hub.commit("owner/same-size", {**as_repo(card, weights), weights.name: tampered(weights.read_bytes())})
     longer = hub.commit("owner/longer", {**as_repo(card, weights), weights.name: weights.read_bytes() + b"\0" * 8})
-    url_card = write_card(tmp_path / "elsewhere", "tiny-url",
-                          weights=weights_entry(weights, f"hf://owner/same-size@{same_size}/{weights.name}"))
+    url_card = write_card(tmp_path / "elsewhere", make_card(
+        name="tiny-url", weights=weights_entry(weights, url=f"hf://owner/same-size@{same_size}/{weights.name}")))
 
     lines = load("hf-hub:owner/same-size", str(weights), str(url_card), str(weights), "hf-hub:owner/longer",
                  str(weights))
@@ -140,7 +134,7 @@ def test_offline_mode_is_served_from_the_cache(hub, tmp_path):
     assert load(f"hf-hub:{REPO_ID}", str(weights)) == [f"True hf-hub:{REPO_ID}@{commit}"]
     asked = len(hub.requests)
 
-    offline = {"HF_HUB_OFFLINE": "1"}
+    offline = {**os.environ, "HF_HUB_OFFLINE": "1"}
     assert load(f"hf-hub:{REPO_ID}", str(weights), env=offline) == [f"True hf-hub:{REPO_ID}@{commit}"]
     info = run_vaezoo("info", f"hf-hub:{REPO_ID}", env=offline)
     assert info.stdout.splitlines()[1] == f"# source: hf-hub:{REPO_ID}@{commit}"  # main, at its cached commit
@@ -156,8 +150,8 @@ def test_offline_mode_is_served_from_the_cache(hub, tmp_path):
 def test_push_then_load_back(hub, tmp_path, monkeypatch):
     cards = tmp_path / "cards"
     _, weights = entry(cards)
-    write_card(cards, "tiny-metrics", metrics={"accuracy": METRIC}, headline="accuracy",
-               weights=weights_entry(weights))
+    write_card(cards, make_card(name="tiny-metrics", metrics={"accuracy": METRIC}, headline="accuracy",
+                                weights=weights_entry(weights)))
     monkeypatch.setenv("VAEZOO_CARDS_PATH", str(cards))
 
     pushed = run_vaezoo("push", "tiny", "owner/pushed")
@@ -256,7 +250,7 @@ def test_without_huggingface_hub_the_hub_is_a_one_line_error_naming_the_extra(mo
     assert capsys.readouterr().err == f"error: vaezoo push needs huggingface_hub, which is not installed; {install}\n"
     assert not (tmp_path / "out").exists()
     url_card = Card.model_validate({**tomllib.loads(card.read_text()),
-                                    "weights": weights_entry(weights, f"hf://owner/tiny/{weights.name}")})
+                                    "weights": weights_entry(weights, url=f"hf://owner/tiny/{weights.name}")})
     with pytest.raises(WeightsError, match=r"^weights on the Hugging Face Hub \(owner/tiny/tiny.safetensors\) needs"):
         fetch(url_card)
 

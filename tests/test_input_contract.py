@@ -14,7 +14,7 @@ from vaezoo.cards import get_card, list_cards
 from vaezoo.errors import InputError
 from vaezoo.transforms import ModelInput, for_model
 
-from helpers import MNIST_ROOT
+from kit import MNIST_ROOT
 
 CATEGORIES = 10
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from helpers import REPO
+from kit import REPO
 
 PACKAGE = REPO / "vaezoo"
 PARTS = ("vaezoo.latents", "vaezoo.regularizers", "vaezoo.nets", "vaezoo.likelihoods", "vaezoo.metrics",

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import vaezoo
-from helpers import VAE_SPECS
+from kit import VAE_SPECS
 from vaezoo import plugins, testing
 from vaezoo.cards import Card, discover, parse_card
 from vaezoo.errors import CardError, UnknownNameError
@@ -55,7 +55,7 @@ EXAMPLES, CARDS = _discover()
 
 
 def example_arguments() -> list:
-    """``(architecture, model arguments)``: the ``vae`` specs of tests/helpers.py, then every architecture built
+    """``(architecture, model arguments)``: the ``vae`` specs of tests/kit.py, then every architecture built
     from its first example card. An architecture without one gets a parameter that fails, asking for a card."""
     params = [pytest.param("vae", spec, id=f"vae-{name}") for name, spec in VAE_SPECS.items()]
     for architecture, cards in sorted(EXAMPLES.items()):
@@ -71,7 +71,7 @@ def example_arguments() -> list:
 def test_architecture(architecture, arguments):
     if arguments is None:
         pytest.fail(f"architecture '{architecture}' has no zoo card to take model arguments from; "
-                    f"add a card (or an example in tests/helpers.py) so that it is tested")
+                    f"add a card (or an example in tests/kit.py) so that it is tested")
     testing.check_architecture(architecture, **arguments)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO
+from kit import REPO
 from vaezoo.cards import parse_card
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import vaezoo
-from helpers import install_plugin, run_vaezoo, write_card
+from kit import child_env, install_plugin, make_card, run_vaezoo, write_card
 from vaezoo import plugins
 from vaezoo.cli import main
 from vaezoo.errors import VaezooError
@@ -79,15 +79,9 @@ def baseline(monkeypatch):
     return result
 
 
-def installed(monkeypatch, tmp_path, entry_name: str, source: str) -> str:
-    module = install_plugin(monkeypatch, tmp_path, entry_name, source)
-    plugins.reset()
-    return module
-
-
-def test_empty_allow_list_loads_no_plugin(monkeypatch, tmp_path):
+def test_empty_allow_list_loads_no_plugin(monkeypatch, site):
     monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
-    module = installed(monkeypatch, tmp_path, "fake", RAISES_ON_IMPORT)
+    module = install_plugin(site, "fake", RAISES_ON_IMPORT)
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
     assert list(get_plugins().info) == [plugins.CORE]  # the core loads whatever the allow-list says
     assert list(registry("architecture")) == ["vae"]
@@ -95,8 +89,8 @@ def test_empty_allow_list_loads_no_plugin(monkeypatch, tmp_path):
     assert module not in sys.modules
 
 
-def test_allow_list_loads_only_the_named_plugins(monkeypatch, tmp_path, baseline):
-    module = installed(monkeypatch, tmp_path, "fake", RAISES_ON_IMPORT)
+def test_allow_list_loads_only_the_named_plugins(monkeypatch, site, baseline):
+    module = install_plugin(site, "fake", RAISES_ON_IMPORT)
     entry_points = sorted(set(baseline["status"]) - {plugins.CORE})
     chosen = entry_points[0]
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", f" {chosen} ,")
@@ -111,8 +105,8 @@ def test_plugins_load_once(baseline):
     assert all(status == "ok" for status in baseline["status"].values()), baseline["status"]
 
 
-def test_a_plugin_that_raises_on_import_is_reported_and_the_rest_works(monkeypatch, tmp_path, baseline):
-    module = installed(monkeypatch, tmp_path, "broken", RAISES_ON_IMPORT)
+def test_a_plugin_that_raises_on_import_is_reported_and_the_rest_works(site, baseline):
+    module = install_plugin(site, "broken", RAISES_ON_IMPORT)
     failure = "plugin 'broken' failed: import of '.*' raised RuntimeError: broken on import"
     with pytest.warns(PluginWarning, match=failure):
         info = get_plugins().info
@@ -123,8 +117,8 @@ def test_a_plugin_that_raises_on_import_is_reported_and_the_rest_works(monkeypat
     assert module not in sys.modules
 
 
-def test_a_plugin_that_raises_in_a_hook_is_reported_and_registers_nothing(monkeypatch, tmp_path, baseline):
-    installed(monkeypatch, tmp_path, "hooky", RAISES_IN_HOOK)
+def test_a_plugin_that_raises_in_a_hook_is_reported_and_registers_nothing(site, baseline):
+    install_plugin(site, "hooky", RAISES_IN_HOOK)
     with pytest.warns(PluginWarning, match="hook vaezoo_register_architectures raised RuntimeError: broken in a hook"):
         architectures = set(registry("architecture"))
     assert architectures == baseline["architectures"]  # "half_registered" was not committed
@@ -133,8 +127,8 @@ def test_a_plugin_that_raises_in_a_hook_is_reported_and_registers_nothing(monkey
 
 
 @pytest.mark.parametrize("copycat", ["aa_copycat", "zz_copycat"])  # loaded before and after the built-ins
-def test_a_duplicate_name_is_refused_naming_both_plugins(monkeypatch, tmp_path, baseline, copycat):
-    installed(monkeypatch, tmp_path, copycat, REGISTERS_VAE_AGAIN)
+def test_a_duplicate_name_is_refused_naming_both_plugins(site, baseline, copycat):
+    install_plugin(site, copycat, REGISTERS_VAE_AGAIN)
     clash = f"architecture 'vae' is registered by both plugin 'core' and plugin '{copycat}'"
     with pytest.warns(PluginWarning, match=clash):
         arch = registry("architecture")
@@ -146,31 +140,31 @@ def test_a_duplicate_name_is_refused_naming_both_plugins(monkeypatch, tmp_path, 
     assert "gaussian" in registry("latent family")  # the core keeps working
 
 
-def test_a_registration_of_the_wrong_type_is_refused(monkeypatch, tmp_path):
-    installed(monkeypatch, tmp_path, "wrongtype", REGISTERS_A_NON_FAMILY)
+def test_a_registration_of_the_wrong_type_is_refused(site):
+    install_plugin(site, "wrongtype", REGISTERS_A_NON_FAMILY)
     with pytest.warns(PluginWarning, match="expected a subclass of vaezoo.latents.LatentFamily"):
         families = registry("latent family")
     assert "not_a_family" not in families and "gaussian" in families
 
 
-def test_a_plugin_contributes_card_directories_and_metrics(monkeypatch, tmp_path, baseline):
-    installed(monkeypatch, tmp_path, "cardy", ADDS_CARDS)
-    write_card(tmp_path / "cards", "plugged-mnist")
+def test_a_plugin_contributes_card_directories_and_metrics(site, baseline):
+    install_plugin(site, "cardy", ADDS_CARDS)
+    write_card(site / "cards", make_card(name="plugged-mnist"))
     assert vaezoo.list_models() == sorted(baseline["models"] + ["plugged-mnist"])
     assert registry("metric").plugin_of("constant_metric") == "cardy"
     assert get_plugins().info["cardy"].hooks == ["vaezoo_card_dirs", "vaezoo_register_metrics"]
     assert get_plugins().info["cardy"].version == "1.0"
 
 
-def test_card_dirs_of_the_wrong_type_are_reported(monkeypatch, tmp_path, baseline):
-    installed(monkeypatch, tmp_path, "baddirs", BAD_CARD_DIRS)
+def test_card_dirs_of_the_wrong_type_are_reported(site, baseline):
+    install_plugin(site, "baddirs", BAD_CARD_DIRS)
     with pytest.warns(PluginWarning, match="vaezoo_card_dirs must return a list of paths"):
         assert vaezoo.list_models() == baseline["models"]
     assert get_plugins().info["baddirs"].status == "failed"
 
 
-def test_plugins_command_shows_failures(monkeypatch, tmp_path, capsys, baseline):
-    installed(monkeypatch, tmp_path, "broken", RAISES_ON_IMPORT)
+def test_plugins_command_shows_failures(monkeypatch, site, capsys, baseline):
+    install_plugin(site, "broken", RAISES_ON_IMPORT)
     assert main(["plugins", "--json"]) == 0
     rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert rows["broken"]["status"] == "failed"
@@ -180,7 +174,7 @@ def test_plugins_command_shows_failures(monkeypatch, tmp_path, capsys, baseline)
     assert rows["core"]["version"] == vaezoo.__version__
     assert {n: (r["builtin"], r["distribution"]) for n, r in rows.items() if n != "broken"} == {
         n: (True, "vaezoo") for n in baseline["status"]}
-    assert (rows["broken"]["builtin"], rows["broken"]["distribution"][:19]) == (False, "vaezoo-test-broken-")
+    assert (rows["broken"]["builtin"], rows["broken"]["distribution"][:12]) == (False, "fake_broken_")
 
     plugins.reset()
     monkeypatch.setenv("COLUMNS", "200")
@@ -192,30 +186,28 @@ def test_plugins_command_shows_failures(monkeypatch, tmp_path, capsys, baseline)
     assert "│ vaezoo " in core and "│ yes " in core
 
 
-def test_a_broken_plugin_warns_but_vaezoo_list_still_works(monkeypatch, tmp_path, baseline):
-    installed(monkeypatch, tmp_path, "broken", RAISES_ON_IMPORT)
-    result = run_vaezoo("list", "--json")
+def test_a_broken_plugin_warns_but_vaezoo_list_still_works(site, baseline):
+    install_plugin(site, "broken", RAISES_ON_IMPORT)
+    result = run_vaezoo("list", "--json", env=child_env(site.parent / "home", site=site))
     assert result.returncode == 0, result.stderr
     assert [row["name"] for row in json.loads(result.stdout)] == baseline["models"]
     assert "vaezoo plugin 'broken' failed" in result.stderr
 
 
-def test_builtin_plugins_are_the_vaezoo_distributions_and_load_first(monkeypatch, tmp_path, baseline):
-    installed(monkeypatch, tmp_path, "aaa_first", ADDS_CARDS)  # sorts before every built-in
+def test_builtin_plugins_are_the_vaezoo_distributions_and_load_first(site, baseline):
+    install_plugin(site, "aaa_first", ADDS_CARDS)  # sorts before every built-in
     info = get_plugins().info
     assert list(info)[0] == plugins.CORE
     assert list(info)[-1] == "aaa_first"
     assert all(i.builtin and i.distribution == "vaezoo" for name, i in info.items() if name != "aaa_first")
     assert not info["aaa_first"].builtin
-    assert info["aaa_first"].distribution.startswith("vaezoo-test-aaa-first-")
+    assert info["aaa_first"].distribution.startswith("fake_aaa_first_")
 
 
-def test_two_third_parties_with_one_entry_point_name(monkeypatch, tmp_path):
-    (tmp_path / "one").mkdir()
-    (tmp_path / "two").mkdir()
-    first = installed(monkeypatch, tmp_path / "one", "twin", ADDS_CARDS)
-    second = installed(monkeypatch, tmp_path / "two", "twin", ADDS_CARDS)
-    kept, refused = sorted(m.replace("_", "-") for m in (first, second))  # the distributions' names decide
+def test_two_third_parties_with_one_entry_point_name(site):
+    first = install_plugin(site, "twin", ADDS_CARDS)
+    second = install_plugin(site, "twin", ADDS_CARDS)
+    kept, refused = sorted((first, second))  # the distributions' names decide
     with pytest.warns(PluginWarning, match=f"vaezoo plugin 'twin' refused: entry point 'twin' of distribution "
                                            f"'{refused}': plugin 'twin' of distribution '{kept}' has this name and "
                                            f"loaded first; uninstall one of them"):
@@ -224,7 +216,7 @@ def test_two_third_parties_with_one_entry_point_name(monkeypatch, tmp_path):
     assert [(i.distribution, i.status) for i in loaded.refused] == [(refused, "refused")]
 
 
-def test_the_allow_list_never_leaves_out_the_core(monkeypatch, tmp_path, baseline):
+def test_the_allow_list_never_leaves_out_the_core(monkeypatch, baseline):
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "zoo")
     plugins.reset()
     assert list(get_plugins().info) == [plugins.CORE, "zoo"]

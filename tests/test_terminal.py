@@ -15,10 +15,8 @@ import termios
 import tomllib
 
 import pytest
-from trainkit import install_toy_plugin, toy_card
-from trainkit import write_card as write_toy_card
 
-from helpers import install_plugin, write_card
+from kit import cli, install_plugin, make_card, write_card, write_toml
 from vaezoo import progress as progress_module
 from vaezoo.cards import get_card
 from vaezoo.cli import main
@@ -38,28 +36,20 @@ def only_printable(text: str) -> bool:
     return all(c.isprintable() or c == "\n" for c in text)
 
 
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture
-def cards(monkeypatch, tmp_path):
+def cards(cards_dir, monkeypatch):
     """An empty card directory, the only one (no plugin loads)."""
-    directory = tmp_path / "cards"
-    directory.mkdir()
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
-    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(directory))
-    return directory
+    return cards_dir
 
 
 @pytest.fixture
 def hostile(cards):
     """A card whose every free-text field holds markup and control characters."""
     metric = {"value": 0.5, "command": f"vaezoo eval {HOSTILE}", "vaezoo_version": "0.1.0", "note": HOSTILE}
-    write_card(cards, "hostile-mnist", architecture=HOSTILE, summary=HOSTILE, paper=HOSTILE, license=HOSTILE,
-               dataset=HOSTILE, latent=HOSTILE, metrics={HOSTILE: metric}, headline=HOSTILE)
+    write_card(cards, make_card(name="hostile-mnist", architecture=HOSTILE, summary=HOSTILE, paper=HOSTILE,
+                                license=HOSTILE, dataset=HOSTILE, latent=HOSTILE, metrics={HOSTILE: metric},
+                                headline=HOSTILE))
     return cards
 
 
@@ -94,7 +84,8 @@ def test_json_keeps_card_text_exact(hostile, capsys, command):
 
 def test_a_card_folder_path_with_markup_and_escapes_is_shown_as_text(tmp_path, monkeypatch, capsys):
     directory = tmp_path / "[/]\x1b[31m\rcards"
-    write_card(directory, "plain-mnist", weights={"file": "missing.safetensors", "sha256": "0" * 64, "size": 1})
+    write_card(directory, make_card(name="plain-mnist",
+                                    weights={"file": "missing.safetensors", "sha256": "0" * 64, "size": 1}))
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
     monkeypatch.setenv("VAEZOO_CARDS_PATH", str(directory))
     code, out, err = cli(capsys, "verify")
@@ -104,9 +95,8 @@ def test_a_card_folder_path_with_markup_and_escapes_is_shown_as_text(tmp_path, m
     assert code == 0 and out.startswith(r"# " + str(tmp_path) + r"/[/]\x1b[31m\rcards/plain-mnist.toml")
 
 
-def test_a_plugin_error_with_markup_and_escapes_is_shown_as_text(cards, tmp_path, monkeypatch, capsys):
-    (tmp_path / "site").mkdir()
-    install_plugin(monkeypatch, tmp_path / "site", "hostile", f"raise RuntimeError({HOSTILE!r})\n")
+def test_a_plugin_error_with_markup_and_escapes_is_shown_as_text(cards, site, monkeypatch, capsys):
+    install_plugin(site, "hostile", f"raise RuntimeError({HOSTILE!r})\n")
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "hostile")
     code, out, err = cli(capsys, "plugins")
     assert code == 0, err
@@ -125,9 +115,10 @@ def test_an_error_line_shows_markup_and_escapes_as_text(cards, capsys):
 
 @pytest.fixture
 def listed(cards):
-    write_card(cards, "toy-mnist-2")
-    write_card(cards, LONG_NAME, latent=LATENT, parameters=1234567, headline="accuracy",
-               metrics={"accuracy": {"value": 0.8873, "command": "vaezoo eval x", "vaezoo_version": "0.1.0"}})
+    write_card(cards, make_card(name="toy-mnist-2"))
+    write_card(cards, make_card(name=LONG_NAME, latent=LATENT, parameters=1234567, headline="accuracy",
+                                metrics={"accuracy": {"value": 0.8873, "command": "vaezoo eval x",
+                                                      "vaezoo_version": "0.1.0"}}))
     return cards
 
 
@@ -198,7 +189,8 @@ def test_off_a_terminal_values_are_never_cut_whatever_columns_says(listed, monke
                                          (["info", "wide-mnist"], "head -n 1")], ids=" | ".join)
 def test_a_reader_that_stops_early_ends_the_command_quietly(cards, argv, reader):
     """``vaezoo ... | head``: exit code 0, nothing on stderr (no traceback, no 'Exception ignored')."""
-    write_card(cards, "wide-mnist", latent="x" * 1_000_000)  # more than a pipe holds: the write must fail
+    # more than a pipe holds: the write must fail
+    write_card(cards, make_card(name="wide-mnist", latent="x" * 1_000_000))
     pipeline = f'"$@" | {reader} > /dev/null; echo "${{PIPESTATUS[0]}}"'
     result = subprocess.run(["bash", "-c", pipeline, "bash", sys.executable, "-m", "vaezoo", *argv],
                             capture_output=True, text=True, timeout=300, env=os.environ)
@@ -312,10 +304,9 @@ def test_a_terminal_gets_a_bar_and_stdout_only_data(tmp_path):
 # --- eval -------------------------------------------------------------------------------------------------
 
 @pytest.fixture
-def trained(tmp_path, monkeypatch):
-    """The completed card of a finished run of the toy card (the ``toydata`` plugin installed)."""
-    install_toy_plugin(tmp_path / "site", monkeypatch)
-    path = write_toy_card(tmp_path / "toy.toml", toy_card())
+def trained(data_plugin, tmp_path):
+    """The completed card of a finished run of the toy card."""
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 0
     return tmp_path / "out" / "toyvae-bars-run.toml"
 

@@ -7,11 +7,10 @@ message must name the plugin as well as the part.
 from __future__ import annotations
 
 import pytest
-import tomli_w
 import torch
 
-from helpers import JOINT_TC_CAPACITY, card_dict, install_plugin, write_card, write_tiny_entry
-from vaezoo import plugins, testing
+from kit import JOINT_TC_CAPACITY, install_plugin, make_card, write_card, write_entry, write_toml
+from vaezoo import testing
 from vaezoo.testing import ConformanceError
 
 BROKEN_PARTS = '''
@@ -131,9 +130,8 @@ def vaezoo_register_metrics(register):
 
 
 @pytest.fixture
-def broken_parts(monkeypatch, tmp_path):
-    install_plugin(monkeypatch, tmp_path, "broken_parts", BROKEN_PARTS)
-    plugins.reset()
+def broken_parts(site):
+    install_plugin(site, "broken_parts", BROKEN_PARTS)
 
 
 JOINT = {"type": "joint", "parts": [{"type": "gaussian", "name": "cont", "dim": 2},
@@ -222,33 +220,31 @@ def test_check_plugin_lists_what_a_plugin_contributes(broken_parts):
     }
 
 
-def test_check_plugin_reports_a_plugin_that_breaks_a_rule_by_name(monkeypatch, tmp_path):
-    install_plugin(monkeypatch, tmp_path, "copycat", DUPLICATES_THE_CORE)
-    plugins.reset()
+def test_check_plugin_reports_a_plugin_that_breaks_a_rule_by_name(site):
+    install_plugin(site, "copycat", DUPLICATES_THE_CORE)
     with pytest.raises(ConformanceError) as caught:
         testing.check_plugin("copycat")
     assert str(caught.value) == ("plugin 'copycat': failed: latent family 'gaussian' is registered by both plugin "
                                  "'core' and plugin 'copycat'; uninstall one or disable it with VAEZOO_LOAD_PLUGINS")
 
 
-def test_check_plugin_reports_a_plugin_that_is_missing_or_registers_nothing(monkeypatch, tmp_path):
+def test_check_plugin_reports_a_plugin_that_is_missing_or_registers_nothing(site):
     with pytest.raises(ConformanceError, match="plugin 'absent': not installed: no entry point 'absent'"):
         testing.check_plugin("absent")
-    install_plugin(monkeypatch, tmp_path, "idle", REGISTERS_NOTHING)
-    plugins.reset()
+    install_plugin(site, "idle", REGISTERS_NOTHING)
     with pytest.raises(ConformanceError, match=r"plugin 'idle': registers nothing and has no cards "
                                                r"\(hooks: \['vaezoo_register_metrics'\]\)"):
         testing.check_plugin("idle")
 
 
 def test_a_card_with_weights_passes_and_returns_the_pretrained_model(tmp_path):
-    card, state, _ = write_tiny_entry(tmp_path, "tiny-kit")
+    card, state, _ = write_entry(tmp_path, make_card(name="tiny-kit"))
     model = testing.check_card(card)
     assert all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
 
 
 def test_a_card_whose_weights_do_not_verify_is_caught(tmp_path):
-    card, _, weights = write_tiny_entry(tmp_path, "tiny-kit")
+    card, _, weights = write_entry(tmp_path, make_card(name="tiny-kit"))
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
@@ -266,16 +262,15 @@ def test_a_card_whose_weights_do_not_verify_is_caught(tmp_path):
 ])
 def test_a_card_that_breaks_a_rule_is_caught(tmp_path, fields, problem):
     architecture = fields.pop("architecture", "vae")
-    path = write_card(tmp_path, "bad-card", architecture, **fields)
+    path = write_card(tmp_path, make_card(name="bad-card", architecture=architecture, **fields))
     with pytest.raises(ConformanceError) as caught:
         testing.check_card(path)
     assert str(caught.value) == f"card 'bad-card' ({path.resolve()}): {problem}"
 
 
 def test_a_card_that_does_not_validate_is_caught(tmp_path):
-    card = card_dict("bad-card")
+    card = make_card(name="bad-card")
     del card["license"]
-    path = tmp_path / "bad-card.toml"
-    path.write_text(tomli_w.dumps(card), encoding="utf-8")
+    path = write_toml(tmp_path / "bad-card.toml", card)
     with pytest.raises(ConformanceError, match=r"card .*bad-card.toml: validating raised CardError: .*'license'"):
         testing.check_card(path)

@@ -9,11 +9,11 @@ import pytest
 import torch
 from rich.console import Console
 from rich.text import Text
-from trainkit import ToyPlugin, install_toy_plugin, toy_card, write_card
 
 from safetensors import safe_open
 
 import vaezoo
+from kit import make_card, write_toml
 from vaezoo.cards import Card, parse_card, scan
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
@@ -24,14 +24,8 @@ from vaezoo.train_progress import Reporter
 from vaezoo.checksums import sha256_of
 
 
-@pytest.fixture
-def toy_plugin(tmp_path, monkeypatch) -> ToyPlugin:
-    """The ``toydata`` plugin, installed for this test."""
-    return install_toy_plugin(tmp_path / "site", monkeypatch)
-
-
 def card(**train) -> Card:
-    return Card.model_validate(toy_card(**train))
+    return Card.model_validate(make_card("toy", train=train))
 
 
 def assert_same_weights(a: dict, b: dict) -> None:
@@ -61,7 +55,7 @@ def interrupt_at_batch(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     monkeypatch.setattr(ImageDataset, "batch", counting)
 
 
-def test_a_fixed_seed_gives_identical_weights(toy_plugin, tmp_path):
+def test_a_fixed_seed_gives_identical_weights(data_plugin, tmp_path):
     first = train(card(), tmp_path / "a", max_steps=5).model.state_dict()
     second = train(card(), tmp_path / "b", max_steps=5).model.state_dict()
     other = train(card(seed=1), tmp_path / "c", max_steps=5).model.state_dict()
@@ -69,21 +63,21 @@ def test_a_fixed_seed_gives_identical_weights(toy_plugin, tmp_path):
     assert not all(torch.equal(first[k], other[k]) for k in first)
 
 
-def test_resume_after_an_interruption_matches_an_uninterrupted_run(toy_plugin, tmp_path):
+def test_resume_after_an_interruption_matches_an_uninterrupted_run(data_plugin, tmp_path):
     uninterrupted = train(card(), tmp_path / "whole", max_steps=10).model.state_dict()
 
     out = tmp_path / "broken"
     with pytest.MonkeyPatch.context() as patch, pytest.raises(Interrupt):
         interrupt_at_batch(patch, 8)  # dies during step 7; the last checkpoint is at step 4
         train(card(), out)
-    assert 7 - checkpoint_step(out) <= toy_card()["train"]["checkpoint_every"]
+    assert 7 - checkpoint_step(out) <= make_card("toy")["train"]["checkpoint_every"]
 
     resumed = train(card(), out, resume=True, max_steps=10)
     assert resumed.step == 10 and checkpoint_step(out) == 10
     assert_same_weights(uninterrupted, resumed.model.state_dict())
 
 
-def test_an_existing_checkpoint_is_not_overwritten_without_resume(toy_plugin, tmp_path):
+def test_an_existing_checkpoint_is_not_overwritten_without_resume(data_plugin, tmp_path):
     train(card(), tmp_path, max_steps=2)
     before = (tmp_path / CHECKPOINT).read_bytes()
     with pytest.raises(TrainingError, match="already holds a checkpoint.*--resume"):
@@ -91,7 +85,7 @@ def test_an_existing_checkpoint_is_not_overwritten_without_resume(toy_plugin, tm
     assert (tmp_path / CHECKPOINT).read_bytes() == before
 
 
-def test_a_nan_loss_names_the_step_and_the_last_good_checkpoint(toy_plugin, tmp_path):
+def test_a_nan_loss_names_the_step_and_the_last_good_checkpoint(data_plugin, tmp_path):
     forward = VAE.forward
 
     def nan_at_step_8(self, x, step=0):
@@ -111,7 +105,7 @@ def test_a_nan_loss_names_the_step_and_the_last_good_checkpoint(toy_plugin, tmp_
     assert train(card(), tmp_path, resume=True, max_steps=6).step == 6
 
 
-def test_a_nan_from_the_start_is_a_one_line_cli_error(toy_plugin, tmp_path, capsys, monkeypatch):
+def test_a_nan_from_the_start_is_a_one_line_cli_error(data_plugin, tmp_path, capsys, monkeypatch):
     forward = VAE.forward
 
     def nan_loss(self, x, step=0):
@@ -120,7 +114,7 @@ def test_a_nan_from_the_start_is_a_one_line_cli_error(toy_plugin, tmp_path, caps
         return out
 
     monkeypatch.setattr(VAE, "forward", nan_loss)
-    path = write_card(tmp_path / "toy.toml", toy_card())
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     code = main(["train", str(path), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
@@ -129,8 +123,8 @@ def test_a_nan_from_the_start_is_a_one_line_cli_error(toy_plugin, tmp_path, caps
     assert not (tmp_path / "out").exists()  # the folder the run made is removed when nothing was written in it
 
 
-def test_a_finished_run_writes_weights_that_describe_themselves(toy_plugin, tmp_path, capsys):
-    path = write_card(tmp_path / "toy.toml", toy_card())
+def test_a_finished_run_writes_weights_that_describe_themselves(data_plugin, tmp_path, capsys):
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     out = tmp_path / "out"
     assert main(["train", str(path), "--out", str(out)]) == 0
     captured = capsys.readouterr()
@@ -149,7 +143,7 @@ def test_a_finished_run_writes_weights_that_describe_themselves(toy_plugin, tmp_
     assert header == json.loads(written.model_dump_json(exclude={"weights"}))
 
 
-def test_the_run_folder_loads_like_a_zoo_entry_with_the_trained_model(toy_plugin, tmp_path):
+def test_the_run_folder_loads_like_a_zoo_entry_with_the_trained_model(data_plugin, tmp_path):
     result = train(card(epochs=1), tmp_path / "run")  # 3 steps
     loaded = vaezoo.load(tmp_path / "run")
     assert loaded.card.name == "toyvae-bars-run" and loaded.card.train.steps == result.step == 3
@@ -161,7 +155,7 @@ def test_the_run_folder_loads_like_a_zoo_entry_with_the_trained_model(toy_plugin
     assert_same_weights(loaded.state_dict(), trained.state_dict())
 
 
-def test_the_run_folder_on_the_cards_path_lists_beside_the_whole_zoo(toy_plugin, tmp_path, monkeypatch, capsys):
+def test_the_run_folder_on_the_cards_path_lists_beside_the_whole_zoo(data_plugin, tmp_path, monkeypatch, capsys):
     zoo = set(scan().cards)
     train(card(epochs=1), tmp_path / "run")
     monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path / "run"))
@@ -173,8 +167,8 @@ def test_the_run_folder_on_the_cards_path_lists_beside_the_whole_zoo(toy_plugin,
     assert main(["info", str(tmp_path / "run")]) == 0 and "toyvae-bars-run" in capsys.readouterr().out
 
 
-def test_name_names_the_completed_card(toy_plugin, tmp_path, capsys):
-    path = write_card(tmp_path / "toy.toml", toy_card(epochs=1))
+def test_name_names_the_completed_card(data_plugin, tmp_path, capsys):
+    path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
     assert main(["train", str(path), "--out", str(tmp_path / "out"), "--name", "my-bars"]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "out" / "my-bars.toml")
     assert parse_card(tmp_path / "out" / "my-bars.toml").name == "my-bars"
@@ -184,9 +178,9 @@ def test_name_names_the_completed_card(toy_plugin, tmp_path, capsys):
     ("jointvae-mnist", "--name 'jointvae-mnist' is the name of a built-in zoo entry"),
     ("My Run", "--name 'My Run' is not a card name"),
 ])
-def test_name_of_a_zoo_entry_or_not_a_card_name_is_refused_before_anything_runs(toy_plugin, tmp_path, capsys, name,
+def test_name_of_a_zoo_entry_or_not_a_card_name_is_refused_before_anything_runs(data_plugin, tmp_path, capsys, name,
                                                                                  message):
-    path = write_card(tmp_path / "toy.toml", toy_card())
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     code = main(["train", str(path), "--out", str(tmp_path / "out"), "--name", name])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
@@ -244,7 +238,7 @@ def test_progress_on_a_terminal_shows_every_field():
 
 @pytest.mark.parametrize(("option", "value"), [("--checkpoint-every", "0"), ("--epochs", "-1"), ("--max-steps", "0")])
 def test_a_bad_override_is_a_one_line_cli_error(tmp_path, capsys, option, value):
-    path = write_card(tmp_path / "toy.toml", toy_card())
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     code = main(["train", str(path), "--out", str(tmp_path / "out"), option, value])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import vaezoo
-from helpers import LocalServer, serve, weights_entry, write_card, write_tiny_entry
+from kit import make_card, serve_entry, weights_entry, write_card, write_entry
 from vaezoo.cards import get_card
 from vaezoo.cli import main
 from vaezoo.errors import WeightsError
@@ -21,28 +21,16 @@ WEIGHTS_PATH = "/x.safetensors"
 
 
 @pytest.fixture
-def cards(monkeypatch, tmp_path) -> Path:
-    """A card directory of the test's own on ``VAEZOO_CARDS_PATH``."""
-    directory = tmp_path / "cards"
-    directory.mkdir()
-    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(directory))
+def cards(cards_dir, monkeypatch) -> Path:
+    """A card directory of the test's own on ``VAEZOO_CARDS_PATH``, downloads allowed."""
     monkeypatch.delenv("VAEZOO_OFFLINE", raising=False)
-    return directory
-
-
-@pytest.fixture
-def server():
-    with serve(LocalServer()) as running:
-        yield running
+    return cards_dir
 
 
 @pytest.fixture
 def remote_entry(cards, server):
-    """A tiny entry whose card points at the local server, which serves its weights."""
-    _, state, weights = write_tiny_entry(cards, "tiny-remote", url=server.url(WEIGHTS_PATH))
-    server.files[WEIGHTS_PATH] = weights.read_bytes()
-    weights.unlink()  # only the server has them now
-    return state
+    """A tiny entry whose card points at the local server, which alone has its weights; returns them."""
+    return serve_entry(server, WEIGHTS_PATH, cards, make_card(name="tiny-remote"))[1]
 
 
 def assert_same_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
@@ -59,7 +47,7 @@ def cache_contents() -> list[str]:
 # --- weights beside the card -------------------------------------------------------------------------------------
 
 def test_tiny_entry_loads_pretrained_in_eval_mode(cards):
-    _, state, weights = write_tiny_entry(cards, "tiny-local")
+    _, state, weights = write_entry(cards, make_card(name="tiny-local"))
     model = vaezoo.load("tiny-local")
     assert not model.training and model.card.name == "tiny-local"
     assert_same_state(model, state)
@@ -79,7 +67,7 @@ def test_tiny_entry_loads_pretrained_in_eval_mode(cards):
     (lambda data: data[:-10], "the file is truncated"),
 ])
 def test_damaged_local_weights_are_refused(cards, damage, message):
-    _, _, weights = write_tiny_entry(cards, "tiny-local")
+    _, _, weights = write_entry(cards, make_card(name="tiny-local"))
     weights.write_bytes(damage(weights.read_bytes()))
     with pytest.raises(WeightsError, match=message):
         vaezoo.load("tiny-local")
@@ -88,13 +76,13 @@ def test_damaged_local_weights_are_refused(cards, damage, message):
 def test_weights_outside_the_card_directory_or_missing_are_refused(cards, tmp_path):
     outside = tmp_path / "elsewhere.safetensors"
     save_weights({"w": torch.zeros(2)}, outside)
-    write_card(cards, "tiny-escape", weights={**weights_entry(outside), "file": "../elsewhere.safetensors"})
+    write_card(cards, make_card(name="tiny-escape", weights=weights_entry(outside, file="../elsewhere.safetensors")))
     with pytest.raises(WeightsError, match="outside the card's directory"):
         vaezoo.load("tiny-escape")
-    write_card(cards, "tiny-missing", weights={**weights_entry(outside), "file": "gone.safetensors"})
+    write_card(cards, make_card(name="tiny-missing", weights=weights_entry(outside, file="gone.safetensors")))
     with pytest.raises(WeightsError, match="does not exist; run 'vaezoo verify tiny-missing'"):
         vaezoo.load("tiny-missing")
-    write_card(cards, "tiny-none")
+    write_card(cards, make_card(name="tiny-none"))
     with pytest.raises(WeightsError, match="has no weights; load it with pretrained=False"):
         vaezoo.load("tiny-none")
 
@@ -114,7 +102,7 @@ def test_a_pickle_is_never_unpickled(tmp_path):
 
 
 def test_weights_that_do_not_fit_the_model_are_listed(cards):
-    write_tiny_entry(cards, "tiny-local")
+    write_entry(cards, make_card(name="tiny-local"))
     model = build_model(get_card("tiny-local"))
     state = dict(model.state_dict())
     first = next(iter(state))
@@ -142,10 +130,10 @@ def test_download_then_load_from_the_cache(remote_entry, server, capsys):
     assert_same_state(model, remote_entry)
     sha = get_card("tiny-remote").weights.sha256
     assert cache_contents() == [f"{sha}.safetensors"]
-    assert server.requests == [WEIGHTS_PATH]
+    assert server.gets == {WEIGHTS_PATH: 1}
 
     assert_same_state(vaezoo.load("tiny-remote"), remote_entry)
-    assert server.requests == [WEIGHTS_PATH]  # the second load reads the cache
+    assert server.gets == {WEIGHTS_PATH: 1}  # the second load reads the cache
 
     assert main(["verify", "tiny-remote", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
@@ -154,14 +142,14 @@ def test_download_then_load_from_the_cache(remote_entry, server, capsys):
 
 @pytest.mark.parametrize("framing", ["length", "chunked"])
 def test_a_connection_cut_mid_file_leaves_no_partial_file(remote_entry, server, framing):
-    server.cut.add(WEIGHTS_PATH)
+    server.cut_after = len(server.files[WEIGHTS_PATH]) // 2
     server.framing = framing
     with pytest.raises(WeightsError, match="failed after 3 attempts"):
         vaezoo.load("tiny-remote")
     assert cache_contents() == []
-    assert server.requests == [WEIGHTS_PATH] * 3
+    assert server.gets == {WEIGHTS_PATH: 3}
 
-    server.cut.clear()  # the next attempt starts afresh and succeeds
+    server.cut_after = None  # the next attempt starts afresh and succeeds
     assert_same_state(vaezoo.load("tiny-remote"), remote_entry)
 
 

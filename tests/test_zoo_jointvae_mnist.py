@@ -7,7 +7,7 @@ from vaezoo.cli import main
 from vaezoo.assemble import load_dataset
 from vaezoo.plugins import registry
 
-from helpers import MNIST_ROOT
+from kit import MNIST_ROOT
 
 PAPER_ACCURACY = 0.887  # Dupont (2018), Table 1; the original checkpoint scores 0.8873
 

@@ -10,8 +10,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from faultkit import (assert_one_line_error, child_env, cli, install_plugin, run_cli, save_tiny_weights, tiny_card,
-                      weights_entry, write_toml)
+from kit import (assert_one_line_error, child_env, cli, install_plugin, make_card, run_vaezoo, save_model_weights,
+                 weights_entry, write_toml)
 
 import vaezoo
 from vaezoo.cards import CardWarning, card_dirs, discover, scan
@@ -20,14 +20,14 @@ from vaezoo.weights import cache_dir
 
 
 @pytest.fixture(autouse=True)
-def _tiny_dataset(tiny_data):
+def _tiny_dataset(data_plugin):
     """The tiny card's dataset is installed: building its model asks the dataset for the input geometry."""
 
 
 def write_good_entry(cards_dir, file: str = "tiny.toml") -> Path:
     """The tiny card with its weights beside it: what must keep working beside a bad card."""
-    weights = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card())
-    return write_toml(cards_dir / file, tiny_card(**weights_entry(weights, file="tiny.safetensors")))
+    weights = save_model_weights(cards_dir / "tiny.safetensors", make_card("tiny"))
+    return write_toml(cards_dir / file, make_card("tiny", weights=weights_entry(weights, file="tiny.safetensors")))
 
 
 def assert_the_rest_works(capsys, skipped: list[str]) -> None:
@@ -74,7 +74,7 @@ def test_card_that_is_not_text(cards_dir, capsys):
     ((), "line\nbreak", "line\\nbreak"),
 ], ids=["top-level", "nested", "newline-in-key"])
 def test_unknown_field(cards_dir, capsys, section, key, field):
-    card = tiny_card()
+    card = make_card("tiny")
     table = card
     for name in section:
         table = table[name]
@@ -92,7 +92,7 @@ def test_unknown_field(cards_dir, capsys, section, key, field):
     (("model",), [1, 2], "model"),
 ], ids=["epochs-text", "negative-batch", "bad-name", "model-list"])
 def test_wrong_type(cards_dir, capsys, path, value, field):
-    card = tiny_card()
+    card = make_card("tiny")
     table = card
     for name in path[:-1]:
         table = table[name]
@@ -104,7 +104,8 @@ def test_wrong_type(cards_dir, capsys, path, value, field):
 
 
 def test_missing_weights_file(cards_dir, capsys):
-    write_toml(cards_dir / "tiny.toml", tiny_card(file="absent.safetensors", sha256="0" * 64, size=10))
+    missing = {"file": "absent.safetensors", "sha256": "0" * 64, "size": 10}
+    write_toml(cards_dir / "tiny.toml", make_card("tiny", weights=missing))
     with pytest.raises(WeightsError, match="does not exist"):
         vaezoo.load("tiny-blobs")
     code, out, stderr = cli(capsys, "verify", "tiny-blobs")
@@ -114,7 +115,7 @@ def test_missing_weights_file(cards_dir, capsys):
 
 def test_two_cards_with_one_name(cards_dir, capsys):
     first = write_good_entry(cards_dir, "a.toml")
-    second = write_toml(cards_dir / "b.toml", tiny_card())
+    second = write_toml(cards_dir / "b.toml", make_card("tiny"))
     with pytest.warns(CardWarning, match=re.escape(f"card {second} skipped: name 'tiny-blobs' is already taken "
                                                    f"by {first}; the card found first is kept")):
         assert vaezoo.get_card("tiny-blobs").path == first
@@ -128,7 +129,7 @@ def test_a_third_party_card_never_shadows_a_built_in_one(cards_dir, site, tmp_pa
 
     zoo = discover()
     name = sorted(scan().builtin)[0]
-    theirs = write_toml(tmp_path / "theirs" / "impostor.toml", {**tiny_card(), "name": name})
+    theirs = write_toml(tmp_path / "theirs" / "impostor.toml", make_card("tiny", name))
     install_plugin(site, "aaa", f"""
         import vaezoo
 
@@ -136,7 +137,7 @@ def test_a_third_party_card_never_shadows_a_built_in_one(cards_dir, site, tmp_pa
         def vaezoo_card_dirs():
             return [{str(theirs.parent)!r}]
     """)
-    ours = write_toml(cards_dir / "mine.toml", {**tiny_card(), "name": name})
+    ours = write_toml(cards_dir / "mine.toml", make_card("tiny", name))
     plugins.reset()
     with pytest.warns(CardWarning) as caught:
         card = vaezoo.get_card(name)
@@ -149,7 +150,7 @@ def test_a_third_party_card_never_shadows_a_built_in_one(cards_dir, site, tmp_pa
 
 
 def test_a_folder_listed_twice_is_not_a_duplicate(cards_dir, tmp_path, monkeypatch, capsys):
-    write_toml(cards_dir / "tiny.toml", tiny_card())
+    write_toml(cards_dir / "tiny.toml", make_card("tiny"))
     (tmp_path / "link").symlink_to(cards_dir, target_is_directory=True)
     spellings = [cards_dir, f"{cards_dir}{os.sep}", tmp_path / "link", cards_dir / ".." / "cards", cards_dir]
     monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join(map(str, spellings)))
@@ -165,27 +166,27 @@ def test_entries_that_are_not_regular_files_are_never_opened(tmp_path):
     """A FIFO (opening it would block), a symlink to one, and a symlink to /dev/zero (reading it never
     ends) among the cards: each is skipped unread, in a child process that must answer promptly."""
     cards = tmp_path / "cards"
-    write_toml(cards / "tiny.toml", tiny_card())
+    write_toml(cards / "tiny.toml", make_card("tiny"))
     os.mkfifo(cards / "x.toml")
     os.mkfifo(tmp_path / "elsewhere")
     (cards / "link.toml").symlink_to(tmp_path / "elsewhere")
     (cards / "zero.toml").symlink_to("/dev/zero")
     env = child_env(tmp_path / "home", cards)
-    done = run_cli(["list", "--json"], env, timeout=60)
+    done = run_vaezoo("list", "--json", env=env, timeout=60)
     assert done.returncode == 0 and "tiny-blobs" in {r["name"] for r in json.loads(done.stdout)}
     assert "3 card(s) skipped" in done.stderr and "Traceback" not in done.stderr
-    done = run_cli(["list", "--skipped"], env, timeout=60)
+    done = run_vaezoo("list", "--skipped", env=env, timeout=60)
     assert done.stdout.splitlines() == [f"{cards / 'link.toml'}: is a FIFO, not a card file",
                                         f"{cards / 'x.toml'}: is a FIFO, not a card file",
                                         f"{cards / 'zero.toml'}: is a character device, not a card file"]
-    done = run_cli(["info", str(cards / "x.toml")], env, timeout=60)
+    done = run_vaezoo("info", str(cards / "x.toml"), env=env, timeout=60)
     assert done.returncode == 1
     assert_one_line_error(done.stderr, f"{cards / 'x.toml'}: is a FIFO, not a card file")
 
 
 @pytest.mark.parametrize("where", [" =x", "\t=x", "   =", "=x"])
 def test_where_without_a_key_is_refused(cards_dir, capsys, where):
-    write_toml(cards_dir / "tiny.toml", tiny_card())
+    write_toml(cards_dir / "tiny.toml", make_card("tiny"))
     code, out, err = cli(capsys, "list", "--where", where)
     assert (code, out) == (1, "")
     assert_one_line_error(err, "--where")
@@ -196,13 +197,13 @@ def _escaping_card(tmp_path, monkeypatch, how: str) -> None:
     cards = tmp_path / "zoo" / "cards"
     cards.mkdir(parents=True)
     monkeypatch.setenv("VAEZOO_CARDS_PATH", str(cards))
-    outside = save_tiny_weights(tmp_path / "x.safetensors", tiny_card())
+    outside = save_model_weights(tmp_path / "x.safetensors", make_card("tiny"))
     file = {"dotdot": "../../x.safetensors", "hidden-dotdot": "sub/../../../x.safetensors",
             "absolute": str(outside), "symlink": "link.safetensors"}[how]
     if how == "symlink":
         (cards / "link.safetensors").symlink_to(outside)
     assert (cards / file).resolve() == outside
-    write_toml(cards / "tiny.toml", tiny_card(**weights_entry(outside, file=file)))
+    write_toml(cards / "tiny.toml", make_card("tiny", weights=weights_entry(outside, file=file)))
 
 
 @pytest.mark.parametrize("how", ["dotdot", "hidden-dotdot", "absolute", "symlink"])
@@ -217,8 +218,8 @@ def test_weights_path_escaping_the_card_directory(tmp_path, monkeypatch, capsys,
 
 def test_weights_path_inside_the_card_directory_loads(cards_dir):
     """The control for the escapes above: the same file beside the card loads."""
-    weights = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card())
-    write_toml(cards_dir / "tiny.toml", tiny_card(**weights_entry(weights, file="tiny.safetensors")))
+    weights = save_model_weights(cards_dir / "tiny.safetensors", make_card("tiny"))
+    write_toml(cards_dir / "tiny.toml", make_card("tiny", weights=weights_entry(weights, file="tiny.safetensors")))
     assert vaezoo.load("tiny-blobs").card.name == "tiny-blobs"
 
 
@@ -231,7 +232,7 @@ def test_weights_path_inside_the_card_directory_loads(cards_dir):
     "gopher://localhost/w.safetensors",
 ])
 def test_url_scheme_other_than_https_is_refused(cards_dir, capsys, url):
-    write_toml(cards_dir / "tiny.toml", tiny_card(url=url, sha256="0" * 64, size=10))
+    write_toml(cards_dir / "tiny.toml", make_card("tiny", weights={"url": url, "sha256": "0" * 64, "size": 10}))
     with pytest.raises(WeightsError, match="https only"):
         vaezoo.load("tiny-blobs")
     assert not cache_dir().exists() or not any(cache_dir().iterdir())
@@ -239,7 +240,8 @@ def test_url_scheme_other_than_https_is_refused(cards_dir, capsys, url):
 
 def test_plain_http_needs_the_explicit_setting(cards_dir, monkeypatch):
     """With VAEZOO_ALLOW_HTTP=1 the scheme passes and the next check (here: offline) answers."""
-    write_toml(cards_dir / "tiny.toml", tiny_card(url="http://example.com/w.safetensors", sha256="0" * 64, size=10))
+    elsewhere = {"url": "http://example.com/w.safetensors", "sha256": "0" * 64, "size": 10}
+    write_toml(cards_dir / "tiny.toml", make_card("tiny", weights=elsewhere))
     monkeypatch.setenv("VAEZOO_ALLOW_HTTP", "1")
     monkeypatch.setenv("VAEZOO_OFFLINE", "1")
     with pytest.raises(WeightsError, match="VAEZOO_OFFLINE=1"):

@@ -9,12 +9,12 @@ import struct
 
 import pytest
 import torch
-from faultkit import assert_one_line_error, cli, save_tiny_weights, tiny_card, weights_entry, write_toml
+from kit import assert_one_line_error, cli, make_card, save_model_weights, weights_entry, write_toml
 
 import vaezoo
 from vaezoo.errors import WeightsError
 
-pytestmark = pytest.mark.usefixtures("tiny_data")  # building the tiny card's model asks for its dataset
+pytestmark = pytest.mark.usefixtures("data_plugin")  # building the tiny card's model asks for its dataset
 
 
 class MarkerBomb:
@@ -29,7 +29,7 @@ class MarkerBomb:
 
 def _card_for(cards_dir, payload: pathlib.Path, **card_changes) -> None:
     """A tiny card whose weights entry hashes ``payload`` exactly (so only its contents can be refused)."""
-    card = tiny_card(**weights_entry(payload, file=payload.name))
+    card = make_card("tiny", weights=weights_entry(payload, file=payload.name))
     card["model"].update(card_changes)
     write_toml(cards_dir / "tiny.toml", card)
 
@@ -47,7 +47,7 @@ def _refused(capsys, *fragments: str) -> None:
 
 
 def test_truncated_file(cards_dir, capsys):
-    path = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card())
+    path = save_model_weights(cards_dir / "tiny.safetensors", make_card("tiny"))
     _card_for(cards_dir, path)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
@@ -56,14 +56,14 @@ def test_truncated_file(cards_dir, capsys):
 
 def test_truncated_file_whose_card_matches_it(cards_dir, capsys):
     """Even hashed correctly, a cut safetensors file is refused when read."""
-    path = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card())
+    path = save_model_weights(cards_dir / "tiny.safetensors", make_card("tiny"))
     path.write_bytes(path.read_bytes()[:-7])
     _card_for(cards_dir, path)
     _refused(capsys, str(path), "not a readable safetensors file")
 
 
 def test_wrong_sha256(cards_dir, capsys):
-    path = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card())
+    path = save_model_weights(cards_dir / "tiny.safetensors", make_card("tiny"))
     _card_for(cards_dir, path)
     data = bytearray(path.read_bytes())
     data[-1] ^= 0xFF  # same size, one bit pattern changed in the last tensor
@@ -72,14 +72,15 @@ def test_wrong_sha256(cards_dir, capsys):
 
 
 def test_right_hash_wrong_tensor_names(cards_dir, capsys):
-    path = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card(), rename={"head.weight": "head.weights"})
+    path = save_model_weights(cards_dir / "tiny.safetensors", make_card("tiny"),
+                              edit=lambda state: state.update({"head.weights": state.pop("head.weight")}))
     _card_for(cards_dir, path)
     _refused(capsys, "missing keys ['head.weight']", "unexpected keys ['head.weights']")
 
 
 def test_right_hash_wrong_shapes(cards_dir, capsys):
     """Weights of a 2-d latent on a card that asks for a 3-d one."""
-    path = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card())
+    path = save_model_weights(cards_dir / "tiny.safetensors", make_card("tiny"))
     _card_for(cards_dir, path, latent={"type": "gaussian", "dim": 3})
     _refused(capsys, "wrong shapes", "head.weight: (4, 8) != (6, 8)")
 
@@ -129,7 +130,7 @@ def test_header_claiming_a_huge_size(cards_dir, capsys, case):
 
 
 def _set(name: str, value):
-    """An ``edit`` for :func:`faultkit.save_tiny_weights`: ``value(tensor)`` replaces the tensor ``name``."""
+    """An ``edit`` for :func:`kit.save_model_weights`: ``value(tensor)`` replaces the tensor ``name``."""
     def edit(state):
         state[name] = value(state[name])
     return edit
@@ -156,7 +157,7 @@ def _poison(name: str, number: float):
 ], ids=["int64", "bool", "uint8", "nan", "inf", "-inf", "nan and bool"])
 def test_right_hash_values_that_cannot_be_the_models(cards_dir, capsys, edit, fragments):
     """The card's sha256 matches the file exactly; the tensors' types or values are what is wrong."""
-    path = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card(), edit=edit)
+    path = save_model_weights(cards_dir / "tiny.safetensors", make_card("tiny"), edit=edit)
     _card_for(cards_dir, path)
     _refused(capsys, "weights of 'tiny-blobs' cannot be the model's values", *fragments, "refusing to load them")
 
@@ -164,7 +165,7 @@ def test_right_hash_values_that_cannot_be_the_models(cards_dir, capsys, edit, fr
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
 def test_right_hash_other_floating_point_types_load(cards_dir, dtype):
     """Floating-point weights of another precision are values the model can take: they load."""
-    path = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card(),
+    path = save_model_weights(cards_dir / "tiny.safetensors", make_card("tiny"),
                              edit=lambda state: state.update({k: v.to(dtype) for k, v in state.items()}))
     _card_for(cards_dir, path)
     model = vaezoo.load("tiny-blobs")

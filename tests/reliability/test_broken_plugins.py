@@ -8,8 +8,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from faultkit import (assert_one_line_error, child_env, cli, install_plugin, run_cli, save_tiny_weights, tiny_card,
-                      weights_entry, write_toml)
+from kit import (assert_one_line_error, child_env, cli, install_plugin, make_card, run_vaezoo, save_model_weights,
+                 weights_entry, write_toml)
 
 import vaezoo
 from vaezoo import plugins
@@ -58,10 +58,10 @@ LEFT_BEHIND = {"raises_in_hook": ("architecture", "half_registered"), "duplicate
 
 
 @pytest.fixture
-def tiny_zoo(cards_dir, tiny_data):
+def tiny_zoo(cards_dir, data_plugin):
     """A tiny card with local weights, which every test below loads to show the zoo still works."""
-    weights = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card())
-    write_toml(cards_dir / "tiny.toml", tiny_card(**weights_entry(weights, file="tiny.safetensors")))
+    weights = save_model_weights(cards_dir / "tiny.safetensors", make_card("tiny"))
+    write_toml(cards_dir / "tiny.toml", make_card("tiny", weights=weights_entry(weights, file="tiny.safetensors")))
     return cards_dir
 
 
@@ -113,11 +113,11 @@ def test_two_plugins_claiming_one_name(site, tiny_zoo, capsys):
     assert rows["claimant_a"]["status"] == "ok" and rows["claimant_b"]["status"] == "failed"
 
 
-def test_architecture_returning_the_wrong_type(site, tiny_data, cards_dir, capsys):
+def test_architecture_returning_the_wrong_type(site, data_plugin, cards_dir, capsys):
     install_plugin(site, "stringy", HEADER + "def vaezoo_register_architectures(register):\n"
                                              "    register('stringy', lambda **model: 'not a model')\n")
     plugins.reset()
-    card = tiny_card()
+    card = make_card("tiny")
     card["architecture"] = "stringy"
     write_toml(cards_dir / "tiny.toml", card)
     with pytest.raises(VaezooError, match="architecture 'stringy' of plugin 'stringy' returned str"):
@@ -131,12 +131,12 @@ def test_all_broken_plugins_at_once_in_the_command_line(tmp_path, tiny_zoo):
         install_plugin(site, name, source)
     env = child_env(tmp_path / "home", cards=tiny_zoo, site=site)
 
-    listed = run_cli(["list", "--json"], env)
+    listed = run_vaezoo("list", "--json", env=env)
     assert listed.returncode == 0, listed.stderr
     assert "Traceback" not in listed.stderr
     assert "tiny-blobs" in [row["name"] for row in json.loads(listed.stdout)]
 
-    shown = run_cli(["plugins", "--json"], env)
+    shown = run_vaezoo("plugins", "--json", env=env)
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
     rows = {row["name"]: row for row in json.loads(shown.stdout)}
     for name, (_, fragment) in BROKEN.items():
@@ -152,7 +152,7 @@ def test_a_plugin_exiting_at_import_leaves_vaezoos_exit_code_alone(tmp_path, tin
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
-    verified = run_cli(["verify", "tiny-blobs"], child_env(tmp_path / "home", cards=tiny_zoo, site=site))
+    verified = run_vaezoo("verify", "tiny-blobs", env=child_env(tmp_path / "home", cards=tiny_zoo, site=site))
     assert verified.returncode == 1 and "FAILED" in verified.stdout, verified
     assert "vaezoo plugin 'exits_on_import' failed: import of" in verified.stderr
     assert "raised SystemExit: 0" in verified.stderr
@@ -164,7 +164,7 @@ def test_a_real_ctrl_c_while_a_plugin_imports_still_stops_vaezoo(tmp_path, tiny_
     site = tmp_path / "cli-site"
     install_plugin(site, "ctrl_c", "import os\nimport signal\nimport time\n\n"
                                    "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(60)\n")
-    listed = run_cli(["list"], child_env(tmp_path / "home", cards=tiny_zoo, site=site), timeout=50)
+    listed = run_vaezoo("list", env=child_env(tmp_path / "home", cards=tiny_zoo, site=site), timeout=50)
     assert listed.returncode == 130, listed
     assert listed.stderr.strip().splitlines()[-1] == "error: interrupted"
     assert "Traceback" not in listed.stderr and "vaezoo plugin" not in listed.stderr
@@ -177,7 +177,7 @@ def test_a_plugin_hanging_at_import_is_named_with_how_to_skip_it(tmp_path, tiny_
     env = {**child_env(tmp_path / "home", cards=tiny_zoo, site=site), "VAEZOO_PLUGIN_TIMEOUT": "0.5"}
     builtins = sorted(ep.name for ep in entry_points(group="vaezoo") if ep.dist.name == "vaezoo" and ep.name != "core")
 
-    slow = run_cli(["list", "--json"], env)
+    slow = run_vaezoo("list", "--json", env=env)
     assert slow.returncode == 0 and "tiny-blobs" in [row["name"] for row in json.loads(slow.stdout)], slow
     (line,) = [line for line in slow.stderr.splitlines() if "sleepy" in line]
     assert line.startswith("vaezoo: plugin 'sleepy' of distribution 'fake_sleepy_")
@@ -185,7 +185,7 @@ def test_a_plugin_hanging_at_import_is_named_with_how_to_skip_it(tmp_path, tiny_
     skip = line.partition("VAEZOO_LOAD_PLUGINS=")[2]
     assert skip == ",".join(builtins)
 
-    skipped = run_cli(["plugins", "--json"], {**env, "VAEZOO_LOAD_PLUGINS": skip})
+    skipped = run_vaezoo("plugins", "--json", env={**env, "VAEZOO_LOAD_PLUGINS": skip})
     assert skipped.returncode == 0 and skipped.stderr == "", skipped
     assert sorted(row["name"] for row in json.loads(skipped.stdout)) == sorted(["core", *builtins])
 
@@ -216,7 +216,7 @@ def vaezoo_card_dirs():
 @pytest.mark.parametrize("builtin", ["core", "zoo", "jointvae"])
 def test_a_third_party_entry_point_named_like_a_builtin_is_refused(site, capsys, builtin):
     install_plugin(site, builtin, IMPOSTOR)
-    card = tiny_card()
+    card = make_card("tiny")
     card["name"] = "jointvae-mnist"
     write_toml(site / "impostor_cards" / "jointvae-mnist.toml", card)
     (module,) = [p.stem for p in site.glob("fake_*.py")]

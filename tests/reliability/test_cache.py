@@ -1,7 +1,7 @@
 """The weights cache (``VAEZOO_HOME``) when it cannot be written: one line naming the path and the fix, nothing lost.
 
 The tests run as root, whom permission bits do not stop, so a read-only, unwritable or full disk is made by
-:func:`faultkit.refuse_writes` and :func:`faultkit.fill_disk`: the system calls under the cache fail with the
+:func:`kit.refuse_writes` and :func:`kit.fill_disk`: the system calls under the cache fail with the
 errno such a disk gives.
 """
 
@@ -11,7 +11,7 @@ import errno
 import os
 
 import pytest
-from faultkit import assert_one_line_error, cli, files_under, fill_disk, refuse_writes, serve_tiny_card
+from kit import assert_one_line_error, cli, files_under, fill_disk, make_card, refuse_writes, serve_entry
 
 import vaezoo
 from vaezoo.errors import WeightsError
@@ -22,9 +22,10 @@ WRITABLE = "set VAEZOO_HOME to a folder you can write to"
 
 
 @pytest.fixture
-def url_card(cards_dir, tiny_data, tmp_path, server):
-    """A tiny card whose weights are served by ``server``; returns the served bytes."""
-    return serve_tiny_card(cards_dir, server, WEIGHTS_PATH, tmp_path)
+def url_card(cards_dir, data_plugin, server):
+    """A tiny card whose weights only ``server`` has; returns the served bytes."""
+    serve_entry(server, WEIGHTS_PATH, cards_dir, make_card("tiny"), stem="tiny")
+    return server.files[WEIGHTS_PATH]
 
 
 @pytest.fixture

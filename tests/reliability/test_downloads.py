@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from faultkit import assert_one_line_error, cli, files_under, serve_tiny_card
+from kit import assert_one_line_error, cli, files_under, make_card, serve_entry
 
 import vaezoo
 from vaezoo.errors import WeightsError
@@ -22,9 +22,10 @@ WEIGHTS_PATH = "/tiny.safetensors"
 
 
 @pytest.fixture
-def url_card(cards_dir, tiny_data, tmp_path, server):
-    """A tiny card whose weights are served by ``server``; returns the served bytes."""
-    return serve_tiny_card(cards_dir, server, WEIGHTS_PATH, tmp_path)
+def url_card(cards_dir, data_plugin, server):
+    """A tiny card whose weights only ``server`` has; returns the served bytes."""
+    serve_entry(server, WEIGHTS_PATH, cards_dir, make_card("tiny"), stem="tiny")
+    return server.files[WEIGHTS_PATH]
 
 
 def _cached(payload: bytes) -> list[str]:

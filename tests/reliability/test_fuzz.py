@@ -12,7 +12,7 @@ import math
 
 import pytest
 import tomli_w
-from faultkit import cli, install_plugin, save_tiny_weights, tiny_card, weights_entry, write_toml
+from kit import cli, install_plugin, make_card, save_model_weights, weights_entry, write_toml
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
@@ -36,15 +36,15 @@ TOML_VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch, cards_dir, tiny_data):
+def home(tmp_path, monkeypatch, cards_dir, data_plugin):
     """A working directory and a zoo of the tiny card only, with valid weights beside it."""
     monkeypatch.chdir(tmp_path)
     # the core, the tiny card and its dataset only: every command stays fast
-    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "tinydata")
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "testdata")
     monkeypatch.setenv("VAEZOO_OFFLINE", "1")  # a fuzzed https URL must never reach for the network
     monkeypatch.setenv("VAEZOO_DATA", str(tmp_path / "no-data"))
-    weights = save_tiny_weights(cards_dir / "tiny.safetensors", tiny_card())
-    write_toml(cards_dir / "tiny.toml", tiny_card(**weights_entry(weights, file="tiny.safetensors")))
+    weights = save_model_weights(cards_dir / "tiny.safetensors", make_card("tiny"))
+    write_toml(cards_dir / "tiny.toml", make_card("tiny", weights=weights_entry(weights, file="tiny.safetensors")))
     return tmp_path
 
 
@@ -141,7 +141,7 @@ def mutate(draw, card: dict) -> dict:
 def test_mutated_cards_load_or_fail_clearly(home, cards_dir, data):
     """A mutant of the valid card, beside valid weights, loaded as a user would: a model, or one clear error."""
     weights = weights_entry(cards_dir / "tiny.safetensors", file="tiny.safetensors")
-    card = mutate(data.draw, tiny_card(**weights))
+    card = mutate(data.draw, make_card("tiny", weights=weights))
     path = cards_dir / "tiny.toml"
     path.write_text(tomli_w.dumps(card), encoding="utf-8")
     parsed = _parse_or_card_error(path)
@@ -297,7 +297,7 @@ def test_card_text_with_markup_and_control_characters(text_home, cards_dir, caps
                                                       note):
     """Every free-text field of a card (the name is pattern-restricted) and its metric's name, command and note
     hold markup and control characters: list, info and verify print them as text, and their JSON is exact."""
-    card = tiny_card(**weights_entry(cards_dir / "tiny.safetensors", file="tiny.safetensors"))
+    card = make_card("tiny", weights=weights_entry(cards_dir / "tiny.safetensors", file="tiny.safetensors"))
     card.update(fields)
     card["metrics"] = {metric_name: {"value": 0.5, "command": command, "note": note, "vaezoo_version": "0.1.0"}}
     write_toml(cards_dir / "tiny.toml", card)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from faultkit import (assert_one_line_error, child_env, cli, files_under, refuse_writes, tiny_card, write_toml)
+from kit import assert_one_line_error, child_env, cli, files_under, make_card, refuse_writes, write_toml
 
 from vaezoo.cards import Card, parse_card
 from vaezoo.errors import TrainingError
@@ -43,7 +43,7 @@ def one_thread():
 
 
 def _card(**train_changes) -> Card:
-    data = tiny_card()
+    data = make_card("tiny")
     data["train"].update(train_changes)
     return Card.model_validate(data)
 
@@ -60,7 +60,7 @@ def _same_weights(a, b) -> None:
         assert torch.equal(left[key], right[key]), f"{key} differs between {a} and {b}"
 
 
-def test_nan_loss_stops_with_the_last_good_checkpoint(tiny_data, tmp_path):
+def test_nan_loss_stops_with_the_last_good_checkpoint(data_plugin, tmp_path):
     card = _card(checkpoint_every=4)
     card = card.model_copy(update={"model": {**card.model, "regularizers": [{"type": "nan_after", "at": 6}]}})
     out = tmp_path / "run"
@@ -72,8 +72,8 @@ def test_nan_loss_stops_with_the_last_good_checkpoint(tiny_data, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT], "a NaN run must write no weights or card"
 
 
-def test_nan_in_the_data_through_the_command_line(tiny_data, tmp_path, capsys):
-    data = tiny_card()
+def test_nan_in_the_data_through_the_command_line(data_plugin, tmp_path, capsys):
+    data = make_card("tiny")
     data["train"]["data"]["options"] = {"nan": True}
     card_path = write_toml(tmp_path / "tiny.toml", data)
     out = tmp_path / "run"
@@ -103,7 +103,7 @@ def _train_and_die_in_save(card: Card, out, die_at: int) -> None:
     train(card, out)
 
 
-def test_sigkill_during_a_checkpoint_write(tiny_data, tmp_path):
+def test_sigkill_during_a_checkpoint_write(data_plugin, tmp_path):
     card = _card(checkpoint_every=4)
     out = tmp_path / "killed"
     child = FORK.Process(target=_train_and_die_in_save, args=(card, out, 2))
@@ -128,7 +128,7 @@ def _resume(card: Card, out) -> None:
     train(card, out, resume=True)
 
 
-def test_resume_after_random_sigkills_is_exact(tiny_data, tmp_path):
+def test_resume_after_random_sigkills_is_exact(data_plugin, tmp_path):
     """Kill a run at random moments (a checkpoint every step), resume each time: the weights are unchanged."""
     card = _card(epochs=50, checkpoint_every=1)
     out, checkpoint = tmp_path / "killed", tmp_path / "killed" / CHECKPOINT
@@ -172,12 +172,12 @@ def _wait_for_the_loop(child: subprocess.Popen, deadline: float) -> None:
 
 
 def test_sigint_then_sigterm_at_random_steps_checkpoint_that_step_and_the_printed_command_resumes_exactly(
-        tiny_data, tmp_path):
-    data = tiny_card()
+        data_plugin, tmp_path):
+    data = make_card("tiny")
     data["train"].update(epochs=100, checkpoint_every=10**6)  # 800 steps; no checkpoint but the signals'
     card_path = write_toml(tmp_path / "tiny.toml", data)
     out = tmp_path / "run"
-    env = child_env(tmp_path / "home", site=tiny_data)
+    env = child_env(tmp_path / "home", site=data_plugin)
     command = [sys.executable, "-m", "vaezoo", "train", str(card_path), "--out", str(out)]
     last = 0
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -233,9 +233,9 @@ def _signal_during_save(monkeypatch, at: int, *signals: int) -> None:
     monkeypatch.setattr(torch, "save", save)
 
 
-def test_sigterm_while_a_checkpoint_is_written_lets_it_finish_then_stops_at_the_next_step(tiny_data, tmp_path,
+def test_sigterm_while_a_checkpoint_is_written_lets_it_finish_then_stops_at_the_next_step(data_plugin, tmp_path,
                                                                                            capsys, monkeypatch):
-    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     out = tmp_path / "run"
     _signal_during_save(monkeypatch, 1, signal.SIGTERM, signal.SIGTERM)  # the checkpoint of step 4
     code, stdout, stderr = cli(capsys, "train", str(card_path), "--out", str(out))
@@ -245,8 +245,8 @@ def test_sigterm_while_a_checkpoint_is_written_lets_it_finish_then_stops_at_the_
     assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT]
 
 
-def test_a_second_sigint_stops_at_once_and_the_temporary_file_goes(tiny_data, tmp_path, capsys, monkeypatch):
-    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+def test_a_second_sigint_stops_at_once_and_the_temporary_file_goes(data_plugin, tmp_path, capsys, monkeypatch):
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     out = tmp_path / "run"
     with monkeypatch.context() as patch:
         _signal_during_save(patch, 2, signal.SIGINT, signal.SIGINT)  # while the checkpoint of step 8 is written
@@ -262,7 +262,7 @@ def test_a_second_sigint_stops_at_once_and_the_temporary_file_goes(tiny_data, tm
     _same_weights(out / "tiny-blobs-run.safetensors", tmp_path / "reference" / "tiny-blobs-run.safetensors")
 
 
-def test_sigterm_while_the_weights_are_published_removes_their_temporary_file(tiny_data, tmp_path, capsys,
+def test_sigterm_while_the_weights_are_published_removes_their_temporary_file(data_plugin, tmp_path, capsys,
                                                                               monkeypatch):
     import safetensors.torch
 
@@ -273,7 +273,7 @@ def test_sigterm_while_the_weights_are_published_removes_their_temporary_file(ti
         os.kill(os.getpid(), signal.SIGTERM)
         real_save_file(tensors, filename, metadata=metadata)
 
-    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     out = tmp_path / "run"
     with monkeypatch.context() as patch:
         patch.setattr(safetensors.torch, "save_file", save_file)
@@ -310,11 +310,11 @@ def _finished_run(tmp: Path) -> None:
     (lambda t: (t / "run").mkdir() or (t / "run" / "tiny-blobs-run.safetensors").write_bytes(b"w"), "run",
      ["already holds tiny-blobs-run.safetensors"]),
 ], ids=["through-a-file", "a-file", "a-finished-run", "this-runs-weights"])
-def test_an_unusable_out_is_one_line_before_the_first_step(tiny_data, tmp_path, capsys, no_data_before_checks,
+def test_an_unusable_out_is_one_line_before_the_first_step(data_plugin, tmp_path, capsys, no_data_before_checks,
                                                             make, out, fragments):
     make(tmp_path)
     before = files_under(tmp_path)
-    card_path = write_toml(tmp_path / "cards" / "tiny.toml", tiny_card())
+    card_path = write_toml(tmp_path / "cards" / "tiny.toml", make_card("tiny"))
     code, stdout, stderr = cli(capsys, "train", str(card_path), "--out", str(tmp_path / out))
     assert code == 1 and stdout == ""
     assert_one_line_error(stderr, *fragments)
@@ -322,9 +322,9 @@ def test_an_unusable_out_is_one_line_before_the_first_step(tiny_data, tmp_path, 
 
 
 @pytest.mark.parametrize("error", [errno.EACCES, errno.EROFS], ids=["EACCES", "EROFS"])
-def test_an_out_vaezoo_cannot_write_in_is_one_line_before_the_first_step(tiny_data, tmp_path, capsys, monkeypatch,
+def test_an_out_vaezoo_cannot_write_in_is_one_line_before_the_first_step(data_plugin, tmp_path, capsys, monkeypatch,
                                                                         no_data_before_checks, error):
-    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     (tmp_path / "locked").mkdir()
     refuse_writes(monkeypatch, tmp_path / "locked", error)
     for out in (tmp_path / "locked", tmp_path / "locked" / "new"):
@@ -334,9 +334,9 @@ def test_an_out_vaezoo_cannot_write_in_is_one_line_before_the_first_step(tiny_da
     assert not any((tmp_path / "locked").iterdir())
 
 
-def test_resume_into_a_folder_holding_another_runs_card_is_refused(tiny_data, tmp_path, capsys,
+def test_resume_into_a_folder_holding_another_runs_card_is_refused(data_plugin, tmp_path, capsys,
                                                                   no_data_before_checks):
-    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "other.toml").write_text("name = 'other'\n")
     code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(tmp_path / "run"), "--resume")
@@ -348,9 +348,9 @@ def test_resume_into_a_folder_holding_another_runs_card_is_refused(tiny_data, tm
 # --- checkpoints that do not fit ------------------------------------------------------------------------------
 
 @pytest.fixture
-def stopped_run(tiny_data, tmp_path):
+def stopped_run(data_plugin, tmp_path):
     """A run of the tiny card stopped at step 5 (2 epochs of 8 steps): its card file and its folder."""
-    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     out = tmp_path / "run"
     train(_card(), out, max_steps=5)
     return card_path, out
@@ -369,7 +369,7 @@ def stopped_run(tiny_data, tmp_path):
 def test_resume_refuses_a_checkpoint_of_another_recipe_naming_both_cards(stopped_run, capsys, change, fragments):
     card_path, out = stopped_run
     before = (out / CHECKPOINT).read_bytes()
-    other = tiny_card()
+    other = make_card("tiny")
     other["name"] = "other"
     change(other)
     other_path = write_toml(card_path.parent / "other.toml", other)
@@ -380,9 +380,9 @@ def test_resume_refuses_a_checkpoint_of_another_recipe_naming_both_cards(stopped
     assert (out / CHECKPOINT).read_bytes() == before
 
 
-def test_resume_may_change_epochs_and_checkpoint_every_and_extends_a_finished_run_exactly(tiny_data, tmp_path,
+def test_resume_may_change_epochs_and_checkpoint_every_and_extends_a_finished_run_exactly(data_plugin, tmp_path,
                                                                                           capsys):
-    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     out = tmp_path / "run"
     assert cli(capsys, "train", str(card_path), "--out", str(out), "--checkpoint-every", "3")[0] == 0
     code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume", "--epochs", "3")
@@ -462,9 +462,9 @@ def test_a_malformed_checkpoint_is_one_line_and_stays_as_it_was(stopped_run, cap
 
 # --- a full disk --------------------------------------------------------------------------------------------
 
-def test_a_full_disk_while_a_checkpoint_is_written_is_one_line_and_keeps_the_previous_one(tiny_data, tmp_path,
+def test_a_full_disk_while_a_checkpoint_is_written_is_one_line_and_keeps_the_previous_one(data_plugin, tmp_path,
                                                                                           capsys, monkeypatch):
-    card_path = write_toml(tmp_path / "tiny.toml", tiny_card())
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     out = tmp_path / "run"
     real_save, saves = torch.save, 0
 
@@ -510,7 +510,7 @@ def test_eval_checkpoint_says_what_is_wrong_with_a_missing_or_foreign_file(stopp
     assert code == 1
     assert_one_line_error(stderr, f"cannot read checkpoint {out / 'notes.pt'}")
 
-    other = tiny_card()
+    other = make_card("tiny")
     other["name"] = "wide"
     other["model"]["encoder"]["hidden"] = [16]
     other_path = write_toml(card_path.parent / "wide.toml", other)
