@@ -101,13 +101,14 @@ def plain_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torc
         yield time.perf_counter() - start
 
 
+STEP_ENDS: list[float] = []  # when the engine's steps ended, noted by _Clock
+
+
 class _Clock(vaezoo.train.Reporter):
     """The engine's progress display, noting when each step ended (the engine waits for each step's loss)."""
 
-    ends: list[float] = []
-
     def update(self, step, images, values) -> None:
-        _Clock.ends.append(time.perf_counter())
+        STEP_ENDS.append(time.perf_counter())
         super().update(step, images, values)
 
 
@@ -123,10 +124,10 @@ def engine_loop(card, images: torch.Tensor, steps: int, warmup: int, device: tor
     vaezoo.train.Reporter = _Clock
     reached = 0
     while True:
-        _Clock.ends = []
+        STEP_ENDS.clear()
         reached += warmup + steps
         fit(model, dataset, card, out, resume=reached > warmup + steps, max_steps=reached, run=Run(device=device))
-        yield _Clock.ends[-1] - _Clock.ends[-1 - steps]
+        yield STEP_ENDS[-1] - STEP_ENDS[-1 - steps]
 
 
 def main() -> None:

@@ -53,9 +53,9 @@ def run(args) -> int:
     from vaezoo.train import Interrupted, train, train_seeds
 
     main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 speaks for the run
-    options = dict(data_root=args.data_root, epochs=args.epochs, resume=args.resume, device=args.device,
-                   max_steps=args.max_steps, checkpoint_every=args.checkpoint_every, name=args.name,
-                   precision=args.precision, compile=args.compile)
+    options = {"data_root": args.data_root, "epochs": args.epochs, "resume": args.resume, "device": args.device,
+               "max_steps": args.max_steps, "checkpoint_every": args.checkpoint_every, "name": args.name,
+               "precision": args.precision, "compile": args.compile}
     try:
         if args.seeds:
             results = train_seeds(card_arg(args.card), Path(args.out), args.seeds, **options)
