@@ -113,6 +113,16 @@ def test_passes_the_conformance_kit(laplace):
     testing.check_card(CARD)
 
 
+def test_vaezoos_registry_driven_test_checks_its_family(laplace):
+    """Installed, its family is checked by vaezoo's own tests/test_models.py with the example its class declares."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
+                             str(Path(__file__).with_name("test_models.py")), "-k", "test_latent_family"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    passed = [line for line in result.stdout.splitlines() if line.startswith("PASSED ")]
+    assert any(line.endswith("::test_latent_family[laplace]") for line in passed), result.stdout
+
+
 def test_passes_its_own_tests(installed, laplace):
     source, _ = installed
     # -P: the tests import the installed copy, not the source tree in the working directory

@@ -1,20 +1,22 @@
 """Tests driven by the registry (after timm's tests/test_models.py).
 
 Every registered architecture and every zoo card is built, run forward and backward on a small batch,
-checked for NaNs, and round-tripped through safetensors, by the conformance kit (vaezoo.testing) that
-plugin authors run on their own parts. The parameters are discovered when the tests are
-collected, so a new plugin's architecture or card is tested the day it is installed.
+checked for NaNs, and round-tripped through safetensors, and every registered latent family and
+regularizer is checked with the example spec its class declares, by the conformance kit (vaezoo.testing)
+that plugin authors run on their own parts. The parameters are discovered when the tests are
+collected, so a new plugin's architecture, card, family or regularizer is tested the day it is installed.
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
 import torch
 
 import vaezoo
-from kit import VAE_SPECS
+from kit import VAE_SPECS, install_plugin
 from vaezoo import plugins, testing
 from vaezoo.cards import Card, discover, parse_card
 from vaezoo.errors import CardError, UnknownNameError
@@ -54,6 +56,17 @@ def _shipped_cards(directory: Path) -> list[Card]:
 EXAMPLES, CARDS = _discover()
 
 
+def _example_specs(kind: str) -> list:
+    """``(name, example)`` for every registered ``kind`` ("latent family" or "regularizer"): the ``example``
+    its class declares, None where it declares none."""
+    plugins.reset()
+    try:
+        parts = registry(kind)
+        return [pytest.param(name, parts[name].example, id=name) for name in sorted(parts)]
+    finally:
+        plugins.reset()
+
+
 def example_arguments() -> list:
     """``(architecture, model arguments)``: the ``vae`` specs of tests/kit.py, then every architecture built
     from its first example card. An architecture without one gets a parameter that fails, asking for a card."""
@@ -79,6 +92,43 @@ def test_every_architecture_is_covered():
     """The discovered architectures include the core's composable ``vae`` and the built-in plugins' ones."""
     assert "vae" in EXAMPLES
     assert {card.architecture for card in CARDS.values()} <= set(EXAMPLES)
+
+
+def _require_example(kind: str, name: str, example: dict | None) -> dict:
+    if example is None:
+        plugin = registry(kind).plugin_of(name)
+        pytest.fail(f"{kind} '{name}' of plugin '{plugin}' has no example spec; set the class attribute "
+                    f"'example' (the keyword arguments of vaezoo.testing.check_{kind.replace(' ', '_')} for a "
+                    f"small instance) so that it is tested")
+    return copy.deepcopy(example)
+
+
+@pytest.mark.parametrize("name, example", _example_specs("latent family"))
+def test_latent_family(name, example):
+    testing.check_latent_family(name, **_require_example("latent family", name, example))
+
+
+@pytest.mark.parametrize("name, example", _example_specs("regularizer"))
+def test_regularizer(name, example):
+    testing.check_regularizer(name, **_require_example("regularizer", name, example))
+
+
+def test_a_part_without_an_example_fails_asking_for_one(site):
+    install_plugin(site, "bare", "import vaezoo\n\n\n@vaezoo.hookimpl\n"
+                                 "def vaezoo_register_latent_families(register):\n"
+                                 "    from vaezoo.latents import LatentFamily\n\n"
+                                 "    register('bare', type('Bare', (LatentFamily,), {}))\n")
+    with pytest.raises(pytest.fail.Exception, match="latent family 'bare' of plugin 'bare' has no example spec; "
+                                                     "set the class attribute 'example'"):
+        _require_example("latent family", "bare", registry("latent family")["bare"].example)
+
+
+def test_every_core_part_is_covered():
+    """The core's own families and regularizers are among the discovered parameters."""
+    families = {param.values[0] for param in _example_specs("latent family")}
+    regularizers = {param.values[0] for param in _example_specs("regularizer")}
+    assert {"gaussian", "gumbel_categorical", "joint"} <= families
+    assert {"beta", "capacity", "total_correlation"} <= regularizers
 
 
 @pytest.mark.parametrize("name", sorted(CARDS))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -101,11 +102,15 @@ class LatentFamily(nn.Module):
 
     Subclasses set ``param_size`` (how many encoder outputs they read) and
     ``code_size`` (the decoder's input size) and implement :meth:`posterior`
-    and :meth:`sample_prior`.
+    and :meth:`sample_prior`. Each sets the class attribute ``example``: the
+    arguments of a small instance (e.g. ``{"dim": 3}``), with which vaezoo's
+    registry-driven tests run :func:`vaezoo.testing.check_latent_family` on every
+    registered family, a plugin's included.
     """
 
     param_size: int
     code_size: int
+    example: ClassVar[dict[str, Any] | None] = None
 
     def posterior(self, params: Tensor) -> Posterior:
         """Build q(z|x) from the encoder's parameters, shape ``(batch, param_size)``."""

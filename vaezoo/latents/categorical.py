@@ -51,6 +51,8 @@ class GumbelCategorical(LatentFamily):
         temperature: Gumbel-softmax temperature (JointVAE uses 0.67).
     """
 
+    example = {"categories": 4}
+
     def __init__(self, categories: int, temperature: float = 0.67):
         super().__init__()
         if categories < 2:

@@ -34,6 +34,8 @@ class Gaussian(LatentFamily):
         dim: number of latent dimensions.
     """
 
+    example = {"dim": 3}
+
     def __init__(self, dim: int):
         super().__init__()
         if dim < 1:

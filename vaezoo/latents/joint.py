@@ -62,6 +62,9 @@ class Joint(LatentFamily):
         context: builds the parts given as specs (see :class:`~vaezoo.context.BuildContext`).
     """
 
+    example = {"parts": [{"type": "gaussian", "name": "cont", "dim": 2},
+                         {"type": "gumbel_categorical", "name": "cat", "categories": 3}]}
+
     def __init__(self, parts: list[Mapping[str, Any] | LatentFamily], context: BuildContext | None = None):
         super().__init__()
         families: dict[str, LatentFamily] = {}

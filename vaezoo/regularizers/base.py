@@ -7,6 +7,8 @@ schedule is a pure function of it and resumes exactly from a checkpoint's step.
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from torch import Tensor, nn
 
 from vaezoo.errors import VaezooError
@@ -14,7 +16,16 @@ from vaezoo.latents.base import Posterior
 
 
 class Regularizer(nn.Module):
-    """Base class. Subclasses implement :meth:`forward` and may override :meth:`targets`."""
+    """Base class. Subclasses implement :meth:`forward` and may override :meth:`targets`.
+
+    Each sets the class attribute ``example``: the keyword arguments of
+    :func:`vaezoo.testing.check_regularizer` for a small instance, that is its own
+    arguments and, when the default Gaussian latent does not fit it, ``latent``: the
+    spec of a family it does fit. vaezoo's registry-driven tests check every
+    registered regularizer, a plugin's included, with it.
+    """
+
+    example: ClassVar[dict[str, Any] | None] = None
 
     def forward(self, posterior: Posterior, z: Tensor, step: int) -> dict[str, Tensor]:
         """Named loss terms (scalars, already averaged over the batch)."""

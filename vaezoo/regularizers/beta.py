@@ -17,6 +17,8 @@ class Beta(Regularizer):
         part: apply to this part of a joint latent only (default: the whole latent).
     """
 
+    example = {"beta": 4.0}
+
     def __init__(self, beta: float = 1.0, part: str | None = None):
         super().__init__()
         self.beta, self.part = beta, part

@@ -38,6 +38,10 @@ class Capacity(Regularizer):
         groups: each ``{name, parts, min, max, iterations, gamma}``.
     """
 
+    example = {"groups": [{"name": "discrete", "parts": ["cat"], "max": 5.0, "iterations": 100, "gamma": 30.0}],
+               "latent": {"type": "joint", "parts": [{"type": "gaussian", "name": "cont", "dim": 2},
+                                                     {"type": "gumbel_categorical", "name": "cat", "categories": 3}]}}
+
     def __init__(self, groups: Sequence[Mapping | CapacityGroup]):
         super().__init__()
         self.groups = [CapacityGroup.model_validate(g) for g in groups]

@@ -74,6 +74,10 @@ class TotalCorrelation(Regularizer):
         part: apply to this part of a joint latent only (default: the whole latent).
     """
 
+    example = {"dataset_size": 100, "sampling": "mss", "part": "cont",
+               "latent": {"type": "joint", "parts": [{"type": "gaussian", "name": "cont", "dim": 2},
+                                                     {"type": "gumbel_categorical", "name": "cat", "categories": 3}]}}
+
     def __init__(self, dataset_size: int, alpha: float = 1.0, beta: float = 6.0, gamma: float = 1.0,
                  sampling: str = "mws", part: str | None = None):
         super().__init__()

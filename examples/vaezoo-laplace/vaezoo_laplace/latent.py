@@ -55,6 +55,8 @@ class Laplace(LatentFamily):
         dim: number of latent dimensions.
     """
 
+    example = {"dim": 3}  # vaezoo's registry-driven tests check the family built with these arguments
+
     def __init__(self, dim: int):
         super().__init__()
         if dim < 1:
