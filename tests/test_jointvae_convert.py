@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import ORIGINAL_JOINTVAE
+from kit import ORIGINAL_JOINTVAE
 from torch import nn
 
 import vaezoo

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import card_dict
+from kit import make_card
 
 from vaezoo.cards import Card, Metric, parse_card, write_card
 from vaezoo.data import ImageDataset
@@ -431,7 +431,7 @@ def test_a_code_table_whose_model_is_gone_says_so(small_dataset):
 
 
 def test_a_card_records_a_registered_metrics_settings_and_libraries(tmp_path):
-    card = Card.model_validate(card_dict("tiny", eval_metrics=["betavae_score"]))
+    card = Card.model_validate(make_card(name="tiny", eval_metrics=["betavae_score"]))
     metrics = as_metrics(card, {"reconstruction": 80.0, "betavae_score": 0.75})
     assert metrics["betavae_score"].parameters == metric_parameters(betavae_score.betavae_score)
     assert metrics["betavae_score"].libraries == library_versions()

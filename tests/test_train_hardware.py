@@ -14,8 +14,8 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils.data.distributed import DistributedSampler
-from trainkit import ToyPlugin, install_toy_plugin, toy_card, write_card
 
+from kit import make_card, write_toml
 from vaezoo.cards import Card
 from vaezoo.checkpoints import recipe_of
 from vaezoo.cli import main
@@ -24,14 +24,8 @@ from vaezoo.errors import TrainingError
 from vaezoo.train import CHECKPOINT, Interrupted, Run, _epoch_order, train, train_seeds
 
 
-@pytest.fixture
-def toy_plugin(tmp_path, monkeypatch) -> ToyPlugin:
-    """The ``toydata`` plugin, installed for this test."""
-    return install_toy_plugin(tmp_path / "site", monkeypatch)
-
-
 def card(**train) -> Card:
-    return Card.model_validate(toy_card(**train))
+    return Card.model_validate(make_card("toy", train=train))
 
 
 def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
@@ -70,7 +64,7 @@ class DeviceTransfers(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def test_batches_are_cut_on_the_runs_device_from_one_store_moved_there_once(toy_plugin, tmp_path, monkeypatch):
+def test_batches_are_cut_on_the_runs_device_from_one_store_moved_there_once(data_plugin, tmp_path, monkeypatch):
     made, batch = [], ImageDataset.batch
 
     def recording(self, index, *args, **kwargs):
@@ -96,7 +90,7 @@ def test_batches_are_cut_on_the_runs_device_from_one_store_moved_there_once(toy_
     assert all(r.step == 5 for r in results)
 
 
-def test_seeds_side_by_side_end_as_each_seed_trained_alone(toy_plugin, tmp_path):
+def test_seeds_side_by_side_end_as_each_seed_trained_alone(data_plugin, tmp_path):
     together = train_seeds(card(), tmp_path / "together", [1, 2])
     alone = {seed: train(card(), tmp_path / f"alone-{seed}", seed=seed) for seed in (1, 2)}
     assert not same_weights(alone[1].model, alone[2].model)
@@ -108,7 +102,7 @@ def test_seeds_side_by_side_end_as_each_seed_trained_alone(toy_plugin, tmp_path)
         assert files_of(tmp_path / "together" / f"seed-{seed}") == files_of(tmp_path / f"alone-{seed}")
 
 
-def test_each_seed_folder_resumes_on_its_own(toy_plugin, tmp_path, monkeypatch):
+def test_each_seed_folder_resumes_on_its_own(data_plugin, tmp_path, monkeypatch):
     whole = train_seeds(card(), tmp_path / "whole", [1, 2], max_steps=10)
 
     out = tmp_path / "broken"
@@ -131,8 +125,8 @@ def test_each_seed_folder_resumes_on_its_own(toy_plugin, tmp_path, monkeypatch):
         assert same_weights(a.model, b.model)
 
 
-def test_seeds_on_the_command_line(toy_plugin, tmp_path, capsys):
-    path = write_card(tmp_path / "toy.toml", toy_card(epochs=1))
+def test_seeds_on_the_command_line(data_plugin, tmp_path, capsys):
+    path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
     out = tmp_path / "out"
     assert main(["train", str(path), "--out", str(out), "--seeds", "3,4"]) == 0
     assert capsys.readouterr().out.split() == [str(out / f"seed-{s}" / "toyvae-bars-run.toml") for s in (3, 4)]
@@ -143,8 +137,8 @@ def test_seeds_on_the_command_line(toy_plugin, tmp_path, capsys):
     (["--seeds", "1,x"], "argument --seeds: '1,x' is not a list of seeds"),
     (["--seed", "1", "--seeds", "1,2"], "argument --seeds: not allowed with argument --seed"),
 ])
-def test_bad_seeds_are_a_one_line_error(toy_plugin, tmp_path, capsys, options, message):
-    path = write_card(tmp_path / "toy.toml", toy_card())
+def test_bad_seeds_are_a_one_line_error(data_plugin, tmp_path, capsys, options, message):
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     try:
         code = main(["train", str(path), "--out", str(tmp_path / "out"), *options])
     except SystemExit as exit:  # argparse refuses what it cannot read
@@ -153,20 +147,20 @@ def test_bad_seeds_are_a_one_line_error(toy_plugin, tmp_path, capsys, options, m
     assert code != 0 and "Traceback" not in err and message in err and not (tmp_path / "out").exists()
 
 
-def test_seeds_side_by_side_refuse_torchrun(toy_plugin, tmp_path, monkeypatch):
+def test_seeds_side_by_side_refuse_torchrun(data_plugin, tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(TrainingError, match="side by side in one process; run it without torchrun"):
         train_seeds(card(), tmp_path / "out", [0, 1])
     assert not (tmp_path / "out").exists()
 
 
-def test_a_stopped_seeds_run_names_every_checkpoint_and_the_resume_command(toy_plugin, tmp_path, capsys,
+def test_a_stopped_seeds_run_names_every_checkpoint_and_the_resume_command(data_plugin, tmp_path, capsys,
                                                                            monkeypatch):
     def stopped(card, out, seeds, **options):
         raise Interrupted(signal.SIGINT, 4, out / "seed-1" / CHECKPOINT)
 
     monkeypatch.setattr("vaezoo.train.train_seeds", stopped)
-    path = write_card(tmp_path / "toy.toml", toy_card())
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     out = tmp_path / "out"
     assert main(["train", str(path), "--out", str(out), "--seeds", "1,2", "--precision", "bf16"]) == 130
     err = capsys.readouterr().err
@@ -175,7 +169,7 @@ def test_a_stopped_seeds_run_names_every_checkpoint_and_the_resume_command(toy_p
     assert f"{out} --seeds 1,2 --precision bf16 --resume" in err
 
 
-def test_bf16_autocast_changes_the_numbers_and_the_recipe(toy_plugin, tmp_path):
+def test_bf16_autocast_changes_the_numbers_and_the_recipe(data_plugin, tmp_path):
     float32 = train(card(), tmp_path / "f32", max_steps=3)
     bf16 = train(card(precision="bf16"), tmp_path / "bf16", max_steps=3)
     again = train(card(), tmp_path / "again", max_steps=3, precision="bf16")  # the override, as --precision
@@ -194,12 +188,12 @@ def test_float32_and_compile_leave_the_recipe_of_older_checkpoints():
     assert recipe_of(card(precision="bf16"))["train"]["precision"] == "bf16"
 
 
-def test_a_model_torch_compile_cannot_compile_is_a_one_line_error(toy_plugin, tmp_path, monkeypatch, capsys):
+def test_a_model_torch_compile_cannot_compile_is_a_one_line_error(data_plugin, tmp_path, monkeypatch, capsys):
     def refuses(graph, inputs):
         raise RuntimeError("no compiler for this graph\nsecond line")
 
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend=refuses))
-    path = write_card(tmp_path / "toy.toml", toy_card(compile=True))
+    path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"compile": True}))
     assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err
@@ -207,7 +201,7 @@ def test_a_model_torch_compile_cannot_compile_is_a_one_line_error(toy_plugin, tm
     assert "torch.compile cannot compile the model here" in line and "compile = false" in line
 
 
-def test_compile_trains_the_same_model_through_torch_compile(toy_plugin, tmp_path):
+def test_compile_trains_the_same_model_through_torch_compile(data_plugin, tmp_path):
     import torch._dynamo
 
     if not torch._dynamo.is_dynamo_supported():
