@@ -46,6 +46,7 @@ def disent_dataset(codes: np.ndarray, factors: np.ndarray):
     """A disent dataset whose observation at grid position i is code i, and its representation function."""
     from disent.dataset import DisentDataset
     from disent.dataset.data import ArrayGroundTruthData
+
     from vaezoo.data.dsprites import FACTOR_NAMES, FACTOR_SIZES
 
     assert (np.ravel_multi_index(factors.T, FACTOR_SIZES) == np.arange(len(factors))).all()  # disent's pos_to_idx
@@ -59,8 +60,17 @@ def main() -> int:
     parser.add_argument("--codes-dir", type=Path, default=Path("/tmp"), help="where the codes are saved (default /tmp)")
     args = parser.parse_args()
 
-    from disent.metrics import _dci, _mig, _sap, _unsupervised
-    from disent.metrics import metric_dci, metric_factor_vae, metric_mig, metric_sap, metric_unsupervised
+    from disent.metrics import (
+        _dci,
+        _mig,
+        _sap,
+        _unsupervised,
+        metric_dci,
+        metric_factor_vae,
+        metric_mig,
+        metric_sap,
+        metric_unsupervised,
+    )
     from disent.metrics.utils import discrete_mutual_info, histogram_discretize
 
     from vaezoo.metrics import dci, factorvae_score, sap, unsupervised
@@ -71,9 +81,11 @@ def main() -> int:
     codes, factors = dataset_codes(args.card, args.codes_dir)
     dataset, represent = disent_dataset(codes, factors)
 
+    def cell(value) -> str:
+        return f"{value:10.4f}" if value is not None else f"{'-':>10}"
+
     def row(name, ours, same, theirs, seconds):
-        fmt = lambda v: f"{v:10.4f}" if v is not None else f"{'-':>10}"  # noqa: E731
-        print(f"{name:30} {fmt(ours)} {fmt(same)} {fmt(theirs)}   {seconds:6.0f} s", flush=True)
+        print(f"{name:30} {cell(ours)} {cell(same)} {cell(theirs)}   {seconds:6.0f} s", flush=True)
 
     def disent_run(metric, **kwargs):
         np.random.seed(0)
