@@ -9,6 +9,7 @@ import torch
 from vaezoo.cards import Card, Metric
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.assemble import card_dataset, metric
+from vaezoo.metrics.shared import sharing
 from vaezoo.model import VAE
 from vaezoo.progress import Progress, progress
 
@@ -63,9 +64,11 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None,
     dataset = card_dataset(card, data_root, "test")
     with progress(f"eval {card.name}: losses", len(dataset)) as task:
         results = losses(model, _Counted(dataset, task), card.train.steps, card.train.batch_size, device)
-    for name in card.eval_metrics:
-        with progress(f"eval {card.name}: {name}") as task:
-            results[name] = float(metric(name)(model, _Counted(dataset, task), device=device, batch_size=batch_size))
+    with sharing():  # the metrics encode each image once and share what else they can (vaezoo.metrics.shared)
+        for name in card.eval_metrics:
+            with progress(f"eval {card.name}: {name}") as task:
+                results[name] = float(metric(name)(model, _Counted(dataset, task), device=device,
+                                                   batch_size=batch_size))
     return results
 
 

@@ -17,7 +17,6 @@ on dSprites.
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +25,7 @@ from torch.distributions import Distribution, Normal
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import factorised_posteriors
+from vaezoo.metrics.shared import shared
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -201,27 +201,20 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
     return Entropies(marginal, conditional, float(-log_q_joint.mean()), torch.tensor(sizes))
 
 
-_last: dict = {}
-
-
 def dataset_entropies(model, dataset: ImageDataset, columns: tuple[int, ...], device=None,
                       batch_size: int = EVAL_BATCH_SIZE, samples: int = 10_000, seed: int = 0) -> Entropies:
     """:func:`estimate_entropies` of ``model``'s posteriors over ``dataset``, conditioning on factor ``columns``.
 
-    The last result is kept, so the metrics sharing it (``mig_chen``, ``total_correlation``)
-    encode the dataset and run the estimator once. It is reused only for the same model object
-    with unchanged parameters (their in-place version counters), the same dataset object and
-    the same arguments.
+    Within :func:`~vaezoo.metrics.shared.sharing` the metrics that need it (``mig_chen``,
+    ``total_correlation``) encode the dataset and run the estimator once.
     """
-    key = (columns, samples, seed, tuple(p._version for p in model.parameters()))
-    if not (_last and _last["model"]() is model and _last["dataset"]() is dataset and _last["key"] == key):
-        _last.clear()
+    def estimate() -> Entropies:
         factors = dataset.factors[:, list(columns)] if columns else None
         posteriors = factorised_posteriors(model, dataset, device, batch_size)
-        value = estimate_entropies(posteriors.loc, 2 * posteriors.scale.log(), factors, samples, seed,
-                                   family=posteriors.family)
-        _last.update(model=weakref.ref(model), dataset=weakref.ref(dataset), key=key, value=value)
-    return _last["value"]
+        return estimate_entropies(posteriors.loc, 2 * posteriors.scale.log(), factors, samples, seed,
+                                  family=posteriors.family)
+
+    return shared(("entropies", id(model), id(dataset.images), str(device), columns, samples, seed), estimate)
 
 
 def total_correlation(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,

@@ -21,6 +21,7 @@ import torch
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import mean_codes
+from vaezoo.metrics.shared import shared
 
 
 class Codes(Protocol):
@@ -75,24 +76,14 @@ class CodeTable:
         return self._rows[indices]
 
 
-_last: dict = {}
-
-
 def code_table(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> CodeTable:
-    """The :class:`CodeTable` of ``model`` on ``dataset``, shared by the metrics computed one after another.
-
-    A table is reused for the same model object with unchanged parameters and buffers (their in-place
-    version counters), the same images (the ``images`` tensor, so that a wrapper of the dataset,
-    such as one counting progress, shares the table) and the same device. Images it has yet to
-    encode are read from the latest ``dataset``.
-    """
-    key = (str(device), tuple(t._version for t in (*model.parameters(), *model.buffers())))
-    if not (_last and _last["model"]() is model and _last["images"]() is dataset.images and _last["key"] == key):
-        _last.clear()
-        _last.update(model=weakref.ref(model), images=weakref.ref(dataset.images), key=key,
-                     table=CodeTable(model, dataset, device, batch_size))
-    _last["table"].dataset = weakref.ref(dataset)
-    return _last["table"]
+    """The :class:`CodeTable` of ``model`` on ``dataset``; within :func:`~vaezoo.metrics.shared.sharing`,
+    one table for the same model, images (the ``images`` tensor, so that a wrapper of the dataset, such as
+    one counting progress, shares it) and device."""
+    table = shared(("codes", id(model), id(dataset.images), str(device)),
+                   lambda: CodeTable(model, dataset, device, batch_size))
+    table.dataset = weakref.ref(dataset)  # images yet to encode are read through the latest wrapper
+    return table
 
 
 class FactorGroups:
