@@ -15,6 +15,7 @@ from pathlib import Path
 from vaezoo.assemble import build_model, card_dataset, load_model
 from vaezoo.cards import Card, list_cards
 from vaezoo.data import ImageDataset
+from vaezoo.errors import DataError
 from vaezoo.progress import progress
 
 TEMPLATE = "gallery.html"
@@ -95,7 +96,7 @@ class _Painter:
     steps: int
     samples: int
     scale: int
-    datasets: dict[str, ImageDataset] = field(default_factory=dict)
+    datasets: dict[str, ImageDataset | DataError] = field(default_factory=dict)
 
     def entry(self, card: Card) -> Entry:
         """``card`` as the page shows it, after drawing its pictures if it has weights."""
@@ -120,8 +121,14 @@ class _Painter:
         from vaezoo import viz
 
         command = f"vaezoo show {card.name} traverse -o {card.name}.traverse.png --n {self.steps}"
-        if self.use_data:
-            test_split = self._test_split(card)
+        test_split = self._test_split(card) if self.use_data else None
+        if isinstance(test_split, DataError):  # the data is on another machine: draw without it, and say so
+            traversal = viz.traverse(model, steps=self.steps)
+            order = (f"in the latent's order, drawn without data because {card.train.data.name} is not on the "
+                     f"machine that drew this page (its metrics are measured by 'vaezoo eval' where it is); the "
+                     f"other dimensions stay at the prior mean, categorical parts at their first category")
+            command += " --no-data"
+        elif test_split is not None:
             traversal = viz.traverse_dataset(model, test_split, seed=self.seed, steps=self.steps)
             order = (f"ordered by KL averaged over {min(viz.KL_IMAGES, len(test_split))} test images "
                      f"(seed {self.seed}); the other dimensions stay at the code of the first of them")
@@ -136,11 +143,14 @@ class _Painter:
                    f"prior mean) and per categorical part (each category in turn), labelled with its KL, {order}.")
         return traversal, Picture("Latent traversal", f"{card.name}.traverse.png", caption, command)
 
-    def _test_split(self, card: Card) -> ImageDataset:
-
+    def _test_split(self, card: Card) -> ImageDataset | DataError:
+        """The card's test split, loaded once per dataset; the error, kept too, when it is not here."""
         key = json.dumps([card.train.data.name, card.train.data.options], sort_keys=True)
         if key not in self.datasets:
-            self.datasets[key] = card_dataset(card, self.data_root)
+            try:
+                self.datasets[key] = card_dataset(card, self.data_root)
+            except DataError as exc:
+                self.datasets[key] = exc
         return self.datasets[key]
 
 
