@@ -26,7 +26,8 @@ from vaezoo.cli import main
 from vaezoo.errors import VaezooError
 from vaezoo.plugins import registry
 from vaezoo.testing import check_card
-from vaezoo.weights import load_state_dict, read_metadata, sha256_of
+from vaezoo.checksums import sha256_of
+from vaezoo.weights import load_state_dict, read_metadata
 
 GEOMETRY = {"mnist": (1, 32), "fashion_mnist": (1, 32), "dsprites": (1, 64), "chairs": (1, 64), "celeba": (3, 64)}
 

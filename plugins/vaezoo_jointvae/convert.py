@@ -225,7 +225,8 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
     from vaezoo import __version__
     from vaezoo.assemble import build_model, data_info, load_weights
     from vaezoo.cards import Card, DataSpec, InputSection, Optimizer, TrainRecipe, Weights, write_card
-    from vaezoo.weights import save_weights, sha256_of
+    from vaezoo.checksums import sha256_of
+    from vaezoo.weights import save_weights
 
     if dataset not in SETUPS:
         raise UnknownNameError(f"the original JointVAE code has no setup for dataset '{dataset}'."
