@@ -8,7 +8,7 @@ import tomllib
 import pytest
 import torch
 
-from kit import make_card, write_toml
+from kit import MNIST_ROOT, REPO, make_card, write_toml
 from vaezoo.cards import Metric
 from vaezoo.cli import main
 from vaezoo.cli.eval import compare
@@ -107,3 +107,33 @@ def test_checkpoint_evaluates_a_run_at_its_step(trained, capsys):
     assert main(["eval", str(trained), "--checkpoint", str(other)]) == 1
     [line] = error_lines(capsys.readouterr().err)
     assert "is not a checkpoint written by 'vaezoo train'" in line
+
+
+def test_metrics_option_computes_only_those_and_write_adds_them(tmp_path, capsys):
+    """``--metrics`` skips the losses, --check compares only what it measured, --write adds to the card."""
+    import shutil
+
+    from vaezoo.cards import parse_card
+
+    for name in ("vae-mnist.toml", "vae-mnist.safetensors"):
+        shutil.copy(REPO / "zoo_cards" / name, tmp_path / name)
+    card_path = tmp_path / "vae-mnist.toml"
+    before = parse_card(card_path)
+    small = ["--data-root", str(MNIST_ROOT)]
+    if not (MNIST_ROOT / "MNIST" / "raw").is_dir():
+        pytest.skip(f"MNIST not found at {MNIST_ROOT}")
+    assert main(["eval", str(card_path), "--metrics", "elbo", "--json", *small]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"] == {"elbo": pytest.approx(before.metrics["elbo"].value,
+                                                                                     rel=1e-4)}
+    assert main(["eval", str(card_path), "--metrics", "elbo", "--check", *small]) == 0
+    assert "check: 1 of 1 metrics match" in capsys.readouterr().err
+    assert main(["eval", str(card_path), "--metrics", "mutual_info_score", "--check", *small]) == 1
+    assert "has none of mutual_info_score to --check" in capsys.readouterr().err
+    assert main(["eval", str(card_path), "--metrics", "nope", *small]) == 1
+    assert "unknown metric 'nope'" in capsys.readouterr().err
+    assert main(["eval", str(card_path), "--metrics", "mutual_info_score", "--write", *small]) == 0
+    after = parse_card(card_path)
+    assert after.metrics.keys() == before.metrics.keys() | {"mutual_info_score"}
+    assert after.eval_metrics == [*before.eval_metrics, "mutual_info_score"]
+    assert after.metrics["mutual_info_score"].command.endswith("--metrics mutual_info_score")
+    assert after.metrics["mutual_info_score"].libraries

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 
 import torch
 
@@ -47,8 +48,8 @@ def losses(model: VAE, dataset: ImageDataset, step: int | None, batch_size: int,
     return dict(totals)
 
 
-def evaluate(model: VAE, card: Card, data_root=None, device=None,
-             batch_size: int = EVAL_BATCH_SIZE) -> dict[str, float]:
+def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: int = EVAL_BATCH_SIZE,
+             metrics: Sequence[str] | None = None) -> dict[str, float]:
     """Every number ``vaezoo eval`` reports for ``card`` on its dataset's test split.
 
     Args:
@@ -57,15 +58,23 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None,
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
         device: where to run.
         batch_size: images per forward pass of the metrics (the losses use the recipe's batch size).
+        metrics: compute these registered metrics only (not the losses); default: the losses and the card's
+            ``eval_metrics``.
 
     Returns:
-        :func:`losses` and each of the card's ``eval_metrics`` (metrics are a registry plugins extend).
+        :func:`losses` and each of the card's ``eval_metrics`` (metrics are a registry plugins extend), or the
+        ``metrics`` asked for.
     """
+    names = list(metrics) if metrics is not None else card.eval_metrics
+    for name in names:
+        metric(name)  # an unknown name fails here, before any data is read
     dataset = card_dataset(card, data_root, "test")
-    with progress(f"eval {card.name}: losses", len(dataset)) as task:
-        results = losses(model, _Counted(dataset, task), card.train.steps, card.train.batch_size, device)
+    results: dict[str, float] = {}
+    if metrics is None:
+        with progress(f"eval {card.name}: losses", len(dataset)) as task:
+            results = losses(model, _Counted(dataset, task), card.train.steps, card.train.batch_size, device)
     with sharing():  # the metrics encode each image once and share what else they can (vaezoo.metrics.shared)
-        for name in card.eval_metrics:
+        for name in names:
             with progress(f"eval {card.name}: {name}") as task:
                 results[name] = float(metric(name)(model, _Counted(dataset, task), device=device,
                                                    batch_size=batch_size))
@@ -101,22 +110,26 @@ class _Counted:
             yield start, images
 
 
-def as_metrics(card: Card, results: dict[str, float], data_root=None) -> dict[str, Metric]:
+def as_metrics(card: Card, results: dict[str, float], data_root=None,
+               measured: Sequence[str] | None = None) -> dict[str, Metric]:
     """``results`` as a card's metrics, each with the ``vaezoo eval`` command that reproduces it.
 
-    A note and a spread over seeds the card already holds on a metric are kept. A registered metric also records the settings it ran
-    with and the versions of the libraries behind it (:mod:`vaezoo.metrics.provenance`).
+    A note and a spread over seeds the card already holds on a metric are kept. A registered metric (one of
+    the card's ``eval_metrics``, or of ``measured``: those ``vaezoo eval --metrics`` computed) also records the
+    settings it ran with and the versions of the libraries behind it (:mod:`vaezoo.metrics.provenance`).
     """
     from vaezoo import __version__
     from vaezoo.metrics.provenance import library_versions, metric_parameters
 
-    command = f"vaezoo eval {card.name}" + (f" --data-root {data_root}" if data_root else "")
+    command = f"vaezoo eval {card.name}" + (f" --data-root {data_root}" if data_root else "") + (
+        f" --metrics {','.join(measured)}" if measured else "")
     notes = {name: entry.note for name, entry in card.metrics.items()}
     seeds = {name: entry.seeds for name, entry in card.metrics.items()}
     libraries = library_versions()
 
     def entry(name: str, value: float) -> Metric:
-        registered = name in card.eval_metrics  # a registered metric has settings and libraries; a loss has not
+        # a registered metric has settings and libraries; a loss has not
+        registered = name in card.eval_metrics or name in (measured or ())
         return Metric(value=round(value, 6), command=command, vaezoo_version=__version__, note=notes.get(name),
                       parameters=(metric_parameters(metric(name)) or None) if registered else None,
                       libraries=libraries if registered else None, seeds=seeds.get(name))

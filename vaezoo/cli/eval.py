@@ -1,5 +1,6 @@
 """``vaezoo eval``: a card's metrics on the test split, optionally checked against the card."""
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -18,9 +19,19 @@ def add_parser(sub) -> None:
     p.add_argument("--checkpoint", metavar="PATH",
                    help="evaluate the model in a training checkpoint (OUT/checkpoint.pt of 'vaezoo train') "
                         "at its step, instead of the card's weights")
+    p.add_argument("--metrics", type=_names, metavar="A,B",
+                   help="compute only these registered metrics (e.g. mig_dlib,dci_disentanglement), not the losses; "
+                        "--check compares them, --write adds them to the card")
     p.add_argument("--write", action="store_true",
                    help="record the measured metrics on the card's TOML file (e.g. a converted checkpoint's card)")
     p.set_defaults(func=run)
+
+
+def _names(value: str) -> list[str]:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"give metric names separated by commas, got {value!r}")
+    return names
 
 
 def compare(card_metrics: dict, results: dict[str, float], tolerance: float) -> list[str]:
@@ -55,8 +66,11 @@ def run(args) -> int:
         card = card.model_copy(update={"train": card.train.model_copy(update={"steps": checkpoint.step})})
     else:
         model = load_model(card, args.device)
-    results = evaluate(model, card, args.data_root, args.device)
-    failures = compare(card.metrics, results, args.tolerance) if args.check else []
+    results = evaluate(model, card, args.data_root, args.device, metrics=args.metrics)
+    checked = card.metrics if args.metrics is None else {k: v for k, v in card.metrics.items() if k in results}
+    if args.check and not checked:
+        raise CardError(f"card '{card.name}' has none of {', '.join(args.metrics)} to --check; --write records them")
+    failures = compare(checked, results, args.tolerance) if args.check else []
     if args.json:
         print_json({"name": card.name, "metrics": results, "check_failures": failures if args.check else None})
     else:
@@ -64,10 +78,13 @@ def run(args) -> int:
                     [(name, f"{value:.6g}", f"{card.metrics[name].value:.6g}" if name in card.metrics else "")
                      for name, value in results.items()], title=f"{card.name} (test split)")
     if args.write:
-        write_card(card.model_copy(update={"metrics": as_metrics(card, results, args.data_root)}), card.path)
+        measured = as_metrics(card, results, args.data_root, args.metrics)
+        eval_metrics = card.eval_metrics + [n for n in args.metrics or () if n not in card.eval_metrics]
+        write_card(card.model_copy(update={"metrics": {**card.metrics, **measured}, "eval_metrics": eval_metrics}),
+                   card.path)
         print(printable(f"wrote {len(results)} metrics to {card.path}"), file=sys.stderr)
     if args.check:
-        print(f"check: {len(card.metrics) - len(failures)} of {len(card.metrics)} metrics match the card within "
+        print(f"check: {len(checked) - len(failures)} of {len(checked)} metrics match the card within "
               f"relative tolerance {args.tolerance:g}", file=sys.stderr)
     if failures:
         print(printable(f"error: {len(failures)} metric(s) differ from the card beyond relative tolerance "
