@@ -177,3 +177,17 @@ def test_python_dash_m_vaezoo(listed):
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith("error: no zoo card named 'no-such-model'")
     assert "Traceback" not in result.stderr
+
+
+def test_leaderboard_ranks_the_cards_that_record_a_metric(cards, capsys):
+    for name, value in (("toy-low", 0.2), ("toy-high", 0.9), ("toy-mid", 0.5)):
+        write_card(cards, make_card(name=name, metrics={"accuracy": {**METRIC, "value": value}}, headline="accuracy"))
+    write_card(cards, make_card(name="toy-none"))
+    code, out, _ = cli(capsys, "leaderboard", "accuracy", "--json")
+    assert code == 0
+    assert [(r["name"], r["metrics"]["accuracy"]) for r in json.loads(out)] == [
+        ("toy-high", 0.9), ("toy-mid", 0.5), ("toy-low", 0.2)]
+    code, out, _ = cli(capsys, "leaderboard", "accuracy,other")
+    assert table_rows(out)[0] == ["toy-high", "mnist", "0.9", ""]
+    code, out, err = cli(capsys, "leaderboard", "nothing")
+    assert (code, out) == (1, "") and err.startswith("error: no card records nothing")

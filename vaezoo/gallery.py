@@ -14,6 +14,7 @@ from pathlib import Path
 
 from vaezoo.assemble import build_model, card_dataset, load_model
 from vaezoo.cards import Card, list_cards
+from vaezoo.leaderboard import leaderboard, shared_metrics
 from vaezoo.data import ImageDataset
 from vaezoo.errors import DataError
 from vaezoo.progress import progress
@@ -80,7 +81,7 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
             entries.append(painter.entry(card))
             task.advance()
     path = Path(directory) / "index.html"
-    atomic_write(path, _template().render(entries=entries, version=__version__).encode("utf-8"))
+    atomic_write(path, _template().render(entries=entries, boards=_boards(cards), version=__version__).encode("utf-8"))
     return path
 
 
@@ -152,6 +153,19 @@ class _Painter:
             except DataError as exc:
                 self.datasets[key] = exc
         return self.datasets[key]
+
+
+def _boards(cards: list[Card]) -> list[tuple[str, list[str], list]]:
+    """Per dataset with several entries: the metrics their cards share and the leaderboard on them."""
+    by_dataset: dict[str, list[Card]] = {}
+    for card in cards:
+        by_dataset.setdefault(card.dataset, []).append(card)
+    boards = []
+    for dataset, members in sorted(by_dataset.items()):
+        metrics = shared_metrics(members)
+        if len(members) > 1 and metrics:
+            boards.append((dataset, metrics, leaderboard(members, metrics)))
+    return boards
 
 
 def _latent_layout(card: Card) -> str:

@@ -15,7 +15,7 @@ import sys
 
 from vaezoo.errors import VaezooError
 
-COMMANDS = ("list", "info", "plugins", "verify", "train", "eval", "convert", "show", "gallery", "new-plugin",
+COMMANDS = ("list", "leaderboard", "info", "plugins", "verify", "train", "eval", "convert", "show", "gallery", "new-plugin",
             "push")
 
 

@@ -1,0 +1,47 @@
+"""The zoo's entries side by side on chosen metrics, as measured and recorded on their cards."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from vaezoo.cards import Card
+
+
+@dataclass(frozen=True)
+class Row:
+    """One card's values of the chosen metrics (None where its card records none)."""
+
+    name: str
+    dataset: str
+    values: tuple[float | None, ...]
+
+
+def leaderboard(cards: Iterable[Card], metrics: Sequence[str]) -> list[Row]:
+    """The cards that record at least one of ``metrics``, best first on the first metric they record.
+
+    Rows are sorted by each metric in turn, higher first (as every disentanglement score reads; for a loss or
+    a total correlation lower is better), a card without a value after those with one.
+
+    Args:
+        cards: the cards to rank, e.g. :func:`vaezoo.cards.list_cards`.
+        metrics: metric names, as on the cards (``mig_chen``, ``dci_disentanglement``, ``cluster_accuracy``).
+
+    Returns:
+        One :class:`Row` per card that records any of them.
+    """
+    rows = []
+    for card in cards:
+        values = tuple(card.metrics[m].value if m in card.metrics else None for m in metrics)
+        if any(v is not None for v in values):
+            rows.append(Row(card.name, card.dataset, values))
+    return sorted(rows, key=lambda row: [(v is None, -(v or 0.0)) for v in row.values] + [row.name])
+
+
+def shared_metrics(cards: Iterable[Card], at_least: int = 2) -> list[str]:
+    """The metrics recorded on at least ``at_least`` of ``cards``: those a table can compare, in name order."""
+    counts: dict[str, int] = {}
+    for card in cards:
+        for name in card.metrics:
+            counts[name] = counts.get(name, 0) + 1
+    return sorted(name for name, count in counts.items() if count >= at_least)
