@@ -601,3 +601,11 @@ def assert_one_line_error(stderr: str, *fragments: str) -> str:
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
     return lines[0]
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The metadata header of a safetensors file (what :func:`vaezoo.weights.save_weights` stored)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        return dict(f.metadata() or {})

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from kit import ORIGINAL_JOINTVAE
+from kit import ORIGINAL_JOINTVAE, read_metadata
 from torch import nn
 
 import vaezoo
@@ -27,7 +27,7 @@ from vaezoo.errors import VaezooError
 from vaezoo.plugins import registry
 from vaezoo.testing import check_card
 from vaezoo.checksums import sha256_of
-from vaezoo.weights import load_state_dict, read_metadata
+from vaezoo.weights import load_state_dict
 
 GEOMETRY = {"mnist": (1, 32), "fashion_mnist": (1, 32), "dsprites": (1, 64), "chairs": (1, 64), "celeba": (3, 64)}
 

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 import vaezoo
-from kit import make_card, serve_entry, weights_entry, write_card, write_entry
+from kit import make_card, read_metadata, serve_entry, weights_entry, write_card, write_entry
 from vaezoo.cards import get_card
 from vaezoo.cli import main
 from vaezoo.errors import WeightsError
 from vaezoo.assemble import build_model, load_weights
-from vaezoo.weights import cache_dir, check_url, read_metadata, read_safetensors, save_weights
+from vaezoo.weights import cache_dir, check_url, read_safetensors, save_weights
 
 WEIGHTS_PATH = "/x.safetensors"
 

@@ -399,11 +399,3 @@ def save_weights(state_dict: dict[str, torch.Tensor], path: Path, metadata: dict
     header = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (metadata or {}).items()}
     tensors = {k: v.detach().contiguous().cpu() for k, v in state_dict.items()}
     atomic_save(Path(path), lambda tmp: save_file(tensors, str(tmp), metadata=header))
-
-
-def read_metadata(path: Path) -> dict[str, str]:
-    """The metadata header of a safetensors file."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        return dict(f.metadata() or {})
