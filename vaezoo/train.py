@@ -618,13 +618,17 @@ def _train(card: Card, runs: list[tuple[int | None, Path]], data_root, epochs, r
                     with s.streams.active():  # what the evaluation draws, too, is what this seed alone draws
                         card_path = publish(s.card, s.model, out, name, s.step, data_root, run.device)
                 results.append(TrainResult(s.model, s.step, total, card_path))
-            return results
         except BaseException:
             _remove_empty(made)
-            raise
-        finally:
             if run.world > 1:
                 dist.destroy_process_group()
+            raise
+        if run.world > 1:
+            # Every rank reaches the end before the group goes: a rank that tears it down while another still
+            # talks to it makes gloo abort the process at exit ("terminate called without an active exception").
+            dist.barrier()
+            dist.destroy_process_group()
+        return results
 
 
 def _remove_empty(folders: list[Path]) -> None:
