@@ -15,6 +15,16 @@ def card_arg(name_or_path: str):
     return get_card(name_or_path)
 
 
+def names_arg(value: str) -> list[str]:
+    """argparse type of a comma-separated list of names (``--metrics a,b``)."""
+    import argparse
+
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"give names separated by commas, got {value!r}")
+    return names
+
+
 def device_arg(value: str) -> str:
     """argparse type of ``--device``: ``cpu``, or a ``cuda[:i]`` or ``mps`` device this machine has."""
     import argparse

@@ -1,10 +1,9 @@
 """``vaezoo eval``: a card's metrics on the test split, optionally checked against the card."""
 
-import argparse
 import sys
 from pathlib import Path
 
-from vaezoo.cli.common import card_arg, device_arg, print_json, print_table, printable
+from vaezoo.cli.common import card_arg, device_arg, names_arg, print_json, print_table, printable
 
 
 def add_parser(sub) -> None:
@@ -19,19 +18,12 @@ def add_parser(sub) -> None:
     p.add_argument("--checkpoint", metavar="PATH",
                    help="evaluate the model in a training checkpoint (OUT/checkpoint.pt of 'vaezoo train') "
                         "at its step, instead of the card's weights")
-    p.add_argument("--metrics", type=_names, metavar="A,B",
+    p.add_argument("--metrics", type=names_arg, metavar="A,B",
                    help="compute only these registered metrics (e.g. mig_dlib,dci_disentanglement), not the losses; "
                         "--check compares them, --write adds them to the card")
     p.add_argument("--write", action="store_true",
                    help="record the measured metrics on the card's TOML file (e.g. a converted checkpoint's card)")
     p.set_defaults(func=run)
-
-
-def _names(value: str) -> list[str]:
-    names = [name.strip() for name in value.split(",") if name.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"give metric names separated by commas, got {value!r}")
-    return names
 
 
 def compare(card_metrics: dict, results: dict[str, float], tolerance: float) -> list[str]:

@@ -1,20 +1,11 @@
 """``vaezoo leaderboard``: the zoo's entries side by side on chosen metrics. Reads cards only."""
 
-import argparse
-
-from vaezoo.cli.common import print_json, print_table
-
-
-def _metrics(value: str) -> list[str]:
-    names = [name.strip() for name in value.split(",") if name.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"give metric names separated by commas, got {value!r}")
-    return names
+from vaezoo.cli.common import names_arg, print_json, print_table
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("leaderboard", help="the zoo's entries side by side on chosen metrics")
-    p.add_argument("metrics", type=_metrics, metavar="METRIC[,METRIC...]",
+    p.add_argument("metrics", type=names_arg, metavar="METRIC[,METRIC...]",
                    help="metrics recorded on the cards, e.g. mig_chen,mig_dlib,betavae_score")
     p.add_argument("--dataset", help="only models trained on this dataset")
     p.add_argument("--json", action="store_true", help="print JSON")
