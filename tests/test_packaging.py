@@ -105,17 +105,24 @@ def test_wheel_carries_every_file_of_the_packages(wheel):
     assert "vaezoo/cli/__init__.py" in names and "vaezoo/py.typed" in names
 
 
-def test_installed_wheel_loads_the_zoo_outside_the_checkout(wheel, tmp_path):
+def install_outside(wheel: Path, tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
+    """``(target, env, outside)``: the wheel installed into ``target``, an environment whose Python finds it
+    and the environment's dependencies but not the .pth files (so not the editable install's hook), and an
+    empty folder outside the checkout to run from."""
     target = tmp_path / "target"
     result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
                              "--target", str(target), str(wheel)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    # the environment's dependencies, without the .pth files (and so without the editable install's hook)
     site = [sysconfig.get_paths()[key] for key in ("purelib", "platlib")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("VAEZOO_") or k == "VAEZOO_HOME"}
     env["PYTHONPATH"] = os.pathsep.join([str(target), *dict.fromkeys(site)])
     outside = tmp_path / "elsewhere"
     outside.mkdir()
+    return target, env, outside
+
+
+def test_installed_wheel_loads_the_zoo_outside_the_checkout(wheel, tmp_path):
+    target, env, outside = install_outside(wheel, tmp_path)
     result = subprocess.run([sys.executable, "-S", "-c", CHECK_INSTALLED], cwd=outside, env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -136,18 +143,9 @@ def test_installed_wheel_loads_the_zoo_outside_the_checkout(wheel, tmp_path):
         assert loaded["parameters"] > 0 and loaded["training"] is False
 
 
-
 def _installed_cli(wheel: Path, tmp_path: Path):
     """Run the wheel's ``vaezoo`` command (``-S``: no editable-install hook) from a folder outside the checkout."""
-    target = tmp_path / "target"
-    result = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
-                             "--target", str(target), str(wheel)], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr
-    site = [sysconfig.get_paths()[key] for key in ("purelib", "platlib")]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VAEZOO_") or k == "VAEZOO_HOME"}
-    env["PYTHONPATH"] = os.pathsep.join([str(target), *dict.fromkeys(site)])
-    outside = tmp_path / "elsewhere"
-    outside.mkdir()
+    _, env, outside = install_outside(wheel, tmp_path)
 
     def run(*args: str) -> subprocess.CompletedProcess:
         code = "import sys; from vaezoo.cli import main; sys.exit(main(sys.argv[1:]))"
