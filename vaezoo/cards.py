@@ -485,3 +485,20 @@ def write_card(card: Card, path: Path) -> None:
     from vaezoo.files import atomic_write
 
     atomic_write(path, tomli_w.dumps(card.model_dump(exclude_none=True)).encode())
+
+
+def new_card_name(name: str, made: str, shown: str = "") -> str:
+    """``name`` if a card that vaezoo makes (``made``: "the run's card", "the converted card") may take it.
+
+    ``shown`` comes before the name in messages (e.g. ``"--name "``).
+
+    Raises:
+        CardError: it is not a card name, or it is a built-in zoo entry's (the new card would be skipped
+            beside the zoo, and ``vaezoo.load(NAME)`` would give the zoo's model).
+    """
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise CardError(f"{shown}'{name}' is not a card name: use lowercase letters and digits joined by "
+                        f"'-', '_' or '.'; give {made} one with --name")
+    if name in scan().builtin:
+        raise CardError(f"{shown}'{name}' is the name of a built-in zoo entry; give {made} another name with --name")
+    return name

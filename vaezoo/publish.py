@@ -7,12 +7,10 @@ card, so ``vaezoo.load("OUT")`` and every command that takes a model accept the 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.cards import NAME_PATTERN, Card, Weights, scan, write_card
-from vaezoo.errors import CardError
+from vaezoo.cards import Card, Weights, new_card_name, write_card
 
 if TYPE_CHECKING:
     from vaezoo.model import VAE
@@ -32,14 +30,7 @@ def run_name(card: Card, name: str | None = None) -> str:
         CardError: the name is not a card name, or it is a built-in zoo entry's (the run's card would be
             skipped beside the zoo, and ``vaezoo.load(NAME)`` would give the zoo's model).
     """
-    chosen = name or f"{card.name}-run"
-    if not re.fullmatch(NAME_PATTERN, chosen):
-        raise CardError(f"--name '{chosen}' is not a card name: use lowercase letters and digits joined by "
-                        f"'-', '_' or '.'")
-    if chosen in scan().builtin:
-        raise CardError(f"--name '{chosen}' is the name of a built-in zoo entry; give the run's card another name "
-                        f"with --name")
-    return chosen
+    return new_card_name(name or f"{card.name}-run", "the run's card", "--name ")
 
 
 def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=None, device=None) -> Path:

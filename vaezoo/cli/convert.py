@@ -16,19 +16,10 @@ def add_parser(sub) -> None:
 
 def _card_name(args) -> str:
     """The name the converted card gets: ``--name``, or ``CONVERTER-DATASET-converted``; never a zoo entry's."""
-    import re
-
-    from vaezoo.cards import NAME_PATTERN, scan
-    from vaezoo.errors import VaezooError
+    from vaezoo.cards import new_card_name
 
     name = args.name or f"{args.converter}-{args.dataset}-converted".lower().replace("_", "-")
-    if not re.fullmatch(NAME_PATTERN, name):
-        raise VaezooError(f"'{name}' is not a card name: use lowercase letters and digits joined by '-', '_' "
-                          f"or '.'; give one with --name")
-    if name in scan().builtin:
-        raise VaezooError(f"'{name}' is the name of a built-in zoo entry; give the converted card another "
-                          f"with --name")
-    return name
+    return new_card_name(name, "the converted card")
 
 
 def run(args) -> int:
