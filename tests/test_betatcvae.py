@@ -77,7 +77,7 @@ def test_the_two_recipes_differ_only_in_the_regularizer():
     assert tc.train.budget and tc.eval_metrics == beta.eval_metrics
 
 
-@pytest.mark.parametrize("name", ["betatcvae-dsprites", "betavae-dsprites", "vae-dsprites-joint-tc"])
+@pytest.mark.parametrize("name", ["betatcvae-dsprites", "betavae-dsprites", "betatcvae-joint-dsprites"])
 def test_recipes_name_registered_metrics(name):
     card = recipe(name)
     assert {"mig_chen", "mig_dlib", "total_correlation"} <= set(card.eval_metrics)
@@ -95,11 +95,11 @@ def test_dsprites_zoo_entries_come_from_their_recipes(name):
 
 
 def test_the_joint_tc_recipe_is_not_a_zoo_entry():
-    assert "vae-dsprites-joint-tc" not in vaezoo.list_models()
+    assert "betatcvae-joint-dsprites" not in vaezoo.list_models()
 
 
 def test_joint_latent_with_tc_on_its_continuous_part_and_capacity_on_its_categorical_part(batch):
-    model = build_model(recipe("vae-dsprites-joint-tc"))
+    model = build_model(recipe("betatcvae-joint-dsprites"))
     assert list(model.part_slices) == ["continuous", "discrete"]
     out = model(batch, step=100)
     assert {"reconstruction", "mi", "tc", "dwkl", "capacity_discrete"} == set(out.terms)
@@ -109,7 +109,7 @@ def test_joint_latent_with_tc_on_its_continuous_part_and_capacity_on_its_categor
 def test_joint_tc_recipe_trains_for_a_few_steps(tmp_path):
     from vaezoo.train import train
 
-    result = train(recipe("vae-dsprites-joint-tc", subset=96, batch_size=32), tmp_path, max_steps=2)
+    result = train(recipe("betatcvae-joint-dsprites", subset=96, batch_size=32), tmp_path, max_steps=2)
     assert result.step == 2 and result.card_path is None  # stopped before the end of its one epoch
     assert (tmp_path / "checkpoint.pt").is_file()
     model = result.model.eval()

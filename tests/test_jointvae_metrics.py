@@ -92,6 +92,23 @@ def test_shape_accuracy_matches_the_categorical_argmax_to_dsprites_shapes():
     assert shape_accuracy(model, data, batch_size=7) == shape_accuracy(model, data)
 
 
+def test_shape_accuracy_scores_the_categorical_part_of_any_model():
+    import torch
+
+    from vaezoo.assemble import build_part, load_dataset
+    from vaezoo_jointvae.metrics import categorical_parts, shape_accuracy
+
+    torch.manual_seed(0)
+    latent = {"type": "joint", "parts": [{"type": "gaussian", "name": "position", "dim": 2},
+                                         {"type": "gumbel_categorical", "name": "kind", "categories": 3}]}
+    model = build_part("architecture", {"type": "vae", "image_size": 64, "channels": 1, "latent": latent}).eval()
+    assert categorical_parts(model) == ["kind"]
+    data = load_dataset("dsprites", subset=300, subset_seed=1)
+    predicted = model.encode(data.batch(slice(None))).parts["kind"].logits.argmax(-1).numpy()
+    shapes = data.factors[:, data.factor_names.index("shape")].numpy()
+    assert shape_accuracy(model, data) == pytest.approx(matched_accuracy(predicted, shapes))
+
+
 def test_shape_accuracy_needs_a_shape_factor_and_a_categorical(mnist_root):
     from vaezoo.assemble import load_dataset
     from vaezoo.errors import VaezooError

@@ -1,9 +1,10 @@
-"""Unsupervised accuracy of a JointVAE's discrete code (matched to labels or to a factor), and the matching."""
+"""Unsupervised accuracy of a latent's categorical part (matched to labels or to a factor), and the matching."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from torch.distributions import Categorical
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import VaezooError
@@ -49,6 +50,14 @@ def matched_accuracy(predicted: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(match_categories(predicted, labels)[predicted] == labels))
 
 
+def categorical_parts(model) -> list[str]:
+    """Names of the latent's parts whose prior is a categorical distribution, in code order: a JointVAE's
+    ``discrete0, ...``, and those of any family (a plugin's included) that declares such a prior."""
+    latent = getattr(model, "latent", None)
+    parts = latent.parts.items() if latent is not None else ()
+    return [name for name, family in parts if isinstance(family.prior, Categorical)]
+
+
 def predicted_categories(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                          metric: str = "cluster_accuracy") -> np.ndarray:
     """The first categorical part's argmax for every image of ``dataset``.
@@ -57,7 +66,7 @@ def predicted_categories(model, dataset: ImageDataset, device=None, batch_size: 
     (:func:`vaezoo.metrics.sampling.code_table`), so a card that lists these metrics encodes its images once.
 
     Args:
-        model: a JointVAE (a model with ``discrete_parts``).
+        model: a VAE with a categorical latent part (:func:`categorical_parts`).
         dataset: the images.
         device, batch_size: where and how many images to encode at a time.
         metric: names the metric in the error a model without a categorical part gets.
@@ -65,10 +74,11 @@ def predicted_categories(model, dataset: ImageDataset, device=None, batch_size: 
     Returns:
         ``(N,)`` int64 categories.
     """
-    if not getattr(model, "discrete_parts", None):
+    parts = categorical_parts(model)
+    if not parts:
         raise VaezooError(f"{metric} needs a model with a categorical latent part (e.g. a JointVAE)")
     codes = code_table(model, dataset, device, batch_size)[np.arange(len(dataset))]
-    return codes[:, model.part_slices[model.discrete_parts[0]]].argmax(1)
+    return codes[:, model.part_slices[parts[0]]].argmax(1)
 
 
 def cluster_accuracy(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> float:
@@ -83,7 +93,7 @@ def factor_accuracy(model, dataset: ImageDataset, factor: str, device=None, batc
     """Accuracy of the first categorical part's argmax, its categories matched to a ground-truth factor's values.
 
     Args:
-        model: a JointVAE.
+        model: a VAE with a categorical latent part (:func:`categorical_parts`).
         dataset: images with ground-truth ``factors``; all of them are scored.
         factor: one of the dataset's ``factor_names``.
         device, batch_size: where and how many images to encode at a time.
