@@ -384,6 +384,44 @@ def test_the_suite_runs_on_a_model_and_encodes_each_image_once(small_dataset, mo
     assert len(indices) == len(torch.unique(indices)) <= len(small_dataset)
 
 
+def test_the_per_factor_classifiers_give_the_same_scores_on_any_number_of_threads():
+    factors = rng(4).permutation(grid_factors(repeats=4))
+    codes = factors + rng(3).normal(scale=0.8, size=factors.shape)
+    train, test = (codes[:160], factors[:160]), (codes[160:], factors[160:])
+    results, previous = [], torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results.append((dci.importance_gbt(*train, *test), modularity.explicitness_of(*train, *test)))
+    finally:
+        torch.set_num_threads(previous)
+    (one_dci, one_explicit), (two_dci, two_explicit) = results
+    np.testing.assert_array_equal(one_dci[0], two_dci[0])
+    assert one_dci[1:] == two_dci[1:] and one_explicit == two_explicit
+    assert 0.5 < one_explicit < 1 and 0 < one_dci[2] < 1
+
+
+def test_mig_chen_s_pass_over_the_dataset_gives_the_suite_its_codes(small_dataset):
+    from vaezoo.assemble import build_part
+
+    torch.manual_seed(0)
+    model = build_part("architecture", {"type": "vae", "image_size": 64, "channels": 1,
+                                        "latent": {"type": "gaussian", "dim": 3}}).eval()
+    encoded = []
+    real = model.encode
+    model.encode = lambda x: encoded.append(len(x)) or real(x)
+    with sharing():
+        values = [registry("metric")[name](model, small_dataset, batch_size=64, **small(name))
+                  for name in ("mig_chen", "mig_dlib", *SUITE)]
+        assert sum(encoded) == len(small_dataset)
+        assert sampling.full_encoding(model, small_dataset, batch_size=64).modes.shape == (len(small_dataset), 3)
+        assert sum(encoded) == len(small_dataset)
+    model.encode = real
+    alone = [registry("metric")[name](model, small_dataset, batch_size=64, **small(name))
+             for name in ("mig_chen", "mig_dlib", *SUITE)]
+    assert values == pytest.approx(alone, abs=1e-6)  # sharing the pass changes no score
+
+
 def test_dci_scores_share_one_fit_within_one_evaluation(small_dataset, monkeypatch):
     calls = []
     real = dci.importance_gbt

@@ -130,6 +130,23 @@ def test_grid_and_scatter_grouping_give_the_same_estimate():
     assert first.joint == pytest.approx(second.joint, rel=1e-5)
 
 
+@pytest.mark.parametrize("use_grid", [True, False])
+def test_the_estimate_does_not_depend_on_how_many_threads_sum_it(use_grid):
+    factors = torch.tensor(grid_factors())
+    mean = torch.randn(len(factors), 3, generator=torch.Generator().manual_seed(2))
+    logvar = torch.full_like(mean, -1.0)
+    estimates, previous = [], torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            estimates.append(entropy.estimate_entropies(mean, logvar, factors, samples=300, use_grid=use_grid))
+    finally:
+        torch.set_num_threads(previous)
+    one, two = estimates
+    assert torch.equal(one.marginal, two.marginal) and torch.equal(one.conditional, two.conditional)
+    assert one.joint == two.joint
+
+
 # ---- the registered metrics on a model ---------------------------------------------------------
 
 @pytest.fixture(scope="module")

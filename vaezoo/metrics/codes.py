@@ -45,27 +45,58 @@ class FactorisedPosteriors(NamedTuple):
     family: type[Distribution]
 
 
+class Encoding(NamedTuple):
+    """What one pass of the encoder over a whole dataset gives the metrics.
+
+    Attributes:
+        modes: ``(N, code_size)`` float32 on the CPU, each image's deterministic code (the posterior's mode).
+        posteriors: the factorised parts of each q(z|x); None when no part has a per-dimension density.
+    """
+
+    modes: Tensor
+    posteriors: FactorisedPosteriors | None
+
+
+def encode_all(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Encoding:
+    """Encode every image of ``dataset`` once: its mode and, for the parts whose posterior has a per-dimension
+    ``distribution`` (the latent protocol), location and scale. A joint latent's categorical parts give no
+    ``posteriors`` columns.
+
+    Raises:
+        VaezooError: when the factorised parts are of different families.
+    """
+    modes, locs, scales, families = [], [], [], set()
+    with eval_mode(model):
+        for _, x in dataset.batches(batch_size, device):
+            posterior = model.encode(x)
+            modes.append(posterior.mode.float().cpu())
+            parts = [p.distribution for p in posterior.parts.values() if p.distribution is not None]
+            if parts:
+                families.update(type(d) for d in parts)
+                locs.append(torch.cat([d.loc for d in parts], -1).float().cpu())
+                scales.append(torch.cat([d.scale for d in parts], -1).float().cpu())
+    if len(families) > 1:
+        raise VaezooError(f"this metric needs the latent's continuous parts to be of one family, got "
+                          f"{sorted(f.__name__ for f in families)}")
+    posteriors = FactorisedPosteriors(torch.cat(locs), torch.cat(scales), families.pop()) if families else None
+    return Encoding(torch.cat(modes), posteriors)
+
+
 def factorised_posteriors(model, dataset: ImageDataset, device=None,
                           batch_size: int = EVAL_BATCH_SIZE) -> FactorisedPosteriors:
-    """Location and scale of the factorised parts of q(z|x) for every image: the parts whose posterior has a
-    per-dimension ``distribution`` (the latent protocol); a joint latent's categorical parts are left out.
+    """Location and scale of the factorised parts of q(z|x) for every image (:func:`encode_all`'s ``posteriors``).
 
     Raises:
         VaezooError: when the latent has no such part, or its parts are of different families.
     """
-    locs, scales, families = [], [], set()
-    with eval_mode(model):
-        for _, x in dataset.batches(batch_size, device):
-            parts = [p.distribution for p in model.encode(x).parts.values() if p.distribution is not None]
-            if not parts:
-                raise VaezooError("this metric needs a latent part with a per-dimension density (e.g. Gaussian)")
-            families.update(type(d) for d in parts)
-            locs.append(torch.cat([d.loc for d in parts], -1).float().cpu())
-            scales.append(torch.cat([d.scale for d in parts], -1).float().cpu())
-    if len(families) > 1:
-        raise VaezooError(f"this metric needs the latent's continuous parts to be of one family, got "
-                          f"{sorted(f.__name__ for f in families)}")
-    return FactorisedPosteriors(torch.cat(locs), torch.cat(scales), families.pop())
+    return require_posteriors(encode_all(model, dataset, device, batch_size))
+
+
+def require_posteriors(encoding: Encoding) -> FactorisedPosteriors:
+    """``encoding.posteriors``; a clear error when the latent has no part with a per-dimension density."""
+    if encoding.posteriors is None:
+        raise VaezooError("this metric needs a latent part with a per-dimension density (e.g. Gaussian)")
+    return encoding.posteriors
 
 
 def mean_codes(model, dataset: ImageDataset, indices: Tensor, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Tensor:

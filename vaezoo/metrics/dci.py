@@ -14,8 +14,8 @@ points. R[j, k] is the importance of code dimension j in that model (its impurit
   ``informativeness_test``; higher is better, unlike the paper's prediction error).
 
 The three share one fit: computing them one after another for the same model, dataset and
-parameters fits the classifiers once. A factor that takes one value on the training points has
-nothing to predict and is left out.
+parameters fits the classifiers once, one factor per core. A factor that takes one value on the
+training points has nothing to predict and is left out.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from sklearn.ensemble import GradientBoostingClassifier
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.parallel import parallel_map
 from vaezoo.metrics.sampling import Codes, code_table, draw, sklearn_seed
 
 
@@ -62,15 +63,20 @@ def importance_gbt(train_codes: np.ndarray, train_factors: np.ndarray, test_code
         ``(R, train_accuracy, test_accuracy)``, R of shape ``(D, K')`` for the K' factors with at least
         two values on the training points.
     """
-    varying = [k for k in range(train_factors.shape[1]) if len(np.unique(train_factors[:, k])) > 1]
-    importance = np.zeros((train_codes.shape[1], len(varying)))
-    train_accuracy, test_accuracy = [], []
-    for column, k in enumerate(varying):
+    classes = [len(np.unique(column)) for column in train_factors.T]
+    varying = [k for k in range(train_factors.shape[1]) if classes[k] > 1]
+
+    def fit(k: int) -> tuple[np.ndarray, float, float]:
         model = GradientBoostingClassifier(random_state=random_state).fit(train_codes, train_factors[:, k])
-        importance[:, column] = np.abs(model.feature_importances_)
-        train_accuracy.append(np.mean(model.predict(train_codes) == train_factors[:, k]))
-        test_accuracy.append(np.mean(model.predict(test_codes) == test_factors[:, k]))
-    return importance, float(np.mean(train_accuracy)), float(np.mean(test_accuracy))
+        return (np.abs(model.feature_importances_), np.mean(model.predict(train_codes) == train_factors[:, k]),
+                np.mean(model.predict(test_codes) == test_factors[:, k]))
+
+    # a factor's fit costs in proportion to its classes (a tree per class and round): the largest go first
+    largest_first = sorted(varying, key=lambda k: -classes[k])
+    fits = dict(zip(largest_first, parallel_map(fit, largest_first)))
+    importance = np.stack([fits[k][0] for k in varying], 1) if varying else np.zeros((train_codes.shape[1], 0))
+    return (importance, float(np.mean([fits[k][1] for k in varying])),
+            float(np.mean([fits[k][2] for k in varying])))
 
 
 def _weighted_specificity(importance: np.ndarray) -> float:

@@ -24,10 +24,13 @@ from torch import Tensor
 from torch.distributions import Distribution, Normal
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
-from vaezoo.metrics.codes import factorised_posteriors
+from vaezoo.metrics.codes import require_posteriors
+from vaezoo.metrics.parallel import parallel_map
+from vaezoo.metrics.sampling import full_encoding
 from vaezoo.metrics.shared import shared
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+BLOCKS = 8  # the codes are split in at least this many blocks, summed on as many threads as torch uses
 
 
 def chen_columns(dataset: ImageDataset) -> tuple[int, ...]:
@@ -133,7 +136,8 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
         rows_per_block = math.prod(sizes[inner:])
     else:
         rows_per_block = 512
-    codes_per_block = max(1, block // rows_per_block)
+    # at least BLOCKS blocks of codes, so that the threads share the work evenly (any count dividing BLOCKS)
+    codes_per_block = max(1, min(block // rows_per_block, math.ceil(len(picked) / BLOCKS)))
 
     # In float32, terms exp(log(s_min / s_n) - ((z - m_n) / (s_n sqrt 2))^2) <= 1 per dimension: the
     # largest density any posterior can have is factored out, so their sums cannot overflow. Their
@@ -148,20 +152,23 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
     joint = torch.full((len(picked),), -math.inf, dtype=torch.float64)
     # dimension-major copies, so that each dimension's slice of a block is contiguous
     scale, shift, offset, z = (x.T.contiguous() for x in (scale, shift, offset, z.float()))
-    buffers = torch.empty(3, rows_per_block, codes_per_block)  # reused: no allocation per block
     if grid is not None:
         outer = range(inner)  # factors constant over a block of rows
         axes = {k: [a for a in range(len(sizes) - inner) if a != k - inner] for k in range(inner, len(sizes))}
-    for s0 in range(0, len(picked), codes_per_block):
+
+    def code_block(s0: int) -> None:
+        """Sum the densities of every posterior at the codes ``s0, ...``: their own columns of the sums."""
         codes = slice(s0, s0 + codes_per_block)
         width = len(range(*codes.indices(len(picked))))
+        buffers = torch.empty(3, rows_per_block, width)  # reused: no allocation per block of rows
         # float32 within a block of codes, float64 across them
         block_sums, totals = torch.zeros(dims, width), torch.empty(dims, width)
         block_groups = [torch.zeros(dims, size, width) for size in sizes]
+        block_joint = torch.full((width,), -math.inf, dtype=torch.float64)
         for n0 in range(0, n, rows_per_block):
             rows = slice(n0, n0 + rows_per_block)
             height = len(range(*rows.indices(n)))
-            t, w, exponent = buffers[:, :height, :width]
+            t, w, exponent = buffers[:, :height]
             exponent.zero_()
             block_scale, block_shift, block_offset = scale[:, rows, None], shift[:, rows, None], offset[:, rows, None]
             for j in range(dims):
@@ -184,11 +191,14 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
                 for k in outer:
                     block_groups[k][:, int(values[k][n0])] += totals
             top = exponent.amax(0)
-            block_joint = exponent.sub_(top).exp_().sum(0).log_().add_(top)
-            joint[codes] = torch.logaddexp(joint[codes], block_joint.double())
+            rows_joint = exponent.sub_(top).exp_().sum(0).log_().add_(top)
+            block_joint = torch.logaddexp(block_joint, rows_joint.double())
+        joint[codes] = block_joint
         sums[:, codes] += block_sums
         for k, groups in enumerate(block_groups):
             group_sums[k][:, :, codes] += groups
+
+    parallel_map(code_block, range(0, len(picked), codes_per_block))
 
     log_norm = log_min_std + (HALF_LOG_2PI if gaussian else -peak)  # per dimension: -log(peak density)
     marginal = -(sums.log() - log_norm[:, None] - math.log(n)).mean(1)
@@ -206,11 +216,12 @@ def dataset_entropies(model, dataset: ImageDataset, columns: tuple[int, ...], de
     """:func:`estimate_entropies` of ``model``'s posteriors over ``dataset``, conditioning on factor ``columns``.
 
     Within :func:`~vaezoo.metrics.shared.sharing` the metrics that need it (``mig_chen``,
-    ``total_correlation``) encode the dataset and run the estimator once.
+    ``total_correlation``) encode the dataset and run the estimator once, and that pass gives the metrics
+    that draw mean codes theirs.
     """
     def estimate() -> Entropies:
         factors = dataset.factors[:, list(columns)] if columns else None
-        posteriors = factorised_posteriors(model, dataset, device, batch_size)
+        posteriors = require_posteriors(full_encoding(model, dataset, device, batch_size))
         return estimate_entropies(posteriors.loc, 2 * posteriors.scale.log(), factors, samples, seed,
                                   family=posteriors.family)
 

@@ -19,13 +19,18 @@ a card names which one it reports.
 from __future__ import annotations
 
 import numpy as np
-import torch
 from scipy.special import xlogy
 from torch import Tensor
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
-from vaezoo.metrics.codes import mean_codes, require_factors
-from vaezoo.metrics.entropy import Entropies, chen_columns, dataset_entropies, estimate_entropies
+from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.entropy import (
+    Entropies,
+    chen_columns,
+    dataset_entropies,
+    estimate_entropies,
+)
+from vaezoo.metrics.sampling import code_table
 
 
 def gaps(mutual_information: np.ndarray, normaliser: np.ndarray) -> np.ndarray:
@@ -116,6 +121,6 @@ def mig_dlib(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_B
         seed: seed of the draw.
     """
     factors = require_factors(dataset, "mig_dlib")
-    indices = torch.from_numpy(np.random.default_rng(seed).integers(0, len(dataset), points))
-    codes = mean_codes(model, dataset, indices, device, batch_size)
-    return float(dlib_mig_gaps(codes.numpy(), factors[indices].numpy(), bins).mean())
+    indices = np.random.default_rng(seed).integers(0, len(dataset), points)
+    codes = code_table(model, dataset, device, batch_size)[indices]
+    return float(dlib_mig_gaps(codes, factors[indices].numpy(), bins).mean())

@@ -35,6 +35,7 @@ from sklearn.multiclass import OneVsRestClassifier
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.mig import discretize
+from vaezoo.metrics.parallel import parallel_map
 from vaezoo.metrics.sampling import Codes, code_table, draw, sklearn_seed
 
 
@@ -63,17 +64,20 @@ def explicitness_of(train_codes: np.ndarray, train_factors: np.ndarray, test_cod
     mean, std = train_codes.mean(0), train_codes.std(0)
     std = np.where(std > 0, std, 1.0)
     train_codes, test_codes = (train_codes - mean) / std, (test_codes - mean) / std
-    scores = []
-    for k in range(train_factors.shape[1]):
-        if len(np.unique(train_factors[:, k])) < 2:
-            continue
+    classes = [len(np.unique(column)) for column in train_factors.T]
+
+    def score(k: int) -> float:
         classifier = OneVsRestClassifier(LogisticRegression(solver="liblinear", random_state=random_state))
         probabilities = classifier.fit(train_codes, train_factors[:, k]).predict_proba(test_codes)
         aucs = [roc_auc_score(test_factors[:, k] == label, probabilities[:, c])
                 for c, label in enumerate(classifier.classes_)
                 if 0 < np.sum(test_factors[:, k] == label) < len(test_factors)]
-        scores.append(np.mean(aucs))
-    return float(np.mean(scores))
+        return float(np.mean(aucs))
+
+    # one classifier per class: the factors with the most classes go first, one factor per core
+    largest_first = sorted((k for k in range(train_factors.shape[1]) if classes[k] > 1), key=lambda k: -classes[k])
+    scores = dict(zip(largest_first, parallel_map(score, largest_first)))
+    return float(np.mean([scores[k] for k in sorted(scores)]))
 
 
 def modularity_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Generator, points: int = 10_000,

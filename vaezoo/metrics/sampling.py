@@ -8,7 +8,9 @@ those with that value of k. :class:`FactorGroups` does the latter for any datase
 The metrics read codes through a table of the dataset's codes, ``codes[indices] -> (n, D)``: a
 numpy array in the tests, and for a model a :class:`CodeTable`, which encodes each image the
 first time a metric asks for it. The suite draws about three million images from dSprites'
-737,280, so encoding each once makes the encoder's share of the work that of one pass.
+737,280, so encoding each once makes the encoder's share of the work that of one pass; and when a
+metric encodes the whole dataset (:func:`full_encoding`, for ``mig_chen``'s posteriors) the same pass
+fills the table.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 import torch
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
-from vaezoo.metrics.codes import mean_codes
+from vaezoo.metrics.codes import Encoding, encode_all, mean_codes
 from vaezoo.metrics.shared import shared
 
 
@@ -75,6 +77,13 @@ class CodeTable:
             self._encoded[missing] = True
         return self._rows[indices]
 
+    def fill(self, codes: np.ndarray) -> None:
+        """Take ``(N, D)`` codes of every image, encoded elsewhere (:func:`full_encoding`), for those not yet read."""
+        if self._rows is None:
+            self._rows = np.empty(codes.shape, dtype=np.float32)
+        self._rows[~self._encoded] = codes[~self._encoded]
+        self._encoded[:] = True
+
 
 def code_table(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> CodeTable:
     """The :class:`CodeTable` of ``model`` on ``dataset``; within :func:`~vaezoo.metrics.shared.sharing`,
@@ -84,6 +93,17 @@ def code_table(model, dataset: ImageDataset, device=None, batch_size: int = EVAL
                    lambda: CodeTable(model, dataset, device, batch_size))
     table.dataset = weakref.ref(dataset)  # images yet to encode are read through the latest wrapper
     return table
+
+
+def full_encoding(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Encoding:
+    """:func:`~vaezoo.metrics.codes.encode_all` of every image; within :func:`~vaezoo.metrics.shared.sharing`
+    done once, and its modes fill the :func:`code_table`, so that the metrics that draw codes encode nothing more."""
+    def encode() -> Encoding:
+        encoding = encode_all(model, dataset, device, batch_size)
+        code_table(model, dataset, device, batch_size).fill(encoding.modes.numpy())
+        return encoding
+
+    return shared(("encoding", id(model), id(dataset.images), str(device)), encode)
 
 
 class FactorGroups:
