@@ -15,8 +15,8 @@ import sys
 
 from vaezoo.errors import VaezooError
 
-COMMANDS = ("list", "leaderboard", "info", "plugins", "verify", "train", "eval", "convert", "show", "gallery", "new-plugin",
-            "push")
+COMMANDS = ("list", "leaderboard", "info", "plugins", "verify", "train", "eval", "seeds", "convert", "show", "gallery",
+            "new-plugin", "push")
 
 
 def build_parser() -> argparse.ArgumentParser:

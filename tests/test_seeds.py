@@ -1,0 +1,247 @@
+"""``vaezoo seeds``: a card's metrics over runs of its recipe, one per seed, from folders as `vaezoo train` leaves them.
+
+The runs here are completed cards written by hand with other seeds and metrics: what is tested is how the
+command reads, checks and summarises them, not training.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+
+from kit import assert_one_line_error, cli, make_card, refuse_writes, write_card
+from vaezoo.cards import get_card
+
+WEIGHTS = {"file": "toy.safetensors", "sha256": "ab" * 32, "size": 1234}
+SELECTION = "the recipe's seed, fixed before any run; not chosen by its score"
+
+
+def metric(value: float, **fields) -> dict:
+    return {"value": value, "command": "vaezoo eval toy --write", "vaezoo_version": "0.1.0", **fields}
+
+
+def card_dict(seed: int = 0, values: dict[str, float] | None = None, train: dict | None = None, **fields) -> dict:
+    """The tiny preset's card with ``values`` as metrics, trained with ``seed``."""
+    values = {"acc": 0.5, "mig": 0.1} if values is None else values
+    return make_card("tiny", "toy", train={"seed": seed, **(train or {})}, **{
+        "eval_metrics": ["acc", "mig"], "metrics": {name: metric(v) for name, v in values.items()}, **fields})
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    """The working folder: ``cards/toy.toml`` (seed 0, acc 0.5, mig 0.1, with weights) and no zoo."""
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path / "cards"))
+    monkeypatch.chdir(tmp_path)
+    write_card(tmp_path / "cards", card_dict(weights=WEIGHTS, headline="acc",
+                                             metrics={"acc": metric(0.5, note="seed 0"), "mig": metric(0.1)}))
+    return tmp_path
+
+
+def write_run(folder: str, seed: int, values: dict[str, float] | None = None, train: dict | None = None,
+              **fields) -> str:
+    """A run folder as `vaezoo train --seed SEED --out FOLDER` leaves it: the completed card ``toy-run.toml``."""
+    card = {**card_dict(seed, values, {"steps": 16, **(train or {})}, **fields), "name": "toy-run"}
+    write_card(Path(folder), card)
+    return folder
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The body rows of a rich table, as lists of stripped cells."""
+    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in text.splitlines() if line.startswith("│")]
+
+
+def test_table_gives_n_median_min_max_and_each_seed(work, capsys):
+    runs = [write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3}), write_run("runs/s2", 2, {"acc": 0.6, "mig": 0.2})]
+    code, out, err = cli(capsys, "seeds", "cards/toy.toml", *runs)
+    assert code == 0, err
+    # odd n: the middle value
+    assert table_rows(out) == [["acc", "3", "0.6", "0.5", "0.7", "s0 0.5  s1 0.7  s2 0.6"],
+                               ["mig", "3", "0.2", "0.1", "0.3", "s0 0.1  s1 0.3  s2 0.2"]]
+    runs.append(write_run("runs/s3", 3, {"acc": 0.9, "mig": 0.4}))
+    code, out, _ = cli(capsys, "seeds", "cards/toy.toml", *runs, "--metrics", "acc")
+    assert code == 0
+    # even n: the mean of the two middle values
+    assert table_rows(out) == [["acc", "4", "0.65", "0.5", "0.9", "s0 0.5  s1 0.7  s2 0.6  s3 0.9"]]
+
+
+def test_json_gives_the_same_numbers(work, capsys):
+    runs = [write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3}), write_run("runs/s2", 2, {"acc": 0.6, "mig": 0.2})]
+    code, out, _ = cli(capsys, "seeds", "cards/toy.toml", *runs, "--metrics", "mig", "--json")
+    assert code == 0
+    assert json.loads(out) == {"card": "toy", "shipped": 0, "metrics": {"mig": {
+        "n": 3, "median": 0.2, "min": 0.1, "max": 0.3,
+        "runs": [{"seed": 0, "value": 0.1}, {"seed": 1, "value": 0.3}, {"seed": 2, "value": 0.2}]}}}
+
+
+def test_the_card_counts_as_the_run_of_its_own_seed(work, capsys):
+    write_card(work / "cards", card_dict(seed=7, values={"acc": 0.8, "mig": 0.1}))
+    runs = [write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3}), write_run("runs/s2", 2, {"acc": 0.6, "mig": 0.2})]
+    code, out, _ = cli(capsys, "seeds", "cards/toy.toml", *runs, "--metrics", "acc", "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["shipped"] == 7
+    assert result["metrics"]["acc"]["runs"] == [{"seed": 1, "value": 0.7}, {"seed": 2, "value": 0.6},
+                                                {"seed": 7, "value": 0.8}]
+    assert result["metrics"]["acc"]["max"] == 0.8
+
+
+def test_write_records_the_spreads_and_keeps_the_rest_of_the_card(work, capsys):
+    before = get_card(work / "cards" / "toy.toml")
+    runs = [write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3}), write_run("runs/s2", 2, {"acc": 0.6, "mig": 0.2}),
+            write_run("runs/s3", 3, {"acc": 0.9, "mig": 0.4})]
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", *runs, "--write")
+    assert code == 0, err
+    assert "wrote the spread over 4 seeds of acc, mig" in err
+    after = get_card(work / "cards" / "toy.toml")  # parses and validates
+    acc = after.metrics["acc"].seeds
+    assert [(r.seed, r.value) for r in acc.runs] == [(0, 0.5), (1, 0.7), (2, 0.6), (3, 0.9)]
+    assert (acc.n, acc.min, acc.max, acc.shipped) == (4, 0.5, 0.9, 0) and acc.median == pytest.approx(0.65)
+    assert acc.selection == SELECTION
+    assert acc.command == ("vaezoo train cards/toy.toml --seed N --out DIR for each run, then "
+                           "vaezoo seeds cards/toy.toml runs/s1 runs/s2 runs/s3 --write")
+    mig = after.metrics["mig"].seeds
+    assert [(r.seed, r.value) for r in mig.runs] == [(0, 0.1), (1, 0.3), (2, 0.2), (3, 0.4)]
+    # everything else as it was: values, notes, weights
+    unseeded = after.model_dump()
+    for name in ("acc", "mig"):
+        unseeded["metrics"][name]["seeds"] = None
+    assert unseeded == before.model_dump()
+    assert after.weights.sha256 == WEIGHTS["sha256"] and after.metrics["acc"].note == "seed 0"
+
+
+def test_write_by_zoo_name_records_the_selection_given(work, capsys):
+    run = write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3})
+    code, _, err = cli(capsys, "seeds", "toy", run, "--metrics", "acc", "--write",
+                       "--selection", "the better of two runs")
+    assert code == 0, err
+    acc = get_card(work / "cards" / "toy.toml").metrics["acc"].seeds
+    assert acc.selection == "the better of two runs" and acc.shipped == 0
+    assert acc.command == ("vaezoo train cards/toy.toml --seed N --out DIR for each run, then "
+                           "vaezoo seeds toy runs/s1 --metrics acc --write")
+    assert get_card(work / "cards" / "toy.toml").metrics["mig"].seeds is None
+
+
+def test_a_card_outside_the_working_folder_is_named_as_given(work, capsys, monkeypatch):
+    (work / "elsewhere").mkdir()
+    write_run("runs/s1", 1)
+    monkeypatch.chdir(work / "elsewhere")
+    code, _, err = cli(capsys, "seeds", "toy", "../runs/s1", "--write")
+    assert code == 0, err
+    assert get_card(work / "cards" / "toy.toml").metrics["acc"].seeds.command.startswith(
+        "vaezoo train toy --seed N --out DIR for each run, then vaezoo seeds toy ../runs/s1 --write")
+
+
+def test_a_metric_missing_from_some_run_is_named_on_stderr_by_default(work, capsys):
+    run = write_run("runs/s1", 1, {"acc": 0.7})
+    code, out, err = cli(capsys, "seeds", "cards/toy.toml", run)
+    assert code == 0
+    assert "not in every run: mig" in err
+    assert [row[0] for row in table_rows(out)] == ["acc"]
+
+
+@pytest.mark.parametrize("asked", ["mig", "acc,mig"])
+def test_a_run_without_a_requested_metric_is_a_one_line_error(work, capsys, asked):
+    run = write_run("runs/s1", 1, {"acc": 0.7})
+    code, out, err = cli(capsys, "seeds", "cards/toy.toml", run, "--metrics", asked, "--write")
+    assert code == 1 and out == ""
+    assert_one_line_error(err, "run runs/s1 records no metric 'mig'", "vaezoo eval", "--metrics mig --write")
+    assert get_card(work / "cards" / "toy.toml").metrics["acc"].seeds is None
+
+
+def test_no_eval_metric_on_every_run_is_an_error(work, capsys):
+    run = write_run("runs/s1", 1, {"loss": 3.0})
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", run)
+    assert code == 1
+    assert_one_line_error(err, "none of card toy's eval_metrics (acc, mig) is on every run", "--metrics")
+
+
+def test_a_seed_given_twice_is_an_error_naming_both(work, capsys):
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", write_run("runs/a", 0))
+    assert code == 1
+    assert_one_line_error(err, "run runs/a has seed 0, as has card toy; give each seed once")
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", write_run("runs/b", 3), write_run("runs/c", 3))
+    assert code == 1
+    assert_one_line_error(err, "run runs/c has seed 3, as has run runs/b")
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"train": {"batch_size": 64}}, "train.batch_size is 64, the card's is 8"),
+    ({"train": {"optimizer": {"name": "SGD", "lr": 0.01}}}, "train.optimizer.name is 'SGD', the card's is 'Adam'"),
+    ({"train": {"epochs": 3}}, "train.epochs is 3, the card's is 2"),
+    ({"dataset": "toy_bars"}, "dataset is 'toy_bars', the card's is 'tiny_blobs'"),
+    ({"model": {"image_size": 4, "channels": 1, "latent": {"type": "gaussian", "dim": 3},
+                "encoder": {"type": "mlp_encoder", "hidden": [8]}, "decoder": {"type": "mlp_decoder", "hidden": [8]},
+                "regularizers": [{"type": "beta", "beta": 1.0}]}}, "model.latent.dim is 3, the card's is 2"),
+    ({"model": {"image_size": 4, "channels": 1, "latent": {"type": "gaussian", "dim": 2},
+                "encoder": {"type": "mlp_encoder", "hidden": [8]}, "decoder": {"type": "mlp_decoder", "hidden": [8]},
+                "regularizers": [{"type": "beta", "beta": 4.0}]}},
+     "model.regularizers.0.beta is 4.0, the card's is 1.0"),
+    ({"model": {"image_size": 4, "channels": 1, "latent": {"type": "gaussian", "dim": 2},
+                "encoder": {"type": "mlp_encoder", "hidden": [8]}, "decoder": {"type": "mlp_decoder", "hidden": [8]}}},
+     "model.regularizers is not set, the card's is [{'type': 'beta', 'beta': 1.0}]"),
+])
+def test_a_run_of_another_recipe_is_an_error_naming_the_field(work, capsys, changes, message):
+    train = changes.get("train", {})
+    run = write_run("runs/s1", 1, train=train, **{k: v for k, v in changes.items() if k != "train"})
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", run, "--write")
+    assert code == 1
+    assert_one_line_error(err, f"run runs/s1: {message}; seeds must share the recipe")
+    assert get_card(work / "cards" / "toy.toml").metrics["acc"].seeds is None
+
+
+def test_steps_budget_and_checkpoints_are_not_the_recipe(work, capsys):
+    run = write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3},
+                    train={"steps": 5, "budget": "1 minute on 2 cores", "checkpoint_every": 2})
+    code, out, err = cli(capsys, "seeds", "cards/toy.toml", run)
+    assert code == 0, err
+    assert table_rows(out)[0][:2] == ["acc", "2"]
+
+
+def test_a_metric_measured_with_other_settings_is_an_error(work, capsys):
+    write_card(work / "cards", card_dict(metrics={"acc": metric(0.5, parameters={"points": 1000}),
+                                                  "mig": metric(0.1)}))
+    run = write_run("runs/s1", 1, metrics={"acc": metric(0.7, parameters={"points": 100}), "mig": metric(0.2)})
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", run)
+    assert code == 1
+    assert_one_line_error(err, "run runs/s1: metric acc's parameters.points is 100, the card's is 1000")
+
+
+@pytest.mark.parametrize("run, fragment", [
+    ("runs/none", "cannot read card"),
+    ("runs", "must hold exactly one card"),
+])
+def test_a_run_that_is_not_a_card_is_a_one_line_error(work, capsys, run, fragment):
+    (work / "runs").mkdir()
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", run)
+    assert code == 1
+    assert_one_line_error(err, fragment)
+
+
+def test_no_run_is_a_usage_error(work, capsys):
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml")
+    assert code == 2 and "RUN" in err
+
+
+def test_a_card_that_cannot_be_written_is_left_as_it_was(work, capsys, monkeypatch):
+    path = work / "cards" / "toy.toml"
+    before = path.read_bytes()
+    run = write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3})
+    refuse_writes(monkeypatch, work / "cards", errno.EROFS)
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", run, "--write")
+    assert code == 1
+    assert_one_line_error(err, f"cannot write {path}", "Read-only file system")
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in (work / "cards").iterdir()) == ["toy.toml"]
+
+
+def test_card_text_is_shown_as_text_not_markup(work, capsys):
+    name = "[red]acc[/red]"
+    write_card(work / "cards", card_dict(values={name: 0.5}))
+    run = write_run("runs/s1", 1, {name: 0.7})
+    code, out, _ = cli(capsys, "seeds", "cards/toy.toml", run, "--metrics", name)
+    assert code == 0
+    assert table_rows(out)[0][0] == name

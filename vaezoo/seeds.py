@@ -1,0 +1,233 @@
+"""A card's metrics over several runs of its recipe, one per seed: the spread that ``vaezoo seeds`` writes.
+
+A run is a completed card of the same recipe with another seed (``vaezoo train CARD --seed N --out DIR``
+writes one); the card itself is the run of its own seed. The runs must share everything that decides the
+result but the seed, and each metric must be measured the same way on every run, so that the spread says
+how much the number moves with the seed and nothing else. This module reads cards only; it never imports
+torch.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vaezoo.cards import Card, SeedRun, SeedSpread, get_card
+from vaezoo.errors import CardError
+
+# Fields of the train recipe that record how a run went, or how often it saved, not what it learned from.
+NOT_RECIPE = ("seed", "steps", "budget", "checkpoint_every")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a card's recipe.
+
+    Attributes:
+        label: how messages name it: ``card NAME`` for the card itself, ``run PATH`` for the others.
+        card: its completed card (the metrics its weights reached).
+    """
+
+    label: str
+    card: Card
+
+    @property
+    def seed(self) -> int:
+        """The seed the run was trained with."""
+        return self.card.train.seed
+
+
+def read_run(path: str | os.PathLike) -> Run:
+    """The run in ``path``: a run folder holding one completed card (as ``vaezoo train`` writes it) or a card file.
+
+    Args:
+        path: the folder or file; always a path, never a zoo name.
+
+    Returns:
+        The run, labelled with ``path`` as given.
+
+    Raises:
+        CardError: the file does not parse or validate, or the folder holds no card or several.
+    """
+    return Run(f"run {os.fspath(path)}", get_card(Path(path)))
+
+
+def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
+    """The card's own run followed by the run of each path, checked to be the card's recipe with another seed.
+
+    Args:
+        card: the card whose recipe the runs repeat; it counts as the run of its own ``train.seed``.
+        paths: run folders or card files (:func:`read_run`).
+
+    Returns:
+        The runs, the card's first.
+
+    Raises:
+        CardError: a path holds no usable card, two runs share a seed (the message names both), or a run's
+            recipe differs from the card's (:func:`check_recipe`).
+    """
+    runs = [Run(f"card {card.name}", card)]
+    for path in paths:
+        run = read_run(path)
+        same = next((other for other in runs if other.seed == run.seed), None)
+        if same is not None:
+            raise CardError(f"{run.label} has seed {run.seed}, as has {same.label}; give each seed once")
+        check_recipe(card, run)
+        runs.append(run)
+    return runs
+
+
+def recipe(card: Card) -> dict[str, Any]:
+    """What decides a run's result but the seed: architecture, dataset, model and train (but :data:`NOT_RECIPE`)."""
+    train = {k: v for k, v in card.train.model_dump().items() if k not in NOT_RECIPE}
+    return {"architecture": card.architecture, "dataset": card.dataset, "model": card.model, "train": train}
+
+
+def check_recipe(card: Card, run: Run) -> None:
+    """Check that ``run`` trained ``card``'s recipe: the same :func:`recipe`, the seed aside.
+
+    Raises:
+        CardError: naming the run and the first field that differs, with both values.
+    """
+    found = first_difference(recipe(run.card), recipe(card))
+    if found is not None:
+        raise CardError(f"{run.label}: {found}; seeds must share the recipe")
+
+
+def first_difference(got: Any, expected: Any, path: str = "") -> str | None:
+    """The first place where ``got`` differs from ``expected``, said as ``PATH is GOT, the card's is EXPECTED``.
+
+    Tables are compared key by key (``expected``'s keys first, in order), lists of equal length item by
+    item, anything else by ``==``.
+
+    Args:
+        got: a run's value (a table, list or scalar, as a card's dump holds them).
+        expected: the card's value.
+        path: the dotted path of the values, for the message.
+
+    Returns:
+        The difference in words, or None when the values are equal.
+    """
+    if isinstance(got, dict) and isinstance(expected, dict):
+        for key in [*expected, *(k for k in got if k not in expected)]:
+            where = f"{path}.{key}" if path else str(key)
+            if key not in got:
+                return f"{where} is not set, the card's is {_shown(expected[key])}"
+            if key not in expected:
+                return f"{where} is {_shown(got[key])}, the card sets none"
+            found = first_difference(got[key], expected[key], where)
+            if found is not None:
+                return found
+        return None
+    if isinstance(got, list) and isinstance(expected, list) and len(got) == len(expected):
+        for i, (a, b) in enumerate(zip(got, expected)):
+            found = first_difference(a, b, f"{path}.{i}")
+            if found is not None:
+                return found
+        return None
+    return None if got == expected else f"{path} is {_shown(got)}, the card's is {_shown(expected)}"
+
+
+def _shown(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def choose_metrics(card: Card, runs: Sequence[Run], wanted: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
+    """The metrics to spread over ``runs``, and the card's metrics left out because some run lacks them.
+
+    Args:
+        card: the card; without ``wanted``, its ``eval_metrics`` are the candidates.
+        runs: the runs (:func:`collect_runs`), the card's included.
+        wanted: the metrics asked for; each must be on every run.
+
+    Returns:
+        ``(metrics, left_out)``: the card's ``eval_metrics`` that every run records and those some run lacks,
+        or ``(wanted, [])``.
+
+    Raises:
+        CardError: a run lacks a wanted metric (naming run and metric, and the command that measures it),
+            the card lists no ``eval_metrics`` to choose from, or no run records every one of them.
+    """
+    if wanted is not None:
+        for name in wanted:
+            lacking = next((run for run in runs if name not in run.card.metrics), None)
+            if lacking is not None:
+                raise CardError(f"{lacking.label} records no metric '{name}'; measure it with "
+                                f"'vaezoo eval {lacking.card.path or lacking.card.name} --metrics {name} --write'")
+        return list(dict.fromkeys(wanted)), []
+    if not card.eval_metrics:
+        raise CardError(f"card {card.name} lists no eval_metrics; name the metrics to spread with --metrics")
+    everywhere = [m for m in card.eval_metrics if all(m in run.card.metrics for run in runs)]
+    if not everywhere:
+        raise CardError(f"none of card {card.name}'s eval_metrics ({', '.join(card.eval_metrics)}) is on every "
+                        f"run; measure them with 'vaezoo eval RUN --write', or name others with --metrics")
+    return everywhere, [m for m in card.eval_metrics if m not in everywhere]
+
+
+def check_measured_alike(card: Card, runs: Sequence[Run], metrics: Sequence[str]) -> None:
+    """Check that every run's metric was measured with the card's settings (its ``parameters``).
+
+    Raises:
+        CardError: naming the run, the metric and the first setting that differs.
+    """
+    for run in runs:
+        for name in metrics:
+            found = first_difference(run.card.metrics[name].parameters or {}, card.metrics[name].parameters or {},
+                                     "parameters")
+            if found is not None:
+                raise CardError(f"{run.label}: metric {name}'s {found}; measure every run as the card is measured")
+
+
+def seed_runs(runs: Sequence[Run], metric: str) -> list[SeedRun]:
+    """Each run's value of ``metric``, by increasing seed."""
+    return sorted((SeedRun(seed=run.seed, value=run.card.metrics[metric].value) for run in runs),
+                  key=lambda r: r.seed)
+
+
+def spread(runs: Sequence[SeedRun], shipped: int, selection: str, command: str) -> SeedSpread:
+    """A :class:`~vaezoo.cards.SeedSpread` of ``runs``: their number, median, minimum and maximum.
+
+    Args:
+        runs: one value per seed.
+        shipped: the seed whose weights the card ships (one of the runs).
+        selection: how the shipped seed was chosen.
+        command: how each run was made and measured.
+
+    Returns:
+        The spread, validated.
+    """
+    values = [run.value for run in runs]
+    return SeedSpread(runs=list(runs), n=len(values), median=statistics.median(values), min=min(values),
+                      max=max(values), shipped=shipped, selection=selection, command=command)
+
+
+def spreads(card: Card, runs: Sequence[Run], metrics: Sequence[str], selection: str,
+            command: str) -> dict[str, SeedSpread]:
+    """Each metric's spread over ``runs``, shipping ``card``'s seed.
+
+    Args:
+        card: the card; its ``train.seed`` is the shipped seed.
+        runs: the runs (:func:`collect_runs`), the card's included.
+        metrics: the metrics (:func:`choose_metrics`).
+        selection: how the shipped seed was chosen.
+        command: how each run was made and measured.
+
+    Returns:
+        ``{metric: spread}`` in the order of ``metrics``.
+
+    Raises:
+        CardError: a run's metric was measured with other settings than the card's (:func:`check_measured_alike`).
+    """
+    check_measured_alike(card, runs, metrics)
+    return {m: spread(seed_runs(runs, m), card.train.seed, selection, command) for m in metrics}
+
+
+def with_spreads(card: Card, found: dict[str, SeedSpread]) -> Card:
+    """``card`` with ``found`` as the ``seeds`` of its metrics; every other field as it was."""
+    metrics = {name: metric.model_copy(update={"seeds": found[name]}) if name in found else metric
+               for name, metric in card.metrics.items()}
+    return card.model_copy(update={"metrics": metrics})
