@@ -11,6 +11,7 @@ the images it encoded and its value (target: the whole suite in under 10 minutes
     python benchmarks/bench_metric_suite.py                       # torch's threads: every core
     OMP_NUM_THREADS=1 python benchmarks/bench_metric_suite.py     # one core
     python benchmarks/bench_metric_suite.py --subset 50000 --metrics betavae_score,sap_score   # quicker, partial
+    python benchmarks/bench_metric_suite.py --metrics mig_chen --batch-size 1000   # the encoder's batch size
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import argparse
 import time
 
 import torch
+
+from vaezoo.data import EVAL_BATCH_SIZE
 
 SUITE = ("mig_chen", "total_correlation", "mig_dlib", "betavae_score", "factorvae_score", "sap_score",
          "dci_disentanglement", "dci_completeness", "dci_informativeness", "modularity", "explicitness",
@@ -41,6 +44,8 @@ def main() -> int:
     parser.add_argument("--card", default="betatcvae-dsprites", help="a dSprites zoo entry (default betatcvae-dsprites)")
     parser.add_argument("--subset", type=int, help="use this many dSprites images (default: all)")
     parser.add_argument("--metrics", default=",".join(SUITE), help="comma-separated metrics (default: the suite)")
+    parser.add_argument("--batch-size", type=int, default=EVAL_BATCH_SIZE,
+                        help=f"images per forward pass (default {EVAL_BATCH_SIZE})")
     args = parser.parse_args()
 
     from vaezoo.assemble import load_model, metric
@@ -62,7 +67,7 @@ def main() -> int:
         for name in args.metrics.split(","):
             before = code_table(model, data).encoded
             with Clock() as clock:
-                value = metric(name)(model, data)
+                value = metric(name)(model, data, batch_size=args.batch_size)
             wall, cpu = wall + clock.wall, cpu + clock.cpu
             encoded = code_table(model, data).encoded - before
             print(f"{name:28} {clock.wall:8.1f} {clock.cpu:8.1f} {encoded:9,}  {value:.4f}", flush=True)

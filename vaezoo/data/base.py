@@ -12,7 +12,7 @@ from torch import Tensor
 
 
 # Small on purpose: on a CPU these nets run 2-3 times faster on a batch whose activations fit the
-# cache (benchmarks/bench_mig.py encodes dSprites in 94.5 s at 64, 215.2 s at 1,000); a GPU is still busy at 64.
+# cache (docs/benchmarks.md: `bench_metric_suite.py --metrics mig_chen --batch-size N`); a GPU is still busy at 64.
 EVAL_BATCH_SIZE = 64
 """Images per forward pass when evaluating (losses, codes, metrics); the results do not depend on it."""
 
