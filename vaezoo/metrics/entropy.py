@@ -30,7 +30,7 @@ from vaezoo.metrics.sampling import full_encoding
 from vaezoo.metrics.shared import shared
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
-BLOCKS = 8  # the codes are split in at least this many blocks, summed on as many threads as torch uses
+ROWS = 512  # images per block of work, at least (a block spans whole runs of the innermost factors)
 
 
 def chen_columns(dataset: ImageDataset) -> tuple[int, ...]:
@@ -131,13 +131,14 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
     grid = _grid_order(values, sizes) if use_grid else None
     if grid is not None:  # the posteriors in grid order: every factor's values sit in regular runs
         mean, std, values = mean[grid], std[grid], [inverse[grid] for inverse in values]
-        # a block of rows spans the innermost factors whole (at least 16 rows); the outer ones are constant in it
-        inner = max([k for k in range(len(sizes)) if math.prod(sizes[k:]) >= 16], default=0)
+        # a block of rows spans the innermost factors whole (at least ROWS rows); the outer ones are constant in it
+        inner = max([k for k in range(len(sizes)) if math.prod(sizes[k:]) >= ROWS], default=0)
         rows_per_block = math.prod(sizes[inner:])
     else:
-        rows_per_block = 512
-    # at least BLOCKS blocks of codes, so that the threads share the work evenly (any count dividing BLOCKS)
-    codes_per_block = max(1, min(block // rows_per_block, math.ceil(len(picked) / BLOCKS)))
+        rows_per_block = ROWS
+    # blocks of many images and few codes: each operation is large enough to outweigh its Python overhead,
+    # and there are many blocks of codes for the threads to share
+    codes_per_block = max(1, block // rows_per_block)
 
     # In float32, terms exp(log(s_min / s_n) - ((z - m_n) / (s_n sqrt 2))^2) <= 1 per dimension: the
     # largest density any posterior can have is factored out, so their sums cannot overflow. Their
