@@ -50,6 +50,13 @@ def cards_dir(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture
+def cards(cards_dir, monkeypatch) -> Path:
+    """Only the test's cards: an empty card directory, the only one, and no plugin loads (no zoo)."""
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
+    return cards_dir
+
+
+@pytest.fixture
 def site(tmp_path, monkeypatch) -> Path:
     """A folder on ``sys.path`` to install fake plugins into with :func:`kit.install_plugin`.
 

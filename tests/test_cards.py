@@ -17,15 +17,6 @@ from vaezoo.errors import CardError, UnknownNameError
 SHA = "ab" * 32
 
 
-@pytest.fixture
-def only_test_cards(monkeypatch, tmp_path):
-    """No plugin-contributed cards: only those the test writes into ``tmp_path/cards``."""
-    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
-    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path / "cards"))
-    (tmp_path / "cards").mkdir()
-    return tmp_path / "cards"
-
-
 @pytest.mark.parametrize("change, field, message", [
     (lambda c: c.pop("dataset"), "dataset", "Field required"),
     (lambda c: c.update(colour="blue"), "colour", "Extra inputs are not permitted"),
@@ -69,21 +60,21 @@ def test_cards_are_frozen_and_round_trip_through_toml(tmp_path):
     assert card.path is None and again.path == (tmp_path / "toy-mnist.toml").resolve()
 
 
-def test_cards_path_lists_several_directories(only_test_cards, tmp_path, monkeypatch):
-    write_card(only_test_cards, make_card(name="toy-a"))
+def test_cards_path_lists_several_directories(cards, tmp_path, monkeypatch):
+    write_card(cards, make_card(name="toy-a"))
     write_card(tmp_path / "more", make_card(name="toy-b"))
-    monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join([str(only_test_cards), "", str(tmp_path / "more")]))
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join([str(cards), "", str(tmp_path / "more")]))
     cards = discover()
     assert sorted(cards) == ["toy-a", "toy-b"]
     assert cards["toy-b"].path == (tmp_path / "more" / "toy-b.toml").resolve()
 
 
-def test_a_name_defined_twice_keeps_the_first_and_reports_the_other(only_test_cards, tmp_path, monkeypatch):
-    first = write_card(only_test_cards, make_card(name="toy-a"))
-    write_card(only_test_cards, make_card(name="toy-b"))
+def test_a_name_defined_twice_keeps_the_first_and_reports_the_other(cards, tmp_path, monkeypatch):
+    first = write_card(cards, make_card(name="toy-a"))
+    write_card(cards, make_card(name="toy-b"))
     (tmp_path / "more").mkdir()
     second = write_toml(tmp_path / "more" / "copy.toml", make_card(name="toy-a"))
-    monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join([str(only_test_cards), str(tmp_path / "more")]))
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join([str(cards), str(tmp_path / "more")]))
     with pytest.warns(CardWarning) as caught:
         cards = discover()
     assert sorted(cards) == ["toy-a", "toy-b"] and cards["toy-a"].path == first.resolve()
@@ -110,9 +101,9 @@ def test_a_card_outside_the_zoo_never_shadows_a_zoo_card(monkeypatch, tmp_path):
     assert [s.path for s in found.skipped] == [impostor]
 
 
-def test_wildcards_and_natural_sort(only_test_cards):
+def test_wildcards_and_natural_sort(cards):
     for name in ["toy-mnist-10", "toy-mnist-2", "toy-mnist-1", "toy-dsprites", "other-mnist"]:
-        write_card(only_test_cards, make_card(name=name))
+        write_card(cards, make_card(name=name))
     assert vaezoo.list_models("toy-mnist-*") == ["toy-mnist-1", "toy-mnist-2", "toy-mnist-10"]
     assert vaezoo.list_models() == ["other-mnist", "toy-dsprites", "toy-mnist-1", "toy-mnist-2", "toy-mnist-10"]
     assert vaezoo.list_models("toy-?-*") == []
@@ -120,12 +111,12 @@ def test_wildcards_and_natural_sort(only_test_cards):
     assert vaezoo.list_models("toy-mnist-[12]") == ["toy-mnist-1", "toy-mnist-2"]
 
 
-def test_filters_on_dataset_architecture_and_fields(only_test_cards):
-    write_card(only_test_cards, make_card(name="toy-a"))
-    write_card(only_test_cards, make_card(name="toy-b", model=GAUSSIAN_MLP_RGB, dataset="dsprites",
+def test_filters_on_dataset_architecture_and_fields(cards):
+    write_card(cards, make_card(name="toy-a"))
+    write_card(cards, make_card(name="toy-b", model=GAUSSIAN_MLP_RGB, dataset="dsprites",
                                           train={"epochs": 3, "batch_size": 64, "data": {"name": "dsprites"},
                                                  "optimizer": {"name": "Adam", "lr": 5e-4}}))
-    write_card(only_test_cards, make_card(name="toy-c", architecture="other",
+    write_card(cards, make_card(name="toy-c", architecture="other",
                                           model={"beta": 6, "channels": 1, "latent": {"type": "gaussian", "dim": 10}}))
     assert vaezoo.list_models(dataset="dsprites") == ["toy-b"]
     assert vaezoo.list_models(architecture="other") == ["toy-c"]
@@ -140,9 +131,9 @@ def test_filters_on_dataset_architecture_and_fields(only_test_cards):
     assert vaezoo.list_models("toy-?", dataset="mnist", architecture="vae") == ["toy-a"]
 
 
-def test_unknown_name_lists_close_matches(only_test_cards):
-    write_card(only_test_cards, make_card(name="toy-mnist"))
-    write_card(only_test_cards, make_card(name="toy-dsprites"))
+def test_unknown_name_lists_close_matches(cards):
+    write_card(cards, make_card(name="toy-mnist"))
+    write_card(cards, make_card(name="toy-dsprites"))
     with pytest.raises(UnknownNameError, match="no zoo card named 'toy-mnst'. Did you mean 'toy-mnist'"):
         get_card("toy-mnst")
     assert get_card("toy-mnist").name == "toy-mnist"

@@ -15,13 +15,6 @@ METRIC = {"value": 0.8873, "command": "vaezoo eval toy --check", "vaezoo_version
 
 
 @pytest.fixture
-def cards(cards_dir, monkeypatch):
-    """Only the test's cards (no plugin loads)."""
-    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
-    return cards_dir
-
-
-@pytest.fixture
 def listed(cards):
     """Three cards: one with a latent layout, parameter count and headline metric, as `vaezoo train` writes."""
     write_card(cards, make_card(name="toy-mnist-2"))

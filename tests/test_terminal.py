@@ -37,13 +37,6 @@ def only_printable(text: str) -> bool:
 
 
 @pytest.fixture
-def cards(cards_dir, monkeypatch):
-    """An empty card directory, the only one (no plugin loads)."""
-    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
-    return cards_dir
-
-
-@pytest.fixture
 def hostile(cards):
     """A card whose every free-text field holds markup and control characters."""
     metric = {"value": 0.5, "command": f"vaezoo eval {HOSTILE}", "vaezoo_version": "0.1.0", "note": HOSTILE}
