@@ -82,6 +82,20 @@ def test_list_groups_by_dataset_or_architecture(listed, capsys):
     assert list(json.loads(out)) == ["vae"]
 
 
+def test_list_filters_and_groups_by_latent_family(listed, capsys):
+    write_card(listed, make_card(name="toy-joint", latent="gaussian(6) + categorical(3) + categorical(2)"))
+    code, out, _ = cli(capsys, "list", "--json", "--latent", "categorical")
+    assert code == 0 and [r["name"] for r in json.loads(out)] == ["toy-joint"]
+    code, out, _ = cli(capsys, "list", "--json", "--latent", "GumbelCategorical")  # as the layout names it
+    assert [r["name"] for r in json.loads(out)] == [LONG_NAME]
+    code, out, _ = cli(capsys, "list", "--json", "--latent", "gaussian")
+    assert [r["name"] for r in json.loads(out)] == [LONG_NAME, "toy-joint"]
+    code, out, _ = cli(capsys, "list", "--json", "--group", "latent")
+    groups = {layout: [r["name"] for r in rows] for layout, rows in json.loads(out).items()}
+    assert groups == {"(not stated)": ["toy-dsprites-1", "toy-mnist-2"], "gaussian + categorical": ["toy-joint"],
+                      "gaussian + gumbelcategorical": [LONG_NAME]}
+
+
 def test_a_headline_with_seeds_shows_their_range(cards, capsys):
     seeds = {"runs": [{"seed": 0, "value": 0.5}, {"seed": 1, "value": 0.7}], "n": 2, "median": 0.6, "min": 0.5,
              "max": 0.7, "shipped": 1, "selection": "the best", "command": "vaezoo train toy --seed N"}

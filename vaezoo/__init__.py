@@ -15,7 +15,7 @@ __all__ = ["load", "build_model", "list_models", "get_card", "hookimpl", "__vers
 
 
 def list_models(pattern: str = "*", dataset: str | None = None, architecture: str | None = None,
-                where: dict[str, str] | None = None) -> list[str]:
+                where: dict[str, str] | None = None, latent: str | None = None) -> list[str]:
     """Names of the zoo's models matching a shell-style ``pattern``, naturally sorted.
 
     Args:
@@ -23,7 +23,8 @@ def list_models(pattern: str = "*", dataset: str | None = None, architecture: st
         dataset: keep models trained on this dataset.
         architecture: keep models of this architecture.
         where: ``{field: value}`` filters on the cards' ``model``/``train`` fields, e.g. ``{"beta": "6"}``.
+        latent: keep models whose latent has a part of this family, e.g. ``"categorical"``.
     """
     from vaezoo.cards import list_cards
 
-    return [c.name for c in list_cards(pattern, dataset, architecture, where)]
+    return [c.name for c in list_cards(pattern, dataset, architecture, where, latent)]

@@ -194,6 +194,14 @@ class Card(_Frozen):
         """Where a downloaded card comes from (``hf-hub:OWNER/REPO@COMMIT``); None for a local card."""
         return self._source
 
+    @property
+    def latent_families(self) -> tuple[str, ...]:
+        """The latent families of the card's layout, in order, each once, in lower case: ``("gaussian",
+        "categorical")`` for ``gaussian(6) + categorical(3)`` (a part may be named: ``cont: Gaussian(dim=3)``);
+        empty when the card states no layout."""
+        parts = (part.split("(", 1)[0].rpartition(":")[2].strip().lower() for part in (self.latent or "").split(" + "))
+        return tuple(dict.fromkeys(part for part in parts if part))
+
     def flat(self) -> dict[str, Any]:
         """Every leaf of ``model`` and ``train`` by its dotted path, for ``--where`` filters.
 
@@ -388,7 +396,7 @@ def _natural_key(name: str) -> list:
 
 
 def list_cards(pattern: str = "*", dataset: str | None = None, architecture: str | None = None,
-               where: dict[str, str] | None = None) -> list[Card]:
+               where: dict[str, str] | None = None, latent: str | None = None) -> list[Card]:
     """Cards whose name matches the shell-style ``pattern``, naturally sorted, optionally filtered.
 
     Args:
@@ -396,12 +404,14 @@ def list_cards(pattern: str = "*", dataset: str | None = None, architecture: str
         dataset: keep cards of this dataset.
         architecture: keep cards of this architecture.
         where: ``{key: value}``; a key matches any ``model``/``train`` field whose dotted path ends with it.
+        latent: keep cards whose latent has a part of this family (``"categorical"``).
     """
-    return filter_cards(discover().values(), pattern, dataset, architecture, where)
+    return filter_cards(discover().values(), pattern, dataset, architecture, where, latent)
 
 
 def filter_cards(cards: Iterable[Card], pattern: str = "*", dataset: str | None = None,
-                 architecture: str | None = None, where: dict[str, str] | None = None) -> list[Card]:
+                 architecture: str | None = None, where: dict[str, str] | None = None,
+                 latent: str | None = None) -> list[Card]:
     """The ``cards`` that :func:`list_cards` keeps for these filters, naturally sorted."""
     out = []
     for card in cards:
@@ -410,6 +420,8 @@ def filter_cards(cards: Iterable[Card], pattern: str = "*", dataset: str | None 
         if dataset and card.dataset != dataset or architecture and card.architecture != architecture:
             continue
         if where and not all(_matches(card.flat(), k, v) for k, v in where.items()):
+            continue
+        if latent and latent.lower() not in card.latent_families:
             continue
         out.append(card)
     return sorted(out, key=lambda c: _natural_key(c.name))

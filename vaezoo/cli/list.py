@@ -10,9 +10,11 @@ def add_parser(sub) -> None:
     p.add_argument("pattern", nargs="?", default="*", help="shell-style wildcard on the name (default: *)")
     p.add_argument("--dataset", help="only models trained on this dataset")
     p.add_argument("--arch", help="only models of this architecture")
+    p.add_argument("--latent", metavar="FAMILY",
+                   help="only models whose latent has a part of this family (e.g. categorical)")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="only models whose model/train field KEY equals VALUE (repeatable), e.g. beta=6")
-    p.add_argument("--group", choices=GROUPS, help="one table per architecture or per dataset")
+    p.add_argument("--group", choices=GROUPS, help="one table per architecture, dataset or latent layout (its families)")
     p.add_argument("--skipped", action="store_true", help="list the cards left out, each with its error")
     form = p.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print JSON")
@@ -21,7 +23,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-GROUPS = ("architecture", "dataset")
+GROUPS = ("architecture", "dataset", "latent")
 COLUMNS = ("name", "architecture", "dataset", "latent", "parameters", "headline metric")
 
 
@@ -58,7 +60,7 @@ def run(args) -> int:
         return _print_skipped(found.skipped, args.json)
     if found.skipped:
         print(f"{len(found.skipped)} card(s) skipped; run 'vaezoo list --skipped' to see why", file=sys.stderr)
-    cards = filter_cards(found.cards.values(), args.pattern, args.dataset, args.arch, where)
+    cards = filter_cards(found.cards.values(), args.pattern, args.dataset, args.arch, where, args.latent)
     groups = _groups(cards, args.group)
     if args.json:
         entries = {group: [_entry(c) for c in members] for group, members in groups.items()}
@@ -79,8 +81,15 @@ def _groups(cards, field: str | None) -> dict:
     """``{group: its cards}``, groups sorted by name; one group ``None`` when not grouping."""
     groups: dict = {}
     for card in cards:
-        groups.setdefault(getattr(card, field) if field else None, []).append(card)
+        groups.setdefault(_group_of(card, field), []).append(card)
     return dict(sorted(groups.items(), key=lambda item: str(item[0]))) or {None: []}
+
+
+def _group_of(card, field: str | None):
+    """The group a card falls in: its architecture, its dataset, or its latent families joined by ' + '."""
+    if field == "latent":
+        return " + ".join(card.latent_families) or "(not stated)"
+    return getattr(card, field) if field else None
 
 
 def _entry(card) -> dict:
