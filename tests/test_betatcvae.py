@@ -7,10 +7,9 @@ import math
 import pytest
 import torch
 
-import vaezoo
 from kit import REPO
 from vaezoo.cards import DataSpec, parse_card
-from vaezoo.data.dsprites import GRID_SIZE, dsprites
+from vaezoo.data.dsprites import dsprites
 from vaezoo.assemble import build_model
 from vaezoo.latents import Gaussian
 from vaezoo.plugins import registry
@@ -82,20 +81,6 @@ def test_recipes_name_registered_metrics(name):
     card = recipe(name)
     assert {"mig_chen", "mig_dlib", "total_correlation"} <= set(card.eval_metrics)
     assert all(metric in registry("metric") for metric in card.eval_metrics)
-
-
-@pytest.mark.parametrize("name", ["betatcvae-dsprites", "betavae-dsprites"])
-def test_dsprites_zoo_entries_come_from_their_recipes(name):
-    entry, card = vaezoo.get_card(name), recipe(name)
-    assert entry.architecture == card.architecture and entry.model == card.model
-    assert entry.train.model_copy(update={"steps": None}) == card.train
-    assert entry.train.steps == card.train.epochs * math.ceil(GRID_SIZE / card.train.batch_size)
-    assert set(card.eval_metrics) | {"reconstruction", "objective", "kl_z"} == set(entry.metrics)
-    assert entry.weights is not None
-
-
-def test_the_joint_tc_recipe_is_not_a_zoo_entry():
-    assert "betatcvae-joint-dsprites" not in vaezoo.list_models()
 
 
 def test_joint_latent_with_tc_on_its_continuous_part_and_capacity_on_its_categorical_part(batch):

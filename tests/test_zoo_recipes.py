@@ -1,0 +1,38 @@
+"""Zoo entries trained here come from the recipes their plugins ship: same model, same training, same metrics."""
+
+from __future__ import annotations
+
+import pytest
+
+import vaezoo
+from kit import REPO
+from vaezoo.cards import parse_card
+
+RECIPES = sorted(REPO.glob("plugins/*/recipes/*.toml"))
+# a recipe's run records what it cost; the rest of its training table is the recipe's
+RUN_RECORDS = {"steps": None, "budget": None}
+LOSSES = {"reconstruction", "objective"}
+
+
+def entries_with_recipes():
+    recipes = [parse_card(path) for path in RECIPES]
+    zoo = set(vaezoo.list_models())
+    return [pytest.param(card, id=card.name) for card in recipes if card.name in zoo]
+
+
+def test_recipes_are_found():
+    assert len(RECIPES) >= 5, RECIPES
+
+
+@pytest.mark.parametrize("recipe", entries_with_recipes())
+def test_a_trained_entry_is_its_recipe_with_weights_and_metrics(recipe):
+    entry = vaezoo.get_card(recipe.name)
+    assert entry.architecture == recipe.architecture and entry.dataset == recipe.dataset
+    assert entry.model == recipe.model
+    assert entry.train.model_copy(update=RUN_RECORDS) == recipe.train.model_copy(update=RUN_RECORDS)
+    assert entry.train.steps and entry.train.budget, "the card states the budget its run got"
+    assert entry.eval_metrics == recipe.eval_metrics and entry.headline == recipe.headline
+    missing = set(recipe.eval_metrics) - set(entry.metrics)
+    assert not missing, f"measured by vaezoo eval but not on the card: {missing}"
+    assert LOSSES <= set(entry.metrics)
+    assert entry.weights is not None
