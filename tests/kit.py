@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -575,9 +576,14 @@ def child_env(home: Path, cards: Path | None = None, site: Path | None = None) -
 
 
 def run_python(*args: str, env: Mapping[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run ``python ARGS`` in a fresh interpreter, in ``env`` (default this process's environment)."""
+    """Run ``python ARGS`` in a fresh interpreter, in ``env`` (default this process's environment).
+
+    The child gets SIGINT's default action, as from a terminal: a test suite started in the background
+    (``cmd &`` in a script) ignores SIGINT, its children would inherit that, and Ctrl-C could not be tested.
+    """
     return subprocess.run([sys.executable, *args], env=dict(os.environ if env is None else env),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+                          capture_output=True, text=True, timeout=timeout, check=False,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def run_vaezoo(*argv: str, env: Mapping[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -28,7 +28,7 @@ def test_recipes_are_found():
 def test_a_trained_entry_is_its_recipe_with_weights_and_metrics(recipe):
     entry = vaezoo.get_card(recipe.name)
     assert entry.architecture == recipe.architecture and entry.dataset == recipe.dataset
-    assert entry.model == recipe.model
+    assert entry.model == recipe.model and entry.input == recipe.input
     assert entry.train.model_copy(update=RUN_RECORDS) == recipe.train.model_copy(update=RUN_RECORDS)
     assert entry.train.steps and entry.train.budget, "the card states the budget its run got"
     assert entry.eval_metrics == recipe.eval_metrics and entry.headline == recipe.headline
