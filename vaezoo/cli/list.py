@@ -14,7 +14,8 @@ def add_parser(sub) -> None:
                    help="only models whose latent has a part of this family (e.g. categorical)")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="only models whose model/train field KEY equals VALUE (repeatable), e.g. beta=6")
-    p.add_argument("--group", choices=GROUPS, help="one table per architecture, dataset or latent layout (its families)")
+    p.add_argument("--group", choices=GROUPS,
+                   help="one table per architecture, dataset or latent layout (its families)")
     p.add_argument("--skipped", action="store_true", help="list the cards left out, each with its error")
     form = p.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print JSON")
