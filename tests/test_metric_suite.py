@@ -8,6 +8,7 @@ test to a second or two on one core.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -420,6 +421,30 @@ def test_mig_chen_s_pass_over_the_dataset_gives_the_suite_its_codes(small_datase
     alone = [registry("metric")[name](model, small_dataset, batch_size=64, **small(name))
              for name in ("mig_chen", "mig_dlib", *SUITE)]
     assert values == pytest.approx(alone, abs=1e-6)  # sharing the pass changes no score
+
+
+def test_vaezoo_eval_s_losses_pass_is_the_metrics_encoding(small_dataset, monkeypatch):
+    """``evaluate`` with its losses encodes every image once, for the losses and every metric, and each
+    metric scores as it does alone."""
+    from vaezoo import evaluate as evaluation
+    from vaezoo.assemble import build_part
+
+    torch.manual_seed(0)
+    model = build_part("architecture", {"type": "vae", "image_size": 64, "channels": 1,
+                                        "latent": {"type": "gaussian", "dim": 3}})
+    names = ("mig_chen", "mig_dlib", *SUITE)
+    card = Card.model_validate(make_card("tiny", eval_metrics=list(names), train={"batch_size": 50}))
+    monkeypatch.setattr(evaluation, "card_dataset", lambda *args: small_dataset)
+    monkeypatch.setattr(evaluation, "metric", lambda name: functools.partial(registry("metric")[name], **small(name)))
+    encoded = []
+    real = model.encode
+    model.encode = lambda x: encoded.append(len(x)) or real(x)
+    results = evaluation.evaluate(model, card, batch_size=64)
+    assert sum(encoded) == len(small_dataset)
+    assert {"reconstruction", "kl_z", *names} <= results.keys()
+    model.encode = real
+    alone = [registry("metric")[name](model, small_dataset, batch_size=64, **small(name)) for name in names]
+    assert [results[name] for name in names] == pytest.approx(alone, abs=1e-6)
 
 
 def test_dci_scores_share_one_fit_within_one_evaluation(small_dataset, monkeypatch):

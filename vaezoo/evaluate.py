@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 from vaezoo.cards import Card, Metric
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.assemble import card_dataset, metric
+from vaezoo.errors import VaezooError
+from vaezoo.latents import Posterior
+from vaezoo.metrics.codes import EncodingBuilder
+from vaezoo.metrics.sampling import full_encoding
 from vaezoo.metrics.shared import sharing
 from vaezoo.model import VAE
 from vaezoo.progress import Progress, progress
 
 
 @torch.no_grad()
-def losses(model: VAE, dataset: ImageDataset, step: int | None, batch_size: int, device=None) -> dict[str, float]:
+def losses(model: VAE, dataset: ImageDataset, step: int | None, batch_size: int, device=None,
+           posteriors: Callable[[Posterior], None] | None = None) -> dict[str, float]:
     """Test-set reconstruction loss per image, KL per latent part and the objective at ``step``.
 
     The model is put in eval mode: the code is the posterior's mode, so the
@@ -31,6 +36,7 @@ def losses(model: VAE, dataset: ImageDataset, step: int | None, batch_size: int,
             objective does, as in training (a capacity's ``|KL - C|`` and a TC estimate are taken per
             batch), so :func:`evaluate` passes the recipe's batch size.
         device: where to run.
+        posteriors: called with each batch's q(z|x), in the dataset's order (to keep the pass's encoding).
 
     Returns:
         ``{"reconstruction", "objective", "kl_<part>" for each latent part}``, each averaged over the images.
@@ -39,6 +45,8 @@ def losses(model: VAE, dataset: ImageDataset, step: int | None, batch_size: int,
     totals: dict[str, float] = defaultdict(float)
     for _, x in dataset.batches(batch_size, device):
         out = model(x, step=step or 0)
+        if posteriors is not None:
+            posteriors(out.posterior)
         weight = x.shape[0] / len(dataset)
         totals["reconstruction"] += out.terms["reconstruction"].item() * weight
         if step is not None:
@@ -57,7 +65,8 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
         card: gives the dataset (``train.data``), the step the run ended at and the metrics to compute.
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
         device: where to run.
-        batch_size: images per forward pass of the metrics (the losses use the recipe's batch size).
+        batch_size: images per forward pass of the metrics (the losses use the recipe's batch size; their
+            pass is also the metrics' encoding of every image, so that the image is not encoded again).
         metrics: compute these registered metrics only (not the losses); default: the losses and the card's
             ``eval_metrics``.
 
@@ -70,15 +79,26 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
         metric(name)  # an unknown name fails here, before any data is read
     dataset = card_dataset(card, data_root, "test")
     results: dict[str, float] = {}
-    if metrics is None:
-        with progress(f"eval {card.name}: losses", len(dataset)) as task:
-            results = losses(model, _Counted(dataset, task), card.train.steps, card.train.batch_size, device)
     with sharing():  # the metrics encode each image once and share what else they can (vaezoo.metrics.shared)
+        if metrics is None:
+            encoding = EncodingBuilder()
+            with progress(f"eval {card.name}: losses", len(dataset)) as task:
+                results = losses(model, _Counted(dataset, task), card.train.steps, card.train.batch_size, device,
+                                 encoding.add)
+            _share(encoding, model, dataset, device)
         for name in names:
             with progress(f"eval {card.name}: {name}") as task:
                 results[name] = float(metric(name)(model, _Counted(dataset, task), device=device,
                                                    batch_size=batch_size))
     return results
+
+
+def _share(encoding: EncodingBuilder, model: VAE, dataset: ImageDataset, device) -> None:
+    """Give the metrics the losses' pass as their encoding of every image, so that they encode none again."""
+    try:
+        full_encoding(model, dataset, device, encoding=encoding.encoding())
+    except VaezooError:
+        pass  # continuous parts of mixed families: a metric that needs them encodes and says so itself
 
 
 class _Counted:

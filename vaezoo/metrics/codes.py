@@ -57,6 +57,39 @@ class Encoding(NamedTuple):
     posteriors: FactorisedPosteriors | None
 
 
+class EncodingBuilder:
+    """An :class:`Encoding` built batch by batch from the posteriors of one pass over a dataset, in order."""
+
+    def __init__(self) -> None:
+        self._modes: list[Tensor] = []
+        self._locs: list[Tensor] = []
+        self._scales: list[Tensor] = []
+        self._families: set[type[Distribution]] = set()
+
+    def add(self, posterior) -> None:
+        """Take the next batch's q(z|x) (a :class:`~vaezoo.latents.Posterior`)."""
+        self._modes.append(posterior.mode.float().cpu())
+        parts = [p.distribution for p in posterior.parts.values() if p.distribution is not None]
+        if parts:
+            self._families.update(type(d) for d in parts)
+            self._locs.append(torch.cat([d.loc for d in parts], -1).float().cpu())
+            self._scales.append(torch.cat([d.scale for d in parts], -1).float().cpu())
+
+    def encoding(self) -> Encoding:
+        """The batches taken so far, as one :class:`Encoding`.
+
+        Raises:
+            VaezooError: when the factorised parts are of different families.
+        """
+        if len(self._families) > 1:
+            raise VaezooError(f"this metric needs the latent's continuous parts to be of one family, got "
+                              f"{sorted(f.__name__ for f in self._families)}")
+        family = next(iter(self._families), None)
+        posteriors = (FactorisedPosteriors(torch.cat(self._locs), torch.cat(self._scales), family)
+                      if family else None)
+        return Encoding(torch.cat(self._modes), posteriors)
+
+
 def encode_all(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Encoding:
     """Encode every image of ``dataset`` once: its mode and, for the parts whose posterior has a per-dimension
     ``distribution`` (the latent protocol), location and scale. A joint latent's categorical parts give no
@@ -65,21 +98,11 @@ def encode_all(model, dataset: ImageDataset, device=None, batch_size: int = EVAL
     Raises:
         VaezooError: when the factorised parts are of different families.
     """
-    modes, locs, scales, families = [], [], [], set()
+    builder = EncodingBuilder()
     with eval_mode(model):
         for _, x in dataset.batches(batch_size, device):
-            posterior = model.encode(x)
-            modes.append(posterior.mode.float().cpu())
-            parts = [p.distribution for p in posterior.parts.values() if p.distribution is not None]
-            if parts:
-                families.update(type(d) for d in parts)
-                locs.append(torch.cat([d.loc for d in parts], -1).float().cpu())
-                scales.append(torch.cat([d.scale for d in parts], -1).float().cpu())
-    if len(families) > 1:
-        raise VaezooError(f"this metric needs the latent's continuous parts to be of one family, got "
-                          f"{sorted(f.__name__ for f in families)}")
-    posteriors = FactorisedPosteriors(torch.cat(locs), torch.cat(scales), families.pop()) if families else None
-    return Encoding(torch.cat(modes), posteriors)
+            builder.add(model.encode(x))
+    return builder.encoding()
 
 
 def factorised_posteriors(model, dataset: ImageDataset, device=None,

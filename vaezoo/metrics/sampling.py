@@ -9,8 +9,8 @@ The metrics read codes through a table of the dataset's codes, ``codes[indices] 
 numpy array in the tests, and for a model a :class:`CodeTable`, which encodes each image the
 first time a metric asks for it. The suite draws about three million images from dSprites'
 737,280, so encoding each once makes the encoder's share of the work that of one pass; and when a
-metric encodes the whole dataset (:func:`full_encoding`, for ``mig_chen``'s posteriors) the same pass
-fills the table.
+metric encodes the whole dataset (:func:`full_encoding`, for ``mig_chen``'s posteriors; or
+``vaezoo eval``'s losses, which do) the same pass fills the table.
 """
 
 from __future__ import annotations
@@ -95,11 +95,17 @@ def code_table(model, dataset: ImageDataset, device=None, batch_size: int = EVAL
     return table
 
 
-def full_encoding(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Encoding:
+def full_encoding(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                  encoding: Encoding | None = None) -> Encoding:
     """:func:`~vaezoo.metrics.codes.encode_all` of every image; within :func:`~vaezoo.metrics.shared.sharing`
-    done once, and its modes fill the :func:`code_table`, so that the metrics that draw codes encode nothing more."""
+    done once, and its modes fill the :func:`code_table`, so that the metrics that draw codes encode nothing more.
+
+    ``encoding``, when given, is a pass over every image made elsewhere (the losses' pass of
+    :func:`vaezoo.evaluate.evaluate`), taken instead of encoding again."""
+    made = encoding
+
     def encode() -> Encoding:
-        encoding = encode_all(model, dataset, device, batch_size)
+        encoding = made if made is not None else encode_all(model, dataset, device, batch_size)
         code_table(model, dataset, device, batch_size).fill(encoding.modes.numpy())
         return encoding
 
