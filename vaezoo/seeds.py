@@ -9,6 +9,8 @@ torch.
 
 from __future__ import annotations
 
+import math
+
 import os
 import statistics
 from collections.abc import Iterable, Sequence
@@ -145,11 +147,12 @@ def choose_metrics(card: Card, runs: Sequence[Run], wanted: Sequence[str] | None
         wanted: the metrics asked for; each must be on every run.
 
     Returns:
-        ``(metrics, left_out)``: the card's ``eval_metrics`` that every run records and those some run lacks,
-        or ``(wanted, [])``.
+        ``(metrics, left_out)``: the card's ``eval_metrics`` that every run records as a finite number and
+        those some run lacks or records as NaN or infinite, or ``(wanted, [])``.
 
     Raises:
-        CardError: a run lacks a wanted metric (naming run and metric, and the command that measures it),
+        CardError: a run lacks a wanted metric (naming run and metric, and the command that measures it) or
+            records it as NaN or infinite,
             the card lists no ``eval_metrics`` to choose from, or no run records every one of them.
     """
     if wanted is not None:
@@ -158,14 +161,23 @@ def choose_metrics(card: Card, runs: Sequence[Run], wanted: Sequence[str] | None
             if lacking is not None:
                 raise CardError(f"{lacking.label} records no metric '{name}'; measure it with "
                                 f"'vaezoo eval {lacking.card.path or lacking.card.name} --metrics {name} --write'")
+            unusable = next((run for run in runs if not _measured(run, name)), None)
+            if unusable is not None:
+                raise CardError(f"{unusable.label} records {name} = {unusable.card.metrics[name].value}, not a number "
+                                f"a spread can use; leave '{name}' out of --metrics")
         return list(dict.fromkeys(wanted)), []
     if not card.eval_metrics:
         raise CardError(f"card {card.name} lists no eval_metrics; name the metrics to spread with --metrics")
-    everywhere = [m for m in card.eval_metrics if all(m in run.card.metrics for run in runs)]
+    everywhere = [m for m in card.eval_metrics if all(_measured(run, m) for run in runs)]
     if not everywhere:
         raise CardError(f"none of card {card.name}'s eval_metrics ({', '.join(card.eval_metrics)}) is on every "
                         f"run; measure them with 'vaezoo eval RUN --write', or name others with --metrics")
     return everywhere, [m for m in card.eval_metrics if m not in everywhere]
+
+
+def _measured(run: Run, name: str) -> bool:
+    """Whether ``run`` records ``name`` as a finite number (a metric can be NaN, e.g. on a constant code)."""
+    return name in run.card.metrics and math.isfinite(run.card.metrics[name].value)
 
 
 def check_measured_alike(card: Card, runs: Sequence[Run], metrics: Sequence[str]) -> None:
