@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from vaezoo.assemble import card_dataset, metric
 from vaezoo.cards import Card, Metric
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
-from vaezoo.assemble import card_dataset, metric
 from vaezoo.errors import VaezooError
 from vaezoo.latents import Posterior
 from vaezoo.metrics.codes import EncodingBuilder

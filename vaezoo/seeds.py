@@ -10,7 +10,6 @@ torch.
 from __future__ import annotations
 
 import math
-
 import os
 import statistics
 from collections.abc import Iterable, Sequence
