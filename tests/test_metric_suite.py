@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -293,6 +294,13 @@ def test_gaussian_total_correlation_of_independent_and_correlated_codes():
     # the order of dimensions does not matter
     assert unsupervised.gaussian_total_correlation_of(correlated[:, ::-1]) == \
         pytest.approx(unsupervised.gaussian_total_correlation_of(correlated))
+
+
+def test_gaussian_total_correlation_of_a_code_with_a_constant_dimension_is_nan_without_a_warning():
+    code = np.concatenate([rng(2).normal(size=(1000, 2)), np.ones((1000, 1))], axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert math.isnan(unsupervised.gaussian_total_correlation_of(code))
 
 
 def test_gaussian_total_correlation_of_the_factors_is_about_zero():

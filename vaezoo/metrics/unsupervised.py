@@ -6,7 +6,9 @@ need no ground-truth factors: any dataset will do.
   sample covariance C, KL(N(0, C) || N(0, diag C)) = (sum_j log C_jj - log det C) / 2. 0 for
   uncorrelated dimensions; it grows without bound as two dimensions become collinear. This is
   not the ``total_correlation`` metric, the sampling estimate of the aggregate posterior's TC
-  (Chen et al., 2018; :mod:`vaezoo.metrics.entropy`).
+  (Chen et al., 2018; :mod:`vaezoo.metrics.entropy`). NaN when a dimension is constant (a zero
+  variance, as a joint latent's one-hot columns give when every image takes one category), as
+  disentanglement_lib's formula gives.
 - ``mutual_info_score``: each dimension discretised into 20 equal-width bins, the mutual
   information (nats, scikit-learn's ``mutual_info_score``) of every pair of distinct dimensions,
   averaged. 0 (up to the histogram's positive bias) for independent dimensions.
@@ -23,9 +25,11 @@ from vaezoo.metrics.sampling import Codes, code_table, draw
 
 
 def gaussian_total_correlation_of(codes: np.ndarray) -> float:
-    """The total correlation (nats) of a Gaussian with the sample covariance of ``codes`` ``(n, D)``."""
+    """The total correlation (nats) of a Gaussian with the sample covariance of ``codes`` ``(n, D)``; NaN when
+    a dimension is constant."""
     covariance = np.atleast_2d(np.cov(codes, rowvar=False))
-    return float(0.5 * (np.sum(np.log(np.diag(covariance))) - np.linalg.slogdet(covariance)[1]))
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero variance: the NaN is the answer, not a fault
+        return float(0.5 * (np.sum(np.log(np.diag(covariance))) - np.linalg.slogdet(covariance)[1]))
 
 
 def mean_pairwise_mutual_information(codes: np.ndarray, bins: int = 20) -> float:
