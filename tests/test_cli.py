@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 
 import pytest
@@ -198,3 +199,19 @@ def test_leaderboard_ranks_the_cards_that_record_a_metric(cards, capsys):
     assert table_rows(out)[0] == ["toy-high", "mnist", "0.9", ""]
     code, out, err = cli(capsys, "leaderboard", "nothing")
     assert (code, out) == (1, "") and err.startswith("error: no card records nothing")
+
+
+def test_leaderboard_ranks_nan_last_and_infinity_first_and_prints_strict_json(cards, capsys):
+    for name, value in (("toy-nan", math.nan), ("toy-inf", math.inf), ("toy-low", 0.2), ("toy-high", 0.9)):
+        write_card(cards, make_card(name=name, metrics={"tc": {**METRIC, "value": value}}, headline="tc"))
+    code, out, _ = cli(capsys, "leaderboard", "tc", "--json")
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    rows = json.loads(out, parse_constant=refuse)
+    assert code == 0
+    assert [(r["name"], r["metrics"]["tc"]) for r in rows] == [
+        ("toy-inf", None), ("toy-high", 0.9), ("toy-low", 0.2), ("toy-nan", None)]
+    code, out, _ = cli(capsys, "leaderboard", "tc")
+    assert [row[2] for row in table_rows(out)] == ["inf", "0.9", "0.2", "nan"]

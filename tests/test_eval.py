@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 
 import pytest
@@ -64,6 +65,15 @@ def test_compare_uses_a_tolerance_relative_to_the_larger_of_one_and_the_value():
     assert compare(card, {"big": 1000.9, "small": 0.5009}, 1e-3) == ["missing: on the card but not computed"]
     failures = compare(card, {"big": 1001.1, "small": 0.5011, "missing": 1.0}, 1e-3)
     assert [f.split(":")[0] for f in failures] == ["big", "small"]
+
+
+def test_compare_matches_nan_only_with_nan_and_an_infinity_only_with_itself():
+    card = {"nan": metric(math.nan), "inf": metric(math.inf), "finite": metric(2.5)}
+    assert compare(card, {"nan": math.nan, "inf": math.inf, "finite": 2.5}, 1e-4) == []
+    failures = compare(card, {"nan": 2.5, "inf": 5.0, "finite": math.nan}, 1e-4)
+    assert [f.split(":")[0] for f in failures] == ["nan", "inf", "finite"]
+    assert [f.split(":")[0] for f in compare(card, {"nan": math.inf, "inf": -math.inf, "finite": math.inf}, 1e-4)] \
+        == ["nan", "inf", "finite"]
 
 
 def test_write_records_the_measured_metrics_on_the_card(trained, capsys):

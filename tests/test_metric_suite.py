@@ -303,6 +303,18 @@ def test_gaussian_total_correlation_of_a_code_with_a_constant_dimension_is_nan_w
         assert math.isnan(unsupervised.gaussian_total_correlation_of(code))
 
 
+def test_gaussian_total_correlation_of_linearly_dependent_dimensions_is_infinite():
+    # a joint latent's mean code: a one-hot categorical's columns sum to 1
+    one_hot = np.eye(3)[rng(2).integers(0, 3, 10_000)]
+    code = np.concatenate([rng(3).normal(size=(10_000, 2)), one_hot], axis=1)
+    assert unsupervised.gaussian_total_correlation_of(code) == math.inf
+    x = rng(4).normal(size=(10_000, 1))
+    assert unsupervised.gaussian_total_correlation_of(np.concatenate([x, 3 * x], axis=1)) == math.inf
+    # nearly dependent is finite: correlation 0.999
+    nearly = np.concatenate([x, 0.999 * x + math.sqrt(1 - 0.999**2) * rng(5).normal(size=(10_000, 1))], axis=1)
+    assert unsupervised.gaussian_total_correlation_of(nearly) == pytest.approx(-0.5 * math.log(1 - 0.999**2), rel=0.05)
+
+
 def test_gaussian_total_correlation_of_the_factors_is_about_zero():
     assert unsupervised.gaussian_total_correlation_from_codes(PERFECT, rng(), points=5000) < 0.005
 

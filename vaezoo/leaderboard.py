@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ def leaderboard(cards: Iterable[Card], metrics: Sequence[str]) -> list[Row]:
     """The cards that record at least one of ``metrics``, best first on the first metric they record.
 
     Rows are sorted by each metric in turn, higher first (as every disentanglement score reads; for a loss or
-    a total correlation lower is better), a card without a value after those with one.
+    a total correlation lower is better), a card without a value, or with NaN, after those with one.
 
     Args:
         cards: the cards to rank, e.g. :func:`vaezoo.cards.list_cards`.
@@ -35,7 +36,12 @@ def leaderboard(cards: Iterable[Card], metrics: Sequence[str]) -> list[Row]:
         values = tuple(card.metrics[m].value if m in card.metrics else None for m in metrics)
         if any(v is not None for v in values):
             rows.append(Row(card.name, card.dataset, values))
-    return sorted(rows, key=lambda row: [(v is None, -(v or 0.0)) for v in row.values] + [row.name])
+    return sorted(rows, key=lambda row: [_rank(v) for v in row.values] + [row.name])
+
+
+def _rank(value: float | None) -> tuple[bool, float]:
+    missing = value is None or math.isnan(value)
+    return missing, 0.0 if missing else -value
 
 
 def shared_metrics(cards: Iterable[Card], at_least: int = 2) -> list[str]:

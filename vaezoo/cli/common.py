@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 
 from vaezoo.terminal import printable  # noqa: F401  (commands import it from here)
@@ -45,8 +46,19 @@ def device_arg(value: str) -> str:
 
 
 def print_json(data) -> None:
-    """Print ``data`` as JSON on stdout."""
-    print(json.dumps(data, indent=2))
+    """Print ``data`` as strict JSON on stdout: a NaN or infinite number (a metric that is not a number) is
+    null, as JavaScript's ``JSON.stringify`` writes it, so that every JSON reader takes the output."""
+    print(json.dumps(_finite_or_null(data), indent=2, allow_nan=False))
+
+
+def _finite_or_null(data):
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite_or_null(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite_or_null(value) for value in data]
+    return data
 
 
 # Off a terminal (a pipe, a file) tables take the width their values need: nothing is cut or wrapped.

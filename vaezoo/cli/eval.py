@@ -1,5 +1,6 @@
 """``vaezoo eval``: a card's metrics on the test split, optionally checked against the card."""
 
+import math
 import sys
 from pathlib import Path
 
@@ -33,9 +34,17 @@ def compare(card_metrics: dict, results: dict[str, float], tolerance: float) -> 
         got = results.get(name)
         if got is None:
             failures.append(f"{name}: on the card but not computed")
-        elif abs(got - metric.value) > tolerance * max(1.0, abs(metric.value)):
+        elif not _agrees(metric.value, got, tolerance):
             failures.append(f"{name}: card {metric.value} vs measured {got:.6f}")
     return failures
+
+
+def _agrees(card_value: float, measured: float, tolerance: float) -> bool:
+    """Whether ``measured`` is ``card_value`` to within ``tolerance`` of max(1, |card value|); NaN agrees only
+    with NaN, an infinity only with itself."""
+    if not (math.isfinite(card_value) and math.isfinite(measured)):
+        return card_value == measured or (math.isnan(card_value) and math.isnan(measured))
+    return abs(measured - card_value) <= tolerance * max(1.0, abs(card_value))
 
 
 def run(args) -> int:

@@ -8,7 +8,8 @@ need no ground-truth factors: any dataset will do.
   not the ``total_correlation`` metric, the sampling estimate of the aggregate posterior's TC
   (Chen et al., 2018; :mod:`vaezoo.metrics.entropy`). NaN when a dimension is constant (a zero
   variance, as a joint latent's one-hot columns give when every image takes one category), as
-  disentanglement_lib's formula gives.
+  disentanglement_lib's formula gives; infinite when dimensions are linearly dependent (a joint
+  latent's one-hot columns sum to 1), where that formula returns the log of rounding noise.
 - ``mutual_info_score``: each dimension discretised into 20 equal-width bins, the mutual
   information (nats, scikit-learn's ``mutual_info_score``) of every pair of distinct dimensions,
   averaged. 0 (up to the histogram's positive bias) for independent dimensions.
@@ -25,11 +26,17 @@ from vaezoo.metrics.sampling import Codes, code_table, draw
 
 
 def gaussian_total_correlation_of(codes: np.ndarray) -> float:
-    """The total correlation (nats) of a Gaussian with the sample covariance of ``codes`` ``(n, D)``; NaN when
-    a dimension is constant."""
+    """The total correlation (nats) of a Gaussian with the sample covariance of ``codes`` ``(n, D)``: minus half
+    the log determinant of their correlation matrix. NaN when a dimension is constant; infinite when the
+    correlation matrix is singular to within the rounding of a covariance summed over ``n`` points."""
     covariance = np.atleast_2d(np.cov(codes, rowvar=False))
-    with np.errstate(divide="ignore", invalid="ignore"):  # a zero variance: the NaN is the answer, not a fault
-        return float(0.5 * (np.sum(np.log(np.diag(covariance))) - np.linalg.slogdet(covariance)[1]))
+    variances = np.diag(covariance)
+    if np.any(variances == 0):
+        return float("nan")
+    eigenvalues = np.linalg.eigvalsh(covariance / np.sqrt(np.outer(variances, variances)))
+    if eigenvalues[0] <= eigenvalues[-1] * len(codes) * np.finfo(float).eps:
+        return float("inf")
+    return float(-0.5 * np.sum(np.log(eigenvalues)))
 
 
 def mean_pairwise_mutual_information(codes: np.ndarray, bins: int = 20) -> float:
