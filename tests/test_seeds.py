@@ -139,14 +139,14 @@ def test_a_metric_missing_from_some_run_is_named_on_stderr_by_default(work, caps
     run = write_run("runs/s1", 1, {"acc": 0.7})
     code, out, err = cli(capsys, "seeds", "cards/toy.toml", run)
     assert code == 0
-    assert "not a number in every run: mig" in err
+    assert "not a finite number in every run (missing, NaN or infinite): mig" in err
     assert [row[0] for row in table_rows(out)] == ["acc"]
 
 
 def test_a_metric_that_is_nan_in_some_run_is_left_out_and_refused_when_asked_for(work, capsys):
     run = write_run("runs/s1", 1, {"acc": 0.7, "mig": float("nan")})
     code, out, err = cli(capsys, "seeds", "cards/toy.toml", run)
-    assert code == 0 and "not a number in every run: mig" in err
+    assert code == 0 and "not a finite number in every run (missing, NaN or infinite): mig" in err
     assert [row[0] for row in table_rows(out)] == ["acc"]
     code, out, err = cli(capsys, "seeds", "cards/toy.toml", run, "--metrics", "acc,mig", "--write")
     assert code == 1 and out == ""
