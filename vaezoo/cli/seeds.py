@@ -41,7 +41,8 @@ def run(args) -> int:
     runs = collect_runs(card, args.runs)
     metrics, left_out = choose_metrics(card, runs, args.metrics)
     if left_out:
-        print(printable(f"left out, not a finite number in every run (missing, NaN or infinite): {', '.join(left_out)}"), file=sys.stderr)
+        print(printable(f"left out, not a finite number in every run (missing, NaN or infinite): "
+                        f"{', '.join(left_out)}"), file=sys.stderr)
     found = spreads(card, runs, metrics, args.selection, command(args, card.path))
     if args.json:
         print_json({"card": card.name, "shipped": card.train.seed, "metrics": {
