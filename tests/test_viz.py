@@ -229,3 +229,23 @@ def test_bad_parameters_are_refused(tmp_path):
         viz.sample(model, 0)
     with pytest.raises(VaezooError, match="give a .png file name"):
         viz.sample(model, 2).save(tmp_path / "x.jpg")
+
+
+def test_pictures_beyond_the_limits_are_refused_before_they_are_drawn(monkeypatch):
+    model = tiny_vae()
+    decoded = record_decoder_inputs(model, monkeypatch)
+    with pytest.raises(VaezooError, match=f"10,001 images, over the {viz.MAX_TILES:,}"):
+        viz.sample(model, viz.MAX_TILES + 1)
+    with pytest.raises(VaezooError, match="images, over the"):
+        viz.traverse(model, steps=viz.MAX_TILES + 1)
+    # 3 Gaussian rows of 4,000 steps and two categorical rows padded to as many: within the steps, beyond the tiles
+    with pytest.raises(VaezooError, match="20,000 images"):
+        viz.traverse(model, steps=4000)
+    with pytest.raises(VaezooError, match="10,002 images"):
+        viz.reconstruct(model, images(viz.MAX_TILES // 2 + 1))
+    assert decoded == []
+    grid = viz.sample(model, 4, columns=2)
+    # 2 x 2 tiles of 16 pixels: scale 4096 makes each side 2 * (16 * 4096 + 2) + 2 pixels
+    with pytest.raises(VaezooError, match="131,078 x 131,078 pixels"):
+        grid.image(scale=4096)
+    assert grid.image(scale=8).shape == (3, grid_extent(2, 128, 2), grid_extent(2, 128, 2))

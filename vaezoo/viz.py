@@ -36,6 +36,8 @@ LABEL_GAP = 6  # pixels around a row label in the left margin
 ENCODE_BATCH = 256
 DEFAULT_SPAN = (-3.0, 3.0)  # traversal range, in prior standard deviations around the prior mean
 KL_IMAGES = 1000  # data images a traversal of a card's model averages the KL over
+MAX_TILES = 10_000  # images in one picture: more is no picture to look at, and may not fit in memory
+MAX_PIXELS = 2**27  # pixels in one picture (134 megapixels, 1.6 GB as floats)
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,6 +80,11 @@ class Grid:
 
         if scale < 1 or padding < 0:
             raise VaezooError(f"scale must be >= 1 and padding >= 0, got scale {scale}, padding {padding}")
+        height = self.rows * (self.tiles.shape[3] * scale + padding) + padding
+        width = self.columns * (self.tiles.shape[4] * scale + padding) + padding
+        if height * width > MAX_PIXELS:
+            raise VaezooError(f"the picture would be {width:,} x {height:,} pixels, over the {MAX_PIXELS:,} one "
+                              f"picture can have; lower the scale or draw fewer images")
         flat = self.tiles.flatten(0, 1).clamp(0, 1)
         if scale > 1:
             flat = F.interpolate(flat, scale_factor=scale, mode="nearest")
@@ -188,6 +195,7 @@ def traverse(model: VAE, data: Tensor | None = None, reference: Tensor | None = 
     """
     if steps < 2:
         raise VaezooError(f"a traversal needs at least 2 steps, got {steps}")
+    _check_tiles(steps)
     low, high = span
     if not low < high:
         raise VaezooError(f"the traversal range must go from low to high, got {low}..{high}")
@@ -208,6 +216,7 @@ def traverse(model: VAE, data: Tensor | None = None, reference: Tensor | None = 
                 codes.append(code)
         order = sorted(range(len(rows)), key=lambda r: -rows[r].kl) if kl is not None else range(len(rows))
         rows, codes = [rows[r] for r in order], [codes[r] for r in order]
+        _check_tiles(len(codes) * max(len(c) for c in codes))  # the layout pads shorter rows with blanks
         images = _decode_mean(model, torch.cat(codes)).split([len(c) for c in codes])
     return Traversal(tiles=_layout(list(images)), labels=tuple(r.label for r in rows), dimensions=tuple(rows))
 
@@ -230,6 +239,7 @@ def reconstruct(model: VAE, images: Tensor, columns: int = 10) -> Grid:
     _check_images(model, images)
     if len(images) == 0:
         raise VaezooError("no images to reconstruct")
+    _check_tiles(2 * len(images))
     device, dtype = _device_dtype(model)
     with _evaluating(model), torch.no_grad():
         recon = model.decode(model.encode(images.to(device, dtype)).mode).cpu()
@@ -256,6 +266,7 @@ def sample(model: VAE, n: int = 64, seed: int = 0, columns: int = 8) -> Grid:
     """
     if n < 1 or columns < 1:
         raise VaezooError(f"n and columns must be >= 1, got n {n}, columns {columns}")
+    _check_tiles(n)
     device, _ = _device_dtype(model)
     generator = torch.Generator(device=device).manual_seed(seed)
     with _evaluating(model):
@@ -318,6 +329,12 @@ def _mean_kl(model: VAE, data: Tensor) -> dict[str, list[float]]:
 
 def _decode_mean(model: VAE, codes: Tensor) -> Tensor:
     return model.decode(codes).float().cpu()
+
+
+def _check_tiles(count: int) -> None:
+    if count > MAX_TILES:
+        raise VaezooError(f"the picture would hold {count:,} images, over the {MAX_TILES:,} one picture can; "
+                          f"ask for fewer")
 
 
 def _check_images(model: VAE, images: Tensor) -> None:

@@ -335,3 +335,16 @@ def test_plugin_errors_with_markup_and_control_characters(text_home, site, monke
     code, out, _ = cli(capsys, "plugins", "--json")
     (row,) = [r for r in json.loads(out) if r["name"] == "hostile"]
     assert row["status"] != "ok" and "RuntimeError" in row["error"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["show", "tiny-blobs", "sample", "-o", "x.png", "--scale", "100000"],
+    ["show", "tiny-blobs", "sample", "-o", "x.png", "--n", "100000000"],
+    ["show", "tiny-blobs", "traverse", "--no-data", "-o", "x.png", "--n", "100000000"],
+], ids=" ".join)
+def test_pictures_too_large_to_draw(home, capsys, argv):
+    """Regression cases: torch failed to allocate the picture (a traceback), or the process was killed for memory."""
+    code, _, stderr = cli(capsys, *argv)
+    assert code == 1 and "Traceback" not in stderr, stderr
+    assert stderr.strip().splitlines()[-1].startswith("error: the picture would "), stderr
+    assert not (home / "x.png").exists()
