@@ -67,6 +67,15 @@ def test_compare_uses_a_tolerance_relative_to_the_larger_of_one_and_the_value():
     assert [f.split(":")[0] for f in failures] == ["big", "small"]
 
 
+@pytest.mark.parametrize("tolerance", ["nan", "-1", "inf", "1e-4x"])
+def test_a_tolerance_that_is_not_a_finite_number_from_zero_up_is_refused(capsys, tolerance):
+    with pytest.raises(SystemExit) as stopped:
+        main(["eval", "jointvae-mnist", "--check", f"--tolerance={tolerance}"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1].endswith(f"argument --tolerance: give a finite number >= 0, e.g. 1e-4, got '{tolerance}'")
+
+
 def test_compare_matches_nan_only_with_nan_and_an_infinity_only_with_itself():
     card = {"nan": metric(math.nan), "inf": metric(math.inf), "finite": metric(2.5)}
     assert compare(card, {"nan": math.nan, "inf": math.inf, "finite": 2.5}, 1e-4) == []

@@ -1,5 +1,6 @@
 """``vaezoo eval``: a card's metrics on the test split, optionally checked against the card."""
 
+import argparse
 import math
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ def add_parser(sub) -> None:
     p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--check", action="store_true", help="exit 1 when a metric differs from the card")
-    p.add_argument("--tolerance", type=float, default=1e-4,
+    p.add_argument("--tolerance", type=tolerance_arg, default=1e-4,
                    help="relative tolerance of --check, of max(1, |card value|) (default 1e-4)")
     p.add_argument("--checkpoint", metavar="PATH",
                    help="evaluate the model in a training checkpoint (OUT/checkpoint.pt of 'vaezoo train') "
@@ -25,6 +26,17 @@ def add_parser(sub) -> None:
     p.add_argument("--write", action="store_true",
                    help="record the measured metrics on the card's TOML file (e.g. a converted checkpoint's card)")
     p.set_defaults(func=run)
+
+
+def tolerance_arg(value: str) -> float:
+    """A relative tolerance: a finite number >= 0."""
+    try:
+        tolerance = float(value)
+    except ValueError:
+        tolerance = math.nan
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise argparse.ArgumentTypeError(f"give a finite number >= 0, e.g. 1e-4, got '{value}'")
+    return tolerance
 
 
 def compare(card_metrics: dict, results: dict[str, float], tolerance: float) -> list[str]:
