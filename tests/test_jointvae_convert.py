@@ -246,7 +246,7 @@ def test_cli_names_the_card_and_refuses_a_zoo_name(tmp_path, capsys):
     assert parse_card(card_path).name == "my-jointvae" and (tmp_path / "mine" / "my-jointvae.safetensors").is_file()
     assert vaezoo.load(card_path).card.name == "my-jointvae"
     for name, message in [("jointvae-original-mnist", "is the name of a built-in zoo entry"),
-                          ("My Model", "is not a card name")]:
+                          ("My Model", "is not a card name"), ("", "is not a card name")]:
         assert main([*args, "--out", str(tmp_path / "refused"), "--name", name]) == 1
         out, err = capsys.readouterr()
         assert out == "" and err.startswith(f"error: '{name}' {message}")

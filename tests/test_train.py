@@ -177,6 +177,7 @@ def test_name_names_the_completed_card(data_plugin, tmp_path, capsys):
 @pytest.mark.parametrize(("name", "message"), [
     ("jointvae-mnist", "--name 'jointvae-mnist' is the name of a built-in zoo entry"),
     ("My Run", "--name 'My Run' is not a card name"),
+    ("", "--name '' is not a card name"),
 ])
 def test_name_of_a_zoo_entry_or_not_a_card_name_is_refused_before_anything_runs(data_plugin, tmp_path, capsys, name,
                                                                                  message):

@@ -30,7 +30,7 @@ def run_name(card: Card, name: str | None = None) -> str:
         CardError: the name is not a card name, or it is a built-in zoo entry's (the run's card would be
             skipped beside the zoo, and ``vaezoo.load(NAME)`` would give the zoo's model).
     """
-    return new_card_name(name or f"{card.name}-run", "the run's card", "--name ")
+    return new_card_name(f"{card.name}-run" if name is None else name, "the run's card", "--name ")
 
 
 def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=None, device=None) -> Path:

@@ -18,8 +18,8 @@ def _card_name(args) -> str:
     """The name the converted card gets: ``--name``, or ``CONVERTER-DATASET-converted``; never a zoo entry's."""
     from vaezoo.cards import new_card_name
 
-    name = args.name or f"{args.converter}-{args.dataset}-converted".lower().replace("_", "-")
-    return new_card_name(name, "the converted card")
+    default = f"{args.converter}-{args.dataset}-converted".lower().replace("_", "-")
+    return new_card_name(default if args.name is None else args.name, "the converted card")
 
 
 def run(args) -> int:
