@@ -143,6 +143,24 @@ def test_gallery_escapes_card_text(tiny_zoo, tmp_path):
     assert "<b>bold</b>" not in page and '<img src="x.png">' not in page and "'<done>'" not in page
 
 
+def test_gallery_overwrites_its_own_page_but_never_another_index_html(tiny_zoo, tmp_path, capsys):
+    site = tmp_path / "site"
+    first = build_gallery(site, use_data=False).read_bytes()
+    assert build_gallery(site, use_data=False).read_bytes() == first
+    capsys.readouterr()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "index.html").write_text("<html>my own page</html>")
+    assert main(["gallery", str(mine), "--no-data"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: {mine / 'index.html'} exists and is not a page vaezoo gallery wrote; give a new or " \
+                  "empty folder, or move that file away\n"
+    assert [p.name for p in mine.iterdir()] == ["index.html"]
+    assert (mine / "index.html").read_text() == "<html>my own page</html>"
+    assert main(["gallery", "  ", "--no-data"]) == 1
+    assert capsys.readouterr().err.startswith("error: the gallery's folder is empty text")
+
+
 def test_gallery_images_match_vaezoo_show(tiny_zoo, tmp_path):
     site = tmp_path / "site"
     assert main(["gallery", str(site), "--no-data"]) == 0

@@ -16,10 +16,11 @@ from vaezoo.assemble import build_model, card_dataset, load_model
 from vaezoo.cards import Card, list_cards
 from vaezoo.leaderboard import leaderboard, shared_metrics
 from vaezoo.data import ImageDataset
-from vaezoo.errors import DataError
+from vaezoo.errors import DataError, VaezooError
 from vaezoo.progress import progress
 
 TEMPLATE = "gallery.html"
+GENERATOR = "vaezoo gallery"  # in the page's <meta name="generator">: a page vaezoo may overwrite
 SAMPLE_COLUMNS = 10
 
 
@@ -58,7 +59,8 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     samples from the prior; a card without weights is shown without images.
 
     Args:
-        directory: where ``index.html`` and the PNG files go (created if needed).
+        directory: where ``index.html`` and the PNG files go (created if needed); an ``index.html`` already
+            there must be a gallery vaezoo wrote.
         data_root: where the cards' datasets are (see :func:`vaezoo.data.data_root`).
         use_data: order traversal rows by KL over test images; False draws them without any data.
         device: where to run the models.
@@ -69,10 +71,16 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
 
     Returns:
         The path of ``index.html``.
+
+    Raises:
+        VaezooError: ``directory`` holds an ``index.html`` that is not a vaezoo gallery (checked before anything
+            is drawn, so that nothing of the user's is overwritten).
     """
     from vaezoo import __version__
     from vaezoo.files import atomic_write
 
+    path = Path(directory) / "index.html"
+    _check_ours(path)
     painter = _Painter(Path(directory), data_root, use_data, device, seed, steps, samples, scale)
     cards = list_cards()
     entries = []
@@ -80,9 +88,21 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
         for card in cards:
             entries.append(painter.entry(card))
             task.advance()
-    path = Path(directory) / "index.html"
-    atomic_write(path, _template().render(entries=entries, boards=_boards(cards), version=__version__).encode("utf-8"))
+    page = _template().render(entries=entries, boards=_boards(cards), generator=GENERATOR, version=__version__)
+    atomic_write(path, page.encode("utf-8"))
     return path
+
+
+def _check_ours(index: Path) -> None:
+    if not (index.exists() or index.is_symlink()):
+        return
+    try:
+        head = index.read_bytes()[:2048] if index.is_file() else b""
+    except OSError:
+        head = b""
+    if f'<meta name="generator" content="{GENERATOR} '.encode() not in head:
+        raise VaezooError(f"{index} exists and is not a page vaezoo gallery wrote; give a new or empty folder, "
+                          f"or move that file away")
 
 
 @dataclass

@@ -15,8 +15,11 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from vaezoo.errors import VaezooError
     from vaezoo.gallery import build_gallery
 
+    if not args.directory.strip():
+        raise VaezooError("the gallery's folder is empty text; give a folder, e.g. 'vaezoo gallery site'")
     index = build_gallery(args.directory, data_root=args.data_root, use_data=not args.no_data, device=args.device,
                           seed=args.seed)
     print(printable(index))
