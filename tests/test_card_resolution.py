@@ -13,7 +13,7 @@ import vaezoo
 from kit import make_card, write_card, write_entry
 from vaezoo.cards import discover, get_card
 from vaezoo.cli import main
-from vaezoo.errors import CardError, UnknownNameError
+from vaezoo.errors import CardError, DeviceError, UnknownNameError
 
 
 @pytest.fixture
@@ -107,3 +107,17 @@ def test_every_command_takes_a_path(run_folder, capsys):
         assert json.loads(capsys.readouterr().out)["name"] == "mine"
         assert main(["verify", target, "--json"]) == 0
         assert [(r["name"], r["status"]) for r in json.loads(capsys.readouterr().out)] == [("mine", "ok")]
+
+
+@pytest.mark.parametrize("device, message", [
+    ("cuda:99", "device 'cuda:99' is not available on this machine, which has cpu"),
+    ("bogus", "'bogus' is not a device; use cpu, cuda, cuda:1, mps"),
+    ("meta", "device 'meta' is not available on this machine"),
+])
+def test_load_onto_a_device_this_machine_lacks_names_it_before_reading_anything(monkeypatch, device, message):
+    monkeypatch.setattr("vaezoo.assemble.build_model", lambda card: pytest.fail("built a model for no device"))
+    with pytest.raises(DeviceError, match=re.escape(message)):
+        vaezoo.load("jointvae-mnist", device=device)
+    monkeypatch.undo()
+    model = vaezoo.load("jointvae-mnist", device=torch.device("cpu"), pretrained=False)
+    assert {p.device for p in model.parameters()} == {torch.device("cpu")}

@@ -145,7 +145,14 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
 
     Returns:
         The :class:`~vaezoo.model.VAE` in eval mode, with ``card`` as ``model.card``.
+
+    Raises:
+        DeviceError: ``device`` is not one this machine has (checked before anything is built or read).
     """
+    if device is not None:
+        from vaezoo.devices import usable_device
+
+        device = usable_device(device)
     model = build_model(card)
     if state_dict is not None:
         load_weights(model, state_dict, source or "the given weights")

@@ -40,5 +40,9 @@ class OutputError(VaezooError):
     """A file vaezoo was asked to write that cannot be written where it was asked."""
 
 
+class DeviceError(VaezooError):
+    """A device that is not one, or that this machine does not have."""
+
+
 class InputError(VaezooError):
     """Images that are not what a model takes (shape, channels, type or value range)."""

@@ -68,5 +68,10 @@ def load(name: str | Path, device: str | torch.device | None = None, dtype: torc
 
     Returns:
         The :class:`~vaezoo.model.VAE`, with its card as ``model.card``.
+
+    Raises:
+        UnknownNameError, CardError: as :func:`vaezoo.cards.get_card`.
+        DeviceError: ``device`` is not one this machine has (``"cuda"`` on a machine without a GPU).
+        WeightsError: the card has no weights, or its file is missing or fails its sha256.
     """
     return load_model(get_card(name), device=device, dtype=dtype, pretrained=pretrained)

@@ -30,18 +30,13 @@ def device_arg(value: str) -> str:
     """argparse type of ``--device``: ``cpu``, or a ``cuda[:i]`` or ``mps`` device this machine has."""
     import argparse
 
-    import torch
+    from vaezoo.devices import usable_device
+    from vaezoo.errors import DeviceError
 
     try:
-        device = torch.device(value)
-    except RuntimeError:
-        raise argparse.ArgumentTypeError(f"'{value}' is not a device; use cpu, cuda, cuda:1, mps") from None
-    available = {"cpu": True, "mps": torch.backends.mps.is_available(),
-                 "cuda": torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()}
-    if not available.get(device.type, False):
-        have = ", ".join(["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-                         + ["mps"] * available["mps"])
-        raise argparse.ArgumentTypeError(f"device '{value}' is not available on this machine, which has {have}")
+        usable_device(value)
+    except DeviceError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     return value
 
 

@@ -1,0 +1,33 @@
+"""The devices this machine has, checked before a model or a run is put on one."""
+
+from __future__ import annotations
+
+import torch
+
+from vaezoo.errors import DeviceError
+
+
+def usable_device(device: str | torch.device) -> torch.device:
+    """``device`` as a :class:`torch.device`: ``cpu``, or an accelerator this machine has (``cuda:1``, ``mps``,
+    ``xpu``: any type whose ``torch.<type>`` module reports it available and counts its devices).
+
+    Raises:
+        DeviceError: ``device`` is not a device, or this machine does not have it.
+    """
+    try:
+        found = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise DeviceError(f"'{device}' is not a device; use cpu, cuda, cuda:1, mps") from None
+    if found.type != "cpu" and (found.index or 0) >= _count(found.type):
+        have = ", ".join(["cpu"] + [f"{kind}:{i}" for kind in ("cuda", "mps", "xpu") for i in range(_count(kind))])
+        raise DeviceError(f"device '{device}' is not available on this machine, which has {have}")
+    return found
+
+
+def _count(kind: str) -> int:
+    """How many devices of ``kind`` this machine has (0 for a kind torch has no module for)."""
+    module = getattr(torch, kind, None)
+    is_available, device_count = getattr(module, "is_available", None), getattr(module, "device_count", None)
+    if not (callable(is_available) and callable(device_count)):
+        return 0
+    return device_count() if is_available() else 0
