@@ -94,11 +94,15 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
 
 
 def _check_ours(index: Path) -> None:
-    if not (index.exists() or index.is_symlink()):
+    try:
+        present = index.exists() or index.is_symlink()
+    except OSError:  # e.g. a name too long: the page cannot be written there either, and writing names why
+        return
+    if not present:
         return
     try:
         head = index.read_bytes()[:2048] if index.is_file() else b""
-    except OSError:
+    except OSError:  # unreadable, so not known to be a gallery
         head = b""
     if f'<meta name="generator" content="{GENERATOR} '.encode() not in head:
         raise VaezooError(f"{index} exists and is not a page vaezoo gallery wrote; give a new or empty folder, "
