@@ -16,14 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from types import ModuleType
-from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from vaezoo.cards import HF_URL, HUB_PREFIX, Card, Weights, parse_card
 from vaezoo.errors import CardError, VaezooError, WeightsError
-
-if TYPE_CHECKING:
-    pass
 
 INSTALL = 'pip install "vaezoo[hub]"'
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # OWNER/REPO
