@@ -27,7 +27,7 @@ def names_arg(value: str) -> list[str]:
 
 
 def device_arg(value: str) -> str:
-    """argparse type of ``--device``: ``cpu``, or a ``cuda[:i]`` or ``mps`` device this machine has."""
+    """argparse type of ``--device``: a device this machine has (:func:`vaezoo.devices.usable_device`)."""
     import argparse
 
     from vaezoo.devices import usable_device
