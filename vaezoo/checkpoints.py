@@ -83,14 +83,15 @@ class Checkpoint:
     recipe: dict[str, Any] | None
 
 
-def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: torch.optim.Optimizer, step: int,
+def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, Any], step: int,
                      rng: dict[str, Any], fix: str) -> None:
-    """Write a checkpoint of ``model`` and ``optimizer`` at ``step`` atomically.
+    """Write a checkpoint of ``model`` and an optimiser's state at ``step`` atomically.
 
     Args:
         path: the checkpoint file.
         card: the card the run was started from (its name and recipe are stored).
-        model, optimizer: what to save.
+        model: the model to save.
+        optimizer: the optimiser's ``state_dict()``.
         step: the step the run continues from.
         rng: the RNG states at the start of ``step`` (``rng_cpu``/``rng_cuda``, or ``rng_ranks``).
         fix: what the error message tells the user to do when the file cannot be written (a full disk).
@@ -99,7 +100,7 @@ def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: torch.optim.
         OutputError: the file cannot be written; ``path`` keeps its previous checkpoint, no temporary file stays.
     """
     recipe = recipe_of(card)
-    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, **rng,
+    state = {"model": model.state_dict(), "optimizer": optimizer, "step": step, **rng,
              "card": card.name, "recipe": _canonical(recipe), "fingerprint": fingerprint(recipe)}
 
     def write(tmp: Path) -> None:

@@ -96,11 +96,13 @@ class VAE(nn.Module):
         """
         return for_model(self)(images).to(self.head.weight.device, self.head.weight.dtype)
 
-    def encode(self, x: Tensor) -> Posterior:
+    def encode(self, x: Tensor, checked: bool = False) -> Posterior:
         """q(z|x).
 
         Args:
             x: images ``(B, channels, image_size, image_size)`` in [0, 1] (see :meth:`preprocess`).
+            checked: ``x`` is known to fit (a training loop checks its dataset once): skip the check, which
+                waits for the device.
 
         Returns:
             The posterior; its ``mode`` is the code.
@@ -108,7 +110,8 @@ class VAE(nn.Module):
         Raises:
             InputError: ``x`` has another shape or type, or values outside [0, 1].
         """
-        self.check_input(x)
+        if not checked:
+            self.check_input(x)
         return self.latent.posterior(self.head(self.encoder(x)))
 
     def decode_logits(self, z: Tensor) -> Tensor:
@@ -126,7 +129,7 @@ class VAE(nn.Module):
         """
         return self.likelihood.mean(self.decode_logits(z))
 
-    def forward(self, x: Tensor, step: int = 0) -> VAEOutput:
+    def forward(self, x: Tensor, step: int = 0, checked: bool = False) -> VAEOutput:
         """Encode, sample, decode and score a batch.
 
         Every term is a per-example quantity summed over its pixels or latent
@@ -135,11 +138,12 @@ class VAE(nn.Module):
         Args:
             x: images in [0, 1], shape ``(B, C, H, W)`` (see :meth:`preprocess`).
             step: the training step, for scheduled regularizers.
+            checked: as for :meth:`encode`.
 
         Raises:
             InputError: ``x`` has another shape or type, or values outside [0, 1].
         """
-        posterior = self.encode(x)
+        posterior = self.encode(x, checked)
         z = posterior.rsample() if self.training else posterior.mode
         output = self.decode_logits(z)
         terms = {"reconstruction": batch_mean(self.likelihood.nll(output, x))}

@@ -27,49 +27,35 @@ dataset on the device and take their steps in turn, and each ends exactly as it 
 from __future__ import annotations
 
 import contextlib
-import copy
-import math
 import os
-import signal
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
 
 import torch
 import torch.distributed as dist
 from pydantic import ValidationError
 from torch import Tensor
 
-from vaezoo.assemble import build_model, load_dataset, load_weights
+from vaezoo.assemble import build_model, load_dataset
 from vaezoo.cards import Card, TrainRecipe
-from vaezoo.checkpoints import (CHECKPOINT, check_recipe, read_checkpoint, remove_temporaries, restore_rng,
-                                write_checkpoint)
+from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
 from vaezoo.errors import OutputError, TrainingError
 from vaezoo.files import folder_problem
+from vaezoo.loop import (Interrupted, Plan, Run, StopSignals, Streams, check_dataset, checkpoint_exists_error, device_store,
+                         distribution_checks_off, epoch_order, last_good, make_optimizer, resume_point, rng_state,
+                         start_run)
+from vaezoo.ensemble import fit_ensemble
 from vaezoo.model import VAE, VAEOutput
 from vaezoo.publish import publish, run_name
+from vaezoo.sweeps import Sweep, members
 from vaezoo.terminal import printable
 from vaezoo.train_progress import Reporter
 
 __all__ = ["CHECKPOINT", "Interrupted", "Run", "TrainResult", "fit", "train", "train_seeds"]
-
-
-@dataclass
-class Run:
-    """Where a run is: the process's rank among ``world`` processes and its device."""
-
-    rank: int = 0
-    world: int = 1
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
 
 
 @dataclass
@@ -81,133 +67,14 @@ class TrainResult:
         step: the step the run stopped at.
         total: the run's last step; ``step`` is less when ``max_steps`` stopped it.
         card_path: the completed card; None when the run stopped early (``max_steps``) or on ranks other than 0.
+        error: why a run of an ensemble stopped before the others (its loss became NaN or inf), or None.
     """
 
     model: VAE
     step: int
     total: int
     card_path: Path | None
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM stopped a run.
-
-    Attributes:
-        signal: the signal's number.
-        step: the step of the checkpoint written when the loop stopped; None when the signal stopped the
-            run outside the loop or a second SIGINT stopped it at once (the last checkpoint, if any, stays).
-        checkpoint: the checkpoint file of the run.
-    """
-
-    def __init__(self, signum: int, step: int | None = None, checkpoint: Path | None = None):
-        super().__init__(signal.Signals(signum).name)
-        self.signal, self.step, self.checkpoint = signum, step, checkpoint
-
-
-class _StopSignals:
-    """Handles SIGINT and SIGTERM in the main thread while in use, then gives back the previous handlers.
-
-    With ``defer``, the first signal is only noted (``received``) for the loop to stop at the end of its
-    step; a second SIGINT raises :class:`Interrupted` at once, a second SIGTERM is ignored (the run is
-    already stopping). Without ``defer`` every signal raises at once.
-    """
-
-    def __init__(self, defer: bool):
-        self.defer = defer
-        self.received: int | None = None
-        self.previous: dict[int, object] = {}
-
-    def __enter__(self) -> Self:
-        if threading.current_thread() is threading.main_thread():  # Python handles signals there only
-            self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
-
-    def _handle(self, signum: int, frame) -> None:
-        if self.defer and self.received is None:
-            self.received = signum
-        elif not self.defer or signum == signal.SIGINT:
-            raise Interrupted(signum)
-
-    def stop_requested(self, run: Run) -> int | None:
-        """The signal that asks the run to stop, if any; under DDP a signal on any rank stops every rank."""
-        if run.world == 1:
-            return self.received
-        flag = torch.tensor([self.received or 0], device=run.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return int(flag.item()) or None
-
-
-def _start_run(device) -> Run:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        return Run(device=torch.device(device or "cpu"))
-    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
-    cuda = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
-    if cuda:
-        torch.cuda.set_device(local)
-    dist.init_process_group("nccl" if cuda else "gloo")
-    return Run(rank, world, torch.device(f"cuda:{local}" if cuda else "cpu"))
-
-
-def _optimizer(recipe: TrainRecipe, model: VAE) -> torch.optim.Optimizer:
-    spec = recipe.optimizer
-    return getattr(torch.optim, spec.name)(model.parameters(), lr=spec.lr, **spec.options)
-
-
-def _rng_state(run: Run) -> dict:
-    """The RNG states a checkpoint keeps: this process's, and under DDP every rank's (a collective call)."""
-    state = {"rng_cpu": torch.get_rng_state()}
-    if run.world == 1:
-        if torch.cuda.is_available():
-            state["rng_cuda"] = torch.cuda.get_rng_state_all()
-        return state
-    mine = {"cpu": state["rng_cpu"]}
-    if run.device.type == "cuda":
-        mine["cuda"] = torch.cuda.get_rng_state(run.device)
-    state["rng_ranks"] = [None] * run.world
-    dist.all_gather_object(state["rng_ranks"], mine)
-    return state
-
-
-def _checkpoint_exists_error(path: Path) -> TrainingError:
-    return TrainingError(f"{path.parent} already holds a checkpoint ({path.name}) of a run; pass --resume "
-                         f"to continue it, or choose another --out to start afresh")
-
-
-def _resume_point(path: Path, card: Card, model: VAE, optimizer, plan: _Plan, resume: bool, run: Run) -> int | None:
-    """Restore model, optimiser and RNG states from the checkpoint ``path``: its step, or None to start afresh."""
-    if not path.exists():
-        if resume and run.main:
-            print(printable(f"no checkpoint in {path.parent}; starting from step 0"), file=sys.stderr)
-        return None
-    if not resume:
-        raise _checkpoint_exists_error(path)
-    if run.main:  # a run killed while writing a checkpoint left its temporary file behind
-        remove_temporaries(path)
-    checkpoint = read_checkpoint(path, fix="remove it to start over, or choose another --out")
-    check_recipe(checkpoint, card)
-    if checkpoint.step > plan.total:
-        raise TrainingError(f"checkpoint {path} is at step {checkpoint.step}, past this run's last step {plan.total} "
-                            f"({card.train.epochs} epochs of {plan.per_epoch} steps); pass --epochs "
-                            f"{math.ceil(checkpoint.step / plan.per_epoch)} or more to continue it")
-    load_weights(model, checkpoint.model, f"checkpoint {path}")
-    try:
-        optimizer.load_state_dict(checkpoint.optimizer)
-    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise TrainingError(f"the optimiser state in checkpoint {path} does not fit this card's "
-                            f"{card.train.optimizer.name} optimiser ({first}); resume with the card that started "
-                            f"the run, or choose another --out") from None
-    if not restore_rng(checkpoint, run.rank, run.world, run.device):
-        torch.manual_seed(card.train.seed + 1_000_003 * run.rank + checkpoint.step)
-        if run.main:
-            print(printable(f"{path} holds no RNG states for {run.world} processes; the sampling noise is reseeded, "
-                            f"so the resumed run will not match an uninterrupted one bit for bit"), file=sys.stderr)
-    return checkpoint.step
+    error: str | None = None
 
 
 def _display_values(model: VAE, result: VAEOutput, step: int) -> dict[str, float]:
@@ -219,93 +86,6 @@ def _display_values(model: VAE, result: VAEOutput, step: int) -> dict[str, float
     return values
 
 
-def _last_good(checkpoint: Path, saved: int | None) -> str:
-    return (f"the last good checkpoint is {checkpoint} (step {saved})" if saved is not None
-            else "no checkpoint has been written yet")
-
-
-@dataclass
-class _Plan:
-    """How a run walks through its data: each rank's batch size, steps per epoch, and the last step."""
-
-    batch_size: int
-    per_epoch: int
-    total: int
-
-    @classmethod
-    def of(cls, recipe: TrainRecipe, size: int, world: int) -> _Plan:
-        if recipe.batch_size % world:
-            raise TrainingError(f"the recipe's batch size {recipe.batch_size} does not split evenly over {world} "
-                                f"processes; run a number of processes that divides it")
-        batch_size = recipe.batch_size // world
-        per_epoch = math.ceil(math.ceil(size / world) / batch_size)  # DistributedSampler pads to equal shares
-        return cls(batch_size, per_epoch, recipe.epochs * per_epoch)
-
-
-@contextlib.contextmanager
-def _distribution_checks_off():
-    """Turn off ``torch.distributions``' argument checks while training.
-
-    They cost time every step, and once a loss goes NaN they raise from inside the
-    model, before the loop can name the step and the last good checkpoint.
-    """
-    previous = torch.distributions.Distribution._validate_args
-    torch.distributions.Distribution.set_default_validate_args(False)
-    try:
-        yield
-    finally:
-        torch.distributions.Distribution.set_default_validate_args(previous)
-
-
-def _device_store(dataset: ImageDataset, device: torch.device) -> ImageDataset:
-    """``dataset`` with its images moved to ``device``, once: batches are then cut and converted there."""
-    store = copy.copy(dataset)
-    store.images = dataset.images.to(device)
-    return store
-
-
-def _epoch_order(size: int, seed: int, epoch: int, run: Run, generator: torch.Generator) -> Tensor:
-    """This rank's order of the ``size`` images in ``epoch``, drawn on ``generator``'s device.
-
-    It is the order of ``DistributedSampler(shuffle=True, seed=seed)``: the permutation of a generator
-    seeded with ``seed + epoch``, padded to equal shares by repeating its start, every ``world``-th index
-    from ``rank``. On the CPU it is the sampler's very order, so runs it checkpointed resume exactly.
-    """
-    generator.manual_seed(seed + epoch)
-    order = torch.randperm(size, generator=generator, device=generator.device)
-    padded = math.ceil(size / run.world) * run.world
-    if padded > size:
-        order = order.repeat(math.ceil(padded / size))[:padded]
-    return order[run.rank::run.world]
-
-
-class _Streams:
-    """One seed's states of torch's global generators (the CPU's and the run's CUDA device's).
-
-    The sampling noise comes from the global generators. Seeds trained side by side put their own states
-    in place while they step (:meth:`active`) and take them back after, so each draws exactly the numbers
-    it would draw trained alone.
-    """
-
-    def __init__(self, device: torch.device):
-        self.cuda = device if device.type == "cuda" else None
-        self.take()
-
-    def take(self) -> None:
-        self.cpu = torch.get_rng_state()
-        self.gpu = torch.cuda.get_rng_state(self.cuda) if self.cuda is not None else None
-
-    @contextlib.contextmanager
-    def active(self):
-        torch.set_rng_state(self.cpu)
-        if self.cuda is not None:
-            torch.cuda.set_rng_state(self.gpu, self.cuda)
-        try:
-            yield
-        finally:
-            self.take()
-
-
 class _SeedRun:
     """One seed's run in the loop: model, optimiser, random streams, shuffle, step and checkpoint.
 
@@ -313,15 +93,15 @@ class _SeedRun:
     optimiser from the checkpoint in ``out``. ``who`` starts its error messages (the seed, among several).
     """
 
-    def __init__(self, model: VAE, card: Card, out: Path, plan: _Plan, resume: bool, run: Run, who: str = ""):
+    def __init__(self, model: VAE, card: Card, out: Path, plan: Plan, resume: bool, run: Run, who: str = ""):
         recipe = card.train
         self.model, self.card, self.plan, self.run, self.who = model, card, plan, run, who
-        self.optimizer = _optimizer(recipe, model)
+        self.optimizer = make_optimizer(recipe, model.parameters())
         self.checkpoint = Path(out) / CHECKPOINT
         torch.manual_seed(recipe.seed + 1_000_003 * run.rank)  # each rank's stream of sampling noise
-        self.saved = _resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run)
+        self.saved = resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run)
         self.step = self.saved or 0
-        self.streams = _Streams(run.device)
+        self.streams = Streams(run.device)
         self.shuffle = torch.Generator(run.device)
         self.epoch, self.order = -1, None
         self.shown: VAEOutput | None = None  # the last step's output, for the progress display
@@ -350,16 +130,16 @@ class _SeedRun:
         epoch, b = divmod(self.step, plan.per_epoch)
         with self.streams.active():
             if epoch != self.epoch:
-                self.epoch, self.order = epoch, _epoch_order(len(store), recipe.seed, epoch, run, self.shuffle)
+                self.epoch, self.order = epoch, epoch_order(len(store), recipe.seed, epoch, run, self.shuffle)
             x = store.batch(self.order[b * plan.batch_size:(b + 1) * plan.batch_size])
             due = self.step != self.saved and (
                 stopping is not None or self.step > 0 and self.step % recipe.checkpoint_every == 0)
-            rng = _rng_state(run) if due else None
+            rng = rng_state(run) if due else None
             with torch.autocast(run.device.type, torch.bfloat16, enabled=self.bf16):
                 result = self._forward(x)
             if not torch.isfinite(result.loss):
                 raise TrainingError(f"{self.who}loss became {result.loss.item()} at step {self.step} "
-                                    f"(epoch {epoch + 1}); {_last_good(self.checkpoint, self.saved)}; lower the "
+                                    f"(epoch {epoch + 1}); {last_good(self.checkpoint, self.saved)}; lower the "
                                     f"learning rate or check the data for NaN or inf")
             if due:
                 self.save(rng)
@@ -374,7 +154,7 @@ class _SeedRun:
 
     def _forward(self, x: Tensor) -> VAEOutput:
         try:
-            return self.net(x, step=self.step)
+            return self.net(x, step=self.step, checked=True)
         except self.compile_failures as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise TrainingError(f"torch.compile cannot compile the model here ({first}); train without it: "
@@ -383,15 +163,15 @@ class _SeedRun:
     def save(self, rng: dict) -> None:
         """Write the checkpoint of the step reached (on rank 0), with the RNG states ``rng``."""
         if self.run.main:
-            fix = f"make room, then continue with --resume ({_last_good(self.checkpoint, self.saved)})"
-            write_checkpoint(self.checkpoint, self.card, self.model, self.optimizer, self.step, rng, fix)
+            fix = f"make room, then continue with --resume ({last_good(self.checkpoint, self.saved)})"
+            write_checkpoint(self.checkpoint, self.card, self.model, self.optimizer.state_dict(), self.step, rng, fix)
         self.saved = self.step
 
     def finish(self) -> None:
         """Write the checkpoint of the step reached, with this seed's present RNG states, unless it is written."""
         if self.step != self.saved:
             with self.streams.active():
-                rng = _rng_state(self.run)
+                rng = rng_state(self.run)
             self.save(rng)
 
     def values(self) -> dict[str, float]:
@@ -434,55 +214,37 @@ def fit(model: VAE, dataset: ImageDataset, card: Card, out: Path, resume: bool =
         TrainingError: the loss became NaN or inf, or the checkpoint cannot be resumed with this card.
         OutputError: a checkpoint cannot be written (e.g. the disk is full); the previous one stays.
     """
-    [seed] = _fit([(model, card, Path(out))], dataset, resume, max_steps, run or Run())
-    return seed.step
+    return _fit(model, card, Path(out), dataset, resume, max_steps, run or Run()).step
 
 
-def _fit(runs: Sequence[tuple[VAE, Card, Path]], dataset: ImageDataset, resume: bool, max_steps: int | None,
-         run: Run) -> list[_SeedRun]:
-    """Train each ``(model, card, out)`` of ``runs`` (the same recipe but the seed), their steps in turn.
-
-    Returns:
-        The seeds' runs, each at the step it stopped at.
-    """
-    plan = _Plan.of(runs[0][1].train, len(dataset), run.world)
-    several = len(runs) > 1
-    seeds = [_SeedRun(model, card, out, plan, resume, run, f"seed {card.train.seed}: " if several else "")
-             for model, card, out in runs]
-    store = _device_store(dataset, run.device)
+def _fit(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume: bool, max_steps: int | None,
+         run: Run) -> _SeedRun:
+    """Train ``model`` with ``card``'s recipe, checkpointing into ``out``; the run at the step it stopped at."""
+    plan = Plan.of(card.train, len(dataset), run.world)
+    seed = _SeedRun(model, card, out, plan, resume, run)
+    store = device_store(dataset, run.device)
+    check_dataset(model, store)
     stop = plan.total if max_steps is None else min(plan.total, max_steps)
-
-    def values() -> dict[str, float]:
-        if not several:
-            return seeds[0].values()
-        return {f"loss seed {s.seed}": s.shown.loss.item() for s in seeds if s.shown is not None}
-
-    for s in seeds:
-        s.model.train()
-    start = min(s.step for s in seeds)
-    reporter = Reporter(plan.total, start, plan.per_epoch) if run.main else contextlib.nullcontext()
-    with _distribution_checks_off(), _StopSignals(defer=True) as signals, reporter:
+    model.train()
+    reporter = Reporter(plan.total, seed.step, plan.per_epoch) if run.main else contextlib.nullcontext()
+    with distribution_checks_off(), StopSignals(defer=True) as signals, reporter:
         if run.main:  # from here on a signal stops the run with a checkpoint of the step it reached
-            for s in seeds:
-                begin = f"resuming at step {s.step} of" if s.saved is not None else "training"
-                print(printable(f"{s.who}{begin} {plan.total} steps "
-                                f"({plan.per_epoch} per epoch), a checkpoint every {s.card.train.checkpoint_every} "
-                                f"steps in {s.checkpoint}"), file=sys.stderr, flush=True)
-        while todo := [s for s in seeds if s.step < stop]:
+            begin = f"resuming at step {seed.step} of" if seed.saved is not None else "training"
+            print(printable(f"{begin} {plan.total} steps ({plan.per_epoch} per epoch), a checkpoint every "
+                            f"{card.train.checkpoint_every} steps in {seed.checkpoint}"), file=sys.stderr, flush=True)
+        while seed.step < stop:
             stopping = signals.stop_requested(run)
-            images = sum(s.take_step(store, stopping) for s in todo)
+            images = seed.take_step(store, stopping)
             if stopping is not None:
-                for s in seeds:
-                    s.finish()
-                raise Interrupted(stopping, min(s.step for s in seeds), seeds[0].checkpoint)
+                seed.finish()
+                raise Interrupted(stopping, seed.step, seed.checkpoint)
             if run.main:
-                reporter.update(min(s.step for s in seeds), images * run.world, values)
-        for s in seeds:
-            s.finish()
+                reporter.update(seed.step, images * run.world, seed.values)
+        seed.finish()
         stopping = signals.stop_requested(run)
-        if stopping is not None:  # it came after the last step: the checkpoints above hold the run
-            raise Interrupted(stopping, min(s.step for s in seeds), seeds[0].checkpoint)
-    return seeds
+        if stopping is not None:  # it came after the last step: the checkpoint above holds the run
+            raise Interrupted(stopping, seed.step, seed.checkpoint)
+    return seed
 
 
 def _prepare_out(out: Path, name: str, resume: bool) -> list[Path]:
@@ -516,7 +278,7 @@ def _prepare_out(out: Path, name: str, resume: bool) -> list[Path]:
                               f"with the --name the run was started with, or choose another --out")
         return missing
     if (out / CHECKPOINT).exists():
-        raise _checkpoint_exists_error(out / CHECKPOINT)
+        raise checkpoint_exists_error(out / CHECKPOINT)
     finished = cards + [f"{name}.safetensors"] * (out / f"{name}.safetensors").exists()
     if finished:
         raise OutputError(f"--out {out} already holds {', '.join(finished)}, the files of a finished run; "
@@ -548,76 +310,82 @@ def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resu
         VaezooError: the overrides, the output folder, the name, the checkpoint or the data are unusable, or
             the loss became NaN (a one-line message naming the fix).
     """
-    [result] = _train(card, [(seed, Path(out))], data_root, epochs, resume, device, max_steps, checkpoint_every,
-                      name, precision, compile)
+    recipe = _override(card.train, epochs=epochs, seed=seed, checkpoint_every=checkpoint_every,
+                       precision=precision, compile=compile)
+    [result] = _train(card, [(card.model_copy(update={"train": recipe}), Path(out), "")], data_root, resume, device,
+                      max_steps, name)
     return result
 
 
-def train_seeds(card: Card, out: Path, seeds: Sequence[int], data_root=None, epochs: int | None = None,
-                resume: bool = False, device=None, max_steps: int | None = None,
+def train_seeds(card: Card, out: Path, seeds: Sequence[int], sweeps: Sequence[Sweep] = (), data_root=None,
+                epochs: int | None = None, resume: bool = False, device=None, max_steps: int | None = None,
                 checkpoint_every: int | None = None, name: str | None = None, precision: str | None = None,
                 compile: bool | None = None) -> list[TrainResult]:
-    """Train one model per seed, side by side in one process, seed N in ``out/seed-N``.
+    """Train an ensemble: one run per seed and combination of the sweeps' values, all in one step.
 
-    The seeds share the dataset on the device and take their steps in turn; each has its own model,
-    optimiser, shuffle, random streams and checkpoint, so each folder ends exactly as
-    ``train(card, out / f"seed-{N}", seed=N)`` would leave it, and resumes (``resume``) on its own.
+    The runs are stacked (:mod:`vaezoo.ensemble`): one forward, backward and optimiser step covers all the
+    runs whose cards differ only in the seed. Each run has its own data order, sampling noise, optimiser
+    state and checkpoint, so each folder ends as ``train`` of that card alone would leave it (up to float
+    rounding), and resumes (``resume``) on its own. Seed N goes in ``out/seed-N``, or
+    ``out/KEY=VALUE/seed-N`` in a sweep (see :func:`vaezoo.sweeps.members`).
 
     Args:
         card, data_root, epochs, resume, device, max_steps, checkpoint_every, name, precision, compile:
             as for :func:`train`.
-        out: the folder of the seeds' run folders.
+        out: the folder of the runs' folders.
         seeds: the seeds, each once.
+        sweeps: card fields and the values to train each with.
 
     Returns:
-        Each seed's result, in the order of ``seeds``.
+        Each run's result, seeds varying fastest; a run whose loss became NaN or inf has its ``error``.
 
     Raises:
         Interrupted, VaezooError: as :func:`train` does; also when ``seeds`` is empty, names a seed twice,
-            or the process runs under torchrun.
+            a sweep is unusable, or the process runs under torchrun.
     """
-    seeds = list(seeds)
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise TrainingError(f"--seeds must name each seed once, got {','.join(map(str, seeds)) or 'none'}")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise TrainingError("--seeds trains several seeds side by side in one process; run it without torchrun")
-    return _train(card, [(s, Path(out) / f"seed-{s}") for s in seeds], data_root, epochs, resume, device,
-                  max_steps, checkpoint_every, name, precision, compile)
+        raise TrainingError("--seeds trains several runs in one process; run it without torchrun")
+    if compile or (compile is None and card.train.compile):
+        raise TrainingError("an ensemble runs its members through torch.func.vmap, not torch.compile; train "
+                            "without it: no --compile, and compile = false in the card's [train]")
+    recipe = _override(card.train, epochs=epochs, checkpoint_every=checkpoint_every, precision=precision)
+    specs = members(card.model_copy(update={"train": recipe}), seeds, sweeps)
+    return _train(card, [(m.card, Path(out) / m.folder, m.label) for m in specs], data_root, resume, device,
+                  max_steps, name)
 
 
-def _train(card: Card, runs: list[tuple[int | None, Path]], data_root, epochs, resume, device, max_steps,
-           checkpoint_every, name, precision, compile) -> list[TrainResult]:
-    """Train ``card`` once per ``(seed, out)`` of ``runs`` (None: the recipe's seed), side by side."""
-    cards = [card.model_copy(update={"train": _override(card.train, epochs=epochs, seed=seed,
-                                                        checkpoint_every=checkpoint_every, precision=precision,
-                                                        compile=compile)})
-             for seed, _ in runs]
+def _train(card: Card, runs: list[tuple[Card, Path, str]], data_root, resume, device, max_steps,
+           name) -> list[TrainResult]:
+    """Train each ``(card, out, label)`` of ``runs``: alone when it is one unlabelled run, else as an ensemble."""
     if max_steps is not None and max_steps < 1:
         raise TrainingError(f"--max-steps must be at least 1, got {max_steps}")
     name = run_name(card, name)
-    with _StopSignals(defer=False):
-        run = _start_run(device)
+    with StopSignals(defer=False):
+        run = start_run(device)
         made: list[Path] = []
         try:
             if run.main:
-                for _, out in runs:
+                for _, out, _ in runs:
                     made += _prepare_out(out, name, resume)
-            data = cards[0].train.data
+            data = runs[0][0].train.data
             dataset = load_dataset(data.name, data_root, "train", **data.options)
             models = []
-            for each in cards:
+            for each, _, _ in runs:
                 torch.manual_seed(each.train.seed)  # the model's initial weights
                 models.append(build_model(each, device=run.device))
-            seeds = _fit([(m, c, out) for m, c, (_, out) in zip(models, cards, runs)], dataset, resume, max_steps,
-                         run)
-            total = seeds[0].plan.total
+            if len(runs) == 1 and not runs[0][2]:
+                trained = [_fit(models[0], *runs[0][:2], dataset, resume, max_steps, run)]
+            else:
+                trained = fit_ensemble([(m, c, out, label) for m, (c, out, label) in zip(models, runs)], dataset,
+                                       resume, max_steps, run)
             results = []
-            for s, (_, out) in zip(seeds, runs):
+            for t, (member_card, out, _) in zip(trained, runs):
+                total = Plan.of(member_card.train, len(dataset), run.world).total
                 card_path = None
-                if s.step == total and run.main:
-                    with s.streams.active():  # what the evaluation draws, too, is what this seed alone draws
-                        card_path = publish(s.card, s.model, out, name, s.step, data_root, run.device)
-                results.append(TrainResult(s.model, s.step, total, card_path))
+                if t.step == total and run.main:
+                    with t.streams.active():  # what the evaluation draws, too, is what this run alone draws
+                        card_path = publish(t.card, t.model, out, name, t.step, data_root, run.device)
+                results.append(TrainResult(t.model, t.step, total, card_path, getattr(t, "error", None)))
         except BaseException:
             _remove_empty(made)
             if run.world > 1:

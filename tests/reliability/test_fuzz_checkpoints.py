@@ -36,7 +36,7 @@ def real(tmp_path_factory, data_plugin):
     model = build_model(card)
     optimizer = torch.optim.Adam(model.parameters())
     path = tmp_path_factory.mktemp("real") / "checkpoint.pt"
-    write_checkpoint(path, card, model, optimizer, 3, {"rng_cpu": torch.get_rng_state()}, "fix it")
+    write_checkpoint(path, card, model, optimizer.state_dict(), 3, {"rng_cpu": torch.get_rng_state()}, "fix it")
     return card, torch.load(path, weights_only=True)
 
 

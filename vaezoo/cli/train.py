@@ -25,8 +25,12 @@ def add_parser(sub) -> None:
     seed = p.add_mutually_exclusive_group()
     seed.add_argument("--seed", type=int, help="override the recipe's seed")
     seed.add_argument("--seeds", type=seeds_arg, metavar="N,N,...",
-                      help="train one model per seed side by side in this process, seed N in OUT/seed-N; each "
-                           "ends as training that seed alone would")
+                      help="train one model per seed as an ensemble (one step for all), seed N in OUT/seed-N; "
+                           "each ends as training that seed alone would")
+    p.add_argument("--sweep", action="append", metavar="KEY=V1,V2,...",
+                   help="also train each value of the card field KEY (a dotted path such as "
+                        "model.regularizers.0.beta, or its last part when that names one field), in "
+                        "OUT/KEY=VALUE/seed-N; repeat for a grid")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     p.add_argument("--device", type=device_arg, help="cpu, cuda, cuda:1, ... (default: cpu)")
     p.add_argument("--max-steps", type=int,
@@ -50,6 +54,7 @@ def seeds_arg(value: str) -> list[int]:
 
 
 def run(args) -> int:
+    from vaezoo.sweeps import parse_sweep
     from vaezoo.train import Interrupted, train, train_seeds
 
     main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 speaks for the run
@@ -57,8 +62,10 @@ def run(args) -> int:
                "max_steps": args.max_steps, "checkpoint_every": args.checkpoint_every, "name": args.name,
                "precision": args.precision, "compile": args.compile}
     try:
-        if args.seeds:
-            results = train_seeds(card_arg(args.card), Path(args.out), args.seeds, **options)
+        if args.seeds or args.sweep:
+            card = card_arg(args.card)
+            sweeps = [parse_sweep(s) for s in args.sweep or []]
+            results = train_seeds(card, Path(args.out), args.seeds or [card.train.seed], sweeps, **options)
         else:
             results = [train(card_arg(args.card), Path(args.out), seed=args.seed, **options)]
     except Interrupted as stop:
@@ -68,18 +75,27 @@ def run(args) -> int:
     for result in results:
         if result.card_path is not None:
             print(result.card_path)
+    if failed := [r.error for r in results if r.error]:
+        print(printable(f"{len(failed)} of {len(results)} runs stopped early (their lines above name them); the "
+                        f"others finished"), file=sys.stderr)
+        return 1
     step, total = min(r.step for r in results), results[0].total
     if main_rank and step < total:
-        print(printable(f"stopped at step {step} of {total}; continue with: {resume_command(args)}"), file=sys.stderr)
+        print(printable(f"stopped at step {step} of {total}; continue with: {resume_command(args, until=None)}"),
+              file=sys.stderr)
     return 0
 
 
 def _checkpoints(args) -> list[Path]:
-    """The checkpoint files of the run ``args`` started: one per seed folder with ``--seeds``."""
+    """The checkpoint files of the run ``args`` started: one per member's folder with ``--seeds`` or ``--sweep``."""
     from vaezoo.checkpoints import CHECKPOINT
+    from vaezoo.sweeps import members, parse_sweep
 
-    folders = [Path(args.out) / f"seed-{s}" for s in args.seeds] if args.seeds else [Path(args.out)]
-    return [folder / CHECKPOINT for folder in folders]
+    if not (args.seeds or args.sweep):
+        return [Path(args.out) / CHECKPOINT]
+    card = card_arg(args.card)
+    specs = members(card, args.seeds or [card.train.seed], [parse_sweep(s) for s in args.sweep or []])
+    return [Path(args.out) / m.folder / CHECKPOINT for m in specs]
 
 
 def _report_stop(stop, args) -> None:
@@ -99,8 +115,10 @@ def _report_stop(stop, args) -> None:
     print(printable(f"resume with: {resume_command(args)}"), file=sys.stderr)
 
 
-def resume_command(args) -> str:
+def resume_command(args, until: str | None = "max_steps") -> str:
     """The command line that ran ``args`` (as parsed), with ``--resume``: it continues the run where it stopped.
+
+    ``until=None`` leaves out ``--max-steps``: the run stopped there, and continues to its end.
 
     The program is ``vaezoo``, ``PYTHON -m vaezoo`` as it was typed, or under torchrun
     ``torchrun --nproc-per-node N -m vaezoo`` (the torchrun options of one machine).
@@ -116,7 +134,12 @@ def resume_command(args) -> str:
     for key, value in vars(args).items():
         if key in ("command", "func", "card", "out", "resume") or value is None or value is False:
             continue
+        if key == "max_steps" and until is None:
+            continue
         option = "--" + key.replace("_", "-")
+        if key == "sweep":
+            words += [w for sweep in value for w in (option, sweep)]
+            continue
         if isinstance(value, list):
             value = ",".join(map(str, value))
         words += [option] if value is True else [option, str(value)]

@@ -1,0 +1,452 @@
+"""Several runs of a recipe trained as one: their parameters stacked, one step for all of them.
+
+The members of an ensemble are runs of a card that differ in their seed and, in a sweep, in card fields.
+Members whose models differ only in their weights form a :class:`Stack`: their parameters and buffers are
+stacked along a new first dimension, one ``torch.func.vmap`` over ``functional_call`` runs every member's
+forward pass, one backward pass gives each member its own gradients (the loss is the sum of the members'
+losses, which share no parameter), and one optimiser step updates them all. Only optimisers that update
+each number on its own (:data:`ELEMENTWISE_OPTIMIZERS`) may do that: for them the stacked step is each
+member's own step.
+
+Each member keeps what makes it the run it would be alone:
+
+- its data order (its seed's shuffle) and its batches, cut from the dataset on the device;
+- its sampling noise: the model's random draws are recorded once per batch size (:class:`NoiseTape`); before
+  each step every member makes those draws from its own random streams, exactly as it would alone, and the
+  vmapped forward pass takes them in order instead of drawing;
+- its optimiser state, sliced out of the stacked one into a checkpoint a single run can resume, and back;
+- its checkpoint, written at the steps and with the RNG states a single run would write.
+
+Nothing waits for the device inside the loop: a non-finite loss is noted on the device, with its step,
+and read every ``check_every`` steps and before each checkpoint. A member whose loss became NaN or inf
+stops there and keeps its last checkpoint; the others go on.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.func import functional_call, stack_module_state, vmap
+from torch.overrides import TorchFunctionMode
+
+from vaezoo.cards import Card
+from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
+from vaezoo.data import ImageDataset
+from vaezoo.errors import TrainingError
+from vaezoo.loop import (Interrupted, Plan, Run, StopSignals, Streams, check_dataset, device_store,
+                         distribution_checks_off, epoch_order, last_good, make_optimizer, resume_point, rng_state)
+from vaezoo.model import VAE
+from vaezoo.terminal import printable
+from vaezoo.train_progress import Reporter
+
+__all__ = ["ELEMENTWISE_OPTIMIZERS", "Member", "NoiseTape", "Stack", "fit_ensemble"]
+
+#: torch.optim optimisers whose update of each number depends on that number's gradient and state alone.
+ELEMENTWISE_OPTIMIZERS = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam", "SGD", "RMSprop", "Adagrad",
+                                    "Adadelta", "ASGD", "Rprop"})
+
+_FILLS = frozenset({Tensor.normal_, Tensor.uniform_, Tensor.exponential_, Tensor.geometric_, Tensor.log_normal_,
+                    Tensor.cauchy_, Tensor.random_})
+_LIKE = frozenset({torch.rand_like, torch.randn_like, torch.randint_like})
+_FACTORIES = frozenset({torch.rand, torch.randn, torch.randint})
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One random draw of a forward pass, made again on demand from the global generators.
+
+    Attributes:
+        func: the drawing function (e.g. ``Tensor.normal_``, ``torch.rand``).
+        like: ``(shape, dtype, device)`` of the fresh tensor that a fill (``normal_``) or a ``*_like`` draw
+            starts from; None for a factory (``torch.rand(shape)``).
+        args, kwargs: the rest of the call.
+    """
+
+    func: Callable
+    like: tuple[tuple[int, ...], torch.dtype, torch.device] | None
+    args: tuple
+    kwargs: dict[str, Any]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.like[0]) if self.like is not None else tuple(self().shape)
+
+    def __call__(self) -> Tensor:
+        if self.like is None:
+            return self.func(*self.args, **self.kwargs)
+        shape, dtype, device = self.like
+        return self.func(torch.empty(shape, dtype=dtype, device=device), *self.args, **self.kwargs)
+
+
+class NoiseTape(TorchFunctionMode):
+    """Records the random draws of a forward pass, or replays given noise in their place.
+
+    Recording (no ``noise``), each draw is made as usual and noted as a :class:`Draw`. Replaying, each draw
+    returns the next tensor of ``noise`` instead, which must have the recorded shape. A fill such as
+    ``torch.empty(shape).normal_()`` is replaced by its result: the code must use what the fill returns, as
+    ``torch.distributions`` does.
+
+    Args:
+        noise: the tensors to hand out, in the order of the recorded draws.
+        expected: the recorded draws, to check ``noise`` against.
+    """
+
+    def __init__(self, noise: Sequence[Tensor] | None = None, expected: Sequence[Draw] = ()):
+        super().__init__()
+        self.noise = None if noise is None else list(noise)
+        self.expected = list(expected)
+        self.draws: list[Draw] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _FILLS or func in _LIKE or func in _FACTORIES:
+            if self.noise is None:
+                like = None if func in _FACTORIES else (tuple(args[0].shape), args[0].dtype, args[0].device)
+                self.draws.append(Draw(func, like, tuple(args if like is None else args[1:]), kwargs))
+            else:
+                return self._next(func)
+        return func(*args, **kwargs)
+
+    def _next(self, func) -> Tensor:
+        index = len(self.expected) - len(self.noise)
+        if not self.noise or self.expected[index].func is not func:
+            raise TrainingError(f"the model's random draws changed between steps (draw {index + 1} is "
+                                f"{getattr(func, '__name__', func)}); an ensemble needs the same draws every step: "
+                                f"train the runs one at a time with --seed")
+        return self.noise.pop(0)
+
+
+@dataclass
+class Member:
+    """One run of an ensemble: its card, folder, model, random streams, shuffle and progress.
+
+    Attributes:
+        card: the run's card (its seed and, in a sweep, its values).
+        out: the run's folder.
+        label: how messages name the member, e.g. ``seed 1`` or ``beta=4 seed 1``.
+        model: the run's model; it holds the member's weights whenever they are written out.
+        optimizer: an optimiser of the model alone, the template of the member's checkpoint.
+        streams: the member's states of torch's global generators.
+        shuffle: the generator of its data order.
+        saved: the step of its last checkpoint, None before the first.
+        step: the step it reached.
+        error: why it stopped early (its loss became NaN or inf), or None.
+    """
+
+    card: Card
+    out: Path
+    label: str
+    model: VAE
+    optimizer: torch.optim.Optimizer
+    streams: Streams
+    shuffle: torch.Generator
+    saved: int | None
+    step: int
+    error: str | None = None
+    epoch: int = -1
+    order: Tensor | None = None
+
+    @classmethod
+    def start(cls, card: Card, out: Path, label: str, model: VAE, plan: Plan, resume: bool, run: Run) -> Member:
+        """The member at its first step: from its checkpoint in ``out`` when ``resume`` (and one is there)."""
+        optimizer = make_optimizer(card.train, model.parameters())
+        checkpoint = Path(out) / CHECKPOINT
+        torch.manual_seed(card.train.seed)  # the member's stream of sampling noise, as a single run seeds it
+        saved = resume_point(checkpoint, card, model, optimizer, plan, resume, run)
+        return cls(card, Path(out), label, model, optimizer, Streams(run.device), torch.Generator(run.device),
+                   saved, saved or 0)
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.out / CHECKPOINT
+
+    def batch_index(self, store: ImageDataset, plan: Plan, run: Run) -> Tensor:
+        """The indices of the member's batch at its step, in its seed's order of the epoch."""
+        epoch, b = divmod(self.step, plan.per_epoch)
+        if epoch != self.epoch:
+            self.epoch, self.order = epoch, epoch_order(len(store), self.card.train.seed, epoch, run, self.shuffle)
+        return self.order[b * plan.batch_size:(b + 1) * plan.batch_size]
+
+
+def stack_key(member: Member) -> str:
+    """What members must share to be stacked: everything of the card but the seed, and the step."""
+    train = member.card.train.model_dump(mode="json", exclude={"seed"})
+    return repr((member.card.architecture, member.card.model, train, member.step))
+
+
+class Stack:
+    """Members of one configuration trained as one: stacked parameters, one vmapped step, one optimiser.
+
+    Args:
+        members: members whose cards differ only in the seed, at the same step (:func:`stack_key`).
+        plan: their plan through the data.
+        run: the device.
+        check_every: steps between reads of the non-finite flags (each read waits for the device).
+    """
+
+    def __init__(self, members: list[Member], plan: Plan, run: Run, check_every: int = 100):
+        recipe = members[0].card.train
+        if recipe.optimizer.name not in ELEMENTWISE_OPTIMIZERS:
+            raise TrainingError(f"an ensemble steps its members with one {recipe.optimizer.name} optimiser, which "
+                                f"does not update each weight on its own; train the runs one at a time with --seed")
+        self.members, self.plan, self.run, self.check_every = members, plan, run, check_every
+        self.step = members[0].step
+        self.bf16 = recipe.precision == "bf16"
+        self.base = copy.deepcopy(members[0].model).to("meta").train()
+        self.tapes: dict[int, list[Draw]] = {}
+        self.shown: Tensor | None = None  # the last step's losses, for the progress display
+        self.stopped: list[Member] = []  # members whose loss became NaN or inf
+        self._restack(members, [m.optimizer.state_dict() for m in members])
+
+    def _restack(self, members: list[Member], states: list[dict]) -> None:
+        self.members = members
+        models = [m.model for m in members]
+        self.params, self.buffers = stack_module_state(models)
+        fused = self.run.device.type == "cuda" and members[0].card.train.optimizer.name in ("Adam", "AdamW", "SGD")
+        recipe = members[0].card.train
+        self.optimizer = make_optimizer(recipe, list(self.params.values()),
+                                        **({"fused": True} if fused and "foreach" not in recipe.optimizer.options
+                                           else {}))
+        if any(s["state"] for s in states):
+            self.optimizer.load_state_dict(_stack_states(states, self.optimizer))
+        self.first_bad = torch.full((len(members),), -1, dtype=torch.long, device=self.run.device)
+        self.bad_loss = torch.zeros(len(members), device=self.run.device)
+        self.shown = None
+
+    def losses(self, x: Tensor, noise: list[Tensor]) -> Tensor:
+        """Every member's loss on its batch ``x[i]`` with its noise ``noise[k][i]``, shape ``(members,)``."""
+        draws, step = self.tapes[x.shape[1]], self.step
+
+        def one(params, buffers, x, noise):
+            with NoiseTape(noise, draws):
+                return functional_call(self.base, (params, buffers), (x,), {"step": step, "checked": True}).loss
+
+        try:
+            with torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
+                return vmap(one, randomness="error")(self.params, self.buffers, x, noise)
+        except RuntimeError as exc:
+            if "randomness" not in str(exc):
+                raise
+            raise TrainingError("the model draws random numbers in a way an ensemble cannot give each member its "
+                                "own (not through torch.rand, torch.randn, torch.randint, their *_like forms or a "
+                                "fill such as normal_); train the runs one at a time with --seed") from None
+
+    def _record(self, x: Tensor) -> list[Draw]:
+        """The random draws of a forward pass on batches shaped like ``x``; the global generators are left as they were."""
+        tape = NoiseTape()
+        step = self.step
+
+        def one(params, buffers, x):
+            with tape:
+                return functional_call(self.base, (params, buffers), (x,), {"step": step, "checked": True}).loss
+
+        devices = [self.run.device] if self.run.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), torch.no_grad(), \
+                torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
+            vmap(one, randomness="same")(self.params, self.buffers, x)
+        return tape.draws
+
+    def take_step(self, store: ImageDataset, stopping: int | None) -> int:
+        """Train every member one step; when ``stopping``, only check the step's losses and save.
+
+        A checkpoint due at this step (every ``checkpoint_every`` steps, and when stopping) is written for
+        each member whose losses so far were finite, with its RNG states at the start of the step.
+
+        Returns:
+            The number of images of the step.
+        """
+        plan, run, every = self.plan, self.run, self.members[0].card.train.checkpoint_every
+        index = torch.cat([m.batch_index(store, plan, run) for m in self.members])
+        x = store.batch(index).unflatten(0, (len(self.members), -1))
+        if x.shape[1] not in self.tapes:
+            self.tapes[x.shape[1]] = self._record(x)
+        due = self.step != self.members[0].saved and (
+            stopping is not None or self.step > 0 and self.step % every == 0)
+        rngs, noise = [], []
+        for m in self.members:
+            with m.streams.active():
+                rngs.append(rng_state(run) if due else None)
+                noise.append([draw() for draw in self.tapes[x.shape[1]]])
+        noise = [torch.stack(column) for column in zip(*noise)]
+        losses = self._losses_noted(x, noise)
+        if due:
+            kept = self.check()
+            if len(kept) < x.shape[0]:  # the stack was rebuilt without the members that diverged
+                rngs, x, noise = [rngs[i] for i in kept], x[kept], [n[kept] for n in noise]
+                losses = self._losses_noted(x, noise) if kept else losses
+            for i, rng in enumerate(rngs):
+                self._save(i, rng)
+        if stopping is not None or not self.members:
+            return 0
+        self.optimizer.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        self.optimizer.step()
+        self.step += 1
+        for m in self.members:
+            m.step = self.step
+        self.shown = losses.detach()
+        if self.step % self.check_every == 0:
+            self.check()
+        return x.shape[0] * x.shape[1]
+
+    def _losses_noted(self, x: Tensor, noise: list[Tensor]) -> Tensor:
+        """:meth:`losses`, noting on the device which members' losses are not finite, first at this step."""
+        losses = self.losses(x, noise)
+        bad = ~torch.isfinite(losses.detach()) & (self.first_bad < 0)
+        self.first_bad = torch.where(bad, self.step, self.first_bad)
+        self.bad_loss = torch.where(bad, losses.detach().float(), self.bad_loss)
+        return losses
+
+    def check(self) -> list[int]:
+        """Read the non-finite flags (waiting for the device) and stop the members they name.
+
+        A stopped member keeps its last checkpoint; its ``error`` says why, and it joins :attr:`stopped`.
+
+        Returns:
+            The indices, among the members before the check, of those that go on.
+        """
+        first = self.first_bad.tolist()
+        kept = [i for i, f in enumerate(first) if f < 0]
+        if len(kept) == len(first):
+            return kept
+        values = self.bad_loss.tolist()
+        for i in sorted(set(range(len(first))) - set(kept)):
+            m = self.members[i]
+            epoch = first[i] // self.plan.per_epoch + 1
+            m.error = (f"{m.label}: loss became {values[i]} at step {first[i]} (epoch {epoch}); "
+                       f"{last_good(m.checkpoint, m.saved)}; lower the learning rate or check the data for NaN or inf")
+            m.step = m.saved or 0  # its model holds the weights of its last checkpoint
+            self.stopped.append(m)
+        states = [self._optimizer_state(i) for i in kept]
+        self._write_back(kept)
+        if kept:
+            self._restack([self.members[i] for i in kept], states)
+        else:
+            self.members = []
+        return kept
+
+    def _write_back(self, indices: Sequence[int]) -> None:
+        """Copy the stacked weights of the members at ``indices`` into their own models."""
+        with torch.no_grad():
+            for i in indices:
+                model = self.members[i].model
+                for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+                    stacked = self.params.get(name, self.buffers.get(name))
+                    tensor.copy_(stacked[i])
+
+    def _optimizer_state(self, i: int) -> dict:
+        """Member ``i``'s optimiser state, as its own optimiser would hold it."""
+        return _slice_state(self.optimizer, i, self.members[i].optimizer.state_dict()["param_groups"])
+
+    def _save(self, i: int, rng: dict | None) -> None:
+        m = self.members[i]
+        self._write_back([i])
+        fix = f"make room, then continue with --resume ({last_good(m.checkpoint, m.saved)})"
+        write_checkpoint(m.checkpoint, m.card, m.model, self._optimizer_state(i), self.step, rng, fix)
+        m.saved = self.step
+
+    def finish(self) -> None:
+        """Write each member's weights into its model, and a checkpoint of the step reached unless written."""
+        self._write_back(range(len(self.members)))
+        for i, m in enumerate(self.members):
+            if m.saved != self.step:
+                with m.streams.active():
+                    rng = rng_state(self.run)
+                self._save(i, rng)
+
+    def values(self) -> dict[str, float]:
+        """The members' last losses, for the progress display."""
+        if self.shown is None:
+            return {}
+        return {f"loss {m.label}": v for m, v in zip(self.members, self.shown.tolist())}
+
+
+def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageDataset, resume: bool,
+                 max_steps: int | None, run: Run) -> list[Member]:
+    """Train each ``(model, card, out, label)`` of ``runs``, members stacked by :func:`stack_key`.
+
+    Each member resumes from its own checkpoint (``resume``); members at different steps, or whose cards
+    differ in more than the seed, go in different stacks, which step in turn.
+
+    Returns:
+        The members, each at the step it reached, its weights in its model; a member whose loss became NaN
+        or inf carries the reason in ``error`` and stopped at its last checkpoint.
+
+    Raises:
+        Interrupted: SIGINT or SIGTERM stopped the run; every member's checkpoint holds the step reached.
+        TrainingError: a member's checkpoint cannot be resumed, or the models cannot be stacked.
+    """
+    plans = {out: Plan.of(card.train, len(dataset), run.world) for _, card, out, _ in runs}
+    members = [Member.start(card, out, label, model, plans[out], resume, run) for model, card, out, label in runs]
+    store = device_store(dataset, run.device)
+    check_dataset(members[0].model, store)
+    groups: dict[str, list[Member]] = {}
+    for m in members:
+        groups.setdefault(stack_key(m), []).append(m)
+    stacks = [Stack(group, plans[group[0].out], run) for group in groups.values()]
+    last = {id(s): s.plan.total if max_steps is None else min(s.plan.total, max_steps) for s in stacks}
+    reported: set[int] = set()
+
+    def values() -> dict[str, float]:
+        return {k: v for s in stacks for k, v in s.values().items()}
+
+    def report_stopped() -> None:
+        for m in (m for s in stacks for m in s.stopped if id(m) not in reported):
+            reported.add(id(m))
+            print(printable(m.error), file=sys.stderr, flush=True)
+
+    reporter = Reporter(max(s.plan.total for s in stacks), min(m.step for m in members), stacks[0].plan.per_epoch)
+    with distribution_checks_off(), StopSignals(defer=True) as signals, reporter:
+        for s in stacks:
+            for m in s.members:
+                begin = f"resuming at step {m.step} of" if m.saved is not None else "training"
+                print(printable(f"{m.label}: {begin} {s.plan.total} steps ({s.plan.per_epoch} per epoch), "
+                                f"{len(s.members)} runs in one step, a checkpoint every "
+                                f"{m.card.train.checkpoint_every} steps in {m.checkpoint}"), file=sys.stderr, flush=True)
+        while todo := [s for s in stacks if s.members and s.step < last[id(s)]]:
+            stopping = signals.stop_requested(run)
+            images = sum(s.take_step(store, stopping) for s in todo)
+            report_stopped()
+            if stopping is not None:
+                for s in stacks:
+                    s.finish()
+                raise Interrupted(stopping, min(s.step for s in todo), members[0].checkpoint)
+            reporter.update(min(s.step for s in todo), images, values)
+        for s in stacks:
+            s.check()
+            s.finish()
+        report_stopped()
+        stopping = signals.stop_requested(run)
+        if stopping is not None:  # it came after the last step: the checkpoints above hold the run
+            raise Interrupted(stopping, min(m.step for m in members), members[0].checkpoint)
+    return members
+
+
+def _stack_states(states: list[dict], optimizer: torch.optim.Optimizer) -> dict:
+    """A state for ``optimizer`` (of stacked parameters) from the members' own optimiser states."""
+    params = optimizer.param_groups[0]["params"]
+    stacked = {}
+    for index, first in states[0]["state"].items():
+        stacked[index] = {key: torch.stack([s["state"][index][key] for s in states])
+                          if key != "step" and isinstance(value, Tensor) and value.shape == params[index].shape[1:]
+                          else value
+                          for key, value in first.items()}
+    return {"state": stacked, "param_groups": optimizer.state_dict()["param_groups"]}
+
+
+def _slice_state(optimizer: torch.optim.Optimizer, i: int, param_groups: list[dict]) -> dict:
+    """Member ``i``'s optimiser state out of ``optimizer`` (of stacked parameters), with its own ``param_groups``."""
+    params = optimizer.param_groups[0]["params"]
+    state = optimizer.state_dict()["state"]
+    return {"state": {index: {key: value[i].clone() if isinstance(value, Tensor) and key != "step"
+                              and value.shape == params[index].shape else value
+                              for key, value in per_param.items()}
+                      for index, per_param in state.items()},
+            "param_groups": param_groups}

@@ -1,0 +1,263 @@
+"""What every training loop shares: where the run is, its plan through the data, the order of each epoch,
+its random streams, its stop signals and its resume point.
+
+:mod:`vaezoo.train` (one model, or one per DDP rank) and :mod:`vaezoo.ensemble` (several runs stacked into
+one step) both step through a dataset with these.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Self
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from vaezoo.assemble import load_weights
+from vaezoo.cards import Card, TrainRecipe
+from vaezoo.checkpoints import check_recipe, read_checkpoint, remove_temporaries, restore_rng
+from vaezoo.data import ImageDataset
+from vaezoo.errors import TrainingError
+from vaezoo.terminal import printable
+
+@dataclass
+class Run:
+    """Where a run is: the process's rank among ``world`` processes and its device."""
+
+    rank: int = 0
+    world: int = 1
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped a run.
+
+    Attributes:
+        signal: the signal's number.
+        step: the step of the checkpoint written when the loop stopped; None when the signal stopped the
+            run outside the loop or a second SIGINT stopped it at once (the last checkpoint, if any, stays).
+        checkpoint: the checkpoint file of the run.
+    """
+
+    def __init__(self, signum: int, step: int | None = None, checkpoint: Path | None = None):
+        super().__init__(signal.Signals(signum).name)
+        self.signal, self.step, self.checkpoint = signum, step, checkpoint
+
+
+class StopSignals:
+    """Handles SIGINT and SIGTERM in the main thread while in use, then gives back the previous handlers.
+
+    With ``defer``, the first signal is only noted (``received``) for the loop to stop at the end of its
+    step; a second SIGINT raises :class:`Interrupted` at once, a second SIGTERM is ignored (the run is
+    already stopping). Without ``defer`` every signal raises at once.
+    """
+
+    def __init__(self, defer: bool):
+        self.defer = defer
+        self.received: int | None = None
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():  # Python handles signals there only
+            self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.defer and self.received is None:
+            self.received = signum
+        elif not self.defer or signum == signal.SIGINT:
+            raise Interrupted(signum)
+
+    def stop_requested(self, run: Run) -> int | None:
+        """The signal that asks the run to stop, if any; under DDP a signal on any rank stops every rank."""
+        if run.world == 1:
+            return self.received
+        flag = torch.tensor([self.received or 0], device=run.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return int(flag.item()) or None
+
+
+def start_run(device) -> Run:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Run(device=torch.device(device or "cpu"))
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    cuda = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
+    if cuda:
+        torch.cuda.set_device(local)
+    dist.init_process_group("nccl" if cuda else "gloo")
+    return Run(rank, world, torch.device(f"cuda:{local}" if cuda else "cpu"))
+
+
+def make_optimizer(recipe: TrainRecipe, params, **extra) -> torch.optim.Optimizer:
+    """The recipe's optimiser over ``params``, with ``extra`` options (e.g. ``fused``) beside the recipe's."""
+    spec = recipe.optimizer
+    return getattr(torch.optim, spec.name)(params, lr=spec.lr, **spec.options, **extra)
+
+
+def rng_state(run: Run) -> dict:
+    """The RNG states a checkpoint keeps: this process's, and under DDP every rank's (a collective call)."""
+    state = {"rng_cpu": torch.get_rng_state()}
+    if run.world == 1:
+        if torch.cuda.is_available():
+            state["rng_cuda"] = torch.cuda.get_rng_state_all()
+        return state
+    mine = {"cpu": state["rng_cpu"]}
+    if run.device.type == "cuda":
+        mine["cuda"] = torch.cuda.get_rng_state(run.device)
+    state["rng_ranks"] = [None] * run.world
+    dist.all_gather_object(state["rng_ranks"], mine)
+    return state
+
+
+def checkpoint_exists_error(path: Path) -> TrainingError:
+    return TrainingError(f"{path.parent} already holds a checkpoint ({path.name}) of a run; pass --resume "
+                         f"to continue it, or choose another --out to start afresh")
+
+
+def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan: Plan, resume: bool, run: Run) -> int | None:
+    """Restore model, optimiser and RNG states from the checkpoint ``path``: its step, or None to start afresh."""
+    if not path.exists():
+        if resume and run.main:
+            print(printable(f"no checkpoint in {path.parent}; starting from step 0"), file=sys.stderr)
+        return None
+    if not resume:
+        raise checkpoint_exists_error(path)
+    if run.main:  # a run killed while writing a checkpoint left its temporary file behind
+        remove_temporaries(path)
+    checkpoint = read_checkpoint(path, fix="remove it to start over, or choose another --out")
+    check_recipe(checkpoint, card)
+    if checkpoint.step > plan.total:
+        raise TrainingError(f"checkpoint {path} is at step {checkpoint.step}, past this run's last step {plan.total} "
+                            f"({card.train.epochs} epochs of {plan.per_epoch} steps); pass --epochs "
+                            f"{math.ceil(checkpoint.step / plan.per_epoch)} or more to continue it")
+    load_weights(model, checkpoint.model, f"checkpoint {path}")
+    try:
+        optimizer.load_state_dict(checkpoint.optimizer)
+    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise TrainingError(f"the optimiser state in checkpoint {path} does not fit this card's "
+                            f"{card.train.optimizer.name} optimiser ({first}); resume with the card that started "
+                            f"the run, or choose another --out") from None
+    if not restore_rng(checkpoint, run.rank, run.world, run.device):
+        torch.manual_seed(card.train.seed + 1_000_003 * run.rank + checkpoint.step)
+        if run.main:
+            print(printable(f"{path} holds no RNG states for {run.world} processes; the sampling noise is reseeded, "
+                            f"so the resumed run will not match an uninterrupted one bit for bit"), file=sys.stderr)
+    return checkpoint.step
+
+
+def last_good(checkpoint: Path, saved: int | None) -> str:
+    return (f"the last good checkpoint is {checkpoint} (step {saved})" if saved is not None
+            else "no checkpoint has been written yet")
+
+
+@dataclass
+class Plan:
+    """How a run walks through its data: each rank's batch size, steps per epoch, and the last step."""
+
+    batch_size: int
+    per_epoch: int
+    total: int
+
+    @classmethod
+    def of(cls, recipe: TrainRecipe, size: int, world: int) -> Plan:
+        if recipe.batch_size % world:
+            raise TrainingError(f"the recipe's batch size {recipe.batch_size} does not split evenly over {world} "
+                                f"processes; run a number of processes that divides it")
+        batch_size = recipe.batch_size // world
+        per_epoch = math.ceil(math.ceil(size / world) / batch_size)  # DistributedSampler pads to equal shares
+        return cls(batch_size, per_epoch, recipe.epochs * per_epoch)
+
+
+@contextlib.contextmanager
+def distribution_checks_off():
+    """Turn off ``torch.distributions``' argument checks while training.
+
+    They cost time every step, and once a loss goes NaN they raise from inside the
+    model, before the loop can name the step and the last good checkpoint.
+    """
+    previous = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(previous)
+
+
+def device_store(dataset: ImageDataset, device: torch.device) -> ImageDataset:
+    """``dataset`` with its images moved to ``device``, once: batches are then cut and converted there."""
+    store = copy.copy(dataset)
+    store.images = dataset.images.to(device)
+    return store
+
+
+def check_dataset(model: torch.nn.Module, store: ImageDataset, chunk: int = 8192) -> None:
+    """The model's input contract (:meth:`vaezoo.model.VAE.check_input`), checked once over the whole dataset.
+
+    The steps then skip the per-batch check, which waits for the device every step.
+
+    Raises:
+        InputError: a chunk of the dataset is not what the model takes.
+    """
+    for start in range(0, len(store), chunk):
+        model.check_input(store.batch(slice(start, start + chunk)))
+
+
+def epoch_order(size: int, seed: int, epoch: int, run: Run, generator: torch.Generator) -> Tensor:
+    """This rank's order of the ``size`` images in ``epoch``, drawn on ``generator``'s device.
+
+    It is the order of ``DistributedSampler(shuffle=True, seed=seed)``: the permutation of a generator
+    seeded with ``seed + epoch``, padded to equal shares by repeating its start, every ``world``-th index
+    from ``rank``. On the CPU it is the sampler's very order, so runs it checkpointed resume exactly.
+    """
+    generator.manual_seed(seed + epoch)
+    order = torch.randperm(size, generator=generator, device=generator.device)
+    padded = math.ceil(size / run.world) * run.world
+    if padded > size:
+        order = order.repeat(math.ceil(padded / size))[:padded]
+    return order[run.rank::run.world]
+
+
+class Streams:
+    """One seed's states of torch's global generators (the CPU's and the run's CUDA device's).
+
+    The sampling noise comes from the global generators. Seeds trained side by side put their own states
+    in place while they step (:meth:`active`) and take them back after, so each draws exactly the numbers
+    it would draw trained alone.
+    """
+
+    def __init__(self, device: torch.device):
+        self.cuda = device if device.type == "cuda" else None
+        self.take()
+
+    def take(self) -> None:
+        self.cpu = torch.get_rng_state()
+        self.gpu = torch.cuda.get_rng_state(self.cuda) if self.cuda is not None else None
+
+    @contextlib.contextmanager
+    def active(self):
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state(self.gpu, self.cuda)
+        try:
+            yield
+        finally:
+            self.take()

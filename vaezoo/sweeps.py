@@ -1,0 +1,134 @@
+"""The members of an ensemble: a card's runs over seeds and over the values of swept card fields.
+
+``--sweep KEY=V1,V2,...`` names a field of the card's ``model`` or ``train`` table the way
+``vaezoo list --where`` does: by its dotted path (``model.regularizers.0.beta``) or by any tail of it
+(``beta``) that names one field only. Values are read as TOML values (``4``, ``1e-4``, ``true``, ``"mss"``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from vaezoo.cards import Card
+from vaezoo.errors import TrainingError
+
+__all__ = ["Sweep", "MemberSpec", "members", "parse_sweep"]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A card field and the values an ensemble trains it with.
+
+    Attributes:
+        key: the field as given (its folder names use it).
+        values: the values, as read from TOML.
+    """
+
+    key: str
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """One member of an ensemble: its card, its folder under the ensemble's, and how messages name it."""
+
+    card: Card
+    folder: Path
+    label: str
+
+
+def parse_sweep(text: str) -> Sweep:
+    """``KEY=V1,V2,...`` as a :class:`Sweep`.
+
+    Raises:
+        TrainingError: no ``=``, no key, no value, or a value named twice.
+    """
+    key, sep, values = text.partition("=")
+    key = key.strip()
+    if not sep or not key or not values.strip():
+        raise TrainingError(f"--sweep takes KEY=V1,V2,..., got '{text}'")
+    parsed = tuple(_value(v.strip()) for v in values.split(","))
+    if len(set(map(repr, parsed))) != len(parsed):
+        raise TrainingError(f"--sweep {key} names a value twice: '{values}'")
+    return Sweep(key, parsed)
+
+
+def _value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text  # a bare word: a string
+
+
+def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[MemberSpec]:
+    """Every seed crossed with every combination of the sweeps' values, in order.
+
+    A member's folder is ``seed-N``, under ``KEY=VALUE`` for each sweep (``KEY=VALUE,KEY2=VALUE2`` for two).
+
+    Raises:
+        TrainingError: a key names no field or several, a sweep changes the dataset, a seed is repeated, or
+            a value does not fit its field (one line naming the field and the value).
+    """
+    seeds = list(seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise TrainingError(f"--seeds must name each seed once, got {','.join(map(str, seeds)) or 'none'}")
+    paths = [_resolve(card, s.key) for s in sweeps]
+    if len(set(paths)) != len(paths):
+        raise TrainingError("two --sweep options name the same field; give each field once")
+    out = []
+    for combo in itertools.product(*(s.values for s in sweeps)):
+        varied = card
+        for path, value in zip(paths, combo):
+            varied = _with_value(varied, path, value)
+        tag = ",".join(f"{s.key}={_show(v)}" for s, v in zip(sweeps, combo))
+        for seed in seeds:
+            member = varied.model_copy(update={"train": varied.train.model_copy(update={"seed": seed})})
+            folder = Path(tag) / f"seed-{seed}" if tag else Path(f"seed-{seed}")
+            out.append(MemberSpec(member, folder, f"{tag} seed {seed}".strip()))
+    return out
+
+
+def _show(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _resolve(card: Card, key: str) -> str:
+    """The dotted path of the one field ``key`` names."""
+    flat = card.flat()
+    found = [path for path in flat if path == key or path.endswith("." + key)]
+    if not found:
+        raise TrainingError(f"--sweep {key}: the card has no such field; its fields are {', '.join(flat)}")
+    if len(found) > 1:
+        raise TrainingError(f"--sweep {key} names several fields ({', '.join(found)}); give the whole dotted path")
+    if found[0] == "train.seed":
+        raise TrainingError(f"--sweep {key}: give the seeds with --seeds")
+    if found[0].startswith("train.data"):
+        raise TrainingError(f"--sweep {key}: the members of an ensemble share their dataset; train another "
+                            f"dataset in its own run")
+    return found[0]
+
+
+def _with_value(card: Card, path: str, value: Any) -> Card:
+    """``card`` with the field at the dotted ``path`` set to ``value``, validated as a card is."""
+    data = card.model_dump(mode="python")
+    *parents, last = path.split(".")
+    node = data
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    key = int(last) if isinstance(node, list) else last
+    old = node[key]
+    node[key] = float(value) if isinstance(old, float) and isinstance(value, int) and not isinstance(value, bool) \
+        else value
+    try:
+        varied = Card.model_validate(data)
+    except ValidationError as exc:
+        raise TrainingError(f"--sweep {path}={_show(value)}: {exc.errors()[0]['msg'].lower()}") from None
+    varied._path, varied._source = card._path, card._source
+    return varied
