@@ -88,8 +88,8 @@ def test_an_existing_checkpoint_is_not_overwritten_without_resume(data_plugin, t
 def test_a_nan_loss_names_the_step_and_the_last_good_checkpoint(data_plugin, tmp_path):
     forward = VAE.forward
 
-    def nan_at_step_8(self, x, step=0):
-        out = forward(self, x, step)
+    def nan_at_step_8(self, x, step=0, checked=False):
+        out = forward(self, x, step, checked)
         if step == 8:
             out.loss = out.loss * float("nan")
         return out
@@ -108,8 +108,8 @@ def test_a_nan_loss_names_the_step_and_the_last_good_checkpoint(data_plugin, tmp
 def test_a_nan_from_the_start_is_a_one_line_cli_error(data_plugin, tmp_path, capsys, monkeypatch):
     forward = VAE.forward
 
-    def nan_loss(self, x, step=0):
-        out = forward(self, x, step)
+    def nan_loss(self, x, step=0, checked=False):
+        out = forward(self, x, step, checked)
         out.loss = out.loss * float("nan")
         return out
 

@@ -21,7 +21,8 @@ from vaezoo.checkpoints import recipe_of
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
 from vaezoo.errors import TrainingError
-from vaezoo.train import CHECKPOINT, Interrupted, Run, _epoch_order, train, train_seeds
+from vaezoo.loop import Run, epoch_order as _epoch_order
+from vaezoo.train import CHECKPOINT, Interrupted, train, train_seeds
 
 
 def card(**train) -> Card:
@@ -69,14 +70,19 @@ def test_batches_are_cut_on_the_runs_device_from_one_store_moved_there_once(data
 
     def recording(self, index, *args, **kwargs):
         x = batch(self, index, *args, **kwargs)
-        made.append((self.images, index.device, x.device, args, kwargs))
+        if isinstance(index, slice):  # the input check, once over the dataset in order
+            checked.append((index.start, index.stop))
+        else:
+            made.append((self.images, index.device, x.device, args, kwargs))
         return x
 
+    checked = []
     monkeypatch.setattr(ImageDataset, "batch", recording)
     with DeviceTransfers() as transfers:
         results = train_seeds(card(), tmp_path, [0, 1], max_steps=5)
 
-    assert len(made) == 2 * 5
+    assert checked == [(0, 8192)]  # 96 images: one chunk, read once
+    assert len(made) == 5  # one cut a step holds both seeds' batches
     store = made[0][0]
     device = Run().device
     for images, index, x, args, kwargs in made:
@@ -149,14 +155,14 @@ def test_bad_seeds_are_a_one_line_error(data_plugin, tmp_path, capsys, options, 
 
 def test_seeds_side_by_side_refuse_torchrun(data_plugin, tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(TrainingError, match="side by side in one process; run it without torchrun"):
+    with pytest.raises(TrainingError, match="several runs in one process; run it without torchrun"):
         train_seeds(card(), tmp_path / "out", [0, 1])
     assert not (tmp_path / "out").exists()
 
 
 def test_a_stopped_seeds_run_names_every_checkpoint_and_the_resume_command(data_plugin, tmp_path, capsys,
                                                                            monkeypatch):
-    def stopped(card, out, seeds, **options):
+    def stopped(card, out, seeds, sweeps, **options):
         raise Interrupted(signal.SIGINT, 4, out / "seed-1" / CHECKPOINT)
 
     monkeypatch.setattr("vaezoo.train.train_seeds", stopped)

@@ -4,9 +4,9 @@ The members of an ensemble are runs of a card that differ in their seed and, in 
 Members whose models differ only in their weights form a :class:`Stack`: their parameters and buffers are
 stacked along a new first dimension, one ``torch.func.vmap`` over ``functional_call`` runs every member's
 forward pass, one backward pass gives each member its own gradients (the loss is the sum of the members'
-losses, which share no parameter), and one optimiser step updates them all. Only optimisers that update
-each number on its own (:data:`ELEMENTWISE_OPTIMIZERS`) may do that: for them the stacked step is each
-member's own step.
+losses, which share no parameter), and one optimiser step updates them all. Every optimiser a card can
+name (Adam, AdamW, SGD, RMSprop) updates each number from its own gradient and state alone, so the stacked
+step is each member's own step.
 
 Each member keeps what makes it the run it would be alone:
 
@@ -46,11 +46,7 @@ from vaezoo.model import VAE
 from vaezoo.terminal import printable
 from vaezoo.train_progress import Reporter
 
-__all__ = ["ELEMENTWISE_OPTIMIZERS", "Member", "NoiseTape", "Stack", "fit_ensemble"]
-
-#: torch.optim optimisers whose update of each number depends on that number's gradient and state alone.
-ELEMENTWISE_OPTIMIZERS = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam", "SGD", "RMSprop", "Adagrad",
-                                    "Adadelta", "ASGD", "Rprop"})
+__all__ = ["Member", "NoiseTape", "Stack", "fit_ensemble"]
 
 _FILLS = frozenset({Tensor.normal_, Tensor.uniform_, Tensor.exponential_, Tensor.geometric_, Tensor.log_normal_,
                     Tensor.cauchy_, Tensor.random_})
@@ -188,14 +184,18 @@ class Stack:
         members: members whose cards differ only in the seed, at the same step (:func:`stack_key`).
         plan: their plan through the data.
         run: the device.
+        formulation: "vmap" (one batched forward pass; convolutions become grouped ones) or "loop" (the
+            members' forward passes in turn, on slices of the stacked parameters); default: "vmap" on CUDA,
+            "loop" on the CPU, the faster of the two there (docs/benchmarks.md).
         check_every: steps between reads of the non-finite flags (each read waits for the device).
     """
 
-    def __init__(self, members: list[Member], plan: Plan, run: Run, check_every: int = 100):
+    def __init__(self, members: list[Member], plan: Plan, run: Run, formulation: str | None = None,
+                 check_every: int = 100):
+        if formulation not in (None, "vmap", "loop"):
+            raise TrainingError(f"an ensemble's formulation is 'vmap' or 'loop', got '{formulation}'")
+        self.formulation = formulation or ("vmap" if run.device.type == "cuda" else "loop")
         recipe = members[0].card.train
-        if recipe.optimizer.name not in ELEMENTWISE_OPTIMIZERS:
-            raise TrainingError(f"an ensemble steps its members with one {recipe.optimizer.name} optimiser, which "
-                                f"does not update each weight on its own; train the runs one at a time with --seed")
         self.members, self.plan, self.run, self.check_every = members, plan, run, check_every
         self.step = members[0].step
         self.bf16 = recipe.precision == "bf16"
@@ -220,23 +220,40 @@ class Stack:
         self.bad_loss = torch.zeros(len(members), device=self.run.device)
         self.shown = None
 
-    def losses(self, x: Tensor, noise: list[Tensor]) -> Tensor:
-        """Every member's loss on its batch ``x[i]`` with its noise ``noise[k][i]``, shape ``(members,)``."""
-        draws, step = self.tapes[x.shape[1]], self.step
+    def losses(self, x: Tensor) -> Tensor:
+        """Every member's loss on its batch ``x[i]``, its noise drawn from its own streams; shape ``(members,)``."""
+        step = self.step
+        with torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
+            if self.formulation == "loop":
+                losses = []
+                for i, m in enumerate(self.members):
+                    params = {k: v[i] for k, v in self.params.items()}
+                    buffers = {k: v[i] for k, v in self.buffers.items()}
+                    with m.streams.active():
+                        losses.append(functional_call(self.base, (params, buffers), (x[i],),
+                                                      {"step": step, "checked": True}).loss)
+                return torch.stack(losses)
+            if x.shape[1] not in self.tapes:
+                self.tapes[x.shape[1]] = self._record(x)
+            draws = self.tapes[x.shape[1]]
+            noise = []
+            for m in self.members:
+                with m.streams.active():
+                    noise.append([draw() for draw in draws])
+            noise = [torch.stack(column) for column in zip(*noise)]
 
-        def one(params, buffers, x, noise):
-            with NoiseTape(noise, draws):
-                return functional_call(self.base, (params, buffers), (x,), {"step": step, "checked": True}).loss
+            def one(params, buffers, x, noise):
+                with NoiseTape(noise, draws):
+                    return functional_call(self.base, (params, buffers), (x,), {"step": step, "checked": True}).loss
 
-        try:
-            with torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
+            try:
                 return vmap(one, randomness="error")(self.params, self.buffers, x, noise)
-        except RuntimeError as exc:
-            if "randomness" not in str(exc):
-                raise
-            raise TrainingError("the model draws random numbers in a way an ensemble cannot give each member its "
-                                "own (not through torch.rand, torch.randn, torch.randint, their *_like forms or a "
-                                "fill such as normal_); train the runs one at a time with --seed") from None
+            except RuntimeError as exc:
+                if "randomness" not in str(exc):
+                    raise
+                raise TrainingError("the model draws random numbers in a way vmap cannot give each member its own "
+                                    "(not through torch.rand, torch.randn, torch.randint, their *_like forms or a "
+                                    "fill such as normal_); train the ensemble with formulation 'loop'") from None
 
     def _record(self, x: Tensor) -> list[Draw]:
         """The random draws of a forward pass on batches shaped like ``x``; the global generators are left as they were."""
@@ -248,8 +265,7 @@ class Stack:
                 return functional_call(self.base, (params, buffers), (x,), {"step": step, "checked": True}).loss
 
         devices = [self.run.device] if self.run.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), torch.no_grad(), \
-                torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
             vmap(one, randomness="same")(self.params, self.buffers, x)
         return tape.draws
 
@@ -265,22 +281,21 @@ class Stack:
         plan, run, every = self.plan, self.run, self.members[0].card.train.checkpoint_every
         index = torch.cat([m.batch_index(store, plan, run) for m in self.members])
         x = store.batch(index).unflatten(0, (len(self.members), -1))
-        if x.shape[1] not in self.tapes:
-            self.tapes[x.shape[1]] = self._record(x)
         due = self.step != self.members[0].saved and (
             stopping is not None or self.step > 0 and self.step % every == 0)
-        rngs, noise = [], []
+        rngs = []
         for m in self.members:
             with m.streams.active():
                 rngs.append(rng_state(run) if due else None)
-                noise.append([draw() for draw in self.tapes[x.shape[1]]])
-        noise = [torch.stack(column) for column in zip(*noise)]
-        losses = self._losses_noted(x, noise)
+        starts = [m.streams.state() for m in self.members]
+        losses = self._losses_noted(x)
         if due:
             kept = self.check()
-            if len(kept) < x.shape[0]:  # the stack was rebuilt without the members that diverged
-                rngs, x, noise = [rngs[i] for i in kept], x[kept], [n[kept] for n in noise]
-                losses = self._losses_noted(x, noise) if kept else losses
+            if len(kept) < x.shape[0]:  # the stack was rebuilt without the diverged members: their step again
+                rngs, x = [rngs[i] for i in kept], x[kept]
+                for i, m in zip(kept, self.members):
+                    m.streams.set(starts[i])
+                losses = self._losses_noted(x) if kept else losses
             for i, rng in enumerate(rngs):
                 self._save(i, rng)
         if stopping is not None or not self.members:
@@ -296,9 +311,9 @@ class Stack:
             self.check()
         return x.shape[0] * x.shape[1]
 
-    def _losses_noted(self, x: Tensor, noise: list[Tensor]) -> Tensor:
+    def _losses_noted(self, x: Tensor) -> Tensor:
         """:meth:`losses`, noting on the device which members' losses are not finite, first at this step."""
-        losses = self.losses(x, noise)
+        losses = self.losses(x)
         bad = ~torch.isfinite(losses.detach()) & (self.first_bad < 0)
         self.first_bad = torch.where(bad, self.step, self.first_bad)
         self.bad_loss = torch.where(bad, losses.detach().float(), self.bad_loss)
@@ -369,8 +384,11 @@ class Stack:
 
 
 def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageDataset, resume: bool,
-                 max_steps: int | None, run: Run) -> list[Member]:
+                 max_steps: int | None, run: Run, formulation: str | None = None) -> list[Member]:
     """Train each ``(model, card, out, label)`` of ``runs``, members stacked by :func:`stack_key`.
+
+    ``formulation`` chooses how a :class:`Stack` runs its members' forward passes (default: the faster on
+    the device).
 
     Each member resumes from its own checkpoint (``resume``); members at different steps, or whose cards
     differ in more than the seed, go in different stacks, which step in turn.
@@ -390,7 +408,7 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
     groups: dict[str, list[Member]] = {}
     for m in members:
         groups.setdefault(stack_key(m), []).append(m)
-    stacks = [Stack(group, plans[group[0].out], run) for group in groups.values()]
+    stacks = [Stack(group, plans[group[0].out], run, formulation) for group in groups.values()]
     last = {id(s): s.plan.total if max_steps is None else min(s.plan.total, max_steps) for s in stacks}
     reported: set[int] = set()
 

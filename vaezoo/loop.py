@@ -252,6 +252,13 @@ class Streams:
         self.cpu = torch.get_rng_state()
         self.gpu = torch.cuda.get_rng_state(self.cuda) if self.cuda is not None else None
 
+    def state(self) -> tuple[Tensor, Tensor | None]:
+        """The states held, to :meth:`set` back later."""
+        return self.cpu, self.gpu
+
+    def set(self, state: tuple[Tensor, Tensor | None]) -> None:
+        self.cpu, self.gpu = state
+
     @contextlib.contextmanager
     def active(self):
         torch.set_rng_state(self.cpu)

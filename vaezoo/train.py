@@ -320,7 +320,7 @@ def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resu
 def train_seeds(card: Card, out: Path, seeds: Sequence[int], sweeps: Sequence[Sweep] = (), data_root=None,
                 epochs: int | None = None, resume: bool = False, device=None, max_steps: int | None = None,
                 checkpoint_every: int | None = None, name: str | None = None, precision: str | None = None,
-                compile: bool | None = None) -> list[TrainResult]:
+                compile: bool | None = None, formulation: str | None = None) -> list[TrainResult]:
     """Train an ensemble: one run per seed and combination of the sweeps' values, all in one step.
 
     The runs are stacked (:mod:`vaezoo.ensemble`): one forward, backward and optimiser step covers all the
@@ -335,6 +335,8 @@ def train_seeds(card: Card, out: Path, seeds: Sequence[int], sweeps: Sequence[Sw
         out: the folder of the runs' folders.
         seeds: the seeds, each once.
         sweeps: card fields and the values to train each with.
+        formulation: how the stacked step runs the members' forward passes, "vmap" or "loop"
+            (see :class:`vaezoo.ensemble.Stack`; default: the faster on the device).
 
     Returns:
         Each run's result, seeds varying fastest; a run whose loss became NaN or inf has its ``error``.
@@ -351,11 +353,11 @@ def train_seeds(card: Card, out: Path, seeds: Sequence[int], sweeps: Sequence[Sw
     recipe = _override(card.train, epochs=epochs, checkpoint_every=checkpoint_every, precision=precision)
     specs = members(card.model_copy(update={"train": recipe}), seeds, sweeps)
     return _train(card, [(m.card, Path(out) / m.folder, m.label) for m in specs], data_root, resume, device,
-                  max_steps, name)
+                  max_steps, name, formulation)
 
 
 def _train(card: Card, runs: list[tuple[Card, Path, str]], data_root, resume, device, max_steps,
-           name) -> list[TrainResult]:
+           name, formulation=None) -> list[TrainResult]:
     """Train each ``(card, out, label)`` of ``runs``: alone when it is one unlabelled run, else as an ensemble."""
     if max_steps is not None and max_steps < 1:
         raise TrainingError(f"--max-steps must be at least 1, got {max_steps}")
@@ -377,7 +379,7 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], data_root, resume, de
                 trained = [_fit(models[0], *runs[0][:2], dataset, resume, max_steps, run)]
             else:
                 trained = fit_ensemble([(m, c, out, label) for m, (c, out, label) in zip(models, runs)], dataset,
-                                       resume, max_steps, run)
+                                       resume, max_steps, run, formulation)
             results = []
             for t, (member_card, out, _) in zip(trained, runs):
                 total = Plan.of(member_card.train, len(dataset), run.world).total

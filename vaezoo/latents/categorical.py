@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.distributions import Categorical, RelaxedOneHotCategorical, kl_divergence
+from torch.distributions import Categorical, RelaxedOneHotCategorical
 
 from vaezoo.latents.base import LatentFamily, Posterior, Sweep
 
@@ -39,8 +39,10 @@ class CategoricalPosterior(Posterior):
         return F.one_hot(self.logits.argmax(-1), self.code_size).to(self.logits.dtype)
 
     def kl(self) -> Tensor:
-        uniform = Categorical(logits=torch.zeros_like(self.logits))
-        return kl_divergence(Categorical(logits=self.logits), uniform).unsqueeze(-1)
+        # torch.distributions' categorical KL, less its masks (which torch.func.vmap cannot batch): the uniform
+        # prior puts no zero anywhere, and a zero of q gives 0 * finite.
+        log_q = F.log_softmax(self.logits, dim=-1)
+        return (log_q.exp() * (log_q + math.log(self.code_size))).sum(-1, keepdim=True)
 
 
 class GumbelCategorical(LatentFamily):

@@ -1,0 +1,168 @@
+"""Ensembles (``vaezoo train --seeds/--sweep``): each member ends as its own run trained alone would.
+
+Every built-in architecture is trained as an ensemble of two seeds, in both formulations of the stacked
+step ("loop": the members' forward passes in turn; "vmap": one batched pass with replayed noise), and its
+second member is compared with that seed trained alone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tomllib
+
+import pytest
+import torch
+
+from kit import make_card, write_toml
+from vaezoo.cards import Card, parse_card
+from vaezoo.checkpoints import CHECKPOINT
+from vaezoo.cli import main
+from vaezoo.data import ImageDataset
+from vaezoo.ensemble import Stack
+from vaezoo.errors import TrainingError
+from vaezoo.sweeps import Sweep, members, parse_sweep
+from vaezoo.train import Interrupted, train, train_seeds
+
+TOY_JOINT = {"image_size": 16, "channels": 1, "continuous": 2, "discrete": [3], "hidden": 32,
+             "capacity": {"continuous": [0.0, 5.0, 20, 30.0], "discrete": [0.0, 1.0, 20, 30.0]}}
+CONV = {"encoder": {"type": "conv_encoder", "hidden": 32}, "decoder": {"type": "conv_decoder", "hidden": 32},
+        "likelihood": "bernoulli"}
+ARCHITECTURES = {
+    "jointvae": ("jointvae", TOY_JOINT),
+    "betatcvae": ("betatcvae", {"latent_dim": 3, "beta": 6.0, "sampling": "mss", "hidden": 32}),
+    "betavae": ("betavae", {"latent_dim": 3, "beta": 4.0, "hidden": 32}),
+    "vae, joint latent, mss TC and capacity": ("vae", {
+        **CONV,
+        "latent": {"type": "joint", "parts": [{"type": "gaussian", "name": "cont", "dim": 2},
+                                              {"type": "gumbel_categorical", "name": "cat", "categories": 3}]},
+        "regularizers": [{"type": "total_correlation", "sampling": "mss", "part": "cont", "beta": 6.0},
+                         {"type": "capacity", "groups": [{"name": "discrete", "parts": ["cat"], "max": 1.0,
+                                                          "iterations": 20, "gamma": 30.0}]}]}),
+}
+
+
+def toy(architecture: str = "jointvae", model: dict | None = None, **train) -> Card:
+    joint = architecture == "jointvae" or "joint" in str(model)
+    data = make_card("toy", model=model or TOY_JOINT, train=train, architecture=architecture,
+                     eval_metrics=["cluster_accuracy"] if joint else ["elbo"])
+    return Card.model_validate(data)
+
+
+def small(architecture: str, model: dict) -> Card:
+    """A card of 16 images, 8 a batch: 100 steps in 50 epochs."""
+    return toy(architecture, model, epochs=50, batch_size=8, checkpoint_every=25,
+               data={"name": "toy_bars", "options": {"size": 16}})
+
+
+def relative_difference(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max(((a[k].float() - b[k].float()).norm() / b[k].float().norm().clamp_min(1e-12)).item() for k in a)
+
+
+@pytest.mark.parametrize("formulation", ["loop", "vmap"])
+@pytest.mark.parametrize("name", list(ARCHITECTURES))
+def test_a_member_equals_its_solo_run(data_plugin, tmp_path, name, formulation):
+    architecture, model = ARCHITECTURES[name]
+    card = small(architecture, model)
+    [_, member] = train_seeds(card, tmp_path / "ensemble", [0, 1], formulation=formulation)
+    alone = train(card, tmp_path / "alone", seed=1)
+    assert member.step == alone.step == 100
+    assert relative_difference(member.model.state_dict(), alone.model.state_dict()) < 1e-4
+    together, solo = parse_card(member.card_path), parse_card(alone.card_path)
+    assert together.metrics.keys() == solo.metrics.keys() and together.metrics
+    for key, metric in solo.metrics.items():
+        assert together.metrics[key].value == pytest.approx(metric.value, rel=5e-3, abs=1e-6), key
+
+
+def test_the_loop_formulation_is_the_solo_run_bit_for_bit(data_plugin, tmp_path):
+    [_, member] = train_seeds(toy(), tmp_path / "ensemble", [0, 1], max_steps=10, formulation="loop")
+    alone = train(toy(), tmp_path / "alone", seed=1, max_steps=10)
+    assert (tmp_path / "ensemble" / "seed-1" / CHECKPOINT).read_bytes() == (tmp_path / "alone" / CHECKPOINT).read_bytes()
+    assert relative_difference(member.model.state_dict(), alone.model.state_dict()) == 0
+
+
+@pytest.mark.parametrize("formulation", ["loop", "vmap"])
+def test_an_ensemble_resumed_mid_run_ends_as_one_never_interrupted(data_plugin, tmp_path, formulation):
+    whole = train_seeds(toy(), tmp_path / "whole", [1, 2], max_steps=10, formulation=formulation)
+    out = tmp_path / "broken"
+    train_seeds(toy(), out, [1, 2], max_steps=6, formulation=formulation)
+    resumed = train_seeds(toy(), out, [1, 2], resume=True, max_steps=10, formulation=formulation)
+    for a, b in zip(whole, resumed):
+        assert b.step == 10
+        assert relative_difference(a.model.state_dict(), b.model.state_dict()) == 0
+
+
+def test_ctrl_c_in_an_ensemble_checkpoints_every_member_at_the_step_reached(data_plugin, tmp_path, monkeypatch):
+    batch, cuts = ImageDataset.batch, []
+
+    def interrupted_at_step_5(self, index, *args, **kwargs):
+        if not isinstance(index, slice):
+            cuts.append(index)
+            if len(cuts) == 6:
+                os.kill(os.getpid(), signal.SIGINT)
+        return batch(self, index, *args, **kwargs)
+
+    monkeypatch.setattr(ImageDataset, "batch", interrupted_at_step_5)
+    with pytest.raises(Interrupted) as info:
+        train_seeds(toy(), tmp_path, [1, 2])
+    assert info.value.step == 6
+    for seed in (1, 2):
+        assert torch.load(tmp_path / f"seed-{seed}" / CHECKPOINT, weights_only=True)["step"] == 6
+
+
+def test_a_member_whose_loss_becomes_nan_stops_alone(data_plugin, tmp_path, monkeypatch, capsys):
+    losses = Stack.losses
+
+    def seed_2_diverges_at_step_9(self, x):
+        out = losses(self, x)
+        if self.step == 9 and len(self.members) == 2:
+            out = out * torch.tensor([1.0, float("nan")])
+        return out
+
+    monkeypatch.setattr(Stack, "losses", seed_2_diverges_at_step_9)
+    good, bad = train_seeds(toy(), tmp_path, [1, 2])
+    err = capsys.readouterr().err
+    assert good.error is None and good.step == good.total == 12 and good.card_path.exists()
+    assert bad.error and "seed 2: loss became nan at step 9 (epoch 4)" in bad.error and bad.error in err
+    assert bad.step == 8 and bad.card_path is None  # its last checkpoint, step 8, stays
+    assert torch.load(tmp_path / "seed-2" / CHECKPOINT, weights_only=True)["step"] == 8
+    assert all(torch.isfinite(t).all() for t in bad.model.state_dict().values())
+
+
+def test_the_sweeps_members_carry_their_values_on_their_cards(data_plugin, tmp_path):
+    card = toy("betavae", ARCHITECTURES["betavae"][1], epochs=1)
+    card = card.model_copy(update={"eval_metrics": []})
+    results = train_seeds(card, tmp_path, [0, 1], [Sweep("beta", (1.0, 4.0))])
+    folders = [r.card_path.parent.relative_to(tmp_path).as_posix() for r in results]
+    assert folders == ["beta=1.0/seed-0", "beta=1.0/seed-1", "beta=4.0/seed-0", "beta=4.0/seed-1"]
+    written = [tomllib.loads(r.card_path.read_text()) for r in results]
+    assert [(c["model"]["beta"], c["train"]["seed"]) for c in written] == [(1.0, 0), (1.0, 1), (4.0, 0), (4.0, 1)]
+
+
+def test_a_sweep_on_the_command_line(data_plugin, tmp_path, capsys):
+    path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
+    out = tmp_path / "out"
+    assert main(["train", str(path), "--out", str(out), "--sweep", "hidden=16,32"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(out / f"hidden={h}" / "seed-0" / "toyvae-bars-run.toml") for h in (16, 32)]
+
+
+@pytest.mark.parametrize(("sweep", "message"), [
+    ("nothing=1,2", "--sweep nothing: the card has no such field"),
+    ("max", "--sweep takes KEY=V1,V2,..., got 'max'"),
+    ("lr=1,1", "--sweep lr names a value twice"),
+    ("seed=1,2", "--sweep seed: give the seeds with --seeds"),
+    ("batch_size=0,4", "--sweep train.batch_size=0: input should be greater than 0"),
+])
+def test_a_bad_sweep_is_a_one_line_error(data_plugin, tmp_path, capsys, sweep, message):
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
+    code = main(["train", str(path), "--out", str(tmp_path / "out"), "--sweep", sweep])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err and message in err and not (tmp_path / "out").exists()
+
+
+def test_a_sweep_key_that_names_several_fields_asks_for_the_dotted_path():
+    card = toy("vae", ARCHITECTURES["vae, joint latent, mss TC and capacity"][1])
+    with pytest.raises(TrainingError, match=r"names several fields \(.*\); give the whole dotted path"):
+        members(card, [0], [parse_sweep("type=a,b")])
