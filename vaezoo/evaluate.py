@@ -7,12 +7,13 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from vaezoo.assemble import card_dataset, metric
+from vaezoo.assemble import card_dataset, data_info, metric
 from vaezoo.cards import Card, Metric
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
-from vaezoo.errors import VaezooError
+from vaezoo.errors import MetricError, VaezooError
 from vaezoo.latents import Posterior
 from vaezoo.metrics.codes import EncodingBuilder
+from vaezoo.metrics.requirements import unmet
 from vaezoo.metrics.sampling import full_encoding
 from vaezoo.metrics.shared import sharing
 from vaezoo.model import VAE
@@ -75,8 +76,7 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
         ``metrics`` asked for.
     """
     names = list(metrics) if metrics is not None else card.eval_metrics
-    for name in names:
-        metric(name)  # an unknown name fails here, before any data is read
+    check_metrics(model, card, names)  # an unknown or unservable metric fails here, before any data is read
     dataset = card_dataset(card, data_root, "test")
     results: dict[str, float] = {}
     with sharing():  # the metrics encode each image once and share what else they can (vaezoo.metrics.shared)
@@ -91,6 +91,35 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
                 results[name] = float(metric(name)(model, _Counted(dataset, task), device=device,
                                                    batch_size=batch_size))
     return results
+
+
+def check_metrics(model: VAE, card: Card, metrics: Sequence[str] | None = None) -> None:
+    """Refuse, before any data is read, a metric that ``model`` cannot serve.
+
+    Each metric states what it needs (:mod:`vaezoo.metrics.requirements`: ground-truth factors, a location-scale
+    posterior, densities, a normalised likelihood); this matches those needs against the model and the facts
+    of the card's test split, through the latent protocol only. Training calls it at step 0, so that a run
+    never learns at the end that its card asks for a metric its model cannot give.
+
+    Args:
+        model: the model ``card`` describes (built; its weights do not matter).
+        card: gives the dataset and, by default, the metrics (``eval_metrics``).
+        metrics: check these registered metrics instead of the card's.
+
+    Raises:
+        UnknownNameError: a metric is not registered.
+        MetricError: one line naming each metric the model cannot serve and what is missing.
+    """
+    names = list(card.eval_metrics if metrics is None else metrics)
+    functions = {name: metric(name) for name in names}  # an unknown name fails first
+    if not any(getattr(f, "requires", ()) for f in functions.values()):
+        return
+    info = data_info(card, "test")
+    refused = [f"metric '{name}' {reason}" for name, function in functions.items()
+               for reason in unmet(function, model, info)]
+    if refused:
+        raise MetricError(f"card '{card.name}': " + ". ".join(refused)
+                          + " (remove it from eval_metrics, or give the model what it needs)")
 
 
 def _share(encoding: EncodingBuilder, model: VAE, dataset: ImageDataset, device) -> None:

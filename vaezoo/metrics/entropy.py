@@ -26,6 +26,7 @@ from torch.distributions import Distribution, Normal
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_posteriors
 from vaezoo.metrics.parallel import parallel_map
+from vaezoo.metrics.requirements import LOCATION_SCALE, requires
 from vaezoo.metrics.sampling import full_encoding
 from vaezoo.metrics.shared import shared
 
@@ -92,7 +93,7 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
     """Estimate H(z_j), H(z_j | v_k) and H(z) for the mixture of N factorised posteriors.
 
     The posteriors are of one location-scale ``family`` (a ``torch.distributions`` class taking
-    ``loc`` and ``scale``, such as ``Normal`` or ``Laplace``), as the latent protocol's ``distribution``
+    ``loc`` and ``scale``, such as ``Normal`` or ``Laplace``), as the latent protocol's ``location_scale()``
     gives them. Gaussian posteriors take a closed-form path; others evaluate ``family``'s standard density.
 
     Args:
@@ -229,6 +230,7 @@ def dataset_entropies(model, dataset: ImageDataset, columns: tuple[int, ...], de
     return shared(("entropies", id(model), id(dataset.images), str(device), columns, samples, seed), estimate)
 
 
+@requires(LOCATION_SCALE)
 def total_correlation(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                       samples: int = 10_000, seed: int = 0) -> float:
     """Total correlation (nats) of the aggregate posterior of the factorised (continuous) dimensions over ``dataset``.
