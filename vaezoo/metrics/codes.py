@@ -52,10 +52,13 @@ class Encoding(NamedTuple):
     Attributes:
         modes: ``(N, code_size)`` float32 on the CPU, each image's deterministic code (the posterior's mode).
         posteriors: the location-scale parts of each q(z|x); None when no part is one.
+        batches: when no part is location-scale, each batch's posterior parts (``{name: Posterior}``, in order),
+            for the estimators that reach the densities through the protocol's ``log_density_matrix``.
     """
 
     modes: Tensor
     posteriors: FactorisedPosteriors | None
+    batches: tuple[dict, ...] = ()
 
 
 class EncodingBuilder:
@@ -66,6 +69,7 @@ class EncodingBuilder:
         self._locs: list[Tensor] = []
         self._scales: list[Tensor] = []
         self._families: set[type[Distribution]] = set()
+        self._batches: list[dict] = []
 
     def add(self, posterior) -> None:
         """Take the next batch's q(z|x) (a :class:`~vaezoo.latents.Posterior`)."""
@@ -75,6 +79,8 @@ class EncodingBuilder:
             self._families.update(d.family for d in parts)
             self._locs.append(torch.cat([d.loc for d in parts], -1).float().cpu())
             self._scales.append(torch.cat([d.scale for d in parts], -1).float().cpu())
+        else:
+            self._batches.append(dict(posterior.parts))
 
     def encoding(self) -> Encoding:
         """The batches taken so far, as one :class:`Encoding`.
@@ -88,7 +94,7 @@ class EncodingBuilder:
         family = next(iter(self._families), None)
         posteriors = (FactorisedPosteriors(torch.cat(self._locs), torch.cat(self._scales), family)
                       if family else None)
-        return Encoding(torch.cat(self._modes), posteriors)
+        return Encoding(torch.cat(self._modes), posteriors, () if posteriors else tuple(self._batches))
 
 
 def encode_all(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Encoding:

@@ -71,14 +71,22 @@ def _factors_missing(model, info: DataInfo) -> str | None:
     return None if info.factor_names else "its dataset has none"
 
 
-def _location_scale_missing(model, info: DataInfo) -> str | None:
+def _density_matrix_missing(model, info: DataInfo) -> str | None:
+    problems = []
     with _probe(model) as posterior:
-        offered = {name: part.location_scale() is not None for name, part in posterior.parts.items()}
-        kinds = {name: type(part).__name__ for name, part in posterior.parts.items()}
-    if any(offered.values()):
-        return None
-    return (f"the latent {model.latent.describe()} has none "
-            f"({', '.join(f'{kinds[n]}.location_scale() of part {n!r} is None' for n in offered)})")
+        for name, part in posterior.parts.items():
+            if part.location_scale() is not None:
+                return None
+            try:
+                matrix = part.log_density_matrix(part.rsample())
+            except Exception as exc:  # noqa: BLE001 - a plugin's family may raise anything; report it
+                problems.append(f"{type(part).__name__}.log_density_matrix() of part {name!r} raised "
+                                f"{type(exc).__name__}")
+                continue
+            if bool(torch.isfinite(matrix).all()):
+                return None
+            problems.append(f"{type(part).__name__}.log_density_matrix() of part {name!r} is not finite")
+    return f"the latent {model.latent.describe()} has none ({'; '.join(problems)})"
 
 
 def _density_missing(model, info: DataInfo) -> str | None:
@@ -107,8 +115,8 @@ def _likelihood_missing(model, info: DataInfo) -> str | None:
 
 
 FACTORS = Requirement("a dataset with ground-truth factors (e.g. dsprites)", _factors_missing)
-LOCATION_SCALE = Requirement("a latent part whose posterior is a location-scale density "
-                             "(Posterior.location_scale(), e.g. Gaussian)", _location_scale_missing)
+DENSITY_MATRIX = Requirement("a latent part whose posterior has a density at any code (Posterior.location_scale() "
+                             "or log_density_matrix())", _density_matrix_missing)
 DENSITY = Requirement("a posterior and a prior density at the posterior's samples "
                       "(Posterior.log_prob() and prior_log_prob(), finite)", _density_missing)
 NORMALISED_LIKELIHOOD = Requirement("a likelihood whose nll is a log-density (e.g. bernoulli)", _likelihood_missing)
