@@ -207,3 +207,13 @@ def test_a_gaussian_model_serves_what_the_binary_one_cannot_and_factors_are_chec
     check_metrics(build_model(card), card)
     with pytest.raises(MetricError, match="metric 'mig_chen' needs a dataset with ground-truth factors"):
         check_metrics(build_model(card), card, ["mig_chen"])
+
+
+def test_plugins_parts_lists_every_registered_name_with_its_kind_and_plugin(binary, capsys):
+    import json
+
+    assert main(["plugins", "--parts", "--json"]) == 0
+    parts = json.loads(capsys.readouterr().out)
+    assert {"kind": "latent family", "name": "binary_concrete", "plugin": "binary"} in parts
+    assert {"kind": "metric", "name": "explodes", "plugin": "binary"} in parts
+    assert {"kind": "latent family", "name": "gaussian", "plugin": "core"} in parts
