@@ -1,6 +1,7 @@
 """Known answers for the clustering metric of the JointVAE plugin, and the command that writes its matching."""
 
 import itertools
+import shlex
 import shutil
 import tomllib
 
@@ -59,7 +60,9 @@ def test_the_labels_command_writes_the_matching_that_the_zoo_card_holds(mnist_ro
     assert f"accuracy on test {zoo.metrics['cluster_accuracy'].value:.4f}" in out
     written = get_card(card)
     assert written.labels["discrete0"].category_to_label == zoo.labels["discrete0"].category_to_label
-    assert written.labels["discrete0"].command == f"python -m vaezoo_jointvae.labels mine --data-root {mnist_root}"
+    # "mine" is no zoo name: the command names the card by its path, so that it runs as written
+    assert written.labels["discrete0"].command == shlex.join(
+        ["python", "-m", "vaezoo_jointvae.labels", str(card), "--data-root", str(mnist_root)])
     assert written.model_dump(exclude={"labels"}) == zoo.model_copy(update={"name": "mine"}).model_dump(
         exclude={"labels"})
 

@@ -150,10 +150,36 @@ def test_a_latent_family_viz_does_not_know_is_traversed_through_the_protocol():
     model.latent = Uniform()
     traversal = viz.traverse(model, steps=3, span=(-1.0, 1.0))
     assert [(row.part, row.index) for row in traversal.dimensions] == [("z", 0), ("z", 1)]
-    std = 4 / math.sqrt(12)  # of U(-2, 2)
-    codes = torch.stack([torch.tensor([v, 0.0]) for v in (-std, 0.0, std)])
+    # a bounded prior is swept at the standard normal quantiles of the offsets: U(-2, 2)'s icdf is -2 + 4 q
+    phi = [0.5 * (1 + math.erf(v / math.sqrt(2))) for v in (-1.0, 0.0, 1.0)]
+    codes = torch.stack([torch.tensor([-2 + 4 * q, 0.0]) for q in phi])
     expected = model.decode(codes)
     assert torch.allclose(traversal.tiles[0], expected, atol=1e-6)
+
+
+def test_a_default_sweep_stays_inside_the_prior_support():
+    """However wide the span, a bounded prior's sweep stays inside it and a Bernoulli's takes its two values."""
+
+    class Uniform(LatentFamily):
+        code_size = param_size = 2
+
+        @property
+        def prior(self):
+            return torch.distributions.Uniform(torch.tensor(-2.0), torch.tensor(2.0))
+
+    class Binary(LatentFamily):
+        code_size = param_size = 3
+
+        @property
+        def prior(self):
+            return torch.distributions.Bernoulli(probs=torch.tensor(0.5))
+
+    wide = Uniform().sweeps(7, (-10.0, 10.0))
+    assert all(bool(((s.values > -2) & (s.values < 2)).all()) for s in wide)
+    binary = Binary().sweeps(7, (-3.0, 3.0))
+    assert [s.index for s in binary] == [0, 1, 2]
+    assert all(s.values.flatten().tolist() == [0.0, 1.0] for s in binary)
+    assert Binary().reference_code().tolist() == [0.0, 0.0, 0.0]
 
 
 @pytest.mark.parametrize("n, columns", [(7, 3), (4, 10), (10, 5)])

@@ -490,6 +490,34 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
                            f"Run 'vaezoo list' to see the zoo")
 
 
+def card_reference(card: Card, where: str | os.PathLike | None = None) -> str:
+    """How a command recorded on ``card`` names it, so that the command runs as written: the card's zoo name
+    when the zoo finds this very card by it, else where it is (``where``, or the file it was read from).
+
+    Args:
+        card: the card.
+        where: its file or folder, for a card not read from a file (one about to be written).
+
+    Returns:
+        The name, or the path as given.
+    """
+    path = Path(where) if where is not None else card.path
+    if card.source is not None:
+        return card.source
+    if path is None:
+        return card.name
+    found = scan().cards.get(card.name)
+    if found is not None and found.path is not None and _same_file(found.path, path):
+        return card.name
+    return str(path)
+
+
+def _same_file(card_file: Path, where: Path) -> bool:
+    """Whether ``where`` (a card file, or the folder holding it) is ``card_file``."""
+    where = where / card_file.name if where.is_dir() else where
+    return where.resolve() == card_file.resolve()
+
+
 def write_card(card: Card, path: Path) -> None:
     """Write ``card`` as TOML to ``path`` atomically."""
     import tomli_w

@@ -46,3 +46,7 @@ class DeviceError(VaezooError):
 
 class InputError(VaezooError):
     """Images that are not what a model takes (shape, channels, type or value range)."""
+
+
+class MetricError(VaezooError):
+    """A metric a model cannot serve (its latent, likelihood or dataset lacks what the metric needs)."""

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import shlex
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import torch
 
-from vaezoo.assemble import card_dataset, metric
+from vaezoo.assemble import card_dataset, data_info, metric
 from vaezoo.cards import Card, Metric
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
-from vaezoo.errors import VaezooError
+from vaezoo.errors import MetricError, VaezooError
 from vaezoo.latents import Posterior
 from vaezoo.metrics.codes import EncodingBuilder
+from vaezoo.metrics.requirements import unmet
 from vaezoo.metrics.sampling import full_encoding
 from vaezoo.metrics.shared import sharing
 from vaezoo.model import VAE
@@ -57,7 +59,8 @@ def losses(model: VAE, dataset: ImageDataset, step: int | None, batch_size: int,
 
 
 def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: int = EVAL_BATCH_SIZE,
-             metrics: Sequence[str] | None = None) -> dict[str, float]:
+             metrics: Sequence[str] | None = None,
+             on_error: Callable[[str, Exception], None] | None = None) -> dict[str, float]:
     """Every number ``vaezoo eval`` reports for ``card`` on its dataset's test split.
 
     Args:
@@ -69,14 +72,18 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
             pass is also the metrics' encoding of every image, so that the image is not encoded again).
         metrics: compute these registered metrics only (not the losses); default: the losses and the card's
             ``eval_metrics``.
+        on_error: when given, a metric that raises is left out of the results and ``on_error(name, exception)``
+            is called instead, so that the other metrics are still measured; by default the error propagates.
 
     Returns:
         :func:`losses` and each of the card's ``eval_metrics`` (metrics are a registry plugins extend), or the
         ``metrics`` asked for.
     """
     names = list(metrics) if metrics is not None else card.eval_metrics
-    for name in names:
-        metric(name)  # an unknown name fails here, before any data is read
+    if on_error is None:
+        check_metrics(model, card, names)  # an unknown or unservable metric fails here, before any data is read
+    else:
+        names = [name for name in names if _servable(model, card, name, on_error)]
     dataset = card_dataset(card, data_root, "test")
     results: dict[str, float] = {}
     with sharing():  # the metrics encode each image once and share what else they can (vaezoo.metrics.shared)
@@ -87,10 +94,54 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
                                  encoding.add)
             _share(encoding, model, dataset, device)
         for name in names:
-            with progress(f"eval {card.name}: {name}") as task:
-                results[name] = float(metric(name)(model, _Counted(dataset, task), device=device,
-                                                   batch_size=batch_size))
+            try:
+                with progress(f"eval {card.name}: {name}") as task:
+                    results[name] = float(metric(name)(model, _Counted(dataset, task), device=device,
+                                                       batch_size=batch_size))
+            except Exception as exc:
+                if on_error is None:
+                    raise
+                on_error(name, exc)
     return results
+
+
+def check_metrics(model: VAE, card: Card, metrics: Sequence[str] | None = None) -> None:
+    """Refuse, before any data is read, a metric that ``model`` cannot serve.
+
+    Each metric states what it needs (:mod:`vaezoo.metrics.requirements`: ground-truth factors, a location-scale
+    posterior, densities, a normalised likelihood); this matches those needs against the model and the facts
+    of the card's test split, through the latent protocol only. Training calls it at step 0, so that a run
+    never learns at the end that its card asks for a metric its model cannot give.
+
+    Args:
+        model: the model ``card`` describes (built; its weights do not matter).
+        card: gives the dataset and, by default, the metrics (``eval_metrics``).
+        metrics: check these registered metrics instead of the card's.
+
+    Raises:
+        UnknownNameError: a metric is not registered.
+        MetricError: one line naming each metric the model cannot serve and what is missing.
+    """
+    names = list(card.eval_metrics if metrics is None else metrics)
+    functions = {name: metric(name) for name in names}  # an unknown name fails first
+    if not any(getattr(f, "requires", ()) for f in functions.values()):
+        return
+    info = data_info(card, "test")
+    refused = [f"metric '{name}' {reason}" for name, function in functions.items()
+               for reason in unmet(function, model, info)]
+    if refused:
+        raise MetricError(f"card '{card.name}': " + ". ".join(refused)
+                          + " (remove it from eval_metrics, or give the model what it needs)")
+
+
+def _servable(model: VAE, card: Card, name: str, on_error: Callable[[str, Exception], None]) -> bool:
+    """Whether ``check_metrics`` passes ``name``; when not, ``on_error`` is told why."""
+    try:
+        check_metrics(model, card, [name])
+    except VaezooError as exc:
+        on_error(name, exc)
+        return False
+    return True
 
 
 def _share(encoding: EncodingBuilder, model: VAE, dataset: ImageDataset, device) -> None:
@@ -130,19 +181,34 @@ class _Counted:
             yield start, images
 
 
+def eval_command(ref: str, data_root=None, metrics: Sequence[str] | None = None) -> str:
+    """The ``vaezoo eval`` command that measures ``metrics`` (default: the card's) of the card ``ref`` names,
+    shell-quoted, so that it runs as written (``ref``: see :func:`vaezoo.cards.card_reference`)."""
+    words = ["vaezoo", "eval", ref] + (["--data-root", str(data_root)] if data_root else []) + (
+        ["--metrics", ",".join(metrics)] if metrics else [])
+    return shlex.join(words)
+
+
 def as_metrics(card: Card, results: dict[str, float], data_root=None,
-               measured: Sequence[str] | None = None) -> dict[str, Metric]:
+               measured: Sequence[str] | None = None, ref: str | None = None) -> dict[str, Metric]:
     """``results`` as a card's metrics, each with the ``vaezoo eval`` command that reproduces it.
 
-    A note and a spread over seeds the card already holds on a metric are kept. A registered metric (one of
-    the card's ``eval_metrics``, or of ``measured``: those ``vaezoo eval --metrics`` computed) also records the
-    settings it ran with and the versions of the libraries behind it (:mod:`vaezoo.metrics.provenance`).
+    A note and a spread over seeds the card already holds on a metric are kept (a run's new card holds none:
+    :func:`vaezoo.publish.publish` starts it empty). A registered metric (one of the card's ``eval_metrics``, or
+    of ``measured``: those ``vaezoo eval --metrics`` computed) also records the settings it ran with and the
+    versions of the libraries behind it (:mod:`vaezoo.metrics.provenance`).
+
+    Args:
+        card: the card the results are of.
+        results: ``{metric: value}``.
+        data_root: the ``--data-root`` they were measured with, if any.
+        measured: the metrics ``--metrics`` asked for, if any.
+        ref: how the command names the card (default its name; see :func:`vaezoo.cards.card_reference`).
     """
     from vaezoo import __version__
     from vaezoo.metrics.provenance import library_versions, metric_parameters
 
-    command = f"vaezoo eval {card.name}" + (f" --data-root {data_root}" if data_root else "") + (
-        f" --metrics {','.join(measured)}" if measured else "")
+    command = eval_command(ref or card.name, data_root, measured)
     notes = {name: entry.note for name, entry in card.metrics.items()}
     seeds = {name: entry.seeds for name, entry in card.metrics.items()}
     libraries = library_versions()

@@ -17,7 +17,7 @@ from vaezoo.regularizers.base import Regularizer
 from vaezoo.transforms import for_model
 
 if TYPE_CHECKING:
-    from vaezoo.cards import Card
+    from vaezoo.cards import Card, LabelMatching
 
 
 @dataclass
@@ -157,6 +157,19 @@ class VAE(nn.Module):
         return {k: v for r in self.regularizers for k, v in r.targets(posterior, step).items()}
 
     @torch.no_grad()
+    def label_matching(self, card: Card, ref: str, data_root=None, device=None) -> dict[str, LabelMatching] | None:
+        """The dataset label each category of this model's categorical parts stands for, measured on the test
+        split of ``card``'s dataset, for the card's ``[labels]``; :func:`vaezoo.publish.publish` calls it on a
+        finished run. None (the default): the model has no such matching.
+
+        Args:
+            card: the model's card (its dataset and name).
+            ref: how a command names the card (:func:`vaezoo.cards.card_reference`), for the matching's command.
+            data_root: where the dataset lives.
+            device: where to run.
+        """
+        return None
+
     def reconstruct(self, x: Tensor) -> Tensor:
         """Mean reconstructions of images ``x`` (see :meth:`encode`) from the posterior mode, in [0, 1]."""
         return self.decode(self.encode(x).mode)

@@ -3,14 +3,22 @@
 The run's ``--out`` folder ends holding ``checkpoint.pt``, ``NAME.safetensors`` and ``NAME.toml``, one
 card, so ``vaezoo.load("OUT")`` and every command that takes a model accept the folder, and
 ``VAEZOO_CARDS_PATH=OUT`` lists the run beside the zoo. ``NAME`` is never a built-in zoo entry's name.
+
+A finished run never loses its work: the weights and a card without metrics are written before anything is
+evaluated; a metric that fails is left off the card, with one line on stderr naming it and the command that
+measures it again. The card is the run's own: nothing measured on the card it was trained from (metrics,
+their notes and spreads over seeds, label matchings) is copied; the model's label matching, if it has one,
+is measured again on the run's own model.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.cards import Card, Weights, new_card_name, write_card
+from vaezoo.cards import Card, Weights, card_reference, new_card_name, write_card
+from vaezoo.terminal import printable
 
 if TYPE_CHECKING:
     from vaezoo.model import VAE
@@ -34,7 +42,7 @@ def run_name(card: Card, name: str | None = None) -> str:
 
 
 def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=None, device=None) -> Path:
-    """Evaluate ``model`` and write its weights (the card's JSON in their header) and its completed card.
+    """Write ``model``'s weights (the card's JSON in their header) and its own card, then evaluate it.
 
     Args:
         card: the card the run trained, with the recipe it ran.
@@ -49,19 +57,41 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
         The path of the completed card, ``out/NAME.toml``, beside ``out/NAME.safetensors``.
     """
     from vaezoo import __version__
-    from vaezoo.evaluate import as_metrics, evaluate
+    from vaezoo.evaluate import as_metrics, eval_command, evaluate
+
+    own = card.model_copy(update={"name": name, "train": card.train.model_copy(update={"steps": steps}),
+                                  "vaezoo_version": __version__, "latent": model.latent.describe(),
+                                  "parameters": sum(p.numel() for p in model.parameters()),
+                                  "metrics": {}, "labels": None, "weights": None})
+    card_path = _write(own, model, out)  # the run's work is safe before anything is evaluated
+    ref = card_reference(own, out)
+
+    def failed(metric: str, exc: Exception) -> None:
+        print(printable(f"warning: {metric} failed ({type(exc).__name__}: {exc}); the card is written without "
+                        f"it; measure it again with: {eval_command(ref, data_root, [metric])}"), file=sys.stderr)
+
+    results = evaluate(model, own, data_root, device, on_error=failed)
+    labels = None
+    try:
+        labels = model.label_matching(own, ref, data_root, device)
+    except Exception as exc:  # noqa: BLE001 - the run keeps its weights whatever a plugin's model raises
+        print(printable(f"warning: the label matching failed ({type(exc).__name__}: {exc}); the card is written "
+                        f"without [labels]"), file=sys.stderr)
+    metrics = as_metrics(own, results, data_root, ref=ref)
+    headline = own.headline if own.headline in metrics else None
+    return _write(own.model_copy(update={"metrics": metrics, "labels": labels, "headline": headline}), model, out)
+
+
+def _write(card: Card, model: VAE, out: Path) -> Path:
+    """Write ``out/NAME.safetensors`` (``card`` in its header) and ``out/NAME.toml``; return the card's path."""
     from vaezoo.checksums import sha256_of
     from vaezoo.weights import save_weights
 
-    card = card.model_copy(update={"name": name, "train": card.train.model_copy(update={"steps": steps}),
-                                   "vaezoo_version": __version__, "latent": model.latent.describe(),
-                                   "parameters": sum(p.numel() for p in model.parameters())})
-    card = card.model_copy(update={"metrics": as_metrics(card, evaluate(model, card, data_root, device), data_root)})
-    weights_path = out / f"{name}.safetensors"
+    weights_path = out / f"{card.name}.safetensors"
     save_weights(model.state_dict(), weights_path, {"card": card.model_dump_json(exclude={"weights"})})
     card = card.model_copy(update={
         "weights": Weights(file=weights_path.name, sha256=sha256_of(weights_path), size=weights_path.stat().st_size),
     })
-    card_path = out / f"{name}.toml"
+    card_path = out / f"{card.name}.toml"
     write_card(card, card_path)
     return card_path

@@ -232,17 +232,32 @@ def _check_traversal(family: LatentFamily, batch: int, subject: str) -> None:
                      f"part '{name}': a sweep sets columns {sweep.columns} (of {width}) and reads KL entry "
                      f"{sweep.kl_index} (of {kl_dims})")
             _require_tensor(sweep.values, (sweep.values.shape[0], len(columns)), subject, f"a sweep of '{name}'")
+            if len(columns) == 1:  # one dimension: its values must be codes the prior can give
+                codes = part.reference_code().repeat(len(sweep.values), 1)
+                codes[:, sweep.columns] = sweep.values
+                _require_in_support(part, codes, subject, f"sweeps() of part '{name}', dimension {columns[0]},")
         piece = posterior.parts[name]
         if piece.distribution is None:
             continue
         z = piece.rsample().detach()
         with _running(subject, f"log densities of part '{name}'"):
-            log_prob, prior, matrix = piece.log_prob(z), piece.prior_log_prob(z), piece.log_density_matrix(z)
+            log_prob, matrix = piece.log_prob(z), piece.log_density_matrix(z)
         _require_tensor(log_prob, (batch, width), subject, f"log_prob() of '{name}'")
-        _require_tensor(prior, (batch, width), subject, f"prior_log_prob() of '{name}'")
         _require_tensor(matrix, (batch, batch, width), subject, f"log_density_matrix() of '{name}'")
         _require(torch.allclose(torch.diagonal(matrix, dim1=0, dim2=1).T, log_prob, atol=1e-5), subject,
                  f"log_density_matrix()[i, i] of '{name}' is not log_prob() of example i")
+        if bool(piece.prior.support.check(z).all()):  # a prior density is defined on the prior's support only
+            with _running(subject, f"prior_log_prob() of part '{name}'"):
+                prior = piece.prior_log_prob(z)
+            _require_tensor(prior, (batch, width), subject, f"prior_log_prob() of '{name}'")
+
+
+def _require_in_support(family: LatentFamily, codes: Tensor, subject: str, what: str) -> None:
+    """Every code ``(n, code_size)`` lies in the support of ``family``'s prior."""
+    support = family.prior.expand((family.code_size,)).support
+    inside = support.check(codes)
+    _require(bool(inside.all()), subject, f"{what} leaves the prior's support {support}: "
+             f"{codes[~inside].tolist()[:3]} (keep a sweep inside it: see LatentFamily.sweeps)")
 
 
 def _check_slices(family: LatentFamily, subject: str) -> None:

@@ -10,6 +10,7 @@ card's ``cluster_accuracy``. ``--write`` stores it as ``[labels.PART]`` with thi
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 import numpy as np
@@ -28,21 +29,38 @@ def measure_matching(card, data_root=None, split: str = "test", device=None):
         device: where to run the model.
 
     Returns:
-        ``(part, matching, accuracy)``: the first categorical part's name, ``(k,)`` labels (-1: none) and the
-        fraction of images whose matched category is their label.
+        ``(part, matching, accuracy)`` as :func:`matching_of`.
     """
     from vaezoo.assemble import card_dataset, load_model
-    from vaezoo_jointvae.metrics import match_categories, predicted_categories
 
     model = load_model(card, device=device)
     dataset = card_dataset(card, data_root, split)
     if dataset.labels is None:
         raise DataError(f"the {split} split of '{card.train.data.name}' has no labels to match categories to")
+    return matching_of(model, dataset, device)
+
+
+def matching_of(model, dataset, device=None):
+    """The category -> label matching of ``model`` (a JointVAE) on the labelled ``dataset``.
+
+    Returns:
+        ``(part, matching, accuracy)``: the first categorical part's name, ``(k,)`` labels (-1: none) and the
+        fraction of images whose matched category is their label.
+    """
+    from vaezoo_jointvae.metrics import match_categories, predicted_categories
+
     predicted = predicted_categories(model, dataset, device)
     part = model.discrete_parts[0]
     labels = dataset.labels.numpy()
     matching = match_categories(predicted, labels, model.part_slices[part].stop - model.part_slices[part].start)
     return part, matching, float(np.mean(matching[predicted] == labels))
+
+
+def labels_command(ref: str, data_root=None, split: str = "test") -> str:
+    """The shell-quoted command that measures the matching of the card ``ref`` names (as a card records it)."""
+    return shlex.join(["python", "-m", "vaezoo_jointvae.labels", ref]
+                      + (["--data-root", str(data_root)] if data_root else [])
+                      + (["--split", split] if split != "test" else []))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,15 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         from vaezoo import __version__, get_card
-        from vaezoo.cards import LabelMatching, write_card
+        from vaezoo.cards import LabelMatching, card_reference, write_card
 
         card = get_card(args.card)
         part, matching, accuracy = measure_matching(card, args.data_root, args.split, args.device)
         print(f"{card.name} {part}: category -> label {matching.tolist()}; accuracy on {args.split} {accuracy:.4f}")
         if args.write:
-            command = " ".join([f"python -m vaezoo_jointvae.labels {card.name}"]
-                               + ([f"--data-root {args.data_root}"] if args.data_root else [])
-                               + ([f"--split {args.split}"] if args.split != "test" else []))
+            command = labels_command(card_reference(card), args.data_root, args.split)
             entry = LabelMatching(category_to_label=matching.tolist(), split=args.split, command=command,
                                   vaezoo_version=__version__)
             write_card(card.model_copy(update={"labels": {**(card.labels or {}), part: entry}}), card.path)

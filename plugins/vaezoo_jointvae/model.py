@@ -47,6 +47,21 @@ class JointVAE(VAE):
         parts = self.encode(x).parts
         return torch.stack([parts[name].logits.argmax(-1) for name in self.discrete_parts], dim=-1)
 
+    def label_matching(self, card, ref: str, data_root=None, device=None):
+        """The first categorical part's category -> label matching on the test split (``[labels.PART]``, as
+        ``python -m vaezoo_jointvae.labels`` measures it); None when the dataset has no labels."""
+        from vaezoo import __version__
+        from vaezoo.assemble import card_dataset
+        from vaezoo.cards import LabelMatching
+        from vaezoo_jointvae.labels import labels_command, matching_of
+
+        dataset = card_dataset(card, data_root, "test")
+        if dataset.labels is None or not self.discrete_parts:
+            return None
+        part, matching, _ = matching_of(self, dataset, device)
+        return {part: LabelMatching(category_to_label=matching.tolist(), split="test",
+                                    command=labels_command(ref, data_root), vaezoo_version=__version__)}
+
     @torch.no_grad()
     def predict_label(self, x: Tensor, part: str | None = None) -> Tensor:
         """The dataset label of each image (a digit for MNIST): its category, mapped by the card's matching.

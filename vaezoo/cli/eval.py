@@ -60,7 +60,7 @@ def _agrees(card_value: float, measured: float, tolerance: float) -> bool:
 
 
 def run(args) -> int:
-    from vaezoo.cards import write_card
+    from vaezoo.cards import card_reference, write_card
     from vaezoo.errors import CardError
     from vaezoo.evaluate import as_metrics, evaluate
     from vaezoo.assemble import load_model
@@ -91,7 +91,7 @@ def run(args) -> int:
                     [(name, f"{value:.6g}", f"{card.metrics[name].value:.6g}" if name in card.metrics else "")
                      for name, value in results.items()], title=f"{card.name} (test split)")
     if args.write:
-        measured = as_metrics(card, results, args.data_root, args.metrics)
+        measured = as_metrics(card, results, args.data_root, args.metrics, ref=card_reference(card))
         eval_metrics = card.eval_metrics + [n for n in args.metrics or () if n not in card.eval_metrics]
         write_card(card.model_copy(update={"metrics": {**card.metrics, **measured}, "eval_metrics": eval_metrics}),
                    card.path)

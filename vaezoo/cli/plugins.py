@@ -1,10 +1,12 @@
-"""``vaezoo plugins``: installed plugins, their hooks and status."""
+"""``vaezoo plugins``: installed plugins, their hooks and status; ``--parts``: every registered name by kind."""
 
 from vaezoo.cli.common import print_json, print_table, text
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("plugins", help="list installed plugins and their status")
+    p.add_argument("--parts", action="store_true",
+                   help="list every registered name instead: its kind and the plugin that registered it")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -18,8 +20,15 @@ def run(args) -> int:
         warnings.simplefilter("ignore", PluginWarning)  # failures are shown in the table
         plugins = get_plugins()
         plugins.card_dirs()
-        for kind in KINDS:
-            plugins.registry(kind)
+        registries = {kind: plugins.registry(kind) for kind in KINDS}
+    if args.parts:
+        parts = [{"kind": kind, "name": name, "plugin": registry.plugin_of(name)}
+                 for kind, registry in registries.items() for name in registry]
+        if args.json:
+            print_json(parts)
+        else:
+            print_table(("kind", "name", "plugin"), [(p["kind"], p["name"], p["plugin"]) for p in parts])
+        return 0
     rows = [{"name": i.name, "distribution": i.distribution, "builtin": i.builtin, "version": i.version,
              "hooks": i.hooks, "status": i.status, "error": i.error}
             for i in [*plugins.info.values(), *plugins.refused]]

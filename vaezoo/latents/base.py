@@ -5,9 +5,12 @@ posterior can ``rsample()`` (reparameterised), give its ``mode`` (the code used
 in eval), its log-density and KL to the family's prior per latent dimension (a
 tensor of shape ``(batch, dims)``), and the log-density of every code under every
 posterior of the batch (what total-correlation estimators need). The family says
-how to sweep its dimensions for a traversal and which code is its reference.
-viz, the metrics and the regularizers use only this protocol, so a family a
-plugin registers gets all of them with no code of its own.
+how to sweep its dimensions for a traversal (by default inside its prior's
+support) and which code is its reference. viz, the metrics and the regularizers
+use only this protocol (docs/plugins.md lists it: what is required, what is
+optional and what each default does), so a family a plugin registers gets all
+of them with no code of its own; a metric that needs an optional part of it
+says so before it runs (:mod:`vaezoo.metrics.requirements`).
 
 Nothing here reduces over the batch: that happens once, in
 :func:`vaezoo.reduction.batch_mean`.
@@ -17,11 +20,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor, nn
-from torch.distributions import Distribution
+from torch.distributions import Distribution, Normal, constraints
+
+
+class LocationScale(NamedTuple):
+    """A posterior that is a location-scale density per dimension: q(z_j|x) = f((z_j - loc_j) / scale_j) / scale_j.
+
+    Attributes:
+        loc, scale: ``(batch, code_size)``.
+        family: the ``torch.distributions`` class of f, built as ``family(loc, scale)`` (``Normal``, ``Laplace``).
+    """
+
+    loc: Tensor
+    scale: Tensor
+    family: type[Distribution]
 
 
 class Posterior:
@@ -31,6 +47,10 @@ class Posterior:
     ``torch.distributions`` object of batch shape ``(batch, code_size)``) and ``prior``
     (broadcastable to it); :meth:`log_prob`, :meth:`prior_log_prob` and
     :meth:`log_density_matrix` then work without more code.
+
+    Required: ``code_size``, :meth:`rsample`, :attr:`mode`, :meth:`kl`. Optional, with defaults: :meth:`kl_parts`
+    (one part), the densities (from ``distribution`` and ``prior``; without them they raise
+    ``NotImplementedError``), :meth:`location_scale` (None) and :attr:`parts` (itself).
     """
 
     code_size: int
@@ -67,6 +87,14 @@ class Posterior:
     def log_density_matrix(self, z: Tensor) -> Tensor:
         """log q(z_i | x_j) per dimension for every pair of the batch, shape ``(batch, batch, code_size)``."""
         return self._factorised("log_density_matrix").log_prob(z.unsqueeze(1))
+
+    def location_scale(self) -> LocationScale | None:
+        """This posterior as a :class:`LocationScale` density, or None (the default) when it is not one.
+
+        The entropy metrics (``mig_chen``, ``total_correlation``) need it: their estimator over a whole dataset
+        sums the densities of every posterior, which a location-scale family makes fast and exact.
+        """
+        return None
 
     def _factorised(self, what: str) -> Distribution:
         if self.distribution is None or self.prior is None:
@@ -122,8 +150,8 @@ class LatentFamily(nn.Module):
 
     @property
     def prior(self) -> Distribution:
-        """The prior p(z), a ``torch.distributions`` object per dimension (its ``mean`` and ``stddev``
-        define the default traversal)."""
+        """The prior p(z), a ``torch.distributions`` object per dimension, of batch shape ``()`` or
+        ``(code_size,)``; its support defines the default traversal (:meth:`sweeps`) and reference code."""
         raise NotImplementedError
 
     @property
@@ -136,18 +164,47 @@ class LatentFamily(nn.Module):
         return {"z": slice(0, self.code_size)}
 
     def reference_code(self) -> Tensor:
-        """The code a traversal holds still when it has no image to start from: the prior's mean."""
-        prior = self.prior
-        return prior.mean.expand(self.code_size).clone()
+        """The code a traversal holds still when it has no image to start from: the prior's mean when it lies in
+        the prior's support, else the first value of a discrete support (0 for a Bernoulli prior)."""
+        prior = self._prior_per_dimension()
+        if prior.has_enumerate_support:
+            return prior.enumerate_support(expand=True)[0].float().clone()
+        return prior.mean.clone()
 
     def sweeps(self, steps: int, span: tuple[float, float]) -> list[Sweep]:
-        """What each row of a traversal varies: one row per dimension, ``steps`` values from ``span[0]``
-        to ``span[1]`` prior standard deviations around the prior mean. Families whose dimensions do not
-        move independently (a categorical) override it."""
-        prior = self.prior
-        offsets = torch.linspace(span[0], span[1], steps, device=prior.mean.device)
-        mean, std = prior.mean.expand(self.code_size), prior.stddev.expand(self.code_size)
-        return [Sweep(i, slice(i, i + 1), i, (mean[i] + offsets * std[i]).unsqueeze(1)) for i in range(self.code_size)]
+        """What each row of a traversal varies: one row per dimension, each value inside the prior's support.
+
+        The default follows the prior (:attr:`prior`, per dimension):
+
+        - a discrete prior with an enumerable support (``Bernoulli``): each value of the support in turn;
+        - a prior on the whole real line (``Normal``, ``Laplace``): ``steps`` values from ``span[0]`` to
+          ``span[1]`` prior standard deviations around the prior mean;
+        - any other continuous prior (a bounded support): its ``icdf`` at the standard normal quantiles of
+          those ``steps`` offsets, so the values stay inside the support.
+
+        Families whose dimensions do not move independently (a categorical) override it; so does a family whose
+        prior is none of these.
+
+        Args:
+            steps: values per row (a discrete support gives as many as it has).
+            span: the range of the offsets, in prior standard deviations.
+        """
+        prior = self._prior_per_dimension()
+        if prior.has_enumerate_support:
+            values = prior.enumerate_support(expand=True).float()  # (support size, code_size)
+        else:
+            offsets = torch.linspace(span[0], span[1], steps, device=prior.mean.device)
+            if prior.support is constraints.real:
+                values = prior.mean + offsets[:, None] * prior.stddev
+            else:
+                standard = Normal(torch.zeros((), device=offsets.device), torch.ones((), device=offsets.device))
+                quantiles = standard.cdf(offsets).clamp(1e-6, 1 - 1e-6)[:, None]
+                values = prior.icdf(quantiles.expand(steps, self.code_size))
+        return [Sweep(i, slice(i, i + 1), i, values[:, i:i + 1]) for i in range(self.code_size)]
+
+    def _prior_per_dimension(self) -> Distribution:
+        """The prior with batch shape ``(code_size,)``."""
+        return self.prior.expand((self.code_size,))
 
     def describe(self) -> str:
         """A short layout for listings, e.g. ``gaussian(10)``; families override it."""

@@ -6,7 +6,8 @@ import torch
 from torch import Tensor
 from torch.distributions import Normal, kl_divergence
 
-from vaezoo.latents.base import LatentFamily, Posterior
+from vaezoo.latents.base import LatentFamily, LocationScale, Posterior
+
 
 class GaussianPosterior(Posterior):
     """N(mean, diag(exp(logvar))) with a standard-normal prior object."""
@@ -26,6 +27,10 @@ class GaussianPosterior(Posterior):
 
     def kl(self) -> Tensor:
         return kl_divergence(self.distribution, self.prior.expand(self.mean.shape))
+
+    def location_scale(self) -> LocationScale:
+        return LocationScale(self.mean, self.distribution.stddev, Normal)
+
 
 class Gaussian(LatentFamily):
     """A ``dim``-dimensional diagonal Gaussian; reads ``2 * dim`` parameters (mean, then log-variance).

@@ -21,6 +21,7 @@ from sklearn.multiclass import OneVsRestClassifier
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.requirements import FACTORS, requires
 from vaezoo.metrics.sampling import Codes, FactorGroups, code_table, sklearn_seed
 
 
@@ -59,6 +60,7 @@ def betavae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.G
     return float(classifier.fit(*train).score(*test))
 
 
+@requires(FACTORS)
 def betavae_score(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                   points: int = 10_000, test_points: int = 5_000, batch: int = 64, seed: int = 0) -> float:
     """The BetaVAE score of ``model``'s mean codes on ``dataset`` (see the module docstring).

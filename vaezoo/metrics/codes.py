@@ -33,7 +33,8 @@ def require_factors(dataset: ImageDataset, metric: str) -> Tensor:
 
 
 class FactorisedPosteriors(NamedTuple):
-    """The factorised parts of q(z|x) for every image of a dataset, side by side.
+    """The location-scale parts of q(z|x) for every image of a dataset, side by side (each part's
+    :meth:`~vaezoo.latents.Posterior.location_scale`).
 
     Attributes:
         loc, scale: ``(N, D)`` float32 on the CPU.
@@ -50,11 +51,14 @@ class Encoding(NamedTuple):
 
     Attributes:
         modes: ``(N, code_size)`` float32 on the CPU, each image's deterministic code (the posterior's mode).
-        posteriors: the factorised parts of each q(z|x); None when no part has a per-dimension density.
+        posteriors: the location-scale parts of each q(z|x); None when no part is one.
+        batches: when no part is location-scale, each batch's posterior parts (``{name: Posterior}``, in order),
+            for the estimators that reach the densities through the protocol's ``log_density_matrix``.
     """
 
     modes: Tensor
     posteriors: FactorisedPosteriors | None
+    batches: tuple[dict, ...] = ()
 
 
 class EncodingBuilder:
@@ -65,38 +69,41 @@ class EncodingBuilder:
         self._locs: list[Tensor] = []
         self._scales: list[Tensor] = []
         self._families: set[type[Distribution]] = set()
+        self._batches: list[dict] = []
 
     def add(self, posterior) -> None:
         """Take the next batch's q(z|x) (a :class:`~vaezoo.latents.Posterior`)."""
         self._modes.append(posterior.mode.float().cpu())
-        parts = [p.distribution for p in posterior.parts.values() if p.distribution is not None]
+        parts = [density for p in posterior.parts.values() if (density := p.location_scale()) is not None]
         if parts:
-            self._families.update(type(d) for d in parts)
+            self._families.update(d.family for d in parts)
             self._locs.append(torch.cat([d.loc for d in parts], -1).float().cpu())
             self._scales.append(torch.cat([d.scale for d in parts], -1).float().cpu())
+        else:
+            self._batches.append(dict(posterior.parts))
 
     def encoding(self) -> Encoding:
         """The batches taken so far, as one :class:`Encoding`.
 
         Raises:
-            VaezooError: when the factorised parts are of different families.
+            VaezooError: when the location-scale parts are of different families.
         """
         if len(self._families) > 1:
-            raise VaezooError(f"this metric needs the latent's continuous parts to be of one family, got "
+            raise VaezooError(f"this metric needs the latent's location-scale parts to be of one family, got "
                               f"{sorted(f.__name__ for f in self._families)}")
         family = next(iter(self._families), None)
         posteriors = (FactorisedPosteriors(torch.cat(self._locs), torch.cat(self._scales), family)
                       if family else None)
-        return Encoding(torch.cat(self._modes), posteriors)
+        return Encoding(torch.cat(self._modes), posteriors, () if posteriors else tuple(self._batches))
 
 
 def encode_all(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Encoding:
-    """Encode every image of ``dataset`` once: its mode and, for the parts whose posterior has a per-dimension
-    ``distribution`` (the latent protocol), location and scale. A joint latent's categorical parts give no
-    ``posteriors`` columns.
+    """Encode every image of ``dataset`` once: its mode and, for the parts whose posterior is a location-scale
+    density (the latent protocol's ``location_scale()``), location and scale. A joint latent's categorical parts
+    give no ``posteriors`` columns.
 
     Raises:
-        VaezooError: when the factorised parts are of different families.
+        VaezooError: when the location-scale parts are of different families.
     """
     builder = EncodingBuilder()
     with eval_mode(model):
@@ -107,7 +114,7 @@ def encode_all(model, dataset: ImageDataset, device=None, batch_size: int = EVAL
 
 def factorised_posteriors(model, dataset: ImageDataset, device=None,
                           batch_size: int = EVAL_BATCH_SIZE) -> FactorisedPosteriors:
-    """Location and scale of the factorised parts of q(z|x) for every image (:func:`encode_all`'s ``posteriors``).
+    """Location and scale of the location-scale parts of q(z|x) for every image (:func:`encode_all`'s ``posteriors``).
 
     Raises:
         VaezooError: when the latent has no such part, or its parts are of different families.
@@ -118,7 +125,8 @@ def factorised_posteriors(model, dataset: ImageDataset, device=None,
 def require_posteriors(encoding: Encoding) -> FactorisedPosteriors:
     """``encoding.posteriors``; a clear error when the latent has no part with a per-dimension density."""
     if encoding.posteriors is None:
-        raise VaezooError("this metric needs a latent part with a per-dimension density (e.g. Gaussian)")
+        raise VaezooError("this metric needs a latent part whose posterior is a location-scale density "
+                          "(Posterior.location_scale(), e.g. Gaussian)")
     return encoding.posteriors
 
 

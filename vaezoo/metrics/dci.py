@@ -29,6 +29,7 @@ from sklearn.ensemble import GradientBoostingClassifier
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.parallel import parallel_map
+from vaezoo.metrics.requirements import FACTORS, requires
 from vaezoo.metrics.sampling import Codes, code_table, draw, sklearn_seed
 
 
@@ -131,18 +132,21 @@ def dci(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_
     return table.results[key]
 
 
+@requires(FACTORS)
 def dci_disentanglement(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                         points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
     """DCI disentanglement of ``model`` on ``dataset`` (arguments as :func:`dci`)."""
     return dci(model, dataset, device, batch_size, points, test_points, seed).disentanglement
 
 
+@requires(FACTORS)
 def dci_completeness(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                      points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
     """DCI completeness of ``model`` on ``dataset`` (arguments as :func:`dci`)."""
     return dci(model, dataset, device, batch_size, points, test_points, seed).completeness
 
 
+@requires(FACTORS)
 def dci_informativeness(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                         points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
     """DCI informativeness (mean test accuracy) of ``model`` on ``dataset`` (arguments as :func:`dci`)."""

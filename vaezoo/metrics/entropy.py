@@ -17,15 +17,19 @@ on dSprites.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 from torch.distributions import Distribution, Normal
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.errors import VaezooError
 from vaezoo.metrics.codes import require_posteriors
 from vaezoo.metrics.parallel import parallel_map
+from vaezoo.metrics.requirements import DENSITY_MATRIX, requires
 from vaezoo.metrics.sampling import full_encoding
 from vaezoo.metrics.shared import shared
 
@@ -92,7 +96,7 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
     """Estimate H(z_j), H(z_j | v_k) and H(z) for the mixture of N factorised posteriors.
 
     The posteriors are of one location-scale ``family`` (a ``torch.distributions`` class taking
-    ``loc`` and ``scale``, such as ``Normal`` or ``Laplace``), as the latent protocol's ``distribution``
+    ``loc`` and ``scale``, such as ``Normal`` or ``Laplace``), as the latent protocol's ``location_scale()``
     gives them. Gaussian posteriors take a closed-form path; others evaluate ``family``'s standard density.
 
     Args:
@@ -212,6 +216,80 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
     return Entropies(marginal, conditional, float(-log_q_joint.mean()), torch.tensor(sizes))
 
 
+def estimate_entropies_from_posteriors(batches: Sequence[Mapping[str, Any]], factors: Tensor | None = None,
+                                       samples: int = 10_000, seed: int = 0, chunk: int = 1024) -> Entropies:
+    """:func:`estimate_entropies` for posteriors of any family, through the latent protocol only.
+
+    One code is drawn from each picked image's posterior (``rsample()``, seeded) and the density of every
+    image's posterior at it comes from ``log_density_matrix()``. The parts without one (a categorical) are left
+    out, as :func:`estimate_entropies` leaves out the parts that are not location-scale.
+
+    Args:
+        batches: the posterior parts of each batch of the dataset, in order (``{part: Posterior}``).
+        factors: ``(N, K)`` factor classes of the images, or None for no conditionals.
+        samples: how many codes to draw (at most N).
+        seed: seed of the draw.
+        chunk: codes whose densities are summed at a time (bounds the memory: ``chunk x batch x D``).
+
+    Returns:
+        The :class:`Entropies`.
+
+    Raises:
+        VaezooError: no part has a ``log_density_matrix``.
+    """
+    names = [name for name, part in batches[0].items() if _has_density_matrix(part)]
+    if not names:
+        raise VaezooError("the entropies need a latent part whose posterior has a log_density_matrix() "
+                          "(docs/plugins.md)")
+    with torch.random.fork_rng(devices=_devices(batches[0][names[0]].rsample())):
+        torch.manual_seed(seed)
+        codes = {name: torch.cat([batch[name].rsample() for batch in batches]) for name in names}
+    n = len(codes[names[0]])
+    factors = torch.zeros(n, 0, dtype=torch.long) if factors is None else factors
+    values = [torch.unique(factors[:, k], return_inverse=True)[1] for k in range(factors.shape[1])]
+    picked = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:samples]
+    sums = []  # per chunk of codes: log sum_n q(z_s,j | x_n), the same per factor value, and the joint's
+    for c0 in range(0, len(picked), chunk):
+        rows = picked[c0:c0 + chunk]
+        z = {name: codes[name][rows.to(codes[name].device)] for name in names}
+        own = [inverse[rows] for inverse in values]
+        marginal, joint = torch.tensor(-math.inf), torch.tensor(-math.inf)
+        conditional = [torch.tensor(-math.inf)] * len(values)
+        start = 0
+        for batch in batches:
+            w = torch.cat([batch[name].log_density_matrix(z[name]) for name in names], -1).double().cpu()
+            images = slice(start, start + w.shape[1])
+            start += w.shape[1]
+            marginal = torch.logaddexp(marginal, torch.logsumexp(w, 1))
+            joint = torch.logaddexp(joint, torch.logsumexp(w.sum(-1), 1))
+            for k, inverse in enumerate(values):
+                same = (own[k][:, None] == inverse[images][None, :]).unsqueeze(-1)
+                conditional[k] = torch.logaddexp(conditional[k], torch.logsumexp(w.masked_fill(~same, -math.inf), 1))
+        sums.append((marginal, conditional, joint, own))
+    log_n = math.log(n)
+    marginal = -(torch.cat([m for m, _, _, _ in sums]) - log_n).mean(0)
+    conditional = torch.empty(len(values), marginal.shape[0], dtype=torch.float64)
+    for k, inverse in enumerate(values):
+        counts = torch.bincount(inverse).double()
+        log_q = torch.cat([c[k] - counts[o[k]].log()[:, None] for _, c, _, o in sums])
+        conditional[k] = -log_q.mean(0)
+    joint = -(torch.cat([j for _, _, j, _ in sums]) - log_n).mean()
+    sizes = [int(inverse.max()) + 1 for inverse in values]
+    return Entropies(marginal, conditional, float(joint), torch.tensor(sizes))
+
+
+def _has_density_matrix(part) -> bool:
+    try:
+        part.log_density_matrix(part.mode[:1])
+    except NotImplementedError:
+        return False
+    return True
+
+
+def _devices(t: Tensor) -> list:
+    return [t.device] if t.device.type == "cuda" else []
+
+
 def dataset_entropies(model, dataset: ImageDataset, columns: tuple[int, ...], device=None,
                       batch_size: int = EVAL_BATCH_SIZE, samples: int = 10_000, seed: int = 0) -> Entropies:
     """:func:`estimate_entropies` of ``model``'s posteriors over ``dataset``, conditioning on factor ``columns``.
@@ -222,13 +300,17 @@ def dataset_entropies(model, dataset: ImageDataset, columns: tuple[int, ...], de
     """
     def estimate() -> Entropies:
         factors = dataset.factors[:, list(columns)] if columns else None
-        posteriors = require_posteriors(full_encoding(model, dataset, device, batch_size))
+        encoding = full_encoding(model, dataset, device, batch_size)
+        if encoding.posteriors is None and encoding.batches:
+            return estimate_entropies_from_posteriors(encoding.batches, factors, samples, seed)
+        posteriors = require_posteriors(encoding)
         return estimate_entropies(posteriors.loc, 2 * posteriors.scale.log(), factors, samples, seed,
                                   family=posteriors.family)
 
     return shared(("entropies", id(model), id(dataset.images), str(device), columns, samples, seed), estimate)
 
 
+@requires(DENSITY_MATRIX)
 def total_correlation(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                       samples: int = 10_000, seed: int = 0) -> float:
     """Total correlation (nats) of the aggregate posterior of the factorised (continuous) dimensions over ``dataset``.

@@ -20,6 +20,7 @@ import numpy as np
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.requirements import FACTORS, requires
 from vaezoo.metrics.sampling import Codes, FactorGroups, code_table
 
 
@@ -69,6 +70,7 @@ def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random
     return float(test[classifier, np.arange(test.shape[1])].sum() / test.sum())
 
 
+@requires(FACTORS)
 def factorvae_score(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                     points: int = 10_000, test_points: int = 5_000, batch: int = 64, variance_points: int = 10_000,
                     prune_std: float = 0.05, seed: int = 0) -> float:

@@ -21,6 +21,7 @@ import torch
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import VaezooError
 from vaezoo.metrics.codes import eval_mode
+from vaezoo.metrics.requirements import DENSITY, NORMALISED_LIKELIHOOD, requires
 
 CHUNK = 50  # samples decoded together: a batch of 64 images makes 3,200 decoder rows
 
@@ -53,6 +54,7 @@ def _mean_over_images(model, dataset: ImageDataset, device, batch_size: int, see
     return total / len(dataset)
 
 
+@requires(DENSITY, NORMALISED_LIKELIHOOD)
 def elbo(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, seed: int = 0) -> float:
     """The evidence lower bound per image (nats; higher is better), one sample z ~ q(z|x) per image.
 
@@ -66,6 +68,7 @@ def elbo(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH
     return _mean_over_images(model, dataset, device, batch_size, seed, lambda x: _log_weights(model, x, 1)[0])
 
 
+@requires(DENSITY, NORMALISED_LIKELIHOOD)
 def importance_log_likelihood(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                               samples: int = 200, seed: int = 0) -> float:
     """log p(x) per image (nats; higher is better), estimated with ``samples`` importance samples from q(z|x).

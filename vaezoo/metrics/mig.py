@@ -30,6 +30,7 @@ from vaezoo.metrics.entropy import (
     dataset_entropies,
     estimate_entropies,
 )
+from vaezoo.metrics.requirements import DENSITY_MATRIX, FACTORS, requires
 from vaezoo.metrics.sampling import code_table
 
 
@@ -92,6 +93,7 @@ def dlib_mig_gaps(codes: np.ndarray, factors: np.ndarray, bins: int = 20) -> np.
     return np.where(constant, 0.0, gaps(mi, np.where(constant, 1.0, entropy)))
 
 
+@requires(FACTORS, DENSITY_MATRIX)
 def mig_chen(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, samples: int = 10_000,
              seed: int = 0) -> float:
     """MIG as Chen et al. compute it, over the whole dataset (see the module docstring).
@@ -108,6 +110,7 @@ def mig_chen(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_B
     return float(chen_gaps(entropies).mean())
 
 
+@requires(FACTORS)
 def mig_dlib(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, points: int = 10_000,
              bins: int = 20, seed: int = 0) -> float:
     """MIG as disentanglement_lib computes it (see the module docstring).

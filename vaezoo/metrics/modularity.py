@@ -36,6 +36,7 @@ from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.mig import discretize
 from vaezoo.metrics.parallel import parallel_map
+from vaezoo.metrics.requirements import FACTORS, requires
 from vaezoo.metrics.sampling import Codes, code_table, draw, sklearn_seed
 
 
@@ -110,6 +111,7 @@ def explicitness_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Ge
     return explicitness_of(*train, *test, random_state=sklearn_seed(rng))
 
 
+@requires(FACTORS)
 def modularity(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, points: int = 10_000,
                bins: int = 20, seed: int = 0) -> float:
     """Ridgeway & Mozer's modularity of ``model``'s mean codes on ``dataset`` (see the module docstring).
@@ -127,6 +129,7 @@ def modularity(model, dataset: ImageDataset, device=None, batch_size: int = EVAL
                                  np.random.default_rng(seed), points, bins)
 
 
+@requires(FACTORS)
 def explicitness(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                  points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
     """Ridgeway & Mozer's explicitness of ``model``'s mean codes on ``dataset`` (see the module docstring).

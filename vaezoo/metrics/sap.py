@@ -23,6 +23,7 @@ from sklearn.svm import LinearSVC
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.requirements import FACTORS, requires
 from vaezoo.metrics.sampling import Codes, code_table, draw, sklearn_seed
 
 
@@ -74,6 +75,7 @@ def sap_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Gener
     return top_two_gap(sap_matrix(*train, *test, random_state=sklearn_seed(rng)))
 
 
+@requires(FACTORS)
 def sap_score(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, points: int = 10_000,
               test_points: int = 5_000, seed: int = 0) -> float:
     """The SAP score of ``model``'s mean codes on ``dataset`` (see the module docstring).

@@ -19,7 +19,7 @@ from torch import Tensor
 from torch.distributions import Laplace as LaplaceDistribution
 from torch.distributions import kl_divergence
 
-from vaezoo.latents import LatentFamily, Posterior
+from vaezoo.latents import LatentFamily, LocationScale, Posterior
 
 
 class LaplacePosterior(Posterior):
@@ -46,6 +46,10 @@ class LaplacePosterior(Posterior):
 
     def kl(self) -> Tensor:
         return kl_divergence(self.distribution, self.prior.expand(self.loc.shape))
+
+    def location_scale(self) -> LocationScale:
+        """Laplace(loc, scale): the entropy metrics (``mig_chen``, ``total_correlation``) need it."""
+        return LocationScale(self.loc, self.log_scale.exp(), LaplaceDistribution)
 
 
 class Laplace(LatentFamily):

@@ -1,0 +1,219 @@
+"""A third-party latent family that follows docs/plugins.md and nothing more gets the whole user's path.
+
+The family is the one the issue's plugin author wrote: binary-Concrete units (Maddison, Mnih & Teh, 2017;
+Jang, Gu & Poole, 2017) that set ``distribution = RelaxedBernoulli`` and ``prior = Bernoulli``: no
+location-scale form, no prior density at a relaxed sample. It trains, evaluates, traverses over {0, 1} and
+loads; a metric it cannot serve is refused before any data is read, naming the metric.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import vaezoo
+from kit import install_plugin, make_card, write_toml
+from vaezoo import testing, viz
+from vaezoo.assemble import build_model
+from vaezoo.cards import Card, parse_card
+from vaezoo.cli import main
+from vaezoo.errors import MetricError
+from vaezoo.evaluate import check_metrics, evaluate
+
+BINARY_PLUGIN = '''
+"""A binary latent family, and a metric that breaks (as a plugin's metric may)."""
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_register_latent_families(register):
+    import torch
+    from torch.distributions import Bernoulli, RelaxedBernoulli, kl_divergence
+    from vaezoo.latents import LatentFamily, Posterior
+
+    class BinaryConcretePosterior(Posterior):
+        def __init__(self, logits, temperature, prior):
+            self.logits = logits
+            self.code_size = logits.shape[-1]
+            self.distribution = RelaxedBernoulli(torch.tensor(temperature).to(logits), logits=logits)
+            self.prior = prior
+
+        def rsample(self):
+            return self.distribution.rsample()
+
+        @property
+        def mode(self):
+            return (self.logits > 0).to(self.logits.dtype)
+
+        def kl(self):
+            return kl_divergence(Bernoulli(logits=self.logits), self.prior.expand(self.logits.shape))
+
+    class BinaryConcrete(LatentFamily):
+        example = {"dim": 3}
+
+        def __init__(self, dim, temperature=0.5):
+            super().__init__()
+            self.dim = self.code_size = self.param_size = dim
+            self.temperature = temperature
+            self.register_buffer("prior_probs", torch.full((), 0.5), persistent=False)
+
+        @property
+        def prior(self):
+            return Bernoulli(probs=self.prior_probs)
+
+        def posterior(self, params):
+            return BinaryConcretePosterior(params, self.temperature, self.prior)
+
+        def sample_prior(self, n, generator=None, device=None):
+            device = device or self.prior_probs.device
+            return (torch.rand(n, self.dim, generator=generator, device=device) < 0.5).float()
+
+    register("binary_concrete", BinaryConcrete)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_metrics(register):
+    def explodes(model, dataset, device=None, batch_size=64):
+        return model.latent.posterior(None).distribution.loc  # what metrics/codes.py once did
+
+    register("explodes", explodes)
+'''
+
+MODEL = {"image_size": 16, "channels": 1, "latent": {"type": "binary_concrete", "dim": 4},
+         "encoder": {"type": "mlp_encoder", "hidden": [32]}, "decoder": {"type": "mlp_decoder", "hidden": [32]},
+         "regularizers": [{"type": "beta", "beta": 1.0}]}
+
+
+@pytest.fixture
+def binary(data_plugin):
+    install_plugin(data_plugin, "binary", BINARY_PLUGIN)
+
+
+def binary_card(*metrics: str) -> Card:
+    """The toy recipe (96 images of bars, 3 steps an epoch) with the binary latent, listing ``metrics``."""
+    return Card.model_validate(make_card("toy", "binary-bars", model=MODEL, architecture="vae",
+                                         eval_metrics=list(metrics), headline=None, train={"epochs": 1}))
+
+
+def test_the_binary_family_passes_the_kit_with_its_sweeps_inside_the_prior_support(binary):
+    family = testing.check_latent_family("binary_concrete", dim=3)
+    assert [s.values.flatten().tolist() for s in family.sweeps(10, (-3.0, 3.0))] == [[0.0, 1.0]] * 3
+
+
+def test_a_sweep_outside_the_prior_support_fails_the_kit(binary, monkeypatch):
+    from vaezoo.latents import LatentFamily, Sweep
+
+    def old_default(self, steps, span):  # [-1, 2] for a {0, 1} unit, as the issue saw
+        values = torch.linspace(-1.0, 2.0, steps)[:, None]
+        return [Sweep(i, slice(i, i + 1), i, values) for i in range(self.code_size)]
+
+    monkeypatch.setattr(LatentFamily, "sweeps", old_default)
+    with pytest.raises(testing.ConformanceError, match=r"sweeps\(\) of part 'z', dimension 0, leaves the prior's "
+                                                       r"support"):
+        testing.check_latent_family("binary_concrete", dim=3)
+
+
+def test_the_binary_family_trains_evaluates_traverses_and_loads(binary, tmp_path, capsys):
+    path = write_toml(tmp_path / "binary.toml", make_card("toy", "binary-bars", model=MODEL, architecture="vae",
+                                                         eval_metrics=["mutual_info_score"], train={"epochs": 1}))
+    out = tmp_path / "out"
+    assert main(["train", str(path), "--out", str(out)]) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    written = parse_card(out / "binary-bars-run.toml")
+    assert set(written.metrics) == {"reconstruction", "objective", "kl_z", "mutual_info_score"}
+
+    model = vaezoo.load(out)
+    traversal = viz.traverse(model, steps=5)
+    assert [(row.part, row.index) for row in traversal.dimensions] == [("z", i) for i in range(4)]
+    assert traversal.tiles.shape[:2] == (4, 2)  # each unit at 0 and at 1, nowhere else
+
+
+def test_a_metric_that_fails_at_the_end_leaves_the_weights_and_a_card_without_it(binary, tmp_path, capsys):
+    card = binary_card("explodes", "mutual_info_score")
+    out = tmp_path / "out"
+    result = vaezoo.train.train(card, out)
+    err = capsys.readouterr().err
+    written = parse_card(result.card_path)
+    assert "explodes" not in written.metrics and "mutual_info_score" in written.metrics
+    [line] = [line for line in err.splitlines() if "explodes" in line]
+    assert line.startswith("warning: explodes failed (AttributeError") and line.endswith(
+        f"measure it again with: vaezoo eval {out} --metrics explodes")
+    loaded = vaezoo.load(out)  # the weights verify and are the trained ones
+    for key, value in result.model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+
+
+def test_a_metric_the_family_cannot_serve_is_refused_naming_it_before_any_data_is_read(binary, monkeypatch):
+    card = binary_card("elbo", "total_correlation", "mutual_info_score")
+    model = build_model(card)
+    monkeypatch.setattr("vaezoo.evaluate.card_dataset", lambda *a, **k: pytest.fail("data was read"))
+    for refuse in (lambda: check_metrics(model, card), lambda: evaluate(model, card)):
+        with pytest.raises(MetricError) as caught:
+            refuse()
+        message = str(caught.value)
+        assert "\n" not in message and "mutual_info_score" not in message and "total_correlation" not in message
+        assert message.startswith("card 'binary-bars': metric 'elbo' needs a posterior and a prior density")
+        assert "BinaryConcretePosterior.prior_log_prob() of part 'z' raised ValueError" in message
+
+
+def test_a_latent_without_densities_is_refused_the_entropy_metrics(binary):
+    card = Card.model_validate(make_card("toy", "cat-bars", architecture="vae", eval_metrics=["total_correlation"],
+                                         model={**MODEL, "latent": {"type": "gumbel_categorical", "categories": 3}}))
+    with pytest.raises(MetricError, match=r"metric 'total_correlation' needs a latent part whose posterior has a "
+                                          r"density at any code .*CategoricalPosterior.log_density_matrix\(\) of "
+                                          r"part 'z' raised NotImplementedError"):
+        check_metrics(build_model(card), card)
+
+
+def test_the_entropy_metrics_reach_any_family_through_its_densities(binary):
+    card = binary_card("total_correlation")
+    model = build_model(card)
+    [tc] = evaluate(model, card, metrics=["total_correlation"]).values()
+    assert math.isfinite(tc) and tc > -0.05  # a KL, up to the estimator's noise
+
+
+def test_the_protocol_estimator_agrees_with_the_location_scale_one_on_gaussians():
+    from vaezoo.latents import Gaussian
+    from vaezoo.metrics.entropy import estimate_entropies, estimate_entropies_from_posteriors
+
+    generator = torch.Generator().manual_seed(0)
+    factors = torch.arange(400) % 4
+    params = torch.randn(400, 4, generator=generator, dtype=torch.float64) * 0.3
+    params[:, 0] += factors * 2.0  # dimension 0 tells the factor; dimension 1 does not
+    family = Gaussian(2).double()
+    batches = [{"z": family.posterior(chunk)} for chunk in params.split(64)]
+    generic = estimate_entropies_from_posteriors(batches, factors[:, None], samples=400)
+    fast = estimate_entropies(params[:, :2], params[:, 2:], factors[:, None], samples=400)
+    assert torch.allclose(generic.marginal, fast.marginal, atol=0.15)
+    assert torch.allclose(generic.conditional, fast.conditional, atol=0.15)
+    assert generic.joint == pytest.approx(fast.joint, abs=0.25)
+    assert math.log(4) > generic.mutual_information[0, 0] > 0.5 > 0.1 > generic.mutual_information[0, 1]
+
+
+def test_the_step_zero_check_leaves_the_random_state_as_it_was(binary):
+    card = binary_card("elbo")
+    model = build_model(card)
+    state = torch.get_rng_state()
+    with pytest.raises(MetricError):
+        check_metrics(model, card)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_a_gaussian_model_serves_what_the_binary_one_cannot_and_factors_are_checked(binary):
+    card = Card.model_validate(make_card("toy", "gauss-bars", architecture="vae", eval_metrics=["elbo"],
+                                         model={**MODEL, "latent": {"type": "gaussian", "dim": 4}}))
+    check_metrics(build_model(card), card)
+    with pytest.raises(MetricError, match="metric 'mig_chen' needs a dataset with ground-truth factors"):
+        check_metrics(build_model(card), card, ["mig_chen"])
+
+
+def test_plugins_parts_lists_every_registered_name_with_its_kind_and_plugin(binary, capsys):
+    import json
+
+    assert main(["plugins", "--parts", "--json"]) == 0
+    parts = json.loads(capsys.readouterr().out)
+    assert {"kind": "latent family", "name": "binary_concrete", "plugin": "binary"} in parts
+    assert {"kind": "metric", "name": "explodes", "plugin": "binary"} in parts
+    assert {"kind": "latent family", "name": "gaussian", "plugin": "core"} in parts
