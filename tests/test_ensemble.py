@@ -114,9 +114,9 @@ def test_ctrl_c_in_an_ensemble_checkpoints_every_member_at_the_step_reached(data
 def test_a_member_whose_loss_becomes_nan_stops_alone(data_plugin, tmp_path, monkeypatch, capsys):
     losses = Stack.losses
 
-    def seed_2_diverges_at_step_9(self, x):
-        out = losses(self, x)
-        if self.step == 9 and len(self.members) == 2:
+    def seed_2_diverges_at_step_9(self, x, noise, step):
+        out = losses(self, x, noise, step)
+        if step == 9 and len(self.members) == 2:
             out = out * torch.tensor([1.0, float("nan")])
         return out
 

@@ -178,69 +178,67 @@ def stack_key(member: Member) -> str:
 
 
 class Stack:
-    """Members of one configuration trained as one: stacked parameters, one vmapped step, one optimiser.
+    """Members of one configuration trained as one: stacked parameters, one step, one optimiser.
+
+    Before each step every member draws the step's noise from its own streams (the draws a recorded
+    forward pass made, :class:`NoiseTape`); the forward passes then replay it. On CUDA the whole step
+    (forward, backward and the fused optimiser step) is captured once as a CUDA graph and replayed:
+    the host only cuts the batches, draws the noise and launches the graph. A step that cannot be
+    captured runs eagerly, as on the CPU.
 
     Args:
         members: members whose cards differ only in the seed, at the same step (:func:`stack_key`).
         plan: their plan through the data.
         run: the device.
         formulation: "vmap" (one batched forward pass; convolutions become grouped ones) or "loop" (the
-            members' forward passes in turn, on slices of the stacked parameters); default: "vmap" on CUDA,
-            "loop" on the CPU, the faster of the two there (docs/benchmarks.md).
+            members' forward passes in turn, on slices of the stacked parameters); default: "loop" on the
+            CPU, where it is the faster (docs/benchmarks.md), "vmap" on CUDA.
+        graphs: capture the step as a CUDA graph on CUDA (default True).
         check_every: steps between reads of the non-finite flags (each read waits for the device).
     """
 
     def __init__(self, members: list[Member], plan: Plan, run: Run, formulation: str | None = None,
-                 check_every: int = 100):
+                 graphs: bool = True, check_every: int = 100):
         if formulation not in (None, "vmap", "loop"):
             raise TrainingError(f"an ensemble's formulation is 'vmap' or 'loop', got '{formulation}'")
         self.formulation = formulation or ("vmap" if run.device.type == "cuda" else "loop")
-        recipe = members[0].card.train
+        self.graphs = graphs and run.device.type == "cuda"
         self.members, self.plan, self.run, self.check_every = members, plan, run, check_every
         self.step = members[0].step
-        self.bf16 = recipe.precision == "bf16"
+        self.bf16 = members[0].card.train.precision == "bf16"
         self.base = copy.deepcopy(members[0].model).to("meta").train()
         self.tapes: dict[int, list[Draw]] = {}
-        self.shown: Tensor | None = None  # the last step's losses, for the progress display
         self.stopped: list[Member] = []  # members whose loss became NaN or inf
         self._restack(members, [m.optimizer.state_dict() for m in members])
 
     def _restack(self, members: list[Member], states: list[dict]) -> None:
         self.members = members
-        models = [m.model for m in members]
-        self.params, self.buffers = stack_module_state(models)
-        fused = self.run.device.type == "cuda" and members[0].card.train.optimizer.name in ("Adam", "AdamW", "SGD")
+        self.params, self.buffers = stack_module_state([m.model for m in members])
         recipe = members[0].card.train
-        self.optimizer = make_optimizer(recipe, list(self.params.values()),
-                                        **({"fused": True} if fused and "foreach" not in recipe.optimizer.options
-                                           else {}))
+        extra = {}
+        if self.run.device.type == "cuda" and "foreach" not in recipe.optimizer.options:
+            extra = {"fused": True, "capturable": self.graphs}
+        self.optimizer = make_optimizer(recipe, list(self.params.values()), **extra)
         if any(s["state"] for s in states):
             self.optimizer.load_state_dict(_stack_states(states, self.optimizer))
         self.first_bad = torch.full((len(members),), -1, dtype=torch.long, device=self.run.device)
         self.bad_loss = torch.zeros(len(members), device=self.run.device)
-        self.shown = None
+        self.shown: Tensor | None = None  # the last step's losses, for the progress display
+        self.graph: _CapturedStep | None = None
 
-    def losses(self, x: Tensor) -> Tensor:
-        """Every member's loss on its batch ``x[i]``, its noise drawn from its own streams; shape ``(members,)``."""
-        step = self.step
+    def losses(self, x: Tensor, noise: list[Tensor], step: int | Tensor) -> Tensor:
+        """Every member's loss on its batch ``x[i]`` with its noise ``noise[k][i]``; shape ``(members,)``."""
+        draws = self.tapes[x.shape[1]]
         with torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
             if self.formulation == "loop":
                 losses = []
-                for i, m in enumerate(self.members):
+                for i in range(x.shape[0]):
                     params = {k: v[i] for k, v in self.params.items()}
                     buffers = {k: v[i] for k, v in self.buffers.items()}
-                    with m.streams.active():
+                    with NoiseTape([n[i] for n in noise], draws):
                         losses.append(functional_call(self.base, (params, buffers), (x[i],),
                                                       {"step": step, "checked": True}).loss)
                 return torch.stack(losses)
-            if x.shape[1] not in self.tapes:
-                self.tapes[x.shape[1]] = self._record(x)
-            draws = self.tapes[x.shape[1]]
-            noise = []
-            for m in self.members:
-                with m.streams.active():
-                    noise.append([draw() for draw in draws])
-            noise = [torch.stack(column) for column in zip(*noise)]
 
             def one(params, buffers, x, noise):
                 with NoiseTape(noise, draws):
@@ -255,25 +253,39 @@ class Stack:
                                     "(not through torch.rand, torch.randn, torch.randint, their *_like forms or a "
                                     "fill such as normal_); train the ensemble with formulation 'loop'") from None
 
+    def _noise(self, x: Tensor) -> list[Tensor]:
+        """The step's noise, each member's drawn from its own streams: one ``(members, ...)`` tensor a draw."""
+        if x.shape[1] not in self.tapes:
+            self.tapes[x.shape[1]] = self._record(x)
+        drawn = []
+        for m in self.members:
+            with m.streams.active():
+                drawn.append([draw() for draw in self.tapes[x.shape[1]]])
+        return [torch.stack(column) for column in zip(*drawn)]
+
     def _record(self, x: Tensor) -> list[Draw]:
         """The random draws of a forward pass on batches shaped like ``x``; the global generators are left as they were."""
         tape = NoiseTape()
-        step = self.step
-
-        def one(params, buffers, x):
-            with tape:
-                return functional_call(self.base, (params, buffers), (x,), {"step": step, "checked": True}).loss
-
+        params = {k: v[0] for k, v in self.params.items()}
+        buffers = {k: v[0] for k, v in self.buffers.items()}
         devices = [self.run.device] if self.run.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), torch.no_grad():
-            vmap(one, randomness="same")(self.params, self.buffers, x)
+        with torch.random.fork_rng(devices=devices), torch.no_grad(), tape, \
+                torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
+            functional_call(self.base, (params, buffers), (x[0],), {"step": self.step, "checked": True})
         return tape.draws
+
+    def _note(self, losses: Tensor, step: int | Tensor) -> None:
+        """Note on the device which members' losses are not finite, first at ``step``."""
+        bad = ~torch.isfinite(losses.detach()) & (self.first_bad < 0)
+        self.first_bad.copy_(torch.where(bad, step, self.first_bad))
+        self.bad_loss.copy_(torch.where(bad, losses.detach().float(), self.bad_loss))
 
     def take_step(self, store: ImageDataset, stopping: int | None) -> int:
         """Train every member one step; when ``stopping``, only check the step's losses and save.
 
         A checkpoint due at this step (every ``checkpoint_every`` steps, and when stopping) is written for
-        each member whose losses so far were finite, with its RNG states at the start of the step.
+        each member whose losses so far were finite, with its RNG states at the start of the step; such a
+        step runs eagerly, to know its losses before it saves.
 
         Returns:
             The number of images of the step.
@@ -287,37 +299,39 @@ class Stack:
         for m in self.members:
             with m.streams.active():
                 rngs.append(rng_state(run) if due else None)
-        starts = [m.streams.state() for m in self.members]
-        losses = self._losses_noted(x)
+        noise = self._noise(x)
+        if self.graphs and not due:
+            if self.graph is None or not self.graph.fits(x, noise):
+                self.graph = _CapturedStep.capture(self, x, noise)
+            if self.graph is not None:
+                self.shown = self.graph.replay(x, noise, self.step)
+                return self._stepped(x)
+        losses = self.losses(x, noise, self.step)
+        self._note(losses, self.step)
         if due:
             kept = self.check()
-            if len(kept) < x.shape[0]:  # the stack was rebuilt without the diverged members: their step again
-                rngs, x = [rngs[i] for i in kept], x[kept]
-                for i, m in zip(kept, self.members):
-                    m.streams.set(starts[i])
-                losses = self._losses_noted(x) if kept else losses
+            if len(kept) < x.shape[0]:  # the stack was rebuilt without the members that diverged
+                rngs, x, noise = [rngs[i] for i in kept], x[kept], [n[kept] for n in noise]
+                if kept:
+                    losses = self.losses(x, noise, self.step)
+                    self._note(losses, self.step)
             for i, rng in enumerate(rngs):
                 self._save(i, rng)
         if stopping is not None or not self.members:
             return 0
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=self.graph is None)  # a captured graph keeps its gradients
         losses.sum().backward()
         self.optimizer.step()
+        self.shown = losses.detach()
+        return self._stepped(x)
+
+    def _stepped(self, x: Tensor) -> int:
         self.step += 1
         for m in self.members:
             m.step = self.step
-        self.shown = losses.detach()
         if self.step % self.check_every == 0:
             self.check()
         return x.shape[0] * x.shape[1]
-
-    def _losses_noted(self, x: Tensor) -> Tensor:
-        """:meth:`losses`, noting on the device which members' losses are not finite, first at this step."""
-        losses = self.losses(x)
-        bad = ~torch.isfinite(losses.detach()) & (self.first_bad < 0)
-        self.first_bad = torch.where(bad, self.step, self.first_bad)
-        self.bad_loss = torch.where(bad, losses.detach().float(), self.bad_loss)
-        return losses
 
     def check(self) -> list[int]:
         """Read the non-finite flags (waiting for the device) and stop the members they name.
@@ -381,6 +395,75 @@ class Stack:
         if self.shown is None:
             return {}
         return {f"loss {m.label}": v for m, v in zip(self.members, self.shown.tolist())}
+
+
+class _CapturedStep:
+    """A stack's whole step (forward, backward, optimiser) captured as a CUDA graph, with its static inputs."""
+
+    def __init__(self, graph, x: Tensor, noise: list[Tensor], step: Tensor, losses: Tensor):
+        self.graph, self.x, self.noise, self.step, self.losses = graph, x, noise, step, losses
+
+    def fits(self, x: Tensor, noise: list[Tensor]) -> bool:
+        return x.shape == self.x.shape and [n.shape for n in noise] == [n.shape for n in self.noise]
+
+    def replay(self, x: Tensor, noise: list[Tensor], step: int) -> Tensor:
+        """Run the step on ``x`` and ``noise`` at ``step``; the members' losses (overwritten by the next replay)."""
+        self.x.copy_(x)
+        for static, n in zip(self.noise, noise):
+            static.copy_(n)
+        self.step.fill_(step)
+        self.graph.replay()
+        return self.losses
+
+    @classmethod
+    def capture(cls, stack: Stack, x: Tensor, noise: list[Tensor]) -> _CapturedStep | None:
+        """Capture ``stack``'s step, its weights and optimiser state left as they were; None if it cannot be.
+
+        Capturing needs a few warm-up steps first (on a side stream, as CUDA graphs require); they change
+        the weights and the optimiser state, which are then put back.
+        """
+        weights = {k: v.detach().clone() for k, v in stack.params.items()}
+        state = copy.deepcopy(stack.optimizer.state_dict()["state"])
+        x, noise = x.clone(), [n.clone() for n in noise]
+        step = torch.full((), float(stack.step), dtype=torch.float64, device=x.device)
+
+        def train_step() -> Tensor:
+            losses = stack.losses(x, noise, step)
+            losses.sum().backward()
+            stack.optimizer.step()
+            return losses
+
+        try:
+            side = torch.cuda.Stream(x.device)
+            side.wait_stream(torch.cuda.current_stream(x.device))
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    stack.optimizer.zero_grad(set_to_none=True)
+                    train_step()
+            torch.cuda.current_stream(x.device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            stack.optimizer.zero_grad(set_to_none=True)
+            with torch.cuda.graph(graph):
+                losses = stack.losses(x, noise, step)
+                stack._note(losses, step)
+                losses.sum().backward()
+                stack.optimizer.step()
+            captured = cls(graph, x, noise, step, losses.detach())
+        except RuntimeError as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            print(printable(f"the ensemble's step cannot be captured as a CUDA graph ({first}); it runs eagerly"),
+                  file=sys.stderr, flush=True)
+            stack.graphs, captured = False, None
+            stack.optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for k, v in stack.params.items():
+                v.copy_(weights[k])
+            for p, now in stack.optimizer.state.items():
+                before = state.get(stack.optimizer.param_groups[0]["params"].index(p), {})
+                for key, value in now.items():
+                    if isinstance(value, Tensor):
+                        value.copy_(before[key]) if key in before else value.zero_()
+        return captured
 
 
 def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageDataset, resume: bool,

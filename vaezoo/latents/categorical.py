@@ -31,7 +31,7 @@ class CategoricalPosterior(Posterior):
         return F.softmax(self.logits, dim=-1)
 
     def rsample(self) -> Tensor:
-        temperature = torch.tensor(self.temperature, device=self.logits.device, dtype=self.logits.dtype)
+        temperature = self.logits.new_full((), self.temperature)  # made on the device: no copy from the host
         return RelaxedOneHotCategorical(temperature, logits=self.logits).rsample()
 
     @property

@@ -12,6 +12,11 @@ from vaezoo.reduction import batch_mean
 from vaezoo.regularizers.base import Regularizer
 
 
+def at_most(value: float | Tensor, high: float) -> float | Tensor:
+    """``min(value, high)``, on the device when ``value`` is a tensor (no wait for it)."""
+    return value.clamp(max=high) if isinstance(value, Tensor) else min(value, high)
+
+
 class CapacityGroup(BaseModel):
     """One capacity target: ``gamma * |KL(parts) - C(step)|``, C rising linearly from min to max."""
 
@@ -23,9 +28,9 @@ class CapacityGroup(BaseModel):
     iterations: int = Field(gt=0)
     gamma: float
 
-    def capacity(self, step: int) -> float:
-        """C(step), before any cap."""
-        return min(self.min + (self.max - self.min) * step / self.iterations, self.max)
+    def capacity(self, step: int | Tensor) -> float | Tensor:
+        """C(step), before any cap; a tensor when ``step`` is one (a captured step reads it on the device)."""
+        return at_most(self.min + (self.max - self.min) * step / self.iterations, self.max)
 
 
 class Capacity(Regularizer):
@@ -46,8 +51,8 @@ class Capacity(Regularizer):
         super().__init__()
         self.groups = [CapacityGroup.model_validate(g) for g in groups]
 
-    def _capacity(self, group: CapacityGroup, posterior, step: int) -> float:
-        return min(group.capacity(step), sum(posterior.parts[p].max_kl for p in group.parts))
+    def _capacity(self, group: CapacityGroup, posterior, step: int | Tensor) -> float | Tensor:
+        return at_most(group.capacity(step), sum(posterior.parts[p].max_kl for p in group.parts))
 
     def forward(self, posterior, z, step) -> dict[str, Tensor]:
         kl = posterior.kl_parts()
@@ -57,7 +62,7 @@ class Capacity(Regularizer):
             terms[f"capacity_{group.name}"] = group.gamma * (group_kl - self._capacity(group, posterior, step)).abs()
         return terms
 
-    def targets(self, posterior, step) -> dict[str, float]:
+    def targets(self, posterior, step: int) -> dict[str, float]:
         return {f"C_{g.name}": self._capacity(g, posterior, step) for g in self.groups}
 
     def extra_repr(self) -> str:

@@ -16,7 +16,7 @@ from torch import Tensor
 from vaezoo.regularizers.base import Regularizer, select_part
 
 
-def log_importance_weights(batch_size: int, dataset_size: int) -> Tensor:
+def log_importance_weights(batch_size: int, dataset_size: int, device=None) -> Tensor:
     """The (batch, batch) log-weights of minibatch-stratified sampling (Chen et al., appendix C.2).
 
     Row ``i`` weighs the posteriors that estimate q(z_i): ``1/N`` on its own example, ``(N - M) / (N M)``
@@ -27,14 +27,15 @@ def log_importance_weights(batch_size: int, dataset_size: int) -> Tensor:
     Args:
         batch_size: B, at least 2.
         dataset_size: N, the number of training examples.
+        device: where to make them (they are made there, so a captured CUDA graph can hold them).
     """
     if batch_size < 2:
         raise ValueError(f"minibatch-stratified sampling needs a batch of at least 2, got {batch_size}")
     n, m = dataset_size, batch_size - 1
-    rows = torch.arange(batch_size)
-    w = torch.full((batch_size, batch_size), 1 / m)
-    w[rows, rows] = 1 / n
-    w[rows, (rows + 1) % batch_size] = (n - m) / (n * m)
+    w = torch.full((batch_size, batch_size), 1 / m, device=device)
+    w.diagonal().fill_(1 / n)
+    w.diagonal(1).fill_((n - m) / (n * m))
+    w[-1, 0].fill_((n - m) / (n * m))  # the last row's next example is the first
     return w.log()
 
 
@@ -52,7 +53,7 @@ def decompose_kl(log_qz_matrix: Tensor, log_qz_x: Tensor, log_pz: Tensor, datase
     if sampling == "mws":
         log_w = torch.full((batch, batch), -math.log(batch * dataset_size), device=log_qz_matrix.device)
     elif sampling == "mss":
-        log_w = log_importance_weights(batch, dataset_size).to(log_qz_matrix)
+        log_w = log_importance_weights(batch, dataset_size, log_qz_matrix.device).to(log_qz_matrix)
     else:
         raise ValueError(f"sampling must be 'mws' or 'mss', got {sampling!r}")
     log_qz = torch.logsumexp(log_w + log_qz_matrix.sum(2), dim=1)
