@@ -107,8 +107,8 @@ def test_seeds_side_by_side_end_as_each_seed_trained_alone(data_plugin, tmp_path
         # weights, completed card (metrics measured after training) and checkpoint: byte for byte, but for the
         # folder that the card's recorded commands name
         together_files = files_of(tmp_path / "together" / f"seed-{seed}")
-        card = "toyvae-bars-run.toml"
-        together_files[card] = together_files[card].replace(f"together/seed-{seed}".encode(), f"alone-{seed}".encode())
+        toml = "toyvae-bars-run.toml"
+        together_files[toml] = together_files[toml].replace(f"together/seed-{seed}".encode(), f"alone-{seed}".encode())
         assert together_files == files_of(tmp_path / f"alone-{seed}")
 
 
