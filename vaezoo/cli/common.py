@@ -26,6 +26,21 @@ def names_arg(value: str) -> list[str]:
     return names
 
 
+def seed_arg(value: str) -> int:
+    """argparse type of ``--seed``: a whole number in [0, 2^63) (:data:`vaezoo.cards.SEED_LIMIT`)."""
+    import argparse
+
+    from vaezoo.cards import SEED_LIMIT
+
+    try:
+        seed = int(value)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"give a whole number from 0 to 2^63 - 1 as the seed, got {value!r}")
+    return seed
+
+
 def device_arg(value: str) -> str:
     """argparse type of ``--device``: a device this machine has (:func:`vaezoo.devices.usable_device`)."""
     import argparse
