@@ -25,6 +25,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr,
                       field_validator, model_validator)
 
 from vaezoo.errors import CardError, UnknownNameError
+from vaezoo.limits import MAX_DEPTH, too_deep
 from vaezoo.registry import close_matches
 
 NAME_PATTERN = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
@@ -35,6 +36,8 @@ HF_URL = re.compile(r"hf://(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>
 SEED_LIMIT = 2**63
 """Seeds are whole numbers in [0, SEED_LIMIT): torch takes seeds below 2^64, and training adds offsets (rank,
 step, epoch) to the recipe's seed."""
+MAX_CARD_BYTES = 4 << 20
+"""A card file may not be larger: cards are a few kilobytes, and one is read whole."""
 MAX_IMAGE_SIZE = 1024
 """The largest ``image_size`` a card's dataset options may ask for."""
 
@@ -397,15 +400,25 @@ def _read(path: Path) -> dict[str, Any]:
         # O_NONBLOCK: should the file be swapped for a FIFO after the check, opening it still returns at once
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode):
                 raise _Unfit("is not a regular file, not a card file")
-            data = file.read()
+            data = file.read(MAX_CARD_BYTES + 1)  # the file may grow after fstat
     except OSError as exc:
         raise _Unfit(f"cannot read card ({exc.strerror or exc})") from None
+    if max(info.st_size, len(data)) > MAX_CARD_BYTES:
+        raise _Unfit(f"is {max(info.st_size, len(data)):,} bytes, more than the {MAX_CARD_BYTES:,} a card may "
+                     f"have; it is not a card file")
+    deep = _Unfit(f"nests tables or arrays deeper than {MAX_DEPTH} levels; it is not a card file")
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        raw = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise _Unfit(f"not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib parses nested inline tables and arrays recursively
+        raise deep from None
+    if too_deep(raw):
+        raise deep
+    return raw
 
 
 def _validate(raw: dict[str, Any], path: Path, source: str | None = None) -> Card:
