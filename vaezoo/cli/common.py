@@ -17,10 +17,10 @@ def card_arg(name_or_path: str):
 
 
 def names_arg(value: str) -> list[str]:
-    """argparse type of a comma-separated list of names (``--metrics a,b``)."""
+    """argparse type of a comma-separated list of names (``--metrics a,b``), each kept once, in order."""
     import argparse
 
-    names = [name.strip() for name in value.split(",") if name.strip()]
+    names = list(dict.fromkeys(name.strip() for name in value.split(",") if name.strip()))  # each once
     if not names:
         raise argparse.ArgumentTypeError(f"give names separated by commas, got {value!r}")
     return names
