@@ -87,7 +87,7 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     path = directory / "index.html"
     cards = list_cards()
     _refuse_foreign(directory, cards, _files_of_page(path))  # said before the folder is locked (and made)
-    with run_lock(directory, "gallery folder"):
+    with run_lock(directory, "output path"):
         _refuse_foreign(directory, cards, _files_of_page(path))  # again: no other gallery writes there now
         painter = _Painter(directory, data_root, use_data, device, seed, steps, samples, scale)
         entries = []

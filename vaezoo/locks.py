@@ -104,7 +104,7 @@ def run_lock(folder: Path, what: str = "--out") -> Iterator[None]:
 
     Args:
         folder: the run folder.
-        what: how messages name the folder (``"--out"``, ``"gallery folder"``).
+        what: how messages name the folder (``"--out"``, ``"output path"``).
 
     Raises:
         VaezooError: another process holds the folder: ``--out DIR is in use by process PID on HOST
@@ -118,7 +118,7 @@ def run_lock(folder: Path, what: str = "--out") -> Iterator[None]:
     except OSError as exc:
         from vaezoo.files import folder_problem
 
-        raise OutputError(f"cannot write in {what} {folder}: {folder_problem(folder, exc)}; choose another "
+        raise OutputError(f"cannot write {folder / RUN_LOCK}: {folder_problem(folder, exc)}; choose another "
                           f"{what}") from None
     try:
         with _held(folder / RUN_LOCK, folder, 0, lambda holder: VaezooError(
