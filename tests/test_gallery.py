@@ -210,3 +210,21 @@ def test_show_errors_are_one_line(tiny_zoo, tmp_path, monkeypatch, capsys, argv,
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_gallery_never_replaces_a_picture_it_did_not_write(tiny_zoo, tmp_path, capsys):
+    """Without a gallery page, a user's own NAME.sample.png is refused before anything is drawn; a page the
+    gallery wrote lets it redraw the pictures that page shows."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "tiny-trained.sample.png").write_bytes(b"my own picture")
+    assert main(["gallery", str(site), "--no-data"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"error: {site} already holds tiny-trained.sample.png, which vaezoo gallery did not write; "
+                   f"give a new or empty folder, or move them away\n")
+    assert sorted(p.name for p in site.iterdir()) == ["tiny-trained.sample.png"]
+    assert (site / "tiny-trained.sample.png").read_bytes() == b"my own picture"
+    (site / "tiny-trained.sample.png").unlink()
+    build_gallery(site, use_data=False)
+    build_gallery(site, use_data=False)  # its own pictures, shown by its own page: redrawn
+    assert {"index.html", "tiny-trained.sample.png", "tiny-trained.traverse.png"} <= {p.name for p in site.iterdir()}

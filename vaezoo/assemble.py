@@ -10,11 +10,13 @@ and a ``build`` for sub-parts.
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import replace
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vaezoo.arguments import check_arguments
 from vaezoo.context import FACTS, BuildContext
 from vaezoo.errors import CardError, DataError, VaezooError, WeightsError
 from vaezoo.plugins import registry
@@ -60,21 +62,55 @@ def build_part(kind: str, spec: Mapping[str, Any] | str, context: BuildContext |
     if "context" in accepted:
         spec["context"] = context
     try:
+        check_arguments(factory, spec, f"{kind} '{name}'", skip=("context", *FACTS))
+    except ValueError as exc:
+        raise CardError(str(exc)) from None
+    try:
         inspect.signature(factory).bind(**spec)
-    except TypeError as exc:
+    except TypeError as exc:  # a required argument left out
         given = [k for k in accepted if k != "context" and k not in FACTS]
         raise CardError(f"{kind} '{name}': {exc}; accepted arguments: {', '.join(given)}") from None
     return factory(**spec)
 
 
 def data_info(card: Card, split: str = "train") -> DataInfo:
-    """What the dataset of ``card``'s recipe is, without loading it."""
-    dataset = registry("dataset")[card.train.data.name]
+    """What the dataset of ``card``'s recipe is, without loading it.
+
+    Raises:
+        DataError: the options do not fit the dataset's signature, or the split would not fit in this
+            machine's memory (checked before anything is read).
+    """
+    name, options = card.train.data.name, card.train.data.options
+    dataset = registry("dataset")[name]
+    _check_options(dataset.info, name, options)
     try:
-        return dataset.info(split, **card.train.data.options)
+        info = dataset.info(split, **options)
     except TypeError as exc:
-        raise DataError(f"dataset '{card.train.data.name}' does not take the options {card.train.data.options} "
-                        f"({exc}); check the card's [train.data] options") from None
+        raise DataError(f"dataset '{name}' does not take the options {options} ({exc}); check the card's "
+                        f"[train.data] options") from None
+    needed, memory = info.size * info.channels * info.image_size ** 2, _physical_memory()
+    if memory is not None and needed > memory:
+        raise DataError(f"dataset '{name}' with the options {options} would hold {needed / 2**30:,.1f} GiB of "
+                        f"images, more than this machine's {memory / 2**30:,.1f} GiB of memory; ask for a smaller "
+                        f"image_size in the card's [train.data] options")
+    return info
+
+
+def _check_options(method: Callable, name: str, options: Mapping[str, Any]) -> None:
+    """Refuse dataset ``options`` that ``method`` (a dataset's ``info`` or ``load``) does not take as typed."""
+    try:
+        check_arguments(method, options, f"dataset '{name}'", skip=("root", "split"))
+    except ValueError as exc:
+        raise DataError(f"dataset '{name}' does not take the options {options} ({exc}); check the card's "
+                        f"[train.data] options") from None
+
+
+def _physical_memory() -> int | None:
+    """Bytes of memory this machine has; None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def model_context(card: Card) -> BuildContext:
@@ -99,7 +135,7 @@ def build_model(card: Card, device=None, dtype=None) -> VAE:
 
     context = model_context(card)
     try:
-        model = build_part("architecture", {"type": card.architecture, **card.model}, context)
+        model = build_part("architecture", {**card.model, "type": card.architecture}, context)
     except VaezooError:
         raise
     except Exception as exc:  # the card's values are input: whatever the builder trips on is the card's problem
@@ -176,6 +212,7 @@ def load_dataset(name: str, root=None, split: str = "train", **options) -> Image
         options: the dataset's options, from the card's recipe (e.g. ``image_size``).
     """
     dataset = registry("dataset")[name]
+    _check_options(dataset.load, name, options)
     try:
         inspect.signature(dataset.load).bind(root=root, split=split, **options)
     except TypeError as exc:

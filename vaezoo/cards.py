@@ -16,14 +16,16 @@ import re
 import stat
 import tomllib
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from vaezoo.errors import CardError, UnknownNameError
+from vaezoo.limits import MAX_DEPTH, too_deep
 from vaezoo.registry import close_matches
 
 NAME_PATTERN = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
@@ -31,6 +33,24 @@ HUB_PREFIX = "hf-hub:"  # a card in a Hugging Face Hub repository: hf-hub:OWNER/
 # Weights in a Hub repository, as HfFileSystem writes them: hf://OWNER/REPO[@REVISION]/PATH (a '/' in the
 # revision written %2F)
 HF_URL = re.compile(r"hf://(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[^\s/@]+))?/(?P<path>\S+)")
+SEED_LIMIT = 2**63
+"""Seeds are whole numbers in [0, SEED_LIMIT): torch takes seeds below 2^64, and training adds offsets (rank,
+step, epoch) to the recipe's seed."""
+MAX_CARD_BYTES = 4 << 20
+"""A card file may not be larger: cards are a few kilobytes, and one is read whole."""
+MAX_IMAGE_SIZE = 1024
+"""The largest ``image_size`` a card's dataset options may ask for."""
+
+
+
+def _seed(value: Any, where: str = "") -> int:
+    if type(value) is not int or not 0 <= value < SEED_LIMIT:
+        raise ValueError(f"{where}{value!r} is not a seed: give a whole number from 0 to 2^63 - 1")
+    return value
+
+
+Seed = Annotated[int, PlainValidator(_seed)]
+"""A card field holding a seed: a whole number in [0, :data:`SEED_LIMIT`)."""
 
 
 class _Frozen(BaseModel):
@@ -62,13 +82,82 @@ class DataSpec(_Frozen):
     name: str
     options: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("options")
+    @classmethod
+    def _options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        size = options.get("image_size")
+        if size is not None and (type(size) is not int or not 1 <= size <= MAX_IMAGE_SIZE):
+            raise ValueError(f"image_size must be a whole number from 1 to {MAX_IMAGE_SIZE}, got {size!r}")
+        return check_seeds(options, "options")
+
+
+_Unit = Annotated[float, Field(ge=0, lt=1)]
+_NonNegative = Annotated[float, Field(ge=0)]
+
+
+class _OptimizerOptions(BaseModel):
+    """The keyword arguments of a ``torch.optim`` class that a card may set, with their types and ranges."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    weight_decay: _NonNegative = 0.0
+    maximize: bool = False
+
+
+class _AdamOptions(_OptimizerOptions):
+    betas: Annotated[list[_Unit], Field(min_length=2, max_length=2)] = [0.9, 0.999]
+    eps: _NonNegative = 1e-8
+    amsgrad: bool = False
+
+
+class _AdamWOptions(_AdamOptions):
+    weight_decay: _NonNegative = 1e-2
+
+
+class _SGDOptions(_OptimizerOptions):
+    momentum: _NonNegative = 0.0
+    dampening: float = 0.0
+    nesterov: bool = False
+
+    @model_validator(mode="after")
+    def _nesterov(self) -> _SGDOptions:
+        if self.nesterov and (self.momentum <= 0 or self.dampening != 0):
+            raise ValueError("nesterov needs momentum > 0 and dampening 0")
+        return self
+
+
+class _RMSpropOptions(_OptimizerOptions):
+    alpha: _NonNegative = 0.99
+    eps: _NonNegative = 1e-8
+    momentum: _NonNegative = 0.0
+    centered: bool = False
+
+
+OPTIMIZER_OPTIONS: dict[str, type[BaseModel]] = {
+    "Adam": _AdamOptions, "AdamW": _AdamWOptions, "SGD": _SGDOptions, "RMSprop": _RMSpropOptions}
+"""For each optimiser a card may name, the ``torch.optim`` keyword arguments its ``options`` may set."""
+
 
 class Optimizer(_Frozen):
-    """The optimiser: a ``torch.optim`` class name and its keyword arguments."""
+    """The optimiser: a ``torch.optim`` class name and its keyword arguments (checked: :data:`OPTIMIZER_OPTIONS`)."""
 
     name: Literal["Adam", "AdamW", "SGD", "RMSprop"] = "Adam"
     lr: float = Field(gt=0)
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _options(self) -> Optimizer:
+        allowed = OPTIMIZER_OPTIONS[self.name]
+        try:
+            allowed.model_validate(self.options)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            if err["type"] == "extra_forbidden":
+                raise ValueError(f"{self.name} takes no option {where!r}; it takes "
+                                 f"{', '.join(allowed.model_fields)}") from None
+            raise ValueError(f"{self.name} option {where or '(options)'!r}: {err['msg']}") from None
+        return self
 
 
 class TrainRecipe(_Frozen):
@@ -78,7 +167,7 @@ class TrainRecipe(_Frozen):
     epochs: int = Field(gt=0)
     batch_size: int = Field(gt=0)
     optimizer: Optimizer
-    seed: int = 0
+    seed: Seed = 0
     checkpoint_every: int = Field(default=1000, gt=0, description="steps between checkpoints")
     budget: str | None = Field(default=None, description="wall time of the run on the stated machine")
     steps: int | None = Field(default=None, ge=0, description="optimizer steps of the run; written by vaezoo train")
@@ -90,7 +179,7 @@ class TrainRecipe(_Frozen):
 class SeedRun(_Frozen):
     """One complete run of a card's recipe: its seed and the metric it reached."""
 
-    seed: int
+    seed: Seed
     value: float
 
 
@@ -105,7 +194,7 @@ class SeedSpread(_Frozen):
     median: float
     min: float
     max: float
-    shipped: int = Field(description="the seed whose weights the card ships")
+    shipped: Seed = Field(description="the seed whose weights the card ships")
     selection: str = Field(description="how the shipped seed was chosen")
     command: str = Field(description="the command that trained and measured each run")
 
@@ -133,9 +222,15 @@ class Metric(_Frozen):
     note: str | None = None
     parameters: dict[str, Any] | None = Field(
         default=None, description="the metric's own settings (points, bins, estimator, seed, ...)")
+
     libraries: dict[str, str] | None = Field(
         default=None, description="versions of the libraries the number depends on, e.g. scikit-learn")
     seeds: SeedSpread | None = Field(default=None, description="the metric over every seed run with the recipe")
+
+    @field_validator("parameters")
+    @classmethod
+    def _seeded(cls, parameters: dict[str, Any] | None) -> dict[str, Any] | None:
+        return parameters if parameters is None else check_seeds(parameters, "parameters")
 
 
 class InputSection(_Frozen):
@@ -184,6 +279,14 @@ class Card(_Frozen):
     _path: Path | None = PrivateAttr(default=None)
     _source: str | None = PrivateAttr(default=None)
 
+    @field_validator("model")
+    @classmethod
+    def _model_table(cls, model: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "type" in model:
+            raise ValueError(f"[model] holds type = {model['type']!r}, but a card's architecture is its "
+                             f"'architecture' field ({info.data.get('architecture')!r}); remove 'type' from [model]")
+        return check_seeds(model, "model")
+
     @property
     def path(self) -> Path | None:
         """The TOML file this card was read from, if any."""
@@ -222,6 +325,28 @@ class Card(_Frozen):
         walk("model", self.model)
         walk("train", self.train.model_dump())
         return out
+
+
+def check_seeds(table: dict[str, Any], where: str) -> dict[str, Any]:
+    """``table``, refused unless every key named ``seed`` or ``*_seed`` in it (at any depth) holds a seed.
+
+    Raises:
+        ValueError: naming the dotted path of the first value that is not a whole number in [0, 2^63).
+    """
+    for path, value in _seeds(table, where):
+        _seed(value, f"{path} = ")
+    return table
+
+
+def _seeds(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """``(dotted path, value)`` of every key named ``seed`` or ``*_seed`` in the nested tables of ``value``."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        where = f"{path}.{key}"
+        if isinstance(key, str) and (key == "seed" or key.endswith("_seed")):
+            yield where, item
+        else:
+            yield from _seeds(item, where)
 
 
 class CardWarning(UserWarning):
@@ -275,15 +400,25 @@ def _read(path: Path) -> dict[str, Any]:
         # O_NONBLOCK: should the file be swapped for a FIFO after the check, opening it still returns at once
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode):
                 raise _Unfit("is not a regular file, not a card file")
-            data = file.read()
+            data = file.read(MAX_CARD_BYTES + 1)  # the file may grow after fstat
     except OSError as exc:
         raise _Unfit(f"cannot read card ({exc.strerror or exc})") from None
+    if max(info.st_size, len(data)) > MAX_CARD_BYTES:
+        raise _Unfit(f"is {max(info.st_size, len(data)):,} bytes, more than the {MAX_CARD_BYTES:,} a card may "
+                     f"have; it is not a card file")
+    deep = _Unfit(f"nests tables or arrays deeper than {MAX_DEPTH} levels; it is not a card file")
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        raw = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise _Unfit(f"not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib parses nested inline tables and arrays recursively
+        raise deep from None
+    if too_deep(raw):
+        raise deep
+    return raw
 
 
 def _validate(raw: dict[str, Any], path: Path, source: str | None = None) -> Card:

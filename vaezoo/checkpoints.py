@@ -28,6 +28,7 @@ import torch
 from vaezoo.cards import Card
 from vaezoo.errors import TrainingError
 from vaezoo.files import atomic_save
+from vaezoo.limits import check_torch_zip, expanded, load_json
 from vaezoo.terminal import printable
 
 if TYPE_CHECKING:
@@ -133,6 +134,10 @@ def read_checkpoint(path: Path, fix: str) -> Checkpoint:
     if path.stat().st_size == 0:
         raise TrainingError(f"cannot read checkpoint {path}: it is an empty file; {fix}")
     try:
+        check_torch_zip(path)
+    except ValueError as exc:
+        raise TrainingError(f"cannot read checkpoint {path}: {exc}; {fix}") from None
+    try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
         raise TrainingError(f"cannot read checkpoint {path}: it is not a file of tensors and plain values saved by "
@@ -152,6 +157,9 @@ def read_checkpoint(path: Path, fix: str) -> Checkpoint:
     model = state["model"]
     if not isinstance(model, dict) or not all(isinstance(k, str) and torch.is_tensor(v) for k, v in model.items()):
         raise bad("its 'model' is not a state dict of tensors")
+    if views := expanded(model):
+        raise bad(f"its model holds tensors that span more bytes than they store (stride-0 or overlapping views) "
+                  f"{views}")
     optimizer = state["optimizer"]
     if not isinstance(optimizer, dict) or not {"state", "param_groups"} <= optimizer.keys():
         raise bad("its 'optimizer' is not an optimiser's state dict")
@@ -163,7 +171,7 @@ def read_checkpoint(path: Path, fix: str) -> Checkpoint:
     card, recipe = state.get("card"), state.get("recipe")
     if recipe is not None:
         try:
-            recipe = json.loads(recipe)
+            recipe = load_json(recipe)
         except (TypeError, ValueError):
             recipe = None
         if not isinstance(card, str) or not isinstance(recipe, dict) or state.get("fingerprint") != fingerprint(recipe):

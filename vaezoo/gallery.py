@@ -9,8 +9,11 @@ Card text is HTML-escaped by the template engine (Jinja2 with autoescaping).
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
 from vaezoo.assemble import build_model, card_dataset, load_model
 from vaezoo.cards import Card, list_cards
@@ -78,35 +81,58 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     """
     from vaezoo import __version__
     from vaezoo.files import atomic_write
+    from vaezoo.locks import run_lock
 
-    path = Path(directory) / "index.html"
-    _check_ours(path)
-    painter = _Painter(Path(directory), data_root, use_data, device, seed, steps, samples, scale)
+    directory = Path(directory)
+    path = directory / "index.html"
     cards = list_cards()
-    entries = []
-    with progress("gallery", len(cards), unit="cards") as task:
-        for card in cards:
-            entries.append(painter.entry(card))
-            task.advance()
-    page = _template().render(entries=entries, boards=_boards(cards), generator=GENERATOR, version=__version__)
-    atomic_write(path, page.encode("utf-8"))
+    _refuse_foreign(directory, cards, _files_of_page(path))  # said before the folder is locked (and made)
+    with run_lock(directory, "output path"):
+        _refuse_foreign(directory, cards, _files_of_page(path))  # again: no other gallery writes there now
+        painter = _Painter(directory, data_root, use_data, device, seed, steps, samples, scale)
+        entries = []
+        with progress("gallery", len(cards), unit="cards") as task:
+            for card in cards:
+                entries.append(painter.entry(card))
+                task.advance()
+        page = _template().render(entries=entries, boards=_boards(cards), generator=GENERATOR, version=__version__)
+        atomic_write(path, page.encode("utf-8"))
     return path
 
 
-def _check_ours(index: Path) -> None:
+PICTURES = ("traverse", "sample")
+"""The pictures drawn of each card with weights: ``NAME.KIND.png`` beside the page."""
+
+
+def _files_of_page(index: Path) -> set[str]:
+    """The files the gallery page ``index`` shows (those a gallery wrote); empty when there is no page yet.
+
+    Raises:
+        VaezooError: ``index`` exists and is not a page vaezoo gallery wrote.
+    """
     try:
         present = index.exists() or index.is_symlink()
     except OSError:  # e.g. a name too long: the page cannot be written there either, and writing names why
-        return
+        return set()
     if not present:
-        return
+        return set()
     try:
-        head = index.read_bytes()[:2048] if index.is_file() else b""
+        page = index.read_bytes()[:4 << 20] if index.is_file() else b""
     except OSError:  # unreadable, so not known to be a gallery
-        head = b""
-    if f'<meta name="generator" content="{GENERATOR} '.encode() not in head:
+        page = b""
+    if f'<meta name="generator" content="{GENERATOR} '.encode() not in page[:2048]:
         raise VaezooError(f"{index} exists and is not a page vaezoo gallery wrote; give a new or empty folder, "
                           f"or move that file away")
+    return {unquote(name) for name in re.findall(r'<img src="([^"/]+)"', page.decode("utf-8", "replace"))}
+
+
+def _refuse_foreign(directory: Path, cards: list[Card], ours: set[str]) -> None:
+    """Refuse to draw over a file in ``directory`` that the gallery page there does not show (the user's own)."""
+    planned = [f"{card.name}.{kind}.png" for card in cards if card.weights is not None for kind in PICTURES]
+    foreign = [name for name in planned if name not in ours and os.path.lexists(directory / name)]
+    if foreign:
+        raise VaezooError(f"{directory} already holds {', '.join(foreign)}, which vaezoo gallery did not write; "
+                          f"give a new or empty folder, or move them away")
 
 
 @dataclass
@@ -132,7 +158,7 @@ class _Painter:
         model = load_model(card, self.device)
         traversal, traversal_picture = self._traversal(card, model)
         sample_picture = Picture(
-            "Samples", f"{card.name}.sample.png",
+            "Samples", f"{card.name}.{PICTURES[1]}.png",
             f"{self.samples} images decoded from codes drawn from the prior (seed {self.seed}): continuous parts "
             "from N(0, I), categorical parts uniformly.",
             f"vaezoo show {card.name} sample -o {card.name}.sample.png --seed {self.seed} --n {self.samples}")
@@ -166,7 +192,7 @@ class _Painter:
         low, high = viz.DEFAULT_SPAN
         caption = (f"One row per continuous dimension ({low:g} to {high:g} prior standard deviations around the "
                    f"prior mean) and per categorical part (each category in turn), labelled with its KL, {order}.")
-        return traversal, Picture("Latent traversal", f"{card.name}.traverse.png", caption, command)
+        return traversal, Picture("Latent traversal", f"{card.name}.{PICTURES[0]}.png", caption, command)
 
     def _test_split(self, card: Card) -> ImageDataset | DataError:
         """The card's test split, loaded once per dataset; the error, kept too, when it is not here."""

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import re
-import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.cards import HUB_PREFIX, Card, Weights, write_card
 from vaezoo.errors import OutputError, WeightsError
-from vaezoo.files import atomic_save, atomic_write
+from vaezoo.files import atomic_write
 from vaezoo.hf import INSTALL, hub, translated
-from vaezoo.weights import fetch
+from vaezoo.weights import fetch_verified
 
 if TYPE_CHECKING:
     from huggingface_hub import CommitInfo
@@ -42,13 +41,13 @@ def stage(card: Card, repo_id: str, folder: Path) -> list[Path]:
     hub(OutputError, "vaezoo push")  # said before any download: the model card needs huggingface_hub
     if card.weights is None:
         raise WeightsError(f"card '{card.name}' has no weights to push; train it first ('vaezoo train')")
-    source = fetch(card)
+    _, data = fetch_verified(card)  # the bytes verified are the bytes pushed
     weights = folder / f"{card.name}.safetensors"
     pushed = card.model_copy(update={"weights": Weights(file=weights.name, sha256=card.weights.sha256,
                                                         size=card.weights.size)})
     card_file = folder / f"{card.name}.toml"
     write_card(pushed, card_file)
-    atomic_save(weights, lambda tmp: shutil.copyfile(source, tmp))
+    atomic_write(weights, data)
     readme = folder / "README.md"
     atomic_write(readme, model_card(pushed, repo_id).encode())
     return [card_file, weights, readme]

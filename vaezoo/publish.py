@@ -63,7 +63,7 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
                                   "vaezoo_version": __version__, "latent": model.latent.describe(),
                                   "parameters": sum(p.numel() for p in model.parameters()),
                                   "metrics": {}, "labels": None, "weights": None})
-    card_path = _write(own, model, out)  # the run's work is safe before anything is evaluated
+    _write(own, model, out)  # the run's work is safe before anything is evaluated
     ref = card_reference(own, out)
 
     def failed(metric: str, exc: Exception) -> None:

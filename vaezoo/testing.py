@@ -487,8 +487,8 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
         The model, with the card's weights when they were loaded.
     """
     from vaezoo.assemble import load_weights
-    from vaezoo.checksums import verify
-    from vaezoo.weights import cache_dir, local_path, read_safetensors
+    from vaezoo.checksums import read_verified
+    from vaezoo.weights import cache_dir, local_path, parse_safetensors
 
     if not isinstance(card, Card):
         with _running(f"card {card}", "validating"):
@@ -513,8 +513,8 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
         if not path.exists():
             return model
     with _running(subject, "verifying its weights"):
-        verify(path, card.weights)
-        load_weights(model, read_safetensors(path), f"weights of '{card.name}'")
+        data = read_verified(path, card.weights)
+        load_weights(model, parse_safetensors(data, path), f"weights of '{card.name}'")
     bad = [n for n, t in model.state_dict().items() if t.is_floating_point() and not torch.isfinite(t).all()]
     _require(not bad, subject, f"its weights hold NaN or infinite values in {bad}")
     check_model(model, batch=batch, seed=seed, step=card.train.steps or 0, subject=f"{subject} with its weights")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlparse
 
-from vaezoo.checksums import verify
+from vaezoo.checksums import read_verified, verify
 from vaezoo.errors import OutputError, WeightsError
 from vaezoo.files import FULL, atomic_save, folder_problem
 from vaezoo.terminal import printable
@@ -59,7 +59,11 @@ def local_path(card: Card) -> Path:
 
         return repo_file(card)
     directory = card.path.parent.resolve()
-    path = (directory / card.weights.file).resolve()
+    try:
+        path = (directory / card.weights.file).resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, before Python 3.13
+        raise WeightsError(f"{card.path}: weights file '{card.weights.file}' cannot be resolved ({exc}); "
+                           f"put the card's safetensors file there") from None
     if directory not in path.parents:
         raise WeightsError(f"{card.path}: weights file '{card.weights.file}' is outside the card's "
                            f"directory {directory}; put the weights beside the card")
@@ -340,9 +344,36 @@ def _download_to(url: str, target: Path, weights: Weights, timeout: float, deadl
     atomic_save(target, write, fix=f"free some space or {CACHE_FIX}")
 
 
+def fetch_verified(card: Card) -> tuple[Path, bytes]:
+    """``card``'s weights file and its contents, whose size and sha256 are the card's; downloaded if needed.
+
+    The bytes returned are the bytes hashed (:func:`vaezoo.checksums.read_verified`): a file replaced after
+    the check is never what is loaded. Parse them, not the path.
+    """
+    path = local_path(card) if card.weights is not None and card.weights.file is not None else fetch(card)
+    return path, read_verified(path, card.weights)
+
+
 def load_state_dict(card: Card, device=None) -> dict[str, torch.Tensor]:
-    """Fetch, verify and read ``card``'s weights as a state dict on ``device``."""
-    return read_safetensors(fetch(card), device)
+    """Fetch, verify and read ``card``'s weights as a state dict on ``device``: the bytes verified are parsed."""
+    path, data = fetch_verified(card)
+    return parse_safetensors(data, path, device)
+
+
+def parse_safetensors(data: bytes, source: Path | str, device=None) -> dict[str, torch.Tensor]:
+    """The tensors of safetensors ``data`` (read from ``source``, named in messages) on ``device``.
+
+    Raises:
+        WeightsError: ``data`` is not a safetensors file (a pickle, a corrupt header).
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    try:
+        tensors = load(data)
+    except (SafetensorError, ValueError) as exc:
+        raise WeightsError(f"{source} is not a readable safetensors file ({exc})") from None
+    return tensors if device is None else {name: t.to(device) for name, t in tensors.items()}
 
 
 def read_safetensors(path: Path, device=None) -> dict[str, torch.Tensor]:

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from vaezoo.errors import UnknownNameError, WeightsError
+from vaezoo.limits import check_torch_zip, expanded
 from vaezoo.registry import close_matches
 
 PAPER = ("Dupont (2018), Learning Disentangled Joint Continuous and Discrete Representations, NeurIPS. "
@@ -124,6 +125,10 @@ def read_original(path: Path) -> dict[str, Tensor]:
     if not path.is_file():
         raise WeightsError(f"checkpoint {path} does not exist or is not a file")
     try:
+        check_torch_zip(path)
+    except ValueError as exc:
+        raise WeightsError(f"{path} is not a checkpoint torch.save wrote: {exc}; refusing to read it") from None
+    try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # weights_only refuses arbitrary objects with UnpicklingError, corrupt files vary
         raise WeightsError(f"{path} is not a plain state dict that torch.load(weights_only=True) reads "
@@ -133,6 +138,9 @@ def read_original(path: Path) -> dict[str, Tensor]:
         kinds = sorted({type(v).__name__ for v in state.values()}) if is_dict else [type(state).__name__]
         raise WeightsError(f"{path} holds {', '.join(kinds)}, not a state dict of tensors; the original code "
                            f"saves model.state_dict(), extract that from a larger checkpoint first")
+    if views := expanded(state):
+        raise WeightsError(f"{path} holds tensors that span more bytes than they store (stride-0 or overlapping "
+                           f"views) {views}; a checkpoint of model.state_dict() holds none, refusing it")
     return state
 
 

@@ -17,13 +17,28 @@ def card_arg(name_or_path: str):
 
 
 def names_arg(value: str) -> list[str]:
-    """argparse type of a comma-separated list of names (``--metrics a,b``)."""
+    """argparse type of a comma-separated list of names (``--metrics a,b``), each kept once, in order."""
     import argparse
 
-    names = [name.strip() for name in value.split(",") if name.strip()]
+    names = list(dict.fromkeys(name.strip() for name in value.split(",") if name.strip()))  # each once
     if not names:
         raise argparse.ArgumentTypeError(f"give names separated by commas, got {value!r}")
     return names
+
+
+def seed_arg(value: str) -> int:
+    """argparse type of ``--seed``: a whole number in [0, 2^63) (:data:`vaezoo.cards.SEED_LIMIT`)."""
+    import argparse
+
+    from vaezoo.cards import SEED_LIMIT
+
+    try:
+        seed = int(value)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"give a whole number from 0 to 2^63 - 1 as the seed, got {value!r}")
+    return seed
 
 
 def device_arg(value: str) -> str:

@@ -24,8 +24,14 @@ def _card_name(args) -> str:
 
 def run(args) -> int:
     from vaezoo.assemble import converter
+    from vaezoo.locks import refuse_finished_run, run_lock
 
     name = _card_name(args)
-    card_path = converter(args.converter)(Path(args.path), Path(args.out), dataset=args.dataset, name=name)
+    convert = converter(args.converter)
+    out = Path(args.out)
+    refuse_finished_run(out, name)  # before the folder is made: a file in its place is named as such
+    with run_lock(out):
+        refuse_finished_run(out, name)  # again, now that no other run can write there
+        card_path = convert(Path(args.path), out, dataset=args.dataset, name=name)
     print(card_path)
     return 0

@@ -60,9 +60,10 @@ def _agrees(card_value: float, measured: float, tolerance: float) -> bool:
 
 
 def run(args) -> int:
-    from vaezoo.cards import card_reference, write_card
+    from vaezoo.cards import card_reference
     from vaezoo.errors import CardError
     from vaezoo.evaluate import as_metrics, evaluate
+    from vaezoo.locks import update_card
     from vaezoo.assemble import load_model
 
     card = card_arg(args.card)
@@ -70,6 +71,9 @@ def run(args) -> int:
         raise CardError(f"card '{card.name}' has no metrics to --check; 'vaezoo train' writes them")
     if args.write and (args.check or args.checkpoint):
         raise CardError("--write records the card's own weights' metrics: use it without --check and --checkpoint")
+    if args.write and card.source is not None:
+        raise CardError(f"card {card.name} comes from {card.source}, not from a local card file; --write writes "
+                        f"the card's file: give the path of a copy")
     if args.checkpoint:
         from vaezoo.checkpoints import check_model, read_checkpoint
 
@@ -92,9 +96,12 @@ def run(args) -> int:
                      for name, value in results.items()], title=f"{card.name} (test split)")
     if args.write:
         measured = as_metrics(card, results, args.data_root, args.metrics, ref=card_reference(card))
-        eval_metrics = card.eval_metrics + [n for n in args.metrics or () if n not in card.eval_metrics]
-        write_card(card.model_copy(update={"metrics": {**card.metrics, **measured}, "eval_metrics": eval_metrics}),
-                   card.path)
+
+        def record(now):  # the card as it is on disk now: another writer's update meanwhile is kept
+            eval_metrics = now.eval_metrics + [n for n in args.metrics or () if n not in now.eval_metrics]
+            return now.model_copy(update={"metrics": {**now.metrics, **measured}, "eval_metrics": eval_metrics})
+
+        update_card(card.path, record)
         print(printable(f"wrote {len(results)} metrics to {card.path}"), file=sys.stderr)
     if args.check:
         print(f"check: {len(checked) - len(failures)} of {len(checked)} metrics match the card within "

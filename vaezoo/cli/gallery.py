@@ -1,6 +1,6 @@
 """``vaezoo gallery``: a static HTML page of every card in the zoo, with traversals and samples."""
 
-from vaezoo.cli.common import device_arg, printable
+from vaezoo.cli.common import device_arg, printable, seed_arg
 
 
 def add_parser(sub) -> None:
@@ -9,7 +9,7 @@ def add_parser(sub) -> None:
     p.add_argument("--data-root", help="folder holding the datasets (default: $VAEZOO_DATA or download)")
     p.add_argument("--no-data", action="store_true",
                    help="draw traversals without test images: rows in latent order, other dimensions at the prior")
-    p.add_argument("--seed", type=int, default=0, help="picks the samples and the test images (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="picks the samples and the test images (default 0)")
     p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
     p.set_defaults(func=run)
 

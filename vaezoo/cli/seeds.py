@@ -28,8 +28,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.cards import write_card
     from vaezoo.errors import CardError, VaezooError
+    from vaezoo.locks import update_card
     from vaezoo.seeds import choose_metrics, collect_runs, spreads, with_spreads
 
     if not args.selection.strip():
@@ -53,7 +53,7 @@ def run(args) -> int:
                       "  ".join(f"s{r.seed} {r.value:.6g}" for r in s.runs)) for name, s in found.items()],
                     title=f"{card.name}: {len(runs)} seeds, the card's is {card.train.seed}")
     if args.write:
-        write_card(with_spreads(card, found), card.path)
+        update_card(card.path, lambda now: with_spreads(now, found))  # keeps another writer's update meanwhile
         print(printable(f"wrote the spread over {len(runs)} seeds of {', '.join(metrics)} to {card.path}"),
               file=sys.stderr)
     return 0

@@ -2,7 +2,7 @@
 
 import sys
 
-from vaezoo.cli.common import card_arg, device_arg, printable
+from vaezoo.cli.common import card_arg, device_arg, printable, seed_arg
 
 DEFAULT_N = {"traverse": 10, "reconstruct": 20, "sample": 100}
 
@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
     p.add_argument("--data-root", help="folder holding the dataset (default: $VAEZOO_DATA or download)")
     p.add_argument("--no-data", action="store_true",
                    help="traverse without test images: rows in latent order, other dimensions at the prior mean")
-    p.add_argument("--seed", type=int, default=0, help="picks the samples and the test images (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="picks the samples and the test images (default 0)")
     p.add_argument("--n", type=int, help="values per traversal row, images to reconstruct, or samples "
                                          f"(defaults {', '.join(f'{k} {v}' for k, v in DEFAULT_N.items())})")
     p.add_argument("--span", type=float, nargs=2, metavar=("LOW", "HIGH"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,19 +34,37 @@ def read_images(paths: Sequence[Path], mode: str, size: int, resize: bool, name:
 
     channels = len(mode)
     out = np.empty((len(paths), size, size, channels), dtype=np.uint8)
+    wrong_size = how or f"{name} expects images prepared at {size}x{size}"
     with progress(f"reading {name}", len(paths)) as task:
         for i, path in enumerate(paths):
             try:
-                with Image.open(path) as image:
+                with _open_regular(path, name) as file, Image.open(file) as image:
+                    width, height = image.size  # from the header: nothing is decoded yet
+                    if not resize and (width, height) != (size, size):
+                        raise DataError(f"{name} image {path} is {width}x{height}, not {size}x{size}; {wrong_size}")
+                    if width * height > MAX_PIXELS:
+                        raise DataError(f"{name} image {path} declares {width}x{height} pixels, more than the "
+                                        f"{MAX_PIXELS:,} vaezoo decodes; replace it with a fresh copy")
                     image = image.convert(mode)
                     if resize and image.size != (size, size):
                         image = image.resize((size, size), Image.LANCZOS)
                     pixels = np.asarray(image)
-            except (OSError, UnidentifiedImageError) as exc:
+            except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
                 raise DataError(f"{name} image {path} cannot be read ({exc}); replace it with a fresh copy") from None
-            if pixels.shape[:2] != (size, size):
-                raise DataError(f"{name} image {path} is {pixels.shape[1]}x{pixels.shape[0]}, not {size}x{size}; "
-                                f"{how or f'{name} expects images prepared at {size}x{size}'}")
             out[i] = pixels.reshape(size, size, channels)
             task.advance()
     return torch.from_numpy(out).permute(0, 3, 1, 2).contiguous()
+
+
+MAX_PIXELS = 4096 * 4096
+"""The most pixels an image file of a dataset may declare; larger ones are refused from their header."""
+
+
+def _open_regular(path: Path, name: str):
+    """``path`` opened for reading, refused unless it is a regular file (a FIFO would never end)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    file = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        file.close()
+        raise DataError(f"{name} image {path} is not a regular file; remove it or replace it with an image")
+    return file

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import struct
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -13,10 +16,12 @@ from vaezoo.data.base import DataInfo, Dataset, DataRoot, ImageDataset, data_roo
 from vaezoo.errors import DataError
 
 
-def _load(cls, name: str, root, split: str, image_size: int | None) -> ImageDataset:
+def _load(cls, name: str, root, split: str, image_size: int | None, count: int) -> ImageDataset:
     if split not in ("train", "test"):
         raise DataError(f"{name} has splits 'train' and 'test', not '{split}'")
     where = data_root(root)
+    _check_idx(where.path / cls.__name__ / "raw", "train" if split == "train" else "t10k", count, name,
+               cls.mirrors[0])
     try:
         with contextlib.redirect_stdout(sys.stderr):  # torchvision reports downloads on stdout, vaezoo's data stream
             data = cls(root=str(where.path), train=split == "train", download=where.download)
@@ -26,6 +31,37 @@ def _load(cls, name: str, root, split: str, image_size: int | None) -> ImageData
     if image_size is not None and image_size != images.shape[-1]:
         images = _resize(images, image_size)
     return ImageDataset(images.unsqueeze(1).contiguous(), 255.0, labels=data.targets.clone())
+
+
+IDX_IMAGES, IDX_LABELS, SIDE = 2051, 2049, 28  # the magic numbers of IDX image and label files; 28x28 images
+
+
+def _check_idx(raw: Path, prefix: str, count: int, name: str, mirror: str) -> None:
+    """Refuse the split's IDX files in ``raw`` unless each is a regular file whose header announces ``count``
+    items and whose size is what its header announces; read before torchvision reads them whole.
+
+    Files that do not exist are left to torchvision (which downloads them or says they are missing).
+    """
+    for suffix, magic, item in (("images-idx3-ubyte", IDX_IMAGES, SIDE * SIDE), ("labels-idx1-ubyte", IDX_LABELS, 1)):
+        path = raw / f"{prefix}-{suffix}"
+        if not os.path.lexists(path):
+            continue
+        header = (magic, count, SIDE, SIDE) if magic == IDX_IMAGES else (magic, count)
+        fix = f"replace it with a fresh copy from {mirror}"
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens without blocking
+            with os.fdopen(fd, "rb") as file:
+                info = os.fstat(file.fileno())
+                if not stat.S_ISREG(info.st_mode):
+                    raise DataError(f"{name} file {path} is not a regular file; {fix}")
+                found = struct.unpack(f">{len(header)}i", file.read(4 * len(header)).ljust(4 * len(header), b"\0"))
+        except OSError as exc:
+            raise DataError(f"{name} file {path} cannot be read ({exc.strerror or exc}); {fix}") from None
+        size = 4 * len(header) + count * item
+        if found != header or info.st_size != size:
+            raise DataError(f"{name} file {path} is not the {count:,}-{'image' if item > 1 else 'label'} IDX file "
+                            f"of that split (header {found}, {info.st_size:,} bytes; expected {header}, "
+                            f"{size:,} bytes); {fix}")
 
 
 def _not_found(cls, name: str, where: DataRoot, exc: Exception) -> str:
@@ -78,7 +114,8 @@ class TorchvisionDigits(Dataset):
     def load(self, root=None, split: str = "train", image_size: int | None = None) -> ImageDataset:
         import torchvision.datasets
 
-        return _load(getattr(torchvision.datasets, self.torchvision_class), self.name, root, split, image_size)
+        return _load(getattr(torchvision.datasets, self.torchvision_class), self.name, root, split, image_size,
+                     self.sizes.get(split, 0))
 
 
 mnist = TorchvisionDigits("mnist", "MNIST", {"train": 60_000, "test": 10_000})

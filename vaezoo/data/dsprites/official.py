@@ -4,6 +4,7 @@ md5-checked, and read without unpickling anything."""
 from __future__ import annotations
 
 import hashlib
+import math
 import urllib.error
 import urllib.request
 import zipfile
@@ -50,14 +51,24 @@ def download_official(directory: Path, url: str = OFFICIAL_URL, md5: str = OFFIC
 def _npz_member(archive: zipfile.ZipFile, name: str, path: Path):
     """Open the array ``name`` of an npz and read its header: ``(stream, shape, dtype)``."""
     try:
-        stream = archive.open(f"{name}.npy")
+        member = archive.getinfo(f"{name}.npy")
     except KeyError:
         raise DataError(f"{path} has no array '{name}'; is it the official dSprites npz?") from None
-    version = np.lib.format.read_magic(stream)
-    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-    shape, fortran, dtype = read_header(stream)
-    if fortran or dtype.hasobject:
-        raise DataError(f"{path}: array '{name}' is not a plain C-order array")
+    stream = archive.open(member)
+    try:
+        version = np.lib.format.read_magic(stream)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(stream)
+    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+        stream.close()
+        raise DataError(f"{path}: array '{name}' has no readable .npy header ({exc}); download the official "
+                        f"file again") from None
+    # the header's shape must account for exactly the bytes stored: a header may not ask for more
+    if fortran or dtype.hasobject or math.prod(shape) * dtype.itemsize != member.file_size - stream.tell():
+        stream.close()
+        raise DataError(f"{path}: array '{name}' is not a plain C-order array of the size its header declares "
+                        f"(shape {shape}, {dtype}, {member.file_size:,} bytes stored); download the official file "
+                        f"again")
     return stream, shape, dtype
 
 

@@ -1,0 +1,182 @@
+"""Concurrent writers: card updates both land, a run folder has one writer, convert and gallery overwrite
+nothing they did not write (vaezoo.locks)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from kit import cli, make_card, write_card, write_entry
+
+from vaezoo import locks
+from vaezoo.cards import Metric, parse_card
+from vaezoo.errors import OutputError, VaezooError
+
+
+def _metric(value: float) -> Metric:
+    return Metric(value=value, command="vaezoo eval x", vaezoo_version="0.1.0")
+
+
+def test_two_card_updates_at_once_both_land(tmp_path):
+    """Each update reads the card, waits 0.3 s, then writes: without the lock the second overwrites the first."""
+    path = write_card(tmp_path, make_card("tiny"))
+    errors = []
+
+    def add(name):
+        def change(card):
+            time.sleep(0.3)
+            return card.model_copy(update={"metrics": {**card.metrics, name: _metric(1.0)}})
+        try:
+            locks.update_card(path, change)
+        except Exception as exc:  # noqa: BLE001 (reported by the assertion below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=add, args=(name,)) for name in ("elbo", "mig")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert set(parse_card(path).metrics) == {"elbo", "mig"}
+
+
+@pytest.mark.usefixtures("data_plugin")
+def test_eval_write_keeps_an_update_made_while_it_computed(cards_dir, capsys, monkeypatch):
+    """`seeds --write` (or another `eval --write`) lands while `eval --write` computes: both are on the card."""
+    from vaezoo import evaluate
+
+    path, _, _ = write_entry(cards_dir, make_card("tiny"))
+    real = evaluate.evaluate
+
+    def evaluate_while_another_writes(*args, **kwargs):
+        locks.update_card(path, lambda card: card.model_copy(update={"metrics": {"other": _metric(2.0)}}))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "evaluate", evaluate_while_another_writes)
+    code, _, err = cli(capsys, "eval", str(path), "--write")
+    assert code == 0, err
+    metrics = parse_card(path).metrics
+    assert "other" in metrics and "reconstruction" in metrics
+
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from vaezoo.locks import run_lock
+with run_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.fixture
+def held_folder(tmp_path):
+    """A run folder whose lock another process holds; yields ``(folder, process)``."""
+    folder = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "held"
+        yield folder, process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_second_run_into_a_held_folder_is_refused_naming_the_holder(held_folder):
+    folder, process = held_folder
+    with pytest.raises(VaezooError) as err:
+        with locks.run_lock(folder):
+            pytest.fail("entered a folder another process holds")
+    text = str(err.value)
+    assert "\n" not in text and f"--out {folder} is in use by process {process.pid} on " in text
+    assert "wait for it to finish, or choose another --out" in text
+    process.send_signal(signal.SIGKILL)  # a killed holder frees the folder at once
+    process.wait()
+    with locks.run_lock(folder):
+        assert (folder / locks.RUN_LOCK).exists()
+    assert not (folder / f"{locks.RUN_LOCK}{locks.HOLDER_SUFFIX}").exists()
+
+
+def test_run_lock_leaves_no_folder_when_nothing_was_written(tmp_path):
+    with locks.run_lock(tmp_path / "a" / "b"):
+        pass
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("files, name", [(["mine.toml", "mine.safetensors"], "mine"), (["mine.toml"], "other"),
+                                         (["checkpoint.pt"], "mine")])
+def test_convert_refuses_an_out_folder_holding_a_run(tmp_path, capsys, files, name):
+    out = tmp_path / "run"
+    out.mkdir()
+    for f in files:
+        (out / f).write_text("theirs")
+    code, _, err = cli(capsys, "convert", "jointvae-original", str(tmp_path / "x.pt"), "--dataset", "mnist",
+                       "--out", str(out), "--name", name)
+    assert code == 1 and "Traceback" not in err
+    assert f"--out {out} already holds" in err and "choose another --out" in err.strip().splitlines()[-1]
+    assert sorted(p.name for p in out.iterdir()) == sorted(files)
+    assert all((out / f).read_text() == "theirs" for f in files)
+
+
+def test_convert_into_a_folder_another_run_holds_is_refused(held_folder, tmp_path, capsys):
+    folder, process = held_folder
+    code, _, err = cli(capsys, "convert", "jointvae-original", str(tmp_path / "x.pt"), "--dataset", "mnist",
+                       "--out", str(folder))
+    assert code == 1 and f"is in use by process {process.pid}" in err.strip().splitlines()[-1]
+    assert sorted(p.name for p in folder.iterdir()) == [locks.RUN_LOCK, f"{locks.RUN_LOCK}{locks.HOLDER_SUFFIX}"]
+
+
+def test_a_card_update_waits_for_the_other_and_says_so(tmp_path, capsys):
+    path = write_card(tmp_path, make_card("tiny"))
+    started = threading.Event()
+
+    def slow():
+        def change(card):
+            started.set()
+            time.sleep(1.0)
+            return card
+        locks.update_card(path, change)
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    started.wait()
+    locks.update_card(path, lambda card: card)
+    thread.join()
+    assert f"waiting for another vaezoo process updating {path} (held by process {os.getpid()}" in \
+        capsys.readouterr().err
+
+
+def test_a_card_in_an_unwritable_folder_is_one_line(tmp_path, monkeypatch):
+    import errno
+
+    from kit import refuse_writes
+
+    path = write_card(tmp_path / "cards", make_card("tiny"))
+    refuse_writes(monkeypatch, tmp_path / "cards", errno.EROFS)
+    with pytest.raises(OutputError, match=f"cannot write {path}: Read-only file system"):
+        locks.update_card(path, lambda card: card)
+
+
+def test_names_given_twice_are_kept_once():
+    """`eval --metrics elbo,elbo --write` records elbo once."""
+    from vaezoo.cli.common import names_arg
+
+    assert names_arg("elbo, elbo,mig,elbo") == ["elbo", "mig"]
+
+
+def test_eval_write_refuses_a_card_from_the_hub_cache(cards_dir, capsys, monkeypatch):
+    """A card whose file is huggingface_hub's cached snapshot is not written, as `seeds --write` refuses it."""
+    import vaezoo.cli.eval as eval_cli
+
+    path = write_card(cards_dir, make_card("tiny"))
+    card = parse_card(path, source="hf-hub:me/tiny@0123")
+    monkeypatch.setattr(eval_cli, "card_arg", lambda name: card)
+    before = path.read_bytes()
+    code, _, err = cli(capsys, "eval", "hf-hub:me/tiny", "--write")
+    assert code == 1 and "comes from hf-hub:me/tiny@0123, not from a local card file" in err
+    assert path.read_bytes() == before

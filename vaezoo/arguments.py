@@ -1,0 +1,110 @@
+"""Whether a card's free-form table fits the signature of the callable it is handed to.
+
+A card's ``[model]`` table, its sub-part specs (regularizers, nets, latents) and its dataset options are
+keyword arguments of a builder, a part's class or a dataset that a plugin registered. :func:`check_arguments`
+refuses, in one line naming the argument, a key the callable does not take and a value whose type is not
+the one the callable's annotation states (``beta = "high"`` where it takes a ``float``, ``image_size = "32"``
+where it takes an ``int``), so the value never reaches the code.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str, skip: tuple[str, ...] = ()) -> None:
+    """Refuse ``arguments`` unless ``func`` takes each of them, with a value of its annotated type.
+
+    Annotations that cannot be resolved or checked (a class the value is not an instance of counts as
+    checkable) let any value through; ``func`` checks the ranges itself.
+
+    Args:
+        func: a function or class.
+        arguments: the keyword arguments it is to be called with.
+        subject: names the callable in messages (e.g. ``"regularizer 'beta'"``).
+        skip: arguments vaezoo fills in itself (the facts of the data, ``context``), left unchecked.
+
+    Raises:
+        ValueError: one line naming the first argument that does not fit, and what ``func`` takes.
+    """
+    signature = inspect.signature(func)
+    params = signature.parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    accepted = [n for n, p in params.items() if n not in skip and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    for key, value in arguments.items():
+        if key in skip:
+            continue
+        if key not in params or params[key].kind in (params[key].VAR_POSITIONAL, params[key].POSITIONAL_ONLY):
+            if takes_any:
+                continue
+            raise ValueError(f"{subject} takes no argument {key!r}; accepted arguments: {', '.join(accepted) or 'none'}")
+        annotation = _annotation(func, params[key])
+        if not _fits(value, annotation):
+            raise ValueError(f"{subject}: {key} = {value!r} is not {_describe(annotation)}")
+
+
+def _annotation(func: Callable, param: inspect.Parameter) -> Any:
+    """``param``'s annotation as an object; ``Any`` when it has none or it cannot be resolved."""
+    annotation = param.annotation
+    if annotation is param.empty:
+        return Any
+    if isinstance(annotation, str):
+        target = func.__init__ if isinstance(func, type) else func
+        namespace = getattr(inspect.unwrap(target), "__globals__", {})
+        try:
+            return eval(annotation, dict(namespace))  # as typing.get_type_hints does, one annotation at a time
+        except Exception:  # a name imported only for type checkers
+            return Any
+    return annotation
+
+
+def _fits(value: Any, annotation: Any) -> bool:
+    if annotation is Any or annotation is object:
+        return True
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _fits(value, args[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if origin is typing.Literal:
+        return any(value == a and type(value) is type(a) for a in args)
+    if annotation is None or annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if origin is type:
+        return isinstance(value, type)
+    if origin in (list, tuple, collections.abc.Sequence, collections.abc.Iterable):
+        if not isinstance(value, list | tuple):
+            return False
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return len(value) == len(args) and all(_fits(v, a) for v, a in zip(value, args))
+        return not args or all(_fits(v, args[0]) for v in value)
+    if origin in (dict, collections.abc.Mapping):
+        return isinstance(value, dict) and (not args or all(_fits(v, args[1]) for v in value.values()))
+    if isinstance(annotation, type):
+        if issubclass(annotation, Mapping) and isinstance(value, dict):
+            return True
+        from pydantic import BaseModel
+
+        return isinstance(value, annotation) or (issubclass(annotation, BaseModel) and isinstance(value, dict))
+    return True
+
+
+def _describe(annotation: Any) -> str:
+    """``annotation`` in words for a message: ``a number (float)``, ``a whole number (int)``, or its spelling."""
+    words = {bool: "true or false (bool)", int: "a whole number (int)", float: "a number (float)",
+             str: "a string (str)"}
+    if annotation in words:
+        return words[annotation]
+    spelled = getattr(annotation, "__name__", None) if typing.get_origin(annotation) is None else None
+    return f"of type {spelled or str(annotation).replace('typing.', '')}"

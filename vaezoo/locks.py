@@ -1,0 +1,192 @@
+"""File locks that keep two vaezoo processes from losing each other's work.
+
+Two kinds of writer share files: runs (``vaezoo train``, ``vaezoo convert``, ``vaezoo gallery``) write a
+whole folder, and card updates (``eval --write``, ``seeds --write``) rewrite one card file. A run takes
+its folder's lock with :func:`run_lock` and a second run into the same folder is refused at once, in one
+line naming the holder. A card update reads, changes and writes the card under the card's lock
+(:func:`update_card`), waiting for the other writer, so that both updates land.
+
+The locks are ``filelock`` locks on hidden files beside what they guard (``DIR/.vaezoo.lock``,
+``DIR/.NAME.toml.lock``); the operating system frees them when their process ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vaezoo.errors import OutputError, VaezooError
+from vaezoo.terminal import printable
+
+if TYPE_CHECKING:
+    from vaezoo.cards import Card
+
+RUN_LOCK = ".vaezoo.lock"
+"""The lock file of a run folder."""
+HOLDER_SUFFIX = ".holder"
+"""Beside a lock file, the file naming its holder (the lock file itself is truncated by every try)."""
+CARD_WAIT = 600.0
+"""Seconds a card update waits for another process's update of the same card."""
+NOTICE = 0.5
+"""Seconds waited on a card's lock before saying so on stderr."""
+
+
+def _holder(lock: Path) -> str:
+    """Who holds ``lock``, as its holder wrote it; ``another process`` when that cannot be read."""
+    try:
+        with open(f"{lock}{HOLDER_SUFFIX}", "rb") as f:
+            text = f.read(500).decode("utf-8", "replace").strip()
+    except OSError:
+        text = ""
+    return printable(text) if text else "another process"
+
+
+def _describe_self() -> str:
+    command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))
+    return (f"process {os.getpid()} on {socket.gethostname()} ({command or 'python'}), since "
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
+
+
+@contextmanager
+def _held(lock: Path, guarded: Path, timeout: float, refused: Callable[[str], VaezooError],
+          notice: str | None = None) -> Iterator[None]:
+    """Hold the file lock ``lock`` of ``guarded`` for the block, its holder file naming this process.
+
+    Waits up to ``timeout`` seconds (0: not at all), saying ``notice`` on stderr after :data:`NOTICE` seconds;
+    then raises ``refused(holder)``.
+    """
+    from filelock import FileLock, Timeout
+
+    file_lock = FileLock(str(lock))
+    try:
+        try:
+            file_lock.acquire(timeout=min(timeout, NOTICE) if notice else timeout)
+        except Timeout:
+            if not notice or timeout <= NOTICE:
+                raise
+            print(printable(f"{notice} (held by {_holder(lock)})"), file=sys.stderr, flush=True)
+            file_lock.acquire(timeout=timeout - NOTICE)
+    except Timeout:
+        raise refused(_holder(lock)) from None
+    except OSError as exc:
+        raise OutputError(f"cannot write {guarded}: {exc.strerror or exc} (its lock file {lock} cannot be "
+                          f"created); choose a folder you can write in") from None
+    holder = Path(f"{lock}{HOLDER_SUFFIX}")
+    try:
+        holder.write_text(_describe_self() + "\n", encoding="utf-8")
+        yield
+    finally:
+        holder.unlink(missing_ok=True)
+        file_lock.release()
+
+
+@contextmanager
+def run_lock(folder: Path, what: str = "--out") -> Iterator[None]:
+    """Hold the lock of the run folder ``folder`` for the block; refuse at once if another process holds it.
+
+    ``folder`` is created if missing. How ``vaezoo train`` uses it: take the lock of ``--out`` before
+    checking the folder (its ``_prepare_out``) and hold it until the run's card is written or the run stops,
+    resumed runs included::
+
+        with run_lock(out):
+            _prepare_out(out, name, resume)
+            ...  # train, checkpoint, write NAME.safetensors and NAME.toml
+
+    A second ``vaezoo train`` into the same ``--out`` (or a second copy of a printed ``--resume`` command)
+    then stops before reading anything, with one line naming the first. The lock is freed when the block
+    ends or the process dies (SIGKILL included), so a killed run can be resumed at once.
+
+    Args:
+        folder: the run folder.
+        what: how messages name the folder (``"--out"``, ``"output path"``).
+
+    Raises:
+        VaezooError: another process holds the folder: ``--out DIR is in use by process PID on HOST
+            (COMMAND), since TIME; wait for it to finish, or choose another --out``.
+        OutputError: the lock file cannot be created there.
+    """
+    folder = Path(folder)
+    made = [p for p in (folder, *folder.parents) if not p.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        from vaezoo.files import folder_problem
+
+        raise OutputError(f"cannot write {folder / RUN_LOCK}: {folder_problem(folder, exc)}; choose another "
+                          f"{what}") from None
+    try:
+        with _held(folder / RUN_LOCK, folder, 0, lambda holder: VaezooError(
+                f"{what} {folder} is in use by {holder}; wait for it to finish, or choose another {what}")):
+            yield
+    finally:
+        _remove_if_unused(made, folder)
+
+
+def _remove_if_unused(made: list[Path], folder: Path) -> None:
+    """Remove the folders ``run_lock`` made (innermost first) if nothing but the lock file was written."""
+    try:
+        if made and os.listdir(folder) == [RUN_LOCK]:
+            (folder / RUN_LOCK).unlink()
+        for path in made:
+            path.rmdir()
+    except OSError:  # something was written there (or another run took the folder): it stays
+        return
+
+
+def refuse_finished_run(out: Path, name: str, what: str = "--out") -> None:
+    """Refuse ``out`` if it holds a run already: a card (``*.toml``), ``NAME.safetensors`` or a checkpoint.
+
+    Raises:
+        OutputError: naming the files found.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{what} {out} is a file, not a folder; choose another {what}")
+    found = sorted(p.name for p in out.glob("*.toml")) + [
+        f for f in (f"{name}.safetensors", "checkpoint.pt") if (out / f).exists()]  # vaezoo.checkpoints.CHECKPOINT
+    if found:
+        raise OutputError(f"{what} {out} already holds {', '.join(found)}, the files of another run; choose "
+                          f"another {what}")
+
+
+@contextmanager
+def card_lock(path: Path) -> Iterator[None]:
+    """Hold the lock of the card file ``path`` for the block, waiting up to :data:`CARD_WAIT` seconds for
+    another process's update of it (said on stderr after half a second).
+
+    Raises:
+        VaezooError: the other process still held it after :data:`CARD_WAIT` seconds, naming it.
+    """
+    path = Path(path)
+    lock = path.with_name(f".{path.name}.lock")
+    with _held(lock, path, CARD_WAIT, lambda holder: VaezooError(
+            f"card {path} was still being updated by {holder} after {CARD_WAIT:g} s; try again when it is done"),
+            notice=f"waiting for another vaezoo process updating {path}"):
+        yield
+
+
+def update_card(path: Path, change: Callable[[Card], Card]) -> Card:
+    """Read the card at ``path``, apply ``change`` and write the result, all under the card's lock.
+
+    The card is read again inside the lock, so an update another process wrote meanwhile is kept: two
+    ``vaezoo eval --write`` (or ``seeds --write``) runs on one card both land.
+
+    Args:
+        path: the card file.
+        change: the card as it is now on disk -> the card to write.
+
+    Returns:
+        The card written.
+    """
+    from vaezoo.cards import parse_card, write_card
+
+    with card_lock(path):
+        card = change(parse_card(Path(path)))
+        write_card(card, Path(path))
+    return card
