@@ -615,3 +615,8 @@ def read_metadata(path: Path) -> dict[str, str]:
 
     with safe_open(str(path), framework="pt") as f:
         return dict(f.metadata() or {})
+
+
+def entries(folder: Path) -> list[str]:
+    """The names in ``folder``, sorted, but for its lock files (``vaezoo.locks``): what a run left there."""
+    return sorted(p.name for p in Path(folder).iterdir() if not p.name.startswith(".vaezoo.lock"))

@@ -13,7 +13,7 @@ from rich.text import Text
 from safetensors import safe_open
 
 import vaezoo
-from kit import make_card, write_toml
+from kit import entries, make_card, write_toml
 from vaezoo.cards import Card, parse_card, scan
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
@@ -131,7 +131,7 @@ def test_a_finished_run_writes_weights_that_describe_themselves(data_plugin, tmp
     card_path = out / "toyvae-bars-run.toml"
     assert captured.out.strip() == str(card_path)
     assert "epoch 4/4 step 12/12" in captured.err and "C_continuous" in captured.err
-    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT, "toyvae-bars-run.safetensors", card_path.name]
+    assert entries(out) == [CHECKPOINT, "toyvae-bars-run.safetensors", card_path.name]
 
     written = parse_card(card_path)
     assert written.name == "toyvae-bars-run"

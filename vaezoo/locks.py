@@ -55,11 +55,12 @@ def _describe_self() -> str:
 
 @contextmanager
 def _held(lock: Path, guarded: Path, timeout: float, refused: Callable[[str], VaezooError],
-          notice: str | None = None) -> Iterator[None]:
+          notice: str | None = None, unwritable: Callable[[OSError], OutputError] | None = None) -> Iterator[None]:
     """Hold the file lock ``lock`` of ``guarded`` for the block, its holder file naming this process.
 
     Waits up to ``timeout`` seconds (0: not at all), saying ``notice`` on stderr after :data:`NOTICE` seconds;
-    then raises ``refused(holder)``.
+    then raises ``refused(holder)``. When the lock file cannot be made, raises ``unwritable(error)``, or by
+    default an error naming the lock file.
     """
     from filelock import FileLock, Timeout
 
@@ -75,6 +76,8 @@ def _held(lock: Path, guarded: Path, timeout: float, refused: Callable[[str], Va
     except Timeout:
         raise refused(_holder(lock)) from None
     except OSError as exc:
+        if unwritable is not None:
+            raise unwritable(exc) from None
         raise OutputError(f"cannot write {guarded}: {exc.strerror or exc} (its lock file {lock} cannot be "
                           f"created); choose a folder you can write in") from None
     holder = Path(f"{lock}{HOLDER_SUFFIX}")
@@ -118,11 +121,13 @@ def run_lock(folder: Path, what: str = "--out") -> Iterator[None]:
     except OSError as exc:
         from vaezoo.files import folder_problem
 
-        raise OutputError(f"cannot write {folder / RUN_LOCK}: {folder_problem(folder, exc)}; choose another "
+        raise OutputError(f"cannot write in {what} {folder}: {folder_problem(folder, exc)}; choose another "
                           f"{what}") from None
     try:
         with _held(folder / RUN_LOCK, folder, 0, lambda holder: VaezooError(
-                f"{what} {folder} is in use by {holder}; wait for it to finish, or choose another {what}")):
+                f"{what} {folder} is in use by {holder}; wait for it to finish, or choose another {what}"),
+                unwritable=lambda exc: OutputError(f"cannot write in {what} {folder}: {exc.strerror or exc}; "
+                                                   f"choose another {what}")):
             yield
     finally:
         _remove_if_unused(made, folder)

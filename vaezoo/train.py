@@ -45,6 +45,7 @@ from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
 from vaezoo.errors import OutputError, TrainingError
 from vaezoo.files import folder_problem
+from vaezoo.locks import run_lock
 from vaezoo.loop import (Interrupted, Plan, Run, StopSignals, Streams, check_dataset, checkpoint_exists_error, device_store,
                          distribution_checks_off, epoch_order, last_good, make_optimizer, resume_point, rng_state,
                          start_run)
@@ -312,8 +313,8 @@ def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resu
     """
     recipe = _override(card.train, epochs=epochs, seed=seed, checkpoint_every=checkpoint_every,
                        precision=precision, compile=compile)
-    [result] = _train(card, [(card.model_copy(update={"train": recipe}), Path(out), "")], data_root, resume, device,
-                      max_steps, name)
+    [result] = _train(card, [(card.model_copy(update={"train": recipe}), Path(out), "")], Path(out), data_root,
+                      resume, device, max_steps, name)
     return result
 
 
@@ -352,44 +353,25 @@ def train_seeds(card: Card, out: Path, seeds: Sequence[int], sweeps: Sequence[Sw
                             "without it: no --compile, and compile = false in the card's [train]")
     recipe = _override(card.train, epochs=epochs, checkpoint_every=checkpoint_every, precision=precision)
     specs = members(card.model_copy(update={"train": recipe}), seeds, sweeps)
-    return _train(card, [(m.card, Path(out) / m.folder, m.label) for m in specs], data_root, resume, device,
-                  max_steps, name, formulation)
+    return _train(card, [(m.card, Path(out) / m.folder, m.label) for m in specs], Path(out), data_root, resume,
+                  device, max_steps, name, formulation)
 
 
-def _train(card: Card, runs: list[tuple[Card, Path, str]], data_root, resume, device, max_steps,
+def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, data_root, resume, device, max_steps,
            name, formulation=None) -> list[TrainResult]:
-    """Train each ``(card, out, label)`` of ``runs``: alone when it is one unlabelled run, else as an ensemble."""
+    """Train each ``(card, out, label)`` of ``runs``: alone when it is one unlabelled run, else as an ensemble.
+
+    The output folder ``root`` (``--out``) is locked for the whole run: a second run into it is refused.
+    """
     if max_steps is not None and max_steps < 1:
         raise TrainingError(f"--max-steps must be at least 1, got {max_steps}")
     name = run_name(card, name)
     with StopSignals(defer=False):
         run = start_run(device)
-        made: list[Path] = []
         try:
-            if run.main:
-                for _, out, _ in runs:
-                    made += _prepare_out(out, name, resume)
-            data = runs[0][0].train.data
-            dataset = load_dataset(data.name, data_root, "train", **data.options)
-            models = []
-            for each, _, _ in runs:
-                torch.manual_seed(each.train.seed)  # the model's initial weights
-                models.append(build_model(each, device=run.device))
-            if len(runs) == 1 and not runs[0][2]:
-                trained = [_fit(models[0], *runs[0][:2], dataset, resume, max_steps, run)]
-            else:
-                trained = fit_ensemble([(m, c, out, label) for m, (c, out, label) in zip(models, runs)], dataset,
-                                       resume, max_steps, run, formulation)
-            results = []
-            for t, (member_card, out, _) in zip(trained, runs):
-                total = Plan.of(member_card.train, len(dataset), run.world).total
-                card_path = None
-                if t.step == total and run.main:
-                    with t.streams.active():  # what the evaluation draws, too, is what this run alone draws
-                        card_path = publish(t.card, t.model, out, name, t.step, data_root, run.device)
-                results.append(TrainResult(t.model, t.step, total, card_path, getattr(t, "error", None)))
+            with run_lock(root) if run.main else contextlib.nullcontext():
+                results = _train_held(runs, name, data_root, resume, max_steps, formulation, run)
         except BaseException:
-            _remove_empty(made)
             if run.world > 1:
                 dist.destroy_process_group()
             raise
@@ -399,6 +381,39 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], data_root, resume, de
             dist.barrier()
             dist.destroy_process_group()
         return results
+
+
+def _train_held(runs: list[tuple[Card, Path, str]], name: str, data_root, resume, max_steps, formulation,
+                run: Run) -> list[TrainResult]:
+    """:func:`_train` once the run holds its output folder."""
+    made: list[Path] = []
+    try:
+        if run.main:
+            for _, out, _ in runs:
+                made += _prepare_out(out, name, resume)
+        data = runs[0][0].train.data
+        dataset = load_dataset(data.name, data_root, "train", **data.options)
+        models = []
+        for each, _, _ in runs:
+            torch.manual_seed(each.train.seed)  # the model's initial weights
+            models.append(build_model(each, device=run.device))
+        if len(runs) == 1 and not runs[0][2]:
+            trained = [_fit(models[0], *runs[0][:2], dataset, resume, max_steps, run)]
+        else:
+            trained = fit_ensemble([(m, c, out, label) for m, (c, out, label) in zip(models, runs)], dataset,
+                                   resume, max_steps, run, formulation)
+        results = []
+        for t, (member_card, out, _) in zip(trained, runs):
+            total = Plan.of(member_card.train, len(dataset), run.world).total
+            card_path = None
+            if t.step == total and run.main:
+                with t.streams.active():  # what the evaluation draws, too, is what this run alone draws
+                    card_path = publish(t.card, t.model, out, name, t.step, data_root, run.device)
+            results.append(TrainResult(t.model, t.step, total, card_path, getattr(t, "error", None)))
+        return results
+    except BaseException:
+        _remove_empty(made)
+        raise
 
 
 def _remove_empty(folders: list[Path]) -> None:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from kit import assert_one_line_error, child_env, cli, files_under, make_card, refuse_writes, write_toml
+from kit import (assert_one_line_error, child_env, cli, entries, files_under, make_card, refuse_writes,
+                 write_toml)
 
 from vaezoo.cards import Card, parse_card
 from vaezoo.errors import TrainingError
@@ -69,7 +70,7 @@ def test_nan_loss_stops_with_the_last_good_checkpoint(data_plugin, tmp_path):
     message = str(err.value)
     assert "loss became nan at step 6" in message and str(out / CHECKPOINT) in message and "step 4" in message
     assert _step_of(out / CHECKPOINT) == 4
-    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT], "a NaN run must write no weights or card"
+    assert entries(out) == [CHECKPOINT], "a NaN run must write no weights or card"
 
 
 def test_nan_in_the_data_through_the_command_line(data_plugin, tmp_path, capsys):
@@ -111,14 +112,14 @@ def test_sigkill_during_a_checkpoint_write(data_plugin, tmp_path):
     child.join(timeout=300)
     assert child.exitcode == -signal.SIGKILL
 
-    partial = [p for p in out.iterdir() if p.name != CHECKPOINT]
+    partial = [out / n for n in entries(out) if n != CHECKPOINT]
     assert len(partial) == 1 and partial[0].name.startswith(f".{CHECKPOINT}.") and partial[0].suffix == ".tmp"
     with pytest.raises((RuntimeError, OSError)):  # it really is half a checkpoint (torch's error varies)
         torch.load(partial[0], weights_only=True)
     assert _step_of(out / CHECKPOINT) == 4, "the previous checkpoint must survive the kill"
 
     train(card, out, resume=True)
-    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT, "tiny-blobs-run.safetensors", "tiny-blobs-run.toml"]
+    assert entries(out) == [CHECKPOINT, "tiny-blobs-run.safetensors", "tiny-blobs-run.toml"]
     reference = tmp_path / "reference"
     train(card, reference)
     _same_weights(out / "tiny-blobs-run.safetensors", reference / "tiny-blobs-run.safetensors")
@@ -147,7 +148,7 @@ def test_resume_after_random_sigkills_is_exact(data_plugin, tmp_path):
         assert child.exitcode == -signal.SIGKILL
         steps.append(_step_of(checkpoint))
     assert steps == sorted(steps) and len(set(steps)) == len(steps), steps
-    leftovers = [p.name for p in out.iterdir() if p.name != CHECKPOINT]
+    leftovers = [n for n in entries(out) if n != CHECKPOINT]
     assert all(n.startswith(f".{CHECKPOINT}.") and n.endswith(".tmp") for n in leftovers), leftovers
 
     train(card, out, resume=True, checkpoint_every=10_000)
@@ -199,7 +200,7 @@ def test_sigint_then_sigterm_at_random_steps_checkpoint_that_step_and_the_printe
         step = int(stopped[1])
         assert last <= step < 800, f"signalled {delay:.2f} s into the loop, the run ended first"
         assert _step_of(out / CHECKPOINT) == step
-        assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT], "no temporary file, no weights"
+        assert entries(out) == [CHECKPOINT], "no temporary file, no weights"
         resume = stderr.strip().splitlines()[-1]
         assert resume == "resume with: " + shlex.join([*command[:7], "--resume"])
         command, last = shlex.split(resume.removeprefix("resume with: ")), step
@@ -242,7 +243,7 @@ def test_sigterm_while_a_checkpoint_is_written_lets_it_finish_then_stops_at_the_
     assert code == 128 + signal.SIGTERM and stdout == ""
     assert f"stopped by SIGTERM at step 5; the checkpoint {out / CHECKPOINT} holds it" in stderr
     assert _step_of(out / CHECKPOINT) == 5
-    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT]
+    assert entries(out) == [CHECKPOINT]
 
 
 def test_a_second_sigint_stops_at_once_and_the_temporary_file_goes(data_plugin, tmp_path, capsys, monkeypatch):
@@ -255,7 +256,7 @@ def test_a_second_sigint_stops_at_once_and_the_temporary_file_goes(data_plugin, 
     assert f"stopped by SIGINT; the last checkpoint is {out / CHECKPOINT}" in stderr
     assert stderr.strip().splitlines()[-1].endswith(f"train {card_path} --out {out} --resume")
     assert _step_of(out / CHECKPOINT) == 4, "the previous checkpoint stays"
-    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT], "the half-written temporary file is removed"
+    assert entries(out) == [CHECKPOINT], "the half-written temporary file is removed"
 
     assert cli(capsys, "train", str(card_path), "--out", str(out), "--resume")[0] == 0
     train(_card(), tmp_path / "reference")
@@ -280,7 +281,7 @@ def test_sigterm_while_the_weights_are_published_removes_their_temporary_file(da
         code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out))
     assert code == 128 + signal.SIGTERM
     assert f"stopped by SIGTERM; the last checkpoint is {out / CHECKPOINT}" in stderr
-    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT] and _step_of(out / CHECKPOINT) == 16
+    assert entries(out) == [CHECKPOINT] and _step_of(out / CHECKPOINT) == 16
     code, stdout, _ = cli(capsys, "train", str(card_path), "--out", str(out), "--resume")
     assert code == 0 and stdout.strip() == str(out / "tiny-blobs-run.toml")
 
@@ -486,7 +487,7 @@ def test_a_full_disk_while_a_checkpoint_is_written_is_one_line_and_keeps_the_pre
     assert_one_line_error(stderr, f"cannot write {out / CHECKPOINT}: No space left on device",
                           f"make room, then continue with --resume (the last good checkpoint is {out / CHECKPOINT} "
                           f"(step 4))")
-    assert sorted(p.name for p in out.iterdir()) == [CHECKPOINT], "no temporary file is left"
+    assert entries(out) == [CHECKPOINT], "no temporary file is left"
     assert _step_of(out / CHECKPOINT) == 4
 
     assert cli(capsys, "train", str(card_path), "--out", str(out), "--resume")[0] == 0
