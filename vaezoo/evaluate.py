@@ -205,7 +205,7 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
         measured: the metrics ``--metrics`` asked for, if any.
         ref: how the command names the card (default its name; see :func:`vaezoo.cards.card_reference`).
     """
-    from vaezoo import __version__
+    from vaezoo.version import __version__
     from vaezoo.metrics.provenance import library_versions, metric_parameters
 
     command = eval_command(ref or card.name, data_root, measured)

@@ -79,7 +79,7 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
         VaezooError: ``directory`` holds an ``index.html`` that is not a vaezoo gallery (checked before anything
             is drawn, so that nothing of the user's is overwritten).
     """
-    from vaezoo import __version__
+    from vaezoo.version import __version__
     from vaezoo.files import atomic_write
     from vaezoo.locks import run_lock
 

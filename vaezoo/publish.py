@@ -56,14 +56,10 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
     Returns:
         The path of the completed card, ``out/NAME.toml``, beside ``out/NAME.safetensors``.
     """
-    from vaezoo import __version__
     from vaezoo.evaluate import as_metrics, eval_command, evaluate
 
-    own = card.model_copy(update={"name": name, "train": card.train.model_copy(update={"steps": steps}),
-                                  "vaezoo_version": __version__, "latent": model.latent.describe(),
-                                  "parameters": sum(p.numel() for p in model.parameters()),
-                                  "metrics": {}, "labels": None, "weights": None})
-    _write(own, model, out)  # the run's work is safe before anything is evaluated
+    own = own_card(card, model, name, steps)
+    write_run(own, model, out)  # the run's work is safe before anything is evaluated
     ref = card_reference(own, out)
 
     def failed(metric: str, exc: Exception) -> None:
@@ -79,11 +75,25 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
                         f"without [labels]"), file=sys.stderr)
     metrics = as_metrics(own, results, data_root, ref=ref)
     headline = own.headline if own.headline in metrics else None
-    return _write(own.model_copy(update={"metrics": metrics, "labels": labels, "headline": headline}), model, out)
+    return write_run(own.model_copy(update={"metrics": metrics, "labels": labels, "headline": headline}), model, out)
 
 
-def _write(card: Card, model: VAE, out: Path) -> Path:
-    """Write ``out/NAME.safetensors`` (``card`` in its header) and ``out/NAME.toml``; return the card's path."""
+def own_card(card: Card, model: VAE, name: str, steps: int) -> Card:
+    """The run's own card, before evaluation: ``card``'s recipe and model under ``name``, what the run did
+    (``steps``, the latent layout, the parameter count), and nothing measured on ``card``."""
+    from vaezoo.version import __version__
+
+    return card.model_copy(update={"name": name, "train": card.train.model_copy(update={"steps": steps}),
+                                   "vaezoo_version": __version__, "latent": model.latent.describe(),
+                                   "parameters": sum(p.numel() for p in model.parameters()),
+                                   "metrics": {}, "labels": None, "weights": None})
+
+
+def write_run(card: Card, model: VAE, out: Path) -> Path:
+    """Write ``out/NAME.safetensors`` (``card`` in its header) and ``out/NAME.toml``; return the card's path.
+
+    The folder then loads like a zoo entry; ``vaezoo eval OUT --write`` adds the card's metrics.
+    """
     from vaezoo.checksums import sha256_of
     from vaezoo.weights import save_weights
 
