@@ -5,7 +5,10 @@ On random uint8 images of the model's shape, kept on the device, the script time
 
 - a plain PyTorch loop: a shuffled slice of the images as floats, forward, backward, the recipe's optimiser;
 - the engine: :func:`vaezoo.train.fit`, the loop ``vaezoo train`` runs (batches cut on the device, the NaN
-  check, the random streams of its seed, the progress display), timed between its own steps.
+  check, the random streams of its seed, the progress display), timed between its own steps;
+- with ``--ensemble N``, an ensemble of N seeds in one step (:func:`vaezoo.ensemble.fit_ensemble`, what
+  ``vaezoo train --seeds`` runs), in each formulation asked for (``--formulations``; on CUDA its step is a
+  captured CUDA graph), timed the same way; its img/s counts every member's images.
 
 Both run the same model with the same options (``--precision``, ``--compile``) and ``torch.distributions``'
 argument checks off, as the engine runs. The FLOPs of one image's forward and backward pass are counted
@@ -13,6 +16,7 @@ with ``torch.utils.flop_counter.FlopCounterMode`` on one batch; the peak is an `
 the run's precision (bfloat16 for bf16, else float32), measured in the same run on the same device.
 
     python benchmarks/bench_train.py --device cuda                        # jointvae-mnist, batch 64 and 256
+    python benchmarks/bench_train.py --device cuda --card betatcvae-dsprites --batch-sizes 64 --ensemble 12
     OMP_NUM_THREADS=1 python benchmarks/bench_train.py --steps 20 --batch-sizes 64      # a quick CPU check
 """
 
@@ -130,6 +134,28 @@ def engine_loop(card, images: torch.Tensor, steps: int, warmup: int, device: tor
         yield STEP_ENDS[-1] - STEP_ENDS[-1 - steps]
 
 
+def ensemble_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torch.device, out: Path, members: int,
+                  formulation: str):
+    """:func:`vaezoo.ensemble.fit_ensemble` of ``members`` seeds of ``card``: seconds of each segment of ``steps``."""
+    import vaezoo.ensemble
+
+    dataset = ImageDataset(images, scale=255.0)
+    reached = 0
+    while True:
+        models = []
+        for seed in range(members):
+            torch.manual_seed(seed)
+            models.append(build_model(card, device=device))
+        runs = [(m, card.model_copy(update={"train": card.train.model_copy(update={"seed": seed})}),
+                 out / f"{formulation}-{seed}", f"seed {seed}") for seed, m in enumerate(models)]
+        STEP_ENDS.clear()
+        reached += warmup + steps
+        vaezoo.ensemble.Reporter = _Clock
+        vaezoo.ensemble.fit_ensemble(runs, dataset, resume=reached > warmup + steps, max_steps=reached,
+                                     run=Run(device=device), formulation=formulation)
+        yield STEP_ENDS[-1] - STEP_ENDS[-1 - steps]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--card", default="jointvae-mnist", help="a zoo card (default: jointvae-mnist)")
@@ -140,6 +166,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="segments of each loop, in turns")
     parser.add_argument("--precision", choices=["float32", "bf16"], help="override the recipe's precision")
     parser.add_argument("--compile", action="store_true", help="torch.compile the forward pass")
+    parser.add_argument("--ensemble", type=int, metavar="N", help="also time an ensemble of N seeds in one step")
+    parser.add_argument("--formulations", nargs="+", default=["loop", "vmap"], choices=["loop", "vmap"],
+                        help="the ensemble's formulations to time (default both)")
     parser.add_argument("--matmul-size", type=int, help="side of the peak's matrices (default 4096 on cuda, "
                                                         "else 2048)")
     args = parser.parse_args()
@@ -159,7 +188,7 @@ def main() -> None:
     print(f"{card.name} training on {device} ({gpu}{torch.get_num_threads()} CPU thread(s)), torch "
           f"{torch.__version__}, precision {recipe.precision}, compile {'on' if recipe.compile else 'off'}")
     print(f"peak: {str(dtype).removeprefix('torch.')} matmul {size}x{size}: {peak / 1e9:,.1f} GFLOP/s")
-    print(f"{'batch':>5}  {'loop':<13} {'img/s':>9} {'GFLOP/s':>9} {'of peak':>8}")
+    print(f"{'batch':>5}  {'loop':<20} {'img/s':>9} {'GFLOP/s':>9} {'of peak':>8}")
     for batch in args.batch_sizes:
         run_card = card.model_copy(update={"train": recipe.model_copy(update={"batch_size": batch, "epochs": 10**6})})
         per_image = flops_per_image(run_card, batch, device)
@@ -169,15 +198,19 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as out:
             loops = {"plain PyTorch": plain_loop(run_card, images, args.steps, args.warmup, device),
                      "vaezoo train": engine_loop(run_card, images, args.steps, args.warmup, device, Path(out))}
+            for formulation in args.formulations if args.ensemble else ():
+                loops[f"ensemble {args.ensemble} {formulation}"] = ensemble_loop(
+                    run_card, images, args.steps, args.warmup, device, Path(out), args.ensemble, formulation)
             times = {name: [] for name in loops}
             for _ in range(args.rounds):
                 for name, loop in loops.items():
                     times[name].append(next(loop))
         rates = {}
         for name, seconds in times.items():
-            rates[name] = args.steps * batch / statistics.median(seconds)
+            members = args.ensemble if name.startswith("ensemble") else 1
+            rates[name] = args.steps * batch * members / statistics.median(seconds)
             achieved = rates[name] * per_image
-            print(f"{batch:>5}  {name:<13} {rates[name]:>9,.0f} {achieved / 1e9:>9,.1f} {achieved / peak:>8.1%}")
+            print(f"{batch:>5}  {name:<20} {rates[name]:>9,.0f} {achieved / 1e9:>9,.1f} {achieved / peak:>8.1%}")
         print(f"{'':>5}  vaezoo train / plain PyTorch: {rates['vaezoo train'] / rates['plain PyTorch']:.3f} "
               f"({per_image / 1e6:,.2f} MFLOP per image, forward and backward; medians of {args.rounds} rounds of "
               f"{args.steps} steps)")

@@ -231,13 +231,16 @@ class Stack:
         draws = self.tapes[x.shape[1]]
         with torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
             if self.formulation == "loop":
+                # unbind, not indexing: its backward stacks the members' gradients once, where each index
+                # would add a whole stacked tensor of zeros
+                params = {k: v.unbind() for k, v in self.params.items()}
+                buffers = {k: v.unbind() for k, v in self.buffers.items()}
                 losses = []
                 for i in range(x.shape[0]):
-                    params = {k: v[i] for k, v in self.params.items()}
-                    buffers = {k: v[i] for k, v in self.buffers.items()}
                     with NoiseTape([n[i] for n in noise], draws):
-                        losses.append(functional_call(self.base, (params, buffers), (x[i],),
-                                                      {"step": step, "checked": True}).loss)
+                        losses.append(functional_call(
+                            self.base, ({k: v[i] for k, v in params.items()}, {k: v[i] for k, v in buffers.items()}),
+                            (x[i],), {"step": step, "checked": True}).loss)
                 return torch.stack(losses)
 
             def one(params, buffers, x, noise):

@@ -1,0 +1,357 @@
+"""The GPU campaign: train a plan of recipes, each recipe's seeds as one ensemble, within a deadline, and bring
+back everything that finished as a few files (the device tool returns at most 8 files of at most 16 MiB).
+
+    python benchmarks/device_campaign.py --device cuda --deadline 480      # the default plan, into $OUT
+    python benchmarks/device_campaign.py --device cpu --steps 50 --plan PLAN --out DIR      # a dry run
+    python benchmarks/device_campaign.py unpack DIR --out runs/     # back on this machine: run folders
+
+What it does, in order:
+
+1. Checks the environment: torch, the device, and every package vaezoo needs; those missing are listed
+   before anything trains (exit status 2).
+2. Renders the plan's dataset once, where it runs (dSprites is never copied to the device machine).
+3. Measures each recipe's fused step (every seed in one step) over a few hundred steps of a throwaway
+   ensemble.
+4. Trains the plan in its order. A recipe starts only if its measured time fits before the deadline, less
+   the time its evaluation needs (``--eval-reserve``); one that runs over is stopped at the deadline and
+   brought back as partial. As soon as a recipe finishes, its members' weights, cards and losses go into
+   ``OUT/NAME.campaign.safetensors`` (one file a recipe), and each member is evaluated in the background
+   (``vaezoo eval RUN --write``); its card, metrics included, is packed in when that ends.
+5. Writes ``OUT/campaign.json``: the environment, the step times, what trained, what did not and why.
+
+``unpack`` turns a packed file back into run folders (``DIR/NAME/seed-N``: weights and card), each of which
+loads like a zoo entry and which ``vaezoo seeds`` reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PLAN = Path(__file__).with_name("campaign.toml")
+MAX_FILE = 16 * 2**20  # what the device tool brings back, per file
+
+
+def missing_packages() -> list[str]:
+    """vaezoo's requirements (from its metadata, else the checkout's pyproject.toml) that are not installed."""
+    try:
+        wanted = importlib.metadata.requires("vaezoo") or []
+    except importlib.metadata.PackageNotFoundError:
+        wanted = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    missing = []
+    for requirement in wanted:
+        if "extra ==" in requirement:
+            continue
+        name = re.split(r"[<>=!~ ;\[]", requirement, maxsplit=1)[0]
+        try:
+            importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(name)
+    return missing
+
+
+def environment(device: str) -> dict:
+    """What the campaign runs on; exits with status 2, listing what is missing, before anything trains."""
+    missing = missing_packages()
+    if missing:
+        print(f"missing packages: {', '.join(missing)}; carry their wheels (benchmarks/README.md)", file=sys.stderr)
+        sys.exit(2)
+    import torch
+
+    info = {"python": sys.version.split()[0], "torch": torch.__version__, "device": device,
+            "cpus": os.cpu_count(), "vaezoo": importlib.metadata.version("vaezoo")}
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            print("--device cuda, but torch sees no CUDA device here", file=sys.stderr)
+            sys.exit(2)
+        info.update(gpu=torch.cuda.get_device_name(device), cuda=torch.version.cuda)
+    return info
+
+
+class Clock:
+    """Notes when each step of :func:`vaezoo.ensemble.fit_ensemble` ended (it reports every step)."""
+
+    ends: dict[int, float] = {}
+
+    @classmethod
+    def reporter(cls, base):
+        class Timed(base):
+            def update(self, step, images, values):
+                cls.ends[step] = time.perf_counter()
+                super().update(step, images, values)
+
+        return Timed
+
+
+def member_cards(card, seeds):
+    from vaezoo.sweeps import members
+
+    return members(card, seeds, [])
+
+
+def ensemble(card, seeds, dataset, out: Path, steps: int, device, formulation=None):
+    """Train ``card``'s ``seeds`` as one ensemble for ``steps`` steps in ``out``; their models, trained."""
+    import torch
+
+    from vaezoo.assemble import build_model
+    from vaezoo.ensemble import fit_ensemble
+    from vaezoo.loop import Plan, Run
+
+    per_epoch = Plan.of(card.train, len(dataset), 1).per_epoch
+    if steps > card.train.epochs * per_epoch:  # a dry run or a timing longer than the recipe: more epochs
+        card = card.model_copy(update={"train": card.train.model_copy(update={"epochs": -(-steps // per_epoch)})})
+    specs = member_cards(card, seeds)
+    models = []
+    for spec in specs:
+        torch.manual_seed(spec.card.train.seed)  # as vaezoo train seeds a run's initial weights
+        models.append(build_model(spec.card, device=device))
+    runs = [(m, spec.card, out / spec.folder, spec.label) for m, spec in zip(models, specs)]
+    try:
+        members = fit_ensemble(runs, dataset, resume=False, max_steps=steps, run=Run(device=torch.device(device)),
+                               formulation=formulation)
+    except KeyboardInterrupt as stop:  # the deadline: every member's checkpoint and model hold the step reached
+        return specs, models, [getattr(stop, "step", None)] * len(specs), [None] * len(specs)
+    return specs, models, [m.step for m in members], [m.error for m in members]
+
+
+def step_time(card, seeds, dataset, scratch: Path, device, warm: int, measure: int, formulation=None) -> float:
+    """Seconds per fused step of ``card``'s ensemble, timed over ``measure`` steps after ``warm``."""
+    import vaezoo.ensemble
+
+    Clock.ends = {}
+    original = vaezoo.ensemble.Reporter
+    vaezoo.ensemble.Reporter = Clock.reporter(original)
+    try:
+        ensemble(card, seeds, dataset, scratch, warm + measure, device, formulation)
+    finally:
+        vaezoo.ensemble.Reporter = original
+    return (Clock.ends[warm + measure] - Clock.ends[warm]) / measure
+
+
+def pack(path: Path, specs, models, steps, errors, record: dict, cards: dict[str, str]) -> None:
+    """Write a recipe's members into one safetensors file (atomically): weights ``seed-N/...``, and in its
+    metadata the campaign record and each member's card (JSON)."""
+    from safetensors.torch import save_file
+
+    tensors, metadata = {}, {"campaign": json.dumps(record)}
+    for spec, model in zip(specs, models):
+        key = spec.folder.as_posix()
+        tensors.update({f"{key}/{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()})
+        metadata[f"card/{key}"] = cards.get(key, "")
+    tmp = path.with_name(f".{path.name}.tmp")
+    save_file(tensors, str(tmp), metadata=metadata)
+    if tmp.stat().st_size > MAX_FILE:
+        print(f"warning: {path.name} is {tmp.stat().st_size / 2**20:.1f} MiB, over what the device tool brings "
+              f"back; train fewer seeds", file=sys.stderr)
+    os.replace(tmp, path)
+
+
+class Evaluations:
+    """Background ``vaezoo eval RUN --write`` processes, a few at a time, each run's card read when it ends."""
+
+    def __init__(self, device: str, at_once: int):
+        self.device, self.at_once = device, at_once
+        self.waiting: list[tuple[str, Path]] = []
+        self.running: dict[str, tuple[subprocess.Popen, Path, float]] = {}
+        self.done: dict[str, dict] = {}
+        self.lock = threading.Lock()
+
+    def add(self, key: str, run: Path) -> None:
+        with self.lock:
+            self.waiting.append((key, run))
+        self.poll()
+
+    def poll(self) -> None:
+        with self.lock:
+            for key, (process, run, started) in list(self.running.items()):
+                if process.poll() is not None:
+                    del self.running[key]
+                    self.done[key] = {"status": process.returncode, "seconds": round(time.time() - started, 1),
+                                      "card": _card_json(run) if process.returncode == 0 else None}
+            while self.waiting and len(self.running) < self.at_once:
+                key, run = self.waiting.pop(0)
+                env = {**os.environ, "OMP_NUM_THREADS": "2", "VAEZOO_PROGRESS": "0"}
+                log = open(run / "eval.log", "w")  # noqa: SIM115 - the process owns it until it ends
+                process = subprocess.Popen([sys.executable, "-m", "vaezoo", "eval", str(run), "--write", "--device",
+                                            self.device], stdout=log, stderr=subprocess.STDOUT, env=env)
+                self.running[key] = (process, run, time.time())
+
+    def pending(self) -> int:
+        with self.lock:
+            return len(self.waiting) + len(self.running)
+
+    def stop(self) -> None:
+        with self.lock:
+            for process, _, _ in self.running.values():
+                process.kill()
+
+
+def _card_json(run: Path) -> str:
+    from vaezoo.cards import parse_card
+
+    [card] = run.glob("*.toml")
+    return parse_card(card).model_dump_json()
+
+
+def run_campaign(args) -> int:
+    start = time.perf_counter()
+    out = Path(args.out or os.environ.get("OUT") or "campaign-out")
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"environment": environment(args.device), "deadline_s": args.deadline, "recipes": []}
+    print(json.dumps(report["environment"]), flush=True)
+
+    import torch
+
+    from vaezoo.assemble import load_dataset
+    from vaezoo.cards import parse_card
+    from vaezoo.publish import own_card, write_run
+
+    if args.device.startswith("cuda"):
+        torch.backends.cudnn.benchmark = True
+    plan = tomllib.loads(Path(args.plan).read_text())["recipe"]
+    cards = [parse_card(REPO / entry["card"] if not Path(entry["card"]).is_absolute() else Path(entry["card"]))
+             for entry in plan]
+    seeds = [args.seeds or entry["seeds"] for entry in plan]
+    data = cards[0].train.data
+    t = time.perf_counter()
+    dataset = load_dataset(data.name, None, "train", **data.options)
+    report["dataset"] = {"name": data.name, "images": len(dataset), "seconds": round(time.perf_counter() - t, 1)}
+    work = Path(args.work)
+    timings = {}
+    for card, card_seeds in zip(cards, seeds):
+        if card.train.data != data:
+            raise SystemExit(f"{card.name} trains on other data than {cards[0].name}; give it its own plan")
+        timings[card.name] = step_time(card, card_seeds, dataset, work / "measure" / card.name, args.device,
+                                       args.warm, args.measure, args.formulation)
+        print(f"{card.name}: {len(card_seeds)} seeds in one step: {timings[card.name] * 1e3:.2f} ms per step "
+              f"({len(card_seeds) * card.train.batch_size / timings[card.name]:,.0f} images/s)", flush=True)
+    report["step_ms"] = {k: round(v * 1e3, 3) for k, v in timings.items()}
+    evaluations = Evaluations(args.device, args.eval_at_once) if args.eval else None
+    packed: list[tuple] = []
+
+    def left() -> float:
+        return args.deadline - (time.perf_counter() - start)
+
+    for card, card_seeds in zip(cards, seeds):
+        from vaezoo.loop import Plan
+
+        total = args.steps or Plan.of(card.train, len(dataset), 1).total
+        needs = total * timings[card.name]
+        entry = {"name": card.name, "seeds": card_seeds, "steps": total, "estimated_s": round(needs, 1)}
+        report["recipes"].append(entry)
+        if needs > left() - (args.eval_reserve if evaluations else 0) - 15:
+            entry["status"] = f"not trained: {needs:.0f} s needed, {left():.0f} s left"
+            print(f"{card.name}: {entry['status']}", flush=True)
+            continue
+        timer = threading.Timer(max(left() - 20, 1), os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        t = time.perf_counter()
+        specs, models, steps, errors = ensemble(card, card_seeds, dataset, work / card.name, total, args.device,
+                                                args.formulation)
+        timer.cancel()
+        entry["seconds"] = round(time.perf_counter() - t, 1)
+        finished = all(s == total for s in steps)
+        entry["status"] = "finished" if finished else "stopped by the deadline"
+        entry["members"] = [{"seed": spec.card.train.seed, "step": s, "error": e}
+                            for spec, s, e in zip(specs, steps, errors)]
+        member_cards_json = {}
+        for spec, model, s in zip(specs, models, steps):
+            own = own_card(spec.card, model, card.name, s or 0)  # the zoo entry's own name
+            run = work / "runs" / card.name / spec.folder
+            run.mkdir(parents=True, exist_ok=True)
+            write_run(own, model, run)
+            member_cards_json[spec.folder.as_posix()] = own.model_dump_json()
+            if evaluations and finished:
+                evaluations.add(f"{card.name}/{spec.folder.as_posix()}", run)
+        pack(out / f"{card.name}.campaign.safetensors", specs, models, steps, errors, entry, member_cards_json)
+        packed.append((card, specs, models, steps, errors, entry, member_cards_json))
+        print(f"{card.name}: {entry['status']} in {entry['seconds']} s; packed", flush=True)
+        _write_report(out, report)
+    while evaluations and evaluations.pending() and left() > 10:
+        time.sleep(2)
+        evaluations.poll()
+    if evaluations:
+        evaluations.stop()
+        evaluations.poll()
+        for card, specs, models, steps, errors, entry, cards_json in packed:
+            entry["evaluations"] = {}
+            for spec in specs:
+                done = evaluations.done.get(f"{card.name}/{spec.folder.as_posix()}")
+                entry["evaluations"][spec.folder.as_posix()] = (
+                    {k: v for k, v in done.items() if k != "card"} if done else "not finished")
+                if done and done["card"]:
+                    cards_json[spec.folder.as_posix()] = done["card"]
+            pack(out / f"{card.name}.campaign.safetensors", specs, models, steps, errors, entry, cards_json)
+    report["seconds"] = round(time.perf_counter() - start, 1)
+    _write_report(out, report)
+    print(f"campaign: {report['seconds']} s; {out}", flush=True)
+    return 0
+
+
+def _write_report(out: Path, report: dict) -> None:
+    tmp = out / ".campaign.json.tmp"
+    tmp.write_text(json.dumps(report, indent=1))
+    os.replace(tmp, out / "campaign.json")
+
+
+def unpack(args) -> int:
+    """Write each member of packed files as a run folder ``OUT/NAME/seed-N`` (weights and card)."""
+    from safetensors import safe_open
+
+    from vaezoo.assemble import build_model, load_weights
+    from vaezoo.cards import Card
+    from vaezoo.publish import write_run
+
+    files = sorted(Path(args.packed).glob("*.campaign.safetensors")) if Path(args.packed).is_dir() \
+        else [Path(args.packed)]
+    for path in files:
+        with safe_open(str(path), "pt") as f:
+            metadata = f.metadata()
+            for key, card_json in ((k.removeprefix("card/"), v) for k, v in metadata.items() if k.startswith("card/")):
+                card = Card.model_validate_json(card_json)
+                model = build_model(card)
+                state = {name.removeprefix(key + "/"): f.get_tensor(name) for name in f.keys()
+                         if name.startswith(key + "/")}
+                load_weights(model, state, str(path))
+                run = Path(args.out) / card.name / key
+                run.mkdir(parents=True, exist_ok=True)
+                print(write_run(card, model, run))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--plan", default=str(PLAN), help="the plan, TOML (default: benchmarks/campaign.toml)")
+    parser.add_argument("--deadline", type=float, default=480, help="seconds for the whole campaign")
+    parser.add_argument("--steps", type=int, help="train each recipe this many steps (a dry run), not its own")
+    parser.add_argument("--seeds", type=lambda v: [int(s) for s in v.split(",")], help="override the plan's seeds")
+    parser.add_argument("--out", help="where the results go (default: $OUT)")
+    parser.add_argument("--work", default="/tmp/vaezoo-campaign", help="checkpoints and run folders")
+    parser.add_argument("--warm", type=int, default=100, help="steps before a step time is measured")
+    parser.add_argument("--measure", type=int, default=300, help="steps a step time is measured over")
+    parser.add_argument("--formulation", choices=["vmap", "loop"], help="the ensemble's (default: the device's)")
+    parser.add_argument("--no-eval", dest="eval", action="store_false", help="do not evaluate the runs")
+    parser.add_argument("--eval-reserve", type=float, default=240, help="seconds kept for the last evaluations")
+    parser.add_argument("--eval-at-once", type=int, default=max(1, ((os.cpu_count() or 2) - 2) // 2))
+    unpacking = sub.add_parser("unpack", help="packed files back into run folders")
+    unpacking.add_argument("packed", help="a .campaign.safetensors file, or a folder of them")
+    unpacking.add_argument("--out", required=True)
+    args = parser.parse_args()
+    return unpack(args) if args.command == "unpack" else run_campaign(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""benchmarks/device_campaign.py on the CPU: the GPU campaign's dry run brings back packed weights, cards and
+its report within its deadline, and the packed files unpack into run folders that load like zoo entries."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import torch
+
+import vaezoo
+from kit import REPO, child_env, make_card, run_python, write_toml
+from vaezoo.cards import parse_card
+
+SCRIPT = str(REPO / "benchmarks" / "device_campaign.py")
+
+
+def test_the_campaigns_cpu_dry_run_brings_back_weights_and_json_within_its_deadline(data_plugin, tmp_path):
+    cards = [write_toml(tmp_path / f"{name}.toml", make_card("toy", name=name, eval_metrics=["cluster_accuracy"]))
+             for name in ("toy-first", "toy-second")]
+    plan = tmp_path / "plan.toml"
+    plan.write_text("".join(f'[[recipe]]\ncard = "{card}"\nseeds = [0, 1, 2]\n\n' for card in cards))
+    out, env = tmp_path / "out", child_env(tmp_path / "home", site=data_plugin)
+    started = time.monotonic()
+    done = run_python(SCRIPT, "--device", "cpu", "--plan", str(plan), "--steps", "50", "--deadline", "240",
+                      "--warm", "5", "--measure", "10", "--eval-reserve", "30", "--eval-at-once", "2",
+                      "--out", str(out), "--work", str(tmp_path / "work"), env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 240
+
+    report = json.loads((out / "campaign.json").read_text())
+    assert set(report["step_ms"]) == {"toy-first", "toy-second"} and all(v > 0 for v in report["step_ms"].values())
+    for recipe in report["recipes"]:
+        assert recipe["status"] == "finished" and [m["step"] for m in recipe["members"]] == [50, 50, 50]
+        assert all(e["status"] == 0 for e in recipe["evaluations"].values()), recipe["evaluations"]
+    assert sorted(p.name for p in out.iterdir()) == ["campaign.json", "toy-first.campaign.safetensors",
+                                                     "toy-second.campaign.safetensors"]
+
+    runs = tmp_path / "runs"
+    unpacked = run_python(SCRIPT, "unpack", str(out), "--out", str(runs), env=env)
+    assert unpacked.returncode == 0, unpacked.stderr
+    for name in ("toy-first", "toy-second"):
+        trained = {seed: vaezoo.load(str(runs / name / f"seed-{seed}")) for seed in (0, 1, 2)}
+        for seed, model in trained.items():
+            card = parse_card(runs / name / f"seed-{seed}" / f"{name}.toml")
+            assert card.train.seed == seed and card.train.steps == 50 and "cluster_accuracy" in card.metrics
+        assert not torch.equal(trained[0].head.weight, trained[1].head.weight)
+
+
+def test_the_campaign_lists_missing_packages_before_training(tmp_path):
+    env = child_env(tmp_path / "home")
+    probe = ("import importlib.metadata as m, runpy, sys; real = m.version\n"
+             "def version(name):\n"
+             "    if name == 'pydantic': raise m.PackageNotFoundError(name)\n"
+             "    return real(name)\n"
+             "m.version = version; sys.argv = ['device_campaign.py', '--device', 'cpu']\n"
+             f"runpy.run_path({SCRIPT!r}, run_name='__main__')\n")
+    done = run_python("-c", probe, env=env)
+    assert done.returncode == 2 and "missing packages: pydantic" in done.stderr
