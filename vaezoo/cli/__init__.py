@@ -66,6 +66,9 @@ def _error(message: str) -> None:
     print(f"error: {printable(message)}", file=sys.stderr)
 
 
+_python_show_warning = warnings.showwarning
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """vaezoo's own warnings as one line ``warning: ...`` on stderr; any other as Python shows it."""
     if not category.__module__.startswith("vaezoo"):
@@ -73,9 +76,6 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     from vaezoo.terminal import printable
 
     print(f"warning: {printable(str(message))}", file=sys.stderr if file is None else file)
-
-
-_python_show_warning = warnings.showwarning
 
 
 def _discard_stdout() -> None:
