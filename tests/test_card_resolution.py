@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 
 import pytest
 import torch
 
 import vaezoo
 from kit import make_card, write_card, write_entry
-from vaezoo.cards import discover, get_card
+from vaezoo.cards import AmbiguousNameWarning, card_reference, discover, get_card
 from vaezoo.cli import main
 from vaezoo.errors import CardError, DeviceError, UnknownNameError
 
@@ -121,3 +122,61 @@ def test_load_onto_a_device_this_machine_lacks_names_it_before_reading_anything(
     monkeypatch.undo()
     model = vaezoo.load("jointvae-mnist", device=torch.device("cpu"), pretrained=False)
     assert {p.device for p in model.parameters()} == {torch.device("cpu")}
+
+
+@pytest.mark.parametrize("shadow", ["folder", "file"])
+def test_a_zoo_name_means_the_zoo_entry_even_where_a_folder_or_file_has_that_name(tmp_path, monkeypatch, shadow):
+    """In a folder holding ``jointvae-mnist`` (a run folder with its own card, or a file), the name still
+    loads the zoo entry, with a one-line warning; ``./jointvae-mnist`` names the local one."""
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    zoo = discover()["jointvae-mnist"]
+    local = tmp_path / "jointvae-mnist"
+    if shadow == "folder":
+        local.mkdir()
+        own, state, _ = write_entry(local, make_card(name="mine"), seed=4)
+    else:
+        local.write_text("not a card\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(AmbiguousNameWarning) as caught:
+        model = vaezoo.load("jointvae-mnist")
+    assert model.card.path == zoo.path and model.card.architecture == "jointvae"
+    [warning] = caught
+    message = str(warning.message)
+    assert "\n" not in message and message == (
+        f"'jointvae-mnist' is the zoo entry of {zoo.path}, not the {shadow} ./jointvae-mnist here; "
+        f"write ./jointvae-mnist to use that")
+    if shadow == "folder":
+        assert_loads_with(vaezoo.load("./jointvae-mnist"), state)  # a separator: the path
+        assert get_card(local).path == own.resolve()  # a Path is a path
+    else:
+        with pytest.raises(CardError, match="not valid TOML"):
+            get_card("./jointvae-mnist")
+
+
+def test_the_cli_reports_the_ambiguity_in_one_line_and_uses_the_zoo_entry(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    (tmp_path / "jointvae-mnist").mkdir()
+    write_entry(tmp_path / "jointvae-mnist", make_card(name="mine"), seed=4)
+    monkeypatch.chdir(tmp_path)
+    assert main(["info", "jointvae-mnist", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["name"] == "jointvae-mnist"
+    assert captured.err.splitlines() == [
+        f"warning: 'jointvae-mnist' is the zoo entry of {discover()['jointvae-mnist'].path}, not the folder "
+        f"./jointvae-mnist here; write ./jointvae-mnist to use that"]
+    assert main(["info", "./jointvae-mnist", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "mine"
+
+
+def test_a_bare_name_the_zoo_lacks_is_still_the_folder_here_and_recorded_as_a_path(run_folder, tmp_path,
+                                                                                    monkeypatch):
+    """``run`` is no zoo name, so it is the folder; a command recorded for it names it ``./run``, which
+    stays a path even if a zoo entry called ``run`` appears later."""
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    folder, card, state = run_folder
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AmbiguousNameWarning)
+        assert_loads_with(vaezoo.load("run"), state)
+    assert card_reference(get_card("run"), "run") == os.path.join(os.curdir, "run")
+    assert card_reference(get_card("run")) == str(card.resolve())

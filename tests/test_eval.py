@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import subprocess
 import tomllib
 
 import pytest
@@ -158,3 +159,41 @@ def test_metrics_option_computes_only_those_and_write_adds_them(tmp_path, capsys
     assert after.eval_metrics == [*before.eval_metrics, "mutual_info_score"]
     assert after.metrics["mutual_info_score"].command.endswith("--metrics mutual_info_score")
     assert after.metrics["mutual_info_score"].libraries
+
+
+HOSTILE = "x; touch PWNED #"
+
+
+def recorded_commands(value) -> list[str]:
+    """Every ``command`` string anywhere in a card's table."""
+    if isinstance(value, dict):
+        return [c for k, v in value.items() for c in ([v] if k == "command" and isinstance(v, str)
+                                                        else recorded_commands(v))]
+    return [c for item in value for c in recorded_commands(item)] if isinstance(value, list) else []
+
+
+def words_in_a_shell(command: str, cwd) -> list[str]:
+    """The words ``sh`` hands to the program ``command`` runs (vaezoo or python, made to print them)."""
+    shown = 'printf "%s\\0" "$@"'
+    script = f"vaezoo() {{ {shown}; }}; python() {{ {shown}; }}; {command}"
+    done = subprocess.run(["sh", "-c", script], cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split("\0")[:-1]
+
+
+@pytest.mark.parametrize("how", ["train", "eval --write"])
+def test_commands_recorded_on_a_card_are_shell_quoted(data_plugin, tmp_path, capsys, how):
+    """A ``--data-root`` holding ``;`` and ``#`` is recorded as one quoted word: the command, run by a shell,
+    passes it back whole and runs nothing else."""
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
+    extra = ["--data-root", HOSTILE] if how == "train" else []
+    assert main(["train", str(path), "--out", str(tmp_path / "out"), *extra]) == 0
+    card = tmp_path / "out" / "toyvae-bars-run.toml"
+    if how == "eval --write":
+        assert main(["eval", str(card), "--write", "--data-root", HOSTILE]) == 0
+    commands = recorded_commands(tomllib.loads(card.read_text()))
+    given = [words_in_a_shell(command, tmp_path) for command in commands]
+    assert given == [shlex.split(command)[1:] for command in commands]
+    rooted = [words for words in given if "--data-root" in words]  # the labels command of a run without one has none
+    assert len(rooted) >= 5 and all(words[words.index("--data-root") + 1] == HOSTILE for words in rooted)
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "PWNED #").exists()

@@ -295,3 +295,27 @@ def test_the_hub_model_card_carries_the_cards_metadata_and_metrics(tmp_path, lic
     assert "| accuracy | 0.8873 | vaezoo eval tiny --check |" in readme  # each number beside its command
     assert "a \\| b \\*not bold\\*" in readme  # card text shows as written
     assert 'vaezoo.load("hf-hub:owner/tiny")' in readme
+
+
+def test_a_tampered_file_in_the_hub_cache_loaded_offline_is_reported_as_tampered(hub, tmp_path):
+    card, weights = entry(tmp_path)
+    commit = hub.commit(REPO_ID, as_repo(card, weights))
+    assert load(f"hf-hub:{REPO_ID}", str(weights)) == [f"True hf-hub:{REPO_ID}@{commit}"]
+    blob = next(p for p in (tmp_path / "hf_home").rglob(weights.name) if p.is_file()).resolve()
+    original = blob.read_bytes()
+    blob.write_bytes(tampered(original))
+    asked = len(hub.requests)
+
+    offline = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    [line] = load(f"hf-hub:{REPO_ID}", str(weights), env=offline)
+    sha = weights_entry(weights)["sha256"]
+    assert line.startswith("WeightsError: ") and f"does not match the card's {sha}" in line
+    assert "huggingface_hub's cache" in line and "not in huggingface_hub's cache" not in line
+    assert "HF_HUB_OFFLINE" in line  # why it was not downloaded again
+    error = one_error_line(run_vaezoo("eval", f"hf-hub:{REPO_ID}", "--metrics", "elbo", env=offline))
+    assert f"does not match the card's {sha}" in error
+    assert len(hub.requests) == asked  # offline: the Hub was never asked
+    assert blob.read_bytes() == tampered(original)  # the cached file is reported, not deleted
+
+    online = load(f"hf-hub:{REPO_ID}", str(weights))  # online, a fresh copy replaces the damaged one
+    assert online == [f"True hf-hub:{REPO_ID}@{commit}"]

@@ -11,7 +11,7 @@ from PIL import Image
 import vaezoo
 from vaezoo.assemble import build_part, card_dataset, data_info, load_model
 from vaezoo.cards import get_card, list_cards
-from vaezoo.errors import InputError
+from vaezoo.errors import DtypeError, InputError
 from vaezoo.transforms import ModelInput, for_model
 
 from kit import MNIST_ROOT
@@ -204,3 +204,39 @@ def test_predicted_digits_are_as_accurate_as_the_cards_cluster_accuracy(name, ra
     accuracy = (labels == raw_mnist_test.targets).double().mean().item()
     assert accuracy == pytest.approx(card.metrics["cluster_accuracy"].value, abs=5e-5)  # the card keeps 4 digits
     assert sorted(card.labels["discrete0"].category_to_label) == list(range(10))
+
+
+# --- dtypes -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
+def test_float_images_of_another_dtype_are_converted_to_the_models(model, dtype):
+    x = model.preprocess(digits(3).unsqueeze(1))
+    expected = model.encode(x.to(dtype).to(torch.float32)).mode
+    for call in public_calls(model).values():
+        call(x.to(dtype))  # a raw torch error (mat1 and mat2 must have the same dtype) before
+    assert torch.equal(model.encode(x.to(dtype)).mode, expected)
+    assert model(x.to(dtype)).loss.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_a_model_loaded_in_another_dtype_takes_float32_images(dtype):
+    model = vaezoo.load("jointvae-mnist", dtype=dtype)
+    assert model.head.weight.dtype == dtype
+    x = torch.rand(2, 1, 32, 32)  # float32, as a dataset or torch.rand gives them
+    posterior = model.encode(x)
+    assert posterior.mode.dtype == dtype and torch.isfinite(posterior.mode).all()
+    assert model.reconstruct(x).dtype == dtype and model(x).loss.dtype == dtype
+    assert model.preprocess(digits(1)[0]).dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.int64, torch.float8_e4m3fn, "float16"])
+def test_a_dtype_a_model_cannot_take_is_refused_in_one_line_before_anything_is_built(dtype, monkeypatch):
+    built = []
+    monkeypatch.setattr("vaezoo.assemble.model_context", lambda card: built.append(card))
+    for call in (vaezoo.load, vaezoo.build_model):
+        with pytest.raises(DtypeError) as caught:
+            call("jointvae-mnist", dtype=dtype)
+        message = str(caught.value)
+        assert message == (f"dtype {dtype!r} cannot be a model's parameters' type; use one of torch.float32, "
+                           f"torch.float64, torch.float16, torch.bfloat16")
+    assert built == []

@@ -102,6 +102,27 @@ def test_refuses_a_name_that_would_clash(tmp_path, capsys, name, problem):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("name", ["demo\n", "demo\r\n", "demo ", "demo\t", " demo"])
+def test_refuses_a_name_ending_or_starting_in_whitespace(tmp_path, capsys, name):
+    assert main(["new-plugin", "--dir", str(tmp_path), "--", name]) == 1
+    err = capsys.readouterr().err
+    shown = name.encode("unicode_escape").decode()
+    assert err.startswith(f"error: invalid plugin name '{shown}': use lowercase letters") and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name, kind, plugin", [("vae", "architecture", "core"), ("gaussian", "latent family", "core"),
+                                                ("mnist", "dataset", "core")])
+def test_refuses_a_name_a_plugin_already_registers(tmp_path, capsys, name, kind, plugin):
+    from vaezoo.plugins import registry
+
+    assert registry(kind).plugin_of(name) == plugin
+    assert main(["new-plugin", name, "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"error: '{name}' is already the name of the {kind} of plugin '{plugin}'; "
+                                       f"choose another name\n")
+    assert not any(tmp_path.iterdir())
+
+
 def test_refuses_a_dir_that_is_a_file(tmp_path, capsys):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")

@@ -12,6 +12,7 @@ from vaezoo.data import ImageDataset
 from vaezoo.errors import VaezooError
 from vaezoo.latents import LatentFamily
 from vaezoo.assemble import build_part
+from vaezoo.cli import main
 
 IMAGE_SIZE = 16
 CONTINUOUS = 3
@@ -275,3 +276,40 @@ def test_pictures_beyond_the_limits_are_refused_before_they_are_drawn(monkeypatc
     with pytest.raises(VaezooError, match="131,078 x 131,078 pixels"):
         grid.image(scale=4096)
     assert grid.image(scale=8).shape == (3, grid_extent(2, 128, 2), grid_extent(2, 128, 2))
+
+
+@pytest.mark.parametrize("span", [(-math.inf, math.inf), (-1e308, 1e308), (0.0, math.inf), (math.nan, 1.0),
+                                  (-101.0, 0.0), (1e307, 1e308)])
+def test_a_span_that_is_not_finite_and_bounded_is_refused_before_anything_is_decoded(monkeypatch, span):
+    model = tiny_vae()
+    decoded = record_decoder_inputs(model, monkeypatch)
+    with pytest.raises(VaezooError) as caught:
+        viz.traverse(model, span=span)
+    assert str(caught.value) == (f"the traversal range must go from low to high within -100..100 prior standard "
+                                 f"deviations, got {span[0]:g}..{span[1]:g}")
+    assert decoded == []
+    traversal = viz.traverse(model, steps=3, span=(-viz.MAX_SPAN, viz.MAX_SPAN))  # the bounds themselves draw
+    assert all(bool(torch.isfinite(t).all()) for t in traversal.tiles)
+
+
+@pytest.mark.parametrize("span", [["0", "inf"], ["0", "1e308"], ["nan", "1"], ["-1e308", "1e308"], ["-inf", "inf"]])
+def test_show_refuses_such_a_span_in_one_line_and_writes_nothing(tmp_path, capsys, span):
+    out = tmp_path / "t.png"
+    code = exit_code(["show", "jointvae-mnist", "traverse", "--no-data", "-o", str(out), "--span", *span])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and not out.exists()
+    last = err.strip().splitlines()[-1]
+    if span[0].startswith("-") and code == 2:  # argparse (Python 3.11) reads '-1e308' and '-inf' as options
+        assert last == "vaezoo show: error: argument --span: expected 2 arguments"
+    else:
+        assert code == 1 and err.count("\n") == 1
+        assert last == (f"error: the traversal range must go from low to high within -100..100 prior standard "
+                        f"deviations, got {float(span[0]):g}..{float(span[1]):g}")
+
+
+def exit_code(argv: list[str]) -> int:
+    """``main(argv)``'s exit code, argparse's usage errors (SystemExit) included."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code

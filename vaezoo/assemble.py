@@ -130,9 +130,16 @@ def build_model(card: Card, device=None, dtype=None) -> VAE:
 
     Returns:
         The :class:`~vaezoo.model.VAE`, with ``card`` as ``model.card``.
+
+    Raises:
+        DtypeError: ``dtype`` is not float32, float64, float16 or bfloat16 (checked before anything is built).
     """
     from vaezoo.model import VAE
 
+    if dtype is not None:
+        from vaezoo.devices import usable_dtype
+
+        dtype = usable_dtype(dtype)
     context = model_context(card)
     try:
         model = build_part("architecture", {**card.model, "type": card.architecture}, context)
@@ -184,11 +191,14 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
 
     Raises:
         DeviceError: ``device`` is not one this machine has (checked before anything is built or read).
+        DtypeError: ``dtype`` is not float32, float64, float16 or bfloat16 (checked as early).
     """
-    if device is not None:
-        from vaezoo.devices import usable_device
+    from vaezoo.devices import usable_device, usable_dtype
 
+    if device is not None:
         device = usable_device(device)
+    if dtype is not None:
+        dtype = usable_dtype(dtype)
     model = build_model(card)
     if state_dict is not None:
         load_weights(model, state_dict, source or "the given weights")

@@ -577,10 +577,24 @@ def _same_number(value: Any, wanted: str) -> bool:
         return False
 
 
-def _is_path(name_or_path: str | os.PathLike) -> bool:
-    text = os.fspath(name_or_path)
+def looks_like_path(text: str) -> bool:
+    """Whether ``text``, as given for a card, is a path: it holds a path separator or ends in ``.toml``."""
     separators = [os.sep] + ([os.altsep] if os.altsep else [])
-    return any(s in text for s in separators) or text.endswith(".toml") or os.path.lexists(text)
+    return any(s in text for s in separators) or text.endswith(".toml")
+
+
+def as_path_text(path: str | os.PathLike) -> str:
+    """``path`` written so that :func:`get_card` reads it as a path: ``./NAME`` for a bare ``NAME``."""
+    text = os.fspath(path)
+    return text if looks_like_path(text) else os.path.join(os.curdir, text)
+
+
+class AmbiguousNameWarning(UserWarning):
+    """A name given for a card is both a zoo entry's and a file's or folder's in the current folder."""
+
+
+def _card_at(path: Path) -> Card:
+    return _card_in_folder(path) if path.is_dir() else parse_card(path)
 
 
 def _card_in_folder(folder: Path) -> Card:
@@ -595,8 +609,11 @@ def _card_in_folder(folder: Path) -> Card:
 def get_card(name_or_path: str | os.PathLike) -> Card:
     """A card by zoo name, by the path of its TOML file, or by a folder holding exactly one card.
 
-    A path is told from a name by holding a path separator, ending in ``.toml`` or existing; the card's
-    weights file is then looked for beside it. A card asked for by path is read even if a zoo entry
+    A zoo name always means the zoo entry, even where the current folder holds a file or folder of that
+    name (an :class:`AmbiguousNameWarning` says so; ``./NAME`` names the file). A path means a path when
+    it looks like one (:func:`looks_like_path`: a separator or a ``.toml`` ending) or is a
+    :class:`os.PathLike`; any other string that is not a zoo name is read as a path if it exists. The
+    card's weights file is then looked for beside it. A card asked for by path is read even if a zoo entry
     holds its name. (:func:`vaezoo.get_card` also takes Hugging Face Hub repositories.)
 
     Args:
@@ -610,17 +627,24 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
         CardError: the file does not parse or validate, the folder holds no or several cards, or the
             card with that name was skipped (the message says why).
     """
-    if not isinstance(name_or_path, str) or _is_path(name_or_path):
-        path = Path(name_or_path)
-        return _card_in_folder(path) if path.is_dir() else parse_card(path)
+    if not isinstance(name_or_path, str) or looks_like_path(name_or_path):
+        return _card_at(Path(name_or_path))
     name = name_or_path
     found = scan()
+    here = os.path.lexists(name)
+    if name not in found.cards and here and not any(s.name == name for s in found.skipped):
+        return _card_at(Path(name))  # not a zoo name: the file or folder of that name here
     why = None if name in found.cards else next((s for s in found.skipped if s.name == name), None)
     _warn(s for s in found.skipped if s is not why)  # the error below reports ``why`` itself
+    local = f"{'folder' if os.path.isdir(name) else 'file'} {as_path_text(name)}"
     if name in found.cards:
+        if here:
+            warnings.warn(f"'{name}' is the zoo entry of {found.cards[name].path}, not the {local} here; "
+                          f"write {as_path_text(name)} to use that", AmbiguousNameWarning, stacklevel=2)
         return found.cards[name]
     if why is not None:
-        raise CardError(f"card '{name}' in {why.path} was skipped: {why.reason}")
+        hint = f"; write {as_path_text(name)} for the {local} here" if here else ""
+        raise CardError(f"card '{name}' in {why.path} was skipped: {why.reason}{hint}")
     raise UnknownNameError(f"no zoo card named '{name}'.{close_matches(name, list(found.cards))} "
                            f"Run 'vaezoo list' to see the zoo")
 
@@ -634,7 +658,7 @@ def card_reference(card: Card, where: str | os.PathLike | None = None) -> str:
         where: its file or folder, for a card not read from a file (one about to be written).
 
     Returns:
-        The name, or the path as given.
+        The name, or the path, written so that it reads as one (``./NAME`` for a bare name).
     """
     path = Path(where) if where is not None else card.path
     if card.source is not None:
@@ -644,7 +668,7 @@ def card_reference(card: Card, where: str | os.PathLike | None = None) -> str:
     found = scan().cards.get(card.name)
     if found is not None and found.path is not None and _same_file(found.path, path):
         return card.name
-    return str(path)
+    return as_path_text(path)
 
 
 def _same_file(card_file: Path, where: Path) -> bool:

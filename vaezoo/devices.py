@@ -1,10 +1,13 @@
-"""The devices this machine has, checked before a model or a run is put on one."""
+"""The devices this machine has, and the dtypes a model takes, checked before a model or a run is put on one."""
 
 from __future__ import annotations
 
 import torch
 
-from vaezoo.errors import DeviceError
+from vaezoo.errors import DeviceError, DtypeError
+
+DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+"""The dtypes a model's parameters may have."""
 
 
 def usable_device(device: str | torch.device) -> torch.device:
@@ -31,3 +34,15 @@ def _count(kind: str) -> int:
     if not (callable(is_available) and callable(device_count)):
         return 0
     return device_count() if is_available() else 0
+
+
+def usable_dtype(dtype: torch.dtype) -> torch.dtype:
+    """``dtype``, if a model's parameters may have it (one of :data:`DTYPES`).
+
+    Raises:
+        DtypeError: ``dtype`` is another dtype (complex, integer, float8) or not a dtype at all.
+    """
+    if dtype not in DTYPES:
+        names = ", ".join(str(d) for d in DTYPES)
+        raise DtypeError(f"dtype {dtype!r} cannot be a model's parameters' type; use one of {names}")
+    return dtype

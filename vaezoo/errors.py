@@ -44,6 +44,10 @@ class DeviceError(VaezooError):
     """A device that is not one, or that this machine does not have."""
 
 
+class DtypeError(VaezooError, TypeError):
+    """A dtype a model's parameters cannot take (not one of float32, float64, float16, bfloat16)."""
+
+
 class InputError(VaezooError):
     """Images that are not what a model takes (shape, channels, type or value range)."""
 

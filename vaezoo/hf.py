@@ -135,13 +135,15 @@ def _download(repo_id: str, revision: str | None, filename: str, weights: Weight
     huggingface_hub = hub(WeightsError, f"weights on the Hugging Face Hub ({repo_id}/{filename})")
     where = f"{repo_id}@{revision or 'main'}/{filename}"
     cached = huggingface_hub.try_to_load_from_cache(repo_id, filename, revision=revision)
+    damaged = None
     if isinstance(cached, str):
         try:
             verify(Path(cached), weights)
             return Path(cached)
-        except WeightsError:  # a damaged copy, or the branch moved: ask the Hub again
-            pass
-    with translated(WeightsError, f"cannot download {where}", huggingface_hub):
+        except WeightsError as exc:  # a damaged copy, or the branch moved: ask the Hub again
+            damaged = exc
+    with translated(WeightsError, f"cannot download {where}", huggingface_hub), _damaged_copy(
+            damaged, where, huggingface_hub):
         url = huggingface_hub.hf_hub_url(repo_id, filename, revision=revision)
         size = huggingface_hub.get_hf_file_metadata(url).size
         if size != weights.size:
@@ -149,6 +151,22 @@ def _download(repo_id: str, revision: str | None, filename: str, weights: Weight
                                f"refusing it")
         return Path(huggingface_hub.hf_hub_download(repo_id, filename, revision=revision,
                                                     force_download=isinstance(cached, str)))
+
+
+@contextmanager
+def _damaged_copy(damaged: WeightsError | None, where: str, huggingface_hub: ModuleType) -> Iterator[None]:
+    """When the cached copy of ``where`` failed verification (``damaged``) and the Hub cannot be asked for
+    another, say what is wrong with the copy, not that the cache lacks it."""
+    errors, constants = huggingface_hub.errors, huggingface_hub.constants
+    try:
+        yield
+    except (errors.OfflineModeIsEnabled, errors.LocalEntryNotFoundError):
+        if damaged is None:
+            raise
+        why = ("HF_HUB_OFFLINE is set, so no fresh copy can be downloaded: unset HF_HUB_OFFLINE to download it again"
+               if constants.HF_HUB_OFFLINE else
+               f"the Hub at {constants.ENDPOINT} cannot be reached for a fresh copy; check the network (or HF_ENDPOINT)")
+        raise WeightsError(f"{damaged}; it is huggingface_hub's cached copy of {where}, and {why}") from None
 
 
 @contextmanager

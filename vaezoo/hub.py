@@ -63,7 +63,8 @@ def load(name: str | Path, device: str | torch.device | None = None, dtype: torc
         name: a zoo name (``"jointvae-mnist"``), a card's TOML file, or a folder holding one card
             (e.g. the ``--out`` folder of ``vaezoo train``).
         device: where to put the model (``"cpu"``, ``"cuda"``, ``torch.device``); default CPU.
-        dtype: floating-point type of the parameters (e.g. ``torch.float16``).
+        dtype: floating-point type of the parameters: ``torch.float32`` (default), ``float64``, ``float16`` or
+            ``bfloat16``; :meth:`~vaezoo.model.VAE.encode` converts images of any float dtype to it.
         pretrained: load the card's weights; False gives a freshly initialised model.
 
     Returns:
@@ -72,6 +73,7 @@ def load(name: str | Path, device: str | torch.device | None = None, dtype: torc
     Raises:
         UnknownNameError, CardError: as :func:`vaezoo.cards.get_card`.
         DeviceError: ``device`` is not one this machine has (``"cuda"`` on a machine without a GPU).
+        DtypeError: ``dtype`` is not one of those four (``torch.complex64``, an integer type).
         WeightsError: the card has no weights, or its file is missing or fails its sha256.
     """
     return load_model(get_card(name), device=device, dtype=dtype, pretrained=pretrained)

@@ -79,10 +79,20 @@ class VAE(nn.Module):
     def check_input(self, x: Tensor) -> None:
         """Refuse a batch that is not float ``(B, channels, image_size, image_size)`` in [0, 1].
 
+        Any floating-point dtype passes: :meth:`encode` and :meth:`forward` convert the batch to the model's.
+
         Raises:
             InputError: one line naming what was expected and pointing to :meth:`preprocess`.
         """
         for_model(self).check(x)
+
+    def _input(self, x: Tensor, checked: bool) -> Tensor:
+        """``x`` checked (unless ``checked``) and in the dtype of the model's parameters (float64, float16 or
+        bfloat16 images for a float32 model, float32 images for one loaded with ``dtype=torch.float16``)."""
+        if not checked:
+            self.check_input(x)
+        dtype = self.head.weight.dtype
+        return x if x.dtype == dtype else x.to(dtype)
 
     def preprocess(self, images: Any) -> Tensor:
         """Turn images into a batch this model takes, as its dataset's pipeline did (see :mod:`vaezoo.transforms`).
@@ -100,7 +110,8 @@ class VAE(nn.Module):
         """q(z|x).
 
         Args:
-            x: images ``(B, channels, image_size, image_size)`` in [0, 1] (see :meth:`preprocess`).
+            x: images ``(B, channels, image_size, image_size)`` in [0, 1] (see :meth:`preprocess`), of any
+                floating-point dtype: they are converted to the model's.
             checked: ``x`` is known to fit (a training loop checks its dataset once): skip the check, which
                 waits for the device.
 
@@ -110,8 +121,7 @@ class VAE(nn.Module):
         Raises:
             InputError: ``x`` has another shape or type, or values outside [0, 1].
         """
-        if not checked:
-            self.check_input(x)
+        x = self._input(x, checked)
         return self.latent.posterior(self.head(self.encoder(x)))
 
     def decode_logits(self, z: Tensor) -> Tensor:
@@ -136,14 +146,15 @@ class VAE(nn.Module):
         dimensions and averaged over the batch, by :func:`vaezoo.reduction.batch_mean`.
 
         Args:
-            x: images in [0, 1], shape ``(B, C, H, W)`` (see :meth:`preprocess`).
+            x: images in [0, 1], shape ``(B, C, H, W)`` (see :meth:`preprocess`), of any floating-point dtype.
             step: the training step, for scheduled regularizers.
             checked: as for :meth:`encode`.
 
         Raises:
             InputError: ``x`` has another shape or type, or values outside [0, 1].
         """
-        posterior = self.encode(x, checked)
+        x = self._input(x, checked)
+        posterior = self.encode(x, checked=True)
         z = posterior.rsample() if self.training else posterior.mode
         output = self.decode_logits(z)
         terms = {"reconstruction": batch_mean(self.likelihood.nll(output, x))}

@@ -35,6 +35,7 @@ BLANK = 1.0  # value of padding and of empty tiles (white)
 LABEL_GAP = 6  # pixels around a row label in the left margin
 ENCODE_BATCH = 256
 DEFAULT_SPAN = (-3.0, 3.0)  # traversal range, in prior standard deviations around the prior mean
+MAX_SPAN = 100.0  # how far a traversal may go, in prior standard deviations: further, decoders only saturate
 KL_IMAGES = 1000  # data images a traversal of a card's model averages the KL over
 MAX_TILES = 10_000  # images in one picture: more is no picture to look at, and may not fit in memory
 MAX_PIXELS = 2**27  # pixels in one picture (134 megapixels, 1.6 GB as floats)
@@ -167,6 +168,20 @@ class Traversal(Grid):
     dimensions: tuple[TraversalRow, ...]
 
 
+def check_span(span: tuple[float, float]) -> tuple[float, float]:
+    """``span``, a traversal range, if it goes from low to high within :data:`MAX_SPAN` prior standard
+    deviations of the prior mean (so every value it gives is a finite number).
+
+    Raises:
+        VaezooError: one line giving the range and the bounds it must keep.
+    """
+    low, high = span
+    if not -MAX_SPAN <= low < high <= MAX_SPAN:  # false for NaN and for infinities
+        raise VaezooError(f"the traversal range must go from low to high within {-MAX_SPAN:g}..{MAX_SPAN:g} prior "
+                          f"standard deviations, got {low:g}..{high:g}")
+    return low, high
+
+
 def traverse(model: VAE, data: Tensor | None = None, reference: Tensor | None = None, steps: int = 10,
              span: tuple[float, float] = DEFAULT_SPAN) -> Traversal:
     """Decode the latent one dimension at a time: one row per Gaussian dimension, one per categorical part.
@@ -196,9 +211,7 @@ def traverse(model: VAE, data: Tensor | None = None, reference: Tensor | None = 
     if steps < 2:
         raise VaezooError(f"a traversal needs at least 2 steps, got {steps}")
     _check_tiles(steps)
-    low, high = span
-    if not low < high:
-        raise VaezooError(f"the traversal range must go from low to high, got {low}..{high}")
+    low, high = check_span(span)
     device, dtype = _device_dtype(model)
     slices = model.part_slices
     with _evaluating(model), torch.no_grad():

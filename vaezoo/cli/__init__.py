@@ -12,6 +12,7 @@ import errno
 import importlib
 import os
 import sys
+import warnings
 
 from vaezoo.errors import VaezooError
 
@@ -40,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
-        code = args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            code = args.func(args)
         sys.stdout.flush()  # here, where a closed pipe can still be handled, not at interpreter exit
         return code
     except BrokenPipeError:
@@ -61,6 +64,18 @@ def _error(message: str) -> None:
     from vaezoo.terminal import printable
 
     print(f"error: {printable(message)}", file=sys.stderr)
+
+
+_python_show_warning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """vaezoo's own warnings as one line ``warning: ...`` on stderr; any other as Python shows it."""
+    if not category.__module__.startswith("vaezoo"):
+        return _python_show_warning(message, category, filename, lineno, file, line)
+    from vaezoo.terminal import printable
+
+    print(f"warning: {printable(str(message))}", file=sys.stderr if file is None else file)
 
 
 def _discard_stdout() -> None:

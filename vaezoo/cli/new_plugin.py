@@ -50,7 +50,7 @@ def run(args) -> int:
 
 def check_name(name: str) -> None:
     """Refuse a plugin name that is not a lowercase, hyphenated word or that an installed plugin already uses."""
-    if not NAME.match(name):
+    if not NAME.fullmatch(name):  # match() would take a trailing newline ('$' matches before it)
         raise VaezooError(f"invalid plugin name '{name}': use lowercase letters, digits and single hyphens, "
                           f"starting with a letter (e.g. 'sparse-vae')")
     if name == "vaezoo" or name.startswith("vaezoo-"):
@@ -59,6 +59,19 @@ def check_name(name: str) -> None:
     installed = {ep.name for ep in entry_points(group="vaezoo")}
     if name in installed:
         raise VaezooError(f"a plugin named '{name}' is already installed; choose another name")
+    check_name_unregistered(name)
+
+
+def check_name_unregistered(name: str) -> None:
+    """Refuse a plugin name that a loaded plugin already registers as a part of any kind (the core's
+    architecture ``vae``): the new plugin registers its own part under its name, and the registry would
+    refuse it as a duplicate."""
+    from vaezoo.plugins import KINDS, registry
+
+    for kind in KINDS:
+        if name in registry(kind):
+            raise VaezooError(f"'{name}' is already the name of the {kind} of plugin "
+                              f"'{registry(kind).plugin_of(name)}'; choose another name")
 
 
 def render(name: str) -> dict[str, str]:

@@ -35,7 +35,7 @@ def run(args) -> int:
     n = DEFAULT_N[args.what] if args.n is None else args.n
     if args.no_data and args.what == "reconstruct":
         raise VaezooError("reconstruct needs test images; drop --no-data")
-    span = tuple(args.span) if args.span else viz.DEFAULT_SPAN
+    span = viz.check_span(tuple(args.span) if args.span else viz.DEFAULT_SPAN)  # before the model is loaded
     model = load_model(card, args.device)
     if args.what == "sample":
         grid = viz.sample(model, n, seed=args.seed, columns=args.columns)
