@@ -10,13 +10,14 @@ What it does, in order:
 1. Checks the environment: torch, the device, and every package vaezoo needs; those missing are listed
    before anything trains (exit status 2).
 2. Renders the plan's dataset once, where it runs (dSprites is never copied to the device machine).
-3. Measures each recipe's fused step (every seed in one step) over a few hundred steps of a throwaway
-   ensemble.
+3. Measures each recipe's fused step (every seed in one step), in both formulations of the stacked step
+   (``vmap`` and ``loop``), over a few hundred steps of a throwaway ensemble; the faster trains.
 4. Trains the plan in its order. A recipe starts only if its measured time fits before the deadline, less
-   the time its evaluation needs (``--eval-reserve``); one that runs over is stopped at the deadline and
-   brought back as partial. As soon as a recipe finishes, its members' weights, cards and losses go into
-   ``OUT/NAME.campaign.safetensors`` (one file a recipe), and each member is evaluated in the background
-   (``vaezoo eval RUN --write``); its card, metrics included, is packed in when that ends.
+   room to pack it; one that runs over is stopped at the deadline and brought back as partial. As soon as
+   a recipe finishes, its members' weights and cards go into ``OUT/NAME.campaign.safetensors`` (one file a
+   recipe), and each member is evaluated in the background (``vaezoo eval RUN --write``, in full float32);
+   its card, metrics included, is packed in when that ends. Evaluations still running at the deadline
+   are left to the CPU (``vaezoo eval RUN --write`` on the unpacked run).
 5. Writes ``OUT/campaign.json``: the environment, the step times, what trained, what did not and why.
 
 ``unpack`` turns a packed file back into run folders (``DIR/NAME/seed-N``: weights and card), each of which
@@ -41,6 +42,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PLAN = Path(__file__).with_name("campaign.toml")
 MAX_FILE = 16 * 2**20  # what the device tool brings back, per file
+# `vaezoo eval RUN --write` in full float32 (no TF32 on CUDA), so that the CPU can check the card it writes
+EVAL = ("import sys, torch; torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False; "
+        "from vaezoo.cli import main; sys.exit(main(['eval', sys.argv[1], '--write', '--device', sys.argv[2]]))")
 
 
 def missing_packages() -> list[str]:
@@ -183,8 +187,8 @@ class Evaluations:
                 key, run = self.waiting.pop(0)
                 env = {**os.environ, "OMP_NUM_THREADS": "2", "VAEZOO_PROGRESS": "0"}
                 log = open(run / "eval.log", "w")  # noqa: SIM115 - the process owns it until it ends
-                process = subprocess.Popen([sys.executable, "-m", "vaezoo", "eval", str(run), "--write", "--device",
-                                            self.device], stdout=log, stderr=subprocess.STDOUT, env=env)
+                process = subprocess.Popen([sys.executable, "-c", EVAL, str(run), self.device], stdout=log,
+                                           stderr=subprocess.STDOUT, env=env)
                 self.running[key] = (process, run, time.time())
 
     def pending(self) -> int:
@@ -228,15 +232,20 @@ def run_campaign(args) -> int:
     dataset = load_dataset(data.name, None, "train", **data.options)
     report["dataset"] = {"name": data.name, "images": len(dataset), "seconds": round(time.perf_counter() - t, 1)}
     work = Path(args.work)
-    timings = {}
+    timings, formulations, measured = {}, {}, {}
     for card, card_seeds in zip(cards, seeds):
         if card.train.data != data:
             raise SystemExit(f"{card.name} trains on other data than {cards[0].name}; give it its own plan")
-        timings[card.name] = step_time(card, card_seeds, dataset, work / "measure" / card.name, args.device,
-                                       args.warm, args.measure, args.formulation)
-        print(f"{card.name}: {len(card_seeds)} seeds in one step: {timings[card.name] * 1e3:.2f} ms per step "
-              f"({len(card_seeds) * card.train.batch_size / timings[card.name]:,.0f} images/s)", flush=True)
-    report["step_ms"] = {k: round(v * 1e3, 3) for k, v in timings.items()}
+        for formulation in [args.formulation] if args.formulation else ["vmap", "loop"]:
+            seconds = step_time(card, card_seeds, dataset, work / "measure" / card.name / formulation, args.device,
+                                args.warm, args.measure, formulation)
+            measured[f"{card.name} {formulation}"] = round(seconds * 1e3, 3)
+            print(f"{card.name}: {len(card_seeds)} seeds in one step ({formulation}): {seconds * 1e3:.2f} ms per "
+                  f"step ({len(card_seeds) * card.train.batch_size / seconds:,.0f} images/s)", flush=True)
+            if card.name not in timings or seconds < timings[card.name]:
+                timings[card.name], formulations[card.name] = seconds, formulation
+    report["step_ms"] = measured
+    report["formulation"] = formulations
     evaluations = Evaluations(args.device, args.eval_at_once) if args.eval else None
     packed: list[tuple] = []
 
@@ -250,7 +259,7 @@ def run_campaign(args) -> int:
         needs = total * timings[card.name]
         entry = {"name": card.name, "seeds": card_seeds, "steps": total, "estimated_s": round(needs, 1)}
         report["recipes"].append(entry)
-        if needs > left() - (args.eval_reserve if evaluations else 0) - 15:
+        if needs > left() - 30:  # room to pack; its evaluations finish here or on the CPU later
             entry["status"] = f"not trained: {needs:.0f} s needed, {left():.0f} s left"
             print(f"{card.name}: {entry['status']}", flush=True)
             continue
@@ -258,7 +267,7 @@ def run_campaign(args) -> int:
         timer.start()
         t = time.perf_counter()
         specs, models, steps, errors = ensemble(card, card_seeds, dataset, work / card.name, total, args.device,
-                                                args.formulation)
+                                                formulations[card.name])
         timer.cancel()
         entry["seconds"] = round(time.perf_counter() - t, 1)
         finished = all(s == total for s in steps)
@@ -340,11 +349,10 @@ def main() -> int:
     parser.add_argument("--seeds", type=lambda v: [int(s) for s in v.split(",")], help="override the plan's seeds")
     parser.add_argument("--out", help="where the results go (default: $OUT)")
     parser.add_argument("--work", default="/tmp/vaezoo-campaign", help="checkpoints and run folders")
-    parser.add_argument("--warm", type=int, default=100, help="steps before a step time is measured")
-    parser.add_argument("--measure", type=int, default=300, help="steps a step time is measured over")
+    parser.add_argument("--warm", type=int, default=50, help="steps before a step time is measured")
+    parser.add_argument("--measure", type=int, default=200, help="steps a step time is measured over")
     parser.add_argument("--formulation", choices=["vmap", "loop"], help="the ensemble's (default: the device's)")
     parser.add_argument("--no-eval", dest="eval", action="store_false", help="do not evaluate the runs")
-    parser.add_argument("--eval-reserve", type=float, default=240, help="seconds kept for the last evaluations")
     parser.add_argument("--eval-at-once", type=int, default=max(1, ((os.cpu_count() or 2) - 2) // 2))
     unpacking = sub.add_parser("unpack", help="packed files back into run folders")
     unpacking.add_argument("packed", help="a .campaign.safetensors file, or a folder of them")

@@ -23,13 +23,14 @@ def test_the_campaigns_cpu_dry_run_brings_back_weights_and_json_within_its_deadl
     out, env = tmp_path / "out", child_env(tmp_path / "home", site=data_plugin)
     started = time.monotonic()
     done = run_python(SCRIPT, "--device", "cpu", "--plan", str(plan), "--steps", "50", "--deadline", "240",
-                      "--warm", "5", "--measure", "10", "--eval-reserve", "30", "--eval-at-once", "2",
+                      "--warm", "5", "--measure", "10", "--eval-at-once", "2",
                       "--out", str(out), "--work", str(tmp_path / "work"), env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 240
 
     report = json.loads((out / "campaign.json").read_text())
-    assert set(report["step_ms"]) == {"toy-first", "toy-second"} and all(v > 0 for v in report["step_ms"].values())
+    assert set(report["step_ms"]) == {f"toy-{n} {f}" for n in ("first", "second") for f in ("vmap", "loop")}
+    assert all(v > 0 for v in report["step_ms"].values()) and set(report["formulation"]) == {"toy-first", "toy-second"}
     for recipe in report["recipes"]:
         assert recipe["status"] == "finished" and [m["step"] for m in recipe["members"]] == [50, 50, 50]
         assert all(e["status"] == 0 for e in recipe["evaluations"].values()), recipe["evaluations"]

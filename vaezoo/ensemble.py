@@ -452,7 +452,7 @@ class _CapturedStep:
                 losses.sum().backward()
                 stack.optimizer.step()
             captured = cls(graph, x, noise, step, losses.detach())
-        except RuntimeError as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever stops the capture, the step can still run eagerly
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             print(printable(f"the ensemble's step cannot be captured as a CUDA graph ({first}); it runs eagerly"),
                   file=sys.stderr, flush=True)
