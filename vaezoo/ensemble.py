@@ -461,8 +461,9 @@ class _CapturedStep:
         with torch.no_grad():
             for k, v in stack.params.items():
                 v.copy_(weights[k])
+            index = {id(p): i for i, p in enumerate(stack.optimizer.param_groups[0]["params"])}
             for p, now in stack.optimizer.state.items():
-                before = state.get(stack.optimizer.param_groups[0]["params"].index(p), {})
+                before = state.get(index[id(p)], {})
                 for key, value in now.items():
                     if isinstance(value, Tensor):
                         value.copy_(before[key]) if key in before else value.zero_()
