@@ -31,6 +31,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -259,11 +260,13 @@ def run_campaign(args) -> int:
         needs = total * timings[card.name]
         entry = {"name": card.name, "seeds": card_seeds, "steps": total, "estimated_s": round(needs, 1)}
         report["recipes"].append(entry)
-        if needs > left() - 30:  # room to pack; its evaluations finish here or on the CPU later
+        partial = needs > left() - 30  # room to pack; its evaluations finish here or on the CPU later
+        if partial and not args.partial:
             entry["status"] = f"not trained: {needs:.0f} s needed, {left():.0f} s left"
             print(f"{card.name}: {entry['status']}", flush=True)
             continue
-        timer = threading.Timer(max(left() - 20, 1), os.kill, (os.getpid(), signal.SIGINT))
+        args.partial = args.partial and not partial  # one recipe at most is trained in part
+        timer = threading.Timer(max(left() - 40, 1), os.kill, (os.getpid(), signal.SIGINT))
         timer.start()
         t = time.perf_counter()
         specs, models, steps, errors = ensemble(card, card_seeds, dataset, work / card.name, total, args.device,
@@ -284,6 +287,11 @@ def run_campaign(args) -> int:
             if evaluations and finished:
                 evaluations.add(f"{card.name}/{spec.folder.as_posix()}", run)
         pack(out / f"{card.name}.campaign.safetensors", specs, models, steps, errors, entry, member_cards_json)
+        if not finished:  # what a later span resumes from (vaezoo train RECIPE --seeds ... --resume)
+            for spec in specs:
+                checkpoint = work / card.name / spec.folder / "checkpoint.pt"
+                if checkpoint.exists():
+                    shutil.copyfile(checkpoint, out / f"{card.name}.{spec.folder.name}.checkpoint.pt")
         packed.append((card, specs, models, steps, errors, entry, member_cards_json))
         print(f"{card.name}: {entry['status']} in {entry['seconds']} s; packed", flush=True)
         _write_report(out, report)
@@ -353,6 +361,9 @@ def main() -> int:
     parser.add_argument("--measure", type=int, default=200, help="steps a step time is measured over")
     parser.add_argument("--formulation", choices=["vmap", "loop"], help="the ensemble's (default: the device's)")
     parser.add_argument("--no-eval", dest="eval", action="store_false", help="do not evaluate the runs")
+    parser.add_argument("--partial", action="store_true",
+                        help="train the first recipe that does not fit until the deadline, and bring back its "
+                             "members' checkpoints (OUT/NAME.seed-N.checkpoint.pt) for a later span to resume")
     parser.add_argument("--eval-at-once", type=int, default=max(1, ((os.cpu_count() or 2) - 2) // 2))
     unpacking = sub.add_parser("unpack", help="packed files back into run folders")
     unpacking.add_argument("packed", help="a .campaign.safetensors file, or a folder of them")
