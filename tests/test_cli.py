@@ -160,9 +160,13 @@ def test_plugins_json_lists_every_entry_point(monkeypatch, capsys):
     code, out, _ = cli(capsys, "plugins", "--json")
     assert code == 0
     rows = {r["name"]: r for r in json.loads(out)}
-    assert set(rows) == {ep.name for ep in entry_points(group="vaezoo")}
+    found = {ep.name: ep.dist.name for ep in entry_points(group="vaezoo")}
+    assert set(rows) == set(found)
     assert all(r["status"] == "ok" and r["error"] is None for r in rows.values()), rows
-    assert all(r["builtin"] and r["distribution"] == "vaezoo" for r in rows.values()), rows
+    # built-in exactly when vaezoo's own distribution registers it; a third party installed beside it is not
+    assert all(r["builtin"] == (found[name] == "vaezoo") == (r["distribution"] == "vaezoo")
+               for name, r in rows.items()), rows
+    assert {"core", "zoo", "jointvae", "betatcvae"} <= {name for name, r in rows.items() if r["builtin"]}
     assert all(hook.startswith("vaezoo_") for r in rows.values() for hook in r["hooks"])
 
 
