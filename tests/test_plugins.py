@@ -203,7 +203,8 @@ def test_builtin_plugins_are_the_vaezoo_distributions_and_load_first(site, basel
     builtin = [i.builtin for i in info.values()]
     assert builtin == sorted(builtin, reverse=True)  # every built-in before any third party
     assert [n for n, i in info.items() if not i.builtin][0] == "aaa_first"  # third parties by name
-    assert all(i.builtin and i.distribution == "vaezoo" for name, i in info.items() if name != "aaa_first")
+    assert all(i.builtin == (i.distribution == "vaezoo") for i in info.values())
+    assert {"core", "zoo", "jointvae", "betatcvae"} <= {name for name, i in info.items() if i.builtin}
     assert not info["aaa_first"].builtin
     assert info["aaa_first"].distribution.startswith("fake_aaa_first_")
 

@@ -46,7 +46,7 @@ from vaezoo.regularizers import Regularizer
 
 __all__ = [
     "ConformanceError", "check_plugin", "check_latent_family", "check_regularizer",
-    "check_architecture", "check_model", "check_card", "check_training",
+    "check_architecture", "check_model", "check_card", "check_training", "check_dataset",
 ]
 
 KL_TOLERANCE = 1e-5  # a KL may come out this far below zero from rounding
@@ -599,15 +599,16 @@ def check_training(card: Card | str | Path, steps: int = TRIAL_STEPS, seed: int 
     return _trial(card, f"card '{card.name}'", steps, seed, metrics)
 
 
-def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[str] | None) -> VAE:
-    """:func:`check_training`, naming what is checked as ``subject`` in messages."""
+def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[str] | None, data=None) -> VAE:
+    """:func:`check_training`, naming what is checked as ``subject`` in messages; ``data`` (a
+    :class:`~vaezoo.cards.DataSpec`) trains on that dataset instead, one epoch."""
     from vaezoo.cards import DataSpec
     from vaezoo.evaluate import check_metrics
 
     with _running(subject, "describing its dataset"):
         info = data_info(card)
-    data = DataSpec(name="synthetic", options={"image_size": info.image_size, "channels": info.channels,
-                                               "size": steps * TRIAL_BATCH})
+    data = data or DataSpec(name="synthetic", options={"image_size": info.image_size, "channels": info.channels,
+                                                       "size": steps * TRIAL_BATCH})
     recipe = card.train.model_copy(update={"data": data, "epochs": 1, "batch_size": TRIAL_BATCH, "seed": seed,
                                            "steps": None, "compile": False})
     trial = card.model_copy(update={"train": recipe, "weights": None, "metrics": {}, "labels": None,
@@ -666,10 +667,50 @@ def _check_loaded(out: Path, trained: VAE, subject: str) -> VAE:
     return loaded
 
 
+def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
+    """Check the dataset registered as ``name``, with ``options``, then train on it as ``vaezoo train`` does.
+
+    For each split, "train" and "test", ``info()`` must describe what ``load()`` gives (size, image size,
+    channels, factor names), its batches must be float images in [0, 1], and its labels and factors must
+    have a row per image. Then a small ``vae`` (MLP nets, a Gaussian latent) is trained on its train split,
+    one epoch of 8 images a step, and checked as :func:`check_training` checks a run, measuring every
+    registered metric it can serve: give options for a small split.
+
+    Args:
+        name: the registered name, e.g. ``"dsprites"``.
+        seed: the run's seed.
+        options: the dataset's options, as a card's ``[train.data]`` gives them.
+    """
+    from vaezoo.assemble import load_dataset
+    from vaezoo.cards import DataSpec
+
+    subject = _owner("dataset", name)
+    for split in ("train", "test"):
+        with _running(subject, f"describing split '{split}' with {options}"):
+            info = registry("dataset")[name].info(split, **options)
+        with _running(subject, f"loading split '{split}' with {options}"):
+            data = load_dataset(name, None, split, **options)
+            images = data.batch(slice(0, TRIAL_BATCH))
+        said = f"split '{split}': info() says {info}, but load() gives"
+        _require(len(data) == info.size, subject, f"{said} {len(data)} images")
+        _require(tuple(images.shape[1:]) == (info.channels, info.image_size, info.image_size), subject,
+                 f"{said} images {tuple(images.shape[1:])}")
+        _require(images.is_floating_point() and bool(((images >= 0) & (images <= 1)).all()), subject,
+                 f"split '{split}': batch() gives values that are not floats in [0, 1]; set the dataset's scale")
+        _require(tuple(data.factor_names) == tuple(info.factor_names), subject, f"{said} factors {data.factor_names}")
+        for what, rows in (("labels", data.labels), ("factors", data.factors)):
+            _require(rows is None or len(rows) == len(data), subject,
+                     f"split '{split}': {len(rows) if rows is not None else 0} {what} for {len(data)} images")
+    _train_part(subject, "vae", {"latent": {"type": "gaussian", "dim": 4}, **TRIAL_NETS,
+                                 "regularizers": [{"type": "beta", "beta": 1.0}]}, seed,
+                data=DataSpec(name=name, options=options))
+
+
 def _train_part(subject: str, architecture: str, model: Mapping[str, Any], seed: int, image_size: int = 16,
-                channels: int = 1) -> None:
+                channels: int = 1, data=None) -> None:
     """:func:`check_training` of ``architecture`` built with ``model``, measuring every registered metric it
-    can serve; the facts of the data are the synthetic dataset's, at ``image_size`` and ``channels``."""
+    can serve; the facts of the data are the synthetic dataset's, at ``image_size`` and ``channels``, or
+    ``data``'s (a :class:`~vaezoo.cards.DataSpec`), which it then trains on."""
     from vaezoo import __version__
     from vaezoo.evaluate import check_metrics
     from vaezoo.errors import VaezooError
@@ -678,7 +719,8 @@ def _train_part(subject: str, architecture: str, model: Mapping[str, Any], seed:
         "name": "kit-trial", "architecture": architecture, "summary": f"the conformance kit's run of {subject}",
         "dataset": "synthetic", "paper": "none", "license": "none", "vaezoo_version": __version__,
         "model": _without_facts(model),
-        "train": {"data": {"name": "synthetic", "options": {"image_size": image_size, "channels": channels}},
+        "train": {"data": data.model_dump() if data else {"name": "synthetic",
+                                                            "options": {"image_size": image_size, "channels": channels}},
                   "epochs": 1, "batch_size": TRIAL_BATCH, "optimizer": {"name": "Adam", "lr": 1e-3}},
     })
     with _running(subject, f"building a model for a run with {card.model}"):
@@ -693,7 +735,7 @@ def _train_part(subject: str, architecture: str, model: Mapping[str, Any], seed:
                 raise
             continue
         served.append(metric)
-    _trial(card, subject, TRIAL_STEPS, seed, served)
+    _trial(card, subject, TRIAL_STEPS, seed, served, data)
 
 
 def _without_facts(spec: Any) -> Any:
