@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -219,3 +220,17 @@ def test_leaderboard_ranks_nan_last_and_infinity_first_and_prints_strict_json(ca
         ("toy-inf", None), ("toy-high", 0.9), ("toy-low", 0.2), ("toy-nan", None)]
     code, out, _ = cli(capsys, "leaderboard", "tc")
     assert [row[2] for row in table_rows(out)] == ["inf", "0.9", "0.2", "nan"]
+
+
+@pytest.mark.parametrize("command", ["eval", "show", "info", "push", "seeds", "train"])
+def test_help_says_a_model_is_a_name_a_card_file_or_a_folder_as_the_readme_does(capsys, command):
+    code, out, _ = cli(capsys, command, "--help")
+    assert code == 0 and "a zoo name, a card's TOML file" in out and "a folder holding one card" in " ".join(out.split())
+
+
+def test_vaezoo_list_group_as_the_readme_writes_it(capsys):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    (line,) = [line for line in readme.splitlines() if line.startswith("vaezoo list ")]
+    group = line.split("--group ")[1].split(",")[0]
+    code, out, err = cli(capsys, "list", "--group", group)
+    assert code == 0 and out, err

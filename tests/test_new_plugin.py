@@ -51,6 +51,7 @@ def test_writes_a_complete_package(tmp_path, capsys):
         ast.parse(path.read_text(), filename=str(path))
 
 
+@pytest.mark.slow
 def test_the_package_installs_passes_its_own_tests_and_is_discovered(tmp_path, capsys):
     assert main(["new-plugin", "demo-vae", "--dir", str(tmp_path / "src")]) == 0
     root = tmp_path / "src" / "vaezoo-demo-vae"
