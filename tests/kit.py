@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -334,6 +335,20 @@ def install_plugin(site: Path, entry_name: str, source: str, version: str = "1.0
     (info / "entry_points.txt").write_text(f"[vaezoo]\n{entry_name} = {module}\n", encoding="utf-8")
     plugins.reset()
     return module
+
+
+def install_package(site: Path, package: Path, entry_name: str, version: str = "0.1.0") -> None:
+    """Install the package folder ``package`` (its modules and data files) into ``site`` the way pip would, with
+    a dist-info whose ``vaezoo`` entry point ``entry_name`` is the package; plugins are reloaded."""
+    from vaezoo import plugins
+
+    shutil.copytree(package, site / package.name, ignore=shutil.ignore_patterns("__pycache__"))
+    info = site / f"{package.name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package.name}\nVersion: {version}\n",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[vaezoo]\n{entry_name} = {package.name}\n", encoding="utf-8")
+    plugins.reset()
 
 
 # --- a fault-injecting HTTP server ------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -160,9 +161,13 @@ def test_plugins_json_lists_every_entry_point(monkeypatch, capsys):
     code, out, _ = cli(capsys, "plugins", "--json")
     assert code == 0
     rows = {r["name"]: r for r in json.loads(out)}
-    assert set(rows) == {ep.name for ep in entry_points(group="vaezoo")}
+    found = {ep.name: ep.dist.name for ep in entry_points(group="vaezoo")}
+    assert set(rows) == set(found)
     assert all(r["status"] == "ok" and r["error"] is None for r in rows.values()), rows
-    assert all(r["builtin"] and r["distribution"] == "vaezoo" for r in rows.values()), rows
+    # built-in exactly when vaezoo's own distribution registers it; a third party installed beside it is not
+    assert all(r["builtin"] == (found[name] == "vaezoo") == (r["distribution"] == "vaezoo")
+               for name, r in rows.items()), rows
+    assert {"core", "zoo", "jointvae", "betatcvae"} <= {name for name, r in rows.items() if r["builtin"]}
     assert all(hook.startswith("vaezoo_") for r in rows.values() for hook in r["hooks"])
 
 
@@ -215,3 +220,17 @@ def test_leaderboard_ranks_nan_last_and_infinity_first_and_prints_strict_json(ca
         ("toy-inf", None), ("toy-high", 0.9), ("toy-low", 0.2), ("toy-nan", None)]
     code, out, _ = cli(capsys, "leaderboard", "tc")
     assert [row[2] for row in table_rows(out)] == ["inf", "0.9", "0.2", "nan"]
+
+
+@pytest.mark.parametrize("command", ["eval", "show", "info", "push", "seeds", "train"])
+def test_help_says_a_model_is_a_name_a_card_file_or_a_folder_as_the_readme_does(capsys, command):
+    code, out, _ = cli(capsys, command, "--help")
+    assert code == 0 and "a zoo name, a card's TOML file" in out and "a folder holding one card" in " ".join(out.split())
+
+
+def test_vaezoo_list_group_as_the_readme_writes_it(capsys):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    (line,) = [line for line in readme.splitlines() if line.startswith("vaezoo list ")]
+    group = line.split("--group ")[1].split(",")[0]
+    code, out, err = cli(capsys, "list", "--group", group)
+    assert code == 0 and out, err

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 
+import pytest
 import torch
 import torch.multiprocessing as mp
 
@@ -31,6 +32,7 @@ def train_as_rank(rank: int, world: int, port: int, card: dict, tmp) -> None:
     torch.save(result.model.state_dict(), tmp / f"weights{rank}.pt")
 
 
+@pytest.mark.slow
 def test_two_processes_end_with_identical_weights_and_only_rank_0_writes(data_plugin, tmp_path):
     mp.spawn(train_as_rank, args=(2, free_port(), make_card("toy", train={"epochs": 2}), tmp_path), nprocs=2)
     rank0 = torch.load(tmp_path / "weights0.pt", weights_only=True)
@@ -46,6 +48,7 @@ def test_two_processes_end_with_identical_weights_and_only_rank_0_writes(data_pl
     assert not (tmp_path / "out1").exists()
 
 
+@pytest.mark.slow
 def test_torchrun_trains_the_cli_on_two_processes(data_plugin, tmp_path):
     path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     out = tmp_path / "out"

@@ -60,6 +60,7 @@ def relative_difference(a: dict, b: dict) -> float:
     return max(((a[k].float() - b[k].float()).norm() / b[k].float().norm().clamp_min(1e-12)).item() for k in a)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("formulation", ["loop", "vmap"])
 @pytest.mark.parametrize("name", list(ARCHITECTURES))
 def test_a_member_equals_its_solo_run(data_plugin, tmp_path, name, formulation):

@@ -128,6 +128,7 @@ def test_weights_that_are_not_the_cards_are_refused(hub, tmp_path):
     assert hub.downloads("owner/longer", weights.name) == 0  # refused before downloading
 
 
+@pytest.mark.slow
 def test_offline_mode_is_served_from_the_cache(hub, tmp_path):
     card, weights = entry(tmp_path)
     commit = hub.commit(REPO_ID, as_repo(card, weights))
@@ -147,6 +148,7 @@ def test_offline_mode_is_served_from_the_cache(hub, tmp_path):
     assert len(hub.requests) == asked
 
 
+@pytest.mark.slow
 def test_push_then_load_back(hub, tmp_path, monkeypatch):
     cards = tmp_path / "cards"
     _, weights = entry(cards)

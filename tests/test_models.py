@@ -3,7 +3,8 @@
 Every registered architecture and every zoo card is built, run forward and backward on a small batch,
 checked for NaNs, and round-tripped through safetensors, and every registered latent family and
 regularizer is checked with the example spec its class declares, by the conformance kit (vaezoo.testing)
-that plugin authors run on their own parts. The parameters are discovered when the tests are
+that plugin authors run on their own parts. The kit's trial run of each part (a few steps as
+``vaezoo train`` takes them, every metric the model serves, a traversal, loading back) is marked slow. The parameters are discovered when the tests are
 collected, so a new plugin's architecture, card, family or regularizer is tested the day it is installed.
 """
 
@@ -80,12 +81,22 @@ def example_arguments() -> list:
     return params
 
 
-@pytest.mark.parametrize("architecture, arguments", example_arguments())
-def test_architecture(architecture, arguments):
+def _require_arguments(architecture: str, arguments: dict | None) -> dict:
     if arguments is None:
         pytest.fail(f"architecture '{architecture}' has no zoo card to take model arguments from; "
                     f"add a card (or an example in tests/kit.py) so that it is tested")
-    testing.check_architecture(architecture, **arguments)
+    return arguments
+
+
+@pytest.mark.parametrize("architecture, arguments", example_arguments())
+def test_architecture(architecture, arguments):
+    testing.check_architecture(architecture, train=False, **_require_arguments(architecture, arguments))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("architecture, arguments", example_arguments())
+def test_architecture_trains(architecture, arguments):
+    testing.check_architecture(architecture, **_require_arguments(architecture, arguments))
 
 
 def test_every_architecture_is_covered():
@@ -105,11 +116,23 @@ def _require_example(kind: str, name: str, example: dict | None) -> dict:
 
 @pytest.mark.parametrize("name, example", _example_specs("latent family"))
 def test_latent_family(name, example):
+    testing.check_latent_family(name, train=False, **_require_example("latent family", name, example))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, example", _example_specs("latent family"))
+def test_latent_family_trains(name, example):
     testing.check_latent_family(name, **_require_example("latent family", name, example))
 
 
 @pytest.mark.parametrize("name, example", _example_specs("regularizer"))
 def test_regularizer(name, example):
+    testing.check_regularizer(name, train=False, **_require_example("regularizer", name, example))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, example", _example_specs("regularizer"))
+def test_regularizer_trains(name, example):
     testing.check_regularizer(name, **_require_example("regularizer", name, example))
 
 

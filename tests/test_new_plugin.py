@@ -1,4 +1,5 @@
-"""``vaezoo new-plugin``: the package it writes installs with pip, passes its own tests and is discovered."""
+"""``vaezoo new-plugin``: the package it writes, of each kind, installs, passes its own tests (the conformance kit and
+a few steps of ``vaezoo train``) and is discovered."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import tomllib
 
 import pytest
 
+from kit import child_env, install_package
 from vaezoo.cards import parse_card
 from vaezoo.cli import main
+from vaezoo.cli.new_plugin import KINDS
 
 LIST_WITHOUT_TORCH = """
 import sys
@@ -48,6 +51,7 @@ def test_writes_a_complete_package(tmp_path, capsys):
         ast.parse(path.read_text(), filename=str(path))
 
 
+@pytest.mark.slow
 def test_the_package_installs_passes_its_own_tests_and_is_discovered(tmp_path, capsys):
     assert main(["new-plugin", "demo-vae", "--dir", str(tmp_path / "src")]) == 0
     root = tmp_path / "src" / "vaezoo-demo-vae"
@@ -59,7 +63,7 @@ def test_the_package_installs_passes_its_own_tests_and_is_discovered(tmp_path, c
     tests = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
                            cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert tests.returncode == 0, tests.stdout + tests.stderr
-    assert "3 passed" in tests.stdout
+    assert "4 passed" in tests.stdout
 
     listed = subprocess.run([sys.executable, "-m", "vaezoo", "plugins", "--json"], env=env, capture_output=True,
                             text=True, timeout=300)
@@ -71,6 +75,52 @@ def test_the_package_installs_passes_its_own_tests_and_is_discovered(tmp_path, c
                          timeout=300)
     assert zoo.returncode == 0, zoo.stderr
     assert "demo-vae-mnist" in {row["name"] for row in json.loads(zoo.stdout)}
+
+
+# what each kind registers, under the plugin's name with underscores (an architecture keeps the hyphens)
+REGISTERS = {"architecture": ("architecture", "demo-part"), "latent": ("latent family", "demo_part"),
+             "regularizer": ("regularizer", "demo_part"), "metric": ("metric", "demo_part"),
+             "dataset": ("dataset", "demo_part")}
+
+
+@pytest.mark.slow  # the architecture's package is also tested, installed by pip, above
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_of_package_passes_its_own_tests_which_run_the_kit(tmp_path, capsys, kind):
+    assert sorted(KINDS) == sorted(REGISTERS)
+    assert main(["new-plugin", "demo-part", "--kind", kind, "--dir", str(tmp_path / "src")]) == 0
+    root = tmp_path / "src" / "vaezoo-demo-part"
+    card = parse_card(root / "vaezoo_demo_part" / "cards" / next(root.glob("*/cards/*.toml")).name)
+    assert card.input is not None and "32x32" in card.input.transform
+    tests = (root / "tests" / "test_vaezoo_demo_part.py").read_text()
+    assert "testing.check_training(" in tests  # its tests run vaezoo train in miniature
+    site = tmp_path / "site"
+    install_package(site, root / "vaezoo_demo_part", "demo-part")
+    # -P: import the installed copy, not the source tree in the working directory
+    result = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                            cwd=root, env=child_env(tmp_path / "home", site=site), capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert " passed" in result.stdout and "skipped" not in result.stdout
+
+    listed = subprocess.run([sys.executable, "-m", "vaezoo", "plugins", "--parts", "--json"], capture_output=True,
+                            text=True, env=child_env(tmp_path / "home", site=site), timeout=300)
+    kind_words, name = REGISTERS[kind]
+    assert {"kind": kind_words, "name": name, "plugin": "demo-part"} in json.loads(listed.stdout)
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("demo\n", "invalid plugin name 'demo\\n': use lowercase letters"),
+    ("demo ", "invalid plugin name 'demo ': use lowercase letters"),
+    ("vae", "the name 'vae' is taken: architecture 'vae' is registered by plugin 'core'; choose another name"),
+    ("gumbel-categorical", "the name 'gumbel-categorical' is taken: latent family 'gumbel_categorical' is "
+                           "registered by plugin 'core'"),
+    ("mnist", "the name 'mnist' is taken: dataset 'mnist' is registered by plugin 'core'"),
+])
+def test_refuses_a_name_with_trailing_whitespace_or_one_core_owns_in_one_line(tmp_path, capsys, name, problem):
+    assert main(["new-plugin", "--kind", "latent", "--dir", str(tmp_path), "--", name]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and problem in err and err.count("\n") == 1, err
+    assert not any(tmp_path.iterdir())
 
 
 def test_refuses_to_overwrite_an_existing_directory(tmp_path, capsys):
@@ -118,8 +168,8 @@ def test_refuses_a_name_a_plugin_already_registers(tmp_path, capsys, name, kind,
 
     assert registry(kind).plugin_of(name) == plugin
     assert main(["new-plugin", name, "--dir", str(tmp_path)]) == 1
-    assert capsys.readouterr().err == (f"error: '{name}' is already the name of the {kind} of plugin '{plugin}'; "
-                                       f"choose another name\n")
+    assert capsys.readouterr().err == (f"error: the name '{name}' is taken: {kind} '{name}' is registered by plugin "
+                                       f"'{plugin}'; choose another name\n")
     assert not any(tmp_path.iterdir())
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib.metadata import entry_points
 
 import pytest
 
@@ -172,8 +173,9 @@ def test_plugins_command_shows_failures(monkeypatch, site, capsys, baseline):
     assert {n: r["status"] for n, r in rows.items() if n != "broken"} == baseline["status"]
     assert "vaezoo_register_architectures" in rows["core"]["hooks"]
     assert rows["core"]["version"] == vaezoo.__version__
-    assert {n: (r["builtin"], r["distribution"]) for n, r in rows.items() if n != "broken"} == {
-        n: (True, "vaezoo") for n in baseline["status"]}
+    builtins = {ep.name for ep in entry_points(group="vaezoo") if ep.dist.name == "vaezoo"}
+    assert {n: (r["builtin"], r["distribution"] == "vaezoo") for n, r in rows.items() if n != "broken"} == {
+        n: (n in builtins,) * 2 for n in baseline["status"]}  # third parties installed beside vaezoo are not
     assert (rows["broken"]["builtin"], rows["broken"]["distribution"][:12]) == (False, "fake_broken_")
 
     plugins.reset()
@@ -198,8 +200,11 @@ def test_builtin_plugins_are_the_vaezoo_distributions_and_load_first(site, basel
     install_plugin(site, "aaa_first", ADDS_CARDS)  # sorts before every built-in
     info = get_plugins().info
     assert list(info)[0] == plugins.CORE
-    assert list(info)[-1] == "aaa_first"
-    assert all(i.builtin and i.distribution == "vaezoo" for name, i in info.items() if name != "aaa_first")
+    builtin = [i.builtin for i in info.values()]
+    assert builtin == sorted(builtin, reverse=True)  # every built-in before any third party
+    assert [n for n, i in info.items() if not i.builtin][0] == "aaa_first"  # third parties by name
+    assert all(i.builtin == (i.distribution == "vaezoo") for i in info.values())
+    assert {"core", "zoo", "jointvae", "betatcvae"} <= {name for name, i in info.items() if i.builtin}
     assert not info["aaa_first"].builtin
     assert info["aaa_first"].distribution.startswith("fake_aaa_first_")
 

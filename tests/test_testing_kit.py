@@ -136,7 +136,7 @@ def broken_parts(site):
 
 
 def test_an_architecture_passes_and_its_model_is_left_as_it_was():
-    model = testing.check_architecture("vae", **JOINT_TC_CAPACITY)
+    model = testing.check_architecture("vae", train=False, **JOINT_TC_CAPACITY)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     model.eval()
     testing.check_model(model)
@@ -215,14 +215,111 @@ def test_check_plugin_reports_a_plugin_that_is_missing_or_registers_nothing(site
         testing.check_plugin("idle")
 
 
+INPUT = {"transform": "MNIST's 28x28 uint8 digits resized to 16x16 with PIL's bilinear filter, divided by 255"}
+
+BREAKS_AFTER_TRAINING = '''
+import vaezoo
+from vaezoo.latents import Gaussian
+
+
+class Indescribable(Gaussian):
+    """Passes every check of the protocol; a card cannot be written for it, as vaezoo train does at the end."""
+    def describe(self):
+        raise RuntimeError("no words for it")
+
+
+def explodes(model, dataset, device=None, batch_size=64):
+    raise ValueError("boom")
+
+
+@vaezoo.hookimpl
+def vaezoo_register_latent_families(register):
+    register("indescribable", Indescribable)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_metrics(register):
+    register("explodes", explodes)
+'''
+
+
+@pytest.fixture
+def breaks_after_training(site):
+    install_plugin(site, "late", BREAKS_AFTER_TRAINING)
+
+
+def test_a_family_that_would_crash_vaezoo_train_at_its_end_fails_the_kit(breaks_after_training):
+    testing.check_latent_family("indescribable", dim=2, train=False)  # the protocol alone does not see it
+    with pytest.raises(ConformanceError) as caught:
+        testing.check_latent_family("indescribable", dim=2)
+    message = str(caught.value)
+    assert message.startswith("latent family 'indescribable' of plugin 'late'")
+    assert message.endswith("raised RuntimeError: no words for it")
+
+
+def test_a_metric_that_raises_after_training_fails_the_kit_quoting_vaezoo_train(breaks_after_training, tmp_path):
+    path = write_card(tmp_path, make_card(name="kit-card", eval_metrics=["mig_chen", "explodes"], input=INPUT))
+    with pytest.raises(ConformanceError) as caught:
+        testing.check_training(path)
+    message = str(caught.value)
+    assert message.startswith("card 'kit-card', trained as 'vaezoo train' does,: its card lacks 'explodes': "
+                              "warning: explodes failed (ValueError: boom); the card is written without it")
+    assert "\n" not in message
+
+
+def test_check_training_runs_the_recipe_on_synthetic_data_and_returns_the_run_loaded_back(tmp_path):
+    path = write_card(tmp_path, make_card(name="kit-card", eval_metrics=["mig_chen", "mutual_info_score"],
+                                          input=INPUT))
+    model = testing.check_training(path, steps=3)
+    assert not model.training and model.card.name == "kit-card-run"
+    assert model.card.train.data.name == "synthetic" and model.card.train.steps == 3
+    assert model.card.train.data.options == {"image_size": 16, "channels": 1, "size": 24}  # the card's geometry
+    assert {"reconstruction", "objective", "mig_chen", "mutual_info_score"} <= set(model.card.metrics)
+    assert not tmp_path.joinpath("run").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["kit-card.toml"]
+
+
+def test_a_metric_the_model_cannot_serve_fails_the_kit_before_training(tmp_path, monkeypatch):
+    card = make_card(name="kit-card", eval_metrics=["total_correlation"], input=INPUT,
+                     model={"image_size": 16, "latent": {"type": "gumbel_categorical", "categories": 3}})
+    monkeypatch.setattr("vaezoo.train.train", lambda *a, **k: pytest.fail("it trained"))
+    with pytest.raises(ConformanceError, match=r"card 'kit-card', trained as 'vaezoo train' does,: matching its "
+                                               r"metrics against the model \(the check at step 0\) raised "
+                                               r"MetricError: card 'kit-card': metric 'total_correlation' needs"):
+        testing.check_training(write_card(tmp_path, card))
+
+
+def test_the_synthetic_dataset_has_factors_labels_and_any_geometry():
+    from vaezoo.assemble import load_dataset
+
+    data = load_dataset("synthetic", split="test", image_size=32, channels=3, size=20)
+    assert data.batch(slice(None)).shape == (20, 3, 32, 32) and set(data.batch(slice(None)).unique().tolist()) == {0, 1}
+    assert data.factor_names == ("shape", "x", "y") and torch.equal(data.labels, data.factors[:, 0])
+    again = load_dataset("synthetic", split="test", image_size=32, channels=3, size=20)
+    assert torch.equal(again.images, data.images)
+    assert not torch.equal(load_dataset("synthetic", image_size=32, channels=3, size=20).images, data.images)
+
+
+@pytest.mark.parametrize("given, problem", [
+    (None, "states no [input]: add a section [input] with transform = how the dataset's images became the model's "
+           "input, in words (see CONTRIBUTING.md)"),
+    ({"transform": "MNIST digits divided by 255"},
+     "its [input] transform 'MNIST digits divided by 255' does not name the input's size 16x16"),
+])
+def test_a_card_that_does_not_state_its_input_fails_the_kit(tmp_path, given, problem):
+    path = write_card(tmp_path, make_card(name="no-input", **({"input": given} if given else {})))
+    with pytest.raises(ConformanceError) as caught:
+        testing.check_card(path)
+    assert str(caught.value) == f"card 'no-input' ({path.resolve()}): {problem}"
+
+
 def test_a_card_with_weights_passes_and_returns_the_pretrained_model(tmp_path):
-    card, state, _ = write_entry(tmp_path, make_card(name="tiny-kit"))
+    card, state, _ = write_entry(tmp_path, make_card(name="tiny-kit", input=INPUT))
     model = testing.check_card(card)
     assert all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
 
 
 def test_a_card_whose_weights_do_not_verify_is_caught(tmp_path):
-    card, _, weights = write_entry(tmp_path, make_card(name="tiny-kit"))
+    card, _, weights = write_entry(tmp_path, make_card(name="tiny-kit", input=INPUT))
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))

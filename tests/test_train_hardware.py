@@ -207,6 +207,7 @@ def test_a_model_torch_compile_cannot_compile_is_a_one_line_error(data_plugin, t
     assert "torch.compile cannot compile the model here" in line and "compile = false" in line
 
 
+@pytest.mark.slow
 def test_compile_trains_the_same_model_through_torch_compile(data_plugin, tmp_path):
     import torch._dynamo
 

@@ -12,24 +12,32 @@ parts, so a plugin that passes them behaves like one of those.
 >>> testing.check_regularizer("beta", latent={"type": "laplace", "dim": 3})
 >>> testing.check_architecture("laplacevae", image_size=16, channels=1)
 >>> testing.check_card("vaezoo_laplace/cards/laplacevae-mnist.toml")
+>>> testing.check_training("vaezoo_laplace/cards/laplacevae-mnist.toml")  # vaezoo train, in miniature
+
+The part checks end as :func:`check_training` does: they train a small model made with the part for a few
+steps, as ``vaezoo train`` would, measure every registered metric the model can serve, traverse its latent
+and load the run back (``train=False`` leaves that out).
 """
 
 from __future__ import annotations
 
 import copy
+import io
+import math
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from vaezoo.assemble import build_model
+from vaezoo.assemble import build_model, card_dataset, data_info
 from vaezoo.assemble import build_part as build
 from vaezoo.cards import Card, list_cards, parse_card
+from vaezoo.context import FACTS
 from vaezoo.hub import get_card
 from vaezoo.latents import LatentFamily, Posterior
 from vaezoo.model import VAE
@@ -38,10 +46,13 @@ from vaezoo.regularizers import Regularizer
 
 __all__ = [
     "ConformanceError", "check_plugin", "check_latent_family", "check_regularizer",
-    "check_architecture", "check_model", "check_card",
+    "check_architecture", "check_model", "check_card", "check_training", "check_dataset",
 ]
 
 KL_TOLERANCE = 1e-5  # a KL may come out this far below zero from rounding
+TRIAL_STEPS = 4  # steps of a trial run (check_training)
+TRIAL_BATCH = 8  # its batch size
+TRIAL_NETS = {"encoder": {"type": "mlp_encoder", "hidden": [32]}, "decoder": {"type": "mlp_decoder", "hidden": [32]}}
 
 
 class ConformanceError(AssertionError):
@@ -139,7 +150,7 @@ def check_plugin(name: str) -> dict[str, list[str]]:
     return contributed
 
 
-def check_latent_family(name: str, batch: int = 4, seed: int = 0, **kwargs: Any) -> LatentFamily:
+def check_latent_family(name: str, batch: int = 4, seed: int = 0, train: bool = True, **kwargs: Any) -> LatentFamily:
     """Check the latent family registered as ``name``, built with ``kwargs``, against the protocol.
 
     Checks ``param_size``/``code_size``, that the part slices tile the code, the
@@ -157,6 +168,8 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, **kwargs: Any)
         name: the registered name, e.g. ``"gaussian"``.
         batch: the batch size to test with.
         seed: seed of the random parameters.
+        train: then run :func:`check_training` on a ``vae`` with this latent (small MLP nets, beta 1),
+            measuring every registered metric it can serve.
         kwargs: the family's arguments, e.g. ``dim=3``.
 
     Returns:
@@ -180,6 +193,9 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, **kwargs: Any)
         again = family.sample_prior(batch, generator=torch.Generator().manual_seed(seed), device="cpu")
     _require_tensor(first, (batch, family.code_size), subject, "sample_prior()")
     _require(torch.equal(first, again), subject, "sample_prior() ignores its generator: one seed gave two samples")
+    if train:
+        _train_part(subject, "vae", {"latent": {"type": name, **kwargs}, **TRIAL_NETS,
+                                     "regularizers": [{"type": "beta", "beta": 1.0}]}, seed)
     return family
 
 
@@ -222,20 +238,7 @@ def _check_traversal(family: LatentFamily, batch: int, subject: str) -> None:
     posterior = family.posterior(torch.randn(batch, family.param_size))
     for name, part in parts.items():
         width = family.part_slices()[name].stop - family.part_slices()[name].start
-        with _running(subject, f"sweeps() of part '{name}'"):
-            sweeps = part.sweeps(5, (-2.0, 2.0))
-            kl_dims = posterior.parts[name].kl().shape[-1]
-        _require(bool(sweeps), subject, f"part '{name}' has no sweeps(): a traversal would skip it")
-        for sweep in sweeps:
-            columns = range(width)[sweep.columns]
-            _require(len(columns) > 0 and 0 <= sweep.kl_index < kl_dims, subject,
-                     f"part '{name}': a sweep sets columns {sweep.columns} (of {width}) and reads KL entry "
-                     f"{sweep.kl_index} (of {kl_dims})")
-            _require_tensor(sweep.values, (sweep.values.shape[0], len(columns)), subject, f"a sweep of '{name}'")
-            if len(columns) == 1:  # one dimension: its values must be codes the prior can give
-                codes = part.reference_code().repeat(len(sweep.values), 1)
-                codes[:, sweep.columns] = sweep.values
-                _require_in_support(part, codes, subject, f"sweeps() of part '{name}', dimension {columns[0]},")
+        _check_sweeps(name, part, posterior.parts[name], (-2.0, 2.0), subject)
         piece = posterior.parts[name]
         if piece.distribution is None:
             continue
@@ -250,6 +253,27 @@ def _check_traversal(family: LatentFamily, batch: int, subject: str) -> None:
             with _running(subject, f"prior_log_prob() of part '{name}'"):
                 prior = piece.prior_log_prob(z)
             _require_tensor(prior, (batch, width), subject, f"prior_log_prob() of '{name}'")
+
+
+def _check_sweeps(name: str, part: LatentFamily, posterior: Posterior, span: tuple[float, float],
+                  subject: str) -> None:
+    """The sweeps of latent part ``name`` over ``span`` fit its code and KL, and keep each dimension inside
+    the support of its prior."""
+    width = part.code_size
+    with _running(subject, f"sweeps() of part '{name}'"):
+        sweeps = part.sweeps(5, span)
+        kl_dims = posterior.kl().shape[-1]
+    _require(bool(sweeps), subject, f"part '{name}' has no sweeps(): a traversal would skip it")
+    for sweep in sweeps:
+        columns = range(width)[sweep.columns]
+        _require(len(columns) > 0 and 0 <= sweep.kl_index < kl_dims, subject,
+                 f"part '{name}': a sweep sets columns {sweep.columns} (of {width}) and reads KL entry "
+                 f"{sweep.kl_index} (of {kl_dims})")
+        _require_tensor(sweep.values, (sweep.values.shape[0], len(columns)), subject, f"a sweep of '{name}'")
+        if len(columns) == 1:  # one dimension: its values must be codes the prior can give
+            codes = part.reference_code().repeat(len(sweep.values), 1)
+            codes[:, sweep.columns] = sweep.values.to(codes.dtype)
+            _require_in_support(part, codes, subject, f"sweeps() of part '{name}', dimension {columns[0]},")
 
 
 def _require_in_support(family: LatentFamily, codes: Tensor, subject: str, what: str) -> None:
@@ -285,7 +309,8 @@ def _check_kl_parts(family: LatentFamily, posterior: Posterior, kl: Tensor, batc
 
 
 def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch: int = 8,
-                      steps: tuple[int, ...] = (0, 1000), seed: int = 0, **kwargs: Any) -> Regularizer:
+                      steps: tuple[int, ...] = (0, 1000), seed: int = 0, train: bool = True,
+                      **kwargs: Any) -> Regularizer:
     """Check the regularizer registered as ``name``, built with ``kwargs``, against the protocol.
 
     At each of ``steps`` it must return named scalar terms, all finite, the same
@@ -300,6 +325,8 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
         batch: the batch size to test with.
         steps: training steps to evaluate at.
         seed: seed of the random parameters.
+        train: then run :func:`check_training` on a ``vae`` with this regularizer on ``latent`` (small MLP
+            nets), measuring every registered metric it can serve.
         kwargs: the regularizer's arguments.
 
     Returns:
@@ -344,16 +371,21 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
             _require(term in from_restored and torch.equal(value, from_restored[term]), subject,
                      f"term '{term}' at step {step} differs in a copy restored from state_dict(); keep "
                      f"schedule state in buffers so that a checkpoint saves it")
+    if train:
+        _train_part(subject, "vae", {"latent": dict(latent or {"type": "gaussian", "dim": 4}), **TRIAL_NETS,
+                                     "regularizers": [{"type": name, **kwargs}]}, seed)
     return regularizer
 
 
-def check_architecture(name: str, batch: int = 4, seed: int = 0, **model_kwargs: Any) -> VAE:
+def check_architecture(name: str, batch: int = 4, seed: int = 0, train: bool = True, **model_kwargs: Any) -> VAE:
     """Build the architecture registered as ``name`` and run :func:`check_model` on it.
 
     Args:
         name: the registered name, e.g. ``"jointvae"``.
         batch: the batch size to test with.
         seed: seed of the random inputs.
+        train: then run :func:`check_training` on the same model (on the synthetic dataset at its image size
+            and channels), measuring every registered metric it can serve.
         model_kwargs: the builder's arguments, with the facts of the data (``image_size``, ``channels``,
             ...) it takes. When none are given, the model of the first card of this architecture is
             built (the card's dataset gives the facts), or else the builder is called with no arguments.
@@ -367,6 +399,9 @@ def check_architecture(name: str, batch: int = 4, seed: int = 0, **model_kwargs:
         model = build_model(cards[0]) if cards else build("architecture", {"type": name, **model_kwargs})
     _require(isinstance(model, VAE), subject, f"the builder returned a {type(model).__name__}, not a vaezoo.model.VAE")
     check_model(model, batch=batch, seed=seed, subject=subject)
+    if train:
+        arguments = cards[0].model if cards else model_kwargs
+        _train_part(subject, name, arguments, seed, image_size=model.image_size, channels=model.channels)
     return model
 
 
@@ -472,8 +507,10 @@ def _check_round_trip(model: VAE, x: Tensor, expected: Tensor, step: int, subjec
 def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretrained: bool = True) -> VAE:
     """Check a zoo card: it validates, its model builds and passes :func:`check_model`, its weights verify and load.
 
-    The card's eval metrics must be registered, and its headline must be one of
-    its metrics once it has any. Weights beside the card must exist and match
+    The card's eval metrics must be registered, its headline must be one of
+    its metrics once it has any, and it must state its input: an ``[input]``
+    section whose ``transform`` says how the dataset's images became the
+    model's input, naming their size (``"... resized to 32x32 ..."``). Weights beside the card must exist and match
     the card's sha256 and size; weights at a URL are checked only when already
     in the cache (nothing is downloaded).
 
@@ -500,6 +537,7 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
         _require(metric in registry("metric"), subject, f"eval metric '{metric}' is not registered")
     _require(not card.metrics or card.headline is None or card.headline in card.metrics, subject,
              f"headline '{card.headline}' is not one of its metrics {sorted(card.metrics)}")
+    _check_input(card, subject)
     with _running(subject, "building its model"):
         model = build_model(card)
     check_model(model, batch=batch, seed=seed, step=card.train.steps or 0, subject=subject)
@@ -520,3 +558,191 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
     check_model(model, batch=batch, seed=seed, step=card.train.steps or 0, subject=f"{subject} with its weights")
     return model
 
+
+
+def _check_input(card: Card, subject: str) -> None:
+    """Every card states its input: how the dataset's images became it, at the size the dataset gives."""
+    _require(card.input is not None and bool(card.input.transform.strip()), subject,
+             "states no [input]: add a section [input] with transform = how the dataset's images became the "
+             "model's input, in words (see CONTRIBUTING.md)")
+    with _running(subject, "describing its dataset"):
+        size = data_info(card).image_size
+    _require(f"{size}x{size}" in card.input.transform, subject,
+             f"its [input] transform {card.input.transform!r} does not name the input's size {size}x{size}")
+
+
+def check_training(card: Card | str | Path, steps: int = TRIAL_STEPS, seed: int = 0,
+                   metrics: Sequence[str] | None = None) -> VAE:
+    """Do what ``vaezoo train CARD`` does, in miniature, and check that each part of it works.
+
+    The card's recipe (its model, optimiser, precision) is trained for ``steps`` steps of batch 8 on the
+    ``synthetic`` dataset (:mod:`vaezoo.data.synthetic`) at the image size and channels of the card's own
+    dataset, so nothing is downloaded, through :func:`vaezoo.train.train` in a temporary folder. Before
+    that, the metrics are matched against the model as at step 0 (a metric the model cannot serve fails,
+    naming it); after it, the run must have written its weights and a card holding its losses, all finite,
+    and every metric; a traversal of the trained model must sweep every dimension inside its prior's
+    support and decode finite images; and the run's folder must load back with :func:`vaezoo.load`
+    to the trained weights. The lines ``vaezoo train`` printed are quoted when something fails.
+
+    Args:
+        card: a :class:`~vaezoo.cards.Card`, a zoo name, the path of its TOML file or a folder holding it.
+        steps: training steps.
+        seed: the run's seed.
+        metrics: the registered metrics to measure (default: the card's ``eval_metrics``).
+
+    Returns:
+        The trained model, loaded back from the run's folder.
+    """
+    if not isinstance(card, Card):
+        with _running(f"card {card}", "validating"):
+            card = get_card(card)
+    return _trial(card, f"card '{card.name}'", steps, seed, metrics)
+
+
+def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[str] | None, data=None) -> VAE:
+    """:func:`check_training`, naming what is checked as ``subject`` in messages; ``data`` (a
+    :class:`~vaezoo.cards.DataSpec`) trains on that dataset instead, one epoch."""
+    from vaezoo.cards import DataSpec
+    from vaezoo.evaluate import check_metrics
+
+    with _running(subject, "describing its dataset"):
+        info = data_info(card)
+    data = data or DataSpec(name="synthetic", options={"image_size": info.image_size, "channels": info.channels,
+                                                       "size": steps * TRIAL_BATCH})
+    recipe = card.train.model_copy(update={"data": data, "epochs": 1, "batch_size": TRIAL_BATCH, "seed": seed,
+                                           "steps": None, "compile": False})
+    trial = card.model_copy(update={"train": recipe, "weights": None, "metrics": {}, "labels": None,
+                                    "eval_metrics": list(card.eval_metrics if metrics is None else metrics)})
+    subject = f"{subject}, trained as 'vaezoo train' does,"
+    with _running(subject, "building its model"):
+        model = build_model(trial)
+    with _running(subject, "matching its metrics against the model (the check at step 0)"):
+        check_metrics(model, trial)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run"
+        said = io.StringIO()
+        with redirect_stderr(said), _running(subject, "training"):
+            from vaezoo.train import train
+
+            result = train(trial, out)
+        _check_run(result, trial, out, said.getvalue(), subject)
+        return _check_loaded(out, result.model, subject)
+
+
+def _check_run(result, trial: Card, out: Path, said: str, subject: str) -> None:
+    """The run finished, kept its weights and wrote a card with every metric and its losses, all finite."""
+    _require(result.card_path is not None and result.card_path.is_file(), subject,
+             f"the run stopped at step {result.step} of {result.total} without writing its card")
+    written = parse_card(result.card_path)
+    _require(written.weights is not None and (out / written.weights.file).is_file(), subject,
+             "the run wrote no weights")
+    for name in ["reconstruction", *trial.eval_metrics]:
+        told = [line for line in said.splitlines() if line.startswith("warning: ") and f" {name} " in line]
+        _require(name in written.metrics, subject,
+                 f"its card lacks '{name}'" + (f": {told[0]}" if told else f"; vaezoo train said: {said[-500:]}"))
+    for name, metric in written.metrics.items():  # a metric may be NaN or infinite by definition; a loss may not
+        _require(name in trial.eval_metrics or math.isfinite(metric.value), subject,
+                 f"its test-set '{name}' came out {metric.value}")
+
+
+def _check_loaded(out: Path, trained: VAE, subject: str) -> VAE:
+    """The run's folder loads to the trained weights, and a traversal stays in the prior's support."""
+    from vaezoo import viz
+    from vaezoo.hub import load
+
+    with _running(subject, "loading the run's folder with vaezoo.load"):
+        loaded = load(out)
+    expected = trained.state_dict()
+    _require(loaded.state_dict().keys() == expected.keys() and all(
+        torch.equal(value, expected[key].cpu()) for key, value in loaded.state_dict().items()), subject,
+        "the run's folder loads other weights than the run trained")
+    with _running(subject, "encoding its test split"):
+        images = card_dataset(loaded.card, None, "test").batch(slice(0, TRIAL_BATCH))
+        posterior = loaded.encode(images)
+    for name, part in loaded.latent.parts.items():
+        _check_sweeps(name, part, posterior.parts[name], viz.DEFAULT_SPAN, subject)
+    with _running(subject, "traversing its latent (vaezoo show traverse)"):
+        traversal = viz.traverse(loaded, data=images, reference=images[0])
+    _require(bool(torch.isfinite(traversal.tiles).all()), subject, "its traversal decodes NaN or infinite values")
+    return loaded
+
+
+def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
+    """Check the dataset registered as ``name``, with ``options``, then train on it as ``vaezoo train`` does.
+
+    For each split, "train" and "test", ``info()`` must describe what ``load()`` gives (size, image size,
+    channels, factor names), its batches must be float images in [0, 1], and its labels and factors must
+    have a row per image. Then a small ``vae`` (MLP nets, a Gaussian latent) is trained on its train split,
+    one epoch of 8 images a step, and checked as :func:`check_training` checks a run, measuring every
+    registered metric it can serve: give options for a small split.
+
+    Args:
+        name: the registered name, e.g. ``"dsprites"``.
+        seed: the run's seed.
+        options: the dataset's options, as a card's ``[train.data]`` gives them.
+    """
+    from vaezoo.assemble import load_dataset
+    from vaezoo.cards import DataSpec
+
+    subject = _owner("dataset", name)
+    for split in ("train", "test"):
+        with _running(subject, f"describing split '{split}' with {options}"):
+            info = registry("dataset")[name].info(split, **options)
+        with _running(subject, f"loading split '{split}' with {options}"):
+            data = load_dataset(name, None, split, **options)
+            images = data.batch(slice(0, TRIAL_BATCH))
+        said = f"split '{split}': info() says {info}, but load() gives"
+        _require(len(data) == info.size, subject, f"{said} {len(data)} images")
+        _require(tuple(images.shape[1:]) == (info.channels, info.image_size, info.image_size), subject,
+                 f"{said} images {tuple(images.shape[1:])}")
+        _require(images.is_floating_point() and bool(((images >= 0) & (images <= 1)).all()), subject,
+                 f"split '{split}': batch() gives values that are not floats in [0, 1]; set the dataset's scale")
+        _require(tuple(data.factor_names) == tuple(info.factor_names), subject, f"{said} factors {data.factor_names}")
+        for what, rows in (("labels", data.labels), ("factors", data.factors)):
+            _require(rows is None or len(rows) == len(data), subject,
+                     f"split '{split}': {len(rows) if rows is not None else 0} {what} for {len(data)} images")
+    _train_part(subject, "vae", {"latent": {"type": "gaussian", "dim": 4}, **TRIAL_NETS,
+                                 "regularizers": [{"type": "beta", "beta": 1.0}]}, seed,
+                data=DataSpec(name=name, options=options))
+
+
+def _train_part(subject: str, architecture: str, model: Mapping[str, Any], seed: int, image_size: int = 16,
+                channels: int = 1, data=None) -> None:
+    """:func:`check_training` of ``architecture`` built with ``model``, measuring every registered metric it
+    can serve; the facts of the data are the synthetic dataset's, at ``image_size`` and ``channels``, or
+    ``data``'s (a :class:`~vaezoo.cards.DataSpec`), which it then trains on."""
+    from vaezoo import __version__
+    from vaezoo.evaluate import check_metrics
+    from vaezoo.errors import VaezooError
+
+    card = Card.model_validate({
+        "name": "kit-trial", "architecture": architecture, "summary": f"the conformance kit's run of {subject}",
+        "dataset": "synthetic", "paper": "none", "license": "none", "vaezoo_version": __version__,
+        "model": _without_facts(model),
+        "train": {"data": data.model_dump() if data else {"name": "synthetic",
+                                                            "options": {"image_size": image_size, "channels": channels}},
+                  "epochs": 1, "batch_size": TRIAL_BATCH, "optimizer": {"name": "Adam", "lr": 1e-3}},
+    })
+    with _running(subject, f"building a model for a run with {card.model}"):
+        model = build_model(card)
+    served = []
+    for metric in registry("metric"):
+        try:
+            with _running(subject, f"matching metric '{metric}' against a model with it"):
+                check_metrics(model, card, [metric])
+        except ConformanceError as exc:
+            if not isinstance(exc.__cause__, VaezooError):  # refused: the model cannot serve it
+                raise
+            continue
+        served.append(metric)
+    _trial(card, subject, TRIAL_STEPS, seed, served, data)
+
+
+def _without_facts(spec: Any) -> Any:
+    """``spec`` without the facts of the data (image size, channels, ...), at any depth: a run takes them from
+    its dataset."""
+    if isinstance(spec, Mapping):
+        return {k: _without_facts(v) for k, v in spec.items() if k not in FACTS}
+    if isinstance(spec, list | tuple):
+        return [_without_facts(v) for v in spec]
+    return spec

@@ -54,6 +54,7 @@ def vaezoo_register_datasets(register):
     from vaezoo.data.celeba import CelebA
     from vaezoo.data.chairs import Chairs
     from vaezoo.data.dsprites import DSpritesDataset
+    from vaezoo.data.synthetic import Synthetic
     from vaezoo.data.torchvision_sets import fashion_mnist, mnist
 
     register("mnist", mnist)
@@ -61,6 +62,7 @@ def vaezoo_register_datasets(register):
     register("dsprites", DSpritesDataset())
     register("celeba", CelebA())
     register("chairs", Chairs())
+    register("synthetic", Synthetic())
 
 
 @hookimpl

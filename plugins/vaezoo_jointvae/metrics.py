@@ -8,6 +8,7 @@ from torch.distributions import Categorical
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import VaezooError
+from vaezoo.metrics.requirements import Requirement, requires
 from vaezoo.metrics.sampling import code_table
 
 
@@ -58,6 +59,19 @@ def categorical_parts(model) -> list[str]:
     return [name for name, family in parts if isinstance(family.prior, Categorical)]
 
 
+def _categorical_missing(model, info) -> str | None:
+    return None if categorical_parts(model) else f"the latent {model.latent.describe()} has none"
+
+
+def _shape_missing(model, info) -> str | None:
+    return None if "shape" in info.factor_names else (
+        f"its dataset has factors {', '.join(info.factor_names)}" if info.factor_names else "its dataset has none")
+
+
+CATEGORICAL_PART = Requirement("a latent part with a categorical prior (e.g. a JointVAE's)", _categorical_missing)
+SHAPE_FACTOR = Requirement("a dataset with a 'shape' factor (e.g. dsprites)", _shape_missing)
+
+
 def predicted_categories(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                          metric: str = "cluster_accuracy") -> np.ndarray:
     """The first categorical part's argmax for every image of ``dataset``.
@@ -81,6 +95,7 @@ def predicted_categories(model, dataset: ImageDataset, device=None, batch_size: 
     return codes[:, model.part_slices[parts[0]]].argmax(1)
 
 
+@requires(CATEGORICAL_PART)
 def cluster_accuracy(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> float:
     """Accuracy of the first categorical part's argmax, its categories matched to the labels (e.g. digits)."""
     if dataset.labels is None:
@@ -107,6 +122,7 @@ def factor_accuracy(model, dataset: ImageDataset, factor: str, device=None, batc
     return matched_accuracy(predicted_categories(model, dataset, device, batch_size, metric), values)
 
 
+@requires(CATEGORICAL_PART, SHAPE_FACTOR)
 def shape_accuracy(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> float:
     """:func:`factor_accuracy` on the ``shape`` factor: how well the categorical tells dSprites' three shapes."""
     return factor_accuracy(model, dataset, "shape", device, batch_size, metric="shape_accuracy")

@@ -58,6 +58,7 @@ def _parse_or_card_error(path) -> Card | None:
         return None
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=PARSE_EXAMPLES)
 @given(data=st.dictionaries(KEYS, TOML_VALUES, max_size=8))
 def test_random_toml_tables(tmp_path, data):
@@ -210,6 +211,7 @@ def argvs(draw):
     return tokens
 
 
+@pytest.mark.slow
 @FUZZ
 @given(argv=argvs())
 def test_random_command_lines(home, capsys, argv):
@@ -290,6 +292,7 @@ def text_home(tmp_path, monkeypatch, cards_dir):
     return tmp_path
 
 
+@pytest.mark.slow
 @FUZZ
 @given(fields=st.fixed_dictionaries({}, optional={name: HOSTILE_TEXT for name in FREE_TEXT_FIELDS}),
        metric_name=HOSTILE_TEXT, command=HOSTILE_TEXT, note=HOSTILE_TEXT)
@@ -316,6 +319,7 @@ raise RuntimeError(Path(__file__).with_suffix(".txt").read_text(encoding="utf-8"
 """
 
 
+@pytest.mark.slow
 @FUZZ
 @given(message=HOSTILE_TEXT)
 def test_plugin_errors_with_markup_and_control_characters(text_home, site, monkeypatch, capsys, message):

@@ -129,6 +129,7 @@ def _resume(card: Card, out) -> None:
     train(card, out, resume=True)
 
 
+@pytest.mark.slow
 def test_resume_after_random_sigkills_is_exact(data_plugin, tmp_path):
     """Kill a run at random moments (a checkpoint every step), resume each time: the weights are unchanged."""
     card = _card(epochs=50, checkpoint_every=1)
@@ -172,6 +173,7 @@ def _wait_for_the_loop(child: subprocess.Popen, deadline: float) -> None:
     raise AssertionError("the run did not start its loop in time")
 
 
+@pytest.mark.slow
 def test_sigint_then_sigterm_at_random_steps_checkpoint_that_step_and_the_printed_command_resumes_exactly(
         data_plugin, tmp_path):
     data = make_card("tiny")

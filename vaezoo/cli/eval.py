@@ -10,7 +10,7 @@ from vaezoo.cli.common import card_arg, device_arg, names_arg, print_json, print
 
 def add_parser(sub) -> None:
     p = sub.add_parser("eval", help="evaluate a card's model on the test split")
-    p.add_argument("card", help="a zoo name or a card's TOML file")
+    p.add_argument("card", help="a zoo name, a card's TOML file or a folder holding one card")
     p.add_argument("--data-root", help="folder holding the dataset (default: $VAEZOO_DATA or download)")
     p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -5,7 +5,8 @@ from vaezoo.cli.common import card_arg, print_json, printable
 
 def add_parser(sub) -> None:
     p = sub.add_parser("info", help="show a model's card")
-    p.add_argument("name", help="a zoo name, a card's TOML file or hf-hub:OWNER/REPO[@REVISION]")
+    p.add_argument("name", help="a zoo name, a card's TOML file, a folder holding one card or "
+                                "hf-hub:OWNER/REPO[@REVISION]")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 

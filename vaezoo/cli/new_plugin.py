@@ -1,9 +1,11 @@
 """``vaezoo new-plugin``: write a working plugin package to start from.
 
 The package holds a pyproject with the ``vaezoo`` entry point, a module whose
-hooks register an architecture and a card directory, a card, and tests that
-run :mod:`vaezoo.testing`. It is written into a temporary directory and renamed
-into place, so a failure leaves nothing behind.
+hooks register one part of the ``--kind`` asked for (an architecture, a latent
+family, a regularizer, a metric or a dataset) and a card directory, a card that
+uses the part, and tests that run :mod:`vaezoo.testing` (its checks, then a few
+steps of ``vaezoo train`` on the card). It is written into a temporary directory
+and renamed into place, so a failure leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -23,35 +25,47 @@ from vaezoo.errors import VaezooError
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 
-# template file -> where it goes in the new package (formatted with the names of render())
+# template file -> where it goes in the new package (formatted with the names of render()); KIND/ is the
+# folder of the kind's own templates
 FILES = {
     "pyproject.toml.tmpl": "pyproject.toml",
     "README.md.tmpl": "README.md",
-    "__init__.py.tmpl": "{package}/__init__.py",
-    "model.py.tmpl": "{package}/model.py",
-    "card.toml.tmpl": "{package}/cards/{card}.toml",
-    "test_plugin.py.tmpl": "tests/test_{package}.py",
+    "KIND/__init__.py.tmpl": "{package}/__init__.py",
+    "KIND/card.toml.tmpl": "{package}/cards/{card}.toml",
+    "KIND/test_plugin.py.tmpl": "tests/test_{package}.py",
+}
+
+# kind -> (what it is in words, the module of its part)
+KINDS = {
+    "architecture": ("architecture", "model"),
+    "latent": ("latent family", "latent"),
+    "regularizer": ("regularizer", "regularizer"),
+    "metric": ("metric", "metric"),
+    "dataset": ("dataset", "data"),
 }
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("new-plugin", help="write a new plugin package: pyproject, hooks, a card and tests")
     p.add_argument("name", help="the plugin's name: lowercase letters, digits and hyphens, e.g. 'sparse-vae'")
+    p.add_argument("--kind", choices=sorted(KINDS), default="architecture",
+                   help="the part the plugin registers (default: architecture)")
     p.add_argument("--dir", default=".", help="where to create the package directory vaezoo-NAME (default: .)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    target = create_plugin(args.name, Path(args.dir))
+    target = create_plugin(args.name, Path(args.dir), args.kind)
     print(printable(target))
     print(printable(f"next: pip install -e {target} && vaezoo plugins && python -m pytest {target}"), file=sys.stderr)
     return 0
 
 
 def check_name(name: str) -> None:
-    """Refuse a plugin name that is not a lowercase, hyphenated word or that an installed plugin already uses."""
-    if not NAME.fullmatch(name):  # match() would take a trailing newline ('$' matches before it)
-        raise VaezooError(f"invalid plugin name '{name}': use lowercase letters, digits and single hyphens, "
+    """Refuse a plugin name that is not a lowercase, hyphenated word, that an installed plugin already uses,
+    or that names a part some plugin (the core included) registers: the new part would clash with it."""
+    if not NAME.fullmatch(name):
+        raise VaezooError(f"invalid plugin name {name!r}: use lowercase letters, digits and single hyphens, "
                           f"starting with a letter (e.g. 'sparse-vae')")
     if name == "vaezoo" or name.startswith("vaezoo-"):
         raise VaezooError(f"invalid plugin name '{name}': give it without the 'vaezoo-' prefix, which is added "
@@ -59,43 +73,44 @@ def check_name(name: str) -> None:
     installed = {ep.name for ep in entry_points(group="vaezoo")}
     if name in installed:
         raise VaezooError(f"a plugin named '{name}' is already installed; choose another name")
-    check_name_unregistered(name)
+    from vaezoo.plugins import KINDS as REGISTRIES
+    from vaezoo.plugins import registry
+
+    for kind in REGISTRIES:
+        taken = sorted({name, name.replace("-", "_")} & set(registry(kind)))
+        if taken:
+            raise VaezooError(f"the name '{name}' is taken: {kind} '{taken[0]}' is registered by plugin "
+                              f"'{registry(kind).plugin_of(taken[0])}'; choose another name")
 
 
-def check_name_unregistered(name: str) -> None:
-    """Refuse a plugin name that a loaded plugin already registers as a part of any kind (the core's
-    architecture ``vae``): the new plugin registers its own part under its name, and the registry would
-    refuse it as a duplicate."""
-    from vaezoo.plugins import KINDS, registry
-
-    for kind in KINDS:
-        if name in registry(kind):
-            raise VaezooError(f"'{name}' is already the name of the {kind} of plugin "
-                              f"'{registry(kind).plugin_of(name)}'; choose another name")
-
-
-def render(name: str) -> dict[str, str]:
-    """The new package's files, ``{relative path: text}``, for plugin ``name``."""
+def render(name: str, kind: str = "architecture") -> dict[str, str]:
+    """The new package's files, ``{relative path: text}``, for plugin ``name`` registering a part of ``kind``."""
     from vaezoo import __version__
 
+    words, module = KINDS[kind]
     names = {
         "name": name,
+        "ident": name if kind == "architecture" else name.replace("-", "_"),  # the part's registered name
+        "kind": words,
         "distribution": f"vaezoo-{name}",
         "package": f"vaezoo_{name.replace('-', '_')}",
-        "card": f"{name}-mnist",
+        "card": f"{name}-{'data' if kind == 'dataset' else 'mnist'}",
         "vaezoo_version": __version__,
     }
     templates = resources.files("vaezoo") / "templates" / "plugin"
-    return {destination.format(**names): Template((templates / source).read_text(encoding="utf-8")).substitute(names)
-            for source, destination in FILES.items()}
+    files = {**FILES, f"KIND/{module}.py.tmpl": f"{{package}}/{module}.py"}
+    return {destination.format(**names): Template((templates / source.replace("KIND", kind)).read_text(
+        encoding="utf-8")).substitute(names) for source, destination in files.items()}
 
 
-def create_plugin(name: str, parent: Path) -> Path:
+def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
     """Write the package ``vaezoo-NAME`` into ``parent`` and return its directory.
 
     Args:
-        name: the plugin's name (its entry-point name and architecture name).
+        name: the plugin's name (its entry-point name, and the name its part registers, with hyphens
+            as underscores for a latent family, regularizer, metric or dataset).
         parent: the directory to create the package in; created if missing.
+        kind: the part the package registers, a key of :data:`KINDS`.
 
     Returns:
         The new package's directory.
@@ -106,7 +121,7 @@ def create_plugin(name: str, parent: Path) -> Path:
         raise VaezooError(f"{target} already exists; remove it or choose another --dir")
     if parent.exists() and not parent.is_dir():
         raise VaezooError(f"--dir {parent} is a file, not a directory")
-    files = render(name)
+    files = render(name, kind)
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".vaezoo-{name}.", dir=parent))
     try:

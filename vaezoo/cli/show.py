@@ -9,7 +9,7 @@ DEFAULT_N = {"traverse": 10, "reconstruct": 20, "sample": 100}
 
 def add_parser(sub) -> None:
     p = sub.add_parser("show", help="draw a model's latent traversal, reconstructions or samples as a PNG")
-    p.add_argument("name", help="a zoo name or a card's TOML file")
+    p.add_argument("name", help="a zoo name, a card's TOML file or a folder holding one card")
     p.add_argument("what", choices=("traverse", "reconstruct", "sample"), help="which picture to draw")
     p.add_argument("-o", "--out", required=True, metavar="FILE.png", help="the PNG file to write")
     p.add_argument("--data-root", help="folder holding the dataset (default: $VAEZOO_DATA or download)")

@@ -17,7 +17,7 @@ def test_plugin_registers_its_parts_and_card():
     }
 
 
-def test_latent_family_conforms():
+def test_latent_family_conforms_and_trains():
     testing.check_latent_family("laplace", dim=3)
 
 
@@ -26,12 +26,19 @@ def test_core_regularizers_accept_the_laplace_latent(regularizer, kwargs):
     testing.check_regularizer(regularizer, latent={"type": "laplace", "dim": 3}, **kwargs)
 
 
-def test_architecture_conforms():
+def test_architecture_conforms_and_trains():
     testing.check_architecture("laplacevae", image_size=16, channels=1)
 
 
 def test_card_conforms():
     testing.check_card(CARDS / "laplacevae-mnist.toml")
+
+
+def test_card_trains_evaluates_traverses_and_loads():
+    """What 'vaezoo train' does with the card, in miniature: a few steps, its metrics, a traversal inside the
+    Laplace prior's support, and the run loaded back."""
+    model = testing.check_training(CARDS / "laplacevae-mnist.toml")
+    assert isinstance(model.latent, Laplace) and "reconstruction" in model.card.metrics
 
 
 def _kl(loc: float, scale: float) -> float:
