@@ -245,3 +245,12 @@ def test_a_bad_override_is_a_one_line_cli_error(tmp_path, capsys, option, value)
     assert code == 1 and "Traceback" not in err
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert line.startswith(f"error: {option}") and not (tmp_path / "out").exists()
+
+
+def test_a_metric_the_model_cannot_serve_is_refused_at_step_0(data_plugin, tmp_path):
+    from vaezoo.errors import MetricError
+
+    bad = Card.model_validate(make_card("toy", eval_metrics=["mig_dlib"]))  # toy_bars has labels, no factors
+    with pytest.raises(MetricError, match="mig_dlib"):
+        train(bad, tmp_path / "out")
+    assert not (tmp_path / "out" / CHECKPOINT).exists()

@@ -50,6 +50,7 @@ from vaezoo.loop import (Interrupted, Plan, Run, StopSignals, Streams, check_dat
                          distribution_checks_off, epoch_order, last_good, make_optimizer, resume_point, rng_state,
                          start_run)
 from vaezoo.ensemble import fit_ensemble
+from vaezoo.evaluate import check_metrics
 from vaezoo.model import VAE, VAEOutput
 from vaezoo.publish import publish, run_name
 from vaezoo.sweeps import Sweep, members
@@ -397,6 +398,7 @@ def _train_held(runs: list[tuple[Card, Path, str]], name: str, data_root, resume
         for each, _, _ in runs:
             torch.manual_seed(each.train.seed)  # the model's initial weights
             models.append(build_model(each, device=run.device))
+        check_metrics(models[0], runs[0][0])  # at step 0, not after training: every metric the card asks for
         if len(runs) == 1 and not runs[0][2]:
             trained = [_fit(models[0], *runs[0][:2], dataset, resume, max_steps, run)]
         else:

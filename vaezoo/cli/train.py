@@ -74,6 +74,7 @@ def run(args) -> int:
         return 128 + stop.signal
     for result in results:
         if result.card_path is not None:
+            _report_metrics(result.card_path)
             print(result.card_path)
     if failed := [r.error for r in results if r.error]:
         print(printable(f"{len(failed)} of {len(results)} runs stopped early (their lines above name them); the "
@@ -84,6 +85,15 @@ def run(args) -> int:
         print(printable(f"stopped at step {step} of {total}; continue with: {resume_command(args, until=None)}"),
               file=sys.stderr)
     return 0
+
+
+def _report_metrics(card_path: Path) -> None:
+    """Say on stderr what the finished run measured, one line: the completed card's metrics."""
+    from vaezoo.cards import parse_card
+
+    metrics = parse_card(card_path).metrics
+    shown = ", ".join(f"{name} {metric.value:.4g}" for name, metric in metrics.items()) or "none"
+    print(printable(f"{card_path.parent}: measured {shown}"), file=sys.stderr)
 
 
 def _checkpoints(args) -> list[Path]:
