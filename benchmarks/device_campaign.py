@@ -42,6 +42,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PLAN = Path(__file__).with_name("campaign.toml")
+STATE = Path(__file__).with_name("campaign-state")  # checkpoints of recipes trained in part, for the next span
 MAX_FILE = 16 * 2**20  # what the device tool brings back, per file
 # `vaezoo eval RUN --write` in full float32 (no TF32 on CUDA), so that the CPU can check the card it writes
 EVAL = ("import sys, torch; torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False; "
@@ -105,8 +106,9 @@ def member_cards(card, seeds):
     return members(card, seeds, [])
 
 
-def ensemble(card, seeds, dataset, out: Path, steps: int, device, formulation=None):
-    """Train ``card``'s ``seeds`` as one ensemble for ``steps`` steps in ``out``; their models, trained."""
+def ensemble(card, seeds, dataset, out: Path, steps: int, device, formulation=None, resume: bool = False):
+    """Train ``card``'s ``seeds`` as one ensemble to step ``steps`` in ``out`` (from the checkpoints there when
+    ``resume``); their models, trained."""
     import torch
 
     from vaezoo.assemble import build_model
@@ -123,7 +125,7 @@ def ensemble(card, seeds, dataset, out: Path, steps: int, device, formulation=No
         models.append(build_model(spec.card, device=device))
     runs = [(m, spec.card, out / spec.folder, spec.label) for m, spec in zip(models, specs)]
     try:
-        members = fit_ensemble(runs, dataset, resume=False, max_steps=steps, run=Run(device=torch.device(device)),
+        members = fit_ensemble(runs, dataset, resume=resume, max_steps=steps, run=Run(device=torch.device(device)),
                                formulation=formulation)
     except KeyboardInterrupt as stop:  # the deadline: every member's checkpoint and model hold the step reached
         return specs, models, [getattr(stop, "step", None)] * len(specs), [None] * len(specs)
@@ -135,6 +137,7 @@ def step_time(card, seeds, dataset, scratch: Path, device, warm: int, measure: i
     import vaezoo.ensemble
 
     Clock.ends = {}
+    shutil.rmtree(scratch, ignore_errors=True)  # a throwaway ensemble: never one an earlier timing left
     original = vaezoo.ensemble.Reporter
     vaezoo.ensemble.Reporter = Clock.reporter(original)
     try:
@@ -232,7 +235,7 @@ def run_campaign(args) -> int:
     t = time.perf_counter()
     dataset = load_dataset(data.name, None, "train", **data.options)
     report["dataset"] = {"name": data.name, "images": len(dataset), "seconds": round(time.perf_counter() - t, 1)}
-    work = Path(args.work)
+    work, state = Path(args.work), Path(args.state)
     timings, formulations, measured = {}, {}, {}
     for card, card_seeds in zip(cards, seeds):
         if card.train.data != data:
@@ -257,8 +260,10 @@ def run_campaign(args) -> int:
         from vaezoo.loop import Plan
 
         total = args.steps or Plan.of(card.train, len(dataset), 1).total
-        needs = total * timings[card.name]
-        entry = {"name": card.name, "seeds": card_seeds, "steps": total, "estimated_s": round(needs, 1)}
+        from_step = reached(state / card.name, card_seeds)
+        needs = (total - from_step) * timings[card.name]
+        entry = {"name": card.name, "seeds": card_seeds, "steps": total, "from_step": from_step,
+                 "estimated_s": round(needs, 1)}
         report["recipes"].append(entry)
         partial = needs > left() - 30  # room to pack; its evaluations finish here or on the CPU later
         if partial and not args.partial:
@@ -269,8 +274,8 @@ def run_campaign(args) -> int:
         timer = threading.Timer(max(left() - 40, 1), os.kill, (os.getpid(), signal.SIGINT))
         timer.start()
         t = time.perf_counter()
-        specs, models, steps, errors = ensemble(card, card_seeds, dataset, work / card.name, total, args.device,
-                                                formulations[card.name])
+        specs, models, steps, errors = ensemble(card, card_seeds, dataset, state / card.name, total, args.device,
+                                                formulations[card.name], resume=True)
         timer.cancel()
         entry["seconds"] = round(time.perf_counter() - t, 1)
         finished = all(s == total for s in steps)
@@ -287,9 +292,9 @@ def run_campaign(args) -> int:
             if evaluations and finished:
                 evaluations.add(f"{card.name}/{spec.folder.as_posix()}", run)
         pack(out / f"{card.name}.campaign.safetensors", specs, models, steps, errors, entry, member_cards_json)
-        if not finished:  # what a later span resumes from (vaezoo train RECIPE --seeds ... --resume)
+        if not finished:  # what a later span resumes from: `keep` puts them back into --state
             for spec in specs:
-                checkpoint = work / card.name / spec.folder / "checkpoint.pt"
+                checkpoint = state / card.name / spec.folder / "checkpoint.pt"
                 if checkpoint.exists():
                     shutil.copyfile(checkpoint, out / f"{card.name}.{spec.folder.name}.checkpoint.pt")
         packed.append((card, specs, models, steps, errors, entry, member_cards_json))
@@ -313,6 +318,27 @@ def run_campaign(args) -> int:
     report["seconds"] = round(time.perf_counter() - start, 1)
     _write_report(out, report)
     print(f"campaign: {report['seconds']} s; {out}", flush=True)
+    return 0
+
+
+def reached(folder: Path, seeds) -> int:
+    """The step the checkpoints of ``seeds`` in ``folder`` (``seed-N/checkpoint.pt``) reached; 0 if one lacks it."""
+    from vaezoo.checkpoints import read_checkpoint
+
+    paths = [folder / f"seed-{seed}" / "checkpoint.pt" for seed in seeds]
+    if not all(p.exists() for p in paths):
+        return 0
+    return min(read_checkpoint(p, fix="remove it to start the recipe over").step for p in paths)
+
+
+def keep(args) -> int:
+    """Put the checkpoints a span brought back (``OUT/NAME.seed-N.checkpoint.pt``) into ``--state``."""
+    for path in sorted(Path(args.returned).glob("*.checkpoint.pt")):
+        name, seed = path.name.removesuffix(".checkpoint.pt").rsplit(".", 1)
+        target = Path(args.state) / name / seed / "checkpoint.pt"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        print(target)
     return 0
 
 
@@ -356,7 +382,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, help="train each recipe this many steps (a dry run), not its own")
     parser.add_argument("--seeds", type=lambda v: [int(s) for s in v.split(",")], help="override the plan's seeds")
     parser.add_argument("--out", help="where the results go (default: $OUT)")
-    parser.add_argument("--work", default="/tmp/vaezoo-campaign", help="checkpoints and run folders")
+    parser.add_argument("--work", default="/tmp/vaezoo-campaign", help="scratch: timings and run folders")
+    parser.add_argument("--state", default=str(STATE),
+                        help="the recipes' checkpoints, resumed from and written to (default: benchmarks/campaign-state)")
     parser.add_argument("--warm", type=int, default=50, help="steps before a step time is measured")
     parser.add_argument("--measure", type=int, default=200, help="steps a step time is measured over")
     parser.add_argument("--formulation", choices=["vmap", "loop"], help="the ensemble's (default: the device's)")
@@ -365,11 +393,14 @@ def main() -> int:
                         help="train the first recipe that does not fit until the deadline, and bring back its "
                              "members' checkpoints (OUT/NAME.seed-N.checkpoint.pt) for a later span to resume")
     parser.add_argument("--eval-at-once", type=int, default=max(1, ((os.cpu_count() or 2) - 2) // 2))
+    keeping = sub.add_parser("keep", help="the checkpoints a span brought back, into --state for the next span")
+    keeping.add_argument("returned", help="the folder the span's files came back in")
+    keeping.add_argument("--state", default=str(STATE))
     unpacking = sub.add_parser("unpack", help="packed files back into run folders")
     unpacking.add_argument("packed", help="a .campaign.safetensors file, or a folder of them")
     unpacking.add_argument("--out", required=True)
     args = parser.parse_args()
-    return unpack(args) if args.command == "unpack" else run_campaign(args)
+    return {"unpack": unpack, "keep": keep}.get(args.command, run_campaign)(args)
 
 
 if __name__ == "__main__":

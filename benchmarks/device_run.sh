@@ -3,18 +3,27 @@
 #
 #   bash benchmarks/device_run.sh SECONDS
 #
-# Installs the wheels carried in .whl (vaezoo's own, built here with `pip wheel --no-deps . -w .whl`, and
-# those the device machine lacks: pydantic and its needs, platformdirs, tomli-w), times bench_train.py on
-# CUDA (one model against ensembles of 12), then runs the campaign (benchmarks/campaign.toml) with what is
-# left of SECONDS. Everything it brings back is in $OUT: bench.txt, campaign.log, campaign.json and one
-# NAME.campaign.safetensors a trained recipe.
+# Installs the wheels carried in .whl (what the device machine lacks: pydantic and its needs, platformdirs,
+# tomli-w; and hatchling with its needs, which builds vaezoo there from this checkout), times bench_train.py
+# on CUDA (one model against ensembles of 12), then runs the campaign (benchmarks/campaign.toml) with what
+# is left of SECONDS: it resumes the recipes benchmarks/campaign-state holds and trains the first that does
+# not fit in part (--partial). Everything it brings back is in $OUT: bench.txt, campaign.log, campaign.json,
+# one NAME.campaign.safetensors a trained recipe and the checkpoints of one trained in part
+# (NAME.seed-N.checkpoint.pt; `python benchmarks/device_campaign.py keep DIR` puts them in campaign-state).
+#
+# Fetch the wheels once, into .whl (listed in .git/info/exclude; name it in the device tool's carry):
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_17_x86_64 -d .whl pydantic pydantic_core annotated-types typing-inspection \
+#     typing_extensions platformdirs tomli_w hatchling trove-classifiers tomlkit
 set -uo pipefail
 budget=${1:-540}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+pip_install="python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site"
+$pip_install .whl/*.whl || exit 1
+$pip_install --no-build-isolation . || exit 1
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/bench.txt"
 VAEZOO_PROGRESS=0 timeout 80 python3 benchmarks/bench_train.py --device cuda --card betatcvae-dsprites \
   --batch-sizes 64 --steps 100 --rounds 2 --ensemble 12 2>&1 | grep -v "^seed " | tee -a "$OUT/bench.txt"
 left=$((budget - SECONDS - 20))
-python3 benchmarks/device_campaign.py --device cuda --deadline "$left" --out "$OUT" 2>&1 | tee "$OUT/campaign.log"
+python3 benchmarks/device_campaign.py --device cuda --deadline "$left" --partial --out "$OUT" 2>&1 \
+  | tee "$OUT/campaign.log" | grep -v "^seed \|^epoch"

@@ -24,7 +24,8 @@ def test_the_campaigns_cpu_dry_run_brings_back_weights_and_json_within_its_deadl
     started = time.monotonic()
     done = run_python(SCRIPT, "--device", "cpu", "--plan", str(plan), "--steps", "50", "--deadline", "240",
                       "--warm", "5", "--measure", "10", "--eval-at-once", "2",
-                      "--out", str(out), "--work", str(tmp_path / "work"), env=env, timeout=300)
+                      "--out", str(out), "--work", str(tmp_path / "work"), "--state", str(tmp_path / "state"), env=env,
+                      timeout=300)
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 240
 
@@ -58,3 +59,28 @@ def test_the_campaign_lists_missing_packages_before_training(tmp_path):
              f"runpy.run_path({SCRIPT!r}, run_name='__main__')\n")
     done = run_python("-c", probe, env=env)
     assert done.returncode == 2 and "missing packages: pydantic" in done.stderr
+
+
+def test_a_recipe_too_long_for_one_span_goes_on_from_its_checkpoints_in_the_next(data_plugin, tmp_path):
+    card = write_toml(tmp_path / "toy-long.toml", make_card("toy", name="toy-long", train={"epochs": 4000}))
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'[[recipe]]\ncard = "{card}"\nseeds = [0, 1]\n')
+    env, state = child_env(tmp_path / "home", site=data_plugin), tmp_path / "state"
+    common = ["--device", "cpu", "--plan", str(plan), "--formulation", "loop", "--warm", "2", "--measure", "3",
+              "--partial", "--no-eval", "--deadline", "60", "--work", str(tmp_path / "work"), "--state", str(state)]
+    first = run_python(SCRIPT, *common, "--out", str(tmp_path / "span1"), env=env, timeout=120)
+    assert first.returncode == 0, first.stderr
+    [recipe] = json.loads((tmp_path / "span1" / "campaign.json").read_text())["recipes"]
+    assert recipe["status"] == "stopped by the deadline" and recipe["from_step"] == 0
+    reached = recipe["members"][0]["step"]
+    assert 0 < reached < 12000 and sorted(p.name for p in (tmp_path / "span1").glob("*.pt")) == [
+        "toy-long.seed-0.checkpoint.pt", "toy-long.seed-1.checkpoint.pt"]
+
+    for folder in state.iterdir():  # a fresh machine: only what came back is there
+        __import__("shutil").rmtree(folder)
+    kept = run_python(SCRIPT, "keep", str(tmp_path / "span1"), "--state", str(state), env=env)
+    assert kept.returncode == 0, kept.stderr
+    second = run_python(SCRIPT, *common, "--out", str(tmp_path / "span2"), env=env, timeout=120)
+    assert second.returncode == 0, second.stderr
+    [recipe] = json.loads((tmp_path / "span2" / "campaign.json").read_text())["recipes"]
+    assert recipe["from_step"] == reached and recipe["members"][0]["step"] > reached
