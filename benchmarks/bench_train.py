@@ -4,7 +4,7 @@ and as a fraction of the device's matmul rate.
 On random uint8 images of the model's shape, kept on the device, the script times in turns (``--rounds``):
 
 - a plain PyTorch loop: a shuffled slice of the images as floats, forward, backward, the recipe's optimiser;
-- the engine: :func:`vaezoo.train.fit`, the loop ``vaezoo train`` runs (batches cut on the device, the NaN
+- the engine: :func:`vaezoo.single.fit`, the loop ``vaezoo train`` runs (batches cut on the device, the NaN
   check, the random streams of its seed, the progress display), timed between its own steps;
 - with ``--ensemble N``, an ensemble of N seeds in one step (:func:`vaezoo.ensemble.fit_ensemble`, what
   ``vaezoo train --seeds`` runs), in each formulation asked for (``--formulations``; on CUDA its step is a
@@ -33,10 +33,11 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import vaezoo
-import vaezoo.train
+import vaezoo.single
 from vaezoo.assemble import build_model
 from vaezoo.data import ImageDataset
-from vaezoo.train import Run, fit
+from vaezoo.loop import Run
+from vaezoo.single import fit
 
 DATASET_BATCHES = 32  # the random dataset holds this many batches; the loops go round it
 
@@ -108,7 +109,7 @@ def plain_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torc
 STEP_ENDS: list[float] = []  # when the engine's steps ended, noted by _Clock
 
 
-class _Clock(vaezoo.train.Reporter):
+class _Clock(vaezoo.single.Reporter):
     """The engine's progress display, noting when each step ended (the engine waits for each step's loss)."""
 
     def update(self, step, images, values) -> None:
@@ -117,7 +118,7 @@ class _Clock(vaezoo.train.Reporter):
 
 
 def engine_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torch.device, out: Path):
-    """:func:`vaezoo.train.fit` of ``card``: a generator of the seconds each segment of ``steps`` took.
+    """:func:`vaezoo.single.fit` of ``card``: a generator of the seconds each segment of ``steps`` took.
 
     Each segment resumes the run for ``warmup + steps`` steps and times the last ``steps`` between the
     ends of steps, so reading and writing the checkpoint are not counted.
@@ -125,7 +126,7 @@ def engine_loop(card, images: torch.Tensor, steps: int, warmup: int, device: tor
     torch.manual_seed(0)
     model = build_model(card, device=device)
     dataset = ImageDataset(images, scale=255.0)
-    vaezoo.train.Reporter = _Clock
+    vaezoo.single.Reporter = _Clock
     reached = 0
     while True:
         STEP_ENDS.clear()

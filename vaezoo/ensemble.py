@@ -40,9 +40,10 @@ from vaezoo.cards import Card
 from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
 from vaezoo.errors import TrainingError
-from vaezoo.loop import (Interrupted, Plan, Run, StopSignals, Streams, check_dataset, device_store,
-                         distribution_checks_off, epoch_order, last_good, make_optimizer, resume_point, rng_state)
+from vaezoo.loop import (Plan, Run, Streams, check_dataset, device_store, distribution_checks_off, epoch_order,
+                         last_good, make_optimizer, resume_point, rng_state)
 from vaezoo.model import VAE
+from vaezoo.signals import Interrupted, StopSignals
 from vaezoo.terminal import printable
 from vaezoo.train_progress import Reporter
 

@@ -1,7 +1,7 @@
 """What every training loop shares: where the run is, its plan through the data, the order of each epoch,
-its random streams, its stop signals and its resume point.
+its random streams and its resume point (its stop signals are :mod:`vaezoo.signals`).
 
-:mod:`vaezoo.train` (one model, or one per DDP rank) and :mod:`vaezoo.ensemble` (several runs stacked into
+:mod:`vaezoo.single` (one model, or one per DDP rank) and :mod:`vaezoo.ensemble` (several runs stacked into
 one step) both step through a dataset with these.
 """
 
@@ -11,12 +11,9 @@ import contextlib
 import copy
 import math
 import os
-import signal
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
 
 import torch
 import torch.distributed as dist
@@ -29,6 +26,7 @@ from vaezoo.data import ImageDataset
 from vaezoo.errors import TrainingError
 from vaezoo.terminal import printable
 
+
 @dataclass
 class Run:
     """Where a run is: the process's rank among ``world`` processes and its device."""
@@ -40,58 +38,6 @@ class Run:
     @property
     def main(self) -> bool:
         return self.rank == 0
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM stopped a run.
-
-    Attributes:
-        signal: the signal's number.
-        step: the step of the checkpoint written when the loop stopped; None when the signal stopped the
-            run outside the loop or a second SIGINT stopped it at once (the last checkpoint, if any, stays).
-        checkpoint: the checkpoint file of the run.
-    """
-
-    def __init__(self, signum: int, step: int | None = None, checkpoint: Path | None = None):
-        super().__init__(signal.Signals(signum).name)
-        self.signal, self.step, self.checkpoint = signum, step, checkpoint
-
-
-class StopSignals:
-    """Handles SIGINT and SIGTERM in the main thread while in use, then gives back the previous handlers.
-
-    With ``defer``, the first signal is only noted (``received``) for the loop to stop at the end of its
-    step; a second SIGINT raises :class:`Interrupted` at once, a second SIGTERM is ignored (the run is
-    already stopping). Without ``defer`` every signal raises at once.
-    """
-
-    def __init__(self, defer: bool):
-        self.defer = defer
-        self.received: int | None = None
-        self.previous: dict[int, object] = {}
-
-    def __enter__(self) -> Self:
-        if threading.current_thread() is threading.main_thread():  # Python handles signals there only
-            self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
-
-    def _handle(self, signum: int, frame) -> None:
-        if self.defer and self.received is None:
-            self.received = signum
-        elif not self.defer or signum == signal.SIGINT:
-            raise Interrupted(signum)
-
-    def stop_requested(self, run: Run) -> int | None:
-        """The signal that asks the run to stop, if any; under DDP a signal on any rank stops every rank."""
-        if run.world == 1:
-            return self.received
-        flag = torch.tensor([self.received or 0], device=run.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return int(flag.item()) or None
 
 
 def start_run(device) -> Run:

@@ -1,0 +1,63 @@
+"""A run's output folder (``--out``): checked before the first step, never overwriting another run's files,
+and removed again, if the run made it, when the run ends before writing anything."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from vaezoo.checkpoints import CHECKPOINT
+from vaezoo.errors import OutputError
+from vaezoo.files import folder_problem
+from vaezoo.loop import checkpoint_exists_error
+
+__all__ = ["prepare_out", "remove_empty"]
+
+
+def prepare_out(out: Path, name: str, resume: bool) -> list[Path]:
+    """Check, before the run starts, that it can write its files in ``out`` and overwrites no other run's.
+
+    ``out`` must be a folder (created if missing) vaezoo can create files in. Without ``resume`` it must
+    hold no checkpoint and no finished run (a ``*.toml`` card, ``NAME.safetensors``); with ``resume``, no
+    card other than ``NAME.toml`` (the folder must end holding one card).
+
+    Returns:
+        The folders it created, outermost first (to remove should the run end before writing anything).
+
+    Raises:
+        OutputError, TrainingError: one line naming the path and what to do.
+    """
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out} is a file, not a folder; choose another --out")
+    missing = [p for p in (out, *out.parents) if not p.exists()][::-1]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".vaezoo-probe.", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(f"cannot write in --out {out}: {folder_problem(out, exc)}; choose another --out") from None
+    cards = sorted(p.name for p in out.glob("*.toml"))
+    if resume:
+        others = [c for c in cards if c != f"{name}.toml"]
+        if others:
+            raise OutputError(f"--out {out} holds the card {', '.join(others)}, not this run's {name}.toml; resume "
+                              f"with the --name the run was started with, or choose another --out")
+        return missing
+    if (out / CHECKPOINT).exists():
+        raise checkpoint_exists_error(out / CHECKPOINT)
+    finished = cards + [f"{name}.safetensors"] * (out / f"{name}.safetensors").exists()
+    if finished:
+        raise OutputError(f"--out {out} already holds {', '.join(finished)}, the files of a finished run; "
+                          f"choose another --out")
+    return missing
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove the folders a run created, innermost first, as long as they are still empty."""
+    for folder in reversed(folders):
+        try:
+            folder.rmdir()
+        except OSError:
+            return

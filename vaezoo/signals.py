@@ -1,0 +1,73 @@
+"""Stop signals of a training run: SIGINT (Ctrl-C) and SIGTERM end the step under way, then the run.
+
+While the loop runs (:class:`StopSignals` with ``defer``), the first signal is only noted: the loop ends the
+step under way, writes a checkpoint of the step reached and raises :class:`Interrupted`. A second SIGINT
+stops at once. Outside the loop every signal stops at once.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+import torch
+import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from vaezoo.loop import Run
+
+__all__ = ["Interrupted", "StopSignals"]
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped a run.
+
+    Attributes:
+        signal: the signal's number.
+        step: the step of the checkpoint written when the loop stopped; None when the signal stopped the
+            run outside the loop or a second SIGINT stopped it at once (the last checkpoint, if any, stays).
+        checkpoint: the checkpoint file of the run.
+    """
+
+    def __init__(self, signum: int, step: int | None = None, checkpoint: Path | None = None):
+        super().__init__(signal.Signals(signum).name)
+        self.signal, self.step, self.checkpoint = signum, step, checkpoint
+
+
+class StopSignals:
+    """Handles SIGINT and SIGTERM in the main thread while in use, then gives back the previous handlers.
+
+    With ``defer``, the first signal is only noted (``received``) for the loop to stop at the end of its
+    step; a second SIGINT raises :class:`Interrupted` at once, a second SIGTERM is ignored (the run is
+    already stopping). Without ``defer`` every signal raises at once.
+    """
+
+    def __init__(self, defer: bool):
+        self.defer = defer
+        self.received: int | None = None
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():  # Python handles signals there only
+            self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.defer and self.received is None:
+            self.received = signum
+        elif not self.defer or signum == signal.SIGINT:
+            raise Interrupted(signum)
+
+    def stop_requested(self, run: Run) -> int | None:
+        """The signal that asks the run to stop, if any; under DDP a signal on any rank stops every rank."""
+        if run.world == 1:
+            return self.received
+        flag = torch.tensor([self.received or 0], device=run.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return int(flag.item()) or None

@@ -1,0 +1,203 @@
+"""One run's training loop: one model, or one model per process under DDP (``torchrun``).
+
+Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is wrapped in DistributedDataParallel (gloo on CPU, nccl
+on CUDA) and each rank takes its share of every epoch's order, the order of a DistributedSampler; only rank
+0 writes files. Every ``checkpoint_every`` steps a checkpoint (:mod:`vaezoo.checkpoints`) saves the model,
+the optimiser, the step and the RNG states at the start of that step, once that step's loss is known to be
+finite, so the one a diverged run names is good to resume from. Regularizer schedules are pure functions
+of the step, so ``--resume`` continues exactly where the checkpoint was taken. The recipe's ``precision =
+"bf16"`` runs the forward pass under ``torch.autocast`` in bfloat16, ``compile = true`` through
+``torch.compile``. Several runs at once are :mod:`vaezoo.ensemble`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from vaezoo.cards import Card
+from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
+from vaezoo.data import ImageDataset
+from vaezoo.errors import TrainingError
+from vaezoo.loop import (Plan, Run, Streams, check_dataset, device_store, distribution_checks_off, epoch_order,
+                         last_good, make_optimizer, resume_point, rng_state)
+from vaezoo.model import VAE, VAEOutput
+from vaezoo.signals import Interrupted, StopSignals
+from vaezoo.terminal import printable
+from vaezoo.train_progress import Reporter
+
+__all__ = ["SingleRun", "fit", "fit_single"]
+
+
+def _display_values(model: VAE, result: VAEOutput, step: int) -> dict[str, float]:
+    """What the progress display shows of a step: the loss, its terms, KL per part, the regularizers' targets."""
+    values = {"loss": result.loss.item()}
+    values.update({k: v.item() for k, v in result.terms.items()})
+    values.update({f"kl_{k}": v.item() for k, v in result.kl.items()})
+    values.update(model.targets(result.posterior, step))
+    return values
+
+
+class SingleRun:
+    """One seed's run in the loop: model, optimiser, random streams, shuffle, step and checkpoint.
+
+    It seeds its random streams with the recipe's seed, then, resuming, restores them, the model and the
+    optimiser from the checkpoint in ``out``. ``who`` starts its error messages (the seed, among several).
+    """
+
+    def __init__(self, model: VAE, card: Card, out: Path, plan: Plan, resume: bool, run: Run, who: str = ""):
+        recipe = card.train
+        self.model, self.card, self.plan, self.run, self.who = model, card, plan, run, who
+        self.optimizer = make_optimizer(recipe, model.parameters())
+        self.checkpoint = Path(out) / CHECKPOINT
+        torch.manual_seed(recipe.seed + 1_000_003 * run.rank)  # each rank's stream of sampling noise
+        self.saved = resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run)
+        self.step = self.saved or 0
+        self.streams = Streams(run.device)
+        self.shuffle = torch.Generator(run.device)
+        self.epoch, self.order = -1, None
+        self.shown: VAEOutput | None = None  # the last step's output, for the progress display
+        self.bf16 = recipe.precision == "bf16"
+        net = model if run.world == 1 else torch.nn.parallel.DistributedDataParallel(model)
+        self.compile_failures: tuple[type[Exception], ...] = ()
+        if recipe.compile:
+            net = _compiled(net)
+            self.compile_failures = (torch._dynamo.exc.BackendCompilerFailed,)
+        self.net = net
+
+    @property
+    def seed(self) -> int:
+        return self.card.train.seed
+
+    def take_step(self, store: ImageDataset, stopping: int | None) -> int:
+        """Train one step on the next batch of ``store``; when ``stopping``, only check it and save.
+
+        The checkpoint a step is due (every ``checkpoint_every`` steps, and the step the run stops at) is
+        written once that step's loss is known to be finite, with the RNG states at the start of the step.
+
+        Returns:
+            The number of images of the step.
+        """
+        run, plan, recipe = self.run, self.plan, self.card.train
+        epoch, b = divmod(self.step, plan.per_epoch)
+        with self.streams.active():
+            if epoch != self.epoch:
+                self.epoch, self.order = epoch, epoch_order(len(store), recipe.seed, epoch, run, self.shuffle)
+            x = store.batch(self.order[b * plan.batch_size:(b + 1) * plan.batch_size])
+            due = self.step != self.saved and (
+                stopping is not None or self.step > 0 and self.step % recipe.checkpoint_every == 0)
+            rng = rng_state(run) if due else None
+            with torch.autocast(run.device.type, torch.bfloat16, enabled=self.bf16):
+                result = self._forward(x)
+            if not torch.isfinite(result.loss):
+                raise TrainingError(f"{self.who}loss became {result.loss.item()} at step {self.step} "
+                                    f"(epoch {epoch + 1}); {last_good(self.checkpoint, self.saved)}; lower the "
+                                    f"learning rate or check the data for NaN or inf")
+            if due:
+                self.save(rng)
+            if stopping is not None:
+                return 0
+            self.optimizer.zero_grad(set_to_none=True)
+            result.loss.backward()
+            self.optimizer.step()
+        self.step += 1
+        self.shown = result
+        return x.shape[0]
+
+    def _forward(self, x: Tensor) -> VAEOutput:
+        try:
+            return self.net(x, step=self.step, checked=True)
+        except self.compile_failures as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise TrainingError(f"torch.compile cannot compile the model here ({first}); train without it: "
+                                f"compile = false in the card's [train], and no --compile") from None
+
+    def save(self, rng: dict) -> None:
+        """Write the checkpoint of the step reached (on rank 0), with the RNG states ``rng``."""
+        if self.run.main:
+            fix = f"make room, then continue with --resume ({last_good(self.checkpoint, self.saved)})"
+            write_checkpoint(self.checkpoint, self.card, self.model, self.optimizer.state_dict(), self.step, rng, fix)
+        self.saved = self.step
+
+    def finish(self) -> None:
+        """Write the checkpoint of the step reached, with this seed's present RNG states, unless it is written."""
+        if self.step != self.saved:
+            with self.streams.active():
+                rng = rng_state(self.run)
+            self.save(rng)
+
+    def values(self) -> dict[str, float]:
+        """The last step's values for the progress display (see :func:`_display_values`)."""
+        return _display_values(self.model, self.shown, self.step - 1)
+
+
+def _compiled(net: torch.nn.Module) -> torch.nn.Module:
+    """``net`` through ``torch.compile`` (the parameters are shared: checkpoints and weights keep their names).
+
+    Random numbers are drawn by torch's own operators (``fallback_random``), from the global generators as
+    without compile: a compiled run draws the same sampling noise and differs only at float rounding.
+    """
+    try:
+        return torch.compile(net, options={"fallback_random": True})
+    except RuntimeError as exc:  # torch.compile refuses Python versions and platforms it does not support
+        raise TrainingError(f"the recipe asks for torch.compile, which is not available here ({exc}); train "
+                            f"without it: compile = false in the card's [train], and no --compile") from None
+
+
+def fit(model: VAE, dataset: ImageDataset, card: Card, out: Path, resume: bool = False,
+        max_steps: int | None = None, run: Run | None = None) -> int:
+    """Train ``model`` on ``dataset`` with ``card``'s recipe, checkpointing into ``out``.
+
+    Args:
+        model: the model, on ``run.device``.
+        dataset: the training images (moved to ``run.device`` for the run).
+        card: the card whose recipe (``card.train``: epochs, batch size, optimiser, seed, checkpoint interval,
+            precision, compile) the run follows; its name and recipe are stored in each checkpoint.
+        out: the directory of ``checkpoint.pt``.
+        resume: continue from ``out/checkpoint.pt``; without it an existing checkpoint is an error.
+        max_steps: stop when the run reaches this step (a checkpoint is written there, to resume from).
+        run: rank, world size and device (default: one process on the CPU).
+
+    Returns:
+        The step the run stopped at: ``recipe.epochs`` times the steps per epoch unless ``max_steps`` stopped it.
+
+    Raises:
+        Interrupted: SIGINT or SIGTERM stopped the run (see the module's docstring).
+        TrainingError: the loss became NaN or inf, or the checkpoint cannot be resumed with this card.
+        OutputError: a checkpoint cannot be written (e.g. the disk is full); the previous one stays.
+    """
+    return fit_single(model, card, Path(out), dataset, resume, max_steps, run or Run()).step
+
+
+def fit_single(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume: bool, max_steps: int | None,
+               run: Run) -> SingleRun:
+    """Train ``model`` with ``card``'s recipe, checkpointing into ``out``; the run at the step it stopped at."""
+    plan = Plan.of(card.train, len(dataset), run.world)
+    seed = SingleRun(model, card, out, plan, resume, run)
+    store = device_store(dataset, run.device)
+    check_dataset(model, store)
+    stop = plan.total if max_steps is None else min(plan.total, max_steps)
+    model.train()
+    reporter = Reporter(plan.total, seed.step, plan.per_epoch) if run.main else contextlib.nullcontext()
+    with distribution_checks_off(), StopSignals(defer=True) as signals, reporter:
+        if run.main:  # from here on a signal stops the run with a checkpoint of the step it reached
+            begin = f"resuming at step {seed.step} of" if seed.saved is not None else "training"
+            print(printable(f"{begin} {plan.total} steps ({plan.per_epoch} per epoch), a checkpoint every "
+                            f"{card.train.checkpoint_every} steps in {seed.checkpoint}"), file=sys.stderr, flush=True)
+        while seed.step < stop:
+            stopping = signals.stop_requested(run)
+            images = seed.take_step(store, stopping)
+            if stopping is not None:
+                seed.finish()
+                raise Interrupted(stopping, seed.step, seed.checkpoint)
+            if run.main:
+                reporter.update(seed.step, images * run.world, seed.values)
+        seed.finish()
+        stopping = signals.stop_requested(run)
+        if stopping is not None:  # it came after the last step: the checkpoint above holds the run
+            raise Interrupted(stopping, seed.step, seed.checkpoint)
+    return seed
