@@ -525,7 +525,7 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
     """
     from vaezoo.assemble import load_weights
     from vaezoo.checksums import read_verified
-    from vaezoo.weights import cache_dir, local_path, parse_safetensors
+    from vaezoo.weights import cached_path, local_path, parse_safetensors
 
     if not isinstance(card, Card):
         with _running(f"card {card}", "validating"):
@@ -547,7 +547,7 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
         with _running(subject, "finding its weights"):
             path = local_path(card)
     else:
-        path = cache_dir() / f"{card.weights.sha256}.safetensors"
+        path = cached_path(card.weights)
         if not path.exists():
             return model
     with _running(subject, "verifying its weights"):  # load_weights refuses NaN and infinite values
