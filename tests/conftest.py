@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from kit import DATA_PLUGIN, MNIST_ROOT, FileServer, install_plugin, serve_files
+from kit import DATA_PLUGIN, MNIST_ROOT, FileServer, install_plugin, require_shared, serve_files
 
 
 @pytest.fixture
 def mnist_root() -> Path:
-    """The folder holding MNIST in torchvision's layout; skips when ../shared is absent."""
-    if not (MNIST_ROOT / "MNIST" / "raw").is_dir():
-        pytest.skip(f"MNIST not found at {MNIST_ROOT} (../shared beside the repository)")
+    """The folder holding MNIST in torchvision's layout; skips when ../shared is absent (see require_shared)."""
+    require_shared(MNIST_ROOT / "MNIST" / "raw")
     return MNIST_ROOT
 
 

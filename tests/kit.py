@@ -35,6 +35,21 @@ REPO = TESTS.parent
 SHARED = REPO.parent / "shared"
 MNIST_ROOT = SHARED / "datasets"
 ORIGINAL_JOINTVAE = SHARED / "reference" / "jointvae-original" / "mnist.pt"
+REQUIRE_SHARED = "VAEZOO_REQUIRE_SHARED"
+"""Set to 1 (as .ci/run does), a test that reads a ../shared path this checkout lacks fails instead of skipping."""
+
+
+def require_shared(*paths: Path) -> None:
+    """Skip the test when one of ``paths`` (in ../shared) is absent, or fail it when ``VAEZOO_REQUIRE_SHARED=1``."""
+    import pytest
+
+    missing = [str(path) for path in paths if not path.exists()]
+    if not missing:
+        return
+    message = f"{', '.join(missing)} absent here (../shared beside the repository)"
+    if os.environ.get(REQUIRE_SHARED) == "1":
+        pytest.fail(f"{message}; {REQUIRE_SHARED}=1 requires it", pytrace=False)
+    pytest.skip(message)
 
 # --- cards ------------------------------------------------------------------------------------------------------
 

@@ -222,6 +222,21 @@ def test_leaderboard_ranks_nan_last_and_infinity_first_and_prints_strict_json(ca
     assert [row[2] for row in table_rows(out)] == ["inf", "0.9", "0.2", "nan"]
 
 
+def test_leaderboard_ranks_each_metric_in_its_spec_s_direction(cards, capsys):
+    values = {"toy-a": (0.1, 0.2, 90.0), "toy-b": (0.3, 0.1, 80.0), "toy-c": (0.2, 0.3, 85.0)}
+    for name, (tc, mig, loss) in values.items():
+        metrics = {"total_correlation": {**METRIC, "value": tc}, "mig_dlib": {**METRIC, "value": mig},
+                   "reconstruction": {**METRIC, "value": loss}}
+        write_card(cards, make_card(name=name, metrics=metrics, headline="mig_dlib"))
+    ranked = {}
+    for metric in ("total_correlation", "mig_dlib", "reconstruction"):
+        code, out, _ = cli(capsys, "leaderboard", metric, "--json")
+        ranked[metric] = [row["name"] for row in json.loads(out)]
+    assert ranked == {"total_correlation": ["toy-a", "toy-c", "toy-b"],  # lower is better
+                      "mig_dlib": ["toy-c", "toy-a", "toy-b"],  # higher is better
+                      "reconstruction": ["toy-b", "toy-c", "toy-a"]}  # a loss: lower is better
+
+
 @pytest.mark.parametrize("command", ["eval", "show", "info", "push", "seeds", "train"])
 def test_help_says_a_model_is_a_name_a_card_file_or_a_folder_as_the_readme_does(capsys, command):
     code, out, _ = cli(capsys, command, "--help")

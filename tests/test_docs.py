@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kit import make_card, write_card
+from kit import make_card, require_shared, write_card
 from vaezoo.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,10 +66,8 @@ def user_env(**extra: str) -> dict[str, str]:
 
 
 def skip_without_shared(code: str) -> None:
-    """Skip when ``code`` reads a ``../shared`` path that this checkout does not have beside it."""
-    missing = sorted({p for p in SHARED_PATH.findall(code) if not (REPO / p).exists()})
-    if missing:
-        pytest.skip(f"reads {', '.join(missing)}, absent here (../shared beside the repository)")
+    """Skip (or fail, see :func:`kit.require_shared`) when ``code`` reads a ``../shared`` path this checkout lacks."""
+    require_shared(*(REPO / p for p in sorted(set(SHARED_PATH.findall(code)))))
 
 
 PYTHON_BLOCKS = [b for page in PAGES for b in code_blocks(page) if b.lang == "python"]
@@ -118,7 +116,12 @@ def test_markdown_and_json_exclude_each_other(capsys):
     assert "not allowed with argument" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=lambda b: b.id)
+def _example(block) -> pytest.param:
+    """A block to run; one that scores the whole of dSprites (``dsprites()``, 737,280 images) is slow."""
+    return pytest.param(block, id=block.id, marks=[pytest.mark.slow] if "dsprites()" in block.code else [])
+
+
+@pytest.mark.parametrize("block", [_example(b) for b in PYTHON_BLOCKS])
 def test_python_example_runs(block):
     compile(block.code, block.id, "exec")
     if block.no_run:

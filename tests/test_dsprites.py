@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from kit import REPO, SHARED
+from kit import REPO, SHARED, require_shared
 from vaezoo.data import DataRoot
 from vaezoo.assemble import load_dataset
 from vaezoo.data import dsprites as ds
@@ -97,8 +97,7 @@ def test_best_match_finds_a_rendered_image_exactly():
 
 @pytest.mark.slow
 def test_every_official_frame_is_matched_at_iou_090():
-    if not OFFICIAL_FRAMES.is_file():
-        pytest.skip(f"official dSprites frames not found at {OFFICIAL_FRAMES} (../shared beside the repository)")
+    require_shared(OFFICIAL_FRAMES)
     frames = np.load(OFFICIAL_FRAMES)
     ious = bench.best_match_iou(frames, GIF_SHAPES)
     assert ious.min() >= 0.9, f"worst frame {ious.argmin()} at IoU {ious.min():.3f}"

@@ -11,7 +11,7 @@ import tomllib
 import pytest
 import torch
 
-from kit import MNIST_ROOT, REPO, make_card, write_toml
+from kit import MNIST_ROOT, REPO, make_card, require_shared, write_toml
 from vaezoo.cards import Metric
 from vaezoo.cli import main
 from vaezoo.cli.eval import compare
@@ -142,8 +142,7 @@ def test_metrics_option_computes_only_those_and_write_adds_them(tmp_path, capsys
     card_path = tmp_path / "vae-mnist.toml"
     before = parse_card(card_path)
     small = ["--data-root", str(MNIST_ROOT)]
-    if not (MNIST_ROOT / "MNIST" / "raw").is_dir():
-        pytest.skip(f"MNIST not found at {MNIST_ROOT}")
+    require_shared(MNIST_ROOT / "MNIST" / "raw")
     assert main(["eval", str(card_path), "--metrics", "elbo", "--json", *small]) == 0
     assert json.loads(capsys.readouterr().out)["metrics"] == {"elbo": pytest.approx(before.metrics["elbo"].value,
                                                                                      rel=1e-4)}

@@ -14,7 +14,7 @@ from vaezoo.cards import get_card, list_cards
 from vaezoo.errors import DtypeError, InputError
 from vaezoo.transforms import ModelInput, for_model
 
-from kit import MNIST_ROOT
+from kit import MNIST_ROOT, require_shared
 
 CATEGORIES = 10
 
@@ -178,8 +178,7 @@ MNIST_CARDS = ["jointvae-mnist", "jointvae-original-mnist"]
 @pytest.fixture(scope="module")
 def raw_mnist_test():
     """MNIST's test split as torchvision gives it: 28x28 uint8 digits and their labels."""
-    if not (MNIST_ROOT / "MNIST" / "raw").is_dir():
-        pytest.skip(f"MNIST not found at {MNIST_ROOT} (../shared beside the repository)")
+    require_shared(MNIST_ROOT / "MNIST" / "raw")
     import torchvision
 
     return torchvision.datasets.MNIST(str(MNIST_ROOT), train=False, download=False)

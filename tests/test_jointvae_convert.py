@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from kit import ORIGINAL_JOINTVAE, read_metadata
+from kit import ORIGINAL_JOINTVAE, read_metadata, require_shared
 from torch import nn
 
 import vaezoo
@@ -109,8 +109,7 @@ def load_card(path: Path):
 
 @pytest.mark.slow
 def test_original_mnist_checkpoint_keeps_its_accuracy_and_reconstructions(tmp_path, mnist_root, capsys):
-    if not ORIGINAL_JOINTVAE.is_file():
-        pytest.skip(f"original JointVAE checkpoint not found at {ORIGINAL_JOINTVAE} (../shared beside the repository)")
+    require_shared(ORIGINAL_JOINTVAE)
     args = ["convert", "jointvae-original", str(ORIGINAL_JOINTVAE), "--dataset", "mnist", "--out", str(tmp_path)]
     assert main(args) == 0
     card_path = Path(capsys.readouterr().out.strip())
@@ -157,10 +156,9 @@ RELEASES = {"mnist": "mnist", "fashion": "fashion_mnist", "dsprites": "dsprites"
 
 
 def published(release: str) -> Path:
-    """The original code's released checkpoint ``release`` in ../shared; skips when it is absent."""
+    """The original code's released checkpoint ``release`` in ../shared; skips when it is absent (require_shared)."""
     path = ORIGINAL_JOINTVAE.parent / f"{release}.pt"
-    if not path.is_file():
-        pytest.skip(f"original JointVAE checkpoint not found at {path} (../shared beside the repository)")
+    require_shared(path)
     return path
 
 

@@ -8,7 +8,7 @@ test to a second or two on one core.
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import math
 import warnings
 
@@ -19,13 +19,15 @@ import torch
 from kit import make_card
 
 from vaezoo.cards import Card, Metric, parse_card, write_card
-from vaezoo.data import ImageDataset
+from vaezoo.data import DataInfo, ImageDataset
 from vaezoo.errors import VaezooError
 from vaezoo.evaluate import as_metrics
 from vaezoo.metrics import betavae_score, dci, factorvae_score, modularity, sampling, sap, unsupervised
 from vaezoo.metrics.provenance import library_versions, metric_parameters
-from vaezoo.metrics.shared import sharing
+from vaezoo.metrics import evaluation as evaluations
+from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.plugins import registry
+from vaezoo.progress import Progress
 
 SIZES = (3, 4, 5)
 SUITE = ("betavae_score", "factorvae_score", "sap_score", "dci_disentanglement", "dci_completeness",
@@ -394,13 +396,13 @@ def test_the_suite_is_registered_by_the_core():
 
 def test_the_suite_runs_on_a_model_and_encodes_each_image_once(small_dataset, monkeypatch):
     encoded = []
-    real = sampling.mean_codes
-    monkeypatch.setattr(sampling, "mean_codes", lambda m, d, indices, *a: encoded.append(indices) or real(m, d, indices, *a))
-    model = tiny_model()
-    with sharing():  # as vaezoo eval computes a card's metrics
-        for name in SUITE:
-            value = registry("metric")[name](model, small_dataset, batch_size=128, **small(name))
-            assert math.isfinite(value), name
+    real = evaluations.mean_codes
+    monkeypatch.setattr(evaluations, "mean_codes",
+                        lambda m, d, indices, *a: encoded.append(indices) or real(m, d, indices, *a))
+    evaluation = Evaluation(tiny_model(), small_dataset, batch_size=128)  # as vaezoo eval computes a card's metrics
+    for name in SUITE:
+        value = registry("metric")[name].measure(evaluation, **small(name))
+        assert math.isfinite(value), name
     indices = torch.cat(encoded)
     assert len(indices) == len(torch.unique(indices)) <= len(small_dataset)
 
@@ -430,13 +432,12 @@ def test_mig_chen_s_pass_over_the_dataset_gives_the_suite_its_codes(small_datase
                                         "latent": {"type": "gaussian", "dim": 3}}).eval()
     encoded = []
     real = model.encode
-    model.encode = lambda x: encoded.append(len(x)) or real(x)
-    with sharing():
-        values = [registry("metric")[name](model, small_dataset, batch_size=64, **small(name))
-                  for name in ("mig_chen", "mig_dlib", *SUITE)]
-        assert sum(encoded) == len(small_dataset)
-        assert sampling.full_encoding(model, small_dataset, batch_size=64).modes.shape == (len(small_dataset), 3)
-        assert sum(encoded) == len(small_dataset)
+    model.encode = lambda x, **options: encoded.append(len(x)) or real(x, **options)
+    evaluation = Evaluation(model, small_dataset, batch_size=64)
+    values = [registry("metric")[name].measure(evaluation, **small(name)) for name in ("mig_chen", "mig_dlib", *SUITE)]
+    assert sum(encoded) == len(small_dataset)
+    assert evaluation.encoding().modes.shape == (len(small_dataset), 3)
+    assert sum(encoded) == len(small_dataset)
     model.encode = real
     alone = [registry("metric")[name](model, small_dataset, batch_size=64, **small(name))
              for name in ("mig_chen", "mig_dlib", *SUITE)]
@@ -455,10 +456,12 @@ def test_vaezoo_eval_s_losses_pass_is_the_metrics_encoding(small_dataset, monkey
     names = ("mig_chen", "mig_dlib", *SUITE)
     card = Card.model_validate(make_card("tiny", eval_metrics=list(names), train={"batch_size": 50}))
     monkeypatch.setattr(evaluation, "card_dataset", lambda *args: small_dataset)
-    monkeypatch.setattr(evaluation, "metric", lambda name: functools.partial(registry("metric")[name], **small(name)))
+    monkeypatch.setattr(evaluation, "data_info", lambda *args: DataInfo(len(small_dataset), 64, 1, ("a", "b", "c")))
+    monkeypatch.setattr(evaluation, "metric", lambda name: dataclasses.replace(
+        registry("metric")[name], settings=metric_parameters(registry("metric")[name], **small(name))))
     encoded = []
     real = model.encode
-    model.encode = lambda x: encoded.append(len(x)) or real(x)
+    model.encode = lambda x, **options: encoded.append(len(x)) or real(x, **options)
     results = evaluation.evaluate(model, card, batch_size=64)
     assert sum(encoded) == len(small_dataset)
     assert {"reconstruction", "kl_z", *names} <= results.keys()
@@ -472,33 +475,26 @@ def test_dci_scores_share_one_fit_within_one_evaluation(small_dataset, monkeypat
     real = dci.importance_gbt
     monkeypatch.setattr(dci, "importance_gbt", lambda *a, **k: calls.append(1) or real(*a, **k))
     model = tiny_model()
-    with sharing():
-        for name in ("dci_disentanglement", "dci_completeness", "dci_informativeness"):
-            registry("metric")[name](model, small_dataset, batch_size=128, points=200, test_points=100)
-        assert len(calls) == 1
-        dci.dci_completeness(model, small_dataset, batch_size=128, points=200, test_points=100, seed=1)
-        assert len(calls) == 2  # other parameters: another fit
+    evaluation = Evaluation(model, small_dataset, batch_size=128)
+    for name in ("dci_disentanglement", "dci_completeness", "dci_informativeness"):
+        registry("metric")[name].measure(evaluation, points=200, test_points=100)
+    assert len(calls) == 1
+    dci.dci_completeness.measure(evaluation, points=200, test_points=100, seed=1)
+    assert len(calls) == 2  # other settings: another fit
     dci.dci_completeness(model, small_dataset, batch_size=128, points=200, test_points=100)
-    assert len(calls) == 3  # outside an evaluation nothing is kept
+    assert len(calls) == 3  # another evaluation keeps nothing of this one
 
 
-def test_a_wrapped_dataset_shares_the_codes_of_its_images(small_dataset):
-    class Wrapper:  # e.g. the progress counter 'vaezoo eval' wraps a dataset in
-        def __init__(self, dataset):
-            self.dataset = dataset
-
-        def __len__(self):
-            return len(self.dataset)
-
-        def __getattr__(self, name):
-            return getattr(self.dataset, name)
-
-    model = tiny_model()
-    with sharing():
-        first = sampling.code_table(model, Wrapper(small_dataset))
-        assert sampling.code_table(model, Wrapper(small_dataset)) is first
-        assert sampling.code_table(model, image_dataset(FACTORS)) is not first
-    assert sampling.code_table(model, Wrapper(small_dataset)) is not first
+def test_an_evaluation_keeps_one_code_table_and_counts_the_images_it_reads(small_dataset):
+    evaluation = Evaluation(tiny_model(), small_dataset, batch_size=16)
+    assert evaluation.codes is evaluation.codes
+    task = Progress("codes", None, "images")
+    with evaluation.reporting(task):
+        evaluation.codes[np.array([0, 1, 2, 1])]
+        assert evaluation.progress is task
+    assert (task.done, evaluation.progress, evaluation.codes.encoded) == (3, None, 3)
+    evaluation.codes[np.array([0, 1])]  # kept: read again from the table, not from the images
+    assert (task.done, evaluation.codes.encoded) == (3, 3)
 
 
 def test_supervised_metrics_need_factors_and_unsupervised_ones_do_not():
@@ -508,12 +504,6 @@ def test_supervised_metrics_need_factors_and_unsupervised_ones_do_not():
             registry("metric")[name](tiny_model(), images)
     for name in SUITE[8:]:
         assert math.isfinite(registry("metric")[name](tiny_model(), images, points=50))
-
-
-def test_a_code_table_whose_model_is_gone_says_so(small_dataset):
-    table = sampling.code_table(tiny_model(), small_dataset)  # the model is dropped at once
-    with pytest.raises(ReferenceError, match="keep a reference"):
-        table[np.arange(3)]
 
 
 def test_a_card_records_a_registered_metrics_settings_and_libraries(tmp_path):

@@ -12,7 +12,7 @@ from vaezoo.data import ImageDataset
 from vaezoo.data.dsprites import dsprites
 from vaezoo.errors import VaezooError
 from vaezoo.metrics import entropy, mig
-from vaezoo.metrics.shared import sharing
+from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.plugins import registry
 
 SIZES = (4, 8, 8, 8)
@@ -181,12 +181,12 @@ def test_mig_chen_and_total_correlation_share_one_estimate(small_dsprites, monke
     real = entropy.estimate_entropies
     monkeypatch.setattr(entropy, "estimate_entropies", lambda *a, **k: calls.append(1) or real(*a, **k))
     model = tiny_model()
-    with sharing():  # as vaezoo eval computes a card's metrics
-        mig.mig_chen(model, small_dsprites, batch_size=128)
-        entropy.total_correlation(model, small_dsprites, batch_size=128)
+    evaluation = Evaluation(model, small_dsprites, batch_size=128)  # as vaezoo eval computes a card's metrics
+    together = (mig.mig_chen.measure(evaluation), entropy.total_correlation.measure(evaluation))
     assert len(calls) == 1
-    entropy.total_correlation(model, small_dsprites, batch_size=128)  # outside an evaluation nothing is kept
-    assert len(calls) == 2
+    alone = (mig.mig_chen(model, small_dsprites, batch_size=128),  # each on an evaluation of its own
+             entropy.total_correlation(model, small_dsprites, batch_size=128))
+    assert len(calls) == 3 and together == alone
 
 
 def test_chen_leaves_out_the_shape_factor(small_dsprites):

@@ -18,8 +18,16 @@ def spread(**changes):
     return SeedSpread.model_validate({**fields, **changes})
 
 
-def test_a_summary_that_matches_its_runs_is_accepted():
-    assert spread().median == 0.8
+@pytest.mark.parametrize("runs, median", [
+    (RUNS, 0.8),
+    (RUNS + [{"seed": 3, "value": 0.7}], 0.775),  # an even count: the mean of the two middle runs
+])
+def test_a_summary_whose_median_is_its_runs_median_is_accepted_whatever_the_run_order(runs, median):
+    values = [run["value"] for run in runs]
+    accepted = spread(runs=runs[::-1], n=len(runs), median=median, min=min(values), max=max(values))
+    assert [run.seed for run in accepted.runs] == [run["seed"] for run in runs[::-1]]
+    with pytest.raises(ValidationError, match="median"):
+        spread(runs=runs, n=len(runs), median=round(median + 0.01, 4), min=min(values), max=max(values))
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -46,4 +54,7 @@ def test_eval_write_keeps_the_spread_over_seeds():
     card = vaezoo.get_card("jointvae-mnist")
     written = as_metrics(card, {"cluster_accuracy": 0.9581, "reconstruction": 1.0})
     assert written["cluster_accuracy"].seeds == card.metrics["cluster_accuracy"].seeds
-    assert isinstance(Card.model_validate(card.model_dump()), Card)
+    assert written["reconstruction"].seeds is None  # a loss has no spread over seeds
+    rewritten = card.model_copy(update={"metrics": {**card.metrics, **written}})
+    assert Card.model_validate(rewritten.model_dump()).metrics["cluster_accuracy"].seeds == (
+        card.metrics["cluster_accuracy"].seeds)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kit import JOINT_TC_CAPACITY, install_plugin, make_card, write_card, write_entry, write_toml
+from kit import (JOINT_TC_CAPACITY, install_plugin, make_card, save_model_weights, weights_entry, write_card,
+                 write_entry, write_toml)
 from vaezoo import testing
 from vaezoo.testing import ConformanceError
 
@@ -326,6 +327,17 @@ def test_a_card_whose_weights_do_not_verify_is_caught(tmp_path):
     with pytest.raises(ConformanceError, match=r"card 'tiny-kit' \(.*\): verifying its weights raised WeightsError: "
                                                r".*sha256 .* does not match the card's"):
         testing.check_card(card)
+
+
+def test_a_card_whose_weights_hold_nan_is_caught(tmp_path):
+    card = make_card(name="tiny-kit", input=INPUT)
+    weights = tmp_path / "tiny-kit.safetensors"
+    save_model_weights(weights, card, edit=lambda state: next(v for v in state.values()
+                                                              if v.is_floating_point()).view(-1)[0].fill_(float("nan")))
+    path = write_toml(tmp_path / "tiny-kit.toml", {**card, "weights": weights_entry(weights)})
+    with pytest.raises(ConformanceError, match=r"card 'tiny-kit' \(.*\): verifying its weights raised WeightsError: "
+                                               r".*NaN or inf values in \["):
+        testing.check_card(path)
 
 
 @pytest.mark.parametrize("fields, problem", [

@@ -7,7 +7,7 @@ from vaezoo.cli import main
 from vaezoo.assemble import load_dataset
 from vaezoo.plugins import registry
 
-from kit import MNIST_ROOT
+from kit import MNIST_ROOT, require_shared
 
 PAPER_ACCURACY = 0.887  # Dupont (2018), Table 1; the original checkpoint scores 0.8873
 
@@ -21,8 +21,7 @@ def card():
 
 @pytest.fixture(scope="module")
 def accuracy(card):
-    if not MNIST_ROOT.joinpath("MNIST", "raw").is_dir():
-        pytest.skip(f"MNIST not found at {MNIST_ROOT} (../shared beside the repository)")
+    require_shared(MNIST_ROOT / "MNIST" / "raw")
     test_set = load_dataset("mnist", MNIST_ROOT, "test", **card.train.data.options)
     return registry("metric")["cluster_accuracy"](vaezoo.load("jointvae-mnist"), test_set)
 

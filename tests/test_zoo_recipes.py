@@ -12,16 +12,24 @@ RECIPES = sorted(REPO.glob("plugins/*/recipes/*.toml"))
 # a recipe's run records what it cost; the rest of its training table is the recipe's
 RUN_RECORDS = {"steps": None, "budget": None}
 LOSSES = {"reconstruction", "objective"}
+UNTRAINED = {"jointvae-dsprites"}  # recipes shipped before their run: no zoo entry yet
 
 
 def entries_with_recipes():
     recipes = [parse_card(path) for path in RECIPES]
-    zoo = set(vaezoo.list_models())
-    return [pytest.param(card, id=card.name) for card in recipes if card.name in zoo]
+    return [pytest.param(card, id=card.name) for card in recipes if card.name not in UNTRAINED]
 
 
 def test_recipes_are_found():
     assert len(RECIPES) >= 5, RECIPES
+
+
+def test_every_recipe_is_a_zoo_entry_or_known_to_be_untrained():
+    recipes = {parse_card(path).name for path in RECIPES}
+    zoo = set(vaezoo.list_models())
+    assert UNTRAINED <= recipes, "an untrained recipe was renamed or removed: update UNTRAINED"
+    assert not UNTRAINED & zoo, "a recipe listed as untrained has an entry now: remove it from UNTRAINED"
+    assert recipes - UNTRAINED <= zoo, "a recipe without a zoo entry (was its card renamed?)"
 
 
 @pytest.mark.parametrize("recipe", entries_with_recipes())

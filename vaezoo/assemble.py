@@ -24,6 +24,8 @@ from vaezoo.plugins import registry
 if TYPE_CHECKING:
     import torch
 
+    from vaezoo.metrics.spec import MetricSpec
+
     from vaezoo.cards import Card
     from vaezoo.data import DataInfo, ImageDataset
     from vaezoo.model import VAE
@@ -231,9 +233,17 @@ def load_dataset(name: str, root=None, split: str = "train", **options) -> Image
     return dataset.load(root=root, split=split, **options)
 
 
-def metric(name: str) -> Callable[..., float]:
-    """The registered metric ``name``: ``metric(model, dataset, device=None, batch_size=64, **params) -> float``."""
-    return registry("metric")[name]
+def metric(name: str) -> MetricSpec:
+    """The registered metric ``name``, as a :class:`~vaezoo.metrics.spec.MetricSpec` (a plugin's plain function
+    made one)."""
+    from vaezoo.metrics.spec import MetricSpec
+
+    return MetricSpec.of(registry("metric")[name])
+
+
+def metric_suite(suite: str) -> list[str]:
+    """The registered metrics whose spec belongs to ``suite`` (e.g. ``"disentanglement"``), in registration order."""
+    return [name for name in registry("metric").registered() if metric(name).suite == suite]
 
 
 def converter(name: str) -> Callable[..., Path]:

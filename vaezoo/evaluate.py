@@ -14,15 +14,14 @@ from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import MetricError, VaezooError
 from vaezoo.latents import Posterior
 from vaezoo.metrics.codes import EncodingBuilder
+from vaezoo.metrics.evaluation import CountedImages, Evaluation
 from vaezoo.metrics.requirements import unmet
-from vaezoo.metrics.sampling import full_encoding
-from vaezoo.metrics.shared import sharing
 from vaezoo.model import VAE
-from vaezoo.progress import Progress, progress
+from vaezoo.progress import progress
 
 
 @torch.no_grad()
-def losses(model: VAE, dataset: ImageDataset, step: int | None, batch_size: int, device=None,
+def losses(model: VAE, dataset: ImageDataset | CountedImages, step: int | None, batch_size: int, device=None,
            posteriors: Callable[[Posterior], None] | None = None) -> dict[str, float]:
     """Test-set reconstruction loss per image, KL per latent part and the objective at ``step``.
 
@@ -70,6 +69,7 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
         device: where to run.
         batch_size: images per forward pass of the metrics (the losses use the recipe's batch size; their
             pass is also the metrics' encoding of every image, so that the image is not encoded again).
+            Every metric is handed one :class:`~vaezoo.metrics.evaluation.Evaluation`, which keeps what they share.
         metrics: compute these registered metrics only (not the losses); default: the losses and the card's
             ``eval_metrics``.
         on_error: when given, a metric that raises is left out of the results and ``on_error(name, exception)``
@@ -84,24 +84,22 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
         check_metrics(model, card, names)  # an unknown or unservable metric fails here, before any data is read
     else:
         names = [name for name in names if _servable(model, card, name, on_error)]
-    dataset = card_dataset(card, data_root, "test")
+    evaluation = Evaluation(model, card_dataset(card, data_root, "test"), device, batch_size)
     results: dict[str, float] = {}
-    with sharing():  # the metrics encode each image once and share what else they can (vaezoo.metrics.shared)
-        if metrics is None:
-            encoding = EncodingBuilder()
-            with progress(f"eval {card.name}: losses", len(dataset)) as task:
-                results = losses(model, _Counted(dataset, task), card.train.steps, card.train.batch_size, device,
-                                 encoding.add)
-            _share(encoding, model, dataset, device)
-        for name in names:
-            try:
-                with progress(f"eval {card.name}: {name}") as task:
-                    results[name] = float(metric(name)(model, _Counted(dataset, task), device=device,
-                                                       batch_size=batch_size))
-            except Exception as exc:
-                if on_error is None:
-                    raise
-                on_error(name, exc)
+    if metrics is None:
+        encoding = EncodingBuilder()
+        with progress(f"eval {card.name}: losses", len(evaluation.dataset)) as task, evaluation.reporting(task):
+            results = losses(model, evaluation.images, card.train.steps, card.train.batch_size, device,
+                             encoding.add)
+        _share(encoding, evaluation)
+    for name in names:
+        try:
+            with progress(f"eval {card.name}: {name}") as task, evaluation.reporting(task):
+                results[name] = metric(name).measure(evaluation)
+        except Exception as exc:
+            if on_error is None:
+                raise
+            on_error(name, exc)
     return results
 
 
@@ -123,12 +121,12 @@ def check_metrics(model: VAE, card: Card, metrics: Sequence[str] | None = None) 
         MetricError: one line naming each metric the model cannot serve and what is missing.
     """
     names = list(card.eval_metrics if metrics is None else metrics)
-    functions = {name: metric(name) for name in names}  # an unknown name fails first
-    if not any(getattr(f, "requires", ()) for f in functions.values()):
+    specs = {name: metric(name) for name in names}  # an unknown name fails first
+    if not any(spec.needs for spec in specs.values()):
         return
     info = data_info(card, "test")
-    refused = [f"metric '{name}' {reason}" for name, function in functions.items()
-               for reason in unmet(function, model, info)]
+    refused = [f"metric '{name}' {reason}" for name, spec in specs.items()
+               for reason in unmet(spec.needs, model, info)]
     if refused:
         raise MetricError(f"card '{card.name}': " + ". ".join(refused)
                           + " (remove it from eval_metrics, or give the model what it needs)")
@@ -144,41 +142,12 @@ def _servable(model: VAE, card: Card, name: str, on_error: Callable[[str, Except
     return True
 
 
-def _share(encoding: EncodingBuilder, model: VAE, dataset: ImageDataset, device) -> None:
+def _share(encoding: EncodingBuilder, evaluation: Evaluation) -> None:
     """Give the metrics the losses' pass as their encoding of every image, so that they encode none again."""
     try:
-        full_encoding(model, dataset, device, encoding=encoding.encoding())
+        evaluation.take_encoding(encoding.encoding())
     except VaezooError:
         pass  # continuous parts of mixed families: a metric that needs them encodes and says so itself
-
-
-class _Counted:
-    """``dataset`` with every image a loss or a metric draws from it counted on a progress display.
-
-    A pass over the whole dataset (``batches``) makes the total known; images drawn by index (``batch``,
-    e.g. a metric's random sample) are counted as they come. Everything else is the dataset's own.
-    """
-
-    def __init__(self, dataset: ImageDataset, task: Progress) -> None:
-        self._dataset = dataset
-        self._task = task
-
-    def __len__(self) -> int:
-        return len(self._dataset)
-
-    def __getattr__(self, name: str):
-        return getattr(self._dataset, name)
-
-    def batch(self, index, device=None, dtype=torch.float32) -> torch.Tensor:
-        images = self._dataset.batch(index, device, dtype)
-        self._task.advance(len(images))
-        return images
-
-    def batches(self, batch_size: int, device=None, dtype=torch.float32):
-        self._task.total = self._task.done + len(self._dataset)
-        for start, images in self._dataset.batches(batch_size, device, dtype):
-            self._task.advance(len(images))
-            yield start, images
 
 
 def eval_command(ref: str, data_root=None, metrics: Sequence[str] | None = None) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from vaezoo.cards import Card
+from vaezoo.errors import UnknownNameError
 
 
 @dataclass(frozen=True)
@@ -18,11 +19,28 @@ class Row:
     values: tuple[float | None, ...]
 
 
+LOSSES = ("reconstruction", "objective")
+"""The losses ``vaezoo eval`` records beside the registered metrics (and ``kl_<part>``): lower is better."""
+
+
+def higher_is_better(metric: str) -> bool:
+    """The direction ``metric`` ranks in: its spec's for a registered metric (:attr:`MetricSpec.higher_is_better`);
+    lower first for the losses (:data:`LOSSES`, ``kl_<part>``); higher first for a name nothing registers."""
+    from vaezoo.assemble import metric as spec
+
+    if metric in LOSSES or metric.startswith("kl_"):
+        return False
+    try:
+        return spec(metric).higher_is_better
+    except UnknownNameError:
+        return True
+
+
 def leaderboard(cards: Iterable[Card], metrics: Sequence[str]) -> list[Row]:
     """The cards that record at least one of ``metrics``, best first on the first metric they record.
 
-    Rows are sorted by each metric in turn, higher first (as every disentanglement score reads; for a loss or
-    a total correlation lower is better), a card without a value, or with NaN, after those with one.
+    Rows are sorted by each metric in turn, best first in the metric's direction (:func:`higher_is_better`), a
+    card without a value, or with NaN, after those with one.
 
     Args:
         cards: the cards to rank, e.g. :func:`vaezoo.cards.list_cards`.
@@ -31,17 +49,18 @@ def leaderboard(cards: Iterable[Card], metrics: Sequence[str]) -> list[Row]:
     Returns:
         One :class:`Row` per card that records any of them.
     """
+    signs = [1.0 if higher_is_better(m) else -1.0 for m in metrics]
     rows = []
     for card in cards:
         values = tuple(card.metrics[m].value if m in card.metrics else None for m in metrics)
         if any(v is not None for v in values):
             rows.append(Row(card.name, card.dataset, values))
-    return sorted(rows, key=lambda row: [_rank(v) for v in row.values] + [row.name])
+    return sorted(rows, key=lambda row: [_rank(v, sign) for v, sign in zip(row.values, signs)] + [row.name])
 
 
-def _rank(value: float | None) -> tuple[bool, float]:
+def _rank(value: float | None, sign: float) -> tuple[bool, float]:
     missing = value is None or math.isnan(value)
-    return missing, 0.0 if missing else -value
+    return missing, 0.0 if missing else -sign * value
 
 
 def shared_metrics(cards: Iterable[Card], at_least: int = 2) -> list[str]:

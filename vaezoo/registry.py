@@ -69,6 +69,10 @@ class Registry(Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
+    def registered(self) -> list[str]:
+        """The names in the order they were registered (iterating gives them sorted)."""
+        return list(self._items)
+
     def plugin_of(self, name: str) -> str:
         """The plugin that registered ``name``."""
         self[name]

@@ -47,6 +47,12 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("vaezoo")) / "weights"
 
 
+def cached_path(weights: Weights) -> Path:
+    """Where the weights a card points to at a URL are kept once downloaded: named by their sha256 in
+    :func:`cache_dir` (the file may not be there yet)."""
+    return cache_dir() / f"{weights.sha256}.safetensors"
+
+
 def local_path(card: Card) -> Path:
     """The weights file beside ``card``; refuses paths that leave the card's directory.
 
@@ -124,8 +130,8 @@ def download(url: str, weights: Weights) -> Path:
     check_url(url)
     timeout, seconds = _timeout(), _deadline(weights)
     deadline = time.monotonic() + seconds
-    directory = cache_dir()
-    target = directory / f"{weights.sha256}.safetensors"
+    target = cached_path(weights)
+    directory = target.parent
     if _verified(target, weights):
         return target
     if os.environ.get("VAEZOO_OFFLINE") == "1":

@@ -77,11 +77,10 @@ def vaezoo_register_metrics(register):
     from vaezoo.metrics.sap import sap_score
     from vaezoo.metrics.unsupervised import gaussian_total_correlation, mutual_info_score
 
+    # the disentanglement suite in the order a card lists it (vaezoo.assemble.metric_suite), then the likelihoods
     register("mig_chen", mig_chen)
-    register("elbo", elbo)
-    register("importance_log_likelihood", importance_log_likelihood)
-    register("mig_dlib", mig_dlib)
     register("total_correlation", total_correlation)
+    register("mig_dlib", mig_dlib)
     register("betavae_score", betavae_score)
     register("factorvae_score", factorvae_score)
     register("sap_score", sap_score)
@@ -92,3 +91,5 @@ def vaezoo_register_metrics(register):
     register("explicitness", explicitness)
     register("gaussian_total_correlation", gaussian_total_correlation)
     register("mutual_info_score", mutual_info_score)
+    register("elbo", elbo)
+    register("importance_log_likelihood", importance_log_likelihood)

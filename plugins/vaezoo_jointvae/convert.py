@@ -53,13 +53,6 @@ ALPHAS_KEY = re.compile(r"fc_alphas\.(\d+)\.weight")
 
 Capacity = tuple[float, float, int, float]  # [min, max, iterations, gamma], as in the original Trainer
 
-# The disentanglement metric suite, for a dataset with ground-truth factors. mig_chen and total_correlation
-# read the continuous part's posteriors; the others read mean codes from the table shape_accuracy fills.
-FACTOR_METRICS = ("mig_chen", "total_correlation", "mig_dlib", "betavae_score", "factorvae_score", "sap_score",
-                  "dci_disentanglement", "dci_completeness", "dci_informativeness", "modularity", "explicitness",
-                  "gaussian_total_correlation", "mutual_info_score")
-
-
 @dataclass(frozen=True)
 class OriginalSetup:
     """How the original code fed and trained a model of one dataset.
@@ -74,7 +67,9 @@ class OriginalSetup:
         interpolation: the PIL filter that resized them.
         categorical_metric: the metric that scores the first categorical part, if the dataset has
             what it needs (labels or a shape factor).
-        factor_metrics: metrics of the continuous code against the dataset's ground-truth factors.
+        disentanglement: whether the card lists the registered disentanglement suite
+            (:func:`vaezoo.assemble.metric_suite`), the scores of the continuous code against the dataset's
+            ground-truth factors.
     """
 
     release: str
@@ -86,7 +81,7 @@ class OriginalSetup:
     interpolation: str = "bilinear"
     batch_size: int = 64
     categorical_metric: str | None = None
-    factor_metrics: tuple[str, ...] = ()
+    disentanglement: bool = False
     data_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -101,7 +96,7 @@ SETUPS: dict[str, OriginalSetup] = {
     "dsprites": OriginalSetup("dsprites", (0.0, 40.0, 300000, 150.0), (0.0, 1.1, 300000, 150.0), 29, 5e-4,
                               "dSprites' 64x64 binary images (pixels 0 or 1) as floats 0.0 and 1.0, not resized; give "
                               "the official file's 0/1 arrays as bool or float, not as uint8 (read as 0-255)",
-                              categorical_metric="shape_accuracy", factor_metrics=FACTOR_METRICS,
+                              categorical_metric="shape_accuracy", disentanglement=True,
                               data_options={"source": "render"}),
     "chairs": OriginalSetup("chairs", (0.0, 30.0, 100000, 300.0), (0.0, 5.0, 100000, 300.0), 100, 1e-4,
                             "the chair renders center-cropped and resized to 64x64 beforehand (the original code's "
@@ -230,7 +225,7 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
         The path of the card, ``out/NAME.toml``.
     """
     from vaezoo import __version__
-    from vaezoo.assemble import build_model, data_info, load_weights
+    from vaezoo.assemble import build_model, data_info, load_weights, metric_suite
     from vaezoo.cards import Card, DataSpec, InputSection, Optimizer, TrainRecipe, Weights, write_card
     from vaezoo.checksums import sha256_of
     from vaezoo.weights import save_weights
@@ -252,7 +247,7 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
     except WeightsError as exc:
         raise WeightsError(f"{path}: {exc}") from None
     metrics = ([setup.categorical_metric] if setup.categorical_metric and discrete else [])
-    metrics += list(setup.factor_metrics) if continuous else []
+    metrics += metric_suite("disentanglement") if setup.disentanglement and continuous else []
     card = Card(
         name=name or f"jointvae-original-{dataset.replace('_', '-')}-converted",
         architecture="jointvae",

@@ -47,9 +47,10 @@ def matching_of(model, dataset, device=None):
         ``(part, matching, accuracy)``: the first categorical part's name, ``(k,)`` labels (-1: none) and the
         fraction of images whose matched category is their label.
     """
+    from vaezoo.metrics.evaluation import Evaluation
     from vaezoo_jointvae.metrics import match_categories, predicted_categories
 
-    predicted = predicted_categories(model, dataset, device)
+    predicted = predicted_categories(Evaluation(model, dataset, device))
     part = model.discrete_parts[0]
     labels = dataset.labels.numpy()
     matching = match_categories(predicted, labels, model.part_slices[part].stop - model.part_slices[part].start)

@@ -6,10 +6,10 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from torch.distributions import Categorical
 
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import VaezooError
-from vaezoo.metrics.requirements import Requirement, requires
-from vaezoo.metrics.sampling import code_table
+from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.requirements import Requirement
+from vaezoo.metrics.spec import metric_spec
 
 
 def contingency(predicted: np.ndarray, labels: np.ndarray, size: int | None = None) -> np.ndarray:
@@ -72,57 +72,55 @@ CATEGORICAL_PART = Requirement("a latent part with a categorical prior (e.g. a J
 SHAPE_FACTOR = Requirement("a dataset with a 'shape' factor (e.g. dsprites)", _shape_missing)
 
 
-def predicted_categories(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                         metric: str = "cluster_accuracy") -> np.ndarray:
-    """The first categorical part's argmax for every image of ``dataset``.
+def predicted_categories(evaluation: Evaluation, metric: str = "cluster_accuracy") -> np.ndarray:
+    """The first categorical part's argmax for every image of ``evaluation``'s dataset.
 
-    The codes come from the table the disentanglement metrics share
-    (:func:`vaezoo.metrics.sampling.code_table`), so a card that lists these metrics encodes its images once.
+    The codes come from the table the disentanglement metrics share (:attr:`Evaluation.codes`), so a card that
+    lists these metrics encodes its images once.
 
     Args:
-        model: a VAE with a categorical latent part (:func:`categorical_parts`).
-        dataset: the images.
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE with a categorical latent part (:func:`categorical_parts`) on the images.
         metric: names the metric in the error a model without a categorical part gets.
 
     Returns:
         ``(N,)`` int64 categories.
     """
+    model = evaluation.model
     parts = categorical_parts(model)
     if not parts:
         raise VaezooError(f"{metric} needs a model with a categorical latent part (e.g. a JointVAE)")
-    codes = code_table(model, dataset, device, batch_size)[np.arange(len(dataset))]
+    codes = evaluation.codes[np.arange(len(evaluation.dataset))]
     return codes[:, model.part_slices[parts[0]]].argmax(1)
 
 
-@requires(CATEGORICAL_PART)
-def cluster_accuracy(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> float:
+@metric_spec(needs=(CATEGORICAL_PART,))
+def cluster_accuracy(evaluation: Evaluation) -> float:
     """Accuracy of the first categorical part's argmax, its categories matched to the labels (e.g. digits)."""
-    if dataset.labels is None:
+    labels = evaluation.dataset.labels
+    if labels is None:
         raise VaezooError("cluster_accuracy needs a labelled dataset (e.g. mnist)")
-    return matched_accuracy(predicted_categories(model, dataset, device, batch_size), dataset.labels.numpy())
+    return matched_accuracy(predicted_categories(evaluation), labels.numpy())
 
 
-def factor_accuracy(model, dataset: ImageDataset, factor: str, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                    metric: str = "factor_accuracy") -> float:
+def factor_accuracy(evaluation: Evaluation, factor: str, metric: str = "factor_accuracy") -> float:
     """Accuracy of the first categorical part's argmax, its categories matched to a ground-truth factor's values.
 
     Args:
-        model: a VAE with a categorical latent part (:func:`categorical_parts`).
-        dataset: images with ground-truth ``factors``; all of them are scored.
+        evaluation: a VAE with a categorical latent part (:func:`categorical_parts`) on images with ground-truth
+            ``factors``; all of them are scored.
         factor: one of the dataset's ``factor_names``.
-        device, batch_size: where and how many images to encode at a time.
         metric: names the metric in errors.
     """
+    dataset = evaluation.dataset
     if dataset.factors is None or factor not in dataset.factor_names:
         have = f"factors {', '.join(dataset.factor_names)}" if dataset.factor_names else "no factors"
         raise VaezooError(f"{metric} needs a dataset with a '{factor}' factor (e.g. dsprites); this one has {have}")
     values = dataset.factors[:, dataset.factor_names.index(factor)].numpy()
     values = np.unique(values, return_inverse=True)[1]  # classes 0..k-1 whatever the dataset numbers them
-    return matched_accuracy(predicted_categories(model, dataset, device, batch_size, metric), values)
+    return matched_accuracy(predicted_categories(evaluation, metric), values)
 
 
-@requires(CATEGORICAL_PART, SHAPE_FACTOR)
-def shape_accuracy(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> float:
+@metric_spec(needs=(CATEGORICAL_PART, SHAPE_FACTOR))
+def shape_accuracy(evaluation: Evaluation) -> float:
     """:func:`factor_accuracy` on the ``shape`` factor: how well the categorical tells dSprites' three shapes."""
-    return factor_accuracy(model, dataset, "shape", device, batch_size, metric="shape_accuracy")
+    return factor_accuracy(evaluation, "shape", metric="shape_accuracy")

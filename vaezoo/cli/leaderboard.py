@@ -1,4 +1,4 @@
-"""``vaezoo leaderboard``: the zoo's entries side by side on chosen metrics. Reads cards only."""
+"""``vaezoo leaderboard``: the zoo's entries side by side on chosen metrics, as their cards record them."""
 
 from vaezoo.cli.common import names_arg, print_json, print_table
 

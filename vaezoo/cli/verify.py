@@ -16,7 +16,7 @@ def check(card) -> tuple[str, str]:
     """``(status, detail)`` for one card's weights, without downloading anything."""
     from vaezoo.errors import WeightsError
     from vaezoo.checksums import verify
-    from vaezoo.weights import cache_dir, local_path
+    from vaezoo.weights import cached_path, local_path
 
     if card.weights is None:
         return "no weights", ""
@@ -24,7 +24,7 @@ def check(card) -> tuple[str, str]:
         if card.weights.file is not None:
             path = local_path(card)
         else:
-            path = cache_dir() / f"{card.weights.sha256}.safetensors"
+            path = cached_path(card.weights)
             if not path.exists():
                 return "not cached", card.weights.url
         verify(path, card.weights)

@@ -19,10 +19,11 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.multiclass import OneVsRestClassifier
 
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
-from vaezoo.metrics.requirements import FACTORS, requires
-from vaezoo.metrics.sampling import Codes, FactorGroups, code_table, sklearn_seed
+from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.requirements import FACTORS
+from vaezoo.metrics.spec import metric_spec
+from vaezoo.metrics.sampling import Codes, FactorGroups, sklearn_seed
 
 
 def betavae_features(codes: Codes, groups: FactorGroups, rng: np.random.Generator, points: int,
@@ -60,19 +61,17 @@ def betavae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.G
     return float(classifier.fit(*train).score(*test))
 
 
-@requires(FACTORS)
-def betavae_score(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                  points: int = 10_000, test_points: int = 5_000, batch: int = 64, seed: int = 0) -> float:
-    """The BetaVAE score of ``model``'s mean codes on ``dataset`` (see the module docstring).
+@metric_spec(needs=(FACTORS,), suite="disentanglement")
+def betavae_score(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000, batch: int = 64,
+                  seed: int = 0) -> float:
+    """The BetaVAE score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
 
     Args:
-        model: a VAE; its code is the posterior's mode.
-        dataset: images with ground-truth ``factors``.
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE (its code is the posterior's mode) on images with ground-truth ``factors``.
         points, test_points: classifier training and evaluation points (10,000 and 5,000).
         batch: pairs of images per point (64).
         seed: seed of the draws and of the classifier.
     """
-    factors = require_factors(dataset, "betavae_score").numpy()
-    return betavae_score_from_codes(code_table(model, dataset, device, batch_size), factors,
+    factors = require_factors(evaluation.dataset, "betavae_score").numpy()
+    return betavae_score_from_codes(evaluation.codes, factors,
                                     np.random.default_rng(seed), points, test_points, batch)

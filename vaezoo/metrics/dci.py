@@ -26,11 +26,12 @@ import numpy as np
 from scipy.stats import entropy
 from sklearn.ensemble import GradientBoostingClassifier
 
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.parallel import parallel_map
-from vaezoo.metrics.requirements import FACTORS, requires
-from vaezoo.metrics.sampling import Codes, code_table, draw, sklearn_seed
+from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.requirements import FACTORS
+from vaezoo.metrics.spec import metric_spec
+from vaezoo.metrics.sampling import Codes, draw, sklearn_seed
 
 
 @dataclass(frozen=True)
@@ -113,41 +114,36 @@ def dci_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Generator, 
     return DCI(disentanglement(importance), completeness(importance), test_accuracy, train_accuracy, importance)
 
 
-def dci(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, points: int = 10_000,
-        test_points: int = 5_000, seed: int = 0) -> DCI:
-    """The :class:`DCI` of ``model``'s mean codes on ``dataset``, computed once per model, dataset and parameters.
+def dci(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> DCI:
+    """The :class:`DCI` of the mean codes of ``evaluation``'s model on its images, computed once per evaluation
+    and settings.
 
     Args:
-        model: a VAE; its code is the posterior's mode.
-        dataset: images with ground-truth ``factors``.
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE (its code is the posterior's mode) on images with ground-truth ``factors``.
         points, test_points: training and test images (10,000 and 5,000).
         seed: seed of the draws and of the trees.
     """
-    factors = require_factors(dataset, "dci").numpy()
-    table = code_table(model, dataset, device, batch_size)
-    key = ("dci", points, test_points, seed)
-    if key not in table.results:
-        table.results[key] = dci_from_codes(table, factors, np.random.default_rng(seed), points, test_points)
-    return table.results[key]
+    factors = require_factors(evaluation.dataset, "dci").numpy()
+    return evaluation.shared(("dci", points, test_points, seed), lambda: dci_from_codes(
+        evaluation.codes, factors, np.random.default_rng(seed), points, test_points))
 
 
-@requires(FACTORS)
-def dci_disentanglement(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                        points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
-    """DCI disentanglement of ``model`` on ``dataset`` (arguments as :func:`dci`)."""
-    return dci(model, dataset, device, batch_size, points, test_points, seed).disentanglement
+@metric_spec(needs=(FACTORS,), suite="disentanglement")
+def dci_disentanglement(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000,
+                        seed: int = 0) -> float:
+    """DCI disentanglement of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
+    return dci(evaluation, points, test_points, seed).disentanglement
 
 
-@requires(FACTORS)
-def dci_completeness(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                     points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
-    """DCI completeness of ``model`` on ``dataset`` (arguments as :func:`dci`)."""
-    return dci(model, dataset, device, batch_size, points, test_points, seed).completeness
+@metric_spec(needs=(FACTORS,), suite="disentanglement")
+def dci_completeness(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000,
+                     seed: int = 0) -> float:
+    """DCI completeness of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
+    return dci(evaluation, points, test_points, seed).completeness
 
 
-@requires(FACTORS)
-def dci_informativeness(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                        points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
-    """DCI informativeness (mean test accuracy) of ``model`` on ``dataset`` (arguments as :func:`dci`)."""
-    return dci(model, dataset, device, batch_size, points, test_points, seed).informativeness
+@metric_spec(needs=(FACTORS,), suite="disentanglement")
+def dci_informativeness(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000,
+                        seed: int = 0) -> float:
+    """DCI informativeness (mean test accuracy) of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
+    return dci(evaluation, points, test_points, seed).informativeness

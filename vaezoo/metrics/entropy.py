@@ -25,13 +25,13 @@ import torch
 from torch import Tensor
 from torch.distributions import Distribution, Normal
 
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.data import ImageDataset
 from vaezoo.errors import VaezooError
 from vaezoo.metrics.codes import require_posteriors
+from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.parallel import parallel_map
-from vaezoo.metrics.requirements import DENSITY_MATRIX, requires
-from vaezoo.metrics.sampling import full_encoding
-from vaezoo.metrics.shared import shared
+from vaezoo.metrics.requirements import DENSITY_MATRIX
+from vaezoo.metrics.spec import metric_spec
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 ROWS = 512  # images per block of work, at least (a block spans whole runs of the innermost factors)
@@ -290,32 +290,33 @@ def _devices(t: Tensor) -> list:
     return [t.device] if t.device.type == "cuda" else []
 
 
-def dataset_entropies(model, dataset: ImageDataset, columns: tuple[int, ...], device=None,
-                      batch_size: int = EVAL_BATCH_SIZE, samples: int = 10_000, seed: int = 0) -> Entropies:
-    """:func:`estimate_entropies` of ``model``'s posteriors over ``dataset``, conditioning on factor ``columns``.
+def dataset_entropies(evaluation: Evaluation, columns: tuple[int, ...], samples: int = 10_000,
+                      seed: int = 0) -> Entropies:
+    """:func:`estimate_entropies` of the posteriors of ``evaluation``'s model over its dataset, conditioning on
+    factor ``columns``.
 
-    Within :func:`~vaezoo.metrics.shared.sharing` the metrics that need it (``mig_chen``,
-    ``total_correlation``) encode the dataset and run the estimator once, and that pass gives the metrics
-    that draw mean codes theirs.
+    Made once per evaluation and arguments: the metrics that need it (``mig_chen``, ``total_correlation``) share
+    one encoding of the dataset and one estimate, and that pass gives the metrics that draw mean codes theirs.
     """
     def estimate() -> Entropies:
-        factors = dataset.factors[:, list(columns)] if columns else None
-        encoding = full_encoding(model, dataset, device, batch_size)
+        factors = evaluation.dataset.factors[:, list(columns)] if columns else None
+        encoding = evaluation.encoding()
         if encoding.posteriors is None and encoding.batches:
             return estimate_entropies_from_posteriors(encoding.batches, factors, samples, seed)
         posteriors = require_posteriors(encoding)
         return estimate_entropies(posteriors.loc, 2 * posteriors.scale.log(), factors, samples, seed,
                                   family=posteriors.family)
 
-    return shared(("entropies", id(model), id(dataset.images), str(device), columns, samples, seed), estimate)
+    return evaluation.shared(("entropies", columns, samples, seed), estimate)
 
 
-@requires(DENSITY_MATRIX)
-def total_correlation(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                      samples: int = 10_000, seed: int = 0) -> float:
-    """Total correlation (nats) of the aggregate posterior of the factorised (continuous) dimensions over ``dataset``.
+@metric_spec(higher_is_better=False, needs=(DENSITY_MATRIX,), suite="disentanglement")
+def total_correlation(evaluation: Evaluation, samples: int = 10_000, seed: int = 0) -> float:
+    """Total correlation (nats) of the aggregate posterior of the factorised (continuous) dimensions over the
+    dataset; lower is better.
 
     The sampling estimate of KL(q(z) || prod_j q(z_j)) that Chen et al. report; it shares its
-    work with ``mig_chen`` when both are computed.
+    work with ``mig_chen`` when both are computed on one evaluation.
     """
-    return dataset_entropies(model, dataset, chen_columns(dataset), device, batch_size, samples, seed).total_correlation
+    columns = chen_columns(evaluation.dataset)
+    return dataset_entropies(evaluation, columns, samples, seed).total_correlation

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
-from vaezoo.metrics.requirements import FACTORS, requires
-from vaezoo.metrics.sampling import Codes, FactorGroups, code_table
+from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.requirements import FACTORS
+from vaezoo.metrics.spec import metric_spec
+from vaezoo.metrics.sampling import Codes, FactorGroups
 
 
 def factorvae_votes(codes: Codes, groups: FactorGroups, rng: np.random.Generator, points: int, batch: int,
@@ -70,23 +71,21 @@ def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random
     return float(test[classifier, np.arange(test.shape[1])].sum() / test.sum())
 
 
-@requires(FACTORS)
-def factorvae_score(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                    points: int = 10_000, test_points: int = 5_000, batch: int = 64, variance_points: int = 10_000,
+@metric_spec(needs=(FACTORS,), suite="disentanglement")
+def factorvae_score(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000, batch: int = 64,
+                    variance_points: int = 10_000,
                     prune_std: float = 0.05, seed: int = 0) -> float:
-    """The FactorVAE score of ``model``'s mean codes on ``dataset`` (see the module docstring).
+    """The FactorVAE score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
 
     Args:
-        model: a VAE; its code is the posterior's mode.
-        dataset: images with ground-truth ``factors``.
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE (its code is the posterior's mode) on images with ground-truth ``factors``.
         points, test_points: training and evaluation votes (10,000 and 5,000).
         batch: images per vote (64).
         variance_points: images the global variances are estimated on (10,000).
         prune_std: global standard deviation below which a dimension counts as collapsed (0.05).
         seed: seed of the draws.
     """
-    factors = require_factors(dataset, "factorvae_score").numpy()
-    return factorvae_score_from_codes(code_table(model, dataset, device, batch_size), factors,
+    factors = require_factors(evaluation.dataset, "factorvae_score").numpy()
+    return factorvae_score_from_codes(evaluation.codes, factors,
                                       np.random.default_rng(seed), points, test_points, batch, variance_points,
                                       prune_std)

@@ -18,10 +18,11 @@ import math
 
 import torch
 
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import VaezooError
 from vaezoo.metrics.codes import eval_mode
-from vaezoo.metrics.requirements import DENSITY, NORMALISED_LIKELIHOOD, requires
+from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.requirements import DENSITY, NORMALISED_LIKELIHOOD
+from vaezoo.metrics.spec import metric_spec
 
 CHUNK = 50  # samples decoded together: a batch of 64 images makes 3,200 decoder rows
 
@@ -45,43 +46,43 @@ def _log_weights(model, x: torch.Tensor, samples: int) -> torch.Tensor:
     return torch.cat(out)
 
 
-def _mean_over_images(model, dataset: ImageDataset, device, batch_size: int, seed: int, per_batch) -> float:
+def _mean_over_images(evaluation: Evaluation, seed: int, per_batch) -> float:
+    model = evaluation.model
     total = 0.0
     with eval_mode(model), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        for _, x in dataset.batches(batch_size, device):
+        for _, x in evaluation.images.batches(evaluation.batch_size, evaluation.device):
             total += float(per_batch(x).double().sum())
-    return total / len(dataset)
+    return total / len(evaluation.dataset)
 
 
-@requires(DENSITY, NORMALISED_LIKELIHOOD)
-def elbo(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, seed: int = 0) -> float:
+@metric_spec(needs=(DENSITY, NORMALISED_LIKELIHOOD))
+def elbo(evaluation: Evaluation, seed: int = 0) -> float:
     """The evidence lower bound per image (nats; higher is better), one sample z ~ q(z|x) per image.
 
     Args:
-        model: a VAE whose latent has a per-dimension density and whose likelihood is normalised.
-        dataset: the images (the test split in ``vaezoo eval``).
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE whose latent has a per-dimension density and whose likelihood is normalised, on the
+            images to score (the test split in ``vaezoo eval``).
         seed: seed of the samples.
     """
+    model = evaluation.model
     _check(model, "elbo")
-    return _mean_over_images(model, dataset, device, batch_size, seed, lambda x: _log_weights(model, x, 1)[0])
+    return _mean_over_images(evaluation, seed, lambda x: _log_weights(model, x, 1)[0])
 
 
-@requires(DENSITY, NORMALISED_LIKELIHOOD)
-def importance_log_likelihood(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                              samples: int = 200, seed: int = 0) -> float:
+@metric_spec(needs=(DENSITY, NORMALISED_LIKELIHOOD))
+def importance_log_likelihood(evaluation: Evaluation, samples: int = 200, seed: int = 0) -> float:
     """log p(x) per image (nats; higher is better), estimated with ``samples`` importance samples from q(z|x).
 
     Args:
-        model: a VAE whose latent has a per-dimension density and whose likelihood is normalised.
-        dataset: the images (the test split in ``vaezoo eval``).
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE whose latent has a per-dimension density and whose likelihood is normalised, on the
+            images to score (the test split in ``vaezoo eval``).
         samples: K, importance samples per image.
         seed: seed of the samples.
     """
+    model = evaluation.model
     _check(model, "importance_log_likelihood")
     if samples < 1:
         raise VaezooError(f"importance_log_likelihood needs at least 1 sample, got {samples}")
-    return _mean_over_images(model, dataset, device, batch_size, seed,
+    return _mean_over_images(evaluation, seed,
                              lambda x: torch.logsumexp(_log_weights(model, x, samples), 0) - math.log(samples))

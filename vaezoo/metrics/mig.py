@@ -22,7 +22,6 @@ import numpy as np
 from scipy.special import xlogy
 from torch import Tensor
 
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.entropy import (
     Entropies,
@@ -30,8 +29,9 @@ from vaezoo.metrics.entropy import (
     dataset_entropies,
     estimate_entropies,
 )
-from vaezoo.metrics.requirements import DENSITY_MATRIX, FACTORS, requires
-from vaezoo.metrics.sampling import code_table
+from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.requirements import DENSITY_MATRIX, FACTORS
+from vaezoo.metrics.spec import metric_spec
 
 
 def gaps(mutual_information: np.ndarray, normaliser: np.ndarray) -> np.ndarray:
@@ -93,37 +93,34 @@ def dlib_mig_gaps(codes: np.ndarray, factors: np.ndarray, bins: int = 20) -> np.
     return np.where(constant, 0.0, gaps(mi, np.where(constant, 1.0, entropy)))
 
 
-@requires(FACTORS, DENSITY_MATRIX)
-def mig_chen(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, samples: int = 10_000,
-             seed: int = 0) -> float:
+@metric_spec(needs=(FACTORS, DENSITY_MATRIX), suite="disentanglement")
+def mig_chen(evaluation: Evaluation, samples: int = 10_000, seed: int = 0) -> float:
     """MIG as Chen et al. compute it, over the whole dataset (see the module docstring).
 
     Args:
-        model: a VAE whose latent (or some of its parts) has a per-dimension density (the latent protocol).
-        dataset: images with ground-truth ``factors``.
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE whose latent (or some of its parts) has a per-dimension density (the latent protocol),
+            on images with ground-truth ``factors``.
         samples: codes drawn for the entropy estimates (10,000 in the reference code).
         seed: seed of that draw.
     """
+    dataset = evaluation.dataset
     require_factors(dataset, "mig_chen")
-    entropies = dataset_entropies(model, dataset, chen_columns(dataset), device, batch_size, samples, seed)
+    entropies = dataset_entropies(evaluation, chen_columns(dataset), samples, seed)
     return float(chen_gaps(entropies).mean())
 
 
-@requires(FACTORS)
-def mig_dlib(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, points: int = 10_000,
-             bins: int = 20, seed: int = 0) -> float:
+@metric_spec(needs=(FACTORS,), suite="disentanglement")
+def mig_dlib(evaluation: Evaluation, points: int = 10_000, bins: int = 20, seed: int = 0) -> float:
     """MIG as disentanglement_lib computes it (see the module docstring).
 
     Args:
-        model: a VAE; its code is the posterior's mode.
-        dataset: images with ground-truth ``factors``; all of them are scored.
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE (its code is the posterior's mode) on images with ground-truth ``factors``; all of
+            them are scored.
         points: images drawn (with replacement, as disentanglement_lib samples factors).
         bins: histogram bins per code dimension.
         seed: seed of the draw.
     """
-    factors = require_factors(dataset, "mig_dlib")
-    indices = np.random.default_rng(seed).integers(0, len(dataset), points)
-    codes = code_table(model, dataset, device, batch_size)[indices]
+    factors = require_factors(evaluation.dataset, "mig_dlib")
+    indices = np.random.default_rng(seed).integers(0, len(factors), points)
+    codes = evaluation.codes[indices]
     return float(dlib_mig_gaps(codes, factors[indices].numpy(), bins).mean())

@@ -32,12 +32,13 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import mutual_info_score, roc_auc_score
 from sklearn.multiclass import OneVsRestClassifier
 
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.mig import discretize
 from vaezoo.metrics.parallel import parallel_map
-from vaezoo.metrics.requirements import FACTORS, requires
-from vaezoo.metrics.sampling import Codes, code_table, draw, sklearn_seed
+from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.requirements import FACTORS
+from vaezoo.metrics.spec import metric_spec
+from vaezoo.metrics.sampling import Codes, draw, sklearn_seed
 
 
 def mutual_information_matrix(binned: np.ndarray, factors: np.ndarray) -> np.ndarray:
@@ -111,36 +112,33 @@ def explicitness_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Ge
     return explicitness_of(*train, *test, random_state=sklearn_seed(rng))
 
 
-@requires(FACTORS)
-def modularity(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, points: int = 10_000,
+@metric_spec(needs=(FACTORS,), suite="disentanglement")
+def modularity(evaluation: Evaluation, points: int = 10_000,
                bins: int = 20, seed: int = 0) -> float:
-    """Ridgeway & Mozer's modularity of ``model``'s mean codes on ``dataset`` (see the module docstring).
+    """Ridgeway & Mozer's modularity of the mean codes of ``evaluation``'s model on its images (see the module
+    docstring).
 
     Args:
-        model: a VAE; its code is the posterior's mode.
-        dataset: images with ground-truth ``factors``.
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE (its code is the posterior's mode) on images with ground-truth ``factors``.
         points: images drawn (10,000).
         bins: histogram bins per code dimension (20).
         seed: seed of the draw.
     """
-    factors = require_factors(dataset, "modularity").numpy()
-    return modularity_from_codes(code_table(model, dataset, device, batch_size), factors,
+    factors = require_factors(evaluation.dataset, "modularity").numpy()
+    return modularity_from_codes(evaluation.codes, factors,
                                  np.random.default_rng(seed), points, bins)
 
 
-@requires(FACTORS)
-def explicitness(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                 points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
-    """Ridgeway & Mozer's explicitness of ``model``'s mean codes on ``dataset`` (see the module docstring).
+@metric_spec(needs=(FACTORS,), suite="disentanglement")
+def explicitness(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> float:
+    """Ridgeway & Mozer's explicitness of the mean codes of ``evaluation``'s model on its images (see the module
+    docstring).
 
     Args:
-        model: a VAE; its code is the posterior's mode.
-        dataset: images with ground-truth ``factors``.
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE (its code is the posterior's mode) on images with ground-truth ``factors``.
         points, test_points: training and test images (10,000 and 5,000).
         seed: seed of the draws and of the classifiers.
     """
-    factors = require_factors(dataset, "explicitness").numpy()
-    return explicitness_from_codes(code_table(model, dataset, device, batch_size), factors,
+    factors = require_factors(evaluation.dataset, "explicitness").numpy()
+    return explicitness_from_codes(evaluation.codes, factors,
                                    np.random.default_rng(seed), points, test_points)

@@ -1,16 +1,17 @@
 """What a metric needs of a model and its data, stated on the metric and checked before any data is read.
 
-A metric states its needs with :func:`requires`. :func:`vaezoo.evaluate.check_metrics` matches a card's
+A metric states its needs on its spec (:attr:`vaezoo.metrics.spec.MetricSpec.needs`; a plain function with
+:func:`requires`). :func:`vaezoo.evaluate.check_metrics` matches a card's
 ``eval_metrics`` against the model the card describes (at step 0 of training, and before ``vaezoo eval``
 reads an image) and refuses a metric the model cannot serve, naming the metric and what is missing, rather
-than failing after the encoding. A plugin's metric uses the same decorator, with these needs or its own
+than failing after the encoding. A plugin's metric states the same needs, or its own
 :class:`Requirement`. Every need is checked through the latent protocol only (docs/plugins.md): a posterior
 built from zero parameters is asked for what the metric will ask of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -37,7 +38,8 @@ class Requirement:
 
 
 def requires(*needs: Requirement) -> Callable[[M], M]:
-    """Decorate a metric with what it needs (kept as its ``requires`` attribute)."""
+    """Decorate a plain metric function with what it needs (kept as its ``requires`` attribute, which
+    :meth:`vaezoo.metrics.spec.MetricSpec.of` reads)."""
     def mark(metric: M) -> M:
         metric.requires = tuple(needs)
         return metric
@@ -45,11 +47,11 @@ def requires(*needs: Requirement) -> Callable[[M], M]:
     return mark
 
 
-def unmet(metric: Callable[..., float], model, info: DataInfo) -> list[str]:
-    """What ``metric`` needs and ``model`` (on a split described by ``info``) lacks, each as
-    ``"needs WHAT; WHY"``; empty when nothing is missing (or the metric states no needs)."""
+def unmet(needs: Sequence[Requirement], model, info: DataInfo) -> list[str]:
+    """Which of a metric's ``needs`` ``model`` (on a split described by ``info``) lacks, each as
+    ``"needs WHAT; WHY"``; empty when nothing is missing."""
     reasons = []
-    for requirement in getattr(metric, "requires", ()):
+    for requirement in needs:
         why = requirement.missing(model, info)
         if why is not None:
             reasons.append(f"needs {requirement.needs}; {why}")

@@ -6,110 +6,36 @@ the same draw; fixing factor k at a value and drawing the rest is drawing an ima
 those with that value of k. :class:`FactorGroups` does the latter for any dataset with factors.
 
 The metrics read codes through a table of the dataset's codes, ``codes[indices] -> (n, D)``: a
-numpy array in the tests, and for a model a :class:`CodeTable`, which encodes each image the
-first time a metric asks for it. The suite draws about three million images from dSprites'
-737,280, so encoding each once makes the encoder's share of the work that of one pass; and when a
-metric encodes the whole dataset (:func:`full_encoding`, for ``mig_chen``'s posteriors; or
-``vaezoo eval``'s losses, which do) the same pass fills the table.
+numpy array in the tests, and for a model the :class:`~vaezoo.metrics.evaluation.CodeTable` of its
+evaluation, which encodes each image the first time a metric asks for it. The suite draws about three
+million images from dSprites' 737,280, so encoding each once makes the encoder's share of the work
+that of one pass; and when the evaluation encodes the whole dataset (for ``mig_chen``'s posteriors, or
+``vaezoo eval``'s losses) the same pass fills the table.
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import Protocol
 
 import numpy as np
-import torch
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
-from vaezoo.metrics.codes import Encoding, encode_all, mean_codes
-from vaezoo.metrics.shared import shared
+from vaezoo.metrics.evaluation import CodeTable, Evaluation
 
 
 class Codes(Protocol):
-    """A table of codes, one row per image of a dataset: an ``(N, D)`` array or a :class:`CodeTable`."""
+    """A table of codes, one row per image of a dataset: an ``(N, D)`` array or a
+    :class:`~vaezoo.metrics.evaluation.CodeTable`."""
 
     def __len__(self) -> int: ...
 
     def __getitem__(self, indices: np.ndarray) -> np.ndarray: ...
 
 
-class CodeTable:
-    """The mean codes of a model's images, encoded on first use and kept.
-
-    Holds the model and dataset by weak reference: the table does not keep them alive, so the
-    caller does while it reads codes the table has yet to encode.
-
-    Args:
-        model: the model; its code is the posterior's mode (:func:`~vaezoo.metrics.codes.mean_codes`).
-        dataset: the images.
-        device, batch_size: where and how many images to encode at a time.
-    """
-
-    def __init__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE):
-        self._model, self.dataset = weakref.ref(model), weakref.ref(dataset)
-        self.device, self.batch_size = device, batch_size
-        self._rows: np.ndarray | None = None
-        self._encoded = np.zeros(len(dataset), dtype=bool)
-        self.results: dict = {}  # what metrics computed from these codes, for others sharing the work
-
-    def __len__(self) -> int:
-        return len(self._encoded)
-
-    @property
-    def encoded(self) -> int:
-        """How many of the images have been encoded so far."""
-        return int(self._encoded.sum())
-
-    def __getitem__(self, indices: np.ndarray) -> np.ndarray:
-        """The codes ``(*indices.shape, D)`` float32 of the images at ``indices``."""
-        indices = np.asarray(indices)
-        missing = np.unique(indices[~self._encoded[indices]])
-        if len(missing):
-            model, dataset = self._model(), self.dataset()
-            if model is None or dataset is None:
-                raise ReferenceError("the model or dataset of this code table no longer exists: keep a reference "
-                                     "to both while reading codes")
-            codes = mean_codes(model, dataset, torch.from_numpy(missing), self.device, self.batch_size).numpy()
-            if self._rows is None:
-                self._rows = np.empty((len(self), codes.shape[1]), dtype=np.float32)
-            self._rows[missing] = codes
-            self._encoded[missing] = True
-        return self._rows[indices]
-
-    def fill(self, codes: np.ndarray) -> None:
-        """Take ``(N, D)`` codes of every image, encoded elsewhere (:func:`full_encoding`), for those not yet read."""
-        if self._rows is None:
-            self._rows = np.empty(codes.shape, dtype=np.float32)
-        self._rows[~self._encoded] = codes[~self._encoded]
-        self._encoded[:] = True
-
-
 def code_table(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> CodeTable:
-    """The :class:`CodeTable` of ``model`` on ``dataset``; within :func:`~vaezoo.metrics.shared.sharing`,
-    one table for the same model, images (the ``images`` tensor, so that a wrapper of the dataset, such as
-    one counting progress, shares it) and device."""
-    table = shared(("codes", id(model), id(dataset.images), str(device)),
-                   lambda: CodeTable(model, dataset, device, batch_size))
-    table.dataset = weakref.ref(dataset)  # images yet to encode are read through the latest wrapper
-    return table
-
-
-def full_encoding(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                  encoding: Encoding | None = None) -> Encoding:
-    """:func:`~vaezoo.metrics.codes.encode_all` of every image; within :func:`~vaezoo.metrics.shared.sharing`
-    done once, and its modes fill the :func:`code_table`, so that the metrics that draw codes encode nothing more.
-
-    ``encoding``, when given, is a pass over every image made elsewhere (the losses' pass of
-    :func:`vaezoo.evaluate.evaluate`), taken instead of encoding again."""
-    made = encoding
-
-    def encode() -> Encoding:
-        encoding = made if made is not None else encode_all(model, dataset, device, batch_size)
-        code_table(model, dataset, device, batch_size).fill(encoding.modes.numpy())
-        return encoding
-
-    return shared(("encoding", id(model), id(dataset.images), str(device)), encode)
+    """The mean codes of ``model`` on ``dataset``, encoded on first use: the
+    :attr:`~vaezoo.metrics.evaluation.Evaluation.codes` of an evaluation of their own."""
+    return Evaluation(model, dataset, device, batch_size).codes
 
 
 class FactorGroups:

@@ -21,10 +21,11 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.codes import require_factors
-from vaezoo.metrics.requirements import FACTORS, requires
-from vaezoo.metrics.sampling import Codes, code_table, draw, sklearn_seed
+from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.requirements import FACTORS
+from vaezoo.metrics.spec import metric_spec
+from vaezoo.metrics.sampling import Codes, draw, sklearn_seed
 
 
 def sap_matrix(train_codes: np.ndarray, train_factors: np.ndarray, test_codes: np.ndarray,
@@ -75,18 +76,16 @@ def sap_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Gener
     return top_two_gap(sap_matrix(*train, *test, random_state=sklearn_seed(rng)))
 
 
-@requires(FACTORS)
-def sap_score(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE, points: int = 10_000,
+@metric_spec(needs=(FACTORS,), suite="disentanglement")
+def sap_score(evaluation: Evaluation, points: int = 10_000,
               test_points: int = 5_000, seed: int = 0) -> float:
-    """The SAP score of ``model``'s mean codes on ``dataset`` (see the module docstring).
+    """The SAP score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
 
     Args:
-        model: a VAE; its code is the posterior's mode.
-        dataset: images with ground-truth ``factors``.
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE (its code is the posterior's mode) on images with ground-truth ``factors``.
         points, test_points: training and test images (10,000 and 5,000).
         seed: seed of the draws and of the SVMs.
     """
-    factors = require_factors(dataset, "sap_score").numpy()
-    return sap_score_from_codes(code_table(model, dataset, device, batch_size), factors,
+    factors = require_factors(evaluation.dataset, "sap_score").numpy()
+    return sap_score_from_codes(evaluation.codes, factors,
                                 np.random.default_rng(seed), points, test_points)

@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.metrics import mutual_info_score as discrete_mutual_info
 
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.mig import discretize
-from vaezoo.metrics.sampling import Codes, code_table, draw
+from vaezoo.metrics.sampling import Codes, draw
+from vaezoo.metrics.spec import metric_spec
 
 
 def gaussian_total_correlation_of(codes: np.ndarray) -> float:
@@ -58,32 +59,28 @@ def mutual_info_score_from_codes(codes: Codes, rng: np.random.Generator, points:
     return mean_pairwise_mutual_information(draw(codes, None, rng, points)[0], bins)
 
 
-def gaussian_total_correlation(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                               points: int = 10_000, seed: int = 0) -> float:
-    """The Gaussian total correlation of ``model``'s mean codes on ``dataset`` (see the module docstring).
+@metric_spec(higher_is_better=False, suite="disentanglement")
+def gaussian_total_correlation(evaluation: Evaluation, points: int = 10_000, seed: int = 0) -> float:
+    """The Gaussian total correlation of the mean codes of ``evaluation``'s model on its images (see the module
+    docstring); lower is better.
 
     Args:
-        model: a VAE; its code is the posterior's mode.
-        dataset: any images.
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE (its code is the posterior's mode) on any images.
         points: images drawn (10,000).
         seed: seed of the draw.
     """
-    return gaussian_total_correlation_from_codes(code_table(model, dataset, device, batch_size),
-                                                 np.random.default_rng(seed), points)
+    return gaussian_total_correlation_from_codes(evaluation.codes, np.random.default_rng(seed), points)
 
 
-def mutual_info_score(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
-                      points: int = 10_000, bins: int = 20, seed: int = 0) -> float:
-    """The mean mutual information between the dimensions of ``model``'s mean codes (see the module docstring).
+@metric_spec(higher_is_better=False, suite="disentanglement")
+def mutual_info_score(evaluation: Evaluation, points: int = 10_000, bins: int = 20, seed: int = 0) -> float:
+    """The mean mutual information between the dimensions of the mean codes of ``evaluation``'s model (see the
+    module docstring); lower is better.
 
     Args:
-        model: a VAE; its code is the posterior's mode.
-        dataset: any images.
-        device, batch_size: where and how many images to encode at a time.
+        evaluation: a VAE (its code is the posterior's mode) on any images.
         points: images drawn (10,000).
         bins: histogram bins per code dimension (20).
         seed: seed of the draw.
     """
-    return mutual_info_score_from_codes(code_table(model, dataset, device, batch_size),
-                                        np.random.default_rng(seed), points, bins)
+    return mutual_info_score_from_codes(evaluation.codes, np.random.default_rng(seed), points, bins)

@@ -1,0 +1,55 @@
+"""Metrics as specs: a registered metric carries its function, direction, needs and settings."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from vaezoo.assemble import metric, metric_suite
+from vaezoo.data import ImageDataset
+from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.provenance import metric_parameters
+from vaezoo.metrics.requirements import FACTORS, requires
+from vaezoo.metrics.spec import MetricSpec, metric_spec
+
+
+def images(count: int = 6) -> ImageDataset:
+    return ImageDataset(torch.zeros(count, 1, 4, 4, dtype=torch.uint8))
+
+
+def test_a_spec_s_settings_are_its_keyword_defaults_and_measure_passes_them():
+    @metric_spec(higher_is_better=False, needs=(FACTORS,))
+    def spread(evaluation, points: int = 10, seed: int = 0, label: str | None = None) -> float:
+        """How spread out."""
+        return points + seed + len(evaluation.dataset)
+
+    assert (spread.higher_is_better, spread.needs, dict(spread.settings)) == (False, (FACTORS,),
+                                                                              {"points": 10, "seed": 0})
+    assert spread.__doc__ == "How spread out."
+    evaluation = Evaluation(None, images())
+    assert spread.measure(evaluation) == 16 and spread.measure(evaluation, seed=4) == 20
+    assert dataclasses.replace(spread, settings={"points": 1, "seed": 0}).measure(evaluation) == 7
+    assert spread(None, images(2), points=3) == 5  # called alone, on an evaluation of its own
+
+
+def test_a_plugin_s_plain_function_becomes_a_spec_with_its_needs_and_settings():
+    @requires(FACTORS)
+    def plain(model, dataset, device=None, batch_size=64, points: int = 5) -> float:
+        return points * len(dataset) + batch_size
+
+    spec = MetricSpec.of(plain)
+    assert (spec.higher_is_better, spec.needs, dict(spec.settings)) == (True, (FACTORS,), {"points": 5})
+    assert spec.measure(Evaluation(None, images(3), batch_size=1), points=2) == 7
+    assert MetricSpec.of(spec) is spec and metric_parameters(plain, points=9) == {"points": 9}
+
+
+def test_the_core_registers_each_metric_with_its_direction_and_the_disentanglement_suite_in_card_order():
+    lower = {"total_correlation", "gaussian_total_correlation", "mutual_info_score"}
+    for name in ("mig_chen", "mig_dlib", "betavae_score", "dci_completeness", "elbo", *lower):
+        assert metric(name).higher_is_better == (name not in lower), name
+    assert metric_suite("disentanglement") == [
+        "mig_chen", "total_correlation", "mig_dlib", "betavae_score", "factorvae_score", "sap_score",
+        "dci_disentanglement", "dci_completeness", "dci_informativeness", "modularity", "explicitness",
+        "gaussian_total_correlation", "mutual_info_score"]
+    assert "elbo" not in metric_suite("disentanglement") and metric("cluster_accuracy").needs

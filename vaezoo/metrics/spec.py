@@ -1,0 +1,86 @@
+"""A registered metric as a spec: its function, its direction, what it needs and its settings.
+
+The core's metrics are written as ``function(evaluation, **settings) -> float`` and made specs with
+:func:`metric_spec`; :func:`vaezoo.evaluate.evaluate` hands each one the same
+:class:`~vaezoo.metrics.evaluation.Evaluation`. A spec is also called as a plain metric,
+``spec(model, dataset, device=None, batch_size=64, **settings)``, on an evaluation of its own. A plugin may
+register a plain function of that signature instead (with its needs stated by
+:func:`~vaezoo.metrics.requirements.requires`): :meth:`MetricSpec.of` makes it a spec.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.requirements import Requirement
+
+_PLAIN_ARGUMENTS = ("model", "dataset", "device", "batch_size")  # batch_size: the results do not depend on it
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A metric and what a caller needs to know of it.
+
+    Attributes:
+        function: ``function(evaluation, **settings) -> float``.
+        higher_is_better: the direction a leaderboard ranks it in (False for a loss or a total correlation).
+        needs: what it needs of a model and its data, checked before any image is read
+            (:mod:`vaezoo.metrics.requirements`).
+        settings: the settings it runs with by default (points, bins, seed, ...), recorded on a card.
+        suite: the suite it belongs to, if any (``"disentanglement"``: the scores of the code against a dataset's
+            ground-truth factors that a card of such a dataset lists).
+    """
+
+    function: Callable[..., float]
+    higher_is_better: bool = True
+    needs: tuple[Requirement, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    suite: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "__doc__", self.function.__doc__)
+
+    def measure(self, evaluation: Evaluation, **settings: Any) -> float:
+        """The metric on ``evaluation`` with :attr:`settings`, updated with ``settings``."""
+        return float(self.function(evaluation, **{**self.settings, **settings}))
+
+    def __call__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+                 **settings: Any) -> float:
+        """The metric of ``model`` on ``dataset``, alone (on an :class:`Evaluation` of its own)."""
+        return self.measure(Evaluation(model, dataset, device, batch_size), **settings)
+
+    @classmethod
+    def of(cls, metric: MetricSpec | Callable[..., float]) -> MetricSpec:
+        """``metric`` as a spec: a spec as it is; a plain function ``fn(model, dataset, device=None,
+        batch_size=64, **settings)`` with the needs :func:`~vaezoo.metrics.requirements.requires` gave it, its
+        keyword defaults as settings, and higher taken as better."""
+        if isinstance(metric, MetricSpec):
+            return metric
+
+        def plain(evaluation: Evaluation, **settings: Any) -> float:
+            return metric(evaluation.model, evaluation.dataset, device=evaluation.device,
+                          batch_size=evaluation.batch_size, **settings)
+
+        plain.__doc__ = metric.__doc__
+        return cls(plain, needs=tuple(getattr(metric, "requires", ())), settings=_defaults(metric, _PLAIN_ARGUMENTS))
+
+
+def metric_spec(*, higher_is_better: bool = True, needs: Sequence[Requirement] = (),
+                suite: str | None = None) -> Callable[[Callable[..., float]], MetricSpec]:
+    """Make ``function(evaluation, **settings)`` a :class:`MetricSpec`; its settings are its keyword defaults."""
+    def make(function: Callable[..., float]) -> MetricSpec:
+        first = next(iter(inspect.signature(function).parameters))
+        return MetricSpec(function, higher_is_better, tuple(needs), _defaults(function, (first,)), suite)
+
+    return make
+
+
+def _defaults(function: Callable, skip: Sequence[str]) -> dict[str, Any]:
+    """``function``'s keyword defaults but those of ``skip`` and None ("unset", which a card cannot hold)."""
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()
+            if name not in skip and p.default not in (inspect.Parameter.empty, None)}
