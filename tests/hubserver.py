@@ -53,6 +53,7 @@ class FakeHub:
     Attributes:
         repos: repository id (``OWNER/REPO``) -> repository.
         requests: ``(method, path)`` of every request, in order.
+        authorizations: the ``Authorization`` header of every request (None where it had none), in order.
         read_only: answer every write (creating a repository, committing) with 401, as the Hub does without
             a token allowed to write.
         port: the port it listens on, once served.
@@ -60,6 +61,7 @@ class FakeHub:
 
     repos: dict[str, Repo] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list)
     read_only: bool = False
     port: int = 0
 
@@ -187,6 +189,7 @@ def serve_hub(hub: FakeHub) -> Iterator[FakeHub]:
         def _respond(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             hub.requests.append((self.command, self.path))
+            hub.authorizations.append(self.headers.get("Authorization"))
             status, headers, payload = hub.answer(self.command, self.path, body)
             self.send_response(status)
             headers.setdefault("Content-Length", str(len(payload)))

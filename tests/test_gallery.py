@@ -21,6 +21,10 @@ from vaezoo.gallery import build_gallery
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TRICKY_TEXT = 'a <b>bold</b> claim & an <img src="x.png"> "quoted"'
+INF_NOTE = "the posterior collapsed: a part's KL is zero"
+SPREAD = {"runs": [{"seed": 0, "value": 0.5}, {"seed": 1, "value": 0.7}, {"seed": 2, "value": float("inf")}],
+          "n": 3, "median": 0.7, "min": 0.5, "max": float("inf"), "shipped": 0, "selection": "the recipe's seed",
+          "command": "vaezoo seeds tiny runs/s1 runs/s2 --write"}
 
 
 # A 16x16 joint latent (a style and a digit part), conv nets, no regularizer.
@@ -38,7 +42,9 @@ def tiny_card(name: str, with_weights: bool, directory: Path) -> Card:
         metrics={"reconstruction": {"value": 123.456789, "command": f"vaezoo eval {name} --json",
                                     "vaezoo_version": "0.1.0", "note": TRICKY_TEXT},
                  "kl_digit": {"value": 0.5, "command": f"vaezoo eval {name} --json && echo '<done>'",
-                              "vaezoo_version": "0.1.0"}})
+                              "vaezoo_version": "0.1.0", "seeds": SPREAD},
+                 "tc": {"value": float("inf"), "command": f"vaezoo eval {name}", "vaezoo_version": "0.1.0",
+                        "note": INF_NOTE}})
     return parse_card(write_entry(directory, card)[0] if with_weights else write_card(directory, card))
 
 
@@ -51,26 +57,48 @@ def tiny_zoo(tmp_path_factory, monkeypatch) -> dict[str, Card]:
     return cards
 
 
+WIDTH = 1280  # the page must fit a window this wide
+
+
 WRAPPER = """<!doctype html>
-<html><body><iframe id="page" src="{src}"></iframe><pre id="report"></pre>
+<html><body style="margin:0"><iframe id="page" src="{src}" style="width:{width}px;height:900px;border:0"></iframe>
+<pre id="report"></pre>
 <script>
 document.getElementById("page").addEventListener("load", () => {{
   const doc = document.getElementById("page").contentDocument;
+  const width = doc.documentElement.clientWidth;
+  const describe = e => e.tagName.toLowerCase() + (e.className ? "." + e.className : "") + ": "
+    + (e.textContent || e.getAttribute("src") || "").trim().slice(0, 80);
   const cards = [...doc.querySelectorAll("article[data-card]")].map(card => ({{
     name: card.dataset.card,
     text: card.textContent,
+    shared_command: (card.querySelector(".shared-command") || {{}}).textContent || null,
     metrics: [...card.querySelectorAll("tr[data-metric]")].map(row => ({{
       name: row.dataset.metric,
       value: row.querySelector(".value").textContent,
-      command: row.querySelector(".command").textContent,
+      command: (row.querySelector(".command") || {{}}).textContent || null,
       text: row.textContent,
     }})),
     images: [...card.querySelectorAll("img")].map(img => ({{
-      src: img.src, complete: img.complete, width: img.naturalWidth, height: img.naturalHeight,
+      src: img.src, alt: img.alt, complete: img.complete, width: img.naturalWidth, height: img.naturalHeight,
     }})),
   }}));
+  const boards = [...doc.querySelectorAll("section.board")].map(board => ({{
+    dataset: board.dataset.dataset,
+    text: board.textContent,
+    headers: [...board.querySelectorAll("th abbr")].map(a => [a.textContent, a.title]),
+    images: [...board.querySelectorAll("img")].map(img => ({{
+      src: img.src, alt: img.alt, complete: img.complete, width: img.naturalWidth,
+    }})),
+  }}));
+  const overview = [...doc.querySelectorAll(".overview img")].map(img => ({{src: img.src, alt: img.alt}}));
+  const overflowing = [...doc.querySelectorAll("body *")]
+    .filter(e => e.getBoundingClientRect().right > width + 0.5 || e.getBoundingClientRect().left < -0.5)
+    .map(describe);
   const urls = [...doc.querySelectorAll("[src], [href]")].map(e => e.src || e.href);
-  document.getElementById("report").textContent = JSON.stringify({{cards, urls, scripts: doc.scripts.length}});
+  document.getElementById("report").textContent = JSON.stringify({{
+    cards, boards, overview, urls, overflowing, width, scroll_width: doc.documentElement.scrollWidth,
+    alts: [...doc.images].map(img => img.alt), scripts: doc.scripts.length}});
 }});
 </script></body></html>
 """
@@ -83,10 +111,11 @@ def browse(index: Path, work: Path) -> dict:
     loaded or failed; ``--allow-file-access-from-files`` lets one file page read another.
     """
     wrapper = work / "wrapper.html"
-    wrapper.write_text(WRAPPER.format(src=index.resolve().as_uri()), encoding="utf-8")
+    wrapper.write_text(WRAPPER.format(src=index.resolve().as_uri(), width=WIDTH), encoding="utf-8")
     command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run", "--allow-file-access-from-files",
                f"--user-data-dir={work / 'chromium-profile'}", "--virtual-time-budget=10000",
+               f"--window-size={WIDTH + 100},1000",
                "--dump-dom", wrapper.as_uri()]
     dom = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
     report = re.search(r'<pre id="report">(.*?)</pre>', dom, re.S)
@@ -95,10 +124,14 @@ def browse(index: Path, work: Path) -> dict:
 
 
 def check_gallery_in_browser(index: Path, work: Path) -> dict:
-    """Every discovered card, metric and image is on the page, and every image loads with its file's size."""
+    """Every discovered card, metric and image is on the page, every image loads with its file's size and has
+    alt text, and nothing overflows a 1280-pixel window."""
     report = browse(index, work)
     directory = index.parent.resolve()
     assert report["scripts"] == 0
+    assert report["width"] <= WIDTH and report["scroll_width"] <= report["width"], report["overflowing"]
+    assert report["overflowing"] == []
+    assert all(alt.strip() for alt in report["alts"])
     assert all(url.startswith(directory.as_uri()) for url in report["urls"]), report["urls"]
     shown = {card["name"]: card for card in report["cards"]}
     cards = list_cards()
@@ -111,7 +144,7 @@ def check_gallery_in_browser(index: Path, work: Path) -> dict:
         for metric in page["metrics"]:
             on_card = card.metrics[metric["name"]]
             assert float(metric["value"]) == pytest.approx(on_card.value, rel=1e-5)
-            assert metric["command"] == on_card.command
+            assert (metric["command"] or page["shared_command"]) == on_card.command
             assert (on_card.note or "") in metric["text"]
         if card.weights is None:
             assert page["images"] == []
@@ -119,22 +152,38 @@ def check_gallery_in_browser(index: Path, work: Path) -> dict:
             continue
         expected = {(directory / f"{card.name}.{kind}.png").as_uri() for kind in ("traverse", "sample")}
         assert {image["src"] for image in page["images"]} == expected
+        assert {image["alt"] for image in page["images"]} >= {f"100 samples of {card.name} from the prior"}
         for image in page["images"]:
             with Image.open(directory / Path(image["src"]).name) as png:
                 assert image["complete"] and (image["width"], image["height"]) == png.size, image
-    return shown
+    for board in report["boards"]:
+        for image in board["images"]:
+            assert image["complete"] and image["width"] > 0, image
+    return report
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package 'chromium')")
 def test_gallery_shows_every_card_metric_and_image_in_a_browser(tiny_zoo, tmp_path):
     index = build_gallery(tmp_path / "site", use_data=False)
-    shown = check_gallery_in_browser(index, tmp_path)
+    report = check_gallery_in_browser(index, tmp_path)
+    shown = {card["name"]: card for card in report["cards"]}
     assert {"tiny-trained", "tiny-untrained"} <= set(shown)
     trained = shown["tiny-trained"]["text"]
     assert "gaussian(3) + categorical(4)" in trained
     assert "in the latent's order (drawn without data)" in trained
     assert "vaezoo show tiny-trained traverse -o tiny-trained.traverse.png --n 10 --no-data" in trained
     assert TRICKY_TEXT in shown["tiny-untrained"]["text"]
+    assert {image["alt"] for image in report["overview"]} >= {"thumbnail of the latent traversal of tiny-trained"}
+
+    boards = {board["dataset"]: board for board in report["boards"]}
+    mnist = boards["mnist"]
+    assert f"tiny-trained, tc = inf: {INF_NOTE}" in mnist["text"]  # a non-finite value with its note
+    assert {"seed distribution of kl_digit on mnist"} <= {image["alt"] for image in mnist["images"]}
+    assert "tiny-trained (1 non-finite)" in (index.parent / "seeds-mnist-kl_digit.svg").read_text()
+    for board in boards.values():
+        assert all(len(short) <= len(name) for short, name in board["headers"])
+        for short, name in board["headers"]:
+            assert short == name or f"{short}: {name}" in board["text"]  # the legend spells it
 
 
 def test_gallery_escapes_card_text(tiny_zoo, tmp_path):
@@ -174,7 +223,7 @@ def test_gallery_images_match_vaezoo_show(tiny_zoo, tmp_path):
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package 'chromium')")
 def test_gallery_with_test_images_orders_rows_by_kl(tiny_zoo, tmp_path, mnist_root):
     index = build_gallery(tmp_path / "site", data_root=mnist_root, seed=1)
-    shown = check_gallery_in_browser(index, tmp_path)
+    shown = {card["name"]: card for card in check_gallery_in_browser(index, tmp_path)["cards"]}
     assert "ordered by KL averaged over 1000 test images (seed 1)" in shown["tiny-trained"]["text"]
 
 
@@ -202,6 +251,8 @@ def test_show_draws_each_picture_at_its_promised_size(tiny_zoo, tmp_path, mnist_
     (["show", "tiny-trained", "sample", "-o", "x.jpg"], "give a .png file name"),
     (["show", "tiny-trained", "reconstruct", "-o", "x.png", "--no-data"], "reconstruct needs test images"),
     (["show", "tiny-trained", "traverse", "-o", "x.png", "--n", "1", "--no-data"], "at least 2 steps"),
+    (["show", "tiny-trained", "traverse", "-o", "x.png", "--fold-below", "0.01", "--no-data"],
+     "--fold-below folds traversal rows by their KL over test images"),
     (["show", "no-such-model", "sample", "-o", "x.png"], "no zoo card named 'no-such-model'"),
 ])
 def test_show_errors_are_one_line(tiny_zoo, tmp_path, monkeypatch, capsys, argv, message):
@@ -228,3 +279,51 @@ def test_gallery_never_replaces_a_picture_it_did_not_write(tiny_zoo, tmp_path, c
     build_gallery(site, use_data=False)
     build_gallery(site, use_data=False)  # its own pictures, shown by its own page: redrawn
     assert {"index.html", "tiny-trained.sample.png", "tiny-trained.traverse.png"} <= {p.name for p in site.iterdir()}
+
+
+def test_only_seeds_writes_each_seed_distribution_and_never_a_file_it_did_not_write(tiny_zoo, tmp_path, capsys):
+    out = tmp_path / "docs"
+    assert main(["gallery", str(out), "--only-seeds"]) == 0
+    written = [Path(line) for line in capsys.readouterr().out.splitlines()]
+    assert out / "seeds-mnist-kl_digit.svg" in written and not (out / "index.html").exists()
+    svg = (out / "seeds-mnist-kl_digit.svg").read_text()
+    assert 'aria-label="seed distribution of kl_digit on mnist"' in svg
+    assert svg.count("<circle") == 4  # two entries, two finite seeds each
+    assert "<title>median 0.7</title>" in svg and "<title>seed 1: 0.7</title>" in svg
+    assert main(["gallery", str(out), "--only-seeds"]) == 0  # its own files: written again
+    capsys.readouterr()
+    (out / "seeds-mnist-kl_digit.svg").write_text("<svg>mine</svg>")
+    assert main(["gallery", str(out), "--only-seeds"]) == 1
+    assert capsys.readouterr().err == (f"error: {out} already holds seeds-mnist-kl_digit.svg, which vaezoo did not "
+                                       f"write; give another folder, or move them away\n")
+
+
+def test_traversal_folds_inactive_dimensions_and_labels_rows_legibly():
+    import numpy as np
+    import torch
+
+    from vaezoo.viz import Traversal, TraversalRow, fold_inactive
+
+    kls = [2.0, 0.5, 0.004, 0.0]
+    rows = tuple(TraversalRow("z", i, slice(i, i + 1), kl) for i, kl in enumerate(kls))
+    traversal = Traversal(tiles=torch.rand(4, 3, 1, 16, 16), labels=tuple(r.label for r in rows), dimensions=rows)
+    kept, folded = fold_inactive(traversal)
+    assert [r.kl for r in kept.dimensions] == [2.0, 0.5] and [r.kl for r in folded] == [0.004, 0.0]
+    assert kept.tiles.shape[0] == 2 and kept.labels == ("z[0]  KL 2.00", "z[1]  KL 0.50")
+    assert len(fold_inactive(traversal, min_kl=10.0)[0].dimensions) == 1  # never an empty picture
+
+    picture = kept.to_pil(scale=2)
+    ink = torch.from_numpy(np.asarray(picture.convert("L")).copy()) < 128
+    margin = picture.width - kept.image(scale=2).shape[2]
+    first_row = ink[: 16 * 2 + 2, :margin].any(1).nonzero()
+    assert first_row.max() - first_row.min() >= 9  # the label's glyphs stand at least 9 pixels high
+
+
+def test_the_seed_distributions_in_docs_zoo_are_what_the_command_draws(monkeypatch, tmp_path):
+    from vaezoo.gallery import build_seed_plots
+
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    docs = Path(__file__).resolve().parents[1] / "docs" / "zoo"
+    for path in build_seed_plots(tmp_path):
+        assert (docs / path.name).read_bytes() == path.read_bytes(), \
+            f"docs/zoo/{path.name} is stale: run 'vaezoo gallery docs/zoo --only-seeds'"

@@ -7,6 +7,7 @@ to the stand-in runs in a fresh interpreter with those set, as a user's would.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -21,11 +22,12 @@ from pydantic import ValidationError
 
 from vaezoo.cards import Card, Weights, get_card
 from vaezoo.cli import main
-from vaezoo.errors import WeightsError
-from vaezoo.hf_push import model_card
+from vaezoo.errors import VaezooError, WeightsError
+from vaezoo.hf_card import model_card
 from vaezoo.weights import fetch
 
 REPO_ID = "owner/tiny"
+STAGED = ["tiny.toml", "tiny.safetensors", "config.json", "README.md"]  # what vaezoo push uploads, in order
 METRIC = {"value": 0.8873, "command": "vaezoo eval tiny --check", "vaezoo_version": "0.1.0"}
 
 # Loads each NAME of argv (pairs NAME EXPECTED.safetensors) and prints whether its weights are the file's.
@@ -161,7 +163,7 @@ def test_push_then_load_back(hub, tmp_path, monkeypatch):
     commit = hub.repos["owner/pushed"].refs["main"]
     assert pushed.stdout == f"hf-hub:owner/pushed@{commit}\n"
     files = hub.files("owner/pushed")
-    assert sorted(files) == [".gitattributes", "README.md", "tiny.safetensors", "tiny.toml"]
+    assert sorted(files) == [".gitattributes", "README.md", "config.json", "tiny.safetensors", "tiny.toml"]
     assert files["tiny.safetensors"] == weights.read_bytes()
     assert tomllib.loads(files["tiny.toml"].decode())["weights"] == weights_entry(weights)  # file = beside the card
     front = yaml.safe_load(files["README.md"].decode().split("---\n")[1])
@@ -172,7 +174,8 @@ def test_push_then_load_back(hub, tmp_path, monkeypatch):
     again = run_vaezoo("push", "tiny-metrics", "owner/pushed")
     assert again.returncode == 0, again.stderr
     files = hub.files("owner/pushed")
-    assert sorted(files) == [".gitattributes", "README.md", "tiny-metrics.safetensors", "tiny-metrics.toml"]
+    assert sorted(files) == [".gitattributes", "README.md", "config.json", "tiny-metrics.safetensors",
+                             "tiny-metrics.toml"]
     info = run_vaezoo("info", "hf-hub:owner/pushed")
     assert tomllib.loads(info.stdout)["metrics"] == {"accuracy": METRIC}
 
@@ -191,8 +194,8 @@ def test_push_dry_run_writes_the_folder_and_uploads_nothing(hub, tmp_path):
     out = tmp_path / "upload"
     result = run_vaezoo("push", str(card), "owner/dry", "--dry-run", "--out", str(out))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [str(out / "tiny.toml"), str(out / "tiny.safetensors"), str(out / "README.md")]
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "tiny.safetensors", "tiny.toml"]
+    assert result.stdout.splitlines() == [str(out / name) for name in STAGED]
+    assert sorted(p.name for p in out.iterdir()) == sorted(STAGED)
     assert (out / "tiny.safetensors").read_bytes() == weights.read_bytes()
     assert get_card(out).weights == Weights(**weights_entry(weights))  # the folder is a card folder
     assert hub.requests == []
@@ -200,7 +203,7 @@ def test_push_dry_run_writes_the_folder_and_uploads_nothing(hub, tmp_path):
     temporary = run_vaezoo("push", str(card), "owner/dry", "--dry-run")
     assert temporary.returncode == 0, temporary.stderr
     folder = Path(temporary.stdout.splitlines()[0]).parent
-    assert folder != out and sorted(p.name for p in folder.iterdir()) == ["README.md", "tiny.safetensors", "tiny.toml"]
+    assert folder != out and sorted(p.name for p in folder.iterdir()) == sorted(STAGED)
     assert str(folder) in temporary.stderr
 
     error = one_error_line(run_vaezoo("push", str(card), "owner/dry", "--dry-run", "--out", str(out)))
@@ -321,3 +324,127 @@ def test_a_tampered_file_in_the_hub_cache_loaded_offline_is_reported_as_tampered
 
     online = load(f"hf-hub:{REPO_ID}", str(weights))  # online, a fresh copy replaces the damaged one
     assert online == [f"True hf-hub:{REPO_ID}@{commit}"]
+
+
+SPREAD = {"runs": [{"seed": 0, "value": 0.8873}, {"seed": 1, "value": 0.91}, {"seed": 2, "value": 0.85}], "n": 3,
+          "median": 0.8873, "min": 0.85, "max": 0.91, "shipped": 0, "selection": "the recipe's seed",
+          "command": "vaezoo seeds tiny runs/s1 runs/s2 --write"}
+
+
+def test_push_writes_config_json_and_a_model_card_with_links_tags_and_the_seed_spread(tmp_path, capsys):
+    _, weights = entry(tmp_path / "cards")
+    card = write_card(tmp_path / "cards", make_card(
+        name="tiny", metrics={"accuracy": {**METRIC, "seeds": SPREAD}}, weights=weights_entry(weights),
+        paper="Dupont (2018), Joint VAE, NeurIPS. https://arxiv.org/abs/1804.00104; code: https://github.com/x/y."))
+    out = tmp_path / "upload"
+    assert main(["push", str(card), "owner/tiny", "--dry-run", "--out", str(out)]) == 0
+    capsys.readouterr()
+    config = json.loads((out / "config.json").read_text())
+    assert config["library_name"] == "vaezoo" and config["architecture"] == "vae" and config["name"] == "tiny"
+    assert config["latent"]["layout"] == "gaussian(3) + categorical(4)" and config["latent"]["code_size"] == 7
+    assert config["input"] == {"dataset": "mnist", "image_size": 16, "channels": 1, "range": [0.0, 1.0]}
+    assert config["weights"] == weights_entry(weights) and config["card"] == "tiny.toml"
+
+    readme = (out / "README.md").read_text()
+    front = yaml.safe_load(readme.split("---\n")[1])
+    assert {"vaezoo", "vae", "gaussian", "categorical", "arxiv:1804.00104"} <= set(front["tags"])
+    assert "- <https://arxiv.org/abs/1804.00104>\n- <https://github.com/x/y>\n" in readme
+    assert "| accuracy | 3 | 0.8873 | 0.85 | 0.91 | 0: 0.8873, 1: 0.91, 2: 0.85 | 0 (the recipe's seed) |" in readme
+    assert "Made by `vaezoo seeds tiny runs/s1 runs/s2 --write`." in readme
+
+
+def test_push_all_dry_run_stages_the_zoo_as_a_collection(tmp_path):
+    cards = tmp_path / "cards"
+    entry(cards, name="tiny-a")
+    entry(cards, name="tiny-b", seed=1)
+    write_card(cards, make_card(name="tiny-untrained"))
+    env = {**os.environ, "VAEZOO_CARDS_PATH": str(cards), "VAEZOO_LOAD_PLUGINS": "core"}  # the zoo's cards left out
+    out = tmp_path / "zoo"
+    result = run_vaezoo("push", "--all", "owner", "--dry-run", "--out", str(out), env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [str(out / "collection.json")] + [
+        str(out / name / file.replace("tiny", name)) for name in ("tiny-a", "tiny-b") for file in STAGED]
+    collection = json.loads((out / "collection.json").read_text())
+    assert collection["namespace"] == "owner" and collection["title"]
+    assert [(i["item_id"], i["item_type"], i["folder"]) for i in collection["items"]] == [
+        ("owner/tiny-a", "model", "tiny-a"), ("owner/tiny-b", "model", "tiny-b")]
+    assert get_card(out / "tiny-b").name == "tiny-b"  # each folder is a card folder
+    assert 'vaezoo.load("hf-hub:owner/tiny-a")' in (out / "tiny-a" / "README.md").read_text()
+
+    for argv, message in ((["--all", "owner"], "--all stages the zoo with --dry-run only"),
+                          (["tiny-a", "--all", "owner", "--dry-run"], "give no NAME or OWNER/REPO with it"),
+                          (["tiny-a"], "give NAME and OWNER/REPO")):
+        assert message in one_error_line(run_vaezoo("push", *argv, env=env))
+
+
+def test_save_pretrained_writes_a_folder_that_loads_back(tmp_path):
+    import torch
+
+    import vaezoo
+    from vaezoo.model import VAE
+
+    card, weights = entry(tmp_path / "cards")
+    metric_card = write_card(tmp_path / "cards", make_card(name="tiny", metrics={"accuracy": METRIC},
+                                                           headline="accuracy", weights=weights_entry(weights)))
+    model = vaezoo.load(metric_card)
+    files = model.save_pretrained(tmp_path / "saved", repo_id="owner/tiny")
+    assert [f.name for f in files] == STAGED
+    assert (tmp_path / "saved" / "tiny.safetensors").read_bytes() == weights.read_bytes()  # the card's own file
+    for again in (vaezoo.load(tmp_path / "saved"), VAE.from_pretrained(str(tmp_path / "saved"))):
+        assert again.card.metrics == model.card.metrics
+        assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), model.state_dict().values()))
+
+    with torch.no_grad():
+        model.head.bias.add_(1.0)  # fine-tuned: other weights than those the metrics were measured on
+    model.save_pretrained(tmp_path / "tuned")
+    tuned = VAE.from_pretrained(str(tmp_path / "tuned"))
+    assert torch.equal(tuned.head.bias, model.head.bias)
+    assert tuned.card.metrics == {} and tuned.card.headline is None
+    assert tuned.card.weights.sha256 != weights_entry(weights)["sha256"]
+    assert 'VAE.from_pretrained("OWNER/REPO"' in (tmp_path / "tuned" / "README.md").read_text()
+
+    other = vaezoo.load(card)
+    other.card = other.card.model_copy(update={"name": "other"})
+    with pytest.raises(VaezooError, match="already holds the card tiny.toml; a model's folder holds one card"):
+        other.save_pretrained(tmp_path / "saved")
+
+
+# push_to_hub, then from_pretrained with each of huggingface_hub's download options; prints one line per step.
+HUB_CONVENTIONS = """
+import sys, torch, vaezoo
+from pathlib import Path
+from vaezoo.model import VAE
+from vaezoo.errors import VaezooError
+card, cache = sys.argv[1], Path(sys.argv[2])
+model = vaezoo.load(card)
+info = model.push_to_hub("owner/conv", token="hf_write", commit_message="first")
+print("pushed", info.oid)
+def same(other):
+    return all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), other.state_dict().values()))
+loaded = VAE.from_pretrained("owner/conv", revision="main", cache_dir=cache, token="hf_read")
+print("loaded", same(loaded), loaded.card.source, any(cache.rglob("*.safetensors")))
+print("again", same(VAE.from_pretrained("owner/conv", revision=info.oid, cache_dir=cache, local_files_only=True)))
+print("forced", same(VAE.from_pretrained("owner/conv", cache_dir=cache, force_download=True)))
+try:
+    VAE.from_pretrained("owner/conv", cache_dir=cache / "empty", local_files_only=True)
+except VaezooError as exc:
+    print("error", exc)
+"""
+
+
+def test_from_pretrained_and_push_to_hub_follow_the_hub_conventions(hub, tmp_path):
+    card, weights = entry(tmp_path / "cards")
+    result = run_python("-c", HUB_CONVENTIONS, str(card), str(tmp_path / "cache"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    commit = hub.repos["owner/conv"].refs["main"]
+    assert lines[0] == f"pushed {commit}"
+    assert sorted(hub.files("owner/conv")) == [".gitattributes", *sorted(STAGED)]
+    assert hub.files("owner/conv")["tiny.safetensors"] == weights.read_bytes()
+    assert lines[1] == f"loaded True hf-hub:owner/conv@{commit} True"  # into cache_dir, not HF_HOME
+    assert not (tmp_path / "hf_home" / "hub").exists()
+    assert "Bearer hf_write" in hub.authorizations and "Bearer hf_read" in hub.authorizations
+    assert lines[2] == "again True" and lines[3] == "forced True"
+    assert hub.downloads("owner/conv", "tiny.safetensors") == 2  # once, then again when forced
+    assert lines[4] == ("error cannot fetch the card of hf-hub:owner/conv: local_files_only is set and "
+                        "huggingface_hub's cache lacks it; leave local_files_only unset to download it")

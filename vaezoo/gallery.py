@@ -1,14 +1,20 @@
 """A static HTML page of every card in the zoo, with its traversal and samples, that opens from disk.
 
 ``build_gallery(DIR)`` writes ``DIR/index.html`` and, beside it, two PNG files
-per card with weights (``NAME.traverse.png`` and ``NAME.sample.png``). The page
+per card with weights (``NAME.traverse.png`` and ``NAME.sample.png``) and one SVG
+per dataset and metric with a spread over seeds (:mod:`vaezoo.seedplot`). The page
 references nothing but those files: no server, script or network is needed.
 Card text is HTML-escaped by the template engine (Jinja2 with autoescaping).
+
+The page fits a 1280-pixel window: leaderboards abbreviate their metric headers (with a legend) and wrap
+their commands, a non-finite value carries its card's note, traversals fold their inactive dimensions,
+and an overview of thumbnails opens the page.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -21,6 +27,7 @@ from vaezoo.leaderboard import leaderboard, shared_metrics
 from vaezoo.data import ImageDataset
 from vaezoo.errors import DataError, VaezooError
 from vaezoo.progress import progress
+from vaezoo.seedplot import SeedPlot, seed_plots, write_seed_plots
 
 TEMPLATE = "gallery.html"
 GENERATOR = "vaezoo gallery"  # in the page's <meta name="generator">: a page vaezoo may overwrite
@@ -36,12 +43,52 @@ class Picture:
         file: the PNG's file name, relative to the page.
         caption: how it was made, in words.
         command: the ``vaezoo show`` command that draws it again.
+        alt: what it shows, for a reader who cannot see it.
     """
 
     title: str
     file: str
     caption: str
     command: str
+    alt: str
+
+
+@dataclass(frozen=True)
+class Column:
+    """A leaderboard column: the metric's name and the abbreviation its header shows (the legend spells it)."""
+
+    name: str
+    short: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A leaderboard value as shown, and the number of its note (a non-finite value's, from its card), if any."""
+
+    text: str
+    note: int | None = None
+
+
+@dataclass(frozen=True)
+class Board:
+    """What the page shows of one dataset: its leaderboard (when several entries share metrics) and every
+    seed distribution of its entries.
+
+    Attributes:
+        dataset: the dataset.
+        columns: the metrics compared; empty without a leaderboard.
+        rows: ``(card name, cells)``, best first.
+        notes: the notes of the non-finite values, numbered from 1 as the cells refer to them.
+        command: the ``vaezoo leaderboard`` command that prints the table.
+        plots: the seed distributions of the dataset's metrics.
+    """
+
+    dataset: str
+    columns: tuple[Column, ...]
+    rows: tuple[tuple[str, tuple[Cell, ...]], ...]
+    notes: tuple[str, ...]
+    command: str
+    plots: tuple[SeedPlot, ...]
 
 
 @dataclass(frozen=True)
@@ -89,15 +136,31 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     _refuse_foreign(directory, cards, _files_of_page(path))  # said before the folder is locked (and made)
     with run_lock(directory, "output path"):
         _refuse_foreign(directory, cards, _files_of_page(path))  # again: no other gallery writes there now
+        plots = seed_plots(cards)
+        write_seed_plots(plots, directory)
         painter = _Painter(directory, data_root, use_data, device, seed, steps, samples, scale)
         entries = []
         with progress("gallery", len(cards), unit="cards") as task:
             for card in cards:
                 entries.append(painter.entry(card))
                 task.advance()
-        page = _template().render(entries=entries, boards=_boards(cards), generator=GENERATOR, version=__version__)
+        page = _template().render(entries=entries, boards=_boards(cards, plots), generator=GENERATOR,
+                                  version=__version__)
         atomic_write(path, page.encode("utf-8"))
     return path
+
+
+def build_seed_plots(directory: str | Path) -> list[Path]:
+    """Write the seed distribution of every metric with a spread over seeds, one SVG per dataset and metric, into
+    ``directory`` (e.g. ``docs/zoo``), from the cards alone: the pictures the gallery shows.
+
+    Returns:
+        The SVG files written.
+
+    Raises:
+        VaezooError: a file of the same name there is not one vaezoo wrote.
+    """
+    return write_seed_plots(seed_plots(list_cards()), Path(directory))
 
 
 PICTURES = ("traverse", "sample")
@@ -161,7 +224,8 @@ class _Painter:
             "Samples", f"{card.name}.{PICTURES[1]}.png",
             f"{self.samples} images decoded from codes drawn from the prior (seed {self.seed}): continuous parts "
             "from N(0, I), categorical parts uniformly.",
-            f"vaezoo show {card.name} sample -o {card.name}.sample.png --seed {self.seed} --n {self.samples}")
+            f"vaezoo show {card.name} sample -o {card.name}.sample.png --seed {self.seed} --n {self.samples}",
+            f"{self.samples} samples of {card.name} from the prior")
         traversal.save(self.directory / traversal_picture.file, scale=self.scale)
         viz.sample(model, self.samples, seed=self.seed, columns=SAMPLE_COLUMNS).save(
             self.directory / sample_picture.file, scale=self.scale)
@@ -180,10 +244,14 @@ class _Painter:
                      f"other dimensions stay at the prior mean, categorical parts at their first category")
             command += " --no-data"
         elif test_split is not None:
-            traversal = viz.traverse_dataset(model, test_split, seed=self.seed, steps=self.steps)
+            traversal, folded = viz.fold_inactive(
+                viz.traverse_dataset(model, test_split, seed=self.seed, steps=self.steps), viz.INACTIVE_KL)
             order = (f"ordered by KL averaged over {min(viz.KL_IMAGES, len(test_split))} test images "
                      f"(seed {self.seed}); the other dimensions stay at the code of the first of them")
-            command += f" --seed {self.seed}"
+            if folded:
+                order += (f". {len(folded)} inactive dimension{'s' if len(folded) > 1 else ''} (KL below "
+                          f"{viz.INACTIVE_KL:g} nats) folded away: {', '.join(row.label for row in folded)}")
+            command += f" --seed {self.seed} --fold-below {viz.INACTIVE_KL:g}"
         else:
             traversal = viz.traverse(model, steps=self.steps)
             order = ("in the latent's order (drawn without data); the other dimensions stay at the prior mean, "
@@ -192,7 +260,9 @@ class _Painter:
         low, high = viz.DEFAULT_SPAN
         caption = (f"One row per continuous dimension ({low:g} to {high:g} prior standard deviations around the "
                    f"prior mean) and per categorical part (each category in turn), labelled with its KL, {order}.")
-        return traversal, Picture("Latent traversal", f"{card.name}.{PICTURES[0]}.png", caption, command)
+        return traversal, Picture("Latent traversal", f"{card.name}.{PICTURES[0]}.png", caption, command,
+                                  f"latent traversal of {card.name}: {len(traversal.labels)} rows, "
+                                  f"{', '.join(traversal.labels)}")
 
     def _test_split(self, card: Card) -> ImageDataset | DataError:
         """The card's test split, loaded once per dataset; the error, kept too, when it is not here."""
@@ -205,17 +275,42 @@ class _Painter:
         return self.datasets[key]
 
 
-def _boards(cards: list[Card]) -> list[tuple[str, list[str], list]]:
-    """Per dataset with several entries: the metrics their cards share and the leaderboard on them."""
+def _boards(cards: list[Card], plots: list[SeedPlot]) -> list[Board]:
+    """Per dataset: the leaderboard of the metrics its entries share (when it has several) and its seed plots."""
     by_dataset: dict[str, list[Card]] = {}
     for card in cards:
         by_dataset.setdefault(card.dataset, []).append(card)
     boards = []
     for dataset, members in sorted(by_dataset.items()):
-        metrics = shared_metrics(members)
-        if len(members) > 1 and metrics:
-            boards.append((dataset, metrics, leaderboard(members, metrics)))
+        metrics = shared_metrics(members) if len(members) > 1 else []
+        its_plots = tuple(plot for plot in plots if plot.dataset == dataset)
+        if not metrics and not its_plots:
+            continue
+        named = {card.name: card for card in members}
+        notes: list[str] = []
+        rows = []
+        for row in leaderboard(members, metrics) if metrics else []:
+            cells = []
+            for metric, value in zip(metrics, row.values):
+                note = named[row.name].metrics[metric].note if value is not None else None
+                if value is not None and not math.isfinite(value):
+                    notes.append(f"{row.name}, {metric} = {value}: {note or 'its card gives no note'}")
+                    cells.append(Cell(str(value), len(notes)))
+                else:
+                    cells.append(Cell("" if value is None else f"{value:.4g}"))
+            rows.append((row.name, tuple(cells)))
+        command = f"vaezoo leaderboard {','.join(metrics)} --dataset {dataset}" if metrics else ""
+        boards.append(Board(dataset, _columns(metrics), tuple(rows), tuple(notes), command, its_plots))
     return boards
+
+
+def _columns(metrics: list[str]) -> tuple[Column, ...]:
+    """The leaderboard's columns: each word of a metric's name cut to 5 letters (the legend spells the name),
+    unless that would make two headers alike."""
+    shorts = ["_".join(word[:5] for word in name.split("_")) for name in metrics]
+    if len(set(shorts)) < len(shorts):
+        shorts = list(metrics)
+    return tuple(Column(name, short) for name, short in zip(metrics, shorts))
 
 
 def _latent_layout(card: Card) -> str:

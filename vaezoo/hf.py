@@ -14,6 +14,8 @@ import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 from urllib.parse import unquote
@@ -24,6 +26,36 @@ from vaezoo.errors import CardError, VaezooError, WeightsError
 INSTALL = 'pip install "vaezoo[hub]"'
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # OWNER/REPO
 _NAME = re.compile(rf"{HUB_PREFIX}(?P<repo>{REPO_ID.pattern})(?:@(?P<revision>[^\s@]+))?")
+
+@dataclass(frozen=True)
+class Download:
+    """How huggingface_hub fetches a Hub model's files, as its own functions take it.
+
+    Attributes:
+        cache_dir: huggingface_hub's cache folder; None for its default (``HF_HUB_CACHE``).
+        force_download: download again even what the cache holds.
+        local_files_only: use what the cache holds and never ask the Hub.
+        token: a Hub token (or False for none); None for the one logged in (``HF_TOKEN``).
+    """
+
+    cache_dir: str | Path | None = None
+    force_download: bool = False
+    local_files_only: bool = False
+    token: str | bool | None = None
+
+
+_DOWNLOAD: ContextVar[Download] = ContextVar("vaezoo_hub_download", default=Download())
+
+
+@contextmanager
+def downloading(options: Download) -> Iterator[None]:
+    """Fetch every Hub card and weights file inside the block with ``options`` (see :class:`Download`)."""
+    reset = _DOWNLOAD.set(options)
+    try:
+        yield
+    finally:
+        _DOWNLOAD.reset(reset)
+
 
 def hub(error: type[VaezooError], subject: str) -> ModuleType:
     """huggingface_hub, or ``error`` saying that ``subject`` needs the ``hub`` extra."""
@@ -67,10 +99,13 @@ def load_card(name: str) -> Card:
     snapshot_log = logging.getLogger("huggingface_hub._snapshot_download")
     level = snapshot_log.level
     snapshot_log.setLevel(logging.ERROR)  # its warning that no file matched: the error below says it in one line
+    options = _DOWNLOAD.get()
     try:
         with translated(CardError, f"cannot fetch the card of {name}", huggingface_hub):
-            folder = Path(huggingface_hub.snapshot_download(repo_id, revision=revision, allow_patterns="*.toml",
-                                                            ignore_patterns="*/*"))
+            folder = Path(huggingface_hub.snapshot_download(
+                repo_id, revision=revision, allow_patterns="*.toml", ignore_patterns="*/*",
+                cache_dir=options.cache_dir, force_download=options.force_download,
+                local_files_only=options.local_files_only, token=options.token))
     finally:
         snapshot_log.setLevel(level)
     commit = folder.name  # huggingface_hub keeps a revision's files in snapshots/COMMIT
@@ -127,16 +162,18 @@ def _in_repo(path: str) -> str:
 def _download(repo_id: str, revision: str | None, filename: str, weights: Weights) -> Path:
     """``filename`` of ``repo_id`` at ``revision`` in huggingface_hub's cache, downloaded if the cache lacks it.
 
-    A cached copy that matches the card is served without asking the Hub (so offline too); otherwise the
-    Hub's announced size must be the card's before the download starts.
+    A cached copy that matches the card is served without asking the Hub (so offline too, and with
+    ``local_files_only``), unless ``force_download`` asks for a fresh one; otherwise the Hub's announced size must
+    be the card's before the download starts.
     """
     from vaezoo.checksums import verify
 
     huggingface_hub = hub(WeightsError, f"weights on the Hugging Face Hub ({repo_id}/{filename})")
     where = f"{repo_id}@{revision or 'main'}/{filename}"
-    cached = huggingface_hub.try_to_load_from_cache(repo_id, filename, revision=revision)
+    options = _DOWNLOAD.get()
+    cached = huggingface_hub.try_to_load_from_cache(repo_id, filename, cache_dir=options.cache_dir, revision=revision)
     damaged = None
-    if isinstance(cached, str):
+    if isinstance(cached, str) and not options.force_download:
         try:
             verify(Path(cached), weights)
             return Path(cached)
@@ -144,13 +181,15 @@ def _download(repo_id: str, revision: str | None, filename: str, weights: Weight
             damaged = exc
     with translated(WeightsError, f"cannot download {where}", huggingface_hub), _damaged_copy(
             damaged, where, huggingface_hub):
+        if options.local_files_only:
+            raise huggingface_hub.errors.LocalEntryNotFoundError(where)
         url = huggingface_hub.hf_hub_url(repo_id, filename, revision=revision)
-        size = huggingface_hub.get_hf_file_metadata(url).size
+        size = huggingface_hub.get_hf_file_metadata(url, token=options.token).size
         if size != weights.size:
             raise WeightsError(f"the Hub announces {size} bytes for {where} but the card says {weights.size}; "
                                f"refusing it")
-        return Path(huggingface_hub.hf_hub_download(repo_id, filename, revision=revision,
-                                                    force_download=isinstance(cached, str)))
+        return Path(huggingface_hub.hf_hub_download(repo_id, filename, revision=revision, cache_dir=options.cache_dir,
+                                                    token=options.token, force_download=isinstance(cached, str)))
 
 
 @contextmanager
@@ -163,7 +202,9 @@ def _damaged_copy(damaged: WeightsError | None, where: str, huggingface_hub: Mod
     except (errors.OfflineModeIsEnabled, errors.LocalEntryNotFoundError):
         if damaged is None:
             raise
-        why = ("HF_HUB_OFFLINE is set, so no fresh copy can be downloaded: unset HF_HUB_OFFLINE to download it again"
+        why = ("local_files_only is set, so no fresh copy can be downloaded"
+               if _DOWNLOAD.get().local_files_only else
+               "HF_HUB_OFFLINE is set, so no fresh copy can be downloaded: unset HF_HUB_OFFLINE to download it again"
                if constants.HF_HUB_OFFLINE else
                f"the Hub at {constants.ENDPOINT} cannot be reached for a fresh copy; check the network (or HF_ENDPOINT)")
         raise WeightsError(f"{damaged}; it is huggingface_hub's cached copy of {where}, and {why}") from None
@@ -187,6 +228,9 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
     """Why huggingface_hub failed, in one line, with what to do."""
     offline = "HF_HUB_OFFLINE is set and it is not in huggingface_hub's cache; unset HF_HUB_OFFLINE to download it"
     if isinstance(exc, errors.OfflineModeIsEnabled | errors.LocalEntryNotFoundError):
+        if _DOWNLOAD.get().local_files_only:
+            return ("local_files_only is set and huggingface_hub's cache lacks it; leave local_files_only unset to "
+                    "download it")
         return offline if constants.HF_HUB_OFFLINE else (
             f"the Hub at {constants.ENDPOINT} cannot be reached and huggingface_hub's cache lacks it; "
             f"check the network (or HF_ENDPOINT)")

@@ -1,31 +1,32 @@
-"""Publishing a card to the Hugging Face Hub: its card, its weights and a Hub model card, in one commit."""
+"""Publishing to the Hugging Face Hub: a card, its weights, ``config.json`` and a Hub model card, in one commit;
+or the whole zoo, one repository per entry, gathered in a Hub collection."""
 
 from __future__ import annotations
 
-import re
+import hashlib
+import json
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.cards import HUB_PREFIX, Card, Weights, write_card
+from vaezoo.cards import Card, Weights, write_card
 from vaezoo.errors import OutputError, WeightsError
 from vaezoo.files import atomic_write
-from vaezoo.hf import INSTALL, hub, translated
+from vaezoo.hf import hub, translated
+from vaezoo.hf_card import hub_config, model_card
 from vaezoo.weights import fetch_verified
 
 if TYPE_CHECKING:
     from huggingface_hub import CommitInfo
 
-# Hub licence identifiers a card's licence maps to by case alone; any other is "other", named by license_name.
-LICENSES = frozenset({"mit", "apache-2.0", "bsd-2-clause", "bsd-3-clause", "cc0-1.0", "cc-by-4.0", "cc-by-sa-4.0",
-                       "cc-by-nc-4.0", "gpl-3.0", "lgpl-3.0", "mpl-2.0", "unlicense"})
+COLLECTION_FILE = "collection.json"
+COLLECTION_TITLE = "vaezoo: disentangled VAEs"
+NOTE_LIMIT = 500  # characters the Hub keeps of a collection item's note
 
 
 def stage(card: Card, repo_id: str, folder: Path) -> list[Path]:
-    """Write into ``folder`` what :func:`push` uploads: the card, its weights beside it, and ``README.md``.
-
-    The staged card names its weights as the file beside it, so the repository is a card folder;
-    the README is a Hub model card generated from the vaezoo card (see :func:`model_card`).
+    """Write into ``folder`` what :func:`push` uploads: the card, its weights beside it, config.json and README.md.
 
     Args:
         card: the card to push; its weights are fetched and verified first.
@@ -42,88 +43,77 @@ def stage(card: Card, repo_id: str, folder: Path) -> list[Path]:
     if card.weights is None:
         raise WeightsError(f"card '{card.name}' has no weights to push; train it first ('vaezoo train')")
     _, data = fetch_verified(card)  # the bytes verified are the bytes pushed
-    weights = folder / f"{card.name}.safetensors"
-    pushed = card.model_copy(update={"weights": Weights(file=weights.name, sha256=card.weights.sha256,
-                                                        size=card.weights.size)})
-    card_file = folder / f"{card.name}.toml"
-    write_card(pushed, card_file)
-    atomic_write(weights, data)
-    readme = folder / "README.md"
-    atomic_write(readme, model_card(pushed, repo_id).encode())
-    return [card_file, weights, readme]
+    return write_folder(card, data, folder, repo_id)
 
 
-def model_card(card: Card, repo_id: str) -> str:
-    """A Hub model card (``README.md``) for ``card``: YAML metadata, then what the model is and how to load it.
-
-    The metadata gives ``library_name: vaezoo``, tags, the licence, the dataset, and the card's metrics as
-    ``model-index`` results; every metric's command is in the body's table.
+def write_folder(card: Card, data: bytes, folder: Path, repo_id: str | None = None) -> list[Path]:
+    """Write a model's Hub folder: ``NAME.toml`` naming ``NAME.safetensors`` (``data``) beside it, with its sha256
+    and size, then ``config.json`` and ``README.md``. The folder is a card folder: ``vaezoo.load(folder)`` loads it.
 
     Args:
-        card: the vaezoo card.
-        repo_id: ``OWNER/REPO`` the card is pushed to.
+        card: the card; its ``weights`` entry is replaced by the file written here.
+        data: the safetensors file's bytes.
+        folder: where the files go; created if needed.
+        repo_id: ``OWNER/REPO``, for the README's usage lines (None: a placeholder).
 
     Returns:
-        The README's text.
+        The files written: card, weights, config.json, README.md.
     """
-    huggingface_hub = hub(OutputError, "a Hub model card")
-    licence = card.license.strip().lower()
-    licence_fields = {"license": licence} if licence in LICENSES else {
-        "license": "other", "license_name": re.sub(r"[^a-z0-9]+", "-", licence).strip("-") or "unknown"}
-    results = [huggingface_hub.EvalResult(task_type="image-feature-extraction",
-                                          task_name="disentangled representation learning",
-                                          dataset_type=card.dataset, dataset_name=card.dataset, metric_type=name,
-                                          metric_name=name, metric_value=metric.value)
-               for name, metric in card.metrics.items()]
-    metadata = huggingface_hub.ModelCardData(library_name="vaezoo",
-                                             tags=["vaezoo", "vae", "disentanglement", card.architecture],
-                                             datasets=[card.dataset], model_name=card.name,
-                                             eval_results=results or None, **licence_fields)
-    lines = ["---", metadata.to_yaml(), "---", "", f"# {_markdown(card.name)}", "", _markdown(card.summary), "",
-             f"Paper: {_markdown(card.paper)}", "",
-             f"A [vaezoo](https://pypi.org/project/vaezoo/) model: architecture `{_code(card.architecture)}`, "
-             f"trained on `{_code(card.dataset)}`"
-             + (f", latent {_markdown(card.latent)}" if card.latent else "")
-             + (f", {card.parameters:,} parameters" if card.parameters else "") + ".", "",
-             "## Use", "", "```python", "import vaezoo", "",
-             f'model = vaezoo.load("{HUB_PREFIX}{repo_id}")', "```", "", "```bash", INSTALL,
-             f"vaezoo info {HUB_PREFIX}{repo_id}", "```", "",
-             f"The weights are `{_code(card.weights.file)}`, sha256 `{card.weights.sha256}`, checked before loading."]
-    if card.metrics:
-        lines += ["", "## Metrics", "", "| metric | value | command |", "| --- | --- | --- |"]
-        lines += [f"| {_markdown(name)} | {metric.value} | {_markdown(metric.command)} |"
-                  for name, metric in card.metrics.items()]
-    return "\n".join(lines) + "\n"
+    weights = folder / f"{card.name}.safetensors"
+    written = card.model_copy(update={"weights": Weights(file=weights.name, sha256=hashlib.sha256(data).hexdigest(),
+                                                         size=len(data))})
+    card_file, config, readme = folder / f"{card.name}.toml", folder / "config.json", folder / "README.md"
+    write_card(written, card_file)
+    atomic_write(weights, data)
+    facts = hub_config(written)
+    atomic_write(config, (json.dumps(facts, indent=2) + "\n").encode())
+    described = written.model_copy(update={"latent": written.latent or facts["latent"]["layout"]})  # the README's
+    atomic_write(readme, model_card(described, repo_id).encode())
+    return [card_file, weights, config, readme]
 
 
-_MARKDOWN_SPECIAL = set("\\`*_[]<>|&#")
+def stage_collection(cards: Iterable[Card], owner: str, folder: Path) -> list[Path]:
+    """Stage the zoo as a Hub collection: ``folder/NAME/`` as :func:`stage` writes it for the repository
+    ``OWNER/NAME`` of each card with weights, and ``folder/collection.json`` listing them.
+
+    Args:
+        cards: the cards; those without weights are left out.
+        owner: the Hub user or organisation that would own the repositories and the collection.
+        folder: where the folders go; created if needed.
+
+    Returns:
+        ``collection.json``, then every staged file, card by card.
+    """
+    staged = [card for card in cards if card.weights is not None]
+    files = [file for card in staged for file in stage(card, f"{owner}/{card.name}", folder / card.name)]
+    collection = {"title": COLLECTION_TITLE, "namespace": owner,
+                  "description": "Every model of the vaezoo zoo: disentangled VAEs with their cards, verified "
+                                 "weights and the commands that measured their metrics.",
+                  "items": [{"item_id": f"{owner}/{card.name}", "item_type": "model", "note": _note(card),
+                             "folder": card.name} for card in staged]}
+    index = folder / COLLECTION_FILE
+    atomic_write(index, (json.dumps(collection, indent=2) + "\n").encode())
+    return [index, *files]
 
 
-def _markdown(value: object) -> str:
-    """``value`` as Markdown showing it as written, on one line (formatting characters escaped)."""
+def _note(card: Card) -> str:
+    """A collection item's note: the card's summary, cut to what the Hub keeps."""
     from vaezoo.terminal import printable
 
-    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in printable(value))
+    text = printable(card.summary)
+    return text if len(text) <= NOTE_LIMIT else text[:NOTE_LIMIT - 1] + "…"
 
 
-def _code(value: object) -> str:
-    """``value`` inside a Markdown code span: a backtick would end the span, so it is dropped."""
-    from vaezoo.terminal import printable
-
-    return printable(value).replace("`", "'")
-
-
-def push(card: Card, repo_id: str, folder: Path | None = None, private: bool = False) -> CommitInfo:
-    """Upload ``card``, its weights and a Hub model card to ``repo_id`` in one commit.
-
-    The repository is created if needed. Other ``*.toml`` and ``*.safetensors`` files at its root (an earlier
-    card and its weights) are removed in the same commit, so that it holds exactly one card.
+def push(card: Card, repo_id: str, folder: Path | None = None, private: bool = False,
+         token: str | bool | None = None) -> CommitInfo:
+    """Upload ``card``, its weights, config.json and a Hub model card to ``repo_id`` in one commit.
 
     Args:
         card: the card to push (its weights are fetched and verified).
         repo_id: ``OWNER/REPO``.
         folder: stage the files here (kept); default a temporary folder, removed afterwards.
         private: create the repository private (an existing one keeps its visibility).
+        token: a Hub token; None for the one logged in.
 
     Returns:
         huggingface_hub's ``CommitInfo`` (``.oid`` is the commit).
@@ -131,16 +121,30 @@ def push(card: Card, repo_id: str, folder: Path | None = None, private: bool = F
     Raises:
         OutputError: huggingface_hub is missing, or the Hub refused (not logged in, no such owner, offline).
     """
-    huggingface_hub = hub(OutputError, "pushing to the Hugging Face Hub")
+    hub(OutputError, "pushing to the Hugging Face Hub")
     if folder is None:
         with tempfile.TemporaryDirectory(prefix="vaezoo-push-") as tmp:
-            return push(card, repo_id, Path(tmp), private)
-    files = stage(card, repo_id, folder)
-    api = huggingface_hub.HfApi()
-    with translated(OutputError, f"cannot push '{card.name}' to {repo_id}", huggingface_hub):
+            return push(card, repo_id, Path(tmp), private, token)
+    return upload(stage(card, repo_id, folder), repo_id, f"vaezoo push {card.name}", private, token)
+
+
+def upload(files: list[Path], repo_id: str, message: str, private: bool = False,
+           token: str | bool | None = None) -> CommitInfo:
+    """Commit ``files`` (a staged model folder) to the root of ``repo_id``, created if needed.
+
+    Other ``*.toml`` and ``*.safetensors`` files at its root (an earlier card and its weights) are removed in the
+    same commit, so that it holds exactly one card.
+
+    Raises:
+        OutputError: the Hub refused (not logged in, no such owner, offline).
+    """
+    huggingface_hub = hub(OutputError, "pushing to the Hugging Face Hub")
+    api = huggingface_hub.HfApi(token=token)
+    name = next(f.stem for f in files if f.suffix == ".toml")
+    with translated(OutputError, f"cannot push '{name}' to {repo_id}", huggingface_hub):
         api.create_repo(repo_id, private=private, exist_ok=True)
         replaced = [p for p in api.list_repo_files(repo_id) if "/" not in p and p.endswith((".toml", ".safetensors"))
                     and p not in {f.name for f in files}]
         operations = [huggingface_hub.CommitOperationAdd(path_in_repo=f.name, path_or_fileobj=str(f)) for f in files]
         operations += [huggingface_hub.CommitOperationDelete(path_in_repo=p) for p in replaced]
-        return api.create_commit(repo_id, operations, commit_message=f"vaezoo push {card.name}")
+        return api.create_commit(repo_id, operations, commit_message=message)

@@ -33,6 +33,10 @@ PADDING = 2  # pixels between tiles
 SCALE = 2  # default upscaling of each tile when rendering
 BLANK = 1.0  # value of padding and of empty tiles (white)
 LABEL_GAP = 6  # pixels around a row label in the left margin
+LABEL_SIZE = (13, 22)  # the smallest and largest row label, in pixels: a quarter of the row's height between them
+INACTIVE_KL = 0.01
+"""Nats: a traversal row whose KL to the prior (averaged over data) is below this is an inactive dimension, which
+the posterior leaves at the prior; :func:`fold_inactive` leaves such rows out."""
 ENCODE_BATCH = 256
 DEFAULT_SPAN = (-3.0, 3.0)  # traversal range, in prior standard deviations around the prior mean
 MAX_SPAN = 100.0  # how far a traversal may go, in prior standard deviations: further, decoders only saturate
@@ -109,12 +113,12 @@ class Grid:
         picture = Image.fromarray(grid.mul(255).add_(0.5).clamp_(0, 255).permute(1, 2, 0).to(torch.uint8).numpy())
         if not self.labels:
             return picture
-        font = ImageFont.load_default()
+        row_height = self.tiles.shape[3] * scale + padding
+        font = ImageFont.load_default(size=min(max(row_height // 4, LABEL_SIZE[0]), LABEL_SIZE[1]))
         margin = math.ceil(max(font.getlength(label) for label in self.labels)) + 2 * LABEL_GAP
         canvas = Image.new("RGB", (margin + picture.width, picture.height), "white")
         canvas.paste(picture, (margin, 0))
         draw = ImageDraw.Draw(canvas)
-        row_height = self.tiles.shape[3] * scale + padding
         for row, label in enumerate(self.labels):
             _, top, _, bottom = font.getbbox(label)
             middle = padding + row * row_height + (row_height - padding) / 2
@@ -296,6 +300,21 @@ def data_sample(dataset: ImageDataset, n: int, seed: int = 0) -> Tensor:
     generator = torch.Generator().manual_seed(seed)
     index = torch.randperm(len(dataset), generator=generator)[:n]
     return dataset.batch(index)
+
+
+def fold_inactive(traversal: Traversal, min_kl: float = INACTIVE_KL) -> tuple[Traversal, tuple[TraversalRow, ...]]:
+    """``traversal`` without its inactive rows (KL below ``min_kl`` nats), and the rows left out.
+
+    Rows drawn without data (no KL) are kept; so is the first row, should every row be inactive.
+
+    Returns:
+        ``(the traversal of the rows kept, the rows folded)``, each in the traversal's order.
+    """
+    keep = [i for i, row in enumerate(traversal.dimensions) if row.kl is None or row.kl >= min_kl] or [0]
+    folded = tuple(row for i, row in enumerate(traversal.dimensions) if i not in keep)
+    kept = Traversal(tiles=traversal.tiles[keep], labels=tuple(traversal.labels[i] for i in keep),
+                     dimensions=tuple(traversal.dimensions[i] for i in keep))
+    return kept, folded
 
 
 def traverse_dataset(model: VAE, dataset: ImageDataset, images: int = KL_IMAGES, seed: int = 0, steps: int = 10,

@@ -11,15 +11,22 @@ def add_parser(sub) -> None:
                    help="draw traversals without test images: rows in latent order, other dimensions at the prior")
     p.add_argument("--seed", type=seed_arg, default=0, help="picks the samples and the test images (default 0)")
     p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
+    p.add_argument("--only-seeds", action="store_true",
+                   help="write only the seed distributions (one SVG per dataset and metric with a spread over "
+                        "seeds), from the cards alone, e.g. into docs/zoo; no page, no model is run")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from vaezoo.errors import VaezooError
-    from vaezoo.gallery import build_gallery
+    from vaezoo.gallery import build_gallery, build_seed_plots
 
     if not args.directory.strip():
         raise VaezooError("the gallery's folder is empty text; give a folder, e.g. 'vaezoo gallery site'")
+    if args.only_seeds:
+        for path in build_seed_plots(args.directory):
+            print(printable(path))
+        return 0
     index = build_gallery(args.directory, data_root=args.data_root, use_data=not args.no_data, device=args.device,
                           seed=args.seed)
     print(printable(index))

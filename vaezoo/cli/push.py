@@ -1,4 +1,5 @@
-"""``vaezoo push``: upload a card, its weights and a Hub model card to a Hugging Face Hub repository."""
+"""``vaezoo push``: upload a card, its weights, config.json and a Hub model card to a Hugging Face Hub repository;
+``--all OWNER --dry-run`` stages the whole zoo as a Hub collection."""
 
 import argparse
 import sys
@@ -10,12 +11,15 @@ from vaezoo.cli.common import card_arg, printable
 
 def add_parser(sub) -> None:
     p = sub.add_parser("push", help="upload a model to a Hugging Face Hub repository",
-                       description="Upload a card, its verified weights and a Hub model card (README.md with "
-                                   "YAML metadata) to OWNER/REPO in one commit; load it back with "
+                       description="Upload a card, its verified weights, config.json and a Hub model card "
+                                   "(README.md with YAML metadata) to OWNER/REPO in one commit; load it back with "
                                    "vaezoo.load('hf-hub:OWNER/REPO'). Needs pip install \"vaezoo[hub]\" and a "
                                    "Hub token with write access ('hf auth login' or HF_TOKEN).")
-    p.add_argument("name", help="a zoo name, a card's TOML file or a folder holding one card")
-    p.add_argument("repo", type=repo_id, metavar="OWNER/REPO", help="the Hub repository (created if needed)")
+    p.add_argument("name", nargs="?", help="a zoo name, a card's TOML file or a folder holding one card")
+    p.add_argument("repo", nargs="?", type=repo_id, metavar="OWNER/REPO", help="the Hub repository (created if needed)")
+    p.add_argument("--all", metavar="OWNER", type=owner, dest="owner",
+                   help="with --dry-run: stage every zoo entry with weights as the repository OWNER/NAME, and "
+                        "collection.json, the Hub collection gathering them (give no NAME or OWNER/REPO)")
     p.add_argument("--dry-run", action="store_true",
                    help="write the folder that would be uploaded and list its files; upload nothing")
     p.add_argument("--out", metavar="DIR",
@@ -35,14 +39,30 @@ def repo_id(value: str) -> str:
     return value
 
 
+def owner(value: str) -> str:
+    """argparse type of ``--all``: a Hub user or organisation."""
+    from vaezoo.hf import REPO_ID
+
+    if REPO_ID.fullmatch(f"{value}/x") is None:
+        raise argparse.ArgumentTypeError(f"'{printable(value)}' is not a Hub user or organisation (letters, digits, "
+                                         f"'-', '_' and '.')")
+    return value
+
+
 def run(args) -> int:
     from vaezoo.errors import OutputError
     from vaezoo.hf_push import push, stage
 
-    card = card_arg(args.name)
+    if args.owner is not None and (args.name or args.repo):
+        raise OutputError("--all OWNER pushes the whole zoo; give no NAME or OWNER/REPO with it")
+    if args.owner is None and not (args.name and args.repo):
+        raise OutputError("give NAME and OWNER/REPO (vaezoo push NAME OWNER/REPO), or --all OWNER --dry-run")
     folder = Path(args.out) if args.out else None
     if folder is not None and folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
+    if args.owner is not None:
+        return _stage_zoo(args.owner, folder, args.dry_run)
+    card = card_arg(args.name)
     if args.dry_run:
         folder = folder or Path(tempfile.mkdtemp(prefix="vaezoo-push-"))
         files = stage(card, args.repo, folder)
@@ -53,4 +73,21 @@ def run(args) -> int:
     commit = push(card, args.repo, folder, private=args.private)
     print(printable(f"pushed '{card.name}' to {args.repo}: {commit.commit_url}"), file=sys.stderr)
     print(printable(f"hf-hub:{args.repo}@{commit.oid}"))
+    return 0
+
+
+def _stage_zoo(owner: str, folder: Path | None, dry_run: bool) -> int:
+    from vaezoo.cards import list_cards
+    from vaezoo.errors import OutputError
+    from vaezoo.hf_push import stage_collection
+
+    if not dry_run:
+        raise OutputError("--all stages the zoo with --dry-run only; upload each folder it writes with "
+                          "'vaezoo push FOLDER OWNER/NAME'")
+    folder = folder or Path(tempfile.mkdtemp(prefix="vaezoo-push-"))
+    files = stage_collection(list_cards(), owner, folder)
+    print(printable(f"dry run: {folder} holds the zoo as the Hub collection of {owner}, one folder per repository "
+                    f"{owner}/NAME"), file=sys.stderr)
+    for path in files:
+        print(printable(path))
     return 0

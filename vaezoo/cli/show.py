@@ -22,6 +22,8 @@ def add_parser(sub) -> None:
                    help="traversal range in prior standard deviations around the prior mean (default -3 3)")
     p.add_argument("--columns", type=int, default=10, help="images per row of reconstruct and sample (default 10)")
     p.add_argument("--scale", type=int, default=2, help="upscale each tile this many times (default 2)")
+    p.add_argument("--fold-below", type=float, metavar="NATS",
+                   help="leave out the traversal rows whose KL is below NATS (inactive dimensions); needs data")
     p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
     p.set_defaults(func=run)
 
@@ -35,6 +37,9 @@ def run(args) -> int:
     n = DEFAULT_N[args.what] if args.n is None else args.n
     if args.no_data and args.what == "reconstruct":
         raise VaezooError("reconstruct needs test images; drop --no-data")
+    if args.fold_below is not None and (args.no_data or args.what != "traverse"):
+        raise VaezooError("--fold-below folds traversal rows by their KL over test images; give it to traverse "
+                          "without --no-data")
     span = viz.check_span(tuple(args.span) if args.span else viz.DEFAULT_SPAN)  # before the model is loaded
     model = load_model(card, args.device)
     if args.what == "sample":
@@ -47,6 +52,9 @@ def run(args) -> int:
     else:
         test_split = card_dataset(card, args.data_root)
         grid = viz.traverse_dataset(model, test_split, seed=args.seed, steps=n, span=span)
+        if args.fold_below is not None:
+            grid, folded = viz.fold_inactive(grid, args.fold_below)
+            print(printable(f"{len(folded)} rows with KL below {args.fold_below:g} nats left out"), file=sys.stderr)
         print(f"rows ordered by KL averaged over {min(viz.KL_IMAGES, len(test_split))} test images "
               f"(seed {args.seed}); other dimensions at the code of the first of them", file=sys.stderr)
     print(printable(grid.save(args.out, scale=args.scale)))

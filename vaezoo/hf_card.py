@@ -1,0 +1,137 @@
+"""What a Hugging Face Hub user reads about a vaezoo model: ``config.json`` and the model card ``README.md``.
+
+The Hub counts a model repository's downloads by its ``config.json``; vaezoo writes there what a Hub user looks
+for (the library, the architecture, the latent layout, the input the model takes). The README is a Hub model card:
+YAML metadata (``library_name: vaezoo``, tags, datasets, licence, the metrics in ``model-index`` form), then the
+summary, the paper links, how to load the model, each metric beside its command, and each seed spread.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from vaezoo.cards import HUB_PREFIX, Card
+from vaezoo.errors import OutputError
+from vaezoo.hf import INSTALL, hub
+
+# Hub licence identifiers a card's licence maps to by case alone; any other is "other", named by license_name.
+LICENSES = frozenset({"mit", "apache-2.0", "bsd-2-clause", "bsd-3-clause", "cc0-1.0", "cc-by-4.0", "cc-by-sa-4.0",
+                      "cc-by-nc-4.0", "gpl-3.0", "lgpl-3.0", "mpl-2.0", "unlicense"})
+URL = re.compile(r"https?://[^\s;,()<>\"'`|\\]+[^\s;,.()<>\"'`|\\]")
+ARXIV = re.compile(r"https?://arxiv\.org/(?:abs|pdf)/(?P<id>\d{4}\.\d{4,5})")
+PLACEHOLDER_REPO = "OWNER/REPO"
+"""The repository named in a model card's usage lines before it is known (:meth:`vaezoo.model.VAE.save_pretrained`)."""
+
+
+def hub_config(card: Card) -> dict[str, Any]:
+    """``config.json`` of a Hub repository holding ``card``: what the model is and what it takes, in JSON.
+
+    Builds the (untrained) model to read its latent layout, and asks the dataset's plugin for the input's size.
+
+    Args:
+        card: the card; its ``weights`` name the file beside it.
+
+    Returns:
+        ``library_name``, ``vaezoo_version``, ``name``, ``architecture``, ``latent`` (``layout``, ``code_size`` and
+        each part's ``[start, stop)`` in the code), ``input`` (``dataset``, ``image_size``, ``channels``, value range,
+        and how the dataset's images became input), ``model`` (the architecture builder's arguments), ``card``
+        (the card's file) and ``weights`` (file, sha256, size).
+    """
+    from vaezoo.assemble import build_model, data_info
+
+    model = build_model(card)
+    info = data_info(card)
+    layout = {"layout": model.latent.describe(), "code_size": model.latent.code_size,
+              "parts": {name: [part.start, part.stop] for name, part in model.part_slices.items()}}
+    source = {"transform": card.input.transform, "interpolation": card.input.interpolation} if card.input else {}
+    return {"library_name": "vaezoo", "vaezoo_version": card.vaezoo_version, "name": card.name,
+            "architecture": card.architecture, "latent": layout,
+            "input": {"dataset": card.dataset, "image_size": info.image_size, "channels": info.channels,
+                      "range": [0.0, 1.0], **source},
+            "model": card.model, "card": f"{card.name}.toml",
+            "weights": card.weights.model_dump(exclude_none=True) if card.weights else None}
+
+
+def paper_links(card: Card) -> list[str]:
+    """The URLs the card's ``paper`` names, in order, each once."""
+    return list(dict.fromkeys(URL.findall(card.paper)))
+
+
+def model_card(card: Card, repo_id: str | None = None) -> str:
+    """A Hub model card (``README.md``) for ``card``: YAML metadata, then what the model is and how to load it.
+
+    The metadata gives ``library_name: vaezoo``, tags (with ``arxiv:ID`` for each arXiv paper, which the Hub links),
+    the licence, the dataset, and the card's finite metrics as ``model-index`` results; the body gives the paper
+    links, every metric beside its command, and each metric's spread over seeds.
+
+    Args:
+        card: the vaezoo card.
+        repo_id: ``OWNER/REPO`` the card is pushed to; None writes ``OWNER/REPO`` in the usage lines.
+
+    Returns:
+        The README's text.
+    """
+    huggingface_hub = hub(OutputError, "a Hub model card")
+    repo = repo_id or PLACEHOLDER_REPO
+    licence = card.license.strip().lower()
+    licence_fields = {"license": licence} if licence in LICENSES else {
+        "license": "other", "license_name": re.sub(r"[^a-z0-9]+", "-", licence).strip("-") or "unknown"}
+    results = [huggingface_hub.EvalResult(task_type="image-feature-extraction",
+                                          task_name="disentangled representation learning",
+                                          dataset_type=card.dataset, dataset_name=card.dataset, metric_type=name,
+                                          metric_name=name, metric_value=metric.value)
+               for name, metric in card.metrics.items() if math.isfinite(metric.value)]
+    links = paper_links(card)
+    arxiv = [f"arxiv:{m['id']}" for m in map(ARXIV.match, links) if m]
+    tags = list(dict.fromkeys(["vaezoo", "vae", "disentanglement", card.architecture, *card.latent_families, *arxiv]))
+    metadata = huggingface_hub.ModelCardData(library_name="vaezoo", tags=tags, datasets=[card.dataset],
+                                             model_name=card.name, eval_results=results or None, **licence_fields)
+    lines = ["---", metadata.to_yaml(), "---", "", f"# {_markdown(card.name)}", "", _markdown(card.summary), "",
+             f"Paper: {_markdown(card.paper)}", ""]
+    lines += [f"- <{link}>" for link in links] + ([""] if links else [])
+    lines += [f"A [vaezoo](https://pypi.org/project/vaezoo/) model: architecture `{_code(card.architecture)}`, "
+              f"trained on `{_code(card.dataset)}`"
+              + (f", latent {_markdown(card.latent)}" if card.latent else "")
+              + (f", {card.parameters:,} parameters" if card.parameters else "") + ".", "",
+              "## Use", "", "```python", "import vaezoo", "", f'model = vaezoo.load("{HUB_PREFIX}{repo}")',
+              "# or, as with PyTorchModelHubMixin:", "from vaezoo.model import VAE", "",
+              f'model = VAE.from_pretrained("{repo}", revision="main")', "```", "", "```bash", INSTALL,
+              f"vaezoo info {HUB_PREFIX}{repo}", "```", ""]
+    if card.weights is not None:
+        lines.append(f"The weights are `{_code(card.weights.file or card.weights.url)}`, sha256 "
+                     f"`{card.weights.sha256}`, checked before loading.")
+    if card.metrics:
+        lines += ["", "## Metrics", "", "| metric | value | command | note |", "| --- | --- | --- | --- |"]
+        lines += [f"| {_markdown(name)} | {metric.value:.6g} | {_markdown(metric.command)} | "
+                  f"{_markdown(metric.note or '')} |" for name, metric in card.metrics.items()]
+    spreads = {name: metric.seeds for name, metric in card.metrics.items() if metric.seeds is not None}
+    if spreads:
+        lines += ["", "## Seeds", "", "Each metric over every complete run of the recipe, one per seed: the shipped "
+                  "weights are one of them.", "",
+                  "| metric | runs | median | min | max | each seed | shipped seed |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {_markdown(name)} | {s.n} | {s.median:.4g} | {s.min:.4g} | {s.max:.4g} | "
+                  + ", ".join(f"{run.seed}: {run.value:.4g}" for run in s.runs)
+                  + f" | {s.shipped} ({_markdown(s.selection)}) |" for name, s in spreads.items()]
+        commands = dict.fromkeys(s.command for s in spreads.values())
+        lines += ["", "Made by " + "; ".join(f"`{_code(command)}`" for command in commands) + "."]
+    return "\n".join(lines) + "\n"
+
+
+_MARKDOWN_SPECIAL = set("\\`*_[]<>|&#")
+
+
+def _markdown(value: object) -> str:
+    """``value`` as Markdown showing it as written, on one line (formatting characters escaped)."""
+    from vaezoo.terminal import printable
+
+    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in printable(value))
+
+
+def _code(value: object) -> str:
+    """``value`` inside a Markdown code span: a backtick would end the span, so it is dropped."""
+    from vaezoo.terminal import printable
+
+    return printable(value).replace("`", "'")

@@ -1,0 +1,166 @@
+"""The conventions of huggingface_hub's ``PyTorchModelHubMixin`` and timm, as thin layers over vaezoo's own path.
+
+``save_pretrained(model, DIR)`` writes the folder ``vaezoo push`` uploads (card, weights, ``config.json``,
+``README.md``); ``from_pretrained(NAME)`` reads a folder, a zoo name or a Hub repository back through
+:func:`vaezoo.load`, so every weights file is checked against its card's size and sha256 before it is read;
+``push_to_hub(model, OWNER/REPO)`` uploads that folder as ``vaezoo push`` does. :class:`vaezoo.model.VAE` has
+them as methods.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vaezoo.cards import HUB_PREFIX, Card
+from vaezoo.errors import OutputError
+
+if TYPE_CHECKING:
+    import torch
+    from huggingface_hub import CommitInfo
+
+    from vaezoo.model import VAE
+
+
+def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | None = None) -> list[Path]:
+    """Write ``model`` as a folder that :func:`from_pretrained` and :func:`vaezoo.load` read back.
+
+    When the model's parameters are still its card's weights, the card's verified file is written byte for byte
+    and the card keeps its metrics; otherwise the model's current parameters are written, and the card loses what
+    was measured on other weights (metrics, label matchings, headline): ``vaezoo eval DIR --write`` measures them.
+
+    Args:
+        model: a model with a card (one from :func:`vaezoo.load` or :func:`vaezoo.build_model`).
+        directory: the folder (created if needed); it may hold no other card than the model's.
+        repo_id: ``OWNER/REPO`` the folder is meant for, named in the README's usage lines.
+
+    Returns:
+        The files written: ``NAME.toml``, ``NAME.safetensors``, ``config.json``, ``README.md``.
+
+    Raises:
+        OutputError: the model has no card, or the folder holds another card.
+    """
+    from vaezoo.hf import hub
+    from vaezoo.hf_push import write_folder
+
+    hub(OutputError, "save_pretrained")  # the README is a Hub model card
+    card = _card_of(model)
+    folder = Path(directory)
+    others = sorted(p.name for p in folder.glob("*.toml") if p.name != f"{card.name}.toml") if folder.is_dir() else []
+    if others:
+        raise OutputError(f"{folder} already holds the card {', '.join(others)}; a model's folder holds one card: "
+                          f"give a new or empty folder")
+    data = _card_weights(card, model)
+    if data is None:
+        card = card.model_copy(update={"metrics": {}, "labels": None, "headline": None})
+        data = _serialised(card, model)
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_folder(card, data, folder, repo_id)
+
+
+def _card_of(model: VAE) -> Card:
+    card = getattr(model, "card", None)
+    if card is None:
+        raise OutputError("this model has no card (it was built from parts); build it from a card with "
+                          "vaezoo.build_model or vaezoo.load to save it")
+    return card
+
+
+def _card_weights(card: Card, model: VAE) -> bytes | None:
+    """The card's verified weights file when ``model``'s parameters are exactly its tensors; else None."""
+    import torch
+
+    from vaezoo.errors import WeightsError
+    from vaezoo.weights import fetch_verified, parse_safetensors
+
+    if card.weights is None:
+        return None
+    try:
+        path, data = fetch_verified(card)
+    except WeightsError:  # not to be had here: the model's own parameters are written
+        return None
+    stored, current = parse_safetensors(data, path), model.state_dict()
+    same = stored.keys() == current.keys() and all(
+        stored[k].dtype == current[k].dtype and torch.equal(stored[k], current[k].detach().cpu()) for k in stored)
+    return data if same else None
+
+
+def _serialised(card: Card, model: VAE) -> bytes:
+    """``model``'s parameters as a safetensors file, ``card`` (without weights) in its header as a run writes it."""
+    from vaezoo.weights import save_weights
+
+    with tempfile.TemporaryDirectory(prefix="vaezoo-save-") as tmp:
+        path = Path(tmp) / "weights.safetensors"
+        save_weights(model.state_dict(), path, {"card": card.model_dump_json(exclude={"weights"})})
+        return path.read_bytes()
+
+
+def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
+                    cache_dir: str | os.PathLike | None = None, force_download: bool = False,
+                    local_files_only: bool = False, token: str | bool | None = None,
+                    device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> VAE:
+    """Load a model as ``PyTorchModelHubMixin.from_pretrained`` does, through :func:`vaezoo.load`.
+
+    ``name`` is a folder (as :func:`save_pretrained` writes it) when one exists by that name, else a Hub repository
+    ``OWNER/REPO`` (or ``hf-hub:OWNER/REPO``), else what :func:`vaezoo.load` takes (a zoo name, a card file). The
+    Hub options are huggingface_hub's; the card's size and sha256 are checked whatever they say.
+
+    Args:
+        name: ``"runs/mine"``, ``"OWNER/REPO"`` or ``"jointvae-mnist"``.
+        revision: a branch, tag or commit of the Hub repository.
+        cache_dir: huggingface_hub's cache folder (default ``HF_HUB_CACHE``).
+        force_download: download the card and weights again even when cached.
+        local_files_only: use huggingface_hub's cache only; never ask the Hub.
+        token: a Hub token for a private or gated repository (default: the one logged in).
+        device: where to put the model.
+        dtype: floating-point type of the parameters.
+
+    Returns:
+        The :class:`~vaezoo.model.VAE` in eval mode, its card as ``model.card`` (``card.source`` names the commit).
+
+    Raises:
+        VaezooError: as :func:`vaezoo.load`; ``revision`` given for a model that is not on the Hub.
+    """
+    from vaezoo.hf import REPO_ID, Download, downloading
+    from vaezoo.hub import load
+
+    text = os.fspath(name)
+    repo = text.removeprefix(HUB_PREFIX)
+    on_hub = text.startswith(HUB_PREFIX) or (not os.path.isdir(text) and REPO_ID.fullmatch(text) is not None)
+    if not on_hub:
+        if revision is not None:
+            raise OutputError(f"revision={revision!r} is for a Hub repository, and '{text}' is not one")
+        return load(name, device=device, dtype=dtype)
+    if revision is not None:
+        repo = f"{repo.partition('@')[0]}@{revision}"
+    options = Download(cache_dir=cache_dir, force_download=force_download, local_files_only=local_files_only,
+                       token=token)
+    with downloading(options):
+        return load(f"{HUB_PREFIX}{repo}", device=device, dtype=dtype)
+
+
+def push_to_hub(model: VAE, repo_id: str, *, private: bool = False, token: str | bool | None = None,
+                commit_message: str | None = None) -> CommitInfo:
+    """Upload ``model`` to ``repo_id`` as :func:`save_pretrained` writes it, in one commit, as ``vaezoo push`` does.
+
+    Args:
+        model: a model with a card.
+        repo_id: ``OWNER/REPO`` (created if needed).
+        private: create the repository private.
+        token: a Hub token allowed to write there (default: the one logged in).
+        commit_message: default ``vaezoo push NAME``.
+
+    Returns:
+        huggingface_hub's ``CommitInfo``: ``hf-hub:OWNER/REPO@{info.oid}`` loads exactly what was pushed.
+
+    Raises:
+        OutputError: the model has no card, huggingface_hub is missing, or the Hub refused.
+    """
+    from vaezoo.hf_push import upload
+
+    card = _card_of(model)
+    with tempfile.TemporaryDirectory(prefix="vaezoo-push-") as tmp:
+        files = save_pretrained(model, tmp, repo_id)
+        return upload(files, repo_id, commit_message or f"vaezoo push {card.name}", private, token)
