@@ -1,7 +1,7 @@
 """Time the whole disentanglement metric suite on a shipped dSprites model, all 737,280 images.
 
 Every registered metric of the suite runs as ``vaezoo eval`` runs it (its defaults: the
-disentanglement_lib protocol, within one ``sharing()`` block), one after another on the zoo entry's
+disentanglement_lib protocol, sharing one ``Evaluation``), one after another on the zoo entry's
 weights, with images drawn from the whole dataset. ``mig_chen`` encodes every image once (posteriors
 and mean codes in one pass) and ``total_correlation`` shares its entropy estimate; the other metrics
 read mean codes from the table that pass filled. The estimator's blocks and the per-factor
@@ -52,8 +52,7 @@ def main() -> int:
     from vaezoo.cards import get_card
     from vaezoo.data.dsprites import dsprites
     from vaezoo.metrics.provenance import library_versions
-    from vaezoo.metrics.sampling import code_table
-    from vaezoo.metrics.shared import sharing
+    from vaezoo.metrics.evaluation import Evaluation
 
     card = get_card(args.card)
     model = load_model(card)
@@ -63,14 +62,14 @@ def main() -> int:
           f"torch threads {torch.get_num_threads()}; " + ", ".join(f"{k} {v}" for k, v in library_versions().items()))
     print(f"{'metric':28} {'wall s':>8} {'CPU s':>8} {'encoded':>9}  value")
     wall = cpu = 0.0
-    with sharing():
-        for name in args.metrics.split(","):
-            before = code_table(model, data).encoded
-            with Clock() as clock:
-                value = metric(name)(model, data, batch_size=args.batch_size)
-            wall, cpu = wall + clock.wall, cpu + clock.cpu
-            encoded = code_table(model, data).encoded - before
-            print(f"{name:28} {clock.wall:8.1f} {clock.cpu:8.1f} {encoded:9,}  {value:.4f}", flush=True)
+    evaluation = Evaluation(model, data, batch_size=args.batch_size)  # the suite's one shared encoding
+    for name in args.metrics.split(","):
+        before = evaluation.codes.encoded
+        with Clock() as clock:
+            value = metric(name).measure(evaluation)
+        wall, cpu = wall + clock.wall, cpu + clock.cpu
+        encoded = evaluation.codes.encoded - before
+        print(f"{name:28} {clock.wall:8.1f} {clock.cpu:8.1f} {encoded:9,}  {value:.4f}", flush=True)
     print(f"{'total':28} {wall:8.1f} {cpu:8.1f}")
     return 0
 

@@ -61,12 +61,18 @@ def unmet(needs: Sequence[Requirement], model, info: DataInfo) -> list[str]:
 @contextmanager
 def _probe(model) -> Iterator[Any]:
     """A posterior of ``model``'s latent built from zero parameters (batch of 2), drawn without touching the
-    global random state, so a check at step 0 leaves the training run as it would have been."""
+    global random state, so a check at step 0 leaves the training run as it would have been; with
+    ``torch.distributions``' argument checks on, whatever they were, so a density outside its support raises."""
     parameter = next(model.parameters())
     devices = [parameter.device] if parameter.device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices), torch.no_grad():
-        yield model.latent.posterior(torch.zeros(2, model.latent.param_size, device=parameter.device,
-                                                 dtype=parameter.dtype))
+    validating = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(True)  # a value outside a support must raise
+    try:
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            yield model.latent.posterior(torch.zeros(2, model.latent.param_size, device=parameter.device,
+                                                     dtype=parameter.dtype))
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(validating)
 
 
 def _factors_missing(model, info: DataInfo) -> str | None:
