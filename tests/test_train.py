@@ -105,6 +105,32 @@ def test_a_nan_loss_names_the_step_and_the_last_good_checkpoint(data_plugin, tmp
     assert train(card(), tmp_path, resume=True, max_steps=6).step == 6
 
 
+def test_a_nan_between_checkpoints_is_read_at_the_next_one_and_named_by_its_own_step(data_plugin, tmp_path):
+    forward = VAE.forward
+    reads = []
+
+    def nan_from_step_9(self, x, step=0, checked=False):
+        out = forward(self, x, step, checked)
+        if step >= 9:
+            out.loss = out.loss * float("nan")
+        return out
+
+    def counting_read(self):  # the loop waits for the device only here
+        reads.append(self.step)
+        return read(self)
+
+    from vaezoo.single import SingleRun
+    read = SingleRun.check
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(TrainingError) as info:
+        patch.setattr(VAE, "forward", nan_from_step_9)
+        patch.setattr(SingleRun, "check", counting_read)
+        train(card(), tmp_path)
+    assert reads == [4, 8, 12]  # at the checkpoints (every 4 steps): no read in between
+    assert "loss became nan at step 9 (epoch 4)" in str(info.value)
+    assert f"the last good checkpoint is {tmp_path / CHECKPOINT} (step 8)" in str(info.value)
+    assert checkpoint_step(tmp_path) == 8
+
+
 def test_a_nan_from_the_start_is_a_one_line_cli_error(data_plugin, tmp_path, capsys, monkeypatch):
     forward = VAE.forward
 

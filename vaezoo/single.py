@@ -30,7 +30,10 @@ from vaezoo.signals import Interrupted, StopSignals
 from vaezoo.terminal import printable
 from vaezoo.train_progress import Reporter
 
-__all__ = ["SingleRun", "fit", "fit_single"]
+__all__ = ["CHECK_EVERY", "SingleRun", "fit", "fit_single"]
+
+CHECK_EVERY = 100
+"""Steps between reads of a run's non-finite flag, outside its checkpoints (each read waits for the device)."""
 
 
 def _display_values(model: VAE, result: VAEOutput, step: int) -> dict[str, float]:
@@ -43,15 +46,17 @@ def _display_values(model: VAE, result: VAEOutput, step: int) -> dict[str, float
 
 
 class SingleRun:
-    """One seed's run in the loop: model, optimiser, random streams, shuffle, step and checkpoint.
+    """One run in the loop: model, optimiser, random streams, shuffle, step and checkpoint.
 
     It seeds its random streams with the recipe's seed, then, resuming, restores them, the model and the
-    optimiser from the checkpoint in ``out``. ``who`` starts its error messages (the seed, among several).
+    optimiser from the checkpoint in ``out``. A non-finite loss is noted on the device, with its step, and
+    read every :data:`CHECK_EVERY` steps and before each checkpoint: the loop never waits for the device
+    otherwise.
     """
 
-    def __init__(self, model: VAE, card: Card, out: Path, plan: Plan, resume: bool, run: Run, who: str = ""):
+    def __init__(self, model: VAE, card: Card, out: Path, plan: Plan, resume: bool, run: Run):
         recipe = card.train
-        self.model, self.card, self.plan, self.run, self.who = model, card, plan, run, who
+        self.model, self.card, self.plan, self.run = model, card, plan, run
         self.optimizer = make_optimizer(recipe, model.parameters())
         self.checkpoint = Path(out) / CHECKPOINT
         torch.manual_seed(recipe.seed + 1_000_003 * run.rank)  # each rank's stream of sampling noise
@@ -61,6 +66,8 @@ class SingleRun:
         self.shuffle = torch.Generator(run.device)
         self.epoch, self.order = -1, None
         self.shown: VAEOutput | None = None  # the last step's output, for the progress display
+        self.first_bad = torch.full((), -1, dtype=torch.long, device=run.device)  # the first non-finite loss's step
+        self.bad_loss = torch.zeros((), device=run.device)
         self.bf16 = recipe.precision == "bf16"
         net = model if run.world == 1 else torch.nn.parallel.DistributedDataParallel(model)
         self.compile_failures: tuple[type[Exception], ...] = ()
@@ -93,11 +100,11 @@ class SingleRun:
             rng = rng_state(run) if due else None
             with torch.autocast(run.device.type, torch.bfloat16, enabled=self.bf16):
                 result = self._forward(x)
-            if not torch.isfinite(result.loss):
-                raise TrainingError(f"{self.who}loss became {result.loss.item()} at step {self.step} "
-                                    f"(epoch {epoch + 1}); {last_good(self.checkpoint, self.saved)}; lower the "
-                                    f"learning rate or check the data for NaN or inf")
+            bad = ~torch.isfinite(result.loss.detach()) & (self.first_bad < 0)
+            self.first_bad = torch.where(bad, self.step, self.first_bad)
+            self.bad_loss = torch.where(bad, result.loss.detach().float(), self.bad_loss)
             if due:
+                self.check()
                 self.save(rng)
             if stopping is not None:
                 return 0
@@ -106,7 +113,21 @@ class SingleRun:
             self.optimizer.step()
         self.step += 1
         self.shown = result
+        if self.step % CHECK_EVERY == 0:
+            self.check()
         return x.shape[0]
+
+    def check(self) -> None:
+        """Read the non-finite flag (waiting for the device).
+
+        Raises:
+            TrainingError: the loss became NaN or inf: the step, and the last good checkpoint to resume from.
+        """
+        first = int(self.first_bad)
+        if first >= 0:
+            raise TrainingError(f"loss became {float(self.bad_loss)} at step {first} (epoch "
+                                f"{first // self.plan.per_epoch + 1}); {last_good(self.checkpoint, self.saved)}; "
+                                f"lower the learning rate or check the data for NaN or inf")
 
     def _forward(self, x: Tensor) -> VAEOutput:
         try:
@@ -126,6 +147,7 @@ class SingleRun:
     def finish(self) -> None:
         """Write the checkpoint of the step reached, with this seed's present RNG states, unless it is written."""
         if self.step != self.saved:
+            self.check()
             with self.streams.active():
                 rng = rng_state(self.run)
             self.save(rng)
