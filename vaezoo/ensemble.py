@@ -2,18 +2,18 @@
 
 The members of an ensemble are runs of a card that differ in their seed and, in a sweep, in card fields.
 Members whose models differ only in their weights form a :class:`Stack`: their parameters and buffers are
-stacked along a new first dimension, one ``torch.func.vmap`` over ``functional_call`` runs every member's
-forward pass, one backward pass gives each member its own gradients (the loss is the sum of the members'
-losses, which share no parameter), and one optimiser step updates them all. Every optimiser a card can
-name (Adam, AdamW, SGD, RMSprop) updates each number from its own gradient and state alone, so the stacked
-step is each member's own step.
+stacked along a new first dimension, ``functional_call`` runs every member's forward pass on its slice
+(all at once under ``torch.func.vmap``, or in turn), one backward pass gives each member its own gradients
+(the loss is the sum of the members' losses, which share no parameter), and one optimiser step updates
+them all. Every optimiser a card can name (Adam, AdamW, SGD, RMSprop) updates each number from its own
+gradient and state alone, so the stacked step is each member's own step.
 
 Each member keeps what makes it the run it would be alone:
 
 - its data order (its seed's shuffle) and its batches, cut from the dataset on the device;
 - its sampling noise: the model's random draws are recorded once per batch size (:class:`NoiseTape`); before
   each step every member makes those draws from its own random streams, exactly as it would alone, and the
-  vmapped forward pass takes them in order instead of drawing;
+  forward passes take them in order instead of drawing;
 - its optimiser state, sliced out of the stacked one into a checkpoint a single run can resume, and back;
 - its checkpoint, written at the steps and with the RNG states a single run would write.
 
