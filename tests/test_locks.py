@@ -180,3 +180,15 @@ def test_eval_write_refuses_a_card_from_the_hub_cache(cards_dir, capsys, monkeyp
     code, _, err = cli(capsys, "eval", "hf-hub:me/tiny", "--write")
     assert code == 1 and "comes from hf-hub:me/tiny@0123, not from a local card file" in err
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("seeds", [[], ["--seeds", "0,1"]], ids=["one run", "an ensemble"])
+def test_vaezoo_train_into_an_out_another_run_holds_is_refused_and_touches_nothing(held_folder, data_plugin,
+                                                                                   tmp_path, capsys, seeds):
+    folder, process = held_folder
+    path = write_card(tmp_path / "cards", make_card("toy"))
+    before = sorted(p.name for p in folder.iterdir())
+    code, out, err = cli(capsys, "train", str(path), "--out", str(folder), *seeds)
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert f"--out {folder} is in use by process {process.pid} on " in err and err.count("\n") == 1
+    assert sorted(p.name for p in folder.iterdir()) == before  # no checkpoint, no seed folder
