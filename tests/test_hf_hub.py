@@ -381,52 +381,50 @@ def test_save_pretrained_writes_a_folder_that_loads_back(tmp_path):
     import torch
 
     import vaezoo
-    from vaezoo.model import VAE
 
     card, weights = entry(tmp_path / "cards")
     metric_card = write_card(tmp_path / "cards", make_card(name="tiny", metrics={"accuracy": METRIC},
                                                            headline="accuracy", weights=weights_entry(weights)))
     model = vaezoo.load(metric_card)
-    files = model.save_pretrained(tmp_path / "saved", repo_id="owner/tiny")
+    files = vaezoo.save_pretrained(model, tmp_path / "saved", repo_id="owner/tiny")
     assert [f.name for f in files] == STAGED
     assert (tmp_path / "saved" / "tiny.safetensors").read_bytes() == weights.read_bytes()  # the card's own file
-    for again in (vaezoo.load(tmp_path / "saved"), VAE.from_pretrained(str(tmp_path / "saved"))):
+    for again in (vaezoo.load(tmp_path / "saved"), vaezoo.from_pretrained(str(tmp_path / "saved"))):
         assert again.card.metrics == model.card.metrics
         assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), model.state_dict().values()))
 
     with torch.no_grad():
         model.head.bias.add_(1.0)  # fine-tuned: other weights than those the metrics were measured on
-    model.save_pretrained(tmp_path / "tuned")
-    tuned = VAE.from_pretrained(str(tmp_path / "tuned"))
+    vaezoo.save_pretrained(model, tmp_path / "tuned")
+    tuned = vaezoo.from_pretrained(str(tmp_path / "tuned"))
     assert torch.equal(tuned.head.bias, model.head.bias)
     assert tuned.card.metrics == {} and tuned.card.headline is None
     assert tuned.card.weights.sha256 != weights_entry(weights)["sha256"]
-    assert 'VAE.from_pretrained("OWNER/REPO"' in (tmp_path / "tuned" / "README.md").read_text()
+    assert 'vaezoo.from_pretrained("OWNER/REPO"' in (tmp_path / "tuned" / "README.md").read_text()
 
     other = vaezoo.load(card)
     other.card = other.card.model_copy(update={"name": "other"})
     with pytest.raises(VaezooError, match="already holds the card tiny.toml; a model's folder holds one card"):
-        other.save_pretrained(tmp_path / "saved")
+        vaezoo.save_pretrained(other, tmp_path / "saved")
 
 
 # push_to_hub, then from_pretrained with each of huggingface_hub's download options; prints one line per step.
 HUB_CONVENTIONS = """
 import sys, torch, vaezoo
 from pathlib import Path
-from vaezoo.model import VAE
 from vaezoo.errors import VaezooError
 card, cache = sys.argv[1], Path(sys.argv[2])
 model = vaezoo.load(card)
-info = model.push_to_hub("owner/conv", token="hf_write", commit_message="first")
+info = vaezoo.push_to_hub(model, "owner/conv", token="hf_write", commit_message="first")
 print("pushed", info.oid)
 def same(other):
     return all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), other.state_dict().values()))
-loaded = VAE.from_pretrained("owner/conv", revision="main", cache_dir=cache, token="hf_read")
+loaded = vaezoo.from_pretrained("owner/conv", revision="main", cache_dir=cache, token="hf_read")
 print("loaded", same(loaded), loaded.card.source, any(cache.rglob("*.safetensors")))
-print("again", same(VAE.from_pretrained("owner/conv", revision=info.oid, cache_dir=cache, local_files_only=True)))
-print("forced", same(VAE.from_pretrained("owner/conv", cache_dir=cache, force_download=True)))
+print("again", same(vaezoo.from_pretrained("owner/conv", revision=info.oid, cache_dir=cache, local_files_only=True)))
+print("forced", same(vaezoo.from_pretrained("owner/conv", cache_dir=cache, force_download=True)))
 try:
-    VAE.from_pretrained("owner/conv", cache_dir=cache / "empty", local_files_only=True)
+    vaezoo.from_pretrained("owner/conv", cache_dir=cache / "empty", local_files_only=True)
 except VaezooError as exc:
     print("error", exc)
 """

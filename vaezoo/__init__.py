@@ -3,15 +3,18 @@
 >>> import vaezoo
 >>> vaezoo.list_models("jointvae-*")
 >>> model = vaezoo.load("jointvae-mnist", device="cuda")
+>>> vaezoo.save_pretrained(model, "mine/")             # the Hub's conventions: from_pretrained, push_to_hub
 
 Importing vaezoo does not import torch; :func:`load` does.
 """
 
 from vaezoo.hookspecs import hookimpl
 from vaezoo.hub import build_model, get_card, load
+from vaezoo.pretrained import from_pretrained, push_to_hub, save_pretrained
 from vaezoo.version import __version__
 
-__all__ = ["load", "build_model", "list_models", "get_card", "hookimpl", "__version__"]
+__all__ = ["load", "build_model", "list_models", "get_card", "from_pretrained", "save_pretrained", "push_to_hub",
+           "hookimpl", "__version__"]
 
 
 def list_models(pattern: str = "*", dataset: str | None = None, architecture: str | None = None,

@@ -22,7 +22,7 @@ LICENSES = frozenset({"mit", "apache-2.0", "bsd-2-clause", "bsd-3-clause", "cc0-
 URL = re.compile(r"https?://[^\s;,()<>\"'`|\\]+[^\s;,.()<>\"'`|\\]")
 ARXIV = re.compile(r"https?://arxiv\.org/(?:abs|pdf)/(?P<id>\d{4}\.\d{4,5})")
 PLACEHOLDER_REPO = "OWNER/REPO"
-"""The repository named in a model card's usage lines before it is known (:meth:`vaezoo.model.VAE.save_pretrained`)."""
+"""The repository named in a model card's usage lines before it is known (:func:`vaezoo.save_pretrained`)."""
 
 
 def hub_config(card: Card) -> dict[str, Any]:
@@ -96,8 +96,8 @@ def model_card(card: Card, repo_id: str | None = None) -> str:
               + (f", latent {_markdown(card.latent)}" if card.latent else "")
               + (f", {card.parameters:,} parameters" if card.parameters else "") + ".", "",
               "## Use", "", "```python", "import vaezoo", "", f'model = vaezoo.load("{HUB_PREFIX}{repo}")',
-              "# or, as with PyTorchModelHubMixin:", "from vaezoo.model import VAE", "",
-              f'model = VAE.from_pretrained("{repo}", revision="main")', "```", "", "```bash", INSTALL,
+              "# or, with the options of PyTorchModelHubMixin's from_pretrained:",
+              f'model = vaezoo.from_pretrained("{repo}", revision="main")', "```", "", "```bash", INSTALL,
               f"vaezoo info {HUB_PREFIX}{repo}", "```", ""]
     if card.weights is not None:
         lines.append(f"The weights are `{_code(card.weights.file or card.weights.url)}`, sha256 "

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -19,7 +17,6 @@ from vaezoo.regularizers.base import Regularizer
 from vaezoo.transforms import for_model
 
 if TYPE_CHECKING:
-    from huggingface_hub import CommitInfo
 
     from vaezoo.cards import Card, LabelMatching
 
@@ -195,40 +192,6 @@ class VAE(nn.Module):
         device = self.head.weight.device
         z = self.latent.sample_prior(n, generator=generator, device=device).to(self.head.weight.dtype)
         return self.decode(z)
-
-    # The conventions of huggingface_hub's PyTorchModelHubMixin and timm; vaezoo.pretrained holds them (imported
-    # here when called: it sits above the model, with the card and the Hub).
-    def save_pretrained(self, save_directory: str | os.PathLike, repo_id: str | None = None) -> list[Path]:
-        """Write the model as a folder that :meth:`from_pretrained` and :func:`vaezoo.load` read back: its card,
-        weights, ``config.json`` and ``README.md`` (see :func:`vaezoo.pretrained.save_pretrained`)."""
-        from vaezoo.pretrained import save_pretrained
-
-        return save_pretrained(self, save_directory, repo_id)
-
-    @classmethod
-    def from_pretrained(cls, name: str | os.PathLike, **options: Any) -> VAE:
-        """A pretrained model from a folder, a zoo name or a Hub repository ``OWNER/REPO``, with its weights
-        checked by sha256; ``options`` are ``revision``, ``cache_dir``, ``force_download``, ``local_files_only``,
-        ``token``, ``device`` and ``dtype`` (see :func:`vaezoo.pretrained.from_pretrained`).
-
-        Raises:
-            CardError: the card builds a model that is not a ``cls``.
-        """
-        from vaezoo.errors import CardError
-        from vaezoo.pretrained import from_pretrained
-
-        model = from_pretrained(name, **options)
-        if not isinstance(model, cls):
-            raise CardError(f"'{os.fspath(name)}' is a {type(model).__name__} ({model.card.architecture}), "
-                            f"not a {cls.__name__}")
-        return model
-
-    def push_to_hub(self, repo_id: str, **options: Any) -> CommitInfo:
-        """Upload the model to the Hub repository ``repo_id`` in one commit, as ``vaezoo push`` does; ``options``
-        are ``private``, ``token`` and ``commit_message`` (see :func:`vaezoo.pretrained.push_to_hub`)."""
-        from vaezoo.pretrained import push_to_hub
-
-        return push_to_hub(self, repo_id, **options)
 
 
 def build_vae(context: BuildContext, image_size: int, channels: int, latent: Mapping[str, Any],
