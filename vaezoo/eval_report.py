@@ -173,7 +173,7 @@ def evaluate_card(card: Card, *, checkpoint: str | Path | None = None, data_root
     """
     if checkpoint is not None:
         checkpoint = Path(checkpoint)
-        found = read_checkpoint(checkpoint, fix="give the checkpoint.pt of a 'vaezoo train' run")
+        found = read_checkpoint(checkpoint, fix="pass OUT/checkpoint.pt of a 'vaezoo train' run")
         check_model(found, card)
         model = load_model(card, device, state_dict=found.model, source=f"checkpoint {checkpoint}")
         card = card.model_copy(update={"train": card.train.model_copy(update={"steps": found.step})})
