@@ -13,8 +13,10 @@ import torch
 
 from kit import MNIST_ROOT, REPO, make_card, require_shared, write_toml
 from vaezoo.cards import Metric
+from vaezoo.hub import get_card
 from vaezoo.cli import main
-from vaezoo.cli.eval import compare
+from vaezoo.errors import CardError, TrainingError
+from vaezoo.eval_report import EvalReport, compare, evaluate_card
 
 
 @pytest.fixture
@@ -54,19 +56,26 @@ def test_check_refuses_a_card_without_metrics(trained, capsys):
     capsys.readouterr()
     assert main(["eval", str(trained), "--check"]) == 1
     [line] = error_lines(capsys.readouterr().err)
-    assert "has no metrics to --check" in line
+    assert "has no metrics to check against" in line
 
 
 def metric(value: float) -> Metric:
     return Metric(value=value, command="vaezoo eval x", vaezoo_version="0")
 
 
+def disagreeing(comparisons) -> list[str]:
+    return [c.name for c in comparisons if not c.agrees]
+
+
 def test_compare_uses_a_tolerance_relative_to_the_larger_of_one_and_the_value():
     card = {"big": metric(1000.0), "small": metric(0.5), "missing": metric(1.0)}
     # tolerance 1e-3: 1 for "big" (relative to 1000), 1e-3 for "small" (relative to 1)
-    assert compare(card, {"big": 1000.9, "small": 0.5009}, 1e-3) == ["missing: on the card but not computed"]
-    failures = compare(card, {"big": 1001.1, "small": 0.5011, "missing": 1.0}, 1e-3)
-    assert [f.split(":")[0] for f in failures] == ["big", "small"]
+    compared = compare(card, {"big": 1000.9, "small": 0.5009}, 1e-3)
+    assert [c.name for c in compared] == ["big", "small", "missing"]
+    assert [str(c) for c in compared if not c.agrees] == ["missing: on the card but not computed"]
+    compared = compare(card, {"big": 1001.1, "small": 0.5011, "missing": 1.0}, 1e-3)
+    assert disagreeing(compared) == ["big", "small"]
+    assert str(compared[0]) == "big: card 1000.0 vs measured 1001.100000"
 
 
 @pytest.mark.parametrize("tolerance", ["nan", "-1", "inf", "1e-4x"])
@@ -80,10 +89,9 @@ def test_a_tolerance_that_is_not_a_finite_number_from_zero_up_is_refused(capsys,
 
 def test_compare_matches_nan_only_with_nan_and_an_infinity_only_with_itself():
     card = {"nan": metric(math.nan), "inf": metric(math.inf), "finite": metric(2.5)}
-    assert compare(card, {"nan": math.nan, "inf": math.inf, "finite": 2.5}, 1e-4) == []
-    failures = compare(card, {"nan": 2.5, "inf": 5.0, "finite": math.nan}, 1e-4)
-    assert [f.split(":")[0] for f in failures] == ["nan", "inf", "finite"]
-    assert [f.split(":")[0] for f in compare(card, {"nan": math.inf, "inf": -math.inf, "finite": math.inf}, 1e-4)] \
+    assert disagreeing(compare(card, {"nan": math.nan, "inf": math.inf, "finite": 2.5}, 1e-4)) == []
+    assert disagreeing(compare(card, {"nan": 2.5, "inf": 5.0, "finite": math.nan}, 1e-4)) == ["nan", "inf", "finite"]
+    assert disagreeing(compare(card, {"nan": math.inf, "inf": -math.inf, "finite": math.inf}, 1e-4)) \
         == ["nan", "inf", "finite"]
 
 
@@ -119,6 +127,33 @@ def test_write_and_check_exclude_each_other(trained, capsys):
     assert trained.read_bytes() == before
 
 
+def test_the_report_checks_and_writes_from_python(trained):
+    card = get_card(trained)
+    report = evaluate_card(card)
+    assert report.results.keys() == card.metrics.keys()
+    assert all(c.agrees for c in report.check()) and len(report.check()) == len(card.metrics)
+    tampered = card.model_copy(update={"metrics": {**card.metrics, "reconstruction": metric(1e6)}})
+    assert disagreeing(EvalReport(tampered, report.results).check()) == ["reconstruction"]
+    with pytest.raises(CardError, match="has no metrics to check against"):
+        EvalReport(card.model_copy(update={"metrics": {}}), report.results).check()
+    stripped = tomllib.loads(trained.read_text())
+    del stripped["metrics"]
+    write_toml(trained, stripped)
+    written = report.write()
+    assert written.metrics.keys() == card.metrics.keys()
+    assert written.metrics["reconstruction"].command == shlex.join(["vaezoo", "eval", str(trained)])
+
+
+def test_a_checkpoints_report_is_of_its_step_and_is_not_written_on_the_card(trained):
+    card = get_card(trained)
+    report = evaluate_card(card, checkpoint=trained.parent / "checkpoint.pt")
+    assert report.card.train.steps == card.train.steps and all(c.agrees for c in report.check())
+    with pytest.raises(CardError, match="are not card 'toyvae-bars-run''s"):
+        report.write()
+    with pytest.raises(TrainingError, match="does not exist"):
+        evaluate_card(card, checkpoint=trained.parent / "nothing.pt")
+
+
 def test_checkpoint_evaluates_a_run_at_its_step(trained, capsys):
     checkpoint = trained.parent / "checkpoint.pt"
     capsys.readouterr()
@@ -149,7 +184,7 @@ def test_metrics_option_computes_only_those_and_write_adds_them(tmp_path, capsys
     assert main(["eval", str(card_path), "--metrics", "elbo", "--check", *small]) == 0
     assert "check: 1 of 1 metrics match" in capsys.readouterr().err
     assert main(["eval", str(card_path), "--metrics", "mutual_info_score", "--check", *small]) == 1
-    assert "has none of mutual_info_score to --check" in capsys.readouterr().err
+    assert "has none of mutual_info_score to check against" in capsys.readouterr().err
     assert main(["eval", str(card_path), "--metrics", "nope", *small]) == 1
     assert "unknown metric 'nope'" in capsys.readouterr().err
     assert main(["eval", str(card_path), "--metrics", "mutual_info_score", "--write", *small]) == 0

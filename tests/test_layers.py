@@ -11,25 +11,42 @@ from pathlib import Path
 
 from kit import REPO
 
-PACKAGE = REPO / "vaezoo"
+SOURCES = (REPO / "vaezoo", REPO / "plugins")
+"""Where the modules are: the core and the built-in plugins (each plugin a top-level package)."""
 PARTS = ("vaezoo.latents", "vaezoo.regularizers", "vaezoo.nets", "vaezoo.likelihoods", "vaezoo.metrics",
          "vaezoo.data", "vaezoo.reduction", "vaezoo.context", "vaezoo.model")
 LOOKUPS = ("vaezoo.plugins", "vaezoo.registry", "vaezoo.assemble")
+STRING_IMPORTERS = ("__import__", "import_module")
+LONGEST_CHAIN = 11
+"""The most modules a chain of imports may pass through (issue 36: 15 before the house was redrawn)."""
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(REPO).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def modules() -> dict[str, Path]:
+    """``name -> file`` of every module in :data:`SOURCES` (``plugins/vaezoo_core/__init__.py`` is ``vaezoo_core``)."""
+    found = {}
+    for root in SOURCES:
+        base = root.parent if root.name == "vaezoo" else root
+        for path in root.rglob("*.py"):
+            parts = path.relative_to(base).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    """``module -> the vaezoo modules it imports``, at top level or inside functions."""
-    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+def import_graph(strings: bool = True) -> dict[str, set[str]]:
+    """``module -> the modules of vaezoo and its plugins it imports``, at top level or inside functions (not those
+    under ``if TYPE_CHECKING:``, which never run).
+
+    With ``strings``, a module that calls ``__import__`` or ``importlib.import_module`` also imports every module
+    a dotted string constant of it names (``"vaezoo.latents.LatentFamily"`` names ``vaezoo.latents``; the word
+    ``"vaezoo"``, an entry-point group, names none).
+    """
+    found = modules()
     graph = {}
-    for name, path in modules.items():
+    for name, path in found.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
         edges = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _runtime_nodes(tree):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -37,12 +54,54 @@ def import_graph() -> dict[str, set[str]]:
                 if node.level:
                     anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join(anchor + ([base] if base else []))
-                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+                # ``from vaezoo import viz`` imports the module vaezoo.viz; ``from vaezoo.x import f``, vaezoo.x
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in found else base for a in node.names]
             else:
                 continue
-            edges.update(t for t in targets if t in modules and t != name)
+            edges.update(t for t in targets if t in found and t != name)
+        if strings and _imports_by_string(tree):
+            named = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                     and "." in n.value]
+            edges.update(m for text in named for m in (text, text.rpartition(".")[0]) if m in found and m != name)
         graph[name] = edges
     return graph
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:`` (imports a type checker reads, Python never)."""
+    work = [tree]
+    while work:
+        node = work.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not (isinstance(child, ast.If) and getattr(child.test, "id", None) == "TYPE_CHECKING"):
+                work.append(child)
+
+
+def _imports_by_string(tree: ast.AST) -> bool:
+    """Whether the module calls ``__import__`` or ``import_module``."""
+    return any(isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) in STRING_IMPORTERS
+               for n in ast.walk(tree))
+
+
+def longest_chain(graph: dict[str, set[str]]) -> list[str]:
+    """The longest chain of imports ``a -> b -> ...`` in an acyclic ``graph``, as the modules it passes through."""
+    best: dict[str, list[str]] = {}
+
+    def chain(module: str) -> list[str]:  # iterative depth-first, so a deep graph needs no deep recursion
+        work = [module]
+        while work:
+            top = work[-1]
+            pending = [m for m in graph[top] if m not in best]
+            if pending:
+                work.extend(pending)
+                continue
+            work.pop()
+            below = max((best[m] for m in sorted(graph[top])), key=len, default=[])
+            best[top] = [top, *below]
+        return best[module]
+
+    return max((chain(m) for m in sorted(graph)), key=len, default=[])
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -91,7 +150,30 @@ def test_the_cycle_finder_finds_a_cycle():
 
 
 def test_vaezoo_has_no_import_cycle():
-    assert cycles(import_graph()) == []
+    graph = import_graph()
+    assert any(m.startswith("vaezoo_jointvae") for m in graph) and graph["vaezoo.plugins"] & set(PARTS)
+    assert cycles(graph) == []
+
+
+def test_the_chain_finder_finds_the_longest_chain():
+    assert longest_chain({"a": {"b", "d"}, "b": {"c"}, "c": set(), "d": set(), "e": {"a"}}) == ["e", "a", "b", "c"]
+    assert longest_chain({"a": set()}) == ["a"]
+
+
+def test_no_chain_of_imports_is_longer_than_the_layers_allow():
+    chain = longest_chain(import_graph())
+    assert len(chain) <= LONGEST_CHAIN, " -> ".join(chain)
+
+
+def test_the_version_comes_from_its_own_module():
+    """``__version__`` is imported from vaezoo.version, never through the package front (which lifts a verb above hub)."""
+    offenders = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.ImportFrom) and node.module == "vaezoo" and not node.level
+                    and any(alias.name == "__version__" for alias in node.names) and name != "vaezoo"):
+                offenders.append(name)
+    assert offenders == []
 
 
 def test_parts_never_look_names_up():
@@ -102,7 +184,11 @@ def test_parts_never_look_names_up():
     assert offenders == {}
 
 
-def test_the_plugin_manager_imports_no_part():
-    graph = import_graph()
+def test_the_plugin_manager_imports_no_part_but_the_base_classes_it_checks_by_name():
+    """The plugin manager reads no part at import (``vaezoo list`` never imports torch); it imports a kind's base
+    class, by its name, only to check what a plugin registers."""
+    graph, by_statement = import_graph(), import_graph(strings=False)
     for module in ("vaezoo.plugins", "vaezoo.registry"):
-        assert {m for m in graph[module] if m.startswith(PARTS)} == set(), module
+        assert {m for m in by_statement[module] if m.startswith(PARTS)} == set(), module
+    assert {m for m in graph["vaezoo.plugins"] if m.startswith(PARTS)} == {
+        "vaezoo.latents.base", "vaezoo.regularizers.base", "vaezoo.likelihoods", "vaezoo.data.base"}

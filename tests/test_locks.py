@@ -48,16 +48,16 @@ def test_two_card_updates_at_once_both_land(tmp_path):
 @pytest.mark.usefixtures("data_plugin")
 def test_eval_write_keeps_an_update_made_while_it_computed(cards_dir, capsys, monkeypatch):
     """`seeds --write` (or another `eval --write`) lands while `eval --write` computes: both are on the card."""
-    from vaezoo import evaluate
+    from vaezoo import eval_report
 
     path, _, _ = write_entry(cards_dir, make_card("tiny"))
-    real = evaluate.evaluate
+    real = eval_report.evaluate
 
     def evaluate_while_another_writes(*args, **kwargs):
         locks.update_card(path, lambda card: card.model_copy(update={"metrics": {"other": _metric(2.0)}}))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(evaluate, "evaluate", evaluate_while_another_writes)
+    monkeypatch.setattr(eval_report, "evaluate", evaluate_while_another_writes)
     code, _, err = cli(capsys, "eval", str(path), "--write")
     assert code == 0, err
     metrics = parse_card(path).metrics

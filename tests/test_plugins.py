@@ -143,7 +143,7 @@ def test_a_duplicate_name_is_refused_naming_both_plugins(site, baseline, copycat
 
 def test_a_registration_of_the_wrong_type_is_refused(site):
     install_plugin(site, "wrongtype", REGISTERS_A_NON_FAMILY)
-    with pytest.warns(PluginWarning, match="expected a subclass of vaezoo.latents.LatentFamily"):
+    with pytest.warns(PluginWarning, match="expected a subclass of vaezoo.latents.base.LatentFamily"):
         families = registry("latent family")
     assert "not_a_family" not in families and "gaussian" in families
 

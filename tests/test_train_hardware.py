@@ -17,7 +17,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from kit import make_card, write_toml
 from vaezoo.cards import Card, parse_card
-from vaezoo.checkpoints import recipe_of
+from vaezoo.recipe import recipe
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
 from vaezoo.errors import TrainingError
@@ -189,9 +189,9 @@ def test_bf16_autocast_changes_the_numbers_and_the_recipe(data_plugin, tmp_path)
 def test_float32_and_compile_leave_the_recipe_of_older_checkpoints():
     # precision at its default and compile are not in the fingerprint: checkpoints written before the
     # fields existed fit, and a run can be resumed with or without torch.compile
-    assert recipe_of(card(precision="float32", compile=True)) == recipe_of(card())
-    assert not {"precision", "compile"} & set(recipe_of(card())["train"])
-    assert recipe_of(card(precision="bf16"))["train"]["precision"] == "bf16"
+    assert recipe(card(precision="float32", compile=True)) == recipe(card())
+    assert not {"precision", "compile"} & set(recipe(card())["train"])
+    assert recipe(card(precision="bf16"))["train"]["precision"] == "bf16"
 
 
 def test_a_model_torch_compile_cannot_compile_is_a_one_line_error(data_plugin, tmp_path, monkeypatch, capsys):

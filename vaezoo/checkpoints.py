@@ -1,27 +1,19 @@
 """Training checkpoints: what one holds, writing it atomically, and reading it back only when it fits.
 
 A checkpoint (``OUT/checkpoint.pt``, read with ``weights_only``) holds the model, the optimiser, the
-step and the RNG states at the start of that step (every rank's under DDP), and the recipe it was made
-from with its fingerprint. The recipe is what decides the run: the card's ``architecture``, its
-``model`` section, and its ``train`` section without :data:`FREE_FIELDS`, the fields that may change
-between a run and its resumption (``epochs`` extends or shortens a run, ``checkpoint_every`` only says
-how often to save, ``budget`` and ``steps`` are records, ``compile`` computes the same function in another
-way: it changes the numbers only at float rounding, as the device does). ``precision`` is part of the
-recipe (bf16 rounds every activation), but ``float32``, its default, is left out: checkpoints written
-before the field existed still fit. The fingerprint is the sha256 of the recipe's
-canonical JSON (keys sorted, no spaces). ``--resume`` refuses a checkpoint whose fingerprint is not the
-card's, naming both cards and the fields that differ.
+step and the RNG states at the start of that step (every rank's under DDP), and the card's recipe
+(:func:`vaezoo.recipe.recipe` less :data:`~vaezoo.recipe.RESUMED`, the fields a resumed run may change) with
+its fingerprint. ``--resume`` refuses a checkpoint whose fingerprint is not the card's
+(:func:`~vaezoo.recipe.check_recipe`, re-exported here), naming both cards and the fields that differ.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pickle
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -29,7 +21,8 @@ from vaezoo.cards import Card
 from vaezoo.errors import TrainingError
 from vaezoo.files import atomic_save
 from vaezoo.limits import check_torch_zip, expanded, load_json
-from vaezoo.terminal import printable
+from vaezoo.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, differences, fingerprint
+from vaezoo.recipe import recipe as card_recipe
 
 if TYPE_CHECKING:
     from vaezoo.model import VAE
@@ -37,28 +30,10 @@ if TYPE_CHECKING:
 CHECKPOINT = "checkpoint.pt"
 """The checkpoint's file name in a run's ``--out`` folder."""
 
-FREE_FIELDS = frozenset({"epochs", "checkpoint_every", "budget", "steps", "compile"})
-"""Fields of the card's ``train`` section left out of the fingerprint: a resumed run may change them."""
+__all__ = ["CHECKPOINT", "Checkpoint", "check_model", "check_recipe", "read_checkpoint", "remove_temporaries",
+           "restore_rng", "write_checkpoint"]
 
 _SHOWN_DIFFERENCES = 3  # fields named in the message of a checkpoint that does not fit
-
-
-def recipe_of(card: Card) -> dict[str, Any]:
-    """What decides a run of ``card``: its architecture, its ``model`` section and its ``train`` section
-    without :data:`FREE_FIELDS`, as JSON values."""
-    train = card.train.model_dump(mode="json", exclude=set(FREE_FIELDS))
-    if train["precision"] == "float32":  # the default, as in checkpoints written before the field existed
-        del train["precision"]
-    return {"architecture": card.architecture, "model": json.loads(_canonical(card.model)), "train": train}
-
-
-def fingerprint(recipe: dict[str, Any]) -> str:
-    """The hex sha256 of ``recipe``'s canonical JSON (keys sorted, no spaces)."""
-    return hashlib.sha256(_canonical(recipe).encode()).hexdigest()
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 @dataclass(frozen=True)
@@ -72,8 +47,11 @@ class Checkpoint:
         optimizer: the optimiser's state dict.
         rng: the RNG states: ``rng_cpu`` (and ``rng_cuda``) of one process, or ``rng_ranks``, one per rank.
         card: the name of the card the run was started from; None in checkpoints written before vaezoo stored it.
-        recipe: the recipe of that card (see :func:`recipe_of`); None in checkpoints written before vaezoo stored it.
+        recipe: the recipe of that card (:func:`vaezoo.recipe.recipe` less :attr:`leave_out`); None in checkpoints
+            written before vaezoo stored it.
     """
+
+    leave_out: ClassVar[frozenset[str]] = RESUMED
 
     path: Path
     step: int
@@ -82,6 +60,17 @@ class Checkpoint:
     rng: dict[str, Any]
     card: str | None
     recipe: dict[str, Any] | None
+
+    @property
+    def label(self) -> str:
+        """How messages name it: ``checkpoint PATH``."""
+        return f"checkpoint {self.path}"
+
+    def refusal(self, card: Card, found: list[Difference]) -> TrainingError:
+        """The error refusing to resume this checkpoint with ``card``, whose recipe differs by ``found``."""
+        return TrainingError(f"{self.label} was made from card '{self.card}' with another recipe than card "
+                             f"'{card.name}': {_shown(found, card.name)}; resume with the card that started the "
+                             f"run, or choose another --out")
 
 
 def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, Any], step: int,
@@ -100,9 +89,9 @@ def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, An
     Raises:
         OutputError: the file cannot be written; ``path`` keeps its previous checkpoint, no temporary file stays.
     """
-    recipe = recipe_of(card)
+    recipe = card_recipe(card, RESUMED)
     state = {"model": model.state_dict(), "optimizer": optimizer, "step": step, **rng,
-             "card": card.name, "recipe": _canonical(recipe), "fingerprint": fingerprint(recipe)}
+             "card": card.name, "recipe": canonical(recipe), "fingerprint": fingerprint(recipe)}
 
     def write(tmp: Path) -> None:
         # Through a Python file: torch.save to a path reports a full disk as a RuntimeError, not an OSError.
@@ -204,25 +193,6 @@ def _check_rng(rng: dict[str, Any], bad) -> None:
         raise bad("its 'rng_cuda' is not a list of CUDA RNG states")
 
 
-def check_recipe(checkpoint: Checkpoint, card: Card) -> None:
-    """Refuse to resume ``checkpoint`` with ``card`` unless both have the same recipe (see :func:`recipe_of`).
-
-    A checkpoint written before vaezoo stored recipes holds none: it is resumed with a warning on stderr.
-
-    Raises:
-        TrainingError: naming both cards and the fields that differ.
-    """
-    if checkpoint.recipe is None:
-        print(printable(f"warning: {checkpoint.path} holds no recipe (an older vaezoo wrote it), so it cannot be "
-                        f"checked against card '{card.name}'"), file=sys.stderr)
-        return
-    mine = recipe_of(card)
-    if fingerprint(mine) != fingerprint(checkpoint.recipe):
-        raise TrainingError(f"checkpoint {checkpoint.path} was made from card '{checkpoint.card}' with another "
-                            f"recipe than card '{card.name}': {_differences(checkpoint.recipe, mine, card.name)}; "
-                            f"resume with the card that started the run, or choose another --out")
-
-
 def check_model(checkpoint: Checkpoint, card: Card) -> None:
     """Refuse to load ``checkpoint``'s weights into ``card``'s model unless it was made from the same model.
 
@@ -232,33 +202,22 @@ def check_model(checkpoint: Checkpoint, card: Card) -> None:
     if checkpoint.recipe is None:
         return  # loading the weights still checks every tensor's name and shape
     theirs = {k: checkpoint.recipe[k] for k in ("architecture", "model") if k in checkpoint.recipe}
-    mine = {k: v for k, v in recipe_of(card).items() if k != "train"}
+    mine = card_recipe(card, RESUMED | {"train"})
     if fingerprint(mine) != fingerprint(theirs):
-        raise TrainingError(f"checkpoint {checkpoint.path} was made from card '{checkpoint.card}', whose model is "
-                            f"not card '{card.name}''s: {_differences(theirs, mine, card.name)}; "
+        raise TrainingError(f"{checkpoint.label} was made from card '{checkpoint.card}', whose model is "
+                            f"not card '{card.name}''s: {_shown(differences(theirs, mine), card.name)}; "
                             f"give the card the run was started from")
 
 
-def _differences(theirs: dict[str, Any], mine: dict[str, Any], name: str) -> str:
+def _shown(found: list[Difference], name: str) -> str:
     """Where two recipes differ: ``model.hidden 32 in the checkpoint, 64 in card 'NAME'``, the first few."""
-    shown = [f"{key} {_show(a)} in the checkpoint, {_show(b)} in card '{name}'" for key, a, b in _diff(theirs, mine)]
+    shown = [f"{d.where} {_show(d.other)} in the checkpoint, {_show(d.card)} in card '{name}'" for d in found]
     more = f" and {len(shown) - _SHOWN_DIFFERENCES} more" if len(shown) > _SHOWN_DIFFERENCES else ""
     return "; ".join(shown[:_SHOWN_DIFFERENCES]) + more
 
 
-_ABSENT = object()
-
-
-def _diff(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """The dotted keys where ``a`` and ``b`` differ, with both values (:data:`_ABSENT` where a key is missing)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        keys = sorted(set(a) | set(b))
-        return [d for k in keys for d in _diff(a.get(k, _ABSENT), b.get(k, _ABSENT), f"{prefix}.{k}" if prefix else k)]
-    return [] if a == b else [(prefix, a, b)]
-
-
 def _show(value: Any) -> str:
-    return "absent" if value is _ABSENT else json.dumps(value, ensure_ascii=False)
+    return "absent" if value is ABSENT else json.dumps(value, ensure_ascii=False)
 
 
 def restore_rng(checkpoint: Checkpoint, rank: int, world: int, device: torch.device) -> bool:

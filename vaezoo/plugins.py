@@ -116,11 +116,11 @@ def _is_callable(obj: object) -> str | None:
 # kind -> (hook name, registration check)
 KINDS: dict[str, tuple[str, object]] = {
     "architecture": ("vaezoo_register_architectures", _is_callable),
-    "latent family": ("vaezoo_register_latent_families", _is_class_of("vaezoo.latents.LatentFamily")),
-    "regularizer": ("vaezoo_register_regularizers", _is_class_of("vaezoo.regularizers.Regularizer")),
+    "latent family": ("vaezoo_register_latent_families", _is_class_of("vaezoo.latents.base.LatentFamily")),
+    "regularizer": ("vaezoo_register_regularizers", _is_class_of("vaezoo.regularizers.base.Regularizer")),
     "net": ("vaezoo_register_nets", _is_class_of("torch.nn.Module")),
     "likelihood": ("vaezoo_register_likelihoods", _is_class_of("vaezoo.likelihoods.Likelihood")),
-    "dataset": ("vaezoo_register_datasets", _is_instance_of("vaezoo.data.Dataset")),
+    "dataset": ("vaezoo_register_datasets", _is_instance_of("vaezoo.data.base.Dataset")),
     "metric": ("vaezoo_register_metrics", _is_callable),
     "converter": ("vaezoo_register_converters", _is_callable),
 }

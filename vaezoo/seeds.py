@@ -15,13 +15,11 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from vaezoo.cards import Card, SeedRun, SeedSpread, get_card
 from vaezoo.errors import CardError
-
-# Fields of the train recipe that record how a run went, or how often it saved, not what it learned from.
-NOT_RECIPE = ("seed", "steps", "budget", "checkpoint_every")
+from vaezoo.recipe import ABSENT, SEEDED, Difference, check_recipe, differences, recipe
 
 
 @dataclass(frozen=True)
@@ -36,10 +34,21 @@ class Run:
     label: str
     card: Card
 
+    leave_out: ClassVar[frozenset[str]] = SEEDED
+
     @property
     def seed(self) -> int:
         """The seed the run was trained with."""
         return self.card.train.seed
+
+    @property
+    def recipe(self) -> dict[str, Any]:
+        """The recipe of its card, the seed aside (:func:`vaezoo.recipe.recipe` less :attr:`leave_out`)."""
+        return recipe(self.card, self.leave_out)
+
+    def refusal(self, card: Card, found: list[Difference]) -> CardError:
+        """The error refusing this run as a run of ``card``'s recipe, naming the first of ``found``."""
+        return CardError(f"{self.label}: {said(found[0])}; seeds must share the recipe")
 
 
 def read_run(path: str | os.PathLike) -> Run:
@@ -69,7 +78,7 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
 
     Raises:
         CardError: a path holds no usable card, two runs share a seed (the message names both), or a run's
-            recipe differs from the card's (:func:`check_recipe`).
+            recipe differs from the card's (:func:`vaezoo.recipe.check_recipe`).
     """
     runs = [Run(f"card {card.name}", card)]
     for path in paths:
@@ -77,60 +86,19 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
         same = next((other for other in runs if other.seed == run.seed), None)
         if same is not None:
             raise CardError(f"{run.label} has seed {run.seed}, as has {same.label}; give each seed once")
-        check_recipe(card, run)
+        check_recipe(run, card)
         runs.append(run)
     return runs
 
 
-def recipe(card: Card) -> dict[str, Any]:
-    """What decides a run's result but the seed: architecture, dataset, model and train (but :data:`NOT_RECIPE`)."""
-    train = {k: v for k, v in card.train.model_dump().items() if k not in NOT_RECIPE}
-    return {"architecture": card.architecture, "dataset": card.dataset, "model": card.model, "train": train}
-
-
-def check_recipe(card: Card, run: Run) -> None:
-    """Check that ``run`` trained ``card``'s recipe: the same :func:`recipe`, the seed aside.
-
-    Raises:
-        CardError: naming the run and the first field that differs, with both values.
-    """
-    found = first_difference(recipe(run.card), recipe(card))
-    if found is not None:
-        raise CardError(f"{run.label}: {found}; seeds must share the recipe")
-
-
-def first_difference(got: Any, expected: Any, path: str = "") -> str | None:
-    """The first place where ``got`` differs from ``expected``, said as ``PATH is GOT, the card's is EXPECTED``.
-
-    Tables are compared key by key (``expected``'s keys first, in order), lists of equal length item by
-    item, anything else by ``==``.
-
-    Args:
-        got: a run's value (a table, list or scalar, as a card's dump holds them).
-        expected: the card's value.
-        path: the dotted path of the values, for the message.
-
-    Returns:
-        The difference in words, or None when the values are equal.
-    """
-    if isinstance(got, dict) and isinstance(expected, dict):
-        for key in [*expected, *(k for k in got if k not in expected)]:
-            where = f"{path}.{key}" if path else str(key)
-            if key not in got:
-                return f"{where} is not set, the card's is {_shown(expected[key])}"
-            if key not in expected:
-                return f"{where} is {_shown(got[key])}, the card sets none"
-            found = first_difference(got[key], expected[key], where)
-            if found is not None:
-                return found
-        return None
-    if isinstance(got, list) and isinstance(expected, list) and len(got) == len(expected):
-        for i, (a, b) in enumerate(zip(got, expected)):
-            found = first_difference(a, b, f"{path}.{i}")
-            if found is not None:
-                return found
-        return None
-    return None if got == expected else f"{path} is {_shown(got)}, the card's is {_shown(expected)}"
+def said(difference: Difference) -> str:
+    """``difference`` in words: ``PATH is GOT, the card's is EXPECTED`` (the run's value first)."""
+    where, got, expected = difference.where, difference.other, difference.card
+    if got is ABSENT:
+        return f"{where} is not set, the card's is {_shown(expected)}"
+    if expected is ABSENT:
+        return f"{where} is {_shown(got)}, the card sets none"
+    return f"{where} is {_shown(got)}, the card's is {_shown(expected)}"
 
 
 def _shown(value: Any) -> str:
@@ -187,10 +155,11 @@ def check_measured_alike(card: Card, runs: Sequence[Run], metrics: Sequence[str]
     """
     for run in runs:
         for name in metrics:
-            found = first_difference(run.card.metrics[name].parameters or {}, card.metrics[name].parameters or {},
-                                     "parameters")
-            if found is not None:
-                raise CardError(f"{run.label}: metric {name}'s {found}; measure every run as the card is measured")
+            found = differences(run.card.metrics[name].parameters or {}, card.metrics[name].parameters or {},
+                                "parameters")
+            if found:
+                raise CardError(f"{run.label}: metric {name}'s {said(found[0])}; measure every run as the card is "
+                                f"measured")
 
 
 def seed_runs(runs: Sequence[Run], metric: str) -> list[SeedRun]:

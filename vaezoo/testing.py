@@ -709,7 +709,7 @@ def _train_part(subject: str, architecture: str, model: Mapping[str, Any], seed:
     """:func:`check_training` of ``architecture`` built with ``model``, measuring every registered metric it
     can serve; the facts of the data are the synthetic dataset's, at ``image_size`` and ``channels``, or
     ``data``'s (a :class:`~vaezoo.cards.DataSpec`), which it then trains on."""
-    from vaezoo import __version__
+    from vaezoo.version import __version__
     from vaezoo.evaluate import check_metrics
     from vaezoo.errors import VaezooError
 

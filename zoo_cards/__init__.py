@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-import vaezoo
+from vaezoo.hookspecs import hookimpl
 
 
-@vaezoo.hookimpl
+@hookimpl
 def vaezoo_card_dirs():
     return [Path(__file__).parent]

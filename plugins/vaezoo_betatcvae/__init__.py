@@ -7,10 +7,10 @@ Registers the ``betatcvae`` and ``betavae`` architectures. Training recipes for 
 Heavy imports happen inside the hooks.
 """
 
-import vaezoo
+from vaezoo.hookspecs import hookimpl
 
 
-@vaezoo.hookimpl
+@hookimpl
 def vaezoo_register_architectures(register):
     from vaezoo_betatcvae.model import build_betatcvae, build_betavae
 

@@ -4,17 +4,17 @@ Registers the ``jointvae`` architecture, the ``cluster_accuracy`` and ``shape_ac
 ``jointvae-original`` checkpoint converter. Heavy imports happen inside the hooks.
 """
 
-import vaezoo
+from vaezoo.hookspecs import hookimpl
 
 
-@vaezoo.hookimpl
+@hookimpl
 def vaezoo_register_architectures(register):
     from vaezoo_jointvae.model import build_jointvae
 
     register("jointvae", build_jointvae)
 
 
-@vaezoo.hookimpl
+@hookimpl
 def vaezoo_register_metrics(register):
     from vaezoo_jointvae.metrics import cluster_accuracy, shape_accuracy
 
@@ -22,7 +22,7 @@ def vaezoo_register_metrics(register):
     register("shape_accuracy", shape_accuracy)
 
 
-@vaezoo.hookimpl
+@hookimpl
 def vaezoo_register_converters(register):
     from vaezoo_jointvae.convert import convert_original
 

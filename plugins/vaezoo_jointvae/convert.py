@@ -224,7 +224,7 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
     Returns:
         The path of the card, ``out/NAME.toml``.
     """
-    from vaezoo import __version__
+    from vaezoo.version import __version__
     from vaezoo.assemble import build_model, data_info, load_weights, metric_suite
     from vaezoo.cards import Card, DataSpec, InputSection, Optimizer, TrainRecipe, Weights, write_card
     from vaezoo.checksums import sha256_of

@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="store the matching on the card as [labels.PART]")
     args = parser.parse_args(argv)
     try:
-        from vaezoo import __version__, get_card
+        from vaezoo.hub import get_card
+        from vaezoo.version import __version__
         from vaezoo.cards import LabelMatching, card_reference, write_card
 
         card = get_card(args.card)

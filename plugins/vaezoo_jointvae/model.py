@@ -50,7 +50,7 @@ class JointVAE(VAE):
     def label_matching(self, card, ref: str, data_root=None, device=None):
         """The first categorical part's category -> label matching on the test split (``[labels.PART]``, as
         ``python -m vaezoo_jointvae.labels`` measures it); None when the dataset has no labels."""
-        from vaezoo import __version__
+        from vaezoo.version import __version__
         from vaezoo.assemble import card_dataset
         from vaezoo.cards import LabelMatching
         from vaezoo_jointvae.labels import labels_command, matching_of

@@ -22,7 +22,7 @@ COMMANDS = ("list", "leaderboard", "info", "plugins", "verify", "train", "eval",
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every command's subparser."""
-    from vaezoo import __version__
+    from vaezoo.version import __version__
 
     parser = argparse.ArgumentParser(prog="vaezoo", description="A zoo of disentangled VAEs.")
     parser.add_argument("--version", action="version", version=f"vaezoo {__version__}")

@@ -85,7 +85,7 @@ def check_name(name: str) -> None:
 
 def render(name: str, kind: str = "architecture") -> dict[str, str]:
     """The new package's files, ``{relative path: text}``, for plugin ``name`` registering a part of ``kind``."""
-    from vaezoo import __version__
+    from vaezoo.version import __version__
 
     words, module = KINDS[kind]
     names = {

@@ -1,0 +1,55 @@
+"""What decides a run (vaezoo.recipe): one recipe, one fingerprint, one diff, one check for checkpoints and seeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from kit import make_card
+from vaezoo.cards import Card
+from vaezoo.checkpoints import Checkpoint
+from vaezoo.errors import CardError
+from vaezoo.recipe import ABSENT, RESUMED, SEEDED, Difference, check_recipe, differences, fingerprint, recipe
+from vaezoo.seeds import Run
+
+
+def card(**train) -> Card:
+    return Card.model_validate(make_card("tiny", train=train))
+
+
+def test_records_are_never_the_recipe_and_each_question_leaves_out_its_own_fields():
+    for leave_out in (RESUMED, SEEDED):
+        assert recipe(card(steps=5, budget="1 minute", checkpoint_every=2), leave_out) == recipe(card(), leave_out)
+    assert recipe(card(epochs=9, compile=True)) == recipe(card())  # a resumed run may extend itself
+    assert recipe(card(epochs=9), SEEDED) != recipe(card(), SEEDED)  # runs over seeds may not
+    assert recipe(card(seed=3), SEEDED) == recipe(card(), SEEDED)
+    assert recipe(card(seed=3)) != recipe(card())
+
+
+def test_the_resumed_recipe_keeps_the_shape_checkpoints_stored_before_it_had_a_module():
+    # checkpoints on disk store this recipe; a new key would refuse every one of them
+    made = recipe(card())
+    assert set(made) == {"architecture", "model", "train"}
+    assert "precision" not in made["train"] and recipe(card(precision="bf16"))["train"]["precision"] == "bf16"
+    assert fingerprint(made) == fingerprint(dict(reversed(list(made.items()))))  # keys sorted before hashing
+
+
+def test_differences_walk_tables_and_lists_of_tables_but_compare_lists_of_numbers_whole():
+    other = {"model": {"hidden": [8], "regs": [{"beta": 4.0}], "extra": 1}, "lr": 0.1}
+    mine = {"lr": 0.1, "model": {"hidden": [16], "regs": [{"beta": 1.0}], "dim": 2}}
+    assert differences(other, mine) == [
+        Difference("model.hidden", [8], [16]), Difference("model.regs.0.beta", 4.0, 1.0),
+        Difference("model.dim", ABSENT, 2), Difference("model.extra", 1, ABSENT)]
+    assert differences(mine, mine) == []
+
+
+def test_one_check_for_every_recorded_run_in_its_own_words(tmp_path):
+    mine = card()
+    check_recipe(Run("run a", card(seed=4, steps=7)), mine)
+    with pytest.raises(CardError, match=r"^run b: train\.batch_size is 64, the card's is \d+; seeds must share"):
+        check_recipe(Run("run b", card(batch_size=64)), mine)
+
+
+def test_a_checkpoint_older_than_recipes_resumes_with_a_warning(tmp_path):
+    older = Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, None, None)
+    with pytest.warns(UserWarning, match=r"checkpoint .*checkpoint\.pt holds no recipe .* card 'tiny-blobs'"):
+        check_recipe(older, card())

@@ -1,0 +1,183 @@
+"""A card's numbers measured again: :func:`evaluate_card` returns an :class:`EvalReport`, which compares them
+with the card (:meth:`EvalReport.check`) and records them on the card's file (:meth:`EvalReport.write`).
+
+``vaezoo eval`` is this module's command line: it parses, calls :func:`evaluate_card`, and prints the report.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from vaezoo.assemble import load_model
+from vaezoo.cards import Card, card_reference
+from vaezoo.checkpoints import check_model, read_checkpoint
+from vaezoo.errors import CardError
+from vaezoo.evaluate import as_metrics, evaluate
+from vaezoo.locks import update_card
+
+DEFAULT_TOLERANCE = 1e-4
+"""The relative tolerance of :meth:`EvalReport.check`, of max(1, |card value|)."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One of the card's metrics beside its measured value.
+
+    Attributes:
+        name: the metric.
+        card: the value the card records.
+        measured: the value measured now; None when it was not computed.
+        agrees: whether ``measured`` is ``card`` within the tolerance it was compared with.
+    """
+
+    name: str
+    card: float
+    measured: float | None
+    agrees: bool
+
+    def __str__(self) -> str:
+        if self.measured is None:
+            return f"{self.name}: on the card but not computed"
+        return f"{self.name}: card {self.card} vs measured {self.measured:.6f}"
+
+
+def compare(card_metrics: dict, results: dict[str, float], tolerance: float = DEFAULT_TOLERANCE) -> list[Comparison]:
+    """Each of the card's metrics beside its measured value, in the card's order.
+
+    Args:
+        card_metrics: ``{name: Metric}``, as a card's ``metrics``.
+        results: ``{name: value}`` measured.
+        tolerance: relative, of max(1, |card value|); NaN agrees only with NaN, an infinity only with itself.
+
+    Returns:
+        One :class:`Comparison` per card metric; a metric missing from ``results`` never agrees.
+    """
+    return [Comparison(name, metric.value, results.get(name),
+                       name in results and agrees(metric.value, results[name], tolerance))
+            for name, metric in card_metrics.items()]
+
+
+def agrees(card_value: float, measured: float, tolerance: float) -> bool:
+    """Whether ``measured`` is ``card_value`` to within ``tolerance`` of max(1, |card value|); NaN agrees only
+    with NaN, an infinity only with itself."""
+    if not (math.isfinite(card_value) and math.isfinite(measured)):
+        return card_value == measured or (math.isnan(card_value) and math.isnan(measured))
+    return abs(measured - card_value) <= tolerance * max(1.0, abs(card_value))
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """What :func:`evaluate_card` measured on a card's test split.
+
+    Attributes:
+        card: the card measured (with the checkpoint's step as ``train.steps`` when a checkpoint was measured).
+        results: ``{metric: value}``: the losses and the card's ``eval_metrics``, or the ``metrics`` asked for.
+        metrics: the registered metrics asked for, if any (then the losses were not measured).
+        data_root: where the dataset was read from, if given.
+        checkpoint: the training checkpoint whose weights were measured, if any (else the card's weights).
+    """
+
+    card: Card
+    results: dict[str, float]
+    metrics: list[str] | None = None
+    data_root: str | Path | None = None
+    checkpoint: Path | None = None
+
+    @property
+    def checked(self) -> dict:
+        """The card's metrics a check compares: all of them, or those of :attr:`metrics` the card records."""
+        if self.metrics is None:
+            return dict(self.card.metrics)
+        return {k: v for k, v in self.card.metrics.items() if k in self.results}
+
+    def check(self, tolerance: float = DEFAULT_TOLERANCE) -> list[Comparison]:
+        """Compare the measured values with the card's (:func:`compare`).
+
+        Raises:
+            CardError: the card records no metrics, or none of the :attr:`metrics` measured.
+        """
+        if not self.card.metrics:
+            raise CardError(f"card '{self.card.name}' has no metrics to check against; 'vaezoo train' writes them")
+        checked = self.checked
+        if not checked:
+            raise CardError(f"card '{self.card.name}' has none of {', '.join(self.metrics or ())} to check against; "
+                            f"writing the report records them")
+        return compare(checked, self.results, tolerance)
+
+    def write(self, path: str | Path | None = None) -> Card:
+        """Record the measured metrics, each with the command that measures it again, on the card's file.
+
+        The file is updated under its lock: a metric another writer recorded meanwhile is kept. The metrics asked
+        for (:attr:`metrics`) join the card's ``eval_metrics``.
+
+        Args:
+            path: the card file; default the file the card was read from.
+
+        Returns:
+            The card written.
+
+        Raises:
+            CardError: the report is of a checkpoint's weights, not the card's, or the card has no local file
+                (:func:`check_writable`).
+        """
+        if self.checkpoint is not None:
+            raise CardError(f"the metrics of checkpoint {self.checkpoint} are not card '{self.card.name}''s; "
+                            f"measure the card's own weights to record them")
+        path = Path(path) if path is not None else check_writable(self.card)
+        measured = as_metrics(self.card, self.results, self.data_root, self.metrics,
+                              ref=card_reference(self.card, path))
+
+        def record(now: Card) -> Card:  # the card as it is on disk now
+            eval_metrics = now.eval_metrics + [n for n in self.metrics or () if n not in now.eval_metrics]
+            return now.model_copy(update={"metrics": {**now.metrics, **measured}, "eval_metrics": eval_metrics})
+
+        return update_card(path, record)
+
+
+def check_writable(card: Card) -> Path:
+    """The local file of ``card``, which :meth:`EvalReport.write` updates.
+
+    Raises:
+        CardError: ``card`` was downloaded (``card.source``) or read from no file.
+    """
+    if card.source is not None:
+        raise CardError(f"card {card.name} comes from {card.source}, not from a local card file; "
+                        f"give the path of a copy to record metrics on it")
+    if card.path is None:
+        raise CardError(f"card {card.name} was read from no file; give the path of a card file to record metrics on")
+    return card.path
+
+
+def evaluate_card(card: Card, *, checkpoint: str | Path | None = None, data_root: str | Path | None = None,
+                  device: str | None = None, metrics: Sequence[str] | None = None) -> EvalReport:
+    """Measure ``card``'s model on its dataset's test split.
+
+    Args:
+        card: the card; its weights are measured unless ``checkpoint`` is given.
+        checkpoint: a training checkpoint (``OUT/checkpoint.pt`` of ``vaezoo train``) of the card's model, measured
+            at its step instead of the card's weights.
+        data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
+        device: where to run (default cpu).
+        metrics: measure only these registered metrics, not the losses (:func:`vaezoo.evaluate.evaluate`).
+
+    Returns:
+        The report.
+
+    Raises:
+        TrainingError: ``checkpoint`` is not a checkpoint of the card's model.
+        WeightsError, UnknownNameError, MetricError: as :func:`vaezoo.assemble.load_model` and
+            :func:`vaezoo.evaluate.evaluate` raise them.
+    """
+    if checkpoint is not None:
+        checkpoint = Path(checkpoint)
+        found = read_checkpoint(checkpoint, fix="pass OUT/checkpoint.pt of a 'vaezoo train' run")
+        check_model(found, card)
+        model = load_model(card, device, state_dict=found.model, source=f"checkpoint {checkpoint}")
+        card = card.model_copy(update={"train": card.train.model_copy(update={"steps": found.step})})
+    else:
+        model = load_model(card, device)
+    results = evaluate(model, card, data_root, device, metrics=metrics)
+    return EvalReport(card, results, list(metrics) if metrics is not None else None, data_root, checkpoint)

@@ -1,0 +1,161 @@
+"""What decides a run: a card's recipe, its fingerprint, and where two recipes differ.
+
+A card's recipe is its ``architecture``, ``dataset``, ``model`` and ``train`` sections as JSON values, less
+the fields a question leaves out (dotted names):
+
+- :data:`RECORDS` are never part of it: they say how a run went (``steps``, ``budget``) or how often it saved.
+- :data:`RESUMED` is what a resumed run may change besides: ``epochs`` extends or shortens the run, ``compile``
+  computes the same function in another way (it changes the numbers only at float rounding, as the device
+  does), and ``dataset``, the name listings show, which checkpoints never stored (``train.data`` is what
+  the run reads).
+- :data:`SEEDED` is what runs of one recipe over several seeds may differ in: the seed.
+
+``train.precision`` at ``float32``, its default, is left out too, so that recipes recorded before the field
+existed still fit; ``bf16`` is part of every recipe (it rounds every activation). The fingerprint is the
+sha256 of a recipe's canonical JSON (keys sorted, no spaces): checkpoints store both.
+
+:func:`check_recipe` is the one check that something recorded (a training checkpoint, a completed run) was
+made from a card's recipe; what it records says which fields it leaves out and how its refusal reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from vaezoo.cards import Card
+
+RECORDS = frozenset({"train.steps", "train.budget", "train.checkpoint_every"})
+"""Fields that record how a run went or how often it saved: left out of every recipe."""
+
+RESUMED = RECORDS | {"dataset", "train.epochs", "train.compile"}
+"""Fields left out when a checkpoint is resumed: the resumed run may change them."""
+
+SEEDED = RECORDS | {"train.seed"}
+"""Fields left out when runs over several seeds are gathered: they repeat one recipe but the seed."""
+
+_LEGACY_DEFAULTS = {"precision": "float32"}  # train fields left out at their default (recipes older than them)
+
+
+def recipe(card: Card, leave_out: Iterable[str] = RESUMED) -> dict[str, Any]:
+    """What decides a run of ``card``, as JSON values in the card's order.
+
+    Args:
+        card: the card.
+        leave_out: dotted names of the fields to leave out (:data:`RESUMED`, :data:`SEEDED`).
+
+    Returns:
+        ``{"architecture", "dataset", "model", "train"}`` less ``leave_out``.
+    """
+    leave_out = set(leave_out)
+    train = card.train.model_dump(mode="json", exclude={f.partition(".")[2] for f in leave_out
+                                                        if f.startswith("train.")})
+    for key, default in _LEGACY_DEFAULTS.items():
+        if train.get(key) == default:
+            del train[key]
+    whole = {"architecture": card.architecture, "dataset": card.dataset,
+             "model": json.loads(json.dumps(card.model, ensure_ascii=False, default=str)), "train": train}
+    return {k: v for k, v in whole.items() if k not in leave_out}
+
+
+def canonical(value: Any) -> str:
+    """``value`` as canonical JSON: keys sorted, no spaces."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def fingerprint(recipe: dict[str, Any]) -> str:
+    """The hex sha256 of ``recipe``'s canonical JSON (:func:`canonical`)."""
+    return hashlib.sha256(canonical(recipe).encode()).hexdigest()
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()
+"""The value of a :class:`Difference`'s side that does not hold its key."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One place where two recipes (or any two tables) differ.
+
+    Attributes:
+        where: the dotted path (``model.regularizers.0.beta``).
+        other: the value on the side being checked, or :data:`ABSENT`.
+        card: the value on the card's side, or :data:`ABSENT`.
+    """
+
+    where: str
+    other: Any
+    card: Any
+
+
+def differences(other: Any, card: Any, where: str = "") -> list[Difference]:
+    """Every place where ``other`` differs from ``card``.
+
+    Tables are compared key by key (``card``'s keys first, in order, then ``other``'s own), and so are lists
+    of tables of equal length, item by item (``regularizers.0``); anything else, a list of numbers
+    included, is one value compared with ``==``.
+
+    Args:
+        other: the checked side (a recorded recipe, a run's settings).
+        card: the card's side.
+        where: the dotted path of both values.
+
+    Returns:
+        The differences, in that order; empty when the values are equal.
+    """
+    if isinstance(other, dict) and isinstance(card, dict):
+        keys = [*card, *(k for k in other if k not in card)]
+        return [d for k in keys for d in differences(other.get(k, ABSENT), card.get(k, ABSENT), _join(where, k))]
+    if (isinstance(other, list) and isinstance(card, list) and len(other) == len(card)
+            and any(isinstance(v, dict) for v in (*other, *card))):
+        return [d for i, (a, b) in enumerate(zip(other, card)) for d in differences(a, b, _join(where, i))]
+    return [] if other == card else [Difference(where, other, card)]
+
+
+def _join(where: str, key: Any) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+class Recorded(Protocol):
+    """Something made from a recipe that records it: a training checkpoint, a completed run."""
+
+    leave_out: frozenset[str]
+    """The fields it may differ from the card in (:data:`RESUMED`, :data:`SEEDED`)."""
+
+    @property
+    def label(self) -> str:
+        """How messages name it (``checkpoint PATH``, ``run PATH``)."""
+
+    @property
+    def recipe(self) -> dict[str, Any] | None:
+        """The recipe it records (with :attr:`leave_out` left out); None when it records none."""
+
+    def refusal(self, card: Card, found: list[Difference]) -> Exception:
+        """The error saying it was not made from ``card``'s recipe, naming ``found``."""
+
+
+def check_recipe(recorded: Recorded, card: Card) -> None:
+    """Refuse ``recorded`` unless it was made from ``card``'s recipe, its :attr:`~Recorded.leave_out` aside.
+
+    Something that records no recipe (a checkpoint an older vaezoo wrote) passes with a warning.
+
+    Raises:
+        VaezooError: ``recorded``'s :meth:`~Recorded.refusal`, naming the fields that differ.
+    """
+    theirs = recorded.recipe
+    if theirs is None:
+        warnings.warn(f"{recorded.label} holds no recipe (an older vaezoo wrote it), so it cannot be checked "
+                      f"against card '{card.name}'", stacklevel=2)
+        return
+    mine = recipe(card, recorded.leave_out)
+    if fingerprint(theirs) != fingerprint(mine):
+        raise recorded.refusal(card, differences(theirs, mine))
