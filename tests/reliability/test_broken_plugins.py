@@ -35,7 +35,7 @@ BROKEN = {
     "latent_not_a_class": (HEADER + "def vaezoo_register_latent_families(register):\n"
                                     "    register('gaussian_typo', 42)\n",
                            ("registered latent family 'gaussian_typo': expected a subclass of "
-                            "vaezoo.latents.LatentFamily, got 42")),
+                            "vaezoo.latents.base.LatentFamily, got 42")),
     "wrong_hook_signature": (HEADER + "def vaezoo_register_nets(register, extra):\n    pass\n",
                              "Argument(s) {'extra'} are declared in the hookimpl"),
     # BaseException that is not an Exception: each would end vaezoo (with the plugin's exit code) if not isolated
