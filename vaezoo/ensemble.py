@@ -71,10 +71,6 @@ class Draw:
     args: tuple
     kwargs: dict[str, Any]
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.like[0]) if self.like is not None else tuple(self().shape)
-
     def __call__(self) -> Tensor:
         if self.like is None:
             return self.func(*self.args, **self.kwargs)
@@ -86,7 +82,8 @@ class NoiseTape(TorchFunctionMode):
     """Records the random draws of a forward pass, or replays given noise in their place.
 
     Recording (no ``noise``), each draw is made as usual and noted as a :class:`Draw`. Replaying, each draw
-    returns the next tensor of ``noise`` instead, which must have the recorded shape. A fill such as
+    returns the next tensor of ``noise`` instead; a draw by another function than the one recorded at that
+    place is refused. A fill such as
     ``torch.empty(shape).normal_()`` is replaced by its result: the code must use what the fill returns, as
     ``torch.distributions`` does.
 

@@ -54,6 +54,8 @@ class SingleRun:
     otherwise.
     """
 
+    error: str | None = None  # a single run raises its error instead of stopping with it, as a member does
+
     def __init__(self, model: VAE, card: Card, out: Path, plan: Plan, resume: bool, run: Run):
         recipe = card.train
         self.model, self.card, self.plan, self.run = model, card, plan, run

@@ -219,7 +219,7 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
             if t.step == total and run.main:
                 with t.streams.active():  # what the evaluation draws, too, is what this run alone draws
                     card_path = publish(t.card, t.model, out, options.name, t.step, options.data_root, run.device)
-            results.append(TrainResult(t.model, t.step, total, card_path, getattr(t, "error", None)))
+            results.append(TrainResult(t.model, t.step, total, card_path, t.error))
         return results
     except BaseException:
         remove_empty(made)
