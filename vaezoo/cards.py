@@ -222,6 +222,9 @@ class Metric(_Frozen):
     note: str | None = None
     parameters: dict[str, Any] | None = Field(
         default=None, description="the metric's own settings (points, bins, estimator, seed, ...)")
+    data: dict[str, Any] | None = Field(
+        default=None, description="the options of the recipe's dataset it was measured on, when the recipe sets "
+                                  "any (e.g. binarize)")
 
     libraries: dict[str, str] | None = Field(
         default=None, description="versions of the libraries the number depends on, e.g. scikit-learn")

@@ -292,14 +292,16 @@ class Stack:
             The number of images of the step.
         """
         plan, run, every = self.plan, self.run, self.members[0].card.train.checkpoint_every
-        index = torch.cat([m.batch_index(store, plan, run) for m in self.members])
-        x = store.batch(index).unflatten(0, (len(self.members), -1))
         due = self.step != self.members[0].saved and (
             stopping is not None or self.step > 0 and self.step % every == 0)
+        index = torch.cat([m.batch_index(store, plan, run) for m in self.members])
+        x = store.batch(index).unflatten(0, (len(self.members), -1))
         rngs = []
-        for m in self.members:
+        for i, m in enumerate(self.members):
             with m.streams.active():
                 rngs.append(rng_state(run) if due else None)
+                if store.binarize:
+                    x[i] = store.draw_pixels(x[i])
         noise = self._noise(x)
         if self.graphs and not due:
             if self.graph is None or not self.graph.fits(x, noise):

@@ -164,8 +164,9 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
 
     A note and a spread over seeds the card already holds on a metric are kept (a run's new card holds none:
     :func:`vaezoo.publish.publish` starts it empty). A registered metric (one of the card's ``eval_metrics``, or
-    of ``measured``: those ``vaezoo eval --metrics`` computed) also records the settings it ran with and the
-    versions of the libraries behind it (:mod:`vaezoo.metrics.provenance`).
+    of ``measured``: those ``vaezoo eval --metrics`` computed) also records the settings it ran with, the recipe's
+    dataset options (e.g. a binarisation) and the versions of the libraries behind it
+    (:mod:`vaezoo.metrics.provenance`).
 
     Args:
         card: the card the results are of.
@@ -183,10 +184,11 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
     libraries = library_versions()
 
     def entry(name: str, value: float) -> Metric:
-        # a registered metric has settings and libraries; a loss has not
+        # a registered metric has settings, data and libraries; a loss has not
         registered = name in card.eval_metrics or name in (measured or ())
         return Metric(value=round(value, 6), command=command, vaezoo_version=__version__, note=notes.get(name),
                       parameters=(metric_parameters(metric(name)) or None) if registered else None,
+                      data=(card.train.data.options or None) if registered else None,
                       libraries=libraries if registered else None, seeds=seeds.get(name))
 
     return {name: entry(name, value) for name, value in results.items()}

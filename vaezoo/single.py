@@ -96,10 +96,10 @@ class SingleRun:
         with self.streams.active():
             if epoch != self.epoch:
                 self.epoch, self.order = epoch, epoch_order(len(store), recipe.seed, epoch, run, self.shuffle)
-            x = store.batch(self.order[b * plan.batch_size:(b + 1) * plan.batch_size])
             due = self.step != self.saved and (
                 stopping is not None or self.step > 0 and self.step % recipe.checkpoint_every == 0)
             rng = rng_state(run) if due else None
+            x = store.draw_pixels(store.batch(self.order[b * plan.batch_size:(b + 1) * plan.batch_size]))
             with torch.autocast(run.device.type, torch.bfloat16, enabled=self.bf16):
                 result = self._forward(x)
             bad = ~torch.isfinite(result.loss.detach()) & (self.first_bad < 0)

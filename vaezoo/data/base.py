@@ -27,6 +27,8 @@ class ImageDataset:
         factors: ``(N, K)`` ground-truth factor classes, or None.
         factor_names: names of the K factors.
         nominal_factors: the factors whose values have no order (see :class:`DataInfo`).
+        binarize: draw the pixels of every training batch afresh as Bernoulli(grey level)
+            (:meth:`draw_pixels`; dynamic binarisation, Burda et al. 2016).
     """
 
     images: Tensor
@@ -35,6 +37,7 @@ class ImageDataset:
     factors: Tensor | None = None
     factor_names: tuple[str, ...] = ()
     nominal_factors: tuple[str, ...] = ()
+    binarize: bool = False
 
     def __len__(self) -> int:
         return self.images.shape[0]
@@ -42,6 +45,11 @@ class ImageDataset:
     def batch(self, index: Tensor | slice, device=None, dtype=torch.float32) -> Tensor:
         """Images at ``index`` as floats in [0, 1] on ``device``."""
         return self.images[index].to(device=device, dtype=dtype).div_(self.scale)
+
+    def draw_pixels(self, x: Tensor) -> Tensor:
+        """A training batch ``x`` (from :meth:`batch`) as the step sees it: when :attr:`binarize` is set, each
+        pixel drawn afresh as Bernoulli(grey level) on the global generator of ``x``'s device; else ``x``."""
+        return torch.bernoulli(x) if self.binarize else x
 
     def batches(self, batch_size: int, device=None, dtype=torch.float32):
         """Yield ``(start, images)`` over the whole dataset in order."""

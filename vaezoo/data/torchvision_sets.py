@@ -106,16 +106,38 @@ class TorchvisionDigits(Dataset):
     def __init__(self, name: str, torchvision_class: str, sizes: dict[str, int]):
         self.name, self.torchvision_class, self.sizes = name, torchvision_class, sizes
 
-    def info(self, split: str = "train", image_size: int | None = None) -> DataInfo:
+    def info(self, split: str = "train", image_size: int | None = None, binarize: str | None = None) -> DataInfo:
         if split not in self.sizes:
             raise DataError(f"{self.name} has splits {' and '.join(map(repr, self.sizes))}, not '{split}'")
+        _check_binarize(self.name, binarize)
         return DataInfo(size=self.sizes[split], image_size=image_size or 28, channels=1)
 
-    def load(self, root=None, split: str = "train", image_size: int | None = None) -> ImageDataset:
+    def load(self, root=None, split: str = "train", image_size: int | None = None,
+             binarize: str | None = None) -> ImageDataset:
+        """Load ``split``; ``binarize="dynamic"`` binarises it (see :data:`BINARIZE_SEED`)."""
         import torchvision.datasets
 
-        return _load(getattr(torchvision.datasets, self.torchvision_class), self.name, root, split, image_size,
+        _check_binarize(self.name, binarize)
+        data = _load(getattr(torchvision.datasets, self.torchvision_class), self.name, root, split, image_size,
                      self.sizes.get(split, 0))
+        if binarize is None:
+            return data
+        if split == "train":
+            data.binarize = True
+            return data
+        drawn = torch.bernoulli(data.batch(slice(None)), generator=torch.Generator().manual_seed(BINARIZE_SEED))
+        return ImageDataset(drawn.to(torch.uint8), 1.0, labels=data.labels)
+
+
+BINARIZE_SEED = 0
+"""With ``binarize="dynamic"``, the training split draws every batch afresh as Bernoulli(grey level) (Burda et al.
+2016); other splits are binarised once, by a generator seeded with this, so that evaluations repeat."""
+
+
+def _check_binarize(name: str, binarize: str | None) -> None:
+    if binarize not in (None, "dynamic"):
+        raise DataError(f"{name} option binarize is {binarize!r}; the one binarisation is 'dynamic' "
+                        "(leave the option out for grey levels)")
 
 
 mnist = TorchvisionDigits("mnist", "MNIST", {"train": 60_000, "test": 10_000})
