@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 import torch
 
 import vaezoo
@@ -15,6 +16,7 @@ from vaezoo.cards import parse_card
 SCRIPT = str(REPO / "benchmarks" / "device_campaign.py")
 
 
+@pytest.mark.slow
 def test_the_campaigns_cpu_dry_run_brings_back_weights_and_json_within_its_deadline(data_plugin, tmp_path):
     cards = [write_toml(tmp_path / f"{name}.toml", make_card("toy", name=name, eval_metrics=["cluster_accuracy"]))
              for name in ("toy-first", "toy-second")]
@@ -61,6 +63,7 @@ def test_the_campaign_lists_missing_packages_before_training(tmp_path):
     assert done.returncode == 2 and "missing packages: pydantic" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_recipe_too_long_for_one_span_goes_on_from_its_checkpoints_in_the_next(data_plugin, tmp_path):
     card = write_toml(tmp_path / "toy-long.toml", make_card("toy", name="toy-long", train={"epochs": 4000}))
     plan = tmp_path / "plan.toml"

@@ -192,6 +192,7 @@ def test_gallery_escapes_card_text(tiny_zoo, tmp_path):
     assert "<b>bold</b>" not in page and '<img src="x.png">' not in page and "'<done>'" not in page
 
 
+@pytest.mark.slow
 def test_gallery_overwrites_its_own_page_but_never_another_index_html(tiny_zoo, tmp_path, capsys):
     site = tmp_path / "site"
     first = build_gallery(site, use_data=False).read_bytes()
@@ -220,6 +221,7 @@ def test_gallery_images_match_vaezoo_show(tiny_zoo, tmp_path):
     assert not (site / "tiny-untrained.sample.png").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package 'chromium')")
 def test_gallery_with_test_images_orders_rows_by_kl(tiny_zoo, tmp_path, mnist_root):
     index = build_gallery(tmp_path / "site", data_root=mnist_root, seed=1)
@@ -263,6 +265,7 @@ def test_show_errors_are_one_line(tiny_zoo, tmp_path, monkeypatch, capsys, argv,
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_gallery_never_replaces_a_picture_it_did_not_write(tiny_zoo, tmp_path, capsys):
     """Without a gallery page, a user's own NAME.sample.png is refused before anything is drawn; a page the
     gallery wrote lets it redraw the pictures that page shows."""

@@ -302,6 +302,7 @@ def test_the_hub_model_card_carries_the_cards_metadata_and_metrics(tmp_path, lic
     assert 'vaezoo.load("hf-hub:owner/tiny")' in readme
 
 
+@pytest.mark.slow
 def test_a_tampered_file_in_the_hub_cache_loaded_offline_is_reported_as_tampered(hub, tmp_path):
     card, weights = entry(tmp_path)
     commit = hub.commit(REPO_ID, as_repo(card, weights))
