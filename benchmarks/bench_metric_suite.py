@@ -49,7 +49,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from vaezoo.assemble import load_model, metric
-    from vaezoo.cards import get_card
+    from vaezoo.entries.catalog import get_card
     from vaezoo.data.dsprites import dsprites
     from vaezoo.metrics.provenance import library_versions
     from vaezoo.metrics.evaluation import Evaluation

@@ -30,7 +30,7 @@ import numpy as np
 def dataset_codes(card_name: str, directory: Path) -> tuple[np.ndarray, np.ndarray]:
     """The mean codes ``(737280, D)`` of every dSprites image in grid order, and the grid's factor classes."""
     from vaezoo.assemble import load_model
-    from vaezoo.cards import get_card
+    from vaezoo.entries.catalog import get_card
     from vaezoo.data.dsprites import GRID_SIZE, dsprites, factor_classes
     from vaezoo.metrics.sampling import code_table
 

@@ -206,7 +206,7 @@ class Evaluations:
 
 
 def _card_json(run: Path) -> str:
-    from vaezoo.cards import parse_card
+    from vaezoo.entries.catalog import parse_card
 
     [card] = run.glob("*.toml")
     return parse_card(card).model_dump_json()
@@ -222,8 +222,9 @@ def run_campaign(args) -> int:
     import torch
 
     from vaezoo.assemble import load_dataset
-    from vaezoo.cards import parse_card
-    from vaezoo.publish import own_card, write_run
+    from vaezoo.entries.catalog import parse_card
+    from vaezoo.entries.entry import write_entry
+    from vaezoo.publish import own_card
 
     if args.device.startswith("cuda"):
         torch.backends.cudnn.benchmark = True
@@ -287,7 +288,7 @@ def run_campaign(args) -> int:
             own = own_card(spec.card, model, card.name, s or 0)  # the zoo entry's own name
             run = work / "runs" / card.name / spec.folder
             run.mkdir(parents=True, exist_ok=True)
-            write_run(own, model, run)
+            write_entry(own, model.state_dict(), run)
             member_cards_json[spec.folder.as_posix()] = own.model_dump_json()
             if evaluations and finished:
                 evaluations.add(f"{card.name}/{spec.folder.as_posix()}", run)
@@ -353,8 +354,8 @@ def unpack(args) -> int:
     from safetensors import safe_open
 
     from vaezoo.assemble import build_model, load_weights
-    from vaezoo.cards import Card
-    from vaezoo.publish import write_run
+    from vaezoo.entries.schema import Card
+    from vaezoo.entries.entry import write_entry
 
     files = sorted(Path(args.packed).glob("*.campaign.safetensors")) if Path(args.packed).is_dir() \
         else [Path(args.packed)]
@@ -369,7 +370,7 @@ def unpack(args) -> int:
                 load_weights(model, state, str(path))
                 run = Path(args.out) / card.name / key
                 run.mkdir(parents=True, exist_ok=True)
-                print(write_run(card, model, run))
+                print(write_entry(card, model.state_dict(), run))
     return 0
 
 

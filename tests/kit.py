@@ -162,7 +162,7 @@ def make_card(preset: str = "mnist", name: str | None = None, *, model: Mapping[
         fields: top-level keys to replace or add (e.g. ``weights``, ``dataset``, ``metrics``).
 
     Returns:
-        The card, which :func:`write_toml` writes and ``vaezoo.cards.Card.model_validate`` accepts.
+        The card, which :func:`write_toml` writes and ``vaezoo.entries.schema.Card.model_validate`` accepts.
     """
     card = {"license": "MIT", "vaezoo_version": "0.1.0", **PRESETS[preset](name, model)}
     card["train"].update(train or {})
@@ -206,7 +206,7 @@ def save_model_weights(path: Path, card: Mapping[str, Any], seed: int = 0,
     import torch
 
     from vaezoo.assemble import build_model
-    from vaezoo.cards import Card
+    from vaezoo.entries.schema import Card
     from vaezoo.weights import save_weights
 
     torch.manual_seed(seed)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from kit import REPO
-from vaezoo.cards import DataSpec, parse_card
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.schema import DataSpec
 from vaezoo.data.dsprites import dsprites
 from vaezoo.assemble import build_model
 from vaezoo.latents import Gaussian

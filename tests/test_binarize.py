@@ -8,7 +8,8 @@ import torch
 
 from kit import make_card
 from vaezoo.assemble import load_dataset
-from vaezoo.cards import Card, parse_card
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import CHECKPOINT
 from vaezoo.errors import DataError
 from vaezoo.train import train, train_seeds

@@ -12,7 +12,7 @@ import torch
 
 import vaezoo
 from kit import make_card, write_card, write_entry
-from vaezoo.cards import AmbiguousNameWarning, card_reference, discover, get_card
+from vaezoo.entries.catalog import AmbiguousNameWarning, card_reference, discover, get_card
 from vaezoo.cli import main
 from vaezoo.errors import CardError, DeviceError, UnknownNameError
 

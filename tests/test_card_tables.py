@@ -11,7 +11,8 @@ from kit import cli, make_card, write_card, write_toml
 
 import vaezoo
 from vaezoo import assemble
-from vaezoo.cards import OPTIMIZER_OPTIONS, SEED_LIMIT, Card, parse_card, scan
+from vaezoo.entries.catalog import parse_card, scan
+from vaezoo.entries.schema import OPTIMIZER_OPTIONS, SEED_LIMIT, Card
 from vaezoo.errors import CardError, DataError
 
 

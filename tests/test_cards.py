@@ -10,8 +10,9 @@ from pydantic import ValidationError
 
 import vaezoo
 from kit import GAUSSIAN_MLP_RGB, make_card, write_card, write_toml
-from vaezoo.cards import (Card, CardWarning, SkippedCard, discover, get_card, parse_card, scan,
-                          write_card as write_card_toml)
+from vaezoo.entries.catalog import CardWarning, SkippedCard, discover, get_card, parse_card, scan
+from vaezoo.entries.entry import write_card as write_card_toml
+from vaezoo.entries.schema import Card
 from vaezoo.errors import CardError, UnknownNameError
 
 SHA = "ab" * 32

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kit import cli, make_card, run_python, run_vaezoo, write_card, write_entry
-from vaezoo.cards import get_card
+from vaezoo.entries.catalog import get_card
 
 LONG_NAME = "toy-a-long-name-joint-tc-capacity-seed-10"
 METRIC = {"value": 0.8873, "command": "vaezoo eval toy --check", "vaezoo_version": "0.1.0"}

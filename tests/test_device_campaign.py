@@ -11,7 +11,7 @@ import torch
 
 import vaezoo
 from kit import REPO, child_env, make_card, run_python, write_toml
-from vaezoo.cards import parse_card
+from vaezoo.entries.catalog import parse_card
 
 SCRIPT = str(REPO / "benchmarks" / "device_campaign.py")
 

@@ -23,7 +23,7 @@ def free_port() -> int:
 
 def train_as_rank(rank: int, world: int, port: int, card: dict, tmp) -> None:
     """One process of a DDP run (what torchrun sets up), each rank with its own --out to see who writes."""
-    from vaezoo.cards import Card
+    from vaezoo.entries.schema import Card
     from vaezoo.train import train
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),

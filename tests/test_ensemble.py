@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from kit import make_card, write_toml
-from vaezoo.cards import Card, parse_card
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import CHECKPOINT
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset

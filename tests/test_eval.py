@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kit import MNIST_ROOT, REPO, make_card, require_shared, write_toml
-from vaezoo.cards import Metric
+from vaezoo.entries.schema import Metric
 from vaezoo.hub import get_card
 from vaezoo.cli import main
 from vaezoo.errors import CardError, TrainingError
@@ -170,7 +170,7 @@ def test_metrics_option_computes_only_those_and_write_adds_them(tmp_path, capsys
     """``--metrics`` skips the losses, --check compares only what it measured, --write adds to the card."""
     import shutil
 
-    from vaezoo.cards import parse_card
+    from vaezoo.entries.catalog import parse_card
 
     for name in ("vae-mnist.toml", "vae-mnist.safetensors"):
         shutil.copy(REPO / "zoo_cards" / name, tmp_path / name)

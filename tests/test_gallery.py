@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 
 from kit import make_card, write_card, write_entry
-from vaezoo.cards import Card, list_cards, parse_card
+from vaezoo.entries.catalog import list_cards, parse_card
+from vaezoo.entries.schema import Card
 from vaezoo.cli import main
 from vaezoo.gallery import build_gallery
 

@@ -20,11 +20,12 @@ from kit import make_card, run_python, run_vaezoo, weights_entry, write_card, wr
 from hubserver import FakeHub, serve_hub
 from pydantic import ValidationError
 
-from vaezoo.cards import Card, Weights, get_card
+from vaezoo.entries.catalog import get_card
+from vaezoo.entries.schema import Card, Weights
 from vaezoo.cli import main
 from vaezoo.errors import VaezooError, WeightsError
 from vaezoo.hf_card import model_card
-from vaezoo.weights import fetch
+from vaezoo.entries.entry import fetch
 
 REPO_ID = "owner/tiny"
 STAGED = ["tiny.toml", "tiny.safetensors", "config.json", "README.md"]  # what vaezoo push uploads, in order

@@ -10,7 +10,7 @@ from PIL import Image
 
 import vaezoo
 from vaezoo.assemble import build_part, card_dataset, data_info, load_model
-from vaezoo.cards import get_card, list_cards
+from vaezoo.entries.catalog import get_card, list_cards
 from vaezoo.errors import DtypeError, InputError
 from vaezoo.transforms import ModelInput, for_model
 

@@ -10,7 +10,8 @@ import pytest
 from vaezoo_jointvae.labels import main
 from vaezoo_jointvae.metrics import contingency, match_categories, matched_accuracy
 
-from vaezoo.cards import get_card, write_card
+from vaezoo.entries.catalog import get_card
+from vaezoo.entries.entry import write_card
 
 
 def test_contingency_counts_clusters_against_labels():

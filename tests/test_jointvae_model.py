@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from vaezoo.assemble import build_part
-from vaezoo.cards import LabelMatching, get_card
+from vaezoo.entries.catalog import get_card
+from vaezoo.entries.schema import LabelMatching
 from vaezoo.errors import VaezooError
 
 

@@ -17,7 +17,8 @@ import vaezoo
 from kit import install_plugin, make_card, write_toml
 from vaezoo import testing, viz
 from vaezoo.assemble import build_model
-from vaezoo.cards import Card, parse_card
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.schema import Card
 from vaezoo.cli import main
 from vaezoo.errors import MetricError
 from vaezoo.evaluate import check_metrics, evaluate

@@ -14,7 +14,8 @@ import pytest
 from kit import cli, make_card, write_card, write_entry
 
 from vaezoo import locks
-from vaezoo.cards import Metric, parse_card
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.schema import Metric
 from vaezoo.errors import OutputError, VaezooError
 
 

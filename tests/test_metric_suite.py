@@ -18,7 +18,9 @@ import torch
 
 from kit import make_card
 
-from vaezoo.cards import Card, Metric, parse_card, write_card
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.entry import write_card
+from vaezoo.entries.schema import Card, Metric
 from vaezoo.data import DataInfo, ImageDataset
 from vaezoo.errors import VaezooError
 from vaezoo.evaluate import as_metrics

@@ -19,7 +19,8 @@ import torch
 import vaezoo
 from kit import VAE_SPECS, install_plugin
 from vaezoo import plugins, testing
-from vaezoo.cards import Card, discover, parse_card
+from vaezoo.entries.catalog import discover, parse_card
+from vaezoo.entries.schema import Card
 from vaezoo.errors import CardError, UnknownNameError
 from vaezoo.plugins import get_plugins, registry
 

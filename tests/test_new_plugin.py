@@ -13,7 +13,7 @@ import tomllib
 import pytest
 
 from kit import child_env, install_package
-from vaezoo.cards import parse_card
+from vaezoo.entries.catalog import parse_card
 from vaezoo.cli import main
 from vaezoo.cli.new_plugin import KINDS
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from kit import REPO
-from vaezoo.cards import parse_card
+from vaezoo.entries.catalog import parse_card
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ CHECK_INSTALLED = """
 import json, sys
 import vaezoo
 from vaezoo.plugins import get_plugins
-from vaezoo.cards import get_card
+from vaezoo.entries.catalog import get_card
 
 loaded = {}
 for name in vaezoo.list_models():

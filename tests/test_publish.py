@@ -10,7 +10,7 @@ import pytest
 
 import vaezoo
 from kit import make_card, write_entry
-from vaezoo.cards import get_card, parse_card
+from vaezoo.entries.catalog import get_card, parse_card
 from vaezoo.cli import main
 from vaezoo.train import train
 

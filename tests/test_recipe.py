@@ -1,14 +1,14 @@
-"""What decides a run (vaezoo.recipe): one recipe, one fingerprint, one diff, one check for checkpoints and seeds."""
+"""What decides a run (vaezoo.entries.recipe): one recipe, one fingerprint, one diff, one check for checkpoints and seeds."""
 
 from __future__ import annotations
 
 import pytest
 
 from kit import make_card
-from vaezoo.cards import Card
+from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import Checkpoint
 from vaezoo.errors import CardError
-from vaezoo.recipe import ABSENT, RESUMED, SEEDED, Difference, check_recipe, differences, fingerprint, recipe
+from vaezoo.entries.recipe import ABSENT, RESUMED, SEEDED, Difference, check_recipe, differences, fingerprint, recipe
 from vaezoo.seeds import Run
 
 

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 import vaezoo
-from vaezoo.cards import Card, SeedSpread
+from vaezoo.entries.schema import Card, SeedSpread
 from vaezoo.evaluate import as_metrics
 
 RUNS = [{"seed": 0, "value": 0.75}, {"seed": 1, "value": 0.9}, {"seed": 2, "value": 0.8}]

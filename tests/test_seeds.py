@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kit import assert_one_line_error, cli, make_card, refuse_writes, write_card
-from vaezoo.cards import get_card
+from vaezoo.entries.catalog import get_card
 
 WEIGHTS = {"file": "toy.safetensors", "sha256": "ab" * 32, "size": 1234}
 SELECTION = "the recipe's seed, fixed before any run; not chosen by its score"

@@ -18,7 +18,7 @@ import pytest
 
 from kit import cli, install_plugin, make_card, write_card, write_toml
 from vaezoo import progress as progress_module
-from vaezoo.cards import get_card
+from vaezoo.entries.catalog import get_card
 from vaezoo.cli import main
 from vaezoo.progress import progress
 from vaezoo.terminal import printable

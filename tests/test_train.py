@@ -14,7 +14,8 @@ from safetensors import safe_open
 
 import vaezoo
 from kit import entries, make_card, write_toml
-from vaezoo.cards import Card, parse_card, scan
+from vaezoo.entries.catalog import parse_card, scan
+from vaezoo.entries.schema import Card
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
 from vaezoo.errors import CardError, TrainingError

@@ -16,8 +16,9 @@ from torch.overrides import TorchFunctionMode
 from torch.utils.data.distributed import DistributedSampler
 
 from kit import make_card, write_toml
-from vaezoo.cards import Card, parse_card
-from vaezoo.recipe import recipe
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.schema import Card
+from vaezoo.entries.recipe import recipe
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
 from vaezoo.errors import TrainingError

@@ -11,7 +11,7 @@ import torch
 
 import vaezoo
 from kit import make_card, read_metadata, serve_entry, weights_entry, write_card, write_entry
-from vaezoo.cards import get_card
+from vaezoo.entries.catalog import get_card
 from vaezoo.cli import main
 from vaezoo.errors import WeightsError
 from vaezoo.assemble import build_model, load_weights

@@ -6,7 +6,7 @@ import pytest
 
 import vaezoo
 from kit import REPO
-from vaezoo.cards import parse_card
+from vaezoo.entries.catalog import parse_card
 
 RECIPES = sorted(REPO.glob("plugins/*/recipes/*.toml"))
 # a recipe's run records what it cost; the rest of its training table is the recipe's

@@ -28,6 +28,6 @@ def list_models(pattern: str = "*", dataset: str | None = None, architecture: st
         where: ``{field: value}`` filters on the cards' ``model``/``train`` fields, e.g. ``{"beta": "6"}``.
         latent: keep models whose latent has a part of this family, e.g. ``"categorical"``.
     """
-    from vaezoo.cards import list_cards
+    from vaezoo.entries.catalog import list_cards
 
     return [c.name for c in list_cards(pattern, dataset, architecture, where, latent)]

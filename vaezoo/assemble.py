@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from vaezoo.metrics.spec import MetricSpec
 
-    from vaezoo.cards import Card
+    from vaezoo.entries.schema import Card
     from vaezoo.data import DataInfo, ImageDataset
     from vaezoo.model import VAE
 
@@ -205,7 +205,7 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
     if state_dict is not None:
         load_weights(model, state_dict, source or "the given weights")
     elif pretrained:
-        from vaezoo.weights import load_state_dict
+        from vaezoo.entries.entry import load_state_dict
 
         if card.weights is None:
             raise WeightsError(f"card '{card.name}' has no weights; load it with pretrained=False, "

@@ -2,9 +2,9 @@
 
 A checkpoint (``OUT/checkpoint.pt``, read with ``weights_only``) holds the model, the optimiser, the
 step and the RNG states at the start of that step (every rank's under DDP), and the card's recipe
-(:func:`vaezoo.recipe.recipe` less :data:`~vaezoo.recipe.RESUMED`, the fields a resumed run may change) with
+(:func:`vaezoo.entries.recipe.recipe` less :data:`~vaezoo.entries.recipe.RESUMED`, the fields a resumed run may change) with
 its fingerprint. ``--resume`` refuses a checkpoint whose fingerprint is not the card's
-(:func:`~vaezoo.recipe.check_recipe`, re-exported here), naming both cards and the fields that differ.
+(:func:`~vaezoo.entries.recipe.check_recipe`, re-exported here), naming both cards and the fields that differ.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from vaezoo.cards import Card
+from vaezoo.entries.schema import Card
 from vaezoo.errors import TrainingError
 from vaezoo.files import atomic_save
 from vaezoo.limits import check_torch_zip, expanded, load_json
-from vaezoo.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, differences, fingerprint
-from vaezoo.recipe import recipe as card_recipe
+from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, differences, fingerprint
+from vaezoo.entries.recipe import recipe as card_recipe
 
 if TYPE_CHECKING:
     from vaezoo.model import VAE
@@ -47,7 +47,7 @@ class Checkpoint:
         optimizer: the optimiser's state dict.
         rng: the RNG states: ``rng_cpu`` (and ``rng_cuda``) of one process, or ``rng_ranks``, one per rank.
         card: the name of the card the run was started from; None in checkpoints written before vaezoo stored it.
-        recipe: the recipe of that card (:func:`vaezoo.recipe.recipe` less :attr:`leave_out`); None in checkpoints
+        recipe: the recipe of that card (:func:`vaezoo.entries.recipe.recipe` less :attr:`leave_out`); None in checkpoints
             written before vaezoo stored it.
     """
 

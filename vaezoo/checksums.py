@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from vaezoo.errors import WeightsError
 
 if TYPE_CHECKING:
-    from vaezoo.cards import Weights
+    from vaezoo.entries.schema import Weights
 
 CHUNK = 1 << 20
 

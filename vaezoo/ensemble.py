@@ -36,7 +36,7 @@ from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 from torch.overrides import TorchFunctionMode
 
-from vaezoo.cards import Card
+from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
 from vaezoo.errors import TrainingError

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vaezoo.assemble import load_model
-from vaezoo.cards import Card, card_reference
+from vaezoo.entries.catalog import card_reference
+from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import check_model, read_checkpoint
 from vaezoo.errors import CardError
 from vaezoo.evaluate import as_metrics, evaluate

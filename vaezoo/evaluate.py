@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from vaezoo.assemble import card_dataset, data_info, metric
-from vaezoo.cards import Card, Metric
+from vaezoo.entries.schema import Card, Metric
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import MetricError, VaezooError
 from vaezoo.latents import Posterior
@@ -152,7 +152,7 @@ def _share(encoding: EncodingBuilder, evaluation: Evaluation) -> None:
 
 def eval_command(ref: str, data_root=None, metrics: Sequence[str] | None = None) -> str:
     """The ``vaezoo eval`` command that measures ``metrics`` (default: the card's) of the card ``ref`` names,
-    shell-quoted, so that it runs as written (``ref``: see :func:`vaezoo.cards.card_reference`)."""
+    shell-quoted, so that it runs as written (``ref``: see :func:`vaezoo.entries.catalog.card_reference`)."""
     words = ["vaezoo", "eval", ref] + (["--data-root", str(data_root)] if data_root else []) + (
         ["--metrics", ",".join(metrics)] if metrics else [])
     return shlex.join(words)
@@ -173,7 +173,7 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
         results: ``{metric: value}``.
         data_root: the ``--data-root`` they were measured with, if any.
         measured: the metrics ``--metrics`` asked for, if any.
-        ref: how the command names the card (default its name; see :func:`vaezoo.cards.card_reference`).
+        ref: how the command names the card (default its name; see :func:`vaezoo.entries.catalog.card_reference`).
     """
     from vaezoo.version import __version__
     from vaezoo.metrics.provenance import library_versions, metric_parameters

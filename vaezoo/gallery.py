@@ -22,7 +22,8 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from vaezoo.assemble import build_model, card_dataset, load_model
-from vaezoo.cards import Card, list_cards
+from vaezoo.entries.catalog import list_cards
+from vaezoo.entries.schema import Card
 from vaezoo.leaderboard import leaderboard, shared_metrics
 from vaezoo.data import ImageDataset
 from vaezoo.errors import DataError, VaezooError

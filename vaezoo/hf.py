@@ -20,7 +20,8 @@ from pathlib import Path, PurePosixPath
 from types import ModuleType
 from urllib.parse import unquote
 
-from vaezoo.cards import HF_URL, HUB_PREFIX, Card, Weights, parse_card
+from vaezoo.entries.catalog import HUB_PREFIX, parse_card
+from vaezoo.entries.schema import HF_URL, Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
 
 INSTALL = 'pip install "vaezoo[hub]"'
@@ -81,7 +82,7 @@ def load_card(name: str) -> Card:
 
     Only the repository's root ``*.toml`` files are downloaded here; the weights follow when a model loads
     (:func:`repo_file`). A revision that is not a commit hash (a branch, a tag) is resolved to its commit,
-    which the card keeps as its :attr:`~vaezoo.cards.Card.source`. Offline (``HF_HUB_OFFLINE=1``) the cache
+    which the card keeps as its :attr:`~vaezoo.entries.schema.Card.source`. Offline (``HF_HUB_OFFLINE=1``) the cache
     answers, a branch or tag at the commit it last had.
 
     Args:

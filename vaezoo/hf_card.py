@@ -12,7 +12,8 @@ import math
 import re
 from typing import Any
 
-from vaezoo.cards import HUB_PREFIX, Card
+from vaezoo.entries.catalog import HUB_PREFIX
+from vaezoo.entries.schema import Card
 from vaezoo.errors import OutputError
 from vaezoo.hf import INSTALL, hub
 

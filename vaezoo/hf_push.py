@@ -3,21 +3,22 @@ or the whole zoo, one repository per entry, gathered in a Hub collection."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.cards import Card, Weights, write_card
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.entry import fetch_verified, write_entry
+from vaezoo.entries.schema import Card
 from vaezoo.errors import OutputError, WeightsError
 from vaezoo.files import atomic_write
 from vaezoo.hf import hub, translated
 from vaezoo.hf_card import hub_config, model_card
-from vaezoo.weights import fetch_verified
 
 if TYPE_CHECKING:
+    import torch
     from huggingface_hub import CommitInfo
 
 COLLECTION_FILE = "collection.json"
@@ -46,30 +47,29 @@ def stage(card: Card, repo_id: str, folder: Path) -> list[Path]:
     return write_folder(card, data, folder, repo_id)
 
 
-def write_folder(card: Card, data: bytes, folder: Path, repo_id: str | None = None) -> list[Path]:
-    """Write a model's Hub folder: ``NAME.toml`` naming ``NAME.safetensors`` (``data``) beside it, with its sha256
-    and size, then ``config.json`` and ``README.md``. The folder is a card folder: ``vaezoo.load(folder)`` loads it.
+def write_folder(card: Card, data: bytes | Mapping[str, torch.Tensor], folder: Path,
+                 repo_id: str | None = None) -> list[Path]:
+    """Write a model's Hub folder: the entry (``NAME.toml`` naming ``NAME.safetensors`` beside it, with its sha256
+    and size: :func:`vaezoo.entries.entry.write_entry`), then ``config.json`` and ``README.md``. The folder is a
+    card folder: ``vaezoo.load(folder)`` loads it.
 
     Args:
         card: the card; its ``weights`` entry is replaced by the file written here.
-        data: the safetensors file's bytes.
+        data: the safetensors file's bytes, or a state dict to write as one.
         folder: where the files go; created if needed.
         repo_id: ``OWNER/REPO``, for the README's usage lines (None: a placeholder).
 
     Returns:
         The files written: card, weights, config.json, README.md.
     """
-    weights = folder / f"{card.name}.safetensors"
-    written = card.model_copy(update={"weights": Weights(file=weights.name, sha256=hashlib.sha256(data).hexdigest(),
-                                                         size=len(data))})
-    card_file, config, readme = folder / f"{card.name}.toml", folder / "config.json", folder / "README.md"
-    write_card(written, card_file)
-    atomic_write(weights, data)
+    card_file = write_entry(card, data, folder)
+    written = parse_card(card_file)
+    config, readme = folder / "config.json", folder / "README.md"
     facts = hub_config(written)
     atomic_write(config, (json.dumps(facts, indent=2) + "\n").encode())
     described = written.model_copy(update={"latent": written.latent or facts["latent"]["layout"]})  # the README's
     atomic_write(readme, model_card(described, repo_id).encode())
-    return [card_file, weights, config, readme]
+    return [card_file, card_file.with_suffix(".safetensors"), config, readme]
 
 
 def stage_collection(cards: Iterable[Card], owner: str, folder: Path) -> list[Path]:

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from vaezoo.assemble import build_model as _build_model
 from vaezoo.assemble import load_model
-from vaezoo.cards import HUB_PREFIX, Card
-from vaezoo.cards import get_card as card_by_name_or_path
+from vaezoo.entries.catalog import HUB_PREFIX
+from vaezoo.entries.catalog import get_card as card_by_name_or_path
+from vaezoo.entries.schema import Card
 
 if TYPE_CHECKING:
     import torch
@@ -45,7 +46,7 @@ def build_model(card: Card | str | Path, device: str | torch.device | None = Non
     """Build the model a card describes, with freshly initialised weights.
 
     Args:
-        card: a :class:`~vaezoo.cards.Card`, a zoo name, a card's TOML file or a folder holding one card.
+        card: a :class:`~vaezoo.entries.schema.Card`, a zoo name, a card's TOML file or a folder holding one card.
         device: where to put the model (``"cpu"``, ``"cuda"``, ...).
         dtype: floating-point type of the parameters.
 
@@ -71,7 +72,7 @@ def load(name: str | Path, device: str | torch.device | None = None, dtype: torc
         The :class:`~vaezoo.model.VAE`, with its card as ``model.card``.
 
     Raises:
-        UnknownNameError, CardError: as :func:`vaezoo.cards.get_card`.
+        UnknownNameError, CardError: as :func:`vaezoo.entries.catalog.get_card`.
         DeviceError: ``device`` is not one this machine has (``"cuda"`` on a machine without a GPU).
         DtypeError: ``dtype`` is not one of those four (``torch.complex64``, an integer type).
         WeightsError: the card has no weights, or its file is missing or fails its sha256.

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from vaezoo.cards import Card
+from vaezoo.entries.schema import Card
 from vaezoo.errors import UnknownNameError
 
 
@@ -43,7 +43,7 @@ def leaderboard(cards: Iterable[Card], metrics: Sequence[str]) -> list[Row]:
     card without a value, or with NaN, after those with one.
 
     Args:
-        cards: the cards to rank, e.g. :func:`vaezoo.cards.list_cards`.
+        cards: the cards to rank, e.g. :func:`vaezoo.entries.catalog.list_cards`.
         metrics: metric names, as on the cards (``mig_chen``, ``dci_disentanglement``, ``cluster_accuracy``).
 
     Returns:

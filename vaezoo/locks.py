@@ -25,7 +25,7 @@ from vaezoo.errors import OutputError, VaezooError
 from vaezoo.terminal import printable
 
 if TYPE_CHECKING:
-    from vaezoo.cards import Card
+    from vaezoo.entries.schema import Card
 
 RUN_LOCK = ".vaezoo.lock"
 """The lock file of a run folder."""
@@ -189,7 +189,8 @@ def update_card(path: Path, change: Callable[[Card], Card]) -> Card:
     Returns:
         The card written.
     """
-    from vaezoo.cards import parse_card, write_card
+    from vaezoo.entries.catalog import parse_card
+    from vaezoo.entries.entry import write_card
 
     with card_lock(path):
         card = change(parse_card(Path(path)))

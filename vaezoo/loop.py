@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from vaezoo.assemble import load_weights
-from vaezoo.cards import Card, TrainRecipe
+from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.checkpoints import check_recipe, read_checkpoint, remove_temporaries, restore_rng
 from vaezoo.data import ImageDataset
 from vaezoo.errors import TrainingError

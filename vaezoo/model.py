@@ -18,7 +18,7 @@ from vaezoo.transforms import for_model
 
 if TYPE_CHECKING:
 
-    from vaezoo.cards import Card, LabelMatching
+    from vaezoo.entries.schema import Card, LabelMatching
 
 
 @dataclass
@@ -176,7 +176,7 @@ class VAE(nn.Module):
 
         Args:
             card: the model's card (its dataset and name).
-            ref: how a command names the card (:func:`vaezoo.cards.card_reference`), for the matching's command.
+            ref: how a command names the card (:func:`vaezoo.entries.catalog.card_reference`), for the matching's command.
             data_root: where the dataset lives.
             device: where to run.
         """

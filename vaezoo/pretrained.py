@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.cards import HUB_PREFIX, Card
+from vaezoo.entries.catalog import HUB_PREFIX
+from vaezoo.entries.schema import Card
 from vaezoo.errors import OutputError
 
 if TYPE_CHECKING:
@@ -55,9 +56,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     data = _card_weights(card, model)
     if data is None:
         card = card.model_copy(update={"metrics": {}, "labels": None, "headline": None})
-        data = _serialised(card, model)
-    folder.mkdir(parents=True, exist_ok=True)
-    return write_folder(card, data, folder, repo_id)
+    return write_folder(card, model.state_dict() if data is None else data, folder, repo_id)
 
 
 def _card_of(model: VAE) -> Card:
@@ -73,7 +72,8 @@ def _card_weights(card: Card, model: VAE) -> bytes | None:
     import torch
 
     from vaezoo.errors import WeightsError
-    from vaezoo.weights import fetch_verified, parse_safetensors
+    from vaezoo.entries.entry import fetch_verified
+    from vaezoo.weights import parse_safetensors
 
     if card.weights is None:
         return None
@@ -85,16 +85,6 @@ def _card_weights(card: Card, model: VAE) -> bytes | None:
     same = stored.keys() == current.keys() and all(
         stored[k].dtype == current[k].dtype and torch.equal(stored[k], current[k].detach().cpu()) for k in stored)
     return data if same else None
-
-
-def _serialised(card: Card, model: VAE) -> bytes:
-    """``model``'s parameters as a safetensors file, ``card`` (without weights) in its header as a run writes it."""
-    from vaezoo.weights import save_weights
-
-    with tempfile.TemporaryDirectory(prefix="vaezoo-save-") as tmp:
-        path = Path(tmp) / "weights.safetensors"
-        save_weights(model.state_dict(), path, {"card": card.model_dump_json(exclude={"weights"})})
-        return path.read_bytes()
 
 
 def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,

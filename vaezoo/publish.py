@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.cards import Card, Weights, card_reference, new_card_name, write_card
+from vaezoo.entries.catalog import card_reference, new_card_name
+from vaezoo.entries.entry import write_entry
+from vaezoo.entries.schema import Card
 from vaezoo.terminal import printable
 
 if TYPE_CHECKING:
@@ -59,7 +61,7 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
     from vaezoo.evaluate import as_metrics, eval_command, evaluate
 
     own = own_card(card, model, name, steps)
-    write_run(own, model, out)  # the run's work is safe before anything is evaluated
+    write_entry(own, model.state_dict(), out)  # the run's work is safe before anything is evaluated
     ref = card_reference(own, out)
 
     def failed(metric: str, exc: Exception) -> None:
@@ -75,7 +77,8 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
                         f"without [labels]"), file=sys.stderr)
     metrics = as_metrics(own, results, data_root, ref=ref)
     headline = own.headline if own.headline in metrics else None
-    return write_run(own.model_copy(update={"metrics": metrics, "labels": labels, "headline": headline}), model, out)
+    return write_entry(own.model_copy(update={"metrics": metrics, "labels": labels, "headline": headline}),
+                       model.state_dict(), out)
 
 
 def own_card(card: Card, model: VAE, name: str, steps: int) -> Card:
@@ -87,21 +90,3 @@ def own_card(card: Card, model: VAE, name: str, steps: int) -> Card:
                                    "vaezoo_version": __version__, "latent": model.latent.describe(),
                                    "parameters": sum(p.numel() for p in model.parameters()),
                                    "metrics": {}, "labels": None, "weights": None})
-
-
-def write_run(card: Card, model: VAE, out: Path) -> Path:
-    """Write ``out/NAME.safetensors`` (``card`` in its header) and ``out/NAME.toml``; return the card's path.
-
-    The folder then loads like a zoo entry; ``vaezoo eval OUT --write`` adds the card's metrics.
-    """
-    from vaezoo.checksums import sha256_of
-    from vaezoo.weights import save_weights
-
-    weights_path = out / f"{card.name}.safetensors"
-    save_weights(model.state_dict(), weights_path, {"card": card.model_dump_json(exclude={"weights"})})
-    card = card.model_copy(update={
-        "weights": Weights(file=weights_path.name, sha256=sha256_of(weights_path), size=weights_path.stat().st_size),
-    })
-    card_path = out / f"{card.name}.toml"
-    write_card(card, card_path)
-    return card_path

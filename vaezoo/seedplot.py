@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from vaezoo.cards import Card
+from vaezoo.entries.schema import Card
 from vaezoo.errors import VaezooError
 
 MARK = "vaezoo seed distribution"  # in every SVG written here: a file vaezoo may overwrite
@@ -94,7 +94,7 @@ def seed_plots(cards: list[Card]) -> list[SeedPlot]:
     """One :class:`SeedPlot` per dataset and metric that at least one card records a seed spread of, in order.
 
     Args:
-        cards: the cards, e.g. :func:`vaezoo.cards.list_cards`; each entry keeps their order within a plot.
+        cards: the cards, e.g. :func:`vaezoo.entries.catalog.list_cards`; each entry keeps their order within a plot.
 
     Returns:
         The plots, by dataset then metric name; an entry whose runs are all non-finite is left out.

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from vaezoo.cards import Card, SeedRun, SeedSpread, get_card
+from vaezoo.entries.catalog import get_card
+from vaezoo.entries.schema import Card, SeedRun, SeedSpread
 from vaezoo.errors import CardError
-from vaezoo.recipe import ABSENT, SEEDED, Difference, check_recipe, differences, recipe
+from vaezoo.entries.recipe import ABSENT, SEEDED, Difference, check_recipe, differences, recipe
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class Run:
 
     @property
     def recipe(self) -> dict[str, Any]:
-        """The recipe of its card, the seed aside (:func:`vaezoo.recipe.recipe` less :attr:`leave_out`)."""
+        """The recipe of its card, the seed aside (:func:`vaezoo.entries.recipe.recipe` less :attr:`leave_out`)."""
         return recipe(self.card, self.leave_out)
 
     def refusal(self, card: Card, found: list[Difference]) -> CardError:
@@ -78,7 +79,7 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
 
     Raises:
         CardError: a path holds no usable card, two runs share a seed (the message names both), or a run's
-            recipe differs from the card's (:func:`vaezoo.recipe.check_recipe`).
+            recipe differs from the card's (:func:`vaezoo.entries.recipe.check_recipe`).
     """
     runs = [Run(f"card {card.name}", card)]
     for path in paths:
@@ -169,7 +170,7 @@ def seed_runs(runs: Sequence[Run], metric: str) -> list[SeedRun]:
 
 
 def spread(runs: Sequence[SeedRun], shipped: int, selection: str, command: str) -> SeedSpread:
-    """A :class:`~vaezoo.cards.SeedSpread` of ``runs``: their number, median, minimum and maximum.
+    """A :class:`~vaezoo.entries.schema.SeedSpread` of ``runs``: their number, median, minimum and maximum.
 
     Args:
         runs: one value per seed.

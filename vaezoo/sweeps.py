@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from vaezoo.cards import Card
+from vaezoo.entries.schema import Card
 from vaezoo.errors import TrainingError
 
 __all__ = ["Sweep", "MemberSpec", "members", "parse_sweep"]

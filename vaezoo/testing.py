@@ -36,7 +36,8 @@ from torch import Tensor
 
 from vaezoo.assemble import build_model, card_dataset, data_info
 from vaezoo.assemble import build_part as build
-from vaezoo.cards import Card, list_cards, parse_card
+from vaezoo.entries.catalog import list_cards, parse_card
+from vaezoo.entries.schema import Card
 from vaezoo.context import FACTS
 from vaezoo.hub import get_card
 from vaezoo.latents import LatentFamily, Posterior
@@ -515,7 +516,7 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
     in the cache (nothing is downloaded).
 
     Args:
-        card: a :class:`~vaezoo.cards.Card`, a zoo name, the path of its TOML file or a folder holding it.
+        card: a :class:`~vaezoo.entries.schema.Card`, a zoo name, the path of its TOML file or a folder holding it.
         batch: the batch size to test with.
         seed: seed of the random inputs.
         pretrained: load and check the card's weights when it has them.
@@ -525,7 +526,8 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
     """
     from vaezoo.assemble import load_weights
     from vaezoo.checksums import read_verified
-    from vaezoo.weights import cached_path, local_path, parse_safetensors
+    from vaezoo.entries.entry import weights_file
+    from vaezoo.weights import parse_safetensors
 
     if not isinstance(card, Card):
         with _running(f"card {card}", "validating"):
@@ -543,13 +545,10 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
     check_model(model, batch=batch, seed=seed, step=card.train.steps or 0, subject=subject)
     if not pretrained or card.weights is None:
         return model
-    if card.weights.file is not None:
-        with _running(subject, "finding its weights"):
-            path = local_path(card)
-    else:
-        path = cached_path(card.weights)
-        if not path.exists():
-            return model
+    with _running(subject, "finding its weights"):
+        path = weights_file(card)
+    if path is None:  # at a URL, not downloaded
+        return model
     with _running(subject, "verifying its weights"):  # load_weights refuses NaN and infinite values
         data = read_verified(path, card.weights)
         load_weights(model, parse_safetensors(data, path), f"weights of '{card.name}'")
@@ -583,7 +582,7 @@ def check_training(card: Card | str | Path, steps: int = TRIAL_STEPS, seed: int 
     to the trained weights. The lines ``vaezoo train`` printed are quoted when something fails.
 
     Args:
-        card: a :class:`~vaezoo.cards.Card`, a zoo name, the path of its TOML file or a folder holding it.
+        card: a :class:`~vaezoo.entries.schema.Card`, a zoo name, the path of its TOML file or a folder holding it.
         steps: training steps.
         seed: the run's seed.
         metrics: the registered metrics to measure (default: the card's ``eval_metrics``).
@@ -599,8 +598,8 @@ def check_training(card: Card | str | Path, steps: int = TRIAL_STEPS, seed: int 
 
 def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[str] | None, data=None) -> VAE:
     """:func:`check_training`, naming what is checked as ``subject`` in messages; ``data`` (a
-    :class:`~vaezoo.cards.DataSpec`) trains on that dataset instead, one epoch."""
-    from vaezoo.cards import DataSpec
+    :class:`~vaezoo.entries.schema.DataSpec`) trains on that dataset instead, one epoch."""
+    from vaezoo.entries.schema import DataSpec
     from vaezoo.evaluate import check_metrics
 
     with _running(subject, "describing its dataset"):
@@ -680,7 +679,7 @@ def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
         options: the dataset's options, as a card's ``[train.data]`` gives them.
     """
     from vaezoo.assemble import load_dataset
-    from vaezoo.cards import DataSpec
+    from vaezoo.entries.schema import DataSpec
 
     subject = _owner("dataset", name)
     for split in ("train", "test"):
@@ -708,7 +707,7 @@ def _train_part(subject: str, architecture: str, model: Mapping[str, Any], seed:
                 channels: int = 1, data=None) -> None:
     """:func:`check_training` of ``architecture`` built with ``model``, measuring every registered metric it
     can serve; the facts of the data are the synthetic dataset's, at ``image_size`` and ``channels``, or
-    ``data``'s (a :class:`~vaezoo.cards.DataSpec`), which it then trains on."""
+    ``data``'s (a :class:`~vaezoo.entries.schema.DataSpec`), which it then trains on."""
     from vaezoo.version import __version__
     from vaezoo.evaluate import check_metrics
     from vaezoo.errors import VaezooError

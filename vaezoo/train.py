@@ -27,7 +27,7 @@ import torch.distributed as dist
 from pydantic import ValidationError
 
 from vaezoo.assemble import build_model, load_dataset
-from vaezoo.cards import Card, TrainRecipe
+from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.checkpoints import CHECKPOINT
 from vaezoo.ensemble import fit_ensemble
 from vaezoo.errors import TrainingError

@@ -1,6 +1,7 @@
-"""Weights: resolve a card's file or URL, download into the cache, verify sha256, load, save.
+"""Weights files: download one from a URL into the cache, verified by sha256; read and write safetensors.
 
-vaezoo reads safetensors only and never unpickles a file it downloaded or found.
+vaezoo reads safetensors only and never unpickles a file it downloaded or found. Which file a card names, and
+where it is, is :mod:`vaezoo.entries.entry`'s.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlparse
 
-from vaezoo.checksums import read_verified, verify
+from vaezoo.checksums import verify
 from vaezoo.errors import OutputError, WeightsError
 from vaezoo.files import FULL, atomic_save, folder_problem
 from vaezoo.terminal import printable
@@ -28,7 +29,7 @@ from vaezoo.terminal import printable
 if TYPE_CHECKING:
     import torch
 
-    from vaezoo.cards import Card, Weights
+    from vaezoo.entries.schema import Weights
 
 CHUNK = 1 << 20
 RETRIES = 3
@@ -53,32 +54,6 @@ def cached_path(weights: Weights) -> Path:
     return cache_dir() / f"{weights.sha256}.safetensors"
 
 
-def local_path(card: Card) -> Path:
-    """The weights file beside ``card``; refuses paths that leave the card's directory.
-
-    A card from a Hub repository (``card.source``) has its file in the same repository and commit, in
-    huggingface_hub's cache: it is downloaded there if the cache lacks it.
-    """
-    assert card.weights is not None and card.weights.file is not None and card.path is not None
-    if card.source is not None:
-        from vaezoo.hf import repo_file
-
-        return repo_file(card)
-    directory = card.path.parent.resolve()
-    try:
-        path = (directory / card.weights.file).resolve()
-    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, before Python 3.13
-        raise WeightsError(f"{card.path}: weights file '{card.weights.file}' cannot be resolved ({exc}); "
-                           f"put the card's safetensors file there") from None
-    if directory not in path.parents:
-        raise WeightsError(f"{card.path}: weights file '{card.weights.file}' is outside the card's "
-                           f"directory {directory}; put the weights beside the card")
-    if not path.is_file():
-        raise WeightsError(f"{card.path}: weights file {path} does not exist; run 'vaezoo verify {card.name}' "
-                           f"after restoring it")
-    return path
-
-
 def check_url(url: str) -> None:
     """Allow https anywhere, and http only to the loopback host or when ``VAEZOO_ALLOW_HTTP=1``."""
     parsed = urlparse(url)
@@ -89,21 +64,6 @@ def check_url(url: str) -> None:
         return
     raise WeightsError(f"weights URL '{url}' is not https; vaezoo downloads weights over https only "
                        f"(set VAEZOO_ALLOW_HTTP=1 to allow plain http)")
-
-
-def fetch(card: Card) -> Path:
-    """The verified local copy of ``card``'s weights, downloading them into the cache if needed."""
-    if card.weights is None:
-        raise WeightsError(f"card '{card.name}' has no weights; load it with pretrained=False")
-    if card.weights.file is not None:
-        path = local_path(card)
-        verify(path, card.weights)
-        return path
-    if card.weights.url.startswith("hf://"):
-        from vaezoo.hf import download_url
-
-        return download_url(card.weights)
-    return download(card.weights.url, card.weights)
 
 
 def download(url: str, weights: Weights) -> Path:
@@ -348,22 +308,6 @@ def _download_to(url: str, target: Path, weights: Weights, timeout: float, deadl
                                f"{weights.sha256}; refusing it")
 
     atomic_save(target, write, fix=f"free some space or {CACHE_FIX}")
-
-
-def fetch_verified(card: Card) -> tuple[Path, bytes]:
-    """``card``'s weights file and its contents, whose size and sha256 are the card's; downloaded if needed.
-
-    The bytes returned are the bytes hashed (:func:`vaezoo.checksums.read_verified`): a file replaced after
-    the check is never what is loaded. Parse them, not the path.
-    """
-    path = local_path(card) if card.weights is not None and card.weights.file is not None else fetch(card)
-    return path, read_verified(path, card.weights)
-
-
-def load_state_dict(card: Card, device=None) -> dict[str, torch.Tensor]:
-    """Fetch, verify and read ``card``'s weights as a state dict on ``device``: the bytes verified are parsed."""
-    path, data = fetch_verified(card)
-    return parse_safetensors(data, path, device)
 
 
 def parse_safetensors(data: bytes, source: Path | str, device=None) -> dict[str, torch.Tensor]:

@@ -226,9 +226,9 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
     """
     from vaezoo.version import __version__
     from vaezoo.assemble import build_model, data_info, load_weights, metric_suite
-    from vaezoo.cards import Card, DataSpec, InputSection, Optimizer, TrainRecipe, Weights, write_card
+    from vaezoo.entries.entry import write_entry
     from vaezoo.checksums import sha256_of
-    from vaezoo.weights import save_weights
+    from vaezoo.entries.schema import Card, DataSpec, InputSection, Optimizer, TrainRecipe
 
     if dataset not in SETUPS:
         raise UnknownNameError(f"the original JointVAE code has no setup for dataset '{dataset}'."
@@ -274,14 +274,7 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
         raise WeightsError(f"{exc}; check --dataset ({dataset} means {geometry} input)") from None
     card = card.model_copy(update={"latent": model.latent.describe(),
                                    "parameters": sum(p.numel() for p in model.parameters())})
-    out = Path(out)
-    weights_path = out / f"{card.name}.safetensors"
-    save_weights(model.state_dict(), weights_path, {"card": card.model_dump_json(exclude={"weights", "metrics"})})
-    card = card.model_copy(update={"weights": Weights(file=weights_path.name, sha256=sha256_of(weights_path),
-                                                      size=weights_path.stat().st_size)})
-    card_path = out / f"{card.name}.toml"
-    write_card(card, card_path)
-    return card_path
+    return write_entry(card, model.state_dict(), Path(out))
 
 
 def _summary(dataset: str, setup: OriginalSetup, release: str | None) -> str:

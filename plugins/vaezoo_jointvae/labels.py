@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from vaezoo.hub import get_card
         from vaezoo.version import __version__
-        from vaezoo.cards import LabelMatching, card_reference, write_card
+        from vaezoo.entries.catalog import card_reference
+        from vaezoo.entries.entry import write_card
+        from vaezoo.entries.schema import LabelMatching
 
         card = get_card(args.card)
         part, matching, accuracy = measure_matching(card, args.data_root, args.split, args.device)

@@ -52,7 +52,7 @@ class JointVAE(VAE):
         ``python -m vaezoo_jointvae.labels`` measures it); None when the dataset has no labels."""
         from vaezoo.version import __version__
         from vaezoo.assemble import card_dataset
-        from vaezoo.cards import LabelMatching
+        from vaezoo.entries.schema import LabelMatching
         from vaezoo_jointvae.labels import labels_command, matching_of
 
         dataset = card_dataset(card, data_root, "test")

@@ -14,7 +14,7 @@ from kit import (assert_one_line_error, child_env, cli, install_plugin, make_car
                  weights_entry, write_toml)
 
 import vaezoo
-from vaezoo.cards import CardWarning, card_dirs, discover, scan
+from vaezoo.entries.catalog import CardWarning, card_dirs, discover, scan
 from vaezoo.errors import WeightsError
 from vaezoo.weights import cache_dir
 

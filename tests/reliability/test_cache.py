@@ -31,7 +31,7 @@ def url_card(cards_dir, data_plugin, server):
 @pytest.fixture
 def target(url_card):
     """Where the cache keeps the tiny card's weights."""
-    from vaezoo.cards import get_card
+    from vaezoo.entries.catalog import get_card
 
     return cache_dir() / f"{get_card('tiny-blobs').weights.sha256}.safetensors"
 

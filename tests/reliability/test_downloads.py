@@ -309,7 +309,7 @@ def test_too_many_redirects_are_refused(url_card, server, shape):
 
 def _point_card_at(server, path: str) -> None:
     """Rewrite the tiny card so that its weights URL is ``path`` on ``server``."""
-    from vaezoo.cards import get_card
+    from vaezoo.entries.catalog import get_card
 
     card_path = get_card("tiny-blobs").path
     card_path.write_text(card_path.read_text().replace(server.url(WEIGHTS_PATH), server.url(path)))

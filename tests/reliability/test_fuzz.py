@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 import vaezoo
-from vaezoo.cards import Card, parse_card
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.schema import Card
 from vaezoo.cli import build_parser
 from vaezoo.errors import CardError, VaezooError, WeightsError
 from vaezoo.weights import check_url

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vaezoo.assemble import build_model
-from vaezoo.cards import Card
+from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import check_model, check_recipe, read_checkpoint, write_checkpoint
 from vaezoo.errors import TrainingError
 

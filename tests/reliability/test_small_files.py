@@ -14,7 +14,7 @@ import pytest
 import torch
 from kit import cli, make_card, write_toml
 
-from vaezoo.cards import MAX_CARD_BYTES, parse_card, scan
+from vaezoo.entries.catalog import MAX_CARD_BYTES, parse_card, scan
 from vaezoo.checkpoints import read_checkpoint
 from vaezoo.data.dsprites.official import load_official
 from vaezoo.data.images import read_images

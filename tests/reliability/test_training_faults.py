@@ -25,7 +25,8 @@ import torch
 from kit import (assert_one_line_error, child_env, cli, entries, files_under, make_card, refuse_writes,
                  write_toml)
 
-from vaezoo.cards import Card, parse_card
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.schema import Card
 from vaezoo.errors import TrainingError
 from vaezoo.train import CHECKPOINT, train
 from vaezoo.weights import read_safetensors

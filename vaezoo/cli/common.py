@@ -27,10 +27,10 @@ def names_arg(value: str) -> list[str]:
 
 
 def seed_arg(value: str) -> int:
-    """argparse type of ``--seed``: a whole number in [0, 2^63) (:data:`vaezoo.cards.SEED_LIMIT`)."""
+    """argparse type of ``--seed``: a whole number in [0, 2^63) (:data:`vaezoo.entries.schema.SEED_LIMIT`)."""
     import argparse
 
-    from vaezoo.cards import SEED_LIMIT
+    from vaezoo.entries.schema import SEED_LIMIT
 
     try:
         seed = int(value)

@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
 
 def _card_name(args) -> str:
     """The name the converted card gets: ``--name``, or ``CONVERTER-DATASET-converted``; never a zoo entry's."""
-    from vaezoo.cards import new_card_name
+    from vaezoo.entries.catalog import new_card_name
 
     default = f"{args.converter}-{args.dataset}-converted".lower().replace("_", "-")
     return new_card_name(default if args.name is None else args.name, "the converted card")

@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.cards import list_cards
+    from vaezoo.entries.catalog import list_cards
     from vaezoo.errors import VaezooError
     from vaezoo.leaderboard import leaderboard
 

@@ -53,7 +53,7 @@ def headline(card) -> str:
 
 
 def run(args) -> int:
-    from vaezoo.cards import filter_cards, scan
+    from vaezoo.entries.catalog import filter_cards, scan
 
     where = _where(args.where)
     found = scan()

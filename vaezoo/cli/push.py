@@ -77,7 +77,7 @@ def run(args) -> int:
 
 
 def _stage_zoo(owner: str, folder: Path | None, dry_run: bool) -> int:
-    from vaezoo.cards import list_cards
+    from vaezoo.entries.catalog import list_cards
     from vaezoo.errors import OutputError
     from vaezoo.hf_push import stage_collection
 

@@ -89,7 +89,7 @@ def run(args) -> int:
 
 def _report_metrics(card_path: Path) -> None:
     """Say on stderr what the finished run measured, one line: the completed card's metrics."""
-    from vaezoo.cards import parse_card
+    from vaezoo.entries.catalog import parse_card
 
     metrics = parse_card(card_path).metrics
     shown = ", ".join(f"{name} {metric.value:.4g}" for name, metric in metrics.items()) or "none"

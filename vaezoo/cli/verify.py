@@ -12,35 +12,15 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def check(card) -> tuple[str, str]:
-    """``(status, detail)`` for one card's weights, without downloading anything."""
-    from vaezoo.errors import WeightsError
-    from vaezoo.checksums import verify
-    from vaezoo.weights import cached_path, local_path
-
-    if card.weights is None:
-        return "no weights", ""
-    try:
-        if card.weights.file is not None:
-            path = local_path(card)
-        else:
-            path = cached_path(card.weights)
-            if not path.exists():
-                return "not cached", card.weights.url
-        verify(path, card.weights)
-        return "ok", str(path)
-    except WeightsError as exc:
-        return "FAILED", str(exc)
-
-
 def run(args) -> int:
-    from vaezoo.cards import discover
+    from vaezoo.entries.catalog import discover
+    from vaezoo.entries.entry import verify_entry
     from vaezoo.hub import get_card
 
     cards = [get_card(n) for n in args.names] if args.names else list(discover().values())
     rows = []
     for card in cards:
-        status, detail = check(card)
+        status, detail = verify_entry(card)
         rows.append({"name": card.name, "status": status, "detail": detail})
     failed = sum(r["status"] == "FAILED" for r in rows)
     if args.json:

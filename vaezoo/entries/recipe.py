@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from vaezoo.cards import Card
+    from vaezoo.entries.schema import Card
 
 RECORDS = frozenset({"train.steps", "train.budget", "train.checkpoint_every"})
 """Fields that record how a run went or how often it saved: left out of every recipe."""

@@ -1,11 +1,11 @@
-"""Zoo cards: the one schema module, and card discovery.
+"""The catalog of zoo cards: finding them, listing them and resolving a name or a path to one.
 
-A card is a TOML file describing one pretrained model. Cards live in
-directories contributed by plugins (``vaezoo_card_dirs``) and in any directory
-listed in ``VAEZOO_CARDS_PATH`` (``os.pathsep``-separated). A card that cannot
-be used (it does not parse or validate, or its name is taken) is skipped with a
-:class:`CardWarning`, like a broken plugin; the others keep working. This module
-never imports torch: ``vaezoo list`` reads cards only.
+Cards live in directories contributed by plugins (``vaezoo_card_dirs``) and in any directory listed in
+``VAEZOO_CARDS_PATH`` (``os.pathsep``-separated). A card that cannot be used (it does not parse or validate,
+or its name is taken) is skipped with a :class:`CardWarning`, like a broken plugin; the others keep working.
+A name ``hf-hub:OWNER/REPO[@REVISION]`` (:data:`HUB_PREFIX`) names a card in a Hugging Face Hub repository, which
+:mod:`vaezoo.hf` downloads and reads with :func:`parse_card` (:func:`vaezoo.hub.get_card` takes every kind of
+name). This module never imports torch: ``vaezoo list`` reads cards only.
 """
 
 from __future__ import annotations
@@ -16,340 +16,21 @@ import re
 import stat
 import tomllib
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr, ValidationError, ValidationInfo,
-                      field_validator, model_validator)
+from pydantic import ValidationError
 
+from vaezoo.entries.schema import NAME_PATTERN, Card
 from vaezoo.errors import CardError, UnknownNameError
 from vaezoo.limits import MAX_DEPTH, too_deep
 from vaezoo.registry import close_matches
 
-NAME_PATTERN = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
 HUB_PREFIX = "hf-hub:"  # a card in a Hugging Face Hub repository: hf-hub:OWNER/REPO[@REVISION] (vaezoo.hf)
-# Weights in a Hub repository, as HfFileSystem writes them: hf://OWNER/REPO[@REVISION]/PATH (a '/' in the
-# revision written %2F)
-HF_URL = re.compile(r"hf://(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[^\s/@]+))?/(?P<path>\S+)")
-SEED_LIMIT = 2**63
-"""Seeds are whole numbers in [0, SEED_LIMIT): torch takes seeds below 2^64, and training adds offsets (rank,
-step, epoch) to the recipe's seed."""
 MAX_CARD_BYTES = 4 << 20
 """A card file may not be larger: cards are a few kilobytes, and one is read whole."""
-MAX_IMAGE_SIZE = 1024
-"""The largest ``image_size`` a card's dataset options may ask for."""
-
-
-
-def _seed(value: Any, where: str = "") -> int:
-    if type(value) is not int or not 0 <= value < SEED_LIMIT:
-        raise ValueError(f"{where}{value!r} is not a seed: give a whole number from 0 to 2^63 - 1")
-    return value
-
-
-Seed = Annotated[int, PlainValidator(_seed)]
-"""A card field holding a seed: a whole number in [0, :data:`SEED_LIMIT`)."""
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Weights(_Frozen):
-    """A safetensors file beside the card (``file``) or at an https or ``hf://`` ``url``, with its sha256 and size."""
-
-    file: str | None = None
-    url: str | None = None
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    size: int = Field(gt=0, description="size in bytes")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> Weights:
-        if (self.file is None) == (self.url is None):
-            raise ValueError("give exactly one of 'file' and 'url'")
-        if self.file is not None and not self.file.endswith(".safetensors"):
-            raise ValueError(f"weights file must be a .safetensors file, got '{self.file}'")
-        if self.url is not None and self.url.startswith("hf://") and not HF_URL.fullmatch(self.url):
-            raise ValueError(f"weights URL '{self.url}' is not hf://OWNER/REPO/PATH or hf://OWNER/REPO@REVISION/PATH")
-        return self
-
-
-class DataSpec(_Frozen):
-    """The dataset a recipe trains on and the options its factory takes (e.g. ``image_size``)."""
-
-    name: str
-    options: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("options")
-    @classmethod
-    def _options(cls, options: dict[str, Any]) -> dict[str, Any]:
-        size = options.get("image_size")
-        if size is not None and (type(size) is not int or not 1 <= size <= MAX_IMAGE_SIZE):
-            raise ValueError(f"image_size must be a whole number from 1 to {MAX_IMAGE_SIZE}, got {size!r}")
-        return check_seeds(options, "options")
-
-
-_Unit = Annotated[float, Field(ge=0, lt=1)]
-_NonNegative = Annotated[float, Field(ge=0)]
-
-
-class _OptimizerOptions(BaseModel):
-    """The keyword arguments of a ``torch.optim`` class that a card may set, with their types and ranges."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    weight_decay: _NonNegative = 0.0
-    maximize: bool = False
-
-
-class _AdamOptions(_OptimizerOptions):
-    betas: Annotated[list[_Unit], Field(min_length=2, max_length=2)] = [0.9, 0.999]
-    eps: _NonNegative = 1e-8
-    amsgrad: bool = False
-
-
-class _AdamWOptions(_AdamOptions):
-    weight_decay: _NonNegative = 1e-2
-
-
-class _SGDOptions(_OptimizerOptions):
-    momentum: _NonNegative = 0.0
-    dampening: float = 0.0
-    nesterov: bool = False
-
-    @model_validator(mode="after")
-    def _nesterov(self) -> _SGDOptions:
-        if self.nesterov and (self.momentum <= 0 or self.dampening != 0):
-            raise ValueError("nesterov needs momentum > 0 and dampening 0")
-        return self
-
-
-class _RMSpropOptions(_OptimizerOptions):
-    alpha: _NonNegative = 0.99
-    eps: _NonNegative = 1e-8
-    momentum: _NonNegative = 0.0
-    centered: bool = False
-
-
-OPTIMIZER_OPTIONS: dict[str, type[BaseModel]] = {
-    "Adam": _AdamOptions, "AdamW": _AdamWOptions, "SGD": _SGDOptions, "RMSprop": _RMSpropOptions}
-"""For each optimiser a card may name, the ``torch.optim`` keyword arguments its ``options`` may set."""
-
-
-class Optimizer(_Frozen):
-    """The optimiser: a ``torch.optim`` class name and its keyword arguments (checked: :data:`OPTIMIZER_OPTIONS`)."""
-
-    name: Literal["Adam", "AdamW", "SGD", "RMSprop"] = "Adam"
-    lr: float = Field(gt=0)
-    options: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _options(self) -> Optimizer:
-        allowed = OPTIMIZER_OPTIONS[self.name]
-        try:
-            allowed.model_validate(self.options)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
-            if err["type"] == "extra_forbidden":
-                raise ValueError(f"{self.name} takes no option {where!r}; it takes "
-                                 f"{', '.join(allowed.model_fields)}") from None
-            raise ValueError(f"{self.name} option {where or '(options)'!r}: {err['msg']}") from None
-        return self
-
-
-class TrainRecipe(_Frozen):
-    """How the weights were trained. Regularizer schedules live in the card's ``model`` section."""
-
-    data: DataSpec
-    epochs: int = Field(gt=0)
-    batch_size: int = Field(gt=0)
-    optimizer: Optimizer
-    seed: Seed = 0
-    checkpoint_every: int = Field(default=1000, gt=0, description="steps between checkpoints")
-    budget: str | None = Field(default=None, description="wall time of the run on the stated machine")
-    steps: int | None = Field(default=None, ge=0, description="optimizer steps of the run; written by vaezoo train")
-    precision: Literal["float32", "bf16"] = Field(
-        default="float32", description="bf16: the forward pass under torch.autocast in bfloat16; weights stay float32")
-    compile: bool = Field(default=False, description="run the forward pass through torch.compile")
-
-
-class SeedRun(_Frozen):
-    """One complete run of a card's recipe: its seed and the metric it reached."""
-
-    seed: Seed
-    value: float
-
-
-class SeedSpread(_Frozen):
-    """A metric over every complete run of the card's recipe, one per seed: how much it moves with the seed.
-
-    ``n``, ``median``, ``min`` and ``max`` restate ``runs`` for readers of the TOML; they must agree with it.
-    """
-
-    runs: list[SeedRun] = Field(min_length=1)
-    n: int
-    median: float
-    min: float
-    max: float
-    shipped: Seed = Field(description="the seed whose weights the card ships")
-    selection: str = Field(description="how the shipped seed was chosen")
-    command: str = Field(description="the command that trained and measured each run")
-
-    @model_validator(mode="after")
-    def _summary_matches_runs(self) -> SeedSpread:
-        import statistics
-
-        values = [run.value for run in self.runs]
-        expected = {"n": len(values), "median": statistics.median(values), "min": min(values), "max": max(values)}
-        wrong = [f"{k} is {getattr(self, k)} but the runs give {v:.6g}" for k, v in expected.items()
-                 if abs(getattr(self, k) - v) > 1e-6]
-        if wrong:
-            raise ValueError("; ".join(wrong))
-        if self.shipped not in {run.seed for run in self.runs}:
-            raise ValueError(f"the shipped seed {self.shipped} is not one of the runs")
-        return self
-
-
-class Metric(_Frozen):
-    """A number measured by a command anyone can rerun."""
-
-    value: float
-    command: str
-    vaezoo_version: str
-    note: str | None = None
-    parameters: dict[str, Any] | None = Field(
-        default=None, description="the metric's own settings (points, bins, estimator, seed, ...)")
-    data: dict[str, Any] | None = Field(
-        default=None, description="the options of the recipe's dataset it was measured on, when the recipe sets "
-                                  "any (e.g. binarize)")
-
-    libraries: dict[str, str] | None = Field(
-        default=None, description="versions of the libraries the number depends on, e.g. scikit-learn")
-    seeds: SeedSpread | None = Field(default=None, description="the metric over every seed run with the recipe")
-
-    @field_validator("parameters")
-    @classmethod
-    def _seeded(cls, parameters: dict[str, Any] | None) -> dict[str, Any] | None:
-        return parameters if parameters is None else check_seeds(parameters, "parameters")
-
-
-class InputSection(_Frozen):
-    """How the dataset's images became the model's input (see :mod:`vaezoo.transforms`).
-
-    The input's channels and size are the dataset's (:func:`vaezoo.assemble.data_info`) and its values lie in
-    [0, 1] for every model, so the card states only what the dataset cannot tell.
-    """
-
-    transform: str = Field(description="how the dataset's images were turned into input, in words")
-    interpolation: Literal["nearest", "bilinear", "bicubic", "box", "hamming", "lanczos"] = Field(
-        default="bilinear", description="the PIL filter that resized them; vaezoo.transforms resizes with it")
-
-
-class LabelMatching(_Frozen):
-    """The dataset label each category of a categorical latent part stands for, measured by a command."""
-
-    category_to_label: list[int] = Field(description="category i stands for label category_to_label[i]; -1: none")
-    split: str = Field(description="the dataset split it was measured on")
-    command: str
-    vaezoo_version: str
-
-
-class Card(_Frozen):
-    """A zoo card. ``model`` holds the architecture builder's keyword arguments."""
-
-    name: str = Field(pattern=NAME_PATTERN)
-    architecture: str
-    summary: str
-    dataset: str
-    paper: str
-    license: str
-    vaezoo_version: str
-    model: dict[str, Any]
-    train: TrainRecipe
-    weights: Weights | None = None
-    metrics: dict[str, Metric] = Field(default_factory=dict)
-    eval_metrics: list[str] = Field(default_factory=list, description="registered metrics 'vaezoo eval' computes")
-    headline: str | None = Field(default=None, description="the metric to show in listings")
-    latent: str | None = Field(default=None, description="the latent layout; written by vaezoo train")
-    parameters: int | None = Field(default=None, ge=0, description="parameter count; written by vaezoo train")
-    input: InputSection | None = Field(default=None, description="how dataset images became the model's input")
-    labels: dict[str, LabelMatching] | None = Field(
-        default=None, description="category -> label matching of each categorical part, by part name")
-
-    _path: Path | None = PrivateAttr(default=None)
-    _source: str | None = PrivateAttr(default=None)
-
-    @field_validator("model")
-    @classmethod
-    def _model_table(cls, model: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        if "type" in model:
-            raise ValueError(f"[model] holds type = {model['type']!r}, but a card's architecture is its "
-                             f"'architecture' field ({info.data.get('architecture')!r}); remove 'type' from [model]")
-        return check_seeds(model, "model")
-
-    @property
-    def path(self) -> Path | None:
-        """The TOML file this card was read from, if any."""
-        return self._path
-
-    @property
-    def source(self) -> str | None:
-        """Where a downloaded card comes from (``hf-hub:OWNER/REPO@COMMIT``); None for a local card."""
-        return self._source
-
-    @property
-    def latent_families(self) -> tuple[str, ...]:
-        """The latent families of the card's layout, in order, each once, in lower case: ``("gaussian",
-        "categorical")`` for ``gaussian(6) + categorical(3)`` (a part may be named: ``cont: Gaussian(dim=3)``);
-        empty when the card states no layout."""
-        parts = (part.split("(", 1)[0].rpartition(":")[2].strip().lower() for part in (self.latent or "").split(" + "))
-        return tuple(dict.fromkeys(part for part in parts if part))
-
-    def flat(self) -> dict[str, Any]:
-        """Every leaf of ``model`` and ``train`` by its dotted path, for ``--where`` filters.
-
-        List items are indexed, so a ``vae`` card's ``regularizers[0].beta`` is ``model.regularizers.0.beta``.
-        """
-        out: dict[str, Any] = {}
-
-        def walk(prefix: str, value: Any) -> None:
-            if isinstance(value, dict):
-                for k, v in value.items():
-                    walk(f"{prefix}.{k}", v)
-            elif isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
-                for i, v in enumerate(value):
-                    walk(f"{prefix}.{i}", v)
-            else:
-                out[prefix] = value
-
-        walk("model", self.model)
-        walk("train", self.train.model_dump())
-        return out
-
-
-def check_seeds(table: dict[str, Any], where: str) -> dict[str, Any]:
-    """``table``, refused unless every key named ``seed`` or ``*_seed`` in it (at any depth) holds a seed.
-
-    Raises:
-        ValueError: naming the dotted path of the first value that is not a whole number in [0, 2^63).
-    """
-    for path, value in _seeds(table, where):
-        _seed(value, f"{path} = ")
-    return table
-
-
-def _seeds(value: Any, path: str) -> Iterator[tuple[str, Any]]:
-    """``(dotted path, value)`` of every key named ``seed`` or ``*_seed`` in the nested tables of ``value``."""
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        where = f"{path}.{key}"
-        if isinstance(key, str) and (key == "seed" or key.endswith("_seed")):
-            yield where, item
-        else:
-            yield from _seeds(item, where)
 
 
 class CardWarning(UserWarning):
@@ -678,15 +359,6 @@ def _same_file(card_file: Path, where: Path) -> bool:
     """Whether ``where`` (a card file, or the folder holding it) is ``card_file``."""
     where = where / card_file.name if where.is_dir() else where
     return where.resolve() == card_file.resolve()
-
-
-def write_card(card: Card, path: Path) -> None:
-    """Write ``card`` as TOML to ``path`` atomically."""
-    import tomli_w
-
-    from vaezoo.files import atomic_write
-
-    atomic_write(path, tomli_w.dumps(card.model_dump(exclude_none=True)).encode())
 
 
 def new_card_name(name: str, made: str, shown: str = "") -> str:

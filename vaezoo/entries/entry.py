@@ -1,0 +1,148 @@
+"""A zoo entry on disk: a card and the safetensors file it names. Writing one, finding its weights, verifying them.
+
+An entry's folder holds ``NAME.toml`` and, beside it, ``NAME.safetensors``, or the card names its weights at a URL
+and they are downloaded into the cache (:func:`vaezoo.weights.cached_path`). Every writer of an entry (a run's
+publication, a conversion, a Hub folder, ``save_pretrained``) goes through :func:`write_entry`; every reader of
+one finds its weights through :func:`weights_file` or :func:`fetch_verified`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vaezoo.checksums import read_verified, verify
+from vaezoo.entries.schema import Card, Weights
+from vaezoo.errors import WeightsError
+from vaezoo.files import atomic_write
+from vaezoo.weights import cached_path, download, parse_safetensors, save_weights
+
+if TYPE_CHECKING:
+    import torch
+
+
+def write_card(card: Card, path: Path) -> None:
+    """Write ``card`` as TOML to ``path`` atomically."""
+    import tomli_w
+
+    atomic_write(path, tomli_w.dumps(card.model_dump(exclude_none=True)).encode())
+
+
+def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder: Path) -> Path:
+    """Write ``folder/NAME.safetensors``, then ``folder/NAME.toml`` naming it with its sha256 and size.
+
+    The weights go first, so a card never names a file that is not complete. The folder then loads like a zoo
+    entry (``vaezoo.load(folder)``).
+
+    Args:
+        card: the card; its ``weights`` entry is replaced by the file written here.
+        weights: a state dict (written with the card, less its weights, in the safetensors header), or the bytes
+            of a safetensors file already made (written as they are).
+        folder: where the two files go; created if needed.
+
+    Returns:
+        The card file's path.
+    """
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    path = Path(folder) / f"{card.name}.safetensors"
+    if isinstance(weights, bytes):
+        atomic_write(path, weights)
+        digest, size = hashlib.sha256(weights).hexdigest(), len(weights)
+    else:
+        save_weights(weights, path, {"card": card.model_dump_json(exclude={"weights"})})
+        data = path.read_bytes()
+        digest, size = hashlib.sha256(data).hexdigest(), len(data)
+    card_path = path.with_suffix(".toml")
+    write_card(card.model_copy(update={"weights": Weights(file=path.name, sha256=digest, size=size)}), card_path)
+    return card_path
+
+
+def local_path(card: Card) -> Path:
+    """The weights file beside ``card``; refuses paths that leave the card's directory.
+
+    A card from a Hub repository (``card.source``) has its file in the same repository and commit, in
+    huggingface_hub's cache: it is downloaded there if the cache lacks it.
+    """
+    assert card.weights is not None and card.weights.file is not None and card.path is not None
+    if card.source is not None:
+        from vaezoo.hf import repo_file
+
+        return repo_file(card)
+    directory = card.path.parent.resolve()
+    try:
+        path = (directory / card.weights.file).resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, before Python 3.13
+        raise WeightsError(f"{card.path}: weights file '{card.weights.file}' cannot be resolved ({exc}); "
+                           f"put the card's safetensors file there") from None
+    if directory not in path.parents:
+        raise WeightsError(f"{card.path}: weights file '{card.weights.file}' is outside the card's "
+                           f"directory {directory}; put the weights beside the card")
+    if not path.is_file():
+        raise WeightsError(f"{card.path}: weights file {path} does not exist; run 'vaezoo verify {card.name}' "
+                           f"after restoring it")
+    return path
+
+
+def weights_file(card: Card) -> Path | None:
+    """Where ``card``'s weights are on this machine, without downloading anything: the file beside the card, or
+    the download cache's copy of its URL; None when the card has no weights or they are not downloaded yet.
+
+    Raises:
+        WeightsError: the card names a file beside it that is missing or outside its folder.
+    """
+    if card.weights is None:
+        return None
+    if card.weights.file is not None:
+        return local_path(card)
+    path = cached_path(card.weights)
+    return path if path.exists() else None
+
+
+def verify_entry(card: Card) -> tuple[str, str]:
+    """Whether ``card``'s weights are what it states, without downloading anything.
+
+    Returns:
+        ``(status, detail)``: ``("ok", path)``; ``("FAILED", why)``; ``("no weights", "")``; or ``("not cached",
+        url)`` for weights at a URL not downloaded yet.
+    """
+    try:
+        path = weights_file(card)
+        if path is None:
+            return ("no weights", "") if card.weights is None else ("not cached", card.weights.url)
+        verify(path, card.weights)
+        return "ok", str(path)
+    except WeightsError as exc:
+        return "FAILED", str(exc)
+
+
+def fetch(card: Card) -> Path:
+    """The verified local copy of ``card``'s weights, downloading them into the cache if needed."""
+    if card.weights is None:
+        raise WeightsError(f"card '{card.name}' has no weights; load it with pretrained=False")
+    if card.weights.file is not None:
+        path = local_path(card)
+        verify(path, card.weights)
+        return path
+    if card.weights.url.startswith("hf://"):
+        from vaezoo.hf import download_url
+
+        return download_url(card.weights)
+    return download(card.weights.url, card.weights)
+
+
+def fetch_verified(card: Card) -> tuple[Path, bytes]:
+    """``card``'s weights file and its contents, whose size and sha256 are the card's; downloaded if needed.
+
+    The bytes returned are the bytes hashed (:func:`vaezoo.checksums.read_verified`): a file replaced after
+    the check is never what is loaded. Parse them, not the path.
+    """
+    path = local_path(card) if card.weights is not None and card.weights.file is not None else fetch(card)
+    return path, read_verified(path, card.weights)
+
+
+def load_state_dict(card: Card, device=None) -> dict[str, torch.Tensor]:
+    """Fetch, verify and read ``card``'s weights as a state dict on ``device``: the bytes verified are parsed."""
+    path, data = fetch_verified(card)
+    return parse_safetensors(data, path, device)
