@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 
 import pytest
 from pydantic import ValidationError
 
 import vaezoo
-from kit import GAUSSIAN_MLP_RGB, make_card, write_card, write_toml
+from kit import GAUSSIAN_MLP_RGB, install_plugin, make_card, write_card, write_toml
 from vaezoo.entries.catalog import CardWarning, SkippedCard, discover, get_card, parse_card, scan
 from vaezoo.entries.entry import write_card as write_card_toml
 from vaezoo.entries.schema import Card
@@ -138,3 +139,37 @@ def test_unknown_name_lists_close_matches(cards):
     with pytest.raises(UnknownNameError, match="no zoo card named 'toy-mnst'. Did you mean 'toy-mnist'"):
         get_card("toy-mnst")
     assert get_card("toy-mnist").name == "toy-mnist"
+
+
+SECTION_PLUGIN = """
+from pydantic import BaseModel, ConfigDict
+
+from vaezoo.hookspecs import hookimpl
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lab: str
+    gpus: int
+
+
+@hookimpl
+def vaezoo_register_card_sections(register):
+    register("provenance", Provenance)
+"""
+
+
+def test_a_plugins_card_section_is_validated_kept_and_written_back_at_the_top_level(site, cards_dir, tmp_path):
+    path = write_card(cards_dir, make_card(name="toy-lab", provenance={"lab": "here", "gpus": 2}))
+    with pytest.warns(CardWarning, match=r"toy-lab.toml skipped: field '\(card\)': Value error, \[provenance\] is no "
+                                         r"card field, and no loaded plugin registers a card section of that name"):
+        assert "toy-lab" not in discover()
+    install_plugin(site, "lab", SECTION_PLUGIN)
+    card = get_card("toy-lab")
+    assert type(card.sections["provenance"]).__name__ == "Provenance" and card.sections["provenance"].gpus == 2
+    write_card_toml(card, tmp_path / "again.toml")
+    assert tomllib.loads((tmp_path / "again.toml").read_text())["provenance"] == {"lab": "here", "gpus": 2}
+    write_card(cards_dir, make_card(name="toy-bad-lab", provenance={"lab": "here", "gpus": "two"}))
+    with pytest.warns(CardWarning, match=r"toy-bad-lab.toml skipped: .*gpus"):
+        assert "toy-lab" in discover() and "toy-bad-lab" not in discover()
+    assert path.exists()

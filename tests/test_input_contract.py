@@ -13,6 +13,7 @@ from vaezoo.assemble import build_part, card_dataset, data_info, load_model
 from vaezoo.entries.catalog import get_card, list_cards
 from vaezoo.errors import DtypeError, InputError
 from vaezoo.transforms import ModelInput, for_model
+from vaezoo_jointvae.sections import card_labels
 
 from kit import MNIST_ROOT, require_shared
 
@@ -202,7 +203,7 @@ def test_predicted_digits_are_as_accurate_as_the_cards_cluster_accuracy(name, ra
     labels = model.predict_label(model.preprocess(raw_mnist_test.data.unsqueeze(1)))
     accuracy = (labels == raw_mnist_test.targets).double().mean().item()
     assert accuracy == pytest.approx(card.metrics["cluster_accuracy"].value, abs=5e-5)  # the card keeps 4 digits
-    assert sorted(card.labels["discrete0"].category_to_label) == list(range(10))
+    assert sorted(card_labels(card)["discrete0"].category_to_label) == list(range(10))
 
 
 # --- dtypes -------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import tomllib
 import numpy as np
 import pytest
 from vaezoo_jointvae.labels import main
+from vaezoo_jointvae.sections import card_labels
 from vaezoo_jointvae.metrics import contingency, match_categories, matched_accuracy
 
 from vaezoo.entries.catalog import get_card
@@ -52,7 +53,7 @@ def test_the_matching_is_the_best_one_to_one_assignment(seed):
 def test_the_labels_command_writes_the_matching_that_the_zoo_card_holds(mnist_root, tmp_path, capsys):
     zoo = get_card("jointvae-original-mnist")
     card = tmp_path / "mine.toml"
-    write_card(zoo.model_copy(update={"name": "mine", "labels": None}), card)
+    write_card(zoo.model_copy(update={"name": "mine", "sections": {}}), card)
     shutil.copy(zoo.path.parent / zoo.weights.file, tmp_path / zoo.weights.file)
     assert main([str(card), "--data-root", str(mnist_root)]) == 0
     assert "labels" not in tomllib.loads(card.read_text())  # without --write the card is left alone
@@ -60,12 +61,12 @@ def test_the_labels_command_writes_the_matching_that_the_zoo_card_holds(mnist_ro
     out = capsys.readouterr().out
     assert f"accuracy on test {zoo.metrics['cluster_accuracy'].value:.4f}" in out
     written = get_card(card)
-    assert written.labels["discrete0"].category_to_label == zoo.labels["discrete0"].category_to_label
+    assert card_labels(written)["discrete0"].category_to_label == card_labels(zoo)["discrete0"].category_to_label
     # "mine" is no zoo name: the command names the card by its path, so that it runs as written
-    assert written.labels["discrete0"].command == shlex.join(
+    assert card_labels(written)["discrete0"].command == shlex.join(
         ["python", "-m", "vaezoo_jointvae.labels", str(card), "--data-root", str(mnist_root)])
-    assert written.model_dump(exclude={"labels"}) == zoo.model_copy(update={"name": "mine"}).model_dump(
-        exclude={"labels"})
+    assert written.model_dump(exclude={"sections"}) == zoo.model_copy(update={"name": "mine"}).model_dump(
+        exclude={"sections"})
 
 
 def test_the_labels_command_reports_a_bad_card_in_one_line(tmp_path, capsys):

@@ -8,8 +8,8 @@ from torch import nn
 
 from vaezoo.assemble import build_part
 from vaezoo.entries.catalog import get_card
-from vaezoo.entries.schema import LabelMatching
 from vaezoo.errors import VaezooError
+from vaezoo_jointvae.sections import LabelMatching, Labels
 
 
 @pytest.mark.parametrize("image_size, channels", [(32, 1), (64, 3)])
@@ -37,7 +37,7 @@ def tiny():
 
 def with_labels(model, labels):
     """``model`` carrying a copy of the jointvae-mnist card whose ``[labels]`` is ``labels``."""
-    model.card = get_card("jointvae-mnist").model_copy(update={"labels": labels})
+    model.card = get_card("jointvae-mnist").model_copy(update={"sections": {"labels": Labels(labels)} if labels else {}})
     return model
 
 

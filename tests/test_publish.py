@@ -13,6 +13,7 @@ from kit import make_card, write_entry
 from vaezoo.entries.catalog import get_card, parse_card
 from vaezoo.cli import main
 from vaezoo.train import train
+from vaezoo_jointvae.sections import card_labels
 
 ZOO_NOTE = "seed 20, the whole 100-epoch recipe"
 
@@ -39,7 +40,7 @@ def test_a_run_from_a_zoo_card_carries_none_of_its_provenance(zoo_entry, tmp_pat
     assert written.metrics["cluster_accuracy"].note is None and written.metrics["cluster_accuracy"].seeds is None
     assert all(ZOO_NOTE not in (m.note or "") for m in written.metrics.values())
     assert all(m.seeds is None for m in written.metrics.values())
-    assert written.labels["discrete0"].command.startswith("python -m vaezoo_jointvae.labels ")  # measured anew
+    assert card_labels(written)["discrete0"].command.startswith("python -m vaezoo_jointvae.labels ")  # measured anew
 
     # the matching is the run's own: on the test split, predict_label is exactly as accurate as cluster_accuracy
     model = vaezoo.load(out)
@@ -58,7 +59,7 @@ def test_the_commands_a_run_records_run_as_written(zoo_entry, tmp_path, capsys):
     assert commands == {shlex.join(["vaezoo", "eval", str(out)])}
     capsys.readouterr()
     assert main(shlex.split(commands.pop())[1:] + ["--check"]) == 0
-    label_command = shlex.split(written.labels["discrete0"].command)
+    label_command = shlex.split(card_labels(written)["discrete0"].command)
     assert label_command[:3] == ["python", "-m", "vaezoo_jointvae.labels"]
     assert labels.main(label_command[3:]) == 0
-    assert f"category -> label {written.labels['discrete0'].category_to_label}" in capsys.readouterr().out
+    assert f"category -> label {card_labels(written)['discrete0'].category_to_label}" in capsys.readouterr().out

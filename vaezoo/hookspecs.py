@@ -64,5 +64,15 @@ def vaezoo_register_converters(register):
 
 
 @hookspec
+def vaezoo_register_card_sections(register):
+    """Register card sections: ``register(name, model)``, ``model`` a pydantic model class.
+
+    A card may then hold a top-level table ``[NAME]`` that vaezoo's schema does not know (e.g. JointVAE's
+    ``[labels]``); discovery validates it with ``model`` and keeps it in ``card.sections[NAME]``. Define the model
+    in a module that does not import torch: ``vaezoo list`` reads cards without it.
+    """
+
+
+@hookspec
 def vaezoo_card_dirs():
     """Return a list of directories holding zoo cards (``*.toml``)."""

@@ -18,7 +18,7 @@ from vaezoo.transforms import for_model
 
 if TYPE_CHECKING:
 
-    from vaezoo.entries.schema import Card, LabelMatching
+    from vaezoo.entries.schema import Card
 
 
 @dataclass
@@ -169,18 +169,22 @@ class VAE(nn.Module):
         return {k: v for r in self.regularizers for k, v in r.targets(posterior, step).items()}
 
     @torch.no_grad()
-    def label_matching(self, card: Card, ref: str, data_root=None, device=None) -> dict[str, LabelMatching] | None:
-        """The dataset label each category of this model's categorical parts stands for, measured on the test
-        split of ``card``'s dataset, for the card's ``[labels]``; :func:`vaezoo.publish.publish` calls it on a
-        finished run. None (the default): the model has no such matching.
+    def card_sections(self, card: Card, ref: str, data_root=None, device=None) -> dict[str, Any]:
+        """The plugin card sections (``vaezoo_register_card_sections``) this model measures of itself for its card,
+        e.g. JointVAE's ``[labels]``; :func:`vaezoo.publish.publish` calls it on a finished run and writes them;
+        none by default.
 
         Args:
             card: the model's card (its dataset and name).
-            ref: how a command names the card (:func:`vaezoo.entries.catalog.card_reference`), for the matching's command.
+            ref: how a command names the card (:func:`vaezoo.entries.catalog.card_reference`), for the commands
+                the sections record.
             data_root: where the dataset lives.
             device: where to run.
+
+        Returns:
+            ``{section name: its table}``.
         """
-        return None
+        return {}
 
     def reconstruct(self, x: Tensor) -> Tensor:
         """Mean reconstructions of images ``x`` (see :meth:`encode`) from the posterior mode, in [0, 1]."""

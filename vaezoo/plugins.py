@@ -123,6 +123,7 @@ KINDS: dict[str, tuple[str, object]] = {
     "dataset": ("vaezoo_register_datasets", _is_instance_of("vaezoo.data.base.Dataset")),
     "metric": ("vaezoo_register_metrics", _is_callable),
     "converter": ("vaezoo_register_converters", _is_callable),
+    "card section": ("vaezoo_register_card_sections", _is_class_of("pydantic.BaseModel")),
 }
 
 

@@ -30,7 +30,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
 
     When the model's parameters are still its card's weights, the card's verified file is written byte for byte
     and the card keeps its metrics; otherwise the model's current parameters are written, and the card loses what
-    was measured on other weights (metrics, label matchings, headline): ``vaezoo eval DIR --write`` measures them.
+    was measured on other weights (metrics, plugins' card sections such as label matchings, headline): ``vaezoo eval DIR --write`` measures them.
 
     Args:
         model: a model with a card (one from :func:`vaezoo.load` or :func:`vaezoo.build_model`).
@@ -55,7 +55,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
                           f"give a new or empty folder")
     data = _card_weights(card, model)
     if data is None:
-        card = card.model_copy(update={"metrics": {}, "labels": None, "headline": None})
+        card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
     return write_folder(card, model.state_dict() if data is None else data, folder, repo_id)
 
 

@@ -7,8 +7,8 @@ card, so ``vaezoo.load("OUT")`` and every command that takes a model accept the 
 A finished run never loses its work: the weights and a card without metrics are written before anything is
 evaluated; a metric that fails is left off the card, with one line on stderr naming it and the command that
 measures it again. The card is the run's own: nothing measured on the card it was trained from (metrics,
-their notes and spreads over seeds, label matchings) is copied; the model's label matching, if it has one,
-is measured again on the run's own model.
+their notes and spreads over seeds, plugins' card sections such as label matchings) is copied; the model's
+own sections (:meth:`vaezoo.model.VAE.card_sections`) are measured again on the run's own model.
 """
 
 from __future__ import annotations
@@ -69,15 +69,15 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
                         f"it; measure it again with: {eval_command(ref, data_root, [metric])}"), file=sys.stderr)
 
     results = evaluate(model, own, data_root, device, on_error=failed)
-    labels = None
+    sections = {}
     try:
-        labels = model.label_matching(own, ref, data_root, device)
+        sections = model.card_sections(own, ref, data_root, device)
     except Exception as exc:  # noqa: BLE001 - the run keeps its weights whatever a plugin's model raises
-        print(printable(f"warning: the label matching failed ({type(exc).__name__}: {exc}); the card is written "
-                        f"without [labels]"), file=sys.stderr)
+        print(printable(f"warning: measuring the model's card sections failed ({type(exc).__name__}: {exc}); the "
+                        f"card is written without them"), file=sys.stderr)
     metrics = as_metrics(own, results, data_root, ref=ref)
     headline = own.headline if own.headline in metrics else None
-    return write_entry(own.model_copy(update={"metrics": metrics, "labels": labels, "headline": headline}),
+    return write_entry(own.model_copy(update={"metrics": metrics, "sections": sections, "headline": headline}),
                        model.state_dict(), out)
 
 
@@ -89,4 +89,4 @@ def own_card(card: Card, model: VAE, name: str, steps: int) -> Card:
     return card.model_copy(update={"name": name, "train": card.train.model_copy(update={"steps": steps}),
                                    "vaezoo_version": __version__, "latent": model.latent.describe(),
                                    "parameters": sum(p.numel() for p in model.parameters()),
-                                   "metrics": {}, "labels": None, "weights": None})
+                                   "metrics": {}, "sections": {}, "weights": None})

@@ -608,7 +608,7 @@ def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[st
                                                        "size": steps * TRIAL_BATCH})
     recipe = card.train.model_copy(update={"data": data, "epochs": 1, "batch_size": TRIAL_BATCH, "seed": seed,
                                            "steps": None, "compile": False})
-    trial = card.model_copy(update={"train": recipe, "weights": None, "metrics": {}, "labels": None,
+    trial = card.model_copy(update={"train": recipe, "weights": None, "metrics": {}, "sections": {},
                                     "eval_metrics": list(card.eval_metrics if metrics is None else metrics)})
     subject = f"{subject}, trained as 'vaezoo train' does,"
     with _running(subject, "building its model"):

@@ -1,7 +1,8 @@
 """Joint VAE (Dupont, 2018, "Learning Disentangled Joint Continuous and Discrete Representations").
 
-Registers the ``jointvae`` architecture, the ``cluster_accuracy`` and ``shape_accuracy`` metrics and the
-``jointvae-original`` checkpoint converter. Heavy imports happen inside the hooks.
+Registers the ``jointvae`` architecture, the ``cluster_accuracy`` and ``shape_accuracy`` metrics, the
+``jointvae-original`` checkpoint converter and the card section ``[labels]`` (each category's label). Heavy
+imports happen inside the hooks.
 """
 
 from vaezoo.hookspecs import hookimpl
@@ -27,3 +28,10 @@ def vaezoo_register_converters(register):
     from vaezoo_jointvae.convert import convert_original
 
     register("jointvae-original", convert_original)
+
+
+@hookimpl
+def vaezoo_register_card_sections(register):
+    from vaezoo_jointvae.sections import Labels
+
+    register("labels", Labels)

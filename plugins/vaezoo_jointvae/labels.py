@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         from vaezoo.version import __version__
         from vaezoo.entries.catalog import card_reference
         from vaezoo.entries.entry import write_card
-        from vaezoo.entries.schema import LabelMatching
+        from vaezoo_jointvae.sections import LabelMatching, Labels, card_labels
 
         card = get_card(args.card)
         part, matching, accuracy = measure_matching(card, args.data_root, args.split, args.device)
@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             command = labels_command(card_reference(card), args.data_root, args.split)
             entry = LabelMatching(category_to_label=matching.tolist(), split=args.split, command=command,
                                   vaezoo_version=__version__)
-            write_card(card.model_copy(update={"labels": {**(card.labels or {}), part: entry}}), card.path)
+            labels = Labels({**card_labels(card), part: entry})
+            write_card(card.model_copy(update={"sections": {**card.sections, "labels": labels}}), card.path)
             print(f"wrote [labels.{part}] to {printable(str(card.path))}", file=sys.stderr)
     except VaezooError as exc:
         print(f"error: {printable(str(exc))}", file=sys.stderr)

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from vaezoo.context import BuildContext
 from vaezoo.errors import VaezooError
 from vaezoo.model import VAE, build_vae
+from vaezoo_jointvae.sections import card_labels
 
 
 class JointVAE(VAE):
@@ -47,20 +48,21 @@ class JointVAE(VAE):
         parts = self.encode(x).parts
         return torch.stack([parts[name].logits.argmax(-1) for name in self.discrete_parts], dim=-1)
 
-    def label_matching(self, card, ref: str, data_root=None, device=None):
-        """The first categorical part's category -> label matching on the test split (``[labels.PART]``, as
-        ``python -m vaezoo_jointvae.labels`` measures it); None when the dataset has no labels."""
-        from vaezoo.version import __version__
+    def card_sections(self, card, ref: str, data_root=None, device=None) -> dict:
+        """``[labels]``: the first categorical part's category -> label matching on the test split, as
+        ``python -m vaezoo_jointvae.labels`` measures it; none when the dataset has no labels."""
         from vaezoo.assemble import card_dataset
-        from vaezoo.entries.schema import LabelMatching
+        from vaezoo.version import __version__
         from vaezoo_jointvae.labels import labels_command, matching_of
+        from vaezoo_jointvae.sections import LabelMatching, Labels
 
         dataset = card_dataset(card, data_root, "test")
         if dataset.labels is None or not self.discrete_parts:
-            return None
+            return {}
         part, matching, _ = matching_of(self, dataset, device)
-        return {part: LabelMatching(category_to_label=matching.tolist(), split="test",
-                                    command=labels_command(ref, data_root), vaezoo_version=__version__)}
+        return {"labels": Labels({part: LabelMatching(category_to_label=matching.tolist(), split="test",
+                                                      command=labels_command(ref, data_root),
+                                                      vaezoo_version=__version__)})}
 
     @torch.no_grad()
     def predict_label(self, x: Tensor, part: str | None = None) -> Tensor:
@@ -83,7 +85,7 @@ class JointVAE(VAE):
         if part not in self.discrete_parts:
             raise VaezooError(f"'{part}' is not a categorical part of this model; its categorical parts are "
                               f"{', '.join(self.discrete_parts) or 'none'}")
-        matching = (self.card.labels or {}).get(part) if self.card is not None else None
+        matching = card_labels(self.card).get(part) if self.card is not None else None
         name = f"card '{self.card.name}'" if self.card is not None else "this model (built without a card)"
         if matching is None:
             raise VaezooError(f"{name} stores no category -> label matching for '{part}'; measure and write it with "

@@ -106,8 +106,10 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _validate(raw: dict[str, Any], path: Path, source: str | None = None) -> Card:
+    from vaezoo.plugins import get_plugins
+
     try:
-        card = Card.model_validate(raw)
+        card = Card.model_validate(raw, context={"sections": get_plugins().registry("card section")})
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "(card)"

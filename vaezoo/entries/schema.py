@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr, ValidationError, ValidationInfo,
-                      field_validator, model_validator)
+                      field_validator, model_serializer, model_validator)
 
 NAME_PATTERN = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
 # Weights in a Hub repository, as HfFileSystem writes them: hf://OWNER/REPO[@REVISION]/PATH (a '/' in the
@@ -232,15 +232,6 @@ class InputSection(_Frozen):
         default="bilinear", description="the PIL filter that resized them; vaezoo.transforms resizes with it")
 
 
-class LabelMatching(_Frozen):
-    """The dataset label each category of a categorical latent part stands for, measured by a command."""
-
-    category_to_label: list[int] = Field(description="category i stands for label category_to_label[i]; -1: none")
-    split: str = Field(description="the dataset split it was measured on")
-    command: str
-    vaezoo_version: str
-
-
 class Card(_Frozen):
     """A zoo card. ``model`` holds the architecture builder's keyword arguments."""
 
@@ -260,11 +251,45 @@ class Card(_Frozen):
     latent: str | None = Field(default=None, description="the latent layout; written by vaezoo train")
     parameters: int | None = Field(default=None, ge=0, description="parameter count; written by vaezoo train")
     input: InputSection | None = Field(default=None, description="how dataset images became the model's input")
-    labels: dict[str, LabelMatching] | None = Field(
-        default=None, description="category -> label matching of each categorical part, by part name")
+    sections: dict[str, Any] = Field(
+        default_factory=dict, description="plugins' tables (vaezoo_register_card_sections) by name, e.g. JointVAE's "
+                                          "[labels]; written at the card's top level")
 
     _path: Path | None = PrivateAttr(default=None)
     _source: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_sections(cls, raw: Any, info: ValidationInfo) -> Any:
+        """Move the top-level tables that are no card field into ``sections``, each validated by its model.
+
+        The models come in the validation context (``{"sections": {name: model}}``, as discovery passes the
+        registered ones); a table no model is given for is then refused. Without a context, any table is
+        kept as it is.
+        """
+        if not isinstance(raw, dict):
+            return raw
+        models = (info.context or {}).get("sections")
+        fields, sections = {}, dict(raw.get("sections") or {})
+        for key, value in raw.items():
+            if key == "sections":
+                continue
+            if key in cls.model_fields or not isinstance(value, dict):
+                fields[key] = value
+            elif models is not None and key not in models:
+                raise ValueError(f"[{key}] is no card field, and no loaded plugin registers a card section of that "
+                                 f"name; remove it or install the plugin that writes it")
+            else:
+                sections[key] = value
+        for key, value in sections.items():
+            if models is not None and key in models:
+                sections[key] = models[key].model_validate(value)
+        return {**fields, "sections": sections}
+
+    @model_serializer(mode="wrap")
+    def _sections_on_top(self, handler) -> dict[str, Any]:
+        out = handler(self)
+        return {**{k: v for k, v in out.items() if k != "sections"}, **out.get("sections", {})}
 
     @field_validator("model")
     @classmethod
