@@ -3,7 +3,7 @@
 A checkpoint (``OUT/checkpoint.pt``, read with ``weights_only``) holds the model, the optimiser, the
 step and the RNG states at the start of that step (every rank's under DDP), and the card's recipe
 (:func:`vaezoo.recipe.recipe` less :data:`~vaezoo.recipe.RESUMED`, the fields a resumed run may change) with
-its fingerprint. ``--resume`` refuses a checkpoint whose fingerprint is not the card's
+its fingerprint. Resuming (``resume``) refuses a checkpoint whose fingerprint is not the card's
 (:func:`~vaezoo.recipe.check_recipe`, re-exported here), naming both cards and the fields that differ.
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from vaezoo.cards import Card
-from vaezoo.errors import TrainingError
+from vaezoo.errors import Phrase, TrainingError
 from vaezoo.files import atomic_save
 from vaezoo.limits import check_torch_zip, expanded, load_json
 from vaezoo.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, differences, fingerprint
@@ -68,13 +68,13 @@ class Checkpoint:
 
     def refusal(self, card: Card, found: list[Difference]) -> TrainingError:
         """The error refusing to resume this checkpoint with ``card``, whose recipe differs by ``found``."""
-        return TrainingError(f"{self.label} was made from card '{self.card}' with another recipe than card "
-                             f"'{card.name}': {_shown(found, card.name)}; resume with the card that started the "
-                             f"run, or choose another --out")
+        return TrainingError.about("{label} was made from card '{made}' with another recipe than card '{card}': "
+                                   "{found}; resume with the card that started the run, or choose another {out}",
+                                   label=self.label, made=self.card, card=card.name, found=_shown(found, card.name))
 
 
 def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, Any], step: int,
-                     rng: dict[str, Any], fix: str) -> None:
+                     rng: dict[str, Any], fix: str | Phrase) -> None:
     """Write a checkpoint of ``model`` and an optimiser's state at ``step`` atomically.
 
     Args:
@@ -101,7 +101,7 @@ def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, An
     atomic_save(path, write, fix)
 
 
-def read_checkpoint(path: Path, fix: str) -> Checkpoint:
+def read_checkpoint(path: Path, fix: str | Phrase) -> Checkpoint:
     """Read the checkpoint at ``path`` and check its structure.
 
     Args:
@@ -116,27 +116,31 @@ def read_checkpoint(path: Path, fix: str) -> Checkpoint:
             ``vaezoo train`` (which part is missing or malformed: model, optimiser, step, RNG state, recipe).
     """
     path = Path(path)
+
+    def refused(problem: str, **values: object) -> TrainingError:
+        return TrainingError.about(problem + "; {fix}", path=path, fix=fix, **values)
+
     if not path.exists():
-        raise TrainingError(f"checkpoint {path} does not exist; {fix}")
+        raise refused("checkpoint {path} does not exist")
     if path.is_dir():
-        raise TrainingError(f"checkpoint {path} is a folder, not a checkpoint file; {fix}")
+        raise refused("checkpoint {path} is a folder, not a checkpoint file")
     if path.stat().st_size == 0:
-        raise TrainingError(f"cannot read checkpoint {path}: it is an empty file; {fix}")
+        raise refused("cannot read checkpoint {path}: it is an empty file")
     try:
         check_torch_zip(path)
     except ValueError as exc:
-        raise TrainingError(f"cannot read checkpoint {path}: {exc}; {fix}") from None
+        raise refused("cannot read checkpoint {path}: {problem}", problem=exc) from None
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
-        raise TrainingError(f"cannot read checkpoint {path}: it is not a file of tensors and plain values saved by "
-                            f"torch (vaezoo never unpickles other Python objects); {fix}") from None
+        raise refused("cannot read checkpoint {path}: it is not a file of tensors and plain values saved by torch "
+                      "(vaezoo never unpickles other Python objects)") from None
     except Exception as exc:  # noqa: BLE001 (a damaged or foreign file makes torch.load raise many kinds of errors)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TrainingError(f"cannot read checkpoint {path} ({first}); {fix}") from None
+        raise refused("cannot read checkpoint {path} ({problem})", problem=first) from None
 
     def bad(what: str) -> TrainingError:
-        return TrainingError(f"{path} is not a checkpoint written by 'vaezoo train' ({what}); {fix}")
+        return refused("{path} is not a checkpoint written by 'vaezoo train' ({problem})", problem=what)
 
     if not isinstance(state, dict):
         raise bad(f"it holds a {type(state).__name__}, not a dict")
