@@ -117,8 +117,8 @@ def read_checkpoint(path: Path, fix: str | Phrase) -> Checkpoint:
     """
     path = Path(path)
 
-    def refused(problem: str, **values: object) -> TrainingError:
-        return TrainingError.about(problem + "; {fix}", path=path, fix=fix, **values)
+    def refused(template: str, **values: object) -> TrainingError:
+        return TrainingError.about(template + "; {fix}", path=path, fix=fix, **values)
 
     if not path.exists():
         raise refused("checkpoint {path} does not exist")
