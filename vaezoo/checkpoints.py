@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from vaezoo.model import VAE
 
 CHECKPOINT = "checkpoint.pt"
-"""The checkpoint's file name in a run's ``--out`` folder."""
+"""The checkpoint's file name in a run's folder (``out``)."""
 
 __all__ = ["CHECKPOINT", "Checkpoint", "check_model", "check_recipe", "read_checkpoint", "remove_temporaries",
            "restore_rng", "write_checkpoint"]
@@ -84,7 +84,8 @@ def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, An
         optimizer: the optimiser's ``state_dict()``.
         step: the step the run continues from.
         rng: the RNG states at the start of ``step`` (``rng_cpu``/``rng_cuda``, or ``rng_ranks``).
-        fix: what the error message tells the user to do when the file cannot be written (a full disk).
+        fix: what the error message tells the user to do when the file cannot be written (a full disk); a
+            :class:`~vaezoo.errors.Phrase` when it names arguments of the call.
 
     Raises:
         OutputError: the file cannot be written; ``path`` keeps its previous checkpoint, no temporary file stays.
@@ -106,7 +107,8 @@ def read_checkpoint(path: Path, fix: str | Phrase) -> Checkpoint:
 
     Args:
         path: the file.
-        fix: what the error message tells the user to do when the file is not a usable checkpoint.
+        fix: what the error message tells the user to do when the file is not a usable checkpoint; a
+            :class:`~vaezoo.errors.Phrase` when it names arguments of the call.
 
     Returns:
         The checkpoint.

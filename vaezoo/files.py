@@ -21,7 +21,8 @@ def atomic_save(path: Path, write: Callable[[Path], None], fix: str | Phrase = "
     Args:
         path: the file to write.
         write: writes the whole file at the path it is given.
-        fix: what the error message tells the user to do when the folder refuses the file.
+        fix: what the error message tells the user to do when the folder refuses the file (a
+            :class:`~vaezoo.errors.Phrase` when it names arguments of the call).
 
     Raises:
         OutputError: ``path``'s folder cannot be created or written in (e.g. a file stands in its path, it is

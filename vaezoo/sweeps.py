@@ -1,7 +1,7 @@
 """The members of an ensemble: a card's runs over seeds and over the values of swept card fields.
 
-A sweep, ``KEY=V1,V2,...`` (``vaezoo train --sweep``), names a field of the card's ``model`` or ``train`` table the way
-``vaezoo list --where`` does: by its dotted path (``model.regularizers.0.beta``) or by any tail of it
+A sweep, ``KEY=V1,V2,...`` (``vaezoo train --sweep``), names a field of the card's ``model`` or ``train``
+table the way ``vaezoo list --where`` does: by its dotted path (``model.regularizers.0.beta``) or by any tail of it
 (``beta``) that names one field only. Values are read as TOML values (``4``, ``1e-4``, ``true``, ``"mss"``).
 """
 
