@@ -247,7 +247,7 @@ def test_cli_names_the_card_and_refuses_a_zoo_name(tmp_path, capsys):
                           ("My Model", "is not a card name"), ("", "is not a card name")]:
         assert main([*args, "--out", str(tmp_path / "refused"), "--name", name]) == 1
         out, err = capsys.readouterr()
-        assert out == "" and err.startswith(f"error: '{name}' {message}")
+        assert out == "" and err.startswith(f"error: --name '{name}' {message}")
         assert err.count("\n") == 1 and "--name" in err
         assert not (tmp_path / "refused").exists()
 

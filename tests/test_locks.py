@@ -94,8 +94,8 @@ def test_a_second_run_into_a_held_folder_is_refused_naming_the_holder(held_folde
         with locks.run_lock(folder):
             pytest.fail("entered a folder another process holds")
     text = str(err.value)
-    assert "\n" not in text and f"--out {folder} is in use by process {process.pid} on " in text
-    assert "wait for it to finish, or choose another --out" in text
+    assert "\n" not in text and f"out {folder} is in use by process {process.pid} on " in text
+    assert text.endswith("wait for it to finish, or choose another out") and err.value.option == "out"
     process.send_signal(signal.SIGKILL)  # a killed holder frees the folder at once
     process.wait()
     with locks.run_lock(folder):

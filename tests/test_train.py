@@ -81,9 +81,36 @@ def test_resume_after_an_interruption_matches_an_uninterrupted_run(data_plugin, 
 def test_an_existing_checkpoint_is_not_overwritten_without_resume(data_plugin, tmp_path):
     train(card(), tmp_path, max_steps=2)
     before = (tmp_path / CHECKPOINT).read_bytes()
-    with pytest.raises(TrainingError, match="already holds a checkpoint.*--resume"):
+    with pytest.raises(TrainingError, match="already holds a checkpoint.*pass resume=True.*another out") as caught:
         train(card(), tmp_path, max_steps=4)
     assert (tmp_path / CHECKPOINT).read_bytes() == before
+    assert caught.value.option == "resume"
+
+
+def test_errors_name_keywords_to_a_python_caller_and_flags_to_a_cli_user(data_plugin, tmp_path, capsys):
+    from vaezoo.sweeps import parse_sweep
+
+    with pytest.raises(TrainingError) as caught:
+        train(card(), tmp_path / "zero", max_steps=0)
+    assert (str(caught.value), caught.value.option) == ("max_steps must be at least 1, got 0", "max_steps")
+    with pytest.raises(TrainingError) as caught:
+        parse_sweep("max")
+    assert (str(caught.value), caught.value.option) == ("sweep takes KEY=V1,V2,..., got 'max'", "sweep")
+    out = tmp_path / "out"
+    train(card(), out, max_steps=2)
+    with pytest.raises(TrainingError) as caught:
+        train(card(), out, max_steps=4)
+    assert str(caught.value).endswith("; pass resume=True to continue it, or choose another out to start afresh")
+
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
+    capsys.readouterr()
+    for args, said in [(["--out", str(tmp_path / "zero"), "--max-steps", "0"], "--max-steps must be at least 1, got 0"),
+                       (["--out", str(tmp_path / "sweep"), "--sweep", "max"], "--sweep takes KEY=V1,V2,..., got 'max'"),
+                       (["--out", str(out), "--max-steps", "4"],
+                        "; pass --resume to continue it, or choose another --out to start afresh")]:
+        assert main(["train", str(path), *args]) == 1
+        [line] = capsys.readouterr().err.splitlines()[-1:]
+        assert line.startswith("error: ") and line.endswith(said), line
 
 
 def test_a_nan_loss_names_the_step_and_the_last_good_checkpoint(data_plugin, tmp_path):
@@ -281,3 +308,22 @@ def test_a_metric_the_model_cannot_serve_is_refused_at_step_0(data_plugin, tmp_p
     with pytest.raises(MetricError, match="mig_dlib"):
         train(bad, tmp_path / "out")
     assert not (tmp_path / "out" / CHECKPOINT).exists()
+
+
+def test_the_cli_shows_training_and_publish_warnings_as_one_line_each(tmp_path, capsys, monkeypatch):
+    import warnings
+
+    import vaezoo.train
+    from vaezoo.errors import PublishWarning, TrainingWarning
+
+    def warns(*args, **kwargs):
+        warnings.warn("the step runs eagerly", TrainingWarning, stacklevel=2)
+        warnings.warn("mig failed (ValueError: boom); the card is written without it", PublishWarning, stacklevel=2)
+        raise TrainingError.about("{max_steps} must be at least 1, got {got}", got=0)
+
+    monkeypatch.setattr(vaezoo.train, "train", warns)
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
+    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: the step runs eagerly", "warning: mig failed (ValueError: boom); the card is written without it",
+        "error: --max-steps must be at least 1, got 0"]

@@ -3,7 +3,7 @@
 A checkpoint (``OUT/checkpoint.pt``, read with ``weights_only``) holds the model, the optimiser, the
 step and the RNG states at the start of that step (every rank's under DDP), and the card's recipe
 (:func:`vaezoo.entries.recipe.recipe` less :data:`~vaezoo.entries.recipe.RESUMED`, the fields a resumed run may change) with
-its fingerprint. ``--resume`` refuses a checkpoint whose fingerprint is not the card's
+its fingerprint. Resuming (``resume``) refuses a checkpoint whose fingerprint is not the card's
 (:func:`~vaezoo.entries.recipe.check_recipe`, re-exported here), naming both cards and the fields that differ.
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from vaezoo.entries.schema import Card
-from vaezoo.errors import TrainingError
+from vaezoo.errors import Phrase, TrainingError
 from vaezoo.files import atomic_save
 from vaezoo.limits import check_torch_zip, expanded, load_json
 from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, differences, fingerprint
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from vaezoo.model import VAE
 
 CHECKPOINT = "checkpoint.pt"
-"""The checkpoint's file name in a run's ``--out`` folder."""
+"""The checkpoint's file name in a run's folder (``out``)."""
 
 __all__ = ["CHECKPOINT", "Checkpoint", "check_model", "check_recipe", "read_checkpoint", "remove_temporaries",
            "restore_rng", "write_checkpoint"]
@@ -68,13 +68,13 @@ class Checkpoint:
 
     def refusal(self, card: Card, found: list[Difference]) -> TrainingError:
         """The error refusing to resume this checkpoint with ``card``, whose recipe differs by ``found``."""
-        return TrainingError(f"{self.label} was made from card '{self.card}' with another recipe than card "
-                             f"'{card.name}': {_shown(found, card.name)}; resume with the card that started the "
-                             f"run, or choose another --out")
+        return TrainingError.about("{label} was made from card '{made}' with another recipe than card '{card}': "
+                                   "{found}; resume with the card that started the run, or choose another {out}",
+                                   label=self.label, made=self.card, card=card.name, found=_shown(found, card.name))
 
 
 def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, Any], step: int,
-                     rng: dict[str, Any], fix: str) -> None:
+                     rng: dict[str, Any], fix: str | Phrase) -> None:
     """Write a checkpoint of ``model`` and an optimiser's state at ``step`` atomically.
 
     Args:
@@ -84,7 +84,8 @@ def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, An
         optimizer: the optimiser's ``state_dict()``.
         step: the step the run continues from.
         rng: the RNG states at the start of ``step`` (``rng_cpu``/``rng_cuda``, or ``rng_ranks``).
-        fix: what the error message tells the user to do when the file cannot be written (a full disk).
+        fix: what the error message tells the user to do when the file cannot be written (a full disk); a
+            :class:`~vaezoo.errors.Phrase` when it names arguments of the call.
 
     Raises:
         OutputError: the file cannot be written; ``path`` keeps its previous checkpoint, no temporary file stays.
@@ -101,12 +102,13 @@ def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, An
     atomic_save(path, write, fix)
 
 
-def read_checkpoint(path: Path, fix: str) -> Checkpoint:
+def read_checkpoint(path: Path, fix: str | Phrase) -> Checkpoint:
     """Read the checkpoint at ``path`` and check its structure.
 
     Args:
         path: the file.
-        fix: what the error message tells the user to do when the file is not a usable checkpoint.
+        fix: what the error message tells the user to do when the file is not a usable checkpoint; a
+            :class:`~vaezoo.errors.Phrase` when it names arguments of the call.
 
     Returns:
         The checkpoint.
@@ -116,27 +118,31 @@ def read_checkpoint(path: Path, fix: str) -> Checkpoint:
             ``vaezoo train`` (which part is missing or malformed: model, optimiser, step, RNG state, recipe).
     """
     path = Path(path)
+
+    def refused(template: str, **values: object) -> TrainingError:
+        return TrainingError.about(template + "; {fix}", path=path, fix=fix, **values)
+
     if not path.exists():
-        raise TrainingError(f"checkpoint {path} does not exist; {fix}")
+        raise refused("checkpoint {path} does not exist")
     if path.is_dir():
-        raise TrainingError(f"checkpoint {path} is a folder, not a checkpoint file; {fix}")
+        raise refused("checkpoint {path} is a folder, not a checkpoint file")
     if path.stat().st_size == 0:
-        raise TrainingError(f"cannot read checkpoint {path}: it is an empty file; {fix}")
+        raise refused("cannot read checkpoint {path}: it is an empty file")
     try:
         check_torch_zip(path)
     except ValueError as exc:
-        raise TrainingError(f"cannot read checkpoint {path}: {exc}; {fix}") from None
+        raise refused("cannot read checkpoint {path}: {problem}", problem=exc) from None
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
-        raise TrainingError(f"cannot read checkpoint {path}: it is not a file of tensors and plain values saved by "
-                            f"torch (vaezoo never unpickles other Python objects); {fix}") from None
+        raise refused("cannot read checkpoint {path}: it is not a file of tensors and plain values saved by torch "
+                      "(vaezoo never unpickles other Python objects)") from None
     except Exception as exc:  # noqa: BLE001 (a damaged or foreign file makes torch.load raise many kinds of errors)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TrainingError(f"cannot read checkpoint {path} ({first}); {fix}") from None
+        raise refused("cannot read checkpoint {path} ({problem})", problem=first) from None
 
     def bad(what: str) -> TrainingError:
-        return TrainingError(f"{path} is not a checkpoint written by 'vaezoo train' ({what}); {fix}")
+        return refused("{path} is not a checkpoint written by 'vaezoo train' ({problem})", problem=what)
 
     if not isinstance(state, dict):
         raise bad(f"it holds a {type(state).__name__}, not a dict")

@@ -25,7 +25,7 @@ stops there and keeps its last checkpoint; the others go on.
 from __future__ import annotations
 
 import copy
-import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +39,12 @@ from torch.overrides import TorchFunctionMode
 from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
-from vaezoo.errors import TrainingError
+from vaezoo.errors import Phrase, TrainingError, TrainingWarning
 from vaezoo.loop import (Plan, Run, Streams, check_dataset, device_store, distribution_checks_off, epoch_order,
                          last_good, make_optimizer, resume_point, rng_state)
 from vaezoo.model import VAE
+from vaezoo.progress import note
 from vaezoo.signals import Interrupted, StopSignals
-from vaezoo.terminal import printable
 from vaezoo.train_progress import Reporter
 
 __all__ = ["Member", "NoiseTape", "Stack", "fit_ensemble"]
@@ -111,9 +111,9 @@ class NoiseTape(TorchFunctionMode):
     def _next(self, func) -> Tensor:
         index = len(self.expected) - len(self.noise)
         if not self.noise or self.expected[index].func is not func:
-            raise TrainingError(f"the model's random draws changed between steps (draw {index + 1} is "
-                                f"{getattr(func, '__name__', func)}); an ensemble needs the same draws every step: "
-                                f"train the runs one at a time with --seed")
+            raise TrainingError.about("the model's random draws changed between steps (draw {draw} is {func}); an "
+                                      "ensemble needs the same draws every step: train the runs one at a time "
+                                      "with {seed}", draw=index + 1, func=getattr(func, "__name__", func))
         return self.noise.pop(0)
 
 
@@ -380,7 +380,7 @@ class Stack:
     def _save(self, i: int, rng: dict | None) -> None:
         m = self.members[i]
         self._write_back([i])
-        fix = f"make room, then continue with --resume ({last_good(m.checkpoint, m.saved)})"
+        fix = Phrase("make room, then continue with {resume:True} ({last})", last=last_good(m.checkpoint, m.saved))
         write_checkpoint(m.checkpoint, m.card, m.model, self._optimizer_state(i), self.step, rng, fix)
         m.saved = self.step
 
@@ -454,8 +454,8 @@ class _CapturedStep:
             captured = cls(graph, x, noise, step, losses.detach())
         except Exception as exc:  # noqa: BLE001 - whatever stops the capture, the step can still run eagerly
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            print(printable(f"the ensemble's step cannot be captured as a CUDA graph ({first}); it runs eagerly"),
-                  file=sys.stderr, flush=True)
+            warnings.warn(f"the ensemble's step cannot be captured as a CUDA graph ({first}); it runs eagerly",
+                          TrainingWarning, stacklevel=2)
             stack.graphs, captured = False, None
             stack.optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():
@@ -505,16 +505,15 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
     def report_stopped() -> None:
         for m in (m for s in stacks for m in s.stopped if id(m) not in reported):
             reported.add(id(m))
-            print(printable(m.error), file=sys.stderr, flush=True)
+            note(m.error)
 
     reporter = Reporter(max(s.plan.total for s in stacks), min(m.step for m in members), stacks[0].plan.per_epoch)
     with distribution_checks_off(), StopSignals(defer=True) as signals, reporter:
         for s in stacks:
             for m in s.members:
                 begin = f"resuming at step {m.step} of" if m.saved is not None else "training"
-                print(printable(f"{m.label}: {begin} {s.plan.total} steps ({s.plan.per_epoch} per epoch), "
-                                f"{len(s.members)} runs in one step, a checkpoint every "
-                                f"{m.card.train.checkpoint_every} steps in {m.checkpoint}"), file=sys.stderr, flush=True)
+                note(f"{m.label}: {begin} {s.plan.total} steps ({s.plan.per_epoch} per epoch), {len(s.members)} runs "
+                     f"in one step, a checkpoint every {m.card.train.checkpoint_every} steps in {m.checkpoint}")
         while todo := [s for s in stacks if s.members and s.step < last[id(s)]]:
             stopping = signals.stop_requested(run)
             images = sum(s.take_step(store, stopping) for s in todo)

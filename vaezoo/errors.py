@@ -1,8 +1,113 @@
-"""Exceptions vaezoo raises on bad input. Each message is one line naming the problem and the fix."""
+"""Exceptions vaezoo raises on bad input. Each message is one line naming the problem and the fix.
+
+A message about the arguments of a call names them through a :class:`Phrase`: ``str(error)`` spells them as the
+call's keyword arguments (``max_steps must be at least 1``, ``pass resume=True``), and the CLI, through
+:meth:`VaezooError.spelled`, as its options (``--max-steps must be at least 1``, ``pass --resume``).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable
+from typing import Self
+
+Spelling = Callable[[str, str], str]
+"""How a message spells an argument, given its keyword and the value the message gives it ("" for none)."""
+
+
+def keyword_spelling(keyword: str, value: str) -> str:
+    """An argument as a Python caller writes it: ``max_steps``, ``resume=True``, ``epochs=12``."""
+    return f"{keyword}={value}" if value else keyword
+
+
+class Phrase:
+    """Text that names arguments of a call, spelled when it is shown (:func:`keyword_spelling`, or the CLI's flags).
+
+    ``template`` is a :meth:`str.format` template: a field named in ``values`` shows that value; any other
+    names an argument by its keyword, with the value the text gives it, if any, as the field's format
+    (``"{max_steps} must be at least 1, got {got}"``; ``"pass {resume:True}"``; ``"pass {epochs:{least}}"``).
+    A value that is itself a :class:`Phrase` or a :class:`VaezooError` is spelled as the text holding it.
+
+    Attributes:
+        template: the text with its fields.
+        values: the values of the fields that are not arguments.
+    """
+
+    def __init__(self, template: str, **values: object) -> None:
+        self.template = template
+        self.values = values
+
+    @property
+    def arguments(self) -> list[str]:
+        """The keywords of the arguments the text names, in order, each once."""
+        fields = (field for _, field, _, _ in string.Formatter().parse(self.template) if field)
+        return list(dict.fromkeys(f for f in fields if f not in self.values))
+
+    def spell(self, spelling: Spelling) -> str:
+        """The text, with each argument it names spelled by ``spelling``."""
+        return self.template.format_map(_Fields(self.values, spelling))
+
+    def __str__(self) -> str:
+        return self.spell(keyword_spelling)
+
+
+class _Fields(dict):
+    """The values of a :class:`Phrase`'s fields: its own, spelled when they are phrases, and its arguments'."""
+
+    def __init__(self, values: dict[str, object], spelling: Spelling) -> None:
+        super().__init__({key: _spelled(value, spelling) for key, value in values.items()})
+        self.spelling = spelling
+
+    def __missing__(self, keyword: str) -> _Argument:
+        return _Argument(keyword, self.spelling)
+
+
+class _Argument:
+    """An argument named in a :class:`Phrase`: its field's format is the value the text gives it."""
+
+    def __init__(self, keyword: str, spelling: Spelling) -> None:
+        self.keyword = keyword
+        self.spelling = spelling
+
+    def __format__(self, value: str) -> str:
+        return self.spelling(self.keyword, value)
+
+
+def _spelled(value: object, spelling: Spelling) -> object:
+    if isinstance(value, Phrase):
+        return value.spell(spelling)
+    if isinstance(value, VaezooError):
+        return value.spelled(spelling)
+    return value
 
 
 class VaezooError(Exception):
-    """Base class: the CLI prints these as a one-line error and exits non-zero."""
+    """Base class: the CLI prints these as a one-line error and exits non-zero.
+
+    Attributes:
+        phrase: the message, when it names arguments of the call (made by :meth:`about`), else None.
+        option: the keyword of the argument the problem is about (the first the message names), or None.
+    """
+
+    phrase: Phrase | None = None
+    option: str | None = None
+
+    @classmethod
+    def about(cls, template: str, **values: object) -> Self:
+        """An error whose message names arguments of the call: ``Phrase(template, **values)``.
+
+        Example: ``TrainingError.about("{max_steps} must be at least 1, got {got}", got=0)`` reads
+        ``max_steps must be at least 1, got 0``, and in the CLI ``--max-steps must be at least 1, got 0``.
+        """
+        phrase = Phrase(template, **values)
+        error = cls(str(phrase))
+        error.phrase = phrase
+        error.option = next(iter(phrase.arguments), None)
+        return error
+
+    def spelled(self, spelling: Spelling) -> str:
+        """The message, with the arguments it names spelled by ``spelling`` (as ``str(error)`` when it names none)."""
+        return str(self) if self.phrase is None else self.phrase.spell(spelling)
 
 
 class UnknownNameError(VaezooError, KeyError):
@@ -54,3 +159,12 @@ class InputError(VaezooError):
 
 class MetricError(VaezooError):
     """A metric a model cannot serve (its latent, likelihood or dataset lacks what the metric needs)."""
+
+
+class TrainingWarning(UserWarning):
+    """A training run that goes on, but not quite as asked (its sampling noise reseeded on resume, its step run
+    eagerly rather than as a captured CUDA graph)."""
+
+
+class PublishWarning(UserWarning):
+    """A finished run's card written without something that failed: a metric, or the label matching."""

@@ -8,12 +8,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from vaezoo.errors import OutputError
+from vaezoo.errors import OutputError, Phrase
 
 FULL = (errno.ENOSPC, errno.EDQUOT)  # the disk or the user's quota is full
 
 
-def atomic_save(path: Path, write: Callable[[Path], None], fix: str = "choose another output path") -> None:
+def atomic_save(path: Path, write: Callable[[Path], None], fix: str | Phrase = "choose another output path") -> None:
     """Call ``write(tmp)`` on a temporary file beside ``path``, fsync it, then rename it over ``path``.
 
     On any failure the temporary file is removed and ``path`` keeps its previous contents.
@@ -21,7 +21,8 @@ def atomic_save(path: Path, write: Callable[[Path], None], fix: str = "choose an
     Args:
         path: the file to write.
         write: writes the whole file at the path it is given.
-        fix: what the error message tells the user to do when the folder refuses the file.
+        fix: what the error message tells the user to do when the folder refuses the file (a
+            :class:`~vaezoo.errors.Phrase` when it names arguments of the call).
 
     Raises:
         OutputError: ``path``'s folder cannot be created or written in (e.g. a file stands in its path, it is
@@ -32,7 +33,8 @@ def atomic_save(path: Path, write: Callable[[Path], None], fix: str = "choose an
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise OutputError(f"cannot write {path}: {folder_problem(path.parent, exc)}; {fix}") from None
+        raise OutputError.about("cannot write {path}: {problem}; {fix}", path=path,
+                                problem=folder_problem(path.parent, exc), fix=fix) from None
     os.close(fd)
     try:
         try:
@@ -40,14 +42,16 @@ def atomic_save(path: Path, write: Callable[[Path], None], fix: str = "choose an
         except OSError as exc:
             if exc.errno not in FULL:  # others are the writer's own (a network error, say): it reports them
                 raise
-            raise OutputError(f"cannot write {path}: {exc.strerror}; {fix}") from None
+            raise OutputError.about("cannot write {path}: {problem}; {fix}", path=path, problem=exc.strerror,
+                                    fix=fix) from None
         try:
             os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the permissions open() would
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
             os.replace(tmp, path)
         except OSError as exc:
-            raise OutputError(f"cannot write {path}: {folder_problem(path.parent, exc)}; {fix}") from None
+            raise OutputError.about("cannot write {path}: {problem}; {fix}", path=path,
+                                    problem=folder_problem(path.parent, exc), fix=fix) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

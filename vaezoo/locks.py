@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.errors import OutputError, VaezooError
+from vaezoo.progress import note
 from vaezoo.terminal import printable
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def _held(lock: Path, guarded: Path, timeout: float, refused: Callable[[str], Va
         except Timeout:
             if not notice or timeout <= NOTICE:
                 raise
-            print(printable(f"{notice} (held by {_holder(lock)})"), file=sys.stderr, flush=True)
+            note(f"{notice} (held by {_holder(lock)})")
             file_lock.acquire(timeout=timeout - NOTICE)
     except Timeout:
         raise refused(_holder(lock)) from None
@@ -90,10 +91,10 @@ def _held(lock: Path, guarded: Path, timeout: float, refused: Callable[[str], Va
 
 
 @contextmanager
-def run_lock(folder: Path, what: str = "--out") -> Iterator[None]:
+def run_lock(folder: Path, what: str = "{out}") -> Iterator[None]:
     """Hold the lock of the run folder ``folder`` for the block; refuse at once if another process holds it.
 
-    ``folder`` is created if missing. How ``vaezoo train`` uses it: take the lock of ``--out`` before
+    ``folder`` is created if missing. How ``vaezoo train`` uses it: take the lock of ``out`` before
     checking the folder (its ``_prepare_out``) and hold it until the run's card is written or the run stops,
     resumed runs included::
 
@@ -107,11 +108,12 @@ def run_lock(folder: Path, what: str = "--out") -> Iterator[None]:
 
     Args:
         folder: the run folder.
-        what: how messages name the folder (``"--out"``, ``"output path"``).
+        what: how messages name the folder: ``"{out}"``, the argument ``out`` (see :class:`vaezoo.errors.Phrase`),
+            or words (``"output path"``).
 
     Raises:
-        VaezooError: another process holds the folder: ``--out DIR is in use by process PID on HOST
-            (COMMAND), since TIME; wait for it to finish, or choose another --out``.
+        VaezooError: another process holds the folder: ``out DIR is in use by process PID on HOST
+            (COMMAND), since TIME; wait for it to finish, or choose another out``.
         OutputError: the lock file cannot be created there.
     """
     folder = Path(folder)
@@ -121,13 +123,15 @@ def run_lock(folder: Path, what: str = "--out") -> Iterator[None]:
     except OSError as exc:
         from vaezoo.files import folder_problem
 
-        raise OutputError(f"cannot write in {what} {folder}: {folder_problem(folder, exc)}; choose another "
-                          f"{what}") from None
+        raise OutputError.about(f"cannot write in {what} {{folder}}: {{problem}}; choose another {what}",
+                                folder=folder, problem=folder_problem(folder, exc)) from None
     try:
-        with _held(folder / RUN_LOCK, folder, 0, lambda holder: VaezooError(
-                f"{what} {folder} is in use by {holder}; wait for it to finish, or choose another {what}"),
-                unwritable=lambda exc: OutputError(f"cannot write in {what} {folder}: {exc.strerror or exc}; "
-                                                   f"choose another {what}")):
+        with _held(folder / RUN_LOCK, folder, 0, lambda holder: VaezooError.about(
+                f"{what} {{folder}} is in use by {{holder}}; wait for it to finish, or choose another {what}",
+                folder=folder, holder=holder),
+                unwritable=lambda exc: OutputError.about(
+                    f"cannot write in {what} {{folder}}: {{problem}}; choose another {what}", folder=folder,
+                    problem=exc.strerror or exc)):
             yield
     finally:
         _remove_if_unused(made, folder)
@@ -144,20 +148,22 @@ def _remove_if_unused(made: list[Path], folder: Path) -> None:
         return
 
 
-def refuse_finished_run(out: Path, name: str, what: str = "--out") -> None:
+def refuse_finished_run(out: Path, name: str, what: str = "{out}") -> None:
     """Refuse ``out`` if it holds a run already: a card (``*.toml``), ``NAME.safetensors`` or a checkpoint.
+
+    ``what`` names the folder in messages, as for :func:`run_lock`.
 
     Raises:
         OutputError: naming the files found.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise OutputError(f"{what} {out} is a file, not a folder; choose another {what}")
+        raise OutputError.about(f"{what} {{path}} is a file, not a folder; choose another {what}", path=out)
     found = sorted(p.name for p in out.glob("*.toml")) + [
         f for f in (f"{name}.safetensors", "checkpoint.pt") if (out / f).exists()]  # vaezoo.checkpoints.CHECKPOINT
     if found:
-        raise OutputError(f"{what} {out} already holds {', '.join(found)}, the files of another run; choose "
-                          f"another {what}")
+        raise OutputError.about(f"{what} {{path}} already holds {{found}}, the files of another run; choose "
+                                f"another {what}", path=out, found=", ".join(found))
 
 
 @contextmanager

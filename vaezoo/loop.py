@@ -11,7 +11,7 @@ import contextlib
 import copy
 import math
 import os
-import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,8 +23,8 @@ from vaezoo.assemble import load_weights
 from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.checkpoints import check_recipe, read_checkpoint, remove_temporaries, restore_rng
 from vaezoo.data import ImageDataset
-from vaezoo.errors import TrainingError
-from vaezoo.terminal import printable
+from vaezoo.errors import Phrase, TrainingError, TrainingWarning
+from vaezoo.progress import note
 
 
 @dataclass
@@ -74,39 +74,44 @@ def rng_state(run: Run) -> dict:
 
 
 def checkpoint_exists_error(path: Path) -> TrainingError:
-    return TrainingError(f"{path.parent} already holds a checkpoint ({path.name}) of a run; pass --resume "
-                         f"to continue it, or choose another --out to start afresh")
+    """The error refusing to start a run afresh over the checkpoint ``path`` of another."""
+    return TrainingError.about("{folder} already holds a checkpoint ({file}) of a run; pass {resume:True} to "
+                               "continue it, or choose another {out} to start afresh", folder=path.parent,
+                               file=path.name)
 
 
 def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan: Plan, resume: bool, run: Run) -> int | None:
     """Restore model, optimiser and RNG states from the checkpoint ``path``: its step, or None to start afresh."""
     if not path.exists():
         if resume and run.main:
-            print(printable(f"no checkpoint in {path.parent}; starting from step 0"), file=sys.stderr)
+            note(f"no checkpoint in {path.parent}; starting from step 0")
         return None
     if not resume:
         raise checkpoint_exists_error(path)
     if run.main:  # a run killed while writing a checkpoint left its temporary file behind
         remove_temporaries(path)
-    checkpoint = read_checkpoint(path, fix="remove it to start over, or choose another --out")
+    checkpoint = read_checkpoint(path, fix=Phrase("remove it to start over, or choose another {out}"))
     check_recipe(checkpoint, card)
     if checkpoint.step > plan.total:
-        raise TrainingError(f"checkpoint {path} is at step {checkpoint.step}, past this run's last step {plan.total} "
-                            f"({card.train.epochs} epochs of {plan.per_epoch} steps); pass --epochs "
-                            f"{math.ceil(checkpoint.step / plan.per_epoch)} or more to continue it")
+        raise TrainingError.about("checkpoint {path} is at step {step}, past this run's last step {total} ({had} "
+                                  "epochs of {per_epoch} steps); pass {epochs:{least}} or more to continue it",
+                                  path=path, step=checkpoint.step, total=plan.total, had=card.train.epochs,
+                                  per_epoch=plan.per_epoch, least=math.ceil(checkpoint.step / plan.per_epoch))
     load_weights(model, checkpoint.model, f"checkpoint {path}")
     try:
         optimizer.load_state_dict(checkpoint.optimizer)
     except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise TrainingError(f"the optimiser state in checkpoint {path} does not fit this card's "
-                            f"{card.train.optimizer.name} optimiser ({first}); resume with the card that started "
-                            f"the run, or choose another --out") from None
+        raise TrainingError.about("the optimiser state in checkpoint {path} does not fit this card's {optimizer} "
+                                  "optimiser ({problem}); resume with the card that started the run, or choose "
+                                  "another {out}", path=path, optimizer=card.train.optimizer.name,
+                                  problem=first) from None
     if not restore_rng(checkpoint, run.rank, run.world, run.device):
         torch.manual_seed(card.train.seed + 1_000_003 * run.rank + checkpoint.step)
         if run.main:
-            print(printable(f"{path} holds no RNG states for {run.world} processes; the sampling noise is reseeded, "
-                            f"so the resumed run will not match an uninterrupted one bit for bit"), file=sys.stderr)
+            warnings.warn(f"{path} holds no RNG states for {run.world} processes; the sampling noise is reseeded, "
+                          f"so the resumed run will not match an uninterrupted one bit for bit", TrainingWarning,
+                          stacklevel=2)
     return checkpoint.step
 
 

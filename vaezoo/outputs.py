@@ -1,4 +1,4 @@
-"""A run's output folder (``--out``): checked before the first step, never overwriting another run's files,
+"""A run's output folder (``out``): checked before the first step, never overwriting another run's files,
 and removed again, if the run made it, when the run ends before writing anything."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def prepare_out(out: Path, name: str, resume: bool) -> list[Path]:
         OutputError, TrainingError: one line naming the path and what to do.
     """
     if out.exists() and not out.is_dir():
-        raise OutputError(f"--out {out} is a file, not a folder; choose another --out")
+        raise OutputError.about("{out} {path} is a file, not a folder; choose another {out}", path=out)
     missing = [p for p in (out, *out.parents) if not p.exists()][::-1]
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -37,20 +37,22 @@ def prepare_out(out: Path, name: str, resume: bool) -> list[Path]:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise OutputError(f"cannot write in --out {out}: {folder_problem(out, exc)}; choose another --out") from None
+        raise OutputError.about("cannot write in {out} {path}: {problem}; choose another {out}", path=out,
+                                problem=folder_problem(out, exc)) from None
     cards = sorted(p.name for p in out.glob("*.toml"))
     if resume:
         others = [c for c in cards if c != f"{name}.toml"]
         if others:
-            raise OutputError(f"--out {out} holds the card {', '.join(others)}, not this run's {name}.toml; resume "
-                              f"with the --name the run was started with, or choose another --out")
+            raise OutputError.about("{out} {path} holds the card {others}, not this run's {card}.toml; resume with "
+                                    "the {name} the run was started with, or choose another {out}", path=out,
+                                    others=", ".join(others), card=name)
         return missing
     if (out / CHECKPOINT).exists():
         raise checkpoint_exists_error(out / CHECKPOINT)
     finished = cards + [f"{name}.safetensors"] * (out / f"{name}.safetensors").exists()
     if finished:
-        raise OutputError(f"--out {out} already holds {', '.join(finished)}, the files of a finished run; "
-                          f"choose another --out")
+        raise OutputError.about("{out} {path} already holds {finished}, the files of a finished run; choose "
+                                "another {out}", path=out, finished=", ".join(finished))
     return missing
 
 

@@ -20,6 +20,14 @@ PLAIN_INTERVAL = 10.0
 """Seconds between two plain progress lines when stderr is not a terminal."""
 
 
+def note(line: str) -> None:
+    """Say ``line`` on stderr at once: the status of long work (what a run starts, what it waits for).
+
+    Library modules say their status through here, never on stdout; their warnings go through :mod:`warnings`.
+    """
+    print(printable(line), file=sys.stderr, flush=True)
+
+
 class Progress:
     """Units of one piece of work done so far; made by :func:`progress`, which shows it.
 

@@ -1,6 +1,6 @@
 """Publishing a finished run: its weights and its completed card, in a folder that loads like a zoo entry.
 
-The run's ``--out`` folder ends holding ``checkpoint.pt``, ``NAME.safetensors`` and ``NAME.toml``, one
+The run's folder (``out``) ends holding ``checkpoint.pt``, ``NAME.safetensors`` and ``NAME.toml``, one
 card, so ``vaezoo.load("OUT")`` and every command that takes a model accept the folder, and
 ``VAEZOO_CARDS_PATH=OUT`` lists the run beside the zoo. ``NAME`` is never a built-in zoo entry's name.
 
@@ -13,14 +13,14 @@ own sections (:meth:`vaezoo.model.VAE.card_sections`) are measured again on the 
 
 from __future__ import annotations
 
-import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.entries.catalog import card_reference, new_card_name
 from vaezoo.entries.entry import write_entry
 from vaezoo.entries.schema import Card
-from vaezoo.terminal import printable
+from vaezoo.errors import PublishWarning
 
 if TYPE_CHECKING:
     from vaezoo.model import VAE
@@ -31,7 +31,7 @@ def run_name(card: Card, name: str | None = None) -> str:
 
     Args:
         card: the card the run trains.
-        name: the name asked for (``--name``), or None for the default.
+        name: the name asked for, or None for the default.
 
     Returns:
         The name.
@@ -40,7 +40,7 @@ def run_name(card: Card, name: str | None = None) -> str:
         CardError: the name is not a card name, or it is a built-in zoo entry's (the run's card would be
             skipped beside the zoo, and ``vaezoo.load(NAME)`` would give the zoo's model).
     """
-    return new_card_name(f"{card.name}-run" if name is None else name, "the run's card", "--name ")
+    return new_card_name(f"{card.name}-run" if name is None else name, "the run's card")
 
 
 def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=None, device=None) -> Path:
@@ -65,16 +65,16 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
     ref = card_reference(own, out)
 
     def failed(metric: str, exc: Exception) -> None:
-        print(printable(f"warning: {metric} failed ({type(exc).__name__}: {exc}); the card is written without "
-                        f"it; measure it again with: {eval_command(ref, data_root, [metric])}"), file=sys.stderr)
+        warnings.warn(f"{metric} failed ({type(exc).__name__}: {exc}); the card is written without it; measure it "
+                      f"again with: {eval_command(ref, data_root, [metric])}", PublishWarning, stacklevel=2)
 
     results = evaluate(model, own, data_root, device, on_error=failed)
     sections = {}
     try:
         sections = model.card_sections(own, ref, data_root, device)
     except Exception as exc:  # noqa: BLE001 - the run keeps its weights whatever a plugin's model raises
-        print(printable(f"warning: measuring the model's card sections failed ({type(exc).__name__}: {exc}); the "
-                        f"card is written without them"), file=sys.stderr)
+        warnings.warn(f"measuring the model's card sections failed ({type(exc).__name__}: {exc}); the card is "
+                      f"written without them", PublishWarning, stacklevel=2)
     metrics = as_metrics(own, results, data_root, ref=ref)
     headline = own.headline if own.headline in metrics else None
     return write_entry(own.model_copy(update={"metrics": metrics, "sections": sections, "headline": headline}),

@@ -106,40 +106,44 @@ def _shown(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def choose_metrics(card: Card, runs: Sequence[Run], wanted: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
+def choose_metrics(card: Card, runs: Sequence[Run],
+                   metrics: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
     """The metrics to spread over ``runs``, and the card's metrics left out because some run lacks them.
 
     Args:
-        card: the card; without ``wanted``, its ``eval_metrics`` are the candidates.
+        card: the card; without ``metrics``, its ``eval_metrics`` are the candidates.
         runs: the runs (:func:`collect_runs`), the card's included.
-        wanted: the metrics asked for; each must be on every run.
+        metrics: the metrics asked for; each must be on every run.
 
     Returns:
         ``(metrics, left_out)``: the card's ``eval_metrics`` that every run records as a finite number and
-        those some run lacks or records as NaN or infinite, or ``(wanted, [])``.
+        those some run lacks or records as NaN or infinite, or ``(metrics, [])``.
 
     Raises:
         CardError: a run lacks a wanted metric (naming run and metric, and the command that measures it) or
             records it as NaN or infinite,
             the card lists no ``eval_metrics`` to choose from, or no run records every one of them.
     """
-    if wanted is not None:
-        for name in wanted:
+    if metrics is not None:
+        for name in metrics:
             lacking = next((run for run in runs if name not in run.card.metrics), None)
             if lacking is not None:
                 raise CardError(f"{lacking.label} records no metric '{name}'; measure it with "
                                 f"'vaezoo eval {lacking.card.path or lacking.card.name} --metrics {name} --write'")
             unusable = next((run for run in runs if not _measured(run, name)), None)
             if unusable is not None:
-                raise CardError(f"{unusable.label} records {name} = {unusable.card.metrics[name].value}, not a number "
-                                f"a spread can use; leave '{name}' out of --metrics")
-        return list(dict.fromkeys(wanted)), []
+                raise CardError.about("{run} records {metric} = {value}, not a number a spread can use; leave "
+                                      "'{metric}' out of {metrics}", run=unusable.label, metric=name,
+                                      value=unusable.card.metrics[name].value)
+        return list(dict.fromkeys(metrics)), []
     if not card.eval_metrics:
-        raise CardError(f"card {card.name} lists no eval_metrics; name the metrics to spread with --metrics")
+        raise CardError.about("card {card} lists no eval_metrics; name the metrics to spread with {metrics}",
+                              card=card.name)
     everywhere = [m for m in card.eval_metrics if all(_measured(run, m) for run in runs)]
     if not everywhere:
-        raise CardError(f"none of card {card.name}'s eval_metrics ({', '.join(card.eval_metrics)}) is on every "
-                        f"run; measure them with 'vaezoo eval RUN --write', or name others with --metrics")
+        raise CardError.about("none of card {card}'s eval_metrics ({listed}) is on every run; measure them with "
+                              "'vaezoo eval RUN --write', or name others with {metrics}", card=card.name,
+                              listed=", ".join(card.eval_metrics))
     return everywhere, [m for m in card.eval_metrics if m not in everywhere]
 
 

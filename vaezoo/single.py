@@ -5,7 +5,7 @@ on CUDA) and each rank takes its share of every epoch's order, the order of a Di
 0 writes files. Every ``checkpoint_every`` steps a checkpoint (:mod:`vaezoo.checkpoints`) saves the model,
 the optimiser, the step and the RNG states at the start of that step, once that step's loss is known to be
 finite, so the one a diverged run names is good to resume from. Regularizer schedules are pure functions
-of the step, so ``--resume`` continues exactly where the checkpoint was taken. The recipe's ``precision =
+of the step, so resuming (``resume``) continues exactly where the checkpoint was taken. The recipe's ``precision =
 "bf16"`` runs the forward pass under ``torch.autocast`` in bfloat16, ``compile = true`` through
 ``torch.compile``. Several runs at once are :mod:`vaezoo.ensemble`'s.
 """
@@ -13,7 +13,6 @@ of the step, so ``--resume`` continues exactly where the checkpoint was taken. T
 from __future__ import annotations
 
 import contextlib
-import sys
 from pathlib import Path
 
 import torch
@@ -22,12 +21,12 @@ from torch import Tensor
 from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
-from vaezoo.errors import TrainingError
+from vaezoo.errors import Phrase, TrainingError
 from vaezoo.loop import (Plan, Run, Streams, check_dataset, device_store, distribution_checks_off, epoch_order,
                          last_good, make_optimizer, resume_point, rng_state)
 from vaezoo.model import VAE, VAEOutput
+from vaezoo.progress import note
 from vaezoo.signals import Interrupted, StopSignals
-from vaezoo.terminal import printable
 from vaezoo.train_progress import Reporter
 
 __all__ = ["CHECK_EVERY", "SingleRun", "fit", "fit_single"]
@@ -136,13 +135,15 @@ class SingleRun:
             return self.net(x, step=self.step, checked=True)
         except self.compile_failures as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise TrainingError(f"torch.compile cannot compile the model here ({first}); train without it: "
-                                f"compile = false in the card's [train], and no --compile") from None
+            raise TrainingError.about("torch.compile cannot compile the model here ({problem}); train without it: "
+                                      "compile = false in the card's [train], and no {compile:True}",
+                                      problem=first) from None
 
     def save(self, rng: dict) -> None:
         """Write the checkpoint of the step reached (on rank 0), with the RNG states ``rng``."""
         if self.run.main:
-            fix = f"make room, then continue with --resume ({last_good(self.checkpoint, self.saved)})"
+            fix = Phrase("make room, then continue with {resume:True} ({last})",
+                         last=last_good(self.checkpoint, self.saved))
             write_checkpoint(self.checkpoint, self.card, self.model, self.optimizer.state_dict(), self.step, rng, fix)
         self.saved = self.step
 
@@ -168,8 +169,9 @@ def _compiled(net: torch.nn.Module) -> torch.nn.Module:
     try:
         return torch.compile(net, options={"fallback_random": True})
     except RuntimeError as exc:  # torch.compile refuses Python versions and platforms it does not support
-        raise TrainingError(f"the recipe asks for torch.compile, which is not available here ({exc}); train "
-                            f"without it: compile = false in the card's [train], and no --compile") from None
+        raise TrainingError.about("the recipe asks for torch.compile, which is not available here ({problem}); "
+                                  "train without it: compile = false in the card's [train], and no {compile:True}",
+                                  problem=exc) from None
 
 
 def fit(model: VAE, dataset: ImageDataset, card: Card, out: Path, resume: bool = False,
@@ -210,8 +212,8 @@ def fit_single(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume:
     with distribution_checks_off(), StopSignals(defer=True) as signals, reporter:
         if run.main:  # from here on a signal stops the run with a checkpoint of the step it reached
             begin = f"resuming at step {seed.step} of" if seed.saved is not None else "training"
-            print(printable(f"{begin} {plan.total} steps ({plan.per_epoch} per epoch), a checkpoint every "
-                            f"{card.train.checkpoint_every} steps in {seed.checkpoint}"), file=sys.stderr, flush=True)
+            note(f"{begin} {plan.total} steps ({plan.per_epoch} per epoch), a checkpoint every "
+                 f"{card.train.checkpoint_every} steps in {seed.checkpoint}")
         while seed.step < stop:
             stopping = signals.stop_requested(run)
             images = seed.take_step(store, stopping)

@@ -1,7 +1,7 @@
 """The members of an ensemble: a card's runs over seeds and over the values of swept card fields.
 
-``--sweep KEY=V1,V2,...`` names a field of the card's ``model`` or ``train`` table the way
-``vaezoo list --where`` does: by its dotted path (``model.regularizers.0.beta``) or by any tail of it
+A sweep, ``KEY=V1,V2,...`` (``vaezoo train --sweep``), names a field of the card's ``model`` or ``train``
+table the way ``vaezoo list --where`` does: by its dotted path (``model.regularizers.0.beta``) or by any tail of it
 (``beta``) that names one field only. Values are read as TOML values (``4``, ``1e-4``, ``true``, ``"mss"``).
 """
 
@@ -53,10 +53,10 @@ def parse_sweep(text: str) -> Sweep:
     key, sep, values = text.partition("=")
     key = key.strip()
     if not sep or not key or not values.strip():
-        raise TrainingError(f"--sweep takes KEY=V1,V2,..., got '{text}'")
+        raise TrainingError.about("{sweep} takes KEY=V1,V2,..., got '{text}'", text=text)
     parsed = tuple(_value(v.strip()) for v in values.split(","))
     if len(set(map(repr, parsed))) != len(parsed):
-        raise TrainingError(f"--sweep {key} names a value twice: '{values}'")
+        raise TrainingError.about("{sweep} {key} names a value twice: '{values}'", key=key, values=values)
     return Sweep(key, parsed)
 
 
@@ -78,10 +78,11 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
     """
     seeds = list(seeds)
     if not seeds or len(set(seeds)) != len(seeds):
-        raise TrainingError(f"--seeds must name each seed once, got {','.join(map(str, seeds)) or 'none'}")
+        raise TrainingError.about("{seeds} must name each seed once, got {got}",
+                                  got=",".join(map(str, seeds)) or "none")
     paths = [_resolve(card, s.key) for s in sweeps]
     if len(set(paths)) != len(paths):
-        raise TrainingError("two --sweep options name the same field; give each field once")
+        raise TrainingError.about("two {sweep} options name the same field; give each field once")
     out = []
     for combo in itertools.product(*(s.values for s in sweeps)):
         varied = card
@@ -104,14 +105,16 @@ def _resolve(card: Card, key: str) -> str:
     flat = card.flat()
     found = [path for path in flat if path == key or path.endswith("." + key)]
     if not found:
-        raise TrainingError(f"--sweep {key}: the card has no such field; its fields are {', '.join(flat)}")
+        raise TrainingError.about("{sweep} {key}: the card has no such field; its fields are {fields}", key=key,
+                                  fields=", ".join(flat))
     if len(found) > 1:
-        raise TrainingError(f"--sweep {key} names several fields ({', '.join(found)}); give the whole dotted path")
+        raise TrainingError.about("{sweep} {key} names several fields ({found}); give the whole dotted path", key=key,
+                                  found=", ".join(found))
     if found[0] == "train.seed":
-        raise TrainingError(f"--sweep {key}: give the seeds with --seeds")
+        raise TrainingError.about("{sweep} {key}: give the seeds with {seeds}", key=key)
     if found[0].startswith("train.data"):
-        raise TrainingError(f"--sweep {key}: the members of an ensemble share their dataset; train another "
-                            f"dataset in its own run")
+        raise TrainingError.about("{sweep} {key}: the members of an ensemble share their dataset; train another "
+                                  "dataset in its own run", key=key)
     return found[0]
 
 
@@ -129,6 +132,7 @@ def _with_value(card: Card, path: str, value: Any) -> Card:
     try:
         varied = Card.model_validate(data)
     except ValidationError as exc:
-        raise TrainingError(f"--sweep {path}={_show(value)}: {exc.errors()[0]['msg'].lower()}") from None
+        raise TrainingError.about("{sweep} {path}={value}: {problem}", path=path, value=_show(value),
+                                  problem=exc.errors()[0]["msg"].lower()) from None
     varied._path, varied._source = card._path, card._source
     return varied

@@ -39,6 +39,7 @@ from vaezoo.assemble import build_part as build
 from vaezoo.entries.catalog import list_cards, parse_card
 from vaezoo.entries.schema import Card
 from vaezoo.context import FACTS
+from vaezoo.errors import PublishWarning
 from vaezoo.hub import get_card
 from vaezoo.latents import LatentFamily, Posterior
 from vaezoo.model import VAE
@@ -618,23 +619,28 @@ def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[st
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
         said = io.StringIO()
-        with redirect_stderr(said), _running(subject, "training"):
+        with redirect_stderr(said), warnings.catch_warnings(record=True) as warned, _running(subject, "training"):
             from vaezoo.train import train
 
+            warnings.simplefilter("always", PublishWarning)
             result = train(trial, out)
-        _check_run(result, trial, out, said.getvalue(), subject)
+        told = [f"warning: {w.message}" for w in warned if issubclass(w.category, PublishWarning)]
+        _check_run(result, trial, out, said.getvalue(), told, subject)
         return _check_loaded(out, result.model, subject)
 
 
-def _check_run(result, trial: Card, out: Path, said: str, subject: str) -> None:
-    """The run finished, kept its weights and wrote a card with every metric and its losses, all finite."""
+def _check_run(result, trial: Card, out: Path, said: str, warned: list[str], subject: str) -> None:
+    """The run finished, kept its weights and wrote a card with every metric and its losses, all finite.
+
+    ``said`` is what the run said on stderr, ``warned`` its :class:`~vaezoo.errors.PublishWarning` lines.
+    """
     _require(result.card_path is not None and result.card_path.is_file(), subject,
              f"the run stopped at step {result.step} of {result.total} without writing its card")
     written = parse_card(result.card_path)
     _require(written.weights is not None and (out / written.weights.file).is_file(), subject,
              "the run wrote no weights")
     for name in ["reconstruction", *trial.eval_metrics]:
-        told = [line for line in said.splitlines() if line.startswith("warning: ") and f" {name} " in line]
+        told = [line for line in warned if f" {name} " in line]
         _require(name in written.metrics, subject,
                  f"its card lacks '{name}'" + (f": {told[0]}" if told else f"; vaezoo train said: {said[-500:]}"))
     for name, metric in written.metrics.items():  # a metric may be NaN or infinite by definition; a loss may not

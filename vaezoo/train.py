@@ -2,7 +2,7 @@
 
 :func:`train` trains one run (:mod:`vaezoo.single`; under ``torchrun``, one process per rank), and
 :func:`train_seeds` an ensemble, one run per seed and swept value, stacked into one step
-(:mod:`vaezoo.ensemble`). Either way, in this order: the output folder (``--out``) is locked for the run
+(:mod:`vaezoo.ensemble`). Either way, in this order: the output folder (``out``) is locked for the run
 (:func:`vaezoo.locks.run_lock`) and checked (:mod:`vaezoo.outputs`), the card's metrics are matched
 against the model (step 0, before any data is read), the data is loaded and moved to the device once, the
 loop trains with atomic checkpoints and exact resume, and :mod:`vaezoo.publish` writes each finished run's
@@ -157,10 +157,10 @@ def train_seeds(card: Card, out: Path, seeds: Sequence[int], sweeps: Sequence[Sw
             a sweep is unusable, or the process runs under torchrun.
     """
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise TrainingError("--seeds trains several runs in one process; run it without torchrun")
+        raise TrainingError.about("{seeds} trains several runs in one process; run it without torchrun")
     if compile or (compile is None and card.train.compile):
-        raise TrainingError("an ensemble runs its members through torch.func.vmap, not torch.compile; train "
-                            "without it: no --compile, and compile = false in the card's [train]")
+        raise TrainingError.about("an ensemble runs its members through torch.func.vmap, not torch.compile; "
+                                  "train without it: no {compile:True}, and compile = false in the card's [train]")
     options = TrainOptions(data_root=data_root, resume=resume, device=device, max_steps=max_steps, name=name,
                            formulation=formulation, epochs=epochs, checkpoint_every=checkpoint_every,
                            precision=precision)
@@ -171,10 +171,10 @@ def train_seeds(card: Card, out: Path, seeds: Sequence[int], sweeps: Sequence[Sw
 def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: TrainOptions) -> list[TrainResult]:
     """Train each ``(card, out, label)`` of ``runs``: alone when it is one unlabelled run, else as an ensemble.
 
-    The output folder ``root`` (``--out``) is locked for the whole run: a second run into it is refused.
+    The output folder ``root`` (``out``) is locked for the whole run: a second run into it is refused.
     """
     if options.max_steps is not None and options.max_steps < 1:
-        raise TrainingError(f"--max-steps must be at least 1, got {options.max_steps}")
+        raise TrainingError.about("{max_steps} must be at least 1, got {got}", got=options.max_steps)
     options = replace(options, name=run_name(card, options.name))
     with StopSignals(defer=False):
         run = start_run(options.device)
@@ -227,11 +227,12 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
 
 
 def _override(recipe: TrainRecipe, **values) -> TrainRecipe:
-    """``recipe`` with the values given on the command line, validated as the card's own are."""
+    """``recipe`` with the values of the arguments that override it, validated as the card's own are."""
     given = {k: v for k, v in values.items() if v is not None}
     try:
         return TrainRecipe.model_validate({**recipe.model_dump(), **given})
     except ValidationError as exc:
         error = exc.errors()[0]
-        name = "--" + str(error["loc"][0]).replace("_", "-")
-        raise TrainingError(f"{name} {given.get(error['loc'][0])}: {error['msg'].lower()}") from None
+        field = str(error["loc"][0])
+        raise TrainingError.about(f"{{{field}:{{value}}}}: {{problem}}", value=given.get(field),
+                                  problem=error["msg"].lower()) from None

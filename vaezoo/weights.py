@@ -24,6 +24,7 @@ from urllib.parse import urljoin, urlparse
 from vaezoo.checksums import verify
 from vaezoo.errors import OutputError, WeightsError
 from vaezoo.files import FULL, atomic_save, folder_problem
+from vaezoo.progress import note
 from vaezoo.terminal import printable
 
 if TYPE_CHECKING:
@@ -163,8 +164,7 @@ def _locked(lock: Path, url: str, deadline: float, seconds: float) -> Iterator[N
         try:
             file_lock.acquire(timeout=max(min(LOCK_NOTICE, deadline - time.monotonic()), 0))
         except Timeout:
-            print(f"waiting for another vaezoo process downloading {printable(url)} (lock {printable(lock)})",
-                  file=sys.stderr, flush=True)
+            note(f"waiting for another vaezoo process downloading {url} (lock {lock})")
             file_lock.acquire(timeout=max(deadline - time.monotonic(), 0))
     except Timeout:
         raise WeightsError(f"another vaezoo process was still downloading {url} after {seconds:g} s (lock {lock}); "

@@ -50,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         _discard_stdout()
         return 0
     except VaezooError as exc:
-        _error(str(exc))
+        from vaezoo.cli.common import flag_spelling
+
+        _error(exc.spelled(flag_spelling))
         return 1
     except OSError as exc:  # the system refused a path given on the command line
         _error(_os_error(exc))

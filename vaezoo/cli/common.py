@@ -9,6 +9,13 @@ from collections.abc import Iterable, Sequence
 from vaezoo.terminal import printable  # noqa: F401  (commands import it from here)
 
 
+def flag_spelling(keyword: str, value: str) -> str:
+    """An argument a library message names (:class:`vaezoo.errors.Phrase`) as the command line spells it: the
+    keyword ``max_steps`` as ``--max-steps``, ``resume=True`` as ``--resume``, ``epochs=12`` as ``--epochs 12``."""
+    flag = "--" + keyword.replace("_", "-")
+    return flag if value in ("", "True") else f"{flag} {value}"
+
+
 def card_arg(name_or_path: str):
     """A card by zoo name, card file path, folder holding one card, or Hub repository (:func:`vaezoo.get_card`)."""
     from vaezoo.hub import get_card

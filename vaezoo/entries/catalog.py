@@ -363,18 +363,18 @@ def _same_file(card_file: Path, where: Path) -> bool:
     return where.resolve() == card_file.resolve()
 
 
-def new_card_name(name: str, made: str, shown: str = "") -> str:
+def new_card_name(name: str, made: str) -> str:
     """``name`` if a card that vaezoo makes (``made``: "the run's card", "the converted card") may take it.
-
-    ``shown`` comes before the name in messages (e.g. ``"--name "``).
 
     Raises:
         CardError: it is not a card name, or it is a built-in zoo entry's (the new card would be skipped
-            beside the zoo, and ``vaezoo.load(NAME)`` would give the zoo's model).
+            beside the zoo, and ``vaezoo.load(NAME)`` would give the zoo's model); the message names the
+            ``name`` argument.
     """
     if not re.fullmatch(NAME_PATTERN, name):
-        raise CardError(f"{shown}'{name}' is not a card name: use lowercase letters and digits joined by "
-                        f"'-', '_' or '.'; give {made} one with --name")
+        raise CardError.about("{name} '{given}' is not a card name: use lowercase letters and digits joined by "
+                              "'-', '_' or '.'; give {made} one with {name}", given=name, made=made)
     if name in scan().builtin:
-        raise CardError(f"{shown}'{name}' is the name of a built-in zoo entry; give {made} another name with --name")
+        raise CardError.about("{name} '{given}' is the name of a built-in zoo entry; give {made} another name with "
+                              "{name}", given=name, made=made)
     return name
