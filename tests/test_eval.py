@@ -123,7 +123,14 @@ def test_write_and_check_exclude_each_other(trained, capsys):
     capsys.readouterr()
     assert main(["eval", str(trained), "--write", "--check"]) == 1
     [line] = error_lines(capsys.readouterr().err)
-    assert "use it without --check and --checkpoint" in line
+    assert "use it without --check" in line
+    checkpoint = trained.parent / "checkpoint.pt"
+    assert main(["eval", str(trained), "--write", "--checkpoint", str(checkpoint)]) == 1
+    [line] = error_lines(capsys.readouterr().err)
+    assert line == ("error: --write records the card's own weights' metrics, not a checkpoint's: use it without "
+                    "--checkpoint")
+    with pytest.raises(CardError, match="^write records .* use it without checkpoint$"):
+        evaluate_card(trained, checkpoint=checkpoint, write=True)
     assert trained.read_bytes() == before
 
 

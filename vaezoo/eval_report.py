@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vaezoo.assemble import load_model
@@ -17,6 +18,7 @@ from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import check_model, read_checkpoint
 from vaezoo.errors import CardError
 from vaezoo.evaluate import as_metrics, evaluate
+from vaezoo.hub import get_card
 from vaezoo.locks import update_card
 
 DEFAULT_TOLERANCE = 1e-4
@@ -79,6 +81,7 @@ class EvalReport:
         metrics: the registered metrics asked for, if any (then the losses were not measured).
         data_root: where the dataset was read from, if given.
         checkpoint: the training checkpoint whose weights were measured, if any (else the card's weights).
+        written: the card as :func:`evaluate_card` recorded the results on it (``write=True``), else None.
     """
 
     card: Card
@@ -86,6 +89,7 @@ class EvalReport:
     metrics: list[str] | None = None
     data_root: str | Path | None = None
     checkpoint: Path | None = None
+    written: Card | None = None
 
     @property
     def checked(self) -> dict:
@@ -152,26 +156,37 @@ def check_writable(card: Card) -> Path:
     return card.path
 
 
-def evaluate_card(card: Card, *, checkpoint: str | Path | None = None, data_root: str | Path | None = None,
-                  device: str | None = None, metrics: Sequence[str] | None = None) -> EvalReport:
-    """Measure ``card``'s model on its dataset's test split.
+def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | None = None,
+                  data_root: str | Path | None = None, device: str | None = None,
+                  metrics: Sequence[str] | None = None, write: bool = False) -> EvalReport:
+    """Measure a card's model on its dataset's test split.
 
     Args:
-        card: the card; its weights are measured unless ``checkpoint`` is given.
+        card: the card, or what names one (a zoo name, a card file, a folder holding one, ``hf-hub:OWNER/REPO``:
+            :func:`vaezoo.hub.get_card`); its weights are measured unless ``checkpoint`` is given.
         checkpoint: a training checkpoint (``OUT/checkpoint.pt`` of ``vaezoo train``) of the card's model, measured
             at its step instead of the card's weights.
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
         device: where to run (default cpu).
         metrics: measure only these registered metrics, not the losses (:func:`vaezoo.evaluate.evaluate`).
+        write: also record the measured metrics on the card's file (:meth:`EvalReport.write`); a card that cannot
+            be written is refused before anything is measured.
 
     Returns:
-        The report.
+        The report; with ``write``, its :attr:`~EvalReport.written` is the card as written.
 
     Raises:
+        CardError: ``write`` with a ``checkpoint``, or of a card without a local file.
         TrainingError: ``checkpoint`` is not a checkpoint of the card's model.
         WeightsError, UnknownNameError, MetricError: as :func:`vaezoo.assemble.load_model` and
             :func:`vaezoo.evaluate.evaluate` raise them.
     """
+    card = card if isinstance(card, Card) else get_card(card)
+    if write and checkpoint is not None:
+        raise CardError.about("{write} records the card's own weights' metrics, not a checkpoint's: use it without "
+                              "{checkpoint}")
+    if write:
+        check_writable(card)  # before the evaluation, not after it
     if checkpoint is not None:
         checkpoint = Path(checkpoint)
         found = read_checkpoint(checkpoint, fix="pass OUT/checkpoint.pt of a 'vaezoo train' run")
@@ -181,4 +196,5 @@ def evaluate_card(card: Card, *, checkpoint: str | Path | None = None, data_root
     else:
         model = load_model(card, device)
     results = evaluate(model, card, data_root, device, metrics=metrics)
-    return EvalReport(card, results, list(metrics) if metrics is not None else None, data_root, checkpoint)
+    report = EvalReport(card, results, list(metrics) if metrics is not None else None, data_root, checkpoint)
+    return replace(report, written=report.write()) if write else report

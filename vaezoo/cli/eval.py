@@ -4,7 +4,7 @@ import argparse
 import math
 import sys
 
-from vaezoo.cli.common import card_arg, device_arg, names_arg, print_json, print_table, printable
+from vaezoo.cli.common import device_arg, names_arg, print_json, print_table, printable
 
 
 def add_parser(sub) -> None:
@@ -40,15 +40,13 @@ def tolerance_arg(value: str) -> float:
 
 def run(args) -> int:
     from vaezoo.errors import CardError
-    from vaezoo.eval_report import check_writable, evaluate_card
+    from vaezoo.eval_report import evaluate_card
 
-    card = card_arg(args.card)
-    if args.write and (args.check or args.checkpoint):
-        raise CardError("--write records the card's own weights' metrics: use it without --check and --checkpoint")
-    if args.write:
-        check_writable(card)  # before the evaluation, not after it
-    report = evaluate_card(card, checkpoint=args.checkpoint, data_root=args.data_root, device=args.device,
-                           metrics=args.metrics)
+    if args.write and args.check:
+        raise CardError("--write records the measured metrics as the card's: use it without --check")
+    report = evaluate_card(args.card, checkpoint=args.checkpoint, data_root=args.data_root, device=args.device,
+                           metrics=args.metrics, write=args.write)
+    card = report.card
     comparisons = report.check(args.tolerance) if args.check else None
     failures = [str(c) for c in comparisons or () if not c.agrees]
     if args.json:
@@ -59,8 +57,7 @@ def run(args) -> int:
                     [(name, f"{value:.6g}", f"{card.metrics[name].value:.6g}" if name in card.metrics else "")
                      for name, value in report.results.items()], title=f"{card.name} (test split)")
     if args.write:
-        report.write()
-        print(printable(f"wrote {len(report.results)} metrics to {card.path}"), file=sys.stderr)
+        print(printable(f"wrote {len(report.results)} metrics to {report.written.path}"), file=sys.stderr)
     if comparisons is not None:
         print(f"check: {len(comparisons) - len(failures)} of {len(comparisons)} metrics match the card within "
               f"relative tolerance {args.tolerance:g}", file=sys.stderr)

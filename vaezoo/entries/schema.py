@@ -277,8 +277,8 @@ class Card(_Frozen):
             if key in cls.model_fields or not isinstance(value, dict):
                 fields[key] = value
             elif models is not None and key not in models:
-                raise ValueError(f"[{key}] is no card field, and no loaded plugin registers a card section of that "
-                                 f"name; remove it or install the plugin that writes it")
+                raise ValueError(f"table {key!r} is no card field, and no loaded plugin registers a card section of "
+                                 f"that name; remove it or install the plugin that writes it")
             else:
                 sections[key] = value
         for key, value in sections.items():
