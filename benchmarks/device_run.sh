@@ -4,8 +4,8 @@
 #   bash benchmarks/device_run.sh SECONDS
 #
 # Installs the wheels carried in .whl (what the device machine lacks: pydantic and its needs, platformdirs,
-# tomli-w; and hatchling with its needs, which builds vaezoo there from this checkout), times bench_train.py
-# on CUDA (one model against ensembles of 12), then runs the campaign (benchmarks/campaign.toml) with what
+# tomli-w; and hatchling with its needs, pathspec, packaging, pluggy and trove-classifiers, which builds
+# vaezoo there from this checkout, as it does in a bare venv on the CPU), times bench_train.py on CUDA (one model against ensembles of 12), then runs the campaign (benchmarks/campaign.toml) with what
 # is left of SECONDS: it resumes the recipes benchmarks/campaign-state holds and trains the first that does
 # not fit in part (--partial). Everything it brings back is in $OUT: bench.txt, campaign.log, campaign.json,
 # one NAME.campaign.safetensors a trained recipe and the checkpoints of one trained in part
@@ -14,7 +14,7 @@
 # Fetch the wheels once, into .whl (listed in .git/info/exclude; name it in the device tool's carry):
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic pydantic_core annotated-types typing-inspection \
-#     typing_extensions platformdirs tomli_w hatchling trove-classifiers tomlkit
+#     typing_extensions platformdirs tomli_w hatchling trove-classifiers tomlkit pathspec packaging pluggy
 set -uo pipefail
 budget=${1:-540}
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
