@@ -5,8 +5,9 @@
 #
 # Installs the wheels carried in .whl (what the device machine lacks: pydantic and its needs, platformdirs,
 # tomli-w; and hatchling with its needs, pathspec, packaging, pluggy and trove-classifiers, which builds
-# vaezoo there from this checkout, as it does in a bare venv on the CPU), times bench_train.py on CUDA (one model against ensembles of 12), then runs the campaign (benchmarks/campaign.toml) with what
-# is left of SECONDS: it resumes the recipes benchmarks/campaign-state holds and trains the first that does
+# vaezoo there from this checkout, as it does in a bare venv on the CPU), times bench_train.py on CUDA
+# (one model against ensembles of 12), then runs the campaign (benchmarks/campaign.toml) with what is left of
+# SECONDS: it resumes the recipes benchmarks/campaign-state holds and trains the first that does
 # not fit in part (--partial). Everything it brings back is in $OUT: bench.txt, campaign.log, campaign.json,
 # one NAME.campaign.safetensors a trained recipe and the checkpoints of one trained in part
 # (NAME.seed-N.checkpoint.pt; `python benchmarks/device_campaign.py keep DIR` puts them in campaign-state).
