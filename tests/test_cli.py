@@ -23,7 +23,8 @@ LEGACY = "cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4)"
 def listed(cards):
     """Three cards: one with a latent layout, parameter count and headline metric, as `vaezoo train` writes."""
     write_card(cards, make_card(name="toy-mnist-2"))
-    write_card(cards, make_card(name=LONG_NAME, latent=LAYOUT, parameters=1234567, metrics={"accuracy": METRIC}, headline="accuracy"))
+    write_card(cards, make_card(name=LONG_NAME, latent=LAYOUT, parameters=1234567, metrics={"accuracy": METRIC},
+                                headline="accuracy"))
     write_card(cards, make_card(name="toy-dsprites-1", dataset="dsprites",
                                 model={"image_size": 64, "channels": 1, "beta": 6,
                                        "latent": {"type": "gaussian", "dim": 10}}))
@@ -97,7 +98,8 @@ def test_list_filters_and_groups_by_latent_family(listed, capsys):
     code, out, _ = cli(capsys, "list", "--json", "--group", "latent")
     groups = {layout: [r["name"] for r in rows] for layout, rows in json.loads(out).items()}
     assert groups == {"(not stated)": ["toy-dsprites-1", "toy-mnist-2"],
-                      "gaussian + categorical": [LONG_NAME, "toy-joint"], "gaussian + gumbelcategorical": ["toy-legacy"]}
+                      "gaussian + categorical": [LONG_NAME, "toy-joint"],
+                      "gaussian + gumbelcategorical": ["toy-legacy"]}
 
 
 def test_latent_filter_reads_the_families_not_the_names_of_the_parts(cards, capsys):
