@@ -13,7 +13,7 @@ import vaezoo
 from kit import GAUSSIAN_MLP_RGB, install_plugin, make_card, write_card, write_toml
 from vaezoo.entries.catalog import CardWarning, SkippedCard, discover, get_card, parse_card, scan
 from vaezoo.entries.entry import write_card as write_card_toml
-from vaezoo.entries.schema import Card
+from vaezoo.entries.schema import Card, LatentPart
 from vaezoo.errors import CardError, UnknownNameError
 
 SHA = "ab" * 32
@@ -60,6 +60,52 @@ def test_cards_are_frozen_and_round_trip_through_toml(tmp_path):
     again = parse_card(tmp_path / "toy-mnist.toml")
     assert again.model_dump() == card.model_dump()
     assert card.path is None and again.path == (tmp_path / "toy-mnist.toml").resolve()
+
+
+LAYOUT = [{"family": "gaussian", "size": 6, "name": "continuous"}, {"family": "categorical", "size": 3}]
+
+
+def test_a_latent_layout_round_trips_through_toml_as_a_list_of_parts(tmp_path):
+    card = Card.model_validate(make_card(name="toy-mnist", latent=LAYOUT))
+    assert card.latent == [LatentPart(family="gaussian", size=6, name="continuous"),
+                           LatentPart(family="categorical", size=3)]
+    assert card.latent_text == "gaussian(6) + categorical(3)" and card.latent_families == ("gaussian", "categorical")
+    path = tmp_path / "toy-mnist.toml"
+    write_card_toml(card, path)
+    assert tomllib.loads(path.read_text(encoding="utf-8"))["latent"] == LAYOUT
+    assert parse_card(path).latent == card.latent
+    written = 'latent = [{ family = "gaussian", size = 6, name = "continuous" }, { family = "categorical", size = 3 }]'
+    assert Card.model_validate({**make_card(name="toy-mnist"), **tomllib.loads(written)}).latent == card.latent
+
+
+@pytest.mark.parametrize("legacy, parts, shown", [
+    ("gaussian(6) + categorical(3)", [("gaussian", 6, None), ("categorical", 3, None)], "gaussian(6) + categorical(3)"),
+    ("cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4, temperature=0.67)",
+     [("gaussian", 3, "cont"), ("gumbelcategorical", 4, "cat")], "gaussian(3) + gumbelcategorical(4)"),
+    ("Laplace(dim=8)", [("laplace", 8, None)], "laplace(8)"),
+    ("", None, ""),
+])
+def test_a_legacy_layout_stated_as_text_loads_into_parts(tmp_path, legacy, parts, shown):
+    """Cards written before the layout was a list of parts (users' runs) load, into the parts of today's cards."""
+    card = parse_card(write_toml(tmp_path / "toy-mnist.toml", make_card(name="toy-mnist", latent=legacy)))
+    assert card.latent == (parts and [LatentPart(family=f, size=n, name=name) for f, n, name in parts])
+    assert card.latent_text == shown
+    assert card.latent_families == tuple(dict.fromkeys(f for f, _, _ in parts or ()))
+
+
+@pytest.mark.parametrize("latent, message", [
+    ("gaussian(6) + categorical", "latent part 'categorical' is not 'family(size)'"),
+    ("gaussian(2.5)", "latent part 'gaussian(2.5)' is not 'family(size)'"),
+    ([{"family": "Gaussian", "size": 6}], "should match pattern"),
+    ([{"family": "gaussian", "size": 0}], "greater than 0"),
+    ([{"family": "gaussian", "size": 6, "dims": 6}], "Extra inputs are not permitted"),
+    ([], "at least 1 item"),
+])
+def test_a_bad_latent_layout_names_the_field(tmp_path, latent, message):
+    path = write_toml(tmp_path / "toy-mnist.toml", make_card(name="toy-mnist", latent=latent))
+    with pytest.raises(CardError, match="latent") as info:
+        parse_card(path)
+    assert message in str(info.value) and "\n" not in str(info.value)
 
 
 def test_cards_path_lists_several_directories(cards, tmp_path, monkeypatch):

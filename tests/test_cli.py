@@ -14,14 +14,17 @@ from vaezoo.entries.catalog import get_card
 
 LONG_NAME = "toy-a-long-name-joint-tc-capacity-seed-10"
 METRIC = {"value": 0.8873, "command": "vaezoo eval toy --check", "vaezoo_version": "0.1.0"}
+LAYOUT = [{"family": "gaussian", "size": 3, "name": "cont"}, {"family": "categorical", "size": 4, "name": "cat"}]
+LEGACY = "cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4)"
+"""A layout as cards stated it before it was a list of parts."""
 
 
 @pytest.fixture
 def listed(cards):
     """Three cards: one with a latent layout, parameter count and headline metric, as `vaezoo train` writes."""
     write_card(cards, make_card(name="toy-mnist-2"))
-    write_card(cards, make_card(name=LONG_NAME, latent="cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4)",
-                                parameters=1234567, metrics={"accuracy": METRIC}, headline="accuracy"))
+    write_card(cards, make_card(name=LONG_NAME, latent=LAYOUT, parameters=1234567, metrics={"accuracy": METRIC},
+                                headline="accuracy"))
     write_card(cards, make_card(name="toy-dsprites-1", dataset="dsprites",
                                 model={"image_size": 64, "channels": 1, "beta": 6,
                                        "latent": {"type": "gaussian", "dim": 10}}))
@@ -39,8 +42,7 @@ def test_list_json(listed, capsys):
     rows = json.loads(out)
     assert [r["name"] for r in rows] == [LONG_NAME, "toy-dsprites-1", "toy-mnist-2"]
     long = rows[0]
-    assert long == {"name": LONG_NAME, "architecture": "vae", "dataset": "mnist",
-                    "latent": "cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4)",
+    assert long == {"name": LONG_NAME, "architecture": "vae", "dataset": "mnist", "latent": LAYOUT,
                     "parameters": 1234567, "headline": "accuracy", "metrics": {"accuracy": 0.8873}}
 
 
@@ -52,8 +54,8 @@ def test_list_table(listed, capsys):
         "name", "architecture", "dataset", "latent", "parameters", "headline metric"]
     rows = table_rows(out)
     assert [r[0] for r in rows] == [LONG_NAME, "toy-dsprites-1", "toy-mnist-2"]
-    assert rows[0] == [LONG_NAME, "vae", "mnist", "cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4)",
-                       "1,234,567", "accuracy 0.8873"]
+    assert rows[0] == [LONG_NAME, "vae", "mnist", "gaussian(3) + categorical(4)", "1,234,567", "accuracy 0.8873"]
+    assert rows[1][3] == rows[2][3] == ""  # no layout stated
 
 
 def test_list_filters(listed, capsys):
@@ -86,16 +88,34 @@ def test_list_groups_by_dataset_or_architecture(listed, capsys):
 
 def test_list_filters_and_groups_by_latent_family(listed, capsys):
     write_card(listed, make_card(name="toy-joint", latent="gaussian(6) + categorical(3) + categorical(2)"))
+    write_card(listed, make_card(name="toy-legacy", latent=LEGACY))
     code, out, _ = cli(capsys, "list", "--json", "--latent", "categorical")
-    assert code == 0 and [r["name"] for r in json.loads(out)] == ["toy-joint"]
-    code, out, _ = cli(capsys, "list", "--json", "--latent", "GumbelCategorical")  # as the layout names it
-    assert [r["name"] for r in json.loads(out)] == [LONG_NAME]
+    assert code == 0 and [r["name"] for r in json.loads(out)] == [LONG_NAME, "toy-joint"]
+    code, out, _ = cli(capsys, "list", "--json", "--latent", "GumbelCategorical")  # as the legacy text names it
+    assert [r["name"] for r in json.loads(out)] == ["toy-legacy"]
     code, out, _ = cli(capsys, "list", "--json", "--latent", "gaussian")
-    assert [r["name"] for r in json.loads(out)] == [LONG_NAME, "toy-joint"]
+    assert [r["name"] for r in json.loads(out)] == [LONG_NAME, "toy-joint", "toy-legacy"]
     code, out, _ = cli(capsys, "list", "--json", "--group", "latent")
     groups = {layout: [r["name"] for r in rows] for layout, rows in json.loads(out).items()}
-    assert groups == {"(not stated)": ["toy-dsprites-1", "toy-mnist-2"], "gaussian + categorical": ["toy-joint"],
-                      "gaussian + gumbelcategorical": [LONG_NAME]}
+    assert groups == {"(not stated)": ["toy-dsprites-1", "toy-mnist-2"],
+                      "gaussian + categorical": [LONG_NAME, "toy-joint"],
+                      "gaussian + gumbelcategorical": ["toy-legacy"]}
+
+
+def test_latent_filter_reads_the_families_not_the_names_of_the_parts(cards, capsys):
+    write_card(cards, make_card(name="toy-named", latent=[{"family": "gaussian", "size": 2, "name": "categorical"}]))
+    code, out, _ = cli(capsys, "list", "--json", "--latent", "categorical")
+    assert (code, json.loads(out)) == (0, [])
+    code, out, _ = cli(capsys, "list", "--json", "--latent", "Gaussian")  # the family, in any case
+    assert [r["name"] for r in json.loads(out)] == ["toy-named"]
+
+
+def test_list_markdown_shows_the_layout_as_text(listed, capsys):
+    write_card(listed, make_card(name="toy-legacy", latent=LEGACY))
+    code, out, _ = cli(capsys, "list", "--markdown", "toy-[al]*")
+    assert code == 0
+    assert [line.split(" | ")[2] for line in out.splitlines()[2:]] == ["gaussian(3) + categorical(4)",
+                                                                      "gaussian(3) + gumbelcategorical(4)"]
 
 
 def test_a_headline_with_seeds_shows_their_range(cards, capsys):

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from vaezoo.assemble import build_part
-from vaezoo.latents import Gaussian, GumbelCategorical
+from vaezoo.entries.schema import LatentPart, layout_text
+from vaezoo.latents import Gaussian, GumbelCategorical, LatentFamily
 
 
 pytestmark = pytest.mark.usefixtures("float64_seeded")
@@ -121,6 +122,29 @@ def test_joint_prior_samples_are_gaussian_then_one_hot():
     assert z.shape == (1000, 5)
     assert torch.equal(z[:, 2:].sum(-1), torch.ones(1000)) and set(z[:, 2:].unique().tolist()) == {0.0, 1.0}
     assert abs(z[:, :2].mean().item()) < 0.15 and abs(z[:, :2].std().item() - 1) < 0.1
+
+
+def test_families_state_their_layout_as_a_card_does():
+    joint = build_part("latent family", {"type": "joint", "parts": [
+        {"type": "gaussian", "name": "cont", "dim": 2}, {"type": "gumbel_categorical", "categories": 3},
+        {"type": "joint", "name": "inner", "parts": [{"type": "gaussian", "name": "a", "dim": 1}]}]})
+    assert Gaussian(4).layout() == [LatentPart(family="gaussian", size=4)]
+    assert GumbelCategorical(5).layout() == [LatentPart(family="categorical", size=5)]
+    assert joint.layout() == [LatentPart(family="gaussian", size=2, name="cont"),
+                              LatentPart(family="categorical", size=3, name="z1"),
+                              LatentPart(family="gaussian", size=1, name="inner.a")]
+    assert layout_text(joint.layout()) == "gaussian(2) + categorical(3) + gaussian(1)"
+
+
+def test_a_family_that_states_no_layout_gets_one_part_named_by_its_class():
+    class Laplace(LatentFamily):  # a plugin's family that writes nothing for its layout
+        def __init__(self, dim: int):
+            super().__init__()
+            self.code_size, self.param_size = dim, 2 * dim
+
+    assert Laplace(8).layout() == [LatentPart(family="laplace", size=8)]
+    joint = build_part("latent family", {"type": "joint", "parts": [Laplace(2), GumbelCategorical(3)]})
+    assert layout_text(joint.layout()) == "laplace(2) + categorical(3)"
 
 
 @pytest.mark.parametrize("make, message", [

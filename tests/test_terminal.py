@@ -28,7 +28,8 @@ from vaezoo.terminal import printable
 HOSTILE = "[/] [red]x[/red] :smile: \x1b]0;pwned\x07\x1b[2J\r\b\x9b\u202e end"
 SHOWN = r"[/] [red]x[/red] :smile: \x1b]0;pwned\x07\x1b[2J\r\x08\x9b\u202e end"
 LONG_NAME = "toy-a-long-name-joint-tc-capacity-seed-10"
-LATENT = "cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4)"
+LATENT = [{"family": "gaussian", "size": 3, "name": "cont"}, {"family": "categorical", "size": 4, "name": "cat"}]
+LATENT_SHOWN = "gaussian(3) + categorical(4)"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 
 
@@ -38,10 +39,11 @@ def only_printable(text: str) -> bool:
 
 @pytest.fixture
 def hostile(cards):
-    """A card whose every free-text field holds markup and control characters."""
+    """A card whose every free-text field (a latent part's name too) holds markup and control characters."""
     metric = {"value": 0.5, "command": f"vaezoo eval {HOSTILE}", "vaezoo_version": "0.1.0", "note": HOSTILE}
     write_card(cards, make_card(name="hostile-mnist", architecture=HOSTILE, summary=HOSTILE, paper=HOSTILE,
-                                license=HOSTILE, dataset=HOSTILE, latent=HOSTILE, metrics={HOSTILE: metric},
+                                license=HOSTILE, dataset=HOSTILE, metrics={HOSTILE: metric},
+                                latent=[{"family": "gaussian", "size": 3, "name": HOSTILE}],
                                 headline=HOSTILE))
     return cards
 
@@ -56,7 +58,7 @@ def test_list_shows_card_text_as_text(hostile, capsys):
     code, out, err = cli(capsys, "list")
     assert code == 0, err
     assert only_printable(out + err)
-    assert out.count(SHOWN) == 4  # architecture, dataset, latent, and the headline metric's name
+    assert out.count(SHOWN) == 3  # architecture, dataset and the headline metric's name (a part's name is not shown)
 
 
 def test_info_escapes_what_tomli_w_leaves_and_reads_back_the_same_card(hostile, capsys):
@@ -72,7 +74,7 @@ def test_json_keeps_card_text_exact(hostile, capsys, command):
     assert code == 0 and only_printable(out)
     data = json.loads(out)
     card = data[0] if command == "list" else data
-    assert card["dataset"] == HOSTILE and card["latent"] == HOSTILE
+    assert card["dataset"] == HOSTILE and card["latent"] == [{"family": "gaussian", "size": 3, "name": HOSTILE}]
 
 
 def test_a_card_folder_path_with_markup_and_escapes_is_shown_as_text(tmp_path, monkeypatch, capsys):
@@ -152,7 +154,7 @@ def test_a_narrow_terminal_gets_every_value_whole(listed, columns):
     for line in blocks[0][1:]:
         label = line[:len("  headline metric  ")].strip() or label
         values[label] = f"{values.get(label, '')} {line[len('  headline metric  '):].strip()}".strip()
-    assert values == {"architecture": "vae", "dataset": "mnist", "latent": LATENT, "parameters": "1,234,567",
+    assert values == {"architecture": "vae", "dataset": "mnist", "latent": LATENT_SHOWN, "parameters": "1,234,567",
                       "headline metric": "accuracy 0.8873"}
     assert [line.split() for line in blocks[1][1:]] == [["architecture", "vae"], ["dataset", "mnist"]]
 
@@ -161,7 +163,7 @@ def test_a_wide_terminal_gets_the_table(listed):
     code, shown = on_terminal(["list"], 200)
     assert code == 0, shown
     rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in shown.splitlines() if line.startswith("│")]
-    assert rows[0] == [LONG_NAME, "vae", "mnist", LATENT, "1,234,567", "accuracy 0.8873"]
+    assert rows[0] == [LONG_NAME, "vae", "mnist", LATENT_SHOWN, "1,234,567", "accuracy 0.8873"]
 
 
 def test_off_a_terminal_values_are_never_cut_whatever_columns_says(listed, monkeypatch, capsys):
@@ -169,7 +171,7 @@ def test_off_a_terminal_values_are_never_cut_whatever_columns_says(listed, monke
     code, out, _ = cli(capsys, "list")
     assert code == 0 and "…" not in out
     rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
-    assert rows == [[LONG_NAME, "vae", "mnist", LATENT, "1,234,567", "accuracy 0.8873"],
+    assert rows == [[LONG_NAME, "vae", "mnist", LATENT_SHOWN, "1,234,567", "accuracy 0.8873"],
                     ["toy-mnist-2", "vae", "mnist", "", "", ""]]
     header = next(line for line in out.splitlines() if line.startswith("┃"))
     assert [c.strip() for c in header.split("┃")[1:-1]] == [
@@ -183,7 +185,7 @@ def test_off_a_terminal_values_are_never_cut_whatever_columns_says(listed, monke
 def test_a_reader_that_stops_early_ends_the_command_quietly(cards, argv, reader):
     """``vaezoo ... | head``: exit code 0, nothing on stderr (no traceback, no 'Exception ignored')."""
     # more than a pipe holds: the write must fail
-    write_card(cards, make_card(name="wide-mnist", latent="x" * 1_000_000))
+    write_card(cards, make_card(name="wide-mnist", latent=[{"family": "x" * 1_000_000, "size": 1}]))
     pipeline = f'"$@" | {reader} > /dev/null; echo "${{PIPESTATUS[0]}}"'
     result = subprocess.run(["bash", "-c", pipeline, "bash", sys.executable, "-m", "vaezoo", *argv],
                             capture_output=True, text=True, timeout=300, env=os.environ)

@@ -225,7 +225,7 @@ from vaezoo.latents import Gaussian
 
 class Indescribable(Gaussian):
     """Passes every check of the protocol; a card cannot be written for it, as vaezoo train does at the end."""
-    def describe(self):
+    def layout(self):
         raise RuntimeError("no words for it")
 
 

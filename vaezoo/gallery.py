@@ -23,7 +23,7 @@ from urllib.parse import unquote
 
 from vaezoo.assemble import build_model, card_dataset, load_model
 from vaezoo.entries.catalog import list_cards
-from vaezoo.entries.schema import Card
+from vaezoo.entries.schema import Card, layout_text
 from vaezoo.leaderboard import leaderboard, shared_metrics
 from vaezoo.data import ImageDataset
 from vaezoo.errors import DataError, VaezooError
@@ -218,7 +218,7 @@ class _Painter:
         from vaezoo import viz
 
         if card.weights is None:
-            return Entry(card, card.latent or _latent_layout(card), ())
+            return Entry(card, card.latent_text or _latent_layout(card), ())
         model = load_model(card, self.device)
         traversal, traversal_picture = self._traversal(card, model)
         sample_picture = Picture(
@@ -230,7 +230,7 @@ class _Painter:
         traversal.save(self.directory / traversal_picture.file, scale=self.scale)
         viz.sample(model, self.samples, seed=self.seed, columns=SAMPLE_COLUMNS).save(
             self.directory / sample_picture.file, scale=self.scale)
-        return Entry(card, model.latent.describe(), (traversal_picture, sample_picture))
+        return Entry(card, layout_text(model.latent.layout()), (traversal_picture, sample_picture))
 
     def _traversal(self, card: Card, model):
         """The traversal of ``model`` and its description, with or without test images."""
@@ -316,7 +316,7 @@ def _columns(metrics: list[str]) -> tuple[Column, ...]:
 
 def _latent_layout(card: Card) -> str:
     """The latent layout of the model ``card`` describes, from a freshly built (untrained) model."""
-    return build_model(card).latent.describe()
+    return layout_text(build_model(card).latent.layout())
 
 
 def _template():

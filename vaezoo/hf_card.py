@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from vaezoo.entries.catalog import HUB_PREFIX
-from vaezoo.entries.schema import Card
+from vaezoo.entries.schema import Card, layout_text
 from vaezoo.errors import OutputError
 from vaezoo.hf import INSTALL, hub
 
@@ -35,8 +35,9 @@ def hub_config(card: Card) -> dict[str, Any]:
         card: the card; its ``weights`` name the file beside it.
 
     Returns:
-        ``library_name``, ``vaezoo_version``, ``name``, ``architecture``, ``latent`` (``layout``, ``code_size`` and
-        each part's ``[start, stop)`` in the code), ``input`` (``dataset``, ``image_size``, ``channels``, value range,
+        ``library_name``, ``vaezoo_version``, ``name``, ``architecture``, ``latent`` (``layout``, the text listings
+        show; ``structure``, its parts as a card's ``latent`` states them; ``code_size``; and each part's
+        ``[start, stop)`` in the code), ``input`` (``dataset``, ``image_size``, ``channels``, value range,
         and how the dataset's images became input), ``model`` (the architecture builder's arguments), ``card``
         (the card's file) and ``weights`` (file, sha256, size).
     """
@@ -44,7 +45,9 @@ def hub_config(card: Card) -> dict[str, Any]:
 
     model = build_model(card)
     info = data_info(card)
-    layout = {"layout": model.latent.describe(), "code_size": model.latent.code_size,
+    structure = model.latent.layout()
+    layout = {"layout": layout_text(structure), "structure": [p.model_dump(exclude_none=True) for p in structure],
+              "code_size": model.latent.code_size,
               "parts": {name: [part.start, part.stop] for name, part in model.part_slices.items()}}
     source = {"transform": card.input.transform, "interpolation": card.input.interpolation} if card.input else {}
     return {"library_name": "vaezoo", "vaezoo_version": card.vaezoo_version, "name": card.name,
@@ -94,7 +97,7 @@ def model_card(card: Card, repo_id: str | None = None) -> str:
     lines += [f"- <{link}>" for link in links] + ([""] if links else [])
     lines += [f"A [vaezoo](https://pypi.org/project/vaezoo/) model: architecture `{_code(card.architecture)}`, "
               f"trained on `{_code(card.dataset)}`"
-              + (f", latent {_markdown(card.latent)}" if card.latent else "")
+              + (f", latent {_markdown(card.latent_text)}" if card.latent else "")
               + (f", {card.parameters:,} parameters" if card.parameters else "") + ".", "",
               "## Use", "", "```python", "import vaezoo", "", f'model = vaezoo.load("{HUB_PREFIX}{repo}")',
               "# or, with the options of PyTorchModelHubMixin's from_pretrained:",

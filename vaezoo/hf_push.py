@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.entry import fetch_verified, write_entry
-from vaezoo.entries.schema import Card
+from vaezoo.entries.schema import Card, LatentPart
 from vaezoo.errors import OutputError, WeightsError
 from vaezoo.files import atomic_write
 from vaezoo.hf import hub, translated
@@ -67,7 +67,8 @@ def write_folder(card: Card, data: bytes | Mapping[str, torch.Tensor], folder: P
     config, readme = folder / "config.json", folder / "README.md"
     facts = hub_config(written)
     atomic_write(config, (json.dumps(facts, indent=2) + "\n").encode())
-    described = written.model_copy(update={"latent": written.latent or facts["latent"]["layout"]})  # the README's
+    layout = written.latent or [LatentPart.model_validate(part) for part in facts["latent"]["structure"]]
+    described = written.model_copy(update={"latent": layout})  # the README's
     atomic_write(readme, model_card(described, repo_id).encode())
     return [card_file, card_file.with_suffix(".safetensors"), config, readme]
 

@@ -87,6 +87,6 @@ def own_card(card: Card, model: VAE, name: str, steps: int) -> Card:
     from vaezoo.version import __version__
 
     return card.model_copy(update={"name": name, "train": card.train.model_copy(update={"steps": steps}),
-                                   "vaezoo_version": __version__, "latent": model.latent.describe(),
+                                   "vaezoo_version": __version__, "latent": model.latent.layout(),
                                    "parameters": sum(p.numel() for p in model.parameters()),
                                    "metrics": {}, "sections": {}, "weights": None})

@@ -272,7 +272,7 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
         load_weights(model, converted, f"{path} (as a {geometry} JointVAE)")
     except WeightsError as exc:
         raise WeightsError(f"{exc}; check --dataset ({dataset} means {geometry} input)") from None
-    card = card.model_copy(update={"latent": model.latent.describe(),
+    card = card.model_copy(update={"latent": model.latent.layout(),
                                    "parameters": sum(p.numel() for p in model.parameters())})
     return write_entry(card, model.state_dict(), Path(out))
 

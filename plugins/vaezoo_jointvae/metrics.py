@@ -6,6 +6,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from torch.distributions import Categorical
 
+from vaezoo.entries.schema import layout_text
 from vaezoo.errors import VaezooError
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import Requirement
@@ -60,7 +61,7 @@ def categorical_parts(model) -> list[str]:
 
 
 def _categorical_missing(model, info) -> str | None:
-    return None if categorical_parts(model) else f"the latent {model.latent.describe()} has none"
+    return None if categorical_parts(model) else f"the latent {layout_text(model.latent.layout())} has none"
 
 
 def _shape_missing(model, info) -> str | None:

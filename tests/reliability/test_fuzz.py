@@ -271,7 +271,9 @@ HOSTILE_PIECES = st.sampled_from(["[/]", "[red]", "[/red]", "[bold red]x[/]", "[
                                   "\\[", "\x1b]0;pwned\x07", "\x1b[2J", "\x1b[31m", "\r", "\b", "\x07", "\x00",
                                   "\x7f", "\x9b", "\u202e", "\u2028", "\n", "\t"])
 HOSTILE_TEXT = st.lists(HOSTILE_PIECES | st.text(max_size=6), min_size=1, max_size=6).map("".join)
-FREE_TEXT_FIELDS = ("summary", "paper", "license", "dataset", "architecture", "latent", "headline")
+# A latent layout whose part's name (free text: a joint latent's part may be named anything) is hostile.
+LATENT = HOSTILE_TEXT.map(lambda name: [{"family": "gaussian", "size": 2, "name": name}])
+FREE_TEXT_FIELDS = ("summary", "paper", "license", "dataset", "architecture", "headline")
 
 
 def _shown_as_text(output: str) -> bool:
@@ -295,12 +297,14 @@ def text_home(tmp_path, monkeypatch, cards_dir):
 
 @pytest.mark.slow
 @FUZZ
-@given(fields=st.fixed_dictionaries({}, optional={name: HOSTILE_TEXT for name in FREE_TEXT_FIELDS}),
+@given(fields=st.fixed_dictionaries({}, optional={**{name: HOSTILE_TEXT for name in FREE_TEXT_FIELDS},
+                                                   "latent": LATENT}),
        metric_name=HOSTILE_TEXT, command=HOSTILE_TEXT, note=HOSTILE_TEXT)
 def test_card_text_with_markup_and_control_characters(text_home, cards_dir, capsys, fields, metric_name, command,
                                                       note):
-    """Every free-text field of a card (the name is pattern-restricted) and its metric's name, command and note
-    hold markup and control characters: list, info and verify print them as text, and their JSON is exact."""
+    """Every free-text field of a card (the name is pattern-restricted; a latent part's name is free text) and its
+    metric's name, command and note hold markup and control characters: list, info and verify print them as text,
+    and their JSON is exact."""
     card = make_card("tiny", weights=weights_entry(cards_dir / "tiny.safetensors", file="tiny.safetensors"))
     card.update(fields)
     card["metrics"] = {metric_name: {"value": 0.5, "command": command, "note": note, "vaezoo_version": "0.1.0"}}

@@ -73,7 +73,7 @@ def run(args) -> int:
         if args.markdown:
             print(markdown_table(members), end="")
         else:
-            print_table(COLUMNS, [(c.name, c.architecture, c.dataset, c.latent or "",
+            print_table(COLUMNS, [(c.name, c.architecture, c.dataset, c.latent_text,
                                    f"{c.parameters:,}" if c.parameters else "", headline(c)) for c in members])
     return 0
 
@@ -94,7 +94,10 @@ def _group_of(card, field: str | None):
 
 
 def _entry(card) -> dict:
-    return {"name": card.name, "architecture": card.architecture, "dataset": card.dataset, "latent": card.latent,
+    """A card as ``--json`` lists it; ``latent`` is its parts as the card states them (``family``, ``size``,
+    ``name`` when the part has one), or None."""
+    latent = [part.model_dump(exclude_none=True) for part in card.latent] if card.latent else None
+    return {"name": card.name, "architecture": card.architecture, "dataset": card.dataset, "latent": latent,
             "parameters": card.parameters, "headline": card.headline,
             "metrics": {k: m.value for k, m in card.metrics.items()}}
 
@@ -119,7 +122,7 @@ def markdown_table(cards) -> str:
     """
     lines = ["| name | what it is | latent | parameters | headline metric |", "| --- | --- | --- | --- | --- |"]
     for c in cards:
-        cells = [f"`{c.name}`", _markdown_text(c.summary), _markdown_text(c.latent or ""),
+        cells = [f"`{c.name}`", _markdown_text(c.summary), _markdown_text(c.latent_text),
                  f"{c.parameters:,}" if c.parameters else "", _markdown_text(headline(c))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ reads cards; :mod:`vaezoo.entries.entry` writes and verifies a card with its wei
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -232,6 +232,49 @@ class InputSection(_Frozen):
         default="bilinear", description="the PIL filter that resized them; vaezoo.transforms resizes with it")
 
 
+class LatentPart(_Frozen):
+    """One part of a latent layout: a family and its size, e.g. ``gaussian(6)``.
+
+    A card's ``latent`` is a list of them, in the order of the code: ``latent = [{ family = "gaussian", size = 6 },
+    { family = "categorical", size = 3 }]``. :meth:`vaezoo.latents.LatentFamily.layout` makes them.
+    """
+
+    family: str = Field(pattern=r"^[a-z0-9_]+$", description="the family as listings name it, in lower case")
+    size: int = Field(gt=0, description="the part's dimensions, or its categories")
+    name: str | None = Field(default=None, description="the part's name inside a joint latent")
+
+    def __str__(self) -> str:
+        return f"{self.family}({self.size})"
+
+
+# A layout as cards stated it before it was a list: 'family(size) + ...', a part possibly named and
+# its arguments possibly keywords: 'cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4, temperature=0.67)'.
+_LEGACY_PART = re.compile(r"(?:(?P<name>[^:()]+?)\s*:\s*)?(?P<family>\w+)"
+                          r"\((?:\s*\w+\s*=)?\s*(?P<size>\d+)(?![\w.])[^()]*\)")
+
+
+def layout_text(parts: Iterable[LatentPart] | None) -> str:
+    """A latent layout as listings and messages show it: ``gaussian(6) + categorical(3)``; '' for none."""
+    return " + ".join(map(str, parts or ()))
+
+
+def _legacy_layout(text: str) -> list[dict[str, Any]] | None:
+    """The parts of a layout stated as text (``gaussian(6) + categorical(3)``); None for an empty text.
+
+    Raises:
+        ValueError: a part is not ``family(size)``, ``name: family(size)`` or ``Family(key=size, ...)``.
+    """
+    parts = []
+    for item in text.split(" + ") if text.strip() else ():
+        match = _LEGACY_PART.fullmatch(item.strip())
+        if match is None:
+            raise ValueError(f"latent part {item.strip()!r} is not 'family(size)'; write the layout as a list, "
+                             f"e.g. latent = [{{ family = \"gaussian\", size = 6 }}]")
+        parts.append({"family": match["family"].lower(), "size": int(match["size"]),
+                      **({"name": match["name"]} if match["name"] else {})})
+    return parts or None
+
+
 class Card(_Frozen):
     """A zoo card. ``model`` holds the architecture builder's keyword arguments."""
 
@@ -248,7 +291,8 @@ class Card(_Frozen):
     metrics: dict[str, Metric] = Field(default_factory=dict)
     eval_metrics: list[str] = Field(default_factory=list, description="registered metrics 'vaezoo eval' computes")
     headline: str | None = Field(default=None, description="the metric to show in listings")
-    latent: str | None = Field(default=None, description="the latent layout; written by vaezoo train")
+    latent: list[LatentPart] | None = Field(
+        default=None, min_length=1, description="the latent layout, its parts in code order; written by vaezoo train")
     parameters: int | None = Field(default=None, ge=0, description="parameter count; written by vaezoo train")
     input: InputSection | None = Field(default=None, description="how dataset images became the model's input")
     sections: dict[str, Any] = Field(
@@ -291,6 +335,12 @@ class Card(_Frozen):
         out = handler(self)
         return {**{k: v for k, v in out.items() if k != "sections"}, **out.get("sections", {})}
 
+    @field_validator("latent", mode="before")
+    @classmethod
+    def _legacy_latent(cls, latent: Any) -> Any:
+        """A layout stated as text, as cards did before it was a list (``gaussian(6) + categorical(3)``), as parts."""
+        return _legacy_layout(latent) if isinstance(latent, str) else latent
+
     @field_validator("model")
     @classmethod
     def _model_table(cls, model: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
@@ -310,12 +360,16 @@ class Card(_Frozen):
         return self._source
 
     @property
+    def latent_text(self) -> str:
+        """The latent layout as listings show it (:func:`layout_text`): ``gaussian(6) + categorical(3)``; '' when
+        the card states none."""
+        return layout_text(self.latent)
+
+    @property
     def latent_families(self) -> tuple[str, ...]:
-        """The latent families of the card's layout, in order, each once, in lower case: ``("gaussian",
-        "categorical")`` for ``gaussian(6) + categorical(3)`` (a part may be named: ``cont: Gaussian(dim=3)``);
-        empty when the card states no layout."""
-        parts = (part.split("(", 1)[0].rpartition(":")[2].strip().lower() for part in (self.latent or "").split(" + "))
-        return tuple(dict.fromkeys(part for part in parts if part))
+        """The families of the card's latent parts, in order, each once: ``("gaussian", "categorical")`` for
+        ``gaussian(6) + categorical(3) + categorical(2)``; empty when the card states no layout."""
+        return tuple(dict.fromkeys(part.family for part in self.latent or ()))
 
     def flat(self) -> dict[str, Any]:
         """Every leaf of ``model`` and ``train`` by its dotted path, for ``--where`` filters.

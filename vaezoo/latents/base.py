@@ -26,6 +26,8 @@ import torch
 from torch import Tensor, nn
 from torch.distributions import Distribution, Normal, constraints
 
+from vaezoo.entries.schema import LatentPart
+
 
 class LocationScale(NamedTuple):
     """A posterior that is a location-scale density per dimension: q(z_j|x) = f((z_j - loc_j) / scale_j) / scale_j.
@@ -206,6 +208,11 @@ class LatentFamily(nn.Module):
         """The prior with batch shape ``(code_size,)``."""
         return self.prior.expand((self.code_size,))
 
-    def describe(self) -> str:
-        """A short layout for listings, e.g. ``gaussian(10)``; families override it."""
-        return f"{type(self).__name__.lower()}({self.extra_repr()})"
+    def layout(self) -> list[LatentPart]:
+        """The family's parts as a card states them (its ``latent``), in code order.
+
+        The default is one part: the class name in lower case, of ``code_size`` dimensions (``Laplace`` of
+        ``dim=8`` gives ``laplace(8)``). A family whose class name is not the name listings should show, or
+        whose code is not one part, overrides it.
+        """
+        return [LatentPart(family=type(self).__name__.lower(), size=self.code_size)]

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.distributions import Categorical, RelaxedOneHotCategorical
 
+from vaezoo.entries.schema import LatentPart
 from vaezoo.latents.base import LatentFamily, Posterior, Sweep
 
 
@@ -84,8 +85,9 @@ class GumbelCategorical(LatentFamily):
         """One row showing each category in turn (the row is as long as the category count)."""
         return [Sweep(None, slice(0, self.categories), 0, torch.eye(self.categories))]
 
-    def describe(self) -> str:
-        return f"categorical({self.categories})"
+    def layout(self) -> list[LatentPart]:
+        """One part, ``categorical(categories)``."""
+        return [LatentPart(family="categorical", size=self.categories)]
 
     def extra_repr(self) -> str:
         return f"categories={self.categories}, temperature={self.temperature}"

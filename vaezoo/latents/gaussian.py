@@ -62,9 +62,6 @@ class Gaussian(LatentFamily):
         device = device or self.prior_loc.device
         return torch.randn(n, self.dim, generator=generator, device=device)
 
-    def describe(self) -> str:
-        return f"gaussian({self.dim})"
-
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
 

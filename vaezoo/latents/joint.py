@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from vaezoo.context import BuildContext
+from vaezoo.entries.schema import LatentPart
 from vaezoo.latents.base import LatentFamily, Posterior
 
 
@@ -98,8 +99,10 @@ class Joint(LatentFamily):
     def sample_prior(self, n, generator=None, device=None) -> Tensor:
         return torch.cat([f.sample_prior(n, generator, device) for f in self.families.values()], dim=-1)
 
-    def describe(self) -> str:
-        return " + ".join(family.describe() for family in self.families.values())
+    def layout(self) -> list[LatentPart]:
+        """Each part's layout in order, named by its part (``part.inner`` for a part that has named parts)."""
+        return [piece.model_copy(update={"name": name if piece.name is None else f"{name}.{piece.name}"})
+                for name, family in self.families.items() for piece in family.layout()]
 
     def part_slices(self) -> dict[str, slice]:
         slices, start = {}, 0

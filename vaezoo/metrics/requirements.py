@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import torch
 
 from vaezoo.data import DataInfo
+from vaezoo.entries.schema import layout_text
 
 M = TypeVar("M", bound=Callable[..., float])
 
@@ -94,7 +95,7 @@ def _density_matrix_missing(model, info: DataInfo) -> str | None:
             if bool(torch.isfinite(matrix).all()):
                 return None
             problems.append(f"{type(part).__name__}.log_density_matrix() of part {name!r} is not finite")
-    return f"the latent {model.latent.describe()} has none ({'; '.join(problems)})"
+    return f"the latent {layout_text(model.latent.layout())} has none ({'; '.join(problems)})"
 
 
 def _density_missing(model, info: DataInfo) -> str | None:

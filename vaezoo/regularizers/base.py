@@ -7,12 +7,14 @@ schedule is a pure function of it and resumes exactly from a checkpoint's step.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from torch import Tensor, nn
 
 from vaezoo.errors import VaezooError
-from vaezoo.latents.base import Posterior
+
+if TYPE_CHECKING:
+    from vaezoo.latents.base import Posterior
 
 
 class Regularizer(nn.Module):
