@@ -96,7 +96,7 @@ def test_a_legacy_layout_stated_as_text_loads_into_parts(tmp_path, legacy, parts
 @pytest.mark.parametrize("latent, message", [
     ("gaussian(6) + categorical", "latent part 'categorical' is not 'family(size)'"),
     ("gaussian(2.5)", "latent part 'gaussian(2.5)' is not 'family(size)'"),
-    ([{"family": "Gaussian", "size": 6}], "should match pattern"),
+    ([{"family": "gaussian mixture", "size": 6}], "should match pattern"),
     ([{"family": "gaussian", "size": 0}], "greater than 0"),
     ([{"family": "gaussian", "size": 6, "dims": 6}], "Extra inputs are not permitted"),
     ([], "at least 1 item"),

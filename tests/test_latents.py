@@ -158,3 +158,9 @@ def test_a_family_that_states_no_layout_gets_one_part_named_by_its_class():
 def test_invalid_latents_are_refused(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_a_family_named_in_any_script_or_case_gets_a_layout_a_card_holds():
+    from vaezoo.entries.schema import LatentPart
+
+    assert LatentPart(family="Lâplace", size=3).family == "lâplace"

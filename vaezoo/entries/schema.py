@@ -239,9 +239,14 @@ class LatentPart(_Frozen):
     { family = "categorical", size = 3 }]``. :meth:`vaezoo.latents.LatentFamily.layout` makes them.
     """
 
-    family: str = Field(pattern=r"^[a-z0-9_]+$", description="the family as listings name it, in lower case")
+    family: str = Field(pattern=r"^\S+$", description="the family as listings name it, in lower case, one word")
     size: int = Field(gt=0, description="the part's dimensions, or its categories")
     name: str | None = Field(default=None, description="the part's name inside a joint latent")
+
+    @field_validator("family")
+    @classmethod
+    def _lower_case(cls, family: str) -> str:
+        return family.lower()
 
     def __str__(self) -> str:
         return f"{self.family}({self.size})"
