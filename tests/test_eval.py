@@ -13,7 +13,7 @@ import torch
 
 from kit import MNIST_ROOT, REPO, make_card, require_shared, write_toml
 from vaezoo.entries.schema import Metric
-from vaezoo.hub import get_card
+from vaezoo.entries.catalog import get_card
 from vaezoo.cli import main
 from vaezoo.errors import CardError, TrainingError
 from vaezoo.eval_report import EvalReport, compare, evaluate_card

@@ -9,7 +9,8 @@ Importing vaezoo does not import torch; :func:`load` does.
 """
 
 from vaezoo.hookspecs import hookimpl
-from vaezoo.hub import build_model, get_card, load
+from vaezoo.entries.catalog import get_card
+from vaezoo.hub import build_model, load
 from vaezoo.pretrained import from_pretrained, push_to_hub, save_pretrained
 from vaezoo.version import __version__
 

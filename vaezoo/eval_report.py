@@ -18,7 +18,7 @@ from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import check_model, read_checkpoint
 from vaezoo.errors import CardError
 from vaezoo.evaluate import as_metrics, evaluate
-from vaezoo.hub import get_card
+from vaezoo.entries.catalog import get_card
 from vaezoo.locks import update_card
 
 DEFAULT_TOLERANCE = 1e-4
@@ -163,7 +163,7 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
 
     Args:
         card: the card, or what names one (a zoo name, a card file, a folder holding one, ``hf-hub:OWNER/REPO``:
-            :func:`vaezoo.hub.get_card`); its weights are measured unless ``checkpoint`` is given.
+            :func:`vaezoo.entries.catalog.get_card`); its weights are measured unless ``checkpoint`` is given.
         checkpoint: a training checkpoint (``OUT/checkpoint.pt`` of ``vaezoo train``) of the card's model, measured
             at its step instead of the card's weights.
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).

@@ -20,8 +20,7 @@ from pathlib import Path, PurePosixPath
 from types import ModuleType
 from urllib.parse import unquote
 
-from vaezoo.entries.catalog import HUB_PREFIX, parse_card
-from vaezoo.entries.schema import HF_URL, Card, Weights
+from vaezoo.entries.schema import HF_URL, HUB_PREFIX, Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
 
 INSTALL = 'pip install "vaezoo[hub]"'
@@ -77,8 +76,9 @@ def parse_name(name: str) -> tuple[str, str | None]:
     return match["repo"], match["revision"]
 
 
-def load_card(name: str) -> Card:
-    """The card of the Hub repository ``hf-hub:OWNER/REPO[@REVISION]``, downloaded into huggingface_hub's cache.
+def card_file(name: str) -> tuple[Path, str]:
+    """The card file of the Hub repository ``hf-hub:OWNER/REPO[@REVISION]``, downloaded into huggingface_hub's cache,
+    and where it comes from (:func:`vaezoo.entries.catalog.get_card` reads it).
 
     Only the repository's root ``*.toml`` files are downloaded here; the weights follow when a model loads
     (:func:`repo_file`). A revision that is not a commit hash (a branch, a tag) is resolved to its commit,
@@ -89,7 +89,7 @@ def load_card(name: str) -> Card:
         name: ``"hf-hub:OWNER/REPO"`` or ``"hf-hub:OWNER/REPO@REVISION"``.
 
     Returns:
-        The card; ``card.path`` is its file in the cache, ``card.source`` is ``hf-hub:OWNER/REPO@COMMIT``.
+        ``(path, source)``: the file in the cache, and ``hf-hub:OWNER/REPO@COMMIT``, the card's ``source``.
 
     Raises:
         CardError: huggingface_hub is missing, the repository or revision cannot be had, or its root holds
@@ -114,7 +114,7 @@ def load_card(name: str) -> Card:
     if len(tomls) != 1:
         found = ", ".join(p.name for p in tomls) if tomls else "no *.toml file"
         raise CardError(f"{name} must hold exactly one vaezoo card at its root, found {found} (commit {commit})")
-    return parse_card(tomls[0], source=f"{HUB_PREFIX}{repo_id}@{commit}")
+    return tomls[0], f"{HUB_PREFIX}{repo_id}@{commit}"
 
 
 def repo_file(card: Card) -> Path:

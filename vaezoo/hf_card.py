@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from vaezoo.entries.catalog import HUB_PREFIX
+from vaezoo.entries.schema import HUB_PREFIX
 from vaezoo.entries.schema import Card, layout_text
 from vaezoo.errors import OutputError
 from vaezoo.hf import INSTALL, hub

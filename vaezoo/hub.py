@@ -8,37 +8,13 @@ from typing import TYPE_CHECKING
 
 from vaezoo.assemble import build_model as _build_model
 from vaezoo.assemble import load_model
-from vaezoo.entries.catalog import HUB_PREFIX
-from vaezoo.entries.catalog import get_card as card_by_name_or_path
+from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import Card
 
 if TYPE_CHECKING:
     import torch
 
     from vaezoo.model import VAE
-
-
-def get_card(name: str | Path) -> Card:
-    """The card ``name`` names: a zoo name, a card's TOML file, a folder holding one card, or
-    ``hf-hub:OWNER/REPO[@REVISION]``, the card at the root of a Hugging Face Hub repository (needs the
-    ``vaezoo[hub]`` extra; see :func:`vaezoo.hf.load_card`).
-
-    Args:
-        name: ``"jointvae-mnist"``, ``"runs/mine/mine.toml"``, ``"runs/mine"`` or ``"hf-hub:me/mine@v1"``.
-
-    Returns:
-        The card.
-
-    Raises:
-        UnknownNameError: no zoo card holds the name (the message lists close matches).
-        CardError: the file does not parse or validate, the folder holds no or several cards, the card with
-            that name was skipped (the message says why), or the Hub repository's card cannot be had.
-    """
-    if isinstance(name, str) and name.startswith(HUB_PREFIX):
-        from vaezoo.hf import load_card
-
-        return load_card(name)
-    return card_by_name_or_path(name)
 
 
 def build_model(card: Card | str | Path, device: str | torch.device | None = None,

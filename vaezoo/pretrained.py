@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.entries.catalog import HUB_PREFIX
+from vaezoo.entries.schema import HUB_PREFIX
 from vaezoo.entries.schema import Card
 from vaezoo.errors import OutputError
 

@@ -40,7 +40,7 @@ from vaezoo.entries.catalog import list_cards, parse_card
 from vaezoo.entries.schema import Card
 from vaezoo.context import FACTS
 from vaezoo.errors import PublishWarning
-from vaezoo.hub import get_card
+from vaezoo.entries.catalog import get_card
 from vaezoo.latents import LatentFamily, Posterior
 from vaezoo.model import VAE
 from vaezoo.plugins import KINDS, PluginWarning, get_plugins, registry

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="store the matching on the card as [labels.PART]")
     args = parser.parse_args(argv)
     try:
-        from vaezoo.hub import get_card
+        from vaezoo.entries.catalog import get_card
         from vaezoo.version import __version__
         from vaezoo.entries.catalog import card_reference
         from vaezoo.entries.entry import write_card

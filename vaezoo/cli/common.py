@@ -18,7 +18,7 @@ def flag_spelling(keyword: str, value: str) -> str:
 
 def card_arg(name_or_path: str):
     """A card by zoo name, card file path, folder holding one card, or Hub repository (:func:`vaezoo.get_card`)."""
-    from vaezoo.hub import get_card
+    from vaezoo.entries.catalog import get_card
 
     return get_card(name_or_path)
 

@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from vaezoo.entries.catalog import discover
     from vaezoo.entries.entry import verify_entry
-    from vaezoo.hub import get_card
+    from vaezoo.entries.catalog import get_card
 
     cards = [get_card(n) for n in args.names] if args.names else list(discover().values())
     rows = []

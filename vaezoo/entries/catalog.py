@@ -3,9 +3,9 @@
 Cards live in directories contributed by plugins (``vaezoo_card_dirs``) and in any directory listed in
 ``VAEZOO_CARDS_PATH`` (``os.pathsep``-separated). A card that cannot be used (it does not parse or validate,
 or its name is taken) is skipped with a :class:`CardWarning`, like a broken plugin; the others keep working.
-A name ``hf-hub:OWNER/REPO[@REVISION]`` (:data:`HUB_PREFIX`) names a card in a Hugging Face Hub repository, which
-:mod:`vaezoo.hf` downloads and reads with :func:`parse_card` (:func:`vaezoo.hub.get_card` takes every kind of
-name). This module never imports torch: ``vaezoo list`` reads cards only.
+A name ``hf-hub:OWNER/REPO[@REVISION]`` (:data:`~vaezoo.entries.schema.HUB_PREFIX`) names the card of a Hugging
+Face Hub repository, which :func:`get_card` has :mod:`vaezoo.hf` download. This module never imports torch:
+``vaezoo list`` reads cards only.
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from vaezoo.entries.schema import NAME_PATTERN, Card
+from vaezoo.entries.schema import HUB_PREFIX, NAME_PATTERN, Card
 from vaezoo.errors import CardError, UnknownNameError
 from vaezoo.limits import MAX_DEPTH, too_deep
 from vaezoo.registry import close_matches
 
-HUB_PREFIX = "hf-hub:"  # a card in a Hugging Face Hub repository: hf-hub:OWNER/REPO[@REVISION] (vaezoo.hf)
 MAX_CARD_BYTES = 4 << 20
 """A card file may not be larger: cards are a few kilobytes, and one is read whole."""
 
@@ -293,26 +292,32 @@ def _card_in_folder(folder: Path) -> Card:
 
 
 def get_card(name_or_path: str | os.PathLike) -> Card:
-    """A card by zoo name, by the path of its TOML file, or by a folder holding exactly one card.
+    """A card by zoo name, by the path of its TOML file, by a folder holding exactly one card, or by
+    ``hf-hub:OWNER/REPO[@REVISION]``, the card at the root of a Hugging Face Hub repository (needs the
+    ``vaezoo[hub]`` extra; see :func:`vaezoo.hf.card_file`).
 
     A zoo name always means the zoo entry, even where the current folder holds a file or folder of that
     name (an :class:`AmbiguousNameWarning` says so; ``./NAME`` names the file). A path means a path when
     it looks like one (:func:`looks_like_path`: a separator or a ``.toml`` ending) or is a
     :class:`os.PathLike`; any other string that is not a zoo name is read as a path if it exists. The
     card's weights file is then looked for beside it. A card asked for by path is read even if a zoo entry
-    holds its name. (:func:`vaezoo.get_card` also takes Hugging Face Hub repositories.)
+    holds its name.
 
     Args:
-        name_or_path: ``"jointvae-mnist"``, ``"runs/mine/mine.toml"`` or ``"runs/mine"``.
+        name_or_path: ``"jointvae-mnist"``, ``"runs/mine/mine.toml"``, ``"runs/mine"`` or ``"hf-hub:me/mine@v1"``.
 
     Returns:
         The card.
 
     Raises:
         UnknownNameError: no card holds the name (the message lists close matches).
-        CardError: the file does not parse or validate, the folder holds no or several cards, or the
-            card with that name was skipped (the message says why).
+        CardError: the file does not parse or validate, the folder holds no or several cards, the card with
+            that name was skipped (the message says why), or the Hub repository's card cannot be had.
     """
+    if isinstance(name_or_path, str) and name_or_path.startswith(HUB_PREFIX):
+        from vaezoo.hf import card_file
+
+        return parse_card(*card_file(name_or_path))
     if not isinstance(name_or_path, str) or looks_like_path(name_or_path):
         return _card_at(Path(name_or_path))
     name = name_or_path
