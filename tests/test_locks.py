@@ -172,11 +172,11 @@ def test_names_given_twice_are_kept_once():
 
 def test_eval_write_refuses_a_card_from_the_hub_cache(cards_dir, capsys, monkeypatch):
     """A card whose file is huggingface_hub's cached snapshot is not written, as `seeds --write` refuses it."""
-    import vaezoo.cli.eval as eval_cli
+    import vaezoo.eval_report
 
     path = write_card(cards_dir, make_card("tiny"))
     card = parse_card(path, source="hf-hub:me/tiny@0123")
-    monkeypatch.setattr(eval_cli, "card_arg", lambda name: card)
+    monkeypatch.setattr(vaezoo.eval_report, "get_card", lambda name: card)
     before = path.read_bytes()
     code, _, err = cli(capsys, "eval", "hf-hub:me/tiny", "--write")
     assert code == 1 and "comes from hf-hub:me/tiny@0123, not from a local card file" in err
