@@ -14,6 +14,7 @@ import pytest
 
 from kit import assert_one_line_error, cli, make_card, refuse_writes, write_card
 from vaezoo.entries.catalog import get_card
+from vaezoo.errors import VaezooError
 
 WEIGHTS = {"file": "toy.safetensors", "sha256": "ab" * 32, "size": 1234}
 SELECTION = "the recipe's seed, fixed before any run; not chosen by its score"
@@ -256,3 +257,19 @@ def test_card_text_is_shown_as_text_not_markup(work, capsys):
     code, out, _ = cli(capsys, "seeds", "cards/toy.toml", run, "--metrics", name)
     assert code == 0
     assert table_rows(out)[0][0] == name
+
+
+def test_the_report_from_python_gives_the_spreads_and_writes_them_when_asked(work):
+    from vaezoo.seeds import seed_report
+
+    runs = [write_run("runs/s1", 1, {"acc": 0.7}), write_run("runs/s2", 2, {"acc": 0.6, "mig": 0.2})]
+    before = (work / "cards" / "toy.toml").read_bytes()
+    report = seed_report("toy", runs)
+    assert (report.metrics, report.left_out, report.written) == (["acc"], ["mig"], None)
+    assert [r.seed for r in report.runs] == [0, 1, 2] and report.spreads["acc"].median == pytest.approx(0.6)
+    assert report.spreads["acc"].command == "vaezoo train cards/toy.toml --seed N --out DIR for each run"
+    assert (work / "cards" / "toy.toml").read_bytes() == before
+    written = seed_report("toy", runs, ["acc"], write=True).written
+    assert written.metrics["acc"].seeds.n == 3 and get_card("toy").metrics["acc"].seeds == written.metrics["acc"].seeds
+    with pytest.raises(VaezooError, match="^selection is empty"):
+        seed_report("toy", runs, selection=" ")

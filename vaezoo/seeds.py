@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from vaezoo.entries.catalog import get_card
+from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.schema import Card, SeedRun, SeedSpread
-from vaezoo.errors import CardError
+from vaezoo.errors import CardError, VaezooError
 from vaezoo.entries.recipe import ABSENT, SEEDED, Difference, check_recipe, differences, recipe
 
 
@@ -216,3 +217,66 @@ def with_spreads(card: Card, found: dict[str, SeedSpread]) -> Card:
     metrics = {name: metric.model_copy(update={"seeds": found[name]}) if name in found else metric
                for name, metric in card.metrics.items()}
     return card.model_copy(update={"metrics": metrics})
+
+
+DEFAULT_SELECTION = "the recipe's seed, fixed before any run; not chosen by its score"
+"""How the card's seed was chosen, as :func:`seed_report` records it by default."""
+
+
+@dataclass(frozen=True)
+class SeedReport:
+    """What :func:`seed_report` found.
+
+    Attributes:
+        card: the card, the run of its own seed.
+        runs: every run, the card's included.
+        metrics: the metrics spread.
+        left_out: the card's ``eval_metrics`` left out because some run lacks them or records NaN or infinity.
+        spreads: ``{metric: spread}``, in the order of ``metrics``.
+        written: the card as the spreads were recorded on its file (``write=True``), else None.
+    """
+
+    card: Card
+    runs: list[Run]
+    metrics: list[str]
+    left_out: list[str]
+    spreads: dict[str, SeedSpread]
+    written: Card | None = None
+
+
+def seed_report(card: Card | str | os.PathLike, runs: Iterable[str | os.PathLike],
+                metrics: Sequence[str] | None = None, selection: str = DEFAULT_SELECTION,
+                measured_by: str = "", write: bool = False) -> SeedReport:
+    """A card's metrics spread over runs of its recipe with other seeds, recorded on the card with ``write``.
+
+    Args:
+        card: the card, or what names one (:func:`vaezoo.entries.catalog.get_card`).
+        runs: the other runs' folders or card files (:func:`collect_runs`).
+        metrics: the metrics to spread (:func:`choose_metrics`; default the card's ``eval_metrics`` on every run).
+        selection: how the card's seed was chosen.
+        measured_by: the command that gathers the runs (``vaezoo seeds ...``), recorded after the ``vaezoo train``
+            pattern that makes each run.
+        write: record the spreads on the card's file, under its lock (another writer's update meanwhile kept).
+
+    Raises:
+        VaezooError: ``selection`` is empty.
+        CardError: ``write`` on a downloaded card, or as :func:`collect_runs`, :func:`choose_metrics` and
+            :func:`spreads` raise.
+    """
+    from vaezoo.locks import update_card
+
+    card = card if isinstance(card, Card) else get_card(card)
+    if not selection.strip():
+        raise VaezooError.about("{selection} is empty; say how the card's seed was chosen")
+    if write and card.source is not None:
+        raise CardError.about("card {card} comes from {source}, not from a local card file; {write} writes the "
+                              "card's file: give the path of a copy", card=card.name, source=card.source)
+    found_runs = collect_runs(card, runs)
+    chosen, left_out = choose_metrics(card, found_runs, metrics)
+    inside = card.source is None and card.path is not None and card.path.is_relative_to(Path.cwd())
+    ref = str(card.path.relative_to(Path.cwd())) if inside else card_reference(card)
+    command = f"vaezoo train {shlex.quote(ref)} --seed N --out DIR for each run" + (
+        f", then {measured_by}" if measured_by else "")
+    found = spreads(card, found_runs, chosen, selection, command)
+    written = update_card(card.path, lambda now: with_spreads(now, found)) if write else None
+    return SeedReport(card, found_runs, chosen, left_out, found, written)
