@@ -163,6 +163,7 @@ def check_gallery_in_browser(index: Path, work: Path) -> dict:
     return report
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package 'chromium')")
 def test_gallery_shows_every_card_metric_and_image_in_a_browser(tiny_zoo, tmp_path):
     index = build_gallery(tmp_path / "site", use_data=False)
@@ -187,6 +188,7 @@ def test_gallery_shows_every_card_metric_and_image_in_a_browser(tiny_zoo, tmp_pa
             assert short == name or f"{short}: {name}" in board["text"]  # the legend spells it
 
 
+@pytest.mark.slow
 def test_gallery_escapes_card_text(tiny_zoo, tmp_path):
     page = build_gallery(tmp_path / "site", use_data=False).read_text(encoding="utf-8")
     assert "a &lt;b&gt;bold&lt;/b&gt; claim &amp; an &lt;img src=" in page
@@ -212,6 +214,7 @@ def test_gallery_overwrites_its_own_page_but_never_another_index_html(tiny_zoo, 
     assert capsys.readouterr().err.startswith("error: the gallery's folder is empty text")
 
 
+@pytest.mark.slow
 def test_gallery_images_match_vaezoo_show(tiny_zoo, tmp_path):
     site = tmp_path / "site"
     assert main(["gallery", str(site), "--no-data"]) == 0

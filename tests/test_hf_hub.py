@@ -86,6 +86,7 @@ def as_repo(card: Path, weights: Path) -> dict[str, bytes]:
     return {"README.md": b"# tiny\n", card.name: card.read_bytes(), weights.name: weights.read_bytes()}
 
 
+@pytest.mark.slow
 def test_a_hub_model_loads_at_the_revision_asked_for(hub, tmp_path):
     card1, weights1 = entry(tmp_path / "v1", seed=1)
     card2, weights2 = entry(tmp_path / "v2", seed=2)
@@ -190,6 +191,7 @@ def test_a_push_the_hub_refuses_is_a_one_line_error(hub, tmp_path):
     assert hub.repos == {}
 
 
+@pytest.mark.slow
 def test_push_dry_run_writes_the_folder_and_uploads_nothing(hub, tmp_path):
     card, weights = entry(tmp_path / "cards")
     out = tmp_path / "upload"

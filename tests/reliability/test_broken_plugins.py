@@ -123,6 +123,7 @@ def test_architecture_returning_the_wrong_type(site, data_plugin, cards_dir, cap
         vaezoo.load("tiny-blobs", pretrained=False)
 
 
+@pytest.mark.slow
 def test_all_broken_plugins_at_once_in_the_command_line(tmp_path, tiny_zoo):
     """The installed ``vaezoo`` command, in a fresh process: no traceback, every broken plugin reported."""
     site = tmp_path / "cli-site"
@@ -170,6 +171,7 @@ def test_a_real_ctrl_c_while_a_plugin_imports_still_stops_vaezoo(tmp_path, tiny_
     assert listed.stdout == ""
 
 
+@pytest.mark.slow
 def test_a_plugin_hanging_at_import_is_named_with_how_to_skip_it(tmp_path, tiny_zoo):
     site = tmp_path / "cli-site"
     install_plugin(site, "sleepy", "import time\n\ntime.sleep(3)\n")
