@@ -8,12 +8,11 @@ one finds its weights through :func:`weights_file` or :func:`fetch_verified`.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.checksums import read_verified, verify
+from vaezoo.checksums import read_verified, sha256_of, verify
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import WeightsError
 from vaezoo.files import atomic_write
@@ -49,13 +48,11 @@ def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder:
     path = Path(folder) / f"{card.name}.safetensors"
     if isinstance(weights, bytes):
         atomic_write(path, weights)
-        digest, size = hashlib.sha256(weights).hexdigest(), len(weights)
     else:
         save_weights(weights, path, {"card": card.model_dump_json(exclude={"weights"})})
-        data = path.read_bytes()
-        digest, size = hashlib.sha256(data).hexdigest(), len(data)
+    written = Weights(file=path.name, sha256=sha256_of(path), size=path.stat().st_size)
     card_path = path.with_suffix(".toml")
-    write_card(card.model_copy(update={"weights": Weights(file=path.name, sha256=digest, size=size)}), card_path)
+    write_card(card.model_copy(update={"weights": written}), card_path)
     return card_path
 
 
