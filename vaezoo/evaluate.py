@@ -71,7 +71,7 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
             pass is also the metrics' encoding of every image, so that the image is not encoded again).
             Every metric is handed one :class:`~vaezoo.metrics.evaluation.Evaluation`, which keeps what they share.
         metrics: compute these registered metrics only (not the losses); default: the losses and the card's
-            ``eval_metrics``.
+            ``eval_metrics``. Each runs with its settings updated with the card's ``eval_settings`` of it.
         on_error: when given, a metric that raises is left out of the results and ``on_error(name, exception)``
             is called instead, so that the other metrics are still measured; by default the error propagates.
 
@@ -95,7 +95,7 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
     for name in names:
         try:
             with progress(f"eval {card.name}: {name}") as task, evaluation.reporting(task):
-                results[name] = metric(name).measure(evaluation)
+                results[name] = metric(name).measure(evaluation, **card.eval_settings.get(name, {}))
         except Exception as exc:
             if on_error is None:
                 raise
@@ -104,9 +104,10 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
 
 
 def check_metrics(model: VAE, card: Card, metrics: Sequence[str] | None = None) -> None:
-    """Refuse, before any data is read, a metric that ``model`` cannot serve.
+    """Refuse, before any data is read, a metric that ``model`` cannot serve or the card sets wrongly.
 
-    Each metric states what it needs (:mod:`vaezoo.metrics.requirements`: ground-truth factors, a location-scale
+    The card's ``eval_settings`` of each metric must be settings the metric takes, of the types it states. Each
+    metric states what it needs (:mod:`vaezoo.metrics.requirements`: ground-truth factors, a location-scale
     posterior, densities, a normalised likelihood); this matches those needs against the model and the facts
     of the card's test split, through the latent protocol only. Training calls it at step 0, so that a run
     never learns at the end that its card asks for a metric its model cannot give.
@@ -118,10 +119,16 @@ def check_metrics(model: VAE, card: Card, metrics: Sequence[str] | None = None) 
 
     Raises:
         UnknownNameError: a metric is not registered.
-        MetricError: one line naming each metric the model cannot serve and what is missing.
+        MetricError: one line naming each metric the model cannot serve and what is missing, or the first
+            setting of ``eval_settings`` the metric does not take.
     """
     names = list(card.eval_metrics if metrics is None else metrics)
     specs = {name: metric(name) for name in names}  # an unknown name fails first
+    for name, spec in specs.items():
+        try:
+            spec.check_settings(card.eval_settings.get(name, {}), f"metric '{name}'")
+        except ValueError as exc:
+            raise MetricError(f"card '{card.name}': eval_settings: {exc}") from None
     if not any(spec.needs for spec in specs.values()):
         return
     info = data_info(card, "test")
@@ -164,7 +171,8 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
 
     A note and a spread over seeds the card already holds on a metric are kept (a run's new card holds none:
     :func:`vaezoo.publish.publish` starts it empty). A registered metric (one of the card's ``eval_metrics``, or
-    of ``measured``: those ``vaezoo eval --metrics`` computed) also records the settings it ran with, the recipe's
+    of ``measured``: those ``vaezoo eval --metrics`` computed) also records the settings it ran with (its defaults,
+    updated with the card's ``eval_settings``), the recipe's
     dataset options (e.g. a binarisation) and the versions of the libraries behind it
     (:mod:`vaezoo.metrics.provenance`).
 
@@ -187,7 +195,8 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
         # a registered metric has settings, data and libraries; a loss has not
         registered = name in card.eval_metrics or name in (measured or ())
         return Metric(value=round(value, 6), command=command, vaezoo_version=__version__, note=notes.get(name),
-                      parameters=(metric_parameters(metric(name)) or None) if registered else None,
+                      parameters=(metric_parameters(metric(name), **card.eval_settings.get(name, {})) or None)
+                      if registered else None,
                       data=(card.train.data.options or None) if registered else None,
                       libraries=libraries if registered else None, seeds=seeds.get(name))
 

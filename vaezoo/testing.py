@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from vaezoo.assemble import build_model, card_dataset, data_info
+from vaezoo.assemble import build_model, card_dataset, data_info, metric
 from vaezoo.assemble import build_part as build
 from vaezoo.entries.catalog import list_cards, parse_card
 from vaezoo.entries.schema import Card
@@ -578,7 +578,8 @@ def check_training(card: Card | str | Path, steps: int = TRIAL_STEPS, seed: int 
     dataset, so nothing is downloaded, through :func:`vaezoo.train.train` in a temporary folder. Before
     that, the metrics are matched against the model as at step 0 (a metric the model cannot serve fails,
     naming it); after it, the run must have written its weights and a card holding its losses, all finite,
-    and every metric; a traversal of the trained model must sweep every dimension inside its prior's
+    and every metric, each measured with its spec's quick settings (:attr:`~vaezoo.metrics.spec.MetricSpec.quick`:
+    this checks that a metric works, not its value); a traversal of the trained model must sweep every dimension inside its prior's
     support and decode finite images; and the run's folder must load back with :func:`vaezoo.load`
     to the trained weights. The lines ``vaezoo train`` printed are quoted when something fails.
 
@@ -609,8 +610,11 @@ def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[st
                                                        "size": steps * TRIAL_BATCH})
     recipe = card.train.model_copy(update={"data": data, "epochs": 1, "batch_size": TRIAL_BATCH, "seed": seed,
                                            "steps": None, "compile": False})
+    names = list(card.eval_metrics if metrics is None else metrics)
+    with _running(subject, "looking up its metrics"):
+        quick = {name: {**card.eval_settings.get(name, {}), **metric(name).quick} for name in names}
     trial = card.model_copy(update={"train": recipe, "weights": None, "metrics": {}, "sections": {},
-                                    "eval_metrics": list(card.eval_metrics if metrics is None else metrics)})
+                                    "eval_metrics": names, "eval_settings": quick})
     subject = f"{subject}, trained as 'vaezoo train' does,"
     with _running(subject, "building its model"):
         model = build_model(trial)

@@ -296,6 +296,9 @@ class Card(_Frozen):
     weights: Weights | None = None
     metrics: dict[str, Metric] = Field(default_factory=dict)
     eval_metrics: list[str] = Field(default_factory=list, description="registered metrics 'vaezoo eval' computes")
+    eval_settings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="by metric name, the settings this card's evaluation runs it with over "
+                                          "its defaults, e.g. { importance_log_likelihood = { samples = 1000 } }")
     headline: str | None = Field(default=None, description="the metric to show in listings")
     latent: list[LatentPart] | None = Field(
         default=None, min_length=1, description="the latent layout, its parts in code order; written by vaezoo train")

@@ -70,7 +70,7 @@ def elbo(evaluation: Evaluation, seed: int = 0) -> float:
     return _mean_over_images(evaluation, seed, lambda x: _log_weights(model, x, 1)[0])
 
 
-@metric_spec(needs=(DENSITY, NORMALISED_LIKELIHOOD))
+@metric_spec(needs=(DENSITY, NORMALISED_LIKELIHOOD), quick={"samples": 20})
 def importance_log_likelihood(evaluation: Evaluation, samples: int = 5000, seed: int = 0) -> float:
     """log p(x) per image (nats; higher is better), estimated with ``samples`` importance samples from q(z|x).
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vaezoo.arguments import check_arguments
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import Requirement
@@ -34,6 +35,8 @@ class MetricSpec:
         settings: the settings it runs with by default (points, bins, seed, ...), recorded on a card.
         suite: the suite it belongs to, if any (``"disentanglement"``: the scores of the code against a dataset's
             ground-truth factors that a card of such a dataset lists).
+        quick: settings, over :attr:`settings`, under which a trial run checks that the metric works on a model
+            (the conformance kit's): the same computation at a smaller size, e.g. fewer samples.
     """
 
     function: Callable[..., float]
@@ -41,6 +44,7 @@ class MetricSpec:
     needs: tuple[Requirement, ...] = ()
     settings: Mapping[str, Any] = field(default_factory=dict)
     suite: str | None = None
+    quick: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "__doc__", self.function.__doc__)
@@ -48,6 +52,14 @@ class MetricSpec:
     def measure(self, evaluation: Evaluation, **settings: Any) -> float:
         """The metric on ``evaluation`` with :attr:`settings`, updated with ``settings``."""
         return float(self.function(evaluation, **{**self.settings, **settings}))
+
+    def check_settings(self, settings: Mapping[str, Any], subject: str) -> None:
+        """Refuse ``settings`` unless the metric takes each of them, with a value of the type it states.
+
+        Raises:
+            ValueError: one line naming ``subject`` (e.g. ``"metric 'elbo'"``), the setting and what it takes.
+        """
+        check_arguments(self.function, settings, subject, skip=(next(iter(inspect.signature(self.function).parameters)),))
 
     def __call__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                  **settings: Any) -> float:
@@ -67,15 +79,21 @@ class MetricSpec:
                           batch_size=evaluation.batch_size, **settings)
 
         plain.__doc__ = metric.__doc__
+        signature = inspect.signature(metric)  # its settings, for check_settings: the function's own, typed
+        plain.__signature__ = signature.replace(parameters=[
+            inspect.Parameter("evaluation", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            *(p for name, p in signature.parameters.items() if name not in _PLAIN_ARGUMENTS)])
+        plain.__wrapped__ = metric  # where check_settings resolves the annotations
         return cls(plain, needs=tuple(getattr(metric, "requires", ())), settings=_defaults(metric, _PLAIN_ARGUMENTS))
 
 
-def metric_spec(*, higher_is_better: bool = True, needs: Sequence[Requirement] = (),
-                suite: str | None = None) -> Callable[[Callable[..., float]], MetricSpec]:
+def metric_spec(*, higher_is_better: bool = True, needs: Sequence[Requirement] = (), suite: str | None = None,
+                quick: Mapping[str, Any] | None = None) -> Callable[[Callable[..., float]], MetricSpec]:
     """Make ``function(evaluation, **settings)`` a :class:`MetricSpec`; its settings are its keyword defaults."""
     def make(function: Callable[..., float]) -> MetricSpec:
         first = next(iter(inspect.signature(function).parameters))
-        return MetricSpec(function, higher_is_better, tuple(needs), _defaults(function, (first,)), suite)
+        return MetricSpec(function, higher_is_better, tuple(needs), _defaults(function, (first,)), suite,
+                          dict(quick or {}))
 
     return make
 

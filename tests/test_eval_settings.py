@@ -1,0 +1,83 @@
+"""A card's ``eval_settings``: the settings its metrics run with, checked before any image is read, recorded beside
+each value; and the quick settings the conformance kit's trial runs measure a metric with."""
+
+from __future__ import annotations
+
+import pytest
+
+from kit import assert_one_line_error, cli, make_card, write_entry
+from vaezoo.assemble import build_model, card_dataset, metric
+from vaezoo.entries.schema import Card
+from vaezoo.errors import MetricError
+from vaezoo.evaluate import as_metrics, evaluate
+from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.spec import MetricSpec
+
+
+def tiny(**fields) -> Card:
+    return Card.model_validate(make_card("tiny", eval_metrics=["importance_log_likelihood"], **fields))
+
+
+def test_a_metric_runs_with_the_cards_settings_and_the_card_records_them(data_plugin):
+    card = tiny(eval_settings={"importance_log_likelihood": {"samples": 3, "seed": 1}})
+    model = build_model(card).eval()
+    measured = evaluate(model, card)["importance_log_likelihood"]
+    test = card_dataset(card, None, "test")
+    spec = metric("importance_log_likelihood")
+    assert measured == spec.measure(Evaluation(model, test), samples=3, seed=1)
+    assert measured != spec.measure(Evaluation(model, test), samples=3, seed=2)  # the seed did reach it
+    recorded = as_metrics(card, {"importance_log_likelihood": measured})["importance_log_likelihood"]
+    assert recorded.parameters == {"samples": 3, "seed": 1}
+
+
+def test_a_metric_without_settings_on_the_card_runs_and_is_recorded_with_its_defaults(data_plugin):
+    card = tiny()
+    recorded = as_metrics(card, {"importance_log_likelihood": -1.0})["importance_log_likelihood"]
+    assert recorded.parameters == dict(metric("importance_log_likelihood").settings) == {"samples": 5000, "seed": 0}
+
+
+@pytest.mark.parametrize("settings, problem", [
+    ({"points": 5}, "metric 'importance_log_likelihood' takes no argument 'points'; accepted arguments: samples, seed"),
+    ({"samples": "many"}, "metric 'importance_log_likelihood': samples = 'many' is not"),
+])
+def test_a_setting_the_metric_does_not_take_is_refused_before_any_image_is_read(data_plugin, monkeypatch, settings,
+                                                                                 problem):
+    card = tiny(eval_settings={"importance_log_likelihood": settings})
+    model = build_model(card)
+    monkeypatch.setattr("vaezoo.evaluate.card_dataset", lambda *a, **k: pytest.fail("the data was read"))
+    with pytest.raises(MetricError, match=f"card 'tiny-blobs': eval_settings: {problem}".replace("(", r"\(")):
+        evaluate(model, card)
+
+
+def test_vaezoo_eval_refuses_a_wrong_setting_in_one_line(data_plugin, tmp_path, capsys):
+    path, _, _ = write_entry(tmp_path, make_card("tiny", eval_metrics=["elbo"], eval_settings={"elbo": {"seed": "one"}}))
+    code, out, err = cli(capsys, "eval", str(path), "--metrics", "elbo")
+    assert code == 1 and out == ""
+    assert_one_line_error(err, "eval_settings: metric 'elbo': seed = 'one' is not")
+
+
+def test_a_plain_function_metrics_settings_are_checked_against_its_own_signature():
+    def histogram_spread(model, dataset, device=None, batch_size=64, bins: int = 10) -> float:
+        return float(bins)
+
+    spec = MetricSpec.of(histogram_spread)
+    spec.check_settings({"bins": 3}, "metric 'histogram_spread'")
+    for wrong, problem in (({"bins": "3"}, "bins = '3' is not"), ({"device": "cuda"}, "takes no argument 'device'")):
+        with pytest.raises(ValueError, match=problem):
+            spec.check_settings(wrong, "metric 'histogram_spread'")
+
+
+def test_the_kits_trial_measures_each_metric_with_its_quick_settings(data_plugin, monkeypatch):
+    from vaezoo import testing
+
+    seen = []
+    assert metric("importance_log_likelihood").quick == {"samples": 20}
+    measure = MetricSpec.measure
+
+    def watched(self, evaluation, **settings):
+        seen.append(settings)
+        return measure(self, evaluation, **settings)
+
+    monkeypatch.setattr(MetricSpec, "measure", watched)
+    testing.check_training(tiny(eval_settings={"importance_log_likelihood": {"seed": 4}}))
+    assert seen == [{"seed": 4, "samples": 20}]
