@@ -11,7 +11,7 @@ import torch
 from vaezoo.assemble import card_dataset, data_info, metric
 from vaezoo.entries.schema import Card, Metric
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
-from vaezoo.errors import MetricError, VaezooError
+from vaezoo.errors import MetricError, UnknownNameError, VaezooError
 from vaezoo.latents import Posterior
 from vaezoo.metrics.codes import EncodingBuilder
 from vaezoo.metrics.evaluation import CountedImages, Evaluation
@@ -120,14 +120,14 @@ def check_metrics(model: VAE, card: Card, metrics: Sequence[str] | None = None) 
     Raises:
         UnknownNameError: a metric is not registered.
         MetricError: one line naming each metric the model cannot serve and what is missing, or the first
-            setting of ``eval_settings`` the metric does not take.
+            entry of the card's ``eval_settings`` that names no registered metric or a setting it does not take.
     """
     names = list(card.eval_metrics if metrics is None else metrics)
     specs = {name: metric(name) for name in names}  # an unknown name fails first
-    for name, spec in specs.items():
+    for name, settings in card.eval_settings.items():  # a misspelt name would leave its metric at its defaults
         try:
-            spec.check_settings(card.eval_settings.get(name, {}), f"metric '{name}'")
-        except ValueError as exc:
+            metric(name).check_settings(settings, f"metric '{name}'")
+        except (ValueError, UnknownNameError) as exc:
             raise MetricError(f"card '{card.name}': eval_settings: {exc}") from None
     if not any(spec.needs for spec in specs.values()):
         return
