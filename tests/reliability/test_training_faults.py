@@ -32,12 +32,15 @@ from vaezoo.train import CHECKPOINT, train
 from vaezoo.weights import read_safetensors
 
 KILLS = 5  # random-time SIGKILLs in the resume test
-FORK = multiprocessing.get_context("fork")  # the child shares this process's imports: no torch start-up
+# A fresh interpreter for each run to kill: a forked child cannot run backward once its parent's autograd engine
+# has started its device threads, which an earlier test in this process may have done.
+SPAWN = multiprocessing.get_context("spawn")
 
 
 @pytest.fixture(autouse=True)
 def one_thread():
-    """Run torch on one thread: a forked child that enters an OpenMP region its parent used can hang."""
+    """Run torch on one thread, as the runs in child processes do (:func:`_on_one_thread`): their weights are
+    compared bit for bit with runs in this process."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -85,8 +88,13 @@ def test_nan_in_the_data_through_the_command_line(data_plugin, tmp_path, capsys)
     assert not out.exists()
 
 
+def _on_one_thread() -> None:
+    torch.set_num_threads(1)
+
+
 def _train_and_die_in_save(card: Card, out, die_at: int) -> None:
     """Train, and on the ``die_at``-th checkpoint write half of it and SIGKILL this process."""
+    _on_one_thread()
     real_save, saves = torch.save, 0
 
     def half_save_then_die(obj, f) -> None:
@@ -108,7 +116,7 @@ def _train_and_die_in_save(card: Card, out, die_at: int) -> None:
 def test_sigkill_during_a_checkpoint_write(data_plugin, tmp_path):
     card = _card(checkpoint_every=4)
     out = tmp_path / "killed"
-    child = FORK.Process(target=_train_and_die_in_save, args=(card, out, 2))
+    child = SPAWN.Process(target=_train_and_die_in_save, args=(card, out, 2))
     child.start()
     child.join(timeout=300)
     assert child.exitcode == -signal.SIGKILL
@@ -127,6 +135,7 @@ def test_sigkill_during_a_checkpoint_write(data_plugin, tmp_path):
 
 
 def _resume(card: Card, out) -> None:
+    _on_one_thread()
     train(card, out, resume=True)
 
 
@@ -138,7 +147,7 @@ def test_resume_after_random_sigkills_is_exact(data_plugin, tmp_path):
     rng = random.Random(0)
     steps = [0]
     for _ in range(KILLS):
-        child = FORK.Process(target=_resume, args=(card, out))
+        child = SPAWN.Process(target=_resume, args=(card, out))
         child.start()
         deadline = time.monotonic() + 300
         while not checkpoint.exists() or _step_of(checkpoint) <= steps[-1]:
