@@ -7,6 +7,8 @@ import pytest
 
 from kit import assert_one_line_error, cli, make_card, write_entry
 from vaezoo.assemble import build_model, card_dataset, metric
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.entry import write_card
 from vaezoo.entries.schema import Card
 from vaezoo.errors import MetricError
 from vaezoo.evaluate import as_metrics, evaluate
@@ -30,8 +32,15 @@ def test_a_metric_runs_with_the_cards_settings_and_the_card_records_them(data_pl
     assert recorded.parameters == {"samples": 3, "seed": 1}
 
 
+def test_a_cards_settings_are_written_back_with_it(tmp_path):
+    card = tiny(eval_settings={"importance_log_likelihood": {"samples": 3}})
+    write_card(card, tmp_path / "tiny.toml")
+    assert parse_card(tmp_path / "tiny.toml").eval_settings == {"importance_log_likelihood": {"samples": 3}}
+
+
 def test_a_metric_without_settings_on_the_card_runs_and_is_recorded_with_its_defaults(data_plugin):
     card = tiny()
+    assert "eval_settings" not in card.model_dump()  # a written card gains no empty table
     recorded = as_metrics(card, {"importance_log_likelihood": -1.0})["importance_log_likelihood"]
     assert recorded.parameters == dict(metric("importance_log_likelihood").settings) == {"samples": 5000, "seed": 0}
 

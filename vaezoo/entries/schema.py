@@ -342,6 +342,8 @@ class Card(_Frozen):
     @model_serializer(mode="wrap")
     def _sections_on_top(self, handler) -> dict[str, Any]:
         out = handler(self)
+        if not out.get("eval_settings"):  # most cards keep their metrics' defaults: no empty table for them
+            out.pop("eval_settings", None)
         return {**{k: v for k, v in out.items() if k != "sections"}, **out.get("sections", {})}
 
     @field_validator("latent", mode="before")
