@@ -60,12 +60,14 @@ def test_a_setting_the_metric_does_not_take_is_refused_before_any_image_is_read(
 
 def test_settings_for_a_metric_no_plugin_registers_are_refused_not_ignored(data_plugin):
     card = tiny(eval_settings={"importance_loglikelihood": {"samples": 10}})
-    with pytest.raises(MetricError, match="card 'tiny-blobs': eval_settings: unknown metric 'importance_loglikelihood'"):
+    misspelt = "card 'tiny-blobs': eval_settings: unknown metric 'importance_loglikelihood'"
+    with pytest.raises(MetricError, match=misspelt):
         evaluate(build_model(card), card)
 
 
 def test_vaezoo_eval_refuses_a_wrong_setting_in_one_line(data_plugin, tmp_path, capsys):
-    path, _, _ = write_entry(tmp_path, make_card("tiny", eval_metrics=["elbo"], eval_settings={"elbo": {"seed": "one"}}))
+    card = make_card("tiny", eval_metrics=["elbo"], eval_settings={"elbo": {"seed": "one"}})
+    path, _, _ = write_entry(tmp_path, card)
     code, out, err = cli(capsys, "eval", str(path), "--metrics", "elbo")
     assert code == 1 and out == ""
     assert_one_line_error(err, "eval_settings: metric 'elbo': seed = 'one' is not")

@@ -95,7 +95,7 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
     for name in names:
         try:
             with progress(f"eval {card.name}: {name}") as task, evaluation.reporting(task):
-                results[name] = metric(name).measure(evaluation, **card.eval_settings.get(name, {}))
+                results[name] = metric(name).measure(evaluation, **card.settings_of(name))
         except Exception as exc:
             if on_error is None:
                 raise
@@ -194,9 +194,9 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
     def entry(name: str, value: float) -> Metric:
         # a registered metric has settings, data and libraries; a loss has not
         registered = name in card.eval_metrics or name in (measured or ())
+        settings = metric_parameters(metric(name), **card.settings_of(name)) if registered else None
         return Metric(value=round(value, 6), command=command, vaezoo_version=__version__, note=notes.get(name),
-                      parameters=(metric_parameters(metric(name), **card.eval_settings.get(name, {})) or None)
-                      if registered else None,
+                      parameters=settings or None,
                       data=(card.train.data.options or None) if registered else None,
                       libraries=libraries if registered else None, seeds=seeds.get(name))
 

@@ -579,9 +579,9 @@ def check_training(card: Card | str | Path, steps: int = TRIAL_STEPS, seed: int 
     that, the metrics are matched against the model as at step 0 (a metric the model cannot serve fails,
     naming it); after it, the run must have written its weights and a card holding its losses, all finite,
     and every metric, each measured with its spec's quick settings (:attr:`~vaezoo.metrics.spec.MetricSpec.quick`:
-    this checks that a metric works, not its value); a traversal of the trained model must sweep every dimension inside its prior's
-    support and decode finite images; and the run's folder must load back with :func:`vaezoo.load`
-    to the trained weights. The lines ``vaezoo train`` printed are quoted when something fails.
+    this checks that a metric works, not its value); a traversal of the trained model must sweep every
+    dimension inside its prior's support and decode finite images; and the run's folder must load back with
+    :func:`vaezoo.load` to the trained weights. The lines ``vaezoo train`` printed are quoted when something fails.
 
     Args:
         card: a :class:`~vaezoo.entries.schema.Card`, a zoo name, the path of its TOML file or a folder holding it.
@@ -612,7 +612,7 @@ def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[st
                                            "steps": None, "compile": False})
     names = list(card.eval_metrics if metrics is None else metrics)
     with _running(subject, "looking up its metrics"):
-        quick = {name: {**card.eval_settings.get(name, {}), **metric(name).quick} for name in names}
+        quick = {name: {**card.settings_of(name), **metric(name).quick} for name in names}
     trial = card.model_copy(update={"train": recipe, "weights": None, "metrics": {}, "sections": {},
                                     "eval_metrics": names, "eval_settings": quick})
     subject = f"{subject}, trained as 'vaezoo train' does,"

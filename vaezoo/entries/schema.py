@@ -339,6 +339,10 @@ class Card(_Frozen):
                 sections[key] = models[key].model_validate(value)
         return {**fields, "sections": sections}
 
+    def settings_of(self, metric: str) -> dict[str, Any]:
+        """The settings this card's evaluation runs ``metric`` with over the metric's defaults (``eval_settings``)."""
+        return dict(self.eval_settings.get(metric, {}))
+
     @model_serializer(mode="wrap")
     def _sections_on_top(self, handler) -> dict[str, Any]:
         out = handler(self)

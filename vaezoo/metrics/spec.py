@@ -59,7 +59,8 @@ class MetricSpec:
         Raises:
             ValueError: one line naming ``subject`` (e.g. ``"metric 'elbo'"``), the setting and what it takes.
         """
-        check_arguments(self.function, settings, subject, skip=(next(iter(inspect.signature(self.function).parameters)),))
+        evaluation = next(iter(inspect.signature(self.function).parameters))
+        check_arguments(self.function, settings, subject, skip=(evaluation,))
 
     def __call__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                  **settings: Any) -> float:
