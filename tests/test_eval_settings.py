@@ -1,14 +1,16 @@
-"""A card's ``eval_settings``: the settings its metrics run with, checked before any image is read, recorded beside
-each value; and the quick settings the conformance kit's trial runs measure a metric with."""
+"""A card's ``eval_settings`` and ``vaezoo eval --set``: the settings its metrics run with, checked before any image
+is read, recorded beside each value; and the quick settings the conformance kit's trial runs measure a metric with."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from kit import assert_one_line_error, cli, make_card, write_entry
 from vaezoo.assemble import build_model, card_dataset, metric
 from vaezoo.entries.catalog import parse_card
-from vaezoo.entries.entry import write_card
+from vaezoo.entries.entry import load_state_dict, write_card
 from vaezoo.entries.schema import Card
 from vaezoo.errors import MetricError
 from vaezoo.evaluate import as_metrics, evaluate
@@ -98,3 +100,41 @@ def test_the_kits_trial_measures_each_metric_with_its_quick_settings(data_plugin
     monkeypatch.setattr(MetricSpec, "measure", watched)
     testing.check_training(tiny(eval_settings={"importance_log_likelihood": {"seed": 4}}))
     assert seen == [{"seed": 4, "samples": 20}]
+
+
+def test_vaezoo_eval_set_runs_a_metric_with_a_setting_and_write_records_it_so_that_check_reproduces(
+        data_plugin, tmp_path, capsys):
+    path, _, _ = write_entry(tmp_path, make_card("tiny", eval_metrics=["elbo"]))
+    ill = ["--metrics", "importance_log_likelihood", "--set", "importance_log_likelihood.samples=3", "--json"]
+    code, out, _ = cli(capsys, "eval", str(path), *ill)
+    assert code == 0
+    card = parse_card(path)
+    model = build_model(card)
+    model.load_state_dict(load_state_dict(card))
+    expected = metric("importance_log_likelihood").measure(Evaluation(model.eval(), card_dataset(card)), samples=3)
+    assert json.loads(out)["metrics"] == {"importance_log_likelihood": pytest.approx(expected, abs=1e-9)}
+
+    assert cli(capsys, "eval", str(path), *ill, "--write")[0] == 0
+    written = parse_card(path)
+    assert written.eval_settings == {"importance_log_likelihood": {"samples": 3}}
+    assert written.metrics["importance_log_likelihood"].parameters == {"samples": 3, "seed": 0}
+    code, _, err = cli(capsys, "eval", str(path), "--metrics", "importance_log_likelihood", "--check")
+    assert code == 0 and "check: 1 of 1 metrics match" in err and "note:" not in err
+    code, _, err = cli(capsys, "eval", str(path), *ill[:-2], "importance_log_likelihood.samples=4")
+    assert code == 0 and ("note: importance_log_likelihood ran with samples = 4, seed = 0; the card's value was "
+                          "measured with samples = 3, seed = 0") in err
+
+
+@pytest.mark.parametrize("given, problem, code", [
+    ("samples=3", "give METRIC.SETTING=VALUE", 2),
+    ("importance_log_likelihood.samples=", "give METRIC.SETTING=VALUE", 2),
+    ("importance_log_likelihood.sample=3", "takes no argument 'sample'", 1),
+    ("importance_loglikelihood.samples=3", "unknown metric 'importance_loglikelihood'", 1),
+])
+def test_a_wrong_set_is_refused_before_anything_is_measured_or_written(data_plugin, tmp_path, capsys, given, problem,
+                                                                      code):
+    path, _, _ = write_entry(tmp_path, make_card("tiny", eval_metrics=["elbo"]))
+    before = path.read_bytes()
+    got, out, err = cli(capsys, "eval", str(path), "--set", given, "--write")
+    assert (got, out) == (code, "") and problem in err.strip().splitlines()[-1] and "Traceback" not in err
+    assert path.read_bytes() == before

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections.abc
 import inspect
+import tomllib
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -108,3 +109,12 @@ def _describe(annotation: Any) -> str:
         return words[annotation]
     spelled = getattr(annotation, "__name__", None) if typing.get_origin(annotation) is None else None
     return f"of type {spelled or str(annotation).replace('typing.', '')}"
+
+
+def parse_value(text: str) -> Any:
+    """A value given on the command line, read as a card's TOML would hold it (``4``, ``1e-4``, ``true``,
+    ``"mss"``); a bare word is a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text

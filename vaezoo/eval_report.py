@@ -7,10 +7,11 @@ with the card (:meth:`EvalReport.check`) and records them on the card's file (:m
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from vaezoo.assemble import load_model
 from vaezoo.entries.catalog import card_reference
@@ -82,6 +83,8 @@ class EvalReport:
         data_root: where the dataset was read from, if given.
         checkpoint: the training checkpoint whose weights were measured, if any (else the card's weights).
         written: the card as :func:`evaluate_card` recorded the results on it (``write=True``), else None.
+        settings: ``{metric: {setting: value}}`` the metrics ran with over the card's ``eval_settings``, if any
+            (:attr:`card` holds them merged).
     """
 
     card: Card
@@ -90,6 +93,7 @@ class EvalReport:
     data_root: str | Path | None = None
     checkpoint: Path | None = None
     written: Card | None = None
+    settings: dict[str, dict[str, Any]] | None = None
 
     @property
     def checked(self) -> dict:
@@ -112,11 +116,21 @@ class EvalReport:
                             f"writing the report records them")
         return compare(checked, self.results, tolerance)
 
+    def unlike_card(self) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+        """The metrics measured with other settings than those the card records beside their values, as
+        ``{metric: (the card's settings, the settings measured with)}``: their values differ for that reason too."""
+        measured = as_metrics(self.card, self.results, self.data_root, self.metrics)
+        recorded = {name: entry.parameters for name, entry in self.card.metrics.items()}
+        return {name: (recorded[name], entry.parameters) for name, entry in measured.items()
+                if recorded.get(name) is not None and entry.parameters is not None
+                and recorded[name] != entry.parameters}
+
     def write(self, path: str | Path | None = None) -> Card:
         """Record the measured metrics, each with the command that measures it again, on the card's file.
 
         The file is updated under its lock: a metric another writer recorded meanwhile is kept. The metrics asked
-        for (:attr:`metrics`) join the card's ``eval_metrics``.
+        for (:attr:`metrics`) join the card's ``eval_metrics``, and the :attr:`settings` they ran with its
+        ``eval_settings``, so that the command recorded beside each value measures it again as it was measured.
 
         Args:
             path: the card file; default the file the card was read from.
@@ -137,7 +151,8 @@ class EvalReport:
 
         def record(now: Card) -> Card:  # the card as it is on disk now
             eval_metrics = now.eval_metrics + [n for n in self.metrics or () if n not in now.eval_metrics]
-            return now.model_copy(update={"metrics": {**now.metrics, **measured}, "eval_metrics": eval_metrics})
+            return now.with_settings(self.settings or {}).model_copy(
+                update={"metrics": {**now.metrics, **measured}, "eval_metrics": eval_metrics})
 
         return update_card(path, record)
 
@@ -158,7 +173,8 @@ def check_writable(card: Card) -> Path:
 
 def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | None = None,
                   data_root: str | Path | None = None, device: str | None = None,
-                  metrics: Sequence[str] | None = None, write: bool = False) -> EvalReport:
+                  metrics: Sequence[str] | None = None, settings: Mapping[str, Mapping[str, Any]] | None = None,
+                  write: bool = False) -> EvalReport:
     """Measure a card's model on its dataset's test split.
 
     Args:
@@ -169,6 +185,9 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
         device: where to run (default cpu).
         metrics: measure only these registered metrics, not the losses (:func:`vaezoo.evaluate.evaluate`).
+        settings: ``{metric: {setting: value}}``: run these metrics with these settings, over the card's
+            ``eval_settings`` (e.g. ``{"importance_log_likelihood": {"samples": 200}}``); checked before anything
+            is measured.
         write: also record the measured metrics on the card's file (:meth:`EvalReport.write`); a card that cannot
             be written is refused before anything is measured.
 
@@ -182,6 +201,8 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
             :func:`vaezoo.evaluate.evaluate` raise them.
     """
     card = card if isinstance(card, Card) else get_card(card)
+    settings = {name: dict(given) for name, given in (settings or {}).items()} or None
+    card = card.with_settings(settings or {})
     if write and checkpoint is not None:
         raise CardError.about("{write} records the card's own weights' metrics, not a checkpoint's: use it without "
                               "{checkpoint}")
@@ -196,5 +217,6 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
     else:
         model = load_model(card, device)
     results = evaluate(model, card, data_root, device, metrics=metrics)
-    report = EvalReport(card, results, list(metrics) if metrics is not None else None, data_root, checkpoint)
+    report = EvalReport(card, results, list(metrics) if metrics is not None else None, data_root, checkpoint,
+                        settings=settings)
     return replace(report, written=report.write()) if write else report

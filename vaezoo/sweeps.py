@@ -8,7 +8,6 @@ table the way ``vaezoo list --where`` does: by its dotted path (``model.regulari
 from __future__ import annotations
 
 import itertools
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from vaezoo.arguments import parse_value
 from vaezoo.entries.schema import Card
 from vaezoo.errors import TrainingError
 
@@ -54,17 +54,10 @@ def parse_sweep(text: str) -> Sweep:
     key = key.strip()
     if not sep or not key or not values.strip():
         raise TrainingError.about("{sweep} takes KEY=V1,V2,..., got '{text}'", text=text)
-    parsed = tuple(_value(v.strip()) for v in values.split(","))
+    parsed = tuple(parse_value(v.strip()) for v in values.split(","))
     if len(set(map(repr, parsed))) != len(parsed):
         raise TrainingError.about("{sweep} {key} names a value twice: '{values}'", key=key, values=values)
     return Sweep(key, parsed)
-
-
-def _value(text: str) -> Any:
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text  # a bare word: a string
 
 
 def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[MemberSpec]:

@@ -22,6 +22,9 @@ def add_parser(sub) -> None:
     p.add_argument("--metrics", type=names_arg, metavar="A,B",
                    help="compute only these registered metrics (e.g. mig_dlib,dci_disentanglement), not the losses; "
                         "--check compares them, --write adds them to the card")
+    p.add_argument("--set", dest="settings", action="append", type=setting_arg, metavar="METRIC.SETTING=VALUE",
+                   help="run METRIC with SETTING = VALUE (a TOML value) over the card's [eval_settings], e.g. "
+                        "importance_log_likelihood.samples=200; repeatable; --write records it on the card")
     p.add_argument("--write", action="store_true",
                    help="record the measured metrics on the card's TOML file (e.g. a converted checkpoint's card)")
     p.set_defaults(func=run)
@@ -38,14 +41,29 @@ def tolerance_arg(value: str) -> float:
     return tolerance
 
 
+def setting_arg(text: str) -> tuple[str, str, object]:
+    """``METRIC.SETTING=VALUE`` as ``(metric, setting, value)``, the value read as TOML."""
+    from vaezoo.arguments import parse_value
+
+    key, _, value = text.partition("=")
+    metric, _, setting = key.strip().partition(".")
+    if not (metric and setting and value.strip()):
+        raise argparse.ArgumentTypeError(f"give METRIC.SETTING=VALUE, e.g. importance_log_likelihood.samples=200, "
+                                         f"got '{text}'")
+    return metric, setting.strip(), parse_value(value.strip())
+
+
 def run(args) -> int:
     from vaezoo.errors import CardError
     from vaezoo.eval_report import evaluate_card
 
     if args.write and args.check:
         raise CardError("--write records the measured metrics as the card's: use it without --check")
+    settings: dict[str, dict] = {}
+    for metric, setting, value in args.settings or ():
+        settings.setdefault(metric, {})[setting] = value
     report = evaluate_card(args.card, checkpoint=args.checkpoint, data_root=args.data_root, device=args.device,
-                           metrics=args.metrics, write=args.write)
+                           metrics=args.metrics, settings=settings, write=args.write)
     card = report.card
     comparisons = report.check(args.tolerance) if args.check else None
     failures = [str(c) for c in comparisons or () if not c.agrees]
@@ -56,6 +74,9 @@ def run(args) -> int:
         print_table(("metric", "measured", "card"),
                     [(name, f"{value:.6g}", f"{card.metrics[name].value:.6g}" if name in card.metrics else "")
                      for name, value in report.results.items()], title=f"{card.name} (test split)")
+    for name, (recorded, measured) in report.unlike_card().items():
+        print(printable(f"note: {name} ran with {_settings(measured)}; the card's value was measured with "
+                        f"{_settings(recorded)}"), file=sys.stderr)
     if args.write:
         print(printable(f"wrote {len(report.results)} metrics to {report.written.path}"), file=sys.stderr)
     if comparisons is not None:
@@ -66,3 +87,7 @@ def run(args) -> int:
                         f"{args.tolerance:g}: " + "; ".join(failures)), file=sys.stderr)
         return 1
     return 0
+
+
+def _settings(settings: dict) -> str:
+    return ", ".join(f"{key} = {value!r}" for key, value in settings.items())

@@ -8,7 +8,7 @@ reads cards; :mod:`vaezoo.entries.entry` writes and verifies a card with its wei
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -342,6 +342,11 @@ class Card(_Frozen):
     def settings_of(self, metric: str) -> dict[str, Any]:
         """The settings this card's evaluation runs ``metric`` with over the metric's defaults (``eval_settings``)."""
         return dict(self.eval_settings.get(metric, {}))
+
+    def with_settings(self, settings: Mapping[str, Mapping[str, Any]]) -> Card:
+        """This card with ``settings`` (``{metric: {setting: value}}``) over its ``eval_settings``."""
+        merged = {name: {**self.settings_of(name), **given} for name, given in settings.items()}
+        return self.model_copy(update={"eval_settings": {**self.eval_settings, **merged}})
 
     @model_serializer(mode="wrap")
     def _sections_on_top(self, handler) -> dict[str, Any]:
