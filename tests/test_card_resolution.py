@@ -91,6 +91,18 @@ def test_a_missing_path_names_the_file(tmp_path):
         get_card(tmp_path / "nothing.toml")
 
 
+@pytest.mark.parametrize("given", [None, 42, ["jointvae-mnist"]])
+def test_a_card_is_named_by_a_string_or_a_path_only(given):
+    with pytest.raises(TypeError, match=f"a card is named by a string or a path .*, not by {type(given).__name__}"):
+        vaezoo.load(given)
+
+
+@pytest.mark.parametrize("given", ["jointvae-mnist\0", os.path.join("runs", "a\0b")])
+def test_a_name_with_a_nul_character_is_a_card_error(given):
+    with pytest.raises(CardError, match="holds a NUL character"):
+        get_card(given)
+
+
 def test_a_card_file_is_read_even_if_a_zoo_entry_holds_its_name(tmp_path, monkeypatch):
     monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
     name = sorted(discover())[0]

@@ -39,6 +39,18 @@ def test_pointing_at_the_dataset_folder_itself_gets_a_hint(tmp_path):
         load_dataset("mnist", tmp_path / "MNIST")
 
 
+def test_offline_a_missing_dataset_is_not_downloaded(tmp_path, monkeypatch):
+    from torchvision.datasets import MNIST
+
+    monkeypatch.delenv("VAEZOO_DATA", raising=False)
+    monkeypatch.setenv("VAEZOO_OFFLINE", "1")
+    monkeypatch.setattr("vaezoo.data.base.default_data_dir", lambda: tmp_path)
+    monkeypatch.setattr(MNIST, "download", lambda self: pytest.fail("downloaded although VAEZOO_OFFLINE=1"))
+    with pytest.raises(DataError, match=r"mnist not found: vaezoo looked in .* \(from the default data folder, which "
+                                        r"VAEZOO_OFFLINE=1 downloads nothing into\)"):
+        load_dataset("mnist")
+
+
 def test_a_failed_download_is_explained_and_progress_stays_off_stdout(tmp_path, monkeypatch, capsys):
     from torchvision.datasets import MNIST
 

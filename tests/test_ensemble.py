@@ -153,7 +153,11 @@ def test_a_sweep_on_the_command_line(data_plugin, tmp_path, capsys):
 @pytest.mark.parametrize(("sweep", "message"), [
     ("nothing=1,2", "--sweep nothing: the card has no such field"),
     ("max", "--sweep takes KEY=V1,V2,..., got 'max'"),
-    ("lr=1,1", "--sweep lr names a value twice"),
+    ("lr=1,1", "--sweep values lr=1 and lr=1 make the same card"),
+    ("lr=1,1.0", "--sweep values lr=1 and lr=1.0 make the same card"),
+    ('lr=1e-3,"../../escaped"', "--sweep lr=../../escaped: a swept value names its member's folder"),
+    ("lr=1e-3\nx=1", "--sweep lr: '1e-3\\nx=1' holds more than one value"),
+    ("lr=" + "[" * 3000 + "]" * 3000, "--sweep lr: the value '[[[["),
     ("seed=1,2", "--sweep seed: give the seeds with --seeds"),
     ("batch_size=0,4", "--sweep train.batch_size=0: input should be greater than 0"),
 ])

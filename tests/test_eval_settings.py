@@ -68,11 +68,17 @@ def test_settings_for_a_metric_no_plugin_registers_are_refused_not_ignored(data_
 
 
 def test_vaezoo_eval_refuses_a_wrong_setting_in_one_line(data_plugin, tmp_path, capsys):
-    card = make_card("tiny", eval_metrics=["elbo"], eval_settings={"elbo": {"seed": "one"}})
+    card = make_card("tiny", eval_metrics=["elbo"], eval_settings={"importance_log_likelihood": {"samples": "ten"}})
     path, _, _ = write_entry(tmp_path, card)
     code, out, err = cli(capsys, "eval", str(path), "--metrics", "elbo")
     assert code == 1 and out == ""
-    assert_one_line_error(err, "eval_settings: metric 'elbo': seed = 'one' is not")
+    assert_one_line_error(err, "eval_settings: metric 'importance_log_likelihood': samples = 'ten' is not")
+
+
+def test_a_card_whose_eval_settings_hold_a_wrong_seed_is_refused_when_read():
+    card = make_card("tiny", eval_settings={"elbo": {"seed": -1}})
+    with pytest.raises(ValueError, match=r"eval_settings.elbo.seed = -1 is not a seed"):
+        Card.model_validate(card)
 
 
 def test_a_plain_function_metrics_settings_are_checked_against_its_own_signature():
@@ -128,13 +134,31 @@ def test_vaezoo_eval_set_runs_a_metric_with_a_setting_and_write_records_it_so_th
 @pytest.mark.parametrize("given, problem, code", [
     ("samples=3", "give METRIC.SETTING=VALUE", 2),
     ("importance_log_likelihood.samples=", "give METRIC.SETTING=VALUE", 2),
+    ("importance_log_likelihood.samples=5\nx=1", "holds more than one value", 2),
+    ("importance_log_likelihood.samples=" + "[" * 3000 + "]" * 3000, "nests too deeply", 2),
     ("importance_log_likelihood.sample=3", "takes no argument 'sample'", 1),
+    ("importance_log_likelihood.seed=-1", "eval_settings.importance_log_likelihood.seed = -1 is not a seed", 1),
+    ("importance_log_likelihood.seed=1180591620717411303424", "is not a seed", 1),
     ("importance_loglikelihood.samples=3", "unknown metric 'importance_loglikelihood'", 1),
+    ("elbo.seed=3", "settings were given for metric 'elbo', which this evaluation does not measure "
+                    "(importance_log_likelihood); name it in --metrics", 1),
 ])
 def test_a_wrong_set_is_refused_before_anything_is_measured_or_written(data_plugin, tmp_path, capsys, given, problem,
                                                                       code):
     path, _, _ = write_entry(tmp_path, make_card("tiny", eval_metrics=["elbo"]))
     before = path.read_bytes()
-    got, out, err = cli(capsys, "eval", str(path), "--set", given, "--write")
+    got, out, err = cli(capsys, "eval", str(path), "--metrics", "importance_log_likelihood", "--set", given, "--write")
     assert (got, out) == (code, "") and problem in err.strip().splitlines()[-1] and "Traceback" not in err
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("arguments, problem", [
+    ({"metrics": "elbo"}, r"metrics takes a list of metric names, e.g. \['elbo'\], not a string"),
+    ({"settings": {"elbo": 5}}, r"settings takes \{metric: \{setting: value\}\}"),
+    ({"settings": [1]}, r"settings takes \{metric: \{setting: value\}\}"),
+])
+def test_evaluate_card_refuses_arguments_of_the_wrong_shape(arguments, problem):
+    from vaezoo.eval_report import evaluate_card
+
+    with pytest.raises(TypeError, match=problem):
+        evaluate_card(tiny(), **arguments)

@@ -99,6 +99,14 @@ def test_allow_list_loads_only_the_named_plugins(monkeypatch, site, baseline):
     assert module not in sys.modules
 
 
+def test_an_allow_list_name_no_plugin_has_is_warned_about(monkeypatch, baseline):
+    chosen = sorted(set(baseline["status"]) - {plugins.CORE})[0]
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", f"{chosen},zooo")
+    with pytest.warns(PluginWarning, match=r"VAEZOO_LOAD_PLUGINS names 'zooo', which no installed plugin is called; "
+                                           r"installed: .*\bcore\b"):
+        assert list(get_plugins().info) == [plugins.CORE, chosen]
+
+
 def test_plugins_load_once(baseline):
     assert get_plugins() is get_plugins()
     assert registry("architecture") is registry("architecture")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import pty
 import re
@@ -98,6 +99,30 @@ def test_a_plugin_error_with_markup_and_escapes_is_shown_as_text(cards, site, mo
     assert only_printable(out + err)
     # the plugin manager joins the error's lines (the carriage return becomes a space); the rest shows as written
     assert SHOWN.replace(r"\r", " ") in out
+
+
+def test_a_usage_error_shows_the_words_given_as_text(capsys):
+    code, out, err = cli(capsys, "list", "jointvae-*", HOSTILE)
+    assert (code, out) == (2, "") and only_printable(err)
+    assert err.splitlines()[-1] == f"vaezoo: error: unrecognized arguments: {SHOWN}"
+
+
+def test_the_card_path_train_prints_is_shown_as_text(data_plugin, tmp_path, capsys):
+    out_dir = tmp_path / "runs\x1b]0;pwned\x07\x1b[31m"
+    card = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
+    code, out, err = cli(capsys, "train", str(card), "--out", str(out_dir))
+    assert code == 0, err
+    assert only_printable(out) and out == printable(out_dir / "toyvae-bars-run.toml") + "\n"
+
+
+def test_info_shows_a_cards_nan_and_infinite_values(cards, capsys):
+    metric = {"command": "vaezoo eval x", "vaezoo_version": "0.1.0"}
+    write_card(cards, make_card(name="odd-mnist", metrics={"nll": {**metric, "value": float("nan")},
+                                                          "tc": {**metric, "value": float("inf")}}))
+    code, out, err = cli(capsys, "info", "odd-mnist")
+    assert code == 0, err
+    metrics = tomllib.loads(out.partition("\n")[2])["metrics"]
+    assert math.isnan(metrics["nll"]["value"]) and metrics["tc"]["value"] == math.inf
 
 
 def test_an_error_line_shows_markup_and_escapes_as_text(cards, capsys):

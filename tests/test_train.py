@@ -78,6 +78,29 @@ def test_resume_after_an_interruption_matches_an_uninterrupted_run(data_plugin, 
     assert_same_weights(uninterrupted, resumed.model.state_dict())
 
 
+def test_resuming_a_finished_run_keeps_its_card_and_what_was_recorded_on_it_since(data_plugin, tmp_path, capsys):
+    tiny = Card.model_validate(make_card("tiny", train={"epochs": 1}))
+    finished = train(tiny, tmp_path)
+    assert main(["eval", str(tmp_path), "--metrics", "elbo", "--write"]) == 0
+    recorded = finished.card_path.read_bytes()
+    assert "elbo" in parse_card(finished.card_path).metrics
+    capsys.readouterr()
+
+    again = train(tiny, tmp_path, resume=True)
+    assert again.card_path == finished.card_path and finished.card_path.read_bytes() == recorded
+    assert f"the run had finished at step {finished.step}; its card {finished.card_path} is kept" in \
+        capsys.readouterr().err
+
+
+def test_resuming_a_run_whose_publishing_was_cut_short_publishes_it(data_plugin, tmp_path):
+    finished = train(card(epochs=1), tmp_path)
+    whole = parse_card(finished.card_path)
+    finished.card_path.write_text(whole.model_copy(update={"metrics": {}}).toml())  # as publish writes it first
+
+    again = train(card(epochs=1), tmp_path, resume=True)
+    assert parse_card(again.card_path).metrics.keys() == whole.metrics.keys()
+
+
 def test_an_existing_checkpoint_is_not_overwritten_without_resume(data_plugin, tmp_path):
     train(card(), tmp_path, max_steps=2)
     before = (tmp_path / CHECKPOINT).read_bytes()

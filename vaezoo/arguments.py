@@ -113,8 +113,18 @@ def _describe(annotation: Any) -> str:
 
 def parse_value(text: str) -> Any:
     """A value given on the command line, read as a card's TOML would hold it (``4``, ``1e-4``, ``true``,
-    ``"mss"``); a bare word is a string."""
+    ``"mss"``); a bare word is a string.
+
+    Raises:
+        ValueError: ``text`` is TOML for more than one value (``5\nx = 1``), or nests deeper than TOML readers go.
+    """
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        document = tomllib.loads(f"v = {text}")
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:
+        raise ValueError(f"the value {text[:40]!r}... nests too deeply; give a number, a string, true/false or a "
+                         f"short array") from None
+    if list(document) != ["v"]:
+        raise ValueError(f"{text!r} holds more than one value; give one (a number, a string, true/false, an array)")
+    return document["v"]

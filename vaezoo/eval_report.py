@@ -13,11 +13,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from vaezoo.assemble import load_model
+from vaezoo.assemble import load_model, metric
 from vaezoo.entries.catalog import card_reference
 from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import check_model, read_checkpoint
-from vaezoo.errors import CardError
+from vaezoo.errors import CardError, MetricError
 from vaezoo.evaluate import as_metrics, evaluate
 from vaezoo.entries.catalog import get_card
 from vaezoo.locks import update_card
@@ -196,13 +196,31 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
 
     Raises:
         CardError: ``write`` with a ``checkpoint``, or of a card without a local file.
+        MetricError: ``settings`` for a metric not measured, or a seed among them out of range.
+        TypeError: ``metrics`` is a string, or ``settings`` is not a mapping of mappings.
         TrainingError: ``checkpoint`` is not a checkpoint of the card's model.
         WeightsError, UnknownNameError, MetricError: as :func:`vaezoo.assemble.load_model` and
             :func:`vaezoo.evaluate.evaluate` raise them.
     """
+    if isinstance(metrics, str):
+        raise TypeError(f"metrics takes a list of metric names, e.g. [{metrics!r}], not a string")
+    if settings is not None and not (isinstance(settings, Mapping)
+                                     and all(isinstance(given, Mapping) for given in settings.values())):
+        raise TypeError(f"settings takes {{metric: {{setting: value}}}}, e.g. "
+                        f"{{'importance_log_likelihood': {{'samples': 200}}}}, got {settings!r}")
     card = card if isinstance(card, Card) else get_card(card)
     settings = {name: dict(given) for name, given in (settings or {}).items()} or None
-    card = card.with_settings(settings or {})
+    measured = list(metrics) if metrics is not None else ["the losses", *card.eval_metrics]
+    for name in settings or ():
+        if name not in measured:
+            metric(name)  # a misspelt name is named as such
+            raise MetricError.about("settings were given for metric '{name}', which this evaluation does not "
+                                    "measure ({measured}); name it in {metrics}", name=name,
+                                    measured=", ".join(measured))
+    try:
+        card = card.with_settings(settings or {})
+    except ValueError as exc:
+        raise MetricError(f"card '{card.name}': {exc}") from None
     if write and checkpoint is not None:
         raise CardError.about("{write} records the card's own weights' metrics, not a checkpoint's: use it without "
                               "{checkpoint}")

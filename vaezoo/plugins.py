@@ -206,8 +206,13 @@ class Plugins:
     def _load_entry_points(self) -> None:
         allowed = os.environ.get("VAEZOO_LOAD_PLUGINS")
         allow = None if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
-        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP)
-                 if allow is None or ep.name in allow or (ep.name == CORE and _is_builtin(ep))]
+        installed = list(entry_points(group=ENTRY_POINT_GROUP))
+        names = sorted({ep.name for ep in installed})
+        unknown = sorted((allow or set()) - set(names))
+        if unknown:  # a misspelt name would silently leave its plugin out
+            warnings.warn(_one_line(f"VAEZOO_LOAD_PLUGINS names {', '.join(map(repr, unknown))}, which no installed "
+                                    f"plugin is called; installed: {', '.join(names)}"), PluginWarning, stacklevel=2)
+        found = [ep for ep in installed if allow is None or ep.name in allow or (ep.name == CORE and _is_builtin(ep))]
         if not any(ep.name == CORE and _is_builtin(ep) for ep in found):
             raise PluginError(f"vaezoo's own entry point '{CORE}' (group '{ENTRY_POINT_GROUP}') is missing: the "
                               f"installation is incomplete; reinstall vaezoo (e.g. 'pip install -e .' in its checkout)")

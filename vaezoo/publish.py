@@ -17,10 +17,10 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.entries.catalog import card_reference, new_card_name
-from vaezoo.entries.entry import write_entry
+from vaezoo.entries.catalog import card_reference, new_card_name, parse_card
+from vaezoo.entries.entry import weights_file, write_entry
 from vaezoo.entries.schema import Card
-from vaezoo.errors import PublishWarning
+from vaezoo.errors import PublishWarning, VaezooError
 
 if TYPE_CHECKING:
     from vaezoo.model import VAE
@@ -79,6 +79,22 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
     headline = own.headline if own.headline in metrics else None
     return write_entry(own.model_copy(update={"metrics": metrics, "sections": sections, "headline": headline}),
                        model.state_dict(), out)
+
+
+def published(out: Path, name: str, steps: int) -> Path | None:
+    """``out/NAME.toml`` if it is the card :func:`publish` completed for the run's ``steps`` (its metrics
+    measured, its weights beside it), else None.
+
+    A finished run that is resumed keeps that card as it is, with whatever was recorded on it since
+    (``vaezoo eval --write``); a run whose publishing was cut short is published again.
+    """
+    path = Path(out) / f"{name}.toml"
+    try:
+        card = parse_card(path)
+        complete = card.train.steps == steps and bool(card.metrics) and weights_file(card) is not None
+    except (OSError, VaezooError):
+        return None
+    return path if complete else None
 
 
 def own_card(card: Card, model: VAE, name: str, steps: int) -> Card:

@@ -48,15 +48,16 @@ def parse_sweep(text: str) -> Sweep:
     """``KEY=V1,V2,...`` as a :class:`Sweep`.
 
     Raises:
-        TrainingError: no ``=``, no key, no value, or a value named twice.
+        TrainingError: no ``=``, no key, no value, or a value that is not one TOML value.
     """
     key, sep, values = text.partition("=")
     key = key.strip()
     if not sep or not key or not values.strip():
         raise TrainingError.about("{sweep} takes KEY=V1,V2,..., got '{text}'", text=text)
-    parsed = tuple(parse_value(v.strip()) for v in values.split(","))
-    if len(set(map(repr, parsed))) != len(parsed):
-        raise TrainingError.about("{sweep} {key} names a value twice: '{values}'", key=key, values=values)
+    try:
+        parsed = tuple(parse_value(v.strip()) for v in values.split(","))
+    except ValueError as e:
+        raise TrainingError.about("{sweep} {key}: {why}", key=key, why=str(e)) from None
     return Sweep(key, parsed)
 
 
@@ -66,8 +67,9 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
     A member's folder is ``seed-N``, under ``KEY=VALUE`` for each sweep (``KEY=VALUE,KEY2=VALUE2`` for two).
 
     Raises:
-        TrainingError: a key names no field or several, a sweep changes the dataset, a seed is repeated, or
-            a value does not fit its field (one line naming the field and the value).
+        TrainingError: a key names no field or several, a sweep changes the dataset, a seed is repeated, two
+            values make the same card (``1`` and ``1.0``), a value cannot name a folder (``../x``), or a value
+            does not fit its field (one line naming the field and the value).
     """
     seeds = list(seeds)
     if not seeds or len(set(seeds)) != len(seeds):
@@ -76,17 +78,31 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
     paths = [_resolve(card, s.key) for s in sweeps]
     if len(set(paths)) != len(paths):
         raise TrainingError.about("two {sweep} options name the same field; give each field once")
-    out = []
+    out, seen = [], {}
     for combo in itertools.product(*(s.values for s in sweeps)):
+        tag = ",".join(f"{s.key}={_show(v)}" for s, v in zip(sweeps, combo))
+        _check_folder_name(tag)
         varied = card
         for path, value in zip(paths, combo):
             varied = _with_value(varied, path, value)
-        tag = ",".join(f"{s.key}={_show(v)}" for s, v in zip(sweeps, combo))
+        recipe = varied.model_dump_json(include={"model", "train"})
+        if recipe in seen:
+            raise TrainingError.about("{sweep} values {one} and {other} make the same card; give each value once",
+                                      one=seen[recipe], other=tag)
+        seen[recipe] = tag
         for seed in seeds:
             member = varied.model_copy(update={"train": varied.train.model_copy(update={"seed": seed})})
             folder = Path(tag) / f"seed-{seed}" if tag else Path(f"seed-{seed}")
             out.append(MemberSpec(member, folder, f"{tag} seed {seed}".strip()))
     return out
+
+
+def _check_folder_name(tag: str) -> None:
+    """Refuse a member's folder name that is not one plain file name (a value holding ``/``, a control
+    character, ...), so that every member's run stays inside the ensemble's folder."""
+    if any(c in "/\\" or not c.isprintable() for c in tag) or len(tag.encode()) > 255:
+        raise TrainingError.about("{sweep} {tag}: a swept value names its member's folder, so it must be a plain file "
+                                  "name (no '/', '\\' or control characters, at most 255 bytes)", tag=tag)
 
 
 def _show(value: Any) -> str:

@@ -36,7 +36,8 @@ from vaezoo.locks import run_lock
 from vaezoo.loop import Plan, Run, start_run
 from vaezoo.model import VAE
 from vaezoo.outputs import prepare_out, remove_empty
-from vaezoo.publish import publish, run_name
+from vaezoo.progress import note
+from vaezoo.publish import publish, published, run_name
 from vaezoo.signals import Interrupted, StopSignals
 from vaezoo.single import fit, fit_single
 from vaezoo.sweeps import Sweep, members
@@ -217,8 +218,13 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
             total = Plan.of(member_card.train, len(dataset), run.world).total
             card_path = None
             if t.step == total and run.main:
-                with t.streams.active():  # what the evaluation draws, too, is what this run alone draws
-                    card_path = publish(t.card, t.model, out, options.name, t.step, options.data_root, run.device)
+                card_path = published(out, options.name, total) if options.resume else None
+                if card_path is not None:
+                    note(f"{out}: the run had finished at step {total}; its card {card_path} is kept as it is")
+                else:
+                    with t.streams.active():  # what the evaluation draws, too, is what this run alone draws
+                        card_path = publish(t.card, t.model, out, options.name, t.step, options.data_root,
+                                            run.device)
             results.append(TrainResult(t.model, t.step, total, card_path, t.error))
         return results
     except BaseException:

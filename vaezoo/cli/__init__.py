@@ -24,12 +24,21 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every command's subparser."""
     from vaezoo.version import __version__
 
-    parser = argparse.ArgumentParser(prog="vaezoo", description="A zoo of disentangled VAEs.")
+    parser = _Parser(prog="vaezoo", description="A zoo of disentangled VAEs.")
     parser.add_argument("--version", action="version", version=f"vaezoo {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"vaezoo.cli.{name.replace('-', '_')}").add_parser(sub)
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors show the words given (``unrecognized arguments: ...``) as text."""
+
+    def error(self, message: str):
+        from vaezoo.terminal import printable
+
+        super().error(printable(message))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+from vaezoo.cli.common import printable
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("convert", help="convert a checkpoint of another codebase (converters come from plugins)")
@@ -33,5 +35,5 @@ def run(args) -> int:
     with run_lock(out):
         refuse_finished_run(out, name)  # again, now that no other run can write there
         card_path = convert(Path(args.path), out, dataset=args.dataset, name=name)
-    print(card_path)
+    print(printable(card_path))
     return 0

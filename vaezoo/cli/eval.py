@@ -50,7 +50,10 @@ def setting_arg(text: str) -> tuple[str, str, object]:
     if not (metric and setting and value.strip()):
         raise argparse.ArgumentTypeError(f"give METRIC.SETTING=VALUE, e.g. importance_log_likelihood.samples=200, "
                                          f"got '{text}'")
-    return metric, setting.strip(), parse_value(value.strip())
+    try:
+        return metric, setting.strip(), parse_value(value.strip())
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def run(args) -> int:

@@ -16,12 +16,10 @@ def run(args) -> int:
     if args.json:
         print_json(card.model_dump(mode="json", exclude_none=True))
         return 0
-    import tomli_w
-
     print(f"# {printable(card.path)}")
     if card.source is not None:  # the commit a Hub revision resolved to
         print(f"# source: {printable(card.source)}")
-    print(toml_escaped(tomli_w.dumps(card.model_dump(mode="json", exclude_none=True))), end="")
+    print(toml_escaped(card.toml()), end="")
     return 0
 
 

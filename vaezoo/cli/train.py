@@ -75,7 +75,7 @@ def run(args) -> int:
     for result in results:
         if result.card_path is not None:
             _report_metrics(result.card_path)
-            print(result.card_path)
+            print(printable(result.card_path))
     if failed := [r.error for r in results if r.error]:
         print(printable(f"{len(failed)} of {len(results)} runs stopped early (their lines above name them); the "
                         f"others finished"), file=sys.stderr)

@@ -118,10 +118,13 @@ def data_root(root: str | os.PathLike | None) -> DataRoot:
     """The directory to read datasets from and whether downloading into it is allowed.
 
     An explicit ``root`` (``--data-root``) or ``VAEZOO_DATA`` names an existing copy (no download);
-    otherwise :func:`default_data_dir`, where a missing dataset is downloaded.
+    otherwise :func:`default_data_dir`, where a missing dataset is downloaded unless ``VAEZOO_OFFLINE=1``.
     """
     if root is not None:
         return DataRoot(Path(root).expanduser(), False, "--data-root")
     if os.environ.get("VAEZOO_DATA"):
         return DataRoot(Path(os.environ["VAEZOO_DATA"]).expanduser(), False, "VAEZOO_DATA")
+    if os.environ.get("VAEZOO_OFFLINE") == "1":
+        return DataRoot(default_data_dir(), False,
+                        "the default data folder, which VAEZOO_OFFLINE=1 downloads nothing into")
     return DataRoot(default_data_dir(), True, "the default data folder")

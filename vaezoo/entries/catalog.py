@@ -215,7 +215,7 @@ def _natural_key(name: str) -> list:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
-def list_cards(pattern: str = "*", dataset: str | None = None, architecture: str | None = None,
+def list_cards(pattern: str | None = "*", dataset: str | None = None, architecture: str | None = None,
                where: dict[str, str] | None = None, latent: str | None = None) -> list[Card]:
     """Cards whose name matches the shell-style ``pattern``, naturally sorted, optionally filtered.
 
@@ -229,10 +229,12 @@ def list_cards(pattern: str = "*", dataset: str | None = None, architecture: str
     return filter_cards(discover().values(), pattern, dataset, architecture, where, latent)
 
 
-def filter_cards(cards: Iterable[Card], pattern: str = "*", dataset: str | None = None,
+def filter_cards(cards: Iterable[Card], pattern: str | None = "*", dataset: str | None = None,
                  architecture: str | None = None, where: dict[str, str] | None = None,
                  latent: str | None = None) -> list[Card]:
-    """The ``cards`` that :func:`list_cards` keeps for these filters, naturally sorted."""
+    """The ``cards`` that :func:`list_cards` keeps for these filters, naturally sorted; ``pattern`` None keeps
+    every name."""
+    pattern = "*" if pattern is None else pattern
     out = []
     for card in cards:
         if not fnmatch.fnmatchcase(card.name, pattern):
@@ -312,8 +314,16 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
     Raises:
         UnknownNameError: no card holds the name (the message lists close matches).
         CardError: the file does not parse or validate, the folder holds no or several cards, the card with
-            that name was skipped (the message says why), or the Hub repository's card cannot be had.
+            that name was skipped (the message says why), the name holds a NUL character, or the Hub
+            repository's card cannot be had.
+        TypeError: ``name_or_path`` is neither a string nor a path.
     """
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise TypeError(f"a card is named by a string or a path (e.g. 'jointvae-mnist'), not by "
+                        f"{type(name_or_path).__name__} {name_or_path!r}")
+    if "\0" in os.fspath(name_or_path):
+        raise CardError(f"{os.fspath(name_or_path)!r} holds a NUL character, which no name or path can; "
+                        f"run 'vaezoo list' for the zoo's names")
     if isinstance(name_or_path, str) and name_or_path.startswith(HUB_PREFIX):
         from vaezoo.hf import card_file
 

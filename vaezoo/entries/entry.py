@@ -24,9 +24,7 @@ if TYPE_CHECKING:
 
 def write_card(card: Card, path: Path) -> None:
     """Write ``card`` as TOML to ``path`` atomically."""
-    import tomli_w
-
-    atomic_write(path, tomli_w.dumps(card.model_dump(exclude_none=True)).encode())
+    atomic_write(path, card.toml().encode())
 
 
 def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder: Path) -> Path:

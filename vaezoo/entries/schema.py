@@ -343,10 +343,21 @@ class Card(_Frozen):
         """The settings this card's evaluation runs ``metric`` with over the metric's defaults (``eval_settings``)."""
         return dict(self.eval_settings.get(metric, {}))
 
+    def toml(self) -> str:
+        """The card as its TOML file holds it (NaN and infinite values as TOML's ``nan`` and ``inf``)."""
+        import tomli_w
+
+        return tomli_w.dumps(self.model_dump(exclude_none=True))
+
     def with_settings(self, settings: Mapping[str, Mapping[str, Any]]) -> Card:
-        """This card with ``settings`` (``{metric: {setting: value}}``) over its ``eval_settings``."""
+        """This card with ``settings`` (``{metric: {setting: value}}``) over its ``eval_settings``.
+
+        Raises:
+            ValueError: a seed among ``settings`` is not a whole number in [0, 2^63).
+        """
         merged = {name: {**self.settings_of(name), **given} for name, given in settings.items()}
-        return self.model_copy(update={"eval_settings": {**self.eval_settings, **merged}})
+        return self.model_copy(update={"eval_settings": {**self.eval_settings,
+                                                         **check_seeds(merged, "eval_settings")}})
 
     @model_serializer(mode="wrap")
     def _sections_on_top(self, handler) -> dict[str, Any]:
@@ -360,6 +371,11 @@ class Card(_Frozen):
     def _legacy_latent(cls, latent: Any) -> Any:
         """A layout stated as text, as cards did before it was a list (``gaussian(6) + categorical(3)``), as parts."""
         return _legacy_layout(latent) if isinstance(latent, str) else latent
+
+    @field_validator("eval_settings")
+    @classmethod
+    def _seeded_settings(cls, settings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return check_seeds(settings, "eval_settings")
 
     @field_validator("model")
     @classmethod
