@@ -269,3 +269,17 @@ def test_vaezoo_list_group_as_the_readme_writes_it(capsys):
     group = line.split("--group ")[1].split(",")[0]
     code, out, err = cli(capsys, "list", "--group", group)
     assert code == 0 and out, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "vae-mnist", "--out", ""],
+    ["train", "vae-mnist", "--out", "run", "--data-root", " "],
+    ["eval", "vae-mnist", "--checkpoint", ""],
+    ["show", "vae-mnist", "traverse", "--out", ""],
+    ["convert", "jointvae-original", "x.pt", "--dataset", "mnist", "--out", ""],
+])
+def test_an_empty_path_is_a_usage_error_not_the_current_folder(tmp_path, monkeypatch, capsys, argv):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(capsys, *argv)
+    assert (code, out) == (2, "") and "give a path, not an empty string" in err.strip().splitlines()[-1]
+    assert list(tmp_path.iterdir()) == []

@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from kit import cli, make_card, write_card, write_entry
+from kit import cli, make_card, write_card, write_entry, write_toml
 
 from vaezoo import locks
 from vaezoo.entries.catalog import parse_card
@@ -101,6 +101,21 @@ def test_a_second_run_into_a_held_folder_is_refused_naming_the_holder(held_folde
     with locks.run_lock(folder):
         assert (folder / locks.RUN_LOCK).exists()
     assert not (folder / f"{locks.RUN_LOCK}{locks.HOLDER_SUFFIX}").exists()
+
+
+def test_an_ensemble_is_refused_where_another_process_holds_one_of_its_members_folders(data_plugin, tmp_path,
+                                                                                        capsys):
+    member = tmp_path / "out" / "seed-1"  # e.g. 'vaezoo train CARD --out out/seed-1' of its own, running
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(member)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "held"
+        card = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
+        code, out, err = cli(capsys, "train", str(card), "--out", str(tmp_path / "out"), "--seeds", "0,1")
+    finally:
+        process.kill()
+        process.wait()
+    assert (code, out) == (1, "") and f"{member} is in use by process {process.pid}" in err.strip().splitlines()[-1]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [locks.RUN_LOCK, "seed-1"]  # no member trained
 
 
 def test_run_lock_leaves_no_folder_when_nothing_was_written(tmp_path):

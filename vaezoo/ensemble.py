@@ -485,7 +485,7 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
         or inf carries the reason in ``error`` and stopped at its last checkpoint.
 
     Raises:
-        Interrupted: SIGINT or SIGTERM stopped the run; every member's checkpoint holds the step reached.
+        Interrupted: SIGINT, SIGTERM or SIGHUP stopped the run; every member's checkpoint holds the step reached.
         TrainingError: a member's checkpoint cannot be resumed, or the models cannot be stacked.
     """
     plans = {out: Plan.of(card.train, len(dataset), run.world) for _, card, out, _ in runs}

@@ -1,4 +1,5 @@
-"""Stop signals of a training run: SIGINT (Ctrl-C) and SIGTERM end the step under way, then the run.
+"""Stop signals of a training run: SIGINT (Ctrl-C), SIGTERM and SIGHUP (its terminal closed) end the step under
+way, then the run.
 
 While the loop runs (:class:`StopSignals` with ``defer``), the first signal is only noted: the loop ends the
 step under way, writes a checkpoint of the step reached and raises :class:`Interrupted`. A second SIGINT
@@ -18,11 +19,11 @@ import torch.distributed as dist
 if TYPE_CHECKING:
     from vaezoo.loop import Run
 
-__all__ = ["Interrupted", "StopSignals"]
+__all__ = ["STOP_SIGNALS", "Interrupted", "StopSignals"]
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM stopped a run.
+    """One of :data:`STOP_SIGNALS` stopped a run.
 
     Attributes:
         signal: the signal's number.
@@ -36,12 +37,16 @@ class Interrupted(KeyboardInterrupt):
         self.signal, self.step, self.checkpoint = signum, step, checkpoint
 
 
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+"""The signals that stop a run (Windows has no SIGHUP)."""
+
+
 class StopSignals:
-    """Handles SIGINT and SIGTERM in the main thread while in use, then gives back the previous handlers.
+    """Handles :data:`STOP_SIGNALS` in the main thread while in use, then gives back the previous handlers.
 
     With ``defer``, the first signal is only noted (``received``) for the loop to stop at the end of its
-    step; a second SIGINT raises :class:`Interrupted` at once, a second SIGTERM is ignored (the run is
-    already stopping). Without ``defer`` every signal raises at once.
+    step; a second SIGINT raises :class:`Interrupted` at once, a second SIGTERM or SIGHUP is ignored (the run
+    is already stopping). Without ``defer`` every signal raises at once.
     """
 
     def __init__(self, defer: bool):
@@ -51,7 +56,7 @@ class StopSignals:
 
     def __enter__(self) -> Self:
         if threading.current_thread() is threading.main_thread():  # Python handles signals there only
-            self.previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+            self.previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
         return self
 
     def __exit__(self, *exc) -> None:

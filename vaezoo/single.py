@@ -192,7 +192,7 @@ def fit(model: VAE, dataset: ImageDataset, card: Card, out: Path, resume: bool =
         The step the run stopped at: ``recipe.epochs`` times the steps per epoch unless ``max_steps`` stopped it.
 
     Raises:
-        Interrupted: SIGINT or SIGTERM stopped the run (see the module's docstring).
+        Interrupted: SIGINT, SIGTERM or SIGHUP stopped the run (see the module's docstring).
         TrainingError: the loss became NaN or inf, or the checkpoint cannot be resumed with this card.
         OutputError: a checkpoint cannot be written (e.g. the disk is full); the previous one stays.
     """

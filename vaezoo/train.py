@@ -8,7 +8,7 @@ against the model (step 0, before any data is read), the data is loaded and move
 loop trains with atomic checkpoints and exact resume, and :mod:`vaezoo.publish` writes each finished run's
 weights and completed card.
 
-SIGINT (Ctrl-C) or SIGTERM during the loop stops the run at the end of the step under way, with a
+SIGINT (Ctrl-C), SIGTERM or SIGHUP during the loop stops the run at the end of the step under way, with a
 checkpoint of the step it reached, and raises :class:`Interrupted` (:mod:`vaezoo.signals`); outside the
 loop (loading the data, publishing the card) a signal stops at once. Either way a file being written is
 left as it was and its temporary file removed.
@@ -118,7 +118,7 @@ def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resu
         The model, the step reached, the last step and, on rank 0 of a finished run, the completed card's path.
 
     Raises:
-        Interrupted: SIGINT or SIGTERM stopped the run; see the module's docstring.
+        Interrupted: SIGINT, SIGTERM or SIGHUP stopped the run; see the module's docstring.
         VaezooError: the overrides, the output folder, the name, the checkpoint or the data are unusable, or
             the loss became NaN (a one-line message naming the fix).
     """
@@ -172,7 +172,8 @@ def train_seeds(card: Card, out: Path, seeds: Sequence[int], sweeps: Sequence[Sw
 def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: TrainOptions) -> list[TrainResult]:
     """Train each ``(card, out, label)`` of ``runs``: alone when it is one unlabelled run, else as an ensemble.
 
-    The output folder ``root`` (``out``) is locked for the whole run: a second run into it is refused.
+    The output folder ``root`` (``out``) and each run's folder are locked for the whole run: a second run into
+    any of them (``out/seed-0`` of a running ensemble too) is refused.
     """
     if options.max_steps is not None and options.max_steps < 1:
         raise TrainingError.about("{max_steps} must be at least 1, got {got}", got=options.max_steps)
@@ -180,7 +181,10 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
     with StopSignals(defer=False):
         run = start_run(options.device)
         try:
-            with run_lock(root) if run.main else contextlib.nullcontext():
+            with contextlib.ExitStack() as held:
+                if run.main:
+                    for folder in dict.fromkeys([root, *(out for _, out, _ in runs)]):
+                        held.enter_context(run_lock(folder))
                 results = _train_held(runs, options, run)
         except BaseException:
             if run.world > 1:

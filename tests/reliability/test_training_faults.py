@@ -226,6 +226,43 @@ def test_sigint_then_sigterm_at_random_steps_checkpoint_that_step_and_the_printe
     _same_weights(out / "tiny-blobs-run.safetensors", reference / "tiny-blobs-run.safetensors")
 
 
+@pytest.mark.slow
+def test_a_run_goes_on_when_its_log_is_no_longer_read_and_sighup_checkpoints_its_step(data_plugin, tmp_path):
+    data = make_card("tiny")
+    data["train"].update(epochs=100, checkpoint_every=10**6)  # 800 steps; no checkpoint but the signals'
+    card_path = write_toml(tmp_path / "tiny.toml", data)
+    env = child_env(tmp_path / "home", site=data_plugin)
+
+    def start(out: Path) -> subprocess.Popen:
+        child = subprocess.Popen([sys.executable, "-m", "vaezoo", "train", str(card_path), "--out", str(out)],
+                                 env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for_the_loop(child, time.monotonic() + 300)
+        return child
+
+    piped = tmp_path / "piped"
+    child = start(piped)  # as 'vaezoo train ... 2>&1 | head -3' leaves it: nobody reads its progress any more
+    child.stderr.close()
+    try:
+        assert child.wait(timeout=300) == 0
+    finally:
+        child.kill()
+    assert parse_card(piped / "tiny-blobs-run.toml").train.steps == 800
+    assert child.stdout.read() == f"{piped / 'tiny-blobs-run.toml'}\n"
+
+    hung_up = tmp_path / "hung-up"
+    child = start(hung_up)  # its terminal closed
+    try:
+        time.sleep(random.uniform(0.0, 0.25))
+        child.send_signal(signal.SIGHUP)
+        _, stderr = child.communicate(timeout=300)
+    finally:
+        child.kill()
+    assert child.returncode == 128 + signal.SIGHUP, stderr
+    stopped = re.search(rf"^stopped by SIGHUP at step (\d+); the checkpoint {hung_up / CHECKPOINT} holds it$", stderr,
+                        re.MULTILINE)
+    assert stopped and _step_of(hung_up / CHECKPOINT) == int(stopped[1]), stderr
+
+
 def _signal_during_save(monkeypatch, at: int, *signals: int) -> None:
     """Make the ``at``-th ``torch.save`` write half its bytes, send this process ``signals``, then finish."""
     real_save, saves = torch.save, 0

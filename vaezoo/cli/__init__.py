@@ -15,6 +15,7 @@ import sys
 import warnings
 
 from vaezoo.errors import VaezooError
+from vaezoo.terminal import StatusStream
 
 COMMANDS = ("list", "leaderboard", "info", "plugins", "verify", "train", "eval", "seeds", "convert", "show", "gallery",
             "new-plugin", "push")
@@ -46,9 +47,12 @@ def main(argv: list[str] | None = None) -> int:
 
     A reader that stops early (``vaezoo list | head -1``) ends the command quietly with exit code 0: the
     reader has what it asked for (whether Python notices the closed pipe depends on buffer sizes, so
-    any other code would vary from run to run).
+    any other code would vary from run to run). Status lines on stderr go quiet once nobody reads them
+    (:class:`vaezoo.terminal.StatusStream`): a run goes on when its terminal or log pipe closes.
     """
     args = build_parser().parse_args(argv)
+    stderr = sys.stderr
+    sys.stderr = StatusStream(stderr)
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -69,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error("interrupted")
         return 130
+    finally:
+        sys.stderr = stderr
 
 
 def _error(message: str) -> None:

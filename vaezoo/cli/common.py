@@ -16,6 +16,16 @@ def flag_spelling(keyword: str, value: str) -> str:
     return flag if value in ("", "True") else f"{flag} {value}"
 
 
+def path_arg(value: str) -> str:
+    """argparse type of a path given to an option: any text but an empty one, which would mean the current
+    folder without saying so (``--out ""`` from an unset shell variable)."""
+    if not value.strip():
+        import argparse
+
+        raise argparse.ArgumentTypeError("give a path, not an empty string")
+    return value
+
+
 def card_arg(name_or_path: str):
     """A card by zoo name, card file path, folder holding one card, or Hub repository (:func:`vaezoo.get_card`)."""
     from vaezoo.entries.catalog import get_card

@@ -4,19 +4,19 @@ import argparse
 import math
 import sys
 
-from vaezoo.cli.common import device_arg, names_arg, print_json, print_table, printable
+from vaezoo.cli.common import device_arg, names_arg, path_arg, print_json, print_table, printable
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("eval", help="evaluate a card's model on the test split")
     p.add_argument("card", help="a zoo name, a card's TOML file or a folder holding one card")
-    p.add_argument("--data-root", help="folder holding the dataset (default: $VAEZOO_DATA or download)")
+    p.add_argument("--data-root", type=path_arg, help="folder holding the dataset (default: $VAEZOO_DATA or download)")
     p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--check", action="store_true", help="exit 1 when a metric differs from the card")
     p.add_argument("--tolerance", type=tolerance_arg, default=1e-4,  # vaezoo.eval_report.DEFAULT_TOLERANCE
                    help="relative tolerance of --check, of max(1, |card value|) (default 1e-4)")
-    p.add_argument("--checkpoint", metavar="PATH",
+    p.add_argument("--checkpoint", type=path_arg, metavar="PATH",
                    help="evaluate the model in a training checkpoint (OUT/checkpoint.pt of 'vaezoo train') "
                         "at its step, instead of the card's weights")
     p.add_argument("--metrics", type=names_arg, metavar="A,B",

@@ -1,12 +1,12 @@
 """``vaezoo gallery``: a static HTML page of every card in the zoo, with traversals and samples."""
 
-from vaezoo.cli.common import device_arg, printable, seed_arg
+from vaezoo.cli.common import device_arg, path_arg, printable, seed_arg
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("gallery", help="write a static HTML page of the zoo (opens from disk, no server)")
     p.add_argument("directory", help="where index.html and its PNG images go")
-    p.add_argument("--data-root", help="folder holding the datasets (default: $VAEZOO_DATA or download)")
+    p.add_argument("--data-root", type=path_arg, help="folder holding the datasets (default: $VAEZOO_DATA or download)")
     p.add_argument("--no-data", action="store_true",
                    help="draw traversals without test images: rows in latent order, other dimensions at the prior")
     p.add_argument("--seed", type=seed_arg, default=0, help="picks the samples and the test images (default 0)")

@@ -6,7 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from vaezoo.cli.common import card_arg, printable
+from vaezoo.cli.common import card_arg, path_arg, printable
 
 
 def add_parser(sub) -> None:
@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
                         "collection.json, the Hub collection gathering them (give no NAME or OWNER/REPO)")
     p.add_argument("--dry-run", action="store_true",
                    help="write the folder that would be uploaded and list its files; upload nothing")
-    p.add_argument("--out", metavar="DIR",
+    p.add_argument("--out", type=path_arg, metavar="DIR",
                    help="a new or empty folder to write the upload into, kept (default: a temporary folder, "
                         "printed with --dry-run, removed after an upload)")
     p.add_argument("--private", action="store_true", help="create the repository private")

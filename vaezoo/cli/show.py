@@ -2,7 +2,7 @@
 
 import sys
 
-from vaezoo.cli.common import card_arg, device_arg, printable, seed_arg
+from vaezoo.cli.common import card_arg, device_arg, path_arg, printable, seed_arg
 
 DEFAULT_N = {"traverse": 10, "reconstruct": 20, "sample": 100}
 
@@ -11,8 +11,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("show", help="draw a model's latent traversal, reconstructions or samples as a PNG")
     p.add_argument("name", help="a zoo name, a card's TOML file or a folder holding one card")
     p.add_argument("what", choices=("traverse", "reconstruct", "sample"), help="which picture to draw")
-    p.add_argument("-o", "--out", required=True, metavar="FILE.png", help="the PNG file to write")
-    p.add_argument("--data-root", help="folder holding the dataset (default: $VAEZOO_DATA or download)")
+    p.add_argument("-o", "--out", type=path_arg, required=True, metavar="FILE.png", help="the PNG file to write")
+    p.add_argument("--data-root", type=path_arg, help="folder holding the dataset (default: $VAEZOO_DATA or download)")
     p.add_argument("--no-data", action="store_true",
                    help="traverse without test images: rows in latent order, other dimensions at the prior mean")
     p.add_argument("--seed", type=seed_arg, default=0, help="picks the samples and the test images (default 0)")

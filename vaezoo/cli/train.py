@@ -6,21 +6,22 @@ import signal
 import sys
 from pathlib import Path
 
-from vaezoo.cli.common import card_arg, device_arg, printable
+from vaezoo.cli.common import card_arg, device_arg, path_arg, printable
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("train", help="train a card's model from its recipe",
                        description="Train a card's model from its recipe. OUT is checked before the first step; "
-                                   "OUT/checkpoint.pt is written every --checkpoint-every steps and when Ctrl-C or "
-                                   "SIGTERM stops the run (the command that resumes it is printed) and, at the end, "
-                                   "OUT/NAME.safetensors and the completed card OUT/NAME.toml (printed on stdout), "
-                                   "so that OUT loads like a zoo entry. Run it under 'torchrun --nproc-per-node N "
-                                   "-m vaezoo train ...' to train on N processes.")
+                                   "OUT/checkpoint.pt is written every --checkpoint-every steps and when Ctrl-C, "
+                                   "SIGTERM or SIGHUP stops the run (the command that resumes it is printed) and, at "
+                                   "the end, OUT/NAME.safetensors and the completed card OUT/NAME.toml (printed on "
+                                   "stdout), so that OUT loads like a zoo entry. Run it under 'torchrun "
+                                   "--nproc-per-node N -m vaezoo train ...' to train on N processes.")
     p.add_argument("card", help="a zoo name, a card's TOML file or a folder holding one card")
-    p.add_argument("--out", required=True, help="the run's folder (checkpoint, weights, completed card)")
+    p.add_argument("--out", type=path_arg, required=True, help="the run's folder (checkpoint, weights, completed card)")
     p.add_argument("--name", help="the completed card's name (default: CARD-run); a built-in zoo entry's is refused")
-    p.add_argument("--data-root", help="folder holding the dataset (default: $VAEZOO_DATA, else download)")
+    p.add_argument("--data-root", type=path_arg,
+                   help="folder holding the dataset (default: $VAEZOO_DATA, else download)")
     p.add_argument("--epochs", type=int, help="override the recipe's epochs (a resumed run may change them)")
     seed = p.add_mutually_exclusive_group()
     seed.add_argument("--seed", type=int, help="override the recipe's seed")
