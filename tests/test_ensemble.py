@@ -172,3 +172,44 @@ def test_a_sweep_key_that_names_several_fields_asks_for_the_dotted_path():
     card = toy("vae", ARCHITECTURES["vae, joint latent, mss TC and capacity"][1])
     with pytest.raises(TrainingError, match=r"names several fields \(.*\); give the whole dotted path"):
         members(card, [0], [parse_sweep("type=a,b")])
+
+
+def test_a_model_that_draws_through_an_operation_the_tape_cannot_see_is_refused_not_trained_wrong(
+        data_plugin, tmp_path, monkeypatch):
+    from vaezoo.latents.gaussian import GaussianPosterior
+
+    def drawn_by_bernoulli(self):  # as a gamma, beta or Dirichlet sampler draws: not through the taped functions
+        return self.mean + self.distribution.stddev * (2 * torch.bernoulli(torch.full_like(self.mean, 0.5)) - 1)
+
+    monkeypatch.setattr(GaussianPosterior, "rsample", drawn_by_bernoulli)
+    card = small(*ARCHITECTURES["betavae"])
+    for formulation in ("loop", "vmap"):
+        with pytest.raises(TrainingError, match=r"the model draws random numbers through an operation an ensemble "
+                                                r"cannot hand each member its own draws of .*train the runs one at "
+                                                r"a time with seed"):
+            train_seeds(card, tmp_path / formulation, [0, 1], formulation=formulation)
+        assert not list((tmp_path / formulation).rglob("*.toml")), "no member was published"
+
+
+def test_a_model_vmap_cannot_batch_trains_its_members_in_turn_with_a_warning(data_plugin, tmp_path, monkeypatch):
+    from vaezoo.errors import TrainingWarning
+    from vaezoo.latents.gaussian import GaussianPosterior
+
+    class Doubled(torch.autograd.Function):  # the pre-2.0 form, without setup_context: functorch refuses it
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    rsample = GaussianPosterior.rsample
+    monkeypatch.setattr(GaussianPosterior, "rsample", lambda self: Doubled.apply(rsample(self)) / 2)
+    card = toy("betavae", ARCHITECTURES["betavae"][1], epochs=1)
+    looped = train_seeds(card, tmp_path / "loop", [0, 1], formulation="loop")
+    with pytest.warns(TrainingWarning, match=r"cannot run under torch.func.vmap \(In order to use an autograd.Function"
+                                             r".*formulation 'loop'"):
+        batched = train_seeds(card, tmp_path / "vmap", [0, 1], formulation="vmap")
+    for a, b in zip(looped, batched):
+        assert relative_difference(a.model.state_dict(), b.model.state_dict()) == 0

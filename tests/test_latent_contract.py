@@ -160,12 +160,32 @@ def test_a_metric_the_family_cannot_serve_is_refused_naming_it_before_any_data_i
         assert "BinaryConcretePosterior.prior_log_prob() of part 'z' raised ValueError" in message
 
 
+def test_vaezoo_train_refuses_such_a_metric_before_it_reads_the_data(binary, tmp_path, monkeypatch, capsys):
+    path = write_toml(tmp_path / "binary.toml", binary_card("elbo").model_dump(exclude_none=True))
+    monkeypatch.setattr("vaezoo.train.load_dataset", lambda *a, **k: pytest.fail("data was read"))
+    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err.startswith("error: card 'binary-bars': metric 'elbo' needs a posterior and a prior")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_regularizer_that_needs_densities_the_latent_lacks_is_a_one_line_error(binary, tmp_path, capsys):
+    card = make_card("toy", "cat-bars", architecture="vae", eval_metrics=[],
+                     model={**MODEL, "latent": {"type": "gumbel_categorical", "categories": 3},
+                            "regularizers": [{"type": "total_correlation"}]})
+    path = write_toml(tmp_path / "cat.toml", card)
+    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines()[-1].startswith(
+        "error: regularizer 'total_correlation' needs densities of the latent: CategoricalPosterior has no "
+        "per-dimension density, so it has no log_density_matrix;")
+
+
 def test_a_latent_without_densities_is_refused_the_entropy_metrics(binary):
     card = Card.model_validate(make_card("toy", "cat-bars", architecture="vae", eval_metrics=["total_correlation"],
                                          model={**MODEL, "latent": {"type": "gumbel_categorical", "categories": 3}}))
     with pytest.raises(MetricError, match=r"metric 'total_correlation' needs a latent part whose posterior has a "
                                           r"density at any code .*CategoricalPosterior.log_density_matrix\(\) of "
-                                          r"part 'z' raised NotImplementedError"):
+                                          r"part 'z' raised LatentError"):
         check_metrics(build_model(card), card)
 
 
@@ -174,6 +194,21 @@ def test_the_entropy_metrics_reach_any_family_through_its_densities(binary):
     model = build_model(card)
     [tc] = evaluate(model, card, metrics=["total_correlation"]).values()
     assert math.isfinite(tc) and tc > -0.05  # a KL, up to the estimator's noise
+
+
+def test_the_entropy_metrics_leave_out_no_part_with_a_density_in_a_joint_latent(binary):
+    from vaezoo.assemble import card_dataset
+    from vaezoo.metrics.entropy import dataset_entropies
+    from vaezoo.metrics.evaluation import Evaluation
+
+    joint = {"type": "joint", "parts": [{"type": "gaussian", "name": "cont", "dim": 2},
+                                        {"type": "binary_concrete", "name": "bits", "dim": 3},
+                                        {"type": "gumbel_categorical", "name": "cat", "categories": 3}]}
+    card = Card.model_validate(make_card("toy", "joint-bars", architecture="vae", eval_metrics=[],
+                                         model={**MODEL, "latent": joint}))
+    model = build_model(card).eval()
+    entropies = dataset_entropies(Evaluation(model, card_dataset(card)), (), samples=50)
+    assert entropies.marginal.shape == (5,)  # the Gaussian's 2 and the binary units' 3; the categorical has none
 
 
 def test_the_protocol_estimator_agrees_with_the_location_scale_one_on_gaussians():

@@ -228,31 +228,32 @@ class Stack:
         """Every member's loss on its batch ``x[i]`` with its noise ``noise[k][i]``; shape ``(members,)``."""
         draws = self.tapes[x.shape[1]]
         with torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
-            if self.formulation == "loop":
-                # unbind, not indexing: its backward stacks the members' gradients once, where each index
-                # would add a whole stacked tensor of zeros
-                params = {k: v.unbind() for k, v in self.params.items()}
-                buffers = {k: v.unbind() for k, v in self.buffers.items()}
-                losses = []
-                for i in range(x.shape[0]):
-                    with NoiseTape([n[i] for n in noise], draws):
-                        losses.append(functional_call(
-                            self.base, ({k: v[i] for k, v in params.items()}, {k: v[i] for k, v in buffers.items()}),
-                            (x[i],), {"step": step, "checked": True}).loss)
-                return torch.stack(losses)
+            if self.formulation == "vmap":
+                def one(params, buffers, x, noise):
+                    with NoiseTape(noise, draws):
+                        return functional_call(self.base, (params, buffers), (x,),
+                                               {"step": step, "checked": True}).loss
 
-            def one(params, buffers, x, noise):
-                with NoiseTape(noise, draws):
-                    return functional_call(self.base, (params, buffers), (x,), {"step": step, "checked": True}).loss
-
-            try:
-                return vmap(one, randomness="error")(self.params, self.buffers, x, noise)
-            except RuntimeError as exc:
-                if "randomness" not in str(exc):
-                    raise
-                raise TrainingError("the model draws random numbers in a way vmap cannot give each member its own "
-                                    "(not through torch.rand, torch.randn, torch.randint, their *_like forms or a "
-                                    "fill such as normal_); train the ensemble with formulation 'loop'") from None
+                try:
+                    return vmap(one, randomness="error")(self.params, self.buffers, x, noise)
+                except RuntimeError as exc:  # an operation functorch cannot batch, e.g. a plugin's autograd.Function
+                    if "vmap" not in str(exc) and "functorch" not in str(exc):
+                        raise
+                    warnings.warn(f"the model cannot run under torch.func.vmap ({str(exc).splitlines()[0]}); the "
+                                  f"members' forward passes run in turn instead (formulation 'loop')",
+                                  TrainingWarning, stacklevel=2)
+                    self.formulation = "loop"
+            # unbind, not indexing: its backward stacks the members' gradients once, where each index would add
+            # a whole stacked tensor of zeros
+            params = {k: v.unbind() for k, v in self.params.items()}
+            buffers = {k: v.unbind() for k, v in self.buffers.items()}
+            losses = []
+            for i in range(x.shape[0]):
+                with NoiseTape([n[i] for n in noise], draws):
+                    losses.append(functional_call(
+                        self.base, ({k: v[i] for k, v in params.items()}, {k: v[i] for k, v in buffers.items()}),
+                        (x[i],), {"step": step, "checked": True}).loss)
+            return torch.stack(losses)
 
     def _noise(self, x: Tensor) -> list[Tensor]:
         """The step's noise, each member's drawn from its own streams: one ``(members, ...)`` tensor a draw."""
@@ -265,15 +266,42 @@ class Stack:
         return [torch.stack(column) for column in zip(*drawn)]
 
     def _record(self, x: Tensor) -> list[Draw]:
-        """The random draws of a forward pass on batches shaped like ``x``; the global generators are left as they were."""
+        """The random draws of a forward pass on batches shaped like ``x``; the global generators are left as they were.
+
+        Raises:
+            TrainingError: the pass also draws through an operation the tape does not see (a gamma or Dirichlet
+                sampler, ``torch.bernoulli``, ``torch.normal``, ...): each member would not draw its own numbers.
+        """
         tape = NoiseTape()
         params = {k: v[0] for k, v in self.params.items()}
         buffers = {k: v[0] for k, v in self.buffers.items()}
-        devices = [self.run.device] if self.run.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), torch.no_grad(), tape, \
-                torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
-            functional_call(self.base, (params, buffers), (x[0],), {"step": self.step, "checked": True})
+        with torch.random.fork_rng(devices=self._devices()):
+            before = self._generators()
+            with torch.no_grad(), tape, torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
+                functional_call(self.base, (params, buffers), (x[0],), {"step": self.step, "checked": True})
+            after = self._generators()
+            self._restore(before)
+            for draw in tape.draws:
+                draw()
+            if not all(torch.equal(a, b) for a, b in zip(after, self._generators())):
+                raise TrainingError.about(
+                    "the model draws random numbers through an operation an ensemble cannot hand each member its "
+                    "own draws of (only torch.rand, randn, randint, their *_like forms and fills such as normal_ "
+                    "are; a gamma, beta or Dirichlet sampler, torch.bernoulli and torch.normal are not): train the "
+                    "runs one at a time with {seed}")
         return tape.draws
+
+    def _devices(self) -> list[torch.device]:
+        return [self.run.device] if self.run.device.type == "cuda" else []
+
+    def _generators(self) -> list[Tensor]:
+        """The states of the global generators the model draws from."""
+        return [torch.get_rng_state(), *(torch.cuda.get_rng_state(d) for d in self._devices())]
+
+    def _restore(self, states: list[Tensor]) -> None:
+        torch.set_rng_state(states[0])
+        for device, state in zip(self._devices(), states[1:]):
+            torch.cuda.set_rng_state(state, device)
 
     def _note(self, losses: Tensor, step: int | Tensor) -> None:
         """Note on the device which members' losses are not finite, first at ``step``."""

@@ -161,6 +161,10 @@ class MetricError(VaezooError):
     """A metric a model cannot serve (its latent, likelihood or dataset lacks what the metric needs)."""
 
 
+class LatentError(VaezooError, NotImplementedError):
+    """A part asked a latent family's posterior for what the family does not define (e.g. a density)."""
+
+
 class TrainingWarning(UserWarning):
     """A training run that goes on, but not quite as asked (its sampling noise reseeded on resume, its step run
     eagerly rather than as a captured CUDA graph)."""

@@ -205,13 +205,13 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
         if run.main:
             for _, out, _ in runs:
                 made += prepare_out(out, options.name, options.resume)
-        data = runs[0][0].train.data
-        dataset = load_dataset(data.name, options.data_root, "train", **data.options)
         models = []
         for each, _, _ in runs:
             torch.manual_seed(each.train.seed)  # the model's initial weights
             models.append(build_model(each, device=run.device))
-        check_metrics(models[0], runs[0][0])  # at step 0, not after training: every metric the card asks for
+        check_metrics(models[0], runs[0][0])  # before the data is read, not after training: every metric asked for
+        data = runs[0][0].train.data
+        dataset = load_dataset(data.name, options.data_root, "train", **data.options)
         if len(runs) == 1 and not runs[0][2]:
             trained = [fit_single(models[0], *runs[0][:2], dataset, options.resume, options.max_steps, run)]
         else:

@@ -27,6 +27,7 @@ from torch import Tensor, nn
 from torch.distributions import Distribution, Normal, constraints
 
 from vaezoo.entries.schema import LatentPart
+from vaezoo.errors import LatentError
 
 
 class LocationScale(NamedTuple):
@@ -100,8 +101,8 @@ class Posterior:
 
     def _factorised(self, what: str) -> Distribution:
         if self.distribution is None or self.prior is None:
-            raise NotImplementedError(f"{type(self).__name__} has no per-dimension density, so it has no {what}; "
-                                      f"use a family that sets 'distribution' and 'prior'")
+            raise LatentError(f"{type(self).__name__} has no per-dimension density, so it has no {what}; "
+                              f"use a family that sets 'distribution' and 'prior'")
         return self.distribution
 
     @property

@@ -52,8 +52,9 @@ class Encoding(NamedTuple):
     Attributes:
         modes: ``(N, code_size)`` float32 on the CPU, each image's deterministic code (the posterior's mode).
         posteriors: the location-scale parts of each q(z|x); None when no part is one.
-        batches: when no part is location-scale, each batch's posterior parts (``{name: Posterior}``, in order),
-            for the estimators that reach the densities through the protocol's ``log_density_matrix``.
+        batches: when no part is location-scale, or a part has a density but no location-scale form, each
+            batch's posterior parts (``{name: Posterior}``, in order), for the estimators that reach the densities
+            through the protocol's ``log_density_matrix``.
     """
 
     modes: Tensor
@@ -72,14 +73,21 @@ class EncodingBuilder:
         self._batches: list[dict] = []
 
     def add(self, posterior) -> None:
-        """Take the next batch's q(z|x) (a :class:`~vaezoo.latents.Posterior`)."""
+        """Take the next batch's q(z|x) (a :class:`~vaezoo.latents.Posterior`).
+
+        Its location-scale parts are kept as locations and scales. Its parts are also kept whole when a part
+        has a density but no location-scale form, or when no part is location-scale, so that the estimators
+        that reach the densities through ``log_density_matrix`` leave out no part that has one.
+        """
         self._modes.append(posterior.mode.float().cpu())
-        parts = [density for p in posterior.parts.values() if (density := p.location_scale()) is not None]
+        located = {name: p.location_scale() for name, p in posterior.parts.items()}
+        parts = [density for density in located.values() if density is not None]
         if parts:
             self._families.update(d.family for d in parts)
             self._locs.append(torch.cat([d.loc for d in parts], -1).float().cpu())
             self._scales.append(torch.cat([d.scale for d in parts], -1).float().cpu())
-        else:
+        if not parts or any(density is None and has_density_matrix(posterior.parts[name])
+                            for name, density in located.items()):
             self._batches.append(dict(posterior.parts))
 
     def encoding(self) -> Encoding:
@@ -94,7 +102,16 @@ class EncodingBuilder:
         family = next(iter(self._families), None)
         posteriors = (FactorisedPosteriors(torch.cat(self._locs), torch.cat(self._scales), family)
                       if family else None)
-        return Encoding(torch.cat(self._modes), posteriors, () if posteriors else tuple(self._batches))
+        return Encoding(torch.cat(self._modes), posteriors, tuple(self._batches))
+
+
+def has_density_matrix(part) -> bool:
+    """Whether the posterior ``part`` gives ``log_density_matrix`` (a latent family with densities does)."""
+    try:
+        part.log_density_matrix(part.mode[:1])
+    except NotImplementedError:
+        return False
+    return True
 
 
 def encode_all(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Encoding:

@@ -27,7 +27,7 @@ from torch.distributions import Distribution, Normal
 
 from vaezoo.data import ImageDataset
 from vaezoo.errors import VaezooError
-from vaezoo.metrics.codes import require_posteriors
+from vaezoo.metrics.codes import has_density_matrix, require_posteriors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.parallel import parallel_map
 from vaezoo.metrics.requirements import DENSITY_MATRIX
@@ -237,7 +237,7 @@ def estimate_entropies_from_posteriors(batches: Sequence[Mapping[str, Any]], fac
     Raises:
         VaezooError: no part has a ``log_density_matrix``.
     """
-    names = [name for name, part in batches[0].items() if _has_density_matrix(part)]
+    names = [name for name, part in batches[0].items() if has_density_matrix(part)]
     if not names:
         raise VaezooError("the entropies need a latent part whose posterior has a log_density_matrix() "
                           "(docs/plugins.md)")
@@ -278,14 +278,6 @@ def estimate_entropies_from_posteriors(batches: Sequence[Mapping[str, Any]], fac
     return Entropies(marginal, conditional, float(joint), torch.tensor(sizes))
 
 
-def _has_density_matrix(part) -> bool:
-    try:
-        part.log_density_matrix(part.mode[:1])
-    except NotImplementedError:
-        return False
-    return True
-
-
 def _devices(t: Tensor) -> list:
     return [t.device] if t.device.type == "cuda" else []
 
@@ -301,7 +293,7 @@ def dataset_entropies(evaluation: Evaluation, columns: tuple[int, ...], samples:
     def estimate() -> Entropies:
         factors = evaluation.dataset.factors[:, list(columns)] if columns else None
         encoding = evaluation.encoding()
-        if encoding.posteriors is None and encoding.batches:
+        if encoding.batches:  # a part only log_density_matrix reaches: every part through it
             return estimate_entropies_from_posteriors(encoding.batches, factors, samples, seed)
         posteriors = require_posteriors(encoding)
         return estimate_entropies(posteriors.loc, 2 * posteriors.scale.log(), factors, samples, seed,

@@ -13,6 +13,7 @@ import math
 import torch
 from torch import Tensor
 
+from vaezoo.errors import LatentError
 from vaezoo.regularizers.base import Regularizer, select_part
 
 
@@ -91,10 +92,18 @@ class TotalCorrelation(Regularizer):
 
     def forward(self, posterior, z, step) -> dict[str, Tensor]:
         posterior, z = select_part(posterior, z, self.part)
-        matrix = posterior.log_density_matrix(z)
+        try:
+            matrix, log_pz = posterior.log_density_matrix(z), posterior.prior_log_prob(z)
+        except NotImplementedError as exc:
+            raise LatentError(f"regularizer 'total_correlation' needs densities of the latent{self._of_part}: {exc}; "
+                              f"or give it a part that has them with 'part'") from None
         log_qz_x = torch.diagonal(matrix, dim1=0, dim2=1).T
-        mi, tc, dwkl = decompose_kl(matrix, log_qz_x, posterior.prior_log_prob(z), self.dataset_size, self.sampling)
+        mi, tc, dwkl = decompose_kl(matrix, log_qz_x, log_pz, self.dataset_size, self.sampling)
         return {"mi": self.alpha * mi, "tc": self.beta * tc, "dwkl": self.gamma * dwkl}
+
+    @property
+    def _of_part(self) -> str:
+        return "" if self.part is None else f" part '{self.part}'"
 
     def extra_repr(self) -> str:
         return (f"alpha={self.alpha}, beta={self.beta}, gamma={self.gamma}, sampling={self.sampling}, "
