@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kit import make_card, run_python, run_vaezoo, weights_entry, write_card, write_entry
+from kit import install_plugin, make_card, run_python, run_vaezoo, weights_entry, write_card, write_entry
 from hubserver import FakeHub, serve_hub
 from pydantic import ValidationError
 
@@ -348,6 +348,7 @@ def test_push_writes_config_json_and_a_model_card_with_links_tags_and_the_seed_s
     assert config["latent"]["layout"] == "gaussian(3) + categorical(4)" and config["latent"]["code_size"] == 7
     assert config["input"] == {"dataset": "mnist", "image_size": 16, "channels": 1, "range": [0.0, 1.0]}
     assert config["weights"] == weights_entry(weights) and config["card"] == "tiny.toml"
+    assert config["plugins"] == {}  # the built-in plugins come with vaezoo
 
     readme = (out / "README.md").read_text()
     front = yaml.safe_load(readme.split("---\n")[1])
@@ -355,6 +356,35 @@ def test_push_writes_config_json_and_a_model_card_with_links_tags_and_the_seed_s
     assert "- <https://arxiv.org/abs/1804.00104>\n- <https://github.com/x/y>\n" in readme
     assert "| accuracy | 3 | 0.8873 | 0.85 | 0.91 | 0: 0.8873, 1: 0.91, 2: 0.85 | 0 (the recipe's seed) |" in readme
     assert "Made by `vaezoo seeds tiny runs/s1 runs/s2 --write`." in readme
+
+
+WIDE_PLUGIN = """
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_register_nets(register):
+    from vaezoo.nets import ConvEncoder
+
+    class WideEncoder(ConvEncoder):
+        pass
+
+    register("wide_encoder", WideEncoder)
+"""
+
+
+def test_a_model_made_with_a_third_party_plugin_names_its_distribution_on_the_hub(site, tmp_path, capsys):
+    plugin = install_plugin(site, "wide", WIDE_PLUGIN, version="2.1")
+    wide = make_card(name="wide")
+    wide["model"]["encoder"]["type"] = "wide_encoder"
+    card, _, _ = write_entry(tmp_path / "cards", wide)
+    out = tmp_path / "upload"
+    assert main(["push", str(card), "owner/wide", "--dry-run", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert json.loads((out / "config.json").read_text())["plugins"] == {plugin: "2.1"}
+    readme = (out / "README.md").read_text()
+    assert f'pip install "vaezoo[hub]" {plugin}\n' in readme
+    assert f"It needs the vaezoo plugin `{plugin}` (made with `2.1`)." in readme
 
 
 def test_push_all_dry_run_stages_the_zoo_as_a_collection(tmp_path):

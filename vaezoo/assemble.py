@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from vaezoo.arguments import check_arguments
 from vaezoo.context import FACTS, BuildContext
 from vaezoo.errors import CardError, DataError, VaezooError, WeightsError
-from vaezoo.plugins import registry
+from vaezoo.plugins import PluginInfo, get_plugins, registry
 
 if TYPE_CHECKING:
     import torch
@@ -249,6 +249,23 @@ def metric_suite(suite: str) -> list[str]:
 def converter(name: str) -> Callable[..., Path]:
     """The registered checkpoint converter ``name`` (see the ``vaezoo_register_converters`` hook)."""
     return registry("converter")[name]
+
+
+def third_party_plugins(card: Card, model: VAE | None = None) -> list[PluginInfo]:
+    """The plugins of distributions other than vaezoo whose code ``card`` uses: its architecture, the parts of its
+    model, its dataset and its ``eval_metrics``. A user installs their distributions to load and evaluate it.
+
+    Args:
+        card: the card.
+        model: the model ``card`` describes, if built already (else it is built, without weights).
+    """
+    model = model if model is not None else build_model(card)
+    metrics = [registry("metric")[name] for name in card.eval_metrics]
+    code = [registry("architecture")[card.architecture], registry("dataset")[card.train.data.name],
+            *(getattr(m, "function", m) for m in metrics), *model.modules()]
+    owners = (get_plugins().owner_of(obj) for obj in code)
+    found = {info.distribution: info for info in owners if info is not None and not info.builtin}
+    return [found[name] for name in sorted(found)]
 
 
 def card_dataset(card: Card, root=None, split: str = "test") -> ImageDataset:

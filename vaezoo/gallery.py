@@ -92,6 +92,11 @@ class Board:
     plots: tuple[SeedPlot, ...]
 
 
+REFERENCE = "a Gaussian's prior mean, a categorical part's first category"
+"""What the captions say the code of a traversal without data holds (each family's
+:meth:`~vaezoo.latents.LatentFamily.reference_code`)."""
+
+
 @dataclass(frozen=True)
 class Entry:
     """One card on the page: the card, its latent layout and its pictures (none without weights)."""
@@ -223,8 +228,8 @@ class _Painter:
         traversal, traversal_picture = self._traversal(card, model)
         sample_picture = Picture(
             "Samples", f"{card.name}.{PICTURES[1]}.png",
-            f"{self.samples} images decoded from codes drawn from the prior (seed {self.seed}): continuous parts "
-            "from N(0, I), categorical parts uniformly.",
+            f"{self.samples} images decoded from codes drawn from the prior (seed {self.seed}), each latent part "
+            "from its family's prior (a Gaussian part from N(0, I), a categorical part uniformly).",
             f"vaezoo show {card.name} sample -o {card.name}.sample.png --seed {self.seed} --n {self.samples}",
             f"{self.samples} samples of {card.name} from the prior")
         traversal.save(self.directory / traversal_picture.file, scale=self.scale)
@@ -242,7 +247,7 @@ class _Painter:
             traversal = viz.traverse(model, steps=self.steps)
             order = (f"in the latent's order, drawn without data because {card.train.data.name} is not on the "
                      f"machine that drew this page (its metrics are measured by 'vaezoo eval' where it is); the "
-                     f"other dimensions stay at the prior mean, categorical parts at their first category")
+                     f"rest of the code stays at each family's reference code ({REFERENCE})")
             command += " --no-data"
         elif test_split is not None:
             traversal, folded = viz.fold_inactive(
@@ -255,12 +260,13 @@ class _Painter:
             command += f" --seed {self.seed} --fold-below {viz.INACTIVE_KL:g}"
         else:
             traversal = viz.traverse(model, steps=self.steps)
-            order = ("in the latent's order (drawn without data); the other dimensions stay at the prior mean, "
-                     "categorical parts at their first category")
+            order = f"in the latent's order (drawn without data); the rest of the code stays at each family's " \
+                    f"reference code ({REFERENCE})"
             command += " --no-data"
         low, high = viz.DEFAULT_SPAN
-        caption = (f"One row per continuous dimension ({low:g} to {high:g} prior standard deviations around the "
-                   f"prior mean) and per categorical part (each category in turn), labelled with its KL, {order}.")
+        caption = (f"One row per sweep of the latent's families (a Gaussian dimension from {low:g} to {high:g} prior "
+                   f"standard deviations around the prior mean, a categorical part through each category, a "
+                   f"plugin's family as it defines), labelled with its KL, {order}.")
         return traversal, Picture("Latent traversal", f"{card.name}.{PICTURES[0]}.png", caption, command,
                                   f"latent traversal of {card.name}: {len(traversal.labels)} rows, "
                                   f"{', '.join(traversal.labels)}")

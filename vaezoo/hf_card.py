@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from typing import Any
 
 from vaezoo.entries.schema import HUB_PREFIX
@@ -38,8 +39,9 @@ def hub_config(card: Card) -> dict[str, Any]:
         ``library_name``, ``vaezoo_version``, ``name``, ``architecture``, ``latent`` (``layout``, the text listings
         show; ``structure``, its parts as a card's ``latent`` states them; ``code_size``; and each part's
         ``[start, stop)`` in the code), ``input`` (``dataset``, ``image_size``, ``channels``, value range,
-        and how the dataset's images became input), ``model`` (the architecture builder's arguments), ``card``
-        (the card's file) and ``weights`` (file, sha256, size).
+        and how the dataset's images became input), ``model`` (the architecture builder's arguments), ``plugins``
+        (``{distribution: version}`` of the third-party plugins the model needs, :func:`plugin_requirements`),
+        ``card`` (the card's file) and ``weights`` (file, sha256, size).
     """
     from vaezoo.assemble import build_model, data_info
 
@@ -54,8 +56,16 @@ def hub_config(card: Card) -> dict[str, Any]:
             "architecture": card.architecture, "latent": layout,
             "input": {"dataset": card.dataset, "image_size": info.image_size, "channels": info.channels,
                       "range": [0.0, 1.0], **source},
-            "model": card.model, "card": f"{card.name}.toml",
+            "model": card.model, "plugins": plugin_requirements(card, model), "card": f"{card.name}.toml",
             "weights": card.weights.model_dump(exclude_none=True) if card.weights else None}
+
+
+def plugin_requirements(card: Card, model=None) -> dict[str, str]:
+    """``{distribution: version}`` of the third-party plugins ``card``'s model, dataset and metrics need
+    (:func:`vaezoo.assemble.third_party_plugins`), each at the version the card was made with."""
+    from vaezoo.assemble import third_party_plugins
+
+    return {info.distribution: info.version for info in third_party_plugins(card, model)}
 
 
 def paper_links(card: Card) -> list[str]:
@@ -87,6 +97,7 @@ def model_card(card: Card, repo_id: str | None = None) -> str:
                                           dataset_type=card.dataset, dataset_name=card.dataset, metric_type=name,
                                           metric_name=name, metric_value=metric.value)
                for name, metric in card.metrics.items() if math.isfinite(metric.value)]
+    plugins = plugin_requirements(card)
     links = paper_links(card)
     arxiv = [f"arxiv:{m['id']}" for m in map(ARXIV.match, links) if m]
     tags = list(dict.fromkeys(["vaezoo", "vae", "disentanglement", card.architecture, *card.latent_families, *arxiv]))
@@ -101,8 +112,11 @@ def model_card(card: Card, repo_id: str | None = None) -> str:
               + (f", {card.parameters:,} parameters" if card.parameters else "") + ".", "",
               "## Use", "", "```python", "import vaezoo", "", f'model = vaezoo.load("{HUB_PREFIX}{repo}")',
               "# or, with the options of PyTorchModelHubMixin's from_pretrained:",
-              f'model = vaezoo.from_pretrained("{repo}", revision="main")', "```", "", "```bash", INSTALL,
-              f"vaezoo info {HUB_PREFIX}{repo}", "```", ""]
+              f'model = vaezoo.from_pretrained("{repo}", revision="main")', "```", "", "```bash",
+              " ".join([INSTALL, *map(shlex.quote, plugins)]), f"vaezoo info {HUB_PREFIX}{repo}", "```", ""]
+    if plugins:
+        lines += ["It needs the vaezoo plugin " + ", ".join(f"`{_code(name)}` (made with `{_code(version)}`)"
+                                                          for name, version in plugins.items()) + ".", ""]
     if card.weights is not None:
         lines.append(f"The weights are `{_code(card.weights.file or card.weights.url)}`, sha256 "
                      f"`{card.weights.sha256}`, checked before loading.")

@@ -60,6 +60,7 @@ class PluginInfo:
         version: the version of the distribution declaring it.
         distribution: the name of that distribution.
         builtin: whether that distribution is vaezoo itself.
+        package: the top-level package of the plugin's module (the code :meth:`Plugins.owner_of` attributes to it).
         hooks: the hooks the plugin implements.
         status: ``"ok"``; ``"failed"`` (it raised or broke a rule); ``"refused"`` (its name is taken: never imported).
         error: why, in one line, when the status is not ``"ok"``.
@@ -69,6 +70,7 @@ class PluginInfo:
     version: str
     distribution: str
     builtin: bool
+    package: str = ""
     hooks: list[str] = field(default_factory=list)
     status: str = "ok"
     error: str | None = None
@@ -223,7 +225,8 @@ class Plugins:
 
     def _load(self, ep: EntryPoint) -> None:
         """Import and register the plugin of ``ep``, or refuse it when its name is taken."""
-        info = PluginInfo(ep.name, ep.dist.version or "?", ep.dist.name or "?", _is_builtin(ep))
+        info = PluginInfo(ep.name, ep.dist.version or "?", ep.dist.name or "?", _is_builtin(ep),
+                          ep.module.partition(".")[0])
         taken = self.info.get(ep.name)
         if taken is not None:
             why = (f"the built-in plugin of distribution {taken.distribution!r} has this name, and no other "
@@ -300,6 +303,11 @@ class Plugins:
                 if returned:
                     results.append((impl.plugin_name, result))
         return results
+
+    def owner_of(self, obj: object) -> PluginInfo | None:
+        """The plugin whose package defines ``obj`` (a class, a function or an instance of a class), if any."""
+        package = str(getattr(obj, "__module__", None) or "").partition(".")[0]
+        return next((info for info in self.info.values() if info.package == package), None)
 
     def registry(self, kind: str) -> Registry:
         """The registry of ``kind``, filled from every plugin on first use."""

@@ -14,12 +14,14 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--out", type=path_arg, required=True, metavar="FILE.png", help="the PNG file to write")
     p.add_argument("--data-root", type=path_arg, help="folder holding the dataset (default: $VAEZOO_DATA or download)")
     p.add_argument("--no-data", action="store_true",
-                   help="traverse without test images: rows in latent order, other dimensions at the prior mean")
+                   help="traverse without test images: rows in latent order, the rest of the code at each family's "
+                        "reference code (a Gaussian's prior mean)")
     p.add_argument("--seed", type=seed_arg, default=0, help="picks the samples and the test images (default 0)")
     p.add_argument("--n", type=int, help="values per traversal row, images to reconstruct, or samples "
                                          f"(defaults {', '.join(f'{k} {v}' for k, v in DEFAULT_N.items())})")
     p.add_argument("--span", type=float, nargs=2, metavar=("LOW", "HIGH"),
-                   help="traversal range in prior standard deviations around the prior mean (default -3 3)")
+                   help="traversal range of a family that sweeps in prior standard deviations around the prior mean, "
+                        "as a Gaussian does (default -3 3)")
     p.add_argument("--columns", type=int, default=10, help="images per row of reconstruct and sample (default 10)")
     p.add_argument("--scale", type=int, default=2, help="upscale each tile this many times (default 2)")
     p.add_argument("--fold-below", type=float, metavar="NATS",
