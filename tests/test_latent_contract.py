@@ -254,3 +254,20 @@ def test_plugins_parts_lists_every_registered_name_with_its_kind_and_plugin(bina
     assert {"kind": "latent family", "name": "binary_concrete", "plugin": "binary"} in parts
     assert {"kind": "metric", "name": "explodes", "plugin": "binary"} in parts
     assert {"kind": "latent family", "name": "gaussian", "plugin": "core"} in parts
+
+
+def test_a_prior_without_icdf_on_a_bounded_support_asks_for_its_own_sweeps():
+    from torch.distributions import Gamma
+
+    from vaezoo.errors import LatentError
+    from vaezoo.latents import LatentFamily
+
+    class Rates(LatentFamily):  # a Gamma prior: support (0, inf), and torch gives it no icdf
+        code_size = param_size = 2
+
+        @property
+        def prior(self):
+            return Gamma(torch.ones(()), torch.ones(()))
+
+    with pytest.raises(LatentError, match=r"Rates's prior, Gamma, has no icdf, .*; override sweeps\(\)"):
+        Rates().sweeps(5, (-3.0, 3.0))

@@ -202,7 +202,11 @@ class LatentFamily(nn.Module):
             else:
                 standard = Normal(torch.zeros((), device=offsets.device), torch.ones((), device=offsets.device))
                 quantiles = standard.cdf(offsets).clamp(1e-6, 1 - 1e-6)[:, None]
-                values = prior.icdf(quantiles.expand(steps, self.code_size))
+                try:
+                    values = prior.icdf(quantiles.expand(steps, self.code_size))
+                except NotImplementedError:
+                    raise LatentError(f"{type(self).__name__}'s prior, {type(prior).__name__}, has no icdf, which the "
+                                      f"default sweeps() needs on a bounded support; override sweeps()") from None
         return [Sweep(i, slice(i, i + 1), i, values[:, i:i + 1]) for i in range(self.code_size)]
 
     def _prior_per_dimension(self) -> Distribution:
