@@ -283,3 +283,11 @@ def test_an_empty_path_is_a_usage_error_not_the_current_folder(tmp_path, monkeyp
     code, out, err = cli(capsys, *argv)
     assert (code, out) == (2, "") and "give a path, not an empty string" in err.strip().splitlines()[-1]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_fold_below_takes_a_finite_number_of_nats(capsys, value):
+    code, out, err = cli(capsys, "show", "vae-mnist", "traverse", "--out", "x.png", "--fold-below", value)
+    assert (code, out) == (2, "")
+    assert err.strip().splitlines()[-1].endswith(f"argument --fold-below: give a finite number >= 0, e.g. 1e-4, "
+                                                  f"got '{value}'")

@@ -142,6 +142,9 @@ def test_seeds_on_the_command_line(data_plugin, tmp_path, capsys):
 @pytest.mark.parametrize(("options", "message"), [
     (["--seeds", "1,1"], "error: --seeds must name each seed once, got 1,1"),
     (["--seeds", "1,x"], "argument --seeds: '1,x' is not a list of seeds"),
+    (["--seeds", "0,-1"], "argument --seeds: '0,-1' is not a list of seeds, each a whole number from 0 to 2^63 - 1"),
+    (["--seeds", f"0,{2**63}"], "is not a list of seeds, each a whole number from 0 to 2^63 - 1"),
+    (["--seed", "-1"], "argument --seed: give a whole number from 0 to 2^63 - 1 as the seed, got '-1'"),
     (["--seed", "1", "--seeds", "1,2"], "argument --seeds: not allowed with argument --seed"),
 ])
 def test_bad_seeds_are_a_one_line_error(data_plugin, tmp_path, capsys, options, message):
@@ -152,6 +155,13 @@ def test_bad_seeds_are_a_one_line_error(data_plugin, tmp_path, capsys, options, 
         code = exit.code
     err = capsys.readouterr().err
     assert code != 0 and "Traceback" not in err and message in err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, 1.0])
+def test_an_ensemble_refuses_a_seed_out_of_range_before_training(data_plugin, tmp_path, seed):
+    with pytest.raises(TrainingError, match=rf"seeds: {seed!r} is not a seed; give whole numbers from 0 to 2\^63 - 1"):
+        train_seeds(card(), tmp_path / "out", [0, seed])
+    assert not (tmp_path / "out").exists()
 
 
 def test_seeds_side_by_side_refuse_torchrun(data_plugin, tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from vaezoo.arguments import parse_value
-from vaezoo.entries.schema import Card
+from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import TrainingError
 
 __all__ = ["Sweep", "MemberSpec", "members", "parse_sweep"]
@@ -75,6 +75,10 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
     if not seeds or len(set(seeds)) != len(seeds):
         raise TrainingError.about("{seeds} must name each seed once, got {got}",
                                   got=",".join(map(str, seeds)) or "none")
+    for seed in seeds:
+        if type(seed) is not int or not 0 <= seed < SEED_LIMIT:
+            raise TrainingError.about("{seeds}: {seed!r} is not a seed; give whole numbers from 0 to 2^63 - 1",
+                                      seed=seed)
     paths = [_resolve(card, s.key) for s in sweeps]
     if len(set(paths)) != len(paths):
         raise TrainingError.about("two {sweep} options name the same field; give each field once")

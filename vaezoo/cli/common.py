@@ -26,6 +26,19 @@ def path_arg(value: str) -> str:
     return value
 
 
+def nonnegative_arg(value: str) -> float:
+    """argparse type of a finite number >= 0 (a tolerance, a KL in nats)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number >= 0):
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"give a finite number >= 0, e.g. 1e-4, got '{value}'")
+    return number
+
+
 def card_arg(name_or_path: str):
     """A card by zoo name, card file path, folder holding one card, or Hub repository (:func:`vaezoo.get_card`)."""
     from vaezoo.entries.catalog import get_card

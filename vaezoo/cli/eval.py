@@ -1,10 +1,9 @@
 """``vaezoo eval``: a card's metrics on the test split, optionally checked against the card."""
 
 import argparse
-import math
 import sys
 
-from vaezoo.cli.common import device_arg, names_arg, path_arg, print_json, print_table, printable
+from vaezoo.cli.common import device_arg, names_arg, nonnegative_arg, path_arg, print_json, print_table, printable
 
 
 def add_parser(sub) -> None:
@@ -14,7 +13,7 @@ def add_parser(sub) -> None:
     p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--check", action="store_true", help="exit 1 when a metric differs from the card")
-    p.add_argument("--tolerance", type=tolerance_arg, default=1e-4,  # vaezoo.eval_report.DEFAULT_TOLERANCE
+    p.add_argument("--tolerance", type=nonnegative_arg, default=1e-4,  # vaezoo.eval_report.DEFAULT_TOLERANCE
                    help="relative tolerance of --check, of max(1, |card value|) (default 1e-4)")
     p.add_argument("--checkpoint", type=path_arg, metavar="PATH",
                    help="evaluate the model in a training checkpoint (OUT/checkpoint.pt of 'vaezoo train') "
@@ -28,17 +27,6 @@ def add_parser(sub) -> None:
     p.add_argument("--write", action="store_true",
                    help="record the measured metrics on the card's TOML file (e.g. a converted checkpoint's card)")
     p.set_defaults(func=run)
-
-
-def tolerance_arg(value: str) -> float:
-    """A relative tolerance: a finite number >= 0."""
-    try:
-        tolerance = float(value)
-    except ValueError:
-        tolerance = math.nan
-    if not (math.isfinite(tolerance) and tolerance >= 0):
-        raise argparse.ArgumentTypeError(f"give a finite number >= 0, e.g. 1e-4, got '{value}'")
-    return tolerance
 
 
 def setting_arg(text: str) -> tuple[str, str, object]:

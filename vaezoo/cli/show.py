@@ -2,7 +2,7 @@
 
 import sys
 
-from vaezoo.cli.common import card_arg, device_arg, path_arg, printable, seed_arg
+from vaezoo.cli.common import card_arg, device_arg, nonnegative_arg, path_arg, printable, seed_arg
 
 DEFAULT_N = {"traverse": 10, "reconstruct": 20, "sample": 100}
 
@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
                         "as a Gaussian does (default -3 3)")
     p.add_argument("--columns", type=int, default=10, help="images per row of reconstruct and sample (default 10)")
     p.add_argument("--scale", type=int, default=2, help="upscale each tile this many times (default 2)")
-    p.add_argument("--fold-below", type=float, metavar="NATS",
+    p.add_argument("--fold-below", type=nonnegative_arg, metavar="NATS",
                    help="leave out the traversal rows whose KL is below NATS (inactive dimensions); needs data")
     p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
     p.set_defaults(func=run)

@@ -6,7 +6,7 @@ import signal
 import sys
 from pathlib import Path
 
-from vaezoo.cli.common import card_arg, device_arg, path_arg, printable
+from vaezoo.cli.common import card_arg, device_arg, path_arg, printable, seed_arg
 
 
 def add_parser(sub) -> None:
@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
                    help="folder holding the dataset (default: $VAEZOO_DATA, else download)")
     p.add_argument("--epochs", type=int, help="override the recipe's epochs (a resumed run may change them)")
     seed = p.add_mutually_exclusive_group()
-    seed.add_argument("--seed", type=int, help="override the recipe's seed")
+    seed.add_argument("--seed", type=seed_arg, help="override the recipe's seed")
     seed.add_argument("--seeds", type=seeds_arg, metavar="N,N,...",
                       help="train one model per seed as an ensemble (one step for all), seed N in OUT/seed-N; "
                            "each ends as training that seed alone would")
@@ -49,9 +49,10 @@ def seeds_arg(value: str) -> list[int]:
     import argparse
 
     try:
-        return [int(s) for s in value.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{value}' is not a list of seeds; write them like 0,1,2") from None
+        return [seed_arg(s) for s in value.split(",")]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a list of seeds, each a whole number from 0 to 2^63 - 1; "
+                                         f"write them like 0,1,2") from None
 
 
 def run(args) -> int:
