@@ -185,6 +185,21 @@ def test_names_given_twice_are_kept_once():
     assert names_arg("elbo, elbo,mig,elbo") == ["elbo", "mig"]
 
 
+@pytest.mark.parametrize("command", [["eval", "--write"], ["seeds", "--write"]])
+def test_write_refuses_a_card_file_of_an_installed_package(tmp_path, capsys, monkeypatch, command):
+    import sysconfig
+
+    site_packages = tmp_path / "site-packages"
+    path = write_card(site_packages / "vaezoo_zoo", make_card("tiny"))
+    paths = sysconfig.get_paths()
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {**paths, "purelib": str(site_packages)})
+    before = path.read_bytes()
+    verb, flag = command
+    code, _, err = cli(capsys, verb, str(path), *([str(tmp_path)] if verb == "seeds" else []), flag)
+    assert code == 1 and f"is a file of an installed package ({path}); copy it with its weights" in err
+    assert path.read_bytes() == before and sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
 def test_eval_write_refuses_a_card_from_the_hub_cache(cards_dir, capsys, monkeypatch):
     """A card whose file is huggingface_hub's cached snapshot is not written, as `seeds --write` refuses it."""
     import vaezoo.eval_report

@@ -126,6 +126,8 @@ def read_checkpoint(path: Path, fix: str | Phrase) -> Checkpoint:
         raise refused("checkpoint {path} does not exist")
     if path.is_dir():
         raise refused("checkpoint {path} is a folder, not a checkpoint file")
+    if not path.is_file():
+        raise refused("checkpoint {path} is not a regular file (a pipe or a device)")
     if path.stat().st_size == 0:
         raise refused("cannot read checkpoint {path}: it is an empty file")
     try:
@@ -139,7 +141,8 @@ def read_checkpoint(path: Path, fix: str | Phrase) -> Checkpoint:
                       "(vaezoo never unpickles other Python objects)") from None
     except Exception as exc:  # noqa: BLE001 (a damaged or foreign file makes torch.load raise many kinds of errors)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise refused("cannot read checkpoint {path} ({problem})", problem=first) from None
+        raise refused("cannot read checkpoint {path}: it is not a file torch.save wrote, or it is damaged "
+                      "({problem})", problem=first) from None
 
     def bad(what: str) -> TrainingError:
         return refused("{path} is not a checkpoint written by 'vaezoo train' ({problem})", problem=what)

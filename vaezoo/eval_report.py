@@ -20,6 +20,7 @@ from vaezoo.checkpoints import check_model, read_checkpoint
 from vaezoo.errors import CardError, MetricError
 from vaezoo.evaluate import as_metrics, evaluate
 from vaezoo.entries.catalog import get_card
+from vaezoo.entries.entry import check_writable
 from vaezoo.locks import update_card
 
 DEFAULT_TOLERANCE = 1e-4
@@ -140,7 +141,7 @@ class EvalReport:
 
         Raises:
             CardError: the report is of a checkpoint's weights, not the card's, or the card has no local file
-                (:func:`check_writable`).
+                (:func:`vaezoo.entries.entry.check_writable`).
         """
         if self.checkpoint is not None:
             raise CardError(f"the metrics of checkpoint {self.checkpoint} are not card '{self.card.name}''s; "
@@ -155,20 +156,6 @@ class EvalReport:
                 update={"metrics": {**now.metrics, **measured}, "eval_metrics": eval_metrics})
 
         return update_card(path, record)
-
-
-def check_writable(card: Card) -> Path:
-    """The local file of ``card``, which :meth:`EvalReport.write` updates.
-
-    Raises:
-        CardError: ``card`` was downloaded (``card.source``) or read from no file.
-    """
-    if card.source is not None:
-        raise CardError(f"card {card.name} comes from {card.source}, not from a local card file; "
-                        f"give the path of a copy to record metrics on it")
-    if card.path is None:
-        raise CardError(f"card {card.name} was read from no file; give the path of a card file to record metrics on")
-    return card.path
 
 
 def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | None = None,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from vaezoo.entries.catalog import card_reference, get_card
+from vaezoo.entries.entry import check_writable
 from vaezoo.entries.schema import Card, SeedRun, SeedSpread
 from vaezoo.errors import CardError, VaezooError
 from vaezoo.entries.recipe import ABSENT, SEEDED, Difference, check_recipe, differences, recipe
@@ -260,7 +261,8 @@ def seed_report(card: Card | str | os.PathLike, runs: Iterable[str | os.PathLike
 
     Raises:
         VaezooError: ``selection`` is empty.
-        CardError: ``write`` on a downloaded card, or as :func:`collect_runs`, :func:`choose_metrics` and
+        CardError: ``write`` on a card that is not a local file vaezoo may change
+            (:func:`vaezoo.entries.entry.check_writable`), or as :func:`collect_runs`, :func:`choose_metrics` and
             :func:`spreads` raise.
     """
     from vaezoo.locks import update_card
@@ -268,9 +270,8 @@ def seed_report(card: Card | str | os.PathLike, runs: Iterable[str | os.PathLike
     card = card if isinstance(card, Card) else get_card(card)
     if not selection.strip():
         raise VaezooError.about("{selection} is empty; say how the card's seed was chosen")
-    if write and card.source is not None:
-        raise CardError.about("card {card} comes from {source}, not from a local card file; {write} writes the "
-                              "card's file: give the path of a copy", card=card.name, source=card.source)
+    if write:
+        check_writable(card)
     found_runs = collect_runs(card, runs)
     chosen, left_out = choose_metrics(card, found_runs, metrics)
     inside = card.source is None and card.path is not None and card.path.is_relative_to(Path.cwd())

@@ -469,6 +469,7 @@ class NotATensor:
 MALFORMED = {
     "empty-file": (_write(b""), "it is an empty file"),
     "not-torch": (_write(b"PK\x03\x04 not a zip"), "cannot read checkpoint"),
+    "text": (_write(b"abcd"), "it is not a file torch.save wrote, or it is damaged"),
     "a-python-object": (_replace({"step": NotATensor()}), "vaezoo never unpickles other Python objects"),
     "a-list": (_replace([1, 2]), "it holds a list, not a dict"),
     "no-step": (_edit(lambda s: s.pop("step")), "it holds no 'step'"),
@@ -508,6 +509,15 @@ def test_a_malformed_checkpoint_is_one_line_and_stays_as_it_was(stopped_run, cap
     assert code == 1 and stdout == ""
     assert_one_line_error(stderr, str(checkpoint), fragment)
     assert checkpoint.read_bytes() == before
+
+
+def test_a_checkpoint_that_is_a_pipe_is_refused_without_reading_it(stopped_run, capsys):
+    card_path, out = stopped_run
+    pipe = out.parent / "pipe.pt"
+    os.mkfifo(pipe)  # reading it would wait for a writer forever
+    code, stdout, stderr = cli(capsys, "eval", str(card_path), "--checkpoint", str(pipe))
+    assert code == 1 and stdout == ""
+    assert_one_line_error(stderr, f"checkpoint {pipe} is not a regular file (a pipe or a device)")
 
 
 # --- a full disk --------------------------------------------------------------------------------------------

@@ -8,13 +8,14 @@ one finds its weights through :func:`weights_file` or :func:`fetch_verified`.
 
 from __future__ import annotations
 
+import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.checksums import read_verified, sha256_of, verify
 from vaezoo.entries.schema import Card, Weights
-from vaezoo.errors import WeightsError
+from vaezoo.errors import CardError, WeightsError
 from vaezoo.files import atomic_write
 from vaezoo.weights import cached_path, download, parse_safetensors, save_weights
 
@@ -25,6 +26,25 @@ if TYPE_CHECKING:
 def write_card(card: Card, path: Path) -> None:
     """Write ``card`` as TOML to ``path`` atomically."""
     atomic_write(path, card.toml().encode())
+
+
+def check_writable(card: Card) -> Path:
+    """The local file of ``card``, which a command that records numbers on the card updates.
+
+    Raises:
+        CardError: ``card`` was downloaded (``card.source``), read from no file, or is a file of an installed
+            package (in Python's site-packages: editing it would change the installed distribution under pip).
+    """
+    if card.source is not None:
+        raise CardError(f"card {card.name} comes from {card.source}, not from a local card file; "
+                        f"give the path of a copy to record metrics on")
+    if card.path is None:
+        raise CardError(f"card {card.name} was read from no file; give the path of a card file to record metrics on")
+    installed = {Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")}
+    if any(card.path.resolve().is_relative_to(folder) for folder in installed):
+        raise CardError(f"card {card.name} is a file of an installed package ({card.path}); copy it with its weights "
+                        f"and give the copy's path to record metrics on, or install the package editable")
+    return card.path
 
 
 def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder: Path) -> Path:
