@@ -180,6 +180,21 @@ def test_a_regularizer_that_needs_densities_the_latent_lacks_is_a_one_line_error
         "per-dimension density, so it has no log_density_matrix;")
 
 
+def test_a_regularizer_that_takes_the_prior_outside_its_support_stops_the_run_before_it_trains(binary, tmp_path,
+                                                                                                capsys):
+    # binary-Concrete samples lie in (0, 1); the Bernoulli prior has no density there, which training's
+    # unchecked distributions would turn into a finite, meaningless total correlation
+    card = make_card("toy", "binary-bars", architecture="vae", eval_metrics=[],
+                     model={**MODEL, "regularizers": [{"type": "total_correlation"}]})
+    path = write_toml(tmp_path / "binary.toml", card)
+    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines()[-1].startswith(
+        "error: card 'binary-bars': its objective takes a distribution outside its support (Expected value "
+        "argument")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_latent_without_densities_is_refused_the_entropy_metrics(binary):
     card = Card.model_validate(make_card("toy", "cat-bars", architecture="vae", eval_metrics=["total_correlation"],
                                          model={**MODEL, "latent": {"type": "gumbel_categorical", "categories": 3}}))

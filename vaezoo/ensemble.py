@@ -40,7 +40,7 @@ from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
 from vaezoo.errors import Phrase, TrainingError, TrainingWarning
-from vaezoo.loop import (Plan, Run, Streams, check_dataset, device_store, distribution_checks_off, epoch_order,
+from vaezoo.loop import (Plan, Run, Streams, check_before_training, device_store, distribution_checks_off, epoch_order,
                          last_good, make_optimizer, resume_point, rng_state)
 from vaezoo.model import VAE
 from vaezoo.progress import note
@@ -519,7 +519,7 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
     plans = {out: Plan.of(card.train, len(dataset), run.world) for _, card, out, _ in runs}
     members = [Member.start(card, out, label, model, plans[out], resume, run) for model, card, out, label in runs]
     store = device_store(dataset, run.device)
-    check_dataset(members[0].model, store)
+    check_before_training(members[0].model, store, members[0].card)
     groups: dict[str, list[Member]] = {}
     for m in members:
         groups.setdefault(stack_key(m), []).append(m)

@@ -160,16 +160,40 @@ def device_store(dataset: ImageDataset, device: torch.device) -> ImageDataset:
     return store
 
 
-def check_dataset(model: torch.nn.Module, store: ImageDataset, chunk: int = 8192) -> None:
-    """The model's input contract (:meth:`vaezoo.model.VAE.check_input`), checked once over the whole dataset.
+def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Card, chunk: int = 8192) -> None:
+    """What a run checks once before its first step.
 
-    The steps then skip the per-batch check, which waits for the device every step.
+    - The model's input contract (:meth:`vaezoo.model.VAE.check_input`) over the whole dataset: the steps then
+      skip the per-batch check, which waits for the device every step.
+    - The objective of the first batch, with ``torch.distributions``' argument checks on (training runs with
+      them off): a density taken outside its support, such as a Bernoulli prior at relaxed samples, stops the
+      run here instead of training a meaningless loss. The model, its buffers and the random generators are
+      left as they were.
 
     Raises:
         InputError: a chunk of the dataset is not what the model takes.
+        TrainingError: torch refused an argument of a distribution of the objective.
     """
     for start in range(0, len(store), chunk):
-        model.check_input(store.batch(slice(start, start + chunk)))
+        images = store.batch(slice(start, start + chunk))
+        model.check_input(images)
+        if start == 0:
+            _check_objective(model, images[:card.train.batch_size], card.name)
+
+
+def _check_objective(model: torch.nn.Module, x: Tensor, name: str) -> None:
+    trial = copy.deepcopy(model).train()
+    previous = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(True)
+    try:
+        with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []), torch.no_grad():
+            trial(x, step=0)
+    except ValueError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TrainingError(f"card '{name}': its objective takes a distribution outside its support ({first}); "
+                            f"vaezoo.testing.check_regularizer and check_latent_family name the part") from None
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(previous)
 
 
 def epoch_order(size: int, seed: int, epoch: int, run: Run, generator: torch.Generator) -> Tensor:

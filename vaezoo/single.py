@@ -22,7 +22,7 @@ from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
 from vaezoo.errors import Phrase, TrainingError
-from vaezoo.loop import (Plan, Run, Streams, check_dataset, device_store, distribution_checks_off, epoch_order,
+from vaezoo.loop import (Plan, Run, Streams, check_before_training, device_store, distribution_checks_off, epoch_order,
                          last_good, make_optimizer, resume_point, rng_state)
 from vaezoo.model import VAE, VAEOutput
 from vaezoo.progress import note
@@ -205,7 +205,7 @@ def fit_single(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume:
     plan = Plan.of(card.train, len(dataset), run.world)
     seed = SingleRun(model, card, out, plan, resume, run)
     store = device_store(dataset, run.device)
-    check_dataset(model, store)
+    check_before_training(model, store, card)
     stop = plan.total if max_steps is None else min(plan.total, max_steps)
     model.train()
     reporter = Reporter(plan.total, seed.step, plan.per_epoch) if run.main else contextlib.nullcontext()
