@@ -158,6 +158,24 @@ class EvalReport:
         return update_card(path, record)
 
 
+def _given_settings(card: Card, metrics: Sequence[str] | None,
+                    settings: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]] | None:
+    """``settings`` as :func:`evaluate_card` takes them over ``card``'s (None for none), each checked to name a
+    metric the evaluation measures."""
+    if settings is not None and not (isinstance(settings, Mapping)
+                                     and all(isinstance(given, Mapping) for given in settings.values())):
+        raise TypeError(f"settings takes {{metric: {{setting: value}}}}, e.g. "
+                        f"{{'importance_log_likelihood': {{'samples': 200}}}}, got {settings!r}")
+    measured = list(metrics) if metrics is not None else ["the losses", *card.eval_metrics]
+    for name in settings or ():
+        if name not in measured:
+            metric(name)  # a misspelt name is named as such
+            raise MetricError.about("settings were given for metric '{name}', which this evaluation does not "
+                                    "measure ({measured}); name it in {metrics}", name=name,
+                                    measured=", ".join(measured))
+    return {name: dict(given) for name, given in settings.items()} if settings else None
+
+
 def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | None = None,
                   data_root: str | Path | None = None, device: str | None = None,
                   metrics: Sequence[str] | None = None, settings: Mapping[str, Mapping[str, Any]] | None = None,
@@ -191,22 +209,11 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
     """
     if isinstance(metrics, str):
         raise TypeError(f"metrics takes a list of metric names, e.g. [{metrics!r}], not a string")
-    if settings is not None and not (isinstance(settings, Mapping)
-                                     and all(isinstance(given, Mapping) for given in settings.values())):
-        raise TypeError(f"settings takes {{metric: {{setting: value}}}}, e.g. "
-                        f"{{'importance_log_likelihood': {{'samples': 200}}}}, got {settings!r}")
     card = card if isinstance(card, Card) else get_card(card)
-    settings = {name: dict(given) for name, given in (settings or {}).items()} or None
-    measured = list(metrics) if metrics is not None else ["the losses", *card.eval_metrics]
-    for name in settings or ():
-        if name not in measured:
-            metric(name)  # a misspelt name is named as such
-            raise MetricError.about("settings were given for metric '{name}', which this evaluation does not "
-                                    "measure ({measured}); name it in {metrics}", name=name,
-                                    measured=", ".join(measured))
+    settings = _given_settings(card, metrics, settings)
     try:
         card = card.with_settings(settings or {})
-    except ValueError as exc:
+    except ValueError as exc:  # a seed out of range
         raise MetricError(f"card '{card.name}': {exc}") from None
     if write and checkpoint is not None:
         raise CardError.about("{write} records the card's own weights' metrics, not a checkpoint's: use it without "

@@ -220,20 +220,23 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
         results = []
         for t, (member_card, out, _) in zip(trained, runs):
             total = Plan.of(member_card.train, len(dataset), run.world).total
-            card_path = None
-            if t.step == total and run.main:
-                card_path = published(out, options.name, total) if options.resume else None
-                if card_path is not None:
-                    note(f"{out}: the run had finished at step {total}; its card {card_path} is kept as it is")
-                else:
-                    with t.streams.active():  # what the evaluation draws, too, is what this run alone draws
-                        card_path = publish(t.card, t.model, out, options.name, t.step, options.data_root,
-                                            run.device)
+            card_path = _completed_card(t, out, options, run) if t.step == total and run.main else None
             results.append(TrainResult(t.model, t.step, total, card_path, t.error))
         return results
     except BaseException:
         remove_empty(made)
         raise
+
+
+def _completed_card(trained, out: Path, options: TrainOptions, run: Run) -> Path:
+    """The completed card of a run that reached its last step: the one it already had when a finished run is
+    resumed (with what was recorded on it since), else the card :func:`~vaezoo.publish.publish` writes."""
+    kept = published(out, options.name, trained.step) if options.resume else None
+    if kept is not None:
+        note(f"{out}: the run had finished at step {trained.step}; its card {kept} is kept as it is")
+        return kept
+    with trained.streams.active():  # what the evaluation draws, too, is what this run alone draws
+        return publish(trained.card, trained.model, out, options.name, trained.step, options.data_root, run.device)
 
 
 def _override(recipe: TrainRecipe, **values) -> TrainRecipe:
