@@ -109,10 +109,10 @@ def download(url: str, weights: Weights) -> Path:
                 return target
             except OutputError as exc:  # the cache folder, not the server, failed
                 raise WeightsError(str(exc)) from None
-            except (urllib.error.URLError, http.client.HTTPException, OSError, WeightsError) as exc:
+            except (urllib.error.URLError, http.client.HTTPException, OSError, WeightsError, ValueError) as exc:
                 if not isinstance(exc, WeightsError) and time.monotonic() >= deadline:
                     raise _deadline_error(url, seconds) from None
-                if isinstance(exc, WeightsError | urllib.error.HTTPError) or attempt == RETRIES:
+                if isinstance(exc, WeightsError | urllib.error.HTTPError | ValueError) or attempt == RETRIES:
                     raise _download_error(url, exc) from None
                 time.sleep(min(0.5 * attempt, max(deadline - time.monotonic(), 0)))
     raise AssertionError("unreachable")
@@ -183,6 +183,8 @@ def _download_error(url: str, exc: Exception) -> WeightsError:
         return exc
     if isinstance(exc, urllib.error.HTTPError):  # the server answered: retrying would not help
         return WeightsError(f"download of {url} failed: HTTP {exc.code} {exc.reason}")
+    if isinstance(exc, ValueError):  # a malformed address, given or redirected to: retrying would not help
+        return WeightsError(f"download of {url} failed: a malformed address ({exc}); fix the card's weights url")
     if isinstance(exc, TimeoutError) or "timed out" in str(exc):
         return WeightsError(f"download of {url} timed out; check the network or raise VAEZOO_TIMEOUT (seconds)")
     reason = getattr(exc, "reason", exc)

@@ -246,3 +246,15 @@ def test_plain_http_needs_the_explicit_setting(cards_dir, monkeypatch):
     monkeypatch.setenv("VAEZOO_OFFLINE", "1")
     with pytest.raises(WeightsError, match="VAEZOO_OFFLINE=1"):
         vaezoo.load("tiny-blobs")
+
+
+@pytest.mark.parametrize("url, problem", [
+    ("http://[::1/w.safetensors", "is malformed"),
+    ("https:///w.safetensors", "names no host"),
+    ("https://" + "a" * 70 + ".com/w.safetensors", "a host name no DNS server can resolve"),
+])
+def test_a_weights_url_no_download_could_reach_skips_the_card_in_one_line(cards_dir, capsys, url, problem):
+    write_toml(cards_dir / "tiny.toml", make_card("tiny", weights={"url": url, "sha256": "0" * 64, "size": 10}))
+    code, out, err = cli(capsys, "info", "tiny-blobs")
+    assert (code, out) == (1, "")
+    assert_one_line_error(err, "card 'tiny-blobs' in", problem)

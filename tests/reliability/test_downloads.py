@@ -293,6 +293,15 @@ def test_redirect_to_a_url_the_card_could_not_hold_is_refused(url_card, server, 
     assert_one_line_error(stderr, "was redirected", location)
 
 
+@pytest.mark.parametrize("location", ["http://[::1/tiny.safetensors", "https://" + "a" * 70 + ".org/x"])
+def test_redirect_to_a_malformed_address_is_one_line_and_not_retried(url_card, server, capsys, location):
+    server.redirects["/moved"] = location
+    _point_card_at(server, "/moved")
+    with pytest.raises(WeightsError, match=r"failed: a malformed address \(.*\); fix the card's weights url"):
+        vaezoo.load("tiny-blobs")
+    assert server.gets == {"/moved": 1} and _cached(url_card) == []
+
+
 @pytest.mark.parametrize("shape", ["a chain one hop too long", "a loop"])
 def test_too_many_redirects_are_refused(url_card, server, shape):
     if shape == "a loop":

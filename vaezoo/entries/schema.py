@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr, ValidationError, ValidationInfo,
                       field_validator, model_serializer, model_validator)
@@ -58,7 +59,26 @@ class Weights(_Frozen):
             raise ValueError(f"weights file must be a .safetensors file, got '{self.file}'")
         if self.url is not None and self.url.startswith("hf://") and not HF_URL.fullmatch(self.url):
             raise ValueError(f"weights URL '{self.url}' is not hf://OWNER/REPO/PATH or hf://OWNER/REPO@REVISION/PATH")
+        if self.url is not None and not self.url.startswith("hf://"):
+            _check_web_address(self.url)
         return self
+
+
+def _check_web_address(url: str) -> None:
+    """Refuse a weights URL that no download could reach: malformed, or http(s) without a host or with a host name
+    DNS refuses. (Which schemes and hosts vaezoo downloads from is checked when it downloads.)"""
+    try:
+        parsed = urlsplit(url)
+        host = parsed.hostname
+    except ValueError as exc:
+        raise ValueError(f"weights URL '{url}' is malformed ({exc})") from None
+    if parsed.scheme not in ("https", "http"):
+        return
+    if not host:
+        raise ValueError(f"weights URL '{url}' names no host; give https://HOST/PATH")
+    if len(host) > 253 or any(not 0 < len(label) <= 63 for label in host.rstrip(".").split(".")):
+        raise ValueError(f"weights URL '{url}' has a host name no DNS server can resolve (a label is empty or over "
+                         f"63 characters)")
 
 
 class DataSpec(_Frozen):
