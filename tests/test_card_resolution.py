@@ -136,6 +136,14 @@ def test_load_onto_a_device_this_machine_lacks_names_it_before_reading_anything(
     assert {p.device for p in model.parameters()} == {torch.device("cpu")}
 
 
+def test_build_model_onto_a_device_this_machine_lacks_names_it_as_load_does(monkeypatch):
+    from vaezoo.assemble import build_model
+
+    monkeypatch.setattr("vaezoo.assemble.build_part", lambda *a, **k: pytest.fail("built a model for no device"))
+    with pytest.raises(DeviceError, match=re.escape("device 'cuda:99' is not available on this machine")):
+        build_model(get_card("jointvae-mnist"), device="cuda:99")
+
+
 @pytest.mark.parametrize("shadow", ["folder", "file"])
 def test_a_zoo_name_means_the_zoo_entry_even_where_a_folder_or_file_has_that_name(tmp_path, monkeypatch, shadow):
     """In a folder holding ``jointvae-mnist`` (a run folder with its own card, or a file), the name still

@@ -96,11 +96,25 @@ def test_grey_images_become_rgb_for_a_colour_model():
     (torch.rand(1, 3, 32, 32), "the model takes 1-channel images, got 3 channels of floats"),
     (torch.zeros(1, 2, 28, 28, dtype=torch.uint8), "cannot turn 2-channel images into the model's 1 channels"),
     ("digit.png", "cannot turn str into model input"),
+    (torch.rand(1, 1, 28, 28) * 2 - 1, r"got values in \[-[\d.e-]+, [\d.e-]+\]; map images in \[-1, 1\] with "
+                                       r"\(x \+ 1\) / 2"),
+    (np.zeros((28, 28, 3), dtype=np.uint8), r"and 28 is not a channel count .* image.permute\(2, 0, 1\) \(numpy: "
+                                            r"image.transpose\(2, 0, 1\)\)"),
+    (torch.zeros(1, 1, 0, 0, dtype=torch.uint8), r"images of shape \(1, 1, 0, 0\) have no pixels to give"),
+    (Image.new("L", (0, 0)), "the PIL image is 0x0 pixels"),
+    (Image.new("I;16", (28, 28)), "a PIL image of mode 'I;16' holds integers of no fixed range"),
+    (Image.new("F", (28, 28), 2.0), r"float images must be in \[0, 1\], got values in \[2, 2\]"),
 ])
 def test_what_cannot_become_input_is_one_line_saying_why(model, given, message):
     with pytest.raises(InputError, match=message) as caught:
         model.preprocess(given)
     assert "\n" not in str(caught.value)
+
+
+def test_a_pil_float_image_keeps_its_values():
+    values = np.linspace(0, 1, 32 * 32, dtype=np.float32).reshape(32, 32)
+    out = ModelInput(channels=1, image_size=32)(Image.fromarray(values, mode="F"))
+    assert torch.equal(out[0, 0], torch.from_numpy(values))  # not truncated to 8 bits (all but 1.0 became 0)
 
 
 # --- the checks of the public methods -----------------------------------------------------------------------

@@ -134,13 +134,15 @@ def build_model(card: Card, device=None, dtype=None) -> VAE:
         The :class:`~vaezoo.model.VAE`, with ``card`` as ``model.card``.
 
     Raises:
-        DtypeError: ``dtype`` is not float32, float64, float16 or bfloat16 (checked before anything is built).
+        DeviceError: ``device`` is not one this machine has (checked before anything is built).
+        DtypeError: ``dtype`` is not float32, float64, float16 or bfloat16 (checked as early).
     """
+    from vaezoo.devices import usable_device, usable_dtype
     from vaezoo.model import VAE
 
+    if device is not None:
+        device = usable_device(device)
     if dtype is not None:
-        from vaezoo.devices import usable_dtype
-
         dtype = usable_dtype(dtype)
     context = model_context(card)
     try:

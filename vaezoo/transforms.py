@@ -74,7 +74,8 @@ class ModelInput:
         ``image_size`` x ``image_size`` with :attr:`interpolation` (the aspect ratio is not kept).
 
         Args:
-            image: a PIL image (any mode: converted to grey or RGB as the model needs); a uint8, bool or
+            image: a PIL image (converted to grey or RGB as the model needs; mode 'F' is taken as floats in
+                [0, 1], and the integer modes 'I' and 'I;16' are refused); a uint8, bool or
                 float tensor or numpy array shaped ``(H, W)``, ``(C, H, W)`` or ``(N, C, H, W)``; or a
                 torchvision dataset sample ``(image, target)``, of which the image is taken.
 
@@ -96,6 +97,13 @@ class ModelInput:
         return self._from_tensor(image)
 
     def _from_pil(self, image) -> Tensor:
+        if 0 in image.size:
+            raise InputError(f"the PIL image is {image.size[0]}x{image.size[1]} pixels: it has no pixels to give")
+        if image.mode == "F":  # 32-bit floats, which converting to 8 bits would truncate
+            return self._from_tensor(torch.from_numpy(np.array(image, dtype=np.float32)))
+        if image.mode.startswith("I"):
+            raise InputError(f"a PIL image of mode {image.mode!r} holds integers of no fixed range; scale it to "
+                             f"8 bits (mode 'L') or to floats in [0, 1] first")
         if self.channels not in (1, 3):
             raise InputError(f"a PIL image has 1 or 3 channels, the model takes {self.channels}; give a tensor")
         image = image.convert("L" if self.channels == 1 else "RGB")
@@ -110,12 +118,16 @@ class ModelInput:
             x = x[None, None]
         elif x.dim() == 3:
             if x.shape[0] not in (1, 3, self.channels):
+                hint = (f"an image held as (H, W, C), as numpy and PIL hold them, is passed as image.permute(2, 0, 1) "
+                        f"(numpy: image.transpose(2, 0, 1)), or as the PIL image itself" if x.shape[-1] in (1, 3, 4)
+                        else "for a batch of grey images (N, H, W) pass images.unsqueeze(1)")
                 raise InputError(f"a 3-d input is one image (C, H, W), and {x.shape[0]} is not a channel count "
-                                 f"(the model takes {self.channels}); for a batch of grey images (N, H, W) "
-                                 f"pass images.unsqueeze(1)")
+                                 f"(the model takes {self.channels}); {hint}")
             x = x[None]
         elif x.dim() != 4:
             raise InputError(f"images are (H, W), (C, H, W) or (N, C, H, W), got shape {tuple(x.shape)}")
+        if x.shape[0] and 0 in x.shape[2:]:
+            raise InputError(f"images of shape {tuple(x.shape)} have no pixels to give")
         if x.dtype == torch.bool:
             x = x.to(torch.uint8) * 255
         if x.dtype == torch.uint8:
@@ -138,8 +150,9 @@ class ModelInput:
         if x.numel():
             low, high = torch.aminmax(x.detach())
             if not (low >= LOW and high <= HIGH):
+                fix = "map images in [-1, 1] with (x + 1) / 2" if low < LOW else "divide 0-255 floats by 255"
                 raise InputError(f"float images must be in [{LOW:g}, {HIGH:g}], got values in "
-                                 f"[{low.item():g}, {high.item():g}]; divide 0-255 floats by 255, or pass uint8")
+                                 f"[{low.item():g}, {high.item():g}]; {fix}, or pass uint8")
         x = x.to(torch.float32)
         if tuple(x.shape[2:]) == (self.image_size, self.image_size):
             return x
