@@ -136,6 +136,22 @@ def test_load_onto_a_device_this_machine_lacks_names_it_before_reading_anything(
     assert {p.device for p in model.parameters()} == {torch.device("cpu")}
 
 
+def test_a_model_loaded_without_its_weights_keeps_nothing_measured_on_them():
+    model = vaezoo.load("jointvae-mnist", pretrained=False)
+    assert model.card.metrics == {} and model.card.sections == {} and model.card.headline is None
+    assert vaezoo.load("jointvae-mnist").card.metrics  # the zoo's card is untouched
+
+
+def test_train_takes_a_name_and_checks_its_device_before_writing_anything(tmp_path):
+    from vaezoo.train import train, train_seeds
+
+    for run in (lambda: train("vae-mnist", tmp_path / "out", device="cuda:99"),
+                lambda: train_seeds("vae-mnist", tmp_path / "out", [0, 1], device="cuda:99")):
+        with pytest.raises(DeviceError, match="device 'cuda:99' is not available on this machine"):
+            run()
+    assert not (tmp_path / "out").exists()
+
+
 def test_build_model_onto_a_device_this_machine_lacks_names_it_as_load_does(monkeypatch):
     from vaezoo.assemble import build_model
 

@@ -157,6 +157,11 @@ def test_wildcards_and_natural_sort(cards):
     assert vaezoo.list_models("toy-?-*") == []
     assert vaezoo.list_models("*-mnist") == ["other-mnist"]
     assert vaezoo.list_models("toy-mnist-[12]") == ["toy-mnist-1", "toy-mnist-2"]
+    assert vaezoo.list_models(["other-*", "toy-mnist-1?"]) == ["other-mnist", "toy-mnist-10"]  # as timm takes them
+    assert vaezoo.list_models(None) == vaezoo.list_models()
+    for pattern, where in ((5, None), (["toy-*", 1], None), ("*", "beta=6")):
+        with pytest.raises(TypeError, match="takes"):
+            vaezoo.list_models(pattern, where=where)
 
 
 def test_filters_on_dataset_architecture_and_fields(cards):

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.cli import main
-from vaezoo.errors import VaezooError, WeightsError
+from vaezoo.errors import OutputError, VaezooError, WeightsError
 from vaezoo.hf_card import model_card
 from vaezoo.entries.entry import fetch
 
@@ -438,8 +438,31 @@ def test_save_pretrained_writes_a_folder_that_loads_back(tmp_path):
 
     other = vaezoo.load(card)
     other.card = other.card.model_copy(update={"name": "other"})
-    with pytest.raises(VaezooError, match="already holds the card tiny.toml; a model's folder holds one card"):
+    with pytest.raises(VaezooError, match="already holds tiny.toml; a model's folder holds no TOML file but its card"):
         vaezoo.save_pretrained(other, tmp_path / "saved")
+
+
+def test_save_pretrained_keeps_a_readme_of_the_users_and_refuses_what_it_cannot_write(tmp_path):
+    import torch
+
+    import vaezoo
+
+    card, _ = entry(tmp_path / "cards")
+    model = vaezoo.load(card)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "README.md").write_text("# my notes\n")
+    files = vaezoo.save_pretrained(torch.compile(model), tmp_path / "mine")  # a compiled model saves as itself
+    assert [f.name for f in files] == STAGED[:3]
+    assert (tmp_path / "mine" / "README.md").read_text() == "# my notes\n"
+    assert vaezoo.load(tmp_path / "mine").card.weights.sha256 == model.card.weights.sha256
+
+    (tmp_path / "a-file").write_text("x")
+    for folder, problem in (("", "needs a folder, not an empty path"), (tmp_path / "a-file", "is a file"),
+                            (tmp_path / "a-file" / "below", "is a file, not a folder"),
+                            (str(tmp_path / "nul\0"), "cannot save to")):
+        with pytest.raises(OutputError, match=problem):
+            vaezoo.save_pretrained(model, folder)
+    assert (tmp_path / "a-file").read_text() == "x"
 
 
 # push_to_hub, then from_pretrained with each of huggingface_hub's download options; prints one line per step.
@@ -480,3 +503,36 @@ def test_from_pretrained_and_push_to_hub_follow_the_hub_conventions(hub, tmp_pat
     assert hub.downloads("owner/conv", "tiny.safetensors") == 2  # once, then again when forced
     assert lines[4] == ("error cannot fetch the card of hf-hub:owner/conv: local_files_only is set and "
                         "huggingface_hub's cache lacks it; leave local_files_only unset to download it")
+
+
+@pytest.mark.slow
+def test_vaezoo_offline_keeps_to_huggingface_hubs_cache_and_verify_finds_hf_urls_there(hub, tmp_path):
+    card, weights = entry(tmp_path / "repo")
+    hub.commit(REPO_ID, as_repo(card, weights))
+    url_card = write_card(tmp_path / "cards", make_card(
+        name="tiny-url", weights=weights_entry(weights, url=f"hf://{REPO_ID}/{weights.name}")))
+    offline = {**os.environ, "VAEZOO_OFFLINE": "1"}
+    for name in (f"hf-hub:{REPO_ID}", str(url_card)):
+        error = one_error_line(run_vaezoo("eval", name, "--metrics", "elbo", env=offline))
+        assert "VAEZOO_OFFLINE=1 and huggingface_hub's cache lacks it; unset VAEZOO_OFFLINE to download it" in error
+    assert hub.requests == []  # offline: the Hub was never asked
+
+    assert load(str(url_card), str(weights))[0].startswith("True")  # online: into huggingface_hub's cache
+    verified = run_vaezoo("verify", str(url_card), env=offline)
+    assert verified.returncode == 0 and verified.stdout.startswith("tiny-url: ok ") and "hf_home" in verified.stdout
+    [line] = load(f"hf-hub:{REPO_ID}", str(weights))  # the card and weights of the repository, cached now
+    assert load(f"hf-hub:{REPO_ID}", str(weights), env=offline) == [line]
+
+
+@pytest.mark.parametrize("named", ["..\\tiny.safetensors", "hf://owner/../tiny.safetensors"])
+def test_a_hub_path_huggingface_hub_refuses_is_a_one_line_failure(hub, tmp_path, named):
+    card, weights = entry(tmp_path)
+    if named.startswith("hf://"):
+        card = write_card(tmp_path / "cards", make_card(name="tiny-url", weights=weights_entry(weights, url=named)))
+        error = one_error_line(run_vaezoo("eval", str(card), "--metrics", "elbo"))
+        assert "cannot look up owner/..@main/tiny.safetensors in huggingface_hub's cache" in error
+        return
+    hub.commit(REPO_ID, {"tiny.toml": card.read_text().replace(f'file = "{weights.name}"', f"file = '{named}'")
+                         .encode(), weights.name: weights.read_bytes()})
+    result = run_vaezoo("verify", f"hf-hub:{REPO_ID}")
+    assert result.returncode == 1 and "leaves its Hub repository" in result.stdout

@@ -79,7 +79,7 @@ def test_colour_images_become_grey_as_pil_converts_them():
     expected = torch.from_numpy(grey).float().div(255)[None, None]
     contract = ModelInput(channels=1, image_size=32)
     assert torch.equal(contract(Image.fromarray(rgb, "RGB")), expected)
-    assert torch.equal(contract(torch.from_numpy(rgb).permute(2, 0, 1)), expected)
+    assert torch.equal(contract(torch.from_numpy(rgb).permute(2, 0, 1)[None]), expected)
 
 
 def test_grey_images_become_rgb_for_a_colour_model():
@@ -96,6 +96,7 @@ def test_grey_images_become_rgb_for_a_colour_model():
     (torch.rand(1, 3, 32, 32), "the model takes 1-channel images, got 3 channels of floats"),
     (torch.zeros(1, 2, 28, 28, dtype=torch.uint8), "cannot turn 2-channel images into the model's 1 channels"),
     ("digit.png", "cannot turn str into model input"),
+    (digits(3), r"a \(3, H, W\) input could be one RGB image or three grey images; pass images.unsqueeze\(1\)"),
     (torch.rand(1, 1, 28, 28) * 2 - 1, r"got values in \[-[\d.e-]+, [\d.e-]+\]; map images in \[-1, 1\] with "
                                        r"\(x \+ 1\) / 2"),
     (np.zeros((28, 28, 3), dtype=np.uint8), r"and 28 is not a channel count .* image.permute\(2, 0, 1\) \(numpy: "
@@ -109,6 +110,18 @@ def test_what_cannot_become_input_is_one_line_saying_why(model, given, message):
     with pytest.raises(InputError, match=message) as caught:
         model.preprocess(given)
     assert "\n" not in str(caught.value)
+
+
+def test_decode_takes_codes_of_the_code_size_in_any_float_dtype_and_sample_a_count(model):
+    half = load_model(get_card("jointvae-mnist"), dtype=torch.float16, pretrained=False)
+    assert half.decode(torch.zeros(2, 20)).dtype == torch.float16  # float32 codes converted, as encode converts
+    for codes, got in ((torch.zeros(4, 11), r"float32 of shape \(4, 11\)"), (torch.zeros(12), r"shape \(12,\)"),
+                       (torch.zeros(2, 12, dtype=torch.long), "int64")):
+        with pytest.raises(InputError, match=rf"the decoder takes float codes \(B, 12\) \(code_size 12\), got {got}"):
+            model.decode(codes)
+    for n in (-1, 2.0, True):
+        with pytest.raises(InputError, match="sample takes the number of images, a whole number >= 0"):
+            model.sample(n)
 
 
 def test_a_pil_float_image_keeps_its_values():

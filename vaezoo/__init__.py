@@ -18,12 +18,13 @@ __all__ = ["load", "build_model", "list_models", "get_card", "from_pretrained", 
            "hookimpl", "__version__"]
 
 
-def list_models(pattern: str | None = "*", dataset: str | None = None, architecture: str | None = None,
+def list_models(pattern: str | list[str] | None = "*", dataset: str | None = None, architecture: str | None = None,
                 where: dict[str, str] | None = None, latent: str | None = None) -> list[str]:
     """Names of the zoo's models matching a shell-style ``pattern``, naturally sorted.
 
     Args:
-        pattern: e.g. ``"jointvae-*"``; None lists every name.
+        pattern: e.g. ``"jointvae-*"``, or a list of patterns (a name matching any is kept); None lists every
+            name.
         dataset: keep models trained on this dataset.
         architecture: keep models of this architecture.
         where: ``{field: value}`` filters on the cards' ``model``/``train`` fields, e.g. ``{"beta": "6"}``.

@@ -186,7 +186,8 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
         card: the card.
         device: where to put the model; default CPU.
         dtype: floating-point type of the parameters.
-        pretrained: load the card's weights, verified by sha256; False gives a freshly initialised model.
+        pretrained: load the card's weights, verified by sha256; False gives a freshly initialised model, whose
+            card keeps nothing measured on the card's weights (metrics, plugins' sections such as label matchings).
         state_dict: load these weights instead of the card's (e.g. a training checkpoint's model).
         source: names ``state_dict`` in messages.
 
@@ -206,7 +207,9 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
     model = build_model(card)
     if state_dict is not None:
         load_weights(model, state_dict, source or "the given weights")
-    elif pretrained:
+    elif not pretrained:  # what was measured on the card's weights (metrics, label matchings) is not this model's
+        model.card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
+    else:
         from vaezoo.entries.entry import load_state_dict
 
         if card.weights is None:

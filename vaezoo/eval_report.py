@@ -209,6 +209,8 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
     """
     if isinstance(metrics, str):
         raise TypeError(f"metrics takes a list of metric names, e.g. [{metrics!r}], not a string")
+    if metrics is not None and not list(metrics):
+        raise MetricError.about("{metrics} is empty: name at least one metric, or leave it out for the card's")
     card = card if isinstance(card, Card) else get_card(card)
     settings = _given_settings(card, metrics, settings)
     try:

@@ -11,11 +11,12 @@ before downloading it and against its sha256 before anything reads it.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 from urllib.parse import unquote
@@ -45,6 +46,24 @@ class Download:
 
 
 _DOWNLOAD: ContextVar[Download] = ContextVar("vaezoo_hub_download", default=Download())
+
+
+def _options() -> Download:
+    """The download options in force: the caller's, with ``VAEZOO_OFFLINE=1`` keeping to the cache as
+    ``local_files_only`` does."""
+    options = _DOWNLOAD.get()
+    return replace(options, local_files_only=True) if _vaezoo_offline() else options
+
+
+def _vaezoo_offline() -> bool:
+    return os.environ.get("VAEZOO_OFFLINE") == "1"
+
+
+def _no_fresh_copy() -> str:
+    """Why no fresh copy may be downloaded, when the caller or the environment keeps to the cache; else ""."""
+    if _DOWNLOAD.get().local_files_only:
+        return "local_files_only is set"
+    return "VAEZOO_OFFLINE=1" if _vaezoo_offline() else ""
 
 
 @contextmanager
@@ -100,7 +119,7 @@ def card_file(name: str) -> tuple[Path, str]:
     snapshot_log = logging.getLogger("huggingface_hub._snapshot_download")
     level = snapshot_log.level
     snapshot_log.setLevel(logging.ERROR)  # its warning that no file matched: the error below says it in one line
-    options = _DOWNLOAD.get()
+    options = _options()
     try:
         with translated(CardError, f"cannot fetch the card of {name}", huggingface_hub):
             folder = Path(huggingface_hub.snapshot_download(
@@ -144,18 +163,23 @@ def download_url(weights: Weights) -> Path:
     """
     from vaezoo.checksums import verify
 
+    path = _download(*_url_parts(weights), weights)
+    verify(path, weights)
+    return path
+
+
+def _url_parts(weights: Weights) -> tuple[str, str | None, str]:
+    """``(repo_id, revision, filename)`` of weights at ``hf://OWNER/REPO[@REVISION]/PATH``."""
     match = HF_URL.fullmatch(weights.url or "")
     assert match is not None, "the card's schema checks hf:// URLs"
     revision = unquote(match["revision"]) if match["revision"] else None  # as in HfFileSystem: refs%2Fpr%2F1
-    path = _download(match["repo"], revision, _in_repo(match["path"]), weights)
-    verify(path, weights)
-    return path
+    return match["repo"], revision, _in_repo(match["path"])
 
 
 def _in_repo(path: str) -> str:
     """``path``, a file's path inside a repository; one that would leave it is refused."""
     parts = PurePosixPath(path)
-    if parts.is_absolute() or ".." in parts.parts:
+    if parts.is_absolute() or ".." in parts.parts or "\\" in path:
         raise WeightsError(f"weights path '{path}' leaves its Hub repository; name a file inside the repository")
     return path
 
@@ -171,8 +195,8 @@ def _download(repo_id: str, revision: str | None, filename: str, weights: Weight
 
     huggingface_hub = hub(WeightsError, f"weights on the Hugging Face Hub ({repo_id}/{filename})")
     where = f"{repo_id}@{revision or 'main'}/{filename}"
-    options = _DOWNLOAD.get()
-    cached = huggingface_hub.try_to_load_from_cache(repo_id, filename, cache_dir=options.cache_dir, revision=revision)
+    options = _options()
+    cached = _cached(repo_id, revision, filename, huggingface_hub)
     damaged = None
     if isinstance(cached, str) and not options.force_download:
         try:
@@ -193,6 +217,26 @@ def _download(repo_id: str, revision: str | None, filename: str, weights: Weight
                                                     token=options.token, force_download=isinstance(cached, str)))
 
 
+def cached_file(weights: Weights) -> Path | None:
+    """Where huggingface_hub's cache holds weights at an ``hf://`` URL, without asking the Hub; None when it does not.
+
+    Raises:
+        WeightsError: huggingface_hub is missing, or the URL's path is not one a repository can hold.
+    """
+    repo_id, revision, filename = _url_parts(weights)
+    huggingface_hub = hub(WeightsError, f"weights on the Hugging Face Hub ({repo_id}/{filename})")
+    cached = _cached(repo_id, revision, filename, huggingface_hub)
+    return Path(cached) if isinstance(cached, str) else None
+
+
+def _cached(repo_id: str, revision: str | None, filename: str, huggingface_hub: ModuleType) -> object:
+    """huggingface_hub's answer for a cached file: its path (a str), or what it returns when it has none."""
+    where = f"{repo_id}@{revision or 'main'}/{filename}"
+    with translated(WeightsError, f"cannot look up {where} in huggingface_hub's cache", huggingface_hub):
+        return huggingface_hub.try_to_load_from_cache(repo_id, filename, cache_dir=_DOWNLOAD.get().cache_dir,
+                                                      revision=revision)
+
+
 @contextmanager
 def _damaged_copy(damaged: WeightsError | None, where: str, huggingface_hub: ModuleType) -> Iterator[None]:
     """When the cached copy of ``where`` failed verification (``damaged``) and the Hub cannot be asked for
@@ -203,8 +247,7 @@ def _damaged_copy(damaged: WeightsError | None, where: str, huggingface_hub: Mod
     except (errors.OfflineModeIsEnabled, errors.LocalEntryNotFoundError):
         if damaged is None:
             raise
-        why = ("local_files_only is set, so no fresh copy can be downloaded"
-               if _DOWNLOAD.get().local_files_only else
+        why = (f"{_no_fresh_copy()}, so no fresh copy can be downloaded" if _no_fresh_copy() else
                "HF_HUB_OFFLINE is set, so no fresh copy can be downloaded: unset HF_HUB_OFFLINE to download it again"
                if constants.HF_HUB_OFFLINE else
                f"the Hub at {constants.ENDPOINT} cannot be reached for a fresh copy; check the network (or HF_ENDPOINT)")
@@ -232,6 +275,8 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
         if _DOWNLOAD.get().local_files_only:
             return ("local_files_only is set and huggingface_hub's cache lacks it; leave local_files_only unset to "
                     "download it")
+        if _vaezoo_offline():
+            return "VAEZOO_OFFLINE=1 and huggingface_hub's cache lacks it; unset VAEZOO_OFFLINE to download it"
         return offline if constants.HF_HUB_OFFLINE else (
             f"the Hub at {constants.ENDPOINT} cannot be reached and huggingface_hub's cache lacks it; "
             f"check the network (or HF_ENDPOINT)")

@@ -48,7 +48,7 @@ def stage(card: Card, repo_id: str, folder: Path) -> list[Path]:
 
 
 def write_folder(card: Card, data: bytes | Mapping[str, torch.Tensor], folder: Path,
-                 repo_id: str | None = None) -> list[Path]:
+                 repo_id: str | None = None, readme: bool = True) -> list[Path]:
     """Write a model's Hub folder: the entry (``NAME.toml`` naming ``NAME.safetensors`` beside it, with its sha256
     and size: :func:`vaezoo.entries.entry.write_entry`), then ``config.json`` and ``README.md``. The folder is a
     card folder: ``vaezoo.load(folder)`` loads it.
@@ -58,19 +58,23 @@ def write_folder(card: Card, data: bytes | Mapping[str, torch.Tensor], folder: P
         data: the safetensors file's bytes, or a state dict to write as one.
         folder: where the files go; created if needed.
         repo_id: ``OWNER/REPO``, for the README's usage lines (None: a placeholder).
+        readme: write ``README.md`` too.
 
     Returns:
-        The files written: card, weights, config.json, README.md.
+        The files written: card, weights, config.json and (with ``readme``) README.md.
     """
     card_file = write_entry(card, data, folder)
     written = parse_card(card_file)
-    config, readme = folder / "config.json", folder / "README.md"
+    config = folder / "config.json"
     facts = hub_config(written)
     atomic_write(config, (json.dumps(facts, indent=2) + "\n").encode())
-    layout = written.latent or [LatentPart.model_validate(part) for part in facts["latent"]["structure"]]
-    described = written.model_copy(update={"latent": layout})  # the README's
-    atomic_write(readme, model_card(described, repo_id).encode())
-    return [card_file, card_file.with_suffix(".safetensors"), config, readme]
+    files = [card_file, card_file.with_suffix(".safetensors"), config]
+    if readme:
+        layout = written.latent or [LatentPart.model_validate(part) for part in facts["latent"]["structure"]]
+        described = written.model_copy(update={"latent": layout})  # the README's
+        atomic_write(folder / "README.md", model_card(described, repo_id).encode())
+        files.append(folder / "README.md")
+    return files
 
 
 def stage_collection(cards: Iterable[Card], owner: str, folder: Path) -> list[Path]:

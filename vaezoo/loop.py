@@ -41,6 +41,14 @@ class Run:
 
 
 def start_run(device) -> Run:
+    """This process's part of a run on ``device`` (default: the CPU, or under torchrun each rank's GPU).
+
+    Raises:
+        DeviceError: ``device`` is not one this machine has.
+    """
+    from vaezoo.devices import usable_device
+
+    device = None if device is None else str(usable_device(device))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return Run(device=torch.device(device or "cpu"))

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from vaezoo.context import BuildContext
+from vaezoo.errors import InputError
 from vaezoo.latents.base import LatentFamily, Posterior
 from vaezoo.likelihoods import Likelihood
 from vaezoo.reduction import batch_mean
@@ -129,8 +130,18 @@ class VAE(nn.Module):
         """The decoder's raw output for codes ``(B, code_size)``: the likelihood's parameters, not images.
 
         For the Bernoulli likelihood of every zoo model these are per-pixel logits; :meth:`decode` gives images.
+        Codes of any floating-point dtype are converted to the model's.
+
+        Raises:
+            InputError: ``z`` is not a float tensor of shape ``(B, code_size)``.
         """
-        return self.decoder(z)
+        size = self.latent.code_size
+        if not isinstance(z, Tensor) or z.dim() != 2 or z.shape[1] != size or not z.is_floating_point():
+            got = (f"{str(z.dtype).removeprefix('torch.')} of shape {tuple(z.shape)}" if isinstance(z, Tensor)
+                   else type(z).__name__)
+            raise InputError(f"the decoder takes float codes (B, {size}) (code_size {size}), got {got}")
+        dtype = self.head.weight.dtype
+        return self.decoder(z if z.dtype == dtype else z.to(dtype))
 
     def decode(self, z: Tensor) -> Tensor:
         """Images for codes ``(B, code_size)``: the mean of p(x|z), on the data's scale ([0, 1]).
@@ -192,7 +203,13 @@ class VAE(nn.Module):
 
     @torch.no_grad()
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
-        """``n`` mean images decoded from codes drawn from the prior."""
+        """``n`` mean images decoded from codes drawn from the prior.
+
+        Raises:
+            InputError: ``n`` is not a whole number >= 0.
+        """
+        if type(n) is not int or n < 0:
+            raise InputError(f"sample takes the number of images, a whole number >= 0, got {n!r}")
         device = self.head.weight.device
         z = self.latent.sample_prior(n, generator=generator, device=device).to(self.head.weight.dtype)
         return self.decode(z)

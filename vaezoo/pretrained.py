@@ -3,8 +3,7 @@
 ``save_pretrained(model, DIR)`` writes the folder ``vaezoo push`` uploads (card, weights, ``config.json``,
 ``README.md``); ``from_pretrained(NAME)`` reads a folder, a zoo name or a Hub repository back through
 :func:`vaezoo.load`, so every weights file is checked against its card's size and sha256 before it is read;
-``push_to_hub(model, OWNER/REPO)`` uploads that folder as ``vaezoo push`` does. :class:`vaezoo.model.VAE` has
-them as methods.
+``push_to_hub(model, OWNER/REPO)`` uploads that folder as ``vaezoo push`` does.
 """
 
 from __future__ import annotations
@@ -30,7 +29,11 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
 
     When the model's parameters are still its card's weights, the card's verified file is written byte for byte
     and the card keeps its metrics; otherwise the model's current parameters are written, and the card loses what
-    was measured on other weights (metrics, plugins' card sections such as label matchings, headline): ``vaezoo eval DIR --write`` measures them.
+    was measured on other weights (metrics, plugins' card sections such as label matchings, headline):
+    ``vaezoo eval DIR --write`` measures them.
+
+    As huggingface_hub's ``save_pretrained`` does, the files of a model saved there before are replaced, and a
+    ``README.md`` the folder already holds is kept.
 
     Args:
         model: a model with a card (one from :func:`vaezoo.load` or :func:`vaezoo.build_model`).
@@ -38,25 +41,37 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
         repo_id: ``OWNER/REPO`` the folder is meant for, named in the README's usage lines.
 
     Returns:
-        The files written: ``NAME.toml``, ``NAME.safetensors``, ``config.json``, ``README.md``.
+        The files written: ``NAME.toml``, ``NAME.safetensors``, ``config.json``, and ``README.md`` unless the folder
+        had one.
 
     Raises:
-        OutputError: the model has no card, or the folder holds another card.
+        OutputError: the model has no card, the folder is given as an empty path, holds another card, or cannot
+            be written.
     """
+    from vaezoo.files import folder_problem
     from vaezoo.hf import hub
     from vaezoo.hf_push import write_folder
 
     hub(OutputError, "save_pretrained")  # the README is a Hub model card
+    model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper: its state dict's names carry a prefix
     card = _card_of(model)
+    if not os.fspath(directory).strip():
+        raise OutputError("save_pretrained needs a folder, not an empty path (which would be the current folder)")
     folder = Path(directory)
-    others = sorted(p.name for p in folder.glob("*.toml") if p.name != f"{card.name}.toml") if folder.is_dir() else []
-    if others:
-        raise OutputError(f"{folder} already holds the card {', '.join(others)}; a model's folder holds one card: "
-                          f"give a new or empty folder")
-    data = _card_weights(card, model)
-    if data is None:
-        card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
-    return write_folder(card, model.state_dict() if data is None else data, folder, repo_id)
+    try:
+        others = sorted(p.name for p in folder.glob("*.toml") if p.name != f"{card.name}.toml") \
+            if folder.is_dir() else []
+        if others:
+            raise OutputError(f"{folder} already holds {', '.join(others)}; a model's folder holds no TOML file but "
+                              f"its card: give a new or empty folder")
+        data = _card_weights(card, model)
+        if data is None:
+            card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
+        return write_folder(card, model.state_dict() if data is None else data, folder, repo_id,
+                            readme=not (folder / "README.md").exists())
+    except (OSError, ValueError) as exc:  # ValueError: a path holding a NUL character
+        problem = folder_problem(folder, exc) if isinstance(exc, OSError) else str(exc)
+        raise OutputError(f"cannot save to {folder}: {problem}; choose another folder") from None
 
 
 def _card_of(model: VAE) -> Card:

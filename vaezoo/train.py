@@ -27,6 +27,7 @@ import torch.distributed as dist
 from pydantic import ValidationError
 
 from vaezoo.assemble import build_model, load_dataset
+from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.checkpoints import CHECKPOINT
 from vaezoo.ensemble import fit_ensemble
@@ -98,14 +99,15 @@ class TrainResult:
     error: str | None = None
 
 
-def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resume: bool = False,
-          seed: int | None = None, device=None, max_steps: int | None = None,
+def train(card: Card | str | os.PathLike, out: Path, data_root=None, epochs: int | None = None,
+          resume: bool = False, seed: int | None = None, device=None, max_steps: int | None = None,
           checkpoint_every: int | None = None, name: str | None = None, precision: str | None = None,
           compile: bool | None = None) -> TrainResult:
     """Train the model ``card`` describes from its recipe and write its weights and completed card.
 
     Args:
-        card: the card with the recipe (``train``) and model (``model``).
+        card: the card with the recipe (``train``) and model (``model``), or what names one (a zoo name, a card
+            file, a folder holding one: :func:`vaezoo.entries.catalog.get_card`).
         out: the run's folder: ``checkpoint.pt``, then ``NAME.safetensors`` and ``NAME.toml``.
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
         epochs, seed, checkpoint_every, precision, compile: override the recipe's values.
@@ -122,6 +124,7 @@ def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resu
         VaezooError: the overrides, the output folder, the name, the checkpoint or the data are unusable, or
             the loss became NaN (a one-line message naming the fix).
     """
+    card = card if isinstance(card, Card) else get_card(card)
     options = TrainOptions(data_root=data_root, resume=resume, device=device, max_steps=max_steps, name=name,
                            epochs=epochs, seed=seed, checkpoint_every=checkpoint_every, precision=precision,
                            compile=compile)
@@ -129,10 +132,11 @@ def train(card: Card, out: Path, data_root=None, epochs: int | None = None, resu
     return result
 
 
-def train_seeds(card: Card, out: Path, seeds: Sequence[int], sweeps: Sequence[Sweep] = (), data_root=None,
-                epochs: int | None = None, resume: bool = False, device=None, max_steps: int | None = None,
-                checkpoint_every: int | None = None, name: str | None = None, precision: str | None = None,
-                compile: bool | None = None, formulation: str | None = None) -> list[TrainResult]:
+def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int], sweeps: Sequence[Sweep] = (),
+                data_root=None, epochs: int | None = None, resume: bool = False, device=None,
+                max_steps: int | None = None, checkpoint_every: int | None = None, name: str | None = None,
+                precision: str | None = None, compile: bool | None = None,
+                formulation: str | None = None) -> list[TrainResult]:
     """Train an ensemble: one run per seed and combination of the sweeps' values, all in one step.
 
     The runs are stacked (:mod:`vaezoo.ensemble`): one forward, backward and optimiser step covers all the
@@ -157,6 +161,7 @@ def train_seeds(card: Card, out: Path, seeds: Sequence[int], sweeps: Sequence[Sw
         Interrupted, VaezooError: as :func:`train` does; also when ``seeds`` is empty, names a seed twice,
             a sweep is unusable, or the process runs under torchrun.
     """
+    card = card if isinstance(card, Card) else get_card(card)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise TrainingError.about("{seeds} trains several runs in one process; run it without torchrun")
     if compile or (compile is None and card.train.compile):

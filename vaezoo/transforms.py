@@ -117,7 +117,11 @@ class ModelInput:
         if x.dim() == 2:
             x = x[None, None]
         elif x.dim() == 3:
-            if x.shape[0] not in (1, 3, self.channels):
+            if x.shape[0] == 3 and self.channels == 1:
+                raise InputError("a (3, H, W) input could be one RGB image or three grey images; pass "
+                                 "images.unsqueeze(1) for three grey images, or image[None] (or the PIL image) "
+                                 "for one RGB image")
+            if x.shape[0] not in (1, self.channels):
                 hint = (f"an image held as (H, W, C), as numpy and PIL hold them, is passed as image.permute(2, 0, 1) "
                         f"(numpy: image.transpose(2, 0, 1)), or as the PIL image itself" if x.shape[-1] in (1, 3, 4)
                         else "for a batch of grey images (N, H, W) pass images.unsqueeze(1)")

@@ -96,6 +96,9 @@ def download(url: str, weights: Weights) -> Path:
     if _verified(target, weights):
         return target
     if os.environ.get("VAEZOO_OFFLINE") == "1":
+        if target.exists():
+            raise WeightsError(f"VAEZOO_OFFLINE=1 and the cached copy {target} of {url} does not match the card "
+                               f"(damaged, or another file); unset VAEZOO_OFFLINE to download it again")
         raise WeightsError(f"VAEZOO_OFFLINE=1 and {url} is not in the cache {directory}; "
                            f"unset VAEZOO_OFFLINE to download it")
     _make_cache(directory)
@@ -197,8 +200,13 @@ def _deadline_error(url: str, seconds: float) -> WeightsError:
                         f"{DEADLINE_RATE // 1000} kB of the file)")
 
 
+MAX_SECONDS = 1_000_000.0
+"""The longest timeout or deadline a setting may give (about 11 days): sockets and locks take no longer."""
+
+
 def _seconds(name: str, default: float) -> float:
-    """The environment variable ``name`` as a positive, finite number of seconds; ``default`` when unset."""
+    """The environment variable ``name`` as a number of seconds in (0, :data:`MAX_SECONDS`]; ``default`` when
+    unset."""
     value = os.environ.get(name)
     if value is None:
         return default
@@ -206,8 +214,9 @@ def _seconds(name: str, default: float) -> float:
         seconds = float(value)
     except ValueError:
         seconds = math.nan
-    if not 0 < seconds < math.inf:
-        raise WeightsError(f"{name} must be a positive number of seconds, got '{value}'")
+    if not 0 < seconds <= MAX_SECONDS:
+        raise WeightsError(f"{name} must be a number of seconds above 0 and at most {MAX_SECONDS:,.0f}, "
+                           f"got '{value}'")
     return seconds
 
 

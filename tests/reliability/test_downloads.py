@@ -7,6 +7,7 @@ import fcntl
 import gzip
 import hashlib
 import multiprocessing
+import re
 import threading
 import time
 
@@ -108,10 +109,11 @@ def test_slow_server_times_out(url_card, server, monkeypatch, where):
 
 
 @pytest.mark.parametrize("variable", ["VAEZOO_TIMEOUT", "VAEZOO_DOWNLOAD_DEADLINE"])
-@pytest.mark.parametrize("value", ["soon", "0", "-1", "inf", "nan"])
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "inf", "nan", "1e10"])
 def test_unusable_timeout_setting(url_card, server, monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)
-    with pytest.raises(WeightsError, match=f"{variable} must be a positive number of seconds, got '{value}'"):
+    with pytest.raises(WeightsError, match=f"{variable} must be a number of seconds above 0 and at most 1,000,000, "
+                                           f"got '{value}'"):
         vaezoo.load("tiny-blobs")
     assert server.gets == {}
 
@@ -147,6 +149,18 @@ def test_offline_with_an_empty_cache(url_card, server, monkeypatch, capsys):
     assert code == 1
     assert_one_line_error(stderr, "VAEZOO_OFFLINE=1", "not in the cache")
     assert server.gets == {}
+
+
+def test_offline_with_a_damaged_copy_in_the_cache_says_so(url_card, server, monkeypatch):
+    vaezoo.load("tiny-blobs")
+    [cached] = [cache_dir() / name for name in _cached(url_card)]
+    cached.write_bytes(b"x" * len(url_card))
+    monkeypatch.setenv("VAEZOO_OFFLINE", "1")
+    with pytest.raises(WeightsError, match=rf"VAEZOO_OFFLINE=1 and the cached copy {re.escape(str(cached))} of .* "
+                                           r"does not match the card \(damaged, or another file\); unset "
+                                           r"VAEZOO_OFFLINE to download it again"):
+        vaezoo.load("tiny-blobs")
+    assert server.gets == {WEIGHTS_PATH: 1}
 
 
 def test_offline_with_a_filled_cache(url_card, server, monkeypatch):

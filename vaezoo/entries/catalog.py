@@ -16,7 +16,7 @@ import re
 import stat
 import tomllib
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -215,7 +215,7 @@ def _natural_key(name: str) -> list:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
-def list_cards(pattern: str | None = "*", dataset: str | None = None, architecture: str | None = None,
+def list_cards(pattern: str | Sequence[str] | None = "*", dataset: str | None = None, architecture: str | None = None,
                where: dict[str, str] | None = None, latent: str | None = None) -> list[Card]:
     """Cards whose name matches the shell-style ``pattern``, naturally sorted, optionally filtered.
 
@@ -229,15 +229,24 @@ def list_cards(pattern: str | None = "*", dataset: str | None = None, architectu
     return filter_cards(discover().values(), pattern, dataset, architecture, where, latent)
 
 
-def filter_cards(cards: Iterable[Card], pattern: str | None = "*", dataset: str | None = None,
+def filter_cards(cards: Iterable[Card], pattern: str | Sequence[str] | None = "*", dataset: str | None = None,
                  architecture: str | None = None, where: dict[str, str] | None = None,
                  latent: str | None = None) -> list[Card]:
     """The ``cards`` that :func:`list_cards` keeps for these filters, naturally sorted; ``pattern`` None keeps
-    every name."""
-    pattern = "*" if pattern is None else pattern
+    every name, and a list of patterns the names any of them matches.
+
+    Raises:
+        TypeError: ``pattern`` is not a string, a list of strings or None, or ``where`` is not a mapping.
+    """
+    patterns = ["*"] if pattern is None else [pattern] if isinstance(pattern, str) else pattern
+    if not isinstance(patterns, list | tuple) or not all(isinstance(p, str) for p in patterns):
+        raise TypeError(f"pattern takes a shell pattern such as 'jointvae-*', a list of them, or None; "
+                        f"got {type(pattern).__name__}")
+    if where is not None and not isinstance(where, Mapping):
+        raise TypeError(f"where takes {{field: value}}, e.g. {{'beta': '6'}}; got {type(where).__name__}")
     out = []
     for card in cards:
-        if not fnmatch.fnmatchcase(card.name, pattern):
+        if not any(fnmatch.fnmatchcase(card.name, p) for p in patterns):
             continue
         if dataset and card.dataset != dataset or architecture and card.architecture != architecture:
             continue
@@ -320,7 +329,7 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
     """
     if not isinstance(name_or_path, str | os.PathLike):
         raise TypeError(f"a card is named by a string or a path (e.g. 'jointvae-mnist'), not by "
-                        f"{type(name_or_path).__name__} {name_or_path!r}")
+                        f"{type(name_or_path).__name__}")
     if "\0" in os.fspath(name_or_path):
         raise CardError(f"{os.fspath(name_or_path)!r} holds a NUL character, which no name or path can; "
                         f"run 'vaezoo list' for the zoo's names")

@@ -101,8 +101,10 @@ def local_path(card: Card) -> Path:
 
 
 def weights_file(card: Card) -> Path | None:
-    """Where ``card``'s weights are on this machine, without downloading anything: the file beside the card, or
-    the download cache's copy of its URL; None when the card has no weights or they are not downloaded yet.
+    """Where ``card``'s weights are on this machine, without downloading anything: the file beside the card (for a
+    card from a Hub repository, its file in that repository, downloaded if need be), the download cache's copy of
+    its URL, or huggingface_hub's of an ``hf://`` URL; None when the card has no weights or they are not
+    downloaded yet.
 
     Raises:
         WeightsError: the card names a file beside it that is missing or outside its folder.
@@ -111,6 +113,10 @@ def weights_file(card: Card) -> Path | None:
         return None
     if card.weights.file is not None:
         return local_path(card)
+    if card.weights.url.startswith("hf://"):  # in huggingface_hub's cache, if anywhere
+        from vaezoo.hf import cached_file
+
+        return cached_file(card.weights)
     path = cached_path(card.weights)
     return path if path.exists() else None
 
