@@ -115,8 +115,8 @@ def test_what_cannot_become_input_is_one_line_saying_why(model, given, message):
 def test_decode_takes_codes_of_the_code_size_in_any_float_dtype_and_sample_a_count(model):
     half = load_model(get_card("jointvae-mnist"), dtype=torch.float16, pretrained=False)
     assert half.decode(torch.zeros(2, 20)).dtype == torch.float16  # float32 codes converted, as encode converts
-    for codes, got in ((torch.zeros(4, 11), r"float32 of shape \(4, 11\)"), (torch.zeros(12), r"shape \(12,\)"),
-                       (torch.zeros(2, 12, dtype=torch.long), "int64")):
+    for codes, got in ((torch.zeros(4, 11), r"float32 of shape \(4, 11\)"),
+                       (torch.zeros(12), r"float32 of shape \(12,\)"), (torch.zeros(2, 12, dtype=torch.long), "int64")):
         with pytest.raises(InputError, match=rf"the decoder takes float codes \(B, 12\) \(code_size 12\), got {got}"):
             model.decode(codes)
     for n in (-1, 2.0, True):
