@@ -139,6 +139,14 @@ def test_convert_refuses_an_out_folder_holding_a_run(tmp_path, capsys, files, na
     assert all((out / f).read_text() == "theirs" for f in files)
 
 
+def test_push_staging_into_a_folder_another_process_holds_is_refused(held_folder, tmp_path, capsys):
+    folder, process = held_folder
+    card, _, _ = write_entry(tmp_path / "cards", make_card(name="tiny"))
+    code, out, err = cli(capsys, "push", str(card), "owner/tiny", "--dry-run", "--out", str(folder))
+    assert (code, out) == (1, "") and f"is in use by process {process.pid}" in err.strip().splitlines()[-1]
+    assert sorted(p.name for p in folder.iterdir()) == [locks.RUN_LOCK, f"{locks.RUN_LOCK}{locks.HOLDER_SUFFIX}"]
+
+
 def test_convert_into_a_folder_another_run_holds_is_refused(held_folder, tmp_path, capsys):
     folder, process = held_folder
     code, _, err = cli(capsys, "convert", "jointvae-original", str(tmp_path / "x.pt"), "--dataset", "mnist",

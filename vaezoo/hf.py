@@ -84,6 +84,8 @@ def hub(error: type[VaezooError], subject: str) -> ModuleType:
         import huggingface_hub.errors
     except ImportError:
         raise error(f"{subject} needs huggingface_hub, which is not installed; install it with {INSTALL}") from None
+    except ValueError as exc:  # raised as it reads its settings, e.g. an HF_ENDPOINT that is no URL
+        raise error(f"huggingface_hub cannot start: {exc}; check its settings (HF_ENDPOINT, HF_HOME)") from None
     return huggingface_hub
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlparse
 
-from vaezoo.checksums import verify
+from vaezoo.checksums import sha256_of, verify
 from vaezoo.errors import OutputError, WeightsError
 from vaezoo.files import FULL, atomic_save, folder_problem
 from vaezoo.progress import note
@@ -105,7 +105,7 @@ def download(url: str, weights: Weights) -> Path:
     with _locked(Path(f"{target}.lock"), url, deadline, seconds):
         if _verified(target, weights):  # another process downloaded it while this one waited
             return target
-        _remove_damaged(target)
+        _remove_damaged(target, weights)
         for attempt in range(1, RETRIES + 1):
             try:
                 _download_to(url, target, weights, min(timeout, deadline - time.monotonic()), deadline, seconds)
@@ -134,7 +134,12 @@ def _verified(target: Path, weights: Weights) -> bool:
     return True
 
 
-def _remove_damaged(target: Path) -> None:
+def _remove_damaged(target: Path, weights: Weights) -> None:
+    """Remove the cached file that failed verification against ``weights``, unless it is the file its name's
+    sha256 promises: then the card's size is what is wrong, and another card's download stays."""
+    if target.is_file() and sha256_of(target) == weights.sha256:
+        raise WeightsError(f"the card gives the weights of sha256 {weights.sha256} as {weights.size:,} bytes, but the "
+                           f"file with that sha256 ({target}) has {target.stat().st_size:,}; correct the card's size")
     try:
         target.unlink(missing_ok=True)
     except OSError as exc:

@@ -127,6 +127,23 @@ def test_damaged_cache_entry_is_fetched_again(url_card, server):
     assert _cached(url_card) == [cached]
 
 
+def test_a_card_with_another_cards_sha256_and_a_wrong_size_leaves_that_cards_file(url_card, server, monkeypatch):
+    from vaezoo.entries.catalog import get_card
+
+    vaezoo.load("tiny-blobs")
+    [cached] = _cached(url_card)
+    card_path = get_card("tiny-blobs").path
+    good = card_path.read_text()
+    card_path.write_text(good.replace(f"size = {len(url_card)}", f"size = {len(url_card) + 1}"))
+    with pytest.raises(WeightsError, match=rf"as {len(url_card) + 1:,} bytes, but the file with that sha256 .* has "
+                                           rf"{len(url_card):,}; correct the card's size"):
+        vaezoo.load("tiny-blobs")
+    card_path.write_text(good)
+    monkeypatch.setenv("VAEZOO_OFFLINE", "1")
+    vaezoo.load("tiny-blobs")  # from the cache, still there
+    assert _cached(url_card) == [cached] and server.gets == {WEIGHTS_PATH: 1}
+
+
 def test_wrong_bytes_from_the_server_are_not_kept(url_card, server):
     server.files[WEIGHTS_PATH] = bytes(reversed(url_card))
     with pytest.raises(WeightsError, match="refusing it"):

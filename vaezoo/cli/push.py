@@ -51,15 +51,28 @@ def owner(value: str) -> str:
 
 def run(args) -> int:
     from vaezoo.errors import OutputError
-    from vaezoo.hf_push import push, stage
 
     if args.owner is not None and (args.name or args.repo):
         raise OutputError("--all OWNER pushes the whole zoo; give no NAME or OWNER/REPO with it")
     if args.owner is None and not (args.name and args.repo):
         raise OutputError("give NAME and OWNER/REPO (vaezoo push NAME OWNER/REPO), or --all OWNER --dry-run")
     folder = Path(args.out) if args.out else None
-    if folder is not None and folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+    if folder is None:
+        return _push(args, None)
+    from vaezoo.locks import HOLDER_SUFFIX, RUN_LOCK, run_lock
+
+    if folder.exists() and not folder.is_dir():
         raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
+    with run_lock(folder):  # another vaezoo staging into the same folder is refused, not mixed in
+        if any(p.name not in (RUN_LOCK, RUN_LOCK + HOLDER_SUFFIX) for p in folder.iterdir()):
+            raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
+        return _push(args, folder)
+
+
+def _push(args, folder: Path | None) -> int:
+    """``vaezoo push`` once ``--out``, if given, is an empty folder this process holds."""
+    from vaezoo.hf_push import push, stage
+
     if args.owner is not None:
         return _stage_zoo(args.owner, folder, args.dry_run)
     card = card_arg(args.name)
