@@ -40,6 +40,7 @@ import pluggy
 import vaezoo.hookspecs as hookspecs
 from vaezoo.errors import PluginError, VaezooError
 from vaezoo.registry import Registry
+from vaezoo.signals import Interrupted
 
 ENTRY_POINT_GROUP = "vaezoo"
 DISTRIBUTION = "vaezoo"  # the entry points of this distribution are the built-in plugins
@@ -266,8 +267,8 @@ class Plugins:
         except VaezooError as exc:  # a rule the plugin broke, already worded
             info.fail(str(exc))
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: plugin code must not end vaezoo
-            if isinstance(exc, KeyboardInterrupt) and sigint.received:
-                raise
+            if isinstance(exc, Interrupted) or isinstance(exc, KeyboardInterrupt) and sigint.received:
+                raise  # the user's Ctrl-C, or a stop signal (SIGTERM, SIGHUP) the command turned into Interrupted
             info.fail(f"{what} raised {type(exc).__name__}" + (f": {exc}" if str(exc) else ""))
         finally:
             if watchdog is not None:

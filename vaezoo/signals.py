@@ -1,5 +1,5 @@
 """Stop signals of a training run: SIGINT (Ctrl-C), SIGTERM and SIGHUP (its terminal closed) end the step under
-way, then the run.
+way, then the run. Every command stops on them as on Ctrl-C, so that what it was writing is cleaned up.
 
 While the loop runs (:class:`StopSignals` with ``defer``), the first signal is only noted: the loop ends the
 step under way, writes a checkpoint of the step reached and raises :class:`Interrupted`. A second SIGINT
@@ -12,9 +12,6 @@ import signal
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
-
-import torch
-import torch.distributed as dist
 
 if TYPE_CHECKING:
     from vaezoo.loop import Run
@@ -73,6 +70,9 @@ class StopSignals:
         """The signal that asks the run to stop, if any; under DDP a signal on any rank stops every rank."""
         if run.world == 1:
             return self.received
+        import torch
+        import torch.distributed as dist
+
         flag = torch.tensor([self.received or 0], device=run.device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return int(flag.item()) or None

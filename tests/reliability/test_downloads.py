@@ -8,11 +8,14 @@ import gzip
 import hashlib
 import multiprocessing
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
-from kit import assert_one_line_error, cli, files_under, make_card, serve_entry
+from kit import assert_one_line_error, child_env, cli, files_under, make_card, serve_entry
 
 import vaezoo
 from vaezoo.errors import WeightsError
@@ -142,6 +145,29 @@ def test_a_card_with_another_cards_sha256_and_a_wrong_size_leaves_that_cards_fil
     monkeypatch.setenv("VAEZOO_OFFLINE", "1")
     vaezoo.load("tiny-blobs")  # from the cache, still there
     assert _cached(url_card) == [cached] and server.gets == {WEIGHTS_PATH: 1}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_during_a_download_leaves_no_temporary_file(url_card, server, cards_dir, data_plugin, tmp_path,
+                                                                  signum):
+    server.cut_after, server.stall = len(url_card) // 2, 30.0  # half the file, then a long pause
+    home = tmp_path / "home"
+    child = subprocess.Popen([sys.executable, "-m", "vaezoo", "eval", "tiny-blobs", "--metrics", "elbo"],
+                             env=child_env(home, cards_dir, data_plugin), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list((home / "weights").glob("*.tmp")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list((home / "weights").glob("*.tmp")), "the download never started"
+        child.send_signal(signum)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == 128 + signum
+    assert_one_line_error(stderr, f"stopped by {signal.Signals(signum).name}")
+    assert [p.name for p in (home / "weights").iterdir() if not p.name.endswith(".lock")] == []
 
 
 def test_wrong_bytes_from_the_server_are_not_kept(url_card, server):

@@ -11,10 +11,12 @@ import argparse
 import errno
 import importlib
 import os
+import signal
 import sys
 import warnings
 
 from vaezoo.errors import VaezooError
+from vaezoo.signals import StopSignals
 from vaezoo.terminal import StatusStream
 
 COMMANDS = ("list", "leaderboard", "info", "plugins", "verify", "train", "eval", "seeds", "convert", "show", "gallery",
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     stderr = sys.stderr
     sys.stderr = StatusStream(stderr)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), StopSignals(defer=False):  # SIGTERM and SIGHUP clean up as Ctrl-C does
             warnings.showwarning = _show_warning
             code = args.func(args)
         sys.stdout.flush()  # here, where a closed pipe can still be handled, not at interpreter exit
@@ -70,9 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the system refused a path given on the command line
         _error(_os_error(exc))
         return 1
-    except KeyboardInterrupt:
-        _error("interrupted")
-        return 130
+    except KeyboardInterrupt as exc:
+        stopped = getattr(exc, "signal", signal.SIGINT)
+        _error("interrupted" if stopped == signal.SIGINT else f"stopped by {signal.Signals(stopped).name}")
+        return 128 + stopped
     finally:
         sys.stderr = stderr
 
