@@ -168,30 +168,23 @@ def test_vaezoo_train_refuses_such_a_metric_before_it_reads_the_data(binary, tmp
     assert not (tmp_path / "out").exists()
 
 
-def test_a_regularizer_that_needs_densities_the_latent_lacks_is_a_one_line_error(binary, tmp_path, capsys):
-    card = make_card("toy", "cat-bars", architecture="vae", eval_metrics=[],
-                     model={**MODEL, "latent": {"type": "gumbel_categorical", "categories": 3},
-                            "regularizers": [{"type": "total_correlation"}]})
-    path = write_toml(tmp_path / "cat.toml", card)
+@pytest.mark.parametrize("latent, error", [
+    ({"type": "gumbel_categorical", "categories": 3},  # no density at all
+     "regularizer 'total_correlation' needs densities of the latent: CategoricalPosterior has no per-dimension "
+     "density, so it has no log_density_matrix;"),
+    # binary-Concrete samples lie in (0, 1), where the Bernoulli prior has no density: training's unchecked
+    # distributions would turn that into a finite, meaningless total correlation
+    (MODEL["latent"], "card 'bits-bars': its objective takes a distribution outside its support (Expected value "
+                      "argument"),
+])
+def test_a_regularizer_given_a_latent_without_the_densities_it_needs_stops_the_run_in_one_line(
+        binary, tmp_path, capsys, latent, error):
+    card = make_card("toy", "bits-bars", architecture="vae", eval_metrics=[],
+                     model={**MODEL, "latent": latent, "regularizers": [{"type": "total_correlation"}]})
+    path = write_toml(tmp_path / "card.toml", card)
     assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
-    assert "Traceback" not in err and err.splitlines()[-1].startswith(
-        "error: regularizer 'total_correlation' needs densities of the latent: CategoricalPosterior has no "
-        "per-dimension density, so it has no log_density_matrix;")
-
-
-def test_a_regularizer_that_takes_the_prior_outside_its_support_stops_the_run_before_it_trains(binary, tmp_path,
-                                                                                                capsys):
-    # binary-Concrete samples lie in (0, 1); the Bernoulli prior has no density there, which training's
-    # unchecked distributions would turn into a finite, meaningless total correlation
-    card = make_card("toy", "binary-bars", architecture="vae", eval_metrics=[],
-                     model={**MODEL, "regularizers": [{"type": "total_correlation"}]})
-    path = write_toml(tmp_path / "binary.toml", card)
-    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and err.splitlines()[-1].startswith(
-        "error: card 'binary-bars': its objective takes a distribution outside its support (Expected value "
-        "argument")
+    assert "Traceback" not in err and err.splitlines()[-1].startswith(f"error: {error}")
     assert not (tmp_path / "out").exists()
 
 
