@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kit import install_plugin, make_card, run_python, run_vaezoo, weights_entry, write_card, write_entry
+from kit import entries, install_plugin, make_card, run_python, run_vaezoo, weights_entry, write_card, write_entry
 from hubserver import FakeHub, serve_hub
 from pydantic import ValidationError
 
@@ -198,7 +198,7 @@ def test_push_dry_run_writes_the_folder_and_uploads_nothing(hub, tmp_path):
     result = run_vaezoo("push", str(card), "owner/dry", "--dry-run", "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [str(out / name) for name in STAGED]
-    assert sorted(p.name for p in out.iterdir()) == sorted(STAGED)
+    assert entries(out) == sorted(STAGED)  # and the lock the staging held
     assert (out / "tiny.safetensors").read_bytes() == weights.read_bytes()
     assert get_card(out).weights == Weights(**weights_entry(weights))  # the folder is a card folder
     assert hub.requests == []
