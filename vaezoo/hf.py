@@ -249,7 +249,8 @@ def _damaged_copy(damaged: WeightsError | None, where: str, huggingface_hub: Mod
     except (errors.OfflineModeIsEnabled, errors.LocalEntryNotFoundError):
         if damaged is None:
             raise
-        why = (f"{_no_fresh_copy()}, so no fresh copy can be downloaded" if _no_fresh_copy() else
+        kept = _no_fresh_copy()
+        why = (f"{kept}, so no fresh copy can be downloaded" if kept else
                "HF_HUB_OFFLINE is set, so no fresh copy can be downloaded: unset HF_HUB_OFFLINE to download it again"
                if constants.HF_HUB_OFFLINE else
                f"the Hub at {constants.ENDPOINT} cannot be reached for a fresh copy; check the network (or HF_ENDPOINT)")
