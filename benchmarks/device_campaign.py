@@ -44,6 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 PLAN = Path(__file__).with_name("campaign.toml")
 STATE = Path(__file__).with_name("campaign-state")  # checkpoints of recipes trained in part, for the next span
 MAX_FILE = 16 * 2**20  # what the device tool brings back, per file
+FINISHED = "finished.json"  # in a recipe's --state folder, written by `keep`: later spans skip the recipe
 # `vaezoo eval RUN --write` in full float32 (no TF32 on CUDA), so that the CPU can check the card it writes
 EVAL = ("import sys, torch; torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False; "
         "from vaezoo.cli import main; sys.exit(main(['eval', sys.argv[1], '--write', '--device', sys.argv[2]]))")
@@ -232,6 +233,14 @@ def run_campaign(args) -> int:
     cards = [parse_card(REPO / entry["card"] if not Path(entry["card"]).is_absolute() else Path(entry["card"]))
              for entry in plan]
     seeds = [args.seeds or entry["seeds"] for entry in plan]
+    for card in cards:
+        if (Path(args.state) / card.name / FINISHED).exists():
+            print(f"{card.name}: finished in an earlier span ({Path(args.state) / card.name / FINISHED})", flush=True)
+    todo = [(card, s) for card, s in zip(cards, seeds) if not (Path(args.state) / card.name / FINISHED).exists()]
+    if not todo:
+        print("campaign: every recipe of the plan has finished", flush=True)
+        return 0
+    cards, seeds = [card for card, _ in todo], [s for _, s in todo]
     data = cards[0].train.data
     t = time.perf_counter()
     dataset = load_dataset(data.name, None, "train", **data.options)
@@ -333,13 +342,21 @@ def reached(folder: Path, seeds) -> int:
 
 
 def keep(args) -> int:
-    """Put the checkpoints a span brought back (``OUT/NAME.seed-N.checkpoint.pt``) into ``--state``."""
+    """Put the checkpoints a span brought back (``OUT/NAME.seed-N.checkpoint.pt``) into ``--state``, and mark
+    the recipes it finished (their checkpoints removed, ``NAME/finished.json`` written) so later spans skip them."""
     for path in sorted(Path(args.returned).glob("*.checkpoint.pt")):
         name, seed = path.name.removesuffix(".checkpoint.pt").rsplit(".", 1)
         target = Path(args.state) / name / seed / "checkpoint.pt"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
         print(target)
+    report = json.loads((Path(args.returned) / "campaign.json").read_text())
+    for entry in (e for e in report["recipes"] if e.get("status") == "finished"):
+        folder = Path(args.state) / entry["name"]
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        (folder / FINISHED).write_text(json.dumps(entry, indent=1) + "\n")
+        print(f"{folder / FINISHED}: {entry['name']} finished; unpack its {entry['name']}.campaign.safetensors")
     return 0
 
 

@@ -87,3 +87,24 @@ def test_a_recipe_too_long_for_one_span_goes_on_from_its_checkpoints_in_the_next
     assert second.returncode == 0, second.stderr
     [recipe] = json.loads((tmp_path / "span2" / "campaign.json").read_text())["recipes"]
     assert recipe["from_step"] == reached and recipe["members"][0]["step"] > reached
+
+
+def test_a_recipe_a_span_finished_is_skipped_by_later_spans(data_plugin, tmp_path):
+    card = write_toml(tmp_path / "toy-done.toml", make_card("toy", name="toy-done"))
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'[[recipe]]\ncard = "{card}"\nseeds = [0, 1]\n')
+    returned, state = tmp_path / "span", tmp_path / "state"
+    returned.mkdir()
+    (returned / "campaign.json").write_text(json.dumps({"recipes": [{"name": "toy-done", "status": "finished"}]}))
+    (state / "toy-done" / "seed-0").mkdir(parents=True)
+    (state / "toy-done" / "seed-0" / "checkpoint.pt").write_bytes(b"the step a span began from")
+    env = child_env(tmp_path / "home", site=data_plugin)
+
+    kept = run_python(SCRIPT, "keep", str(returned), "--state", str(state), env=env)
+    assert kept.returncode == 0, kept.stderr
+    assert sorted(p.name for p in (state / "toy-done").iterdir()) == ["finished.json"]
+    again = run_python(SCRIPT, "--device", "cpu", "--plan", str(plan), "--out", str(tmp_path / "out"),
+                       "--state", str(state), "--work", str(tmp_path / "work"), env=env)
+    assert again.returncode == 0, again.stderr
+    assert "toy-done: finished in an earlier span" in again.stdout
+    assert "every recipe of the plan has finished" in again.stdout and not (tmp_path / "work").exists()
