@@ -17,9 +17,9 @@ def test_a_missing_dataset_says_where_vaezoo_looked_and_how_to_get_it(tmp_path):
     with pytest.raises(DataError) as info:
         load_dataset("mnist", tmp_path, "train", image_size=32)
     message = str(info.value)
-    assert f"vaezoo looked in {tmp_path / 'MNIST' / 'raw'} (from --data-root)" in message
+    assert f"vaezoo looked in {tmp_path / 'MNIST' / 'raw'} (from data_root)" in message
     assert all(name in message for name in RAW_FILES)
-    assert "--data-root or VAEZOO_DATA" in message and "download it into" in message
+    assert "point data_root or VAEZOO_DATA" in message and "download it into" in message
 
 
 def test_vaezoo_data_is_where_vaezoo_looks_without_data_root(tmp_path, monkeypatch):
@@ -67,7 +67,7 @@ def test_a_failed_download_is_explained_and_progress_stays_off_stdout(tmp_path, 
     message = str(info.value)
     assert message.startswith(f"could not download mnist into {tmp_path / 'MNIST' / 'raw'} "
                               "(Error downloading train-images-idx3-ubyte.gz:); check the network")
-    assert MNIST.mirrors[0] in message and "--data-root DIR" in message
+    assert MNIST.mirrors[0] in message and "pass data_root=DIR" in message
     out, err = capsys.readouterr()
     assert out == "" and "Downloading" in err
 
@@ -77,7 +77,8 @@ def test_a_missing_dataset_is_a_one_line_cli_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
-    assert line.startswith("error: mnist not found: vaezoo looked in")
+    assert line.startswith(f"error: mnist not found: vaezoo looked in {tmp_path / 'MNIST' / 'raw'} (from --data-root)")
+    assert "; point --data-root or VAEZOO_DATA at a folder" in line
     assert not (tmp_path / "out").exists()
 
 
@@ -133,7 +134,7 @@ def test_chairs_are_read_as_the_original_imagefolder_in_grey_levels(tmp_path, mo
 
 
 @pytest.mark.parametrize("arrange, message", [
-    (lambda root: None, "chairs not found: vaezoo looked for {root}/rendered_chairs_64 (from --data-root); "
+    (lambda root: None, "chairs not found: vaezoo looked for {root}/rendered_chairs_64 (from data_root); "
                         "center-crop the renders"),
     (lambda root: (root / "rendered_chairs_64").mkdir(), "holds no images in one subfolder per chair"),
     (lambda root: _chairs_folder(root, 1, 2), "chairs: found 2 images in {root}/rendered_chairs_64, expected 86,366"),
@@ -162,7 +163,7 @@ def test_a_missing_celeba_lists_the_missing_files_in_one_line(tmp_path):
     with pytest.raises(DataError) as info:
         load_dataset("celeba", tmp_path, "test")
     text = str(info.value)
-    assert text.startswith(f"celeba not found: vaezoo looked in {tmp_path / 'celeba'} (from --data-root) and is "
+    assert text.startswith(f"celeba not found: vaezoo looked in {tmp_path / 'celeba'} (from data_root) and is "
                            f"missing img_align_celeba/, list_attr_celeba.txt, identity_CelebA.txt")
     assert "list_eval_partition.txt" not in text.split("missing", 1)[1].split(";")[0]
     assert "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html" in text and "\n" not in text

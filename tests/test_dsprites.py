@@ -16,6 +16,7 @@ from vaezoo.assemble import load_dataset
 from vaezoo.data import dsprites as ds
 from vaezoo.data.dsprites import official
 from vaezoo.errors import DataError
+from vaezoo.cli.common import flag_spelling
 
 # The renderer is checked against the official frames by the benchmark's own matcher.
 _spec = importlib.util.spec_from_file_location("bench_dsprites", REPO / "benchmarks" / "bench_dsprites.py")
@@ -182,6 +183,9 @@ def test_missing_npz_error_names_where_it_looked(tmp_path):
     with pytest.raises(DataError, match="dSprites npz not found") as info:
         ds.dsprites(root=tmp_path, source="official")
     assert str(tmp_path / "dsprites" / ds.OFFICIAL_FILE) in str(info.value)
+    assert "(from data_root)" in str(info.value) and "leave out data_root and unset VAEZOO_DATA" in str(info.value)
+    cli = info.value.spelled(flag_spelling)  # the same error as `vaezoo train --data-root DIR` prints it
+    assert "(from --data-root)" in cli and "leave out --data-root and unset VAEZOO_DATA" in cli
 
 
 SERVED = f"/{ds.OFFICIAL_FILE}"

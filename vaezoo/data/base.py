@@ -10,6 +10,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from vaezoo.errors import Phrase
+
 
 # Small on purpose: on a CPU these nets run 2-3 times faster on a batch whose activations fit the
 # cache (docs/benchmarks.md: `bench_metric_suite.py --metrics mig_chen --batch-size N`); a GPU is still busy at 64.
@@ -99,16 +101,17 @@ class DataRoot(NamedTuple):
     Attributes:
         path: the directory.
         download: whether a missing dataset may be downloaded into it.
-        source: what chose it, for messages ("--data-root", "VAEZOO_DATA" or "the default data folder").
+        source: what chose it, for messages: the ``data_root`` argument (a :class:`~vaezoo.errors.Phrase`, which
+            the CLI spells ``--data-root``), "VAEZOO_DATA" or "the default data folder".
     """
 
     path: Path
     download: bool
-    source: str
+    source: str | Phrase
 
 
 def default_data_dir() -> Path:
-    """The user data folder datasets are downloaded into when neither --data-root nor VAEZOO_DATA is given."""
+    """The user data folder datasets are downloaded into when neither ``data_root`` nor VAEZOO_DATA is given."""
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("vaezoo")) / "datasets"
@@ -117,11 +120,11 @@ def default_data_dir() -> Path:
 def data_root(root: str | os.PathLike | None) -> DataRoot:
     """The directory to read datasets from and whether downloading into it is allowed.
 
-    An explicit ``root`` (``--data-root``) or ``VAEZOO_DATA`` names an existing copy (no download);
+    An explicit ``root`` (``data_root``, the CLI's ``--data-root``) or ``VAEZOO_DATA`` names an existing copy (no download);
     otherwise :func:`default_data_dir`, where a missing dataset is downloaded unless ``VAEZOO_OFFLINE=1``.
     """
     if root is not None:
-        return DataRoot(Path(root).expanduser(), False, "--data-root")
+        return DataRoot(Path(root).expanduser(), False, Phrase("{data_root}"))
     if os.environ.get("VAEZOO_DATA"):
         return DataRoot(Path(os.environ["VAEZOO_DATA"]).expanduser(), False, "VAEZOO_DATA")
     if os.environ.get("VAEZOO_OFFLINE") == "1":

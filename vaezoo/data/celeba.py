@@ -38,32 +38,35 @@ class CelebA(Dataset):
                 data = torchvision.datasets.CelebA(str(where.path), split=split, target_type=[],
                                                    download=where.download)
         except (RuntimeError, OSError, ImportError, ValueError) as exc:
-            raise DataError(_not_found(where, exc)) from None
+            raise _not_found(where, exc) from None
         folder = where.path / data.base_folder / "img_align_celeba"
         return ImageDataset(read_images([folder / name for name in data.filename], "RGB", image_size, resize=True,
                                         name="celeba"))
 
 
-def _not_found(where: DataRoot, exc: Exception) -> str:
-    """One line saying where vaezoo looked for CelebA's files and how to get them."""
+def _not_found(where: DataRoot, exc: Exception) -> DataError:
+    """The error saying where vaezoo looked for CelebA's files and how to get them."""
     from torchvision.datasets import CelebA as Torchvision
 
     folder = where.path / Torchvision.base_folder
     reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     if where.download:
-        return (f"could not download celeba into {folder} ({reason}); Google Drive often refuses it: get "
-                f"img_align_celeba.zip and the list_*.txt and identity_CelebA.txt files from {URL}, unpack the "
-                f"zip into DIR/celeba/ and pass --data-root DIR")
+        return DataError.about("could not download celeba into {folder} ({reason}); Google Drive often refuses it: "
+                               "get img_align_celeba.zip and the list_*.txt and identity_CelebA.txt files from {url}, "
+                               "unpack the zip into DIR/celeba/ and pass {data_root:DIR}",
+                               folder=folder, reason=reason, url=URL)
     wanted = ["img_align_celeba/"] + [name for _, _, name in Torchvision.file_list if not name.endswith(".zip")]
     missing = [name for name in wanted if not (folder / name.rstrip("/")).exists()]
     hint = ""
     if where.path.name in (Torchvision.base_folder, "img_align_celeba"):
         hint = f" ({where.path} looks like the celeba folder itself: pass the folder that holds it)"
     if not missing:
-        return (f"celeba files in {folder} cannot be read ({reason}); replace them with fresh copies from {URL}")
-    return (f"celeba not found: vaezoo looked in {folder} (from {where.source}) and is missing {', '.join(missing)}"
-            f"{hint}; get them from {URL} into DIR/celeba/ and point --data-root or VAEZOO_DATA at DIR, or unset "
-            f"both to let vaezoo download it into {default_data_dir()}")
+        return DataError(f"celeba files in {folder} cannot be read ({reason}); replace them with fresh copies from {URL}")
+    return DataError.about("celeba not found: vaezoo looked in {folder} (from {source}) and is missing {missing}{hint}; "
+                           "get them from {url} into DIR/celeba/ and point {data_root} or VAEZOO_DATA at DIR, or "
+                           "leave out both to let vaezoo download it into {default}", folder=folder,
+                           source=where.source, missing=", ".join(missing), hint=hint, url=URL,
+                           default=default_data_dir())
 
 
 def _check_split(split: str) -> None:

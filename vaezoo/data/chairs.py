@@ -41,7 +41,7 @@ def image_files(root=None) -> list[Path]:
     """The chair images under ``ROOT/rendered_chairs_64/``, in ``ImageFolder``'s order.
 
     Args:
-        root: the data folder (``--data-root``), or None for ``VAEZOO_DATA`` or the default folder.
+        root: the data folder (``data_root``), or None for ``VAEZOO_DATA`` or the default folder.
     """
     from torchvision.datasets import ImageFolder
 
@@ -51,8 +51,9 @@ def image_files(root=None) -> list[Path]:
     if where.path.name == FOLDER:
         hint = f" ({where.path} looks like the {FOLDER} folder itself: pass the folder that holds it)"
     if not folder.is_dir():
-        raise DataError(f"chairs not found: vaezoo looked for {folder} (from {where.source}){hint}; {PREPARE}, "
-                        f"one subfolder per chair, into DIR/{FOLDER}/ and pass --data-root DIR or set VAEZOO_DATA")
+        raise DataError.about("chairs not found: vaezoo looked for {folder} (from {source}){hint}; {prepare}, one "
+                              "subfolder per chair, into DIR/{name}/ and pass {data_root:DIR} or set VAEZOO_DATA",
+                              folder=folder, source=where.source, hint=hint, prepare=PREPARE, name=FOLDER)
     try:
         files = [Path(path) for path, _ in ImageFolder(str(folder)).samples]
     except (FileNotFoundError, OSError) as exc:

@@ -26,7 +26,7 @@ def _load(cls, name: str, root, split: str, image_size: int | None, count: int) 
         with contextlib.redirect_stdout(sys.stderr):  # torchvision reports downloads on stdout, vaezoo's data stream
             data = cls(root=str(where.path), train=split == "train", download=where.download)
     except (RuntimeError, OSError) as exc:
-        raise DataError(_not_found(cls, name, where, exc)) from None
+        raise _not_found(cls, name, where, exc) from None
     images = data.data
     if image_size is not None and image_size != images.shape[-1]:
         images = _resize(images, image_size)
@@ -64,24 +64,28 @@ def _check_idx(raw: Path, prefix: str, count: int, name: str, mirror: str) -> No
                             f"{size:,} bytes); {fix}")
 
 
-def _not_found(cls, name: str, where: DataRoot, exc: Exception) -> str:
-    """One line saying where vaezoo looked for ``cls``'s files and how to get them."""
+def _not_found(cls, name: str, where: DataRoot, exc: Exception) -> DataError:
+    """The error saying where vaezoo looked for ``cls``'s files and how to get them."""
     raw = where.path / cls.__name__ / "raw"
     files = [os.path.splitext(os.path.basename(url))[0] for url, _ in cls.resources]
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if where.download:
-        return (f"could not download {name} into {raw} ({reason}); check the network, or fetch "
-                f"{', '.join(f + '.gz' for f in files)} from {cls.mirrors[0]} yourself, unpack them into "
-                f"DIR/{cls.__name__}/raw/ and pass --data-root DIR")
+        return DataError.about("could not download {name} into {raw} ({reason}); check the network, or fetch {files} "
+                               "from {mirror} yourself, unpack them into DIR/{folder}/raw/ and pass {data_root:DIR}",
+                               name=name, raw=raw, reason=reason, files=", ".join(f + ".gz" for f in files),
+                               mirror=cls.mirrors[0], folder=cls.__name__)
     missing = [f for f in files if not (raw / f).is_file()]
     if not missing:
-        return f"{name} files in {raw} cannot be read ({reason}); replace them with fresh copies from {cls.mirrors[0]}"
+        return DataError(f"{name} files in {raw} cannot be read ({reason}); replace them with fresh copies from "
+                         f"{cls.mirrors[0]}")
     hint = ""
     if where.path.name in (cls.__name__, "raw"):
         hint = f" ({where.path} looks like the {cls.__name__} folder itself: pass the folder that holds it)"
-    return (f"{name} not found: vaezoo looked in {raw} (from {where.source}) and is missing {', '.join(missing)}"
-            f"{hint}; point --data-root or VAEZOO_DATA at a folder holding {cls.__name__}/raw/ in torchvision's "
-            f"layout, or unset both to let vaezoo download it into {default_data_dir()}")
+    return DataError.about("{name} not found: vaezoo looked in {raw} (from {source}) and is missing {missing}{hint}; "
+                           "point {data_root} or VAEZOO_DATA at a folder holding {folder}/raw/ in torchvision's layout, "
+                           "or leave out both to let vaezoo download it into {default}", name=name, raw=raw,
+                           source=where.source, missing=", ".join(missing), hint=hint, folder=cls.__name__,
+                           default=default_data_dir())
 
 
 def _resize(images: torch.Tensor, size: int) -> torch.Tensor:

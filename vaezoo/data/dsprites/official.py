@@ -38,8 +38,9 @@ def download_official(directory: Path, url: str = OFFICIAL_URL, md5: str = OFFIC
                     digest.update(chunk)
                     f.write(chunk)
         except (urllib.error.URLError, OSError) as exc:
-            raise DataError(f"could not download dSprites from {url} ({exc}); fetch {OFFICIAL_FILE} yourself and "
-                            f"pass --data-root pointing at it, or use the renderer (source = \"render\")") from None
+            raise DataError.about('could not download dSprites from {url} ({exc}); fetch {file} yourself and pass '
+                                  '{data_root} pointing at it, or use the renderer (source = "render")',
+                                  url=url, exc=exc, file=OFFICIAL_FILE) from None
         if digest.hexdigest() != md5:
             raise DataError(f"dSprites downloaded from {url} has md5 {digest.hexdigest()}, expected {md5}; "
                             f"nothing was written, try again")
@@ -121,6 +122,7 @@ def official_path(root) -> Path:
         return found
     if where.download:
         return download_official(candidates[0].parent, OFFICIAL_URL, OFFICIAL_MD5)
-    raise DataError(f"dSprites npz not found: looked for {' and '.join(map(str, candidates))} (from {where.source}); "
-                    f"download {OFFICIAL_URL} there, or unset --data-root and VAEZOO_DATA to download it, "
-                    f"or use the renderer (source = \"render\")")
+    raise DataError.about('dSprites npz not found: looked for {candidates} (from {source}); download {url} there, or '
+                          'leave out {data_root} and unset VAEZOO_DATA to download it, or use the renderer '
+                          '(source = "render")', candidates=" and ".join(map(str, candidates)), source=where.source,
+                          url=OFFICIAL_URL)
