@@ -1,6 +1,7 @@
 """vaezoo.viz: traversals, reconstructions and samples, drawn from any model's latent."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from PIL import Image
 
 from vaezoo import viz
 from vaezoo.data import ImageDataset
-from vaezoo.errors import VaezooError
+from vaezoo.errors import InputError, VaezooError
 from vaezoo.latents import LatentFamily
 from vaezoo.assemble import build_part
 from vaezoo.cli import main
@@ -202,9 +203,13 @@ def test_reconstructions_sit_below_their_inputs(n, columns):
     assert grid.image(padding=1, scale=1).shape[1:] == extent
 
 
-def test_reconstruct_refuses_images_of_the_wrong_shape():
-    with pytest.raises(VaezooError, match=r"images must be shaped \(N, 1, 16, 16\)"):
-        viz.reconstruct(tiny_vae(), torch.rand(2, 1, 28, 28))
+@pytest.mark.parametrize("bad, got", [(torch.rand(2, 1, 28, 28), "shape (2, 1, 28, 28)"), ("x.png", "str"),
+                                      (torch.full((1, 1, 16, 16), 255, dtype=torch.uint8), "uint8 values")])
+def test_reconstruct_and_traverse_refuse_what_the_model_does_not_take(bad, got):
+    for draw in (lambda model: viz.reconstruct(model, bad), lambda model: viz.traverse(model, reference=bad)):
+        with pytest.raises(InputError, match=rf"takes float images \(N, 1, 16, 16\) in \[0, 1\], got {re.escape(got)}; .*"
+                                             r"model.preprocess\(images\)"):
+            draw(tiny_vae())
 
 
 def test_samples_fill_the_promised_grid():

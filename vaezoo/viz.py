@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from vaezoo.data import ImageDataset
-from vaezoo.errors import VaezooError
+from vaezoo.errors import InputError, VaezooError
 from vaezoo.model import VAE
 
 PADDING = 2  # pixels between tiles
@@ -253,9 +253,9 @@ def reconstruct(model: VAE, images: Tensor, columns: int = 10) -> Grid:
     """
     if columns < 1:
         raise VaezooError(f"columns must be >= 1, got {columns}")
-    _check_images(model, images)
+    model.check_input(images)
     if len(images) == 0:
-        raise VaezooError("no images to reconstruct")
+        raise InputError("no images to reconstruct")
     _check_tiles(2 * len(images))
     device, dtype = _device_dtype(model)
     with _evaluating(model), torch.no_grad():
@@ -340,17 +340,17 @@ def _base_code(model: VAE, reference: Tensor | None) -> Tensor:
     """The code a traversal starts from: ``reference``'s posterior mode, or the latent's reference code."""
     device, dtype = _device_dtype(model)
     if reference is not None:
-        reference = reference.unsqueeze(0) if reference.dim() == 3 else reference
-        _check_images(model, reference)
+        reference = reference.unsqueeze(0) if isinstance(reference, Tensor) and reference.dim() == 3 else reference
+        model.check_input(reference)
         return model.encode(reference[:1].to(device, dtype)).mode[0]
     return model.latent.reference_code().to(device, dtype)
 
 
 def _mean_kl(model: VAE, data: Tensor) -> dict[str, list[float]]:
     """Each part's KL to the prior per KL dimension, averaged over ``data``."""
-    _check_images(model, data)
+    model.check_input(data)
     if len(data) == 0:
-        raise VaezooError("no images to average the KL over")
+        raise InputError("no images to average the KL over")
     device, dtype = _device_dtype(model)
     totals: dict[str, Tensor] = {}
     for chunk in data.split(ENCODE_BATCH):
@@ -367,13 +367,6 @@ def _check_tiles(count: int) -> None:
     if count > MAX_TILES:
         raise VaezooError(f"the picture would hold {count:,} images, over the {MAX_TILES:,} one picture can; "
                           f"ask for fewer")
-
-
-def _check_images(model: VAE, images: Tensor) -> None:
-    expected = (model.channels, model.image_size, model.image_size)
-    if images.dim() != 4 or tuple(images.shape[1:]) != expected:
-        raise VaezooError(f"images must be shaped (N, {', '.join(map(str, expected))}) for this model, "
-                          f"got {tuple(images.shape)}")
 
 
 def _device_dtype(model: VAE) -> tuple[torch.device, torch.dtype]:
