@@ -8,8 +8,10 @@
 # vaezoo there from this checkout, as it does in a bare venv on the CPU), times bench_train.py on CUDA
 # (one model against ensembles of 12), then runs the campaign (benchmarks/campaign.toml) with what is left of
 # SECONDS: it resumes the recipes benchmarks/campaign-state holds and trains the first that does
-# not fit in part (--partial). Everything it brings back is in $OUT: bench.txt, campaign.log, campaign.json,
-# one NAME.campaign.safetensors a trained recipe and the checkpoints of one trained in part
+# not fit in part (--partial). It evaluates nothing (--no-eval): evaluations beside training slowed it by a
+# fifth and did not finish within a span, and each card is measured again on the CPU for `vaezoo eval --check`.
+# Everything it brings back is in $OUT: bench.txt, campaign.log, campaign.json, one
+# NAME.campaign.safetensors a trained recipe and the checkpoints of one trained in part
 # (NAME.seed-N.checkpoint.pt; `python benchmarks/device_campaign.py keep DIR` puts them in campaign-state).
 #
 # Fetch the wheels once, into .whl (listed in .git/info/exclude; name it in the device tool's carry):
@@ -26,5 +28,5 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | 
 VAEZOO_PROGRESS=0 timeout 80 python3 benchmarks/bench_train.py --device cuda --card betatcvae-dsprites \
   --batch-sizes 64 --steps 100 --rounds 2 --ensemble 12 2>&1 | grep -v "^seed " | tee -a "$OUT/bench.txt"
 left=$((budget - SECONDS - 20))
-python3 benchmarks/device_campaign.py --device cuda --deadline "$left" --partial --out "$OUT" 2>&1 \
+python3 benchmarks/device_campaign.py --device cuda --deadline "$left" --partial --no-eval --out "$OUT" 2>&1 \
   | tee "$OUT/campaign.log" | grep -v "^seed \|^epoch"
