@@ -9,8 +9,8 @@ from kit import REPO
 from vaezoo.entries.catalog import parse_card
 
 RECIPES = sorted(REPO.glob("plugins/*/recipes/*.toml"))
-# a recipe's run records what it cost; the rest of its training table is the recipe's
-RUN_RECORDS = {"steps": None, "budget": None}
+# a recipe's run records what it cost and the seed it shipped; the rest of its training table is the recipe's
+RUN_RECORDS = {"steps": None, "budget": None, "seed": None}
 LOSSES = {"reconstruction", "objective"}
 UNTRAINED = {"jointvae-dsprites"}  # recipes shipped before their run: no zoo entry yet
 
@@ -39,6 +39,10 @@ def test_a_trained_entry_is_its_recipe_with_weights_and_metrics(recipe):
     assert entry.model == recipe.model and entry.input == recipe.input
     assert entry.train.model_copy(update=RUN_RECORDS) == recipe.train.model_copy(update=RUN_RECORDS)
     assert entry.train.steps and entry.train.budget, "the card states the budget its run got"
+    if entry.train.seed != recipe.train.seed:  # the entry is one of the recipe's seeds, chosen as its card says
+        spread = entry.metrics[entry.headline].seeds
+        assert spread is not None and spread.shipped == entry.train.seed and spread.selection
+        assert recipe.train.seed in [run.seed for run in spread.runs]
     assert entry.eval_metrics == recipe.eval_metrics and entry.headline == recipe.headline
     missing = set(recipe.eval_metrics) - set(entry.metrics)
     assert not missing, f"measured by vaezoo eval but not on the card: {missing}"
