@@ -344,9 +344,16 @@ def reached(folder: Path, seeds) -> int:
 def keep(args) -> int:
     """Put the checkpoints a span brought back (``OUT/NAME.seed-N.checkpoint.pt``) into ``--state``, and mark
     the recipes it finished (their checkpoints removed, ``NAME/finished.json`` written) so later spans skip them."""
+    from vaezoo.checkpoints import read_checkpoint
+
     for path in sorted(Path(args.returned).glob("*.checkpoint.pt")):
         name, seed = path.name.removesuffix(".checkpoint.pt").rsplit(".", 1)
         target = Path(args.state) / name / seed / "checkpoint.pt"
+        if target.exists():  # an earlier span's files, kept after a later span's, must not set the recipe back
+            have, brought = (read_checkpoint(p, fix="remove it").step for p in (target, path))
+            if have > brought:
+                print(f"{target}: kept at step {have}; {path} holds step {brought}, an earlier span's")
+                continue
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
         print(target)

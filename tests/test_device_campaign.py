@@ -11,6 +11,7 @@ import torch
 
 import vaezoo
 from kit import REPO, child_env, make_card, run_python, write_toml
+from vaezoo.checkpoints import read_checkpoint
 from vaezoo.entries.catalog import parse_card
 
 SCRIPT = str(REPO / "benchmarks" / "device_campaign.py")
@@ -87,6 +88,11 @@ def test_a_recipe_too_long_for_one_span_goes_on_from_its_checkpoints_in_the_next
     assert second.returncode == 0, second.stderr
     [recipe] = json.loads((tmp_path / "span2" / "campaign.json").read_text())["recipes"]
     assert recipe["from_step"] == reached and recipe["members"][0]["step"] > reached
+
+    late = run_python(SCRIPT, "keep", str(tmp_path / "span1"), "--state", str(state), env=env)  # out of order
+    assert late.returncode == 0 and "an earlier span's" in late.stdout, late.stderr
+    kept = read_checkpoint(state / "toy-long" / "seed-0" / "checkpoint.pt", fix="")
+    assert kept.step == recipe["members"][0]["step"]
 
 
 def test_a_recipe_a_span_finished_is_skipped_by_later_spans(data_plugin, tmp_path):
