@@ -120,8 +120,9 @@ def default_data_dir() -> Path:
 def data_root(root: str | os.PathLike | None) -> DataRoot:
     """The directory to read datasets from and whether downloading into it is allowed.
 
-    An explicit ``root`` (``data_root``, the CLI's ``--data-root``) or ``VAEZOO_DATA`` names an existing copy (no download);
-    otherwise :func:`default_data_dir`, where a missing dataset is downloaded unless ``VAEZOO_OFFLINE=1``.
+    An explicit ``root`` (``data_root``, the CLI's ``--data-root``) or ``VAEZOO_DATA`` names an existing copy
+    (no download); otherwise :func:`default_data_dir`, where a missing dataset is downloaded unless
+    ``VAEZOO_OFFLINE=1``.
     """
     if root is not None:
         return DataRoot(Path(root).expanduser(), False, Phrase("{data_root}"))

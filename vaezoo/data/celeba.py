@@ -61,9 +61,11 @@ def _not_found(where: DataRoot, exc: Exception) -> DataError:
     if where.path.name in (Torchvision.base_folder, "img_align_celeba"):
         hint = f" ({where.path} looks like the celeba folder itself: pass the folder that holds it)"
     if not missing:
-        return DataError(f"celeba files in {folder} cannot be read ({reason}); replace them with fresh copies from {URL}")
-    return DataError.about("celeba not found: vaezoo looked in {folder} (from {source}) and is missing {missing}{hint}; "
-                           "get them from {url} into DIR/celeba/ and point {data_root} or VAEZOO_DATA at DIR, or "
+        return DataError(f"celeba files in {folder} cannot be read ({reason}); replace them with fresh copies "
+                         f"from {URL}")
+    return DataError.about("celeba not found: vaezoo looked in {folder} (from {source}) and is missing "
+                           "{missing}{hint}; get them from {url} into DIR/celeba/ and point {data_root} or "
+                           "VAEZOO_DATA at DIR, or "
                            "leave out both to let vaezoo download it into {default}", folder=folder,
                            source=where.source, missing=", ".join(missing), hint=hint, url=URL,
                            default=default_data_dir())

@@ -82,8 +82,8 @@ def _not_found(cls, name: str, where: DataRoot, exc: Exception) -> DataError:
     if where.path.name in (cls.__name__, "raw"):
         hint = f" ({where.path} looks like the {cls.__name__} folder itself: pass the folder that holds it)"
     return DataError.about("{name} not found: vaezoo looked in {raw} (from {source}) and is missing {missing}{hint}; "
-                           "point {data_root} or VAEZOO_DATA at a folder holding {folder}/raw/ in torchvision's layout, "
-                           "or leave out both to let vaezoo download it into {default}", name=name, raw=raw,
+                           "point {data_root} or VAEZOO_DATA at a folder holding {folder}/raw/ in torchvision's "
+                           "layout, or leave out both to let vaezoo download it into {default}", name=name, raw=raw,
                            source=where.source, missing=", ".join(missing), hint=hint, folder=cls.__name__,
                            default=default_data_dir())
 
