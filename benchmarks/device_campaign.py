@@ -233,14 +233,13 @@ def run_campaign(args) -> int:
     cards = [parse_card(REPO / entry["card"] if not Path(entry["card"]).is_absolute() else Path(entry["card"]))
              for entry in plan]
     seeds = [args.seeds or entry["seeds"] for entry in plan]
-    for card in cards:
-        if (Path(args.state) / card.name / FINISHED).exists():
-            print(f"{card.name}: finished in an earlier span ({Path(args.state) / card.name / FINISHED})", flush=True)
-    todo = [(card, s) for card, s in zip(cards, seeds) if not (Path(args.state) / card.name / FINISHED).exists()]
-    if not todo:
+    finished = {card.name for card in cards if (Path(args.state) / card.name / FINISHED).exists()}
+    for name in sorted(finished):
+        print(f"{name}: finished in an earlier span ({Path(args.state) / name / FINISHED})", flush=True)
+    if finished == {card.name for card in cards}:
         print("campaign: every recipe of the plan has finished", flush=True)
         return 0
-    cards, seeds = [card for card, _ in todo], [s for _, s in todo]
+    cards, seeds = zip(*[(card, s) for card, s in zip(cards, seeds) if card.name not in finished])
     data = cards[0].train.data
     t = time.perf_counter()
     dataset = load_dataset(data.name, None, "train", **data.options)
@@ -349,6 +348,9 @@ def keep(args) -> int:
     for path in sorted(Path(args.returned).glob("*.checkpoint.pt")):
         name, seed = path.name.removesuffix(".checkpoint.pt").rsplit(".", 1)
         target = Path(args.state) / name / seed / "checkpoint.pt"
+        if (Path(args.state) / name / FINISHED).exists():
+            print(f"{path}: {name} finished in a later span; not kept")
+            continue
         if target.exists():  # an earlier span's files, kept after a later span's, must not set the recipe back
             have, brought = (read_checkpoint(p, fix="remove it").step for p in (target, path))
             if have > brought:
