@@ -259,7 +259,7 @@ def reconstruct(model: VAE, images: Tensor, columns: int = 10) -> Grid:
     _check_tiles(2 * len(images))
     device, dtype = _device_dtype(model)
     with _evaluating(model), torch.no_grad():
-        recon = model.decode(model.encode(images.to(device, dtype)).mode).cpu()
+        recon = model.decode(model.encode(images.to(device, dtype), checked=True).mode).cpu()
     rows: list[Tensor] = []
     for start in range(0, len(images), columns):
         rows += [images[start:start + columns].float().cpu(), recon[start:start + columns].float()]
@@ -342,7 +342,7 @@ def _base_code(model: VAE, reference: Tensor | None) -> Tensor:
     if reference is not None:
         reference = reference.unsqueeze(0) if isinstance(reference, Tensor) and reference.dim() == 3 else reference
         model.check_input(reference)
-        return model.encode(reference[:1].to(device, dtype)).mode[0]
+        return model.encode(reference[:1].to(device, dtype), checked=True).mode[0]
     return model.latent.reference_code().to(device, dtype)
 
 
@@ -354,7 +354,7 @@ def _mean_kl(model: VAE, data: Tensor) -> dict[str, list[float]]:
     device, dtype = _device_dtype(model)
     totals: dict[str, Tensor] = {}
     for chunk in data.split(ENCODE_BATCH):
-        for name, posterior in model.encode(chunk.to(device, dtype)).parts.items():
+        for name, posterior in model.encode(chunk.to(device, dtype), checked=True).parts.items():
             totals[name] = totals.get(name, 0) + posterior.kl().double().sum(0)
     return {name: (total / len(data)).tolist() for name, total in totals.items()}
 
