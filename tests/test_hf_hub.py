@@ -442,6 +442,29 @@ def test_save_pretrained_writes_a_folder_that_loads_back(tmp_path):
         vaezoo.save_pretrained(other, tmp_path / "saved")
 
 
+def test_save_pretrained_keeps_the_metrics_of_unchanged_weights_whose_file_is_gone(tmp_path):
+    import torch
+
+    import vaezoo
+
+    _, weights = entry(tmp_path / "cards")
+    metric_card = write_card(tmp_path / "cards", make_card(name="tiny", metrics={"accuracy": METRIC},
+                                                           headline="accuracy", weights=weights_entry(weights)))
+    model, tuned = vaezoo.load(metric_card), vaezoo.load(metric_card)
+    weights.unlink()  # offline, or its cache emptied: the card's file cannot be had again
+    vaezoo.save_pretrained(model, tmp_path / "saved")
+    saved = vaezoo.load(tmp_path / "saved")
+    assert saved.card.metrics == model.card.metrics and saved.card.headline == "accuracy"
+    assert all(torch.equal(a, b) for a, b in zip(saved.state_dict().values(), model.state_dict().values()))
+
+    with torch.no_grad():
+        tuned.head.bias.add_(1.0)
+    vaezoo.save_pretrained(tuned, tmp_path / "tuned")
+    assert vaezoo.load(tmp_path / "tuned").card.metrics == {}
+    vaezoo.save_pretrained(model.to(torch.float64), tmp_path / "float64")
+    assert vaezoo.load(tmp_path / "float64").card.metrics == {}  # other values than those measured
+
+
 def test_save_pretrained_keeps_a_readme_of_the_users_and_refuses_what_it_cannot_write(tmp_path):
     import torch
 

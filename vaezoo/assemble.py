@@ -215,7 +215,10 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
         if card.weights is None:
             raise WeightsError(f"card '{card.name}' has no weights; load it with pretrained=False, "
                                f"or train it with 'vaezoo train'")
+        from vaezoo.weights import tensors_digest
+
         load_weights(model, load_state_dict(card), f"weights of '{card.name}'")
+        model.weights_digest = tensors_digest(model.state_dict())
     return model.to(device=device, dtype=dtype).eval()
 
 

@@ -62,6 +62,9 @@ class VAE(nn.Module):
     Attributes:
         card: the zoo card the model was built from (set by :mod:`vaezoo.assemble`); None for a model
             built from parts directly.
+        weights_digest: :func:`vaezoo.weights.tensors_digest` of the card's weights as loaded (set by
+            :func:`vaezoo.assemble.load_model`), so that a save can tell whether the parameters are still the
+            ones the card's metrics were measured on; None for a model not loaded from its card's weights.
     """
 
     def __init__(self, encoder: nn.Module, decoder: nn.Module, latent: LatentFamily, likelihood: Likelihood,
@@ -72,6 +75,7 @@ class VAE(nn.Module):
         self.regularizers = nn.ModuleList(regularizers)
         self.image_size, self.channels = image_size, channels
         self.card: Card | None = None
+        self.weights_digest: str | None = None
 
     @property
     def part_slices(self) -> dict[str, slice]:

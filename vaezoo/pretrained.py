@@ -28,9 +28,11 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     """Write ``model`` as a folder that :func:`from_pretrained` and :func:`vaezoo.load` read back.
 
     When the model's parameters are still its card's weights, the card's verified file is written byte for byte
-    and the card keeps its metrics; otherwise the model's current parameters are written, and the card loses what
-    was measured on other weights (metrics, plugins' card sections such as label matchings, headline):
-    ``vaezoo eval DIR --write`` measures them.
+    and the card keeps its metrics. Where that file cannot be had again (offline, its cache emptied), the
+    parameters :func:`vaezoo.load` read from it are written, and the card keeps its metrics as long as they are
+    unchanged. Otherwise the model's current parameters are written, and the card loses what was measured on
+    other weights (metrics, plugins' card sections such as label matchings, headline): ``vaezoo eval DIR --write``
+    measures them.
 
     As huggingface_hub's ``save_pretrained`` does, the files of a model saved there before are replaced, and a
     ``README.md`` the folder already holds is kept.
@@ -65,7 +67,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
             raise OutputError(f"{folder} already holds {', '.join(others)}; a model's folder holds no TOML file but "
                               f"its card: give a new or empty folder")
         data = _card_weights(card, model)
-        if data is None:
+        if data is None and not _as_loaded(model):
             card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
         return write_folder(card, model.state_dict() if data is None else data, folder, repo_id,
                             readme=not (folder / "README.md").exists())
@@ -100,6 +102,14 @@ def _card_weights(card: Card, model: VAE) -> bytes | None:
     same = stored.keys() == current.keys() and all(
         stored[k].dtype == current[k].dtype and torch.equal(stored[k], current[k].detach().cpu()) for k in stored)
     return data if same else None
+
+
+def _as_loaded(model: VAE) -> bool:
+    """Whether ``model``'s parameters are still those :func:`vaezoo.load` read from its card's weights, as they
+    were loaded (dtype included), wherever they are now: true even where that file cannot be had again."""
+    from vaezoo.weights import tensors_digest
+
+    return model.weights_digest is not None and model.weights_digest == tensors_digest(model.state_dict())
 
 
 def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,

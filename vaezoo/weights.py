@@ -385,6 +385,18 @@ def check_tensors(state_dict: dict[str, torch.Tensor], expected: dict[str, torch
                            f"refusing to load them")
 
 
+def tensors_digest(state_dict: dict[str, torch.Tensor]) -> str:
+    """The sha256 of a state dict's names, dtypes, shapes and values, wherever its tensors are."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name in sorted(state_dict):
+        tensor = state_dict[name].detach().contiguous().cpu()
+        digest.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0".encode())
+        digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
 def _dtype(tensor: torch.Tensor) -> str:
     return str(tensor.dtype).removeprefix("torch.")
 
