@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # One span of GPU time through the device tool: the campaign's prepared command, run from the checkout's root.
 #
-#   bash benchmarks/device_run.sh SECONDS
+#   bash benchmarks/device_run.sh SECONDS [--no-bench]
 #
 # Installs the wheels carried in .whl (what the device machine lacks: pydantic and its needs, platformdirs,
 # tomli-w; and hatchling with its needs, pathspec, packaging, pluggy and trove-classifiers, which builds
 # vaezoo there from this checkout, as it does in a bare venv on the CPU), times bench_train.py on CUDA
-# (one model against ensembles of 12), then runs the campaign (benchmarks/campaign.toml) with what is left of
-# SECONDS: it resumes the recipes benchmarks/campaign-state holds and trains the first that does
-# not fit in part (--partial). It evaluates nothing (--no-eval): evaluations beside training slowed it by a
+# (one model against ensembles of 12; --no-bench leaves it out, giving its 80 s to training), then runs the
+# campaign (benchmarks/campaign.toml) with what is left of SECONDS: it resumes the recipes
+# benchmarks/campaign-state holds and trains the first that does not fit in part (--partial). It evaluates nothing (--no-eval): evaluations beside training slowed it by a
 # fifth and did not finish within a span, and each card is measured again on the CPU for `vaezoo eval --check`.
 # Everything it brings back is in $OUT: bench.txt, campaign.log, campaign.json, one
 # NAME.campaign.safetensors a trained recipe and the checkpoints of one trained in part
@@ -20,13 +20,19 @@
 #     typing_extensions platformdirs tomli_w hatchling trove-classifiers tomlkit pathspec packaging pluggy
 set -uo pipefail
 budget=${1:-540}
+case "${2:-}" in
+  "" | --no-bench) ;;
+  *) echo "device_run.sh: unknown option '$2'; the one option is --no-bench" >&2; exit 2 ;;
+esac
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 pip_install="python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site"
 $pip_install .whl/*.whl || exit 1
 $pip_install --no-build-isolation . || exit 1
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/bench.txt"
-VAEZOO_PROGRESS=0 timeout 80 python3 benchmarks/bench_train.py --device cuda --card betatcvae-dsprites \
-  --batch-sizes 64 --steps 100 --rounds 2 --ensemble 12 2>&1 | grep -v "^seed " | tee -a "$OUT/bench.txt"
+if [ "${2:-}" != "--no-bench" ]; then
+  VAEZOO_PROGRESS=0 timeout 80 python3 benchmarks/bench_train.py --device cuda --card betatcvae-dsprites \
+    --batch-sizes 64 --steps 100 --rounds 2 --ensemble 12 2>&1 | grep -v "^seed " | tee -a "$OUT/bench.txt"
+fi
 left=$((budget - SECONDS - 20))
 python3 benchmarks/device_campaign.py --device cuda --deadline "$left" --partial --no-eval --out "$OUT" 2>&1 \
   | tee "$OUT/campaign.log" | grep -v "^seed \|^epoch"
