@@ -66,9 +66,7 @@ def test_betatcvae_weights_its_terms_as_the_card_says(batch):
 
 
 def test_the_two_recipes_differ_only_in_the_regularizer():
-    # betavae-dsprites at the published budget is still in the GPU campaign (docs/zoo/campaign.md)
-    tc = recipe("betatcvae-dsprites")
-    beta = parse_card(REPO / "benchmarks" / "campaign-recipes" / "betavae-dsprites.toml")
+    tc, beta = recipe("betatcvae-dsprites"), recipe("betavae-dsprites")
     assert tc.train == beta.train  # same data, budget, epochs, batch, optimiser and seed
     shared = ("latent_dim",)
     assert {k: tc.model[k] for k in shared} == {k: beta.model[k] for k in shared}
