@@ -56,6 +56,26 @@ def vaezoo_register_metrics(register):
     register("constant_metric", lambda model, dataset, device=None: 1.0)
 """
 
+CLASHES_IN_ONE_HOOK = """
+from pathlib import Path
+
+import vaezoo
+
+@vaezoo.hookimpl
+def vaezoo_register_latent_families(register):
+    from vaezoo.latents.gaussian import Gaussian
+    register("own_family", Gaussian)
+    register("gaussian", Gaussian)
+
+@vaezoo.hookimpl
+def vaezoo_register_metrics(register):
+    register("own_metric", lambda model, dataset, device=None: 1.0)
+
+@vaezoo.hookimpl
+def vaezoo_card_dirs():
+    return [Path(__file__).parent / "cards"]
+"""
+
 BAD_CARD_DIRS = """
 import vaezoo
 
@@ -147,6 +167,24 @@ def test_a_duplicate_name_is_refused_naming_both_plugins(site, baseline, copycat
     assert info[copycat].status == "failed"
     assert {n: i.status for n, i in info.items() if n != copycat} == baseline["status"]
     assert "gaussian" in registry("latent family")  # the core keeps working
+
+
+@pytest.mark.parametrize("refused_first", [True, False])
+def test_a_refused_hook_costs_that_hook_only_whichever_ran_first(site, baseline, refused_first):
+    install_plugin(site, "clashy", CLASHES_IN_ONE_HOOK)
+    write_card(site / "cards", make_card(name="clashy-mnist"))
+    with pytest.warns(PluginWarning, match="latent family 'gaussian' is registered by both plugin 'core'"):
+        if refused_first:
+            families = registry("latent family")
+        metrics = registry("metric")
+        models = vaezoo.list_models()
+        if not refused_first:
+            families = registry("latent family")
+    assert "own_family" not in families and families.plugin_of("gaussian") == plugins.CORE
+    assert metrics.plugin_of("own_metric") == "clashy"
+    assert models == sorted(baseline["models"] + ["clashy-mnist"])
+    info = get_plugins().info["clashy"]
+    assert info.status == "failed" and info.error.count("latent family 'gaussian'") == 1
 
 
 def test_a_registration_of_the_wrong_type_is_refused(site):

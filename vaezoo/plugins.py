@@ -63,8 +63,9 @@ class PluginInfo:
         builtin: whether that distribution is vaezoo itself.
         package: the top-level package of the plugin's module (the code :meth:`Plugins.owner_of` attributes to it).
         hooks: the hooks the plugin implements.
-        status: ``"ok"``; ``"failed"`` (it raised or broke a rule); ``"refused"`` (its name is taken: never imported).
-        error: why, in one line, when the status is not ``"ok"``.
+        status: ``"ok"``; ``"failed"`` (its import, or one of its hooks, raised or broke a rule); ``"refused"``
+            (its name is taken: never imported).
+        error: why, in one line, when the status is not ``"ok"``: each failure, separated by ``"; "``.
     """
 
     name: str
@@ -77,10 +78,12 @@ class PluginInfo:
     error: str | None = None
 
     def fail(self, error: str, status: str = "failed") -> None:
-        """Set ``status`` and ``error`` (made one printable line) and warn with a :class:`PluginWarning`."""
+        """Set ``status``, add ``error`` (made one printable line) to :attr:`error`, and warn with a
+        :class:`PluginWarning`."""
         self.status = status
-        self.error = _one_line(error)
-        warnings.warn(f"vaezoo plugin {self.name!r} {status}: {self.error}", PluginWarning, stacklevel=3)
+        line = _one_line(error)
+        self.error = line if self.error is None else f"{self.error}; {line}"
+        warnings.warn(f"vaezoo plugin {self.name!r} {status}: {line}", PluginWarning, stacklevel=3)
 
 
 def _one_line(text: str) -> str:
@@ -197,6 +200,7 @@ class Plugins:
         self.info: dict[str, PluginInfo] = {}
         self.refused: list[PluginInfo] = []
         self._registries: dict[str, Registry] = {}
+        self._card_dirs: list[tuple[str, Path]] | None = None
         self._lock = threading.RLock()
         self._timeout = _timeout()
         self._load_entry_points()
@@ -293,16 +297,17 @@ class Plugins:
     def call(self, hook: str, **kwargs) -> list[tuple[str, object]]:
         """Call ``hook`` on each plugin separately; a plugin that raises is marked failed.
 
+        A plugin that failed in another hook is still called: what one hook gives never depends on which
+        hook ran first.
+
         Returns:
             ``(plugin name, result)`` for each plugin whose implementation returned.
         """
         results = []
         for impl in self._in_load_order(hook):
-            info = self.info[impl.plugin_name]
-            if info.status == "ok":
-                returned, result = self._guarded(info, f"hook {hook}", impl.function, **kwargs)
-                if returned:
-                    results.append((impl.plugin_name, result))
+            returned, result = self._guarded(self.info[impl.plugin_name], f"hook {hook}", impl.function, **kwargs)
+            if returned:
+                results.append((impl.plugin_name, result))
         return results
 
     def owner_of(self, obj: object) -> PluginInfo | None:
@@ -322,10 +327,12 @@ class Plugins:
             return self._registries[kind]
 
     def _fill(self, registry: Registry, hook: str, impl) -> None:
-        """Run one plugin's registration hook; commit its names only if all of them are accepted."""
+        """Run one plugin's registration hook; commit its names only if all of them are accepted.
+
+        A refusal costs the plugin that hook's names only, whichever registry was filled first: its other
+        hooks' names are the same in every program.
+        """
         info = self.info[impl.plugin_name]
-        if info.status != "ok":
-            return
 
         def stage() -> list[tuple[str, object]]:
             pending: list[tuple[str, object]] = []
@@ -343,14 +350,18 @@ class Plugins:
                 registry.register(name, obj, impl.plugin_name)
 
     def card_dirs(self) -> list[tuple[str, Path]]:
-        """Directories of zoo cards contributed by plugins, with the plugin that gave each."""
-        dirs = []
-        for plugin, result in self.call("vaezoo_card_dirs"):
-            if not isinstance(result, list | tuple) or not all(isinstance(d, str | os.PathLike) for d in result):
-                self.info[plugin].fail(f"hook vaezoo_card_dirs must return a list of paths, got {result!r}")
-                continue
-            dirs.extend((plugin, Path(d)) for d in result)
-        return dirs
+        """Directories of zoo cards contributed by plugins, with the plugin that gave each (asked once)."""
+        with self._lock:
+            if self._card_dirs is None:
+                dirs = []
+                for plugin, result in self.call("vaezoo_card_dirs"):
+                    if not (isinstance(result, list | tuple)
+                            and all(isinstance(d, str | os.PathLike) for d in result)):
+                        self.info[plugin].fail(f"hook vaezoo_card_dirs must return a list of paths, got {result!r}")
+                        continue
+                    dirs.extend((plugin, Path(d)) for d in result)
+                self._card_dirs = dirs
+            return list(self._card_dirs)
 
 
 _plugins: Plugins | None = None
