@@ -11,7 +11,7 @@ import tomllib
 import pytest
 import torch
 
-from kit import MNIST_ROOT, REPO, make_card, require_shared, write_toml
+from kit import MNIST_ROOT, REPO, install_plugin, make_card, require_shared, write_toml
 from vaezoo.entries.schema import Metric
 from vaezoo.entries.catalog import get_card
 from vaezoo.cli import main
@@ -200,6 +200,39 @@ def test_metrics_option_computes_only_those_and_write_adds_them(tmp_path, capsys
     assert after.eval_metrics == [*before.eval_metrics, "mutual_info_score"]
     assert after.metrics["mutual_info_score"].command.endswith("--metrics mutual_info_score")
     assert after.metrics["mutual_info_score"].libraries
+
+
+FAILING_METRICS = """
+import vaezoo
+
+@vaezoo.hookimpl
+def vaezoo_register_metrics(register):
+    def divides_by_zero(model, dataset, device=None, batch_size=64):
+        return 1 / 0
+
+    def says_high(model, dataset, device=None, batch_size=64):
+        return "high"
+
+    register("divides_by_zero", divides_by_zero)
+    register("says_high", says_high)
+"""
+
+
+def test_a_metric_that_raises_is_named_with_its_plugin_and_the_others_are_measured_and_written(
+        trained, data_plugin, capsys):
+    from vaezoo.entries.catalog import parse_card
+
+    install_plugin(data_plugin, "failing", FAILING_METRICS)
+    metrics = "divides_by_zero,mutual_info_score,says_high"
+    assert main(["eval", str(trained), "--metrics", metrics, "--write"]) == 1
+    err = capsys.readouterr().err
+    assert error_lines(err) == [
+        "error: metric 'divides_by_zero' of plugin 'failing' failed: ZeroDivisionError: division by zero",
+        "error: metric 'says_high' of plugin 'failing' failed: ValueError: could not convert string to float: 'high'"]
+    written = parse_card(trained)
+    assert "mutual_info_score" in written.metrics and not {"divides_by_zero", "says_high"} & written.metrics.keys()
+    report = evaluate_card(trained, metrics=["says_high", "mutual_info_score"])
+    assert list(report.results) == ["mutual_info_score"] and list(report.failed) == ["says_high"]
 
 
 HOSTILE = "x; touch PWNED #"

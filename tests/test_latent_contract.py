@@ -140,7 +140,7 @@ def test_a_metric_that_fails_at_the_end_leaves_the_weights_and_a_card_without_it
     written = parse_card(result.card_path)
     assert "explodes" not in written.metrics and "mutual_info_score" in written.metrics
     [line] = [str(w.message) for w in warned if "explodes" in str(w.message)]
-    assert line.startswith("explodes failed (AttributeError") and line.endswith(
+    assert line.startswith("metric 'explodes' of plugin 'binary' failed: AttributeError") and line.endswith(
         f"measure it again with: vaezoo eval {out} --metrics explodes")
     loaded = vaezoo.load(out)  # the weights verify and are the trained ones
     for key, value in result.model.state_dict().items():

@@ -263,9 +263,27 @@ def test_a_metric_that_raises_after_training_fails_the_kit_quoting_vaezoo_train(
     with pytest.raises(ConformanceError) as caught:
         testing.check_training(path)
     message = str(caught.value)
-    assert message.startswith("card 'kit-card', trained as 'vaezoo train' does,: its card lacks 'explodes': "
-                              "warning: explodes failed (ValueError: boom); the card is written without it")
+    assert message.startswith("card 'kit-card', trained as 'vaezoo train' does: its card lacks 'explodes': "
+                              "warning: metric 'explodes' of plugin 'late' failed: ValueError: boom; the card is "
+                              "written without it")
     assert "\n" not in message
+
+
+ANOTHER_PLUGINS_BROKEN_METRIC = """
+import vaezoo
+
+def explodes(model, dataset, device=None, batch_size=64):
+    raise ValueError("boom")
+
+@vaezoo.hookimpl
+def vaezoo_register_metrics(register):
+    register("explodes", explodes)
+"""
+
+
+def test_a_parts_run_measures_no_other_third_partys_metric(site):
+    install_plugin(site, "other", ANOTHER_PLUGINS_BROKEN_METRIC)
+    testing.check_latent_family("gaussian", dim=3)  # 'explodes' is plugin 'other''s to check, not core's family's
 
 
 def test_check_training_runs_the_recipe_on_synthetic_data_and_returns_the_run_loaded_back(tmp_path):
@@ -283,7 +301,7 @@ def test_a_metric_the_model_cannot_serve_fails_the_kit_before_training(tmp_path,
     card = make_card(name="kit-card", eval_metrics=["total_correlation"], input=INPUT,
                      model={"image_size": 16, "latent": {"type": "gumbel_categorical", "categories": 3}})
     monkeypatch.setattr("vaezoo.train.train", lambda *a, **k: pytest.fail("it trained"))
-    with pytest.raises(ConformanceError, match=r"card 'kit-card', trained as 'vaezoo train' does,: matching its "
+    with pytest.raises(ConformanceError, match=r"card 'kit-card', trained as 'vaezoo train' does: matching its "
                                                r"metrics against the model \(the check at step 0\) raised "
                                                r"MetricError: card 'kit-card': metric 'total_correlation' needs"):
         testing.check_training(write_card(tmp_path, card))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from vaezoo.entries.catalog import card_reference
 from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import check_model, read_checkpoint
 from vaezoo.errors import CardError, MetricError
-from vaezoo.evaluate import as_metrics, evaluate
+from vaezoo.evaluate import as_metrics, check_metrics, evaluate, failure
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.entry import check_writable
 from vaezoo.locks import update_card
@@ -86,6 +86,8 @@ class EvalReport:
         written: the card as :func:`evaluate_card` recorded the results on it (``write=True``), else None.
         settings: ``{metric: {setting: value}}`` the metrics ran with over the card's ``eval_settings``, if any
             (:attr:`card` holds them merged).
+        failed: ``{metric: why}``, one line each, for the metrics that raised: they are not in :attr:`results`
+            (nor written), and the others were measured all the same.
     """
 
     card: Card
@@ -95,6 +97,7 @@ class EvalReport:
     checkpoint: Path | None = None
     written: Card | None = None
     settings: dict[str, dict[str, Any]] | None = None
+    failed: dict[str, str] = field(default_factory=dict)
 
     @property
     def checked(self) -> dict:
@@ -197,7 +200,8 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
             be written is refused before anything is measured.
 
     Returns:
-        The report; with ``write``, its :attr:`~EvalReport.written` is the card as written.
+        The report; with ``write``, its :attr:`~EvalReport.written` is the card as written. A metric that raises
+        is named in its :attr:`~EvalReport.failed`, and the others are measured (and written) all the same.
 
     Raises:
         CardError: ``write`` with a ``checkpoint``, or of a card without a local file.
@@ -230,7 +234,10 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
         card = card.model_copy(update={"train": card.train.model_copy(update={"steps": found.step})})
     else:
         model = load_model(card, device)
-    results = evaluate(model, card, data_root, device, metrics=metrics)
+    check_metrics(model, card, metrics)  # an unknown or unservable metric is refused before any data is read
+    failed: dict[str, str] = {}
+    results = evaluate(model, card, data_root, device, metrics=metrics,
+                       on_error=lambda name, exc: failed.__setitem__(name, failure(name, exc)))
     report = EvalReport(card, results, list(metrics) if metrics is not None else None, data_root, checkpoint,
-                        settings=settings)
+                        settings=settings, failed=failed)
     return replace(report, written=report.write()) if write else report

@@ -17,6 +17,7 @@ from vaezoo.metrics.codes import EncodingBuilder
 from vaezoo.metrics.evaluation import CountedImages, Evaluation
 from vaezoo.metrics.requirements import unmet
 from vaezoo.model import VAE
+from vaezoo.plugins import registry
 from vaezoo.progress import progress
 
 
@@ -72,12 +73,16 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
             Every metric is handed one :class:`~vaezoo.metrics.evaluation.Evaluation`, which keeps what they share.
         metrics: compute these registered metrics only (not the losses); default: the losses and the card's
             ``eval_metrics``. Each runs with its settings updated with the card's ``eval_settings`` of it.
-        on_error: when given, a metric that raises is left out of the results and ``on_error(name, exception)``
-            is called instead, so that the other metrics are still measured; by default the error propagates.
+        on_error: when given, a metric that the model cannot serve or that raises is left out of the results
+            and ``on_error(name, exception)`` is called instead, so that the other metrics are still measured.
 
     Returns:
         :func:`losses` and each of the card's ``eval_metrics`` (metrics are a registry plugins extend), or the
         ``metrics`` asked for.
+
+    Raises:
+        UnknownNameError, MetricError: without ``on_error``, a metric unknown or that the model cannot serve
+            (:func:`check_metrics`, before any data is read), or one that raised (naming it and its plugin).
     """
     names = list(metrics) if metrics is not None else card.eval_metrics
     if on_error is None:
@@ -98,9 +103,15 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
                 results[name] = metric(name).measure(evaluation, **card.settings_of(name))
         except Exception as exc:
             if on_error is None:
-                raise
+                raise MetricError(failure(name, exc)) from exc
             on_error(name, exc)
     return results
+
+
+def failure(name: str, exc: Exception) -> str:
+    """One line saying that metric ``name`` raised ``exc``, naming the plugin that registered it."""
+    plugin = registry("metric").plugin_of(name)
+    return f"metric '{name}' of plugin '{plugin}' failed: {type(exc).__name__}" + (f": {exc}" if str(exc) else "")
 
 
 def check_metrics(model: VAE, card: Card, metrics: Sequence[str] | None = None) -> None:

@@ -58,15 +58,15 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
     Returns:
         The path of the completed card, ``out/NAME.toml``, beside ``out/NAME.safetensors``.
     """
-    from vaezoo.evaluate import as_metrics, eval_command, evaluate
+    from vaezoo.evaluate import as_metrics, eval_command, evaluate, failure
 
     own = own_card(card, model, name, steps)
     write_entry(own, model.state_dict(), out)  # the run's work is safe before anything is evaluated
     ref = card_reference(own, out)
 
     def failed(metric: str, exc: Exception) -> None:
-        warnings.warn(f"{metric} failed ({type(exc).__name__}: {exc}); the card is written without it; measure it "
-                      f"again with: {eval_command(ref, data_root, [metric])}", PublishWarning, stacklevel=2)
+        warnings.warn(f"{failure(metric, exc)}; the card is written without it; measure it again with: "
+                      f"{eval_command(ref, data_root, [metric])}", PublishWarning, stacklevel=2)
 
     results = evaluate(model, own, data_root, device, on_error=failed)
     sections = {}

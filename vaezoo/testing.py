@@ -15,8 +15,8 @@ parts, so a plugin that passes them behaves like one of those.
 >>> testing.check_training("vaezoo_laplace/cards/laplacevae-mnist.toml")  # vaezoo train, in miniature
 
 The part checks end as :func:`check_training` does: they train a small model made with the part for a few
-steps, as ``vaezoo train`` would, measure every registered metric the model can serve, traverse its latent
-and load the run back (``train=False`` leaves that out).
+steps, as ``vaezoo train`` would, measure every metric of vaezoo's built-in plugins and of the part's own
+plugin that the model can serve, traverse its latent and load the run back (``train=False`` leaves that out).
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, train: bool = 
         batch: the batch size to test with.
         seed: seed of the random parameters.
         train: then run :func:`check_training` on a ``vae`` with this latent (small MLP nets, beta 1),
-            measuring every registered metric it can serve.
+            measuring every metric of the built-in plugins and of the part's own that it can serve.
         kwargs: the family's arguments, e.g. ``dim=3``.
 
     Returns:
@@ -196,8 +196,9 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, train: bool = 
     _require_tensor(first, (batch, family.code_size), subject, "sample_prior()")
     _require(torch.equal(first, again), subject, "sample_prior() ignores its generator: one seed gave two samples")
     if train:
-        _train_part(subject, "vae", {"latent": {"type": name, **kwargs}, **TRIAL_NETS,
-                                     "regularizers": [{"type": "beta", "beta": 1.0}]}, seed)
+        _train_part(subject, registry("latent family").plugin_of(name), "vae",
+                    {"latent": {"type": name, **kwargs}, **TRIAL_NETS,
+                     "regularizers": [{"type": "beta", "beta": 1.0}]}, seed)
     return family
 
 
@@ -328,7 +329,7 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
         steps: training steps to evaluate at.
         seed: seed of the random parameters.
         train: then run :func:`check_training` on a ``vae`` with this regularizer on ``latent`` (small MLP
-            nets), measuring every registered metric it can serve.
+            nets), measuring every metric of the built-in plugins and of the part's own that it can serve.
         kwargs: the regularizer's arguments.
 
     Returns:
@@ -374,8 +375,9 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
                      f"term '{term}' at step {step} differs in a copy restored from state_dict(); keep "
                      f"schedule state in buffers so that a checkpoint saves it")
     if train:
-        _train_part(subject, "vae", {"latent": dict(latent or {"type": "gaussian", "dim": 4}), **TRIAL_NETS,
-                                     "regularizers": [{"type": name, **kwargs}]}, seed)
+        _train_part(subject, registry("regularizer").plugin_of(name), "vae",
+                    {"latent": dict(latent or {"type": "gaussian", "dim": 4}), **TRIAL_NETS,
+                     "regularizers": [{"type": name, **kwargs}]}, seed)
     return regularizer
 
 
@@ -387,7 +389,7 @@ def check_architecture(name: str, batch: int = 4, seed: int = 0, train: bool = T
         batch: the batch size to test with.
         seed: seed of the random inputs.
         train: then run :func:`check_training` on the same model (on the synthetic dataset at its image size
-            and channels), measuring every registered metric it can serve.
+            and channels), measuring every metric of the built-in plugins and of the part's own that it can serve.
         model_kwargs: the builder's arguments, with the facts of the data (``image_size``, ``channels``,
             ...) it takes. When none are given, the model of the first card of this architecture is
             built (the card's dataset gives the facts), or else the builder is called with no arguments.
@@ -403,7 +405,8 @@ def check_architecture(name: str, batch: int = 4, seed: int = 0, train: bool = T
     check_model(model, batch=batch, seed=seed, subject=subject)
     if train:
         arguments = cards[0].model if cards else model_kwargs
-        _train_part(subject, name, arguments, seed, image_size=model.image_size, channels=model.channels)
+        _train_part(subject, registry("architecture").plugin_of(name), name, arguments, seed,
+                    image_size=model.image_size, channels=model.channels)
     return model
 
 
@@ -615,7 +618,7 @@ def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[st
         quick = {name: {**card.settings_of(name), **metric(name).quick} for name in names}
     trial = card.model_copy(update={"train": recipe, "weights": None, "metrics": {}, "sections": {},
                                     "eval_metrics": names, "eval_settings": quick})
-    subject = f"{subject}, trained as 'vaezoo train' does,"
+    subject = f"{subject}, trained as 'vaezoo train' does"
     with _running(subject, "building its model"):
         model = build_model(trial)
     with _running(subject, "matching its metrics against the model (the check at step 0)"):
@@ -644,7 +647,7 @@ def _check_run(result, trial: Card, out: Path, said: str, warned: list[str], sub
     _require(written.weights is not None and (out / written.weights.file).is_file(), subject,
              "the run wrote no weights")
     for name in ["reconstruction", *trial.eval_metrics]:
-        told = [line for line in warned if f" {name} " in line]
+        told = [line for line in warned if f"metric '{name}' " in line]
         _require(name in written.metrics, subject,
                  f"its card lacks '{name}'" + (f": {told[0]}" if told else f"; vaezoo train said: {said[-500:]}"))
     for name, metric in written.metrics.items():  # a metric may be NaN or infinite by definition; a loss may not
@@ -681,7 +684,7 @@ def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
     channels, factor names), its batches must be float images in [0, 1], and its labels and factors must
     have a row per image. Then a small ``vae`` (MLP nets, a Gaussian latent) is trained on its train split,
     one epoch of 8 images a step, and checked as :func:`check_training` checks a run, measuring every
-    registered metric it can serve: give options for a small split.
+    metric of the built-in plugins and of the dataset's own that it can serve: give options for a small split.
 
     Args:
         name: the registered name, e.g. ``"dsprites"``.
@@ -708,15 +711,16 @@ def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
         for what, rows in (("labels", data.labels), ("factors", data.factors)):
             _require(rows is None or len(rows) == len(data), subject,
                      f"split '{split}': {len(rows) if rows is not None else 0} {what} for {len(data)} images")
-    _train_part(subject, "vae", {"latent": {"type": "gaussian", "dim": 4}, **TRIAL_NETS,
-                                 "regularizers": [{"type": "beta", "beta": 1.0}]}, seed,
-                data=DataSpec(name=name, options=options))
+    _train_part(subject, registry("dataset").plugin_of(name), "vae",
+                {"latent": {"type": "gaussian", "dim": 4}, **TRIAL_NETS,
+                 "regularizers": [{"type": "beta", "beta": 1.0}]}, seed, data=DataSpec(name=name, options=options))
 
 
-def _train_part(subject: str, architecture: str, model: Mapping[str, Any], seed: int, image_size: int = 16,
-                channels: int = 1, data=None) -> None:
-    """:func:`check_training` of ``architecture`` built with ``model``, measuring every registered metric it
-    can serve; the facts of the data are the synthetic dataset's, at ``image_size`` and ``channels``, or
+def _train_part(subject: str, plugin: str, architecture: str, model: Mapping[str, Any], seed: int,
+                image_size: int = 16, channels: int = 1, data=None) -> None:
+    """:func:`check_training` of ``architecture`` built with ``model``, measuring every metric that it can serve
+    of vaezoo's built-in plugins and of ``plugin`` (the part's: another third party's metric is that plugin's to
+    check); the facts of the data are the synthetic dataset's, at ``image_size`` and ``channels``, or
     ``data``'s (a :class:`~vaezoo.entries.schema.DataSpec`), which it then trains on."""
     from vaezoo.version import __version__
     from vaezoo.evaluate import check_metrics
@@ -733,7 +737,10 @@ def _train_part(subject: str, architecture: str, model: Mapping[str, Any], seed:
     with _running(subject, f"building a model for a run with {card.model}"):
         model = build_model(card)
     served = []
-    for metric in registry("metric"):
+    metrics, plugins = registry("metric"), get_plugins().info
+    for metric in metrics:
+        if metrics.plugin_of(metric) != plugin and not plugins[metrics.plugin_of(metric)].builtin:
+            continue
         try:
             with _running(subject, f"matching metric '{metric}' against a model with it"):
                 check_metrics(model, card, [metric])

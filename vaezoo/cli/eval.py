@@ -59,7 +59,7 @@ def run(args) -> int:
     comparisons = report.check(args.tolerance) if args.check else None
     failures = [str(c) for c in comparisons or () if not c.agrees]
     if args.json:
-        print_json({"name": card.name, "metrics": report.results,
+        print_json({"name": card.name, "metrics": report.results, "failed": report.failed,
                     "check_failures": failures if comparisons is not None else None})
     else:
         print_table(("metric", "measured", "card"),
@@ -73,11 +73,13 @@ def run(args) -> int:
     if comparisons is not None:
         print(f"check: {len(comparisons) - len(failures)} of {len(comparisons)} metrics match the card within "
               f"relative tolerance {args.tolerance:g}", file=sys.stderr)
+    for why in report.failed.values():
+        print(printable(f"error: {why}"), file=sys.stderr)
     if failures:
         print(printable(f"error: {len(failures)} metric(s) differ from the card beyond relative tolerance "
                         f"{args.tolerance:g}: " + "; ".join(failures)), file=sys.stderr)
         return 1
-    return 0
+    return 1 if report.failed else 0
 
 
 def _settings(settings: dict) -> str:
