@@ -110,6 +110,20 @@ def test_empty_allow_list_loads_no_plugin(monkeypatch, site):
     assert module not in sys.modules
 
 
+def test_an_unknown_part_names_the_installed_plugins_the_allow_list_leaves_out(monkeypatch, site):
+    install_plugin(site, "cardy", ADDS_CARDS)
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "jointvae")
+    with pytest.raises(VaezooError) as caught:
+        registry("metric")["constant_metric"]
+    assert str(caught.value).endswith("add the one that registers it to VAEZOO_LOAD_PLUGINS")
+    assert "VAEZOO_LOAD_PLUGINS leaves out: " in str(caught.value) and "cardy" in str(caught.value)
+    monkeypatch.delenv("VAEZOO_LOAD_PLUGINS")
+    plugins.reset()
+    with pytest.raises(VaezooError) as caught:
+        registry("metric")["no_such_metric"]
+    assert "VAEZOO_LOAD_PLUGINS" not in str(caught.value)
+
+
 def test_allow_list_loads_only_the_named_plugins(monkeypatch, site, baseline):
     module = install_plugin(site, "fake", RAISES_ON_IMPORT)
     entry_points = sorted(set(baseline["status"]) - {plugins.CORE})

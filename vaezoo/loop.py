@@ -175,12 +175,16 @@ def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Car
       skip the per-batch check, which waits for the device every step.
     - The objective of the first batch, with ``torch.distributions``' argument checks on (training runs with
       them off): a density taken outside its support, such as a Bernoulli prior at relaxed samples, stops the
-      run here instead of training a meaningless loss. The model, its buffers and the random generators are
-      left as they were.
+      run here instead of training a meaningless loss.
+    - The same batch in eval mode too: a part that breaks its contract in eval mode only (a posterior's mode of
+      the wrong width, say) fails here, naming itself, not at the evaluation after the last step.
+
+    The model, its buffers and the random generators are left as they were.
 
     Raises:
         InputError: a chunk of the dataset is not what the model takes.
         TrainingError: torch refused an argument of a distribution of the objective.
+        PluginError: a part broke its contract (:meth:`vaezoo.model.VAE.forward`).
     """
     for start in range(0, len(store), chunk):
         images = store.batch(slice(start, start + chunk))
@@ -196,6 +200,7 @@ def _check_objective(model: torch.nn.Module, x: Tensor, name: str) -> None:
     try:
         with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []), torch.no_grad():
             trial(x, step=0)
+            trial.eval()(x, step=0)
     except ValueError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TrainingError(f"card '{name}': its objective takes a distribution outside its support ({first}); "

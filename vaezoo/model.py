@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from vaezoo.context import BuildContext
-from vaezoo.errors import InputError
+from vaezoo.errors import InputError, PluginError
 from vaezoo.latents.base import LatentFamily, Posterior
 from vaezoo.likelihoods import Likelihood
 from vaezoo.reduction import batch_mean
@@ -128,7 +128,11 @@ class VAE(nn.Module):
             InputError: ``x`` has another shape or type, or values outside [0, 1].
         """
         x = self._input(x, checked)
-        return self.latent.posterior(self.head(self.encoder(x)))
+        posterior = self.latent.posterior(self.head(self.encoder(x)))
+        if not isinstance(posterior, Posterior):
+            raise PluginError(f"{_part('latent family', self.latent)}: posterior() returned "
+                              f"{type(posterior).__name__}, not a vaezoo.latents.Posterior")
+        return posterior
 
     def decode_logits(self, z: Tensor) -> Tensor:
         """The decoder's raw output for codes ``(B, code_size)``: the likelihood's parameters, not images.
@@ -167,16 +171,25 @@ class VAE(nn.Module):
             checked: as for :meth:`encode`.
 
         Raises:
-            InputError: ``x`` has another shape or type, or values outside [0, 1].
+            InputError: ``x`` has another shape or type, or values outside [0, 1], or holds no image.
+            PluginError: a part broke its contract on this batch (a code or a KL of the wrong shape, a term that
+                is not a scalar tensor), naming the part.
         """
         x = self._input(x, checked)
+        if x.shape[0] == 0:
+            raise InputError("forward() takes at least one image: its loss is a mean over the batch "
+                             "(encode() and reconstruct() take an empty batch)")
         posterior = self.encode(x, checked=True)
         z = posterior.rsample() if self.training else posterior.mode
+        _require_code(z, x.shape[0], self.latent, "rsample()" if self.training else "the posterior's mode")
         output = self.decode_logits(z)
         terms = {"reconstruction": batch_mean(self.likelihood.nll(output, x))}
         for regularizer in self.regularizers:
-            terms.update(regularizer(posterior, z, step))
-        kl = {name: batch_mean(value) for name, value in posterior.kl_parts().items()}
+            terms.update(_scalar_terms(regularizer, regularizer(posterior, z, step)))
+        kl = {}
+        for name, value in posterior.kl_parts().items():
+            _require_per_image(value, x.shape[0], self.latent, f"kl_parts()['{name}']")
+            kl[name] = batch_mean(value)
         return VAEOutput(sum(terms.values()), terms, kl, output, posterior, z)
 
     def targets(self, posterior: Posterior, step: int) -> dict[str, float]:
@@ -217,6 +230,41 @@ class VAE(nn.Module):
         device = self.head.weight.device
         z = self.latent.sample_prior(n, generator=generator, device=device).to(self.head.weight.dtype)
         return self.decode(z)
+
+
+def _part(kind: str, part: object) -> str:
+    """How a message names one of a model's parts: its kind, its class and the module (a plugin's) defining it."""
+    return f"{kind} {type(part).__qualname__} ({type(part).__module__})"
+
+
+def _described(value: object) -> str:
+    return f"a tensor of shape {tuple(value.shape)}" if isinstance(value, Tensor) else f"a {type(value).__name__}"
+
+
+def _require_code(z: object, batch: int, family: LatentFamily, what: str) -> None:
+    """Refuse a code that is not ``(batch, code_size)``: the latent family's contract, as the decoder needs it."""
+    if not (isinstance(z, Tensor) and tuple(z.shape) == (batch, family.code_size)):
+        raise PluginError(f"{_part('latent family', family)}: {what} is {_described(z)}, not (batch, code_size) "
+                          f"= {(batch, family.code_size)}")
+
+
+def _require_per_image(value: object, batch: int, family: LatentFamily, what: str) -> None:
+    """Refuse a KL that does not have one row per image of the batch."""
+    if not (isinstance(value, Tensor) and value.dim() >= 1 and value.shape[0] == batch):
+        raise PluginError(f"{_part('latent family', family)}: {what} is {_described(value)}, not one row per "
+                          f"image ({batch}, ...)")
+
+
+def _scalar_terms(regularizer: Regularizer, terms: object) -> Mapping[str, Tensor]:
+    """A regularizer's terms, refused unless they are named scalar tensors (the loss is their sum)."""
+    if not isinstance(terms, Mapping):
+        raise PluginError(f"{_part('regularizer', regularizer)}: forward() returned a {type(terms).__name__}, "
+                          f"not a dict of named scalar tensors")
+    for name, value in terms.items():
+        if not (isinstance(value, Tensor) and value.dim() == 0):
+            raise PluginError(f"{_part('regularizer', regularizer)}: term '{name}' is {_described(value)}, not a "
+                              f"scalar tensor")
+    return terms
 
 
 def build_vae(context: BuildContext, image_size: int, channels: int, latent: Mapping[str, Any],

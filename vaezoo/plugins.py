@@ -188,6 +188,7 @@ class Plugins:
         manager: the pluggy plugin manager.
         info: the plugins loaded or tried, by name, in load order.
         refused: the entry points refused because their name was taken (never imported).
+        left_out: the names of the installed plugins that ``VAEZOO_LOAD_PLUGINS`` leaves out.
 
     Raises:
         PluginError: vaezoo's own ``core`` entry point is missing (an incomplete installation).
@@ -220,6 +221,7 @@ class Plugins:
             warnings.warn(_one_line(f"VAEZOO_LOAD_PLUGINS names {', '.join(map(repr, unknown))}, which no installed "
                                     f"plugin is called; installed: {', '.join(names)}"), PluginWarning, stacklevel=2)
         found = [ep for ep in installed if allow is None or ep.name in allow or (ep.name == CORE and _is_builtin(ep))]
+        self.left_out = sorted({ep.name for ep in installed} - {ep.name for ep in found})
         if not any(ep.name == CORE and _is_builtin(ep) for ep in found):
             raise PluginError(f"vaezoo's own entry point '{CORE}' (group '{ENTRY_POINT_GROUP}') is missing: the "
                               f"installation is incomplete; reinstall vaezoo (e.g. 'pip install -e .' in its checkout)")
@@ -320,11 +322,18 @@ class Plugins:
         with self._lock:
             if kind not in self._registries:
                 hook, check = KINDS[kind]
-                registry = Registry(kind, check)
+                registry = Registry(kind, check, self._unknown_hint())
                 for impl in self._in_load_order(hook):
                     self._fill(registry, hook, impl)
                 self._registries[kind] = registry
             return self._registries[kind]
+
+    def _unknown_hint(self) -> str:
+        """Where an unknown part may come from: the installed plugins VAEZOO_LOAD_PLUGINS leaves out, if any."""
+        if not self.left_out:
+            return ""
+        return (f"Installed plugins that VAEZOO_LOAD_PLUGINS leaves out: {', '.join(self.left_out)}; add the one "
+                f"that registers it to VAEZOO_LOAD_PLUGINS")
 
     def _fill(self, registry: Registry, hook: str, impl) -> None:
         """Run one plugin's registration hook; commit its names only if all of them are accepted.

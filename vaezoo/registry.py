@@ -29,11 +29,13 @@ class Registry(Generic[T]):
     Args:
         kind: what the registry holds, used in messages ("architecture").
         check: validates an object at registration; returns an error text or None.
+        unknown_hint: what an unknown name's message ends with: where such a name could come from.
     """
 
-    def __init__(self, kind: str, check: Callable[[object], str | None] | None = None):
+    def __init__(self, kind: str, check: Callable[[object], str | None] | None = None, unknown_hint: str = ""):
         self.kind = kind
         self._check = check
+        self._unknown_hint = unknown_hint
         self._items: dict[str, tuple[T, str]] = {}
 
     def register(self, name: str, obj: T, plugin: str) -> None:
@@ -58,6 +60,7 @@ class Registry(Generic[T]):
             known = sorted(self._items)
             raise UnknownNameError(
                 f"unknown {self.kind} '{name}'.{close_matches(name, known)} Known: {', '.join(known) or 'none'}"
+                + (f". {self._unknown_hint}" if self._unknown_hint else "")
             ) from None
 
     def __contains__(self, name: object) -> bool:

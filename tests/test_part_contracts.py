@@ -1,0 +1,95 @@
+"""A plugin's part that breaks its contract is named by ``vaezoo train`` at step 0, in one line, and the run
+leaves nothing behind; the model refuses an empty batch in its forward pass."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import vaezoo
+from kit import install_plugin, make_card, write_toml
+from vaezoo.cli import main
+from vaezoo.errors import InputError
+
+BROKEN_PARTS = """
+import vaezoo
+from vaezoo.latents.gaussian import Gaussian, GaussianPosterior
+from vaezoo.regularizers import Regularizer
+
+
+def family(kind):
+    class Broken(GaussianPosterior):
+        def kl(self):
+            kl = super().kl()
+            return kl.sum(-1) if kind == "kl_per_batch" else kl
+
+        @property
+        def mode(self):
+            mode = super().mode
+            return mode[:, :-1] if kind == "narrow_mode" else mode
+
+    class Family(Gaussian):
+        def posterior(self, params):
+            posterior = super().posterior(params)
+            if kind == "tuple_posterior":
+                return posterior.mode, posterior.mode
+            posterior.__class__ = Broken
+            return posterior
+
+    Family.__qualname__ = kind.title().replace("_", "")
+    return Family
+
+
+class VectorTerm(Regularizer):
+    def forward(self, posterior, z, step):
+        return {"penalty": z.abs().sum(-1)}
+
+
+class FloatTerm(Regularizer):
+    def forward(self, posterior, z, step):
+        return {"penalty": 0.5}
+
+
+@vaezoo.hookimpl
+def vaezoo_register_latent_families(register):
+    for kind in ("kl_per_batch", "narrow_mode", "tuple_posterior"):
+        register(kind, family(kind))
+
+
+@vaezoo.hookimpl
+def vaezoo_register_regularizers(register):
+    register("vector_term", VectorTerm)
+    register("float_term", FloatTerm)
+"""
+
+TINY_NETS = {"image_size": 4, "channels": 1, "encoder": {"type": "mlp_encoder", "hidden": [8]},
+             "decoder": {"type": "mlp_decoder", "hidden": [8]}}
+
+
+@pytest.mark.parametrize("latent, regularizer, problem", [
+    ("kl_per_batch", "beta", "latent family KlPerBatch (fake_broken_"),
+    ("narrow_mode", "beta", "latent family NarrowMode (fake_broken_"),
+    ("tuple_posterior", "beta", "latent family TuplePosterior (fake_broken_"),
+    ("gaussian", "vector_term", "regularizer VectorTerm (fake_broken_"),
+    ("gaussian", "float_term", "regularizer FloatTerm (fake_broken_"),
+])
+def test_a_part_that_breaks_its_contract_is_named_at_step_0_and_the_run_leaves_nothing(
+        data_plugin, tmp_path, capsys, latent, regularizer, problem):
+    install_plugin(data_plugin, "broken", BROKEN_PARTS)
+    model = {**TINY_NETS, "latent": {"type": latent, "dim": 3}, "regularizers": [{"type": regularizer}]}
+    path = write_toml(tmp_path / "card.toml", make_card("tiny", model=model))
+    out = tmp_path / "out"
+    assert main(["train", str(path), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "Traceback" not in err and line.startswith(f"error: {problem}")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name, shape", [("vae-mnist", (0, 1, 28, 28)), ("jointvae-mnist", (0, 1, 32, 32))])
+def test_forward_refuses_an_empty_batch_that_encode_takes(name, shape):
+    model = vaezoo.load(name)
+    empty = torch.rand(shape)
+    assert model.encode(empty).mode.shape[0] == 0 and model.reconstruct(empty).shape == shape
+    with pytest.raises(InputError, match="forward\\(\\) takes at least one image"):
+        model(empty)
