@@ -46,6 +46,21 @@ def test_two_card_updates_at_once_both_land(tmp_path):
     assert set(parse_card(path).metrics) == {"elbo", "mig"}
 
 
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o444])
+def test_an_updated_card_keeps_its_permissions(tmp_path, mode):
+    path = write_card(tmp_path, make_card("tiny"))
+    path.chmod(mode)
+    locks.update_card(path, lambda card: card.model_copy(update={"metrics": {"elbo": _metric(1.0)}}))
+    assert "elbo" in parse_card(path).metrics and path.stat().st_mode & 0o777 == mode
+
+
+def test_a_command_line_of_any_bytes_is_named_by_its_lock(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["vaezoo", "train", "--out", "o\udcff"])  # b"o\xff" as Python decodes it
+    path = write_card(tmp_path, make_card("tiny"))
+    locks.update_card(path, lambda card: card.model_copy(update={"metrics": {"elbo": _metric(1.0)}}))
+    assert "elbo" in parse_card(path).metrics
+
+
 @pytest.mark.usefixtures("data_plugin")
 def test_eval_write_keeps_an_update_made_while_it_computed(cards_dir, capsys, monkeypatch):
     """`seeds --write` (or another `eval --write`) lands while `eval --write` computes: both are on the card."""

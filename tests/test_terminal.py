@@ -217,6 +217,50 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(cards, argv, reader)
     assert (result.stdout, result.stderr) == ("0\n", "")
 
 
+def shell(script: str, *argv: str) -> subprocess.CompletedProcess:
+    """``script`` in bash, with ``"$@"`` the installed command line ``python -m vaezoo ARGV``."""
+    return subprocess.run(["bash", "-c", script, "bash", sys.executable, "-m", "vaezoo", *argv],
+                          capture_output=True, text=True, timeout=300, env=os.environ)
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["list", "--help"], ["list"]], ids=" ".join)
+def test_a_full_disk_on_stdout_is_a_one_line_error_even_for_help_and_version(cards, argv):
+    write_card(cards, make_card(name="toy-mnist"))
+    result = shell('"$@" > /dev/full', *argv)
+    assert result.returncode == 1 and result.stderr == "error: No space left on device\n"
+
+
+SYNTHETIC = {"name": "synthetic-run", "architecture": "vae", "summary": "A run on synthetic images.",
+             "dataset": "synthetic", "paper": "none", "license": "MIT", "vaezoo_version": "0.1.0",
+             "model": {"latent": {"type": "gaussian", "dim": 2}, "regularizers": [{"type": "beta", "beta": 1.0}],
+                       "encoder": {"type": "mlp_encoder", "hidden": [8]},
+                       "decoder": {"type": "mlp_decoder", "hidden": [8]}},
+             "train": {"epochs": 1, "batch_size": 16, "seed": 0, "optimizer": {"name": "Adam", "lr": 1e-3},
+                       "data": {"name": "synthetic", "options": {"image_size": 8, "size": 32}}}}
+
+
+def test_a_closed_stdout_is_as_a_reader_gone(cards):
+    card = write_card(cards, make_card(name="toy-mnist"))
+    result = shell('"$@" >&-; echo "rc=$?"', "info", str(card))
+    assert (result.stdout, result.stderr) == ("rc=0\n", "")
+
+
+def test_a_closed_stderr_silences_the_status_lines_and_the_run_goes_on(tmp_path):
+    card = write_toml(tmp_path / "card.toml", SYNTHETIC)
+    result = shell('"$@" 2>&-; echo "rc=$?"', "train", str(card), "--out", str(tmp_path / "out"))
+    assert result.stdout.splitlines()[-1] == "rc=0"
+    assert (tmp_path / "out" / "synthetic-run-run.toml").is_file()
+
+
+def test_text_the_terminals_encoding_cannot_hold_is_escaped(cards, tmp_path):
+    card = write_card(tmp_path / "d\u00e9", make_card(name="toy-mnist", summary="caf\u00e9 \u2265 1"))
+    result = subprocess.run([sys.executable, "-m", "vaezoo", "info", str(card)], capture_output=True,
+                            timeout=300, env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert result.returncode == 0, result.stderr
+    assert f"# {tmp_path}/d\\xe9/toy-mnist.toml".encode() in result.stdout
+    assert b'caf\\xe9 \\u2265 1' in result.stdout
+
+
 # --- over-long names --------------------------------------------------------------------------------------
 
 TOO_LONG = "n" * 10_000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -45,7 +46,7 @@ def atomic_save(path: Path, write: Callable[[Path], None], fix: str | Phrase = "
             raise OutputError.about("cannot write {path}: {problem}; {fix}", path=path, problem=exc.strerror,
                                     fix=fix) from None
         try:
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the permissions open() would
+            os.chmod(tmp, _mode_for(path))
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -61,6 +62,15 @@ def folder_problem(folder: Path, exc: OSError) -> str:
     """Why ``folder`` could not hold a new file (``exc``): a file standing in its path, or the system's reason."""
     blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
     return f"{blocker} is a file, not a folder" if blocker else exc.strerror or str(exc)
+
+
+def _mode_for(path: Path) -> int:
+    """The permissions the new file takes: those of the file it replaces, else those open() would give (mkstemp
+    makes 0600), so that a replaced file is no more and no less readable than it was."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
 
 
 def _umask() -> int:

@@ -83,7 +83,7 @@ def _held(lock: Path, guarded: Path, timeout: float, refused: Callable[[str], Va
                           f"created); choose a folder you can write in") from None
     holder = Path(f"{lock}{HOLDER_SUFFIX}")
     try:
-        holder.write_text(_describe_self() + "\n", encoding="utf-8")
+        holder.write_text(_describe_self() + "\n", encoding="utf-8", errors="backslashreplace")  # argv: any bytes
         yield
     finally:
         holder.unlink(missing_ok=True)

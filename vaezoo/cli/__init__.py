@@ -43,6 +43,10 @@ class _Parser(argparse.ArgumentParser):
 
         super().error(printable(message))
 
+    def _print_message(self, message: str, file=None) -> None:
+        if message:  # argparse's own drops a write that fails: --help > /dev/full would exit 0
+            (file or sys.stderr).write(message)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vaezoo`` console script: one-line errors, non-zero exit, no traceback.
@@ -52,12 +56,18 @@ def main(argv: list[str] | None = None) -> int:
     any other code would vary from run to run). Status lines on stderr go quiet once nobody reads them
     (:class:`vaezoo.terminal.StatusStream`): a run goes on when its terminal or log pipe closes.
     """
-    args = build_parser().parse_args(argv)
-    stderr = sys.stderr
-    sys.stderr = StatusStream(stderr)
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout = stdout if stdout is not None else open(os.devnull, "w")  # closed (>&-): as a reader gone
+    sys.stderr = StatusStream(stderr if stderr is not None else open(os.devnull, "w"))
+    _escape_what_cannot_be_encoded(sys.stdout, stderr)
     try:
         with warnings.catch_warnings(), StopSignals(defer=False):  # SIGTERM and SIGHUP clean up as Ctrl-C does
             warnings.showwarning = _show_warning
+            try:
+                args = build_parser().parse_args(argv)
+            except SystemExit:
+                sys.stdout.flush()  # --help and --version succeed only once their text is written
+                raise
             code = args.func(args)
         sys.stdout.flush()  # here, where a closed pipe can still be handled, not at interpreter exit
         return code
@@ -77,7 +87,15 @@ def main(argv: list[str] | None = None) -> int:
         _error("interrupted" if stopped == signal.SIGINT else f"stopped by {signal.Signals(stopped).name}")
         return 128 + stopped
     finally:
-        sys.stderr = stderr
+        sys.stdout, sys.stderr = stdout, stderr
+
+
+def _escape_what_cannot_be_encoded(*streams) -> None:
+    """Let text that the terminal's encoding cannot hold (``PYTHONIOENCODING=ascii``, a latin-1 locale) be
+    written as escapes (``\\xe9``) instead of failing the command."""
+    for stream in streams:
+        if stream is not None and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _error(message: str) -> None:
