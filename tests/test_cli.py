@@ -224,6 +224,12 @@ def test_leaderboard_ranks_the_cards_that_record_a_metric(cards, capsys):
     assert table_rows(out)[0] == ["toy-high", "mnist", "0.9", ""]
     code, out, err = cli(capsys, "leaderboard", "nothing")
     assert (code, out) == (1, "") and err.startswith("error: no card records nothing")
+    write_card(cards, make_card("tiny", name="toy-blobs"))
+    code, out, err = cli(capsys, "leaderboard", "accuracy", "--dataset", "tiny_blobs")
+    assert (code, err) == (1, "error: no card of dataset 'tiny_blobs' records accuracy; 'vaezoo info NAME' lists a "
+                              "card's metrics\n")
+    code, out, err = cli(capsys, "leaderboard", "accuracy", "--dataset", "mnsit")
+    assert (code, err) == (1, "error: no card is of dataset 'mnsit'; the zoo's datasets: mnist, tiny_blobs\n")
 
 
 def test_leaderboard_ranks_nan_last_and_infinity_first_and_prints_strict_json(cards, capsys):

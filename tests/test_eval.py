@@ -202,6 +202,13 @@ def test_metrics_option_computes_only_those_and_write_adds_them(tmp_path, capsys
     assert after.metrics["mutual_info_score"].libraries
 
 
+def test_a_metric_asked_for_that_the_model_cannot_serve_is_to_be_left_out_of_the_option(capsys):
+    assert main(["eval", "vae-mnist", "--metrics", "mig_chen"]) == 1
+    [line] = error_lines(capsys.readouterr().err)
+    assert "metric 'mig_chen' needs a dataset with ground-truth factors" in line
+    assert line.endswith("(leave it out of --metrics)")
+
+
 FAILING_METRICS = """
 import vaezoo
 

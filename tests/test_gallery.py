@@ -253,8 +253,11 @@ def test_show_draws_each_picture_at_its_promised_size(tiny_zoo, tmp_path, mnist_
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["show", "tiny-untrained", "sample", "-o", "x.png"], "card 'tiny-untrained' has no weights; load it with pretrained=False"),
-    (["show", "tiny-trained", "sample", "-o", "x.jpg"], "give a .png file name"),
+    (["show", "tiny-untrained", "sample", "-o", "x.png"], "card 'tiny-untrained' has no weights; train it with 'vaezoo train'"),
+    (["show", "tiny-trained", "sample", "-o", "x.jpg"], "give a .png file name, not 'x.jpg'"),
+    (["show", "tiny-trained", "sample", "-o", "folder/"], "give a .png file name, not 'folder/'"),
+    (["gallery", "a-file/site", "--only-seeds"], "cannot write the gallery in a-file/site: a-file is a file, not a "
+                                                 "folder; choose another folder"),
     (["show", "tiny-trained", "reconstruct", "-o", "x.png", "--no-data"], "reconstruct needs test images"),
     (["show", "tiny-trained", "traverse", "-o", "x.png", "--n", "1", "--no-data"], "at least 2 steps"),
     (["show", "tiny-trained", "traverse", "-o", "x.png", "--fold-below", "0.01", "--no-data"],
@@ -263,10 +266,11 @@ def test_show_draws_each_picture_at_its_promised_size(tiny_zoo, tmp_path, mnist_
 ])
 def test_show_errors_are_one_line(tiny_zoo, tmp_path, monkeypatch, capsys, argv, message):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("mine")
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["a-file"] and (tmp_path / "a-file").read_text() == "mine"
 
 
 @pytest.mark.slow

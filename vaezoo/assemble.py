@@ -213,8 +213,8 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
         from vaezoo.entries.entry import load_state_dict
 
         if card.weights is None:
-            raise WeightsError(f"card '{card.name}' has no weights; load it with pretrained=False, "
-                               f"or train it with 'vaezoo train'")
+            raise WeightsError(f"card '{card.name}' has no weights; train it with 'vaezoo train' (in Python, "
+                               f"pretrained=False builds it untrained)")
         from vaezoo.weights import tensors_digest
 
         load_weights(model, load_state_dict(card), f"weights of '{card.name}'")

@@ -146,8 +146,11 @@ def check_metrics(model: VAE, card: Card, metrics: Sequence[str] | None = None) 
     refused = [f"metric '{name}' {reason}" for name, spec in specs.items()
                for reason in unmet(spec.needs, model, info)]
     if refused:
-        raise MetricError(f"card '{card.name}': " + ". ".join(refused)
-                          + " (remove it from eval_metrics, or give the model what it needs)")
+        if metrics is None:
+            raise MetricError(f"card '{card.name}': " + ". ".join(refused)
+                              + " (remove it from eval_metrics, or give the model what it needs)")
+        raise MetricError.about("card '{name}': {refused} (leave it out of {metrics})", name=card.name,
+                                refused=". ".join(refused))
 
 
 def _servable(model: VAE, card: Card, name: str, on_error: Callable[[str, Exception], None]) -> bool:

@@ -133,9 +133,9 @@ class Grid:
         """
         from vaezoo.files import atomic_save
 
+        if Path(path).suffix.lower() != ".png":
+            raise VaezooError(f"images are written as PNG; give a .png file name, not '{path}'")
         path = Path(path)
-        if path.suffix.lower() != ".png":
-            raise VaezooError(f"images are written as PNG; give a .png file name, not '{path.name}'")
         picture = self.to_pil(padding, scale)
         atomic_save(path, lambda tmp: picture.save(tmp, format="PNG"))
         return path

@@ -17,9 +17,15 @@ def run(args) -> int:
     from vaezoo.errors import VaezooError
     from vaezoo.leaderboard import leaderboard
 
-    rows = leaderboard(list_cards(dataset=args.dataset), args.metrics)
+    cards = list_cards()
+    rows = leaderboard([c for c in cards if args.dataset in (None, c.dataset)], args.metrics)
     if not rows:
-        raise VaezooError(f"no card records {', '.join(args.metrics)}; 'vaezoo info NAME' lists a card's metrics")
+        datasets = sorted({c.dataset for c in cards})
+        if args.dataset is not None and args.dataset not in datasets:
+            raise VaezooError(f"no card is of dataset '{args.dataset}'; the zoo's datasets: {', '.join(datasets)}")
+        of = f" of dataset '{args.dataset}'" if args.dataset is not None else ""
+        raise VaezooError(f"no card{of} records {', '.join(args.metrics)}; 'vaezoo info NAME' lists a card's "
+                          f"metrics")
     if args.json:
         print_json([{"name": r.name, "dataset": r.dataset, "metrics": dict(zip(args.metrics, r.values))}
                     for r in rows])

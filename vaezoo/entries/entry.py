@@ -141,7 +141,8 @@ def verify_entry(card: Card) -> tuple[str, str]:
 def fetch(card: Card) -> Path:
     """The verified local copy of ``card``'s weights, downloading them into the cache if needed."""
     if card.weights is None:
-        raise WeightsError(f"card '{card.name}' has no weights; load it with pretrained=False")
+        raise WeightsError(f"card '{card.name}' has no weights; train it with 'vaezoo train' (in Python, "
+                           f"pretrained=False builds it untrained)")
     if card.weights.file is not None:
         path = local_path(card)
         verify(path, card.weights)
