@@ -19,9 +19,11 @@ from vaezoo.entries.catalog import list_cards, parse_card
 from vaezoo.entries.schema import Card
 from vaezoo.cli import main
 from vaezoo.gallery import build_gallery
+from vaezoo.terminal import printable
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-TRICKY_TEXT = 'a <b>bold</b> claim & an <img src="x.png"> "quoted"'
+TRICKY_TEXT = 'a <b>bold</b> claim & an <img src="x.png"> "quoted" \x1b[31mred\r'
+SHOWN_TEXT = 'a <b>bold</b> claim & an <img src="x.png"> "quoted" \\x1b[31mred\\r'  # control characters escaped
 INF_NOTE = "the posterior collapsed: a part's KL is zero"
 SPREAD = {"runs": [{"seed": 0, "value": 0.5}, {"seed": 1, "value": 0.7}, {"seed": 2, "value": float("inf")}],
           "n": 3, "median": 0.7, "min": 0.5, "max": float("inf"), "shipped": 0, "selection": "the recipe's seed",
@@ -140,13 +142,13 @@ def check_gallery_in_browser(index: Path, work: Path) -> dict:
     for card in cards:
         page = shown[card.name]
         for text in (card.summary, card.architecture, card.dataset, card.paper):
-            assert text in page["text"], f"{card.name}: '{text}' is not on the page"
+            assert printable(text) in page["text"], f"{card.name}: '{text}' is not on the page"
         assert {m["name"] for m in page["metrics"]} == set(card.metrics)
         for metric in page["metrics"]:
             on_card = card.metrics[metric["name"]]
             assert float(metric["value"]) == pytest.approx(on_card.value, rel=1e-5)
             assert (metric["command"] or page["shared_command"]) == on_card.command
-            assert (on_card.note or "") in metric["text"]
+            assert printable(on_card.note or "") in metric["text"]
         if card.weights is None:
             assert page["images"] == []
             assert "No pretrained weights" in page["text"]
@@ -174,7 +176,7 @@ def test_gallery_shows_every_card_metric_and_image_in_a_browser(tiny_zoo, tmp_pa
     assert "gaussian(3) + categorical(4)" in trained
     assert "in the latent's order (drawn without data)" in trained
     assert "vaezoo show tiny-trained traverse -o tiny-trained.traverse.png --n 10 --no-data" in trained
-    assert TRICKY_TEXT in shown["tiny-untrained"]["text"]
+    assert SHOWN_TEXT in shown["tiny-untrained"]["text"]
     assert {image["alt"] for image in report["overview"]} >= {"thumbnail of the latent traversal of tiny-trained"}
 
     boards = {board["dataset"]: board for board in report["boards"]}
@@ -193,6 +195,7 @@ def test_gallery_escapes_card_text(tiny_zoo, tmp_path):
     page = build_gallery(tmp_path / "site", use_data=False).read_text(encoding="utf-8")
     assert "a &lt;b&gt;bold&lt;/b&gt; claim &amp; an &lt;img src=" in page
     assert "<b>bold</b>" not in page and '<img src="x.png">' not in page and "'<done>'" not in page
+    assert "\\x1b[31mred\\r" in page and not any(c in page for c in "\x1b\r")
 
 
 @pytest.mark.slow

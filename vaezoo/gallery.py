@@ -29,6 +29,7 @@ from vaezoo.data import ImageDataset
 from vaezoo.errors import DataError, OutputError, VaezooError
 from vaezoo.progress import progress
 from vaezoo.seedplot import SeedPlot, seed_plots, write_seed_plots
+from vaezoo.terminal import printable
 
 TEMPLATE = "gallery.html"
 GENERATOR = "vaezoo gallery"  # in the page's <meta name="generator">: a page vaezoo may overwrite
@@ -334,9 +335,15 @@ def _latent_layout(card: Card) -> str:
     return layout_text(build_model(card).latent.layout())
 
 
+def _shown(value: object) -> object:
+    """A value as the page shows it: text (from a card, a plugin, a path) with its control characters written as
+    escapes (:func:`~vaezoo.terminal.printable`), which HTML does not allow; then the template escapes it."""
+    return printable(value) if isinstance(value, str) else value
+
+
 def _template():
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
     env = Environment(loader=PackageLoader("vaezoo", "templates"), autoescape=select_autoescape(["html"]),
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_shown)
     return env.get_template(TEMPLATE)
