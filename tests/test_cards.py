@@ -30,6 +30,10 @@ SHA = "ab" * 32
     (lambda c: c.update(weights={"file": "w.safetensors", "url": "https://x/w.safetensors", "sha256": SHA,
                                  "size": 10}), "weights", "exactly one of 'file' and 'url'"),
     (lambda c: c["train"]["optimizer"].update(name="Adagrad"), "train.optimizer.name", "Input should be"),
+    (lambda c: c["train"]["optimizer"].update(lr=float("inf")), "train.optimizer.lr", "should be a finite number"),
+    (lambda c: c["train"]["optimizer"].update(lr=float("nan")), "train.optimizer.lr", "should be a finite number"),
+    (lambda c: c["train"]["optimizer"].update(options={"weight_decay": float("inf")}), "train.optimizer",
+     "Adam option 'weight_decay': Input should be a finite number"),
 ])
 def test_invalid_card_names_the_file_and_the_field(tmp_path, change, field, message):
     data = make_card(name="toy-mnist")

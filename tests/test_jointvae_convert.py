@@ -8,6 +8,8 @@ state dict has the original key layout and its outputs do not depend on the conv
 from __future__ import annotations
 
 import json
+import pickle
+import random
 import re
 import subprocess
 import sys
@@ -283,6 +285,23 @@ def test_cli_refuses_a_pickle_that_is_not_weights_only(tmp_path):
     assert done.returncode == 1
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
     assert "weights_only" in done.stderr and "Traceback" not in done.stderr
+    assert not marker.exists()
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("contents", ["pickle-protocol-4-that-runs-code", "random-bytes"])
+def test_cli_refuses_a_foreign_pickle_in_one_line_with_its_reason_and_no_torch_warning(tmp_path, contents):
+    marker, path = tmp_path / "unpickled", tmp_path / "evil.pkl"
+    if contents == "random-bytes":
+        path.write_bytes(random.Random(0).randbytes(5000))
+    else:
+        path.write_bytes(pickle.dumps(_OpensAFile(marker), protocol=4))
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "vaezoo", "convert", "jointvae-original", str(path),
+                           "--dataset", "mnist", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr  # no warning lines
+    assert re.search(r"reads \([^)\s][^)]*\); vaezoo never unpickles", done.stderr), done.stderr  # a reason is given
     assert not marker.exists()
     assert not out.exists()
 

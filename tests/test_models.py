@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import vaezoo
-from kit import VAE_SPECS, install_plugin
+from kit import GAUSSIAN_MLP_RGB, VAE_SPECS, install_plugin
 from vaezoo import plugins, testing
 from vaezoo.entries.catalog import discover, parse_card
 from vaezoo.entries.schema import Card
@@ -105,6 +105,17 @@ def test_architecture(architecture, arguments):
 @pytest.mark.parametrize("architecture, arguments", example_arguments())
 def test_architecture_trains(architecture, arguments):
     testing.check_architecture(architecture, **_require_arguments(architecture, arguments))
+
+
+def test_mlp_nets_without_hidden_layers_are_linear():
+    """``hidden = []``: the encoder's features are the flattened image, the decoder is one linear layer."""
+    nets = {"encoder": {"type": "mlp_encoder", "hidden": []}, "decoder": {"type": "mlp_decoder", "hidden": []}}
+    model = testing.check_architecture("vae", train=False, **{**GAUSSIAN_MLP_RGB, **nets})
+    images = torch.rand(2, 3, 16, 16)
+    assert model.encoder.out_features == 3 * 16 * 16
+    assert torch.equal(model.encoder(images), images.flatten(1))
+    layers = [m for m in model.decoder.net.modules() if not isinstance(m, torch.nn.Sequential)]
+    assert [type(m) for m in layers] == [torch.nn.Linear]
 
 
 def test_every_architecture_is_covered():

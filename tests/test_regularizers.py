@@ -178,3 +178,23 @@ def test_stratified_weights_rows_sum_to_one(batch, dataset_size):
 def test_total_correlation_rejects_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TotalCorrelation(**kwargs)
+
+
+GROUP = {"name": "c", "parts": ["cont"], "max": 5.0, "iterations": 10, "gamma": 1.0}
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0])
+@pytest.mark.parametrize("build, problem", [
+    (lambda bad: Beta(beta=bad), "regularizer 'beta': beta must be a finite number of at least 0, got "),
+    (lambda bad: TotalCorrelation(100, alpha=bad), "regularizer 'total_correlation': alpha must be a finite number"),
+    (lambda bad: TotalCorrelation(100, beta=bad), "regularizer 'total_correlation': beta must be a finite number"),
+    (lambda bad: TotalCorrelation(100, gamma=bad), "regularizer 'total_correlation': gamma must be a finite number"),
+    (lambda bad: Capacity([{**GROUP, "gamma": bad}]), "field 'gamma': Input should be"),
+    (lambda bad: Capacity([{**GROUP, "max": bad}]), "field 'max': Input should be"),
+    (lambda bad: Capacity([{**GROUP, "min": bad}]), "field 'min': Input should be"),
+], ids=["beta", "tc-alpha", "tc-beta", "tc-gamma", "capacity-gamma", "capacity-max", "capacity-min"])
+def test_a_weight_that_is_not_finite_or_is_negative_is_refused_when_built(build, problem, bad):
+    """A NaN, infinite or negative weight would make the loss NaN at step 0, or reward what the term penalises."""
+    with pytest.raises(ValueError) as info:
+        build(bad)
+    assert problem in str(info.value) and "\n" not in str(info.value)

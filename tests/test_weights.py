@@ -80,7 +80,8 @@ def test_weights_outside_the_card_directory_or_missing_are_refused(cards, tmp_pa
     with pytest.raises(WeightsError, match="outside the card's directory"):
         vaezoo.load("tiny-escape")
     write_card(cards, make_card(name="tiny-missing", weights=weights_entry(outside, file="gone.safetensors")))
-    with pytest.raises(WeightsError, match="does not exist; run 'vaezoo verify tiny-missing'"):
+    with pytest.raises(WeightsError, match="does not exist; put the card's safetensors file there, then check it "
+                                           "with: vaezoo verify tiny-missing"):
         vaezoo.load("tiny-missing")
     write_card(cards, make_card(name="tiny-none"))
     with pytest.raises(WeightsError, match=r"has no weights; train it with 'vaezoo train' \(in Python, pretrained=False"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -135,7 +136,9 @@ def read_checkpoint(path: Path, fix: str | Phrase) -> Checkpoint:
     except ValueError as exc:
         raise refused("cannot read checkpoint {path}: {problem}", problem=exc) from None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns of a pickle protocol, then refuses the file: one line says it
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
         raise refused("cannot read checkpoint {path}: it is not a file of tensors and plain values saved by torch "
                       "(vaezoo never unpickles other Python objects)") from None

@@ -174,8 +174,8 @@ def _folder(directory: str | Path) -> Path:
     """``directory`` as a path, refused where a file stands in its way."""
     blocker = next((p for p in (Path(directory), *Path(directory).parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:
-        raise OutputError(f"cannot write the gallery in {directory}: {blocker} is a file, not a folder; choose "
-                          f"another folder")
+        raise OutputError(f"cannot write in output path {directory}: {blocker} is a file, not a folder; choose "
+                          f"another output path")
     return Path(directory)
 
 

@@ -13,6 +13,7 @@ likelihood, whose mean is that same sigmoid.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,9 @@ def read_original(path: Path) -> dict[str, Tensor]:
     except ValueError as exc:
         raise WeightsError(f"{path} is not a checkpoint torch.save wrote: {exc}; refusing to read it") from None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns of a pickle protocol, then refuses the file: one line says it
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # weights_only refuses arbitrary objects with UnpicklingError, corrupt files vary
         raise WeightsError(f"{path} is not a plain state dict that torch.load(weights_only=True) reads "
                            f"({_reason(exc)}); vaezoo never unpickles arbitrary objects") from None
@@ -139,13 +142,21 @@ def read_original(path: Path) -> dict[str, Tensor]:
     return state
 
 
+_UNPICKLER = "WeightsUnpickler error:"
+_TORCH_ADVICE = ("Please file an issue", "Check the documentation")
+
+
 def _reason(exc: Exception) -> str:
-    """The informative line of a ``torch.load`` error, which is often several paragraphs long."""
+    """The informative line of a ``torch.load`` error, which is often several paragraphs long: what the weights-only
+    unpickler refused, without torch's advice around it; else the error's type and first line; else its type."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    for line in lines:
-        if "WeightsUnpickler error:" in line:
-            return line.split("WeightsUnpickler error:", 1)[1].split(" Please use", 1)[0].strip()
-    return f"{type(exc).__name__}: {lines[0] if lines else exc!r}"
+    if lines and lines[0].startswith("Weights only load failed"):  # the advice to retry with weights_only=False
+        reasons = [line.split(_UNPICKLER, 1)[1].split(" Please use", 1)[0].strip() if _UNPICKLER in line else line
+                   for line in lines[1:]]
+        reasons = [line for line in reasons if line and not line.startswith(_TORCH_ADVICE)]
+        if reasons:
+            return reasons[0]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def latent_layout(state: dict[str, Tensor]) -> tuple[int, list[int]]:

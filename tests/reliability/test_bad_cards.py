@@ -113,6 +113,39 @@ def test_missing_weights_file(cards_dir, capsys):
     assert_one_line_error(stderr, "failed verification")
 
 
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_weights_file_that_is_a_folder_or_a_fifo_is_named_as_such(tmp_path, cards_dir, capsys, kind):
+    """The file is there but is no file; the advice names the card as ``vaezoo verify`` takes it: its zoo name,
+    or the path of a card outside the zoo (unopened, as a FIFO would block)."""
+    stated = {"file": "tiny.safetensors", "sha256": "0" * 64, "size": 10}
+    problem = {"folder": "is a folder, not a file", "fifo": "is not a regular file (a FIFO or a device)"}[kind]
+    outside = tmp_path / "elsewhere" / "my card.toml"
+    write_toml(cards_dir / "tiny.toml", make_card("tiny", weights=stated))
+    write_toml(outside, make_card("tiny", "tiny-outside", weights=stated))
+    for folder in (cards_dir, outside.parent):
+        if kind == "folder":
+            (folder / "tiny.safetensors").mkdir()
+        else:
+            os.mkfifo(folder / "tiny.safetensors")
+    with pytest.raises(WeightsError, match=re.escape(f"tiny.safetensors {problem}; put the card's safetensors file "
+                                                     f"there, then check it with: vaezoo verify tiny-blobs")):
+        vaezoo.load("tiny-blobs")
+    code, out, stderr = cli(capsys, "eval", str(outside))
+    assert code == 1 and out == ""
+    assert_one_line_error(stderr, f"{outside.parent / 'tiny.safetensors'} {problem}",
+                          f"check it with: vaezoo verify '{outside}'")
+
+
+def test_a_regularizer_weight_that_is_not_finite_is_refused_before_training(tmp_path, capsys):
+    card = make_card("tiny")
+    card["model"]["regularizers"] = [{"type": "beta", "beta": float("nan")}]
+    path = write_toml(tmp_path / "tiny.toml", card)
+    code, out, stderr = cli(capsys, "train", str(path), "--out", str(tmp_path / "run"), "--max-steps", "1")
+    assert code == 1 and out == ""
+    assert_one_line_error(stderr, "regularizer 'beta': beta must be a finite number of at least 0, got nan")
+    assert not (tmp_path / "run").exists()
+
+
 def test_two_cards_with_one_name(cards_dir, capsys):
     first = write_good_entry(cards_dir, "a.toml")
     second = write_toml(cards_dir / "b.toml", make_card("tiny"))

@@ -7,7 +7,7 @@ from vaezoo.cli.common import print_json, printable
 
 def add_parser(sub) -> None:
     p = sub.add_parser("verify", help="check the sha256 of models' weights files")
-    p.add_argument("names", nargs="*", help="zoo names (default: every card)")
+    p.add_argument("names", nargs="*", help="zoo names, card files or folders holding one card (default: every card)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 

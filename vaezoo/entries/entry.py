@@ -8,12 +8,14 @@ one finds its weights through :func:`weights_file` or :func:`fetch_verified`.
 
 from __future__ import annotations
 
+import shlex
 import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.checksums import read_verified, sha256_of, verify
+from vaezoo.entries.catalog import card_reference
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, WeightsError
 from vaezoo.files import atomic_write
@@ -95,8 +97,15 @@ def local_path(card: Card) -> Path:
         raise WeightsError(f"{card.path}: weights file '{card.weights.file}' is outside the card's "
                            f"directory {directory}; put the weights beside the card")
     if not path.is_file():
-        raise WeightsError(f"{card.path}: weights file {path} does not exist; run 'vaezoo verify {card.name}' "
-                           f"after restoring it")
+        if path.is_dir():
+            problem = "is a folder, not a file"
+        elif path.exists():
+            problem = "is not a regular file (a FIFO or a device)"
+        else:
+            problem = "does not exist"
+        verify_it = shlex.join(["vaezoo", "verify", card_reference(card)])
+        raise WeightsError(f"{card.path}: weights file {path} {problem}; put the card's safetensors file there, then "
+                           f"check it with: {verify_it}")
     return path
 
 

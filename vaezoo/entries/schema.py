@@ -97,7 +97,7 @@ class DataSpec(_Frozen):
 
 
 _Unit = Annotated[float, Field(ge=0, lt=1)]
-_NonNegative = Annotated[float, Field(ge=0)]
+_NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class _OptimizerOptions(BaseModel):
@@ -147,7 +147,7 @@ class Optimizer(_Frozen):
     """The optimiser: a ``torch.optim`` class name and its keyword arguments (checked: :data:`OPTIMIZER_OPTIONS`)."""
 
     name: Literal["Adam", "AdamW", "SGD", "RMSprop"] = "Adam"
-    lr: float = Field(gt=0)
+    lr: float = Field(gt=0, allow_inf_nan=False)
     options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -15,24 +15,26 @@ def _mlp(sizes: Sequence[int]) -> nn.Sequential:
 
 
 class MLPEncoder(nn.Module):
-    """Flattened image -> features through ReLU layers of the given ``hidden`` sizes."""
+    """Flattened image -> features through ReLU layers of the given ``hidden`` sizes (none: the flattened image)."""
 
     def __init__(self, channels: int, image_size: int, hidden: Sequence[int] = (1200, 1200)):
         super().__init__()
-        self.net = _mlp([channels * image_size * image_size, *hidden])
-        self.out_features = hidden[-1]
+        sizes = [channels * image_size * image_size, *hidden]
+        self.net = _mlp(sizes)
+        self.out_features = sizes[-1]
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x.flatten(1))
 
 
 class MLPDecoder(nn.Module):
-    """Code -> image-shaped output through ReLU layers of the given ``hidden`` sizes."""
+    """Code -> image-shaped output through ReLU layers of the given ``hidden`` sizes (none: one linear layer)."""
 
     def __init__(self, code_size: int, channels: int, image_size: int, hidden: Sequence[int] = (1200, 1200)):
         super().__init__()
         self.shape = (channels, image_size, image_size)
-        self.net = nn.Sequential(_mlp([code_size, *hidden]), nn.Linear(hidden[-1], channels * image_size**2))
+        sizes = [code_size, *hidden]
+        self.net = nn.Sequential(_mlp(sizes), nn.Linear(sizes[-1], channels * image_size**2))
 
     def forward(self, z: Tensor) -> Tensor:
         return self.net(z).view(z.shape[0], *self.shape)

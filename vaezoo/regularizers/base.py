@@ -7,6 +7,7 @@ schedule is a pure function of it and resumes exactly from a checkpoint's step.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from torch import Tensor, nn
@@ -36,6 +37,18 @@ class Regularizer(nn.Module):
     def targets(self, posterior: Posterior, step: int) -> dict[str, float]:
         """Schedule values at ``step`` worth showing while training (e.g. capacities)."""
         return {}
+
+
+def check_weight(regularizer: str, name: str, value: float) -> float:
+    """``value``, refused unless it is a finite number of at least 0, as a loss term's weight must be: a NaN or
+    infinite weight makes the loss NaN at the first step, a negative one rewards what the term penalises.
+
+    Raises:
+        ValueError: naming the regularizer (as registered), the argument ``name`` and the value.
+    """
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"regularizer '{regularizer}': {name} must be a finite number of at least 0, got {value}")
+    return value
 
 
 def select_part(posterior: Posterior, z: Tensor, part: str | None):

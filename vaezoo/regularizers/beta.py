@@ -6,14 +6,14 @@ from __future__ import annotations
 from torch import Tensor
 
 from vaezoo.reduction import batch_mean
-from vaezoo.regularizers.base import Regularizer, select_part
+from vaezoo.regularizers.base import Regularizer, check_weight, select_part
 
 
 class Beta(Regularizer):
     """``beta * KL(q(z|x) || p(z))``.
 
     Args:
-        beta: weight of the KL term.
+        beta: weight of the KL term, a finite number of at least 0.
         part: apply to this part of a joint latent only (default: the whole latent).
     """
 
@@ -21,7 +21,7 @@ class Beta(Regularizer):
 
     def __init__(self, beta: float = 1.0, part: str | None = None):
         super().__init__()
-        self.beta, self.part = beta, part
+        self.beta, self.part = check_weight("beta", "beta", beta), part
 
     def forward(self, posterior, z, step) -> dict[str, Tensor]:
         posterior, _ = select_part(posterior, z, self.part)

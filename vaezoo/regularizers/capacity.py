@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from torch import Tensor
 
 from vaezoo.reduction import batch_mean
@@ -18,19 +18,30 @@ def at_most(value: float | Tensor, high: float) -> float | Tensor:
 
 
 class CapacityGroup(BaseModel):
-    """One capacity target: ``gamma * |KL(parts) - C(step)|``, C rising linearly from min to max."""
+    """One capacity target: ``gamma * |KL(parts) - C(step)|``, C rising linearly from min to max (in nats; like
+    gamma, finite and at least 0)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str
     parts: list[str] = Field(min_length=1)
-    min: float = 0.0
-    max: float
+    min: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    max: float = Field(ge=0, allow_inf_nan=False)
     iterations: int = Field(gt=0)
-    gamma: float
+    gamma: float = Field(ge=0, allow_inf_nan=False)
 
     def capacity(self, step: int | Tensor) -> float | Tensor:
         """C(step), before any cap; a tensor when ``step`` is one (a captured step reads it on the device)."""
         return at_most(self.min + (self.max - self.min) * step / self.iterations, self.max)
+
+
+def _group(spec: Mapping | CapacityGroup) -> CapacityGroup:
+    """``spec`` as a :class:`CapacityGroup`; a ValueError of one line naming the first field that does not fit."""
+    try:
+        return CapacityGroup.model_validate(spec)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(p) for p in error["loc"]) or "(group)"
+        raise ValueError(f"regularizer 'capacity': group {spec!r}: field {field!r}: {error['msg']}") from None
 
 
 class Capacity(Regularizer):
@@ -49,7 +60,7 @@ class Capacity(Regularizer):
 
     def __init__(self, groups: Sequence[Mapping | CapacityGroup]):
         super().__init__()
-        self.groups = [CapacityGroup.model_validate(g) for g in groups]
+        self.groups = [_group(g) for g in groups]
 
     def _capacity(self, group: CapacityGroup, posterior, step: int | Tensor) -> float | Tensor:
         return at_most(group.capacity(step), sum(posterior.parts[p].max_kl for p in group.parts))

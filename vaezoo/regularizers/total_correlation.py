@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from vaezoo.errors import LatentError
-from vaezoo.regularizers.base import Regularizer, select_part
+from vaezoo.regularizers.base import Regularizer, check_weight, select_part
 
 
 def log_importance_weights(batch_size: int, dataset_size: int, device=None) -> Tensor:
@@ -71,7 +71,7 @@ class TotalCorrelation(Regularizer):
 
     Args:
         dataset_size: N, the size of the training set.
-        alpha, beta, gamma: weights of the index-code MI, the TC and the dimension-wise KL.
+        alpha, beta, gamma: weights of the index-code MI, the TC and the dimension-wise KL (finite, at least 0).
         sampling: "mws" (minibatch-weighted) or "mss" (minibatch-stratified).
         part: apply to this part of a joint latent only (default: the whole latent).
     """
@@ -88,7 +88,9 @@ class TotalCorrelation(Regularizer):
         if dataset_size < 2:
             raise ValueError(f"dataset_size must be at least 2, got {dataset_size}")
         self.dataset_size, self.sampling, self.part = dataset_size, sampling, part
-        self.alpha, self.beta, self.gamma = alpha, beta, gamma
+        self.alpha = check_weight("total_correlation", "alpha", alpha)
+        self.beta = check_weight("total_correlation", "beta", beta)
+        self.gamma = check_weight("total_correlation", "gamma", gamma)
 
     def forward(self, posterior, z, step) -> dict[str, Tensor]:
         posterior, z = select_part(posterior, z, self.part)
