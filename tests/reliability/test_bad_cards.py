@@ -90,7 +90,8 @@ def test_unknown_field(cards_dir, capsys, section, key, field):
     (("train", "batch_size"), -1, "train.batch_size"),
     (("name",), "Not A Name!", "name"),
     (("model",), [1, 2], "model"),
-], ids=["epochs-text", "negative-batch", "bad-name", "model-list"])
+    (("sections",), True, "sections"),  # found by the fuzzer: a TypeError before
+], ids=["epochs-text", "negative-batch", "bad-name", "model-list", "sections-bool"])
 def test_wrong_type(cards_dir, capsys, path, value, field):
     card = make_card("tiny")
     table = card

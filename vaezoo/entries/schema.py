@@ -340,8 +340,8 @@ class Card(_Frozen):
         registered ones); a table no model is given for is then refused. Without a context, any table is
         kept as it is.
         """
-        if not isinstance(raw, dict):
-            return raw
+        if not isinstance(raw, dict) or not isinstance(raw.get("sections", {}), dict):
+            return raw  # the fields' own validation names what is wrong
         models = (info.context or {}).get("sections")
         fields, sections = {}, dict(raw.get("sections") or {})
         for key, value in raw.items():
