@@ -26,7 +26,7 @@ from vaezoo.entries.catalog import list_cards
 from vaezoo.entries.schema import Card, layout_text
 from vaezoo.leaderboard import leaderboard, shared_metrics
 from vaezoo.data import ImageDataset
-from vaezoo.errors import DataError, OutputError, VaezooError
+from vaezoo.errors import DataError, VaezooError
 from vaezoo.progress import progress
 from vaezoo.seedplot import SeedPlot, seed_plots, write_seed_plots
 from vaezoo.terminal import printable
@@ -137,7 +137,7 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     from vaezoo.files import atomic_write
     from vaezoo.locks import run_lock
 
-    directory = _folder(directory)
+    directory = Path(directory)
     path = directory / "index.html"
     cards = list_cards()
     _refuse_foreign(directory, cards, _files_of_page(path))  # said before the folder is locked (and made)
@@ -167,16 +167,7 @@ def build_seed_plots(directory: str | Path) -> list[Path]:
     Raises:
         VaezooError: a file of the same name there is not one vaezoo wrote.
     """
-    return write_seed_plots(seed_plots(list_cards()), _folder(directory))
-
-
-def _folder(directory: str | Path) -> Path:
-    """``directory`` as a path, refused where a file stands in its way."""
-    blocker = next((p for p in (Path(directory), *Path(directory).parents) if p.exists() and not p.is_dir()), None)
-    if blocker is not None:
-        raise OutputError(f"cannot write in output path {directory}: {blocker} is a file, not a folder; choose "
-                          f"another output path")
-    return Path(directory)
+    return write_seed_plots(seed_plots(list_cards()), Path(directory))
 
 
 PICTURES = ("traverse", "sample")

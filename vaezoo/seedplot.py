@@ -125,7 +125,6 @@ def write_seed_plots(plots: list[SeedPlot], directory: Path) -> list[Path]:
     if foreign:
         raise VaezooError(f"{directory} already holds {', '.join(foreign)}, which vaezoo did not write; give "
                           f"another folder, or move them away")
-    directory.mkdir(parents=True, exist_ok=True)
     paths = []
     for plot in plots:
         atomic_write(directory / plot.file, plot.svg().encode("utf-8"))
