@@ -605,6 +605,16 @@ def child_env(home: Path, cards: Path | None = None, site: Path | None = None) -
     return env
 
 
+class OpensAFile:
+    """Pickles as a call to ``open(marker, "w")``: unpickling it would run code (a checkpoint no loader may trust)."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
 def run_python(*args: str, env: Mapping[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run ``python ARGS`` in a fresh interpreter, in ``env`` (default this process's environment).
 

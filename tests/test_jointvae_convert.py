@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from kit import ORIGINAL_JOINTVAE, read_metadata, require_shared
+from kit import ORIGINAL_JOINTVAE, OpensAFile, read_metadata, require_shared
 from torch import nn
 
 import vaezoo
@@ -265,20 +265,10 @@ def test_cli_refuses_an_unknown_dataset_in_one_line(tmp_path, capsys):
     assert not out.exists()
 
 
-class _OpensAFile:
-    """Pickles as a call to ``open(marker, "w")``: unpickling it would run code."""
-
-    def __init__(self, marker: Path):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return open, (self.marker, "w")
-
-
 def test_cli_refuses_a_pickle_that_is_not_weights_only(tmp_path):
     marker = tmp_path / "unpickled"
     state = write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10]).state_dict()
-    torch.save({**state, "trap": _OpensAFile(marker)}, tmp_path / "model.pt")
+    torch.save({**state, "trap": OpensAFile(marker)}, tmp_path / "model.pt")
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "vaezoo", "convert", "jointvae-original", str(tmp_path / "model.pt"),
                            "--dataset", "mnist", "--out", str(out)], capture_output=True, text=True, timeout=120)
@@ -295,7 +285,7 @@ def test_cli_refuses_a_foreign_pickle_in_one_line_with_its_reason_and_no_torch_w
     if contents == "random-bytes":
         path.write_bytes(random.Random(0).randbytes(5000))
     else:
-        path.write_bytes(pickle.dumps(_OpensAFile(marker), protocol=4))
+        path.write_bytes(pickle.dumps(OpensAFile(marker), protocol=4))
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "vaezoo", "convert", "jointvae-original", str(path),
                            "--dataset", "mnist", "--out", str(out)], capture_output=True, text=True, timeout=120)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from kit import (assert_one_line_error, child_env, cli, entries, files_under, make_card, refuse_writes,
+from kit import (OpensAFile, assert_one_line_error, child_env, cli, entries, files_under, make_card, refuse_writes,
                  write_toml)
 
 from vaezoo.entries.catalog import parse_card
@@ -521,20 +521,10 @@ def test_a_checkpoint_that_is_a_pipe_is_refused_without_reading_it(stopped_run, 
     assert_one_line_error(stderr, f"checkpoint {pipe} is not a regular file (a pipe or a device)")
 
 
-class _OpensAFile:
-    """Pickles as a call to ``open(marker, "w")``: unpickling it would run code."""
-
-    def __init__(self, marker: Path):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return open, (self.marker, "w")
-
-
 def test_a_foreign_pickle_as_checkpoint_is_one_line_without_torchs_warnings(data_plugin, tmp_path, capsys, recwarn):
     """torch warns of the pickle protocol (4) of a file it then refuses; vaezoo's one line is all the user sees."""
     marker, path = tmp_path / "unpickled", tmp_path / "evil.pkl"
-    path.write_bytes(pickle.dumps(_OpensAFile(marker), protocol=4))
+    path.write_bytes(pickle.dumps(OpensAFile(marker), protocol=4))
     card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     code, stdout, stderr = cli(capsys, "eval", str(card_path), "--checkpoint", str(path))
     assert code == 1 and stdout == ""
