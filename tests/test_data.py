@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -55,6 +57,7 @@ def test_a_failed_download_is_explained_and_progress_stays_off_stdout(tmp_path, 
     from torchvision.datasets import MNIST
 
     def failing_download(self):
+        os.makedirs(self.raw_folder, exist_ok=True)  # as torchvision's download does first
         print("Downloading https://example.invalid/train-images-idx3-ubyte.gz")
         raise RuntimeError("Error downloading train-images-idx3-ubyte.gz:\nTried https://example.invalid/, got:\n"
                            "<urlopen error [Errno -3] Temporary failure in name resolution>")
@@ -65,9 +68,11 @@ def test_a_failed_download_is_explained_and_progress_stays_off_stdout(tmp_path, 
     with pytest.raises(DataError) as info:
         load_dataset("mnist")
     message = str(info.value)
-    assert message.startswith(f"could not download mnist into {tmp_path / 'MNIST' / 'raw'} "
-                              "(Error downloading train-images-idx3-ubyte.gz:); check the network")
+    assert message.startswith(f"could not download mnist into {tmp_path / 'MNIST' / 'raw'} (Error downloading "
+                              "train-images-idx3-ubyte.gz: Tried https://example.invalid/, got: <urlopen error [Errno "
+                              "-3] Temporary failure in name resolution>); check the network")
     assert MNIST.mirrors[0] in message and "pass data_root=DIR" in message
+    assert list(tmp_path.iterdir()) == [], "the failed download left the folders it made"
     out, err = capsys.readouterr()
     assert out == "" and "Downloading" in err
 

@@ -139,12 +139,32 @@ def test_seeds_on_the_command_line(data_plugin, tmp_path, capsys):
     assert capsys.readouterr().out.split() == [str(out / f"seed-{s}" / "toyvae-bars-run.toml") for s in (3, 4)]
 
 
+def test_a_single_run_and_an_ensemble_do_not_share_a_folder(data_plugin, tmp_path, capsys):
+    path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
+    ensemble, single = tmp_path / "ensemble", tmp_path / "single"
+    assert main(["train", str(path), "--out", str(ensemble), "--seeds", "3,4"]) == 0
+    assert main(["train", str(path), "--out", str(single)]) == 0
+    capsys.readouterr()
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert main(["train", str(path), "--out", str(ensemble), "--seed", "5"]) == 1
+    assert capsys.readouterr().err == (f"error: --out {ensemble} holds the members of an ensemble (seed-3, seed-4); "
+                                       "choose another --out, or train the ensemble with --seeds\n")
+    assert main(["train", str(path), "--out", str(single), "--seeds", "5,6"]) == 1
+    assert capsys.readouterr().err == (f"error: --out {single} holds a single run (checkpoint.pt, "
+                                       "toyvae-bars-run.toml), where an ensemble puts its members' folders; choose "
+                                       "another --out\n")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
 @pytest.mark.parametrize(("options", "message"), [
     (["--seeds", "1,1"], "error: --seeds must name each seed once, got 1,1"),
     (["--seeds", "1,x"], "argument --seeds: '1,x' is not a list of seeds"),
     (["--seeds", "0,-1"], "argument --seeds: '0,-1' is not a list of seeds, each a whole number from 0 to 2^63 - 1"),
     (["--seeds", f"0,{2**63}"], "is not a list of seeds, each a whole number from 0 to 2^63 - 1"),
     (["--seed", "-1"], "argument --seed: give a whole number from 0 to 2^63 - 1 as the seed, got '-1'"),
+    (["--seed", "1_000"], "argument --seed: give a whole number from 0 to 2^63 - 1 as the seed, got '1_000'"),
+    (["--seed", "\u0663"], "argument --seed: give a whole number from 0 to 2^63 - 1 as the seed"),
+    (["--seeds", "0, 1"], "argument --seeds: '0, 1' is not a list of seeds"),
     (["--seed", "1", "--seeds", "1,2"], "argument --seeds: not allowed with argument --seed"),
 ])
 def test_bad_seeds_are_a_one_line_error(data_plugin, tmp_path, capsys, options, message):

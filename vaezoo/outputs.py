@@ -12,7 +12,7 @@ from vaezoo.errors import OutputError
 from vaezoo.files import folder_problem
 from vaezoo.loop import checkpoint_exists_error
 
-__all__ = ["prepare_out", "remove_empty"]
+__all__ = ["check_layout", "prepare_out", "remove_empty"]
 
 
 def prepare_out(out: Path, name: str, resume: bool) -> list[Path]:
@@ -54,6 +54,29 @@ def prepare_out(out: Path, name: str, resume: bool) -> list[Path]:
         raise OutputError.about("{out} {path} already holds {finished}, the files of a finished run; choose "
                                 "another {out}", path=out, finished=", ".join(finished))
     return missing
+
+
+def check_layout(root: Path, alone: bool) -> None:
+    """Refuse to mix a single run and an ensemble's members in one output folder ``root``.
+
+    A single run (``alone``) writes its files in ``root``, so ``root`` must hold no member's folder with run
+    files (``seed-N/``, or ``KEY=VALUE/seed-N/`` of a sweep); an ensemble writes its members' folders there,
+    so ``root`` must hold no single run's card or checkpoint.
+
+    Raises:
+        OutputError: one line naming what ``root`` holds and what to do.
+    """
+    if alone:
+        members = sorted({str(p.parent.relative_to(root)) for pattern in ("seed-*/*", "*=*/seed-*/*")
+                          for p in root.glob(pattern) if p.name == CHECKPOINT or p.suffix == ".toml"})
+        if members:
+            raise OutputError.about("{out} {path} holds the members of an ensemble ({members}); choose another "
+                                    "{out}, or train the ensemble with {seeds}", path=root, members=", ".join(members))
+    else:
+        files = sorted(p.name for p in root.glob("*") if p.name == CHECKPOINT or p.suffix == ".toml")
+        if files:
+            raise OutputError.about("{out} {path} holds a single run ({files}), where an ensemble puts its members' "
+                                    "folders; choose another {out}", path=root, files=", ".join(files))
 
 
 def remove_empty(folders: list[Path]) -> None:

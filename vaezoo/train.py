@@ -36,7 +36,7 @@ from vaezoo.evaluate import check_metrics
 from vaezoo.locks import run_lock
 from vaezoo.loop import Plan, Run, start_run
 from vaezoo.model import VAE
-from vaezoo.outputs import prepare_out, remove_empty
+from vaezoo.outputs import check_layout, prepare_out, remove_empty
 from vaezoo.progress import note
 from vaezoo.publish import publish, published, run_name
 from vaezoo.signals import Interrupted, StopSignals
@@ -190,6 +190,7 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
                 if run.main:
                     for folder in dict.fromkeys([root, *(out for _, out, _ in runs)]):
                         held.enter_context(run_lock(folder))
+                    check_layout(root, alone=_alone(runs))
                 results = _train_held(runs, options, run)
         except BaseException:
             if run.world > 1:
@@ -217,7 +218,7 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
         check_metrics(models[0], runs[0][0])  # before the data is read, not after training: every metric asked for
         data = runs[0][0].train.data
         dataset = load_dataset(data.name, options.data_root, "train", **data.options)
-        if len(runs) == 1 and not runs[0][2]:
+        if _alone(runs):
             trained = [fit_single(models[0], *runs[0][:2], dataset, options.resume, options.max_steps, run)]
         else:
             trained = fit_ensemble([(m, c, out, label) for m, (c, out, label) in zip(models, runs)], dataset,
@@ -231,6 +232,11 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
     except BaseException:
         remove_empty(made)
         raise
+
+
+def _alone(runs: list[tuple[Card, Path, str]]) -> bool:
+    """Whether ``runs`` is one run trained alone in its output folder, not an ensemble's members."""
+    return len(runs) == 1 and not runs[0][2]
 
 
 def _completed_card(trained, out: Path, options: TrainOptions, run: Run) -> Path:

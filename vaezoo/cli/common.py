@@ -62,10 +62,7 @@ def seed_arg(value: str) -> int:
 
     from vaezoo.entries.schema import SEED_LIMIT
 
-    try:
-        seed = int(value)
-    except ValueError:
-        seed = -1
+    seed = int(value) if value.isascii() and value.isdigit() else -1  # not int()'s "1_000", " 3" or Arabic digits
     if not 0 <= seed < SEED_LIMIT:
         raise argparse.ArgumentTypeError(f"give a whole number from 0 to 2^63 - 1 as the seed, got {value!r}")
     return seed

@@ -22,10 +22,14 @@ def _load(cls, name: str, root, split: str, image_size: int | None, count: int) 
     where = data_root(root)
     _check_idx(where.path / cls.__name__ / "raw", "train" if split == "train" else "t10k", count, name,
                cls.mirrors[0])
+    made = [p for p in (where.path / cls.__name__ / "raw", where.path / cls.__name__) if not os.path.lexists(p)]
     try:
         with contextlib.redirect_stdout(sys.stderr):  # torchvision reports downloads on stdout, vaezoo's data stream
             data = cls(root=str(where.path), train=split == "train", download=where.download)
     except (RuntimeError, OSError) as exc:
+        for folder in made:  # the empty folders a failed download made; a folder holding a file stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise _not_found(cls, name, where, exc) from None
     images = data.data
     if image_size is not None and image_size != images.shape[-1]:
@@ -68,7 +72,7 @@ def _not_found(cls, name: str, where: DataRoot, exc: Exception) -> DataError:
     """The error saying where vaezoo looked for ``cls``'s files and how to get them."""
     raw = where.path / cls.__name__ / "raw"
     files = [os.path.splitext(os.path.basename(url))[0] for url, _ in cls.resources]
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    reason = " ".join(str(exc).split()) or type(exc).__name__  # torchvision's reasons run over several lines
     if where.download:
         return DataError.about("could not download {name} into {raw} ({reason}); check the network, or fetch {files} "
                                "from {mirror} yourself, unpack them into DIR/{folder}/raw/ and pass {data_root:DIR}",
