@@ -5,17 +5,43 @@
 >>> model = vaezoo.load("jointvae-mnist", device="cuda")
 >>> vaezoo.save_pretrained(model, "mine/")             # the Hub's conventions: from_pretrained, push_to_hub
 
-Importing vaezoo does not import torch; :func:`load` does.
+Importing vaezoo imports none of its dependencies: each name is imported on first use, and :func:`load`
+imports torch.
 """
 
-from vaezoo.hookspecs import hookimpl
-from vaezoo.entries.catalog import get_card
-from vaezoo.hub import build_model, load
-from vaezoo.pretrained import from_pretrained, push_to_hub, save_pretrained
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from vaezoo.version import __version__
+
+if TYPE_CHECKING:
+    from vaezoo.entries.catalog import get_card
+    from vaezoo.hookspecs import hookimpl
+    from vaezoo.hub import build_model, load
+    from vaezoo.pretrained import from_pretrained, push_to_hub, save_pretrained
 
 __all__ = ["load", "build_model", "list_models", "get_card", "from_pretrained", "save_pretrained", "push_to_hub",
            "hookimpl", "__version__"]
+
+# where each name of the public API lives; imported on first use, so that the command line can handle a
+# Ctrl-C from its first instant (the console script imports this package before any of its code runs)
+_HOMES = {"get_card": "vaezoo.entries.catalog", "hookimpl": "vaezoo.hookspecs", "build_model": "vaezoo.hub",
+          "load": "vaezoo.hub", "from_pretrained": "vaezoo.pretrained", "push_to_hub": "vaezoo.pretrained",
+          "save_pretrained": "vaezoo.pretrained"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'vaezoo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def list_models(pattern: str | list[str] | None = "*", dataset: str | None = None, architecture: str | None = None,

@@ -40,7 +40,7 @@ import pluggy
 import vaezoo.hookspecs as hookspecs
 from vaezoo.errors import PluginError, VaezooError
 from vaezoo.registry import Registry
-from vaezoo.signals import Interrupted
+from vaezoo.signals import STOP_SIGNALS, Interrupted
 
 ENTRY_POINT_GROUP = "vaezoo"
 DISTRIBUTION = "vaezoo"  # the entry points of this distribution are the built-in plugins
@@ -150,35 +150,39 @@ def _timeout() -> float:
     return seconds
 
 
-class _SigintWatch:
-    """Tells the user's Ctrl-C from a ``KeyboardInterrupt`` that plugin code raises itself.
+class _SignalWatch:
+    """Tells a stop signal that arrives while plugin code runs from what that code raises itself.
 
-    While entered in the main thread (the only one Python delivers signals to), a SIGINT sets
-    ``received`` and goes on to the handler that was there before. In another thread no SIGINT can
-    interrupt the plugin's code, so ``received`` stays False.
+    While entered in the main thread (the only one Python delivers signals to), each of
+    :data:`~vaezoo.signals.STOP_SIGNALS` handled in Python (SIGINT always; SIGTERM and SIGHUP under the CLI)
+    goes to the handler that was there before; when that handler raises, ``received`` is set to the signal's
+    number. Code that catches the resulting ``KeyboardInterrupt`` (as some libraries' imports do, wrapping it
+    or swallowing it) cannot hide the signal. In another thread no signal interrupts the plugin's code, so
+    ``received`` stays None.
     """
 
     def __init__(self) -> None:
-        self.received = False
-        self._previous = None
-        self._installed = False
+        self.received: int | None = None
+        self._previous: dict[int, object] = {}
 
     def _note(self, signum, frame) -> None:
-        self.received = True
-        if callable(self._previous):
-            self._previous(signum, frame)
-        elif self._previous != signal.SIG_IGN:
-            raise KeyboardInterrupt
+        try:
+            self._previous[signum](signum, frame)
+        except BaseException:  # the signal stops the command (a training loop's handler only notes the first)
+            self.received = signum
+            raise
 
-    def __enter__(self) -> _SigintWatch:
+    def __enter__(self) -> _SignalWatch:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._note)
-            self._installed = True
+            for signum in STOP_SIGNALS:
+                if callable(signal.getsignal(signum)):
+                    self._previous[signum] = signal.signal(signum, self._note)
         return self
 
     def __exit__(self, *exc_info) -> None:
-        if self._installed and signal.getsignal(signal.SIGINT) == self._note:  # a plugin's own handler stays
-            signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous.items():
+            if signal.getsignal(signum) == self._note:  # a plugin's own handler stays
+                signal.signal(signum, previous)
 
 
 class Plugins:
@@ -259,26 +263,31 @@ class Plugins:
             ``(True, result)``, or ``(False, None)`` when it raised.
 
         Raises:
-            KeyboardInterrupt: only when the user pressed Ctrl-C (a SIGINT arrived) while it ran.
+            Interrupted: only when a stop signal (the user's Ctrl-C, SIGTERM, SIGHUP) stopped it, whatever the
+                code then made of the ``KeyboardInterrupt``.
         """
         watchdog = None
         if not info.builtin:
             watchdog = threading.Timer(self._timeout, self._report_slow, (info, what))
             watchdog.daemon = True
             watchdog.start()
-        sigint = _SigintWatch()
+        watch = _SignalWatch()
         try:
-            with sigint:
+            with watch:
                 return True, function(*args, **kwargs)
         except VaezooError as exc:  # a rule the plugin broke, already worded
-            info.fail(str(exc))
+            if watch.received is None:
+                info.fail(str(exc))
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: plugin code must not end vaezoo
-            if isinstance(exc, Interrupted) or isinstance(exc, KeyboardInterrupt) and sigint.received:
-                raise  # the user's Ctrl-C, or a stop signal (SIGTERM, SIGHUP) the command turned into Interrupted
-            info.fail(f"{what} raised {type(exc).__name__}" + (f": {exc}" if str(exc) else ""))
+            if isinstance(exc, Interrupted):
+                raise  # a stop signal (SIGTERM, SIGHUP) the command turned into Interrupted
+            if watch.received is None:
+                info.fail(f"{what} raised {type(exc).__name__}" + (f": {exc}" if str(exc) else ""))
         finally:
             if watchdog is not None:
                 watchdog.cancel()
+            if watch.received is not None:  # the user's signal, whatever the plugin's code made of it
+                raise Interrupted(watch.received) from None
         return False, None
 
     def _report_slow(self, info: PluginInfo, what: str) -> None:

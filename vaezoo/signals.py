@@ -43,7 +43,9 @@ class StopSignals:
 
     With ``defer``, the first signal is only noted (``received``) for the loop to stop at the end of its
     step; a second SIGINT raises :class:`Interrupted` at once, a second SIGTERM or SIGHUP is ignored (the run
-    is already stopping). Without ``defer`` every signal raises at once.
+    is already stopping). Without ``defer`` every signal raises at once, and ``received`` keeps the first:
+    code that swallows the raised :class:`Interrupted` (torch's C code does, when it strikes inside the
+    import of numpy that torch's own import makes) cannot hide that a stop was asked for.
     """
 
     def __init__(self, defer: bool):
@@ -64,6 +66,7 @@ class StopSignals:
         if self.defer and self.received is None:
             self.received = signum
         elif not self.defer or signum == signal.SIGINT:
+            self.received = self.received or signum
             raise Interrupted(signum)
 
     def stop_requested(self, run: Run) -> int | None:

@@ -159,14 +159,27 @@ def test_a_plugin_exiting_at_import_leaves_vaezoos_exit_code_alone(tmp_path, tin
     assert_one_line_error(verified.stderr, "failed verification")
 
 
-def test_a_real_ctrl_c_while_a_plugin_imports_still_stops_vaezoo(tmp_path, tiny_zoo):
-    """A SIGINT that arrives while plugin code runs is the user's: vaezoo stops, the plugin is not blamed."""
+# what the code a plugin imports does with the KeyboardInterrupt a signal raises in it
+WHAT_IMPORTS_DO = {
+    "lets it through": "{kill}\n",
+    "wraps it": "try:\n    {kill}\nexcept KeyboardInterrupt:\n    raise ImportError('a half-imported library')\n",
+    "swallows it": "try:\n    {kill}\nexcept KeyboardInterrupt:\n    pass\n",
+}
+
+
+@pytest.mark.parametrize("what", WHAT_IMPORTS_DO)
+@pytest.mark.parametrize(("signal_name", "code", "last_line"), [("SIGINT", 130, "error: interrupted"),
+                                                                 ("SIGTERM", 143, "error: stopped by SIGTERM")])
+def test_a_stop_signal_while_a_plugin_imports_stops_vaezoo(tmp_path, tiny_zoo, what, signal_name, code, last_line):
+    """A stop signal that arrives while plugin code runs is the user's: vaezoo stops and the plugin is not
+    blamed, whether the code let the interrupt through, wrapped it in another error or swallowed it."""
     site = tmp_path / "cli-site"
-    install_plugin(site, "ctrl_c", "import os\nimport signal\nimport time\n\n"
-                                   "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(60)\n")
+    kill = f"os.kill(os.getpid(), signal.{signal_name}); time.sleep(60)"
+    install_plugin(site, "stopped", "import os\nimport signal\nimport time\n\n"
+                   + WHAT_IMPORTS_DO[what].format(kill=kill))
     listed = run_vaezoo("list", env=child_env(tmp_path / "home", cards=tiny_zoo, site=site), timeout=50)
-    assert listed.returncode == 130, listed
-    assert listed.stderr.strip().splitlines()[-1] == "error: interrupted"
+    assert listed.returncode == code, listed
+    assert listed.stderr.strip().splitlines()[-1] == last_line
     assert "Traceback" not in listed.stderr and "vaezoo plugin" not in listed.stderr
     assert listed.stdout == ""
 

@@ -16,7 +16,7 @@ import sys
 import warnings
 
 from vaezoo.errors import VaezooError
-from vaezoo.signals import StopSignals
+from vaezoo.signals import Interrupted, StopSignals
 from vaezoo.terminal import StatusStream
 
 COMMANDS = ("list", "leaderboard", "info", "plugins", "verify", "train", "eval", "seeds", "convert", "show", "gallery",
@@ -60,34 +60,57 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = stdout if stdout is not None else open(os.devnull, "w")  # closed (>&-): as a reader gone
     sys.stderr = StatusStream(stderr if stderr is not None else open(os.devnull, "w"))
     _escape_what_cannot_be_encoded(sys.stdout, stderr)
+    stops = StopSignals(defer=False)  # SIGTERM and SIGHUP clean up as Ctrl-C does
     try:
-        with warnings.catch_warnings(), StopSignals(defer=False):  # SIGTERM and SIGHUP clean up as Ctrl-C does
+        with warnings.catch_warnings(), stops:
             warnings.showwarning = _show_warning
             try:
                 args = build_parser().parse_args(argv)
             except SystemExit:
                 sys.stdout.flush()  # --help and --version succeed only once their text is written
                 raise
+            _import_uninterrupted(getattr(args, "imports", []))
             code = args.func(args)
         sys.stdout.flush()  # here, where a closed pipe can still be handled, not at interpreter exit
         return code
     except BrokenPipeError:
         _discard_stdout()
         return 0
-    except VaezooError as exc:
-        from vaezoo.cli.common import flag_spelling
+    except (VaezooError, OSError) as exc:
+        if stops.received is not None:  # the error of what a swallowed stop signal left half done
+            return _stopped(stops.received)
+        if isinstance(exc, VaezooError):
+            from vaezoo.cli.common import flag_spelling
 
-        _error(exc.spelled(flag_spelling))
-        return 1
-    except OSError as exc:  # the system refused a path given on the command line
-        _error(_os_error(exc))
+            _error(exc.spelled(flag_spelling))
+        else:  # the system refused a path given on the command line
+            _error(_os_error(exc))
         return 1
     except KeyboardInterrupt as exc:
-        stopped = getattr(exc, "signal", signal.SIGINT)
-        _error("interrupted" if stopped == signal.SIGINT else f"stopped by {signal.Signals(stopped).name}")
-        return 128 + stopped
+        return _stopped(getattr(exc, "signal", signal.SIGINT))
     finally:
         sys.stdout, sys.stderr = stdout, stderr
+
+
+def _stopped(signum: int) -> int:
+    """Say that a stop signal ended the command; its exit code (130 for Ctrl-C, as shells give)."""
+    _error("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}")
+    return 128 + signum
+
+
+def _import_uninterrupted(modules: list[str]) -> None:
+    """Import the libraries a command's own code imports (``set_defaults(imports=[...])``) with stop signals
+    noted, then acted on: a signal that strikes inside torch's import can be swallowed by torch's C code,
+    leaving numpy half imported, to fail later with a wrong error while the command goes on.
+
+    Raises:
+        Interrupted: a stop signal arrived during the imports.
+    """
+    with StopSignals(defer=True) as held:
+        for module in modules:
+            importlib.import_module(module)
+    if held.received is not None:
+        raise Interrupted(held.received)
 
 
 def _escape_what_cannot_be_encoded(*streams) -> None:

@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
     p.add_argument("--out", type=path_arg, required=True, help="output directory for NAME.safetensors and NAME.toml")
     p.add_argument("--name", help="the converted card's name (default: CONVERTER-DATASET-converted); "
                                   "a name of the built-in zoo is refused")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, imports=["torch"])  # imported before the command runs: see cli.main
 
 
 def _card_name(args) -> str:

@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
                         "importance_log_likelihood.samples=200; repeatable; --write records it on the card")
     p.add_argument("--write", action="store_true",
                    help="record the measured metrics on the card's TOML file (e.g. a converted checkpoint's card)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, imports=["torch"])  # imported before the command runs: see cli.main
 
 
 def setting_arg(text: str) -> tuple[str, str, object]:

@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     p.add_argument("--fold-below", type=nonnegative_arg, metavar="NATS",
                    help="leave out the traversal rows whose KL is below NATS (inactive dimensions); needs data")
     p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, imports=["torch"])  # imported before the command runs: see cli.main
 
 
 def run(args) -> int:

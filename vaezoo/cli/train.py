@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
                    help="override the recipe's precision (bf16: the forward pass under autocast in bfloat16)")
     p.add_argument("--compile", action="store_true", default=None,
                    help="run the forward pass through torch.compile (default: the recipe's)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, imports=["torch"])  # imported before the command runs: see cli.main
 
 
 def seeds_arg(value: str) -> list[int]:
@@ -144,7 +144,7 @@ def resume_command(args, until: str | None = "max_steps") -> str:
         program = ["vaezoo"]
     words = [*program, "train", args.card, "--out", args.out]
     for key, value in vars(args).items():
-        if key in ("command", "func", "card", "out", "resume") or value is None or value is False:
+        if key in ("command", "func", "imports", "card", "out", "resume") or value is None or value is False:
             continue
         if key == "max_steps" and until is None:
             continue
