@@ -4,20 +4,23 @@
 #   bash benchmarks/device_run.sh SECONDS [--no-bench]
 #
 # Installs the wheels carried in .whl (what the device machine lacks: pydantic and its needs, platformdirs,
-# tomli-w; and hatchling with its needs, pathspec, packaging, pluggy and trove-classifiers, which builds
+# tomli-w; and hatchling with its needs but pathspec and pluggy, which the machine has, which builds
 # vaezoo there from this checkout, as it does in a bare venv on the CPU), times bench_train.py on CUDA
 # (one model against ensembles of 12; --no-bench leaves it out, giving its 80 s to training), then runs the
 # campaign (benchmarks/campaign.toml) with what is left of SECONDS: it resumes the recipes
 # benchmarks/campaign-state holds and trains the first that does not fit in part (--partial). It evaluates nothing (--no-eval): evaluations beside training slowed it by a
 # fifth and did not finish within a span, and each card is measured again on the CPU for `vaezoo eval --check`.
-# Everything it brings back is in $OUT: bench.txt, campaign.log, campaign.json, one
+# Everything it brings back is in $OUT: bench.txt, campaign.log.gz, campaign.json, one
 # NAME.campaign.safetensors a trained recipe and the checkpoints of one trained in part
 # (NAME.seed-N.checkpoint.pt; `python benchmarks/device_campaign.py keep DIR` puts them in campaign-state).
 #
 # Fetch the wheels once, into .whl (listed in .git/info/exclude; name it in the device tool's carry):
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_17_x86_64 -d .whl pydantic pydantic_core annotated-types typing-inspection \
-#     typing_extensions platformdirs tomli_w hatchling trove-classifiers tomlkit pathspec packaging pluggy
+#     typing_extensions platformdirs tomli_w hatchling trove-classifiers tomlkit packaging
+# The checkout travels too, and the device tool takes 64 MiB in all: with a recipe's three checkpoints in
+# benchmarks/campaign-state the tracked files come to 63.5 MB and these wheels to 3.2 MB, which is why the
+# logs of benchmarks/results are kept gzipped.
 set -uo pipefail
 budget=${1:-540}
 case "${2:-}" in
@@ -36,3 +39,4 @@ fi
 left=$((budget - SECONDS - 20))
 python3 benchmarks/device_campaign.py --device cuda --deadline "$left" --partial --no-eval --out "$OUT" 2>&1 \
   | tee "$OUT/campaign.log" | grep -v "^seed \|^epoch"
+gzip -9 -n "$OUT/campaign.log"
