@@ -22,14 +22,13 @@ if TYPE_CHECKING:
     from vaezoo.hub import build_model, load
     from vaezoo.pretrained import from_pretrained, push_to_hub, save_pretrained
 
-__all__ = ["load", "build_model", "list_models", "get_card", "from_pretrained", "save_pretrained", "push_to_hub",
-           "hookimpl", "__version__"]
-
 # where each name of the public API lives; imported on first use, so that the command line can handle a
 # Ctrl-C from its first instant (the console script imports this package before any of its code runs)
-_HOMES = {"get_card": "vaezoo.entries.catalog", "hookimpl": "vaezoo.hookspecs", "build_model": "vaezoo.hub",
-          "load": "vaezoo.hub", "from_pretrained": "vaezoo.pretrained", "push_to_hub": "vaezoo.pretrained",
-          "save_pretrained": "vaezoo.pretrained"}
+_HOMES = {"load": "vaezoo.hub", "build_model": "vaezoo.hub", "get_card": "vaezoo.entries.catalog",
+          "from_pretrained": "vaezoo.pretrained", "save_pretrained": "vaezoo.pretrained",
+          "push_to_hub": "vaezoo.pretrained", "hookimpl": "vaezoo.hookspecs"}
+
+__all__ = [*_HOMES, "list_models", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
