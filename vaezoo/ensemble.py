@@ -543,7 +543,7 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
                 note(f"{m.label}: {begin} {s.plan.total} steps ({s.plan.per_epoch} per epoch), {len(s.members)} runs "
                      f"in one step, a checkpoint every {m.card.train.checkpoint_every} steps in {m.checkpoint}")
         while todo := [s for s in stacks if s.members and s.step < last[id(s)]]:
-            stopping = signals.stop_requested(run)
+            stopping = signals.stop_requested(run.world, run.device)
             images = sum(s.take_step(store, stopping) for s in todo)
             report_stopped()
             if stopping is not None:
@@ -555,7 +555,7 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
             s.check()
             s.finish()
         report_stopped()
-        stopping = signals.stop_requested(run)
+        stopping = signals.stop_requested(run.world, run.device)
         if stopping is not None:  # it came after the last step: the checkpoints above hold the run
             raise Interrupted(stopping, min(m.step for m in members), members[0].checkpoint)
     return members

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
-    from vaezoo.loop import Run
+    import torch
 
 __all__ = ["STOP_SIGNALS", "Interrupted", "StopSignals"]
 
@@ -69,13 +69,14 @@ class StopSignals:
             self.received = self.received or signum
             raise Interrupted(signum)
 
-    def stop_requested(self, run: Run) -> int | None:
-        """The signal that asks the run to stop, if any; under DDP a signal on any rank stops every rank."""
-        if run.world == 1:
+    def stop_requested(self, world: int, device: torch.device) -> int | None:
+        """The signal that asks a run of ``world`` processes to stop, if any; under DDP (``world`` > 1) a signal
+        on any rank stops every rank, agreed through a tensor on ``device``."""
+        if world == 1:
             return self.received
         import torch
         import torch.distributed as dist
 
-        flag = torch.tensor([self.received or 0], device=run.device)
+        flag = torch.tensor([self.received or 0], device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return int(flag.item()) or None

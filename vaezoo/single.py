@@ -215,7 +215,7 @@ def fit_single(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume:
             note(f"{begin} {plan.total} steps ({plan.per_epoch} per epoch), a checkpoint every "
                  f"{card.train.checkpoint_every} steps in {seed.checkpoint}")
         while seed.step < stop:
-            stopping = signals.stop_requested(run)
+            stopping = signals.stop_requested(run.world, run.device)
             images = seed.take_step(store, stopping)
             if stopping is not None:
                 seed.finish()
@@ -223,7 +223,7 @@ def fit_single(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume:
             if run.main:
                 reporter.update(seed.step, images * run.world, seed.values)
         seed.finish()
-        stopping = signals.stop_requested(run)
+        stopping = signals.stop_requested(run.world, run.device)
         if stopping is not None:  # it came after the last step: the checkpoint above holds the run
             raise Interrupted(stopping, seed.step, seed.checkpoint)
     return seed
