@@ -155,6 +155,12 @@ def test_no_run_marks_only_a_code_block():
         assert text.count("<!-- no-run:") == marked, f"{page.relative_to(REPO)}: a no-run comment not before a block"
 
 
+def test_readme_links_every_zoo_page():
+    linked = {(README.parent / m["target"]).resolve() for m in LINK.finditer(README.read_text(encoding="utf-8"))}
+    unlinked = [p.name for p in sorted((REPO / "docs" / "zoo").glob("*.md")) if p.resolve() not in linked]
+    assert not unlinked, f"README.md links no zoo page {unlinked}: add it to the list under the zoo table"
+
+
 @pytest.mark.parametrize("page", [*PAGES, REPO / "CONTRIBUTING.md"], ids=lambda p: str(p.relative_to(REPO)))
 def test_relative_links_resolve(page):
     text = FENCE.sub("", page.read_text(encoding="utf-8"))
