@@ -4,13 +4,16 @@ assembled: one line naming the field, before any value reaches a builder, a data
 from __future__ import annotations
 
 import inspect
+from typing import Annotated
 
 import pytest
 import torch
+from annotated_types import Ge, Gt, Interval
 from kit import cli, make_card, write_card, write_toml
 
 import vaezoo
 from vaezoo import assemble
+from vaezoo.arguments import check_arguments
 from vaezoo.entries.catalog import parse_card, scan
 from vaezoo.entries.schema import OPTIMIZER_OPTIONS, SEED_LIMIT, Card
 from vaezoo.errors import CardError, DataError
@@ -150,3 +153,24 @@ def test_a_dataset_bigger_than_memory_is_refused_before_loading(monkeypatch):
     with pytest.raises(DataError, match=r"would hold 58\.6 GiB of images, more than this machine's 8\.0 GiB"):
         assemble.data_info(big)
     assert assemble.data_info(card).image_size == 16
+
+
+
+def _bounded(count: Annotated[int, Interval(ge=1, le=100)] = 1, rate: Annotated[float, Gt(0)] = 1.0,
+             floor: Annotated[float, Ge(-1), "unrelated metadata"] = 0.0) -> None:
+    """A part with bounded arguments (at module level: the annotations are resolved in its globals)."""
+
+
+def test_bounds_an_annotation_states_are_checked_with_the_type():
+    check_arguments(_bounded, {"count": 100, "rate": 1e-9, "floor": -1}, "part 'p'")
+    refusals = []
+    for arguments in ({"count": 0}, {"count": 101}, {"rate": 0.0}, {"floor": -1.5}, {"count": 2.0}):
+        with pytest.raises(ValueError) as refusal:
+            check_arguments(_bounded, arguments, "part 'p'")
+        refusals.append(str(refusal.value))
+    assert refusals == [
+        "part 'p': count = 0 is not a whole number (int), at least 1 and at most 100",
+        "part 'p': count = 101 is not a whole number (int), at least 1 and at most 100",
+        "part 'p': rate = 0.0 is not a number (float), greater than 0",
+        "part 'p': floor = -1.5 is not a number (float), at least -1",
+        "part 'p': count = 2.0 is not a whole number (int), at least 1 and at most 100"]

@@ -297,3 +297,27 @@ def test_fold_below_takes_a_finite_number_of_nats(capsys, value):
     assert (code, out) == (2, "")
     assert err.strip().splitlines()[-1].endswith(f"argument --fold-below: give a finite number >= 0, e.g. 1e-4, "
                                                   f"got '{value}'")
+
+
+def test_every_option_a_library_message_can_name_is_spelled_as_the_command_line_has_it():
+    """A keyword whose option's flag is not ``--KEYWORD`` (``--set`` keeps ``settings``) is in the spelling's table."""
+    import argparse
+
+    from vaezoo.cli import build_parser
+    from vaezoo.cli.common import flag_spelling
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    wrong = [f"{name} {action.dest}: {flag_spelling(action.dest, '')} not in {action.option_strings}"
+             for name, parser in commands.choices.items() for action in parser._actions
+             if action.option_strings and action.dest != "help"
+             and flag_spelling(action.dest, "") not in action.option_strings]
+    assert wrong == []
+
+
+def test_a_setting_out_of_its_bounds_is_refused_before_any_image_is_read(tmp_path):
+    result = run_vaezoo("eval", "vae-mnist", "--data-root", str(tmp_path / "no-data"), "--metrics",
+                        "importance_log_likelihood", "--set", "importance_log_likelihood.samples=0")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: --set: metric 'importance_log_likelihood': samples = 0 is not a whole number (int), at least 1 "
+        "and at most 10,000,000")

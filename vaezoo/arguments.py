@@ -4,7 +4,9 @@ A card's ``[model]`` table, its sub-part specs (regularizers, nets, latents) and
 keyword arguments of a builder, a part's class or a dataset that a plugin registered. :func:`check_arguments`
 refuses, in one line naming the argument, a key the callable does not take and a value whose type is not
 the one the callable's annotation states (``beta = "high"`` where it takes a ``float``, ``image_size = "32"``
-where it takes an ``int``), so the value never reaches the code.
+where it takes an ``int``), or that is outside the bounds an ``Annotated`` annotation gives it with
+:mod:`annotated_types` (``samples: Annotated[int, Ge(1)]`` refuses ``samples = 0``), so the value never
+reaches the code.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import annotated_types
+
 
 def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str, skip: tuple[str, ...] = ()) -> None:
     """Refuse ``arguments`` unless ``func`` takes each of them, with a value of its annotated type.
 
     Annotations that cannot be resolved or checked (a class the value is not an instance of counts as
-    checkable) let any value through; ``func`` checks the ranges itself.
+    checkable) let any value through. Bounds are checked where the annotation states them
+    (``Annotated[int, annotated_types.Interval(ge=1, le=100)]``); elsewhere ``func`` checks the ranges itself.
 
     Args:
         func: a function or class.
@@ -69,7 +74,7 @@ def _fits(value: Any, annotation: Any) -> bool:
         return True
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
-        return _fits(value, args[0])
+        return _fits(value, args[0]) and all(_within(value, bound) for bound in _bounds(annotation))
     if origin in (typing.Union, types.UnionType):
         return any(_fits(value, a) for a in args)
     if origin is typing.Literal:
@@ -101,8 +106,34 @@ def _fits(value: Any, annotation: Any) -> bool:
     return True
 
 
+_BOUNDS = {annotated_types.Gt: ("gt", "greater than", lambda v, b: v > b),
+           annotated_types.Ge: ("ge", "at least", lambda v, b: v >= b),
+           annotated_types.Lt: ("lt", "less than", lambda v, b: v < b),
+           annotated_types.Le: ("le", "at most", lambda v, b: v <= b)}
+
+
+def _bounds(annotation: Any) -> list:
+    """The ``Gt``, ``Ge``, ``Lt`` and ``Le`` of an ``Annotated`` annotation (an ``Interval`` gives its own)."""
+    found = []
+    for meta in typing.get_args(annotation)[1:]:
+        found += list(meta) if isinstance(meta, annotated_types.GroupedMetadata) else [meta]
+    return [bound for bound in found if type(bound) in _BOUNDS]
+
+
+def _within(value: Any, bound: Any) -> bool:
+    attribute, _, holds = _BOUNDS[type(bound)]
+    try:
+        return bool(holds(value, getattr(bound, attribute)))
+    except TypeError:  # a value of another type: the type check speaks for it
+        return True
+
+
 def _describe(annotation: Any) -> str:
-    """``annotation`` in words for a message: ``a number (float)``, ``a whole number (int)``, or its spelling."""
+    """``annotation`` in words for a message: ``a number (float)``, ``a whole number (int), at least 1``, or
+    its spelling."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        bounds = [f"{_BOUNDS[type(b)][1]} {getattr(b, _BOUNDS[type(b)][0]):,}" for b in _bounds(annotation)]
+        return ", ".join([_describe(typing.get_args(annotation)[0]), *([" and ".join(bounds)] if bounds else [])])
     words = {bool: "true or false (bool)", int: "a whole number (int)", float: "a number (float)",
              str: "a string (str)"}
     if annotation in words:

@@ -9,10 +9,15 @@ from collections.abc import Iterable, Sequence
 from vaezoo.terminal import printable  # noqa: F401  (commands import it from here)
 
 
+_FLAGS = {"settings": "--set", "owner": "--all"}
+"""The keywords whose flag is not ``--KEYWORD`` (the options' ``dest``)."""
+
+
 def flag_spelling(keyword: str, value: str) -> str:
     """An argument a library message names (:class:`vaezoo.errors.Phrase`) as the command line spells it: the
-    keyword ``max_steps`` as ``--max-steps``, ``resume=True`` as ``--resume``, ``epochs=12`` as ``--epochs 12``."""
-    flag = "--" + keyword.replace("_", "-")
+    keyword ``max_steps`` as ``--max-steps``, ``resume=True`` as ``--resume``, ``epochs=12`` as ``--epochs 12``,
+    ``settings`` as ``--set``."""
+    flag = _FLAGS.get(keyword, "--" + keyword.replace("_", "-"))
     return flag if value in ("", "True") else f"{flag} {value}"
 
 

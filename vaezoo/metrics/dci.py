@@ -30,7 +30,7 @@ from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.parallel import parallel_map
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
-from vaezoo.metrics.spec import metric_spec
+from vaezoo.metrics.spec import Count, metric_spec
 from vaezoo.metrics.sampling import Codes, draw, sklearn_seed
 
 
@@ -129,21 +129,21 @@ def dci(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000, 
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
-def dci_disentanglement(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000,
+def dci_disentanglement(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
                         seed: int = 0) -> float:
     """DCI disentanglement of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
     return dci(evaluation, points, test_points, seed).disentanglement
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
-def dci_completeness(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000,
+def dci_completeness(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
                      seed: int = 0) -> float:
     """DCI completeness of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
     return dci(evaluation, points, test_points, seed).completeness
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
-def dci_informativeness(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000,
+def dci_informativeness(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
                         seed: int = 0) -> float:
     """DCI informativeness (mean test accuracy) of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
     return dci(evaluation, points, test_points, seed).informativeness

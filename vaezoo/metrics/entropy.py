@@ -31,7 +31,7 @@ from vaezoo.metrics.codes import has_density_matrix, require_posteriors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.parallel import parallel_map
 from vaezoo.metrics.requirements import DENSITY_MATRIX
-from vaezoo.metrics.spec import metric_spec
+from vaezoo.metrics.spec import Count, metric_spec
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 ROWS = 512  # images per block of work, at least (a block spans whole runs of the innermost factors)
@@ -303,7 +303,7 @@ def dataset_entropies(evaluation: Evaluation, columns: tuple[int, ...], samples:
 
 
 @metric_spec(higher_is_better=False, needs=(DENSITY_MATRIX,), suite="disentanglement")
-def total_correlation(evaluation: Evaluation, samples: int = 10_000, seed: int = 0) -> float:
+def total_correlation(evaluation: Evaluation, samples: Count = 10_000, seed: int = 0) -> float:
     """Total correlation (nats) of the aggregate posterior of the factorised (continuous) dimensions over the
     dataset; lower is better.
 

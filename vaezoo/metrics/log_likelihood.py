@@ -15,6 +15,7 @@ a lower bound on log p(x) that tightens as K grows. Both use only the latent pro
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import torch
 
@@ -22,7 +23,7 @@ from vaezoo.errors import VaezooError
 from vaezoo.metrics.codes import eval_mode
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import DENSITY, NORMALISED_LIKELIHOOD
-from vaezoo.metrics.spec import metric_spec
+from vaezoo.metrics.spec import Count, metric_spec
 
 CHUNK = 50  # samples decoded together: a batch of 64 images makes 3,200 decoder rows
 
@@ -33,17 +34,26 @@ def _check(model, metric: str) -> None:
                           f"{type(model.likelihood).__name__} scores images up to a constant")
 
 
-def _log_weights(model, x: torch.Tensor, samples: int) -> torch.Tensor:
-    """``(samples, B)``: log p(x|z) + log p(z) - log q(z|x) for ``samples`` draws z ~ q(z|x) per image."""
+def _log_weights(model, x: torch.Tensor, samples: int) -> Iterator[torch.Tensor]:
+    """log p(x|z) + log p(z) - log q(z|x) for ``samples`` draws z ~ q(z|x) per image, as ``(S, B)`` chunks of
+    at most :data:`CHUNK` draws."""
     posterior = model.encode(x)
-    out = []
     for start in range(0, samples, CHUNK):
         z = torch.stack([posterior.rsample() for _ in range(min(CHUNK, samples - start))])  # (S, B, D)
         flat = z.flatten(0, 1)
         images = x.expand(len(z), *x.shape).flatten(0, 1)
         log_px = -model.likelihood.nll(model.decode_logits(flat), images).flatten(1).sum(1).view(len(z), -1)
-        out.append(log_px + posterior.prior_log_prob(z).sum(-1) - posterior.log_prob(z).sum(-1))
-    return torch.cat(out)
+        yield log_px + posterior.prior_log_prob(z).sum(-1) - posterior.log_prob(z).sum(-1)
+
+
+def _log_mean_weight(model, x: torch.Tensor, samples: int) -> torch.Tensor:
+    """``(B,)``: log of the mean importance weight over ``samples`` draws, accumulated chunk by chunk (memory
+    does not grow with ``samples``)."""
+    total = None
+    for chunk in _log_weights(model, x, samples):
+        lse = torch.logsumexp(chunk, 0)
+        total = lse if total is None else torch.logaddexp(total, lse)
+    return total - math.log(samples)
 
 
 def _mean_over_images(evaluation: Evaluation, seed: int, per_batch) -> float:
@@ -67,11 +77,11 @@ def elbo(evaluation: Evaluation, seed: int = 0) -> float:
     """
     model = evaluation.model
     _check(model, "elbo")
-    return _mean_over_images(evaluation, seed, lambda x: _log_weights(model, x, 1)[0])
+    return _mean_over_images(evaluation, seed, lambda x: next(_log_weights(model, x, 1))[0])
 
 
 @metric_spec(needs=(DENSITY, NORMALISED_LIKELIHOOD), quick={"samples": 20})
-def importance_log_likelihood(evaluation: Evaluation, samples: int = 5000, seed: int = 0) -> float:
+def importance_log_likelihood(evaluation: Evaluation, samples: Count = 5000, seed: int = 0) -> float:
     """log p(x) per image (nats; higher is better), estimated with ``samples`` importance samples from q(z|x).
 
     Args:
@@ -82,7 +92,4 @@ def importance_log_likelihood(evaluation: Evaluation, samples: int = 5000, seed:
     """
     model = evaluation.model
     _check(model, "importance_log_likelihood")
-    if samples < 1:
-        raise VaezooError(f"importance_log_likelihood needs at least 1 sample, got {samples}")
-    return _mean_over_images(evaluation, seed,
-                             lambda x: torch.logsumexp(_log_weights(model, x, samples), 0) - math.log(samples))
+    return _mean_over_images(evaluation, seed, lambda x: _log_mean_weight(model, x, samples))

@@ -31,7 +31,7 @@ from vaezoo.metrics.entropy import (
 )
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import DENSITY_MATRIX, FACTORS
-from vaezoo.metrics.spec import metric_spec
+from vaezoo.metrics.spec import Count, metric_spec
 
 
 def gaps(mutual_information: np.ndarray, normaliser: np.ndarray) -> np.ndarray:
@@ -94,7 +94,7 @@ def dlib_mig_gaps(codes: np.ndarray, factors: np.ndarray, bins: int = 20) -> np.
 
 
 @metric_spec(needs=(FACTORS, DENSITY_MATRIX), suite="disentanglement")
-def mig_chen(evaluation: Evaluation, samples: int = 10_000, seed: int = 0) -> float:
+def mig_chen(evaluation: Evaluation, samples: Count = 10_000, seed: int = 0) -> float:
     """MIG as Chen et al. compute it, over the whole dataset (see the module docstring).
 
     Args:
@@ -110,7 +110,7 @@ def mig_chen(evaluation: Evaluation, samples: int = 10_000, seed: int = 0) -> fl
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
-def mig_dlib(evaluation: Evaluation, points: int = 10_000, bins: int = 20, seed: int = 0) -> float:
+def mig_dlib(evaluation: Evaluation, points: Count = 10_000, bins: Count = 20, seed: int = 0) -> float:
     """MIG as disentanglement_lib computes it (see the module docstring).
 
     Args:

@@ -24,7 +24,7 @@ from sklearn.svm import LinearSVC
 from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
-from vaezoo.metrics.spec import metric_spec
+from vaezoo.metrics.spec import Count, metric_spec
 from vaezoo.metrics.sampling import Codes, draw, sklearn_seed
 
 
@@ -77,8 +77,8 @@ def sap_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Gener
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
-def sap_score(evaluation: Evaluation, points: int = 10_000,
-              test_points: int = 5_000, seed: int = 0) -> float:
+def sap_score(evaluation: Evaluation, points: Count = 10_000,
+              test_points: Count = 5_000, seed: int = 0) -> float:
     """The SAP score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
 
     Args:

@@ -13,12 +13,21 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+import annotated_types
 
 from vaezoo.arguments import check_arguments
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.errors import MetricError
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import Requirement
+
+MAX_COUNT = 10_000_000
+Count = Annotated[int, annotated_types.Interval(ge=1, le=MAX_COUNT)]
+"""The type of a metric's setting that counts points, samples, pairs or bins. The bounds are checked, with the
+other settings, before any image is read: 0 fails at once instead of after an encoding pass, and a typo's
+extra zeros (a thousand times any protocol's count) are refused instead of running for days."""
 
 _PLAIN_ARGUMENTS = ("model", "dataset", "device", "batch_size")  # batch_size: the results do not depend on it
 
@@ -50,7 +59,15 @@ class MetricSpec:
         object.__setattr__(self, "__doc__", self.function.__doc__)
 
     def measure(self, evaluation: Evaluation, **settings: Any) -> float:
-        """The metric on ``evaluation`` with :attr:`settings`, updated with ``settings``."""
+        """The metric on ``evaluation`` with :attr:`settings`, updated with ``settings``.
+
+        Raises:
+            MetricError: a setting the metric does not take, or a value outside its type (:meth:`check_settings`).
+        """
+        try:
+            self.check_settings(settings, f"metric '{self.function.__name__}'")
+        except ValueError as exc:
+            raise MetricError(str(exc)) from None
         return float(self.function(evaluation, **{**self.settings, **settings}))
 
     def check_settings(self, settings: Mapping[str, Any], subject: str) -> None:
