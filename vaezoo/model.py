@@ -108,7 +108,9 @@ class VAE(nn.Module):
                 ``(C, H, W)`` or ``(N, C, H, W)``; or a torchvision dataset sample ``(image, target)``.
 
         Returns:
-            ``(N, channels, image_size, image_size)`` in [0, 1], on the model's device and in its dtype.
+            ``(N, channels, image_size, image_size)`` in [0, 1], on the model's device and in its dtype: the grey
+            levels. A dataset that draws its pixels from them (MNIST's ``binarize = "dynamic"``, which the card's
+            ``[input]`` describes) is matched by drawing them too: ``torch.bernoulli(model.preprocess(images))``.
         """
         return for_model(self)(images).to(self.head.weight.device, self.head.weight.dtype)
 

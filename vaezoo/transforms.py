@@ -5,7 +5,9 @@ channels and size of the dataset it was trained on (what :class:`vaezoo.data.Ima
 :func:`for_model` gives a model's :class:`ModelInput`: it checks a batch against the contract and turns
 PIL images, uint8 tensors or torchvision samples into such a batch, resizing them with the filter the
 dataset pipeline used (the card's ``[input]`` section names it), so raw dataset images give exactly the
-input the model was trained and evaluated on.
+input the model was trained and evaluated on: the grey levels. A dataset option that then draws the pixels at
+random (MNIST's ``binarize = "dynamic"``) is the dataset's, not part of the transform; ``torch.bernoulli`` of
+the transform's output draws them as it did.
 """
 
 from __future__ import annotations
