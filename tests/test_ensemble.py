@@ -160,6 +160,7 @@ def test_a_sweep_on_the_command_line(data_plugin, tmp_path, capsys):
     ("lr=" + "[" * 3000 + "]" * 3000, "--sweep lr: the value '[[[["),
     ("seed=1,2", "--sweep seed: give the seeds with --seeds"),
     ("batch_size=0,4", "--sweep train.batch_size=0: input should be greater than 0"),
+    ("hidden=16,-4", "error: hidden=-4 seed 0: "),  # the schema takes it, the model's nets refuse it
 ])
 def test_a_bad_sweep_is_a_one_line_error(data_plugin, tmp_path, capsys, sweep, message):
     path = write_toml(tmp_path / "toy.toml", make_card("toy"))

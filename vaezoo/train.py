@@ -31,7 +31,7 @@ from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.checkpoints import CHECKPOINT
 from vaezoo.ensemble import fit_ensemble
-from vaezoo.errors import TrainingError
+from vaezoo.errors import CardError, TrainingError
 from vaezoo.evaluate import check_metrics
 from vaezoo.locks import run_lock
 from vaezoo.loop import Plan, Run, start_run
@@ -212,9 +212,14 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
             for _, out, _ in runs:
                 made += prepare_out(out, options.name, options.resume)
         models = []
-        for each, _, _ in runs:
+        for each, _, label in runs:
             torch.manual_seed(each.train.seed)  # the model's initial weights
-            models.append(build_model(each, device=run.device))
+            try:
+                models.append(build_model(each, device=run.device))
+            except CardError as exc:  # a swept value the card's schema takes and its model's parts refuse
+                if not label:
+                    raise
+                raise CardError(f"{label}: {exc}") from None
         check_metrics(models[0], runs[0][0])  # before the data is read, not after training: every metric asked for
         data = runs[0][0].train.data
         dataset = load_dataset(data.name, options.data_root, "train", **data.options)
