@@ -257,8 +257,10 @@ def test_bad_parameters_are_refused(tmp_path):
         viz.traverse(model, steps=1)
     with pytest.raises(VaezooError, match="from low to high"):
         viz.traverse(model, span=(1.0, -1.0))
-    with pytest.raises(VaezooError, match="n and columns must be >= 1"):
+    with pytest.raises(VaezooError, match="^n must be at least 1, got 0$"):
         viz.sample(model, 0)
+    with pytest.raises(VaezooError, match="^columns must be at least 1, got 0$"):
+        viz.sample(model, 4, columns=0)
     with pytest.raises(VaezooError, match="give a .png file name"):
         viz.sample(model, 2).save(tmp_path / "x.jpg")
 

@@ -26,10 +26,15 @@ def atomic_save(path: Path, write: Callable[[Path], None], fix: str | Phrase = "
             :class:`~vaezoo.errors.Phrase` when it names arguments of the call).
 
     Raises:
-        OutputError: ``path``'s folder cannot be created or written in (e.g. a file stands in its path, it is
-            read-only), or its disk or quota is full (``ENOSPC``/``EDQUOT``, also when raised inside ``write``).
+        OutputError: ``path`` is a folder, a FIFO, a socket or a device (which the rename would replace);
+            ``path``'s folder cannot be created or written in (e.g. a file stands in its path, it is read-only),
+            or its disk or quota is full (``ENOSPC``/``EDQUOT``, also when raised inside ``write``).
     """
     path = Path(path)
+    standing = _not_a_file(path)
+    if standing:
+        raise OutputError.about("cannot write {path}: it is {standing}, not a file; {fix}", path=path,
+                                standing=standing, fix=fix)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -56,6 +61,18 @@ def atomic_save(path: Path, write: Callable[[Path], None], fix: str | Phrase = "
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+          stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What stands at ``path`` when it is neither a regular file nor a link (in words), else None."""
+    try:
+        return _KINDS.get(stat.S_IFMT(os.lstat(path).st_mode))
+    except OSError:
+        return None
 
 
 def folder_problem(folder: Path, exc: OSError) -> str:

@@ -83,8 +83,10 @@ class Grid:
         """
         from torchvision.utils import make_grid
 
-        if scale < 1 or padding < 0:
-            raise VaezooError(f"scale must be >= 1 and padding >= 0, got scale {scale}, padding {padding}")
+        if scale < 1:
+            raise VaezooError.about("{scale} must be at least 1, got {got}", got=scale)
+        if padding < 0:
+            raise VaezooError.about("{padding} must be at least 0, got {got}", got=padding)
         height = self.rows * (self.tiles.shape[3] * scale + padding) + padding
         width = self.columns * (self.tiles.shape[4] * scale + padding) + padding
         if height * width > MAX_PIXELS:
@@ -252,7 +254,7 @@ def reconstruct(model: VAE, images: Tensor, columns: int = 10) -> Grid:
         A :class:`Grid` of ``2 * ceil(N / columns)`` rows labelled "input" and "reconstruction".
     """
     if columns < 1:
-        raise VaezooError(f"columns must be >= 1, got {columns}")
+        raise VaezooError.about("{columns} must be at least 1, got {got}", got=columns)
     model.check_input(images)
     if len(images) == 0:
         raise InputError("no images to reconstruct")
@@ -281,8 +283,10 @@ def sample(model: VAE, n: int = 64, seed: int = 0, columns: int = 8) -> Grid:
     Returns:
         A :class:`Grid` of ``ceil(n / columns)`` rows.
     """
-    if n < 1 or columns < 1:
-        raise VaezooError(f"n and columns must be >= 1, got n {n}, columns {columns}")
+    if n < 1:
+        raise VaezooError.about("{n} must be at least 1, got {got}", got=n)
+    if columns < 1:
+        raise VaezooError.about("{columns} must be at least 1, got {got}", got=columns)
     _check_tiles(n)
     device, _ = _device_dtype(model)
     generator = torch.Generator(device=device).manual_seed(seed)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import stat
 
 import pytest
 import tomli_w
@@ -254,6 +256,19 @@ def test_outputs_under_a_file_found_by_the_fuzzer(home, capsys, argv):
     assert last.startswith(("error: cannot write cards/tiny.toml/", "error: cannot write in output path cards/tiny.toml")), stderr
     assert last.endswith(": cards/tiny.toml is a file, not a folder; choose another output path"), stderr
     assert (home / "cards" / "tiny.toml").read_bytes() == card
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_an_output_that_is_no_file_is_left_standing(home, capsys, kind):
+    """An atomic write renames over its target: a FIFO or a folder there is refused, not replaced by a file."""
+    target = home / "x.png"
+    os.mkfifo(target) if kind == "fifo" else target.mkdir()
+    code, _, stderr = cli(capsys, "show", "tiny-blobs", "sample", "-o", "x.png")
+    assert code == 1 and "Traceback" not in stderr
+    what = {"fifo": "a FIFO", "folder": "a folder"}[kind]
+    assert stderr.strip().splitlines()[-1] == f"error: cannot write x.png: it is {what}, not a file; choose another " \
+                                              f"output path"
+    assert (stat.S_ISFIFO if kind == "fifo" else stat.S_ISDIR)(os.lstat(target).st_mode)
 
 
 @pytest.mark.parametrize("name", ["\r", "a\nb", "tab\there"], ids=repr)
