@@ -58,3 +58,11 @@ def test_eval_write_keeps_the_spread_over_seeds():
     rewritten = card.model_copy(update={"metrics": {**card.metrics, **written}})
     assert Card.model_validate(rewritten.model_dump()).metrics["cluster_accuracy"].seeds == (
         card.metrics["cluster_accuracy"].seeds)
+
+
+def test_the_median_of_the_two_middle_runs_carries_no_float_noise():
+    from vaezoo.entries.schema import SeedRun
+    from vaezoo.seeds import spread as seed_spread
+
+    runs = [SeedRun(seed=0, value=0.1), SeedRun(seed=1, value=0.2)]  # their float mean is 0.15000000000000002
+    assert seed_spread(runs, 0, "seed 0", "vaezoo train CARD --seed N").median == 0.15

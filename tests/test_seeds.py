@@ -155,6 +155,14 @@ def test_a_metric_that_is_nan_in_some_run_is_left_out_and_refused_when_asked_for
     assert get_card(work / "cards" / "toy.toml").metrics["acc"].seeds is None
 
 
+def test_a_metric_no_run_records_is_named_with_those_they_record(work, capsys):
+    run = write_run("runs/s1", 1, {"acc": 0.7})
+    code, out, err = cli(capsys, "seeds", "cards/toy.toml", run, "--metrics", "nosuch")
+    assert code == 1 and out == ""
+    last = assert_one_line_error(err, "no run records a metric 'nosuch'; name metrics they record with --metrics: ")
+    assert "acc" in last.rpartition(": ")[2] and "vaezoo eval" not in last
+
+
 @pytest.mark.parametrize("asked", ["mig", "acc,mig"])
 def test_a_run_without_a_requested_metric_is_a_one_line_error(work, capsys, asked):
     run = write_run("runs/s1", 1, {"acc": 0.7})

@@ -122,12 +122,16 @@ def choose_metrics(card: Card, runs: Sequence[Run],
         those some run lacks or records as NaN or infinite, or ``(metrics, [])``.
 
     Raises:
-        CardError: a run lacks a wanted metric (naming run and metric, and the command that measures it) or
-            records it as NaN or infinite,
+        CardError: no run records a wanted metric (naming those they record), a run lacks one (naming run
+            and metric, and the command that measures it) or records it as NaN or infinite,
             the card lists no ``eval_metrics`` to choose from, or no run records every one of them.
     """
     if metrics is not None:
         for name in metrics:
+            if not any(name in run.card.metrics for run in runs):
+                recorded = dict.fromkeys(m for run in runs for m in run.card.metrics)
+                raise CardError.about("no run records a metric '{name}'; name metrics they record with {metrics}: "
+                                      "{recorded}", name=name, recorded=", ".join(recorded) or "none")
             lacking = next((run for run in runs if name not in run.card.metrics), None)
             if lacking is not None:
                 raise CardError(f"{lacking.label} records no metric '{name}'; measure it with "
@@ -188,7 +192,9 @@ def spread(runs: Sequence[SeedRun], shipped: int, selection: str, command: str) 
         The spread, validated.
     """
     values = [run.value for run in runs]
-    return SeedSpread(runs=list(runs), n=len(values), median=statistics.median(values), min=min(values),
+    # cards round values to 6 decimals, so the mean of the middle two is exact at 7 (no float noise: 0.3000000001)
+    median = round(statistics.median(values), 7)
+    return SeedSpread(runs=list(runs), n=len(values), median=median, min=min(values),
                       max=max(values), shipped=shipped, selection=selection, command=command)
 
 
