@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kit import entries, install_plugin, make_card, run_python, run_vaezoo, weights_entry, write_card, write_entry
+from kit import cli, entries, install_plugin, make_card, run_python, run_vaezoo, weights_entry, write_card, write_entry
 from hubserver import FakeHub, serve_hub
 from pydantic import ValidationError
 
@@ -409,6 +409,65 @@ def test_push_all_dry_run_stages_the_zoo_as_a_collection(tmp_path):
                           (["tiny-a", "--all", "owner", "--dry-run"], "give no NAME or OWNER/REPO with it"),
                           (["tiny-a"], "give NAME and OWNER/REPO")):
         assert message in one_error_line(run_vaezoo("push", *argv, env=env))
+
+
+def interrupt_readme(monkeypatch, after: int = 0) -> None:
+    """Ctrl-C while the README.md after the first ``after`` is made: the weights and config.json are written."""
+    from vaezoo import hf_push
+
+    made = []
+
+    def model_card(*args):
+        made.append(args)
+        if len(made) > after:
+            raise KeyboardInterrupt
+        return original(*args)
+
+    original = hf_push.model_card
+    monkeypatch.setattr(hf_push, "model_card", model_card)
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new out", "empty out"])
+@pytest.mark.parametrize("dry_run", [["--dry-run"], []], ids=["dry run", "push"])
+def test_an_interrupted_push_leaves_its_out_folder_as_it_was(tmp_path, capsys, monkeypatch, existing, dry_run):
+    card, weights = entry(tmp_path / "cards")
+    out = tmp_path / "upload"
+    if existing:
+        out.mkdir()
+    with monkeypatch.context() as patched:
+        interrupt_readme(patched)
+        assert cli(capsys, "push", str(card), "owner/tiny", *dry_run, "--out", str(out)) == (130, "",
+                                                                                            "error: interrupted\n")
+    assert (entries(out) == []) if existing else not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cards", "upload"][:1 + existing]  # no staging left
+
+    code, stdout, stderr = cli(capsys, "push", str(card), "owner/tiny", "--dry-run", "--out", str(out))
+    assert code == 0, stderr
+    assert stdout.splitlines() == [str(out / name) for name in STAGED] and entries(out) == sorted(STAGED)
+    assert get_card(out).weights == Weights(**weights_entry(weights))
+    assert cli(capsys, "push", str(card), "owner/tiny", "--dry-run", "--out", str(out)) == (
+        1, "", f"error: --out {out} is not an empty folder; give a new or empty one\n")
+
+
+def test_an_interrupted_push_all_leaves_no_collection(cards, tmp_path, capsys, monkeypatch):
+    entry(cards, name="tiny-a")
+    entry(cards, name="tiny-b", seed=1)
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "core")
+    out = tmp_path / "zoo"
+    with monkeypatch.context() as patched:
+        interrupt_readme(patched, after=1)  # tiny-a is staged whole, tiny-b without README.md
+        assert cli(capsys, "push", "--all", "owner", "--dry-run", "--out", f"{out}/") == (130, "",
+                                                                                          "error: interrupted\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cards"]
+
+    code, stdout, stderr = cli(capsys, "push", "--all", "owner", "--dry-run", "--out", f"{out}/")
+    assert code == 0, stderr
+    assert stdout.splitlines() == [str(out / "collection.json")] + [
+        str(out / name / file.replace("tiny", name)) for name in ("tiny-a", "tiny-b") for file in STAGED]
+    assert entries(out) == ["collection.json", "tiny-a", "tiny-b"]
+    for name in ("tiny-a", "tiny-b"):
+        assert entries(out / name) == sorted(file.replace("tiny", name) for file in STAGED)
+        assert get_card(out / name).name == name
 
 
 def test_save_pretrained_writes_a_folder_that_loads_back(tmp_path):

@@ -2,6 +2,7 @@
 ``--all OWNER --dry-run`` stages the whole zoo as a Hub collection."""
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -63,10 +64,17 @@ def run(args) -> int:
 
     if folder.exists() and not folder.is_dir():
         raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
+    locks = (RUN_LOCK, RUN_LOCK + HOLDER_SUFFIX)
     with run_lock(folder):  # another vaezoo staging into the same folder is refused, not mixed in
-        if any(p.name not in (RUN_LOCK, RUN_LOCK + HOLDER_SUFFIX) for p in folder.iterdir()):
+        if any(p.name not in locks for p in folder.iterdir()):
             raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
-        return _push(args, folder)
+        try:
+            return _push(args, folder)
+        except BaseException:  # an error or Ctrl-C: the folder was empty, and is again, never half-written
+            for path in folder.iterdir():
+                if path.name not in locks:
+                    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+            raise
 
 
 def _push(args, folder: Path | None) -> int:
