@@ -350,3 +350,11 @@ def test_the_cli_shows_training_and_publish_warnings_as_one_line_each(tmp_path, 
     assert capsys.readouterr().err.splitlines() == [
         "warning: the step runs eagerly", "warning: mig failed (ValueError: boom); the card is written without it",
         "error: --max-steps must be at least 1, got 0"]
+
+
+def test_a_run_of_other_epochs_drops_the_budget_that_told_the_cards_own_run():
+    from vaezoo.train import TrainOptions
+
+    card = Card.model_validate(make_card("toy", train={"epochs": 4, "budget": "4 epochs: 3 minutes on a CPU"}))
+    assert TrainOptions(epochs=1).recipe(card).train.budget is None
+    assert TrainOptions(epochs=4, seed=3).recipe(card).train.budget == "4 epochs: 3 minutes on a CPU"

@@ -74,10 +74,14 @@ class TrainOptions:
     compile: bool | None = None
 
     def recipe(self, card: Card) -> Card:
-        """``card`` with the recipe values these options override, validated as the card's own are."""
+        """``card`` with the recipe values these options override, validated as the card's own are; with other
+        ``epochs``, without the card's ``budget``, which told the length of the card's own run."""
         values = {"epochs": self.epochs, "seed": self.seed, "checkpoint_every": self.checkpoint_every,
                   "precision": self.precision, "compile": self.compile}
-        return card.model_copy(update={"train": _override(card.train, **values)})
+        train = _override(card.train, **values)
+        if train.epochs != card.train.epochs:
+            train = train.model_copy(update={"budget": None})
+        return card.model_copy(update={"train": train})
 
 
 @dataclass
