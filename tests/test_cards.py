@@ -10,6 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 import vaezoo
+import vaezoo.cli
+import vaezoo.plugins
 from kit import GAUSSIAN_MLP_RGB, install_plugin, make_card, write_card, write_toml
 from vaezoo.entries.catalog import CardWarning, SkippedCard, discover, get_card, parse_card, scan
 from vaezoo.entries.entry import write_card as write_card_toml
@@ -194,6 +196,63 @@ def test_unknown_name_lists_close_matches(cards):
     with pytest.raises(UnknownNameError, match="no zoo card named 'toy-mnst'. Did you mean 'toy-mnist'"):
         get_card("toy-mnst")
     assert get_card("toy-mnist").name == "toy-mnist"
+
+
+def test_an_unknown_name_names_the_installed_plugins_the_allow_list_leaves_out(monkeypatch, capsys):
+    from vaezoo.plugins import get_plugins
+
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
+    left_out = get_plugins().left_out
+    assert "zoo" in left_out  # the plugin whose card folder holds jointvae-mnist
+    hint = (f"; VAEZOO_LOAD_PLUGINS leaves out the installed plugin(s) {', '.join(left_out)}: add the one that "
+            f"provides the card to it, or unset it")
+    with pytest.raises(UnknownNameError) as caught:
+        get_card("jointvae-mnist")
+    assert str(caught.value) == f"no zoo card named 'jointvae-mnist'. Run 'vaezoo list' to see the zoo{hint}"
+    assert vaezoo.cli.main(["info", "jointvae-mnist"]) == 1
+    assert capsys.readouterr().err == f"error: {caught.value}\n"
+    monkeypatch.delenv("VAEZOO_LOAD_PLUGINS")
+    vaezoo.plugins.reset()
+    with pytest.raises(UnknownNameError) as caught:
+        get_card("no-such-card")
+    assert "VAEZOO_LOAD_PLUGINS" not in str(caught.value)
+
+
+def test_a_cards_path_entry_that_is_not_a_folder_is_skipped_with_one_warning_per_process(cards, tmp_path,
+                                                                                         monkeypatch):
+    write_card(cards, make_card(name="toy-a"))
+    missing, module = tmp_path / "missing", tmp_path / "hooks.py"
+    module.write_text("")
+    card_file = write_card(tmp_path / "elsewhere", make_card(name="toy-b"))
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join(map(str, [cards, missing, module, card_file])))
+    with pytest.warns(CardWarning) as caught:
+        assert sorted(discover()) == ["toy-a"]
+        assert sorted(discover()) == ["toy-a"] and get_card("toy-a").name == "toy-a"  # no second warning
+    assert [str(w.message) for w in caught] == [
+        f"VAEZOO_CARDS_PATH entry {missing} skipped: no such folder; VAEZOO_CARDS_PATH lists folders of cards, "
+        f"separated by '{os.pathsep}'",
+        f"VAEZOO_CARDS_PATH entry {module} skipped: it is a file, not a folder of cards; list the folder that holds "
+        f"the cards",
+        f"VAEZOO_CARDS_PATH entry {card_file} skipped: it is a card file, not a folder of cards; list its folder, "
+        f"{card_file.parent}, or give the card by its path",
+    ]
+    write_card(missing, make_card(name="toy-c"))  # made later in the process (a run's --out): found then
+    assert sorted(discover()) == ["toy-a", "toy-c"]
+
+
+def test_vaezoo_list_prints_the_same_table_and_one_warning_line_per_entry_that_is_not_a_folder(cards, tmp_path,
+                                                                                                monkeypatch, capsys):
+    write_card(cards, make_card(name="toy-a"))
+    assert vaezoo.cli.main(["list"]) == 0
+    table = capsys.readouterr().out
+    missing = tmp_path / "no" / "such" / "folder"
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", os.pathsep.join(map(str, [cards, missing])))
+    assert vaezoo.cli.main(["list"]) == 0
+    out, err = capsys.readouterr()
+    assert out == table
+    assert err == (f"warning: VAEZOO_CARDS_PATH entry {missing} skipped: no such folder; VAEZOO_CARDS_PATH lists "
+                   f"folders of cards, separated by '{os.pathsep}'\n")
 
 
 SECTION_PLUGIN = """

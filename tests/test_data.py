@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from vaezoo.cli import main
+from vaezoo.cli.common import flag_spelling
 from vaezoo.assemble import load_dataset
+from vaezoo.data.dsprites import dsprites
 from vaezoo.errors import DataError
 
 RAW_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
@@ -51,6 +53,30 @@ def test_offline_a_missing_dataset_is_not_downloaded(tmp_path, monkeypatch):
     with pytest.raises(DataError, match=r"mnist not found: vaezoo looked in .* \(from the default data folder, which "
                                         r"VAEZOO_OFFLINE=1 downloads nothing into\)"):
         load_dataset("mnist")
+
+
+@pytest.mark.parametrize("load", [lambda: load_dataset("mnist"), lambda: load_dataset("celeba"),
+                                  lambda: dsprites(source="official")], ids=["mnist", "celeba", "dsprites"])
+def test_offline_a_missing_dataset_says_to_unset_vaezoo_offline_not_to_leave_out_what_is_left_out(tmp_path,
+                                                                                                  monkeypatch, load):
+    monkeypatch.delenv("VAEZOO_DATA", raising=False)
+    monkeypatch.setenv("VAEZOO_OFFLINE", "1")
+    monkeypatch.setattr("vaezoo.data.base.default_data_dir", lambda: tmp_path)
+    with pytest.raises(DataError) as info:
+        load()
+    message = str(info.value)
+    assert f"or unset VAEZOO_OFFLINE to let vaezoo download it into {tmp_path}" in message, message
+    assert "leave out" not in message and "\n" not in message
+
+
+def test_offline_a_dataset_missing_from_data_root_says_to_leave_it_out_and_unset_vaezoo_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("VAEZOO_OFFLINE", "1")
+    monkeypatch.setattr("vaezoo.data.base.default_data_dir", lambda: tmp_path / "default")
+    with pytest.raises(DataError) as info:
+        load_dataset("mnist", tmp_path)
+    assert info.value.spelled(flag_spelling).endswith(
+        f"point --data-root or VAEZOO_DATA at a folder holding MNIST/raw/ in torchvision's layout, or leave out both "
+        f"and unset VAEZOO_OFFLINE to let vaezoo download it into {tmp_path / 'default'}")
 
 
 def test_a_failed_download_is_explained_and_progress_stays_off_stdout(tmp_path, monkeypatch, capsys):

@@ -6,13 +6,15 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tomllib
 
 import pytest
 
-from kit import child_env, install_package
+from kit import REPO, child_env, install_package
 from vaezoo.entries.catalog import parse_card
 from vaezoo.cli import main
 from vaezoo.cli.new_plugin import KINDS
@@ -178,3 +180,45 @@ def test_refuses_a_dir_that_is_a_file(tmp_path, capsys):
     not_a_dir.write_text("")
     assert main(["new-plugin", "demo-vae", "--dir", str(not_a_dir)]) == 1
     assert capsys.readouterr().err == f"error: --dir {not_a_dir} is a file, not a directory\n"
+
+
+@pytest.mark.parametrize("folder", ["src", "my dir"])
+def test_the_next_step_installs_the_test_extra_that_brings_pytest(tmp_path, monkeypatch, capsys, folder):
+    monkeypatch.chdir(tmp_path)
+    assert main(["new-plugin", "demo-vae", "--dir", folder]) == 0
+    root = os.path.join(folder, "vaezoo-demo-vae")
+    err = capsys.readouterr().err
+    assert err.startswith("next: ") and err.count("\n") == 1, err
+    # as a shell splits it: the package with its test extra, then the tests
+    assert shlex.split(err.removeprefix("next: ")) == ["pip", "install", "-e", f"{root}[test]", "&&", "vaezoo",
+                                                       "plugins", "&&", "python", "-m", "pytest", root]
+    project = tomllib.loads((tmp_path / root / "pyproject.toml").read_text())
+    assert any(r.startswith("pytest") for r in project["project"]["optional-dependencies"]["test"])
+
+
+def test_an_empty_dir_is_a_usage_error_not_the_current_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(["new-plugin", "demo-vae", "--dir", ""])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "error: argument --dir: give a path, not an empty string")
+    assert list(tmp_path.iterdir()) == []
+
+
+GUIDES = [REPO / "CONTRIBUTING.md", REPO / "docs" / "plugins.md", REPO / "README.md"]
+
+
+@pytest.mark.parametrize("page", GUIDES, ids=lambda page: page.name)
+def test_a_guide_that_installs_packages_and_runs_pytest_installs_pytest_first(page):
+    blocks = re.findall(r"^```(?:bash|sh)\n(.*?)^```", page.read_text(encoding="utf-8"), re.DOTALL | re.MULTILINE)
+    for block in blocks:
+        commands = [c.split("#")[0].strip() for line in block.splitlines() for c in line.split("&&")]
+        if not any(c.startswith("pip install") for c in commands):
+            continue  # run where the reader's environment is set up already
+        has_pytest = False
+        for command in commands:
+            if command.startswith("pip install"):
+                has_pytest |= "[test]" in command or re.search(r"\spytest\b", command) is not None
+            elif command.startswith("python -m pytest"):
+                assert has_pytest, f"{page.name}: {command!r} runs before any pip install brings pytest"

@@ -141,6 +141,24 @@ def test_an_allow_list_name_no_plugin_has_is_warned_about(monkeypatch, baseline)
         assert list(get_plugins().info) == [plugins.CORE, chosen]
 
 
+def test_vaezoo_list_warns_in_one_line_of_an_allow_list_that_names_no_installed_plugin(monkeypatch, capsys):
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    installed = ", ".join(sorted({ep.name for ep in entry_points(group="vaezoo")}))
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "nosuch")
+    assert main(["list", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == []
+    assert err == (f"warning: VAEZOO_LOAD_PLUGINS names 'nosuch', which no installed plugin is called; installed: "
+                   f"{installed}\n")
+
+
+def test_an_empty_allow_list_loads_the_core_without_a_warning(monkeypatch, capsys):
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
+    assert main(["list", "--json"]) == 0
+    assert capsys.readouterr() == ("[]\n", "")
+
+
 def test_plugins_load_once(baseline):
     assert get_plugins() is get_plugins()
     assert registry("architecture") is registry("architecture")

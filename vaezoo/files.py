@@ -63,14 +63,15 @@ def atomic_save(path: Path, write: Callable[[Path], None], fix: str | Phrase = "
         raise
 
 
-_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
-          stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
+FILE_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+              stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+"""What stands at a path that is no regular file or link, in words, by ``stat.S_IFMT`` of its mode."""
 
 
 def _not_a_file(path: Path) -> str | None:
     """What stands at ``path`` when it is neither a regular file nor a link (in words), else None."""
     try:
-        return _KINDS.get(stat.S_IFMT(os.lstat(path).st_mode))
+        return FILE_KINDS.get(stat.S_IFMT(os.lstat(path).st_mode))
     except OSError:
         return None
 

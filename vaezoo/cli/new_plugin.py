@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -20,7 +21,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from string import Template
 
-from vaezoo.cli.common import printable
+from vaezoo.cli.common import path_arg, printable
 from vaezoo.errors import VaezooError
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
@@ -50,14 +51,17 @@ def add_parser(sub) -> None:
     p.add_argument("name", help="the plugin's name: lowercase letters, digits and hyphens, e.g. 'sparse-vae'")
     p.add_argument("--kind", choices=sorted(KINDS), default="architecture",
                    help="the part the plugin registers (default: architecture)")
-    p.add_argument("--dir", default=".", help="where to create the package directory vaezoo-NAME (default: .)")
+    p.add_argument("--dir", default=".", type=path_arg,
+                   help="where to create the package directory vaezoo-NAME (default: .)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     target = create_plugin(args.name, Path(args.dir), args.kind)
     print(printable(target))
-    print(printable(f"next: pip install -e {target} && vaezoo plugins && python -m pytest {target}"), file=sys.stderr)
+    # the test extra brings pytest; quoted, as [test] is a glob pattern to the shell
+    print(printable(f"next: pip install -e {shlex.quote(f'{target}[test]')} && vaezoo plugins && "
+                    f"python -m pytest {shlex.quote(str(target))}"), file=sys.stderr)
     return 0
 
 

@@ -117,6 +117,25 @@ def default_data_dir() -> Path:
     return Path(user_data_dir("vaezoo")) / "datasets"
 
 
+def download_advice(where: DataRoot, leave_out: str | Phrase = "leave out both") -> Phrase:
+    """How to let vaezoo download a dataset that ``where`` lacks, for the end of a "not found" message.
+
+    Args:
+        where: where vaezoo looked, and may not download into (``where.download`` is False).
+        leave_out: how the message says to leave out the ``data_root`` argument and ``VAEZOO_DATA``.
+
+    Returns:
+        "LEAVE_OUT to let vaezoo download it into DEFAULT_FOLDER"; with ``VAEZOO_OFFLINE=1``, which downloads
+        nothing, it says to unset that too (and only that where neither ``data_root`` nor VAEZOO_DATA chose
+        ``where``).
+    """
+    chosen = isinstance(where.source, Phrase) or where.source == "VAEZOO_DATA"
+    offline = os.environ.get("VAEZOO_OFFLINE") == "1"
+    steps = (["{leave_out}"] if chosen or not offline else []) + (["unset VAEZOO_OFFLINE"] if offline else [])
+    return Phrase(" and ".join(steps) + " to let vaezoo download it into {default}", leave_out=leave_out,
+                  default=default_data_dir())
+
+
 def data_root(root: str | os.PathLike | None) -> DataRoot:
     """The directory to read datasets from and whether downloading into it is allowed.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from vaezoo.data.base import DataInfo, Dataset, DataRoot, ImageDataset, data_root, default_data_dir
+from vaezoo.data.base import DataInfo, Dataset, DataRoot, ImageDataset, data_root, download_advice
 from vaezoo.data.images import read_images
 from vaezoo.errors import DataError
 
@@ -65,10 +65,8 @@ def _not_found(where: DataRoot, exc: Exception) -> DataError:
                          f"from {URL}")
     return DataError.about("celeba not found: vaezoo looked in {folder} (from {source}) and is missing "
                            "{missing}{hint}; get them from {url} into DIR/celeba/ and point {data_root} or "
-                           "VAEZOO_DATA at DIR, or "
-                           "leave out both to let vaezoo download it into {default}", folder=folder,
-                           source=where.source, missing=", ".join(missing), hint=hint, url=URL,
-                           default=default_data_dir())
+                           "VAEZOO_DATA at DIR, or {download}", folder=folder, source=where.source,
+                           missing=", ".join(missing), hint=hint, url=URL, download=download_advice(where))
 
 
 def _check_split(split: str) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vaezoo.data.base import DataInfo, Dataset, DataRoot, ImageDataset, data_root, default_data_dir
+from vaezoo.data.base import DataInfo, Dataset, DataRoot, ImageDataset, data_root, download_advice
 from vaezoo.errors import DataError
 
 
@@ -87,9 +87,8 @@ def _not_found(cls, name: str, where: DataRoot, exc: Exception) -> DataError:
         hint = f" ({where.path} looks like the {cls.__name__} folder itself: pass the folder that holds it)"
     return DataError.about("{name} not found: vaezoo looked in {raw} (from {source}) and is missing {missing}{hint}; "
                            "point {data_root} or VAEZOO_DATA at a folder holding {folder}/raw/ in torchvision's "
-                           "layout, or leave out both to let vaezoo download it into {default}", name=name, raw=raw,
-                           source=where.source, missing=", ".join(missing), hint=hint, folder=cls.__name__,
-                           default=default_data_dir())
+                           "layout, or {download}", name=name, raw=raw, source=where.source,
+                           missing=", ".join(missing), hint=hint, folder=cls.__name__, download=download_advice(where))
 
 
 def _resize(images: torch.Tensor, size: int) -> torch.Tensor:

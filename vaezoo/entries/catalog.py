@@ -3,6 +3,7 @@
 Cards live in directories contributed by plugins (``vaezoo_card_dirs``) and in any directory listed in
 ``VAEZOO_CARDS_PATH`` (``os.pathsep``-separated). A card that cannot be used (it does not parse or validate,
 or its name is taken) is skipped with a :class:`CardWarning`, like a broken plugin; the others keep working.
+So is an entry of ``VAEZOO_CARDS_PATH`` that is not a folder (once per process).
 A name ``hf-hub:OWNER/REPO[@REVISION]`` (:data:`~vaezoo.entries.schema.HUB_PREFIX`) names the card of a Hugging
 Face Hub repository, which :func:`get_card` has :mod:`vaezoo.hf` download. This module never imports torch:
 ``vaezoo list`` reads cards only.
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 
 from vaezoo.entries.schema import HUB_PREFIX, NAME_PATTERN, Card
 from vaezoo.errors import CardError, UnknownNameError
+from vaezoo.files import FILE_KINDS
 from vaezoo.limits import MAX_DEPTH, too_deep
 from vaezoo.registry import close_matches
 
@@ -33,7 +35,8 @@ MAX_CARD_BYTES = 4 << 20
 
 
 class CardWarning(UserWarning):
-    """A card was skipped: it does not parse or validate, repeats a name, or is not a regular file."""
+    """A card was skipped: it does not parse or validate, repeats a name, or is not a regular file; or an entry of
+    ``VAEZOO_CARDS_PATH`` was skipped: it is not a folder."""
 
 
 @dataclass(frozen=True)
@@ -70,16 +73,12 @@ class _Unfit(Exception):
     """Why one card file cannot be used (the message, without the file's path)."""
 
 
-_FILE_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-               stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
-
-
 def _read(path: Path) -> dict[str, Any]:
     """The TOML table in ``path``, which must be a regular file: a FIFO or a device is never opened."""
     try:
         mode = os.stat(path).st_mode  # follows symlinks: a link to a FIFO is a FIFO
         if not stat.S_ISREG(mode):
-            raise _Unfit(f"is {_FILE_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a card file")
+            raise _Unfit(f"is {FILE_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a card file")
         # O_NONBLOCK: should the file be swapped for a FIFO after the check, opening it still returns at once
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as file:
@@ -143,7 +142,8 @@ def parse_card(path: Path, source: str | None = None) -> Card:
 def _sources() -> list[tuple[Path, bool]]:
     """Card folders in search order, each once, with whether it is built-in.
 
-    Built-in plugins' folders come first, then other plugins', then ``VAEZOO_CARDS_PATH``'s. A folder met
+    Built-in plugins' folders come first, then other plugins', then ``VAEZOO_CARDS_PATH``'s (those that are
+    folders: any other entry is skipped with a :class:`CardWarning`). A folder met
     again under another spelling (a trailing slash, a symlink) is the same folder and is skipped.
     """
     from vaezoo.plugins import get_plugins
@@ -151,7 +151,8 @@ def _sources() -> list[tuple[Path, bool]]:
     plugins = get_plugins()
     plugin_dirs = [(d, plugins.info[owner].builtin) for owner, d in plugins.card_dirs()]
     found = sorted(plugin_dirs, key=lambda source: not source[1])  # stable: plugins' order within each group
-    found += [(Path(p), False) for p in os.environ.get("VAEZOO_CARDS_PATH", "").split(os.pathsep) if p]
+    found += [(Path(p), False) for p in os.environ.get("VAEZOO_CARDS_PATH", "").split(os.pathsep)
+              if p and _is_folder_entry(p)]
     seen: set[str] = set()
     out = []
     for directory, is_builtin in found:
@@ -160,6 +161,33 @@ def _sources() -> list[tuple[Path, bool]]:
             seen.add(key)
             out.append((directory, is_builtin))
     return out
+
+
+_warned_entries: set[tuple[str, str]] = set()  # (entry, why): said once per process, not at every lookup
+
+
+def _is_folder_entry(entry: str) -> bool:
+    """Whether the ``VAEZOO_CARDS_PATH`` entry ``entry`` is a folder; if not, a :class:`CardWarning` says why it is
+    skipped, the first time only. Checked at each lookup: a folder made later (a run's ``--out``) is then found."""
+    try:
+        mode = os.stat(entry).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        why = f"no such folder; VAEZOO_CARDS_PATH lists folders of cards, separated by '{os.pathsep}'"
+    except OSError as exc:
+        why = f"it cannot be read ({exc.strerror or exc}); VAEZOO_CARDS_PATH lists folders of cards"
+    else:
+        if stat.S_ISDIR(mode):
+            return True
+        if stat.S_ISREG(mode) and entry.endswith(".toml"):
+            why = (f"it is a card file, not a folder of cards; list its folder, {Path(entry).parent}, or give the "
+                   f"card by its path")
+        else:
+            kind = "a file" if stat.S_ISREG(mode) else FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
+            why = f"it is {kind}, not a folder of cards; list the folder that holds the cards"
+    if (entry, why) not in _warned_entries:
+        _warned_entries.add((entry, why))
+        warnings.warn(f"VAEZOO_CARDS_PATH entry {entry} skipped: {why}", CardWarning, stacklevel=4)
+    return False
 
 
 def card_dirs() -> list[Path]:
@@ -356,7 +384,18 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
         hint = f"; write {as_path_text(name)} for the {local} here" if here else ""
         raise CardError(f"card '{name}' in {why.path} was skipped: {why.reason}{hint}")
     raise UnknownNameError(f"no zoo card named '{name}'.{close_matches(name, list(found.cards))} "
-                           f"Run 'vaezoo list' to see the zoo")
+                           f"Run 'vaezoo list' to see the zoo{_left_out_hint()}")
+
+
+def _left_out_hint() -> str:
+    """Where an unknown card may come from: the installed plugins ``VAEZOO_LOAD_PLUGINS`` leaves out, if any."""
+    from vaezoo.plugins import get_plugins
+
+    left_out = get_plugins().left_out
+    if not left_out:
+        return ""
+    return (f"; VAEZOO_LOAD_PLUGINS leaves out the installed plugin(s) {', '.join(left_out)}: add the one that "
+            f"provides the card to it, or unset it")
 
 
 def card_reference(card: Card, where: str | os.PathLike | None = None) -> str:

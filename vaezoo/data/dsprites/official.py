@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from vaezoo.data.base import data_root
+from vaezoo.data.base import data_root, download_advice
 from vaezoo.data.dsprites.renderer import FACTOR_SIZES, SIZE
-from vaezoo.errors import DataError
+from vaezoo.errors import DataError, Phrase
 from vaezoo.files import atomic_save
 
 OFFICIAL_FILE = "dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz"
@@ -123,6 +123,6 @@ def official_path(root) -> Path:
     if where.download:
         return download_official(candidates[0].parent, OFFICIAL_URL, OFFICIAL_MD5)
     raise DataError.about('dSprites npz not found: looked for {candidates} (from {source}); download {url} there, or '
-                          'leave out {data_root} and unset VAEZOO_DATA to download it, or use the renderer '
-                          '(source = "render")', candidates=" and ".join(map(str, candidates)), source=where.source,
-                          url=OFFICIAL_URL)
+                          '{download}, or use the renderer (source = "render")',
+                          candidates=" and ".join(map(str, candidates)), source=where.source, url=OFFICIAL_URL,
+                          download=download_advice(where, Phrase("leave out {data_root} and unset VAEZOO_DATA")))
