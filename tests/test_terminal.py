@@ -322,6 +322,15 @@ def test_plain_progress_waits_for_the_interval(capsys, monkeypatch):
     assert re.fullmatch(r"quick: 3 images in \d\.\d s", line)
 
 
+def test_work_that_counted_nothing_says_only_its_time(capsys, monkeypatch):
+    """A metric that reads the codes an earlier pass made encodes no image: "0 images" would read as a failure."""
+    monkeypatch.delenv("VAEZOO_PROGRESS", raising=False)
+    with progress("eval card: cluster_accuracy"):
+        pass
+    [line] = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(r"eval card: cluster_accuracy: done in \d\.\d s", line)
+
+
 def test_vaezoo_progress_0_turns_progress_off(every_advance, monkeypatch, capsys):
     monkeypatch.setenv("VAEZOO_PROGRESS", "0")
     with progress("quiet", total=3) as task:

@@ -58,10 +58,12 @@ class Progress:
             print(self.line(), file=sys.stderr, flush=True)
 
     def line(self, finished: bool = False) -> str:
-        """The plain progress line: percentage, count and time left, or, ``finished``, the count and time taken."""
+        """The plain progress line: percentage, count and time left, or, ``finished``, the count and time taken
+        (only the time when no unit was counted: the work read what earlier work had made)."""
         elapsed = time.monotonic() - self._start
         if finished:
-            return f"{self.description}: {self.done:,} {self.unit} in {_duration(elapsed)}"
+            counted = f"{self.done:,} {self.unit} in " if self.done else "done in "
+            return f"{self.description}: {counted}{_duration(elapsed)}"
         if not self.total:
             rate = f", {self.done / elapsed:,.0f} {self.unit}/s" if elapsed > 0 else ""
             return f"{self.description}: {self.done:,} {self.unit}{rate}"
