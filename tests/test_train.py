@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 
 import pytest
 import torch
@@ -249,6 +250,18 @@ def test_name_names_the_completed_card(data_plugin, tmp_path, capsys):
     assert main(["train", str(path), "--out", str(tmp_path / "out"), "--name", "my-bars"]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "out" / "my-bars.toml")
     assert parse_card(tmp_path / "out" / "my-bars.toml").name == "my-bars"
+
+
+def test_no_eval_leaves_the_metrics_to_the_command_it_prints(data_plugin, tmp_path, capsys):
+    path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
+    out = tmp_path / "out"
+    assert main(["train", str(path), "--out", str(out), "--no-eval"]) == 0
+    card_path = out / "toyvae-bars-run.toml"
+    assert parse_card(card_path).metrics == {}
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == f"{out}: not evaluated; measure it with: vaezoo eval {out} --write"
+    assert main(shlex.split(last.partition("measure it with: ")[2])[1:]) == 0
+    assert set(parse_card(card_path).metrics) >= {"reconstruction", *parse_card(path).eval_metrics}
 
 
 @pytest.mark.parametrize(("name", "message"), [

@@ -43,7 +43,8 @@ def run_name(card: Card, name: str | None = None) -> str:
     return new_card_name(f"{card.name}-run" if name is None else name, "the run's card")
 
 
-def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=None, device=None) -> Path:
+def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=None, device=None,
+            evaluate: bool = True) -> Path:
     """Write ``model``'s weights (the card's JSON in their header) and its own card, then evaluate it.
 
     Args:
@@ -54,21 +55,25 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
         steps: the optimiser steps of the run.
         data_root: where the dataset lives, for the evaluation.
         device: where to evaluate.
+        evaluate: False leaves the card without metrics, for ``vaezoo eval OUT --write`` to measure.
 
     Returns:
         The path of the completed card, ``out/NAME.toml``, beside ``out/NAME.safetensors``.
     """
-    from vaezoo.evaluate import as_metrics, eval_command, evaluate, failure
+    from vaezoo.evaluate import as_metrics, eval_command, failure
+    from vaezoo.evaluate import evaluate as measure  # renamed: ``evaluate`` is this function's argument
 
     own = own_card(card, model, name, steps)
-    write_entry(own, model.state_dict(), out)  # the run's work is safe before anything is evaluated
+    written = write_entry(own, model.state_dict(), out)  # the run's work is safe before anything is evaluated
+    if not evaluate:
+        return written
     ref = card_reference(own, out)
 
     def failed(metric: str, exc: Exception) -> None:
         warnings.warn(f"{failure(metric, exc)}; the card is written without it; measure it again with: "
                       f"{eval_command(ref, data_root, [metric])}", PublishWarning, stacklevel=2)
 
-    results = evaluate(model, own, data_root, device, on_error=failed)
+    results = measure(model, own, data_root, device, on_error=failed)
     sections = {}
     try:
         sections = model.card_sections(own, ref, data_root, device)

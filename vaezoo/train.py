@@ -59,6 +59,7 @@ class TrainOptions:
         formulation: how an ensemble's stacked step runs its members ("vmap" or "loop"; default: the faster
             on the device, see :class:`vaezoo.ensemble.Stack`).
         epochs, seed, checkpoint_every, precision, compile: override the recipe's values.
+        evaluate: measure a finished run's metrics on its card (False leaves them to ``vaezoo eval RUN --write``).
     """
 
     data_root: object = None
@@ -72,6 +73,7 @@ class TrainOptions:
     checkpoint_every: int | None = None
     precision: str | None = None
     compile: bool | None = None
+    evaluate: bool = True
 
     def recipe(self, card: Card) -> Card:
         """``card`` with the recipe values these options override, validated as the card's own are; with other
@@ -106,7 +108,7 @@ class TrainResult:
 def train(card: Card | str | os.PathLike, out: Path, data_root=None, epochs: int | None = None,
           resume: bool = False, seed: int | None = None, device=None, max_steps: int | None = None,
           checkpoint_every: int | None = None, name: str | None = None, precision: str | None = None,
-          compile: bool | None = None) -> TrainResult:
+          compile: bool | None = None, evaluate: bool = True) -> TrainResult:
     """Train the model ``card`` describes from its recipe and write its weights and completed card.
 
     Args:
@@ -119,6 +121,8 @@ def train(card: Card | str | os.PathLike, out: Path, data_root=None, epochs: int
         device: "cpu", "cuda", ...
         max_steps: stop when the run reaches this step (the run can be resumed); no weights are written.
         name: the completed card's name (default ``CARD-run``); a built-in zoo entry's name is refused.
+        evaluate: measure the finished run's metrics on the test split and record them on its card; False writes
+            the card without them (``vaezoo eval OUT --write`` measures them later).
 
     Returns:
         The model, the step reached, the last step and, on rank 0 of a finished run, the completed card's path.
@@ -131,7 +135,7 @@ def train(card: Card | str | os.PathLike, out: Path, data_root=None, epochs: int
     card = card if isinstance(card, Card) else get_card(card)
     options = TrainOptions(data_root=data_root, resume=resume, device=device, max_steps=max_steps, name=name,
                            epochs=epochs, seed=seed, checkpoint_every=checkpoint_every, precision=precision,
-                           compile=compile)
+                           compile=compile, evaluate=evaluate)
     [result] = _train(card, [(options.recipe(card), Path(out), "")], Path(out), options)
     return result
 
@@ -140,7 +144,7 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
                 data_root=None, epochs: int | None = None, resume: bool = False, device=None,
                 max_steps: int | None = None, checkpoint_every: int | None = None, name: str | None = None,
                 precision: str | None = None, compile: bool | None = None,
-                formulation: str | None = None) -> list[TrainResult]:
+                formulation: str | None = None, evaluate: bool = True) -> list[TrainResult]:
     """Train an ensemble: one run per seed and combination of the sweeps' values, all in one step.
 
     The runs are stacked (:mod:`vaezoo.ensemble`): one forward, backward and optimiser step covers all the
@@ -150,7 +154,7 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
     ``out/KEY=VALUE/seed-N`` in a sweep (see :func:`vaezoo.sweeps.members`).
 
     Args:
-        card, data_root, epochs, resume, device, max_steps, checkpoint_every, name, precision, compile:
+        card, data_root, epochs, resume, device, max_steps, checkpoint_every, name, precision, compile, evaluate:
             as for :func:`train`.
         out: the folder of the runs' folders.
         seeds: the seeds, each once.
@@ -173,7 +177,7 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
                                   "train without it: no {compile:True}, and compile = false in the card's [train]")
     options = TrainOptions(data_root=data_root, resume=resume, device=device, max_steps=max_steps, name=name,
                            formulation=formulation, epochs=epochs, checkpoint_every=checkpoint_every,
-                           precision=precision)
+                           precision=precision, evaluate=evaluate)
     specs = members(options.recipe(card), seeds, sweeps)
     return _train(card, [(m.card, Path(out) / m.folder, m.label) for m in specs], Path(out), options)
 
@@ -256,7 +260,8 @@ def _completed_card(trained, out: Path, options: TrainOptions, run: Run) -> Path
         note(f"{out}: the run had finished at step {trained.step}; its card {kept} is kept as it is")
         return kept
     with trained.streams.active():  # what the evaluation draws, too, is what this run alone draws
-        return publish(trained.card, trained.model, out, options.name, trained.step, options.data_root, run.device)
+        return publish(trained.card, trained.model, out, options.name, trained.step, options.data_root, run.device,
+                       evaluate=options.evaluate)
 
 
 def _override(recipe: TrainRecipe, **values) -> TrainRecipe:

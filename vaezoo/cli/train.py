@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
                         "model.regularizers.0.beta, or its last part when that names one field), in "
                         "OUT/KEY=VALUE/seed-N; repeat for a grid")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    p.add_argument("--no-eval", action="store_true",
+                   help="write the finished run's card without measuring its metrics (a long evaluation, such as "
+                        "vae-mnist's 5,000-sample log-likelihood, is left to 'vaezoo eval OUT --write')")
     p.add_argument("--device", type=device_arg, help="cpu, cuda, cuda:1, ... (default: cpu)")
     p.add_argument("--max-steps", type=int,
                    help="stop when the run reaches step N, with a checkpoint to --resume from (no weights written)")
@@ -62,7 +65,7 @@ def run(args) -> int:
     main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 speaks for the run
     options = {"data_root": args.data_root, "epochs": args.epochs, "resume": args.resume, "device": args.device,
                "max_steps": args.max_steps, "checkpoint_every": args.checkpoint_every, "name": args.name,
-               "precision": args.precision, "compile": args.compile}
+               "precision": args.precision, "compile": args.compile, "evaluate": not args.no_eval}
     try:
         if args.seeds or args.sweep:
             card = card_arg(args.card)
@@ -76,7 +79,7 @@ def run(args) -> int:
         return 128 + stop.signal
     for result in results:
         if result.card_path is not None:
-            _report_metrics(result.card_path)
+            _report_metrics(result.card_path, args.data_root)
             print(printable(result.card_path))
     if failed := [r.error for r in results if r.error]:
         print(printable(f"{len(failed)} of {len(results)} runs stopped early (their lines above name them); the "
@@ -89,12 +92,21 @@ def run(args) -> int:
     return 0
 
 
-def _report_metrics(card_path: Path) -> None:
-    """Say on stderr what the finished run measured, one line: the completed card's metrics."""
+def _report_metrics(card_path: Path, data_root: str | None) -> None:
+    """Say on stderr what the finished run measured, one line: the completed card's metrics, or the command that
+    measures them (``--no-eval``)."""
     from vaezoo.entries.catalog import parse_card
 
-    metrics = parse_card(card_path).metrics
-    shown = ", ".join(f"{name} {metric.value:.4g}" for name, metric in metrics.items()) or "none"
+    from vaezoo.entries.catalog import card_reference
+
+    card = parse_card(card_path)
+    if not card.metrics:
+        from vaezoo.evaluate import eval_command
+
+        print(printable(f"{card_path.parent}: not evaluated; measure it with: "
+                        f"{eval_command(card_reference(card, card_path.parent), data_root)} --write"), file=sys.stderr)
+        return
+    shown = ", ".join(f"{name} {metric.value:.4g}" for name, metric in card.metrics.items())
     print(printable(f"{card_path.parent}: measured {shown}"), file=sys.stderr)
 
 
