@@ -69,7 +69,18 @@ def test_list_filters(listed, capsys):
     assert names("--arch", "vae", "--where", "beta=6") == [LONG_NAME, "toy-dsprites-1", "toy-mnist-2"]
     assert names("--where", "beta=6", "--where", "dim=10") == ["toy-dsprites-1"]
     assert names("--where", "image_size=64") == ["toy-dsprites-1"]
-    assert names("--arch", "nothing") == []
+    assert names("--where", "beta=7") == [] and names("--dataset", "dsprites", "--where", "dim=3") == []
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--arch", "nothing"], "error: --arch nothing: no card has it; the cards have vae"),
+    (["--dataset", "mnistt"], "error: --dataset mnistt: no card has it; the cards have dsprites, mnist"),
+    (["--latent", "laplace"], "error: --latent laplace: no card has it; the cards have categorical, gaussian"),
+    (["--where", "betta=6"], "error: --where betta: no card has such a field; name one by the end of its dotted path"),
+])
+def test_a_filter_no_card_could_pass_is_named_not_an_empty_table(listed, capsys, argv, message):
+    code, out, err = cli(capsys, "list", *argv)
+    assert (code, out) == (1, "") and err.startswith(message) and len(err.splitlines()) == 1
 
 
 def test_list_groups_by_dataset_or_architecture(listed, capsys):
