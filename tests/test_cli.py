@@ -115,8 +115,8 @@ def test_list_filters_and_groups_by_latent_family(listed, capsys):
 
 def test_latent_filter_reads_the_families_not_the_names_of_the_parts(cards, capsys):
     write_card(cards, make_card(name="toy-named", latent=[{"family": "gaussian", "size": 2, "name": "categorical"}]))
-    code, out, _ = cli(capsys, "list", "--json", "--latent", "categorical")
-    assert (code, json.loads(out)) == (0, [])
+    code, out, err = cli(capsys, "list", "--json", "--latent", "categorical")
+    assert (code, out, err) == (1, "", "error: --latent categorical: no card has it; the cards have gaussian\n")
     code, out, _ = cli(capsys, "list", "--json", "--latent", "Gaussian")  # the family, in any case
     assert [r["name"] for r in json.loads(out)] == ["toy-named"]
 
