@@ -72,8 +72,12 @@ def run(args) -> int:
             return _push(args, folder)
         except BaseException:  # an error or Ctrl-C: the folder was empty, and is again, never half-written
             for path in folder.iterdir():
-                if path.name not in locks:
-                    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+                if path.name in locks:
+                    continue
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
             raise
 
 
