@@ -151,6 +151,39 @@ def test_the_report_checks_and_writes_from_python(trained):
     assert written.metrics["reconstruction"].command == shlex.join(["vaezoo", "eval", str(trained)])
 
 
+def test_a_report_is_not_written_on_a_card_published_again_since_it_was_measured(trained):
+    """A run published again (resumed for more epochs) names other weights: the report's numbers are not theirs."""
+    report = evaluate_card(get_card(trained), metrics=["cluster_accuracy"])
+    assert main(["train", str(trained.parent.parent / "toy.toml"), "--out", str(trained.parent), "--resume",
+                 "--epochs", "5"]) == 0
+    before = trained.read_bytes()
+    with pytest.raises(CardError, match="names other weights than those measured"):
+        report.write()
+    assert trained.read_bytes() == before
+
+
+def test_publish_keeps_what_eval_write_recorded_while_it_evaluated(data_plugin, tmp_path, monkeypatch):
+    """A run's final card is written under the card's lock from the card on disk: an ``eval --write`` that landed
+    during the run's evaluation stays."""
+    import vaezoo.evaluate
+
+    recorded = {}
+
+    def evaluate_then_another_writer(model, card, *args, **kwargs):
+        results = original(model, card, *args, **kwargs)
+        path = tmp_path / "out" / f"{card.name}.toml"
+        recorded.update(evaluate_card(path, metrics=["cluster_accuracy"], write=True).written.metrics)
+        return results
+
+    original = vaezoo.evaluate.evaluate
+    monkeypatch.setattr(vaezoo.evaluate, "evaluate", evaluate_then_another_writer)
+    path = write_toml(tmp_path / "toy.toml", make_card("toy", eval_metrics=[]))
+    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 0
+    final = get_card(tmp_path / "out" / "toyvae-bars-run.toml")
+    assert "cluster_accuracy" in recorded and final.metrics["cluster_accuracy"] == recorded["cluster_accuracy"]
+    assert "reconstruction" in final.metrics and "cluster_accuracy" in final.eval_metrics
+
+
 def test_a_checkpoints_report_is_of_its_step_and_is_not_written_on_the_card(trained):
     card = get_card(trained)
     report = evaluate_card(card, checkpoint=trained.parent / "checkpoint.pt")

@@ -143,8 +143,9 @@ class EvalReport:
             The card written.
 
         Raises:
-            CardError: the report is of a checkpoint's weights, not the card's, or the card has no local file
-                (:func:`vaezoo.entries.entry.check_writable`).
+            CardError: the report is of a checkpoint's weights, not the card's; the card has no local file
+                (:func:`vaezoo.entries.entry.check_writable`); or its file names other weights than those
+                measured (another run was published there meanwhile).
         """
         if self.checkpoint is not None:
             raise CardError(f"the metrics of checkpoint {self.checkpoint} are not card '{self.card.name}''s; "
@@ -154,6 +155,9 @@ class EvalReport:
                               ref=card_reference(self.card, path))
 
         def record(now: Card) -> Card:  # the card as it is on disk now
+            if now.weights != self.card.weights:  # a run published again meanwhile: these are not its numbers
+                raise CardError(f"card '{now.name}' at {path} names other weights than those measured: it was "
+                                f"written again meanwhile; measure it again")
             eval_metrics = now.eval_metrics + [n for n in self.metrics or () if n not in now.eval_metrics]
             return now.with_settings(self.settings or {}).model_copy(
                 update={"metrics": {**now.metrics, **measured}, "eval_metrics": eval_metrics})

@@ -21,6 +21,7 @@ from vaezoo.entries.catalog import card_reference, new_card_name, parse_card
 from vaezoo.entries.entry import weights_file, write_entry
 from vaezoo.entries.schema import Card
 from vaezoo.errors import PublishWarning, VaezooError
+from vaezoo.locks import card_lock
 
 if TYPE_CHECKING:
     from vaezoo.model import VAE
@@ -81,9 +82,13 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
         warnings.warn(f"measuring the model's card sections failed ({type(exc).__name__}: {exc}); the card is "
                       f"written without them", PublishWarning, stacklevel=2)
     metrics = as_metrics(own, results, data_root, ref=ref)
-    headline = own.headline if own.headline in metrics else None
-    return write_entry(own.model_copy(update={"metrics": metrics, "sections": sections, "headline": headline}),
-                       model.state_dict(), out)
+
+    with card_lock(written):  # what 'vaezoo eval --write' recorded on the card meanwhile stays
+        now = parse_card(written)
+        measured = {**now.metrics, **metrics}
+        return write_entry(now.model_copy(update={
+            "metrics": measured, "sections": {**now.sections, **sections},
+            "headline": own.headline if own.headline in measured else None}), model.state_dict(), out)
 
 
 def published(out: Path, name: str, steps: int) -> Path | None:
