@@ -1,5 +1,3 @@
-import sys
+from vaezoo.cli import console
 
-from vaezoo.cli import main
-
-sys.exit(main())
+console()

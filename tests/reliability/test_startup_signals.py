@@ -66,3 +66,17 @@ def test_a_command_s_libraries_are_imported_whole_and_a_signal_meanwhile_then_st
         assert stopped.value.signal == signal.SIGTERM and sys.modules["signalled_library"].WHOLE
     finally:
         sys.modules.pop("signalled_library", None)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_once_the_command_is_done_leaves_its_exit_code(signum):
+    """The interpreter's shutdown after a command takes about a second (torch's): a Ctrl-C or SIGTERM then found
+    nothing to clean up and turned a command that succeeded into a failure."""
+    done = run_python("-c", f"""
+import atexit, os
+from vaezoo import cli
+cli.main = lambda argv=None: 0  # a command that succeeded
+atexit.register(lambda: os.kill(os.getpid(), {int(signum)}))  # the signal arrives during the shutdown
+cli.console()
+""")
+    assert (done.returncode, done.stderr) == (0, "")

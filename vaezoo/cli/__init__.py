@@ -14,9 +14,10 @@ import os
 import signal
 import sys
 import warnings
+from typing import NoReturn
 
 from vaezoo.errors import VaezooError
-from vaezoo.signals import Interrupted, StopSignals
+from vaezoo.signals import STOP_SIGNALS, Interrupted, StopSignals
 from vaezoo.terminal import StatusStream
 
 COMMANDS = ("list", "leaderboard", "info", "plugins", "verify", "train", "eval", "seeds", "convert", "show", "gallery",
@@ -90,6 +91,18 @@ def main(argv: list[str] | None = None) -> int:
         return _stopped(getattr(exc, "signal", signal.SIGINT))
     finally:
         sys.stdout, sys.stderr = stdout, stderr
+
+
+def console() -> NoReturn:
+    """The ``vaezoo`` console script (and ``python -m vaezoo``): :func:`main`, then exit with its code.
+
+    Once the command is done, the stop signals are ignored: the interpreter's shutdown (about a second, torch's
+    and the threads') has nothing to clean up, and a Ctrl-C then would make a command that succeeded fail.
+    """
+    code = main()
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    sys.exit(code)
 
 
 def _stopped(signum: int) -> int:
