@@ -279,3 +279,28 @@ def test_a_prior_without_icdf_on_a_bounded_support_asks_for_its_own_sweeps():
 
     with pytest.raises(LatentError, match=r"Rates's prior, Gamma, has no icdf, .*; override sweeps\(\)"):
         Rates().sweeps(5, (-3.0, 3.0))
+
+
+@pytest.mark.parametrize(("broken", "message"), [
+    ("mode", "the posterior's mode is not finite (NaN or inf) on the first batch"),
+    ("rsample", "rsample() is not finite (NaN or inf) on the first batch"),
+    ("kl", "kl_parts()['z'] averages -"),
+])
+def test_a_family_whose_code_or_kl_is_not_a_number_stops_the_run_before_its_first_step(
+        binary, tmp_path, monkeypatch, capsys, broken, message):
+    """A NaN mode trained silently and published a card of NaN losses; a NaN rsample was blamed on the learning
+    rate; a negative KL lowered the objective. The first batch names the family."""
+    from vaezoo.plugins import registry
+
+    family = registry("latent family")["binary_concrete"]
+    posterior_class = type(family(2).posterior(torch.zeros(1, 2)))
+    nan = lambda self, *args: torch.full_like(self.logits, math.nan)  # noqa: E731
+    replaced = {"mode": property(nan), "rsample": nan, "kl": lambda self: -torch.ones_like(self.logits)}[broken]
+    monkeypatch.setattr(posterior_class, broken, replaced)
+    path = write_toml(tmp_path / "binary.toml", binary_card().model_dump(mode="json", exclude_none=True))
+    code = main(["train", str(path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: latent family ") and ".BinaryConcrete (fake_binary" in last and message in last
+    assert not (tmp_path / "out").exists()

@@ -177,7 +177,8 @@ def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Car
       them off): a density taken outside its support, such as a Bernoulli prior at relaxed samples, stops the
       run here instead of training a meaningless loss.
     - The same batch in eval mode too: a part that breaks its contract in eval mode only (a posterior's mode of
-      the wrong width, say) fails here, naming itself, not at the evaluation after the last step.
+      the wrong width, say) fails here, naming itself, not at the evaluation after the last step; in both modes
+      the code and the KL must be finite, and the KL not negative (:meth:`vaezoo.model.VAE.check_output`).
 
     The model, its buffers and the random generators are left as they were.
 
@@ -199,8 +200,9 @@ def _check_objective(model: torch.nn.Module, x: Tensor, name: str) -> None:
     torch.distributions.Distribution.set_default_validate_args(True)
     try:
         with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []), torch.no_grad():
-            trial(x, step=0)
-            trial.eval()(x, step=0)
+            trial.check_output(trial(x, step=0))
+            trial.eval()
+            trial.check_output(trial(x, step=0))
     except ValueError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TrainingError(f"card '{name}': its objective takes a distribution outside its support ({first}); "

@@ -194,6 +194,22 @@ class VAE(nn.Module):
             kl[name] = batch_mean(value)
         return VAEOutput(sum(terms.values()), terms, kl, output, posterior, z)
 
+    def check_output(self, out: VAEOutput) -> None:
+        """Refuse, naming the latent family, a forward pass whose code or KL is not finite or whose KL is negative:
+        what a broken family gives that the shapes do not show (the run checks its first batch so, in both modes).
+
+        Raises:
+            PluginError: naming the family, what it gave and in which mode.
+        """
+        what = "rsample()" if self.training else "the posterior's mode"
+        if not torch.isfinite(out.z).all():
+            raise PluginError(f"{_part('latent family', self.latent)}: {what} is not finite (NaN or inf) on the "
+                              f"first batch")
+        for name, value in out.kl.items():
+            if not (torch.isfinite(value) and value >= -1e-4):  # a KL is >= 0, up to float rounding
+                raise PluginError(f"{_part('latent family', self.latent)}: kl_parts()['{name}'] averages "
+                                  f"{value.item():.6g} on the first batch; a KL is a finite number >= 0")
+
     def targets(self, posterior: Posterior, step: int) -> dict[str, float]:
         """Every regularizer's schedule values at ``step`` (e.g. capacities)."""
         return {k: v for r in self.regularizers for k, v in r.targets(posterior, step).items()}
