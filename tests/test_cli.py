@@ -325,10 +325,10 @@ def test_every_option_a_library_message_can_name_is_spelled_as_the_command_line_
     assert wrong == []
 
 
-def test_a_setting_out_of_its_bounds_is_refused_before_any_image_is_read(tmp_path):
-    result = run_vaezoo("eval", "vae-mnist", "--data-root", str(tmp_path / "no-data"), "--metrics",
-                        "importance_log_likelihood", "--set", "importance_log_likelihood.samples=0")
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == (
+def test_a_setting_out_of_its_bounds_is_refused_before_any_image_is_read(tmp_path, capsys):
+    code, _, err = cli(capsys, "eval", "vae-mnist", "--data-root", str(tmp_path / "no-data"), "--metrics",
+                       "importance_log_likelihood", "--set", "importance_log_likelihood.samples=0")
+    assert code == 1 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
         "error: --set: metric 'importance_log_likelihood': samples = 0 is not a whole number (int), at least 1 "
         "and at most 10,000,000")

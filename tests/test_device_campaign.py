@@ -95,6 +95,7 @@ def test_a_recipe_too_long_for_one_span_goes_on_from_its_checkpoints_in_the_next
     assert kept.step == recipe["members"][0]["step"]
 
 
+@pytest.mark.slow
 def test_a_recipe_a_span_finished_is_skipped_by_later_spans(data_plugin, tmp_path):
     card = write_toml(tmp_path / "toy-done.toml", make_card("toy", name="toy-done"))
     plan = tmp_path / "plan.toml"

@@ -114,6 +114,7 @@ def tampered(data: bytes) -> bytes:
     return data[:-1] + bytes([data[-1] ^ 1])
 
 
+@pytest.mark.slow
 def test_weights_that_are_not_the_cards_are_refused(hub, tmp_path):
     card, weights = entry(tmp_path)
     size = weights.stat().st_size
@@ -182,6 +183,7 @@ def test_push_then_load_back(hub, tmp_path, monkeypatch):
     assert tomllib.loads(info.stdout)["metrics"] == {"accuracy": METRIC}
 
 
+@pytest.mark.slow
 def test_a_push_the_hub_refuses_is_a_one_line_error(hub, tmp_path):
     card, _ = entry(tmp_path / "cards")
     hub.read_only = True
@@ -387,6 +389,7 @@ def test_a_model_made_with_a_third_party_plugin_names_its_distribution_on_the_hu
     assert f"It needs the vaezoo plugin `{plugin}` (made with `2.1`)." in readme
 
 
+@pytest.mark.slow
 def test_push_all_dry_run_stages_the_zoo_as_a_collection(tmp_path):
     cards = tmp_path / "cards"
     entry(cards, name="tiny-a")
@@ -569,6 +572,7 @@ except VaezooError as exc:
 """
 
 
+@pytest.mark.slow
 def test_from_pretrained_and_push_to_hub_follow_the_hub_conventions(hub, tmp_path):
     card, weights = entry(tmp_path / "cards")
     result = run_python("-c", HUB_CONVENTIONS, str(card), str(tmp_path / "cache"))

@@ -265,6 +265,7 @@ def test_cli_refuses_an_unknown_dataset_in_one_line(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_pickle_that_is_not_weights_only(tmp_path):
     marker = tmp_path / "unpickled"
     state = write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10]).state_dict()

@@ -426,6 +426,7 @@ def test_the_per_factor_classifiers_give_the_same_scores_on_any_number_of_thread
     assert 0.5 < one_explicit < 1 and 0 < one_dci[2] < 1
 
 
+@pytest.mark.slow
 def test_mig_chen_s_pass_over_the_dataset_gives_the_suite_its_codes(small_dataset):
     from vaezoo.assemble import build_part
 
@@ -446,6 +447,7 @@ def test_mig_chen_s_pass_over_the_dataset_gives_the_suite_its_codes(small_datase
     assert values == pytest.approx(alone, abs=1e-6)  # sharing the pass changes no score
 
 
+@pytest.mark.slow
 def test_vaezoo_eval_s_losses_pass_is_the_metrics_encoding(small_dataset, monkeypatch):
     """``evaluate`` with its losses encodes every image once, for the losses and every metric, and each
     metric scores as it does alone."""
@@ -472,6 +474,7 @@ def test_vaezoo_eval_s_losses_pass_is_the_metrics_encoding(small_dataset, monkey
     assert [results[name] for name in names] == pytest.approx(alone, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_dci_scores_share_one_fit_within_one_evaluation(small_dataset, monkeypatch):
     calls = []
     real = dci.importance_gbt

@@ -245,6 +245,7 @@ def test_a_closed_stdout_is_as_a_reader_gone(cards):
     assert (result.stdout, result.stderr) == ("rc=0\n", "")
 
 
+@pytest.mark.slow
 def test_a_closed_stderr_silences_the_status_lines_and_the_run_goes_on(tmp_path):
     card = write_toml(tmp_path / "card.toml", SYNTHETIC)
     result = shell('"$@" 2>&-; echo "rc=$?"', "train", str(card), "--out", str(tmp_path / "out"))

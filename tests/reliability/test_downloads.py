@@ -83,6 +83,7 @@ def test_connection_cut_once_is_retried(url_card, server):
     assert len(_cached(url_card)) == 1
 
 
+@pytest.mark.slow
 def test_connection_always_cut_is_a_clean_error(url_card, server, capsys):
     server.cut_after = len(url_card) // 2
     with pytest.raises(WeightsError, match="failed after 3 attempts") as err:
@@ -97,6 +98,7 @@ def test_connection_always_cut_is_a_clean_error(url_card, server, capsys):
 
 
 @pytest.mark.parametrize("where", ["before the headers", "in the middle of the body"])
+@pytest.mark.slow
 def test_slow_server_times_out(url_card, server, monkeypatch, where):
     monkeypatch.setenv("VAEZOO_TIMEOUT", "0.3")
     if where == "before the headers":

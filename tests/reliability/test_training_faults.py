@@ -114,6 +114,7 @@ def _train_and_die_in_save(card: Card, out, die_at: int) -> None:
     train(card, out)
 
 
+@pytest.mark.slow
 def test_sigkill_during_a_checkpoint_write(data_plugin, tmp_path):
     card = _card(checkpoint_every=4)
     out = tmp_path / "killed"
