@@ -304,3 +304,33 @@ def test_a_family_whose_code_or_kl_is_not_a_number_stops_the_run_before_its_firs
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: latent family ") and ".BinaryConcrete (fake_binary" in last and message in last
     assert not (tmp_path / "out").exists()
+
+
+EXPLODING_PLUGIN = '''
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_register_latent_families(register):
+    from vaezoo.latents.gaussian import Gaussian
+
+    class Exploding(Gaussian):
+        def posterior(self, params):
+            raise RuntimeError("exploded on purpose")
+
+    register("exploding", Exploding)
+'''
+
+
+def test_a_family_that_raises_is_named_in_one_line_with_its_plugin(data_plugin, tmp_path, capsys):
+    """A third-party part's own error (not vaezoo's, not the input's) ended the commands in a traceback."""
+    install_plugin(data_plugin, "exploding", EXPLODING_PLUGIN)
+    model = {**MODEL, "latent": {"type": "exploding", "dim": 4}}
+    path = write_toml(tmp_path / "card.toml", make_card("toy", "exploding-bars", model=model, architecture="vae",
+                                                          eval_metrics=[], train={"epochs": 1}))
+    code = main(["train", str(path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: plugin 'exploding' (") and "raised RuntimeError: exploded on purpose; " in last
+    assert not (tmp_path / "out").exists()

@@ -326,6 +326,18 @@ class Plugins:
         package = str(getattr(obj, "__module__", None) or "").partition(".")[0]
         return next((info for info in self.info.values() if info.package == package), None)
 
+    def raised_in(self, exc: BaseException) -> PluginInfo | None:
+        """The third-party plugin whose code ``exc`` was raised in (the innermost of its traceback's frames that
+        runs a plugin's package), if any: what a command cannot blame on vaezoo, or on the user's input."""
+        found = None
+        frame = exc.__traceback__
+        while frame is not None:
+            package = str(frame.tb_frame.f_globals.get("__name__", "")).partition(".")[0]
+            found = next((info for info in self.info.values() if info.package == package and not info.builtin),
+                         found)
+            frame = frame.tb_next
+        return found
+
     def registry(self, kind: str) -> Registry:
         """The registry of ``kind``, filled from every plugin on first use."""
         with self._lock:

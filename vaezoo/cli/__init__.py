@@ -89,6 +89,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as exc:
         return _stopped(getattr(exc, "signal", signal.SIGINT))
+    except Exception as exc:  # noqa: BLE001 - a third-party plugin's own error is one line; vaezoo's keep a traceback
+        if stops.received is not None:
+            return _stopped(stops.received)
+        culprit = _plugin_that_raised(exc)
+        if culprit is None:
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0]
+        _error(f"plugin '{culprit.name}' ({culprit.distribution} {culprit.version}) raised {type(exc).__name__}"
+               f"{': ' + first if first else ''}; report it to its author, or leave the plugin out with "
+               f"VAEZOO_LOAD_PLUGINS")
+        return 1
     finally:
         sys.stdout, sys.stderr = stdout, stderr
 
@@ -103,6 +114,15 @@ def console() -> NoReturn:
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     sys.exit(code)
+
+
+def _plugin_that_raised(exc: Exception):
+    """The third-party plugin ``exc`` was raised in, if plugins were loaded and one was (:meth:`Plugins.raised_in`)."""
+    if "vaezoo.plugins" not in sys.modules:  # no plugin ran: the error is vaezoo's
+        return None
+    from vaezoo.plugins import get_plugins
+
+    return get_plugins().raised_in(exc)
 
 
 def _stopped(signum: int) -> int:
