@@ -326,18 +326,6 @@ class Plugins:
         package = str(getattr(obj, "__module__", None) or "").partition(".")[0]
         return next((info for info in self.info.values() if info.package == package), None)
 
-    def raised_in(self, exc: BaseException) -> PluginInfo | None:
-        """The third-party plugin whose code ``exc`` was raised in (the innermost of its traceback's frames that
-        runs a plugin's package), if any: what a command cannot blame on vaezoo, or on the user's input."""
-        found = None
-        frame = exc.__traceback__
-        while frame is not None:
-            package = str(frame.tb_frame.f_globals.get("__name__", "")).partition(".")[0]
-            found = next((info for info in self.info.values() if info.package == package and not info.builtin),
-                         found)
-            frame = frame.tb_next
-        return found
-
     def registry(self, kind: str) -> Registry:
         """The registry of ``kind``, filled from every plugin on first use."""
         with self._lock:
@@ -405,6 +393,23 @@ def get_plugins() -> Plugins:
         if _plugins is None:
             _plugins = Plugins()
         return _plugins
+
+
+def raised_in(exc: BaseException) -> PluginInfo | None:
+    """The third-party plugin whose code ``exc`` was raised in (the innermost of its traceback's frames that runs
+    a loaded plugin's package), if any: what a command cannot blame on vaezoo, or on the user's input. None when
+    no plugin was loaded (nothing is loaded to answer)."""
+    plugins = _plugins
+    if plugins is None:
+        return None
+    found = None
+    frame = exc.__traceback__
+    while frame is not None:
+        package = str(frame.tb_frame.f_globals.get("__name__", "")).partition(".")[0]
+        found = next((info for info in plugins.info.values() if info.package == package and not info.builtin),
+                     found)
+        frame = frame.tb_next
+    return found
 
 
 def reset() -> None:

@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a third-party plugin's own error is one line; vaezoo's keep a traceback
         if stops.received is not None:
             return _stopped(stops.received)
-        culprit = _plugin_that_raised(exc)
+        from vaezoo.plugins import raised_in
+
+        culprit = raised_in(exc)
         if culprit is None:
             raise
         first = (str(exc).strip().splitlines() or [""])[0]
@@ -114,15 +116,6 @@ def console() -> NoReturn:
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     sys.exit(code)
-
-
-def _plugin_that_raised(exc: Exception):
-    """The third-party plugin ``exc`` was raised in, if plugins were loaded and one was (:meth:`Plugins.raised_in`)."""
-    if "vaezoo.plugins" not in sys.modules:  # no plugin ran: the error is vaezoo's
-        return None
-    from vaezoo.plugins import get_plugins
-
-    return get_plugins().raised_in(exc)
 
 
 def _stopped(signum: int) -> int:
