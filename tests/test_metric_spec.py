@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
 from vaezoo.assemble import metric, metric_suite
 from vaezoo.data import ImageDataset
+from vaezoo.errors import MetricError
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.provenance import metric_parameters
 from vaezoo.metrics.requirements import FACTORS, requires
@@ -53,3 +55,11 @@ def test_the_core_registers_each_metric_with_its_direction_and_the_disentangleme
         "dci_disentanglement", "dci_completeness", "dci_informativeness", "modularity", "explicitness",
         "gaussian_total_correlation", "mutual_info_score"]
     assert "elbo" not in metric_suite("disentanglement") and metric("cluster_accuracy").needs
+
+
+def test_a_plain_metrics_settings_are_refused_under_its_own_name():
+    def code_usage(model, dataset, device=None, batch_size=64, threshold: float = 0.1) -> float:
+        return 1.0
+
+    with pytest.raises(MetricError, match="^metric 'code_usage': threshold = 'x' is not a number"):
+        MetricSpec.of(code_usage).measure(None, threshold="x")

@@ -96,7 +96,7 @@ class MetricSpec:
             return metric(evaluation.model, evaluation.dataset, device=evaluation.device,
                           batch_size=evaluation.batch_size, **settings)
 
-        plain.__doc__ = metric.__doc__
+        plain.__doc__, plain.__name__ = metric.__doc__, getattr(metric, "__name__", "metric")  # messages name it
         signature = inspect.signature(metric)  # its settings, for check_settings: the function's own, typed
         plain.__signature__ = signature.replace(parameters=[
             inspect.Parameter("evaluation", inspect.Parameter.POSITIONAL_OR_KEYWORD),
