@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -658,5 +659,7 @@ def read_metadata(path: Path) -> dict[str, str]:
 
 
 def entries(folder: Path) -> list[str]:
-    """The names in ``folder``, sorted, but for its lock files (``vaezoo.locks``): what a run left there."""
-    return sorted(p.name for p in Path(folder).iterdir() if not p.name.startswith(".vaezoo.lock"))
+    """The names in ``folder``, sorted, but for its lock files (``vaezoo.locks``: the run's ``.vaezoo.lock``, a
+    card's ``.NAME.toml.lock``): what a run left there."""
+    return sorted(p.name for p in Path(folder).iterdir()
+                  if not p.name.startswith(".vaezoo.lock") and not re.fullmatch(r"\..+\.toml\.lock", p.name))

@@ -15,6 +15,7 @@ from kit import cli, make_card, write_card, write_entry, write_toml
 
 from vaezoo import locks
 from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.entry import update_card
 from vaezoo.entries.schema import Metric
 from vaezoo.errors import OutputError, VaezooError
 
@@ -33,7 +34,7 @@ def test_two_card_updates_at_once_both_land(tmp_path):
             time.sleep(0.3)
             return card.model_copy(update={"metrics": {**card.metrics, name: _metric(1.0)}})
         try:
-            locks.update_card(path, change)
+            update_card(path, change)
         except Exception as exc:  # noqa: BLE001 (reported by the assertion below)
             errors.append(exc)
 
@@ -50,14 +51,14 @@ def test_two_card_updates_at_once_both_land(tmp_path):
 def test_an_updated_card_keeps_its_permissions(tmp_path, mode):
     path = write_card(tmp_path, make_card("tiny"))
     path.chmod(mode)
-    locks.update_card(path, lambda card: card.model_copy(update={"metrics": {"elbo": _metric(1.0)}}))
+    update_card(path, lambda card: card.model_copy(update={"metrics": {"elbo": _metric(1.0)}}))
     assert "elbo" in parse_card(path).metrics and path.stat().st_mode & 0o777 == mode
 
 
 def test_a_command_line_of_any_bytes_is_named_by_its_lock(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["vaezoo", "train", "--out", "o\udcff"])  # b"o\xff" as Python decodes it
     path = write_card(tmp_path, make_card("tiny"))
-    locks.update_card(path, lambda card: card.model_copy(update={"metrics": {"elbo": _metric(1.0)}}))
+    update_card(path, lambda card: card.model_copy(update={"metrics": {"elbo": _metric(1.0)}}))
     assert "elbo" in parse_card(path).metrics
 
 
@@ -70,7 +71,7 @@ def test_eval_write_keeps_an_update_made_while_it_computed(cards_dir, capsys, mo
     real = eval_report.evaluate
 
     def evaluate_while_another_writes(*args, **kwargs):
-        locks.update_card(path, lambda card: card.model_copy(update={"metrics": {"other": _metric(2.0)}}))
+        update_card(path, lambda card: card.model_copy(update={"metrics": {"other": _metric(2.0)}}))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(eval_report, "evaluate", evaluate_while_another_writes)
@@ -179,12 +180,12 @@ def test_a_card_update_waits_for_the_other_and_says_so(tmp_path, capsys):
             started.set()
             time.sleep(1.0)
             return card
-        locks.update_card(path, change)
+        update_card(path, change)
 
     thread = threading.Thread(target=slow)
     thread.start()
     started.wait()
-    locks.update_card(path, lambda card: card)
+    update_card(path, lambda card: card)
     thread.join()
     assert f"waiting for another vaezoo process updating {path} (held by process {os.getpid()}" in \
         capsys.readouterr().err
@@ -198,7 +199,7 @@ def test_a_card_in_an_unwritable_folder_is_one_line(tmp_path, monkeypatch):
     path = write_card(tmp_path / "cards", make_card("tiny"))
     refuse_writes(monkeypatch, tmp_path / "cards", errno.EROFS)
     with pytest.raises(OutputError, match=f"cannot write {path}: Read-only file system"):
-        locks.update_card(path, lambda card: card)
+        update_card(path, lambda card: card)
 
 
 def test_names_given_twice_are_kept_once():
@@ -246,3 +247,60 @@ def test_vaezoo_train_into_an_out_another_run_holds_is_refused_and_touches_nothi
     assert code == 1 and out == "" and "Traceback" not in err
     assert f"--out {folder} is in use by process {process.pid} on " in err and err.count("\n") == 1
     assert sorted(p.name for p in folder.iterdir()) == before  # no checkpoint, no seed folder
+
+
+def _published_again(folder, card, seed: int) -> None:
+    """Publish ``card``'s run again into ``folder`` (as ``vaezoo train --resume`` for more epochs does), with
+    other weights."""
+    import torch
+
+    from vaezoo.assemble import load_model
+    from vaezoo.publish import publish
+
+    torch.manual_seed(seed)
+    publish(card, load_model(card, pretrained=False), folder, card.name, steps=99, evaluate=False)
+
+
+def test_a_run_published_again_after_its_card_was_read_loads_the_new_card_and_weights(tmp_path, data_plugin):
+    import vaezoo
+    from vaezoo.assemble import load_model
+
+    path, _, _ = write_entry(tmp_path / "run", make_card("tiny", name="mine"))
+    old = parse_card(path)
+    _published_again(path.parent, old, seed=1)
+    model = load_model(old)  # the card read before the new weights landed; they no longer match it
+    new = parse_card(path)
+    assert model.card.weights == new.weights != old.weights and model.card.train.steps == 99
+    assert vaezoo.load(str(path)).weights_digest == model.weights_digest
+
+
+def test_a_reader_between_the_new_weights_and_the_new_card_waits_for_the_card(tmp_path, data_plugin):
+    from vaezoo.assemble import load_model
+    from vaezoo.entries.entry import write_entry as write_vaezoo_entry
+
+    path, _, _ = write_entry(tmp_path / "run", make_card("tiny", name="mine"))
+    old = parse_card(path)
+    other = tmp_path / "other"
+    _published_again(other, old, seed=1)
+    new = parse_card(other / "mine.toml")
+    loaded = []
+    with locks.card_lock(path):  # as publish holds it: the weights are written, the card not yet
+        (path.parent / "mine.safetensors").write_bytes((other / "mine.safetensors").read_bytes())
+        reader = threading.Thread(target=lambda: loaded.append(load_model(old)))
+        reader.start()
+        time.sleep(0.5)
+        assert reader.is_alive() and not loaded  # it waits for the card, instead of failing on the weights
+        write_vaezoo_entry(new, (other / "mine.safetensors").read_bytes(), path.parent)
+    reader.join(30)
+    assert loaded and loaded[0].card.weights == parse_card(path).weights
+
+
+def test_weights_that_are_not_their_cards_are_still_refused_in_a_published_folder(tmp_path, data_plugin):
+    from vaezoo.assemble import load_model
+    from vaezoo.errors import WeightsError
+
+    path, _, weights = write_entry(tmp_path / "run", make_card("tiny", name="mine"))
+    _published_again(path.parent, parse_card(path), seed=1)
+    weights.write_bytes(weights.read_bytes()[:-1] + b"!")
+    with pytest.raises(WeightsError, match="sha256"):
+        load_model(parse_card(path))

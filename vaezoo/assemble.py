@@ -192,7 +192,9 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
         source: names ``state_dict`` in messages.
 
     Returns:
-        The :class:`~vaezoo.model.VAE` in eval mode, with ``card`` as ``model.card``.
+        The :class:`~vaezoo.model.VAE` in eval mode, with ``card`` as ``model.card`` (or the card on disk
+        now, with its weights, if ``card``'s run was published again while it was read:
+        :func:`vaezoo.entries.entry.load_entry`).
 
     Raises:
         DeviceError: ``device`` is not one this machine has (checked before anything is built or read).
@@ -210,14 +212,17 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
     elif not pretrained:  # what was measured on the card's weights (metrics, label matchings) is not this model's
         model.card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
     else:
-        from vaezoo.entries.entry import load_state_dict
+        from vaezoo.entries.entry import load_entry
 
         if card.weights is None:
             raise WeightsError(f"card '{card.name}' has no weights; train it with 'vaezoo train' (in Python, "
                                f"pretrained=False builds it untrained)")
         from vaezoo.weights import tensors_digest
 
-        load_weights(model, load_state_dict(card), f"weights of '{card.name}'")
+        now, state_dict = load_entry(card)
+        if now is not card:  # published again while it was read: the model is the new card's
+            model = build_model(now)
+        load_weights(model, state_dict, f"weights of '{now.name}'")
         model.weights_digest = tensors_digest(model.state_dict())
     return model.to(device=device, dtype=dtype).eval()
 

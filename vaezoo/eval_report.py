@@ -20,8 +20,7 @@ from vaezoo.checkpoints import check_model, read_checkpoint
 from vaezoo.errors import CardError, MetricError
 from vaezoo.evaluate import as_metrics, check_metrics, evaluate, failure
 from vaezoo.entries.catalog import get_card
-from vaezoo.entries.entry import check_writable
-from vaezoo.locks import update_card
+from vaezoo.entries.entry import check_writable, update_card
 
 DEFAULT_TOLERANCE = 1e-4
 """The relative tolerance of :meth:`EvalReport.check`, of max(1, |card value|)."""

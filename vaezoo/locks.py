@@ -4,7 +4,8 @@ Two kinds of writer share files: runs (``vaezoo train``, ``vaezoo convert``, ``v
 whole folder, and card updates (``eval --write``, ``seeds --write``) rewrite one card file. A run takes
 its folder's lock with :func:`run_lock` and a second run into the same folder is refused at once, in one
 line naming the holder. A card update reads, changes and writes the card under the card's lock
-(:func:`update_card`), waiting for the other writer, so that both updates land.
+(:func:`card_lock`; :func:`vaezoo.entries.entry.update_card`), waiting for the other writer, so that both
+updates land; a run published again holds it while it writes its weights and card.
 
 The locks are ``filelock`` locks on hidden files beside what they guard (``DIR/.vaezoo.lock``,
 ``DIR/.NAME.toml.lock``); the operating system frees them when their process ends, however it ends.
@@ -19,14 +20,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from vaezoo.errors import OutputError, VaezooError
 from vaezoo.progress import note
 from vaezoo.terminal import printable
-
-if TYPE_CHECKING:
-    from vaezoo.entries.schema import Card
 
 RUN_LOCK = ".vaezoo.lock"
 """The lock file of a run folder."""
@@ -166,6 +163,11 @@ def refuse_finished_run(out: Path, name: str, what: str = "{out}") -> None:
                                 f"another {what}", path=out, found=", ".join(found))
 
 
+def card_lock_file(path: Path) -> Path:
+    """The lock file of the card file ``path``: ``.NAME.toml.lock`` beside it."""
+    return Path(path).with_name(f".{Path(path).name}.lock")
+
+
 @contextmanager
 def card_lock(path: Path) -> Iterator[None]:
     """Hold the lock of the card file ``path`` for the block, waiting up to :data:`CARD_WAIT` seconds for
@@ -175,30 +177,7 @@ def card_lock(path: Path) -> Iterator[None]:
         VaezooError: the other process still held it after :data:`CARD_WAIT` seconds, naming it.
     """
     path = Path(path)
-    lock = path.with_name(f".{path.name}.lock")
-    with _held(lock, path, CARD_WAIT, lambda holder: VaezooError(
+    with _held(card_lock_file(path), path, CARD_WAIT, lambda holder: VaezooError(
             f"card {path} was still being updated by {holder} after {CARD_WAIT:g} s; try again when it is done"),
             notice=f"waiting for another vaezoo process updating {path}"):
         yield
-
-
-def update_card(path: Path, change: Callable[[Card], Card]) -> Card:
-    """Read the card at ``path``, apply ``change`` and write the result, all under the card's lock.
-
-    The card is read again inside the lock, so an update another process wrote meanwhile is kept: two
-    ``vaezoo eval --write`` (or ``seeds --write``) runs on one card both land.
-
-    Args:
-        path: the card file.
-        change: the card as it is now on disk -> the card to write.
-
-    Returns:
-        The card written.
-    """
-    from vaezoo.entries.catalog import parse_card
-    from vaezoo.entries.entry import write_card
-
-    with card_lock(path):
-        card = change(parse_card(Path(path)))
-        write_card(card, Path(path))
-    return card

@@ -65,7 +65,8 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
     from vaezoo.evaluate import evaluate as measure  # renamed: ``evaluate`` is this function's argument
 
     own = own_card(card, model, name, steps)
-    written = write_entry(own, model.state_dict(), out)  # the run's work is safe before anything is evaluated
+    with card_lock(Path(out) / f"{name}.toml"):  # a reader of the run's last card waits for the new pair
+        written = write_entry(own, model.state_dict(), out)  # the run's work is safe before anything is evaluated
     if not evaluate:
         return written
     ref = card_reference(own, out)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from vaezoo.entries.catalog import card_reference, get_card
-from vaezoo.entries.entry import check_writable
+from vaezoo.entries.entry import check_writable, update_card
 from vaezoo.entries.schema import Card, SeedRun, SeedSpread
 from vaezoo.errors import CardError, VaezooError
 from vaezoo.entries.recipe import ABSENT, SEEDED, Difference, check_recipe, differences, recipe
@@ -271,8 +271,6 @@ def seed_report(card: Card | str | os.PathLike, runs: Iterable[str | os.PathLike
             (:func:`vaezoo.entries.entry.check_writable`), or as :func:`collect_runs`, :func:`choose_metrics` and
             :func:`spreads` raise.
     """
-    from vaezoo.locks import update_card
-
     card = card if isinstance(card, Card) else get_card(card)
     if not selection.strip():
         raise VaezooError.about("{selection} is empty; say how the card's seed was chosen")

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import shlex
 import sysconfig
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.checksums import read_verified, sha256_of, verify
-from vaezoo.entries.catalog import card_reference
+from vaezoo.entries.catalog import card_reference, parse_card
 from vaezoo.entries.schema import Card, Weights
-from vaezoo.errors import CardError, WeightsError
+from vaezoo.errors import CardError, VaezooError, WeightsError
 from vaezoo.files import atomic_write
+from vaezoo.locks import card_lock, card_lock_file
 from vaezoo.weights import cached_path, download, parse_safetensors, save_weights
 
 if TYPE_CHECKING:
@@ -28,6 +29,25 @@ if TYPE_CHECKING:
 def write_card(card: Card, path: Path) -> None:
     """Write ``card`` as TOML to ``path`` atomically."""
     atomic_write(path, card.toml().encode())
+
+
+def update_card(path: Path, change: Callable[[Card], Card]) -> Card:
+    """Read the card at ``path``, apply ``change`` and write the result, all under the card's lock.
+
+    The card is read again inside the lock, so an update another process wrote meanwhile is kept: two
+    ``vaezoo eval --write`` (or ``seeds --write``) runs on one card both land.
+
+    Args:
+        path: the card file.
+        change: the card as it is now on disk -> the card to write.
+
+    Returns:
+        The card written.
+    """
+    with card_lock(path):
+        card = change(parse_card(Path(path)))
+        write_card(card, Path(path))
+    return card
 
 
 def check_writable(card: Card) -> Path:
@@ -171,6 +191,42 @@ def fetch_verified(card: Card) -> tuple[Path, bytes]:
     """
     path = local_path(card) if card.weights is not None and card.weights.file is not None else fetch(card)
     return path, read_verified(path, card.weights)
+
+
+def load_entry(card: Card) -> tuple[Card, dict[str, torch.Tensor]]:
+    """``card``'s weights as a state dict on the CPU, with the card they belong to.
+
+    That card is ``card``, unless its run was published again (``vaezoo train --resume`` for more epochs)
+    between the reading of ``card`` and of its weights: then the new weights do not match ``card``, and the
+    card on disk is read again, under its lock (the publisher holds it while it writes the weights and the
+    card), and returned with its weights.
+
+    Raises:
+        WeightsError: the weights are not what the card on disk states.
+    """
+    try:
+        return card, load_state_dict(card)
+    except WeightsError:
+        now = _card_now(card)
+        if now is None:
+            raise
+    return now, load_state_dict(now)
+
+
+def _card_now(card: Card) -> Card | None:
+    """The card file of ``card`` as it is now, once no process is writing it; None if it still states the weights
+    ``card`` states (or is gone, or unreadable), that is, when ``card``'s weights are not what it says."""
+    if card.path is None or card.source is not None or card.weights is None or card.weights.file is None:
+        return None
+    try:
+        if card_lock_file(card.path).exists():  # only a folder a run is published into has one
+            with card_lock(card.path):
+                now = parse_card(card.path)
+        else:
+            now = parse_card(card.path)
+    except (OSError, VaezooError):
+        return None
+    return now if now.weights != card.weights else None
 
 
 def load_state_dict(card: Card, device=None) -> dict[str, torch.Tensor]:
