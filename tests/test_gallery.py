@@ -218,6 +218,35 @@ def test_gallery_overwrites_its_own_page_but_never_another_index_html(tiny_zoo, 
 
 
 @pytest.mark.slow
+def test_a_gallery_cut_short_leaves_the_gallery_there_as_it_was(tiny_zoo, tmp_path, monkeypatch):
+    """A second gallery with other samples is stopped after drawing its first card: before, that card's new
+    pictures stood beside the old page."""
+    from vaezoo import gallery
+
+    site = tmp_path / "site"
+    build_gallery(site, use_data=False, samples=10)
+    before = {p.name: p.read_bytes() for p in site.iterdir()}
+    drawn = []
+    draw = gallery._Painter.entry
+
+    def stopped_after_one(self, card):
+        if drawn:
+            raise KeyboardInterrupt
+        drawn.append(draw(self, card))
+        return drawn[-1]
+
+    monkeypatch.setattr(gallery._Painter, "entry", stopped_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        build_gallery(site, use_data=False, samples=20)
+    assert drawn and drawn[0].pictures  # the first card was drawn again, with other samples
+    assert {p.name: p.read_bytes() for p in site.iterdir()} == before
+    monkeypatch.setattr(gallery._Painter, "entry", draw)
+    build_gallery(site, use_data=False, samples=20)
+    assert (site / "tiny-trained.sample.png").read_bytes() != before["tiny-trained.sample.png"]
+    assert not [p for p in site.iterdir() if p.name.startswith(".gallery.")]
+
+
+@pytest.mark.slow
 def test_gallery_images_match_vaezoo_show(tiny_zoo, tmp_path):
     site = tmp_path / "site"
     assert main(["gallery", str(site), "--no-data"]) == 0

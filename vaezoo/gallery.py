@@ -4,7 +4,9 @@
 per card with weights (``NAME.traverse.png`` and ``NAME.sample.png``) and one SVG
 per dataset and metric with a spread over seeds (:mod:`vaezoo.seedplot`). The page
 references nothing but those files: no server, script or network is needed.
-Card text is HTML-escaped by the template engine (Jinja2 with autoescaping).
+Card text is HTML-escaped by the template engine (Jinja2 with autoescaping). A gallery cut short (an
+error, a Ctrl-C) leaves the folder as it was: the files are drawn in a hidden folder there, then moved in,
+the page last.
 
 The page fits a 1280-pixel window: leaderboards abbreviate their metric headers (with a legend) and wrap
 their commands, a non-finite value carries its card's note, traversals fold their inactive dimensions,
@@ -17,6 +19,10 @@ import json
 import math
 import os
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
@@ -28,7 +34,7 @@ from vaezoo.leaderboard import leaderboard, shared_metrics
 from vaezoo.data import ImageDataset
 from vaezoo.errors import DataError, VaezooError
 from vaezoo.progress import progress
-from vaezoo.seedplot import SeedPlot, seed_plots, write_seed_plots
+from vaezoo.seedplot import SeedPlot, refuse_foreign_plots, seed_plots, write_seed_plots
 from vaezoo.terminal import printable
 
 TEMPLATE = "gallery.html"
@@ -144,17 +150,39 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     with run_lock(directory, "output path"):
         _refuse_foreign(directory, cards, _files_of_page(path))  # again: no other gallery writes there now
         plots = seed_plots(cards)
-        write_seed_plots(plots, directory)
-        painter = _Painter(directory, data_root, use_data, device, seed, steps, samples, scale)
-        entries = []
-        with progress("gallery", len(cards), unit="cards") as task:
-            for card in cards:
-                entries.append(painter.entry(card))
-                task.advance()
-        page = _template().render(entries=entries, boards=_boards(cards, plots), generator=GENERATOR,
-                                  version=__version__)
-        atomic_write(path, page.encode("utf-8"))
+        refuse_foreign_plots(plots, directory)
+        with _staging(directory) as stage:  # a gallery cut short leaves the one there as it was
+            write_seed_plots(plots, stage)
+            painter = _Painter(stage, data_root, use_data, device, seed, steps, samples, scale)
+            entries = []
+            with progress("gallery", len(cards), unit="cards") as task:
+                for card in cards:
+                    entries.append(painter.entry(card))
+                    task.advance()
+            page = _template().render(entries=entries, boards=_boards(cards, plots), generator=GENERATOR,
+                                      version=__version__)
+            for drawn in sorted(stage.iterdir()):
+                _move(drawn, directory / drawn.name)
+            atomic_write(path, page.encode("utf-8"))  # last: the page shows the files moved in before it
     return path
+
+
+@contextmanager
+def _staging(directory: Path) -> Iterator[Path]:
+    """A hidden folder in ``directory`` to draw a gallery's files in, removed with what is left in it."""
+    stage = Path(tempfile.mkdtemp(prefix=".gallery.", suffix=".tmp", dir=directory))
+    try:
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _move(drawn: Path, target: Path) -> None:
+    """Put the file ``drawn`` at ``target`` as :func:`vaezoo.files.atomic_save` writes a file (it refuses a
+    folder standing there, and keeps the replaced file's permissions)."""
+    from vaezoo.files import atomic_save
+
+    atomic_save(target, lambda tmp: os.replace(drawn, tmp))
 
 
 def build_seed_plots(directory: str | Path) -> list[Path]:

@@ -121,15 +121,24 @@ def write_seed_plots(plots: list[SeedPlot], directory: Path) -> list[Path]:
     """
     from vaezoo.files import atomic_write
 
-    foreign = [plot.file for plot in plots if _foreign(directory / plot.file)]
-    if foreign:
-        raise VaezooError(f"{directory} already holds {', '.join(foreign)}, which vaezoo did not write; give "
-                          f"another folder, or move them away")
+    refuse_foreign_plots(plots, directory)
     paths = []
     for plot in plots:
         atomic_write(directory / plot.file, plot.svg().encode("utf-8"))
         paths.append(directory / plot.file)
     return paths
+
+
+def refuse_foreign_plots(plots: list[SeedPlot], directory: Path) -> None:
+    """Refuse ``directory`` if a file there has the name of one of ``plots`` and is not one this module wrote.
+
+    Raises:
+        VaezooError: naming the files that are someone else's.
+    """
+    foreign = [plot.file for plot in plots if _foreign(directory / plot.file)]
+    if foreign:
+        raise VaezooError(f"{directory} already holds {', '.join(foreign)}, which vaezoo did not write; give "
+                          f"another folder, or move them away")
 
 
 def _foreign(path: Path) -> bool:
