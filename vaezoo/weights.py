@@ -102,7 +102,7 @@ def download(url: str, weights: Weights) -> Path:
         raise WeightsError(f"VAEZOO_OFFLINE=1 and {url} is not in the cache {directory}; "
                            f"unset VAEZOO_OFFLINE to download it")
     _make_cache(directory)
-    with _locked(Path(f"{target}.lock"), url, deadline, seconds):
+    with _locked(Path(f"{target}.lock"), url, deadline, seconds, damaged=target if target.exists() else None):
         if _verified(target, weights):  # another process downloaded it while this one waited
             return target
         _remove_damaged(target, weights)
@@ -161,8 +161,12 @@ def _fix(exc: OSError) -> str:
 
 
 @contextmanager
-def _locked(lock: Path, url: str, deadline: float, seconds: float) -> Iterator[None]:
-    """Hold the file lock ``lock``, saying so on stderr when another process holds it; wait until ``deadline``."""
+def _locked(lock: Path, url: str, deadline: float, seconds: float, damaged: Path | None = None) -> Iterator[None]:
+    """Hold the file lock ``lock``, saying so on stderr when another process holds it; wait until ``deadline``.
+
+    ``damaged`` is the cached copy that failed verification, if any: a cache that cannot take the lock cannot
+    replace it either, and the message says so.
+    """
     from filelock import FileLock, Timeout
 
     if lock.is_dir():
@@ -178,6 +182,10 @@ def _locked(lock: Path, url: str, deadline: float, seconds: float) -> Iterator[N
         raise WeightsError(f"another vaezoo process was still downloading {url} after {seconds:g} s (lock {lock}); "
                            f"wait for it to finish or raise VAEZOO_DOWNLOAD_DEADLINE (seconds)") from None
     except OSError as exc:
+        if damaged is not None:
+            raise WeightsError(f"the cached copy {damaged} of {url} does not match the card (damaged, or another "
+                               f"file), and the cache cannot replace it (its lock file {lock} cannot be created: "
+                               f"{exc.strerror or exc}); remove that file, or {_fix(exc)}") from None
         raise WeightsError(f"cannot create the lock file {lock} in the weights cache: {exc.strerror or exc}; "
                            f"{_fix(exc)}") from None
     try:

@@ -131,7 +131,8 @@ def test_read_only_cache_holding_a_damaged_file(url_card, server, monkeypatch, c
     damaged = url_card[:-1] + bytes([url_card[-1] ^ 1])
     target.write_bytes(damaged)
     refuse_writes(monkeypatch, cache_dir().parent, errno.EROFS)
-    _refused(capsys, f"cannot create the lock file {target}.lock in the weights cache: {os.strerror(errno.EROFS)}; "
-                     f"{WRITABLE}")
+    _refused(capsys, f"the cached copy {target} of {server.url(WEIGHTS_PATH)} does not match the card (damaged, "
+                     f"or another file), and the cache cannot replace it (its lock file {target}.lock cannot be "
+                     f"created: {os.strerror(errno.EROFS)}); remove that file, or {WRITABLE}")
     assert target.read_bytes() == damaged
     assert server.gets == {WEIGHTS_PATH: 1}
