@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 CHECKPOINT = "checkpoint.pt"
 """The checkpoint's file name in a run's folder (``out``)."""
 
-__all__ = ["CHECKPOINT", "Checkpoint", "check_model", "check_recipe", "read_checkpoint", "remove_temporaries",
-           "restore_rng", "write_checkpoint"]
+__all__ = ["CHECKPOINT", "Checkpoint", "check_model", "check_recipe", "read_checkpoint", "restore_rng",
+           "write_checkpoint"]
 
 _SHOWN_DIFFERENCES = 3  # fields named in the message of a checkpoint that does not fit
 
@@ -251,9 +251,3 @@ def restore_rng(checkpoint: Checkpoint, rank: int, world: int, device: torch.dev
     if "cuda" in ranks[rank] and device.type == "cuda":
         torch.cuda.set_rng_state(ranks[rank]["cuda"], device)
     return True
-
-
-def remove_temporaries(path: Path) -> None:
-    """Remove the temporary files that runs killed while writing the checkpoint ``path`` left beside it."""
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):
-        stale.unlink(missing_ok=True)

@@ -97,6 +97,15 @@ def _umask() -> int:
     return mask
 
 
+def remove_temporaries(path: Path) -> None:
+    """Remove the temporary files that processes killed inside :func:`atomic_save` of ``path`` left beside it.
+
+    Call it only where no other process can be writing ``path`` (under the lock that guards it).
+    """
+    for stale in Path(path).parent.glob(f".{Path(path).name}.*.tmp"):
+        stale.unlink(missing_ok=True)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically."""
     atomic_save(path, lambda tmp: tmp.write_bytes(data))

@@ -21,8 +21,9 @@ from torch import Tensor
 
 from vaezoo.assemble import load_weights
 from vaezoo.entries.schema import Card, TrainRecipe
-from vaezoo.checkpoints import check_recipe, read_checkpoint, remove_temporaries, restore_rng
+from vaezoo.checkpoints import check_recipe, read_checkpoint, restore_rng
 from vaezoo.data import ImageDataset
+from vaezoo.files import remove_temporaries
 from vaezoo.errors import Phrase, TrainingError, TrainingWarning
 from vaezoo.progress import note
 

@@ -23,7 +23,7 @@ from urllib.parse import urljoin, urlparse
 
 from vaezoo.checksums import sha256_of, verify
 from vaezoo.errors import OutputError, WeightsError
-from vaezoo.files import FULL, atomic_save, folder_problem
+from vaezoo.files import FULL, atomic_save, folder_problem, remove_temporaries
 from vaezoo.progress import note
 from vaezoo.terminal import printable
 
@@ -106,6 +106,7 @@ def download(url: str, weights: Weights) -> Path:
         if _verified(target, weights):  # another process downloaded it while this one waited
             return target
         _remove_damaged(target, weights)
+        remove_temporaries(target)  # of downloads killed midway: nobody else downloads it while this holds the lock
         for attempt in range(1, RETRIES + 1):
             try:
                 _download_to(url, target, weights, min(timeout, deadline - time.monotonic()), deadline, seconds)

@@ -172,6 +172,20 @@ def test_a_stop_signal_during_a_download_leaves_no_temporary_file(url_card, serv
     assert [p.name for p in (home / "weights").iterdir() if not p.name.endswith(".lock")] == []
 
 
+def test_the_temporary_file_of_a_download_killed_midway_goes_with_the_next_download(url_card, server):
+    """SIGKILL leaves the half-written ``.SHA.safetensors.XXXXXXXX.tmp``; it stayed in the cache for good."""
+    from vaezoo.entries.catalog import get_card
+
+    name = f"{get_card('tiny-blobs').weights.sha256}.safetensors"
+    cache_dir().mkdir(parents=True)
+    killed = cache_dir() / f".{name}.k1ll3d00.tmp"
+    killed.write_bytes(url_card[: len(url_card) // 2])
+    other = cache_dir() / f".{'0' * 64}.safetensors.a1b2c3d4.tmp"  # another file's download: not this lock's
+    other.write_bytes(b"half")
+    vaezoo.load("tiny-blobs")
+    assert not killed.exists() and other.exists() and server.gets == {WEIGHTS_PATH: 1}
+
+
 def test_wrong_bytes_from_the_server_are_not_kept(url_card, server):
     server.files[WEIGHTS_PATH] = bytes(reversed(url_card))
     with pytest.raises(WeightsError, match="refusing it"):
