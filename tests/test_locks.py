@@ -304,3 +304,14 @@ def test_weights_that_are_not_their_cards_are_still_refused_in_a_published_folde
     weights.write_bytes(weights.read_bytes()[:-1] + b"!")
     with pytest.raises(WeightsError, match="sha256"):
         load_model(parse_card(path))
+
+
+def test_eval_write_on_a_run_published_again_after_its_card_was_read_writes_the_new_card(tmp_path, data_plugin):
+    from vaezoo.eval_report import evaluate_card
+
+    path, _, _ = write_entry(tmp_path / "run", make_card("tiny", name="mine"))
+    old = parse_card(path)
+    _published_again(path.parent, old, seed=1)
+    report = evaluate_card(old, metrics=["elbo"], write=True)
+    new = parse_card(path)
+    assert report.card.weights == new.weights != old.weights and "elbo" in new.metrics

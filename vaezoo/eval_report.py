@@ -241,6 +241,8 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
         card = card.model_copy(update={"train": card.train.model_copy(update={"steps": found.step})})
     else:
         model = load_model(card, device)
+        if model.card.weights != card.weights:  # its run was published again while it was read: the new card's
+            card = model.card.with_settings(settings or {})
     check_metrics(model, card, metrics)  # an unknown or unservable metric is refused before any data is read
     failed: dict[str, str] = {}
     results = evaluate(model, card, data_root, device, metrics=metrics,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 import sysconfig
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -218,11 +219,9 @@ def _card_now(card: Card) -> Card | None:
     ``card`` states (or is gone, or unreadable), that is, when ``card``'s weights are not what it says."""
     if card.path is None or card.source is not None or card.weights is None or card.weights.file is None:
         return None
+    guard = card_lock(card.path) if card_lock_file(card.path).exists() else nullcontext()  # a run folder's
     try:
-        if card_lock_file(card.path).exists():  # only a folder a run is published into has one
-            with card_lock(card.path):
-                now = parse_card(card.path)
-        else:
+        with guard:
             now = parse_card(card.path)
     except (OSError, VaezooError):
         return None
