@@ -21,7 +21,7 @@ import torch
 from vaezoo.entries.schema import Card
 from vaezoo.errors import Phrase, TrainingError
 from vaezoo.files import atomic_save
-from vaezoo.limits import check_torch_zip, expanded, load_json
+from vaezoo.limits import check_torch_zip, expanded, load_json, not_dense
 from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, differences, fingerprint
 from vaezoo.entries.recipe import recipe as card_recipe
 
@@ -158,6 +158,9 @@ def read_checkpoint(path: Path, fix: str | Phrase) -> Checkpoint:
     model = state["model"]
     if not isinstance(model, dict) or not all(isinstance(k, str) and torch.is_tensor(v) for k, v in model.items()):
         raise bad("its 'model' is not a state dict of tensors")
+    if foreign := not_dense(model):
+        raise bad(f"its model holds tensors that are not dense tensors in CPU memory (sparse, quantized or on the "
+                  f"meta device) {foreign}")
     if views := expanded(model):
         raise bad(f"its model holds tensors that span more bytes than they store (stride-0 or overlapping views) "
                   f"{views}")

@@ -1,4 +1,4 @@
-"""Bounds on what a small file may ask for: nesting depth, inflated archive records, expanded tensors.
+"""Bounds on what a small file may ask for: nesting depth, inflated archive records, expanded or foreign tensors.
 
 A few kilobytes can describe gigabytes (a zip record that inflates, a tensor whose strides repeat one
 element) or a structure nested deeper than Python's stack (TOML tables, a JSON recipe). These checks look
@@ -74,8 +74,21 @@ def check_torch_zip(path: Path) -> None:
                              f"file's {size:,} (torch.save stores records uncompressed)")
 
 
+def not_dense(tensors: Mapping[str, torch.Tensor]) -> list[str]:
+    """Names of the tensors that are not dense tensors in CPU memory: sparse, quantized or nested ones, or ones on
+    the meta device, which ``torch.load(weights_only=True)`` returns as they were saved and no state dict of a
+    model's parameters holds."""
+    return [name for name, t in tensors.items() if not _dense(t)]
+
+
 def expanded(tensors: Mapping[str, torch.Tensor]) -> list[str]:
-    """Names of the tensors that span more bytes than their storage holds: stride-0 or overlapping views,
-    which copying (``contiguous``, ``clone``, saving) would expand."""
+    """Names of the dense tensors (:func:`not_dense` names the others) that span more bytes than their storage
+    holds: stride-0 or overlapping views, which copying (``contiguous``, ``clone``, saving) would expand."""
     return [name for name, t in tensors.items()
-            if t.numel() * t.element_size() > t.untyped_storage().nbytes()]
+            if _dense(t) and t.numel() * t.element_size() > t.untyped_storage().nbytes()]
+
+
+def _dense(t: torch.Tensor) -> bool:
+    import torch
+
+    return t.layout == torch.strided and not (t.is_quantized or t.is_nested) and t.device.type == "cpu"

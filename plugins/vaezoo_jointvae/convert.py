@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from vaezoo.errors import UnknownNameError, WeightsError
-from vaezoo.limits import check_torch_zip, expanded
+from vaezoo.limits import check_torch_zip, expanded, not_dense
 from vaezoo.registry import close_matches
 
 PAPER = ("Dupont (2018), Learning Disentangled Joint Continuous and Discrete Representations, NeurIPS. "
@@ -136,6 +136,9 @@ def read_original(path: Path) -> dict[str, Tensor]:
         kinds = sorted({type(v).__name__ for v in state.values()}) if is_dict else [type(state).__name__]
         raise WeightsError(f"{path} holds {', '.join(kinds)}, not a state dict of tensors; the original code "
                            f"saves model.state_dict(), extract that from a larger checkpoint first")
+    if foreign := not_dense(state):
+        raise WeightsError(f"{path} holds tensors that are not dense tensors in CPU memory (sparse, quantized or on "
+                           f"the meta device) {foreign}; model.state_dict() holds none, refusing it")
     if views := expanded(state):
         raise WeightsError(f"{path} holds tensors that span more bytes than they store (stride-0 or overlapping "
                            f"views) {views}; a checkpoint of model.state_dict() holds none, refusing it")

@@ -128,6 +128,24 @@ def test_stride_0_tensors_are_refused(tmp_path):
         read_checkpoint(checkpoint, "start afresh")
 
 
+@pytest.mark.parametrize("make", [torch.Tensor.to_sparse, lambda t: t.to("meta")], ids=["sparse", "meta"])
+def test_tensors_not_dense_in_cpu_memory_are_refused_in_one_line(tmp_path, capsys, make):
+    """torch.load(weights_only=True) returns sparse and meta tensors as saved; neither is a model's parameter."""
+    original = tmp_path / "original.pt"
+    torch.save({"fc_mean.weight": make(torch.ones(10, 256))}, original)
+    with pytest.raises(WeightsError, match=r"not dense tensors in CPU memory .* \['fc_mean.weight'\]"):
+        read_original(original)
+    checkpoint = tmp_path / "checkpoint.pt"
+    torch.save({"model": {"w": make(torch.ones(3, 3))}, "optimizer": {"state": {}, "param_groups": []}, "step": 0,
+                "rng_cpu": torch.get_rng_state()}, checkpoint)
+    with pytest.raises(TrainingError, match=r"not dense tensors in CPU memory .* \['w'\]"):
+        read_checkpoint(checkpoint, "start afresh")
+    code, out, err = cli(capsys, "convert", "jointvae-original", str(original), "--dataset", "mnist",
+                         "--out", str(tmp_path / "run"))
+    assert code == 1 and "not dense tensors" in err.strip().splitlines()[-1] and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_200000_deep_json_recipe_is_one_line(tmp_path):
     path = tmp_path / "checkpoint.pt"
     torch.save({"model": {"w": torch.zeros(2)}, "optimizer": {"state": {}, "param_groups": []}, "step": 0,
