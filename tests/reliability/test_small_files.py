@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import struct
+import tracemalloc
 import zipfile
 import zlib
 
@@ -242,3 +243,29 @@ def test_bad_dsprites_npz_header_is_one_line(tmp_path, header):
     with pytest.raises(DataError) as err:
         load_official(path)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_dsprites_classes_that_are_no_whole_numbers_are_one_line(tmp_path):
+    header = np.lib.format.magic(1, 0) + struct.pack("<H", 118) + (
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 6), }".ljust(117) + "\n").encode()
+    path = _npz(tmp_path / "dsprites.npz", header, np.zeros((4, 6), np.float64).tobytes())
+    with pytest.raises(DataError, match=r"latents_classes is a float64 array of shape \(4, 6\), expected whole"):
+        load_official(path)
+
+
+def test_deflated_dsprites_classes_beyond_the_grid_are_refused_before_they_inflate(tmp_path):
+    """A 60 MB member deflates to about 60 kB: its rows are bounded by the grid before any is read."""
+    rows = 10_000_000
+    header = np.lib.format.magic(1, 0) + struct.pack("<H", 118) + (
+        f"{{'descr': '|i1', 'fortran_order': False, 'shape': ({rows}, 6), }}".ljust(117) + "\n").encode()
+    path = tmp_path / "dsprites.npz"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("latents_classes.npy", header + bytes(rows * 6))
+    assert path.stat().st_size < 1_000_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError, match="with N at most the grid's 737,280"):
+            load_official(path)
+        assert tracemalloc.get_traced_memory()[1] < 10_000_000
+    finally:
+        tracemalloc.stop()

@@ -93,8 +93,11 @@ def load_official(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise DataError(f"cannot read dSprites npz {path} ({exc})") from None
     with archive:
         stream, shape, dtype = _npz_member(archive, "latents_classes", path)
-        if len(shape) != 2 or shape[1] != 6:
-            raise DataError(f"{path}: latents_classes has shape {shape}, expected (N, 6)")
+        if len(shape) != 2 or shape[1] != 6 or shape[0] > math.prod(FACTOR_SIZES) or dtype.kind not in "iu":
+            stream.close()
+            raise DataError(f"{path}: latents_classes is a {dtype} array of shape {shape}, expected whole numbers "
+                            f"of shape (N, 6) with N at most the grid's {math.prod(FACTOR_SIZES):,}; download the "
+                            f"official file again")
         with stream:
             classes = _read_rows(stream, dtype, (6,), shape[0])
         if (classes[:, 0] != 0).any() or (classes[:, 1:] < 0).any() or (classes[:, 1:] >= FACTOR_SIZES).any():
