@@ -202,6 +202,40 @@ def test_good_mnist_idx_headers_pass_the_check(tmp_path):
     assert len(mnist.load(root=tmp_path, split="test")) == 10_000
 
 
+def _legacy_mnist(root, images, labels, extra=None):
+    """torchvision's legacy MNIST/processed/{training,test}.pt, which it reads instead of the IDX files."""
+    processed = root / "MNIST" / "processed"
+    processed.mkdir(parents=True)
+    for name in ("training.pt", "test.pt"):
+        torch.save(extra if extra is not None else (images, labels), processed / name)
+
+
+@pytest.mark.parametrize("case", ["7 images", "stride-0 10^8 images", "float images", "a dict"])
+def test_legacy_mnist_files_are_checked_like_the_idx_files(tmp_path, case):
+    """A 2 kB legacy file of a stride-0 tensor asked for 95 GiB when resized; 7 images trained silently."""
+    if case == "7 images":
+        _legacy_mnist(tmp_path, torch.zeros(7, 28, 28, dtype=torch.uint8), torch.arange(7))
+    elif case == "stride-0 10^8 images":
+        _legacy_mnist(tmp_path, torch.zeros(1, dtype=torch.uint8).expand(10**8, 28, 28),
+                      torch.zeros(1, dtype=torch.int64).expand(10**8))
+    elif case == "float images":
+        _legacy_mnist(tmp_path, torch.zeros(10_000, 28, 28), torch.zeros(10_000, dtype=torch.int64))
+    else:
+        _legacy_mnist(tmp_path, None, None, extra={"images": torch.zeros(2)})
+    with pytest.raises(DataError) as err:
+        mnist.load(root=tmp_path, split="test", image_size=32)
+    text = str(err.value)
+    assert "\n" not in text and str(tmp_path / "MNIST" / "processed") in text
+    assert "remove that processed/ folder" in text
+
+
+def test_good_legacy_mnist_files_are_read(tmp_path):
+    """Control: legacy files of the split's 10,000 images are what torchvision reads, as before."""
+    _legacy_mnist(tmp_path, torch.full((10_000, 28, 28), 7, dtype=torch.uint8), torch.arange(10_000) % 10)
+    data = mnist.load(root=tmp_path, split="test")
+    assert len(data) == 10_000 and data.labels[:3].tolist() == [0, 1, 2]
+
+
 def _png(width, height):
     """A tiny PNG whose header declares ``width`` x ``height`` pixels."""
     def chunk(kind, data):

@@ -14,6 +14,7 @@ import torch
 
 from vaezoo.data.base import DataInfo, Dataset, DataRoot, ImageDataset, data_root, download_advice
 from vaezoo.errors import DataError
+from vaezoo.limits import check_torch_zip, expanded, not_dense
 
 
 def _load(cls, name: str, root, split: str, image_size: int | None, count: int) -> ImageDataset:
@@ -22,16 +23,23 @@ def _load(cls, name: str, root, split: str, image_size: int | None, count: int) 
     where = data_root(root)
     _check_idx(where.path / cls.__name__ / "raw", "train" if split == "train" else "t10k", count, name,
                cls.mirrors[0])
+    legacy = _legacy_files(where.path / cls.__name__ / "processed", name)
     made = [p for p in (where.path / cls.__name__ / "raw", where.path / cls.__name__) if not os.path.lexists(p)]
     try:
         with contextlib.redirect_stdout(sys.stderr):  # torchvision reports downloads on stdout, vaezoo's data stream
             data = cls(root=str(where.path), train=split == "train", download=where.download)
-    except (RuntimeError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 (torch.load of legacy files fails in many ways)
+        if legacy is not None:
+            raise DataError(f"{name}: the legacy files in {legacy} are not the (images, labels) pairs of plain "
+                            f"tensors torchvision wrote ({type(exc).__name__}); {_LEGACY_FIX}") from None
+        if not isinstance(exc, RuntimeError | OSError):
+            raise
         for folder in made:  # the empty folders a failed download made; a folder holding a file stays
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise _not_found(cls, name, where, exc) from None
     images = data.data
+    _check_loaded(images, data.targets, count, name, legacy)
     if image_size is not None and image_size != images.shape[-1]:
         images = _resize(images, image_size)
     return ImageDataset(images.unsqueeze(1).contiguous(), 255.0, labels=data.targets.clone())
@@ -66,6 +74,38 @@ def _check_idx(raw: Path, prefix: str, count: int, name: str, mirror: str) -> No
             raise DataError(f"{name} file {path} is not the {count:,}-{'image' if item > 1 else 'label'} IDX file "
                             f"of that split (header {found}, {info.st_size:,} bytes; expected {header}, "
                             f"{size:,} bytes); {fix}")
+
+
+def _legacy_files(processed: Path, name: str) -> Path | None:
+    """``processed``, when it holds the legacy files of old torchvision versions (``training.pt`` and ``test.pt``),
+    which torchvision reads instead of the IDX files; refused if their records inflate beyond their size."""
+    files = [processed / "training.pt", processed / "test.pt"]
+    if not all(path.is_file() for path in files):
+        return None
+    for path in files:
+        try:
+            check_torch_zip(path)
+        except (ValueError, OSError) as exc:
+            raise DataError(f"{name} file {path} is not a file torch.save wrote ({exc}); {_LEGACY_FIX}") from None
+    return processed
+
+
+_LEGACY_FIX = "remove that processed/ folder, which old torchvision versions wrote, so that the IDX files are read"
+
+
+def _check_loaded(images: torch.Tensor, labels: torch.Tensor, count: int, name: str, legacy: Path | None) -> None:
+    """Refuse a split that is not ``count`` dense 8-bit 28x28 images with as many whole-number labels: the IDX
+    files are checked before they are read, but legacy files are only known once torch has read them."""
+    def plain(t, dtype) -> bool:
+        return torch.is_tensor(t) and t.dtype == dtype and not not_dense({"t": t}) and not expanded({"t": t})
+
+    if not (plain(images, torch.uint8) and tuple(images.shape) == (count, SIDE, SIDE)
+            and plain(labels, torch.int64) and tuple(labels.shape) == (count,)):
+        where = f"the legacy files in {legacy}" if legacy else "its files"
+        fix = _LEGACY_FIX if legacy else "replace them with fresh copies"
+        shape = tuple(images.shape) if torch.is_tensor(images) else type(images).__name__
+        raise DataError(f"{name}: {where} hold images of shape {shape}, not the split's {count:,} dense 8-bit "
+                        f"{SIDE}x{SIDE} images with their labels; {fix}")
 
 
 def _not_found(cls, name: str, where: DataRoot, exc: Exception) -> DataError:
