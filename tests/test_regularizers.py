@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from vaezoo.assemble import build_part
-from vaezoo.errors import VaezooError
+from vaezoo.errors import InputError, VaezooError
 from vaezoo.latents import Gaussian
 from vaezoo.regularizers import Beta, Capacity, TotalCorrelation, log_importance_weights
 
@@ -151,6 +151,13 @@ def test_total_correlation_weights_and_telescoping_sum():
     log_ratio = sum(log_normal(z[i, d].item(), mean[i, d].item(), logvar[i, d].item())
                     - log_normal(z[i, d].item(), 0.0, 0.0) for i in range(4) for d in range(3)) / 4
     assert sum(v.item() for v in unit.values()) == pytest.approx(log_ratio)
+
+
+def test_stratified_total_correlation_of_a_batch_of_one_is_an_input_error():
+    posterior = Gaussian(3).posterior(torch.zeros(1, 6))
+    with pytest.raises(InputError, match="needs batches of at least 2 images, got 1: pass 2 or more"):
+        TotalCorrelation(100, sampling="mss")(posterior, posterior.mode, 0)
+    assert set(TotalCorrelation(100, sampling="mws")(posterior, posterior.mode, 0)) == {"mi", "tc", "dwkl"}
 
 
 def test_total_correlation_on_the_continuous_part_of_a_joint_latent():

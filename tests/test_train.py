@@ -371,3 +371,14 @@ def test_a_run_of_other_epochs_drops_the_budget_that_told_the_cards_own_run():
     card = Card.model_validate(make_card("toy", train={"epochs": 4, "budget": "4 epochs: 3 minutes on a CPU"}))
     assert TrainOptions(epochs=1).recipe(card).train.budget is None
     assert TrainOptions(epochs=4, seed=3).recipe(card).train.budget == "4 epochs: 3 minutes on a CPU"
+
+
+def test_an_epochs_last_batch_the_objective_refuses_stops_the_run_before_its_first_step(data_plugin, tmp_path):
+    """64 images in batches of 7 end each epoch in a batch of 1, which minibatch-stratified sampling cannot use."""
+    data = make_card("tiny", train={"batch_size": 7})
+    data["model"]["regularizers"] = [{"type": "total_correlation", "dataset_size": 64, "sampling": "mss"}]
+    with pytest.raises(TrainingError, match=r"each epoch ends in a batch of 1 image\(s\) where the others hold 7"):
+        train(Card.model_validate(data), tmp_path / "run")
+    assert not (tmp_path / "run" / CHECKPOINT).exists()
+    data["train"]["batch_size"] = 6  # a last batch of 4
+    assert train(Card.model_validate(data), tmp_path / "run6", evaluate=False).step == 2 * 11

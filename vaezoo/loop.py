@@ -24,7 +24,7 @@ from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.checkpoints import check_recipe, read_checkpoint, restore_rng
 from vaezoo.data import ImageDataset
 from vaezoo.files import remove_temporaries
-from vaezoo.errors import Phrase, TrainingError, TrainingWarning
+from vaezoo.errors import InputError, Phrase, TrainingError, TrainingWarning
 from vaezoo.progress import note
 
 
@@ -131,20 +131,22 @@ def last_good(checkpoint: Path, saved: int | None) -> str:
 
 @dataclass
 class Plan:
-    """How a run walks through its data: each rank's batch size, steps per epoch, and the last step."""
+    """How a run walks through its data: each rank's batch size, steps per epoch, the last step, and the size of
+    each epoch's last batch on a rank (smaller than the others where the images do not split evenly)."""
 
     batch_size: int
     per_epoch: int
     total: int
+    last_batch: int
 
     @classmethod
     def of(cls, recipe: TrainRecipe, size: int, world: int) -> Plan:
         if recipe.batch_size % world:
             raise TrainingError(f"the recipe's batch size {recipe.batch_size} does not split evenly over {world} "
                                 f"processes; run a number of processes that divides it")
-        batch_size = recipe.batch_size // world
-        per_epoch = math.ceil(math.ceil(size / world) / batch_size)  # DistributedSampler pads to equal shares
-        return cls(batch_size, per_epoch, recipe.epochs * per_epoch)
+        batch_size, share = recipe.batch_size // world, math.ceil(size / world)  # DistributedSampler pads shares
+        per_epoch = math.ceil(share / batch_size)
+        return cls(batch_size, per_epoch, recipe.epochs * per_epoch, share - (per_epoch - 1) * batch_size)
 
 
 @contextlib.contextmanager
@@ -169,7 +171,8 @@ def device_store(dataset: ImageDataset, device: torch.device) -> ImageDataset:
     return store
 
 
-def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Card, chunk: int = 8192) -> None:
+def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Card, plan: Plan,
+                          chunk: int = 8192) -> None:
     """What a run checks once before its first step.
 
     - The model's input contract (:meth:`vaezoo.model.VAE.check_input`) over the whole dataset: the steps then
@@ -180,19 +183,33 @@ def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Car
     - The same batch in eval mode too: a part that breaks its contract in eval mode only (a posterior's mode of
       the wrong width, say) fails here, naming itself, not at the evaluation after the last step; in both modes
       the code and the KL must be finite, and the KL not negative (:meth:`vaezoo.model.VAE.check_output`).
+    - The objective of a batch of the size of each epoch's last batch, where that is smaller: a regularizer that
+      needs more images a batch (minibatch-stratified sampling needs 2) stops the run here, not after an epoch.
 
     The model, its buffers and the random generators are left as they were.
 
     Raises:
         InputError: a chunk of the dataset is not what the model takes.
-        TrainingError: torch refused an argument of a distribution of the objective.
+        TrainingError: torch refused an argument of a distribution of the objective, or the objective refused
+            the epoch's last batch.
         PluginError: a part broke its contract (:meth:`vaezoo.model.VAE.forward`).
     """
     for start in range(0, len(store), chunk):
         images = store.batch(slice(start, start + chunk))
         model.check_input(images)
         if start == 0:
-            _check_objective(model, images[:card.train.batch_size], card.name)
+            _check_objective(model, images[:plan.batch_size], card.name)
+            if plan.last_batch < plan.batch_size:
+                _check_last_batch(model, images[:plan.last_batch], card.name, plan)
+
+
+def _check_last_batch(model: torch.nn.Module, x: Tensor, name: str, plan: Plan) -> None:
+    try:
+        _check_objective(model, x, name)
+    except InputError as exc:
+        raise TrainingError(f"card '{name}': each epoch ends in a batch of {plan.last_batch} image(s) where the others "
+                            f"hold {plan.batch_size}, and the model refuses it ({exc}); choose a batch size or a data "
+                            f"subset that leaves a larger last batch") from None
 
 
 def _check_objective(model: torch.nn.Module, x: Tensor, name: str) -> None:

@@ -13,7 +13,7 @@ import math
 import torch
 from torch import Tensor
 
-from vaezoo.errors import LatentError
+from vaezoo.errors import InputError, LatentError
 from vaezoo.regularizers.base import Regularizer, check_weight, select_part
 
 
@@ -94,6 +94,10 @@ class TotalCorrelation(Regularizer):
 
     def forward(self, posterior, z, step) -> dict[str, Tensor]:
         posterior, z = select_part(posterior, z, self.part)
+        if self.sampling == "mss" and len(z) < 2:
+            raise InputError(f"regularizer 'total_correlation' estimates q(z) by minibatch-stratified sampling, "
+                             f"which needs batches of at least 2 images, got {len(z)}: pass 2 or more (encode() and "
+                             f"reconstruct() take one)")
         try:
             matrix, log_pz = posterior.log_density_matrix(z), posterior.prior_log_prob(z)
         except NotImplementedError as exc:
