@@ -504,6 +504,25 @@ def test_save_pretrained_writes_a_folder_that_loads_back(tmp_path):
         vaezoo.save_pretrained(other, tmp_path / "saved")
 
 
+def test_from_pretrained_reads_the_folder_even_where_its_name_is_a_zoo_name(tmp_path, monkeypatch):
+    """As documented (and as huggingface_hub does): a folder that exists by that name is read, not the zoo entry."""
+    import warnings
+
+    import torch
+
+    import vaezoo
+
+    model = vaezoo.load("jointvae-mnist")
+    with torch.no_grad():
+        model.head.bias.add_(1.0)
+    monkeypatch.chdir(tmp_path)
+    vaezoo.save_pretrained(model, "jointvae-mnist")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = vaezoo.from_pretrained("jointvae-mnist")
+    assert torch.equal(again.head.bias, model.head.bias)
+
+
 def test_save_pretrained_keeps_the_metrics_of_unchanged_weights_whose_file_is_gone(tmp_path):
     import torch
 

@@ -147,7 +147,7 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
     if not on_hub:
         if revision is not None:
             raise OutputError(f"revision={revision!r} is for a Hub repository, and '{text}' is not one")
-        return load(name, device=device, dtype=dtype)
+        return load(Path(text) if os.path.isdir(text) else name, device=device, dtype=dtype)  # a folder wins
     if revision is not None:
         repo = f"{repo.partition('@')[0]}@{revision}"
     options = Download(cache_dir=cache_dir, force_download=force_download, local_files_only=local_files_only,
