@@ -105,6 +105,10 @@ def test_grey_images_become_rgb_for_a_colour_model():
     (Image.new("L", (0, 0)), "the PIL image is 0x0 pixels"),
     (Image.new("I;16", (28, 28)), "a PIL image of mode 'I;16' holds integers of no fixed range"),
     (Image.new("F", (28, 28), 2.0), r"float images must be in \[0, 1\], got values in \[2, 2\]"),
+    (torch.full((28, 28), float("nan")), r"float images hold NaN or infinite values; give finite values in \[0, 1\]$"),
+    (torch.full((28, 28), float("inf")), r"float images hold NaN or infinite values"),
+    (torch.rand(1, 1, 28, 28, requires_grad=True), r"float images of 28x28 that require grad: resizing them to the "
+                                                    r"model's 32x32 goes through PIL, which carries no gradients"),
 ])
 def test_what_cannot_become_input_is_one_line_saying_why(model, given, message):
     with pytest.raises(InputError, match=message) as caught:

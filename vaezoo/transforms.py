@@ -156,12 +156,20 @@ class ModelInput:
         if x.numel():
             low, high = torch.aminmax(x.detach())
             if not (low >= LOW and high <= HIGH):
+                if not torch.isfinite(x.detach()).all():
+                    raise InputError("float images hold NaN or infinite values; give finite values in "
+                                     f"[{LOW:g}, {HIGH:g}]")
                 fix = "map images in [-1, 1] with (x + 1) / 2" if low < LOW else "divide 0-255 floats by 255"
                 raise InputError(f"float images must be in [{LOW:g}, {HIGH:g}], got values in "
                                  f"[{low.item():g}, {high.item():g}]; {fix}, or pass uint8")
         x = x.to(torch.float32)
         if tuple(x.shape[2:]) == (self.image_size, self.image_size):
             return x
+        if x.requires_grad:
+            raise InputError(f"float images of {x.shape[2]}x{x.shape[3]} that require grad: resizing them to the "
+                             f"model's {self.image_size}x{self.image_size} goes through PIL, which carries no "
+                             f"gradients; resize them yourself (torch.nn.functional.interpolate) to keep the graph, "
+                             f"or detach them")
         # A filter with negative lobes (bicubic, lanczos) overshoots at edges; the contract is [0, 1].
         return self._resize(x, "F").clamp_(LOW, HIGH)
 
