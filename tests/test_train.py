@@ -382,3 +382,17 @@ def test_an_epochs_last_batch_the_objective_refuses_stops_the_run_before_its_fir
     assert not (tmp_path / "run" / CHECKPOINT).exists()
     data["train"]["batch_size"] = 6  # a last batch of 4
     assert train(Card.model_validate(data), tmp_path / "run6", evaluate=False).step == 2 * 11
+
+
+@pytest.mark.parametrize("out, problem", [("", "out needs a folder, not an empty path"), (" ", "not an empty path"),
+                                          (None, "out takes the run's folder, a path, got NoneType")])
+def test_a_run_folder_that_is_no_path_is_refused_and_nothing_is_written(tmp_path, monkeypatch, out, problem):
+    from vaezoo.errors import OutputError
+    from vaezoo.train import train_seeds
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OutputError, match=problem):
+        train(card(), out)
+    with pytest.raises(OutputError, match=problem):
+        train_seeds(card(), out, [0, 1])
+    assert list(tmp_path.iterdir()) == []

@@ -31,7 +31,7 @@ from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.checkpoints import CHECKPOINT
 from vaezoo.ensemble import fit_ensemble
-from vaezoo.errors import CardError, TrainingError
+from vaezoo.errors import CardError, OutputError, TrainingError
 from vaezoo.evaluate import check_metrics
 from vaezoo.locks import run_lock
 from vaezoo.loop import Plan, Run, start_run
@@ -136,7 +136,7 @@ def train(card: Card | str | os.PathLike, out: Path, data_root=None, epochs: int
     options = TrainOptions(data_root=data_root, resume=resume, device=device, max_steps=max_steps, name=name,
                            epochs=epochs, seed=seed, checkpoint_every=checkpoint_every, precision=precision,
                            compile=compile, evaluate=evaluate)
-    [result] = _train(card, [(options.recipe(card), Path(out), "")], Path(out), options)
+    [result] = _train(card, [(options.recipe(card), _folder(out), "")], _folder(out), options)
     return result
 
 
@@ -179,7 +179,16 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
                            formulation=formulation, epochs=epochs, checkpoint_every=checkpoint_every,
                            precision=precision, evaluate=evaluate)
     specs = members(options.recipe(card), seeds, sweeps)
-    return _train(card, [(m.card, Path(out) / m.folder, m.label) for m in specs], Path(out), options)
+    return _train(card, [(m.card, _folder(out) / m.folder, m.label) for m in specs], _folder(out), options)
+
+
+def _folder(out: str | os.PathLike) -> Path:
+    """``out`` as a path, refused when it is empty (which would be the current folder) or not a path."""
+    if not isinstance(out, str | os.PathLike):
+        raise OutputError.about("{out} takes the run's folder, a path, got {got}", got=type(out).__name__)
+    if not os.fspath(out).strip():
+        raise OutputError.about("{out} needs a folder, not an empty path (which would be the current folder)")
+    return Path(out)
 
 
 def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: TrainOptions) -> list[TrainResult]:
