@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.cli import main
-from vaezoo.errors import OutputError, VaezooError, WeightsError
+from vaezoo.errors import CardError, OutputError, VaezooError, WeightsError
 from vaezoo.hf_card import model_card
 from vaezoo.entries.entry import fetch
 
@@ -521,6 +521,19 @@ def test_from_pretrained_reads_the_folder_even_where_its_name_is_a_zoo_name(tmp_
         warnings.simplefilter("error")
         again = vaezoo.from_pretrained("jointvae-mnist")
     assert torch.equal(again.head.bias, model.head.bias)
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "My Model", ""])
+def test_save_pretrained_refuses_a_card_name_that_is_no_card_name_before_writing_anything(tmp_path, name):
+    """model_copy does not validate: the name would have become the files' names, outside the folder for ../."""
+    import vaezoo
+
+    card, _ = entry(tmp_path / "cards")
+    model = vaezoo.load(card)
+    model.card = model.card.model_copy(update={"name": name})
+    with pytest.raises(CardError, match=r"card .* would not load back, field 'name'"):
+        vaezoo.save_pretrained(model, tmp_path / "out" / "saved")
+    assert not (tmp_path / "out").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["cards"]
 
 
 def test_save_pretrained_keeps_the_metrics_of_unchanged_weights_whose_file_is_gone(tmp_path):

@@ -49,6 +49,8 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     Raises:
         OutputError: the model has no card, the folder is given as an empty path, holds another card, or cannot
             be written.
+        CardError: the model's card would not load back (a name that is no card name, given with ``model_copy``);
+            nothing is written.
     """
     from vaezoo.files import folder_problem
     from vaezoo.hf import hub

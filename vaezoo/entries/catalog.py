@@ -139,6 +139,20 @@ def parse_card(path: Path, source: str | None = None) -> Card:
         raise CardError(f"{path}: {exc}") from None
 
 
+def check_card(card: Card) -> None:
+    """Refuse ``card`` unless its TOML would load back as it is: a card changed with ``model_copy``, which
+    pydantic does not validate, may hold a name that is no card name (``../x``) or a field out of range.
+
+    Raises:
+        CardError: naming the card and the field.
+    """
+    try:
+        _validate(tomllib.loads(card.toml()), Path(f"{card.name}.toml"))
+    except _Unfit as exc:
+        raise CardError(f"card {card.name!r} would not load back, {exc}; change it with "
+                        f"Card.model_validate(card.model_dump() | changes), which checks it") from None
+
+
 def _sources() -> list[tuple[Path, bool]]:
     """Card folders in search order, each once, with whether it is built-in.
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.checksums import read_verified, sha256_of, verify
-from vaezoo.entries.catalog import card_reference, parse_card
+from vaezoo.entries.catalog import card_reference, check_card, parse_card
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
 from vaezoo.files import atomic_write
@@ -84,7 +84,11 @@ def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder:
 
     Returns:
         The card file's path.
+
+    Raises:
+        CardError: ``card`` would not load back (:func:`vaezoo.entries.catalog.check_card`); nothing is written.
     """
+    check_card(card)  # its name becomes the files' names
     Path(folder).mkdir(parents=True, exist_ok=True)
     path = Path(folder) / f"{card.name}.safetensors"
     if isinstance(weights, bytes):
