@@ -536,6 +536,59 @@ def test_save_pretrained_refuses_a_card_name_that_is_no_card_name_before_writing
     assert not (tmp_path / "out").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["cards"]
 
 
+def test_save_pretrained_waits_for_another_save_into_the_folder_and_then_refuses_its_card(tmp_path):
+    """Two saves of different models into one new folder left two cards there, a folder nothing loads."""
+    import threading
+
+    import vaezoo
+    from vaezoo.hf_push import write_folder
+    from vaezoo.locks import folder_lock
+
+    card_a, _ = entry(tmp_path / "a", name="tiny-a")
+    card_b, _ = entry(tmp_path / "b", seed=1, name="tiny-b")
+    first, second, folder = vaezoo.load(card_a), vaezoo.load(card_b), tmp_path / "saved"
+    outcome = []
+
+    def save_second():
+        try:
+            vaezoo.save_pretrained(second, folder)
+        except VaezooError as exc:
+            outcome.append(exc)
+
+    with folder_lock(folder):  # stands for the first process's save, under way
+        thread = threading.Thread(target=save_second)
+        thread.start()
+        thread.join(1.5)
+        assert thread.is_alive()  # waiting
+        write_folder(first.card, first.state_dict(), folder)
+    thread.join(30)
+    assert [str(e) for e in outcome] == [f"{folder} already holds tiny-a.toml; a model's folder holds no TOML "
+                                         f"file but its card: give a new or empty folder"]
+    assert vaezoo.load(folder).card.name == "tiny-a" and not (folder / "tiny-b.toml").exists()
+    assert not any(p.name.endswith(".lock") for p in folder.iterdir())
+
+
+def test_save_pretrained_keeps_what_was_recorded_on_the_folders_card_of_the_same_weights(tmp_path):
+    import torch
+
+    import vaezoo
+    from vaezoo.entries.entry import update_card
+    from vaezoo.entries.schema import Metric
+
+    card, _ = entry(tmp_path / "cards")
+    vaezoo.save_pretrained(vaezoo.load(card), tmp_path / "saved")
+    model = vaezoo.load(tmp_path / "saved")
+    recorded = {"metrics": {"mutual_info_score": Metric.model_validate(METRIC)}, "eval_metrics": ["mutual_info_score"]}
+    update_card(tmp_path / "saved" / "tiny.toml", lambda now: now.model_copy(update=recorded))  # eval --write
+    vaezoo.save_pretrained(model, tmp_path / "saved")
+    again = vaezoo.load(tmp_path / "saved").card
+    assert set(again.metrics) == {"mutual_info_score"} and again.eval_metrics == ["mutual_info_score"]
+    with torch.no_grad():
+        model.head.bias.add_(1.0)  # other weights: what was measured on the old ones goes
+    vaezoo.save_pretrained(model, tmp_path / "saved")
+    assert vaezoo.load(tmp_path / "saved").card.metrics == {}
+
+
 def test_save_pretrained_keeps_the_metrics_of_unchanged_weights_whose_file_is_gone(tmp_path):
     import torch
 

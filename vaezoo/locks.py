@@ -7,8 +7,9 @@ line naming the holder. A card update reads, changes and writes the card under t
 (:func:`card_lock`; :func:`vaezoo.entries.entry.update_card`), waiting for the other writer, so that both
 updates land; a run published again holds it while it writes its weights and card.
 
+A model folder of ``save_pretrained`` is written under :func:`folder_lock`, whose file stands beside the folder.
 The locks are ``filelock`` locks on hidden files beside what they guard (``DIR/.vaezoo.lock``,
-``DIR/.NAME.toml.lock``); the operating system frees them when their process ends, however it ends.
+``DIR/.NAME.toml.lock``, ``.DIR.lock``); the operating system frees them when their process ends, however it ends.
 """
 
 from __future__ import annotations
@@ -161,6 +162,24 @@ def refuse_finished_run(out: Path, name: str, what: str = "{out}") -> None:
     if found:
         raise OutputError.about(f"{what} {{path}} already holds {{found}}, the files of another run; choose "
                                 f"another {what}", path=out, found=", ".join(found))
+
+
+@contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """Hold the lock of the model folder ``folder`` (``save_pretrained``'s) for the block, waiting up to
+    :data:`CARD_WAIT` seconds for another process writing it. Its lock file stands beside the folder
+    (``.FOLDER.lock``), not in it: the folder is uploaded whole.
+
+    Raises:
+        VaezooError: the other process still held it after :data:`CARD_WAIT` seconds, naming it.
+        OutputError: the lock file cannot be created beside the folder.
+    """
+    folder = Path(folder).absolute()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with _held(folder.with_name(f".{folder.name}.lock"), folder, CARD_WAIT, lambda holder: VaezooError(
+            f"folder {folder} was still being written by {holder} after {CARD_WAIT:g} s; try again when it is "
+            f"done"), notice=f"waiting for another vaezoo process writing {folder}"):
+        yield
 
 
 def card_lock_file(path: Path) -> Path:

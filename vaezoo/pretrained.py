@@ -55,24 +55,30 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     from vaezoo.files import folder_problem
     from vaezoo.hf import hub
     from vaezoo.hf_push import write_folder
+    from vaezoo.entries.catalog import check_card
+    from vaezoo.locks import folder_lock
 
     hub(OutputError, "save_pretrained")  # the README is a Hub model card
     model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper: its state dict's names carry a prefix
     card = _card_of(model)
     if not os.fspath(directory).strip():
         raise OutputError("save_pretrained needs a folder, not an empty path (which would be the current folder)")
+    check_card(card)  # its name becomes the files' names: refused before anything is written
     folder = Path(directory)
     try:
-        others = sorted(p.name for p in folder.glob("*.toml") if p.name != f"{card.name}.toml") \
-            if folder.is_dir() else []
-        if others:
-            raise OutputError(f"{folder} already holds {', '.join(others)}; a model's folder holds no TOML file but "
-                              f"its card: give a new or empty folder")
-        data = _card_weights(card, model)
-        if data is None and not _as_loaded(model):
-            card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
-        return write_folder(card, model.state_dict() if data is None else data, folder, repo_id,
-                            readme=not (folder / "README.md").exists())
+        with folder_lock(folder):  # another process saving into it finishes first, then is seen here
+            others = sorted(p.name for p in folder.glob("*.toml") if p.name != f"{card.name}.toml") \
+                if folder.is_dir() else []
+            if others:
+                raise OutputError(f"{folder} already holds {', '.join(others)}; a model's folder holds no TOML "
+                                  f"file but its card: give a new or empty folder")
+            data = _card_weights(card, model)
+            if data is None and not _as_loaded(model):
+                card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
+            else:
+                card = _with_recorded(card, folder / f"{card.name}.toml")
+            return write_folder(card, model.state_dict() if data is None else data, folder, repo_id,
+                                readme=not (folder / "README.md").exists())
     except (OSError, ValueError) as exc:  # ValueError: a path holding a NUL character
         problem = folder_problem(folder, exc) if isinstance(exc, OSError) else str(exc)
         raise OutputError(f"cannot save to {folder}: {problem}; choose another folder") from None
@@ -84,6 +90,26 @@ def _card_of(model: VAE) -> Card:
         raise OutputError("this model has no card (it was built from parts); build it from a card with "
                           "vaezoo.build_model or vaezoo.load to save it")
     return card
+
+
+def _with_recorded(card: Card, path: Path) -> Card:
+    """``card`` with what the card file at ``path`` recorded since ``card`` was read (``vaezoo eval --write``),
+    when that file is of the same weights; else ``card``."""
+    from vaezoo.entries.catalog import parse_card
+    from vaezoo.errors import CardError
+
+    try:
+        now = parse_card(path) if path.is_file() else None
+    except CardError:
+        return card
+    if now is None or card.weights is None or now.weights is None or (now.weights.sha256, now.weights.size) != (
+            card.weights.sha256, card.weights.size):
+        return card
+    return card.model_copy(update={
+        "metrics": {**card.metrics, **now.metrics}, "sections": {**card.sections, **now.sections},
+        "eval_metrics": card.eval_metrics + [n for n in now.eval_metrics if n not in card.eval_metrics],
+        "eval_settings": {**card.eval_settings, **now.eval_settings},
+        "headline": card.headline or now.headline})
 
 
 def _card_weights(card: Card, model: VAE) -> bytes | None:
