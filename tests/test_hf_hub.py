@@ -589,6 +589,28 @@ def test_save_pretrained_keeps_what_was_recorded_on_the_folders_card_of_the_same
     assert vaezoo.load(tmp_path / "saved").card.metrics == {}
 
 
+def test_save_pretrained_writes_its_own_readme_again_but_keeps_an_edited_one(tmp_path):
+    """A README vaezoo wrote for the first save described metrics the fine-tuned weights never had."""
+    import torch
+
+    import vaezoo
+
+    _, weights = entry(tmp_path / "cards")
+    metric_card = write_card(tmp_path / "cards", make_card(name="tiny", metrics={"accuracy": METRIC},
+                                                           headline="accuracy", weights=weights_entry(weights)))
+    model = vaezoo.load(metric_card)
+    readme = tmp_path / "saved" / "README.md"
+    vaezoo.save_pretrained(model, tmp_path / "saved")
+    assert "0.8873" in readme.read_text()
+    with torch.no_grad():
+        model.head.bias.add_(1.0)
+    files = vaezoo.save_pretrained(model, tmp_path / "saved")
+    assert readme in files and "0.8873" not in readme.read_text()
+    readme.write_text(readme.read_text().replace("## Use", "## Use (my note)"))
+    assert readme not in vaezoo.save_pretrained(model, tmp_path / "saved")
+    assert "(my note)" in readme.read_text()
+
+
 def test_save_pretrained_keeps_the_metrics_of_unchanged_weights_whose_file_is_gone(tmp_path):
     import torch
 

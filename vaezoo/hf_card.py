@@ -8,6 +8,7 @@ summary, the paper links, how to load the model, each metric beside its command,
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import shlex
@@ -135,7 +136,19 @@ def model_card(card: Card, repo_id: str | None = None) -> str:
                   + f" | {s.shipped} ({_markdown(s.selection)}) |" for name, s in spreads.items()]
         commands = dict.fromkeys(s.command for s in spreads.values())
         lines += ["", "Made by " + "; ".join(f"`{_code(command)}`" for command in commands) + "."]
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    return f"{text}\n<!-- {STAMP} {hashlib.sha256(text.encode()).hexdigest()} -->\n"
+
+
+STAMP = "vaezoo wrote this file from the card; sha256 of the text above:"
+"""The last line of a README :func:`model_card` wrote, with the digest of the text above it: a README whose text
+still matches is vaezoo's, unedited (:func:`written_by_vaezoo`)."""
+
+
+def written_by_vaezoo(text: str) -> bool:
+    """Whether ``text`` is a README :func:`model_card` wrote and nobody has edited since."""
+    match = re.search(rf"\n<!-- {re.escape(STAMP)} ([0-9a-f]{{64}}) -->\n\Z", text)
+    return match is not None and hashlib.sha256(text[:match.start()].encode()).hexdigest() == match[1]
 
 
 _MARKDOWN_SPECIAL = set("\\`*_[]<>|&#")

@@ -35,7 +35,8 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     measures them.
 
     As huggingface_hub's ``save_pretrained`` does, the files of a model saved there before are replaced, and a
-    ``README.md`` the folder already holds is kept.
+    ``README.md`` the folder already holds is kept, unless it is one vaezoo wrote and nobody has edited since
+    (which describes the card it replaces: it is written again).
 
     Args:
         model: a model with a card (one from :func:`vaezoo.load` or :func:`vaezoo.build_model`).
@@ -44,7 +45,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
 
     Returns:
         The files written: ``NAME.toml``, ``NAME.safetensors``, ``config.json``, and ``README.md`` unless the folder
-        had one.
+        had one of its own.
 
     Raises:
         OutputError: the model has no card, the folder is given as an empty path, holds another card, or cannot
@@ -78,7 +79,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
             else:
                 card = _with_recorded(card, folder / f"{card.name}.toml")
             return write_folder(card, model.state_dict() if data is None else data, folder, repo_id,
-                                readme=not (folder / "README.md").exists())
+                                readme=_readme_is_vaezoos(folder / "README.md"))
     except (OSError, ValueError) as exc:  # ValueError: a path holding a NUL character
         problem = folder_problem(folder, exc) if isinstance(exc, OSError) else str(exc)
         raise OutputError(f"cannot save to {folder}: {problem}; choose another folder") from None
@@ -90,6 +91,17 @@ def _card_of(model: VAE) -> Card:
         raise OutputError("this model has no card (it was built from parts); build it from a card with "
                           "vaezoo.build_model or vaezoo.load to save it")
     return card
+
+
+def _readme_is_vaezoos(path: Path) -> bool:
+    """Whether ``save_pretrained`` writes the README at ``path``: there is none, or the one there is what vaezoo
+    wrote there before, unedited (it describes the card it replaces)."""
+    from vaezoo.hf_card import written_by_vaezoo
+
+    try:
+        return not os.path.lexists(path) or (path.is_file() and written_by_vaezoo(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _with_recorded(card: Card, path: Path) -> Card:
