@@ -175,6 +175,13 @@ def test_refuses_a_name_a_plugin_already_registers(tmp_path, capsys, name, kind,
     assert not any(tmp_path.iterdir())
 
 
+def test_refuses_a_metric_named_like_a_loss(tmp_path, capsys):
+    assert main(["new-plugin", "objective", "--kind", "metric", "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.startswith("error: invalid name 'objective' for a metric: the name is one of the "
+                                              "losses vaezoo eval records")
+    assert not any(tmp_path.iterdir())
+
+
 def test_refuses_a_dir_that_is_a_file(tmp_path, capsys):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")

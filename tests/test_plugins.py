@@ -42,6 +42,14 @@ def vaezoo_register_latent_families(register):
     register("not_a_family", dict)
 """
 
+REGISTERS_A_LOSS_NAME = """
+import vaezoo
+
+@vaezoo.hookimpl
+def vaezoo_register_metrics(register):
+    register("{name}", lambda model, dataset, device=None, batch_size=64: 0.0)
+"""
+
 ADDS_CARDS = """
 from pathlib import Path
 
@@ -224,6 +232,15 @@ def test_a_registration_of_the_wrong_type_is_refused(site):
     with pytest.warns(PluginWarning, match="expected a subclass of vaezoo.latents.base.LatentFamily"):
         families = registry("latent family")
     assert "not_a_family" not in families and "gaussian" in families
+
+
+@pytest.mark.parametrize("name", ["objective", "reconstruction", "kl_z"])
+def test_a_metric_named_like_a_loss_is_refused(site, name):
+    """vaezoo eval records the losses beside the metrics: a metric 'objective' replaced the loss on the card."""
+    install_plugin(site, "lossy", REGISTERS_A_LOSS_NAME.replace("{name}", name))
+    with pytest.warns(PluginWarning, match=f"registered metric '{name}': the name is one of the losses vaezoo eval"):
+        metrics = registry("metric")
+    assert name not in metrics and "mig_chen" in metrics
 
 
 def test_a_plugin_contributes_card_directories_and_metrics(site, baseline):

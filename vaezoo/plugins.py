@@ -133,6 +133,18 @@ KINDS: dict[str, tuple[str, object]] = {
 }
 
 
+def _not_a_loss(name: str) -> str | None:
+    """A metric's name check: ``vaezoo eval`` records the losses beside the metrics, under these names
+    (:func:`vaezoo.evaluate.losses`), so a metric of one of them would replace that loss on the card."""
+    if name in ("reconstruction", "objective") or name.startswith("kl_"):
+        return "the name is one of the losses vaezoo eval records (reconstruction, objective, kl_PART); choose another"
+    return None
+
+
+NAME_CHECKS = {"metric": _not_a_loss}
+"""Checks of the names a kind's registry takes, beyond being non-empty and unique."""
+
+
 def _is_builtin(ep: EntryPoint) -> bool:
     """Whether ``ep`` is declared by vaezoo's own distribution (names compared as PEP 503 normalizes them)."""
     return ep.dist is not None and re.sub(r"[-_.]+", "-", ep.dist.name or "").lower() == DISTRIBUTION
@@ -331,7 +343,7 @@ class Plugins:
         with self._lock:
             if kind not in self._registries:
                 hook, check = KINDS[kind]
-                registry = Registry(kind, check, self._unknown_hint())
+                registry = Registry(kind, check, self._unknown_hint(), NAME_CHECKS.get(kind))
                 for impl in self._in_load_order(hook):
                     self._fill(registry, hook, impl)
                 self._registries[kind] = registry
@@ -355,7 +367,7 @@ class Plugins:
         def stage() -> list[tuple[str, object]]:
             pending: list[tuple[str, object]] = []
             impl.function(register=lambda name, obj: pending.append((name, obj)))
-            staged = Registry(registry.kind, registry._check)
+            staged = Registry(registry.kind, registry._check, name_check=registry._name_check)
             for name, obj in pending:
                 if name in registry:
                     registry.register(name, obj, impl.plugin_name)  # raises, naming both plugins

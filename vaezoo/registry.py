@@ -30,12 +30,15 @@ class Registry(Generic[T]):
         kind: what the registry holds, used in messages ("architecture").
         check: validates an object at registration; returns an error text or None.
         unknown_hint: what an unknown name's message ends with: where such a name could come from.
+        name_check: validates a name at registration (a name the kind reserves); returns an error text or None.
     """
 
-    def __init__(self, kind: str, check: Callable[[object], str | None] | None = None, unknown_hint: str = ""):
+    def __init__(self, kind: str, check: Callable[[object], str | None] | None = None, unknown_hint: str = "",
+                 name_check: Callable[[str], str | None] | None = None):
         self.kind = kind
         self._check = check
         self._unknown_hint = unknown_hint
+        self._name_check = name_check
         self._items: dict[str, tuple[T, str]] = {}
 
     def register(self, name: str, obj: T, plugin: str) -> None:
@@ -48,7 +51,7 @@ class Registry(Generic[T]):
                 f"{self.kind} '{name}' is registered by both plugin '{owner}' and plugin '{plugin}'; "
                 f"uninstall one or disable it with VAEZOO_LOAD_PLUGINS"
             )
-        problem = self._check(obj) if self._check else None
+        problem = (self._name_check(name) if self._name_check else None) or (self._check(obj) if self._check else None)
         if problem:
             raise PluginError(f"plugin '{plugin}' registered {self.kind} '{name}': {problem}")
         self._items[name] = (obj, plugin)

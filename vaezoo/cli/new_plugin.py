@@ -120,6 +120,11 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
         The new package's directory.
     """
     check_name(name)
+    from vaezoo.plugins import NAME_CHECKS
+
+    reserved = NAME_CHECKS.get(KINDS[kind][0])
+    if reserved is not None and (problem := reserved(name.replace("-", "_"))):
+        raise VaezooError(f"invalid name '{name}' for a {KINDS[kind][0]}: {problem}")
     target = parent / f"vaezoo-{name}"
     if target.exists():
         raise VaezooError(f"{target} already exists; remove it or choose another --dir")
