@@ -159,6 +159,8 @@ def test_a_sweep_on_the_command_line(data_plugin, tmp_path, capsys):
     ("lr=1e-3\nx=1", "--sweep lr: '1e-3\\nx=1' holds more than one value"),
     ("lr=" + "[" * 3000 + "]" * 3000, "--sweep lr: the value '[[[["),
     ("seed=1,2", "--sweep seed: give the seeds with --seeds"),
+    ("steps=1,2", "--sweep steps: train.steps records how a run went or how often it saved, and does not change"),
+    ("budget=a,b", "--sweep budget: train.budget records how a run went"),
     ("batch_size=0,4", "--sweep train.batch_size=0: input should be greater than 0"),
     ("hidden=16,-4", "error: hidden=-4 seed 0: "),  # the schema takes it, the model's nets refuse it
 ])

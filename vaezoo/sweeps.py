@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from vaezoo.arguments import parse_value
+from vaezoo.entries.recipe import RECORDS
 from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import TrainingError
 
@@ -125,6 +126,9 @@ def _resolve(card: Card, key: str) -> str:
                                   found=", ".join(found))
     if found[0] == "train.seed":
         raise TrainingError.about("{sweep} {key}: give the seeds with {seeds}", key=key)
+    if found[0] in RECORDS:
+        raise TrainingError.about("{sweep} {key}: {path} records how a run went or how often it saved, and does not "
+                                  "change what it trains; sweep a field of the recipe", key=key, path=found[0])
     if found[0].startswith("train.data"):
         raise TrainingError.about("{sweep} {key}: the members of an ensemble share their dataset; train another "
                                   "dataset in its own run", key=key)
