@@ -216,3 +216,15 @@ def test_a_bare_name_the_zoo_lacks_is_still_the_folder_here_and_recorded_as_a_pa
         assert_loads_with(vaezoo.load("run"), state)
     assert card_reference(get_card("run"), "run") == os.path.join(os.curdir, "run")
     assert card_reference(get_card("run")) == str(card.resolve())
+
+
+def test_no_ambiguity_is_reported_where_the_folder_here_holds_that_very_zoo_card(tmp_path, monkeypatch):
+    """A card folder on VAEZOO_CARDS_PATH, run from beside it: the name and ./NAME are one card."""
+    folder = tmp_path / "evil"
+    _, state, _ = write_entry(folder, make_card(name="evil"), seed=4)
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(folder))
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AmbiguousNameWarning)
+        model = vaezoo.load("evil")
+    assert model.card.name == "evil" and all(torch.equal(model.state_dict()[k], v) for k, v in state.items())

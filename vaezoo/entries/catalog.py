@@ -331,6 +331,15 @@ class AmbiguousNameWarning(UserWarning):
     """A name given for a card is both a zoo entry's and a file's or folder's in the current folder."""
 
 
+def _is_or_holds(path: Path, card_file: Path | None) -> bool:
+    """Whether ``path`` is the card file ``card_file``, or the folder holding it: then a name that means both
+    the zoo entry and ``path`` means one card."""
+    try:
+        return card_file is not None and (path.samefile(card_file) or path.samefile(card_file.parent))
+    except OSError:
+        return False
+
+
 def _card_at(path: Path) -> Card:
     return _card_in_folder(path) if path.is_dir() else parse_card(path)
 
@@ -390,7 +399,7 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
     _warn(s for s in found.skipped if s is not why)  # the error below reports ``why`` itself
     local = f"{'folder' if os.path.isdir(name) else 'file'} {as_path_text(name)}"
     if name in found.cards:
-        if here:
+        if here and not _is_or_holds(Path(name), found.cards[name].path):
             warnings.warn(f"'{name}' is the zoo entry of {found.cards[name].path}, not the {local} here; "
                           f"write {as_path_text(name)} to use that", AmbiguousNameWarning, stacklevel=2)
         return found.cards[name]
