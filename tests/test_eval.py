@@ -15,7 +15,7 @@ from kit import MNIST_ROOT, REPO, install_plugin, make_card, require_shared, wri
 from vaezoo.entries.schema import Metric
 from vaezoo.entries.catalog import get_card
 from vaezoo.cli import main
-from vaezoo.errors import CardError, TrainingError
+from vaezoo.errors import CardError, MetricError, TrainingError
 from vaezoo.eval_report import EvalReport, compare, evaluate_card
 
 
@@ -85,6 +85,14 @@ def test_a_tolerance_that_is_not_a_finite_number_from_zero_up_is_refused(capsys,
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and "Traceback" not in err
     assert err.strip().splitlines()[-1].endswith(f"argument --tolerance: give a finite number >= 0, e.g. 1e-4, got '{tolerance}'")
+
+
+@pytest.mark.parametrize("tolerance", [math.nan, -1, math.inf, "1e-4", True])
+def test_compare_in_python_refuses_the_tolerances_the_cli_refuses(tolerance):
+    """inf passed a barely trained checkpoint as the card's model; NaN and -1 failed every metric."""
+    with pytest.raises(MetricError, match=r"^tolerance must be a finite number >= 0, got "):
+        compare({"a": metric(1.0)}, {"a": 1.0}, tolerance)
+    assert compare({"a": metric(1.0)}, {"a": 1.0}, 0)[0].agrees
 
 
 def test_compare_matches_nan_only_with_nan_and_an_infinity_only_with_itself():

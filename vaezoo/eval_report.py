@@ -58,7 +58,12 @@ def compare(card_metrics: dict, results: dict[str, float], tolerance: float = DE
 
     Returns:
         One :class:`Comparison` per card metric; a metric missing from ``results`` never agrees.
+
+    Raises:
+        MetricError: ``tolerance`` is not a finite number of at least 0 (inf would pass any model, NaN none).
     """
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 <= tolerance < math.inf:
+        raise MetricError.about("{tolerance} must be a finite number >= 0, got {got!r}", got=tolerance)
     return [Comparison(name, metric.value, results.get(name),
                        name in results and agrees(metric.value, results[name], tolerance))
             for name, metric in card_metrics.items()]
@@ -110,6 +115,7 @@ class EvalReport:
 
         Raises:
             CardError: the card records no metrics, or none of the :attr:`metrics` measured.
+            MetricError: ``tolerance`` is not a finite number of at least 0.
         """
         if not self.card.metrics:
             raise CardError(f"card '{self.card.name}' has no metrics to check against; 'vaezoo train' writes them")
