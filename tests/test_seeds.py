@@ -281,3 +281,7 @@ def test_the_report_from_python_gives_the_spreads_and_writes_them_when_asked(wor
     assert written.metrics["acc"].seeds.n == 3 and get_card("toy").metrics["acc"].seeds == written.metrics["acc"].seeds
     with pytest.raises(VaezooError, match="^selection is empty"):
         seed_report("toy", runs, selection=" ")
+    for given in ({"runs": "runs/s1"}, {"runs": Path("runs/s1")}, {"metrics": "acc"}):  # read letter by letter
+        name, value = next(iter(given.items()))
+        with pytest.raises(TypeError, match=rf"^{name} takes a list, e.g. \['{value}'\], not a "):
+            seed_report("toy", **{"runs": runs, **given})

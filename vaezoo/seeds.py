@@ -270,7 +270,11 @@ def seed_report(card: Card | str | os.PathLike, runs: Iterable[str | os.PathLike
         CardError: ``write`` on a card that is not a local file vaezoo may change
             (:func:`vaezoo.entries.entry.check_writable`), or as :func:`collect_runs`, :func:`choose_metrics` and
             :func:`spreads` raise.
+        TypeError: ``runs`` or ``metrics`` is one string or path, not a list of them.
     """
+    for argument, given in (("runs", runs), ("metrics", metrics)):
+        if isinstance(given, str | os.PathLike):
+            raise TypeError(f"{argument} takes a list, e.g. [{os.fspath(given)!r}], not a {type(given).__name__}")
     card = card if isinstance(card, Card) else get_card(card)
     if not selection.strip():
         raise VaezooError.about("{selection} is empty; say how the card's seed was chosen")
