@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from vaezoo.terminal import printable  # noqa: F401  (commands import it from here)
 
 
-_FLAGS = {"settings": "--set", "owner": "--all"}
+_FLAGS = {"settings": "--set", "owner": "--all", "architecture": "--arch"}
 """The keywords whose flag is not ``--KEYWORD`` (the options' ``dest``)."""
 
 

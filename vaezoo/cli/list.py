@@ -28,24 +28,6 @@ GROUPS = ("architecture", "dataset", "latent")
 COLUMNS = ("name", "architecture", "dataset", "latent", "parameters", "headline metric")
 
 
-def _check_filters(cards: list, args, where: dict[str, str]) -> None:
-    """Refuse a filter that no card could pass (a misspelt field, dataset, architecture or family): an empty
-    table would read as "no card has that value"."""
-    from vaezoo.errors import VaezooError
-
-    known = {"--dataset": ({c.dataset for c in cards}, args.dataset),
-             "--arch": ({c.architecture for c in cards}, args.arch),
-             "--latent": ({f for c in cards for f in c.latent_families}, args.latent and args.latent.lower())}
-    for flag, (values, given) in known.items():
-        if given and given not in values:
-            raise VaezooError(f"{flag} {given}: no card has it; the cards have {', '.join(sorted(values)) or 'none'}")
-    fields = {path for c in cards for path in c.flat()}
-    for key in where:
-        if not any(path == key or path.endswith("." + key) for path in fields):
-            raise VaezooError(f"--where {key}: no card has such a field; name one by the end of its dotted path, "
-                              f"e.g. beta or optimizer.lr ('vaezoo info NAME' shows a card's fields)")
-
-
 def _where(items: list[str]) -> dict[str, str]:
     from vaezoo.errors import VaezooError
 
@@ -80,8 +62,6 @@ def run(args) -> int:
     if found.skipped:
         print(f"{len(found.skipped)} card(s) skipped; run 'vaezoo list --skipped' to see why", file=sys.stderr)
     cards = filter_cards(found.cards.values(), args.pattern, args.dataset, args.arch, where, args.latent)
-    if not cards:
-        _check_filters(list(found.cards.values()), args, where)
     groups = _groups(cards, args.group)
     if args.json:
         entries = {group: [_entry(c) for c in members] for group, members in groups.items()}

@@ -279,7 +279,10 @@ def filter_cards(cards: Iterable[Card], pattern: str | Sequence[str] | None = "*
 
     Raises:
         TypeError: ``pattern`` is not a string, a list of strings or None, or ``where`` is not a mapping.
+        UnknownNameError: no card is kept, and a filter is one no card could pass (a misspelt dataset,
+            architecture, family or field): an empty list would read as "no card has that value".
     """
+    cards = list(cards)
     patterns = ["*"] if pattern is None else [pattern] if isinstance(pattern, str) else pattern
     if not isinstance(patterns, list | tuple) or not all(isinstance(p, str) for p in patterns):
         raise TypeError(f"pattern takes a shell pattern such as 'jointvae-*', a list of them, or None; "
@@ -297,7 +300,27 @@ def filter_cards(cards: Iterable[Card], pattern: str | Sequence[str] | None = "*
         if latent and latent.lower() not in card.latent_families:
             continue
         out.append(card)
+    if not out:
+        _check_filters(cards, dataset, architecture, where or {}, latent)
     return sorted(out, key=lambda c: _natural_key(c.name))
+
+
+def _check_filters(cards: list[Card], dataset: str | None, architecture: str | None, where: Mapping[str, str],
+                   latent: str | None) -> None:
+    """Refuse a filter that no card of ``cards`` could pass, naming what the cards have."""
+    known = {"dataset": ({c.dataset for c in cards}, dataset),
+             "architecture": ({c.architecture for c in cards}, architecture),
+             "latent": ({f for c in cards for f in c.latent_families}, latent and latent.lower())}
+    for keyword, (values, given) in known.items():
+        if given and given not in values:
+            raise UnknownNameError.about(f"{{{keyword}}} {{given}}: no card has it; the cards have {{values}}",
+                                         given=given, values=", ".join(sorted(values)) or "none")
+    fields = {path for c in cards for path in c.flat()}
+    for key in where:
+        if not any(path == key or path.endswith("." + key) for path in fields):
+            raise UnknownNameError.about("{where} {key}: no card has such a field; name one by the end of its dotted "
+                                         "path, e.g. beta or optimizer.lr ('vaezoo info NAME' shows a card's fields)",
+                                         key=key)
 
 
 def _matches(flat: dict[str, Any], key: str, wanted: str) -> bool:
