@@ -9,7 +9,7 @@ import torch
 
 from vaezoo.assemble import metric, metric_suite
 from vaezoo.data import ImageDataset
-from vaezoo.errors import MetricError
+from vaezoo.errors import DeviceError, MetricError
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.provenance import metric_parameters
 from vaezoo.metrics.requirements import FACTORS, requires
@@ -33,6 +33,18 @@ def test_a_spec_s_settings_are_its_keyword_defaults_and_measure_passes_them():
     assert spread.measure(evaluation) == 16 and spread.measure(evaluation, seed=4) == 20
     assert dataclasses.replace(spread, settings={"points": 1, "seed": 0}).measure(evaluation) == 7
     assert spread(None, images(2), points=3) == 5  # called alone, on an evaluation of its own
+
+
+@pytest.mark.parametrize("arguments, error, message", [
+    ({"batch_size": 0}, MetricError, r"^batch_size must be a whole number >= 1, got 0$"),
+    ({"batch_size": -1}, MetricError, "got -1"), ({"batch_size": 2.5}, MetricError, "got 2.5"),
+    ({"batch_size": True}, MetricError, "got True"),
+    ({"device": "bogus"}, DeviceError, "'bogus' is not a device"),
+])
+def test_a_metric_called_alone_refuses_a_batch_size_or_device_it_cannot_use(arguments, error, message):
+    """Called alone, a metric's common arguments met range(), torch.cat or torch.device deep inside."""
+    with pytest.raises(error, match=message):
+        metric("mutual_info_score")(None, images(), **arguments)
 
 
 def test_a_plugin_s_plain_function_becomes_a_spec_with_its_needs_and_settings():

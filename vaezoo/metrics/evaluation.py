@@ -19,6 +19,8 @@ import torch
 from torch import Tensor
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.devices import usable_device
+from vaezoo.errors import MetricError
 from vaezoo.metrics.codes import Encoding, encode_all, mean_codes
 from vaezoo.progress import Progress
 
@@ -113,9 +115,17 @@ class Evaluation:
 
     Attributes:
         progress: the display the images read are counted on (see :meth:`reporting`); None when there is none.
+
+    Raises:
+        DeviceError: ``device`` is not a device this machine has.
+        MetricError: ``batch_size`` is not a whole number of at least 1.
     """
 
     def __init__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> None:
+        if device is not None:
+            usable_device(device)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise MetricError.about("{batch_size} must be a whole number >= 1, got {got!r}", got=batch_size)
         self.model = model
         self.dataset = dataset
         self.device = device
