@@ -88,6 +88,12 @@ def _read(path: Path) -> dict[str, Any]:
             data = file.read(MAX_CARD_BYTES + 1)  # the file may grow after fstat
     except OSError as exc:
         raise _Unfit(f"cannot read card ({exc.strerror or exc})") from None
+    if data[8:10] == b'{"':  # a safetensors file: its header's length, then its JSON header
+        raise _Unfit(f"is a safetensors weights file, not a card; give its card ({path.with_suffix('.toml').name}) "
+                     f"or the folder holding both")
+    if data[:4] == b"PK\x03\x04" or data[:1] == b"\x80":  # torch.save's zip, or a pickle
+        raise _Unfit("is a torch.save or pickle file, not a card (TOML); measure a 'vaezoo train' checkpoint with "
+                     "'vaezoo eval CARD --checkpoint PATH', and load a whole pickled model with torch.load")
     if max(info.st_size, len(data)) > MAX_CARD_BYTES:
         raise _Unfit(f"is {max(info.st_size, len(data)):,} bytes, more than the {MAX_CARD_BYTES:,} a card may "
                      f"have; it is not a card file")
@@ -407,6 +413,10 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
     if "\0" in os.fspath(name_or_path):
         raise CardError(f"{os.fspath(name_or_path)!r} holds a NUL character, which no name or path can; "
                         f"run 'vaezoo list' for the zoo's names")
+    if isinstance(name_or_path, str) and re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", name_or_path):
+        raise CardError(f"'{name_or_path}' is a URL; a card is named by a zoo name, a card file, a folder holding "
+                        f"one, or {HUB_PREFIX}OWNER/REPO: download the card and its weights into a folder and give "
+                        f"that")
     if isinstance(name_or_path, str) and name_or_path.startswith(HUB_PREFIX):
         from vaezoo.hf import card_file
 
