@@ -257,10 +257,20 @@ def test_bad_parameters_are_refused(tmp_path):
         viz.traverse(model, steps=1)
     with pytest.raises(VaezooError, match="from low to high"):
         viz.traverse(model, span=(1.0, -1.0))
-    with pytest.raises(VaezooError, match="^n must be at least 1, got 0$"):
+    with pytest.raises(VaezooError, match="^n must be a whole number >= 1, got 0$"):
         viz.sample(model, 0)
-    with pytest.raises(VaezooError, match="^columns must be at least 1, got 0$"):
+    with pytest.raises(VaezooError, match="^columns must be a whole number >= 1, got 0$"):
         viz.sample(model, 4, columns=0)
+    data = ImageDataset((images(8) * 255).to(torch.uint8))
+    for call, message in ((lambda: viz.sample(model, 4, seed=2**64), "^seed must be a whole number from 0 to 2"),
+                          (lambda: viz.sample(model, 4, seed=1.5), "^seed must be a whole number .* got 1.5$"),
+                          (lambda: viz.sample(model, 4, columns=2.5), "^columns must be a whole number >= 1"),
+                          (lambda: viz.traverse(model, steps=2.5), "at least 2 steps .*, got 2.5$"),
+                          (lambda: viz.traverse(model, steps="5"), "at least 2 steps .*, got '5'$"),
+                          (lambda: viz.traverse_dataset(model, data, images=0), "^images must be a whole"),
+                          (lambda: viz.traverse_dataset(model, data, seed=-1), "^seed must be")):
+        with pytest.raises(VaezooError, match=message):  # torch's and Python's own errors before
+            call()
     with pytest.raises(VaezooError, match="give a .png file name"):
         viz.sample(model, 2).save(tmp_path / "x.jpg")
 

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from vaezoo.data import ImageDataset
+from vaezoo.entries.schema import SEED_LIMIT
 from vaezoo.errors import InputError, VaezooError
 from vaezoo.model import VAE
 
@@ -214,8 +215,8 @@ def traverse(model: VAE, data: Tensor | None = None, reference: Tensor | None = 
     Returns:
         A :class:`Traversal`, labelled ``part[dimension]  KL value``.
     """
-    if steps < 2:
-        raise VaezooError(f"a traversal needs at least 2 steps, got {steps}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 2:  # the CLI's --n: no keyword named
+        raise VaezooError(f"a traversal needs at least 2 steps (a whole number), got {steps!r}")
     _check_tiles(steps)
     low, high = check_span(span)
     device, dtype = _device_dtype(model)
@@ -253,8 +254,7 @@ def reconstruct(model: VAE, images: Tensor, columns: int = 10) -> Grid:
     Returns:
         A :class:`Grid` of ``2 * ceil(N / columns)`` rows labelled "input" and "reconstruction".
     """
-    if columns < 1:
-        raise VaezooError.about("{columns} must be at least 1, got {got}", got=columns)
+    _whole("columns", columns, 1)
     model.check_input(images)
     if len(images) == 0:
         raise InputError("no images to reconstruct")
@@ -283,10 +283,9 @@ def sample(model: VAE, n: int = 64, seed: int = 0, columns: int = 8) -> Grid:
     Returns:
         A :class:`Grid` of ``ceil(n / columns)`` rows.
     """
-    if n < 1:
-        raise VaezooError.about("{n} must be at least 1, got {got}", got=n)
-    if columns < 1:
-        raise VaezooError.about("{columns} must be at least 1, got {got}", got=columns)
+    _whole("n", n, 1)
+    _whole("columns", columns, 1)
+    _check_seed(seed)
     _check_tiles(n)
     device, _ = _device_dtype(model)
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -301,7 +300,8 @@ def data_sample(dataset: ImageDataset, n: int, seed: int = 0) -> Tensor:
     Returns:
         ``(min(n, len(dataset)), C, H, W)`` floats in [0, 1] on the CPU.
     """
-    generator = torch.Generator().manual_seed(seed)
+    _whole("n", n, 1)
+    generator = torch.Generator().manual_seed(_check_seed(seed))
     index = torch.randperm(len(dataset), generator=generator)[:n]
     return dataset.batch(index)
 
@@ -327,8 +327,21 @@ def traverse_dataset(model: VAE, dataset: ImageDataset, images: int = KL_IMAGES,
 
     The dimensions a row does not vary stay at the code of the first of those images.
     """
-    data = data_sample(dataset, images, seed)
+    data = data_sample(dataset, _whole("images", images, 1), seed)
     return traverse(model, data, reference=data[0], steps=steps, span=span)
+
+
+def _whole(keyword: str, value: object, least: int) -> int:
+    """``value``, refused unless it is a whole number of at least ``least`` (``keyword`` names it)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise VaezooError.about(f"{{{keyword}}} must be a whole number >= {least}, got {{got!r}}", got=value)
+    return value
+
+
+def _check_seed(seed: object) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
+        raise VaezooError.about("{seed} must be a whole number from 0 to 2^63 - 1, got {got!r}", got=seed)
+    return seed
 
 
 def _layout(rows: list[Tensor], columns: int | None = None) -> Tensor:
