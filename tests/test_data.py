@@ -164,6 +164,18 @@ def test_chairs_are_read_as_the_original_imagefolder_in_grey_levels(tmp_path, mo
     torch.testing.assert_close(data.batch(slice(None)), reference, rtol=0, atol=0)
 
 
+def test_links_back_up_a_chair_folder_are_walked_once(tmp_path, monkeypatch):
+    """ImageFolder follows them until the path is too long: one link counted each image 41 times, two made
+    the walk exponential (a hang, its memory growing)."""
+    expected = _chairs_folder(tmp_path)
+    renders = tmp_path / "rendered_chairs_64" / "chair_0000" / "renders"
+    (renders / "up").symlink_to("..")
+    (renders / "here").symlink_to(".")
+    monkeypatch.setattr("vaezoo.data.chairs.IMAGES", 6)
+    data = load_dataset("chairs", tmp_path, "test")
+    assert np.array_equal(data.images[:, 0].numpy(), expected)
+
+
 @pytest.mark.parametrize("arrange, message", [
     (lambda root: None, "chairs not found: vaezoo looked for {root}/rendered_chairs_64 (from data_root); "
                         "center-crop the renders"),
