@@ -336,3 +336,25 @@ def test_wrong_dataset_geometry_names_the_missing_layers(tmp_path):
     write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10])
     with pytest.raises(VaezooError, match=r"missing keys \['decoder.features.6.bias'.*check --dataset"):
         convert(tmp_path / "model.pt", tmp_path / "out", "dsprites")
+
+
+def test_a_conversion_stopped_before_its_card_leaves_no_weights_and_runs_again(tmp_path, capsys, monkeypatch):
+    """Ctrl-C between the weights and the card left the weights alone, and the rerun into that --out was
+    refused as 'the files of another run'."""
+    import vaezoo.entries.entry as entry
+
+    write_checkpoint(tmp_path / "model.pt", "mnist", 4, [10])
+    args = ["convert", "jointvae-original", str(tmp_path / "model.pt"), "--dataset", "mnist", "--out",
+            str(tmp_path / "out")]
+    write_card = entry.write_card
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(entry, "write_card", interrupted)
+    assert main(args) == 130
+    assert not list((tmp_path / "out").glob("*.safetensors"))
+    monkeypatch.setattr(entry, "write_card", write_card)
+    capsys.readouterr()
+    assert main(args) == 0
+    assert parse_card(Path(capsys.readouterr().out.strip())).name == "jointvae-original-mnist-converted"

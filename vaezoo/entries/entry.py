@@ -8,6 +8,7 @@ one finds its weights through :func:`weights_file` or :func:`fetch_verified`.
 
 from __future__ import annotations
 
+import os
 import shlex
 import sysconfig
 from collections.abc import Callable, Mapping
@@ -91,13 +92,19 @@ def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder:
     check_card(card)  # its name becomes the files' names
     Path(folder).mkdir(parents=True, exist_ok=True)
     path = Path(folder) / f"{card.name}.safetensors"
+    new = not os.path.lexists(path)
     if isinstance(weights, bytes):
         atomic_write(path, weights)
     else:
         save_weights(weights, path, {"card": card.model_dump_json(exclude={"weights"})})
-    written = Weights(file=path.name, sha256=sha256_of(path), size=path.stat().st_size)
-    card_path = path.with_suffix(".toml")
-    write_card(card.model_copy(update={"weights": written}), card_path)
+    try:
+        written = Weights(file=path.name, sha256=sha256_of(path), size=path.stat().st_size)
+        card_path = path.with_suffix(".toml")
+        write_card(card.model_copy(update={"weights": written}), card_path)
+    except BaseException:  # an error or Ctrl-C before the card: new weights without one would block a rerun
+        if new:
+            path.unlink(missing_ok=True)
+        raise
     return card_path
 
 
