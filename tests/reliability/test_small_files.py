@@ -202,6 +202,19 @@ def test_good_mnist_idx_headers_pass_the_check(tmp_path):
     assert len(mnist.load(root=tmp_path, split="test")) == 10_000
 
 
+def test_mnist_labels_outside_the_ten_classes_are_one_line(tmp_path):
+    """A label file of the right header and size, its odd labels 200: evaluated without a word before."""
+    raw = _mnist_test_split(tmp_path)
+    _idx(raw / "train-images-idx3-ubyte", (2051, 60_000, 28, 28), 60_000 * 784)
+    _idx(raw / "train-labels-idx1-ubyte", (2049, 60_000), 60_000)
+    labels = raw / "t10k-labels-idx1-ubyte"
+    data = bytearray(labels.read_bytes())
+    data[9::2] = bytes([200]) * len(data[9::2])
+    labels.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=r"^mnist: its label file holds labels from 0 to 200, not classes 0 to 9; "):
+        mnist.load(root=tmp_path, split="test")
+
+
 def _legacy_mnist(root, images, labels, extra=None):
     """torchvision's legacy MNIST/processed/{training,test}.pt, which it reads instead of the IDX files."""
     processed = root / "MNIST" / "processed"

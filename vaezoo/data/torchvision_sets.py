@@ -46,6 +46,7 @@ def _load(cls, name: str, root, split: str, image_size: int | None, count: int) 
 
 
 IDX_IMAGES, IDX_LABELS, SIDE = 2051, 2049, 28  # the magic numbers of IDX image and label files; 28x28 images
+CLASSES = 10  # digits, or Fashion-MNIST's ten kinds of clothing
 
 
 def _check_idx(raw: Path, prefix: str, count: int, name: str, mirror: str) -> None:
@@ -94,8 +95,8 @@ _LEGACY_FIX = "remove that processed/ folder, which old torchvision versions wro
 
 
 def _check_loaded(images: torch.Tensor, labels: torch.Tensor, count: int, name: str, legacy: Path | None) -> None:
-    """Refuse a split that is not ``count`` dense 8-bit 28x28 images with as many whole-number labels: the IDX
-    files are checked before they are read, but legacy files are only known once torch has read them."""
+    """Refuse a split that is not ``count`` dense 8-bit 28x28 images with as many labels of the ten classes: the
+    IDX files' sizes are checked before they are read, but their labels and legacy files only once read."""
     def plain(t, dtype) -> bool:
         return torch.is_tensor(t) and t.dtype == dtype and not not_dense({"t": t}) and not expanded({"t": t})
 
@@ -106,6 +107,11 @@ def _check_loaded(images: torch.Tensor, labels: torch.Tensor, count: int, name: 
         shape = tuple(images.shape) if torch.is_tensor(images) else type(images).__name__
         raise DataError(f"{name}: {where} hold images of shape {shape}, not the split's {count:,} dense 8-bit "
                         f"{SIDE}x{SIDE} images with their labels; {fix}")
+    if count and not (0 <= labels.min() and labels.max() < CLASSES):
+        where = f"the legacy files in {legacy} hold" if legacy else "its label file holds"
+        fix = _LEGACY_FIX if legacy else "replace it with a fresh copy"
+        raise DataError(f"{name}: {where} labels from {labels.min().item()} to {labels.max().item()}, not "
+                        f"classes 0 to {CLASSES - 1}; {fix}")
 
 
 def _not_found(cls, name: str, where: DataRoot, exc: Exception) -> DataError:
