@@ -114,6 +114,9 @@ def test_weights_that_do_not_fit_the_model_are_listed(cards):
     text = str(info.value)
     assert f"missing keys ['{first}']" in text and "unexpected keys ['stray.weight']" in text
     assert "head.bias: (99,) !=" in text
+    state.update({f"stray.{i:05d}": torch.zeros(1) for i in range(20_000)})  # a 449 kB line before
+    with pytest.raises(WeightsError, match=r"unexpected keys \['stray.00000', .* 'stray.00009'\] and 19,991 more"):
+        load_weights(model, state, "test weights")
 
 
 def test_save_weights_is_atomic_and_keeps_metadata(tmp_path):

@@ -169,13 +169,19 @@ def load_weights(model: VAE, state_dict: dict[str, torch.Tensor], source: str) -
     shapes = [f"{k}: {tuple(state_dict[k].shape)} != {tuple(v.shape)}"
               for k, v in expected.items() if k in state_dict and state_dict[k].shape != v.shape]
     if missing or unexpected or shapes:
-        parts = [f"missing keys {missing}" if missing else "", f"unexpected keys {unexpected}" if unexpected else "",
-                 f"wrong shapes {shapes}" if shapes else ""]
-        raise WeightsError(f"{source} does not fit the model: {'; '.join(p for p in parts if p)}")
+        found = {"missing keys": missing, "unexpected keys": unexpected, "wrong shapes": shapes}
+        parts = [f"{what} {_first(names)}" for what, names in found.items() if names]
+        raise WeightsError(f"{source} does not fit the model: {'; '.join(parts)}")
     from vaezoo.weights import check_tensors
 
     check_tensors(state_dict, expected, source)
     model.load_state_dict(state_dict)
+
+
+def _first(items: list[str], shown: int = 10) -> str:
+    """``items`` as a list, the first ``shown`` of them and the count of the others: a state dict of 20,000 stray
+    keys made a 449 kB line."""
+    return str(items) if len(items) <= shown else f"{items[:shown]} and {len(items) - shown:,} more"
 
 
 def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
