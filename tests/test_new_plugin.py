@@ -134,6 +134,11 @@ def test_refuses_to_overwrite_an_existing_directory(tmp_path, capsys):
     assert err == f"error: {existing} already exists; remove it or choose another --dir\n"
     assert [p.name for p in existing.iterdir()] == ["mine.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vaezoo-demo-vae"]  # no staging directory left
+    dangling = tmp_path / "vaezoo-other-vae"
+    dangling.symlink_to(tmp_path / "nowhere")  # the error named vaezoo's hidden staging folder
+    assert main(["new-plugin", "other-vae", "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == f"error: {dangling} already exists; remove it or choose another --dir\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vaezoo-demo-vae", "vaezoo-other-vae"]
 
 
 @pytest.mark.parametrize("name", ["Demo", "demo_vae", "1demo", "demo--vae", "demo-", "-demo", "demo vae", ""])

@@ -126,7 +126,7 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
     if reserved is not None and (problem := reserved(name.replace("-", "_"))):
         raise VaezooError(f"invalid name '{name}' for a {KINDS[kind][0]}: {problem}")
     target = parent / f"vaezoo-{name}"
-    if target.exists():
+    if os.path.lexists(target):  # a dangling link too
         raise VaezooError(f"{target} already exists; remove it or choose another --dir")
     if parent.exists() and not parent.is_dir():
         raise VaezooError(f"--dir {parent} is a file, not a directory")
@@ -139,9 +139,12 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
         staging.chmod(0o777 & ~_umask())
-        if target.exists():  # created while we were writing
+        if os.path.lexists(target):  # created while we were writing
             raise VaezooError(f"{target} already exists; remove it or choose another --dir")
-        os.rename(staging, target)
+        try:
+            os.rename(staging, target)
+        except OSError as exc:
+            raise VaezooError(f"cannot create {target}: {exc.strerror or exc}; choose another --dir") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
