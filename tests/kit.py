@@ -660,6 +660,6 @@ def read_metadata(path: Path) -> dict[str, str]:
 
 def entries(folder: Path) -> list[str]:
     """The names in ``folder``, sorted, but for its lock files (``vaezoo.locks``: the run's ``.vaezoo.lock``, a
-    card's ``.NAME.toml.lock``): what a run left there."""
+    card's ``.NAME.toml.lock``, a saved or staged folder's ``.FOLDER.lock`` beside it): what a run left there."""
     return sorted(p.name for p in Path(folder).iterdir()
-                  if not p.name.startswith(".vaezoo.lock") and not re.fullmatch(r"\..+\.toml\.lock", p.name))
+                  if not p.name.startswith(".vaezoo.lock") and not re.fullmatch(r"\..+\.lock(\.holder)?", p.name))

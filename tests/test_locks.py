@@ -155,11 +155,12 @@ def test_convert_refuses_an_out_folder_holding_a_run(tmp_path, capsys, files, na
     assert all((out / f).read_text() == "theirs" for f in files)
 
 
-def test_push_staging_into_a_folder_another_process_holds_is_refused(held_folder, tmp_path, capsys):
+def test_push_staging_into_a_folder_a_run_holds_is_refused(held_folder, tmp_path, capsys):
     folder, process = held_folder
     card, _, _ = write_entry(tmp_path / "cards", make_card(name="tiny"))
     code, out, err = cli(capsys, "push", str(card), "owner/tiny", "--dry-run", "--out", str(folder))
-    assert (code, out) == (1, "") and f"is in use by process {process.pid}" in err.strip().splitlines()[-1]
+    assert (code, out) == (1, "") and err.strip().splitlines()[-1] == (f"error: --out {folder} is not an empty "
+                                                                       f"folder; give a new or empty one")
     assert sorted(p.name for p in folder.iterdir()) == [locks.RUN_LOCK, f"{locks.RUN_LOCK}{locks.HOLDER_SUFFIX}"]
 
 

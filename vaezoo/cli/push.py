@@ -60,24 +60,25 @@ def run(args) -> int:
     folder = Path(args.out) if args.out else None
     if folder is None:
         return _push(args, None)
-    from vaezoo.locks import HOLDER_SUFFIX, RUN_LOCK, run_lock
+    from vaezoo.locks import folder_lock
 
     if folder.exists() and not folder.is_dir():
         raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
-    locks = (RUN_LOCK, RUN_LOCK + HOLDER_SUFFIX)
-    with run_lock(folder):  # another vaezoo staging into the same folder is refused, not mixed in
-        if any(p.name not in locks for p in folder.iterdir()):
+    with folder_lock(folder):  # its file beside the folder, which is uploaded whole; another staging waits
+        if folder.is_dir() and any(folder.iterdir()):
             raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
+        made = not folder.exists()
         try:
             return _push(args, folder)
-        except BaseException:  # an error or Ctrl-C: the folder was empty, and is again, never half-written
-            for path in folder.iterdir():
-                if path.name in locks:
-                    continue
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink()
+        except BaseException:  # an error or Ctrl-C: the folder was empty or missing, and is again
+            if made:
+                shutil.rmtree(folder, ignore_errors=True)
+            else:
+                for path in folder.iterdir():
+                    if path.is_dir() and not path.is_symlink():
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink()
             raise
 
 
