@@ -36,7 +36,7 @@ from torch import Tensor
 
 from vaezoo.assemble import build_model, card_dataset, data_info, metric
 from vaezoo.assemble import build_part as build
-from vaezoo.entries.catalog import list_cards, parse_card
+from vaezoo.entries.catalog import discover, parse_card
 from vaezoo.entries.schema import Card
 from vaezoo.context import FACTS
 from vaezoo.errors import PublishWarning
@@ -398,7 +398,7 @@ def check_architecture(name: str, batch: int = 4, seed: int = 0, train: bool = T
         The built model.
     """
     subject = _owner("architecture", name)
-    cards = [] if model_kwargs else list_cards(architecture=name)
+    cards = [] if model_kwargs else [c for c in discover().values() if c.architecture == name]
     with _running(subject, f"building with {model_kwargs or (cards and cards[0].name) or 'no arguments'}"):
         model = build_model(cards[0]) if cards else build("architecture", {"type": name, **model_kwargs})
     _require(isinstance(model, VAE), subject, f"the builder returned a {type(model).__name__}, not a vaezoo.model.VAE")
