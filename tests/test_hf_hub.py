@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kit import cli, entries, install_plugin, make_card, run_python, run_vaezoo, weights_entry, write_card, write_entry
+from kit import (cli, entries, install_plugin, make_card, refuse_writes, run_python, run_vaezoo, weights_entry, write_card,
+                 write_entry)
 from hubserver import FakeHub, serve_hub
 from pydantic import ValidationError
 
@@ -566,6 +567,19 @@ def test_save_pretrained_waits_for_another_save_into_the_folder_and_then_refuses
                                          f"file but its card: give a new or empty folder"]
     assert vaezoo.load(folder).card.name == "tiny-a" and not (folder / "tiny-b.toml").exists()
     assert not any(p.name.endswith(".lock") for p in folder.iterdir())
+
+
+def test_save_pretrained_into_a_folder_whose_parent_takes_no_lock_file_saves_unguarded(tmp_path, monkeypatch):
+    """A container's mounted volume: the folder is writable, the read-only folder above it takes no lock file."""
+    import errno
+
+    import vaezoo
+
+    card, weights = entry(tmp_path / "cards")
+    (tmp_path / "volume").mkdir()
+    refuse_writes(monkeypatch, tmp_path / ".volume.lock", errno.EROFS)
+    vaezoo.save_pretrained(vaezoo.load(card), tmp_path / "volume")
+    assert (tmp_path / "volume" / "tiny.safetensors").read_bytes() == weights.read_bytes()
 
 
 def test_save_pretrained_keeps_what_was_recorded_on_the_folders_card_of_the_same_weights(tmp_path):

@@ -14,6 +14,7 @@ The locks are ``filelock`` locks on hidden files beside what they guard (``DIR/.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -170,16 +171,29 @@ def folder_lock(folder: Path) -> Iterator[None]:
     :data:`CARD_WAIT` seconds for another process writing it. Its lock file stands beside the folder
     (``.FOLDER.lock``), not in it: the folder is uploaded whole.
 
+    Where no file can be made beside the folder (its parent is read-only, as a container's mounted volume's
+    often is), the block runs without the lock.
+
     Raises:
         VaezooError: the other process still held it after :data:`CARD_WAIT` seconds, naming it.
-        OutputError: the lock file cannot be created beside the folder.
     """
     folder = Path(folder).absolute()
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with _held(folder.with_name(f".{folder.name}.lock"), folder, CARD_WAIT, lambda holder: VaezooError(
-            f"folder {folder} was still being written by {holder} after {CARD_WAIT:g} s; try again when it is "
-            f"done"), notice=f"waiting for another vaezoo process writing {folder}"):
+    with contextlib.ExitStack() as held:
+        try:
+            if folder.name:  # the root folder has no folder beside it
+                held.enter_context(_held(
+                    folder.with_name(f".{folder.name}.lock"), folder, CARD_WAIT, lambda holder: VaezooError(
+                        f"folder {folder} was still being written by {holder} after {CARD_WAIT:g} s; try again "
+                        f"when it is done"), notice=f"waiting for another vaezoo process writing {folder}",
+                    unwritable=lambda exc: _NoRoom()))
+        except _NoRoom:  # a read-only parent (a container's volume): the folder is written unguarded
+            pass
         yield
+
+
+class _NoRoom(Exception):
+    """No lock file can be made beside a folder."""
 
 
 def card_lock_file(path: Path) -> Path:
