@@ -50,6 +50,18 @@ def vaezoo_register_metrics(register):
     register("{name}", lambda model, dataset, device=None, batch_size=64: 0.0)
 """
 
+REGISTERS_A_FAMILY_CLASS_OF_ANOTHER_NAME = """
+import vaezoo
+from vaezoo.latents import Gaussian
+
+class Family(Gaussian):
+    pass
+
+@vaezoo.hookimpl
+def vaezoo_register_latent_families(register):
+    register("wobbly", Family)
+"""
+
 ADDS_CARDS = """
 from pathlib import Path
 
@@ -241,6 +253,18 @@ def test_a_metric_named_like_a_loss_is_refused(site, name):
     with pytest.warns(PluginWarning, match=f"registered metric '{name}': the name is one of the losses vaezoo eval"):
         metrics = registry("metric")
     assert name not in metrics and "mig_chen" in metrics
+
+
+def test_a_family_is_listed_under_the_name_it_is_registered_by(site):
+    """new-plugin's template names its class Family: every family made from it was listed as family(N)."""
+    from vaezoo.assemble import build_part
+    from vaezoo.entries.schema import layout_text
+
+    install_plugin(site, "wobbly", REGISTERS_A_FAMILY_CLASS_OF_ANOTHER_NAME)
+    alone = build_part("latent family", {"type": "wobbly", "dim": 3})
+    joint = build_part("latent family", {"type": "joint", "parts": [{"type": "wobbly", "name": "w", "dim": 2},
+                                                                     {"type": "gaussian", "name": "g", "dim": 1}]})
+    assert (layout_text(alone.layout()), layout_text(joint.layout())) == ("wobbly(3)", "wobbly(2) + gaussian(1)")
 
 
 def test_a_plugin_contributes_card_directories_and_metrics(site, baseline):

@@ -72,7 +72,12 @@ def build_part(kind: str, spec: Mapping[str, Any] | str, context: BuildContext |
     except TypeError as exc:  # a required argument left out
         given = [k for k in accepted if k != "context" and k not in FACTS]
         raise CardError(f"{kind} '{name}': {exc}; accepted arguments: {', '.join(given)}") from None
-    return factory(**spec)
+    part = factory(**spec)
+    from vaezoo.latents import LatentFamily
+
+    if isinstance(part, LatentFamily) and part.registered_name is None:
+        part.registered_name = name  # listings name the family as its card does
+    return part
 
 
 def data_info(card: Card, split: str = "train") -> DataInfo:

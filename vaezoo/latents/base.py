@@ -142,6 +142,8 @@ class LatentFamily(nn.Module):
     param_size: int
     code_size: int
     example: ClassVar[dict[str, Any] | None] = None
+    registered_name: str | None = None
+    """The name the family was built by (``vaezoo.assemble.build_part`` sets it): the default :meth:`layout`'s."""
 
     def posterior(self, params: Tensor) -> Posterior:
         """Build q(z|x) from the encoder's parameters, shape ``(batch, param_size)``."""
@@ -216,8 +218,8 @@ class LatentFamily(nn.Module):
     def layout(self) -> list[LatentPart]:
         """The family's parts as a card states them (its ``latent``), in code order.
 
-        The default is one part: the class name in lower case, of ``code_size`` dimensions (``Laplace`` of
-        ``dim=8`` gives ``laplace(8)``). A family whose class name is not the name listings should show, or
-        whose code is not one part, overrides it.
+        The default is one part: the name the family is registered and built by (else, built directly, its class
+        name in lower case), of ``code_size`` dimensions (``laplace`` of ``dim=8`` gives ``laplace(8)``). A
+        family listings should show under another name, or whose code is not one part, overrides it.
         """
-        return [LatentPart(family=type(self).__name__.lower(), size=self.code_size)]
+        return [LatentPart(family=self.registered_name or type(self).__name__.lower(), size=self.code_size)]
