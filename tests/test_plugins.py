@@ -62,6 +62,18 @@ def vaezoo_register_latent_families(register):
     register("wobbly", Family)
 """
 
+REGISTERS_A_SECTION_NAMED_LIKE_A_FIELD = """
+import vaezoo
+from pydantic import BaseModel
+
+class Whatever(BaseModel):
+    x: int = 0
+
+@vaezoo.hookimpl
+def vaezoo_register_card_sections(register):
+    register("metrics", Whatever)
+"""
+
 ADDS_CARDS = """
 from pathlib import Path
 
@@ -265,6 +277,14 @@ def test_a_family_is_listed_under_the_name_it_is_registered_by(site):
     joint = build_part("latent family", {"type": "joint", "parts": [{"type": "wobbly", "name": "w", "dim": 2},
                                                                      {"type": "gaussian", "name": "g", "dim": 1}]})
     assert (layout_text(alone.layout()), layout_text(joint.layout())) == ("wobbly(3)", "wobbly(2) + gaussian(1)")
+
+
+def test_a_card_section_named_like_a_card_field_is_refused(site):
+    """A section 'metrics' was written over the card's metrics: the run's measured numbers were lost."""
+    install_plugin(site, "sectclash", REGISTERS_A_SECTION_NAMED_LIKE_A_FIELD)
+    with pytest.warns(PluginWarning, match="registered card section 'metrics': the name is one of a card's fields"):
+        sections = registry("card section")
+    assert "metrics" not in sections and "labels" in sections
 
 
 def test_a_plugin_contributes_card_directories_and_metrics(site, baseline):

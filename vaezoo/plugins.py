@@ -141,7 +141,13 @@ def _not_a_loss(name: str) -> str | None:
     return None
 
 
-NAME_CHECKS = {"metric": _not_a_loss}
+def _not_a_card_field(name: str) -> str | None:
+    """A card section's name check: a section is written at the card's top level, beside its fields."""
+    card = __import__("vaezoo.entries.schema", fromlist=["Card"]).Card
+    return "the name is one of a card's fields; choose another" if name in card.model_fields else None
+
+
+NAME_CHECKS = {"metric": _not_a_loss, "card section": _not_a_card_field}
 """Checks of the names a kind's registry takes, beyond being non-empty and unique."""
 
 
