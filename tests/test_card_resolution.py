@@ -241,3 +241,17 @@ def test_what_is_no_card_file_is_named_for_what_it_is(tmp_path):
                            ("https://example.com/x.toml", r"^'https://example.com/x.toml' is a URL; a card is named")):
         with pytest.raises(CardError, match=message):
             vaezoo.load(given)
+
+
+def test_a_card_whose_plugin_is_not_installed_names_what_it_needs(tmp_path):
+    """It said "unknown dataset 'clock'", naming neither the card nor the plugin its folder records."""
+    from vaezoo.errors import UnknownNameError
+
+    card, _, _ = write_entry(tmp_path / "gone", make_card(name="gone"), seed=4)
+    card.write_text(card.read_text().replace('[train.data]\nname = "mnist"', '[train.data]\nname = "clock"'))
+    message = r"^card 'gone' needs the dataset 'clock', which no installed plugin registers{}; install the plugin"
+    with pytest.raises(UnknownNameError, match=message.format("")):
+        vaezoo.load(tmp_path / "gone")
+    (tmp_path / "gone" / "config.json").write_text('{"plugins": {"vaezoo-clock": "0.1.0"}}')  # a Hub folder's
+    with pytest.raises(UnknownNameError, match=message.format(r" \(it was made with vaezoo-clock 0.1.0\)")):
+        vaezoo.load(tmp_path / "gone")

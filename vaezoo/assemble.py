@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from vaezoo.arguments import check_arguments
 from vaezoo.context import FACTS, BuildContext
-from vaezoo.errors import CardError, DataError, VaezooError, WeightsError
+from vaezoo.errors import CardError, DataError, UnknownNameError, VaezooError, WeightsError
+from vaezoo.limits import load_json
 from vaezoo.plugins import PluginInfo, get_plugins, registry
 
 if TYPE_CHECKING:
@@ -149,9 +150,11 @@ def build_model(card: Card, device=None, dtype=None) -> VAE:
         device = usable_device(device)
     if dtype is not None:
         dtype = usable_dtype(dtype)
-    context = model_context(card)
     try:
+        context = model_context(card)
         model = build_part("architecture", {**card.model, "type": card.architecture}, context)
+    except UnknownNameError as exc:
+        raise _not_installed(card, exc) from None
     except VaezooError:
         raise
     except Exception as exc:  # the card's values are input: whatever the builder trips on is the card's problem
@@ -294,4 +297,32 @@ def third_party_plugins(card: Card, model: VAE | None = None) -> list[PluginInfo
 
 def card_dataset(card: Card, root=None, split: str = "test") -> ImageDataset:
     """The ``split`` of the dataset ``card``'s recipe trains on."""
-    return load_dataset(card.train.data.name, root, split, **card.train.data.options)
+    try:
+        return load_dataset(card.train.data.name, root, split, **card.train.data.options)
+    except UnknownNameError as exc:
+        raise _not_installed(card, exc) from None
+
+
+def _not_installed(card: Card, exc: UnknownNameError) -> UnknownNameError:
+    """``exc``, a part of ``card`` no plugin registers, said as a plugin ``card`` needs: the one its folder's
+    ``config.json`` names (a Hub folder's), or the one that registers that part."""
+    if getattr(exc, "missing", None) is None:
+        return exc
+    kind, name = exc.missing
+    made_with = ""
+    config = card.path.parent / "config.json" if card.path is not None else None
+    try:
+        plugins = load_json(config.read_text(encoding="utf-8")[:MAX_CONFIG]).get("plugins") if config else None
+        if isinstance(plugins, dict) and plugins:
+            made_with = " (it was made with " + ", ".join(f"{d} {v}" for d, v in plugins.items()) + ")"
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        pass
+    error = UnknownNameError(f"card '{card.name}' needs the {kind} '{name}', which no installed plugin registers"
+                             f"{made_with}; install the plugin that registers it ('vaezoo plugins' lists those "
+                             f"installed)")
+    error.missing = exc.missing
+    return error
+
+
+MAX_CONFIG = 1 << 20
+"""The most of a folder's ``config.json`` read for the plugins a card needs."""

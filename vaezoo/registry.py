@@ -61,10 +61,11 @@ class Registry(Generic[T]):
             return self._items[name][0]
         except KeyError:
             known = sorted(self._items)
-            raise UnknownNameError(
+            error = UnknownNameError(
                 f"unknown {self.kind} '{name}'.{close_matches(name, known)} Known: {', '.join(known) or 'none'}"
-                + (f". {self._unknown_hint}" if self._unknown_hint else "")
-            ) from None
+                + (f". {self._unknown_hint}" if self._unknown_hint else ""))
+            error.missing = (self.kind, name)
+            raise error from None
 
     def __contains__(self, name: object) -> bool:
         return name in self._items
