@@ -16,6 +16,7 @@ import torch
 import vaezoo
 from kit import install_plugin, make_card, write_toml
 from vaezoo import testing, viz
+from vaezoo.testing import ConformanceError
 from vaezoo.assemble import build_model
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.schema import Card
@@ -285,6 +286,7 @@ def test_a_prior_without_icdf_on_a_bounded_support_asks_for_its_own_sweeps():
     ("mode", "the posterior's mode is not finite (NaN or inf) on the first batch"),
     ("rsample", "rsample() is not finite (NaN or inf) on the first batch"),
     ("kl", "kl_parts()['z'] averages -"),
+    ("device", "the posterior's mode is on meta, not on cpu, where the images and the encoder's parameters are"),
 ])
 def test_a_family_whose_code_or_kl_is_not_a_number_stops_the_run_before_its_first_step(
         binary, tmp_path, monkeypatch, capsys, broken, message):
@@ -295,8 +297,12 @@ def test_a_family_whose_code_or_kl_is_not_a_number_stops_the_run_before_its_firs
     family = registry("latent family")["binary_concrete"]
     posterior_class = type(family(2).posterior(torch.zeros(1, 2)))
     nan = lambda self, *args: torch.full_like(self.logits, math.nan)  # noqa: E731
-    replaced = {"mode": property(nan), "rsample": nan, "kl": lambda self: -torch.ones_like(self.logits)}[broken]
-    monkeypatch.setattr(posterior_class, broken, replaced)
+    replaced = {"mode": property(nan), "rsample": nan, "kl": lambda self: -torch.ones_like(self.logits),
+                "device": property(lambda self: torch.zeros_like(self.logits, device="meta"))}[broken]
+    monkeypatch.setattr(posterior_class, "mode" if broken == "device" else broken, replaced)
+    if broken == "device":  # the code built on another device than the model's (the CPU for a CUDA model)
+        with pytest.raises(ConformanceError, match="mode is on meta, not on cpu, where its inputs are"):
+            testing.check_latent_family("binary_concrete", dim=2)
     path = write_toml(tmp_path / "binary.toml", binary_card().model_dump(mode="json", exclude_none=True))
     code = main(["train", str(path), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err

@@ -183,7 +183,7 @@ class VAE(nn.Module):
                              "(encode() and reconstruct() take an empty batch)")
         posterior = self.encode(x, checked=True)
         z = posterior.rsample() if self.training else posterior.mode
-        _require_code(z, x.shape[0], self.latent, "rsample()" if self.training else "the posterior's mode")
+        _require_code(z, x, self.latent, "rsample()" if self.training else "the posterior's mode")
         output = self.decode_logits(z)
         terms = {"reconstruction": batch_mean(self.likelihood.nll(output, x))}
         for regularizer in self.regularizers:
@@ -259,11 +259,16 @@ def _described(value: object) -> str:
     return f"a tensor of shape {tuple(value.shape)}" if isinstance(value, Tensor) else f"a {type(value).__name__}"
 
 
-def _require_code(z: object, batch: int, family: LatentFamily, what: str) -> None:
-    """Refuse a code that is not ``(batch, code_size)``: the latent family's contract, as the decoder needs it."""
+def _require_code(z: object, x: Tensor, family: LatentFamily, what: str) -> None:
+    """Refuse a code that is not ``(batch, code_size)`` on the images' device: the latent family's contract, as the
+    decoder needs it."""
+    batch = x.shape[0]
     if not (isinstance(z, Tensor) and tuple(z.shape) == (batch, family.code_size)):
         raise PluginError(f"{_part('latent family', family)}: {what} is {_described(z)}, not (batch, code_size) "
                           f"= {(batch, family.code_size)}")
+    if z.device != x.device:
+        raise PluginError(f"{_part('latent family', family)}: {what} is on {z.device}, not on {x.device}, where "
+                          f"the images and the encoder's parameters are")
 
 
 def _require_per_image(value: object, batch: int, family: LatentFamily, what: str) -> None:

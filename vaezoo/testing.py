@@ -89,14 +89,17 @@ def _shape(t: object) -> str:
     return str(tuple(t.shape)) if isinstance(t, Tensor) else type(t).__name__
 
 
-def _require_tensor(t: object, shape: tuple[int, ...], subject: str, what: str) -> None:
+def _require_tensor(t: object, shape: tuple[int, ...], subject: str, what: str,
+                    device: torch.device = torch.device("cpu")) -> None:
+    """``t`` must be a finite tensor of ``shape`` on ``device`` (the kit's parts are on the CPU, a model may not be)."""
     _require(isinstance(t, Tensor) and tuple(t.shape) == shape, subject,
              f"{what} has shape {_shape(t)}, expected {shape}")
+    _require(t.device == device, subject, f"{what} is on {t.device}, not on {device}, where its inputs are")
     _require(bool(torch.isfinite(t).all()), subject, f"{what} has NaN or infinite values")
 
 
-def _require_scalar(t: object, subject: str, what: str) -> None:
-    _require_tensor(t, (), subject, what)
+def _require_scalar(t: object, subject: str, what: str, device: torch.device = torch.device("cpu")) -> None:
+    _require_tensor(t, (), subject, what, device)
 
 
 def _require_gradient(value: Tensor, params: Tensor, subject: str, what: str) -> None:
@@ -470,23 +473,23 @@ def _check_eval(model: VAE, x: Tensor, step: int, seed: int, subject: str) -> No
     _require(torch.equal(first.z, first.posterior.mode), subject, "eval mode does not decode the posterior's mode")
     with _running(subject, "sample()"):
         samples = model.sample(batch, generator=torch.Generator().manual_seed(seed))
-    _require_tensor(samples, (batch, *image), subject, "sample()")
+    _require_tensor(samples, (batch, *image), subject, "sample()", x.device)
     with _running(subject, "reconstruct()"):
         recon = model.reconstruct(x)
-    _require_tensor(recon, (batch, *image), subject, "reconstruct()")
+    _require_tensor(recon, (batch, *image), subject, "reconstruct()", x.device)
     _check_round_trip(model, x, first.output, step, subject)
 
 
 def _check_output(model: VAE, out, x: Tensor, subject: str) -> None:
     mode = "training" if model.training else "eval"
-    _require_scalar(out.loss, subject, f"the loss in {mode} mode")
+    _require_scalar(out.loss, subject, f"the loss in {mode} mode", x.device)
     _require("reconstruction" in out.terms, subject, f"the loss terms {list(out.terms)} lack 'reconstruction'")
     for name, value in {**out.terms, **{f"kl {k}": v for k, v in out.kl.items()}}.items():
-        _require_scalar(value, subject, f"'{name}' in {mode} mode")
+        _require_scalar(value, subject, f"'{name}' in {mode} mode", x.device)
     _require(torch.allclose(out.loss, sum(out.terms.values())), subject, "the loss is not the sum of its terms")
-    _require_tensor(out.z, (x.shape[0], model.latent.code_size), subject, f"the code z in {mode} mode")
+    _require_tensor(out.z, (x.shape[0], model.latent.code_size), subject, f"the code z in {mode} mode", x.device)
     _require_tensor(model.likelihood.mean(out.output), tuple(x.shape), subject,
-                    f"the decoded mean image in {mode} mode")
+                    f"the decoded mean image in {mode} mode", x.device)
 
 
 def _check_round_trip(model: VAE, x: Tensor, expected: Tensor, step: int, subject: str) -> None:
