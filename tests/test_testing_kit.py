@@ -36,6 +36,12 @@ class FlatKL(GaussianPosterior):
         return super().kl().sum(-1)
 
 
+class BatchKL(GaussianPosterior):
+    def kl(self):
+        kl = super().kl()
+        return kl * kl.shape[0]  # summed over the batch by mistake
+
+
 class DetachedSample(GaussianPosterior):
     def rsample(self):
         return self.distribution.sample()
@@ -93,6 +99,7 @@ class NaNDecoder(VAE):
 def vaezoo_register_latent_families(register):
     register("negative_kl", family(NegativeKL))
     register("flat_kl", family(FlatKL))
+    register("batch_kl", family(BatchKL))
     register("detached_sample", family(DetachedSample))
     register("unseeded_prior", UnseededPrior)
 
@@ -151,6 +158,7 @@ def test_an_architecture_passes_and_its_model_is_left_as_it_was():
     ("flat_kl", "kl() has shape (4,), expected (batch=4, kl_dims)"),
     ("detached_sample", "rsample() does not depend on the encoder's parameters"),
     ("unseeded_prior", "sample_prior() ignores its generator"),
+    ("batch_kl", "the mode or kl() of an image changes with the other images of its batch"),
 ])
 def test_a_broken_latent_family_is_caught_naming_it_and_its_plugin(broken_parts, name, problem):
     with pytest.raises(ConformanceError) as caught:
@@ -194,7 +202,7 @@ def test_check_plugin_lists_what_a_plugin_contributes(broken_parts):
     contributed = testing.check_plugin("broken_parts")
     assert contributed == {
         "architecture": ["nan_decoder", "not_a_vae", "unused_layer"],
-        "latent family": ["detached_sample", "flat_kl", "negative_kl", "unseeded_prior"],
+        "latent family": ["batch_kl", "detached_sample", "flat_kl", "negative_kl", "unseeded_prior"],
         "regularizer": ["counting", "detached", "per_example"],
     }
 

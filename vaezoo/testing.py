@@ -160,7 +160,7 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, train: bool = 
 
     Checks ``param_size``/``code_size``, that the part slices tile the code, the
     shapes and finiteness of ``rsample()``, ``mode``, ``kl()`` (per dimension,
-    non-negative), ``kl_parts()`` (per part, summing to ``kl()``) and
+    non-negative, each image's row its own), ``kl_parts()`` (per part, summing to ``kl()``) and
     ``sample_prior()``, that a seeded generator makes ``sample_prior``
     reproducible, and that gradients flow from samples and KL to the parameters.
     Then what viz and the metrics rely on: ``parts`` matches the part slices,
@@ -230,6 +230,13 @@ def _check_posterior(family: LatentFamily, batch: int, subject: str) -> None:
     _require(bool((kl >= -KL_TOLERANCE).all()), subject, f"kl() is negative: min {kl.min().item():.3g}")
     _require_gradient(kl.sum(), params, subject, "kl()")
     _check_kl_parts(family, posterior, kl.detach(), batch, subject)
+    with _running(subject, "posterior() of the first image alone"), torch.no_grad():
+        alone = family.posterior(params[:1].detach())
+        alone_mode, alone_kl = alone.mode, alone.kl()
+    _require(torch.allclose(alone_mode, mode[:1].detach(), rtol=1e-4, atol=1e-5)
+             and torch.allclose(alone_kl, kl[:1].detach(), rtol=1e-4, atol=1e-5), subject,
+             "the mode or kl() of an image changes with the other images of its batch; each row must be its image's "
+             "own (a KL summed or averaged over the batch makes the card's losses depend on the batch size)")
 
 
 def _check_traversal(family: LatentFamily, batch: int, subject: str) -> None:
