@@ -104,13 +104,21 @@ def _require_scalar(t: object, subject: str, what: str, device: torch.device = t
 
 def _require_gradient(value: Tensor, params: Tensor, subject: str, what: str) -> None:
     """``value`` (a scalar) must depend on ``params`` with a finite, non-zero gradient."""
-    grad = None
-    if value.requires_grad:
-        with _running(subject, f"differentiating {what}"):
-            (grad,) = torch.autograd.grad(value, params, retain_graph=True, allow_unused=True)
-    _require(grad is not None and bool(grad.abs().sum() > 0), subject,
+    _require(_gradient_flows(value, params, subject, what), subject,
              f"{what} does not depend on the encoder's parameters (no gradient flows back)")
+
+
+def _gradient_flows(value: Tensor, params: Tensor, subject: str, what: str) -> bool:
+    """Whether ``value`` (a scalar) has a non-zero gradient with respect to ``params``; a gradient that is not
+    finite is refused."""
+    if not value.requires_grad:
+        return False
+    with _running(subject, f"differentiating {what}"):
+        (grad,) = torch.autograd.grad(value, params, retain_graph=True, allow_unused=True)
+    if grad is None:
+        return False
     _require(bool(torch.isfinite(grad).all()), subject, f"the gradient of {what} has NaN or infinite values")
+    return bool(grad.abs().sum() > 0)
 
 
 def _owner(kind: str, name: str) -> str:
@@ -327,8 +335,9 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
     """Check the regularizer registered as ``name``, built with ``kwargs``, against the protocol.
 
     At each of ``steps`` it must return named scalar terms, all finite, the same
-    for the same step (a schedule is a function of the step it is given), with
-    a gradient flowing to the posterior's parameters; ``targets()`` must return
+    for the same step (a schedule is a function of the step it is given), with a finite
+    gradient; at one of them at least (a warm-up may weigh its terms 0 at step 0) the
+    gradient must flow to the posterior's parameters; ``targets()`` must return
     numbers; and a copy restored from its ``state_dict`` must give the same terms.
 
     Args:
@@ -358,7 +367,7 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
         params = torch.randn(batch, family.param_size, requires_grad=True)
         posterior = family.posterior(params)
         z = posterior.rsample()
-    terms_at = {}
+    terms_at, flows = {}, False
     for step in steps:
         with _running(subject, f"forward at step {step}"):
             terms_at[step] = terms = regularizer(posterior, z, step)
@@ -371,7 +380,10 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
         _require(isinstance(targets, dict) and all(isinstance(k, str) and isinstance(v, int | float)
                                                    for k, v in targets.items()),
                  subject, f"targets() must return {{name: number}}, got {targets!r}")
-        _require_gradient(sum(terms.values()), params, subject, f"the terms at step {step}")
+        flows = _gradient_flows(sum(terms.values()), params, subject, f"the terms at step {step}") or flows
+    _require(flows, subject, f"the terms depend on the encoder's parameters at none of the steps {tuple(steps)} (no "
+             f"gradient flows back); a schedule that switches its terms off at these steps is checked at others "
+             f"with steps=")
     with _running(subject, "load_state_dict(state_dict())"):
         restored.load_state_dict(regularizer.state_dict())
     for step in steps:
