@@ -283,8 +283,8 @@ def test_a_prior_without_icdf_on_a_bounded_support_asks_for_its_own_sweeps():
 
 
 @pytest.mark.parametrize(("broken", "message"), [
-    ("mode", "the posterior's mode is not finite (NaN or inf) on the first batch"),
-    ("rsample", "rsample() is not finite (NaN or inf) on the first batch"),
+    ("mode", "the posterior's mode is not finite (NaN or inf) for 32 of the 32 images on the first batch"),
+    ("rsample", "rsample() is not finite (NaN or inf) for 32 of the 32 images on the first batch"),
     ("kl", "kl_parts()['z'] averages -"),
     ("device", "the posterior's mode is on meta, not on cpu, where the images and the encoder's parameters are"),
 ])
@@ -340,3 +340,19 @@ def test_a_family_that_raises_is_named_in_one_line_with_its_plugin(data_plugin, 
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: plugin 'exploding' (") and "raised RuntimeError: exploded on purpose; " in last
     assert not (tmp_path / "out").exists()
+
+
+def test_a_family_whose_mode_is_nan_for_some_test_images_is_named_and_no_nan_reaches_the_card(binary, monkeypatch):
+    """A mode NaN past the first-batch check published NaN losses and scores computed from NaN codes (exit 0)."""
+    from vaezoo.errors import PluginError
+    from vaezoo.plugins import registry
+
+    card = binary_card("mutual_info_score")
+    model = build_model(card)
+    posterior_class = type(registry("latent family")["binary_concrete"](2).posterior(torch.zeros(1, 2)))
+    first_row_nan = property(lambda self: torch.where(torch.arange(len(self.logits))[:, None] == 0, math.nan,
+                                                      (self.logits > 0).float()))
+    monkeypatch.setattr(posterior_class, "mode", first_row_nan)
+    with pytest.raises(PluginError, match=r"the posterior's mode is not finite \(NaN or inf\) for 1 of the 32 images "
+                                          r"of the batch of test images from 0$"):
+        evaluate(model, card)

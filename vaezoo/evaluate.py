@@ -42,11 +42,17 @@ def losses(model: VAE, dataset: ImageDataset | CountedImages, step: int | None, 
 
     Returns:
         ``{"reconstruction", "objective", "kl_<part>" for each latent part}``, each averaged over the images.
+
+    Raises:
+        PluginError: the latent family gave a code or a KL that is not finite (:meth:`VAE.check_output`).
     """
     model.eval()
     totals: dict[str, float] = defaultdict(float)
+    start = 0
     for _, x in dataset.batches(batch_size, device):
         out = model(x, step=step or 0)
+        model.check_output(out, f"of the batch of test images from {start:,}")  # no NaN code reaches a card
+        start += len(x)
         if posteriors is not None:
             posteriors(out.posterior)
         weight = x.shape[0] / len(dataset)

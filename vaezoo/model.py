@@ -194,21 +194,27 @@ class VAE(nn.Module):
             kl[name] = batch_mean(value)
         return VAEOutput(sum(terms.values()), terms, kl, output, posterior, z)
 
-    def check_output(self, out: VAEOutput) -> None:
+    def check_output(self, out: VAEOutput, where: str = "on the first batch") -> None:
         """Refuse, naming the latent family, a forward pass whose code or KL is not finite or whose KL is negative:
-        what a broken family gives that the shapes do not show (the run checks its first batch so, in both modes).
+        what a broken family gives that the shapes do not show (a run checks its first batch so, in both modes,
+        and an evaluation every batch).
+
+        Args:
+            out: the forward pass.
+            where: which images it was of, as messages say it.
 
         Raises:
             PluginError: naming the family, what it gave and in which mode.
         """
         what = "rsample()" if self.training else "the posterior's mode"
-        if not torch.isfinite(out.z).all():
-            raise PluginError(f"{_part('latent family', self.latent)}: {what} is not finite (NaN or inf) on the "
-                              f"first batch")
+        finite = torch.isfinite(out.z).all(dim=-1)
+        if not finite.all():
+            raise PluginError(f"{_part('latent family', self.latent)}: {what} is not finite (NaN or inf) for "
+                              f"{int((~finite).sum())} of the {len(finite)} images {where}")
         for name, value in out.kl.items():
             if not (torch.isfinite(value) and value >= -1e-4):  # a KL is >= 0, up to float rounding
                 raise PluginError(f"{_part('latent family', self.latent)}: kl_parts()['{name}'] averages "
-                                  f"{value.item():.6g} on the first batch; a KL is a finite number >= 0")
+                                  f"{value.item():.6g} {where}; a KL is a finite number >= 0")
 
     def targets(self, posterior: Posterior, step: int) -> dict[str, float]:
         """Every regularizer's schedule values at ``step`` (e.g. capacities)."""
