@@ -304,8 +304,8 @@ def card_dataset(card: Card, root=None, split: str = "test") -> ImageDataset:
 
 
 def _not_installed(card: Card, exc: UnknownNameError) -> UnknownNameError:
-    """``exc``, a part of ``card`` no plugin registers, said as a plugin ``card`` needs: the one its folder's
-    ``config.json`` names (a Hub folder's), or the one that registers that part."""
+    """``exc`` (no plugin registers a part of ``card``) said as a plugin the card needs, naming the plugins its
+    folder's ``config.json`` records (a Hub folder's) where it has one."""
     if getattr(exc, "missing", None) is None:
         return exc
     kind, name = exc.missing

@@ -7,7 +7,8 @@ line naming the holder. A card update reads, changes and writes the card under t
 (:func:`card_lock`; :func:`vaezoo.entries.entry.update_card`), waiting for the other writer, so that both
 updates land; a run published again holds it while it writes its weights and card.
 
-A model folder of ``save_pretrained`` is written under :func:`folder_lock`, whose file stands beside the folder.
+A folder written to be uploaded whole (``save_pretrained``'s, ``push --out``'s) is written under :func:`folder_lock`,
+whose file stands beside the folder.
 The locks are ``filelock`` locks on hidden files beside what they guard (``DIR/.vaezoo.lock``,
 ``DIR/.NAME.toml.lock``, ``.DIR.lock``); the operating system frees them when their process ends, however it ends.
 """
@@ -167,9 +168,9 @@ def refuse_finished_run(out: Path, name: str, what: str = "{out}") -> None:
 
 @contextmanager
 def folder_lock(folder: Path) -> Iterator[None]:
-    """Hold the lock of the model folder ``folder`` (``save_pretrained``'s) for the block, waiting up to
-    :data:`CARD_WAIT` seconds for another process writing it. Its lock file stands beside the folder
-    (``.FOLDER.lock``), not in it: the folder is uploaded whole.
+    """Hold the lock of the model folder ``folder`` (``save_pretrained``'s, ``push --out``'s) for the block,
+    waiting up to :data:`CARD_WAIT` seconds for another process writing it. Its lock file stands beside the
+    folder (``.FOLDER.lock``), not in it: the folder is uploaded whole.
 
     Where no file can be made beside the folder (its parent is read-only, as a container's mounted volume's
     often is), the block runs without the lock.
