@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kit import (cli, entries, install_plugin, make_card, refuse_writes, run_python, run_vaezoo, weights_entry, write_card,
-                 write_entry)
+from kit import (cli, entries, install_plugin, make_card, refuse_writes, run_python, run_vaezoo, weights_entry,
+                 write_card, write_entry)
 from hubserver import FakeHub, serve_hub
 from pydantic import ValidationError
 
@@ -580,6 +580,45 @@ def test_save_pretrained_into_a_folder_whose_parent_takes_no_lock_file_saves_ung
     refuse_writes(monkeypatch, tmp_path / ".volume.lock", errno.EROFS)
     vaezoo.save_pretrained(vaezoo.load(card), tmp_path / "volume")
     assert (tmp_path / "volume" / "tiny.safetensors").read_bytes() == weights.read_bytes()
+
+
+@pytest.mark.parametrize("when", ["while the files are made", "between the renames"])
+def test_a_save_interrupted_into_a_saved_folder_leaves_the_old_pair_or_the_new(tmp_path, monkeypatch, when):
+    """Ctrl-C (or a kill) between the weights and the card left new weights beside the old card (5 saves of
+    40): the folder loaded no more, and the old weights were gone."""
+    import torch
+
+    import vaezoo
+    import vaezoo.entries.entry as entry_module
+    import vaezoo.files as files
+
+    card, _ = entry(tmp_path / "cards")
+    model = vaezoo.load(card)
+    vaezoo.save_pretrained(model, tmp_path / "saved")
+    old_bias = model.head.bias.detach().clone()
+    with torch.no_grad():
+        model.head.bias.add_(1.0)
+    real_replace, interrupts = files.os.replace, [KeyboardInterrupt()]
+
+    def replace_then_interrupt(source, target):  # the signal lands just after the weights' rename
+        real_replace(source, target)
+        if interrupts:
+            raise interrupts.pop()
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        if when == "between the renames":
+            patched.setattr(files.os, "replace", replace_then_interrupt)
+        else:
+            patched.setattr(entry_module, "sha256_of", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            vaezoo.save_pretrained(model, tmp_path / "saved")
+    again = vaezoo.load(tmp_path / "saved")  # its weights match its card
+    expected = model.head.bias if when == "between the renames" else old_bias
+    assert torch.equal(again.head.bias, expected)
+    assert not [p.name for p in (tmp_path / "saved").iterdir() if p.name.endswith(".tmp")]
 
 
 def test_save_pretrained_keeps_what_was_recorded_on_the_folders_card_of_the_same_weights(tmp_path):

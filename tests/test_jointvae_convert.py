@@ -346,15 +346,14 @@ def test_a_conversion_stopped_before_its_card_leaves_no_weights_and_runs_again(t
     write_checkpoint(tmp_path / "model.pt", "mnist", 4, [10])
     args = ["convert", "jointvae-original", str(tmp_path / "model.pt"), "--dataset", "mnist", "--out",
             str(tmp_path / "out")]
-    write_card = entry.write_card
 
     def interrupted(*_):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(entry, "write_card", interrupted)
-    assert main(args) == 130
-    assert not list((tmp_path / "out").glob("*.safetensors"))
-    monkeypatch.setattr(entry, "write_card", write_card)
+    with monkeypatch.context() as patched:
+        patched.setattr(entry, "sha256_of", interrupted)  # the weights are written, the card not yet
+        assert main(args) == 130
+    assert not list((tmp_path / "out").glob("*.*"))  # neither weights nor card, nor their temporary files
     capsys.readouterr()
     assert main(args) == 0
     assert parse_card(Path(capsys.readouterr().out.strip())).name == "jointvae-original-mnist-converted"

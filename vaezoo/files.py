@@ -6,7 +6,7 @@ import errno
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from vaezoo.errors import OutputError, Phrase
@@ -30,6 +30,12 @@ def atomic_save(path: Path, write: Callable[[Path], None], fix: str | Phrase = "
             ``path``'s folder cannot be created or written in (e.g. a file stands in its path, it is read-only),
             or its disk or quota is full (``ENOSPC``/``EDQUOT``, also when raised inside ``write``).
     """
+    commit([(stage(path, write, fix), Path(path))], fix)
+
+
+def stage(path: Path, write: Callable[[Path], None], fix: str | Phrase = "choose another output path") -> Path:
+    """The temporary file beside ``path`` that ``write`` filled, fsynced, with the permissions ``path`` will have:
+    :func:`commit` puts it in place. On any failure it is removed; errors as :func:`atomic_save` raises them."""
     path = Path(path)
     standing = _not_a_file(path)
     if standing:
@@ -54,12 +60,35 @@ def atomic_save(path: Path, write: Callable[[Path], None], fix: str | Phrase = "
             os.chmod(tmp, _mode_for(path))
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
-            os.replace(tmp, path)
         except OSError as exc:
             raise OutputError.about("cannot write {path}: {problem}; {fix}", path=path,
                                     problem=folder_problem(path.parent, exc), fix=fix) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def commit(staged: Sequence[tuple[Path, Path]], fix: str | Phrase = "choose another output path") -> None:
+    """Rename each ``(temporary, target)`` of :func:`stage` over its target, in order and back to back, so that
+    files that belong together (a card and its weights) change together but for that instant. An interruption
+    (Ctrl-C) once they are ready lets the renames finish before it is raised; on an error, the temporary files
+    not renamed are removed."""
+    moved = 0
+    try:
+        for tmp, target in staged:
+            os.replace(tmp, target)
+            moved += 1
+    except OSError as exc:
+        for tmp, _ in staged[moved:]:
+            tmp.unlink(missing_ok=True)
+        target = staged[moved][1]
+        raise OutputError.about("cannot write {path}: {problem}; {fix}", path=target,
+                                problem=folder_problem(target.parent, exc), fix=fix) from None
+    except BaseException:
+        for tmp, target in staged[moved:]:
+            if os.path.lexists(tmp):  # renamed just before the interruption, or not yet
+                os.replace(tmp, target)
         raise
 
 

@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -412,8 +412,13 @@ def _dtype(tensor: torch.Tensor) -> str:
 
 def save_weights(state_dict: dict[str, torch.Tensor], path: Path, metadata: dict | None = None) -> None:
     """Write a state dict as safetensors, atomically; ``metadata`` is stored as JSON strings in the header."""
+    atomic_save(Path(path), safetensors_writer(state_dict, metadata))
+
+
+def safetensors_writer(state_dict: dict[str, torch.Tensor], metadata: dict | None = None) -> Callable[[Path], None]:
+    """What writes ``state_dict`` as a safetensors file at the path it is given (:func:`vaezoo.files.stage`)."""
     from safetensors.torch import save_file
 
     header = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (metadata or {}).items()}
     tensors = {k: v.detach().contiguous().cpu() for k, v in state_dict.items()}
-    atomic_save(Path(path), lambda tmp: save_file(tensors, str(tmp), metadata=header))
+    return lambda tmp: save_file(tensors, str(tmp), metadata=header)

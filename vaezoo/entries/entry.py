@@ -8,7 +8,6 @@ one finds its weights through :func:`weights_file` or :func:`fetch_verified`.
 
 from __future__ import annotations
 
-import os
 import shlex
 import sysconfig
 from collections.abc import Callable, Mapping
@@ -20,9 +19,9 @@ from vaezoo.checksums import read_verified, sha256_of, verify
 from vaezoo.entries.catalog import card_reference, check_card, parse_card
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
-from vaezoo.files import atomic_write
+from vaezoo.files import atomic_write, commit, stage
 from vaezoo.locks import card_lock, card_lock_file
-from vaezoo.weights import cached_path, download, parse_safetensors, save_weights
+from vaezoo.weights import cached_path, download, parse_safetensors, safetensors_writer
 
 if TYPE_CHECKING:
     import torch
@@ -74,8 +73,9 @@ def check_writable(card: Card) -> Path:
 def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder: Path) -> Path:
     """Write ``folder/NAME.safetensors``, then ``folder/NAME.toml`` naming it with its sha256 and size.
 
-    The weights go first, so a card never names a file that is not complete. The folder then loads like a zoo
-    entry (``vaezoo.load(folder)``).
+    Both files are written beside their targets first, then renamed over them back to back (an interruption
+    once they are ready lets both renames finish), so that a folder holding an entry holds the old pair or the
+    new one, never new weights beside the old card. The folder then loads like a zoo entry (``vaezoo.load(folder)``).
 
     Args:
         card: the card; its ``weights`` entry is replaced by the file written here.
@@ -90,21 +90,21 @@ def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder:
         CardError: ``card`` would not load back (:func:`vaezoo.entries.catalog.check_card`); nothing is written.
     """
     check_card(card)  # its name becomes the files' names
-    Path(folder).mkdir(parents=True, exist_ok=True)
     path = Path(folder) / f"{card.name}.safetensors"
-    new = not os.path.lexists(path)
+    card_path = path.with_suffix(".toml")
     if isinstance(weights, bytes):
-        atomic_write(path, weights)
+        staged = [(stage(path, lambda tmp: tmp.write_bytes(weights)), path)]
     else:
-        save_weights(weights, path, {"card": card.model_dump_json(exclude={"weights"})})
-    try:
-        written = Weights(file=path.name, sha256=sha256_of(path), size=path.stat().st_size)
-        card_path = path.with_suffix(".toml")
-        write_card(card.model_copy(update={"weights": written}), card_path)
-    except BaseException:  # an error or Ctrl-C before the card: new weights without one would block a rerun
-        if new:
-            path.unlink(missing_ok=True)
+        staged = [(stage(path, safetensors_writer(weights, {"card": card.model_dump_json(exclude={"weights"})})), path)]
+    try:  # both files are made beside their targets, then renamed back to back: the pair changes together
+        tmp = staged[0][0]
+        written = Weights(file=path.name, sha256=sha256_of(tmp), size=tmp.stat().st_size)
+        text = card.model_copy(update={"weights": written}).toml().encode()
+        staged.append((stage(card_path, lambda tmp: tmp.write_bytes(text)), card_path))
+    except BaseException:
+        staged[0][0].unlink(missing_ok=True)
         raise
+    commit(staged)
     return card_path
 
 
