@@ -556,7 +556,8 @@ def test_save_pretrained_waits_for_another_save_into_the_folder_and_then_refuses
         except VaezooError as exc:
             outcome.append(exc)
 
-    with folder_lock(folder):  # stands for the first process's save, under way
+    (tmp_path / "latest").symlink_to(folder.name)  # the first names the folder through a link
+    with folder_lock(tmp_path / "latest"):  # stands for the first process's save, under way
         thread = threading.Thread(target=save_second)
         thread.start()
         thread.join(1.5)

@@ -170,7 +170,8 @@ def refuse_finished_run(out: Path, name: str, what: str = "{out}") -> None:
 def folder_lock(folder: Path) -> Iterator[None]:
     """Hold the lock of the model folder ``folder`` (``save_pretrained``'s, ``push --out``'s) for the block,
     waiting up to :data:`CARD_WAIT` seconds for another process writing it. Its lock file stands beside the
-    folder (``.FOLDER.lock``), not in it: the folder is uploaded whole.
+    folder (``.FOLDER.lock``, beside the real folder where a link names it), not in it: the folder is uploaded
+    whole.
 
     Where no file can be made beside the folder (its parent is read-only, as a container's mounted volume's
     often is), the block runs without the lock.
@@ -178,7 +179,7 @@ def folder_lock(folder: Path) -> Iterator[None]:
     Raises:
         VaezooError: the other process still held it after :data:`CARD_WAIT` seconds, naming it.
     """
-    folder = Path(folder).absolute()
+    folder = Path(os.path.realpath(folder))  # one lock per real folder, however a link names it
     folder.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as held:
         try:
