@@ -453,6 +453,29 @@ def test_an_interrupted_push_leaves_its_out_folder_as_it_was(tmp_path, capsys, m
         1, "", f"error: --out {out} is not an empty folder; give a new or empty one\n")
 
 
+def test_push_out_is_staged_beside_and_moved_in_whole_so_a_killed_staging_blocks_no_rerun(tmp_path, capsys,
+                                                                                           monkeypatch):
+    """A SIGKILL mid-staging left a card and weights in --out without config.json or README.md: the folder
+    loaded as a model and its rerun was refused as not empty."""
+    from vaezoo import hf_push
+
+    card, _ = entry(tmp_path / "cards")
+    out = tmp_path / "upload"
+    (tmp_path / ".upload.k1ll3d.tmp").mkdir()  # what a killed staging leaves: a hidden folder beside --out
+    (tmp_path / ".upload.k1ll3d.tmp" / "tiny.toml").write_text("half")
+    seen, original = [], hf_push.model_card
+
+    def model_card(*args):
+        seen.append(out.exists())  # while the README is made, the card and weights are staged
+        return original(*args)
+
+    monkeypatch.setattr(hf_push, "model_card", model_card)
+    code, stdout, stderr = cli(capsys, "push", str(card), "owner/tiny", "--dry-run", "--out", str(out))
+    assert code == 0, stderr
+    assert seen == [False] and stdout.splitlines() == [str(out / name) for name in STAGED]
+    assert sorted(p.name for p in out.iterdir()) == sorted(STAGED) and entries(tmp_path) == ["cards", "upload"]
+
+
 def test_an_interrupted_push_all_leaves_no_collection(cards, tmp_path, capsys, monkeypatch):
     entry(cards, name="tiny-a")
     entry(cards, name="tiny-b", seed=1)

@@ -2,7 +2,9 @@
 ``--all OWNER --dry-run`` stages the whole zoo as a Hub collection."""
 
 import argparse
+import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -67,34 +69,37 @@ def run(args) -> int:
     with folder_lock(folder):  # its file beside the folder, which is uploaded whole; another staging waits
         if folder.is_dir() and any(folder.iterdir()):
             raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
-        made = not folder.exists()
-        try:
-            return _push(args, folder)
-        except BaseException:  # an error or Ctrl-C: the folder was empty or missing, and is again
-            if made:
-                shutil.rmtree(folder, ignore_errors=True)
-            else:
-                for path in folder.iterdir():
-                    if path.is_dir() and not path.is_symlink():
-                        shutil.rmtree(path)
-                    else:
-                        path.unlink()
-            raise
+        for stale in folder.parent.glob(f".{folder.name}.*.tmp"):  # a staging killed before it was moved in
+            shutil.rmtree(stale, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+        mask = os.umask(0)
+        os.umask(mask)
+        staging.chmod(stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else 0o777 & ~mask)  # not mkdtemp's
+        try:  # staged beside, then moved in whole: an error, Ctrl-C or kill leaves --out as it was
+            code = _push(args, staging, shown=folder)
+            if folder.is_dir():
+                folder.rmdir()
+            staging.rename(folder)
+            return code
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
-def _push(args, folder: Path | None) -> int:
-    """``vaezoo push`` once ``--out``, if given, is an empty folder this process holds."""
+def _push(args, folder: Path | None, shown: Path | None = None) -> int:
+    """``vaezoo push``, staging into ``folder`` (None: a new temporary folder) the files printed as in ``shown``
+    (``--out``, where they are moved once staged)."""
     from vaezoo.hf_push import push, stage
 
     if args.owner is not None:
-        return _stage_zoo(args.owner, folder, args.dry_run)
+        return _stage_zoo(args.owner, folder, args.dry_run, shown)
     card = card_arg(args.name)
     if args.dry_run:
         folder = folder or Path(tempfile.mkdtemp(prefix="vaezoo-push-"))
+        shown = shown or folder
         files = stage(card, args.repo, folder)
-        print(printable(f"dry run: {folder} holds what 'vaezoo push' would upload to {args.repo}"), file=sys.stderr)
+        print(printable(f"dry run: {shown} holds what 'vaezoo push' would upload to {args.repo}"), file=sys.stderr)
         for path in files:
-            print(printable(path))
+            print(printable(shown / path.relative_to(folder)))
         return 0
     commit = push(card, args.repo, folder, private=args.private)
     print(printable(f"pushed '{card.name}' to {args.repo}: {commit.commit_url}"), file=sys.stderr)
@@ -102,7 +107,7 @@ def _push(args, folder: Path | None) -> int:
     return 0
 
 
-def _stage_zoo(owner: str, folder: Path | None, dry_run: bool) -> int:
+def _stage_zoo(owner: str, folder: Path | None, dry_run: bool, shown: Path | None = None) -> int:
     from vaezoo.entries.catalog import list_cards
     from vaezoo.errors import OutputError
     from vaezoo.hf_push import stage_collection
@@ -111,9 +116,10 @@ def _stage_zoo(owner: str, folder: Path | None, dry_run: bool) -> int:
         raise OutputError("--all stages the zoo with --dry-run only; upload each folder it writes with "
                           "'vaezoo push FOLDER OWNER/NAME'")
     folder = folder or Path(tempfile.mkdtemp(prefix="vaezoo-push-"))
+    shown = shown or folder
     files = stage_collection(list_cards(), owner, folder)
-    print(printable(f"dry run: {folder} holds the zoo as the Hub collection of {owner}, one folder per repository "
+    print(printable(f"dry run: {shown} holds the zoo as the Hub collection of {owner}, one folder per repository "
                     f"{owner}/NAME"), file=sys.stderr)
     for path in files:
-        print(printable(path))
+        print(printable(shown / path.relative_to(folder)))
     return 0
