@@ -645,6 +645,32 @@ def test_a_save_interrupted_into_a_saved_folder_leaves_the_old_pair_or_the_new(t
     assert not [p.name for p in (tmp_path / "saved").iterdir() if p.name.endswith(".tmp")]
 
 
+def test_save_pretrained_waits_for_a_card_update_under_way_in_its_folder(tmp_path):
+    """An eval --write that read the card before a save and wrote it after put the old card back beside the
+    new weights (33 saves of 6,800): the save now waits for it, and the update then sees other weights."""
+    import threading
+
+    import torch
+
+    import vaezoo
+    from vaezoo.entries.entry import update_card
+    from vaezoo.locks import card_lock
+
+    card, _ = entry(tmp_path / "cards")
+    model = vaezoo.load(card)
+    vaezoo.save_pretrained(model, tmp_path / "saved")
+    update_card(tmp_path / "saved" / "tiny.toml", lambda now: now)  # its lock file made, as eval --write makes it
+    with torch.no_grad():
+        model.head.bias.add_(1.0)
+    with card_lock(tmp_path / "saved" / "tiny.toml"):  # an update under way
+        thread = threading.Thread(target=vaezoo.save_pretrained, args=(model, tmp_path / "saved"))
+        thread.start()
+        thread.join(1.5)
+        assert thread.is_alive()
+    thread.join(30)
+    assert torch.equal(vaezoo.load(tmp_path / "saved").head.bias, model.head.bias)
+
+
 def test_save_pretrained_keeps_what_was_recorded_on_the_folders_card_of_the_same_weights(tmp_path):
     import torch
 

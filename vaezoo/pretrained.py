@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,7 +58,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     from vaezoo.hf import hub
     from vaezoo.hf_push import write_folder
     from vaezoo.entries.catalog import check_card
-    from vaezoo.locks import folder_lock
+    from vaezoo.locks import card_lock, card_lock_file, folder_lock
 
     hub(OutputError, "save_pretrained")  # the README is a Hub model card
     model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper: its state dict's names carry a prefix
@@ -78,8 +79,12 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
                 card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
             else:
                 card = _with_recorded(card, folder / f"{card.name}.toml")
-            return write_folder(card, model.state_dict() if data is None else data, folder, repo_id,
-                                readme=_readme_is_vaezoos(folder / "README.md"))
+            card_path = folder / f"{card.name}.toml"
+            # where 'vaezoo eval DIR --write' has taken the card's lock, an update under way finishes first and
+            # then sees the new weights; none is made here, for a file in the folder would be uploaded with it
+            with card_lock(card_path) if card_lock_file(card_path).exists() else nullcontext():
+                return write_folder(card, model.state_dict() if data is None else data, folder, repo_id,
+                                    readme=_readme_is_vaezoos(folder / "README.md"))
     except (OSError, ValueError) as exc:  # ValueError: a path holding a NUL character
         problem = folder_problem(folder, exc) if isinstance(exc, OSError) else str(exc)
         raise OutputError(f"cannot save to {folder}: {problem}; choose another folder") from None
