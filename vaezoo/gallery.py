@@ -169,7 +169,10 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
 
 @contextmanager
 def _staging(directory: Path) -> Iterator[Path]:
-    """A hidden folder in ``directory`` to draw a gallery's files in, removed with what is left in it."""
+    """A hidden folder in ``directory`` to draw a gallery's files in, removed with what is left in it. Those a
+    killed gallery left go first: the caller holds the folder's run lock, so no other gallery uses them."""
+    for stale in directory.glob(".gallery.*.tmp"):
+        shutil.rmtree(stale, ignore_errors=True)
     stage = Path(tempfile.mkdtemp(prefix=".gallery.", suffix=".tmp", dir=directory))
     try:
         yield stage
