@@ -671,6 +671,39 @@ def test_save_pretrained_waits_for_a_card_update_under_way_in_its_folder(tmp_pat
     assert torch.equal(vaezoo.load(tmp_path / "saved").head.bias, model.head.bias)
 
 
+def test_a_metric_recorded_while_the_same_weights_are_saved_again_stays(tmp_path, monkeypatch):
+    """The save read the card, an eval --write recorded a metric, the save wrote the card it had read: the
+    metric was lost (6 of 12), though eval said it was written."""
+    import threading
+
+    import vaezoo
+    import vaezoo.pretrained as pretrained
+    from vaezoo.entries.entry import update_card
+    from vaezoo.entries.schema import Metric
+
+    card, _ = entry(tmp_path / "cards")
+    model = vaezoo.load(card)
+    vaezoo.save_pretrained(model, tmp_path / "saved")
+    path = tmp_path / "saved" / "tiny.toml"
+    update_card(path, lambda now: now)  # its lock file made, as the first eval --write makes it
+    recorded = {"metrics": {"mutual_info_score": Metric.model_validate(METRIC)}, "eval_metrics": ["mutual_info_score"]}
+    read, real = threading.Event(), pretrained._with_recorded
+
+    def read_then_wait(*args):
+        result = real(*args)
+        read.set()
+        threading.Event().wait(1.0)  # the eval --write lands now
+        return result
+
+    monkeypatch.setattr(pretrained, "_with_recorded", read_then_wait)
+    saving = threading.Thread(target=vaezoo.save_pretrained, args=(model, tmp_path / "saved"))
+    saving.start()
+    read.wait(30)
+    update_card(path, lambda now: now.model_copy(update=recorded))  # waits for the save where it holds the lock
+    saving.join(30)
+    assert "mutual_info_score" in vaezoo.load(tmp_path / "saved").card.metrics
+
+
 def test_save_pretrained_keeps_what_was_recorded_on_the_folders_card_of_the_same_weights(tmp_path):
     import torch
 

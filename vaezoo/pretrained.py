@@ -75,14 +75,14 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
                 raise OutputError(f"{folder} already holds {', '.join(others)}; a model's folder holds no TOML "
                                   f"file but its card: give a new or empty folder")
             data = _card_weights(card, model)
-            if data is None and not _as_loaded(model):
-                card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
-            else:
-                card = _with_recorded(card, folder / f"{card.name}.toml")
             card_path = folder / f"{card.name}.toml"
-            # where 'vaezoo eval DIR --write' has taken the card's lock, an update under way finishes first and
-            # then sees the new weights; none is made here, for a file in the folder would be uploaded with it
+            # where 'vaezoo eval DIR --write' has taken the card's lock, an update under way finishes first (and
+            # is kept, or then sees the new weights); none is made here: a file in the folder is uploaded with it
             with card_lock(card_path) if card_lock_file(card_path).exists() else nullcontext():
+                if data is None and not _as_loaded(model):
+                    card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
+                else:
+                    card = _with_recorded(card, card_path)
                 return write_folder(card, model.state_dict() if data is None else data, folder, repo_id,
                                     readme=_readme_is_vaezoos(folder / "README.md"))
     except (OSError, ValueError) as exc:  # ValueError: a path holding a NUL character
