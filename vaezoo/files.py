@@ -120,6 +120,12 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~_umask()
 
 
+def new_folder_mode() -> int:
+    """The permissions ``mkdir`` would give a new folder (``mkdtemp`` makes 0700): for a folder staged hidden and
+    then moved into place."""
+    return 0o777 & ~_umask()
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -23,6 +23,7 @@ from string import Template
 
 from vaezoo.cli.common import path_arg, printable
 from vaezoo.errors import VaezooError
+from vaezoo.files import new_folder_mode
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 
@@ -138,7 +139,7 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
             path = staging / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-        staging.chmod(0o777 & ~_umask())
+        staging.chmod(new_folder_mode())
         if os.path.lexists(target):  # created while we were writing
             raise VaezooError(f"{target} already exists; remove it or choose another --dir")
         try:
@@ -150,8 +151,3 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
         raise
     return target
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -2,7 +2,6 @@
 ``--all OWNER --dry-run`` stages the whole zoo as a Hub collection."""
 
 import argparse
-import os
 import shutil
 import stat
 import sys
@@ -62,6 +61,7 @@ def run(args) -> int:
     folder = Path(args.out) if args.out else None
     if folder is None:
         return _push(args, None)
+    from vaezoo.files import new_folder_mode
     from vaezoo.locks import folder_lock
 
     if folder.exists() and not folder.is_dir():
@@ -72,9 +72,7 @@ def run(args) -> int:
         for stale in folder.parent.glob(f".{folder.name}.*.tmp"):  # a staging killed before it was moved in
             shutil.rmtree(stale, ignore_errors=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
-        mask = os.umask(0)
-        os.umask(mask)
-        staging.chmod(stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else 0o777 & ~mask)  # not mkdtemp's
+        staging.chmod(stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else new_folder_mode())
         try:  # staged beside, then moved in whole: an error, Ctrl-C or kill leaves --out as it was
             code = _push(args, staging, shown=folder)
             if folder.is_dir():

@@ -71,7 +71,8 @@ def check_writable(card: Card) -> Path:
 
 
 def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder: Path) -> Path:
-    """Write ``folder/NAME.safetensors``, then ``folder/NAME.toml`` naming it with its sha256 and size.
+    """Write ``folder/NAME.safetensors`` and ``folder/NAME.toml``, the card naming the weights with their sha256
+    and size.
 
     Both files are written beside their targets first, then renamed over them back to back (an interruption
     once they are ready lets both renames finish), so that a folder holding an entry holds the old pair or the
