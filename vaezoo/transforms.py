@@ -124,8 +124,8 @@ class ModelInput:
                                  "images.unsqueeze(1) for three grey images, or image[None] (or the PIL image) "
                                  "for one RGB image")
             if x.shape[0] not in (1, self.channels):
-                hint = (f"an image held as (H, W, C), as numpy and PIL hold them, is passed as image.permute(2, 0, 1) "
-                        f"(numpy: image.transpose(2, 0, 1)), or as the PIL image itself" if x.shape[-1] in (1, 3, 4)
+                hint = ("an image held as (H, W, C), as numpy and PIL hold them, is passed as image.permute(2, 0, 1) "
+                        "(numpy: image.transpose(2, 0, 1)), or as the PIL image itself" if x.shape[-1] in (1, 3, 4)
                         else "for a batch of grey images (N, H, W) pass images.unsqueeze(1)")
                 raise InputError(f"a 3-d input is one image (C, H, W), and {x.shape[0]} is not a channel count "
                                  f"(the model takes {self.channels}); {hint}")

@@ -129,16 +129,6 @@ def encode_all(model, dataset: ImageDataset, device=None, batch_size: int = EVAL
     return builder.encoding()
 
 
-def factorised_posteriors(model, dataset: ImageDataset, device=None,
-                          batch_size: int = EVAL_BATCH_SIZE) -> FactorisedPosteriors:
-    """Location and scale of the location-scale parts of q(z|x) for every image (:func:`encode_all`'s ``posteriors``).
-
-    Raises:
-        VaezooError: when the latent has no such part, or its parts are of different families.
-    """
-    return require_posteriors(encode_all(model, dataset, device, batch_size))
-
-
 def require_posteriors(encoding: Encoding) -> FactorisedPosteriors:
     """``encoding.posteriors``; a clear error when the latent has no part with a per-dimension density."""
     if encoding.posteriors is None:
