@@ -59,3 +59,40 @@ def test_torchrun_trains_the_cli_on_two_processes(data_plugin, tmp_path):
     assert torch.load(out / CHECKPOINT, weights_only=True)["step"] == 3
     resume = f"torchrun --nproc-per-node 2 -m vaezoo train {path} --out {out} --resume"  # on to the end
     assert run.stderr.count(f"stopped at step 3 of 12; continue with: {resume}") == 1  # rank 0 reports, rank 1 not
+
+
+def whole_batch_terms_as_rank(rank: int, world: int, port: int, tmp) -> None:
+    """The TC and capacity terms and their gradients in one process of ``world``, which holds its share of a
+    batch of 8: written to ``tmp/terms{rank}.pt``."""
+    from vaezoo.latents import Gaussian
+    from vaezoo.regularizers import Capacity, TotalCorrelation
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if world > 1:
+        torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    params, noise = torch.load(tmp / "batch.pt", weights_only=True)
+    rows = slice(rank * len(params) // world, (rank + 1) * len(params) // world)
+    params = params[rows].clone().requires_grad_()
+    posterior = Gaussian(3).posterior(params)
+    z = posterior.mean + posterior.logvar.mul(0.5).exp() * noise[rows]
+    terms = TotalCorrelation(1000, sampling="mss")(posterior, z, 0)
+    terms |= Capacity([{"name": "z", "parts": ["z"], "max": 5.0, "iterations": 10, "gamma": 30.0}])(posterior, z, 0)
+    sum(terms.values()).backward()
+    torch.save(({k: v.detach() for k, v in terms.items()}, params.grad), tmp / f"terms{rank}.pt")
+    if world > 1:
+        torch.distributed.destroy_process_group()
+
+
+def test_whole_batch_terms_under_ddp_are_those_of_the_recipe_batch(tmp_path):
+    """Each of 2 processes holds 4 of a batch of 8: the TC estimate and the capacity's |KL - C| are still those
+    of the 8, and DDP's average of the two processes' gradients is the gradient of one process given all 8."""
+    torch.manual_seed(0)
+    torch.save((torch.randn(8, 6), torch.randn(8, 3)), tmp_path / "batch.pt")
+    whole_batch_terms_as_rank(0, 1, 0, tmp_path)
+    alone, alone_grad = torch.load(tmp_path / "terms0.pt", weights_only=True)
+    mp.spawn(whole_batch_terms_as_rank, args=(2, free_port(), tmp_path), nprocs=2)
+    shares = [torch.load(tmp_path / f"terms{rank}.pt", weights_only=True) for rank in range(2)]
+    for terms, _ in shares:
+        assert {k: v.item() for k, v in terms.items()} == pytest.approx({k: v.item() for k, v in alone.items()})
+    averaged = torch.cat([grad for _, grad in shares]) / 2  # each process's own rows, as DDP averages them
+    torch.testing.assert_close(averaged, alone_grad)

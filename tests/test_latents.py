@@ -43,6 +43,13 @@ def test_gaussian_kl_is_zero_at_the_prior_and_summed_per_part():
     assert torch.allclose(shifted.kl_parts()["z"], torch.full((4,), 1.0))  # 2 dims x (1^2 / 2)
 
 
+@pytest.mark.parametrize("logvar, expected", [(-120.0, 0.5 * (0.25 + math.exp(-120) - 1 + 120)), (89.0, math.inf)])
+def test_gaussian_kl_stays_exact_where_the_float32_scale_underflows_or_overflows(logvar, expected):
+    """In float32, exp(logvar / 2) squared is 0 below a logvar of about -103 and inf above 88.7: KL(scale) is inf, NaN."""
+    params = torch.tensor([[0.5, logvar]], dtype=torch.float32)
+    assert Gaussian(1).to(torch.float32).posterior(params).kl().item() == pytest.approx(expected)
+
+
 def test_gaussian_rsample_has_the_posterior_moments_and_carries_gradients():
     mean = torch.tensor([[1.0, -2.0]], requires_grad=True)
     logvar = torch.tensor([[0.5, -1.0]], requires_grad=True)
@@ -69,6 +76,15 @@ def test_categorical_kl_to_uniform_matches_the_direct_formula():
     assert kl[2, 0].item() == pytest.approx(math.log(4), abs=1e-6)
     assert posterior.max_kl == pytest.approx(math.log(4))
 
+
+
+def test_categorical_kl_of_a_class_ruled_out_by_a_minus_infinite_logit_is_finite_and_so_are_its_gradients():
+    logits = torch.tensor([[2.0, -math.inf, 0.0, 1.0]], requires_grad=True)
+    kl = GumbelCategorical(4).posterior(logits).kl()
+    probs = [math.exp(v) / sum(math.exp(u) for u in (2.0, 0.0, 1.0)) for v in (2.0, 0.0, 1.0)]
+    assert kl.item() == pytest.approx(sum(p * math.log(p * 4) for p in probs), abs=1e-12)
+    kl.sum().backward()
+    assert torch.isfinite(logits.grad).all() and logits.grad[0, 1] == 0
 
 def test_gumbel_softmax_samples_are_relaxed_and_their_argmax_is_categorical():
     logits = torch.tensor([1.0, 0.0, -1.0]).expand(100_000, 3)

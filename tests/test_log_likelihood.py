@@ -67,3 +67,13 @@ def test_refusals_are_one_line(images):
     categorical = tiny({"type": "gumbel_categorical", "categories": 3})
     with pytest.raises(NotImplementedError, match="no per-dimension density"):
         elbo(categorical, images)
+
+
+@pytest.mark.parametrize("metric", [elbo, importance_log_likelihood])
+def test_a_bernoulli_model_is_not_scored_on_grey_levels(metric, images):
+    """Binary cross-entropy of a grey level is no log-density: exp(-nll) integrates to 1/2 over [0, 1]."""
+    assert math.isfinite(metric(tiny(), images))  # binary: scored
+    grey = ImageDataset(images.images * 200, scale=255.0)  # 200/255: one grey level
+    with pytest.raises(VaezooError, match=r"^\S+ is a log-likelihood of the images: a Bernoulli likelihood is a "
+                                          r"density of binary images only \(pixels 0 or 1\), and these have grey"):
+        metric(tiny(), grey)

@@ -205,3 +205,18 @@ def test_a_weight_that_is_not_finite_or_is_negative_is_refused_when_built(build,
     with pytest.raises(ValueError) as info:
         build(bad)
     assert problem in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("sampling", ["mss", "mws"])
+def test_total_correlation_of_a_bfloat16_posterior_is_estimated_in_float32(sampling):
+    """A bfloat16 model's densities, summed in bfloat16, put the TC most of a nat off; the estimator upcasts them."""
+    batch, dim = 64, 10
+    params = torch.cat([torch.randn(batch, dim) * 2, torch.randn(batch, dim) - 4], dim=1).to(torch.bfloat16)
+    posterior = Gaussian(dim).to(torch.bfloat16).posterior(params)
+    z = posterior.rsample()
+    estimator = TotalCorrelation(737_280, alpha=1, beta=1, gamma=1, sampling=sampling)
+    in_bf16 = estimator(posterior, z, 0)
+    exact = estimator(Gaussian(dim).posterior(params.double()), z.double(), 0)
+    assert {k: v.dtype for k, v in in_bf16.items()} == dict.fromkeys(exact, torch.float32)
+    assert {k: v.item() for k, v in in_bf16.items()} == pytest.approx({k: v.item() for k, v in exact.items()},
+                                                                       abs=0.05)

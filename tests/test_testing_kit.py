@@ -47,6 +47,11 @@ class DetachedSample(GaussianPosterior):
         return self.distribution.sample()
 
 
+class SquareDensities(GaussianPosterior):
+    def log_density_matrix(self, z):  # written for the batch's own codes only
+        return super().log_density_matrix(z)[:, :len(z)]
+
+
 def family(posterior_cls):
     class Family(Gaussian):
         def posterior(self, params):
@@ -108,6 +113,7 @@ def vaezoo_register_latent_families(register):
     register("flat_kl", family(FlatKL))
     register("batch_kl", family(BatchKL))
     register("detached_sample", family(DetachedSample))
+    register("square_densities", family(SquareDensities))
     register("unseeded_prior", UnseededPrior)
 
 
@@ -167,6 +173,7 @@ def test_an_architecture_passes_and_its_model_is_left_as_it_was():
     ("detached_sample", "rsample() does not depend on the encoder's parameters"),
     ("unseeded_prior", "sample_prior() ignores its generator"),
     ("batch_kl", "the mode or kl() of an image changes with the other images of its batch"),
+    ("square_densities", "log_density_matrix() of one code of 'z' has shape (1, 1, 2), expected (1, 4, 2)"),
 ])
 def test_a_broken_latent_family_is_caught_naming_it_and_its_plugin(broken_parts, name, problem):
     with pytest.raises(ConformanceError) as caught:

@@ -26,8 +26,9 @@ def losses(model: VAE, dataset: ImageDataset | CountedImages, step: int | None, 
            posteriors: Callable[[Posterior], None] | None = None) -> dict[str, float]:
     """Test-set reconstruction loss per image, KL per latent part and the objective at ``step``.
 
-    The model is put in eval mode: the code is the posterior's mode, so the
-    numbers are deterministic.
+    The model is put in eval mode: the code is the posterior's mode, so the numbers are deterministic, and
+    the objective is the training loss's formula at the mean code, not its average over sampled codes
+    (docs/metrics.md, "The losses beside them").
 
     Args:
         model: the model, on ``device``.

@@ -20,6 +20,11 @@ class Likelihood(nn.Module):
         """Per-pixel negative log-likelihood, same shape as ``x`` (not reduced)."""
         raise NotImplementedError
 
+    def not_a_density_of(self, x: Tensor) -> str | None:
+        """Why a ``normalised`` likelihood's ``nll`` is still no log-density of the images ``x``, or None (the
+        default: it is one of any image)."""
+        return None
+
     def mean(self, output: Tensor) -> Tensor:
         """The expected image under p(x|z)."""
         raise NotImplementedError
@@ -32,6 +37,13 @@ class Bernoulli(Likelihood):
 
     def nll(self, output, x):
         return F.binary_cross_entropy_with_logits(output, x, reduction="none")
+
+    def not_a_density_of(self, x):
+        if bool(((x == 0) | (x == 1)).all()):
+            return None
+        return ("a Bernoulli likelihood is a density of binary images only (pixels 0 or 1), and these have grey "
+                "levels: measure it on binarised images (e.g. MNIST's data option binarize = \"dynamic\", which "
+                "binarises the test split once)")
 
     def mean(self, output):
         return torch.sigmoid(output)

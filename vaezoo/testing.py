@@ -174,7 +174,7 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, train: bool = 
     Then what viz and the metrics rely on: ``parts`` matches the part slices,
     ``reference_code()`` and every part's ``sweeps()`` fit the code and the KL,
     and a posterior with a per-dimension ``distribution`` gives ``log_prob``,
-    ``prior_log_prob`` and a ``log_density_matrix`` whose diagonal is ``log_prob``
+    ``prior_log_prob`` and a ``log_density_matrix`` whose diagonal is ``log_prob``, of any number of codes
     (so the TC regularizer and the entropy metrics can use it).
 
     Args:
@@ -270,6 +270,11 @@ def _check_traversal(family: LatentFamily, batch: int, subject: str) -> None:
         _require_tensor(matrix, (batch, batch, width), subject, f"log_density_matrix() of '{name}'")
         _require(torch.allclose(torch.diagonal(matrix, dim1=0, dim2=1).T, log_prob, atol=1e-5), subject,
                  f"log_density_matrix()[i, i] of '{name}' is not log_prob() of example i")
+        with _running(subject, f"log_density_matrix() of part '{name}' of one code"):
+            row = piece.log_density_matrix(z[:1])
+        _require_tensor(row, (1, batch, width), subject, f"log_density_matrix() of one code of '{name}'")
+        _require(torch.allclose(row, matrix[:1], atol=1e-5), subject,
+                 f"log_density_matrix() of the codes z[:1] of '{name}' is not the first row of that of z")
         if bool(piece.prior.support.check(z).all()):  # a prior density is defined on the prior's support only
             with _running(subject, f"prior_log_prob() of part '{name}'"):
                 prior = piece.prior_log_prob(z)

@@ -88,7 +88,11 @@ class Posterior:
         return self.prior.log_prob(z)
 
     def log_density_matrix(self, z: Tensor) -> Tensor:
-        """log q(z_i | x_j) per dimension for every pair of the batch, shape ``(batch, batch, code_size)``."""
+        """log q(z_i | x_j) per dimension of every code ``z_i`` of ``z`` under every posterior ``j`` of the batch.
+
+        ``z`` holds any number of codes (the batch's own, those of a whole DDP batch, or a metric's draws):
+        the shape is ``(len(z), batch, code_size)``.
+        """
         return self._factorised("log_density_matrix").log_prob(z.unsqueeze(1))
 
     def location_scale(self) -> LocationScale | None:

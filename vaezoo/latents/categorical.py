@@ -41,9 +41,10 @@ class CategoricalPosterior(Posterior):
 
     def kl(self) -> Tensor:
         # torch.distributions' categorical KL, less its masks (which torch.func.vmap cannot batch): the uniform
-        # prior puts no zero anywhere, and a zero of q gives 0 * finite.
+        # prior puts no zero anywhere, and a zero of q (a logit of -inf) is clamped to give 0 * finite
         log_q = F.log_softmax(self.logits, dim=-1)
-        return (log_q.exp() * (log_q + math.log(self.code_size))).sum(-1, keepdim=True)
+        finite = log_q.clamp(min=torch.finfo(log_q.dtype).min)
+        return (log_q.exp() * (finite + math.log(self.code_size))).sum(-1, keepdim=True)
 
 
 class GumbelCategorical(LatentFamily):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.distributions import Normal, kl_divergence
+from torch.distributions import Normal
 
 from vaezoo.latents.base import LatentFamily, LocationScale, Posterior
 
@@ -26,7 +26,11 @@ class GaussianPosterior(Posterior):
         return self.mean
 
     def kl(self) -> Tensor:
-        return kl_divergence(self.distribution, self.prior.expand(self.mean.shape))
+        # written in logvar, not in the scale: the scale squared underflows to 0 (and its log to -inf) for a
+        # float32 logvar below about -103, where this stays exact
+        log_var_ratio = self.logvar - 2 * self.prior.scale.log()
+        shift = (self.mean - self.prior.loc) / self.prior.scale
+        return 0.5 * (log_var_ratio.exp() + shift**2 - 1 - log_var_ratio)
 
     def location_scale(self) -> LocationScale:
         return LocationScale(self.mean, self.distribution.stddev, Normal)

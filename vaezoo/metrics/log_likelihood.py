@@ -56,12 +56,14 @@ def _log_mean_weight(model, x: torch.Tensor, samples: int) -> torch.Tensor:
     return total - math.log(samples)
 
 
-def _mean_over_images(evaluation: Evaluation, seed: int, per_batch) -> float:
+def _mean_over_images(evaluation: Evaluation, seed: int, per_batch, metric: str) -> float:
     model = evaluation.model
     total = 0.0
     with eval_mode(model), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         for _, x in evaluation.images.batches(evaluation.batch_size, evaluation.device):
+            if (problem := model.likelihood.not_a_density_of(x)) is not None:
+                raise VaezooError(f"{metric} is a log-likelihood of the images: {problem}")
             total += float(per_batch(x).double().sum())
     return total / len(evaluation.dataset)
 
@@ -77,7 +79,7 @@ def elbo(evaluation: Evaluation, seed: int = 0) -> float:
     """
     model = evaluation.model
     _check(model, "elbo")
-    return _mean_over_images(evaluation, seed, lambda x: next(_log_weights(model, x, 1))[0])
+    return _mean_over_images(evaluation, seed, lambda x: next(_log_weights(model, x, 1))[0], "elbo")
 
 
 @metric_spec(needs=(DENSITY, NORMALISED_LIKELIHOOD), quick={"samples": 20})
@@ -92,4 +94,5 @@ def importance_log_likelihood(evaluation: Evaluation, samples: Count = 5000, see
     """
     model = evaluation.model
     _check(model, "importance_log_likelihood")
-    return _mean_over_images(evaluation, seed, lambda x: _log_mean_weight(model, x, samples))
+    return _mean_over_images(evaluation, seed, lambda x: _log_mean_weight(model, x, samples),
+                             "importance_log_likelihood")

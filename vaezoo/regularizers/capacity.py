@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from torch import Tensor
 
+from vaezoo.collectives import gather_rows
 from vaezoo.reduction import batch_mean
 from vaezoo.regularizers.base import Regularizer
 
@@ -30,7 +31,11 @@ class CapacityGroup(BaseModel):
     gamma: float = Field(ge=0, allow_inf_nan=False)
 
     def capacity(self, step: int | Tensor) -> float | Tensor:
-        """C(step), before any cap; a tensor when ``step`` is one (a captured step reads it on the device)."""
+        """C(step), before any cap; a tensor when ``step`` is one (a captured step reads it on the device).
+
+        Steps count from 0, so the first step trains at ``min``: Dupont's code counts the step before its loss
+        and runs one step ahead, by ``(max - min) / iterations`` nats.
+        """
         return at_most(self.min + (self.max - self.min) * step / self.iterations, self.max)
 
 
@@ -67,6 +72,8 @@ class Capacity(Regularizer):
 
     def forward(self, posterior, z, step) -> dict[str, Tensor]:
         kl = posterior.kl_parts()
+        if self.training:  # under DDP, |KL - C| of the recipe's whole batch
+            kl = {part: gather_rows(value) for part, value in kl.items()}
         terms = {}
         for group in self.groups:
             group_kl = sum(batch_mean(kl[p]) for p in group.parts)

@@ -13,11 +13,12 @@ import math
 import torch
 from torch import Tensor
 
+from vaezoo.collectives import gather_rows
 from vaezoo.errors import InputError, LatentError
 from vaezoo.regularizers.base import Regularizer, check_weight, select_part
 
 
-def log_importance_weights(batch_size: int, dataset_size: int, device=None) -> Tensor:
+def log_importance_weights(batch_size: int, dataset_size: int, device=None, dtype: torch.dtype | None = None) -> Tensor:
     """The (batch, batch) log-weights of minibatch-stratified sampling (Chen et al., appendix C.2).
 
     Row ``i`` weighs the posteriors that estimate q(z_i): ``1/N`` on its own example, ``(N - M) / (N M)``
@@ -29,11 +30,12 @@ def log_importance_weights(batch_size: int, dataset_size: int, device=None) -> T
         batch_size: B, at least 2.
         dataset_size: N, the number of training examples.
         device: where to make them (they are made there, so a captured CUDA graph can hold them).
+        dtype: their floating-point type (default: torch's default).
     """
     if batch_size < 2:
         raise ValueError(f"minibatch-stratified sampling needs a batch of at least 2, got {batch_size}")
     n, m = dataset_size, batch_size - 1
-    w = torch.full((batch_size, batch_size), 1 / m, device=device)
+    w = torch.full((batch_size, batch_size), 1 / m, dtype=dtype, device=device)
     w.diagonal().fill_(1 / n)
     w.diagonal(1).fill_((n - m) / (n * m))
     w[-1, 0].fill_((n - m) / (n * m))  # the last row's next example is the first
@@ -48,13 +50,19 @@ def decompose_kl(log_qz_matrix: Tensor, log_qz_x: Tensor, log_pz: Tensor, datase
         log_qz_x: log q(z_i | x_i) per dimension, shape (B, D).
         log_pz: log p(z_i) per dimension, shape (B, D).
         dataset_size: N, the number of training examples.
-        sampling: "mws" or "mss".
+        sampling: "mss" or "mws". MWS (Chen et al.'s first estimator) weighs each posterior by 1/(N M), so
+            its weights sum to 1/N, not 1: each log q(z) it gives is between log M and log N too low, by an
+            amount that depends on how the posteriors overlap. Its three terms still add up to the KL, but are
+            not estimates of the MI, the TC and the dimension-wise KL one by one; MSS's are.
     """
-    batch = log_qz_matrix.shape[0]
+    # at least float32: in bfloat16, logsumexps of densities near 100 nats are off by most of a nat
+    dtype = torch.promote_types(log_qz_matrix.dtype, torch.float32)
+    log_qz_matrix, log_qz_x, log_pz = log_qz_matrix.to(dtype), log_qz_x.to(dtype), log_pz.to(dtype)
+    batch, device = log_qz_matrix.shape[0], log_qz_matrix.device
     if sampling == "mws":
-        log_w = torch.full((batch, batch), -math.log(batch * dataset_size), device=log_qz_matrix.device)
+        log_w = torch.full((batch, batch), -math.log(batch * dataset_size), dtype=dtype, device=device)
     elif sampling == "mss":
-        log_w = log_importance_weights(batch, dataset_size, log_qz_matrix.device).to(log_qz_matrix)
+        log_w = log_importance_weights(batch, dataset_size, device, dtype)
     else:
         raise ValueError(f"sampling must be 'mws' or 'mss', got {sampling!r}")
     log_qz = torch.logsumexp(log_w + log_qz_matrix.sum(2), dim=1)
@@ -94,15 +102,18 @@ class TotalCorrelation(Regularizer):
 
     def forward(self, posterior, z, step) -> dict[str, Tensor]:
         posterior, z = select_part(posterior, z, self.part)
-        if self.sampling == "mss" and len(z) < 2:
+        codes = gather_rows(z) if self.training else z  # under DDP, the codes of the recipe's whole batch
+        if self.sampling == "mss" and len(codes) < 2:
             raise InputError(f"regularizer 'total_correlation' estimates q(z) by minibatch-stratified sampling, "
-                             f"which needs batches of at least 2 images, got {len(z)}: pass 2 or more (encode() and "
-                             f"reconstruct() take one)")
+                             f"which needs batches of at least 2 images, got {len(codes)}: pass 2 or more "
+                             f"(encode() and reconstruct() take one)")
         try:
-            matrix, log_pz = posterior.log_density_matrix(z), posterior.prior_log_prob(z)
+            matrix, log_pz = posterior.log_density_matrix(codes), posterior.prior_log_prob(z)
         except NotImplementedError as exc:
             raise LatentError(f"regularizer 'total_correlation' needs densities of the latent{self._of_part}: {exc}; "
                               f"or give it a part that has them with 'part'") from None
+        if codes is not z:  # every code against every process's posteriors
+            matrix, log_pz = gather_rows(matrix.transpose(0, 1)).transpose(0, 1), gather_rows(log_pz)
         log_qz_x = torch.diagonal(matrix, dim1=0, dim2=1).T
         mi, tc, dwkl = decompose_kl(matrix, log_qz_x, log_pz, self.dataset_size, self.sampling)
         return {"mi": self.alpha * mi, "tc": self.beta * tc, "dwkl": self.gamma * dwkl}
