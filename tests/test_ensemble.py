@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import tomllib
+from pathlib import Path
 
 import pytest
 import torch
@@ -148,6 +149,15 @@ def test_a_sweep_on_the_command_line(data_plugin, tmp_path, capsys):
     assert main(["train", str(path), "--out", str(out), "--sweep", "hidden=16,32"]) == 0
     printed = capsys.readouterr().out.split()
     assert printed == [str(out / f"hidden={h}" / "seed-0" / "toyvae-bars-run.toml") for h in (16, 32)]
+
+
+def test_a_sweep_trains_the_seed_that_seed_names(data_plugin, tmp_path, capsys):
+    path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
+    out = tmp_path / "out"
+    assert main(["train", str(path), "--out", str(out), "--sweep", "hidden=16,32", "--seed", "3"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(out / f"hidden={h}" / "seed-3" / "toyvae-bars-run.toml") for h in (16, 32)]
+    assert {tomllib.loads(Path(card).read_text())["train"]["seed"] for card in printed} == {3}
 
 
 @pytest.mark.parametrize(("sweep", "message"), [

@@ -70,7 +70,7 @@ def run(args) -> int:
         if args.seeds or args.sweep:
             card = card_arg(args.card)
             sweeps = [parse_sweep(s) for s in args.sweep or []]
-            results = train_seeds(card, Path(args.out), args.seeds or [card.train.seed], sweeps, **options)
+            results = train_seeds(card, Path(args.out), _seeds(args, card), sweeps, **options)
         else:
             results = [train(card_arg(args.card), Path(args.out), seed=args.seed, **options)]
     except Interrupted as stop:
@@ -92,12 +92,15 @@ def run(args) -> int:
     return 0
 
 
+def _seeds(args, card) -> list[int]:
+    """The seeds of a run of ``--seeds`` or ``--sweep``: ``--seeds``, else ``--seed``, else the recipe's."""
+    return args.seeds or [card.train.seed if args.seed is None else args.seed]
+
+
 def _report_metrics(card_path: Path, data_root: str | None) -> None:
     """Say on stderr what the finished run measured, one line: the completed card's metrics, or the command that
     measures them (``--no-eval``)."""
-    from vaezoo.entries.catalog import parse_card
-
-    from vaezoo.entries.catalog import card_reference
+    from vaezoo.entries.catalog import card_reference, parse_card
 
     card = parse_card(card_path)
     if not card.metrics:
@@ -118,7 +121,7 @@ def _checkpoints(args) -> list[Path]:
     if not (args.seeds or args.sweep):
         return [Path(args.out) / CHECKPOINT]
     card = card_arg(args.card)
-    specs = members(card, args.seeds or [card.train.seed], [parse_sweep(s) for s in args.sweep or []])
+    specs = members(card, _seeds(args, card), [parse_sweep(s) for s in args.sweep or []])
     return [Path(args.out) / m.folder / CHECKPOINT for m in specs]
 
 
