@@ -222,7 +222,8 @@ def test_check_plugin_lists_what_a_plugin_contributes(broken_parts):
     contributed = testing.check_plugin("broken_parts")
     assert contributed == {
         "architecture": ["nan_decoder", "not_a_vae", "unused_layer"],
-        "latent family": ["batch_kl", "detached_sample", "flat_kl", "negative_kl", "unseeded_prior"],
+        "latent family": ["batch_kl", "detached_sample", "flat_kl", "negative_kl", "square_densities",
+                          "unseeded_prior"],
         "regularizer": ["counting", "detached", "per_example", "warmup"],
     }
 
