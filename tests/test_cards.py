@@ -137,6 +137,39 @@ def test_a_name_defined_twice_keeps_the_first_and_reports_the_other(cards, tmp_p
     assert scan().skipped == [SkippedCard(second, "toy-a", reason)]
 
 
+def test_a_lookup_reads_again_only_the_card_files_that_changed(cards, monkeypatch):
+    """Every lookup by name scans every folder: 2,000 cards cost a parse each per lookup until this was kept."""
+    for name in ("toy-a", "toy-b", "toy-c"):
+        write_card(cards, make_card(name=name))
+    assert get_card("toy-a").name == "toy-a"
+    read = []
+    real_read = vaezoo.entries.catalog._read
+    monkeypatch.setattr(vaezoo.entries.catalog, "_read", lambda path: read.append(path.name) or real_read(path))
+    assert get_card("toy-b").name == "toy-b" and read == []
+    changed = make_card(name="toy-c", summary="changed")
+    write_toml(cards / "toy-c.toml.new", changed).replace(cards / "toy-c.toml")  # as a card is rewritten
+    assert get_card("toy-c").summary == "changed" and read == ["toy-c.toml"]
+    (cards / "toy-a.toml").unlink()
+    with pytest.raises(UnknownNameError):
+        get_card("toy-a")
+
+
+@pytest.mark.parametrize("broken", [2, 5])
+def test_many_skipped_cards_are_one_warning_and_a_few_one_each(cards, broken):
+    write_card(cards, make_card(name="toy-a"))
+    for i in range(broken):
+        write_toml(cards / f"bad-{i}.toml", make_card(name=f"bad-{i}", colour="blue"))
+    with pytest.warns(CardWarning) as caught:
+        assert get_card("toy-a").name == "toy-a"
+    said = [str(w.message) for w in caught]
+    reason = "field 'colour': Extra inputs are not permitted"
+    if broken <= 3:
+        assert said == [f"card {cards / f'bad-{i}.toml'} skipped: {reason}" for i in range(broken)]
+    else:
+        assert said == [f"{broken} cards skipped, the first {cards / 'bad-0.toml'}: {reason}; run 'vaezoo list "
+                        f"--skipped' to see why each was"]
+
+
 def test_a_card_outside_the_zoo_never_shadows_a_zoo_card(monkeypatch, tmp_path):
     monkeypatch.delenv("VAEZOO_LOAD_PLUGINS", raising=False)
     monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)

@@ -185,6 +185,23 @@ def test_verify(cards, capsys):
     assert code == 0 and out.startswith("tiny-good: ok ")
 
 
+def test_verify_hashes_a_weights_file_that_several_cards_state_alike_once(cards, capsys, monkeypatch):
+    import vaezoo.entries.entry
+
+    card_path, _, _ = write_entry(cards, make_card(name="tiny-a"))
+    weights = tomllib.loads(card_path.read_text())["weights"]
+    for name in ("tiny-b", "tiny-c"):
+        write_card(cards, make_card(name=name, weights=weights))
+    write_card(cards, make_card(name="tiny-wrong", weights={**weights, "sha256": "0" * 64}))
+    hashed = []
+    real_verify = vaezoo.entries.entry.verify
+    monkeypatch.setattr(vaezoo.entries.entry, "verify", lambda path, w: hashed.append(w.sha256) or real_verify(path, w))
+    code, out, _ = cli(capsys, "verify", "--json")
+    assert code == 1 and sorted(hashed) == sorted([weights["sha256"], "0" * 64])
+    assert {r["name"]: r["status"] for r in json.loads(out)} == {
+        "tiny-a": "ok", "tiny-b": "ok", "tiny-c": "ok", "tiny-wrong": "FAILED"}
+
+
 def test_plugins_json_lists_every_entry_point(monkeypatch, capsys):
     from importlib.metadata import entry_points
 
@@ -241,6 +258,13 @@ def test_leaderboard_ranks_the_cards_that_record_a_metric(cards, capsys):
                               "card's metrics\n")
     code, out, err = cli(capsys, "leaderboard", "accuracy", "--dataset", "mnsit")
     assert (code, err) == (1, "error: no card is of dataset 'mnsit'; the zoo's datasets: mnist, tiny_blobs\n")
+
+
+def test_leaderboard_orders_ties_by_name_as_people_sort_names(cards, capsys):
+    for name in ("toy-10", "toy-2", "toy-1"):
+        write_card(cards, make_card(name=name, metrics={"accuracy": {**METRIC, "value": 0.5}}, headline="accuracy"))
+    code, out, _ = cli(capsys, "leaderboard", "accuracy", "--json")
+    assert code == 0 and [r["name"] for r in json.loads(out)] == ["toy-1", "toy-2", "toy-10"]
 
 
 def test_leaderboard_ranks_nan_last_and_infinity_first_and_prints_strict_json(cards, capsys):

@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from vaezoo.entries.catalog import natural_key
 from vaezoo.entries.schema import Card
 from vaezoo.errors import UnknownNameError
 
@@ -40,7 +41,8 @@ def leaderboard(cards: Iterable[Card], metrics: Sequence[str]) -> list[Row]:
     """The cards that record at least one of ``metrics``, best first on the first metric they record.
 
     Rows are sorted by each metric in turn, best first in the metric's direction (:func:`higher_is_better`), a
-    card without a value, or with NaN, after those with one.
+    card without a value, or with NaN, after those with one; ties in the order of their names (``x-2`` before
+    ``x-10``).
 
     Args:
         cards: the cards to rank, e.g. :func:`vaezoo.entries.catalog.list_cards`.
@@ -55,7 +57,8 @@ def leaderboard(cards: Iterable[Card], metrics: Sequence[str]) -> list[Row]:
         values = tuple(card.metrics[m].value if m in card.metrics else None for m in metrics)
         if any(v is not None for v in values):
             rows.append(Row(card.name, card.dataset, values))
-    return sorted(rows, key=lambda row: [_rank(v, sign) for v, sign in zip(row.values, signs)] + [row.name])
+    return sorted(rows, key=lambda row: [*(_rank(v, sign) for v, sign in zip(row.values, signs)),
+                                         natural_key(row.name)])
 
 
 def _rank(value: float | None, sign: float) -> tuple[bool, float]:

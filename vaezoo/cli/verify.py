@@ -13,15 +13,12 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.entries.catalog import discover
-    from vaezoo.entries.entry import verify_entry
-    from vaezoo.entries.catalog import get_card
+    from vaezoo.entries.catalog import discover, get_card
+    from vaezoo.entries.entry import verify_entries
 
     cards = [get_card(n) for n in args.names] if args.names else list(discover().values())
-    rows = []
-    for card in cards:
-        status, detail = verify_entry(card)
-        rows.append({"name": card.name, "status": status, "detail": detail})
+    rows = [{"name": card.name, "status": status, "detail": detail}
+            for card, (status, detail) in zip(cards, verify_entries(cards), strict=True)]
     failed = sum(r["status"] == "FAILED" for r in rows)
     if args.json:
         print_json(rows)

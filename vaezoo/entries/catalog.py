@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -221,19 +221,19 @@ def scan() -> Discovery:
     A card is skipped when it cannot be read, parsed or validated, or when an earlier card in search order
     holds its name: a card outside the built-in zoo never shadows a built-in entry.
     """
+    from vaezoo.plugins import get_plugins
+
+    global _scanned
+    sections = get_plugins().registry("card section")
     cards: dict[str, Card] = {}
     builtin: set[str] = set()
     skipped: list[SkippedCard] = []
+    seen: dict[Path, _Scanned] = {}
     for directory, is_builtin in _sources():
         for path in sorted(directory.glob("*.toml")):
-            name = path.stem
-            try:
-                raw = _read(path)
-                if isinstance(raw.get("name"), str):
-                    name = raw["name"]
-                card = _validate(raw, path)
-            except _Unfit as exc:
-                skipped.append(SkippedCard(path, name, str(exc)))
+            card = _scan_one(path, sections, seen)
+            if isinstance(card, SkippedCard):
+                skipped.append(card)
                 continue
             if card.name in cards:
                 kept = "the built-in zoo entry" if card.name in builtin else "the card found first"
@@ -243,11 +243,60 @@ def scan() -> Discovery:
             cards[card.name] = card
             if is_builtin:
                 builtin.add(card.name)
+    _scanned = seen
     return Discovery(cards, skipped, frozenset(builtin))
 
 
+class _Scanned(NamedTuple):
+    """A card file as the last scan read it: its ``os.stat`` then, the card sections it was validated with,
+    and the card, or why it was skipped."""
+
+    stat: tuple[int, ...]
+    sections: object
+    card: Card | SkippedCard
+
+
+_scanned: dict[Path, _Scanned] = {}  # a lookup by name scans every folder; an unchanged file is not read again
+
+
+def _scan_one(path: Path, sections: object, seen: dict[Path, _Scanned]) -> Card | SkippedCard:
+    """The card in ``path``, or why it is skipped: read again only where the file changed since the last scan
+    (its device, inode, size, modification or change time) or the plugins' card sections did."""
+    try:
+        info = os.stat(path)
+        now = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    except OSError:
+        info = now = None
+    last = _scanned.get(path)
+    if last is not None and last.stat == now and last.sections is sections:
+        seen[path] = last
+        return last.card
+    name = path.stem
+    try:
+        raw = _read(path)
+        if isinstance(raw.get("name"), str):
+            name = raw["name"]
+        card: Card | SkippedCard = _validate(raw, path)
+    except _Unfit as exc:
+        card = SkippedCard(path, name, str(exc))
+    if info is not None and stat.S_ISREG(info.st_mode):
+        seen[path] = _Scanned(now, sections, card)
+    return card
+
+
+MAX_SKIPPED_SAID = 3
+"""Skipped cards warned of one by one; more are one warning, which ``vaezoo list --skipped`` details."""
+
+
 def _warn(skipped: Iterable[SkippedCard]) -> None:
-    """A :class:`CardWarning` for each skipped card, attributed to the caller of the public function."""
+    """A :class:`CardWarning` for each skipped card, or one for them all where there are more than
+    :data:`MAX_SKIPPED_SAID`; attributed to the caller of the public function."""
+    skipped = list(skipped)
+    if len(skipped) > MAX_SKIPPED_SAID:
+        first = skipped[0]
+        warnings.warn(f"{len(skipped)} cards skipped, the first {first.path}: {first.reason}; run 'vaezoo list "
+                      f"--skipped' to see why each was", CardWarning, stacklevel=3)
+        return
     for item in skipped:
         warnings.warn(f"card {item.path} skipped: {item.reason}", CardWarning, stacklevel=3)
 
@@ -259,7 +308,8 @@ def discover() -> dict[str, Card]:
     return found.cards
 
 
-def _natural_key(name: str) -> list:
+def natural_key(name: str) -> list:
+    """Sorts names as people do: ``x-2`` before ``x-10``."""
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
@@ -308,7 +358,7 @@ def filter_cards(cards: Iterable[Card], pattern: str | Sequence[str] | None = "*
         out.append(card)
     if not out:
         _check_filters(cards, dataset, architecture, where or {}, latent)
-    return sorted(out, key=lambda c: _natural_key(c.name))
+    return sorted(out, key=lambda c: natural_key(c.name))
 
 
 def _check_filters(cards: list[Card], dataset: str | None, architecture: str | None, where: Mapping[str, str],

@@ -8,9 +8,10 @@ one finds its weights through :func:`weights_file` or :func:`fetch_verified`.
 
 from __future__ import annotations
 
+import os
 import shlex
 import sysconfig
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -163,21 +164,42 @@ def weights_file(card: Card) -> Path | None:
     return path if path.exists() else None
 
 
-def verify_entry(card: Card) -> tuple[str, str]:
-    """Whether ``card``'s weights are what it states, without downloading anything.
+def verify_entries(cards: Iterable[Card]) -> list[tuple[str, str]]:
+    """Whether each card's weights are what it states, without downloading anything; a weights file that
+    several cards state alike (the same sha256 and size of one unchanged file) is read and hashed once.
 
     Returns:
-        ``(status, detail)``: ``("ok", path)``; ``("FAILED", why)``; ``("no weights", "")``; or ``("not cached",
-        url)`` for weights at a URL not downloaded yet.
+        ``(status, detail)`` per card: ``("ok", path)``; ``("FAILED", why)``; ``("no weights", "")``; or
+        ``("not cached", url)`` for weights at a URL not downloaded yet.
     """
+    hashed: dict[tuple, str | None] = {}  # (the file's stat, sha256, size) -> why it failed, or None
+    results = []
+    for card in cards:
+        try:
+            path = weights_file(card)
+            if path is None:
+                results.append(("no weights", "") if card.weights is None else ("not cached", card.weights.url))
+                continue
+            key = _stat_key(path) + (card.weights.sha256, card.weights.size)
+            if key not in hashed:
+                try:
+                    verify(path, card.weights)
+                    hashed[key] = None
+                except WeightsError as exc:
+                    hashed[key] = str(exc)
+            results.append(("ok", str(path)) if hashed[key] is None else ("FAILED", hashed[key]))
+        except WeightsError as exc:
+            results.append(("FAILED", str(exc)))
+    return results
+
+
+def _stat_key(path: Path) -> tuple:
+    """What tells one state of the file ``path`` from another; a file that cannot be stat'ed is its own."""
     try:
-        path = weights_file(card)
-        if path is None:
-            return ("no weights", "") if card.weights is None else ("not cached", card.weights.url)
-        verify(path, card.weights)
-        return "ok", str(path)
-    except WeightsError as exc:
-        return "FAILED", str(exc)
+        info = os.stat(path)
+    except OSError:
+        return (object(),)  # verify() says what is wrong with it
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
 
 def fetch(card: Card) -> Path:
