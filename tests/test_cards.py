@@ -26,6 +26,7 @@ SHA = "ab" * 32
     (lambda c: c.update(colour="blue"), "colour", "Extra inputs are not permitted"),
     (lambda c: c["train"].update(epochs=0), "train.epochs", "greater than 0"),
     (lambda c: c.update(name="Bad Name"), "name", "should match pattern"),
+    (lambda c: c.update(name="a" * 201), "name", "should have at most 200 characters"),
     (lambda c: c.update(weights={"file": "w.safetensors", "sha256": "xyz", "size": 10}), "weights.sha256",
      "should match pattern"),
     (lambda c: c.update(weights={"file": "w.pt", "sha256": SHA, "size": 10}), "weights", "must be a .safetensors"),

@@ -83,6 +83,13 @@ def test_a_filter_no_card_could_pass_is_named_not_an_empty_table(listed, capsys,
     assert (code, out) == (1, "") and err.startswith(message) and len(err.splitlines()) == 1
 
 
+def test_a_pattern_that_matches_no_card_says_so(listed, capsys):
+    code, out, err = cli(capsys, "list", "mine*")
+    assert code == 0 and table_rows(out) == []
+    assert err == "no card of the 3 found matches; 'vaezoo list' with no pattern or filter lists them all\n"
+    assert cli(capsys, "list", "toy-*")[2] == ""
+
+
 def test_list_groups_by_dataset_or_architecture(listed, capsys):
     code, out, _ = cli(capsys, "list", "--json", "--group", "dataset")
     assert code == 0

@@ -268,6 +268,7 @@ def test_no_eval_leaves_the_metrics_to_the_command_it_prints(data_plugin, tmp_pa
     ("jointvae-mnist", "--name 'jointvae-mnist' is the name of a built-in zoo entry"),
     ("My Run", "--name 'My Run' is not a card name"),
     ("", "--name '' is not a card name"),
+    ("a" * 201, "--name has 201 characters, more than the 200 a card name may have"),
 ])
 def test_name_of_a_zoo_entry_or_not_a_card_name_is_refused_before_anything_runs(data_plugin, tmp_path, capsys, name,
                                                                                  message):

@@ -62,6 +62,9 @@ def run(args) -> int:
     if found.skipped:
         print(f"{len(found.skipped)} card(s) skipped; run 'vaezoo list --skipped' to see why", file=sys.stderr)
     cards = filter_cards(found.cards.values(), args.pattern, args.dataset, args.arch, where, args.latent)
+    if not cards and found.cards:
+        print(f"no card of the {len(found.cards)} found matches; 'vaezoo list' with no pattern or filter lists them "
+              f"all", file=sys.stderr)
     groups = _groups(cards, args.group)
     if args.json:
         entries = {group: [_entry(c) for c in members] for group, members in groups.items()}

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from vaezoo.entries.schema import HUB_PREFIX, NAME_PATTERN, Card
+from vaezoo.entries.schema import HUB_PREFIX, MAX_NAME, NAME_PATTERN, Card
 from vaezoo.errors import CardError, UnknownNameError
 from vaezoo.files import FILE_KINDS
 from vaezoo.limits import MAX_DEPTH, too_deep
@@ -543,6 +543,10 @@ def new_card_name(name: str, made: str) -> str:
     if not re.fullmatch(NAME_PATTERN, name):
         raise CardError.about("{name} '{given}' is not a card name: use lowercase letters and digits joined by "
                               "'-', '_' or '.'; give {made} one with {name}", given=name, made=made)
+    if len(name) > MAX_NAME:
+        raise CardError.about("{name} has {length} characters, more than the {most} a card name may have (files are "
+                              "named after it); give {made} a shorter one with {name}", length=len(name),
+                              most=MAX_NAME, made=made)
     if name in scan().builtin:
         raise CardError.about("{name} '{given}' is the name of a built-in zoo entry; give {made} another name with "
                               "{name}", given=name, made=made)

@@ -17,6 +17,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr,
                       field_validator, model_serializer, model_validator)
 
 NAME_PATTERN = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
+MAX_NAME = 200  # the files named after a card (NAME.toml, .NAME.toml.lock, NAME.traverse.png) fit in 255 bytes
 HUB_PREFIX = "hf-hub:"  # a card in a Hugging Face Hub repository: hf-hub:OWNER/REPO[@REVISION] (vaezoo.hf)
 # Weights in a Hub repository, as HfFileSystem writes them: hf://OWNER/REPO[@REVISION]/PATH (a '/' in the
 # revision written %2F)
@@ -304,7 +305,7 @@ def _legacy_layout(text: str) -> list[dict[str, Any]] | None:
 class Card(_Frozen):
     """A zoo card. ``model`` holds the architecture builder's keyword arguments."""
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME)
     architecture: str
     summary: str
     dataset: str
