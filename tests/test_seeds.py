@@ -188,6 +188,20 @@ def test_a_seed_given_twice_is_an_error_naming_both(work, capsys):
     assert_one_line_error(err, "run runs/c has seed 3, as has run runs/b")
 
 
+def test_a_copy_of_a_run_under_another_seed_is_an_error_naming_both(work, capsys):
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", write_run("runs/a", 1, weights=WEIGHTS))
+    assert code == 1
+    assert_one_line_error(err, "run runs/a has the weights of card toy (sha256 abababababab...), so it is a copy "
+                               "of that run, not a run of seed 1; give runs each trained with its own seed")
+    other = {**WEIGHTS, "sha256": "cd" * 32}
+    code, out, err = cli(capsys, "seeds", "cards/toy.toml", write_run("runs/b", 2, weights=other),
+                         write_run("runs/c", 3, weights=other))
+    assert code == 1
+    assert_one_line_error(err, "run runs/c has the weights of run runs/b")
+    code, out, err = cli(capsys, "seeds", "cards/toy.toml", "runs/b", write_run("runs/d", 3))
+    assert code == 0, err  # runs without weights on their cards are not compared
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"train": {"batch_size": 64}}, "train.batch_size is 64, the card's is 8"),
     ({"train": {"optimizer": {"name": "SGD", "lr": 0.01}}}, "train.optimizer.name is 'SGD', the card's is 'Adam'"),

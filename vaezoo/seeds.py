@@ -80,8 +80,8 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
         The runs, the card's first.
 
     Raises:
-        CardError: a path holds no usable card, two runs share a seed (the message names both), or a run's
-            recipe differs from the card's (:func:`vaezoo.entries.recipe.check_recipe`).
+        CardError: a path holds no usable card, two runs share a seed or their weights (the message names
+            both), or a run's recipe differs from the card's (:func:`vaezoo.entries.recipe.check_recipe`).
     """
     runs = [Run(f"card {card.name}", card)]
     for path in paths:
@@ -89,9 +89,18 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
         same = next((other for other in runs if other.seed == run.seed), None)
         if same is not None:
             raise CardError(f"{run.label} has seed {run.seed}, as has {same.label}; give each seed once")
+        copy = next((other for other in runs if _same_weights(other, run)), None)
+        if copy is not None:
+            raise CardError(f"{run.label} has the weights of {copy.label} (sha256 {run.card.weights.sha256[:12]}...), "
+                            f"so it is a copy of that run, not a run of seed {run.seed}; give runs each trained "
+                            f"with its own seed")
         check_recipe(run, card)
         runs.append(run)
     return runs
+
+
+def _same_weights(a: Run, b: Run) -> bool:
+    return a.card.weights is not None and b.card.weights is not None and a.card.weights.sha256 == b.card.weights.sha256
 
 
 def said(difference: Difference) -> str:
