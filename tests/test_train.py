@@ -291,7 +291,7 @@ def test_progress_in_logs_shows_every_field_every_n_steps(monkeypatch):
     clock = iter(range(100))
     monkeypatch.setattr("vaezoo.train_progress.time.perf_counter", lambda: float(next(clock)))
     stream, shown = io.StringIO(), []
-    reporter = Reporter(total=6, start=0, per_epoch=3, every=2, console=Console(file=stream, width=200))
+    reporter = Reporter(total=6, start=0, per_epoch=3, every=2, console=Console(file=stream, width=200), interval=0)
     for step in range(1, 7):
         reporter.update(step, 32, lambda: values(shown))
     reporter.close()
@@ -301,6 +301,18 @@ def test_progress_in_logs_shows_every_field_every_n_steps(monkeypatch):
     assert lines[0] == ("epoch 1/2 step 2/6 | loss 1.5  reconstruction 1.25  kl_continuous 0.25  C_continuous 0.5 "
                         "| 32 img/s | eta 0:00:04")
     assert lines[2].startswith("epoch 2/2 step 6/6 |") and lines[2].endswith("| eta 0:00:00")
+
+
+def test_progress_in_logs_of_a_fast_run_is_a_line_every_interval_not_every_n_steps(monkeypatch):
+    clock = iter(range(100))  # one second a step, as perf_counter is read once a step
+    monkeypatch.setattr("vaezoo.train_progress.time.perf_counter", lambda: float(next(clock)))
+    stream = io.StringIO()
+    reporter = Reporter(total=40, start=0, per_epoch=40, every=2, console=Console(file=stream, width=200),
+                        interval=10)
+    for step in range(1, 41):
+        reporter.update(step, 32, lambda: {"loss": 1.0})
+    shown = [int(line.split()[3].split("/")[0]) for line in stream.getvalue().splitlines()]
+    assert shown == [10, 20, 30, 40]
 
 
 @pytest.mark.parametrize("terminal", [False, True])

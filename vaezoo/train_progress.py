@@ -18,11 +18,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
+from vaezoo.progress import PLAIN_INTERVAL
 from vaezoo.terminal import printable
 
 
 class Reporter:
-    """Training progress on stderr: a live display on a terminal, a line every ``every`` steps otherwise.
+    """Training progress on stderr: a live display on a terminal; otherwise a line every ``every`` steps, at most
+    one every ``interval`` seconds (a fast run's log gets a line every 10 s, not every 200 steps).
 
     Values come as a callable read only when shown, so the loop does not wait for every step's numbers.
     Their names come from plugins (regularizers' terms): they are shown as text, never as markup.
@@ -32,14 +34,16 @@ class Reporter:
         start: the step the run starts from (a resumed run starts past 0).
         per_epoch: steps per epoch.
         every: steps between lines when stderr is not a terminal.
+        interval: the fewest seconds between two such lines (the last step's line is always shown).
         refresh: seconds between updates of the values on a terminal.
         console: a rich console (default: stderr).
     """
 
     def __init__(self, total: int, start: int, per_epoch: int, every: int = 200, refresh: float = 0.5,
-                 console: Console | None = None):
+                 console: Console | None = None, interval: float = PLAIN_INTERVAL):
         self.console = console or Console(stderr=True)
         self.total, self.start, self.per_epoch, self.every, self.refresh = total, start, per_epoch, every, refresh
+        self.interval = interval
         self.epochs = math.ceil(total / per_epoch)
         self.t0 = self.shown = time.perf_counter()
         self.images = 0
@@ -57,7 +61,7 @@ class Reporter:
             self.display.advance_to(step)
             if now - self.shown < self.refresh and not last:
                 return
-        elif step % self.every and not last:
+        elif (step % self.every or now - self.shown < self.interval) and not last:
             return
         self.shown = now
         epoch = f"epoch {(step - 1) // self.per_epoch + 1}/{self.epochs}"
