@@ -36,6 +36,19 @@ def table_rows(text: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.split("│")[1:-1]] for line in text.splitlines() if line.startswith("│")]
 
 
+@pytest.mark.parametrize(("argv", "last"), [
+    (["lis"], "vaezoo: error: 'lis' is not a vaezoo command; did you mean 'list'?"),
+    (["leaderbord"], "vaezoo: error: 'leaderbord' is not a vaezoo command; did you mean 'leaderboard'?"),
+    (["xyz"], "vaezoo: error: 'xyz' is not a vaezoo command; 'vaezoo --help' lists the commands"),
+    (["list", "--jsn"], "vaezoo list: error: unrecognized arguments: --jsn"),
+    (["list", "--js"], "vaezoo list: error: unrecognized arguments: --js"),  # options are spelled whole
+])
+def test_a_mistyped_command_or_option_is_a_usage_error_of_the_command_meant(listed, capsys, argv, last):
+    code, out, err = cli(capsys, *argv)
+    assert (code, out) == (2, "") and err.splitlines()[-1] == last
+    assert err.splitlines()[0].startswith(f"usage: vaezoo {argv[0]} " if len(argv) > 1 else "usage: vaezoo [-h]")
+
+
 def test_list_json(listed, capsys):
     code, out, _ = cli(capsys, "list", "--json")
     assert code == 0
@@ -88,6 +101,8 @@ def test_a_pattern_that_matches_no_card_says_so(listed, capsys):
     assert code == 0 and table_rows(out) == []
     assert err == "no card of the 3 found matches; 'vaezoo list' with no pattern or filter lists them all\n"
     assert cli(capsys, "list", "toy-*")[2] == ""
+    code, out, _ = cli(capsys, "list", "mine*", "--group", "dataset", "--json")
+    assert code == 0 and json.loads(out) == {}
 
 
 def test_list_groups_by_dataset_or_architecture(listed, capsys):

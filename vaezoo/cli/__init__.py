@@ -8,9 +8,12 @@ so ``vaezoo list`` reads cards only and never imports torch.
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
+import functools
 import importlib
 import os
+import re
 import signal
 import sys
 import warnings
@@ -30,18 +33,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog="vaezoo", description="A zoo of disentangled VAEs.")
     parser.add_argument("--version", action="version", version=f"vaezoo {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=functools.partial(_Parser, allow_abbrev=False))
     for name in COMMANDS:
         importlib.import_module(f"vaezoo.cli.{name.replace('-', '_')}").add_parser(sub)
     return parser
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose usage errors show the words given (``unrecognized arguments: ...``) as text."""
+    """argparse's parser, whose usage errors show the words given (``unrecognized arguments: ...``) as text, a
+    command's under its own usage, and suggest the command meant by a mistyped one.
+
+    A command's options are spelled whole (no ``--js`` for ``--json``: it would change meaning the day a
+    ``--jsonl`` came).
+    """
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and self.prog != "vaezoo":  # a command's parser: what it does not know is its user's error
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
 
     def error(self, message: str):
         from vaezoo.terminal import printable
 
+        typed = re.match(r"argument COMMAND: invalid choice: '(.*)' \(choose from", message)
+        if typed is not None:
+            meant = [c for c in COMMANDS if c.startswith(typed[1])] or difflib.get_close_matches(typed[1], COMMANDS, 1)
+            message = f"'{typed[1]}' is not a vaezoo command; " + (
+                f"did you mean '{meant[0]}'?" if meant else "'vaezoo --help' lists the commands")
         super().error(printable(message))
 
     def _print_message(self, message: str, file=None) -> None:

@@ -82,11 +82,12 @@ def run(args) -> int:
 
 
 def _groups(cards, field: str | None) -> dict:
-    """``{group: its cards}``, groups sorted by name; one group ``None`` when not grouping."""
+    """``{group: its cards}``, groups sorted by name (none when no card is left); one group ``None`` when not
+    grouping."""
     groups: dict = {}
     for card in cards:
         groups.setdefault(_group_of(card, field), []).append(card)
-    return dict(sorted(groups.items(), key=lambda item: str(item[0]))) or {None: []}
+    return dict(sorted(groups.items(), key=lambda item: str(item[0]))) or ({} if field else {None: []})
 
 
 def _group_of(card, field: str | None):
