@@ -235,7 +235,11 @@ def test_a_model_torch_compile_cannot_compile_is_a_one_line_error(data_plugin, t
     err = capsys.readouterr().err
     assert "Traceback" not in err
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
-    assert "torch.compile cannot compile the model here" in line and "compile = false" in line
+    assert "torch.compile cannot compile the model here" in line
+    assert line.endswith("train without it: --no-compile (or compile = false in the card's [train])")
+    assert main(["train", str(path), "--out", str(tmp_path / "out"), "--no-compile", "--max-steps", "2"]) == 0
+    resume = capsys.readouterr().err.strip().splitlines()[-1]
+    assert resume.endswith(f"--out {tmp_path / 'out'} --no-compile --resume"), resume
 
 
 @pytest.mark.slow

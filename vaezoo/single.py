@@ -136,7 +136,7 @@ class SingleRun:
         except self.compile_failures as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise TrainingError.about("torch.compile cannot compile the model here ({problem}); train without it: "
-                                      "compile = false in the card's [train], and no {compile:True}",
+                                      "{compile:False} (or compile = false in the card's [train])",
                                       problem=first) from None
 
     def save(self, rng: dict) -> None:
@@ -170,7 +170,7 @@ def _compiled(net: torch.nn.Module) -> torch.nn.Module:
         return torch.compile(net, options={"fallback_random": True})
     except RuntimeError as exc:  # torch.compile refuses Python versions and platforms it does not support
         raise TrainingError.about("the recipe asks for torch.compile, which is not available here ({problem}); "
-                                  "train without it: compile = false in the card's [train], and no {compile:True}",
+                                  "train without it: {compile:False} (or compile = false in the card's [train])",
                                   problem=exc) from None
 
 

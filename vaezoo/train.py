@@ -174,7 +174,7 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
         raise TrainingError.about("{seeds} trains several runs in one process; run it without torchrun")
     if compile or (compile is None and card.train.compile):
         raise TrainingError.about("an ensemble runs its members through torch.func.vmap, not torch.compile; "
-                                  "train without it: no {compile:True}, and compile = false in the card's [train]")
+                                  "train without it: {compile:False} (or compile = false in the card's [train])")
     options = TrainOptions(data_root=data_root, resume=resume, device=device, max_steps=max_steps, name=name,
                            formulation=formulation, epochs=epochs, checkpoint_every=checkpoint_every,
                            precision=precision, evaluate=evaluate)

@@ -15,9 +15,11 @@ _FLAGS = {"settings": "--set", "owner": "--all", "architecture": "--arch"}
 
 def flag_spelling(keyword: str, value: str) -> str:
     """An argument a library message names (:class:`vaezoo.errors.Phrase`) as the command line spells it: the
-    keyword ``max_steps`` as ``--max-steps``, ``resume=True`` as ``--resume``, ``epochs=12`` as ``--epochs 12``,
-    ``settings`` as ``--set``."""
+    keyword ``max_steps`` as ``--max-steps``, ``resume=True`` as ``--resume``, ``compile=False`` as ``--no-compile``,
+    ``epochs=12`` as ``--epochs 12``, ``settings`` as ``--set``."""
     flag = _FLAGS.get(keyword, "--" + keyword.replace("_", "-"))
+    if value == "False":  # a flag that goes both ways, such as --compile and --no-compile
+        return "--no-" + flag.removeprefix("--")
     return flag if value in ("", "True") else f"{flag} {value}"
 
 

@@ -1,5 +1,6 @@
 """``vaezoo train``: train a card's model from its recipe (under ``torchrun`` for several processes)."""
 
+import argparse
 import os
 import shlex
 import signal
@@ -42,8 +43,8 @@ def add_parser(sub) -> None:
     p.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: the recipe's)")
     p.add_argument("--precision", choices=["float32", "bf16"],
                    help="override the recipe's precision (bf16: the forward pass under autocast in bfloat16)")
-    p.add_argument("--compile", action="store_true", default=None,
-                   help="run the forward pass through torch.compile (default: the recipe's)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the forward pass through torch.compile, or not (default: the recipe's)")
     p.set_defaults(func=run, imports=["torch"])  # imported before the command runs: see cli.main
 
 
@@ -159,6 +160,9 @@ def resume_command(args, until: str | None = "max_steps") -> str:
         program = ["vaezoo"]
     words = [*program, "train", args.card, "--out", args.out]
     for key, value in vars(args).items():
+        if key == "compile" and value is False:
+            words.append("--no-compile")
+            continue
         if key in ("command", "func", "imports", "card", "out", "resume") or value is None or value is False:
             continue
         if key == "max_steps" and until is None:
