@@ -11,7 +11,7 @@ import tomllib
 import pytest
 import torch
 
-from kit import MNIST_ROOT, REPO, install_plugin, make_card, require_shared, write_toml
+from kit import MNIST_ROOT, REPO, cli, install_plugin, make_card, require_shared, write_toml
 from vaezoo.entries.schema import Metric
 from vaezoo.entries.catalog import get_card
 from vaezoo.cli import main
@@ -129,9 +129,9 @@ def test_write_keeps_the_notes_on_the_card(trained, capsys):
 def test_write_and_check_exclude_each_other(trained, capsys):
     before = trained.read_bytes()
     capsys.readouterr()
-    assert main(["eval", str(trained), "--write", "--check"]) == 1
-    [line] = error_lines(capsys.readouterr().err)
-    assert "use it without --check" in line
+    code, _, err = cli(capsys, "eval", str(trained), "--write", "--check")
+    assert code == 2
+    assert err.splitlines()[-1] == "vaezoo eval: error: argument --check: not allowed with argument --write"
     checkpoint = trained.parent / "checkpoint.pt"
     assert main(["eval", str(trained), "--write", "--checkpoint", str(checkpoint)]) == 1
     [line] = error_lines(capsys.readouterr().err)
@@ -206,6 +206,14 @@ def test_checkpoint_evaluates_a_run_at_its_step(trained, capsys):
     checkpoint = trained.parent / "checkpoint.pt"
     capsys.readouterr()
     assert main(["eval", str(trained), "--checkpoint", str(checkpoint), "--check"]) == 0
+    steps = get_card(trained).train.steps
+    title = capsys.readouterr().out.split("┏")[0]  # the table's title, wrapped to its width
+    assert title.split()[:2] == ["toyvae-bars-run", "(checkpoint"] and title.split()[-3:] == ["at", "step", f"{steps})"]
+    code, out, _ = cli(capsys, "eval", str(trained), "--checkpoint", str(checkpoint), "--json")
+    assert code == 0 and {k: json.loads(out)[k] for k in ("checkpoint", "step")} == {"checkpoint": str(checkpoint),
+                                                                                      "step": steps}
+    code, out, _ = cli(capsys, "eval", str(trained), "--json")
+    assert code == 0 and {k: json.loads(out)[k] for k in ("checkpoint", "step")} == {"checkpoint": None, "step": None}
 
     other = trained.parent / "not-a-checkpoint.pt"
     torch.save(torch.zeros(3), other)

@@ -12,7 +12,8 @@ def add_parser(sub) -> None:
     p.add_argument("--data-root", type=path_arg, help="folder holding the dataset (default: $VAEZOO_DATA or download)")
     p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--check", action="store_true", help="exit 1 when a metric differs from the card")
+    records = p.add_mutually_exclusive_group()
+    records.add_argument("--check", action="store_true", help="exit 1 when a metric differs from the card")
     p.add_argument("--tolerance", type=nonnegative_arg, default=1e-4,  # vaezoo.eval_report.DEFAULT_TOLERANCE
                    help="relative tolerance of --check, of max(1, |card value|) (default 1e-4)")
     p.add_argument("--checkpoint", type=path_arg, metavar="PATH",
@@ -24,8 +25,9 @@ def add_parser(sub) -> None:
     p.add_argument("--set", dest="settings", action="append", type=setting_arg, metavar="METRIC.SETTING=VALUE",
                    help="run METRIC with SETTING = VALUE (a TOML value) over the card's [eval_settings], e.g. "
                         "importance_log_likelihood.samples=200; repeatable; --write records it on the card")
-    p.add_argument("--write", action="store_true",
-                   help="record the measured metrics on the card's TOML file (e.g. a converted checkpoint's card)")
+    records.add_argument("--write", action="store_true",
+                         help="record the measured metrics on the card's TOML file (e.g. a converted checkpoint's "
+                              "card)")
     p.set_defaults(func=run, imports=["torch"])  # imported before the command runs: see cli.main
 
 
@@ -45,11 +47,8 @@ def setting_arg(text: str) -> tuple[str, str, object]:
 
 
 def run(args) -> int:
-    from vaezoo.errors import CardError
     from vaezoo.eval_report import evaluate_card
 
-    if args.write and args.check:
-        raise CardError("--write records the measured metrics as the card's: use it without --check")
     settings: dict[str, dict] = {}
     for metric, setting, value in args.settings or ():
         settings.setdefault(metric, {})[setting] = value
@@ -59,12 +58,14 @@ def run(args) -> int:
     comparisons = report.check(args.tolerance) if args.check else None
     failures = [str(c) for c in comparisons or () if not c.agrees]
     if args.json:
-        print_json({"name": card.name, "metrics": report.results, "failed": report.failed,
-                    "check_failures": failures if comparisons is not None else None})
+        print_json({"name": card.name, "checkpoint": args.checkpoint,
+                    "step": card.train.steps if args.checkpoint else None, "metrics": report.results,
+                    "failed": report.failed, "check_failures": failures if comparisons is not None else None})
     else:
+        measured = f"checkpoint {args.checkpoint} at step {card.train.steps:,}" if args.checkpoint else "test split"
         print_table(("metric", "measured", "card"),
                     [(name, f"{value:.6g}", f"{card.metrics[name].value:.6g}" if name in card.metrics else "")
-                     for name, value in report.results.items()], title=f"{card.name} (test split)")
+                     for name, value in report.results.items()], title=f"{card.name} ({measured})")
     for name, (recorded, measured) in report.unlike_card().items():
         print(printable(f"note: {name} ran with {_settings(measured)}; the card's value was measured with "
                         f"{_settings(recorded)}"), file=sys.stderr)
