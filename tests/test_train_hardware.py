@@ -238,8 +238,9 @@ def test_a_model_torch_compile_cannot_compile_is_a_one_line_error(data_plugin, t
     assert "torch.compile cannot compile the model here" in line
     assert line.endswith("train without it: --no-compile (or compile = false in the card's [train])")
     assert main(["train", str(path), "--out", str(tmp_path / "out"), "--no-compile", "--max-steps", "2"]) == 0
-    resume = capsys.readouterr().err.strip().splitlines()[-1]
-    assert resume.endswith(f"--out {tmp_path / 'out'} --no-compile --resume"), resume
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("training 12 steps (3 per epoch), this time up to step 2, a checkpoint every"), err[0]
+    assert err[-1].endswith(f"--out {tmp_path / 'out'} --no-compile --resume"), err[-1]
 
 
 @pytest.mark.slow

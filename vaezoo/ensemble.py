@@ -41,7 +41,7 @@ from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
 from vaezoo.errors import Phrase, TrainingError, TrainingWarning
 from vaezoo.loop import (Plan, Run, Streams, check_before_training, device_store, distribution_checks_off, epoch_order,
-                         last_good, make_optimizer, resume_point, rng_state)
+                         last_good, make_optimizer, resume_point, rng_state, until)
 from vaezoo.model import VAE
 from vaezoo.progress import note
 from vaezoo.signals import Interrupted, StopSignals
@@ -540,8 +540,9 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
         for s in stacks:
             for m in s.members:
                 begin = f"resuming at step {m.step} of" if m.saved is not None else "training"
-                note(f"{m.label}: {begin} {s.plan.total} steps ({s.plan.per_epoch} per epoch), {len(s.members)} runs "
-                     f"in one step, a checkpoint every {m.card.train.checkpoint_every} steps in {m.checkpoint}")
+                note(f"{m.label}: {begin} {s.plan.total:,} steps ({s.plan.per_epoch:,} per epoch)"
+                     f"{until(last[id(s)], s.plan.total)}, {len(s.members)} runs in one step, a checkpoint every "
+                     f"{m.card.train.checkpoint_every:,} steps in {m.checkpoint}")
         while todo := [s for s in stacks if s.members and s.step < last[id(s)]]:
             stopping = signals.stop_requested(run.world, run.device)
             images = sum(s.take_step(store, stopping) for s in todo)

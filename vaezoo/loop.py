@@ -164,6 +164,11 @@ def distribution_checks_off():
         torch.distributions.Distribution.set_default_validate_args(previous)
 
 
+def until(stop: int, total: int) -> str:
+    """What the start of a run says of a stop short of its last step (``max_steps``): ``, this time up to step N``."""
+    return f", this time up to step {stop:,}" if stop < total else ""
+
+
 def device_store(dataset: ImageDataset, device: torch.device) -> ImageDataset:
     """``dataset`` with its images moved to ``device``, once: batches are then cut and converted there."""
     store = copy.copy(dataset)

@@ -23,7 +23,7 @@ from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
 from vaezoo.errors import Phrase, TrainingError
 from vaezoo.loop import (Plan, Run, Streams, check_before_training, device_store, distribution_checks_off, epoch_order,
-                         last_good, make_optimizer, resume_point, rng_state)
+                         last_good, make_optimizer, resume_point, rng_state, until)
 from vaezoo.model import VAE, VAEOutput
 from vaezoo.progress import note
 from vaezoo.signals import Interrupted, StopSignals
@@ -212,8 +212,8 @@ def fit_single(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume:
     with distribution_checks_off(), StopSignals(defer=True) as signals, reporter:
         if run.main:  # from here on a signal stops the run with a checkpoint of the step it reached
             begin = f"resuming at step {seed.step} of" if seed.saved is not None else "training"
-            note(f"{begin} {plan.total} steps ({plan.per_epoch} per epoch), a checkpoint every "
-                 f"{card.train.checkpoint_every} steps in {seed.checkpoint}")
+            note(f"{begin} {plan.total:,} steps ({plan.per_epoch:,} per epoch){until(stop, plan.total)}, a "
+                 f"checkpoint every {card.train.checkpoint_every:,} steps in {seed.checkpoint}")
         while seed.step < stop:
             stopping = signals.stop_requested(run.world, run.device)
             images = seed.take_step(store, stopping)

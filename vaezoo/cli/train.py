@@ -88,7 +88,7 @@ def run(args) -> int:
         return 1
     step, total = min(r.step for r in results), results[0].total
     if main_rank and step < total:
-        print(printable(f"stopped at step {step} of {total}; continue with: {resume_command(args, until=None)}"),
+        print(printable(f"stopped at step {step:,} of {total:,}; continue with: {resume_command(args, until=None)}"),
               file=sys.stderr)
     return 0
 
