@@ -280,6 +280,9 @@ def _override(recipe: TrainRecipe, **values) -> TrainRecipe:
         return TrainRecipe.model_validate({**recipe.model_dump(), **given})
     except ValidationError as exc:
         error = exc.errors()[0]
-        field = str(error["loc"][0])
+        field, message = str(error["loc"][0]), error["msg"]
+        if message.startswith("Input should be "):  # "Input should be greater than 0": as vaezoo says a bound
+            raise TrainingError.about(f"{{{field}}} must be {{bound}}, got {{value}}", value=given.get(field),
+                                      bound=message.removeprefix("Input should be ")) from None
         raise TrainingError.about(f"{{{field}:{{value}}}}: {{problem}}", value=given.get(field),
-                                  problem=error["msg"].lower()) from None
+                                  problem=message.lower()) from None
