@@ -73,7 +73,7 @@ def test_json_gives_the_same_numbers(work, capsys):
     runs = [write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3}), write_run("runs/s2", 2, {"acc": 0.6, "mig": 0.2})]
     code, out, _ = cli(capsys, "seeds", "cards/toy.toml", *runs, "--metrics", "mig", "--json")
     assert code == 0
-    assert json.loads(out) == {"card": "toy", "shipped": 0, "metrics": {"mig": {
+    assert json.loads(out) == {"name": "toy", "shipped": 0, "metrics": {"mig": {
         "n": 3, "median": 0.2, "min": 0.1, "max": 0.3,
         "runs": [{"seed": 0, "value": 0.1}, {"seed": 1, "value": 0.3}, {"seed": 2, "value": 0.2}]}}}
 

@@ -34,7 +34,7 @@ def run(args) -> int:
         print(printable(f"left out, not a finite number in every run (missing, NaN or infinite): "
                         f"{', '.join(report.left_out)}"), file=sys.stderr)
     if args.json:
-        print_json({"card": card.name, "shipped": card.train.seed, "metrics": {
+        print_json({"name": card.name, "shipped": card.train.seed, "metrics": {
             name: s.model_dump(include={"n", "median", "min", "max", "runs"}) for name, s in found.items()}})
     else:
         print_table(("metric", "n", "median", "min", "max", "by seed"),
