@@ -49,6 +49,15 @@ def test_a_mistyped_command_or_option_is_a_usage_error_of_the_command_meant(list
     assert err.splitlines()[0].startswith(f"usage: vaezoo {argv[0]} " if len(argv) > 1 else "usage: vaezoo [-h]")
 
 
+@pytest.mark.parametrize("verb", ["info", "show", "train", "eval", "seeds", "push"])
+def test_every_command_that_takes_a_card_names_and_explains_it_alike(verb, capsys):
+    code, out, _ = cli(capsys, verb, "--help")
+    words = " ".join(out.split())
+    assert code == 0 and "CARD" in out.split("\n\n")[0]  # in the usage
+    assert "a zoo name, a card's TOML file, a folder holding one card, or hf-hub:OWNER/REPO[@REVISION]" in words
+    assert "DATA_ROOT" not in out and "MAX_STEPS" not in out
+
+
 def test_list_json(listed, capsys):
     code, out, _ = cli(capsys, "list", "--json")
     assert code == 0

@@ -46,6 +46,25 @@ def nonnegative_arg(value: str) -> float:
     return number
 
 
+CARD_HELP = "a zoo name, a card's TOML file, a folder holding one card, or hf-hub:OWNER/REPO[@REVISION]"
+
+
+def add_card(parser, dest: str = "card", **kwargs) -> None:
+    """The positional argument that names a card, spelled and explained alike in every command."""
+    parser.add_argument(dest, metavar="CARD", help=CARD_HELP, **kwargs)
+
+
+def add_data_root(parser) -> None:
+    """``--data-root DIR``, alike in every command that reads a dataset."""
+    parser.add_argument("--data-root", type=path_arg, metavar="DIR",
+                        help="folder holding the datasets (default: $VAEZOO_DATA, else download)")
+
+
+def add_device(parser) -> None:
+    """``--device``, alike in every command that runs a model."""
+    parser.add_argument("--device", type=device_arg, help="cpu, cuda, cuda:1, ... (default: cpu)")
+
+
 def card_arg(name_or_path: str):
     """A card by zoo name, card file path, folder holding one card, or Hub repository (:func:`vaezoo.get_card`)."""
     from vaezoo.entries.catalog import get_card

@@ -10,7 +10,8 @@ def add_parser(sub) -> None:
     p.add_argument("converter", help="a registered converter, e.g. jointvae-original")
     p.add_argument("path", help="the checkpoint to convert")
     p.add_argument("--dataset", required=True, help="the dataset it was trained on (sets the input geometry)")
-    p.add_argument("--out", type=path_arg, required=True, help="output directory for NAME.safetensors and NAME.toml")
+    p.add_argument("-o", "--out", type=path_arg, required=True, metavar="DIR",
+                   help="output directory for NAME.safetensors and NAME.toml")
     p.add_argument("--name", help="the converted card's name (default: CONVERTER-DATASET-converted); "
                                   "a name of the built-in zoo is refused")
     p.set_defaults(func=run, imports=["torch"])  # imported before the command runs: see cli.main

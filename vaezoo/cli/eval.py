@@ -3,14 +3,15 @@
 import argparse
 import sys
 
-from vaezoo.cli.common import device_arg, names_arg, nonnegative_arg, path_arg, print_json, print_table, printable
+from vaezoo.cli.common import (add_card, add_data_root, add_device, names_arg, nonnegative_arg, path_arg, print_json,
+                               print_table, printable)
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("eval", help="evaluate a card's model on the test split")
-    p.add_argument("card", help="a zoo name, a card's TOML file or a folder holding one card")
-    p.add_argument("--data-root", type=path_arg, help="folder holding the dataset (default: $VAEZOO_DATA or download)")
-    p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
+    add_card(p)
+    add_data_root(p)
+    add_device(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     records = p.add_mutually_exclusive_group()
     records.add_argument("--check", action="store_true", help="exit 1 when a metric differs from the card")

@@ -1,16 +1,17 @@
 """``vaezoo gallery``: a static HTML page of every card in the zoo, with traversals and samples."""
 
-from vaezoo.cli.common import device_arg, path_arg, printable, seed_arg
+from vaezoo.cli.common import add_data_root, add_device, printable, seed_arg
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("gallery", help="write a static HTML page of the zoo (opens from disk, no server)")
-    p.add_argument("directory", help="where index.html and its PNG images go")
-    p.add_argument("--data-root", type=path_arg, help="folder holding the datasets (default: $VAEZOO_DATA or download)")
+    p.add_argument("directory", metavar="DIR", help="where index.html and its PNG images go")
+    add_data_root(p)
     p.add_argument("--no-data", action="store_true",
                    help="draw traversals without test images: rows in latent order, other dimensions at the prior")
-    p.add_argument("--seed", type=seed_arg, default=0, help="picks the samples and the test images (default 0)")
-    p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
+    p.add_argument("--seed", type=seed_arg, default=0, metavar="N",
+                   help="picks the samples and the test images (default 0)")
+    add_device(p)
     p.add_argument("--only-seeds", action="store_true",
                    help="write only the seed distributions (one SVG per dataset and metric with a spread over "
                         "seeds), from the cards alone, e.g. into docs/zoo; no page, no model is run")

@@ -1,12 +1,11 @@
 """``vaezoo info``: a whole card."""
 
-from vaezoo.cli.common import card_arg, print_json, printable
+from vaezoo.cli.common import add_card, card_arg, print_json, printable
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("info", help="show a model's card")
-    p.add_argument("name", help="a zoo name, a card's TOML file, a folder holding one card or "
-                                "hf-hub:OWNER/REPO[@REVISION]")
+    add_card(p, "name")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from vaezoo.cli.common import card_arg, path_arg, printable
+from vaezoo.cli.common import add_card, card_arg, path_arg, printable
 
 
 def add_parser(sub) -> None:
@@ -17,14 +17,14 @@ def add_parser(sub) -> None:
                                    "(README.md with YAML metadata) to OWNER/REPO in one commit; load it back with "
                                    "vaezoo.load('hf-hub:OWNER/REPO'). Needs pip install \"vaezoo[hub]\" and a "
                                    "Hub token with write access ('hf auth login' or HF_TOKEN).")
-    p.add_argument("name", nargs="?", help="a zoo name, a card's TOML file or a folder holding one card")
+    add_card(p, "name", nargs="?")
     p.add_argument("repo", nargs="?", type=repo_id, metavar="OWNER/REPO", help="the Hub repository (created if needed)")
     p.add_argument("--all", metavar="OWNER", type=owner, dest="owner",
                    help="with --dry-run: stage every zoo entry with weights as the repository OWNER/NAME, and "
                         "collection.json, the Hub collection gathering them (give no NAME or OWNER/REPO)")
     p.add_argument("--dry-run", action="store_true",
                    help="write the folder that would be uploaded and list its files; upload nothing")
-    p.add_argument("--out", type=path_arg, metavar="DIR",
+    p.add_argument("-o", "--out", type=path_arg, metavar="DIR",
                    help="a new or empty folder to write the upload into, kept (default: a temporary folder, "
                         "printed with --dry-run, removed after an upload)")
     p.add_argument("--private", action="store_true", help="create the repository private")

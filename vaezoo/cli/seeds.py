@@ -3,7 +3,7 @@
 import shlex
 import sys
 
-from vaezoo.cli.common import names_arg, print_json, print_table, printable
+from vaezoo.cli.common import add_card, names_arg, print_json, print_table, printable
 from vaezoo.seeds import DEFAULT_SELECTION
 
 
@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
                                    "min, max and each seed's value. The card counts as the run of its own seed; "
                                    "each RUN must be the card's recipe with another seed (vaezoo train CARD "
                                    "--seed N --out DIR writes one).")
-    p.add_argument("card", metavar="CARD", help="a zoo name, a card's TOML file or a folder holding one card")
+    add_card(p)
     p.add_argument("runs", nargs="+", metavar="RUN",
                    help="a run folder holding one completed card (as vaezoo train writes it) or a card file")
     p.add_argument("--metrics", type=names_arg, metavar="A,B",

@@ -2,31 +2,34 @@
 
 import sys
 
-from vaezoo.cli.common import card_arg, device_arg, nonnegative_arg, path_arg, printable, seed_arg
+from vaezoo.cli.common import (add_card, add_data_root, add_device, card_arg, nonnegative_arg, path_arg, printable,
+                               seed_arg)
 
 DEFAULT_N = {"traverse": 10, "reconstruct": 20, "sample": 100}
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("show", help="draw a model's latent traversal, reconstructions or samples as a PNG")
-    p.add_argument("name", help="a zoo name, a card's TOML file or a folder holding one card")
+    add_card(p, "name")
     p.add_argument("what", choices=("traverse", "reconstruct", "sample"), help="which picture to draw")
     p.add_argument("-o", "--out", type=path_arg, required=True, metavar="FILE.png", help="the PNG file to write")
-    p.add_argument("--data-root", type=path_arg, help="folder holding the dataset (default: $VAEZOO_DATA or download)")
+    add_data_root(p)
     p.add_argument("--no-data", action="store_true",
                    help="traverse without test images: rows in latent order, the rest of the code at each family's "
                         "reference code (a Gaussian's prior mean)")
-    p.add_argument("--seed", type=seed_arg, default=0, help="picks the samples and the test images (default 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, metavar="N",
+                   help="picks the samples and the test images (default 0)")
     p.add_argument("--n", type=int, help="values per traversal row, images to reconstruct, or samples "
                                          f"(defaults {', '.join(f'{k} {v}' for k, v in DEFAULT_N.items())})")
     p.add_argument("--span", type=float, nargs=2, metavar=("LOW", "HIGH"),
                    help="traversal range of a family that sweeps in prior standard deviations around the prior mean, "
                         "as a Gaussian does (default -3 3)")
-    p.add_argument("--columns", type=int, default=10, help="images per row of reconstruct and sample (default 10)")
-    p.add_argument("--scale", type=int, default=2, help="upscale each tile this many times (default 2)")
+    p.add_argument("--columns", type=int, default=10, metavar="N",
+                   help="images per row of reconstruct and sample (default 10)")
+    p.add_argument("--scale", type=int, default=2, metavar="N", help="upscale each tile this many times (default 2)")
     p.add_argument("--fold-below", type=nonnegative_arg, metavar="NATS",
                    help="leave out the traversal rows whose KL is below NATS (inactive dimensions); needs data")
-    p.add_argument("--device", type=device_arg, help="cpu, cuda, ... (default: cpu)")
+    add_device(p)
     p.set_defaults(func=run, imports=["torch"])  # imported before the command runs: see cli.main
 
 

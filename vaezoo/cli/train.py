@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from vaezoo.cli.common import card_arg, device_arg, path_arg, printable, seed_arg
+from vaezoo.cli.common import add_card, add_data_root, add_device, card_arg, path_arg, printable, seed_arg
 
 
 def add_parser(sub) -> None:
@@ -18,14 +18,15 @@ def add_parser(sub) -> None:
                                    "the end, OUT/NAME.safetensors and the completed card OUT/NAME.toml (printed on "
                                    "stdout), so that OUT loads like a zoo entry. Run it under 'torchrun "
                                    "--nproc-per-node N -m vaezoo train ...' to train on N processes.")
-    p.add_argument("card", help="a zoo name, a card's TOML file or a folder holding one card")
-    p.add_argument("--out", type=path_arg, required=True, help="the run's folder (checkpoint, weights, completed card)")
+    add_card(p)
+    p.add_argument("-o", "--out", type=path_arg, required=True, metavar="DIR",
+                   help="the run's folder (checkpoint, weights, completed card)")
     p.add_argument("--name", help="the completed card's name (default: CARD-run); a built-in zoo entry's is refused")
-    p.add_argument("--data-root", type=path_arg,
-                   help="folder holding the dataset (default: $VAEZOO_DATA, else download)")
-    p.add_argument("--epochs", type=int, help="override the recipe's epochs (a resumed run may change them)")
+    add_data_root(p)
+    p.add_argument("--epochs", type=int, metavar="N",
+                   help="override the recipe's epochs (a resumed run may change them)")
     seed = p.add_mutually_exclusive_group()
-    seed.add_argument("--seed", type=seed_arg, help="override the recipe's seed")
+    seed.add_argument("--seed", type=seed_arg, metavar="N", help="override the recipe's seed")
     seed.add_argument("--seeds", type=seeds_arg, metavar="N,N,...",
                       help="train one model per seed as an ensemble (one step for all), seed N in OUT/seed-N; "
                            "each ends as training that seed alone would")
@@ -37,10 +38,11 @@ def add_parser(sub) -> None:
     p.add_argument("--no-eval", action="store_true",
                    help="write the finished run's card without measuring its metrics (a long evaluation, such as "
                         "vae-mnist's 5,000-sample log-likelihood, is left to 'vaezoo eval OUT --write')")
-    p.add_argument("--device", type=device_arg, help="cpu, cuda, cuda:1, ... (default: cpu)")
-    p.add_argument("--max-steps", type=int,
+    add_device(p)
+    p.add_argument("--max-steps", type=int, metavar="N",
                    help="stop when the run reaches step N, with a checkpoint to --resume from (no weights written)")
-    p.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: the recipe's)")
+    p.add_argument("--checkpoint-every", type=int, metavar="N",
+                   help="steps between checkpoints (default: the recipe's)")
     p.add_argument("--precision", choices=["float32", "bf16"],
                    help="override the recipe's precision (bf16: the forward pass under autocast in bfloat16)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
