@@ -349,6 +349,7 @@ def test_vaezoo_list_group_as_the_readme_writes_it(capsys):
     ["eval", "vae-mnist", "--checkpoint", ""],
     ["show", "vae-mnist", "traverse", "--out", ""],
     ["convert", "jointvae-original", "x.pt", "--dataset", "mnist", "--out", ""],
+    ["gallery", ""],
 ])
 def test_an_empty_path_is_a_usage_error_not_the_current_folder(tmp_path, monkeypatch, capsys, argv):
     monkeypatch.chdir(tmp_path)

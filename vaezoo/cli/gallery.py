@@ -1,11 +1,11 @@
 """``vaezoo gallery``: a static HTML page of every card in the zoo, with traversals and samples."""
 
-from vaezoo.cli.common import add_data_root, add_device, printable, seed_arg
+from vaezoo.cli.common import add_data_root, add_device, path_arg, printable, seed_arg
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("gallery", help="write a static HTML page of the zoo (opens from disk, no server)")
-    p.add_argument("directory", metavar="DIR", help="where index.html and its PNG images go")
+    p.add_argument("directory", type=path_arg, metavar="DIR", help="where index.html and its PNG images go")
     add_data_root(p)
     p.add_argument("--no-data", action="store_true",
                    help="draw traversals without test images: rows in latent order, other dimensions at the prior")
@@ -19,11 +19,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.errors import VaezooError
     from vaezoo.gallery import build_gallery, build_seed_plots
 
-    if not args.directory.strip():
-        raise VaezooError("the gallery's folder is empty text; give a folder, e.g. 'vaezoo gallery site'")
     if args.only_seeds:
         for path in build_seed_plots(args.directory):
             print(printable(path))
