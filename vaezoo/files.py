@@ -97,6 +97,12 @@ FILE_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "
 """What stands at a path that is no regular file or link, in words, by ``stat.S_IFMT`` of its mode."""
 
 
+def file_state(info: os.stat_result) -> tuple[int, ...]:
+    """What tells one state of a file from another (device, inode, size, modification and change times): a file
+    rewritten, replaced or renamed over has another."""
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
 def _not_a_file(path: Path) -> str | None:
     """What stands at ``path`` when it is neither a regular file nor a link (in words), else None."""
     try:

@@ -19,8 +19,9 @@ def add_parser(sub) -> None:
                         "reference code (a Gaussian's prior mean)")
     p.add_argument("--seed", type=seed_arg, default=0, metavar="N",
                    help="picks the samples and the test images (default 0)")
-    p.add_argument("-n", "--n", type=int, metavar="N", help="values per traversal row, images to reconstruct, or samples "
-                                         f"(defaults {', '.join(f'{k} {v}' for k, v in DEFAULT_N.items())})")
+    p.add_argument("-n", "--n", type=int, metavar="N",
+                   help="values per traversal row, images to reconstruct, or samples "
+                        f"(defaults {', '.join(f'{k} {v}' for k, v in DEFAULT_N.items())})")
     p.add_argument("--span", type=float, nargs=2, metavar=("LOW", "HIGH"),
                    help="traversal range of a family that sweeps in prior standard deviations around the prior mean, "
                         "as a Gaussian does (default -3 3)")

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from vaezoo.entries.schema import HUB_PREFIX, MAX_NAME, NAME_PATTERN, Card
 from vaezoo.errors import CardError, UnknownNameError
-from vaezoo.files import FILE_KINDS
+from vaezoo.files import FILE_KINDS, file_state
 from vaezoo.limits import MAX_DEPTH, too_deep
 from vaezoo.registry import close_matches
 
@@ -264,7 +264,7 @@ def _scan_one(path: Path, sections: object, seen: dict[Path, _Scanned]) -> Card 
     (its device, inode, size, modification or change time) or the plugins' card sections did."""
     try:
         info = os.stat(path)
-        now = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        now = file_state(info)
     except OSError:
         info = now = None
     last = _scanned.get(path)

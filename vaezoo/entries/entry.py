@@ -20,7 +20,7 @@ from vaezoo.checksums import read_verified, sha256_of, verify
 from vaezoo.entries.catalog import card_reference, check_card, parse_card
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
-from vaezoo.files import atomic_write, commit, stage
+from vaezoo.files import atomic_write, commit, file_state, stage
 from vaezoo.locks import card_lock, card_lock_file
 from vaezoo.weights import cached_path, download, parse_safetensors, safetensors_writer
 
@@ -180,7 +180,10 @@ def verify_entries(cards: Iterable[Card]) -> list[tuple[str, str]]:
             if path is None:
                 results.append(("no weights", "") if card.weights is None else ("not cached", card.weights.url))
                 continue
-            key = _stat_key(path) + (card.weights.sha256, card.weights.size)
+            try:
+                key = (*file_state(os.stat(path)), card.weights.sha256, card.weights.size)
+            except OSError:
+                key = (object(),)  # not hashed: verify() says what is wrong with the file
             if key not in hashed:
                 try:
                     verify(path, card.weights)
@@ -191,15 +194,6 @@ def verify_entries(cards: Iterable[Card]) -> list[tuple[str, str]]:
         except WeightsError as exc:
             results.append(("FAILED", str(exc)))
     return results
-
-
-def _stat_key(path: Path) -> tuple:
-    """What tells one state of the file ``path`` from another; a file that cannot be stat'ed is its own."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return (object(),)  # verify() says what is wrong with it
-    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
 
 def fetch(card: Card) -> Path:
