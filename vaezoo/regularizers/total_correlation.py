@@ -55,7 +55,7 @@ def decompose_kl(log_qz_matrix: Tensor, log_qz_x: Tensor, log_pz: Tensor, datase
             amount that depends on how the posteriors overlap. Its three terms still add up to the KL, but are
             not estimates of the MI, the TC and the dimension-wise KL one by one; MSS's are.
     """
-    # at least float32: in bfloat16, logsumexps of densities near 100 nats are off by most of a nat
+    # at least float32: bfloat16 holds a log-density near 100 nats to steps of 0.5
     dtype = torch.promote_types(log_qz_matrix.dtype, torch.float32)
     log_qz_matrix, log_qz_x, log_pz = log_qz_matrix.to(dtype), log_qz_x.to(dtype), log_pz.to(dtype)
     batch, device = log_qz_matrix.shape[0], log_qz_matrix.device
