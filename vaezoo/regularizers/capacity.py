@@ -72,8 +72,8 @@ class Capacity(Regularizer):
 
     def forward(self, posterior, z, step) -> dict[str, Tensor]:
         kl = posterior.kl_parts()
-        if self.training:  # under DDP, |KL - C| of the recipe's whole batch
-            kl = {part: gather_rows(value) for part, value in kl.items()}
+        if self.training:  # under DDP, |KL - C| of the recipe's whole batch: the parts a group weighs, gathered
+            kl = {part: gather_rows(kl[part]) for group in self.groups for part in group.parts}
         terms = {}
         for group in self.groups:
             group_kl = sum(batch_mean(kl[p]) for p in group.parts)
