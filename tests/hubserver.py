@@ -27,10 +27,11 @@ GITATTRIBUTES = b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
 
 @dataclass
 class Repo:
-    """A repository: the whole tree of each commit, and branches and tags pointing at commits."""
+    """A repository: the whole tree of each commit, its message, and branches and tags pointing at commits."""
 
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)
 
 
 class _Missing(Exception):
@@ -125,6 +126,8 @@ class FakeHub:
                     return _json({"files": files})
                 if rest[0] == "commit":
                     return self._commit(repo_id, rest[1], body)
+                if rest[0] == "branch":
+                    return self._branch(repo_id, rest[1], json.loads(body or b"{}"))
             if parts == ["api", "repos", "create"]:
                 return self._create(json.loads(body))
             if parts == ["api", "validate-yaml"]:
@@ -162,16 +165,26 @@ class FakeHub:
         self.commit(repo_id, {".gitattributes": GITATTRIBUTES})
         return _json({"url": f"{self.endpoint}/{repo_id}"})
 
+    def _branch(self, repo_id: str, branch: str, payload: dict):
+        repo, commit = self._resolve(repo_id, payload.get("startingPoint", "main"))
+        if branch in repo.refs:
+            return _json({"error": "Reference already exists"}, 409)
+        repo.refs[branch] = commit
+        return _json({})
+
     def _commit(self, repo_id: str, revision: str, body: bytes):
         self._resolve(repo_id, revision)
-        added, deleted = {}, []
+        added, deleted, message = {}, [], ""
         for line in body.splitlines():
             item = json.loads(line)
-            if item["key"] == "file":
+            if item["key"] == "header":
+                message = item["value"]["summary"]
+            elif item["key"] == "file":
                 added[item["value"]["path"]] = base64.b64decode(item["value"]["content"])
             elif item["key"] == "deletedFile":
                 deleted.append(item["value"]["path"])
         commit = self.commit(repo_id, added, deleted, branch=revision)
+        self.repos[repo_id].messages[commit] = message
         return _json({"commitUrl": f"{self.endpoint}/{repo_id}/commit/{commit}", "commitOid": commit})
 
 

@@ -195,6 +195,29 @@ def test_a_push_the_hub_refuses_is_a_one_line_error(hub, tmp_path):
 
 
 @pytest.mark.slow
+def test_push_commits_to_the_branch_with_the_message_asked_for(hub, tmp_path):
+    card, weights = entry(tmp_path / "cards")
+    first = run_vaezoo("push", str(card), "owner/branched")
+    assert first.returncode == 0, first.stderr
+    main_commit = hub.repos["owner/branched"].refs["main"]
+
+    pushed = run_vaezoo("push", str(card), "owner/branched", "--revision", "trial", "-m", "retrained, seed 3")
+    assert pushed.returncode == 0, pushed.stderr
+    repo = hub.repos["owner/branched"]
+    assert repo.refs["main"] == main_commit  # main untouched
+    assert repo.messages[repo.refs["trial"]] == "retrained, seed 3"
+    assert repo.messages[main_commit] == "vaezoo push tiny"
+    assert pushed.stdout == f"hf-hub:owner/branched@{repo.refs['trial']}\n"
+    assert load("hf-hub:owner/branched@trial", str(weights)) == [f"True hf-hub:owner/branched@{repo.refs['trial']}"]
+
+    again = run_vaezoo("push", str(card), "owner/branched", "--revision", "trial")  # the branch exists now
+    assert again.returncode == 0, again.stderr
+    assert repo.messages[repo.refs["trial"]] == "vaezoo push tiny"
+    assert one_error_line(run_vaezoo("push", str(card), "owner/branched", "--revision", "x", "--dry-run")) == (
+        "error: --commit-message and --revision go with an upload; --dry-run commits nothing")
+
+
+@pytest.mark.slow
 def test_push_dry_run_writes_the_folder_and_uploads_nothing(hub, tmp_path):
     card, weights = entry(tmp_path / "cards")
     out = tmp_path / "upload"

@@ -110,7 +110,8 @@ def _note(card: Card) -> str:
 
 
 def push(card: Card, repo_id: str, folder: Path | None = None, private: bool = False,
-         token: str | bool | None = None) -> CommitInfo:
+         token: str | bool | None = None, commit_message: str | None = None,
+         revision: str | None = None) -> CommitInfo:
     """Upload ``card``, its weights, config.json and a Hub model card to ``repo_id`` in one commit.
 
     Args:
@@ -119,6 +120,8 @@ def push(card: Card, repo_id: str, folder: Path | None = None, private: bool = F
         folder: stage the files here (kept); default a temporary folder, removed afterwards.
         private: create the repository private (an existing one keeps its visibility).
         token: a Hub token; None for the one logged in.
+        commit_message: default ``vaezoo push NAME``.
+        revision: the branch to commit to, created from ``main`` if needed (default ``main``).
 
     Returns:
         huggingface_hub's ``CommitInfo`` (``.oid`` is the commit).
@@ -129,13 +132,15 @@ def push(card: Card, repo_id: str, folder: Path | None = None, private: bool = F
     hub(OutputError, "pushing to the Hugging Face Hub")
     if folder is None:
         with tempfile.TemporaryDirectory(prefix="vaezoo-push-") as tmp:
-            return push(card, repo_id, Path(tmp), private, token)
-    return upload(stage(card, repo_id, folder), repo_id, f"vaezoo push {card.name}", private, token)
+            return push(card, repo_id, Path(tmp), private, token, commit_message, revision)
+    return upload(stage(card, repo_id, folder), repo_id, commit_message or f"vaezoo push {card.name}", private, token,
+                  revision)
 
 
 def upload(files: list[Path], repo_id: str, message: str, private: bool = False,
-           token: str | bool | None = None) -> CommitInfo:
-    """Commit ``files`` (a staged model folder) to the root of ``repo_id``, created if needed.
+           token: str | bool | None = None, revision: str | None = None) -> CommitInfo:
+    """Commit ``files`` (a staged model folder) to the root of ``repo_id`` on branch ``revision`` (default
+    ``main``); the repository and the branch are created if needed.
 
     Other ``*.toml`` and ``*.safetensors`` files at its root (an earlier card and its weights) are removed in the
     same commit, so that it holds exactly one card.
@@ -148,8 +153,10 @@ def upload(files: list[Path], repo_id: str, message: str, private: bool = False,
     name = next(f.stem for f in files if f.suffix == ".toml")
     with translated(OutputError, f"cannot push '{name}' to {repo_id}", huggingface_hub):
         api.create_repo(repo_id, private=private, exist_ok=True)
-        replaced = [p for p in api.list_repo_files(repo_id) if "/" not in p and p.endswith((".toml", ".safetensors"))
+        if revision is not None:
+            api.create_branch(repo_id, branch=revision, exist_ok=True)
+        replaced = [p for p in api.list_repo_files(repo_id, revision=revision) if "/" not in p and p.endswith((".toml", ".safetensors"))
                     and p not in {f.name for f in files}]
         operations = [huggingface_hub.CommitOperationAdd(path_in_repo=f.name, path_or_fileobj=str(f)) for f in files]
         operations += [huggingface_hub.CommitOperationDelete(path_in_repo=p) for p in replaced]
-        return api.create_commit(repo_id, operations, commit_message=message)
+        return api.create_commit(repo_id, operations, commit_message=message, revision=revision)

@@ -202,7 +202,7 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
 
 
 def push_to_hub(model: VAE, repo_id: str, *, private: bool = False, token: str | bool | None = None,
-                commit_message: str | None = None) -> CommitInfo:
+                commit_message: str | None = None, revision: str | None = None) -> CommitInfo:
     """Upload ``model`` to ``repo_id`` as :func:`save_pretrained` writes it, in one commit, as ``vaezoo push`` does.
 
     Args:
@@ -211,6 +211,7 @@ def push_to_hub(model: VAE, repo_id: str, *, private: bool = False, token: str |
         private: create the repository private.
         token: a Hub token allowed to write there (default: the one logged in).
         commit_message: default ``vaezoo push NAME``.
+        revision: the branch to commit to, created from ``main`` if needed (default ``main``).
 
     Returns:
         huggingface_hub's ``CommitInfo``: ``hf-hub:OWNER/REPO@{info.oid}`` loads exactly what was pushed.
@@ -223,4 +224,4 @@ def push_to_hub(model: VAE, repo_id: str, *, private: bool = False, token: str |
     card = _card_of(model)
     with tempfile.TemporaryDirectory(prefix="vaezoo-push-") as tmp:
         files = save_pretrained(model, tmp, repo_id)
-        return upload(files, repo_id, commit_message or f"vaezoo push {card.name}", private, token)
+        return upload(files, repo_id, commit_message or f"vaezoo push {card.name}", private, token, revision)

@@ -28,6 +28,9 @@ def add_parser(sub) -> None:
                    help="a new or empty folder to write the upload into, kept (default: a temporary folder, "
                         "printed with --dry-run, removed after an upload)")
     p.add_argument("--private", action="store_true", help="create the repository private")
+    p.add_argument("-m", "--commit-message", metavar="TEXT", help="the commit's message (default: vaezoo push NAME)")
+    p.add_argument("--revision", metavar="BRANCH",
+                   help="commit to this branch, created from main if needed (default: main)")
     p.set_defaults(func=run)
 
 
@@ -58,6 +61,8 @@ def run(args) -> int:
         raise OutputError("--all OWNER pushes the whole zoo; give no NAME or OWNER/REPO with it")
     if args.owner is None and not (args.name and args.repo):
         raise OutputError("give NAME and OWNER/REPO (vaezoo push NAME OWNER/REPO), or --all OWNER --dry-run")
+    if args.dry_run and (args.commit_message is not None or args.revision is not None):
+        raise OutputError("--commit-message and --revision go with an upload; --dry-run commits nothing")
     folder = Path(args.out) if args.out else None
     if folder is None:
         return _push(args, None)
@@ -99,7 +104,8 @@ def _push(args, folder: Path | None, shown: Path | None = None) -> int:
         for path in files:
             print(printable(shown / path.relative_to(folder)))
         return 0
-    commit = push(card, args.repo, folder, private=args.private)
+    commit = push(card, args.repo, folder, private=args.private, commit_message=args.commit_message,
+                  revision=args.revision)
     print(printable(f"pushed '{card.name}' to {args.repo}: {commit.commit_url}"), file=sys.stderr)
     print(printable(f"hf-hub:{args.repo}@{commit.oid}"))
     return 0
