@@ -166,7 +166,7 @@ def test_total_correlation_on_the_continuous_part_of_a_joint_latent():
     on_part = TotalCorrelation(50, part="cont", sampling="mws")(posterior, z, 0)
     cont = posterior.parts["cont"]
     alone = TotalCorrelation(50, sampling="mws")(cont, z[:, :2], 0)
-    assert {k: v.item() for k, v in on_part.items()} == pytest.approx({k: v.item() for k, v in alone.items()})
+    assert {k: v.item() for k, v in on_part.items()} == pytest.approx({f"{k}_cont": v.item() for k, v in alone.items()})
     with pytest.raises(NotImplementedError, match="CategoricalPosterior has no per-dimension density"):
         TotalCorrelation(50, part="cat")(posterior, z, 0)
 
@@ -220,3 +220,29 @@ def test_total_correlation_of_a_bfloat16_posterior_is_estimated_in_float32(sampl
     assert {k: v.dtype for k, v in in_bf16.items()} == dict.fromkeys(exact, torch.float32)
     assert {k: v.item() for k, v in in_bf16.items()} == pytest.approx({k: v.item() for k, v in exact.items()},
                                                                        abs=0.05)
+
+
+def _joint_model(regularizers: list[dict], parts: tuple[dict, ...] = ()):
+    from kit import JOINT_TC_CAPACITY, make_card
+
+    from vaezoo.assemble import build_model
+    from vaezoo.entries.schema import Card
+
+    latent = {"type": "joint", "parts": [*JOINT_TC_CAPACITY["latent"]["parts"], *parts]}
+    spec = {**JOINT_TC_CAPACITY, "latent": latent, "regularizers": regularizers}
+    return build_model(Card.model_validate(make_card(model=spec)))
+
+
+def test_a_term_named_like_an_earlier_one_is_refused_instead_of_replacing_it_in_the_loss():
+    model = _joint_model([{"type": "beta", "beta": 4.0}, {"type": "beta", "beta": 1.0}])
+    with pytest.raises(VaezooError, match=r"its term 'kl' has the name of an earlier regularizer's term, which it "
+                                          r"would replace in the loss"):
+        model(torch.rand(4, 1, 16, 16).round(), step=0)
+
+
+def test_two_total_correlations_on_two_parts_each_weigh_in_the_loss():
+    tc = {"type": "total_correlation", "dataset_size": 1000, "sampling": "mws"}
+    model = _joint_model([{**tc, "part": "cont"}, {**tc, "part": "cont2", "beta": 3.0}, {"type": "beta", "part": "cat"}],
+                         parts=({"type": "gaussian", "name": "cont2", "dim": 2},))
+    assert model(torch.rand(4, 1, 16, 16).round(), step=0).terms.keys() == {
+        "reconstruction", "mi_cont", "tc_cont", "dwkl_cont", "mi_cont2", "tc_cont2", "dwkl_cont2", "kl_cat"}

@@ -92,6 +92,11 @@ class Detached(Regularizer):
         return {"kl": batch_mean(posterior.kl()).detach()}
 
 
+class Reconstructing(Regularizer):
+    def forward(self, posterior, z, step):
+        return {"reconstruction": batch_mean(posterior.kl())}
+
+
 SMALL = dict(image_size=16, channels=1, latent={"type": "gaussian", "dim": 2},
              encoder={"type": "mlp_encoder", "hidden": [8]}, decoder={"type": "mlp_decoder", "hidden": [8]})
 
@@ -123,6 +128,7 @@ def vaezoo_register_regularizers(register):
     register("per_example", PerExample)
     register("detached", Detached)
     register("warmup", Warmup)
+    register("reconstructing", Reconstructing)
 
 
 @vaezoo.hookimpl
@@ -186,6 +192,7 @@ def test_a_broken_latent_family_is_caught_naming_it_and_its_plugin(broken_parts,
     ("counting", "term 'kl' at step 0 changed when computed again"),
     ("per_example", "term 'kl' at step 0 has shape (8,), expected ()"),
     ("detached", "the terms depend on the encoder's parameters at none of the steps (0, 1000)"),
+    ("reconstructing", "a term is named 'reconstruction', the likelihood's term, which it would replace in the loss"),
 ])
 def test_a_broken_regularizer_is_caught_naming_it_and_its_plugin(broken_parts, name, problem):
     with pytest.raises(ConformanceError) as caught:
@@ -224,7 +231,7 @@ def test_check_plugin_lists_what_a_plugin_contributes(broken_parts):
         "architecture": ["nan_decoder", "not_a_vae", "unused_layer"],
         "latent family": ["batch_kl", "detached_sample", "flat_kl", "negative_kl", "square_densities",
                           "unseeded_prior"],
-        "regularizer": ["counting", "detached", "per_example", "warmup"],
+        "regularizer": ["counting", "detached", "per_example", "reconstructing", "warmup"],
     }
 
 

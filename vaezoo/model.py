@@ -187,7 +187,7 @@ class VAE(nn.Module):
         output = self.decode_logits(z)
         terms = {"reconstruction": batch_mean(self.likelihood.nll(output, x))}
         for regularizer in self.regularizers:
-            terms.update(_scalar_terms(regularizer, regularizer(posterior, z, step)))
+            terms.update(_scalar_terms(regularizer, regularizer(posterior, z, step), terms))
         kl = {}
         for name, value in posterior.kl_parts().items():
             _require_per_image(value, x.shape[0], self.latent, f"kl_parts()['{name}']")
@@ -284,8 +284,10 @@ def _require_per_image(value: object, batch: int, family: LatentFamily, what: st
                           f"image ({batch}, ...)")
 
 
-def _scalar_terms(regularizer: Regularizer, terms: object) -> Mapping[str, Tensor]:
-    """A regularizer's terms, refused unless they are named scalar tensors (the loss is their sum)."""
+def _scalar_terms(regularizer: Regularizer, terms: object, before: Mapping[str, Tensor]) -> Mapping[str, Tensor]:
+    """A regularizer's terms, refused unless they are named scalar tensors (the loss is their sum) named unlike
+    the terms ``before`` them: a term of the same name would replace one, and the model would train on another
+    objective."""
     if not isinstance(terms, Mapping):
         raise PluginError(f"{_part('regularizer', regularizer)}: forward() returned a {type(terms).__name__}, "
                           f"not a dict of named scalar tensors")
@@ -293,6 +295,11 @@ def _scalar_terms(regularizer: Regularizer, terms: object) -> Mapping[str, Tenso
         if not (isinstance(value, Tensor) and value.dim() == 0):
             raise PluginError(f"{_part('regularizer', regularizer)}: term '{name}' is {_described(value)}, not a "
                               f"scalar tensor")
+        if name in before:
+            owner = "the likelihood's" if name == "reconstruction" else "an earlier regularizer's"
+            raise PluginError(f"{_part('regularizer', regularizer)}: its term '{name}' has the name of "
+                              f"{owner} term, which it would replace in the loss; give each term a name of its own "
+                              f"(two regularizers of one type: give each its own 'part')")
     return terms
 
 

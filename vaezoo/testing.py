@@ -381,6 +381,8 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
                  f"forward must return a non-empty dict of named terms, got {type(terms).__name__}")
         for term, value in terms.items():
             _require(isinstance(term, str), subject, f"term names must be strings, got {term!r}")
+            _require(term != "reconstruction", subject, "a term is named 'reconstruction', the likelihood's term, "
+                     "which it would replace in the loss; give it a name of its own")
             _require_scalar(value, subject, f"term '{term}' at step {step}")
         _require(isinstance(targets, dict) and all(isinstance(k, str) and isinstance(v, int | float)
                                                    for k, v in targets.items()),

@@ -116,7 +116,8 @@ class TotalCorrelation(Regularizer):
             matrix, log_pz = gather_rows(matrix.transpose(0, 1)).transpose(0, 1), gather_rows(log_pz)
         log_qz_x = torch.diagonal(matrix, dim1=0, dim2=1).T
         mi, tc, dwkl = decompose_kl(matrix, log_qz_x, log_pz, self.dataset_size, self.sampling)
-        return {"mi": self.alpha * mi, "tc": self.beta * tc, "dwkl": self.gamma * dwkl}
+        suffix = f"_{self.part}" if self.part else ""  # as beta's kl_PART: one such regularizer a part
+        return {f"mi{suffix}": self.alpha * mi, f"tc{suffix}": self.beta * tc, f"dwkl{suffix}": self.gamma * dwkl}
 
     @property
     def _of_part(self) -> str:
