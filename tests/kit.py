@@ -272,14 +272,16 @@ def toy_bars(split="train", size=96, nan=False):
     return ImageDataset(images, scale=1.0, labels=labels)
 
 
-def tiny_blobs(split="train", nan=False):
-    """64 random binary 4x4 images; NaN pixels everywhere when ``nan``."""
+def tiny_blobs(split="train", nan=False, grey=False):
+    """64 random binary 4x4 images (grey levels 0-255 when ``grey``); NaN pixels everywhere when ``nan``."""
     import torch
     from vaezoo.data import ImageDataset
 
     if nan:
         return ImageDataset(torch.full((64, 1, 4, 4), float("nan")), scale=1.0)
     g = torch.Generator().manual_seed(0 if split == "train" else 1)
+    if grey:
+        return ImageDataset(torch.randint(0, 256, (64, 1, 4, 4), generator=g, dtype=torch.uint8), scale=255.0)
     return ImageDataset((torch.rand(64, 1, 4, 4, generator=g) > 0.5).to(torch.uint8), scale=1.0)
 
 
@@ -295,11 +297,11 @@ def vaezoo_register_datasets(register):
             return toy_bars(split, size, nan)
 
     class TinyBlobs(Dataset):
-        def info(self, split="train", nan=False):
+        def info(self, split="train", nan=False, grey=False):
             return DataInfo(size=64, image_size=4, channels=1)
 
-        def load(self, root=None, split="train", nan=False):
-            return tiny_blobs(split, nan)
+        def load(self, root=None, split="train", nan=False, grey=False):
+            return tiny_blobs(split, nan, grey)
 
     register({TOY_DATASET!r}, ToyBars())
     register({TINY_DATASET!r}, TinyBlobs())

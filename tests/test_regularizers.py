@@ -166,7 +166,8 @@ def test_total_correlation_on_the_continuous_part_of_a_joint_latent():
     on_part = TotalCorrelation(50, part="cont", sampling="mws")(posterior, z, 0)
     cont = posterior.parts["cont"]
     alone = TotalCorrelation(50, sampling="mws")(cont, z[:, :2], 0)
-    assert {k: v.item() for k, v in on_part.items()} == pytest.approx({f"{k}_cont": v.item() for k, v in alone.items()})
+    expected = {f"{k}_cont": v.item() for k, v in alone.items()}
+    assert {k: v.item() for k, v in on_part.items()} == pytest.approx(expected)
     with pytest.raises(NotImplementedError, match="CategoricalPosterior has no per-dimension density"):
         TotalCorrelation(50, part="cat")(posterior, z, 0)
 
@@ -242,7 +243,7 @@ def test_a_term_named_like_an_earlier_one_is_refused_instead_of_replacing_it_in_
 
 def test_two_total_correlations_on_two_parts_each_weigh_in_the_loss():
     tc = {"type": "total_correlation", "dataset_size": 1000, "sampling": "mws"}
-    model = _joint_model([{**tc, "part": "cont"}, {**tc, "part": "cont2", "beta": 3.0}, {"type": "beta", "part": "cat"}],
-                         parts=({"type": "gaussian", "name": "cont2", "dim": 2},))
+    regularizers = [{**tc, "part": "cont"}, {**tc, "part": "cont2", "beta": 3.0}, {"type": "beta", "part": "cat"}]
+    model = _joint_model(regularizers, parts=({"type": "gaussian", "name": "cont2", "dim": 2},))
     assert model(torch.rand(4, 1, 16, 16).round(), step=0).terms.keys() == {
         "reconstruction", "mi_cont", "tc_cont", "dwkl_cont", "mi_cont2", "tc_cont2", "dwkl_cont2", "kl_cat"}

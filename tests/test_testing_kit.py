@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kit import (JOINT_TC_CAPACITY, install_plugin, make_card, save_model_weights, weights_entry, write_card,
-                 write_entry, write_toml)
+from kit import (JOINT_TC_CAPACITY, TINY_DATASET, install_plugin, make_card, save_model_weights, weights_entry,
+                 write_card, write_entry, write_toml)
 from vaezoo import testing
 from vaezoo.testing import ConformanceError
 
@@ -415,3 +415,8 @@ def test_a_card_that_does_not_validate_is_caught(tmp_path):
     path = write_toml(tmp_path / "bad-card.toml", card)
     with pytest.raises(ConformanceError, match=r"card .*bad-card.toml: validating raised CardError: .*'license'"):
         testing.check_card(path)
+
+
+@pytest.mark.parametrize("grey", [False, True], ids=["binary", "grey levels"])
+def test_a_dataset_of_binary_or_of_grey_level_images_passes_the_kit(data_plugin, grey):
+    testing.check_dataset(TINY_DATASET, grey=grey)  # grey levels: no Bernoulli log-likelihood is asked for

@@ -711,7 +711,8 @@ def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
 
     For each split, "train" and "test", ``info()`` must describe what ``load()`` gives (size, image size,
     channels, factor names), its batches must be float images in [0, 1], and its labels and factors must
-    have a row per image. Then a small ``vae`` (MLP nets, a Gaussian latent) is trained on its train split,
+    have a row per image. Then a small ``vae`` (MLP nets, a Gaussian latent, a Bernoulli likelihood, or a
+    Gaussian one where the first images have grey levels) is trained on its train split,
     one epoch of 8 images a step, and checked as :func:`check_training` checks a run, measuring every
     metric of the built-in plugins and of the dataset's own that it can serve: give options for a small split.
 
@@ -724,6 +725,7 @@ def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
     from vaezoo.entries.schema import DataSpec
 
     subject = _owner("dataset", name)
+    grey = False
     for split in ("train", "test"):
         with _running(subject, f"describing split '{split}' with {options}"):
             info = registry("dataset")[name].info(split, **options)
@@ -736,13 +738,15 @@ def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
                  f"{said} images {tuple(images.shape[1:])}")
         _require(images.is_floating_point() and bool(((images >= 0) & (images <= 1)).all()), subject,
                  f"split '{split}': batch() gives values that are not floats in [0, 1]; set the dataset's scale")
+        grey = grey or not bool(((images == 0) | (images == 1)).all())
         _require(tuple(data.factor_names) == tuple(info.factor_names), subject, f"{said} factors {data.factor_names}")
         for what, rows in (("labels", data.labels), ("factors", data.factors)):
             _require(rows is None or len(rows) == len(data), subject,
                      f"split '{split}': {len(rows) if rows is not None else 0} {what} for {len(data)} images")
-    _train_part(subject, registry("dataset").plugin_of(name), "vae",
-                {"latent": {"type": "gaussian", "dim": 4}, **TRIAL_NETS,
-                 "regularizers": [{"type": "beta", "beta": 1.0}]}, seed, data=DataSpec(name=name, options=options))
+    model = {"latent": {"type": "gaussian", "dim": 4}, **TRIAL_NETS, "regularizers": [{"type": "beta", "beta": 1.0}],
+             "likelihood": "gaussian" if grey else "bernoulli"}
+    _train_part(subject, registry("dataset").plugin_of(name), "vae", model, seed,
+                data=DataSpec(name=name, options=options))
 
 
 def _train_part(subject: str, plugin: str, architecture: str, model: Mapping[str, Any], seed: int,
