@@ -114,6 +114,24 @@ def test_write_records_the_spreads_and_keeps_the_rest_of_the_card(work, capsys):
     assert after.weights.sha256 == WEIGHTS["sha256"] and after.metrics["acc"].note == "seed 0"
 
 
+def test_without_runs_it_prints_the_spreads_the_card_records(work, capsys):
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml")
+    assert code == 1 and err == ("error: card 'toy' records no spread over seeds; give runs of its recipe with other "
+                                 "seeds (vaezoo train toy --seed N --out DIR makes one)\n")
+    runs = [write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3}), write_run("runs/s2", 2, {"acc": 0.6, "mig": 0.2})]
+    written = cli(capsys, "seeds", "cards/toy.toml", *runs, "--json")[1]
+    assert cli(capsys, "seeds", "cards/toy.toml", *runs, "--write")[0] == 0
+
+    code, out, _ = cli(capsys, "seeds", "cards/toy.toml", "--json")
+    assert code == 0 and json.loads(out) == json.loads(written)
+    code, out, _ = cli(capsys, "seeds", "toy", "--metrics", "mig")
+    assert code == 0 and table_rows(out) == [["mig", "3", "0.2", "0.1", "0.3", "s0 0.1  s1 0.3  s2 0.2"]]
+    code, _, err = cli(capsys, "seeds", "toy", "--metrics", "nll")
+    assert code == 1 and "card 'toy' records no spread over seeds of nll; it records one of acc, mig" in err
+    code, _, err = cli(capsys, "seeds", "toy", "--write")
+    assert code == 1 and "--write and --selection record the spread over RUN folders; give the runs" in err
+
+
 def test_write_by_zoo_name_records_the_selection_given(work, capsys):
     run = write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3})
     code, _, err = cli(capsys, "seeds", "toy", run, "--metrics", "acc", "--write",
@@ -253,11 +271,6 @@ def test_a_run_that_is_not_a_card_is_a_one_line_error(work, capsys, run, fragmen
     code, _, err = cli(capsys, "seeds", "cards/toy.toml", run)
     assert code == 1
     assert_one_line_error(err, fragment)
-
-
-def test_no_run_is_a_usage_error(work, capsys):
-    code, _, err = cli(capsys, "seeds", "cards/toy.toml")
-    assert code == 2 and "RUN" in err
 
 
 def test_a_card_that_cannot_be_written_is_left_as_it_was(work, capsys, monkeypatch):

@@ -260,6 +260,34 @@ class SeedReport:
     written: Card | None = None
 
 
+def recorded_spreads(card: Card | str | os.PathLike,
+                     metrics: Sequence[str] | None = None) -> tuple[Card, dict[str, SeedSpread]]:
+    """The spreads over seeds that a card records (as :func:`seed_report` wrote them), without any run.
+
+    Args:
+        card: the card, or what names one (:func:`vaezoo.entries.catalog.get_card`).
+        metrics: only these metrics (default every metric with a spread), in this order.
+
+    Returns:
+        The card and ``{metric: spread}``.
+
+    Raises:
+        CardError: the card records no spread, or none for a metric of ``metrics``.
+    """
+    card = card if isinstance(card, Card) else get_card(card)
+    found = {name: metric.seeds for name, metric in card.metrics.items() if metric.seeds is not None}
+    if not found:
+        raise CardError(f"card '{card.name}' records no spread over seeds; give runs of its recipe with other "
+                        f"seeds (vaezoo train {card.name} --seed N --out DIR makes one)")
+    if metrics is not None:
+        missing = [name for name in metrics if name not in found]
+        if missing:
+            raise CardError(f"card '{card.name}' records no spread over seeds of {', '.join(missing)}; it records "
+                            f"one of {', '.join(found)}")
+        found = {name: found[name] for name in metrics}
+    return card, found
+
+
 def seed_report(card: Card | str | os.PathLike, runs: Iterable[str | os.PathLike],
                 metrics: Sequence[str] | None = None, selection: str = DEFAULT_SELECTION,
                 measured_by: str = "", write: bool = False) -> SeedReport:

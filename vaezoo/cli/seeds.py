@@ -12,10 +12,11 @@ def add_parser(sub) -> None:
                        description="Spread a card's metrics over runs of its recipe with other seeds: n, median, "
                                    "min, max and each seed's value. The card counts as the run of its own seed; "
                                    "each RUN must be the card's recipe with another seed (vaezoo train CARD "
-                                   "--seed N --out DIR writes one).")
+                                   "--seed N --out DIR writes one). With no RUN: the spreads the card records.")
     add_card(p)
-    p.add_argument("runs", nargs="+", metavar="RUN",
-                   help="a run folder holding one completed card (as vaezoo train writes it) or a card file")
+    p.add_argument("runs", nargs="*", metavar="RUN",
+                   help="a run folder holding one completed card (as vaezoo train writes it) or a card file; none: "
+                        "print the spreads recorded on the card")
     p.add_argument("--metrics", type=names_arg, metavar="A,B",
                    help="the metrics to spread (default: the card's eval_metrics that every run records)")
     p.add_argument("--write", action="store_true", help="record the spreads on the card's TOML file")
@@ -26,13 +27,31 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.seeds import seed_report
+    from vaezoo.seeds import recorded_spreads, seed_report
 
+    if not args.runs:
+        if args.write or args.selection != DEFAULT_SELECTION:
+            from vaezoo.errors import VaezooError
+
+            raise VaezooError("--write and --selection record the spread over RUN folders; give the runs "
+                              "(vaezoo seeds CARD RUN... --write)")
+        card, found = recorded_spreads(args.card, args.metrics)
+        _print(args, card, found, f"{card.name}: the spreads over seeds the card records, its seed is "
+                                  f"{card.train.seed}")
+        return 0
     report = seed_report(args.card, args.runs, args.metrics, args.selection, measured_by(args), write=args.write)
     card, found = report.card, report.spreads
     if report.left_out:
         print(printable(f"left out, not a finite number in every run (missing, NaN or infinite): "
                         f"{', '.join(report.left_out)}"), file=sys.stderr)
+    _print(args, card, found, f"{card.name}: {len(report.runs)} seeds, the card's is {card.train.seed}")
+    if args.write:
+        print(printable(f"wrote the spread over {len(report.runs)} seeds of {', '.join(report.metrics)} to "
+                        f"{card.path}"), file=sys.stderr)
+    return 0
+
+
+def _print(args, card, found: dict, title: str) -> None:
     if args.json:
         print_json({"name": card.name, "shipped": card.train.seed, "metrics": {
             name: s.model_dump(include={"n", "median", "min", "max", "runs"}) for name, s in found.items()}})
@@ -40,11 +59,7 @@ def run(args) -> int:
         print_table(("metric", "n", "median", "min", "max", "by seed"),
                     [(name, s.n, f"{s.median:.6g}", f"{s.min:.6g}", f"{s.max:.6g}",
                       "  ".join(f"s{r.seed} {r.value:.6g}" for r in s.runs)) for name, s in found.items()],
-                    title=f"{card.name}: {len(report.runs)} seeds, the card's is {card.train.seed}")
-    if args.write:
-        print(printable(f"wrote the spread over {len(report.runs)} seeds of {', '.join(report.metrics)} to "
-                        f"{card.path}"), file=sys.stderr)
-    return 0
+                    title=title)
 
 
 def measured_by(args) -> str:
