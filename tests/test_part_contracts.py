@@ -1,5 +1,6 @@
-"""A plugin's part that breaks its contract is named by ``vaezoo train`` at step 0, in one line, and the run
-leaves nothing behind; the model refuses an empty batch in its forward pass."""
+"""A plugin's part (latent family, regularizer, net or likelihood) that breaks its contract is named by ``vaezoo
+train`` at step 0, in one line, and the run leaves nothing behind; the model refuses an empty batch in its forward
+pass."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from vaezoo.errors import InputError
 BROKEN_PARTS = """
 import vaezoo
 from vaezoo.latents.gaussian import Gaussian, GaussianPosterior
+from vaezoo.likelihoods import Bernoulli
+from vaezoo.nets import MLPDecoder, MLPEncoder
 from vaezoo.regularizers import Regularizer
 
 
@@ -50,10 +53,44 @@ class FloatTerm(Regularizer):
         return {"penalty": 0.5}
 
 
+class WideEncoder(MLPEncoder):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.out_features += 1
+
+
+class NamelessEncoder(MLPEncoder):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        del self.out_features
+
+
+class HalfDecoder(MLPDecoder):
+    def forward(self, z):
+        return super().forward(z)[..., ::2, ::2]
+
+
+class MeanNll(Bernoulli):
+    def nll(self, output, x):
+        return super().nll(output, x).mean()
+
+
 @vaezoo.hookimpl
 def vaezoo_register_latent_families(register):
     for kind in ("kl_per_batch", "narrow_mode", "tuple_posterior"):
         register(kind, family(kind))
+
+
+@vaezoo.hookimpl
+def vaezoo_register_nets(register):
+    register("wide_encoder", WideEncoder)
+    register("nameless_encoder", NamelessEncoder)
+    register("half_decoder", HalfDecoder)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_likelihoods(register):
+    register("mean_nll", MeanNll)
 
 
 @vaezoo.hookimpl
@@ -66,17 +103,22 @@ TINY_NETS = {"image_size": 4, "channels": 1, "encoder": {"type": "mlp_encoder", 
              "decoder": {"type": "mlp_decoder", "hidden": [8]}}
 
 
-@pytest.mark.parametrize("latent, regularizer, problem", [
-    ("kl_per_batch", "beta", "latent family KlPerBatch (fake_broken_"),
-    ("narrow_mode", "beta", "latent family NarrowMode (fake_broken_"),
-    ("tuple_posterior", "beta", "latent family TuplePosterior (fake_broken_"),
-    ("gaussian", "vector_term", "regularizer VectorTerm (fake_broken_"),
-    ("gaussian", "float_term", "regularizer FloatTerm (fake_broken_"),
+@pytest.mark.parametrize("latent, regularizer, problem, parts", [
+    ("kl_per_batch", "beta", "latent family KlPerBatch (fake_broken_", {}),
+    ("narrow_mode", "beta", "latent family NarrowMode (fake_broken_", {}),
+    ("tuple_posterior", "beta", "latent family TuplePosterior (fake_broken_", {}),
+    ("gaussian", "vector_term", "regularizer VectorTerm (fake_broken_", {}),
+    ("gaussian", "float_term", "regularizer FloatTerm (fake_broken_", {}),
+    ("gaussian", "beta", "encoder WideEncoder (fake_broken_", {"encoder": {"type": "wide_encoder", "hidden": [8]}}),
+    ("gaussian", "beta", "encoder NamelessEncoder (fake_broken_",
+     {"encoder": {"type": "nameless_encoder", "hidden": [8]}}),
+    ("gaussian", "beta", "decoder HalfDecoder (fake_broken_", {"decoder": {"type": "half_decoder", "hidden": [8]}}),
+    ("gaussian", "beta", "likelihood MeanNll (fake_broken_", {"likelihood": "mean_nll"}),
 ])
 def test_a_part_that_breaks_its_contract_is_named_at_step_0_and_the_run_leaves_nothing(
-        data_plugin, tmp_path, capsys, latent, regularizer, problem):
+        data_plugin, tmp_path, capsys, latent, regularizer, problem, parts):
     install_plugin(data_plugin, "broken", BROKEN_PARTS)
-    model = {**TINY_NETS, "latent": {"type": latent, "dim": 3}, "regularizers": [{"type": regularizer}]}
+    model = {**TINY_NETS, "latent": {"type": latent, "dim": 3}, "regularizers": [{"type": regularizer}], **parts}
     path = write_toml(tmp_path / "card.toml", make_card("tiny", model=model))
     out = tmp_path / "out"
     assert main(["train", str(path), "--out", str(out)]) == 1

@@ -70,8 +70,12 @@ class VAE(nn.Module):
     def __init__(self, encoder: nn.Module, decoder: nn.Module, latent: LatentFamily, likelihood: Likelihood,
                  regularizers: Sequence[Regularizer], image_size: int, channels: int):
         super().__init__()
+        features = getattr(encoder, "out_features", None)
+        if not (isinstance(features, int) and features > 0):
+            raise PluginError(f"{_part('encoder', encoder)}: its out_features is {features!r}, not the positive "
+                              f"number of features it outputs per image, which the encoder must set")
         self.encoder, self.decoder, self.latent, self.likelihood = encoder, decoder, latent, likelihood
-        self.head = nn.Linear(encoder.out_features, latent.param_size)
+        self.head = nn.Linear(features, latent.param_size)
         self.regularizers = nn.ModuleList(regularizers)
         self.image_size, self.channels = image_size, channels
         self.card: Card | None = None
@@ -130,7 +134,12 @@ class VAE(nn.Module):
             InputError: ``x`` has another shape or type, or values outside [0, 1].
         """
         x = self._input(x, checked)
-        posterior = self.latent.posterior(self.head(self.encoder(x)))
+        features = self.encoder(x)
+        expected = (x.shape[0], self.head.in_features)
+        if not (isinstance(features, Tensor) and tuple(features.shape) == expected):
+            raise PluginError(f"{_part('encoder', self.encoder)}: it gave {_described(features)} for "
+                              f"{x.shape[0]} images, not (batch, out_features) = {expected}")
+        posterior = self.latent.posterior(self.head(features))
         if not isinstance(posterior, Posterior):
             raise PluginError(f"{_part('latent family', self.latent)}: posterior() returned "
                               f"{type(posterior).__name__}, not a vaezoo.latents.Posterior")
@@ -151,7 +160,12 @@ class VAE(nn.Module):
                    else type(z).__name__)
             raise InputError(f"the decoder takes float codes (B, {size}) (code_size {size}), got {got}")
         dtype = self.head.weight.dtype
-        return self.decoder(z if z.dtype == dtype else z.to(dtype))
+        output = self.decoder(z if z.dtype == dtype else z.to(dtype))
+        expected = (z.shape[0], self.channels, self.image_size, self.image_size)
+        if not (isinstance(output, Tensor) and tuple(output.shape) == expected):
+            raise PluginError(f"{_part('decoder', self.decoder)}: it gave {_described(output)} for {z.shape[0]} "
+                              f"codes, not (batch, channels, image_size, image_size) = {expected}")
+        return output
 
     def decode(self, z: Tensor) -> Tensor:
         """Images for codes ``(B, code_size)``: the mean of p(x|z), on the data's scale ([0, 1]).
@@ -185,7 +199,11 @@ class VAE(nn.Module):
         z = posterior.rsample() if self.training else posterior.mode
         _require_code(z, x, self.latent, "rsample()" if self.training else "the posterior's mode")
         output = self.decode_logits(z)
-        terms = {"reconstruction": batch_mean(self.likelihood.nll(output, x))}
+        nll = self.likelihood.nll(output, x)
+        if not (isinstance(nll, Tensor) and nll.shape == x.shape):
+            raise PluginError(f"{_part('likelihood', self.likelihood)}: nll() gave {_described(nll)}, not one value "
+                              f"per pixel, shaped like the images {tuple(x.shape)}")
+        terms = {"reconstruction": batch_mean(nll)}
         for regularizer in self.regularizers:
             terms.update(_scalar_terms(regularizer, regularizer(posterior, z, step), terms))
         kl = {}
