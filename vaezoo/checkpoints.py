@@ -96,7 +96,8 @@ def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, An
              "card": card.name, "recipe": canonical(recipe), "fingerprint": fingerprint(recipe)}
 
     def write(tmp: Path) -> None:
-        # Through a Python file: torch.save to a path reports a full disk as a RuntimeError, not an OSError.
+        # Through a Python file, whose full disk is an OSError that torch's zip writer then carries as the context
+        # of a RuntimeError of its own (vaezoo.files.stage looks there); through a path, torch keeps no OSError.
         with open(tmp, "wb") as f:
             torch.save(state, f)
 

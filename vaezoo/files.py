@@ -11,7 +11,7 @@ from pathlib import Path
 
 from vaezoo.errors import OutputError, Phrase
 
-FULL = (errno.ENOSPC, errno.EDQUOT)  # the disk or the user's quota is full
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the disk or the user's quota is full; a file size limit
 
 
 def atomic_save(path: Path, write: Callable[[Path], None], fix: str | Phrase = "choose another output path") -> None:
@@ -28,7 +28,8 @@ def atomic_save(path: Path, write: Callable[[Path], None], fix: str | Phrase = "
     Raises:
         OutputError: ``path`` is a folder, a FIFO, a socket or a device (which the rename would replace);
             ``path``'s folder cannot be created or written in (e.g. a file stands in its path, it is read-only),
-            or its disk or quota is full (``ENOSPC``/``EDQUOT``, also when raised inside ``write``).
+            or its disk or quota is full or the file is over a size limit (``ENOSPC``/``EDQUOT``/``EFBIG``, also
+            when raised inside ``write``, or behind the error a writer raised in its place).
     """
     commit([(stage(path, write, fix), Path(path))], fix)
 
@@ -51,10 +52,11 @@ def stage(path: Path, write: Callable[[Path], None], fix: str | Phrase = "choose
     try:
         try:
             write(Path(tmp))
-        except OSError as exc:
-            if exc.errno not in FULL:  # others are the writer's own (a network error, say): it reports them
+        except Exception as exc:
+            full = _full_disk(exc)
+            if full is None:  # others are the writer's own (a network error, say): it reports them
                 raise
-            raise OutputError.about("cannot write {path}: {problem}; {fix}", path=path, problem=exc.strerror,
+            raise OutputError.about("cannot write {path}: {problem}; {fix}", path=path, problem=full.strerror,
                                     fix=fix) from None
         try:
             os.chmod(tmp, _mode_for(path))
@@ -67,6 +69,18 @@ def stage(path: Path, write: Callable[[Path], None], fix: str | Phrase = "choose
         Path(tmp).unlink(missing_ok=True)
         raise
     return Path(tmp)
+
+
+def _full_disk(exc: BaseException) -> OSError | None:
+    """The full disk (:data:`FULL`) behind ``exc``: itself, or an error it was raised from or while handling (torch's
+    zip writer replaces the ``OSError`` of a full disk with a ``RuntimeError`` of its own)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError) and exc.errno in FULL:
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def commit(staged: Sequence[tuple[Path, Path]], fix: str | Phrase = "choose another output path") -> None:

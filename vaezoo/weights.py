@@ -417,8 +417,10 @@ def save_weights(state_dict: dict[str, torch.Tensor], path: Path, metadata: dict
 
 def safetensors_writer(state_dict: dict[str, torch.Tensor], metadata: dict | None = None) -> Callable[[Path], None]:
     """What writes ``state_dict`` as a safetensors file at the path it is given (:func:`vaezoo.files.stage`)."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     header = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (metadata or {}).items()}
     tensors = {k: v.detach().contiguous().cpu() for k, v in state_dict.items()}
-    return lambda tmp: save_file(tensors, str(tmp), metadata=header)
+    # The bytes, then Python's write: a full disk is an OSError, where safetensors' own file writer raises its
+    # SafetensorError with the system's message in its text.
+    return lambda tmp: tmp.write_bytes(save(tensors, metadata=header))

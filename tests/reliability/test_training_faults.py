@@ -14,6 +14,7 @@ import os
 import pickle
 import random
 import re
+import resource
 import shlex
 import signal
 import subprocess
@@ -566,6 +567,38 @@ def test_a_full_disk_while_a_checkpoint_is_written_is_one_line_and_keeps_the_pre
     assert cli(capsys, "train", str(card_path), "--out", str(out), "--resume")[0] == 0
     train(_card(), tmp_path / "reference")
     _same_weights(out / "tiny-blobs-run.safetensors", tmp_path / "reference" / "tiny-blobs-run.safetensors")
+
+
+@pytest.fixture
+def file_size_limit():
+    """Set the process's file size limit (RLIMIT_FSIZE, as ``ulimit -f`` does) for the test: a write past it fails
+    with EFBIG inside whatever writer makes it (Python ignores the SIGXFSZ that comes with it)."""
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    yield lambda size: resource.setrlimit(resource.RLIMIT_FSIZE, (size, limits[1]))
+    resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+
+
+def test_a_file_size_limit_met_inside_torch_s_checkpoint_writer_is_one_line(data_plugin, tmp_path, capsys,
+                                                                            file_size_limit):
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    out = tmp_path / "run"
+    file_size_limit(4096)  # the card fits, the checkpoint does not
+    code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out))
+    assert code == 1
+    assert_one_line_error(stderr, f"cannot write {out / CHECKPOINT}: File too large")
+    assert not list(out.glob(".*.tmp")), "no temporary file is left"
+
+
+def test_a_file_size_limit_met_writing_weights_is_an_output_error(tmp_path, file_size_limit):
+    from vaezoo.errors import OutputError
+    from vaezoo.files import atomic_save
+    from vaezoo.weights import safetensors_writer
+
+    target = tmp_path / "w.safetensors"
+    file_size_limit(4096)
+    with pytest.raises(OutputError, match=f"cannot write {target}: File too large"):
+        atomic_save(target, safetensors_writer({"w": torch.zeros(4096)}))
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- eval --checkpoint ------------------------------------------------------------------------------------------
