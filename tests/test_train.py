@@ -261,7 +261,15 @@ def test_no_eval_leaves_the_metrics_to_the_command_it_prints(data_plugin, tmp_pa
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == f"{out}: not evaluated; measure it with: vaezoo eval {out} --write"
     assert main(shlex.split(last.partition("measure it with: ")[2])[1:]) == 0
-    assert set(parse_card(card_path).metrics) >= {"reconstruction", *parse_card(path).eval_metrics}
+    evaluated = parse_card(card_path)
+    assert set(evaluated.metrics) >= {"reconstruction", *parse_card(path).eval_metrics}
+    # the card a finished run writes: JointVAE's [labels] too, which predict_label needs
+    assert evaluated.sections.keys() == {"labels"}
+    assert main(["train", str(path), "--out", str(tmp_path / "whole")]) == 0
+    whole = parse_card(tmp_path / "whole" / "toyvae-bars-run.toml").sections["labels"].root["discrete0"]
+    matching = evaluated.sections["labels"].root["discrete0"]
+    assert matching.category_to_label == whole.category_to_label
+    assert matching.command == f"python -m vaezoo_jointvae.labels {card_path}"
 
 
 @pytest.mark.parametrize(("name", "message"), [

@@ -91,7 +91,11 @@ class EvalReport:
         settings: ``{metric: {setting: value}}`` the metrics ran with over the card's ``eval_settings``, if any
             (:attr:`card` holds them merged).
         failed: ``{metric: why}``, one line each, for the metrics that raised: they are not in :attr:`results`
-            (nor written), and the others were measured all the same.
+            (nor written), and the others were measured all the same (``"card sections"`` for
+            :attr:`sections`).
+        sections: the plugin card sections the model measures of itself (:meth:`vaezoo.model.VAE.card_sections`,
+            e.g. JointVAE's ``[labels]``), measured for a full evaluation that is written, as a finished run
+            records them; :meth:`write` records them too.
     """
 
     card: Card
@@ -102,6 +106,7 @@ class EvalReport:
     written: Card | None = None
     settings: dict[str, dict[str, Any]] | None = None
     failed: dict[str, str] = field(default_factory=dict)
+    sections: dict[str, Any] = field(default_factory=dict)
 
     @property
     def checked(self) -> dict:
@@ -135,7 +140,8 @@ class EvalReport:
                 and recorded[name] != entry.parameters}
 
     def write(self, path: str | Path | None = None) -> Card:
-        """Record the measured metrics, each with the command that measures it again, on the card's file.
+        """Record the measured metrics, each with the command that measures it again, and the :attr:`sections`
+        measured on the card's file.
 
         The file is updated under its lock: a metric another writer recorded meanwhile is kept. The metrics asked
         for (:attr:`metrics`) join the card's ``eval_metrics``, and the :attr:`settings` they ran with its
@@ -164,8 +170,9 @@ class EvalReport:
                 raise CardError(f"card '{now.name}' at {path} names other weights than those measured: it was "
                                 f"written again meanwhile; measure it again")
             eval_metrics = now.eval_metrics + [n for n in self.metrics or () if n not in now.eval_metrics]
-            return now.with_settings(self.settings or {}).model_copy(
-                update={"metrics": {**now.metrics, **measured}, "eval_metrics": eval_metrics})
+            return now.with_settings(self.settings or {}).model_copy(update={
+                "metrics": {**now.metrics, **measured}, "eval_metrics": eval_metrics,
+                "sections": {**now.sections, **self.sections}})
 
         return update_card(path, record)
 
@@ -209,8 +216,9 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
         settings: ``{metric: {setting: value}}``: run these metrics with these settings, over the card's
             ``eval_settings`` (e.g. ``{"importance_log_likelihood": {"samples": 200}}``); checked before anything
             is measured.
-        write: also record the measured metrics on the card's file (:meth:`EvalReport.write`); a card that cannot
-            be written is refused before anything is measured.
+        write: also record the measured metrics on the card's file (:meth:`EvalReport.write`), and, without
+            ``metrics``, the model's card sections (:attr:`EvalReport.sections`); a card that cannot be written is
+            refused before anything is measured.
 
     Returns:
         The report; with ``write``, its :attr:`~EvalReport.written` is the card as written. A metric that raises
@@ -238,7 +246,7 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
         raise CardError.about("{write} records the card's own weights' metrics, not a checkpoint's: use it without "
                               "{checkpoint}")
     if write:
-        check_writable(card)  # before the evaluation, not after it
+        path = check_writable(card)  # before the evaluation, not after it
     if checkpoint is not None:
         checkpoint = Path(checkpoint)
         found = read_checkpoint(checkpoint, fix="pass OUT/checkpoint.pt of a 'vaezoo train' run")
@@ -253,6 +261,12 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
     failed: dict[str, str] = {}
     results = evaluate(model, card, data_root, device, metrics=metrics,
                        on_error=lambda name, exc: failed.__setitem__(name, failure(name, exc)))
+    sections = {}
+    if write and metrics is None:  # a full evaluation records what a finished run's card holds
+        try:
+            sections = model.card_sections(card, card_reference(card, path), data_root, device)
+        except Exception as exc:  # noqa: BLE001 - the metrics measured are written whatever a plugin's model raises
+            failed["card sections"] = f"measuring the model's card sections raised {type(exc).__name__}: {exc}"
     report = EvalReport(card, results, list(metrics) if metrics is not None else None, data_root, checkpoint,
-                        settings=settings, failed=failed)
+                        settings=settings, failed=failed, sections=sections)
     return replace(report, written=report.write()) if write else report
