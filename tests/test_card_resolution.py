@@ -91,6 +91,14 @@ def test_a_missing_path_names_the_file(tmp_path):
         get_card(tmp_path / "nothing.toml")
 
 
+@pytest.mark.parametrize("given, repo", [("me/jvae", "me/jvae"), ("hf_hub:me/jvae@v1", "me/jvae@v1")])
+def test_a_missing_path_shaped_as_a_hub_repository_names_the_hub_spelling(tmp_path, monkeypatch, given, repo):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CardError, match=f"^{given}: no such file or folder; for a Hugging Face Hub repository, "
+                                        f"write hf-hub:{repo}$"):
+        vaezoo.load(given)
+
+
 @pytest.mark.parametrize("given", [None, 42, ["jointvae-mnist"]])
 def test_a_card_is_named_by_a_string_or_a_path_only(given):
     with pytest.raises(TypeError, match=f"a card is named by a string or a path .*, not by {type(given).__name__}"):
@@ -136,9 +144,10 @@ def test_load_onto_a_device_this_machine_lacks_names_it_before_reading_anything(
     assert {p.device for p in model.parameters()} == {torch.device("cpu")}
 
 
-def test_a_model_loaded_without_its_weights_keeps_nothing_measured_on_them():
+def test_a_model_loaded_without_its_weights_keeps_nothing_measured_on_them_and_is_ready_to_train():
     model = vaezoo.load("jointvae-mnist", pretrained=False)
     assert model.card.metrics == {} and model.card.sections == {} and model.card.headline is None
+    assert model.training and not vaezoo.load("jointvae-mnist").training  # as build_model, timm and torchvision
     assert vaezoo.load("jointvae-mnist").card.metrics  # the zoo's card is untouched
 
 

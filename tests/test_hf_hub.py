@@ -570,6 +570,15 @@ def test_from_pretrained_reads_the_folder_even_where_its_name_is_a_zoo_name(tmp_
     assert torch.equal(again.head.bias, model.head.bias)
 
 
+def test_from_pretrained_refuses_two_revisions_instead_of_dropping_the_one_in_the_name(monkeypatch):
+    import vaezoo
+
+    monkeypatch.setattr("vaezoo.hub.load", lambda *a, **k: pytest.fail("loaded at one of two revisions"))
+    with pytest.raises(OutputError, match=r"two revisions were given, 'v1' in the name 'hf-hub:owner/repo@v1' and "
+                                          r"revision='main'; give one"):
+        vaezoo.from_pretrained("hf-hub:owner/repo@v1", revision="main")
+
+
 @pytest.mark.parametrize("name", ["../escape", "a/b", "My Model", ""])
 def test_save_pretrained_refuses_a_card_name_that_is_no_card_name_before_writing_anything(tmp_path, name):
     """model_copy does not validate: the name would have become the files' names, outside the folder for ../."""

@@ -200,8 +200,9 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
         card: the card.
         device: where to put the model; default CPU.
         dtype: floating-point type of the parameters.
-        pretrained: load the card's weights, verified by sha256; False gives a freshly initialised model, whose
-            card keeps nothing measured on the card's weights (metrics, plugins' sections such as label matchings).
+        pretrained: load the card's weights, verified by sha256; False gives a freshly initialised model in
+            training mode (a model to train, as :func:`build_model` gives it), whose card keeps nothing measured
+            on the card's weights (metrics, plugins' sections such as label matchings).
         state_dict: load these weights instead of the card's (e.g. a training checkpoint's model).
         source: names ``state_dict`` in messages.
 
@@ -238,7 +239,8 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
             model = build_model(now)
         load_weights(model, state_dict, f"weights of '{now.name}'")
         model.weights_digest = tensors_digest(model.state_dict())
-    return model.to(device=device, dtype=dtype).eval()
+    model = model.to(device=device, dtype=dtype)
+    return model.eval() if pretrained or state_dict is not None else model
 
 
 def load_dataset(name: str, root=None, split: str = "train", **options) -> ImageDataset:

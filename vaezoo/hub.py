@@ -37,12 +37,13 @@ def load(name: str | Path, device: str | torch.device | None = None, dtype: torc
     """Load a model, in eval mode, with its weights verified by sha256.
 
     Args:
-        name: a zoo name (``"jointvae-mnist"``), a card's TOML file, or a folder holding one card
-            (e.g. the ``--out`` folder of ``vaezoo train``).
+        name: a zoo name (``"jointvae-mnist"``), a card's TOML file, a folder holding one card (e.g. the
+            ``--out`` folder of ``vaezoo train``), or a Hugging Face Hub repository, ``hf-hub:OWNER/REPO`` or
+            ``hf-hub:OWNER/REPO@REVISION`` (:func:`vaezoo.from_pretrained` takes the options of the Hub's).
         device: where to put the model (``"cpu"``, ``"cuda"``, ``torch.device``); default CPU.
         dtype: floating-point type of the parameters: ``torch.float32`` (default), ``float64``, ``float16`` or
             ``bfloat16``; :meth:`~vaezoo.model.VAE.encode` converts images of any float dtype to it.
-        pretrained: load the card's weights; False gives a freshly initialised model.
+        pretrained: load the card's weights; False gives a freshly initialised model, in training mode.
 
     Returns:
         The :class:`~vaezoo.model.VAE`, with its card as ``model.card``.

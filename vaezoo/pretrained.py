@@ -181,7 +181,8 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
         The :class:`~vaezoo.model.VAE` in eval mode, its card as ``model.card`` (``card.source`` names the commit).
 
     Raises:
-        VaezooError: as :func:`vaezoo.load`; ``revision`` given for a model that is not on the Hub.
+        VaezooError: as :func:`vaezoo.load`; ``revision`` given for a model that is not on the Hub, or unlike the
+            ``@REVISION`` of the name.
     """
     from vaezoo.hf import REPO_ID, Download, downloading
     from vaezoo.hub import load
@@ -194,7 +195,11 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
             raise OutputError(f"revision={revision!r} is for a Hub repository, and '{text}' is not one")
         return load(Path(text) if os.path.isdir(text) else name, device=device, dtype=dtype)  # a folder wins
     if revision is not None:
-        repo = f"{repo.partition('@')[0]}@{revision}"
+        bare, _, pinned = repo.partition("@")
+        if pinned and pinned != revision:
+            raise OutputError(f"two revisions were given, '{pinned}' in the name '{text}' and revision={revision!r}; "
+                              f"give one")
+        repo = f"{bare}@{revision}"
     options = Download(cache_dir=cache_dir, force_download=force_download, local_files_only=local_files_only,
                        token=token)
     with downloading(options):

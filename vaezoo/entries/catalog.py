@@ -394,6 +394,17 @@ def _same_number(value: Any, wanted: str) -> bool:
         return False
 
 
+def _hub_hint(text: str) -> None:
+    """Refuse, naming the Hub's spelling, a name that is no path here and that was meant for a Hugging Face Hub
+    repository: ``OWNER/REPO``, or timm's old spelling ``hf_hub:OWNER/REPO``."""
+    from vaezoo.hf import REPO_ID
+
+    repo = text.removeprefix("hf_hub:")
+    if REPO_ID.fullmatch(repo.partition("@")[0]) is not None:
+        raise CardError(f"{text}: no such file or folder; for a Hugging Face Hub repository, write "
+                        f"{HUB_PREFIX}{repo}")
+
+
 def looks_like_path(text: str) -> bool:
     """Whether ``text``, as given for a card, is a path: it holds a path separator or ends in ``.toml``."""
     separators = [os.sep] + ([os.altsep] if os.altsep else [])
@@ -472,6 +483,8 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
 
         return parse_card(*card_file(name_or_path))
     if not isinstance(name_or_path, str) or looks_like_path(name_or_path):
+        if isinstance(name_or_path, str) and not os.path.lexists(name_or_path):
+            _hub_hint(name_or_path)
         return _card_at(Path(name_or_path))
     name = name_or_path
     found = scan()
