@@ -55,6 +55,30 @@ def test_every_way_of_giving_one_image_gives_the_same_input(model):
         assert torch.equal(model.preprocess(given), expected), type(given)
 
 
+def test_per_image_is_a_dataset_transform_whose_batches_the_model_takes(model):
+    images = [Image.fromarray(d.numpy()) for d in digits(6)]
+
+    class Digits(torch.utils.data.Dataset):
+        def __init__(self, transform):
+            self.transform = transform
+
+        def __len__(self):
+            return len(images)
+
+        def __getitem__(self, i):
+            return self.transform(images[i]), i
+
+    batch, _ = next(iter(torch.utils.data.DataLoader(Digits(for_model(model).per_image), batch_size=4)))
+    assert torch.equal(batch, torch.cat([model.preprocess(image) for image in images[:4]]))
+    model.encode(batch)
+    stacked, _ = next(iter(torch.utils.data.DataLoader(Digits(model.preprocess), batch_size=4)))
+    with pytest.raises(InputError, match=r"got shape \(4, 1, 1, 32, 32\): batches of batches of one image, .* "
+                                         r"transform=vaezoo.transforms.for_model\(model\).per_image"):
+        model.encode(stacked)
+    with pytest.raises(InputError, match="per_image takes one image, got 2"):
+        for_model(model).per_image(digits(2).unsqueeze(1))
+
+
 def test_input_of_the_right_size_is_only_scaled():
     contract = ModelInput(channels=1, image_size=28)
     raw = digits(3)

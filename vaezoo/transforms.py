@@ -59,6 +59,10 @@ class ModelInput:
         if not isinstance(x, Tensor):
             raise InputError(f"the model takes {self}, got {type(x).__name__}; {HINT}")
         expected = (self.channels, self.image_size, self.image_size)
+        if x.dim() == 5 and tuple(x.shape[1:]) == (1, *expected):
+            raise InputError(f"the model takes {self}, got shape {tuple(x.shape)}: batches of batches of one image, "
+                             f"what a DataLoader makes of a dataset whose transform gives batches; give the dataset "
+                             f"transform=vaezoo.transforms.for_model(model).per_image, which gives one image")
         if x.dim() != 4 or tuple(x.shape[1:]) != expected:
             raise InputError(f"the model takes {self}, got shape {tuple(x.shape)}; {HINT}")
         if not x.is_floating_point():
@@ -97,6 +101,27 @@ class ModelInput:
             raise InputError(f"cannot turn {type(image).__name__} into model input; give a PIL image, a tensor or "
                              f"array (H, W), (C, H, W) or (N, C, H, W), or a dataset sample (image, target)")
         return self._from_tensor(image)
+
+    def per_image(self, image: Any) -> Tensor:
+        """Turn one image into the model's input for one image, ``(C, H, W)``: the transform of a dataset whose
+        samples a ``DataLoader`` stacks into batches, as torchvision's ``weights.transforms()`` is::
+
+            torchvision.datasets.MNIST(root, train=False, transform=for_model(model).per_image)
+
+        Args:
+            image: one image, as :meth:`__call__` takes it (a batch of one image too).
+
+        Returns:
+            float32 ``(C, H, W)`` in [0, 1].
+
+        Raises:
+            InputError: as :meth:`__call__`, or ``image`` holds several images.
+        """
+        batch = self(image)
+        if len(batch) != 1:
+            raise InputError(f"per_image takes one image, got {len(batch)}; turn a batch into model input with "
+                             f"model.preprocess(images)")
+        return batch[0]
 
     def _from_pil(self, image) -> Tensor:
         if 0 in image.size:
@@ -209,7 +234,8 @@ def for_model(model) -> ModelInput:
         model: a :class:`vaezoo.model.VAE`.
 
     Returns:
-        Its :class:`ModelInput`: ``for_model(model)(pil_image)`` is a batch ``model`` takes.
+        Its :class:`ModelInput`: ``for_model(model)(pil_image)`` is a batch ``model`` takes, and
+        ``for_model(model).per_image`` a dataset's transform (one image in, one image out).
     """
     section = getattr(getattr(model, "card", None), "input", None)
     if section is None:
