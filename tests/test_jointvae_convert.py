@@ -234,7 +234,7 @@ def test_cli_writes_weights_and_a_card_without_metrics(tmp_path, capsys):
     assert card.model["capacity"] == {"continuous": [0.0, 5.0, 25000, 30.0], "discrete": [0.0, 5.0, 25000, 30.0]}
     assert (card.train.epochs, card.train.batch_size, card.train.optimizer.lr) == (100, 64, 5e-4)
     assert card.parameters == sum(t.numel() for t in torch.load(tmp_path / "model.pt", weights_only=True).values())
-    assert json.loads(read_metadata(weights)["card"])["name"] == card.name
+    assert json.loads(read_metadata(weights)["trained"])["recipe"]["architecture"] == "jointvae"
 
 
 def test_cli_names_the_card_and_refuses_a_zoo_name(tmp_path, capsys):

@@ -16,6 +16,7 @@ from safetensors import safe_open
 import vaezoo
 from kit import entries, make_card, write_toml
 from vaezoo.entries.catalog import parse_card, scan
+from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
@@ -201,7 +202,7 @@ def test_a_nan_from_the_start_is_a_one_line_cli_error(data_plugin, tmp_path, cap
     assert not (tmp_path / "out").exists()  # the folder the run made is removed when nothing was written in it
 
 
-def test_a_finished_run_writes_weights_that_describe_themselves(data_plugin, tmp_path, capsys):
+def test_a_finished_run_writes_weights_that_describe_what_made_them(data_plugin, tmp_path, capsys):
     path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     out = tmp_path / "out"
     assert main(["train", str(path), "--out", str(out)]) == 0
@@ -217,8 +218,12 @@ def test_a_finished_run_writes_weights_that_describe_themselves(data_plugin, tmp
     assert written.weights.sha256 == sha256_of(weights) and written.weights.size == weights.stat().st_size
     assert written.train.steps == 12 and set(written.metrics) >= {"reconstruction", "objective", "cluster_accuracy"}
     with safe_open(str(weights), framework="pt") as f:
-        header = json.loads(f.metadata()["card"])
-    assert header == json.loads(written.model_dump_json(exclude={"weights"}))
+        header = f.metadata()
+    assert header == {"trained": canonical({"recipe": recipe(written, RECORDS), "steps": 12})}  # nothing measured
+
+    # The weights file is the tensors and what made them: the same run in another folder is the same file.
+    assert main(["train", str(path), "--out", str(tmp_path / "again")]) == 0
+    assert sha256_of(tmp_path / "again" / weights.name) == written.weights.sha256
 
 
 def test_the_run_folder_loads_like_a_zoo_entry_with_the_trained_model(data_plugin, tmp_path):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from vaezoo.checksums import read_verified, sha256_of, verify
 from vaezoo.entries.catalog import card_reference, check_card, parse_card
+from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
 from vaezoo.files import atomic_write, commit, file_state, stage
@@ -71,6 +72,19 @@ def check_writable(card: Card) -> Path:
     return card.path
 
 
+def weights_header(card: Card) -> dict[str, str]:
+    """The safetensors header of the weights :func:`write_entry` writes: what made them, which never changes
+    after, so that the file (and its sha256) depends on the tensors and their recipe alone, not on the folder
+    they were written to or on numbers measured later.
+
+    Returns:
+        ``{"trained": canonical JSON of {"recipe": the card's recipe less its records
+        (:data:`~vaezoo.entries.recipe.RECORDS`), "steps": the steps trained (None where the card does not
+        know them)}}``: one key, as safetensors writes several in no fixed order.
+    """
+    return {"trained": canonical({"recipe": recipe(card, RECORDS), "steps": card.train.steps})}
+
+
 def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder: Path) -> Path:
     """Write ``folder/NAME.safetensors`` and ``folder/NAME.toml``, the card naming the weights with their sha256
     and size.
@@ -81,8 +95,8 @@ def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder:
 
     Args:
         card: the card; its ``weights`` entry is replaced by the file written here.
-        weights: a state dict (written with the card, less its weights, in the safetensors header), or the bytes
-            of a safetensors file already made (written as they are).
+        weights: a state dict (written with :func:`weights_header` as the safetensors header), or the bytes of
+            a safetensors file already made (written as they are).
         folder: where the two files go; created if needed.
 
     Returns:
@@ -97,7 +111,7 @@ def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder:
     if isinstance(weights, bytes):
         staged = [(stage(path, lambda tmp: tmp.write_bytes(weights)), path)]
     else:
-        staged = [(stage(path, safetensors_writer(weights, {"card": card.model_dump_json(exclude={"weights"})})), path)]
+        staged = [(stage(path, safetensors_writer(weights, weights_header(card))), path)]
     try:  # both files are made beside their targets, then renamed back to back: the pair changes together
         tmp = staged[0][0]
         written = Weights(file=path.name, sha256=sha256_of(tmp), size=tmp.stat().st_size)
