@@ -148,6 +148,9 @@ def test_a_model_loaded_without_its_weights_keeps_nothing_measured_on_them_and_i
     model = vaezoo.load("jointvae-mnist", pretrained=False)
     assert model.card.metrics == {} and model.card.sections == {} and model.card.headline is None
     assert model.training and not vaezoo.load("jointvae-mnist").training  # as build_model, timm and torchvision
+    for given in ("/tmp/other.safetensors", "False", None, 0):
+        with pytest.raises(TypeError, match=f"pretrained is True or False, got {re.escape(repr(given))}"):
+            vaezoo.load("jointvae-mnist", pretrained=given)
     assert vaezoo.load("jointvae-mnist").card.metrics  # the zoo's card is untouched
 
 

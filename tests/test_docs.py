@@ -161,6 +161,14 @@ def test_readme_links_every_zoo_page():
     assert not unlinked, f"README.md links no zoo page {unlinked}: add it to the list under the zoo table"
 
 
+def test_the_environment_table_names_every_variable_vaezoo_reads():
+    sources = [*(REPO / "vaezoo").rglob("*.py"), *(REPO / "plugins").rglob("*.py")]
+    read = {name for path in sources for name in re.findall(r"VAEZOO_[A-Z_]+", path.read_text(encoding="utf-8"))}
+    table = README.read_text(encoding="utf-8").partition("## Environment")[2].partition("\n## ")[0]
+    listed = set(re.findall(r"^\| `(VAEZOO_[A-Z_]+)", table, re.MULTILINE))
+    assert read and read <= listed, f"README.md's Environment table lacks {sorted(read - listed)}"
+
+
 @pytest.mark.parametrize("page", [*PAGES, REPO / "CONTRIBUTING.md"], ids=lambda p: str(p.relative_to(REPO)))
 def test_relative_links_resolve(page):
     text = FENCE.sub("", page.read_text(encoding="utf-8"))

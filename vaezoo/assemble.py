@@ -214,9 +214,14 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
     Raises:
         DeviceError: ``device`` is not one this machine has (checked before anything is built or read).
         DtypeError: ``dtype`` is not float32, float64, float16 or bfloat16 (checked as early).
+        TypeError: ``pretrained`` is not a bool.
     """
     from vaezoo.devices import usable_device, usable_dtype
 
+    if not isinstance(pretrained, bool):  # a weights path or "False" would load the card's weights without a word
+        raise TypeError(f"pretrained is True or False, got {pretrained!r}; to measure other weights, make a card "
+                        f"folder of them (vaezoo.save_pretrained) or pass a training checkpoint to "
+                        f"vaezoo eval --checkpoint")
     if device is not None:
         device = usable_device(device)
     if dtype is not None:
