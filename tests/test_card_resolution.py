@@ -154,6 +154,16 @@ def test_a_model_loaded_without_its_weights_keeps_nothing_measured_on_them_and_i
     assert vaezoo.load("jointvae-mnist").card.metrics  # the zoo's card is untouched
 
 
+def test_the_loss_of_a_loaded_model_is_taken_at_its_cards_last_step():
+    model, x = vaezoo.load("jointvae-mnist"), torch.rand(8, 1, 32, 32).round()
+    with torch.no_grad():
+        loss, at_0 = model(x).loss, model(x, step=0).loss
+        assert torch.equal(loss, model(x, step=model.card.train.steps).loss)
+        assert at_0 > loss  # the capacities' targets are 0 at step 0: a larger |KL - C|
+        fresh = vaezoo.load("jointvae-mnist", pretrained=False).eval()
+        assert torch.equal(fresh(x).loss, fresh(x, step=0).loss)  # untrained: where training starts
+
+
 def test_train_takes_a_name_and_checks_its_device_before_writing_anything(tmp_path):
     from vaezoo.train import train, train_seeds
 

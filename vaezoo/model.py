@@ -175,7 +175,7 @@ class VAE(nn.Module):
         """
         return self.likelihood.mean(self.decode_logits(z))
 
-    def forward(self, x: Tensor, step: int = 0, checked: bool = False) -> VAEOutput:
+    def forward(self, x: Tensor, step: int | None = None, checked: bool = False) -> VAEOutput:
         """Encode, sample, decode and score a batch.
 
         Every term is a per-example quantity summed over its pixels or latent
@@ -183,7 +183,9 @@ class VAE(nn.Module):
 
         Args:
             x: images in [0, 1], shape ``(B, C, H, W)`` (see :meth:`preprocess`), of any floating-point dtype.
-            step: the training step, for scheduled regularizers.
+            step: the training step, for scheduled regularizers (a capacity's target rises with it). None: the
+                card's last step (``card.train.steps``) for a model loaded with its card's weights, so that
+                ``model(x).loss`` is the objective they were trained to; else 0, where training starts.
             checked: as for :meth:`encode`.
 
         Raises:
@@ -192,6 +194,9 @@ class VAE(nn.Module):
                 is not a scalar tensor), naming the part.
         """
         x = self._input(x, checked)
+        if step is None:
+            trained = self.card.train.steps if self.card is not None and self.weights_digest is not None else None
+            step = trained or 0
         if x.shape[0] == 0:
             raise InputError("forward() takes at least one image: its loss is a mean over the batch "
                              "(encode() and reconstruct() take an empty batch)")
