@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 import vaezoo
+from vaezoo.data import DataInfo, Dataset, ImageDataset
 from vaezoo.latents import Gaussian, GaussianPosterior
 from vaezoo.model import VAE, build_vae
 from vaezoo.reduction import batch_mean
@@ -136,6 +137,25 @@ def vaezoo_register_architectures(register):
     register("not_a_vae", lambda **kwargs: nn.Linear(2, 2))
     register("unused_layer", lambda context: build_vae(context, **SMALL, cls=WithUnusedLayer))
     register("nan_decoder", lambda context: build_vae(context, **SMALL, cls=NaNDecoder))
+
+
+class NominalInInfoOnly(Dataset):
+    """Squares at two positions; info() says the factor 'corner' is nominal, the loaded dataset does not."""
+
+    def info(self, split="train"):
+        return DataInfo(size=16, image_size=4, channels=1, factor_names=("corner",), nominal_factors=("corner",))
+
+    def load(self, root=None, split="train"):
+        corner = torch.arange(16) % 2
+        images = torch.zeros(16, 1, 4, 4, dtype=torch.uint8)
+        images[corner == 0, :, :2, :2] = 1
+        images[corner == 1, :, 2:, 2:] = 1
+        return ImageDataset(images, 1.0, factors=corner[:, None], factor_names=("corner",))
+
+
+@vaezoo.hookimpl
+def vaezoo_register_datasets(register):
+    register("nominal_in_info_only", NominalInInfoOnly())
 '''
 
 DUPLICATES_THE_CORE = '''
@@ -225,10 +245,17 @@ def test_an_architecture_without_arguments_or_card_asks_for_them(monkeypatch):
         testing.check_architecture("vae")
 
 
+def test_a_dataset_whose_info_and_loaded_data_differ_on_nominal_factors_is_caught(broken_parts):
+    with pytest.raises(ConformanceError, match=r"dataset 'nominal_in_info_only' of plugin 'broken_parts': split "
+                                               r"'train': info\(\) says .*, but load\(\) gives nominal factors \(\)"):
+        testing.check_dataset("nominal_in_info_only")
+
+
 def test_check_plugin_lists_what_a_plugin_contributes(broken_parts):
     contributed = testing.check_plugin("broken_parts")
     assert contributed == {
         "architecture": ["nan_decoder", "not_a_vae", "unused_layer"],
+        "dataset": ["nominal_in_info_only"],
         "latent family": ["batch_kl", "detached_sample", "flat_kl", "negative_kl", "square_densities",
                           "unseeded_prior"],
         "regularizer": ["counting", "detached", "per_example", "reconstructing", "warmup"],

@@ -710,7 +710,7 @@ def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
     """Check the dataset registered as ``name``, with ``options``, then train on it as ``vaezoo train`` does.
 
     For each split, "train" and "test", ``info()`` must describe what ``load()`` gives (size, image size,
-    channels, factor names), its batches must be float images in [0, 1], and its labels and factors must
+    channels, factor names, nominal factors), its batches must be float images in [0, 1], and its labels and factors must
     have a row per image. Then a small ``vae`` (MLP nets, a Gaussian latent, a Bernoulli likelihood, or a
     Gaussian one where the first images have grey levels) is trained on its train split,
     one epoch of 8 images a step, and checked as :func:`check_training` checks a run, measuring every
@@ -740,6 +740,8 @@ def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
                  f"split '{split}': batch() gives values that are not floats in [0, 1]; set the dataset's scale")
         grey = grey or not bool(((images == 0) | (images == 1)).all())
         _require(tuple(data.factor_names) == tuple(info.factor_names), subject, f"{said} factors {data.factor_names}")
+        _require(set(data.nominal_factors) == set(info.nominal_factors), subject,
+                 f"{said} nominal factors {data.nominal_factors}; the metrics read the loaded dataset's")
         for what, rows in (("labels", data.labels), ("factors", data.factors)):
             _require(rows is None or len(rows) == len(data), subject,
                      f"split '{split}': {len(rows) if rows is not None else 0} {what} for {len(data)} images")
