@@ -357,7 +357,8 @@ def install_plugin(site: Path, entry_name: str, source: str, version: str = "1.0
 
 def install_package(site: Path, package: Path, entry_name: str, version: str = "0.1.0") -> None:
     """Install the package folder ``package`` (its modules and data files) into ``site`` the way pip would, with
-    a dist-info whose ``vaezoo`` entry point ``entry_name`` is the package; plugins are reloaded."""
+    a dist-info whose ``vaezoo`` entry point ``entry_name`` is the package and whose RECORD lists its files;
+    plugins are reloaded."""
     from vaezoo import plugins
 
     shutil.copytree(package, site / package.name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -366,6 +367,8 @@ def install_package(site: Path, package: Path, entry_name: str, version: str = "
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package.name}\nVersion: {version}\n",
                                    encoding="utf-8")
     (info / "entry_points.txt").write_text(f"[vaezoo]\n{entry_name} = {package.name}\n", encoding="utf-8")
+    files = [p.relative_to(site).as_posix() for p in sorted((site / package.name).rglob("*")) if p.is_file()]
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*files, f"{info.name}/METADATA"]), encoding="utf-8")
     plugins.reset()
 
 

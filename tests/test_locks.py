@@ -3,6 +3,7 @@ nothing they did not write (vaezoo.locks)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import threading
 import time
 
 import pytest
-from kit import cli, make_card, write_card, write_entry, write_toml
+from kit import cli, install_package, make_card, refuse_writes, write_card, write_entry, write_toml
 
 from vaezoo import locks
 from vaezoo.entries.catalog import parse_card
@@ -223,6 +224,29 @@ def test_write_refuses_a_card_file_of_an_installed_package(tmp_path, capsys, mon
     code, _, err = cli(capsys, verb, str(path), *([str(tmp_path)] if verb == "seeds" else []), flag)
     assert code == 1 and f"is a file of an installed package ({path}); copy it with its weights" in err
     assert path.read_bytes() == before and sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+def test_write_refuses_a_card_that_pip_installed_outside_site_packages(site, tmp_path, capsys):
+    """pip install --target or --user puts a package where sysconfig does not look: its RECORD says so."""
+    package = tmp_path / "src" / "vaezoo_cardpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    write_card(package / "cards", make_card("tiny"))
+    install_package(site, package, "cardpkg")
+    path = site / "vaezoo_cardpkg" / "cards" / "tiny-blobs.toml"
+    before = path.read_bytes()
+    code, _, err = cli(capsys, "eval", str(path), "--write")
+    assert code == 1 and f"is a file of an installed package ({path}); copy it with its weights" in err
+    assert path.read_bytes() == before
+
+
+def test_write_refuses_a_card_whose_folder_takes_no_new_file_before_measuring(tmp_path, capsys, monkeypatch):
+    path = write_card(tmp_path / "cards", make_card("tiny"))
+    monkeypatch.setattr("vaezoo.eval_report.evaluate", lambda *a, **k: pytest.fail("measured a card it cannot write"))
+    refuse_writes(monkeypatch, tmp_path / "cards", errno.EROFS)
+    code, _, err = cli(capsys, "eval", str(path), "--write")
+    assert code == 1 and (f"card tiny-blobs: its folder {tmp_path / 'cards'} takes no new file (Read-only file "
+                          f"system); copy the card with its weights where you can write") in err
 
 
 def test_eval_write_refuses_a_card_from_the_hub_cache(cards_dir, capsys, monkeypatch):

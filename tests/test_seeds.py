@@ -280,7 +280,7 @@ def test_a_card_that_cannot_be_written_is_left_as_it_was(work, capsys, monkeypat
     refuse_writes(monkeypatch, work / "cards", errno.EROFS)
     code, _, err = cli(capsys, "seeds", "cards/toy.toml", run, "--write")
     assert code == 1
-    assert_one_line_error(err, f"cannot write {path}", "Read-only file system")
+    assert_one_line_error(err, f"card toy: its folder {path.parent} takes no new file (Read-only file system)")
     assert path.read_bytes() == before
     assert sorted(p.name for p in (work / "cards").iterdir()) == ["toy.toml"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import sysconfig
+import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import nullcontext
 from pathlib import Path
@@ -21,7 +22,7 @@ from vaezoo.entries.catalog import card_reference, check_card, parse_card
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
-from vaezoo.files import atomic_write, commit, file_state, stage
+from vaezoo.files import atomic_write, commit, file_state, folder_problem, stage
 from vaezoo.locks import card_lock, card_lock_file
 from vaezoo.weights import cached_path, download, parse_safetensors, safetensors_writer
 
@@ -57,8 +58,10 @@ def check_writable(card: Card) -> Path:
     """The local file of ``card``, which a command that records numbers on the card updates.
 
     Raises:
-        CardError: ``card`` was downloaded (``card.source``), read from no file, or is a file of an installed
-            package (in Python's site-packages: editing it would change the installed distribution under pip).
+        CardError: ``card`` was downloaded (``card.source``), read from no file, is a file of an installed
+            package (in Python's site-packages, or listed in the RECORD of vaezoo's or a plugin's distribution
+            wherever pip put it: editing it would change the installed distribution under pip), or its folder
+            does not take a new file (read-only, no permission): said before anything is measured.
     """
     if card.source is not None:
         raise CardError(f"card {card.name} comes from {card.source}, not from a local card file; "
@@ -66,10 +69,34 @@ def check_writable(card: Card) -> Path:
     if card.path is None:
         raise CardError(f"card {card.name} was read from no file; give the path of a card file to record metrics on")
     installed = {Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")}
-    if any(card.path.resolve().is_relative_to(folder) for folder in installed):
+    if any(card.path.resolve().is_relative_to(folder) for folder in installed) or _installed_file(card.path):
         raise CardError(f"card {card.name} is a file of an installed package ({card.path}); copy it with its weights "
                         f"and give the copy's path to record metrics on, or install the package editable")
+    try:  # the write replaces the file through a new one beside it, under a lock file beside it
+        fd, probe = tempfile.mkstemp(prefix=f".{card.path.name}.", suffix=".tmp", dir=card.path.parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise CardError(f"card {card.name}: its folder {card.path.parent} takes no new file "
+                        f"({folder_problem(card.path.parent, exc)}); copy the card with its weights where you can "
+                        f"write and give the copy's path") from None
     return card.path
+
+
+def _installed_file(path: Path) -> bool:
+    """Whether pip installed ``path`` as a file of a distribution with ``vaezoo`` plugins, vaezoo's own included
+    (its RECORD lists it), wherever it installed it (``--target``, ``--user``)."""
+    from importlib.metadata import entry_points
+
+    resolved, seen = path.resolve(), set()
+    for entry in entry_points(group="vaezoo"):
+        dist = entry.dist
+        if dist is None or dist.name in seen:
+            continue
+        seen.add(dist.name)
+        if any(f.name == resolved.name and Path(dist.locate_file(f)).resolve() == resolved for f in dist.files or ()):
+            return True
+    return False
 
 
 def weights_header(card: Card) -> dict[str, str]:
