@@ -68,10 +68,21 @@ class Checkpoint:
         return f"checkpoint {self.path}"
 
     def refusal(self, card: Card, found: list[Difference]) -> TrainingError:
-        """The error refusing to resume this checkpoint with ``card``, whose recipe differs by ``found``."""
+        """The error refusing to resume this checkpoint with ``card``, whose recipe differs by ``found``; where
+        they are fields that an argument of the run sets (its seed, its precision), it names the argument."""
+        overrides = {d.where.removeprefix("train."): d.other for d in found
+                     if d.where in OVERRIDDEN and d.other is not ABSENT}
+        if found and len(overrides) == len(found):
+            given = " and ".join(f"{{{keyword}:{value}}}" for keyword, value in overrides.items())
+            return TrainingError.about("{label} was made with " + given + ": {found}; resume with " + given,
+                                       label=self.label, found=_shown(found, card.name))
         return TrainingError.about("{label} was made from card '{made}' with another recipe than card '{card}': "
                                    "{found}; resume with the card that started the run, or choose another {out}",
                                    label=self.label, made=self.card, card=card.name, found=_shown(found, card.name))
+
+
+OVERRIDDEN = frozenset({"train.seed", "train.precision"})
+"""Recipe fields that an argument of a run sets over the card's (``--seed``, ``--precision``)."""
 
 
 def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, Any], step: int,
