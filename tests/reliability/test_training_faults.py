@@ -319,17 +319,17 @@ def test_sigterm_while_the_weights_are_published_removes_their_temporary_file(da
                                                                               monkeypatch):
     import safetensors.torch
 
-    real_save_file = safetensors.torch.save_file
+    real_save = safetensors.torch.save
 
-    def save_file(tensors, filename, metadata=None) -> None:
-        Path(filename).write_bytes(b"half a file")
+    def save(tensors, metadata=None) -> bytes:
+        """The weights' bytes, made while a SIGTERM arrives: their temporary file stands, empty."""
         os.kill(os.getpid(), signal.SIGTERM)
-        real_save_file(tensors, filename, metadata=metadata)
+        return real_save(tensors, metadata=metadata)
 
     card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     out = tmp_path / "run"
     with monkeypatch.context() as patch:
-        patch.setattr(safetensors.torch, "save_file", save_file)
+        patch.setattr(safetensors.torch, "save", save)
         code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out))
     assert code == 128 + signal.SIGTERM
     assert f"stopped by SIGTERM; the last checkpoint is {out / CHECKPOINT}" in stderr
