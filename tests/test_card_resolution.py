@@ -277,3 +277,20 @@ def test_a_card_whose_plugin_is_not_installed_names_what_it_needs(tmp_path):
     (tmp_path / "gone" / "config.json").write_text('{"plugins": {"vaezoo-clock": "0.1.0"}}')  # a Hub folder's
     with pytest.raises(UnknownNameError, match=message.format(r" \(it was made with vaezoo-clock 0.1.0\)")):
         vaezoo.load(tmp_path / "gone")
+
+
+def test_a_card_whose_plugin_failed_to_load_says_so_instead_of_asking_to_install_it(tmp_path, site):
+    from kit import install_plugin
+
+    from vaezoo.errors import UnknownNameError
+    from vaezoo.plugins import PluginWarning
+
+    card, _, _ = write_entry(tmp_path / "gone", make_card(name="gone"), seed=4)
+    card.write_text(card.read_text().replace('[train.data]\nname = "mnist"', '[train.data]\nname = "clock"'))
+    module = install_plugin(site, "clock", "raise RuntimeError('clock exploded at import')\n")
+    with pytest.warns(PluginWarning), pytest.raises(UnknownNameError) as caught:
+        vaezoo.load(tmp_path / "gone")
+    assert str(caught.value) == (
+        f"card 'gone' needs the dataset 'clock', which no loaded plugin registers; installed plugins did not load: "
+        f"'clock' ({module} 1.0) failed: import of '{module}' raised RuntimeError: clock exploded at import; fix or "
+        f"reinstall the one that registers it")

@@ -324,9 +324,17 @@ def _not_installed(card: Card, exc: UnknownNameError) -> UnknownNameError:
             made_with = " (it was made with " + ", ".join(f"{d} {v}" for d, v in plugins.items()) + ")"
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         pass
-    error = UnknownNameError(f"card '{card.name}' needs the {kind} '{name}', which no installed plugin registers"
-                             f"{made_with}; install the plugin that registers it ('vaezoo plugins' lists those "
-                             f"installed)")
+    broken = [info for info in get_plugins().info.values() if info.status != "ok"]
+    if broken:  # installing would change nothing: one of these may be the plugin that registers it
+        said = "; ".join(f"'{info.name}' ({info.distribution} {info.version}) {info.status}: {info.error}"
+                         for info in broken)
+        error = UnknownNameError(f"card '{card.name}' needs the {kind} '{name}', which no loaded plugin registers"
+                                 f"{made_with}; installed plugins did not load: {said}; fix or reinstall the one that "
+                                 f"registers it")
+    else:
+        error = UnknownNameError(f"card '{card.name}' needs the {kind} '{name}', which no installed plugin registers"
+                                 f"{made_with}; install the plugin that registers it ('vaezoo plugins' lists those "
+                                 f"installed)")
     error.missing = exc.missing
     return error
 
