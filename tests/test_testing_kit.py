@@ -251,6 +251,22 @@ def test_a_dataset_whose_info_and_loaded_data_differ_on_nominal_factors_is_caugh
         testing.check_dataset("nominal_in_info_only")
 
 
+def test_check_plugin_fails_a_card_that_every_command_skips(site, tmp_path):
+    cards = tmp_path / "cards"
+    write_card(cards, make_card(name="vae-mnist"))  # a built-in zoo entry's name: the built-in is kept
+    install_plugin(site, "shadow", f"""
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_card_dirs():
+    return [{str(cards)!r}]
+""")
+    with pytest.raises(ConformanceError, match=r"plugin 'shadow': card .*vae-mnist.toml is skipped: name 'vae-mnist' "
+                                               r"is already taken"):
+        testing.check_plugin("shadow")
+
+
 def test_check_plugin_lists_what_a_plugin_contributes(broken_parts):
     contributed = testing.check_plugin("broken_parts")
     assert contributed == {

@@ -36,7 +36,7 @@ from torch import Tensor
 
 from vaezoo.assemble import build_model, card_dataset, data_info, metric
 from vaezoo.assemble import build_part as build
-from vaezoo.entries.catalog import discover, parse_card
+from vaezoo.entries.catalog import discover, parse_card, scan
 from vaezoo.entries.schema import Card
 from vaezoo.context import FACTS
 from vaezoo.errors import PublishWarning
@@ -157,6 +157,10 @@ def check_plugin(name: str) -> dict[str, list[str]]:
         for path in sorted(directory.glob("*.toml")):
             with _running(f"plugin '{name}'", f"reading card {path}"):
                 cards.append(parse_card(path).name)
+    found = scan()  # what every command sees: a card that takes a name found before it is left out
+    for skipped in found.skipped:
+        _require(not any(Path(skipped.path).parent.resolve() == d.resolve() for d in card_dirs), f"plugin '{name}'",
+                 f"card {skipped.path} is skipped: {skipped.reason}")
     if cards:
         contributed["card"] = cards
     _require(bool(contributed), f"plugin '{name}'", f"registers nothing and has no cards (hooks: {info.hooks})")
