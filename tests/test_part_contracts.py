@@ -53,6 +53,11 @@ class FloatTerm(Regularizer):
         return {"penalty": 0.5}
 
 
+class TwoArguments(Regularizer):
+    def forward(self, posterior, z):
+        return {"penalty": z.abs().mean()}
+
+
 class WideEncoder(MLPEncoder):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -97,6 +102,7 @@ def vaezoo_register_likelihoods(register):
 def vaezoo_register_regularizers(register):
     register("vector_term", VectorTerm)
     register("float_term", FloatTerm)
+    register("two_arguments", TwoArguments)
 """
 
 TINY_NETS = {"image_size": 4, "channels": 1, "encoder": {"type": "mlp_encoder", "hidden": [8]},
@@ -109,6 +115,7 @@ TINY_NETS = {"image_size": 4, "channels": 1, "encoder": {"type": "mlp_encoder", 
     ("tuple_posterior", "beta", "latent family TuplePosterior (fake_broken_", {}),
     ("gaussian", "vector_term", "regularizer VectorTerm (fake_broken_", {}),
     ("gaussian", "float_term", "regularizer FloatTerm (fake_broken_", {}),
+    ("gaussian", "two_arguments", "regularizer TwoArguments (fake_broken_", {}),
     ("gaussian", "beta", "encoder WideEncoder (fake_broken_", {"encoder": {"type": "wide_encoder", "hidden": [8]}}),
     ("gaussian", "beta", "encoder NamelessEncoder (fake_broken_",
      {"encoder": {"type": "nameless_encoder", "hidden": [8]}}),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,12 @@ class VAE(nn.Module):
         if not (isinstance(features, int) and features > 0):
             raise PluginError(f"{_part('encoder', encoder)}: its out_features is {features!r}, not the positive "
                               f"number of features it outputs per image, which the encoder must set")
+        for regularizer in regularizers:
+            try:
+                inspect.signature(regularizer.forward).bind(None, None, 0)
+            except TypeError as exc:
+                raise PluginError(f"{_part('regularizer', regularizer)}: its forward cannot be called as "
+                                  f"forward(posterior, z, step) ({exc})") from None
         self.encoder, self.decoder, self.latent, self.likelihood = encoder, decoder, latent, likelihood
         self.head = nn.Linear(features, latent.param_size)
         self.regularizers = nn.ModuleList(regularizers)
