@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kit import cli, make_card, run_python, run_vaezoo, write_card, write_entry
+from vaezoo.cli import COMMANDS
 from vaezoo.entries.catalog import get_card
 
 LONG_NAME = "toy-a-long-name-joint-tc-capacity-seed-10"
@@ -247,6 +248,8 @@ def test_plugins_json_lists_every_entry_point(monkeypatch, capsys):
     assert all(r["builtin"] == (found[name] == "vaezoo") == (r["distribution"] == "vaezoo")
                for name, r in rows.items()), rows
     assert {"core", "zoo", "jointvae", "betatcvae"} <= {name for name, r in rows.items() if r["builtin"]}
+    code, table, _ = cli(capsys, "plugins")
+    assert "vaezoo_register_architectures" in " ".join(table.split())  # as --json and the hookspecs spell it
     assert all(hook.startswith("vaezoo_") for r in rows.values() for hook in r["hooks"])
 
 
@@ -333,6 +336,14 @@ def test_leaderboard_ranks_each_metric_in_its_spec_s_direction(cards, capsys):
 def test_help_says_a_model_is_a_name_a_card_file_or_a_folder_as_the_readme_does(capsys, command):
     code, out, _ = cli(capsys, command, "--help")
     assert code == 0 and "a zoo name, a card's TOML file" in out and "a folder holding one card" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_s_help_opens_with_what_it_does(capsys, command):
+    code, out, _ = cli(capsys, command, "--help")
+    paragraphs = out.split("\n\n")
+    assert code == 0 and paragraphs[0].startswith(f"usage: vaezoo {command}")
+    assert not paragraphs[1].lstrip().startswith(("positional arguments:", "options:")), paragraphs[1]
 
 
 def test_vaezoo_list_group_as_the_readme_writes_it(capsys):

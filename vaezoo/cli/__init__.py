@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 parser_class=functools.partial(_Parser, allow_abbrev=False))
     for name in COMMANDS:
         importlib.import_module(f"vaezoo.cli.{name.replace('-', '_')}").add_parser(sub)
+    for listed in sub._choices_actions:  # a command's --help opens with what 'vaezoo --help' says of it
+        command = sub.choices[listed.dest]
+        command.description = command.description or listed.help[:1].upper() + listed.help[1:] + "."
     return parser
 
 

@@ -39,7 +39,7 @@ def run(args) -> int:
 
     table = []
     for r in rows:
-        hooks = ", ".join(h.removeprefix("vaezoo_") for h in r["hooks"])
+        hooks = ", ".join(r["hooks"])  # as the hookspecs and CONTRIBUTING spell them, as --json does
         status = text(r["status"]) if r["status"] == "ok" else Text.assemble(text(r["status"], "red"), ": ",
                                                                               text(r["error"]))
         table.append((r["name"], r["distribution"], "yes" if r["builtin"] else "no", r["version"], hooks, status))
