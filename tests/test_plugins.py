@@ -142,6 +142,16 @@ def test_empty_allow_list_loads_no_plugin(monkeypatch, site):
     assert module not in sys.modules
 
 
+def test_list_of_no_card_says_when_the_allow_list_leaves_the_zoo_out(monkeypatch, capsys):
+    monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "jointvae")
+    plugins.reset()
+    assert main(["list"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("no card found: VAEZOO_LOAD_PLUGINS leaves out the installed plugins ")
+    assert "zoo" in err.partition("plugins ")[2].partition(" (")[0].split(", ")
+
+
 def test_an_unknown_part_names_the_installed_plugins_the_allow_list_leaves_out(monkeypatch, site):
     install_plugin(site, "cardy", ADDS_CARDS)
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "jointvae")

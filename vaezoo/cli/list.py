@@ -65,6 +65,13 @@ def run(args) -> int:
     if not cards and found.cards:
         print(f"no card of the {len(found.cards)} found matches; 'vaezoo list' with no pattern or filter lists them "
               f"all", file=sys.stderr)
+    elif not found.cards:
+        from vaezoo.plugins import get_plugins
+
+        left_out = get_plugins().left_out  # the zoo's cards are plugin 'zoo''s: an allow-list may leave them out
+        print("no card found" + (f": VAEZOO_LOAD_PLUGINS leaves out the installed plugins {', '.join(left_out)} "
+                                 f"(the built-in entries are plugin 'zoo''s); add those whose cards you want"
+                                 if left_out else ""), file=sys.stderr)
     groups = _groups(cards, args.group)
     if args.json:
         entries = {group: [_entry(c) for c in members] for group, members in groups.items()}
