@@ -49,6 +49,18 @@ def test_invalid_card_names_the_file_and_the_field(tmp_path, change, field, mess
     assert "\n" not in text
 
 
+def test_a_field_unknown_to_this_vaezoo_on_a_card_of_a_newer_one_says_to_upgrade(tmp_path):
+    data = make_card(name="toy-mnist", license_url="https://example.org/licence")
+    path = write_toml(tmp_path / "toy-mnist.toml", {**data, "vaezoo_version": "3.2.0"})
+    with pytest.raises(CardError, match=r"field 'license_url': Extra inputs are not permitted; the card was written "
+                                        r"by vaezoo 3\.2\.0, newer than this vaezoo .*: upgrade vaezoo$"):
+        parse_card(path)
+    write_toml(path, data)  # written by this version: a typo, and nothing is said of versions
+    with pytest.raises(CardError) as caught:
+        parse_card(path)
+    assert "upgrade" not in str(caught.value)
+
+
 def test_unreadable_and_malformed_cards(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("name = \n", encoding="utf-8")

@@ -118,11 +118,25 @@ def _validate(raw: dict[str, Any], path: Path, source: str | None = None) -> Car
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "(card)"
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise _Unfit(f"field {field!r}: {err['msg']}{more}") from None  # repr: keys may hold newlines
+        raise _Unfit(f"field {field!r}: {err['msg']}{more}{_newer_writer(raw)}") from None  # repr: keys may hold \n
     # a download cache may link the file elsewhere: a downloaded card stays where its weights are looked for
     card._path = path.resolve() if source is None else path.absolute()
     card._source = source
     return card
+
+
+def _newer_writer(raw: dict[str, Any]) -> str:
+    """Where the card's ``vaezoo_version`` is newer than this vaezoo, the words saying so: a field this version
+    does not know is likely one the newer version added."""
+    from vaezoo.version import __version__
+
+    def release(version: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in re.findall(r"\d+", version.partition("+")[0])[:3])
+
+    written = raw.get("vaezoo_version")
+    if isinstance(written, str) and release(written) > release(__version__):
+        return f"; the card was written by vaezoo {written}, newer than this vaezoo {__version__}: upgrade vaezoo"
+    return ""
 
 
 def parse_card(path: Path, source: str | None = None) -> Card:
