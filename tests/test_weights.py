@@ -171,3 +171,25 @@ def test_only_https_or_loopback_urls_are_fetched(url, allowed):
     else:
         with pytest.raises(WeightsError, match="over https only"):
             check_url(url)
+
+
+def test_a_damaged_weights_file_that_pip_installed_says_to_reinstall_its_distribution(site, tmp_path, capsys):
+    from kit import install_package
+
+    from vaezoo.errors import WeightsError
+
+    package = tmp_path / "src" / "vaezoo_shipped"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    write_entry(package / "cards", make_card(name="shipped-mnist"))
+    install_package(site, package, "shipped")
+    weights = site / "vaezoo_shipped" / "cards" / "shipped-mnist.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    card = site / "vaezoo_shipped" / "cards" / "shipped-mnist.toml"
+    remedy = "it is a file of the installed vaezoo_shipped: reinstall it (pip install --force-reinstall --no-deps "
+    with pytest.raises(WeightsError, match=r"does not match the card's .*; " + remedy.replace("(", r"\(")):
+        vaezoo.load(card)
+    assert main(["verify", str(card)]) == 1
+    assert remedy in capsys.readouterr().out

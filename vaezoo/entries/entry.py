@@ -69,7 +69,7 @@ def check_writable(card: Card) -> Path:
     if card.path is None:
         raise CardError(f"card {card.name} was read from no file; give the path of a card file to record metrics on")
     installed = {Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")}
-    if any(card.path.resolve().is_relative_to(folder) for folder in installed) or _installed_file(card.path):
+    if any(card.path.resolve().is_relative_to(folder) for folder in installed) or _installed_by(card.path):
         raise CardError(f"card {card.name} is a file of an installed package ({card.path}); copy it with its weights "
                         f"and give the copy's path to record metrics on, or install the package editable")
     try:  # the write replaces the file through a new one beside it, under a lock file beside it
@@ -83,9 +83,9 @@ def check_writable(card: Card) -> Path:
     return card.path
 
 
-def _installed_file(path: Path) -> bool:
-    """Whether pip installed ``path`` as a file of a distribution with ``vaezoo`` plugins, vaezoo's own included
-    (its RECORD lists it), wherever it installed it (``--target``, ``--user``)."""
+def _installed_by(path: Path) -> str | None:
+    """The distribution with ``vaezoo`` plugins (vaezoo's own included) that pip installed ``path`` as a file of
+    (its RECORD lists it), wherever it installed it (``--target``, ``--user``); None for none."""
     from importlib.metadata import entry_points
 
     resolved, seen = path.resolve(), set()
@@ -95,8 +95,19 @@ def _installed_file(path: Path) -> bool:
             continue
         seen.add(dist.name)
         if any(f.name == resolved.name and Path(dist.locate_file(f)).resolve() == resolved for f in dist.files or ()):
-            return True
-    return False
+            return dist.name
+    return None
+
+
+def _remedied(card: Card, exc: WeightsError) -> WeightsError:
+    """``exc`` (the card's weights file is not what the card states) with what restores the file: reinstalling
+    the distribution that installed it, where one did."""
+    path = local_path(card) if card.weights is not None and card.weights.file is not None else None
+    dist = _installed_by(path) if path is not None and path.exists() else None
+    if dist is None:
+        return exc
+    return WeightsError(f"{exc}; it is a file of the installed {dist}: reinstall it (pip install --force-reinstall "
+                        f"--no-deps {dist})")
 
 
 def weights_header(card: Card) -> dict[str, str]:
@@ -230,7 +241,7 @@ def verify_entries(cards: Iterable[Card]) -> list[tuple[str, str]]:
                     verify(path, card.weights)
                     hashed[key] = None
                 except WeightsError as exc:
-                    hashed[key] = str(exc)
+                    hashed[key] = str(_remedied(card, exc))
             results.append(("ok", str(path)) if hashed[key] is None else ("FAILED", hashed[key]))
         except WeightsError as exc:
             results.append(("FAILED", str(exc)))
@@ -276,10 +287,10 @@ def load_entry(card: Card) -> tuple[Card, dict[str, torch.Tensor]]:
     """
     try:
         return card, load_state_dict(card)
-    except WeightsError:
+    except WeightsError as exc:
         now = _card_now(card)
         if now is None:
-            raise
+            raise _remedied(card, exc) from None
     return now, load_state_dict(now)
 
 
