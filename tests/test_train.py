@@ -426,3 +426,19 @@ def test_a_run_folder_that_is_no_path_is_refused_and_nothing_is_written(tmp_path
     with pytest.raises(OutputError, match=problem):
         train_seeds(card(), out, [0, 1])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_resume_command_names_the_program_run_where_vaezoo_on_the_path_is_another_or_none(monkeypatch, tmp_path):
+    import shutil
+    import sys
+
+    from vaezoo.cli import build_parser
+    from vaezoo.cli.train import resume_command
+
+    args = build_parser().parse_args(["train", "card.toml", "--out", "run"])
+    program = str(tmp_path / "venv" / "bin" / "vaezoo")  # a virtual environment not activated
+    monkeypatch.setattr(sys, "argv", [program])
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert resume_command(args) == f"{program} train card.toml --out run --resume"
+    monkeypatch.setattr(shutil, "which", lambda name: program)
+    assert resume_command(args) == "vaezoo train card.toml --out run --resume"

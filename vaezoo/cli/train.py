@@ -3,6 +3,7 @@
 import argparse
 import os
 import shlex
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -150,7 +151,8 @@ def resume_command(args, until: str | None = "max_steps") -> str:
 
     ``until=None`` leaves out ``--max-steps``: the run stopped there, and continues to its end.
 
-    The program is ``vaezoo``, ``PYTHON -m vaezoo`` as it was typed, or under torchrun
+    The program is ``vaezoo`` (the path it was run by, where ``vaezoo`` on the PATH is another program or
+    none: a virtual environment not activated), ``PYTHON -m vaezoo`` as it was typed, or under torchrun
     ``torchrun --nproc-per-node N -m vaezoo`` (the torchrun options of one machine).
     """
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -159,7 +161,9 @@ def resume_command(args, until: str | None = "max_steps") -> str:
     elif Path(sys.argv[0]).name == "__main__.py":
         program = [sys.orig_argv[0], "-m", "vaezoo"]
     else:
-        program = ["vaezoo"]
+        on_path = shutil.which("vaezoo")
+        ran = os.path.realpath(sys.argv[0])
+        program = ["vaezoo" if on_path is not None and os.path.realpath(on_path) == ran else sys.argv[0]]
     words = [*program, "train", args.card, "--out", args.out]
     for key, value in vars(args).items():
         if key == "compile" and value is False:
