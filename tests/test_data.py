@@ -272,3 +272,16 @@ def test_celeba_and_chairs_describe_their_splits_without_reading_files():
     for dataset, split in [(celeba, "validation"), (chairs, "valid")]:
         with pytest.raises(DataError, match=f"has splits .*not '{split}'"):
             dataset.info(split)
+
+
+def test_a_split_is_a_map_style_dataset_that_a_dataloader_batches_as_batch_does():
+    from vaezoo.data import ImageDataset
+
+    images = torch.randint(0, 256, (10, 1, 4, 4), dtype=torch.uint8)
+    labelled = ImageDataset(images, labels=torch.arange(10) % 3)
+    x, y = next(iter(torch.utils.data.DataLoader(labelled, batch_size=4)))
+    assert torch.equal(x, labelled.batch(slice(0, 4))) and y.tolist() == [0, 1, 2, 0]
+    image, label = ImageDataset(images)[torch.tensor(7)]
+    assert torch.equal(image, labelled.batch(slice(7, 8))[0]) and label.item() == -1  # no labels
+    with pytest.raises(TypeError, match="at an int index, not slice; take several with dataset.batch"):
+        labelled[2:4]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,19 @@ class ImageDataset:
 
     def __len__(self) -> int:
         return self.images.shape[0]
+
+    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
+        """One sample as a map-style ``torch.utils.data.Dataset`` gives it, so that ``DataLoader(dataset)`` and
+        torchvision's tools take the split: ``(image, label)``, the float32 image ``(C, H, W)`` in [0, 1] (as
+        :meth:`batch` gives it) and its label, or ``-1`` where the split has none (its factors are
+        :attr:`factors`)."""
+        try:
+            index = operator.index(index)  # an int, a numpy integer, a 0-d integer tensor
+        except TypeError:
+            raise TypeError(f"a dataset's item is one image, at an int index, not {type(index).__name__}; take "
+                            f"several with dataset.batch(indices)") from None
+        label = self.labels[index] if self.labels is not None else torch.tensor(-1)
+        return self.batch(index), label
 
     def batch(self, index: Tensor | slice, device=None, dtype=torch.float32) -> Tensor:
         """Images at ``index`` as floats in [0, 1] on ``device``."""
