@@ -294,3 +294,18 @@ def test_a_card_whose_plugin_failed_to_load_says_so_instead_of_asking_to_install
         f"card 'gone' needs the dataset 'clock', which no loaded plugin registers; installed plugins did not load: "
         f"'clock' ({module} 1.0) failed: import of '{module}' raised RuntimeError: clock exploded at import; fix or "
         f"reinstall the one that registers it")
+
+
+def test_build_model_and_an_untrained_load_take_architecture_arguments_over_the_card_s():
+    from vaezoo.errors import CardError
+
+    built = vaezoo.build_model("jointvae-mnist", continuous=5)
+    assert built.part_slices["continuous"] == slice(0, 5) and built.card.model["continuous"] == 5
+    assert built.card.weights is None and built.card.metrics == {}  # another model: nothing measured on it
+    fresh = vaezoo.load("jointvae-mnist", pretrained=False, temperature=0.5)
+    assert fresh.card.model["temperature"] == 0.5 and fresh.training
+    with pytest.raises(TypeError, match="arguments continuous change the model the card's weights were trained as"):
+        vaezoo.load("jointvae-mnist", continuous=5)
+    with pytest.raises(CardError, match="architecture 'jointvae' takes no argument 'nosuch'"):
+        vaezoo.build_model("jointvae-mnist", nosuch=1)
+    assert vaezoo.get_card("jointvae-mnist").model["continuous"] == 10  # the zoo's card is untouched

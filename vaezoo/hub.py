@@ -4,7 +4,7 @@ pretrained model."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vaezoo.assemble import build_model as _build_model
 from vaezoo.assemble import load_model
@@ -18,22 +18,33 @@ if TYPE_CHECKING:
 
 
 def build_model(card: Card | str | Path, device: str | torch.device | None = None,
-                dtype: torch.dtype | None = None) -> VAE:
+                dtype: torch.dtype | None = None, **model: Any) -> VAE:
     """Build the model a card describes, with freshly initialised weights.
 
     Args:
         card: a :class:`~vaezoo.entries.schema.Card`, a zoo name, a card's TOML file or a folder holding one card.
         device: where to put the model (``"cpu"``, ``"cuda"``, ...).
         dtype: floating-point type of the parameters.
+        model: arguments of the architecture over the card's ``[model]`` (``continuous=5``,
+            ``temperature=0.5``), as timm's ``create_model(name, **kwargs)``; the card of the model built then
+            holds them, and nothing measured on the card's own model.
 
     Returns:
         The :class:`~vaezoo.model.VAE` in training mode, with its card as ``model.card``.
     """
-    return _build_model(card if isinstance(card, Card) else get_card(card), device=device, dtype=dtype)
+    card = card if isinstance(card, Card) else get_card(card)
+    return _build_model(_with_model(card, model) if model else card, device=device, dtype=dtype)
+
+
+def _with_model(card: Card, model: dict[str, Any]) -> Card:
+    """``card`` describing its architecture built with ``model`` over its ``[model]``: another model, which has
+    no weights and nothing measured yet."""
+    return card.model_copy(update={"model": {**card.model, **model}, "weights": None, "metrics": {},
+                                   "sections": {}, "headline": None})
 
 
 def load(name: str | Path, device: str | torch.device | None = None, dtype: torch.dtype | None = None,
-         pretrained: bool = True) -> VAE:
+         pretrained: bool = True, **model: Any) -> VAE:
     """Load a model, in eval mode, with its weights verified by sha256.
 
     Args:
@@ -44,6 +55,8 @@ def load(name: str | Path, device: str | torch.device | None = None, dtype: torc
         dtype: floating-point type of the parameters: ``torch.float32`` (default), ``float64``, ``float16`` or
             ``bfloat16``; :meth:`~vaezoo.model.VAE.encode` converts images of any float dtype to it.
         pretrained: load the card's weights; False gives a freshly initialised model, in training mode.
+        model: with ``pretrained=False``, arguments of the architecture over the card's ``[model]``, as
+            :func:`build_model` takes them.
 
     Returns:
         The :class:`~vaezoo.model.VAE`, with its card as ``model.card``.
@@ -53,5 +66,10 @@ def load(name: str | Path, device: str | torch.device | None = None, dtype: torc
         DeviceError: ``device`` is not one this machine has (``"cuda"`` on a machine without a GPU).
         DtypeError: ``dtype`` is not one of those four (``torch.complex64``, an integer type).
         WeightsError: the card has no weights, or its file is missing or fails its sha256.
+        TypeError: ``model`` arguments with ``pretrained=True``.
     """
-    return load_model(get_card(name), device=device, dtype=dtype, pretrained=pretrained)
+    if model and pretrained is not False:
+        raise TypeError(f"arguments {', '.join(model)} change the model the card's weights were trained as; give them "
+                        f"with pretrained=False for a freshly initialised model")
+    card = get_card(name)
+    return load_model(_with_model(card, model) if model else card, device=device, dtype=dtype, pretrained=pretrained)
