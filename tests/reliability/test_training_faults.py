@@ -14,7 +14,6 @@ import os
 import pickle
 import random
 import re
-import resource
 import shlex
 import signal
 import subprocess
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 from kit import (OpensAFile, assert_one_line_error, child_env, cli, entries, files_under, make_card, refuse_writes,
-                 write_toml)
+                 run_python, write_toml)
 
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.schema import Card
@@ -582,36 +581,37 @@ def test_a_full_disk_while_a_checkpoint_is_written_is_one_line_and_keeps_the_pre
     _same_weights(out / "tiny-blobs-run.safetensors", tmp_path / "reference" / "tiny-blobs-run.safetensors")
 
 
-@pytest.fixture
-def file_size_limit():
-    """Set the process's file size limit (RLIMIT_FSIZE, as ``ulimit -f`` does) for the test: a write past it fails
-    with EFBIG inside whatever writer makes it (Python ignores the SIGXFSZ that comes with it)."""
-    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
-    yield lambda size: resource.setrlimit(resource.RLIMIT_FSIZE, (size, limits[1]))
-    resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+UNDER_A_FILE_SIZE_LIMIT = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+{body}
+"""
+"""A child process under a file size limit (RLIMIT_FSIZE, as ``ulimit -f``): a write past 4 kB fails with EFBIG
+inside whatever writer makes it (Python ignores the SIGXFSZ that comes with it). A child, since a limit on this
+process would fail the test runner's own output to a log file."""
 
 
-def test_a_file_size_limit_met_inside_torch_s_checkpoint_writer_is_one_line(data_plugin, tmp_path, capsys,
-                                                                            file_size_limit):
-    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+def test_a_file_size_limit_met_inside_torch_s_checkpoint_writer_is_one_line(data_plugin, tmp_path):
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))  # the card fits, the checkpoint does not
     out = tmp_path / "run"
-    file_size_limit(4096)  # the card fits, the checkpoint does not
-    code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out))
-    assert code == 1
-    assert_one_line_error(stderr, f"cannot write {out / CHECKPOINT}: File too large")
+    body = "from vaezoo.cli import main\nsys.exit(main(sys.argv[1:]))"
+    result = run_python("-c", UNDER_A_FILE_SIZE_LIMIT.format(body=body), "train", str(card_path), "--out", str(out),
+                        env=child_env(tmp_path / "home", site=data_plugin))
+    assert result.returncode == 1
+    assert_one_line_error(result.stderr, f"cannot write {out / CHECKPOINT}: File too large")
     assert not list(out.glob(".*.tmp")), "no temporary file is left"
 
 
-def test_a_file_size_limit_met_writing_weights_is_an_output_error(tmp_path, file_size_limit):
-    from vaezoo.errors import OutputError
-    from vaezoo.files import atomic_save
-    from vaezoo.weights import safetensors_writer
-
+def test_a_file_size_limit_met_writing_weights_is_an_output_error(tmp_path):
     target = tmp_path / "w.safetensors"
-    file_size_limit(4096)
-    with pytest.raises(OutputError, match=f"cannot write {target}: File too large"):
-        atomic_save(target, safetensors_writer({"w": torch.zeros(4096)}))
-    assert list(tmp_path.iterdir()) == []
+    body = ("import torch\nfrom vaezoo.errors import OutputError\nfrom vaezoo.files import atomic_save\n"
+            "from vaezoo.weights import safetensors_writer\n"
+            "try:\n    atomic_save(sys.argv[1], safetensors_writer({'w': torch.zeros(4096)}))\n"
+            "except OutputError as exc:\n    print(exc)")
+    result = run_python("-c", UNDER_A_FILE_SIZE_LIMIT.format(body=body), str(target),
+                        env=child_env(tmp_path / "home"))
+    assert result.stdout.startswith(f"cannot write {target}: File too large"), result.stdout + result.stderr
+    assert not target.exists() and not list(tmp_path.glob(".*.tmp"))
 
 
 # --- eval --checkpoint ------------------------------------------------------------------------------------------
