@@ -29,10 +29,18 @@ def test_duplicate_name_is_refused_naming_both_plugins():
     assert reg["gear"] == 1
 
 
-@pytest.mark.parametrize("name", ["", None, 3])
+@pytest.mark.parametrize("name", ["", None, 3, "r10b.dotted", "a,b", "Spaced Name", "1st", "-x", "x\n"])
 def test_invalid_names_are_refused(name):
+    """A name with '.' or ',' could never be reached by --set METRIC.SETTING=VALUE or --metrics A,B."""
     with pytest.raises(PluginError, match="invalid name"):
         Registry("widget").register(name, 1, plugin="p")
+
+
+@pytest.mark.parametrize("name", ["vae", "fashion_mnist", "jointvae-original", "C2"])
+def test_names_of_letters_digits_underscores_and_hyphens_are_taken(name):
+    registry = Registry("widget")
+    registry.register(name, 1, plugin="p")
+    assert registry[name] == 1
 
 
 def test_the_check_refuses_objects_naming_plugin_and_kind():

@@ -9,6 +9,7 @@ so a duplicate is refused with a message naming both plugins.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -21,6 +22,10 @@ def close_matches(name: str, candidates: list[str]) -> str:
     """Return a ' Did you mean ...?' hint, or '' when nothing is close."""
     matches = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
     return f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+
+
+PART_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+"""What a registered name may be: a card, ``--metrics A,B`` and ``--set METRIC.SETTING=VALUE`` name parts so."""
 
 
 class Registry(Generic[T]):
@@ -43,8 +48,10 @@ class Registry(Generic[T]):
 
     def register(self, name: str, obj: T, plugin: str) -> None:
         """Add ``obj`` under ``name`` on behalf of ``plugin``."""
-        if not isinstance(name, str) or not name:
-            raise PluginError(f"plugin '{plugin}' registered a {self.kind} with an invalid name {name!r}")
+        if not isinstance(name, str) or PART_NAME.fullmatch(name) is None:
+            raise PluginError(f"plugin '{plugin}' registered a {self.kind} with an invalid name {name!r}: use "
+                              f"letters, digits, '_' and '-', from a letter (a card, --metrics A,B and --set "
+                              f"METRIC.SETTING=VALUE name parts so)")
         if name in self._items:
             owner = self._items[name][1]
             raise DuplicateNameError(
