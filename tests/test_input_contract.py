@@ -295,3 +295,24 @@ def test_a_dtype_a_model_cannot_take_is_refused_in_one_line_before_anything_is_b
         assert message == (f"dtype {dtype!r} cannot be a model's parameters' type; use one of torch.float32, "
                            f"torch.float64, torch.float16, torch.bfloat16")
     assert built == []
+
+
+def test_a_zoo_model_exports_with_torch_export_and_computes_what_it_computes_eagerly():
+    """The input check's value test and the distributions' argument checks read values, which a traced program
+    cannot branch on: neither runs under torch.export (or torch.compile)."""
+    model = vaezoo.load("jointvae-mnist")
+
+    class Reconstruct(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, x):
+            return self.model.reconstruct(x), self.model.encode(x).mode
+
+    x = torch.rand(4, 1, 32, 32)
+    exported = torch.export.export(Reconstruct(), (x,)).module()
+    for got, expected in zip(exported(x), Reconstruct()(x)):
+        torch.testing.assert_close(got, expected)
+    with pytest.raises(InputError, match=r"got values in \[-0\.9"):  # eagerly, the values are still checked
+        model.encode(x * 2 - 1)

@@ -67,7 +67,7 @@ class ModelInput:
             raise InputError(f"the model takes {self}, got shape {tuple(x.shape)}; {HINT}")
         if not x.is_floating_point():
             raise InputError(f"the model takes {self}, got {str(x.dtype).removeprefix('torch.')} values; {HINT}")
-        if x.numel():
+        if x.numel() and not _tracing():  # the values are data a traced program cannot branch on
             low, high = torch.aminmax(x.detach())
             if not (low >= LOW and high <= HIGH):  # also refuses NaN, for which both comparisons are false
                 raise InputError(f"the model takes {self}, got values in [{low.item():g}, {high.item():g}]; {HINT}")
@@ -241,6 +241,11 @@ def for_model(model) -> ModelInput:
     if section is None:
         return ModelInput(model.channels, model.image_size)
     return ModelInput(model.channels, model.image_size, section.interpolation, section.transform)
+
+
+def _tracing() -> bool:
+    """Whether torch.compile or torch.export is tracing the model: its input values are no numbers then."""
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting()
 
 
 def _is_pil(image: Any) -> bool:

@@ -33,7 +33,7 @@ class CategoricalPosterior(Posterior):
 
     def rsample(self) -> Tensor:
         temperature = self.logits.new_full((), self.temperature)  # made on the device: no copy from the host
-        return RelaxedOneHotCategorical(temperature, logits=self.logits).rsample()
+        return RelaxedOneHotCategorical(temperature, logits=self.logits, validate_args=False).rsample()
 
     @property
     def mode(self) -> Tensor:

@@ -15,7 +15,8 @@ class GaussianPosterior(Posterior):
     def __init__(self, mean: Tensor, logvar: Tensor, prior: Normal):
         self.mean, self.logvar = mean, logvar
         self.code_size = mean.shape[-1]
-        self.distribution = Normal(mean, torch.exp(0.5 * logvar))
+        # No argument validation: it reads the values back to the host (a sync per batch, and no torch.export)
+        self.distribution = Normal(mean, torch.exp(0.5 * logvar), validate_args=False)
         self.prior = prior
 
     def rsample(self) -> Tensor:
@@ -56,7 +57,7 @@ class Gaussian(LatentFamily):
     @property
     def prior(self) -> Normal:
         """The prior p(z) = N(0, I), on the family's device."""
-        return Normal(self.prior_loc, torch.ones_like(self.prior_loc))
+        return Normal(self.prior_loc, torch.ones_like(self.prior_loc), validate_args=False)
 
     def posterior(self, params: Tensor) -> GaussianPosterior:
         mean, logvar = params.split(self.dim, dim=-1)
