@@ -215,6 +215,9 @@ def test_push_commits_to_the_branch_with_the_message_asked_for(hub, tmp_path):
     assert repo.messages[repo.refs["trial"]] == "vaezoo push tiny"
     assert one_error_line(run_vaezoo("push", str(card), "owner/branched", "--revision", "x", "--dry-run")) == (
         "error: --commit-message and --revision go with an upload; --dry-run commits nothing")
+    offline = one_error_line(run_vaezoo("push", str(card), "owner/branched", env={**os.environ, "HF_HUB_OFFLINE": "1"}))
+    assert offline == ("error: cannot push 'tiny' to owner/branched: HF_HUB_OFFLINE is set, and a push needs the Hub; "
+                       "unset HF_HUB_OFFLINE")
 
 
 @pytest.mark.slow

@@ -149,8 +149,11 @@ def upload(files: list[Path], repo_id: str, message: str, private: bool = False,
         OutputError: the Hub refused (not logged in, no such owner, offline).
     """
     huggingface_hub = hub(OutputError, "pushing to the Hugging Face Hub")
-    api = huggingface_hub.HfApi(token=token)
     name = next(f.stem for f in files if f.suffix == ".toml")
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
+        raise OutputError(f"cannot push '{name}' to {repo_id}: HF_HUB_OFFLINE is set, and a push needs the Hub; "
+                          f"unset HF_HUB_OFFLINE")
+    api = huggingface_hub.HfApi(token=token)
     with translated(OutputError, f"cannot push '{name}' to {repo_id}", huggingface_hub):
         api.create_repo(repo_id, private=private, exist_ok=True)
         if revision is not None:
