@@ -385,6 +385,9 @@ def test_push_writes_config_json_and_a_model_card_with_links_tags_and_the_seed_s
     assert "- <https://arxiv.org/abs/1804.00104>\n- <https://github.com/x/y>\n" in readme
     assert "| accuracy | 3 | 0.8873 | 0.85 | 0.91 | 0: 0.8873, 1: 0.91, 2: 0.85 | 0 (the recipe's seed) |" in readme
     assert "Made by `vaezoo seeds tiny runs/s1 runs/s2 --write`." in readme
+    # the command beside each number names the repository, which a Hub user has, not the card's path here
+    assert tomllib.loads((out / "tiny.toml").read_text())["metrics"]["accuracy"]["command"] == (
+        "vaezoo eval hf-hub:owner/tiny --check")
 
 
 WIDE_PLUGIN = """
@@ -535,8 +538,10 @@ def test_save_pretrained_writes_a_folder_that_loads_back(tmp_path):
     files = vaezoo.save_pretrained(model, tmp_path / "saved", repo_id="owner/tiny")
     assert [f.name for f in files] == STAGED
     assert (tmp_path / "saved" / "tiny.safetensors").read_bytes() == weights.read_bytes()  # the card's own file
+    on_hub = {"accuracy": model.card.metrics["accuracy"].model_copy(
+        update={"command": "vaezoo eval hf-hub:owner/tiny --check"})}  # the repository's folder: it names it
     for again in (vaezoo.load(tmp_path / "saved"), vaezoo.from_pretrained(str(tmp_path / "saved"))):
-        assert again.card.metrics == model.card.metrics
+        assert again.card.metrics == on_hub
         assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), model.state_dict().values()))
 
     with torch.no_grad():

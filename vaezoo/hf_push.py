@@ -4,6 +4,7 @@ or the whole zoo, one repository per entry, gathered in a Hub collection."""
 from __future__ import annotations
 
 import json
+import shlex
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.entry import fetch_verified, write_entry
-from vaezoo.entries.schema import Card, LatentPart
+from vaezoo.entries.schema import HUB_PREFIX, Card, LatentPart
 from vaezoo.errors import OutputError, WeightsError
 from vaezoo.files import atomic_write
 from vaezoo.hf import hub, translated
@@ -47,6 +48,24 @@ def stage(card: Card, repo_id: str, folder: Path) -> list[Path]:
     return write_folder(card, data, folder, repo_id)
 
 
+def on_hub(card: Card, repo_id: str) -> Card:
+    """``card`` as the Hub repository ``repo_id`` holds it: each metric's ``vaezoo eval`` command names the
+    repository (``hf-hub:OWNER/REPO``), where it named the card where it was measured (a path of that machine,
+    which a Hub user does not have)."""
+    def hub_command(command: str) -> str:
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return command
+        if words[:2] != ["vaezoo", "eval"] or len(words) < 3:
+            return command
+        return shlex.join([*words[:2], f"{HUB_PREFIX}{repo_id}", *words[3:]])
+
+    metrics = {name: metric.model_copy(update={"command": hub_command(metric.command)})
+               for name, metric in card.metrics.items()}
+    return card.model_copy(update={"metrics": metrics})
+
+
 def write_folder(card: Card, data: bytes | Mapping[str, torch.Tensor], folder: Path,
                  repo_id: str | None = None, readme: bool = True) -> list[Path]:
     """Write a model's Hub folder: the entry (``NAME.toml`` naming ``NAME.safetensors`` beside it, with its sha256
@@ -57,13 +76,14 @@ def write_folder(card: Card, data: bytes | Mapping[str, torch.Tensor], folder: P
         card: the card; its ``weights`` entry is replaced by the file written here.
         data: the safetensors file's bytes, or a state dict to write as one.
         folder: where the files go; created if needed.
-        repo_id: ``OWNER/REPO``, for the README's usage lines (None: a placeholder).
+        repo_id: ``OWNER/REPO``, for the README's usage lines and the card's commands (:func:`on_hub`); None:
+            a placeholder in the README, and the commands as they are.
         readme: write ``README.md`` too.
 
     Returns:
         The files written: card, weights, config.json and (with ``readme``) README.md.
     """
-    card_file = write_entry(card, data, folder)
+    card_file = write_entry(on_hub(card, repo_id) if repo_id is not None else card, data, folder)
     written = parse_card(card_file)
     config = folder / "config.json"
     facts = hub_config(written)
