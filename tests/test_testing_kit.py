@@ -153,9 +153,27 @@ class NominalInInfoOnly(Dataset):
         return ImageDataset(images, 1.0, factors=corner[:, None], factor_names=("corner",))
 
 
+class FromRoot(Dataset):
+    """Binary squares stored as ROOT/squares.npy, as a dataset of files reads them."""
+
+    def info(self, split="train"):
+        return DataInfo(size=16, image_size=4, channels=1)
+
+    def load(self, root=None, split="train"):
+        import numpy as np
+        from vaezoo.data import data_root
+        from vaezoo.errors import DataError
+
+        path = data_root(root).path / "squares.npy"
+        if not path.is_file():
+            raise DataError(f"{path} does not exist")
+        return ImageDataset(torch.from_numpy(np.load(path)), 1.0)
+
+
 @vaezoo.hookimpl
 def vaezoo_register_datasets(register):
     register("nominal_in_info_only", NominalInInfoOnly())
+    register("from_root", FromRoot())
 '''
 
 DUPLICATES_THE_CORE = '''
@@ -267,11 +285,21 @@ def vaezoo_card_dirs():
         testing.check_plugin("shadow")
 
 
+def test_a_dataset_of_files_is_checked_where_its_files_are(broken_parts, tmp_path, monkeypatch):
+    import numpy as np
+
+    monkeypatch.delenv("VAEZOO_DATA", raising=False)
+    np.save(tmp_path / "squares.npy", (torch.rand(16, 1, 4, 4) > 0.5).to(torch.uint8).numpy())
+    testing.check_dataset("from_root", data_root=tmp_path)
+    with pytest.raises(ConformanceError, match="squares.npy does not exist"):
+        testing.check_dataset("from_root", data_root=tmp_path / "elsewhere")
+
+
 def test_check_plugin_lists_what_a_plugin_contributes(broken_parts):
     contributed = testing.check_plugin("broken_parts")
     assert contributed == {
         "architecture": ["nan_decoder", "not_a_vae", "unused_layer"],
-        "dataset": ["nominal_in_info_only"],
+        "dataset": ["from_root", "nominal_in_info_only"],
         "latent family": ["batch_kl", "detached_sample", "flat_kl", "negative_kl", "square_densities",
                           "unseeded_prior"],
         "regularizer": ["counting", "detached", "per_example", "reconstructing", "warmup"],

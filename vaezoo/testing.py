@@ -634,9 +634,11 @@ def check_training(card: Card | str | Path, steps: int = TRIAL_STEPS, seed: int 
     return _trial(card, f"card '{card.name}'", steps, seed, metrics)
 
 
-def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[str] | None, data=None) -> VAE:
+def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[str] | None, data=None,
+           data_root=None) -> VAE:
     """:func:`check_training`, naming what is checked as ``subject`` in messages; ``data`` (a
-    :class:`~vaezoo.entries.schema.DataSpec`) trains on that dataset instead, one epoch."""
+    :class:`~vaezoo.entries.schema.DataSpec`) trains on that dataset instead, one epoch, read from
+    ``data_root``."""
     from vaezoo.entries.schema import DataSpec
     from vaezoo.evaluate import check_metrics
 
@@ -663,10 +665,10 @@ def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[st
             from vaezoo.train import train
 
             warnings.simplefilter("always", PublishWarning)
-            result = train(trial, out)
+            result = train(trial, out, data_root=data_root)
         told = [f"warning: {w.message}" for w in warned if issubclass(w.category, PublishWarning)]
         _check_run(result, trial, out, said.getvalue(), told, subject)
-        return _check_loaded(out, result.model, subject)
+        return _check_loaded(out, result.model, subject, data_root)
 
 
 def _check_run(result, trial: Card, out: Path, said: str, warned: list[str], subject: str) -> None:
@@ -688,8 +690,9 @@ def _check_run(result, trial: Card, out: Path, said: str, warned: list[str], sub
                  f"its test-set '{name}' came out {metric.value}")
 
 
-def _check_loaded(out: Path, trained: VAE, subject: str) -> VAE:
-    """The run's folder loads to the trained weights, and a traversal stays in the prior's support."""
+def _check_loaded(out: Path, trained: VAE, subject: str, data_root=None) -> VAE:
+    """The run's folder loads to the trained weights, and a traversal of its test images (read from ``data_root``)
+    stays in the prior's support."""
     from vaezoo import viz
     from vaezoo.hub import load
 
@@ -700,7 +703,7 @@ def _check_loaded(out: Path, trained: VAE, subject: str) -> VAE:
         torch.equal(value, expected[key].cpu()) for key, value in loaded.state_dict().items()), subject,
         "the run's folder loads other weights than the run trained")
     with _running(subject, "encoding its test split"):
-        images = card_dataset(loaded.card, None, "test").batch(slice(0, TRIAL_BATCH))
+        images = card_dataset(loaded.card, data_root, "test").batch(slice(0, TRIAL_BATCH))
         posterior = loaded.encode(images)
     for name, part in loaded.latent.parts.items():
         _check_sweeps(name, part, posterior.parts[name], viz.DEFAULT_SPAN, subject)
@@ -710,12 +713,12 @@ def _check_loaded(out: Path, trained: VAE, subject: str) -> VAE:
     return loaded
 
 
-def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
+def check_dataset(name: str, seed: int = 0, data_root: str | Path | None = None, **options: Any) -> None:
     """Check the dataset registered as ``name``, with ``options``, then train on it as ``vaezoo train`` does.
 
     For each split, "train" and "test", ``info()`` must describe what ``load()`` gives (size, image size,
-    channels, factor names, nominal factors), its batches must be float images in [0, 1], and its labels and factors must
-    have a row per image. Then a small ``vae`` (MLP nets, a Gaussian latent, a Bernoulli likelihood, or a
+    channels, factor names, nominal factors), its batches must be float images in [0, 1], and its labels and
+    factors must have a row per image. Then a small ``vae`` (MLP nets, a Gaussian latent, a Bernoulli likelihood, or a
     Gaussian one where the first images have grey levels) is trained on its train split,
     one epoch of 8 images a step, and checked as :func:`check_training` checks a run, measuring every
     metric of the built-in plugins and of the dataset's own that it can serve: give options for a small split.
@@ -723,6 +726,7 @@ def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
     Args:
         name: the registered name, e.g. ``"dsprites"``.
         seed: the run's seed.
+        data_root: where the dataset lives (``--data-root``; default ``VAEZOO_DATA`` or the default folder).
         options: the dataset's options, as a card's ``[train.data]`` gives them.
     """
     from vaezoo.assemble import load_dataset
@@ -734,7 +738,7 @@ def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
         with _running(subject, f"describing split '{split}' with {options}"):
             info = registry("dataset")[name].info(split, **options)
         with _running(subject, f"loading split '{split}' with {options}"):
-            data = load_dataset(name, None, split, **options)
+            data = load_dataset(name, data_root, split, **options)
             images = data.batch(slice(0, TRIAL_BATCH))
         said = f"split '{split}': info() says {info}, but load() gives"
         _require(len(data) == info.size, subject, f"{said} {len(data)} images")
@@ -752,11 +756,11 @@ def check_dataset(name: str, seed: int = 0, **options: Any) -> None:
     model = {"latent": {"type": "gaussian", "dim": 4}, **TRIAL_NETS, "regularizers": [{"type": "beta", "beta": 1.0}],
              "likelihood": "gaussian" if grey else "bernoulli"}
     _train_part(subject, registry("dataset").plugin_of(name), "vae", model, seed,
-                data=DataSpec(name=name, options=options))
+                data=DataSpec(name=name, options=options), data_root=data_root)
 
 
 def _train_part(subject: str, plugin: str, architecture: str, model: Mapping[str, Any], seed: int,
-                image_size: int = 16, channels: int = 1, data=None) -> None:
+                image_size: int = 16, channels: int = 1, data=None, data_root=None) -> None:
     """:func:`check_training` of ``architecture`` built with ``model``, measuring every metric that it can serve
     of vaezoo's built-in plugins and of ``plugin`` (the part's: another third party's metric is that plugin's to
     check); the facts of the data are the synthetic dataset's, at ``image_size`` and ``channels``, or
@@ -788,7 +792,7 @@ def _train_part(subject: str, plugin: str, architecture: str, model: Mapping[str
                 raise
             continue
         served.append(metric)
-    _trial(card, subject, TRIAL_STEPS, seed, served, data)
+    _trial(card, subject, TRIAL_STEPS, seed, served, data, data_root)
 
 
 def _without_facts(spec: Any) -> Any:
