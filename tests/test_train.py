@@ -184,6 +184,17 @@ def test_a_nan_between_checkpoints_is_read_at_the_next_one_and_named_by_its_own_
     assert checkpoint_step(tmp_path) == 8
 
 
+def test_a_nan_loss_names_the_terms_that_were_not_finite(data_plugin, tmp_path, capsys):
+    """A part that breaks is named by its term: the advice on learning rates and data is not all there is."""
+    model = {"image_size": 4, "channels": 1, "latent": {"type": "gaussian", "dim": 2},
+             "encoder": {"type": "mlp_encoder", "hidden": [8]}, "decoder": {"type": "mlp_decoder", "hidden": [8]},
+             "regularizers": [{"type": "beta"}, {"type": "nan_after", "at": 3}]}
+    path = write_toml(tmp_path / "tiny.toml", make_card("tiny", model=model))
+    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
+    [line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert "loss became nan at step 3 (epoch 1), in its term nan_after; " in line
+
+
 def test_a_nan_from_the_start_is_a_one_line_cli_error(data_plugin, tmp_path, capsys, monkeypatch):
     forward = VAE.forward
 
