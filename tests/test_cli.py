@@ -93,6 +93,11 @@ def test_list_filters(listed, capsys):
     assert names("--where", "beta=6", "--where", "dim=10") == ["toy-dsprites-1"]
     assert names("--where", "image_size=64") == ["toy-dsprites-1"]
     assert names("--where", "beta=7") == [] and names("--dataset", "dsprites", "--where", "dim=3") == []
+    assert names("toy-mnist-*", "toy-dsprites-*") == ["toy-dsprites-1", "toy-mnist-2"]  # any of them, as timm's
+    assert names("--exclude", "toy-*-[0-9]") == [LONG_NAME] and names("toy-*-[0-9]", "--exclude", "*-2") == ["toy-dsprites-1"]
+    import vaezoo
+
+    assert vaezoo.list_models(["toy-*-[0-9]"], exclude="*-mnist-*") == ["toy-dsprites-1"]
 
 
 @pytest.mark.parametrize(("argv", "message"), [

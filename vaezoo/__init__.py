@@ -44,7 +44,8 @@ def __dir__() -> list[str]:
 
 
 def list_models(pattern: str | list[str] | None = "*", dataset: str | None = None, architecture: str | None = None,
-                where: dict[str, str] | None = None, latent: str | None = None) -> list[str]:
+                where: dict[str, str] | None = None, latent: str | None = None,
+                exclude: str | list[str] | None = None) -> list[str]:
     """Names of the zoo's models matching a shell-style ``pattern``, naturally sorted.
 
     Args:
@@ -54,7 +55,8 @@ def list_models(pattern: str | list[str] | None = "*", dataset: str | None = Non
         architecture: keep models of this architecture.
         where: ``{field: value}`` filters on the cards' ``model``/``train`` fields, e.g. ``{"beta": "6"}``.
         latent: keep models whose latent has a part of this family, e.g. ``"categorical"``.
+        exclude: leave out the names this pattern, or any of these, matches (as timm's ``exclude_filters``).
     """
     from vaezoo.entries.catalog import list_cards
 
-    return [c.name for c in list_cards(pattern, dataset, architecture, where, latent)]
+    return [c.name for c in list_cards(pattern, dataset, architecture, where, latent, exclude)]

@@ -7,7 +7,10 @@ from vaezoo.cli.common import print_json, print_table, printable
 
 def add_parser(sub) -> None:
     p = sub.add_parser("list", help="list the zoo's models")
-    p.add_argument("pattern", nargs="?", default="*", help="shell-style wildcard on the name (default: *)")
+    p.add_argument("pattern", nargs="*", metavar="PATTERN",
+                   help="shell-style wildcards on the name; a name any of them matches is listed (default: *)")
+    p.add_argument("--exclude", action="append", metavar="PATTERN",
+                   help="leave out the names this wildcard matches (repeatable), e.g. '*-original-*'")
     p.add_argument("--dataset", help="only models trained on this dataset")
     p.add_argument("--arch", help="only models of this architecture")
     p.add_argument("--latent", metavar="FAMILY",
@@ -61,7 +64,8 @@ def run(args) -> int:
         return _print_skipped(found.skipped, args.json)
     if found.skipped:
         print(f"{len(found.skipped)} card(s) skipped; run 'vaezoo list --skipped' to see why", file=sys.stderr)
-    cards = filter_cards(found.cards.values(), args.pattern, args.dataset, args.arch, where, args.latent)
+    cards = filter_cards(found.cards.values(), args.pattern or "*", args.dataset, args.arch, where, args.latent,
+                         args.exclude)
     if not cards and found.cards:
         print(f"no card of the {len(found.cards)} found matches; 'vaezoo list' with no pattern or filter lists them "
               f"all", file=sys.stderr)

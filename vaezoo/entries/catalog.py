@@ -328,7 +328,8 @@ def natural_key(name: str) -> list:
 
 
 def list_cards(pattern: str | Sequence[str] | None = "*", dataset: str | None = None, architecture: str | None = None,
-               where: dict[str, str] | None = None, latent: str | None = None) -> list[Card]:
+               where: dict[str, str] | None = None, latent: str | None = None,
+               exclude: str | Sequence[str] | None = None) -> list[Card]:
     """Cards whose name matches the shell-style ``pattern``, naturally sorted, optionally filtered.
 
     Args:
@@ -337,15 +338,17 @@ def list_cards(pattern: str | Sequence[str] | None = "*", dataset: str | None = 
         architecture: keep cards of this architecture.
         where: ``{key: value}``; a key matches any ``model``/``train`` field whose dotted path ends with it.
         latent: keep cards whose latent has a part of this family (``"categorical"``).
+        exclude: leave out the names this shell wildcard, or any of these, matches (``"*-original-*"``).
     """
-    return filter_cards(discover().values(), pattern, dataset, architecture, where, latent)
+    return filter_cards(discover().values(), pattern, dataset, architecture, where, latent, exclude)
 
 
 def filter_cards(cards: Iterable[Card], pattern: str | Sequence[str] | None = "*", dataset: str | None = None,
                  architecture: str | None = None, where: dict[str, str] | None = None,
-                 latent: str | None = None) -> list[Card]:
+                 latent: str | None = None, exclude: str | Sequence[str] | None = None) -> list[Card]:
     """The ``cards`` that :func:`list_cards` keeps for these filters, naturally sorted; ``pattern`` None keeps
-    every name, and a list of patterns the names any of them matches.
+    every name, and a list of patterns the names any of them matches; ``exclude`` leaves out the names any of
+    its patterns matches.
 
     Raises:
         TypeError: ``pattern`` is not a string, a list of strings or None, or ``where`` is not a mapping.
@@ -353,15 +356,13 @@ def filter_cards(cards: Iterable[Card], pattern: str | Sequence[str] | None = "*
             architecture, family or field): an empty list would read as "no card has that value".
     """
     cards = list(cards)
-    patterns = ["*"] if pattern is None else [pattern] if isinstance(pattern, str) else pattern
-    if not isinstance(patterns, list | tuple) or not all(isinstance(p, str) for p in patterns):
-        raise TypeError(f"pattern takes a shell pattern such as 'jointvae-*', a list of them, or None; "
-                        f"got {type(pattern).__name__}")
+    patterns, excluded = _patterns("pattern", pattern, ["*"]), _patterns("exclude", exclude, [])
     if where is not None and not isinstance(where, Mapping):
         raise TypeError(f"where takes {{field: value}}, e.g. {{'beta': '6'}}; got {type(where).__name__}")
     out = []
     for card in cards:
-        if not any(fnmatch.fnmatchcase(card.name, p) for p in patterns):
+        if not any(fnmatch.fnmatchcase(card.name, p) for p in patterns) or any(
+                fnmatch.fnmatchcase(card.name, p) for p in excluded):
             continue
         if dataset and card.dataset != dataset or architecture and card.architecture != architecture:
             continue
@@ -373,6 +374,15 @@ def filter_cards(cards: Iterable[Card], pattern: str | Sequence[str] | None = "*
     if not out:
         _check_filters(cards, dataset, architecture, where or {}, latent)
     return sorted(out, key=lambda c: natural_key(c.name))
+
+
+def _patterns(argument: str, given: str | Sequence[str] | None, default: list[str]) -> list[str]:
+    """``given`` shell patterns as a list (``default`` for None)."""
+    patterns = default if given is None else [given] if isinstance(given, str) else given
+    if not isinstance(patterns, list | tuple) or not all(isinstance(p, str) for p in patterns):
+        raise TypeError(f"{argument} takes a shell pattern such as 'jointvae-*', a list of them, or None; "
+                        f"got {type(given).__name__}")
+    return list(patterns)
 
 
 def _check_filters(cards: list[Card], dataset: str | None, architecture: str | None, where: Mapping[str, str],
