@@ -67,11 +67,13 @@ def test_every_card_a_plugin_ships_validates():
 
 def _example_specs(kind: str) -> list:
     """``(name, example)`` for every registered ``kind`` ("latent family" or "regularizer"): the ``example``
-    its class declares, None where it declares none."""
+    its class declares, None where it declares none; ``{}`` where the kind's parts size themselves (a net, a
+    likelihood) and the class declares none."""
     plugins.reset()
     try:
         parts = registry(kind)
-        return [pytest.param(name, parts[name].example, id=name) for name in sorted(parts)]
+        default = {} if kind in ("net", "likelihood") else None
+        return [pytest.param(name, getattr(parts[name], "example", default), id=name) for name in sorted(parts)]
     finally:
         plugins.reset()
 
@@ -155,6 +157,16 @@ def test_regularizer_trains(name, example):
     testing.check_regularizer(name, **_require_example("regularizer", name, example))
 
 
+@pytest.mark.parametrize("name, example", _example_specs("net"))
+def test_net(name, example):
+    testing.check_net(name, **example)
+
+
+@pytest.mark.parametrize("name, example", _example_specs("likelihood"))
+def test_likelihood(name, example):
+    testing.check_likelihood(name, **example)
+
+
 def test_a_part_without_an_example_fails_asking_for_one(site):
     install_plugin(site, "bare", "import vaezoo\n\n\n@vaezoo.hookimpl\n"
                                  "def vaezoo_register_latent_families(register):\n"
@@ -171,6 +183,8 @@ def test_every_core_part_is_covered():
     regularizers = {param.values[0] for param in _example_specs("regularizer")}
     assert {"gaussian", "gumbel_categorical", "joint"} <= families
     assert {"beta", "capacity", "total_correlation"} <= regularizers
+    assert {"conv_encoder", "conv_decoder", "mlp_encoder", "mlp_decoder"} <= {p.values[0] for p in _example_specs("net")}
+    assert {"bernoulli", "gaussian"} <= {p.values[0] for p in _example_specs("likelihood")}
 
 
 @pytest.mark.parametrize("name", sorted(CARDS))

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 import vaezoo
+import vaezoo.likelihoods
 from vaezoo.data import DataInfo, Dataset, ImageDataset
 from vaezoo.latents import Gaussian, GaussianPosterior
 from vaezoo.model import VAE, build_vae
@@ -137,6 +138,44 @@ def vaezoo_register_architectures(register):
     register("not_a_vae", lambda **kwargs: nn.Linear(2, 2))
     register("unused_layer", lambda context: build_vae(context, **SMALL, cls=WithUnusedLayer))
     register("nan_decoder", lambda context: build_vae(context, **SMALL, cls=NaNDecoder))
+
+
+class NarrowEncoder(nn.Module):
+    """Says it gives 8 features and gives 7."""
+
+    def __init__(self, channels, image_size):
+        super().__init__()
+        self.out_features = 8
+        self.linear = nn.Linear(channels * image_size * image_size, 7)
+
+    def forward(self, x):
+        return self.linear(x.flatten(1))
+
+
+class HalfDecoder(nn.Module):
+    def __init__(self, code_size, channels, image_size):
+        super().__init__()
+        self.shape = (channels, image_size // 2, image_size // 2)
+        self.linear = nn.Linear(code_size, channels * (image_size // 2) ** 2)
+
+    def forward(self, z):
+        return self.linear(z).view(-1, *self.shape)
+
+
+class SummedNll(vaezoo.likelihoods.Bernoulli):
+    def nll(self, output, x):
+        return super().nll(output, x).flatten(1).sum(1)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_nets(register):
+    register("narrow_encoder", NarrowEncoder)
+    register("half_decoder", HalfDecoder)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_likelihoods(register):
+    register("summed_nll", SummedNll)
 
 
 class NominalInInfoOnly(Dataset):
@@ -295,11 +334,25 @@ def test_a_dataset_of_files_is_checked_where_its_files_are(broken_parts, tmp_pat
         testing.check_dataset("from_root", data_root=tmp_path / "elsewhere")
 
 
+@pytest.mark.parametrize("check, name, problem", [
+    ("check_net", "narrow_encoder", "gave (4, 7) for input (4, 1, 32, 32), not (4, 8)"),
+    ("check_net", "half_decoder", "gave (4, 1, 16, 16) for input (4, 4), not (4, 1, 32, 32)"),
+    ("check_likelihood", "summed_nll", "nll gave (4,), not one value per pixel shaped like the images"),
+])
+def test_a_broken_net_or_likelihood_is_caught_naming_it_and_its_plugin(broken_parts, check, name, problem):
+    kind = "net" if check == "check_net" else "likelihood"
+    with pytest.raises(ConformanceError) as caught:
+        getattr(testing, check)(name)
+    assert str(caught.value).startswith(f"{kind} '{name}' of plugin 'broken_parts': ") and problem in str(caught.value)
+
+
 def test_check_plugin_lists_what_a_plugin_contributes(broken_parts):
     contributed = testing.check_plugin("broken_parts")
     assert contributed == {
         "architecture": ["nan_decoder", "not_a_vae", "unused_layer"],
         "dataset": ["from_root", "nominal_in_info_only"],
+        "likelihood": ["summed_nll"],
+        "net": ["half_decoder", "narrow_encoder"],
         "latent family": ["batch_kl", "detached_sample", "flat_kl", "negative_kl", "square_densities",
                           "unseeded_prior"],
         "regularizer": ["counting", "detached", "per_example", "reconstructing", "warmup"],

@@ -22,6 +22,7 @@ plugin that the model can serve, traverse its latent and load the run back (``tr
 from __future__ import annotations
 
 import copy
+import inspect
 import io
 import math
 import tempfile
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from vaezoo.assemble import build_model, card_dataset, data_info, metric
 from vaezoo.assemble import build_part as build
@@ -42,12 +43,13 @@ from vaezoo.context import FACTS
 from vaezoo.errors import PublishWarning
 from vaezoo.entries.catalog import get_card
 from vaezoo.latents import LatentFamily, Posterior
+from vaezoo.likelihoods import Likelihood
 from vaezoo.model import VAE
 from vaezoo.plugins import KINDS, PluginWarning, get_plugins, registry
 from vaezoo.regularizers import Regularizer
 
 __all__ = [
-    "ConformanceError", "check_plugin", "check_latent_family", "check_regularizer",
+    "ConformanceError", "check_plugin", "check_latent_family", "check_regularizer", "check_net", "check_likelihood",
     "check_architecture", "check_model", "check_card", "check_training", "check_dataset",
 ]
 
@@ -412,6 +414,98 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
                     {"latent": dict(latent or {"type": "gaussian", "dim": 4}), **TRIAL_NETS,
                      "regularizers": [{"type": name, **kwargs}]}, seed)
     return regularizer
+
+
+def check_net(name: str, image_size: int = 32, channels: int = 1, code_size: int = 4, batch: int = 4, seed: int = 0,
+              **kwargs: Any) -> nn.Module:
+    """Check the net registered as ``name`` against the protocol: an encoder, which sets ``out_features`` and
+    maps ``(B, channels, image_size, image_size)`` to ``(B, out_features)``, or a decoder (its builder takes
+    ``code_size``), which maps ``(B, code_size)`` to ``(B, channels, image_size, image_size)``; the output finite,
+    the gradient finite and reaching the input and every parameter, eval mode deterministic.
+
+    Args:
+        name: the registered name, e.g. ``"conv_encoder"``.
+        image_size, channels, code_size: the geometry it is built for, as a model's data and latent give it.
+        batch: the batch size to test with.
+        seed: seed of the random input.
+        kwargs: the net's own arguments (``hidden``, ...).
+
+    Returns:
+        The built net.
+    """
+    subject = _owner("net", name)
+    decoder = "code_size" in inspect.signature(registry("net")[name]).parameters
+    geometry = {"image_size": image_size, "channels": channels, **({"code_size": code_size} if decoder else {})}
+    with _running(subject, f"building with {kwargs} for {geometry}"):
+        net = build("net", {"type": name, **kwargs, **geometry})
+    _require(isinstance(net, nn.Module), subject, f"built a {type(net).__name__}, not a torch.nn.Module")
+    if decoder:
+        expected = (batch, channels, image_size, image_size)
+        shape = (batch, code_size)
+    else:
+        features = getattr(net, "out_features", None)
+        _require(isinstance(features, int) and features > 0, subject,
+                 f"an encoder sets out_features, the number of features it gives per image; got {features!r}")
+        expected, shape = (batch, features), (batch, channels, image_size, image_size)
+    with _seeded(seed):
+        x = (torch.randn(shape) if decoder else torch.rand(shape)).requires_grad_()
+    with _running(subject, "forward"):
+        y = net(x)
+    _require(isinstance(y, Tensor) and tuple(y.shape) == expected, subject,
+             f"gave {tuple(y.shape) if isinstance(y, Tensor) else type(y).__name__} for input {shape}, not {expected}")
+    _require(bool(torch.isfinite(y).all()), subject, "its output has NaN or infinite values")
+    with _running(subject, "backward"):
+        y.square().sum().backward()
+    _require(x.grad is not None and bool(torch.isfinite(x.grad).all()) and bool(x.grad.abs().sum() > 0), subject,
+             "no finite gradient reaches its input")
+    unused = [n for n, p in net.named_parameters() if p.requires_grad and p.grad is None]
+    _require(not unused, subject, f"parameters get no gradient: {unused}")
+    net.eval()
+    with torch.no_grad():
+        _require(torch.equal(net(x), net(x)), subject, "two forward passes in eval mode differ")
+    return net
+
+
+def check_likelihood(name: str, image_size: int = 8, channels: int = 1, batch: int = 4, seed: int = 0,
+                     **kwargs: Any) -> Likelihood:
+    """Check the likelihood registered as ``name`` against the protocol: ``nll(output, x)`` is one finite value
+    per pixel, shaped like ``x``, with a finite gradient to the decoder's output; ``mean(output)`` is shaped like
+    ``x`` (the images :meth:`vaezoo.model.VAE.decode` gives).
+
+    Args:
+        name: the registered name, e.g. ``"bernoulli"``.
+        image_size, channels, batch: the shape of the images it is tried on (binary images, which every
+            likelihood scores).
+        seed: seed of the random output and images.
+        kwargs: the likelihood's arguments.
+
+    Returns:
+        The built likelihood.
+    """
+    subject = _owner("likelihood", name)
+    with _running(subject, f"building with {kwargs}"):
+        likelihood = build("likelihood", {"type": name, **kwargs})
+    _require(isinstance(likelihood, Likelihood), subject,
+             f"built a {type(likelihood).__name__}, not a vaezoo.likelihoods.Likelihood")
+    shape = (batch, channels, image_size, image_size)
+    with _seeded(seed):
+        output, x = torch.randn(shape, requires_grad=True), torch.rand(shape).round()
+    with _running(subject, "nll(output, x)"):
+        nll = likelihood.nll(output, x)
+    _require(isinstance(nll, Tensor) and nll.shape == x.shape, subject,
+             f"nll gave {tuple(nll.shape) if isinstance(nll, Tensor) else type(nll).__name__}, not one value per "
+             f"pixel shaped like the images {shape}")
+    _require(bool(torch.isfinite(nll).all()), subject, "nll has NaN or infinite values")
+    with _running(subject, "backward through nll"):
+        nll.sum().backward()
+    _require(output.grad is not None and bool(torch.isfinite(output.grad).all()), subject,
+             "no finite gradient reaches the decoder's output")
+    with _running(subject, "mean(output)"):
+        mean = likelihood.mean(output.detach())
+    _require(isinstance(mean, Tensor) and mean.shape == x.shape, subject,
+             f"mean gave {tuple(mean.shape) if isinstance(mean, Tensor) else type(mean).__name__}, not images "
+             f"shaped {shape}")
+    return likelihood
 
 
 def check_architecture(name: str, batch: int = 4, seed: int = 0, train: bool = True, **model_kwargs: Any) -> VAE:
