@@ -185,7 +185,8 @@ def test_info_json_and_toml(listed, capsys):
     card = get_card(LONG_NAME)
     code, out, _ = cli(capsys, "info", LONG_NAME, "--json")
     assert code == 0
-    assert json.loads(out) == card.model_dump(mode="json", exclude_none=True)
+    assert json.loads(out) == {**card.model_dump(mode="json", exclude_none=True), "path": str(card.path),
+                               "source": None}  # what the text's header says
     code, out, _ = cli(capsys, "info", LONG_NAME)
     first, _, body = out.partition("\n")
     assert first == f"# {card.path}"

@@ -284,7 +284,7 @@ def test_a_model_loaded_in_another_dtype_takes_float32_images(dtype):
     assert model.preprocess(digits(1)[0]).dtype == dtype
 
 
-@pytest.mark.parametrize("dtype", [torch.complex64, torch.int64, torch.float8_e4m3fn, "float16"])
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.int64, torch.float8_e4m3fn, "float17"])
 def test_a_dtype_a_model_cannot_take_is_refused_in_one_line_before_anything_is_built(dtype, monkeypatch):
     built = []
     monkeypatch.setattr("vaezoo.assemble.model_context", lambda card: built.append(card))
@@ -293,8 +293,23 @@ def test_a_dtype_a_model_cannot_take_is_refused_in_one_line_before_anything_is_b
             call("jointvae-mnist", dtype=dtype)
         message = str(caught.value)
         assert message == (f"dtype {dtype!r} cannot be a model's parameters' type; use one of torch.float32, "
-                           f"torch.float64, torch.float16, torch.bfloat16")
+                           f"torch.float64, torch.float16, torch.bfloat16 (or its name, 'float16')")
     assert built == []
+
+
+@pytest.mark.parametrize("name, dtype", [("float16", torch.float16), ("torch.bfloat16", torch.bfloat16),
+                                         ("bf16", torch.bfloat16), ("float64", torch.float64)])
+def test_a_dtype_may_be_given_by_its_name(name, dtype):
+    model = vaezoo.load("jointvae-mnist", dtype=name)
+    assert {p.dtype for p in model.parameters()} == {dtype}
+
+
+def test_a_model_tells_its_code_size_and_a_posterior_its_parts():
+    model = vaezoo.load("jointvae-mnist")
+    assert model.code_size == model.latent.code_size == 20
+    assert repr(model.encode(torch.rand(2, 1, 32, 32))) == (
+        "JointPosterior(batch=2, code_size=20, parts={'continuous': GaussianPosterior(batch=2, code_size=10), "
+        "'discrete0': CategoricalPosterior(batch=2, code_size=10)})")
 
 
 def test_a_zoo_model_exports_with_torch_export_and_computes_what_it_computes_eagerly():

@@ -9,6 +9,9 @@ from vaezoo.errors import DeviceError, DtypeError
 DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 """The dtypes a model's parameters may have."""
 
+DTYPE_NAMES = {**{str(d).removeprefix("torch."): d for d in DTYPES}, "bf16": torch.bfloat16, "fp16": torch.float16}
+"""Their names, as a string may give them."""
+
 
 def usable_device(device: str | torch.device) -> torch.device:
     """``device`` as a :class:`torch.device`: ``cpu``, or an accelerator this machine has (``cuda:1``, ``mps``,
@@ -36,13 +39,16 @@ def _count(kind: str) -> int:
     return device_count() if is_available() else 0
 
 
-def usable_dtype(dtype: torch.dtype) -> torch.dtype:
-    """``dtype``, if a model's parameters may have it (one of :data:`DTYPES`).
+def usable_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    """``dtype``, if a model's parameters may have it (one of :data:`DTYPES`, or its name: :data:`DTYPE_NAMES`).
 
     Raises:
         DtypeError: ``dtype`` is another dtype (complex, integer, float8) or not a dtype at all.
     """
+    if isinstance(dtype, str) and dtype.removeprefix("torch.") in DTYPE_NAMES:  # as transformers takes it
+        return DTYPE_NAMES[dtype.removeprefix("torch.")]
     if dtype not in DTYPES:
         names = ", ".join(str(d) for d in DTYPES)
-        raise DtypeError(f"dtype {dtype!r} cannot be a model's parameters' type; use one of {names}")
+        raise DtypeError(f"dtype {dtype!r} cannot be a model's parameters' type; use one of {names} (or its name, "
+                         f"'float16')")
     return dtype

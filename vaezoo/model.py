@@ -89,6 +89,11 @@ class VAE(nn.Module):
         self.weights_digest: str | None = None
 
     @property
+    def code_size(self) -> int:
+        """The size of a code: what :meth:`encode`'s ``mode`` gives per image and :meth:`decode` takes."""
+        return self.latent.code_size
+
+    @property
     def part_slices(self) -> dict[str, slice]:
         """Each latent part's slice of the code."""
         return self.latent.part_slices()
@@ -274,7 +279,8 @@ class VAE(nn.Module):
 
     @torch.no_grad()
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
-        """``n`` mean images decoded from codes drawn from the prior.
+        """``n`` mean images decoded from codes drawn from the prior, without gradients (under
+        ``torch.no_grad``); ``model.decode(model.latent.sample_prior(n))`` keeps them, to train through samples.
 
         Raises:
             InputError: ``n`` is not a whole number >= 0.

@@ -13,7 +13,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     card = card_arg(args.name)
     if args.json:
-        print_json(card.model_dump(mode="json", exclude_none=True))
+        print_json({**card.model_dump(mode="json", exclude_none=True),  # and what the text's header says
+                    "path": str(card.path) if card.path else None, "source": card.source})
         return 0
     print(f"# {printable(card.path)}")
     if card.source is not None:  # the commit a Hub revision resolved to

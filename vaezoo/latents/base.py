@@ -114,6 +114,12 @@ class Posterior:
         """The posterior of each part, by name."""
         return {"z": self}
 
+    def __repr__(self) -> str:
+        parts = self.parts
+        inner = "" if list(parts.values()) == [self] else ", parts={" + ", ".join(
+            f"{name!r}: {part!r}" for name, part in parts.items()) + "}"
+        return f"{type(self).__name__}(batch={self.mode.shape[0]}, code_size={self.code_size}{inner})"
+
 
 @dataclass(frozen=True)
 class Sweep:
