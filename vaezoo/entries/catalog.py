@@ -418,6 +418,17 @@ def _same_number(value: Any, wanted: str) -> bool:
         return False
 
 
+def _missing(path: str) -> bool:
+    """Whether nothing stands at ``path`` (not: the system cannot tell, a name too long)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _hub_hint(text: str) -> None:
     """Refuse, naming the Hub's spelling, a name that is no path here and that was meant for a Hugging Face Hub
     repository: ``OWNER/REPO``, or timm's old spelling ``hf_hub:OWNER/REPO``."""
@@ -507,7 +518,7 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
 
         return parse_card(*card_file(name_or_path))
     if not isinstance(name_or_path, str) or looks_like_path(name_or_path):
-        if isinstance(name_or_path, str) and not os.path.lexists(name_or_path):
+        if isinstance(name_or_path, str) and not name_or_path.endswith(".toml") and _missing(name_or_path):
             _hub_hint(name_or_path)
         return _card_at(Path(name_or_path))
     name = name_or_path
