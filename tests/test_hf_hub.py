@@ -181,7 +181,8 @@ def test_push_then_load_back(hub, tmp_path, monkeypatch):
     assert sorted(files) == [".gitattributes", "README.md", "config.json", "tiny-metrics.safetensors",
                              "tiny-metrics.toml"]
     info = run_vaezoo("info", "hf-hub:owner/pushed")
-    assert tomllib.loads(info.stdout)["metrics"] == {"accuracy": METRIC}
+    on_hub = {**METRIC, "command": "vaezoo eval hf-hub:owner/pushed --check"}  # the repository, not a path here
+    assert tomllib.loads(info.stdout)["metrics"] == {"accuracy": on_hub}
 
 
 @pytest.mark.slow

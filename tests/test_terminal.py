@@ -102,9 +102,9 @@ def test_a_plugin_error_with_markup_and_escapes_is_shown_as_text(cards, site, mo
 
 
 def test_a_usage_error_shows_the_words_given_as_text(capsys):
-    code, out, err = cli(capsys, "list", "jointvae-*", HOSTILE)
+    code, out, err = cli(capsys, "info", "jointvae-mnist", HOSTILE)
     assert (code, out) == (2, "") and only_printable(err)
-    assert err.splitlines()[-1] == f"vaezoo list: error: unrecognized arguments: {SHOWN}"
+    assert err.splitlines()[-1] == f"vaezoo info: error: unrecognized arguments: {SHOWN}"
 
 
 def test_the_card_path_train_prints_is_shown_as_text(data_plugin, tmp_path, capsys):
