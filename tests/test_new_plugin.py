@@ -82,7 +82,8 @@ def test_the_package_installs_passes_its_own_tests_and_is_discovered(tmp_path, c
 # what each kind registers, under the plugin's name with underscores (an architecture keeps the hyphens)
 REGISTERS = {"architecture": ("architecture", "demo-part"), "latent": ("latent family", "demo_part"),
              "regularizer": ("regularizer", "demo_part"), "metric": ("metric", "demo_part"),
-             "dataset": ("dataset", "demo_part")}
+             "dataset": ("dataset", "demo_part"), "net": ("net", "demo_part_encoder"),
+             "likelihood": ("likelihood", "demo_part")}
 
 
 @pytest.mark.slow  # the architecture's package is also tested, installed by pip, above

@@ -167,6 +167,11 @@ class SummedNll(vaezoo.likelihoods.Bernoulli):
         return super().nll(output, x).flatten(1).sum(1)
 
 
+class NoInit(vaezoo.likelihoods.Bernoulli):
+    def __init__(self, scale=1.0):  # no super().__init__(): not a module a model can hold
+        self.scale = scale
+
+
 @vaezoo.hookimpl
 def vaezoo_register_nets(register):
     register("narrow_encoder", NarrowEncoder)
@@ -176,6 +181,7 @@ def vaezoo_register_nets(register):
 @vaezoo.hookimpl
 def vaezoo_register_likelihoods(register):
     register("summed_nll", SummedNll)
+    register("no_init", NoInit)
 
 
 class NominalInInfoOnly(Dataset):
@@ -338,6 +344,7 @@ def test_a_dataset_of_files_is_checked_where_its_files_are(broken_parts, tmp_pat
     ("check_net", "narrow_encoder", "gave (4, 7) for input (4, 1, 32, 32), not (4, 8)"),
     ("check_net", "half_decoder", "gave (4, 1, 16, 16) for input (4, 4), not (4, 1, 32, 32)"),
     ("check_likelihood", "summed_nll", "nll gave (4,), not one value per pixel shaped like the images"),
+    ("check_likelihood", "no_init", "state_dict() (a module: its __init__ calls super().__init__()) raised"),
 ])
 def test_a_broken_net_or_likelihood_is_caught_naming_it_and_its_plugin(broken_parts, check, name, problem):
     kind = "net" if check == "check_net" else "likelihood"
@@ -351,7 +358,7 @@ def test_check_plugin_lists_what_a_plugin_contributes(broken_parts):
     assert contributed == {
         "architecture": ["nan_decoder", "not_a_vae", "unused_layer"],
         "dataset": ["from_root", "nominal_in_info_only"],
-        "likelihood": ["summed_nll"],
+        "likelihood": ["no_init", "summed_nll"],
         "net": ["half_decoder", "narrow_encoder"],
         "latent family": ["batch_kl", "detached_sample", "flat_kl", "negative_kl", "square_densities",
                           "unseeded_prior"],

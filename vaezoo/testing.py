@@ -487,6 +487,8 @@ def check_likelihood(name: str, image_size: int = 8, channels: int = 1, batch: i
         likelihood = build("likelihood", {"type": name, **kwargs})
     _require(isinstance(likelihood, Likelihood), subject,
              f"built a {type(likelihood).__name__}, not a vaezoo.likelihoods.Likelihood")
+    with _running(subject, "state_dict() (a module: its __init__ calls super().__init__())"):
+        likelihood.state_dict()
     shape = (batch, channels, image_size, image_size)
     with _seeded(seed):
         output, x = torch.randn(shape, requires_grad=True), torch.rand(shape).round()

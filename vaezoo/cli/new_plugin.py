@@ -44,6 +44,8 @@ KINDS = {
     "regularizer": ("regularizer", "regularizer"),
     "metric": ("metric", "metric"),
     "dataset": ("dataset", "data"),
+    "net": ("net", "nets"),
+    "likelihood": ("likelihood", "likelihood"),
 }
 
 
