@@ -69,7 +69,8 @@ class SingleRun:
         self.shown: VAEOutput | None = None  # the last step's output, for the progress display
         self.first_bad = torch.full((), -1, dtype=torch.long, device=run.device)  # the first non-finite loss's step
         self.bad_loss = torch.zeros((), device=run.device)
-        self.bad_terms: dict[str, Tensor] = {}  # each loss term: whether it was not finite at that step
+        self.bad_terms: Tensor | None = None  # whether each loss term was not finite at that step
+        self.term_names: list[str] = []
         self.bf16 = recipe.precision == "bf16"
         net = model if run.world == 1 else torch.nn.parallel.DistributedDataParallel(model)
         self.compile_failures: tuple[type[Exception], ...] = ()
@@ -105,9 +106,10 @@ class SingleRun:
             bad = ~torch.isfinite(result.loss.detach()) & (self.first_bad < 0)
             self.first_bad = torch.where(bad, self.step, self.first_bad)
             self.bad_loss = torch.where(bad, result.loss.detach().float(), self.bad_loss)
-            for name, term in result.terms.items():  # which terms made it so: a broken part is named by them
-                before = self.bad_terms.get(name, torch.zeros((), dtype=torch.bool, device=bad.device))
-                self.bad_terms[name] = torch.where(bad, ~torch.isfinite(term.detach()), before)
+            # which terms made it so (a broken part is named by them): one stack a step, read only on failure
+            nonfinite = ~torch.isfinite(torch.stack([t.detach().float() for t in result.terms.values()]))
+            self.term_names = list(result.terms)
+            self.bad_terms = torch.where(bad, nonfinite, nonfinite if self.bad_terms is None else self.bad_terms)
             if due:
                 self.check()
                 self.save(rng)
@@ -130,7 +132,7 @@ class SingleRun:
         """
         first = int(self.first_bad)
         if first >= 0:
-            terms = [name for name, bad in self.bad_terms.items() if bool(bad)]
+            terms = [name for name, bad in zip(self.term_names, self.bad_terms.tolist()) if bad]
             which = f", in its term{'s' * (len(terms) > 1)} {', '.join(terms)}" if terms else ""
             raise TrainingError(f"loss became {float(self.bad_loss)} at step {first} (epoch "
                                 f"{first // self.plan.per_epoch + 1}){which}; "

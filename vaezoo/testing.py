@@ -43,7 +43,7 @@ from vaezoo.context import FACTS
 from vaezoo.errors import PublishWarning
 from vaezoo.entries.catalog import get_card
 from vaezoo.latents import LatentFamily, Posterior
-from vaezoo.likelihoods import Likelihood
+from vaezoo.likelihoods import Bernoulli, Likelihood
 from vaezoo.model import VAE
 from vaezoo.plugins import KINDS, PluginWarning, get_plugins, registry
 from vaezoo.regularizers import Regularizer
@@ -842,7 +842,7 @@ def check_dataset(name: str, seed: int = 0, data_root: str | Path | None = None,
                  f"{said} images {tuple(images.shape[1:])}")
         _require(images.is_floating_point() and bool(((images >= 0) & (images <= 1)).all()), subject,
                  f"split '{split}': batch() gives values that are not floats in [0, 1]; set the dataset's scale")
-        grey = grey or not bool(((images == 0) | (images == 1)).all())
+        grey = grey or Bernoulli().not_a_density_of(images) is not None
         _require(tuple(data.factor_names) == tuple(info.factor_names), subject, f"{said} factors {data.factor_names}")
         _require(set(data.nominal_factors) == set(info.nominal_factors), subject,
                  f"{said} nominal factors {data.nominal_factors}; the metrics read the loaded dataset's")
