@@ -144,6 +144,21 @@ def test_load_onto_a_device_this_machine_lacks_names_it_before_reading_anything(
     assert {p.device for p in model.parameters()} == {torch.device("cpu")}
 
 
+def test_auto_is_the_first_accelerator_the_machine_has_else_the_cpu(monkeypatch):
+    from vaezoo import devices
+
+    has = {}
+    monkeypatch.setattr(devices, "_count", lambda kind: has.get(kind, 0))
+    assert devices.usable_device("auto") == torch.device("cpu")
+    has.update(xpu=1, mps=1)
+    assert devices.usable_device("auto") == torch.device("mps")
+    has.update(cuda=2)
+    assert devices.usable_device("auto") == torch.device("cuda")
+    has.clear()
+    model = vaezoo.load("jointvae-mnist", device="auto", pretrained=False)
+    assert {p.device for p in model.parameters()} == {torch.device("cpu")}
+
+
 def test_a_model_loaded_without_its_weights_keeps_nothing_measured_on_them_and_is_ready_to_train():
     model = vaezoo.load("jointvae-mnist", pretrained=False)
     assert model.card.metrics == {} and model.card.sections == {} and model.card.headline is None

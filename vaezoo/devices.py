@@ -13,19 +13,26 @@ DTYPE_NAMES = {**{str(d).removeprefix("torch."): d for d in DTYPES}, "bf16": tor
 """Their names, as a string may give them."""
 
 
+ACCELERATORS = ("cuda", "mps", "xpu")
+"""The accelerator types ``auto`` looks for, in this order."""
+
+
 def usable_device(device: str | torch.device) -> torch.device:
     """``device`` as a :class:`torch.device`: ``cpu``, or an accelerator this machine has (``cuda:1``, ``mps``,
-    ``xpu``: any type whose ``torch.<type>`` module reports it available and counts its devices).
+    ``xpu``: any type whose ``torch.<type>`` module reports it available and counts its devices). ``auto`` is
+    the first accelerator of :data:`ACCELERATORS` this machine has, else the CPU.
 
     Raises:
         DeviceError: ``device`` is not a device, or this machine does not have it.
     """
+    if device == "auto":
+        return torch.device(next((kind for kind in ACCELERATORS if _count(kind)), "cpu"))
     try:
         found = torch.device(device)
     except (RuntimeError, TypeError):
-        raise DeviceError(f"'{device}' is not a device; use cpu, cuda, cuda:1, mps") from None
+        raise DeviceError(f"'{device}' is not a device; use cpu, cuda, cuda:1, mps or auto") from None
     if found.type != "cpu" and (found.index or 0) >= _count(found.type):
-        have = ", ".join(["cpu"] + [f"{kind}:{i}" for kind in ("cuda", "mps", "xpu") for i in range(_count(kind))])
+        have = ", ".join(["cpu"] + [f"{kind}:{i}" for kind in ACCELERATORS for i in range(_count(kind))])
         raise DeviceError(f"device '{device}' is not available on this machine, which has {have}")
     return found
 

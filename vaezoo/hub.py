@@ -23,7 +23,8 @@ def build_model(card: Card | str | Path, device: str | torch.device | None = Non
 
     Args:
         card: a :class:`~vaezoo.entries.schema.Card`, a zoo name, a card's TOML file or a folder holding one card.
-        device: where to put the model (``"cpu"``, ``"cuda"``, ...).
+        device: where to put the model (``"cpu"``, ``"cuda"``, ..., ``"auto"``: the first accelerator this
+            machine has, else the CPU).
         dtype: floating-point type of the parameters.
         model: arguments of the architecture over the card's ``[model]`` (``continuous=5``,
             ``temperature=0.5``), as timm's ``create_model(name, **kwargs)``; the card of the model built then
@@ -51,7 +52,8 @@ def load(name: str | Path, device: str | torch.device | None = None, dtype: torc
         name: a zoo name (``"jointvae-mnist"``), a card's TOML file, a folder holding one card (e.g. the
             ``--out`` folder of ``vaezoo train``), or a Hugging Face Hub repository, ``hf-hub:OWNER/REPO`` or
             ``hf-hub:OWNER/REPO@REVISION`` (:func:`vaezoo.from_pretrained` takes the options of the Hub's).
-        device: where to put the model (``"cpu"``, ``"cuda"``, ``torch.device``); default CPU.
+        device: where to put the model (``"cpu"``, ``"cuda"``, ``torch.device``; ``"auto"``: the first
+            accelerator this machine has, else the CPU); default CPU.
         dtype: floating-point type of the parameters: ``torch.float32`` (default), ``float64``, ``float16`` or
             ``bfloat16``; :meth:`~vaezoo.model.VAE.encode` converts images of any float dtype to it.
         pretrained: load the card's weights; False gives a freshly initialised model, in training mode.
