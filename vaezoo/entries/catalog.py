@@ -75,6 +75,11 @@ class _Unfit(Exception):
 
 def _read(path: Path) -> dict[str, Any]:
     """The TOML table in ``path``, which must be a regular file: a FIFO or a device is never opened."""
+    return _parse(_read_text(path))
+
+
+def _read_text(path: Path) -> str:
+    """The text of the card file ``path``, which must be a regular file: a FIFO or a device is never opened."""
     try:
         mode = os.stat(path).st_mode  # follows symlinks: a link to a FIFO is a FIFO
         if not stat.S_ISREG(mode):
@@ -97,10 +102,18 @@ def _read(path: Path) -> dict[str, Any]:
     if max(info.st_size, len(data)) > MAX_CARD_BYTES:
         raise _Unfit(f"is {max(info.st_size, len(data)):,} bytes, more than the {MAX_CARD_BYTES:,} a card may "
                      f"have; it is not a card file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Unfit(f"not valid TOML ({exc})") from None
+
+
+def _parse(text: str) -> dict[str, Any]:
+    """The TOML table of a card file's ``text``."""
     deep = _Unfit(f"nests tables or arrays deeper than {MAX_DEPTH} levels; it is not a card file")
     try:
-        raw = tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise _Unfit(f"not valid TOML ({exc})") from None
     except RecursionError:  # tomllib parses nested inline tables and arrays recursively
         raise deep from None
@@ -155,6 +168,32 @@ def parse_card(path: Path, source: str | None = None) -> Card:
     """
     try:
         return _validate(_read(path), path, source)
+    except _Unfit as exc:
+        raise CardError(f"{path}: {exc}") from None
+
+
+def read_card(path: Path) -> tuple[Card, str]:
+    """The card in the file ``path`` and the file's text, read once: :func:`parse_card`'s card, with the text
+    an update that keeps the file's comments and layout edits.
+
+    Raises:
+        CardError: as :func:`parse_card` raises it.
+    """
+    try:
+        text = _read_text(path)
+        return _validate(_parse(text), path), text
+    except _Unfit as exc:
+        raise CardError(f"{path}: {exc}") from None
+
+
+def card_from_text(text: str, path: Path) -> Card:
+    """The card that the TOML ``text`` holds, as :func:`parse_card` would read it from a file ``path`` holding it.
+
+    Raises:
+        CardError: ``text`` is no valid card.
+    """
+    try:
+        return _validate(_parse(text), path)
     except _Unfit as exc:
         raise CardError(f"{path}: {exc}") from None
 

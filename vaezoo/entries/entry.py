@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.checksums import read_verified, sha256_of, verify
-from vaezoo.entries.catalog import card_reference, check_card, parse_card
+from vaezoo.entries.catalog import card_from_text, card_reference, check_card, parse_card, read_card
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
@@ -39,7 +39,8 @@ def update_card(path: Path, change: Callable[[Card], Card]) -> Card:
     """Read the card at ``path``, apply ``change`` and write the result, all under the card's lock.
 
     The card is read again inside the lock, so an update another process wrote meanwhile is kept: two
-    ``vaezoo eval --write`` (or ``seeds --write``) runs on one card both land.
+    ``vaezoo eval --write`` (or ``seeds --write``) runs on one card both land. The file keeps what did not
+    change (:func:`updated_card_text`): its comments, and the order and format of its keys and tables.
 
     Args:
         path: the card file.
@@ -48,10 +49,31 @@ def update_card(path: Path, change: Callable[[Card], Card]) -> Card:
     Returns:
         The card written.
     """
+    path = Path(path)
     with card_lock(path):
-        card = change(parse_card(Path(path)))
-        write_card(card, Path(path))
+        now, text = read_card(path)
+        card = change(now)
+        atomic_write(path, updated_card_text(text, now, card, path).encode())
     return card
+
+
+def updated_card_text(text: str, now: Card, card: Card, path: Path) -> str:
+    """The text of the card file ``path``, which holds ``text`` (the card ``now``), updated to hold ``card``.
+
+    Only what changed is edited (:func:`vaezoo.entries.toml_update.updated_text`): the file's comments and the
+    order and format of what did not change are kept. Where that text would not load back as ``card``
+    exactly, or cannot be made, the text is ``card``'s own TOML (:meth:`~vaezoo.entries.schema.Card.toml`):
+    a card is never written wrong.
+    """
+    from vaezoo.entries.toml_update import same, updated_text  # tomlkit is loaded by an update only
+
+    data = card.model_dump(exclude_none=True)
+    try:
+        kept = updated_text(text, now.model_dump(exclude_none=True), data)
+        back = card_from_text(kept, path).model_dump(exclude_none=True)
+    except Exception:  # a layout tomlkit cannot edit, or text that does not load: the plain TOML is always right
+        return card.toml()
+    return kept if same(back, data) else card.toml()
 
 
 def check_writable(card: Card) -> Path:

@@ -1,0 +1,99 @@
+"""Updating the text of a TOML file to hold new data while keeping what did not change.
+
+A card file edited by hand has comments, an order of keys and a format of its own (inline tables, literal strings,
+dotted keys). :func:`updated_text` changes only what differs between the data the text held and the data it is to
+hold: values that changed are replaced (a comment beside one stays), keys that went away are removed, new keys and
+tables are added, and every other line is kept as it was. It edits the text with tomlkit, which keeps a document's
+comments and layout; :func:`vaezoo.entries.entry.update_card` checks what it returns before writing it. A key
+added to a table goes where tomlkit puts it: after the table's last line, below a comment that ends the table's
+lines (one written above the next table, say).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+import tomlkit
+from tomlkit.items import AoT, Array, InlineTable, Item, Table
+
+
+def updated_text(text: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """``text``, a TOML document holding ``old``, edited to hold ``new``.
+
+    Args:
+        text: the document.
+        old: the data ``text`` holds, as the program reads it (values of ``text`` that stand for the same data in
+            another form, such as an integer for a float, are kept as they are when ``old`` and ``new`` agree).
+        new: the data to write.
+
+    Returns:
+        The edited document; ``text`` itself where ``new`` is ``old``.
+
+    Raises:
+        tomlkit.exceptions.TOMLKitError: tomlkit cannot parse ``text`` or make an edit.
+    """
+    document = tomlkit.parse(text)
+    _merge(document, old, new)
+    edited = document.as_string()
+    return edited.rstrip("\n") + text[len(text.rstrip("\n")):]  # a new last table ends as the file did
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are the same TOML data: the same types, NaN equal to NaN, tables in any order."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[key], b[key]) for key in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
+
+
+_ABSENT = object()
+
+
+def _merge(table: MutableMapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """Edit ``table`` (a tomlkit document or table holding ``old``) to hold ``new``."""
+    for key in [key for key in table if key not in new]:
+        del table[key]
+    for key, value in new.items():
+        was = old.get(key, _ABSENT)
+        if same(was, value):  # kept as the text states it, or leaves it out (a default)
+            continue
+        current = table[key] if key in table else None
+        if isinstance(value, dict) and isinstance(current, MutableMapping):
+            _merge(current, was if isinstance(was, dict) else {}, value)
+        else:
+            table[key] = _item(value, current, isinstance(table, InlineTable))
+
+
+def _item(value: Any, current: Item | None, in_inline: bool) -> Item:
+    """The tomlkit item of ``value`` that replaces ``current`` (None: a new key) in a table, inline or not.
+
+    A value among keys (in an inline table, or in place of a value that is no table) is written inline: a
+    ``[table]`` header there would take the keys after it. An array keeps ``current``'s lines; a new table
+    ends with a blank line, as it may be added before other tables.
+    """
+    inline = in_inline or (current is not None and not isinstance(current, Table | AoT))
+    item = _inline(value) if inline else tomlkit.item(value)
+    if isinstance(item, Array) and isinstance(current, Array) and "\n" in current.as_string():
+        item.multiline(True)
+    if isinstance(item, Table) and current is None:
+        item.add(tomlkit.nl())
+    return item
+
+
+def _inline(value: Any) -> Item:
+    """``value`` as an item written on one line: tables as inline tables, at every depth."""
+    if isinstance(value, dict):
+        table = tomlkit.inline_table()
+        for key, part in value.items():
+            table[key] = _inline(part)
+        return table
+    if isinstance(value, list):
+        array = tomlkit.array()
+        array.extend(_inline(part) for part in value)
+        return array
+    return tomlkit.item(value)
