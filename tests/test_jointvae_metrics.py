@@ -54,6 +54,7 @@ def test_the_labels_command_writes_the_matching_that_the_zoo_card_holds(mnist_ro
     zoo = get_card("jointvae-original-mnist")
     card = tmp_path / "mine.toml"
     write_card(zoo.model_copy(update={"name": "mine", "sections": {}}), card)
+    card.write_text("# my own notes on this card\n" + card.read_text())
     shutil.copy(zoo.path.parent / zoo.weights.file, tmp_path / zoo.weights.file)
     assert main([str(card), "--data-root", str(mnist_root)]) == 0
     assert "labels" not in tomllib.loads(card.read_text())  # without --write the card is left alone
@@ -61,6 +62,7 @@ def test_the_labels_command_writes_the_matching_that_the_zoo_card_holds(mnist_ro
     out = capsys.readouterr().out
     assert f"accuracy on test {zoo.metrics['cluster_accuracy'].value:.4f}" in out
     written = get_card(card)
+    assert card.read_text().startswith("# my own notes on this card\n")  # the card is updated, not rewritten
     assert card_labels(written)["discrete0"].category_to_label == card_labels(zoo)["discrete0"].category_to_label
     # "mine" is no zoo name: the command names the card by its path, so that it runs as written
     assert card_labels(written)["discrete0"].command == shlex.join(

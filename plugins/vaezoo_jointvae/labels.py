@@ -74,22 +74,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="store the matching on the card as [labels.PART]")
     args = parser.parse_args(argv)
     try:
-        from vaezoo.entries.catalog import get_card
+        from vaezoo.entries.catalog import card_reference, get_card
+        from vaezoo.entries.entry import check_writable, update_card
         from vaezoo.version import __version__
-        from vaezoo.entries.catalog import card_reference
-        from vaezoo.entries.entry import write_card
         from vaezoo_jointvae.sections import LabelMatching, Labels, card_labels
 
         card = get_card(args.card)
+        path = check_writable(card) if args.write else None  # before the measuring, not after
         part, matching, accuracy = measure_matching(card, args.data_root, args.split, args.device)
         print(f"{card.name} {part}: category -> label {matching.tolist()}; accuracy on {args.split} {accuracy:.4f}")
         if args.write:
             command = labels_command(card_reference(card), args.data_root, args.split)
             entry = LabelMatching(category_to_label=matching.tolist(), split=args.split, command=command,
                                   vaezoo_version=__version__)
-            labels = Labels({**card_labels(card), part: entry})
-            write_card(card.model_copy(update={"sections": {**card.sections, "labels": labels}}), card.path)
-            print(f"wrote [labels.{part}] to {printable(str(card.path))}", file=sys.stderr)
+            update_card(path, lambda now: now.model_copy(update={"sections": {
+                **now.sections, "labels": Labels({**card_labels(now), part: entry})}}))
+            print(f"wrote [labels.{part}] to {printable(str(path))}", file=sys.stderr)
     except VaezooError as exc:
         print(f"error: {printable(str(exc))}", file=sys.stderr)
         return 1
