@@ -74,5 +74,17 @@ def vaezoo_register_card_sections(register):
 
 
 @hookspec
+def vaezoo_register_commands(register):
+    """Register ``vaezoo`` subcommands: ``register(name, command)``, ``command`` a :class:`vaezoo.cli.Command`.
+
+    Any object with the same attributes will do: ``help`` (one line, shown by ``vaezoo --help``), ``run(args)``
+    (the parsed :class:`argparse.Namespace` -> an exit code, None for 0) and, optionally,
+    ``add_arguments(parser)`` (adds the command's arguments to its ``argparse`` parser). A name is lowercase
+    words joined by ``-`` and never a built-in command's. Import heavy modules inside ``run``: the hook runs
+    whenever ``vaezoo --help`` is shown.
+    """
+
+
+@hookspec
 def vaezoo_card_dirs():
     """Return a list of directories holding zoo cards (``*.toml``)."""

@@ -119,6 +119,16 @@ def _is_callable(obj: object) -> str | None:
     return None if callable(obj) else f"expected a callable, got {obj!r}"
 
 
+def _is_command(obj: object) -> str | None:
+    """A command's registration check: what :class:`vaezoo.cli.Command` has, on any object."""
+    add_arguments = getattr(obj, "add_arguments", None)
+    if (isinstance(getattr(obj, "help", None), str) and obj.help.strip() and callable(getattr(obj, "run", None))
+            and (add_arguments is None or callable(add_arguments))):
+        return None
+    return (f"expected a vaezoo.cli.Command (or an object alike: a non-empty str help, a callable run(args), and "
+            f"add_arguments(parser) callable or absent), got {obj!r}")
+
+
 # kind -> (hook name, registration check)
 KINDS: dict[str, tuple[str, object]] = {
     "architecture": ("vaezoo_register_architectures", _is_callable),
@@ -130,6 +140,7 @@ KINDS: dict[str, tuple[str, object]] = {
     "metric": ("vaezoo_register_metrics", _is_callable),
     "converter": ("vaezoo_register_converters", _is_callable),
     "card section": ("vaezoo_register_card_sections", _is_class_of("pydantic.BaseModel")),
+    "command": ("vaezoo_register_commands", _is_command),
 }
 
 
@@ -147,7 +158,23 @@ def _not_a_card_field(name: str) -> str | None:
     return "the name is one of a card's fields; choose another" if name in card.model_fields else None
 
 
-NAME_CHECKS = {"metric": _not_a_loss, "card section": _not_a_card_field}
+COMMAND_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+"""What a plugin's command may be called: lowercase words of letters and digits joined by ``-``."""
+
+
+def _a_command_name(name: str) -> str | None:
+    """A command's name check: spelled as the built-in commands are, and none of theirs (a plugin adds commands,
+    it never replaces or shadows one)."""
+    from vaezoo.cli.names import COMMANDS
+
+    if COMMAND_NAME.fullmatch(name) is None:
+        return "a command's name is lowercase letters and digits, words joined by '-' (e.g. 'my-command')"
+    if name in COMMANDS:
+        return "the name is one of vaezoo's own commands, which no plugin can replace; choose another"
+    return None
+
+
+NAME_CHECKS = {"metric": _not_a_loss, "card section": _not_a_card_field, "command": _a_command_name}
 """Checks of the names a kind's registry takes, beyond being non-empty and unique."""
 
 
@@ -224,6 +251,7 @@ class Plugins:
         self.refused: list[PluginInfo] = []
         self._registries: dict[str, Registry] = {}
         self._card_dirs: list[tuple[str, Path]] | None = None
+        self._failed: set[tuple[str, str]] = set()  # what failed in guarded()
         self._lock = threading.RLock()
         self._timeout = _timeout()
         self._load_entry_points()
@@ -307,6 +335,29 @@ class Plugins:
             if watch.received is not None:  # the user's signal, whatever the plugin's code made of it
                 raise Interrupted(watch.received) from None
         return False, None
+
+    def guarded(self, plugin: str, what: str, function, /, *args, **kwargs) -> tuple[bool, object]:
+        """Run code that ``plugin`` registered, ``function(*args, **kwargs)``, isolated as its hooks are: whatever
+        it raises marks the plugin failed (a :class:`PluginWarning`). Once ``what`` has failed, it is not run
+        (nor warned about) again.
+
+        Args:
+            plugin: the name of the plugin whose code runs.
+            what: what runs, for messages ("add_arguments of command 'hello'").
+
+        Returns:
+            ``(True, result)``, or ``(False, None)`` when it raised.
+
+        Raises:
+            Interrupted: a stop signal (the user's Ctrl-C, SIGTERM, SIGHUP) stopped it.
+        """
+        with self._lock:
+            if (plugin, what) in self._failed:
+                return False, None
+            done, result = self._guarded(self.info[plugin], what, function, *args, **kwargs)
+            if not done:
+                self._failed.add((plugin, what))
+            return done, result
 
     def _report_slow(self, info: PluginInfo, what: str) -> None:
         """The watchdog's line on stderr: which plugin is slow, and the setting that skips it."""

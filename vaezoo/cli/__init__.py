@@ -2,7 +2,8 @@
 
 Each command is a module of this package with ``add_parser(subparsers)``;
 heavy modules (torch, rich) are imported inside the commands that need them,
-so ``vaezoo list`` reads cards only and never imports torch.
+so ``vaezoo list`` reads cards only and never imports torch. Plugins add
+commands of their own (:class:`Command`, hook ``vaezoo_register_commands``).
 """
 
 from __future__ import annotations
@@ -17,18 +18,45 @@ import re
 import signal
 import sys
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NoReturn
 
+from vaezoo.cli.names import COMMANDS
 from vaezoo.errors import VaezooError
 from vaezoo.signals import STOP_SIGNALS, Interrupted, StopSignals
 from vaezoo.terminal import StatusStream
 
-COMMANDS = ("list", "leaderboard", "info", "plugins", "verify", "train", "eval", "seeds", "convert", "show", "gallery",
-            "new-plugin", "push")
+
+@dataclass(frozen=True)
+class Command:
+    """A command a plugin adds to ``vaezoo``: ``register("my-command", Command(...))`` in its
+    ``vaezoo_register_commands`` hook. Any object with these attributes is taken alike.
+
+    Attributes:
+        help: one line saying what the command does: ``vaezoo --help`` lists it, and ``vaezoo NAME --help``
+            opens with it as a sentence. Shown as text, ``%`` included.
+        run: ``run(args) -> int | None``, called with the parsed :class:`argparse.Namespace`; returns the exit
+            code, None for 0. What it raises ends the command as a built-in's does: a
+            :class:`vaezoo.errors.VaezooError` is one line ``error: ...`` and exit code 1, a Ctrl-C exit code 130.
+        add_arguments: ``add_arguments(parser)`` adds the command's arguments to its :class:`argparse.ArgumentParser`;
+            None when it takes none. ``parser.set_defaults(imports=["torch"])`` imports those modules before
+            ``run``, a Ctrl-C during the import stopping the command cleanly.
+    """
+
+    help: str
+    run: Callable[[argparse.Namespace], int | None]
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every command's subparser."""
+def build_parser(plugin_commands: bool = True) -> argparse.ArgumentParser:
+    """The argument parser with every command's subparser.
+
+    Args:
+        plugin_commands: add the commands plugins register after the built-in ones (which loads the plugins).
+            :func:`main` leaves them out when its first argument is a built-in command, which the plugins'
+            commands then cannot slow or break.
+    """
     from vaezoo.version import __version__
 
     parser = _Parser(prog="vaezoo", description="A zoo of disentangled VAEs.")
@@ -37,10 +65,52 @@ def build_parser() -> argparse.ArgumentParser:
                                 parser_class=functools.partial(_Parser, allow_abbrev=False))
     for name in COMMANDS:
         importlib.import_module(f"vaezoo.cli.{name.replace('-', '_')}").add_parser(sub)
+    if plugin_commands:
+        parser.commands = (*COMMANDS, *_add_plugin_commands(sub))
     for listed in sub._choices_actions:  # a command's --help opens with what 'vaezoo --help' says of it
         command = sub.choices[listed.dest]
         command.description = command.description or listed.help[:1].upper() + listed.help[1:] + "."
     return parser
+
+
+def _add_plugin_commands(sub) -> list[str]:
+    """Add a subparser to ``sub`` for each command the plugins register; return their names.
+
+    A command whose ``add_arguments`` raises is left out, its plugin marked failed (a warning), as when a
+    plugin's hook raises.
+    """
+    from vaezoo.plugins import get_plugins
+
+    plugins = get_plugins()
+    commands = plugins.registry("command")
+    added = []
+    for name in commands:
+        command, plugin = commands[name], commands.plugin_of(name)
+        sentence = command.help[:1].upper() + command.help[1:] + "."
+        parser = sub.add_parser(name, help=command.help.replace("%", "%%"),  # the text, not a %-template
+                                description=sentence.replace("%", "%%") if "%(prog)" in sentence else sentence)
+        add_arguments = getattr(command, "add_arguments", None)
+        if add_arguments is not None and not plugins.guarded(plugin, f"add_arguments of command {name!r}",
+                                                             add_arguments, parser)[0]:
+            del sub.choices[name]
+            sub._choices_actions.pop()
+            continue
+        parser.set_defaults(func=functools.partial(_run_plugin_command, name, plugin, command))
+        added.append(name)
+    return added
+
+
+def _run_plugin_command(name: str, plugin: str, command: Command, args: argparse.Namespace) -> int:
+    """Run plugin ``plugin``'s command ``name`` on ``args``: its exit code (0 for None)."""
+    from vaezoo.errors import PluginError
+
+    code = command.run(args)
+    if code is None:
+        return 0
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise PluginError(f"command '{name}' of plugin '{plugin}' returned {code!r}: its run must return an exit "
+                          f"code (an int) or None")
+    return code
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,8 +118,14 @@ class _Parser(argparse.ArgumentParser):
     command's under its own usage, and suggest the command meant by a mistyped one.
 
     A command's options are spelled whole (no ``--js`` for ``--json``: it would change meaning the day a
-    ``--jsonl`` came).
+    ``--jsonl`` came). What it prints is shown as text: a plugin's help holding control characters shows them
+    escaped (:func:`vaezoo.terminal.printable`).
+
+    Attributes:
+        commands: the commands a mistyped one is compared with: the built-in ones and the plugins'.
     """
+
+    commands: tuple[str, ...] = COMMANDS
 
     def parse_known_args(self, args=None, namespace=None):
         namespace, extras = super().parse_known_args(args, namespace)
@@ -62,14 +138,17 @@ class _Parser(argparse.ArgumentParser):
 
         typed = re.match(r"argument COMMAND: invalid choice: '(.*)' \(choose from", message)
         if typed is not None:
-            meant = [c for c in COMMANDS if c.startswith(typed[1])] or difflib.get_close_matches(typed[1], COMMANDS, 1)
+            meant = ([c for c in self.commands if c.startswith(typed[1])]
+                     or difflib.get_close_matches(typed[1], self.commands, 1))
             message = f"'{typed[1]}' is not a vaezoo command; " + (
                 f"did you mean '{meant[0]}'?" if meant else "'vaezoo --help' lists the commands")
         super().error(printable(message))
 
     def _print_message(self, message: str, file=None) -> None:
+        from vaezoo.terminal import printable
+
         if message:  # argparse's own drops a write that fails: --help > /dev/full would exit 0
-            (file or sys.stderr).write(message)
+            (file or sys.stderr).write("\n".join(printable(line) for line in message.split("\n")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,8 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings(), stops:
             warnings.showwarning = _show_warning
+            words = sys.argv[1:] if argv is None else argv
             try:
-                args = build_parser().parse_args(argv)
+                args = build_parser(plugin_commands=next(iter(words), None) not in COMMANDS).parse_args(argv)
             except SystemExit:
                 sys.stdout.flush()  # --help and --version succeed only once their text is written
                 raise
