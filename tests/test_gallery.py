@@ -146,7 +146,7 @@ def check_gallery_in_browser(index: Path, work: Path) -> dict:
         assert {m["name"] for m in page["metrics"]} == set(card.metrics)
         for metric in page["metrics"]:
             on_card = card.metrics[metric["name"]]
-            assert float(metric["value"]) == pytest.approx(on_card.value, rel=1e-5)
+            assert float(metric["value"]) == pytest.approx(on_card.value, rel=1e-5, nan_ok=True)  # a NaN shows as NaN
             assert (metric["command"] or page["shared_command"]) == on_card.command
             assert printable(on_card.note or "") in metric["text"]
         if card.weights is None:
