@@ -159,6 +159,17 @@ def test_auto_is_the_first_accelerator_the_machine_has_else_the_cpu(monkeypatch)
     assert {p.device for p in model.parameters()} == {torch.device("cpu")}
 
 
+def test_auto_evaluates_through_the_command_line_and_the_library(mnist_root, capsys):
+    from vaezoo.evaluate import evaluate
+
+    model = vaezoo.load("jointvae-mnist", device="auto")
+    assert evaluate(model, model.card, mnist_root, device="auto", metrics=["cluster_accuracy"]) == {
+        "cluster_accuracy": pytest.approx(model.card.metrics["cluster_accuracy"].value, abs=1e-4)}
+    assert main(["eval", "jointvae-mnist", "--device", "auto", "--metrics", "cluster_accuracy", "--check",
+                 "--data-root", str(mnist_root)]) == 0
+    assert "check: 1 of 1 metrics match" in capsys.readouterr().err
+
+
 def test_a_model_loaded_without_its_weights_keeps_nothing_measured_on_them_and_is_ready_to_train():
     model = vaezoo.load("jointvae-mnist", pretrained=False)
     assert model.card.metrics == {} and model.card.sections == {} and model.card.headline is None

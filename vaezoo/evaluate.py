@@ -101,7 +101,7 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
     if metrics is None:
         encoding = EncodingBuilder()
         with progress(f"eval {card.name}: losses", len(evaluation.dataset)) as task, evaluation.reporting(task):
-            results = losses(model, evaluation.images, card.train.steps, card.train.batch_size, device,
+            results = losses(model, evaluation.images, card.train.steps, card.train.batch_size, evaluation.device,
                              encoding.add)
         _share(encoding, evaluation)
     for name in names:

@@ -96,17 +96,18 @@ def seed_arg(value: str) -> int:
 
 
 def device_arg(value: str) -> str:
-    """argparse type of ``--device``: a device this machine has (:func:`vaezoo.devices.usable_device`)."""
+    """argparse type of ``--device``: a device this machine has (:func:`vaezoo.devices.usable_device`), ``auto``
+    given as the one it stands for."""
     import argparse
 
     from vaezoo.devices import usable_device
     from vaezoo.errors import DeviceError
 
     try:
-        usable_device(value)
+        device = usable_device(value)
     except DeviceError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-    return value
+    return str(device) if value == "auto" else value
 
 
 def print_json(data) -> None:

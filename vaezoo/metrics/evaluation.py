@@ -122,8 +122,7 @@ class Evaluation:
     """
 
     def __init__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> None:
-        if device is not None:
-            usable_device(device)
+        device = None if device is None else usable_device(device)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise MetricError.about("{batch_size} must be a whole number >= 1, got {got!r}", got=batch_size)
         self.model = model
