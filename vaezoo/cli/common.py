@@ -63,7 +63,7 @@ def add_data_root(parser) -> None:
 def add_device(parser) -> None:
     """``--device``, alike in every command that runs a model."""
     parser.add_argument("--device", type=device_arg,
-                        help="cpu, cuda, cuda:1, mps, ..., or auto: the first accelerator this machine has (default: cpu)")
+                        help="cpu, cuda, cuda:1, mps, ... or auto, the first accelerator there is (default: cpu)")
 
 
 def card_arg(name_or_path: str):
