@@ -166,13 +166,10 @@ def parse_card(path: Path, source: str | None = None) -> Card:
     Raises:
         CardError: naming the file and the field.
     """
-    try:
-        return _validate(_read(path), path, source)
-    except _Unfit as exc:
-        raise CardError(f"{path}: {exc}") from None
+    return read_card(path, source)[0]
 
 
-def read_card(path: Path) -> tuple[Card, str]:
+def read_card(path: Path, source: str | None = None) -> tuple[Card, str]:
     """The card in the file ``path`` and the file's text, read once: :func:`parse_card`'s card, with the text
     an update that keeps the file's comments and layout edits.
 
@@ -181,7 +178,7 @@ def read_card(path: Path) -> tuple[Card, str]:
     """
     try:
         text = _read_text(path)
-        return _validate(_parse(text), path), text
+        return _validate(_parse(text), path, source), text
     except _Unfit as exc:
         raise CardError(f"{path}: {exc}") from None
 
