@@ -159,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     any other code would vary from run to run). Status lines on stderr go quiet once nobody reads them
     (:class:`vaezoo.terminal.StatusStream`): a run goes on when its terminal or log pipe closes.
     """
+    if "_ARGCOMPLETE" in os.environ and "COMP_LINE" in os.environ:  # the shell asks for completions (vaezoo completion)
+        _complete()
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout = stdout if stdout is not None else open(os.devnull, "w")  # closed (>&-): as a reader gone
     sys.stderr = StatusStream(stderr if stderr is not None else open(os.devnull, "w"))
@@ -219,6 +221,17 @@ def console() -> NoReturn:
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     sys.exit(code)
+
+
+def _complete() -> None:
+    """Write the completions of the command line the shell gives in the environment, and exit (argcomplete).
+
+    Plugins' commands are completed too; warnings are not shown (the shell's prompt is no place for them).
+    """
+    import argcomplete
+
+    warnings.simplefilter("ignore")
+    argcomplete.autocomplete(build_parser())
 
 
 def _stopped(signum: int) -> int:

@@ -51,7 +51,9 @@ CARD_HELP = "a zoo name, a card's TOML file, a folder holding one card, or hf-hu
 
 def add_card(parser, dest: str = "card", **kwargs) -> None:
     """The positional argument that names a card, spelled and explained alike in every command."""
-    parser.add_argument(dest, metavar="CARD", help=CARD_HELP, **kwargs)
+    from vaezoo.cli.completion import complete_card
+
+    parser.add_argument(dest, metavar="CARD", help=CARD_HELP, **kwargs).completer = complete_card
 
 
 def add_data_root(parser) -> None:

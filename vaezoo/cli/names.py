@@ -2,5 +2,6 @@
 must not import the command line)."""
 
 COMMANDS = ("list", "leaderboard", "info", "plugins", "verify", "train", "eval", "seeds", "convert", "show", "gallery",
-            "new-plugin", "push")
+            "new-plugin", "push",
+            "completion")
 """Each a module of :mod:`vaezoo.cli` (``-`` spelled ``_``), in the order ``vaezoo --help`` lists them."""

@@ -1,0 +1,81 @@
+"""Shell completion: ``vaezoo completion SHELL`` prints a script; with it, a Tab completes commands, options,
+zoo names and paths, plugins' commands included."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kit import child_env, install_plugin, run_vaezoo
+
+GREETER = '''
+import vaezoo
+from vaezoo.cli import Command
+
+
+@vaezoo.hookimpl
+def vaezoo_register_commands(register):
+    register("hello", Command(help="say hello", run=lambda args: None))
+'''
+
+
+def complete(line: str, env: dict[str, str], cwd: Path) -> list[str]:
+    """What a Tab at the end of ``line`` offers in bash, with the script ``vaezoo completion bash`` prints sourced."""
+    script = run_vaezoo("completion", "bash", env=env).stdout
+    tab = f'''
+        source /dev/stdin <<'SCRIPT'
+{script}
+SCRIPT
+        COMP_LINE={line!r}; COMP_POINT=${{#COMP_LINE}}; read -ra COMP_WORDS <<< "$COMP_LINE"
+        [[ $COMP_LINE == *" " ]] && COMP_WORDS+=("")
+        COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+        _python_argcomplete vaezoo
+        printf '%s\\n' "${{COMPREPLY[@]}}"
+    '''
+    path = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # the vaezoo script
+    done = subprocess.run(["bash", "-c", tab], env={**env, "PATH": path}, cwd=cwd, capture_output=True, text=True,
+                          timeout=60, check=True)
+    return [word.strip() for word in done.stdout.splitlines() if word.strip()]
+
+
+@pytest.fixture
+def env(tmp_path) -> dict[str, str]:
+    return child_env(tmp_path / "home")
+
+
+def test_a_tab_completes_zoo_names(env, tmp_path):
+    offered = complete("vaezoo info jointvae-m", env, tmp_path)
+    assert "jointvae-mnist" in offered
+    assert all(word.startswith("jointvae-m") for word in offered)
+
+
+def test_a_tab_completes_commands_and_options(env, tmp_path):
+    assert complete("vaezoo ev", env, tmp_path) == ["eval"]
+    assert complete("vaezoo eval jointvae-mnist --dev", env, tmp_path) == ["--device"]
+
+
+def test_a_tab_completes_a_card_file_s_path(env, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "my-card.toml").write_text("", encoding="utf-8")
+    assert complete("vaezoo info mine/my", env, tmp_path) == ["mine/my-card.toml"]
+
+
+def test_a_tab_completes_a_plugin_s_command(tmp_path):
+    site = tmp_path / "site"
+    install_plugin(site, "greeter", GREETER)
+    assert complete("vaezoo hel", child_env(tmp_path / "home", site=site), tmp_path) == ["hello"]
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish", "tcsh", "powershell"])
+def test_each_shell_gets_a_script_for_vaezoo(env, shell):
+    done = run_vaezoo("completion", shell, env=env)
+    assert done.returncode == 0 and "vaezoo" in done.stdout
+
+
+def test_a_command_runs_where_the_completion_variable_is_left_set(env):
+    done = run_vaezoo("list", "jointvae-mnist", env={**env, "_ARGCOMPLETE": "1"})
+    assert done.returncode == 0 and "jointvae-mnist" in done.stdout
