@@ -133,6 +133,11 @@ class PluginError(VaezooError):
     """A plugin broke a rule of the hook it implements."""
 
 
+class InstallError(VaezooError):
+    """pip could not install or uninstall plugins in vaezoo's environment (missing, failed, or asked to remove
+    vaezoo itself)."""
+
+
 class DataError(VaezooError):
     """A dataset that cannot be found or read."""
 
