@@ -73,7 +73,7 @@ def site(tmp_path, monkeypatch) -> Path:
 @pytest.fixture
 def data_plugin(site) -> Path:
     """The plugin site with the kit's test plugin installed (:data:`kit.DATA_PLUGIN`): the datasets
-    ``toy_bars`` and ``tiny_blobs`` and the regularizer ``nan_after``."""
+    ``toy_bars`` and ``tiny_blobs`` and the regularizers ``nan_after`` and ``inf_from``."""
     install_plugin(site, "testdata", DATA_PLUGIN)
     return site
 

@@ -244,7 +244,7 @@ def write_entry(directory: Path, card: Mapping[str, Any], seed: int = 0, url: st
 # --- plugins ----------------------------------------------------------------------------------------------------
 
 DATA_PLUGIN = f'''
-"""The test plugin: the {TOY_DATASET!r} and {TINY_DATASET!r} datasets and a 'nan_after' regularizer.
+"""The test plugin: the {TOY_DATASET!r} and {TINY_DATASET!r} datasets, the 'nan_after' and 'inf_from' regularizers.
 
 Like any plugin, it keeps its top level light: torch is imported inside the hooks.
 """
@@ -322,7 +322,19 @@ def vaezoo_register_regularizers(register):
         def forward(self, posterior, z, step):
             return {{"nan_after": torch.tensor(float("nan") if step >= self.at else 0.0)}}
 
+    class InfFrom(Regularizer):
+        """A loss term that is inf from the step its buffer ``start`` holds (none unless set): a model that
+        diverges on cue, one member of an ensemble alone when only that member's buffer is set."""
+
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("start", torch.tensor(torch.iinfo(torch.long).max))
+
+        def forward(self, posterior, z, step):
+            return {{"inf_from": torch.where(self.start <= step, float("inf"), 0.0)}}
+
     register("nan_after", NanAfter)
+    register("inf_from", InfFrom)
 '''
 
 

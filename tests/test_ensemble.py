@@ -21,7 +21,7 @@ from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import CHECKPOINT
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
-from vaezoo.ensemble import Stack
+from vaezoo.ensemble import Member, Stack
 from vaezoo.errors import TrainingError
 from vaezoo.sweeps import Sweep, members, parse_sweep
 from vaezoo.train import Interrupted, train, train_seeds
@@ -118,10 +118,10 @@ def test_a_member_whose_loss_becomes_nan_stops_alone(data_plugin, tmp_path, monk
     losses = Stack.losses
 
     def seed_2_diverges_at_step_9(self, x, noise, step):
-        out = losses(self, x, noise, step)
+        out, terms = losses(self, x, noise, step)
         if step == 9 and len(self.members) == 2:
             out = out * torch.tensor([1.0, float("nan")])
-        return out
+        return out, terms
 
     monkeypatch.setattr(Stack, "losses", seed_2_diverges_at_step_9)
     good, bad = train_seeds(toy(), tmp_path, [1, 2])
@@ -131,6 +131,25 @@ def test_a_member_whose_loss_becomes_nan_stops_alone(data_plugin, tmp_path, monk
     assert bad.step == 8 and bad.card_path is None  # its last checkpoint, step 8, stays
     assert torch.load(tmp_path / "seed-2" / CHECKPOINT, weights_only=True)["step"] == 8
     assert all(torch.isfinite(t).all() for t in bad.model.state_dict().values())
+
+
+@pytest.mark.parametrize("formulation", ["loop", "vmap"])
+def test_a_member_whose_term_becomes_inf_is_stopped_naming_that_term(data_plugin, tmp_path, monkeypatch, formulation):
+    """As a single run does, so that a broken part is named by its term (``inf_from``: the test plugin's)."""
+    start = Member.start.__func__
+
+    def seed_2s_term_inf_from_step_9(cls, card, out, label, model, *args):
+        if card.train.seed == 2:
+            model.regularizers[1].start.fill_(9)
+        return start(cls, card, out, label, model, *args)
+
+    monkeypatch.setattr(Member, "start", classmethod(seed_2s_term_inf_from_step_9))
+    card = toy("vae", {**CONV, "latent": {"type": "gaussian", "dim": 2},
+                       "regularizers": [{"type": "beta"}, {"type": "inf_from"}]})
+    good, bad = train_seeds(card, tmp_path, [1, 2], formulation=formulation, evaluate=False)
+    assert good.error is None and good.step == 12
+    assert bad.error.startswith("seed 2: loss became inf at step 9 (epoch 4), in its term inf_from; the last good "
+                                f"checkpoint is {tmp_path / 'seed-2' / CHECKPOINT} (step 8)")
 
 
 def test_the_sweeps_members_carry_their_values_on_their_cards(data_plugin, tmp_path):

@@ -17,9 +17,10 @@ Each member keeps what makes it the run it would be alone:
 - its optimiser state, sliced out of the stacked one into a checkpoint a single run can resume, and back;
 - its checkpoint, written at the steps and with the RNG states a single run would write.
 
-Nothing waits for the device inside the loop: a non-finite loss is noted on the device, with its step,
-and read every ``check_every`` steps and before each checkpoint. A member whose loss became NaN or inf
-stops there and keeps its last checkpoint; the others go on.
+Nothing waits for the device inside the loop: a non-finite loss is noted on the device, with its step and
+which of its terms were not finite, and read every ``check_every`` steps and before each checkpoint. A
+member whose loss became NaN or inf stops there, named with those terms, and keeps its last checkpoint; the
+others go on.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
 from vaezoo.errors import Phrase, TrainingError, TrainingWarning
-from vaezoo.loop import (Plan, Run, Streams, check_before_training, device_store, distribution_checks_off, epoch_order,
-                         last_good, make_optimizer, resume_point, rng_state, until)
-from vaezoo.model import VAE
+from vaezoo.loop import (Plan, Run, Streams, check_before_training, device_store, diverged, distribution_checks_off,
+                         epoch_order, last_good, make_optimizer, resume_point, rng_state, until)
+from vaezoo.model import VAE, VAEOutput
 from vaezoo.progress import note
 from vaezoo.signals import Interrupted, StopSignals
 from vaezoo.train_progress import Reporter
@@ -206,6 +207,7 @@ class Stack:
         self.bf16 = members[0].card.train.precision == "bf16"
         self.base = copy.deepcopy(members[0].model).to("meta").train()
         self.tapes: dict[int, list[Draw]] = {}
+        self.term_names: list[str] = []  # the model's loss terms, learnt by the first recorded forward pass
         self.stopped: list[Member] = []  # members whose loss became NaN or inf
         self._restack(members, [m.optimizer.state_dict() for m in members])
 
@@ -219,20 +221,32 @@ class Stack:
         self.optimizer = make_optimizer(recipe, list(self.params.values()), **extra)
         if any(s["state"] for s in states):
             self.optimizer.load_state_dict(_stack_states(states, self.optimizer))
-        self.first_bad = torch.full((len(members),), -1, dtype=torch.long, device=self.run.device)
-        self.bad_loss = torch.zeros(len(members), device=self.run.device)
+        self._clear_flags()
         self.shown: Tensor | None = None  # the last step's losses, for the progress display
         self.graph: _CapturedStep | None = None
 
-    def losses(self, x: Tensor, noise: list[Tensor], step: int | Tensor) -> Tensor:
-        """Every member's loss on its batch ``x[i]`` with its noise ``noise[k][i]``; shape ``(members,)``."""
+    def _clear_flags(self) -> None:
+        """Each member's non-finite flags, none raised: the step its loss first was not finite (-1: none yet),
+        that loss, and whether each of its terms (:attr:`term_names`) was not finite at that step."""
+        n, device = len(self.members), self.run.device
+        self.first_bad = torch.full((n,), -1, dtype=torch.long, device=device)
+        self.bad_loss = torch.zeros(n, device=device)
+        self.bad_terms = torch.zeros((n, len(self.term_names)), dtype=torch.bool, device=device)
+
+    def losses(self, x: Tensor, noise: list[Tensor], step: int | Tensor) -> tuple[Tensor, Tensor]:
+        """Every member's loss on its batch ``x[i]`` with its noise ``noise[k][i]``, and its loss terms.
+
+        Returns:
+            The losses, shape ``(members,)``, and the terms they sum, detached, in float32, shape
+            ``(members, terms)`` in the order of :attr:`term_names`.
+        """
         draws = self.tapes[x.shape[1]]
         with torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
             if self.formulation == "vmap":
                 def one(params, buffers, x, noise):
                     with NoiseTape(noise, draws):
-                        return functional_call(self.base, (params, buffers), (x,),
-                                               {"step": step, "checked": True}).loss
+                        return _loss_and_terms(functional_call(self.base, (params, buffers), (x,),
+                                                               {"step": step, "checked": True}))
 
                 try:
                     return vmap(one, randomness="error")(self.params, self.buffers, x, noise)
@@ -247,13 +261,14 @@ class Stack:
             # a whole stacked tensor of zeros
             params = {k: v.unbind() for k, v in self.params.items()}
             buffers = {k: v.unbind() for k, v in self.buffers.items()}
-            losses = []
+            outputs = []
             for i in range(x.shape[0]):
                 with NoiseTape([n[i] for n in noise], draws):
-                    losses.append(functional_call(
+                    outputs.append(_loss_and_terms(functional_call(
                         self.base, ({k: v[i] for k, v in params.items()}, {k: v[i] for k, v in buffers.items()}),
-                        (x[i],), {"step": step, "checked": True}).loss)
-            return torch.stack(losses)
+                        (x[i],), {"step": step, "checked": True})))
+            losses, terms = zip(*outputs)
+            return torch.stack(losses), torch.stack(terms)
 
     def _noise(self, x: Tensor) -> list[Tensor]:
         """The step's noise, each member's drawn from its own streams: one ``(members, ...)`` tensor a draw."""
@@ -268,6 +283,9 @@ class Stack:
     def _record(self, x: Tensor) -> list[Draw]:
         """The random draws of a forward pass on batches shaped like ``x``; the global generators are left as they were.
 
+        The first pass recorded also names the model's loss terms (:attr:`term_names`), a column each in the
+        non-finite flags.
+
         Raises:
             TrainingError: the pass also draws through an operation the tape does not see (a gamma or Dirichlet
                 sampler, ``torch.bernoulli``, ``torch.normal``, ...): each member would not draw its own numbers.
@@ -278,7 +296,7 @@ class Stack:
         with torch.random.fork_rng(devices=self._devices()):
             before = self._generators()
             with torch.no_grad(), tape, torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
-                functional_call(self.base, (params, buffers), (x[0],), {"step": self.step, "checked": True})
+                out = functional_call(self.base, (params, buffers), (x[0],), {"step": self.step, "checked": True})
             after = self._generators()
             self._restore(before)
             for draw in tape.draws:
@@ -289,6 +307,9 @@ class Stack:
                     "own draws of (only torch.rand, randn, randint, their *_like forms and fills such as normal_ "
                     "are; a gamma, beta or Dirichlet sampler, torch.bernoulli and torch.normal are not): train the "
                     "runs one at a time with {seed}")
+        if not self.term_names:
+            self.term_names = list(out.terms)
+            self._clear_flags()  # nothing was noted yet: no step has run before the first pass recorded
         return tape.draws
 
     def _devices(self) -> list[torch.device]:
@@ -303,11 +324,12 @@ class Stack:
         for device, state in zip(self._devices(), states[1:]):
             torch.cuda.set_rng_state(state, device)
 
-    def _note(self, losses: Tensor, step: int | Tensor) -> None:
-        """Note on the device which members' losses are not finite, first at ``step``."""
+    def _note(self, losses: Tensor, terms: Tensor, step: int | Tensor) -> None:
+        """Note on the device which members' losses are not finite, first at ``step``, and which of their terms."""
         bad = ~torch.isfinite(losses.detach()) & (self.first_bad < 0)
         self.first_bad.copy_(torch.where(bad, step, self.first_bad))
         self.bad_loss.copy_(torch.where(bad, losses.detach().float(), self.bad_loss))
+        self.bad_terms.copy_(torch.where(bad[:, None], ~torch.isfinite(terms), self.bad_terms))
 
     def take_step(self, store: ImageDataset, stopping: int | None) -> int:
         """Train every member one step; when ``stopping``, only check the step's losses and save.
@@ -337,15 +359,15 @@ class Stack:
             if self.graph is not None:
                 self.shown = self.graph.replay(x, noise, self.step)
                 return self._stepped(x)
-        losses = self.losses(x, noise, self.step)
-        self._note(losses, self.step)
+        losses, terms = self.losses(x, noise, self.step)
+        self._note(losses, terms, self.step)
         if due:
             kept = self.check()
             if len(kept) < x.shape[0]:  # the stack was rebuilt without the members that diverged
                 rngs, x, noise = [rngs[i] for i in kept], x[kept], [n[kept] for n in noise]
                 if kept:
-                    losses = self.losses(x, noise, self.step)
-                    self._note(losses, self.step)
+                    losses, terms = self.losses(x, noise, self.step)
+                    self._note(losses, terms, self.step)
             for i, rng in enumerate(rngs):
                 self._save(i, rng)
         if stopping is not None or not self.members:
@@ -376,12 +398,11 @@ class Stack:
         kept = [i for i, f in enumerate(first) if f < 0]
         if len(kept) == len(first):
             return kept
-        values = self.bad_loss.tolist()
+        values, flags = self.bad_loss.tolist(), self.bad_terms.tolist()
         for i in sorted(set(range(len(first))) - set(kept)):
             m = self.members[i]
-            epoch = first[i] // self.plan.per_epoch + 1
-            m.error = (f"{m.label}: loss became {values[i]} at step {first[i]} (epoch {epoch}); "
-                       f"{last_good(m.checkpoint, m.saved)}; lower the learning rate or check the data for NaN or inf")
+            terms = [name for name, bad in zip(self.term_names, flags[i]) if bad]
+            m.error = f"{m.label}: {diverged(values[i], first[i], self.plan, terms, m.checkpoint, m.saved)}"
             m.step = m.saved or 0  # its model holds the weights of its last checkpoint
             self.stopped.append(m)
         states = [self._optimizer_state(i) for i in kept]
@@ -459,7 +480,7 @@ class _CapturedStep:
         step = torch.full((), float(stack.step), dtype=torch.float64, device=x.device)
 
         def train_step() -> Tensor:
-            losses = stack.losses(x, noise, step)
+            losses, _ = stack.losses(x, noise, step)
             losses.sum().backward()
             stack.optimizer.step()
             return losses
@@ -475,8 +496,8 @@ class _CapturedStep:
             graph = torch.cuda.CUDAGraph()
             stack.optimizer.zero_grad(set_to_none=True)
             with torch.cuda.graph(graph):
-                losses = stack.losses(x, noise, step)
-                stack._note(losses, step)
+                losses, terms = stack.losses(x, noise, step)
+                stack._note(losses, terms, step)
                 losses.sum().backward()
                 stack.optimizer.step()
             captured = cls(graph, x, noise, step, losses.detach())
@@ -560,6 +581,11 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
         if stopping is not None:  # it came after the last step: the checkpoints above hold the run
             raise Interrupted(stopping, min(m.step for m in members), members[0].checkpoint)
     return members
+
+
+def _loss_and_terms(out: VAEOutput) -> tuple[Tensor, Tensor]:
+    """A forward pass's loss and its terms (detached, float32), stacked in the order of ``out.terms``."""
+    return out.loss, torch.stack([t.detach().float() for t in out.terms.values()])
 
 
 def _stack_states(states: list[dict], optimizer: torch.optim.Optimizer) -> dict:

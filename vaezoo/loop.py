@@ -129,6 +129,14 @@ def last_good(checkpoint: Path, saved: int | None) -> str:
             else "no checkpoint has been written yet")
 
 
+def diverged(loss: float, step: int, plan: Plan, terms: list[str], checkpoint: Path, saved: int | None) -> str:
+    """Why a run stopped whose loss became NaN or inf: the loss, its step and epoch, the loss terms that were not
+    finite there (which name a broken part), and the last good checkpoint to resume from."""
+    which = f", in its term{'s' * (len(terms) > 1)} {', '.join(terms)}" if terms else ""
+    return (f"loss became {loss} at step {step} (epoch {step // plan.per_epoch + 1}){which}; "
+            f"{last_good(checkpoint, saved)}; lower the learning rate or check the data for NaN or inf")
+
+
 @dataclass
 class Plan:
     """How a run walks through its data: each rank's batch size, steps per epoch, the last step, and the size of

@@ -22,8 +22,8 @@ from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
 from vaezoo.errors import Phrase, TrainingError
-from vaezoo.loop import (Plan, Run, Streams, check_before_training, device_store, distribution_checks_off, epoch_order,
-                         last_good, make_optimizer, resume_point, rng_state, until)
+from vaezoo.loop import (Plan, Run, Streams, check_before_training, device_store, diverged, distribution_checks_off,
+                         epoch_order, last_good, make_optimizer, resume_point, rng_state, until)
 from vaezoo.model import VAE, VAEOutput
 from vaezoo.progress import note
 from vaezoo.signals import Interrupted, StopSignals
@@ -133,11 +133,7 @@ class SingleRun:
         first = int(self.first_bad)
         if first >= 0:
             terms = [name for name, bad in zip(self.term_names, self.bad_terms.tolist()) if bad]
-            which = f", in its term{'s' * (len(terms) > 1)} {', '.join(terms)}" if terms else ""
-            raise TrainingError(f"loss became {float(self.bad_loss)} at step {first} (epoch "
-                                f"{first // self.plan.per_epoch + 1}){which}; "
-                                f"{last_good(self.checkpoint, self.saved)}; lower the learning rate or check the "
-                                f"data for NaN or inf")
+            raise TrainingError(diverged(float(self.bad_loss), first, self.plan, terms, self.checkpoint, self.saved))
 
     def _forward(self, x: Tensor) -> VAEOutput:
         try:
