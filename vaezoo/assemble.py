@@ -133,7 +133,7 @@ def build_model(card: Card, device=None, dtype=None) -> VAE:
 
     Args:
         card: the card (see :func:`vaezoo.get_card` to get one by name, path or Hub repository).
-        device: where to put the model (``"cpu"``, ``"cuda"``, ...).
+        device: where to put the model (``"cpu"``, ``"cuda"``, ..., ``"auto"``: :func:`vaezoo.devices.usable_device`).
         dtype: floating-point type of the parameters.
 
     Returns:
@@ -146,8 +146,7 @@ def build_model(card: Card, device=None, dtype=None) -> VAE:
     from vaezoo.devices import usable_device, usable_dtype
     from vaezoo.model import VAE
 
-    if device is not None:
-        device = usable_device(device)
+    device = usable_device(device)
     if dtype is not None:
         dtype = usable_dtype(dtype)
     try:
@@ -198,7 +197,7 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
 
     Args:
         card: the card.
-        device: where to put the model; default CPU.
+        device: where to put the model (``"auto"`` too: :func:`vaezoo.devices.usable_device`); default CPU.
         dtype: floating-point type of the parameters.
         pretrained: load the card's weights, verified by sha256; False gives a freshly initialised model in
             training mode (a model to train, as :func:`build_model` gives it), whose card keeps nothing measured
@@ -222,8 +221,7 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
         raise TypeError(f"pretrained is True or False, got {pretrained!r}; to measure other weights, make a card "
                         f"folder of them (vaezoo.save_pretrained) or pass a training checkpoint to "
                         f"vaezoo eval --checkpoint")
-    if device is not None:
-        device = usable_device(device)
+    device = usable_device(device)
     if dtype is not None:
         dtype = usable_dtype(dtype)
     model = build_model(card)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 from vaezoo.entries.schema import Card
+from vaezoo.devices import usable_device
 from vaezoo.errors import Phrase, TrainingError
 from vaezoo.files import atomic_save
 from vaezoo.limits import check_torch_zip, expanded, load_json, not_dense
@@ -247,8 +248,9 @@ def _show(value: Any) -> str:
     return "absent" if value is ABSENT else json.dumps(value, ensure_ascii=False)
 
 
-def restore_rng(checkpoint: Checkpoint, rank: int, world: int, device: torch.device) -> bool:
-    """Set this process's RNG states to those ``checkpoint`` holds for it.
+def restore_rng(checkpoint: Checkpoint, rank: int, world: int, device: torch.device | str) -> bool:
+    """Set this process's RNG states to those ``checkpoint`` holds for it: the CPU's and, under DDP, those of
+    ``device`` (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
 
     Returns:
         False when the checkpoint holds no states for a run of ``world`` processes (it was made with another
@@ -263,6 +265,7 @@ def restore_rng(checkpoint: Checkpoint, rank: int, world: int, device: torch.dev
     if ranks is None or len(ranks) != world:
         return False
     torch.set_rng_state(ranks[rank]["cpu"])
+    device = usable_device(device)
     if "cuda" in ranks[rank] and device.type == "cuda":
         torch.cuda.set_rng_state(ranks[rank]["cuda"], device)
     return True

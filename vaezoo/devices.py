@@ -17,14 +17,20 @@ ACCELERATORS = ("cuda", "mps", "xpu")
 """The accelerator types ``auto`` looks for, in this order."""
 
 
-def usable_device(device: str | torch.device) -> torch.device:
+def usable_device(device: str | torch.device | None) -> torch.device | None:
     """``device`` as a :class:`torch.device`: ``cpu``, or an accelerator this machine has (``cuda:1``, ``mps``,
-    ``xpu``: any type whose ``torch.<type>`` module reports it available and counts its devices). ``auto`` is
-    the first accelerator of :data:`ACCELERATORS` this machine has, else the CPU.
+    ``xpu``: any type whose ``torch.<type>`` module reports it available and counts its devices). ``"auto"`` is
+    the first accelerator of :data:`ACCELERATORS` this machine has, else the CPU. None (no device chosen) stays
+    None: the caller's default.
+
+    Every public function of vaezoo and its built-in plugins that takes a ``device`` takes what this takes, and
+    passes it through here before using it or handing it on to a part, so that no part of a plugin sees ``auto``.
 
     Raises:
         DeviceError: ``device`` is not a device, or this machine does not have it.
     """
+    if device is None:
+        return None
     if device == "auto":
         return torch.device(next((kind for kind in ACCELERATORS if _count(kind)), "cpu"))
     try:

@@ -11,16 +11,20 @@ from collections.abc import Mapping, Sequence
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vaezoo.assemble import load_model, metric
 from vaezoo.entries.catalog import card_reference
 from vaezoo.entries.schema import Card
 from vaezoo.checkpoints import check_model, read_checkpoint
+from vaezoo.devices import usable_device
 from vaezoo.errors import CardError, MetricError
 from vaezoo.evaluate import as_metrics, check_metrics, evaluate, failure
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.entry import check_writable, update_card
+
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_TOLERANCE = 1e-4
 """The relative tolerance of :meth:`EvalReport.check`, of max(1, |card value|)."""
@@ -200,7 +204,7 @@ def _given_settings(card: Card, metrics: Sequence[str] | None,
 
 
 def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | None = None,
-                  data_root: str | Path | None = None, device: str | None = None,
+                  data_root: str | Path | None = None, device: str | torch.device | None = None,
                   metrics: Sequence[str] | None = None, settings: Mapping[str, Mapping[str, Any]] | None = None,
                   write: bool = False) -> EvalReport:
     """Measure a card's model on its dataset's test split.
@@ -211,7 +215,7 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
         checkpoint: a training checkpoint (``OUT/checkpoint.pt`` of ``vaezoo train``) of the card's model, measured
             at its step instead of the card's weights.
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
-        device: where to run (default cpu).
+        device: where to run (``"auto"`` too: :func:`vaezoo.devices.usable_device`); default cpu.
         metrics: measure only these registered metrics, not the losses (:func:`vaezoo.evaluate.evaluate`).
         settings: ``{metric: {setting: value}}``: run these metrics with these settings, over the card's
             ``eval_settings`` (e.g. ``{"importance_log_likelihood": {"samples": 200}}``); checked before anything
@@ -232,6 +236,7 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
         WeightsError, UnknownNameError, MetricError: as :func:`vaezoo.assemble.load_model` and
             :func:`vaezoo.evaluate.evaluate` raise them.
     """
+    device = usable_device(device)  # checked before anything is read; the model's card sections get it too
     if isinstance(metrics, str):
         raise TypeError(f"metrics takes a list of metric names, e.g. [{metrics!r}], not a string")
     if metrics is not None and not list(metrics):

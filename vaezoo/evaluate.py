@@ -11,6 +11,7 @@ import torch
 from vaezoo.assemble import card_dataset, data_info, metric
 from vaezoo.entries.schema import Card, Metric
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.devices import usable_device
 from vaezoo.errors import MetricError, UnknownNameError, VaezooError
 from vaezoo.latents import Posterior
 from vaezoo.metrics.codes import EncodingBuilder
@@ -38,7 +39,7 @@ def losses(model: VAE, dataset: ImageDataset | CountedImages, step: int | None, 
         batch_size: images per forward pass. The reconstruction and KL do not depend on it; the
             objective does, as in training (a capacity's ``|KL - C|`` and a TC estimate are taken per
             batch), so :func:`evaluate` passes the recipe's batch size.
-        device: where to run.
+        device: where to run (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
         posteriors: called with each batch's q(z|x), in the dataset's order (to keep the pass's encoding).
 
     Returns:
@@ -50,7 +51,7 @@ def losses(model: VAE, dataset: ImageDataset | CountedImages, step: int | None, 
     model.eval()
     totals: dict[str, float] = defaultdict(float)
     start = 0
-    for _, x in dataset.batches(batch_size, device):
+    for _, x in dataset.batches(batch_size, usable_device(device)):
         out = model(x, step=step or 0)
         model.check_output(out, f"of the batch of test images from {start:,}")  # no NaN code reaches a card
         start += len(x)
@@ -74,7 +75,7 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
         model: the model ``card`` describes, with its weights.
         card: gives the dataset (``train.data``), the step the run ended at and the metrics to compute.
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
-        device: where to run.
+        device: where to run (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
         batch_size: images per forward pass of the metrics (the losses use the recipe's batch size; their
             pass is also the metrics' encoding of every image, so that the image is not encoded again).
             Every metric is handed one :class:`~vaezoo.metrics.evaluation.Evaluation`, which keeps what they share.

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from vaezoo.assemble import build_model, card_dataset, load_model
@@ -36,6 +37,9 @@ from vaezoo.errors import DataError, VaezooError
 from vaezoo.progress import progress
 from vaezoo.seedplot import SeedPlot, refuse_foreign_plots, seed_plots, write_seed_plots
 from vaezoo.terminal import printable
+
+if TYPE_CHECKING:
+    import torch
 
 TEMPLATE = "gallery.html"
 GENERATOR = "vaezoo gallery"  # in the page's <meta name="generator">: a page vaezoo may overwrite
@@ -126,7 +130,7 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
             there must be a gallery vaezoo wrote.
         data_root: where the cards' datasets are (see :func:`vaezoo.data.data_root`).
         use_data: order traversal rows by KL over test images; False draws them without any data.
-        device: where to run the models.
+        device: where to run the models (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
         seed: picks the samples and the test images.
         steps: values per traversal row.
         samples: number of samples per card.
@@ -136,13 +140,16 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
         The path of ``index.html``.
 
     Raises:
+        DeviceError: ``device`` is not one this machine has (checked before anything is drawn).
         VaezooError: ``directory`` holds an ``index.html`` that is not a vaezoo gallery (checked before anything
             is drawn, so that nothing of the user's is overwritten).
     """
+    from vaezoo.devices import usable_device
     from vaezoo.version import __version__
     from vaezoo.files import atomic_write
     from vaezoo.locks import run_lock
 
+    device = usable_device(device)
     directory = Path(directory)
     path = directory / "index.html"
     cards = list_cards()
@@ -243,7 +250,7 @@ class _Painter:
     directory: Path
     data_root: str | Path | None
     use_data: bool
-    device: str | None
+    device: torch.device | None
     seed: int
     steps: int
     samples: int

@@ -23,6 +23,7 @@ from vaezoo.assemble import load_weights
 from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.checkpoints import check_recipe, read_checkpoint, restore_rng
 from vaezoo.data import ImageDataset
+from vaezoo.devices import usable_device
 from vaezoo.files import remove_temporaries
 from vaezoo.errors import InputError, Phrase, TrainingError, TrainingWarning
 from vaezoo.progress import note
@@ -42,19 +43,18 @@ class Run:
 
 
 def start_run(device) -> Run:
-    """This process's part of a run on ``device`` (default: the CPU, or under torchrun each rank's GPU).
+    """This process's part of a run on ``device`` (``"auto"`` too: :func:`vaezoo.devices.usable_device`; default:
+    the CPU, or under torchrun each rank's GPU).
 
     Raises:
         DeviceError: ``device`` is not one this machine has.
     """
-    from vaezoo.devices import usable_device
-
-    device = None if device is None else str(usable_device(device))
+    device = usable_device(device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
-        return Run(device=torch.device(device or "cpu"))
+        return Run(device=device or torch.device("cpu"))
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
-    cuda = (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
+    cuda = device.type == "cuda" if device is not None else torch.cuda.is_available()
     if cuda:
         torch.cuda.set_device(local)
     dist.init_process_group("nccl" if cuda else "gloo")
@@ -177,10 +177,11 @@ def until(stop: int, total: int) -> str:
     return f", this time up to step {stop:,}" if stop < total else ""
 
 
-def device_store(dataset: ImageDataset, device: torch.device) -> ImageDataset:
-    """``dataset`` with its images moved to ``device``, once: batches are then cut and converted there."""
+def device_store(dataset: ImageDataset, device: torch.device | str) -> ImageDataset:
+    """``dataset`` with its images moved to ``device`` (``"auto"`` too: :func:`vaezoo.devices.usable_device`),
+    once: batches are then cut and converted there."""
     store = copy.copy(dataset)
-    store.images = dataset.images.to(device)
+    store.images = dataset.images.to(usable_device(device))
     return store
 
 
@@ -265,7 +266,10 @@ class Streams:
     it would draw trained alone.
     """
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device | str):
+        """Take the present states, of the CPU's generator and ``device``'s (``"auto"`` too:
+        :func:`vaezoo.devices.usable_device`) when it is a CUDA device."""
+        device = usable_device(device)
         self.cuda = device if device.type == "cuda" else None
         self.take()
 

@@ -266,7 +266,8 @@ class VAE(nn.Module):
             ref: how a command names the card (:func:`vaezoo.entries.catalog.card_reference`), for the commands
                 the sections record.
             data_root: where the dataset lives.
-            device: where to run.
+            device: where to run: a :class:`torch.device` or None (the CPU); vaezoo passes the device ``"auto"``
+                stands for (:func:`vaezoo.devices.usable_device`).
 
         Returns:
             ``{section name: its table}``.

@@ -174,7 +174,7 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
         force_download: download the card and weights again even when cached.
         local_files_only: use huggingface_hub's cache only; never ask the Hub.
         token: a Hub token for a private or gated repository (default: the one logged in).
-        device: where to put the model.
+        device: where to put the model (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
         dtype: floating-point type of the parameters.
 
     Returns:

@@ -55,15 +55,17 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
         name: the completed card's name (see :func:`run_name`).
         steps: the optimiser steps of the run.
         data_root: where the dataset lives, for the evaluation.
-        device: where to evaluate.
+        device: where to evaluate (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
         evaluate: False leaves the card without metrics, for ``vaezoo eval OUT --write`` to measure.
 
     Returns:
         The path of the completed card, ``out/NAME.toml``, beside ``out/NAME.safetensors``.
     """
+    from vaezoo.devices import usable_device
     from vaezoo.evaluate import as_metrics, eval_command, failure
     from vaezoo.evaluate import evaluate as measure  # renamed: ``evaluate`` is this function's argument
 
+    device = usable_device(device)  # the model's card sections get the device it stands for
     own = own_card(card, model, name, steps)
     with card_lock(Path(out) / f"{name}.toml"):  # a reader of the run's last card waits for the new pair
         written = write_entry(own, model.state_dict(), out)  # the run's work is safe before anything is evaluated

@@ -69,14 +69,17 @@ class StopSignals:
             self.received = self.received or signum
             raise Interrupted(signum)
 
-    def stop_requested(self, world: int, device: torch.device) -> int | None:
+    def stop_requested(self, world: int, device: torch.device | str) -> int | None:
         """The signal that asks a run of ``world`` processes to stop, if any; under DDP (``world`` > 1) a signal
-        on any rank stops every rank, agreed through a tensor on ``device``."""
+        on any rank stops every rank, agreed through a tensor on ``device`` (``"auto"`` too:
+        :func:`vaezoo.devices.usable_device`)."""
         if world == 1:
             return self.received
         import torch
         import torch.distributed as dist
 
-        flag = torch.tensor([self.received or 0], device=device)
+        from vaezoo.devices import usable_device
+
+        flag = torch.tensor([self.received or 0], device=usable_device(device))
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return int(flag.item()) or None

@@ -53,7 +53,8 @@ class TrainOptions:
     Attributes:
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
         resume: continue from the checkpoints in the output folder(s) exactly where they stopped.
-        device: "cpu", "cuda", ... (default: the CPU, or each rank's GPU under torchrun).
+        device: "cpu", "cuda", ..., "auto" (:func:`vaezoo.devices.usable_device`); default: the CPU, or each
+            rank's GPU under torchrun.
         max_steps: stop when the run reaches this step (it can be resumed); no weights are written.
         name: the completed card's name (default ``CARD-run``); a built-in zoo entry's name is refused.
         formulation: how an ensemble's stacked step runs its members ("vmap" or "loop"; default: the faster
@@ -118,7 +119,7 @@ def train(card: Card | str | os.PathLike, out: Path, data_root=None, epochs: int
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
         epochs, seed, checkpoint_every, precision, compile: override the recipe's values.
         resume: continue from ``out/checkpoint.pt`` exactly where it stopped.
-        device: "cpu", "cuda", ...
+        device: "cpu", "cuda", ..., "auto" (:func:`vaezoo.devices.usable_device`).
         max_steps: stop when the run reaches this step (the run can be resumed); no weights are written.
         name: the completed card's name (default ``CARD-run``); a built-in zoo entry's name is refused.
         evaluate: measure the finished run's metrics on the test split and record them on its card; False writes
@@ -155,7 +156,7 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
 
     Args:
         card, data_root, epochs, resume, device, max_steps, checkpoint_every, name, precision, compile, evaluate:
-            as for :func:`train`.
+            as for :func:`train` (``device`` ``"auto"`` too).
         out: the folder of the runs' folders.
         seeds: the seeds, each once.
         sweeps: card fields and the values to train each with.

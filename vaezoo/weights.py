@@ -336,13 +336,19 @@ def _download_to(url: str, target: Path, weights: Weights, timeout: float, deadl
 
 
 def parse_safetensors(data: bytes, source: Path | str, device=None) -> dict[str, torch.Tensor]:
-    """The tensors of safetensors ``data`` (read from ``source``, named in messages) on ``device``.
+    """The tensors of safetensors ``data`` (read from ``source``, named in messages) on ``device`` (``"auto"``
+    too: :func:`vaezoo.devices.usable_device`; default the CPU).
 
     Raises:
+        DeviceError: ``device`` is not one this machine has.
         WeightsError: ``data`` is not a safetensors file (a pickle, a corrupt header).
     """
     from safetensors import SafetensorError
     from safetensors.torch import load
+
+    from vaezoo.devices import usable_device
+
+    device = usable_device(device)
 
     try:
         tensors = load(data)
@@ -352,10 +358,19 @@ def parse_safetensors(data: bytes, source: Path | str, device=None) -> dict[str,
 
 
 def read_safetensors(path: Path, device=None) -> dict[str, torch.Tensor]:
-    """Read a safetensors file; anything else (a pickle, a corrupt header) is refused with a clear error."""
+    """Read a safetensors file onto ``device`` (``"auto"`` too: :func:`vaezoo.devices.usable_device`; default the
+    CPU); anything else (a pickle, a corrupt header) is refused with a clear error.
+
+    Raises:
+        DeviceError: ``device`` is not one this machine has.
+        WeightsError: ``path`` is not a readable safetensors file.
+    """
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
+    from vaezoo.devices import usable_device
+
+    device = usable_device(device)
     try:
         return load_file(str(path), device=str(device) if device is not None else "cpu")
     except (SafetensorError, OSError, ValueError) as exc:

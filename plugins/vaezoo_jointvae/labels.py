@@ -26,7 +26,7 @@ def measure_matching(card, data_root=None, split: str = "test", device=None):
         card: a JointVAE card with weights.
         data_root: the folder holding the dataset (``--data-root``), or None for the default.
         split: the dataset split to match on.
-        device: where to run the model.
+        device: where to run the model (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
 
     Returns:
         ``(part, matching, accuracy)`` as :func:`matching_of`.
@@ -41,7 +41,8 @@ def measure_matching(card, data_root=None, split: str = "test", device=None):
 
 
 def matching_of(model, dataset, device=None):
-    """The category -> label matching of ``model`` (a JointVAE) on the labelled ``dataset``.
+    """The category -> label matching of ``model`` (a JointVAE) on the labelled ``dataset``, encoded on ``device``
+    (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
 
     Returns:
         ``(part, matching, accuracy)``: the first categorical part's name, ``(k,)`` labels (-1: none) and the

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from vaezoo.devices import usable_device
 from vaezoo.errors import Phrase
 
 
@@ -59,8 +60,9 @@ class ImageDataset:
         return self.batch(index), label
 
     def batch(self, index: Tensor | slice, device=None, dtype=torch.float32) -> Tensor:
-        """Images at ``index`` as floats in [0, 1] on ``device``."""
-        return self.images[index].to(device=device, dtype=dtype).div_(self.scale)
+        """Images at ``index`` as floats in [0, 1] on ``device`` (``"auto"`` too: :func:`vaezoo.devices.usable_device`;
+        default: where the images are)."""
+        return self.images[index].to(device=usable_device(device), dtype=dtype).div_(self.scale)
 
     def draw_pixels(self, x: Tensor) -> Tensor:
         """A training batch ``x`` (from :meth:`batch`) as the step sees it: when :attr:`binarize` is set, each
@@ -68,7 +70,9 @@ class ImageDataset:
         return torch.bernoulli(x) if self.binarize else x
 
     def batches(self, batch_size: int, device=None, dtype=torch.float32):
-        """Yield ``(start, images)`` over the whole dataset in order."""
+        """Yield ``(start, images)`` over the whole dataset in order, on ``device`` (``"auto"`` too, as :meth:`batch`
+        takes it)."""
+        device = usable_device(device)
         for start in range(0, len(self), batch_size):
             yield start, self.batch(slice(start, start + batch_size), device, dtype)
 

@@ -331,6 +331,7 @@ def _card_now(card: Card) -> Card | None:
 
 
 def load_state_dict(card: Card, device=None) -> dict[str, torch.Tensor]:
-    """Fetch, verify and read ``card``'s weights as a state dict on ``device``: the bytes verified are parsed."""
+    """Fetch, verify and read ``card``'s weights as a state dict on ``device`` (``"auto"`` too:
+    :func:`vaezoo.devices.usable_device`; default the CPU): the bytes verified are parsed."""
     path, data = fetch_verified(card)
     return parse_safetensors(data, path, device)

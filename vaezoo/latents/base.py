@@ -160,7 +160,8 @@ class LatentFamily(nn.Module):
         raise NotImplementedError
 
     def sample_prior(self, n: int, generator: torch.Generator | None = None, device=None) -> Tensor:
-        """Draw ``n`` codes from the prior, shape ``(n, code_size)``."""
+        """Draw ``n`` codes from the prior, shape ``(n, code_size)``, on ``device`` (a torch device, as torch's
+        factories take it: vaezoo passes the model's, never ``"auto"``)."""
         raise NotImplementedError
 
     @property

@@ -11,6 +11,7 @@ from torch import Tensor
 from torch.distributions import Distribution
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.devices import usable_device
 from vaezoo.errors import VaezooError
 
 
@@ -117,14 +118,15 @@ def has_density_matrix(part) -> bool:
 def encode_all(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Encoding:
     """Encode every image of ``dataset`` once: its mode and, for the parts whose posterior is a location-scale
     density (the latent protocol's ``location_scale()``), location and scale. A joint latent's categorical parts
-    give no ``posteriors`` columns.
+    give no ``posteriors`` columns. ``device`` is where to encode (``"auto"`` too:
+    :func:`vaezoo.devices.usable_device`).
 
     Raises:
         VaezooError: when the location-scale parts are of different families.
     """
     builder = EncodingBuilder()
     with eval_mode(model):
-        for _, x in dataset.batches(batch_size, device):
+        for _, x in dataset.batches(batch_size, usable_device(device)):
             builder.add(model.encode(x))
     return builder.encoding()
 
@@ -138,11 +140,13 @@ def require_posteriors(encoding: Encoding) -> FactorisedPosteriors:
 
 
 def mean_codes(model, dataset: ImageDataset, indices: Tensor, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Tensor:
-    """The deterministic code (the posterior's mode: the mean, or a one-hot argmax) of the images at ``indices``.
+    """The deterministic code (the posterior's mode: the mean, or a one-hot argmax) of the images at ``indices``,
+    encoded on ``device`` (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
 
     Returns:
         ``(len(indices), code_size)`` float32 on the CPU.
     """
+    device = usable_device(device)
     codes = []
     with eval_mode(model):
         for start in range(0, len(indices), batch_size):

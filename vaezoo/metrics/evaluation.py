@@ -46,14 +46,17 @@ class CountedImages:
         return len(self._dataset)
 
     def batch(self, index, device=None, dtype=torch.float32) -> Tensor:
-        """The images at ``index`` (:meth:`vaezoo.data.ImageDataset.batch`), counted."""
-        images = self._dataset.batch(index, device, dtype)
+        """The images at ``index`` (:meth:`vaezoo.data.ImageDataset.batch`) on ``device`` (``"auto"`` too:
+        :func:`vaezoo.devices.usable_device`), counted."""
+        images = self._dataset.batch(index, usable_device(device), dtype)
         if self._progress is not None:
             self._progress.advance(len(images))
         return images
 
     def batches(self, batch_size: int, device=None, dtype=torch.float32) -> Iterator[tuple[int, Tensor]]:
-        """``(start, images)`` over every image in order (:meth:`vaezoo.data.ImageDataset.batches`), counted."""
+        """``(start, images)`` over every image in order (:meth:`vaezoo.data.ImageDataset.batches`) on ``device``
+        (``"auto"`` too: :func:`vaezoo.devices.usable_device`), counted."""
+        device = usable_device(device)
         if self._progress is not None:
             self._progress.total = self._progress.done + len(self._dataset)
         for start, images in self._dataset.batches(batch_size, device, dtype):
@@ -111,7 +114,8 @@ class Evaluation:
     Args:
         model: the model (its code is the posterior's mode).
         dataset: the images (with ``factors`` or ``labels`` for the metrics that need them).
-        device, batch_size: where and how many images to encode at a time.
+        device, batch_size: where (``"auto"`` too: :func:`vaezoo.devices.usable_device`) and how many images to
+            encode at a time.
 
     Attributes:
         progress: the display the images read are counted on (see :meth:`reporting`); None when there is none.
@@ -122,7 +126,7 @@ class Evaluation:
     """
 
     def __init__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> None:
-        device = None if device is None else usable_device(device)
+        device = usable_device(device)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise MetricError.about("{batch_size} must be a whole number >= 1, got {got!r}", got=batch_size)
         self.model = model

@@ -33,8 +33,9 @@ class Codes(Protocol):
 
 
 def code_table(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> CodeTable:
-    """The mean codes of ``model`` on ``dataset``, encoded on first use: the
-    :attr:`~vaezoo.metrics.evaluation.Evaluation.codes` of an evaluation of their own."""
+    """The mean codes of ``model`` on ``dataset``, encoded on first use on ``device`` (``"auto"`` too:
+    :func:`vaezoo.devices.usable_device`): the :attr:`~vaezoo.metrics.evaluation.Evaluation.codes` of an
+    evaluation of their own."""
     return Evaluation(model, dataset, device, batch_size).codes
 
 

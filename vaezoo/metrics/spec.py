@@ -81,7 +81,8 @@ class MetricSpec:
 
     def __call__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                  **settings: Any) -> float:
-        """The metric of ``model`` on ``dataset``, alone (on an :class:`Evaluation` of its own)."""
+        """The metric of ``model`` on ``dataset``, alone (on an :class:`Evaluation` of its own), run on ``device``
+        (``"auto"`` too: :func:`vaezoo.devices.usable_device`)."""
         return self.measure(Evaluation(model, dataset, device, batch_size), **settings)
 
     @classmethod
