@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 from torch.distributions import Distribution
 
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.data.base import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.errors import VaezooError
 
