@@ -30,6 +30,7 @@ from vaezoo.entries.entry import fetch
 
 REPO_ID = "owner/tiny"
 STAGED = ["tiny.toml", "tiny.safetensors", "config.json", "README.md"]  # what vaezoo push uploads, in order
+STAGED_ALL = [name for name in STAGED if not name.endswith(".safetensors")]  # push --all stages no weights
 METRIC = {"value": 0.8873, "command": "vaezoo eval tiny --check", "vaezoo_version": "0.1.0"}
 
 # Loads each NAME of argv (pairs NAME EXPECTED.safetensors) and prints whether its weights are the file's.
@@ -430,8 +431,8 @@ def test_push_all_dry_run_stages_the_zoo_as_a_collection(tmp_path):
     out = tmp_path / "zoo"
     result = run_vaezoo("push", "--all", "owner", "--dry-run", "--out", str(out), env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [str(out / "collection.json")] + [
-        str(out / name / file.replace("tiny", name)) for name in ("tiny-a", "tiny-b") for file in STAGED]
+    assert result.stdout.splitlines() == [str(out / "collection.json"), str(out / "manifest.json")] + [
+        str(out / name / file.replace("tiny", name)) for name in ("tiny-a", "tiny-b") for file in STAGED_ALL]
     collection = json.loads((out / "collection.json").read_text())
     assert collection["namespace"] == "owner" and collection["title"]
     assert [(i["item_id"], i["item_type"], i["folder"]) for i in collection["items"]] == [
@@ -443,6 +444,40 @@ def test_push_all_dry_run_stages_the_zoo_as_a_collection(tmp_path):
                           (["tiny-a", "--all", "owner", "--dry-run"], "give no NAME or OWNER/REPO with it"),
                           (["tiny-a"], "give NAME and OWNER/REPO")):
         assert message in one_error_line(run_vaezoo("push", *argv, env=env))
+
+
+def test_push_all_dry_run_copies_no_weights_and_its_manifest_is_what_each_push_uploads(cards, tmp_path, capsys,
+                                                                                       monkeypatch):
+    """The staged zoo held a copy of every weights file (tens of MB): it holds none, and no link to one either
+    (an edit of the staged folder would reach the installed file); its manifest gives the files an upload sends."""
+    installed = {name: entry(cards, name=name, seed=seed)[1] for seed, name in enumerate(("tiny-a", "tiny-b"))}
+    before = {name: path.read_bytes() for name, path in installed.items()}
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "core")
+    out = tmp_path / "zoo"
+    code, _, stderr = cli(capsys, "push", "--all", "owner", "--dry-run", "--out", str(out))
+    assert code == 0, stderr
+    staged = [path for path in out.rglob("*") if not path.is_dir()]
+    assert not [path for path in staged if path.suffix == ".safetensors" or path.is_symlink()
+                or path.stat().st_nlink > 1]
+    assert sum(path.stat().st_size for path in staged) < min(path.stat().st_size for path in installed.values())
+    assert f"{out / 'manifest.json'} gives every file each repository would receive" in stderr
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert list(manifest) == ["owner/tiny-a", "owner/tiny-b"]
+    for name, weights in installed.items():
+        repository = manifest[f"owner/{name}"]
+        assert (repository["folder"], repository["push"]) == (name, f"vaezoo push {name} owner/{name}")
+        single = tmp_path / f"single-{name}"  # what 'vaezoo push NAME owner/NAME' stages and uploads
+        assert cli(capsys, "push", name, f"owner/{name}", "--dry-run", "--out", str(single))[0] == 0
+        assert [{k: v for k, v in f.items() if k != "source"} for f in repository["files"]] == [
+            {"path": path.name, "size": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+            for path in (single / file.replace("tiny", name) for file in STAGED)]
+        assert repository["files"][1]["source"] == str(weights.resolve())
+        assert (out / name / f"{name}.toml").read_bytes() == (single / f"{name}.toml").read_bytes()
+
+    code, _, stderr = cli(capsys, "push", str(out / "tiny-a"), "owner/tiny-a")  # a staged folder: refused, safely
+    assert code == 1 and stderr.count("\n") == 1 and "tiny-a.safetensors does not exist" in stderr
+    assert {name: path.read_bytes() for name, path in installed.items()} == before
 
 
 def interrupt_readme(monkeypatch, after: int = 0) -> None:
@@ -519,11 +554,11 @@ def test_an_interrupted_push_all_leaves_no_collection(cards, tmp_path, capsys, m
 
     code, stdout, stderr = cli(capsys, "push", "--all", "owner", "--dry-run", "--out", f"{out}/")
     assert code == 0, stderr
-    assert stdout.splitlines() == [str(out / "collection.json")] + [
-        str(out / name / file.replace("tiny", name)) for name in ("tiny-a", "tiny-b") for file in STAGED]
-    assert entries(out) == ["collection.json", "tiny-a", "tiny-b"]
+    assert stdout.splitlines() == [str(out / "collection.json"), str(out / "manifest.json")] + [
+        str(out / name / file.replace("tiny", name)) for name in ("tiny-a", "tiny-b") for file in STAGED_ALL]
+    assert entries(out) == ["collection.json", "manifest.json", "tiny-a", "tiny-b"]
     for name in ("tiny-a", "tiny-b"):
-        assert entries(out / name) == sorted(file.replace("tiny", name) for file in STAGED)
+        assert entries(out / name) == sorted(file.replace("tiny", name) for file in STAGED_ALL)
         assert get_card(out / name).name == name
 
 

@@ -1,5 +1,6 @@
 """Publishing to the Hugging Face Hub: a card, its weights, ``config.json`` and a Hub model card, in one commit;
-or the whole zoo, one repository per entry, gathered in a Hub collection."""
+or the whole zoo, one repository per entry, gathered in a Hub collection (staged for inspection without copying
+its weights)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.entries.catalog import parse_card
-from vaezoo.entries.entry import fetch_verified, write_entry
-from vaezoo.entries.schema import HUB_PREFIX, Card, LatentPart
+from vaezoo.checksums import sha256_of
+from vaezoo.entries.catalog import card_reference, check_card, parse_card
+from vaezoo.entries.entry import fetch, fetch_verified, write_card, write_entry
+from vaezoo.entries.schema import HUB_PREFIX, Card, LatentPart, Weights
 from vaezoo.errors import OutputError, WeightsError
 from vaezoo.files import atomic_write
 from vaezoo.hf import hub, translated
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from huggingface_hub import CommitInfo
 
 COLLECTION_FILE = "collection.json"
+MANIFEST_FILE = "manifest.json"
 COLLECTION_TITLE = "vaezoo: disentangled VAEs"
 NOTE_LIMIT = 500  # characters the Hub keeps of a collection item's note
 
@@ -66,29 +69,38 @@ def on_hub(card: Card, repo_id: str) -> Card:
     return card.model_copy(update={"metrics": metrics})
 
 
-def write_folder(card: Card, data: bytes | Mapping[str, torch.Tensor], folder: Path,
+def write_folder(card: Card, data: bytes | Mapping[str, torch.Tensor] | None, folder: Path,
                  repo_id: str | None = None, readme: bool = True) -> list[Path]:
     """Write a model's Hub folder: the entry (``NAME.toml`` naming ``NAME.safetensors`` beside it, with its sha256
     and size: :func:`vaezoo.entries.entry.write_entry`), then ``config.json`` and ``README.md``. The folder is a
-    card folder: ``vaezoo.load(folder)`` loads it.
+    card folder: ``vaezoo.load(folder)`` loads it (unless ``data`` is None).
 
     Args:
         card: the card; its ``weights`` entry is replaced by the file written here.
-        data: the safetensors file's bytes, or a state dict to write as one.
+        data: the safetensors file's bytes, or a state dict to write as one; None: no weights file is written,
+            and the card names ``NAME.safetensors`` with the sha256 and size ``card`` states (those of the bytes
+            that would be uploaded).
         folder: where the files go; created if needed.
         repo_id: ``OWNER/REPO``, for the README's usage lines and the card's commands (:func:`on_hub`); None:
             a placeholder in the README, and the commands as they are.
         readme: write ``README.md`` too.
 
     Returns:
-        The files written: card, weights, config.json and (with ``readme``) README.md.
+        The files written: card, weights (unless ``data`` is None), config.json and (with ``readme``) README.md.
     """
-    card_file = write_entry(on_hub(card, repo_id) if repo_id is not None else card, data, folder)
+    card = on_hub(card, repo_id) if repo_id is not None else card
+    if data is None:
+        card_file = Path(folder) / f"{card.name}.toml"
+        check_card(card)  # its name becomes the file's name
+        weights = Weights(file=f"{card.name}.safetensors", sha256=card.weights.sha256, size=card.weights.size)
+        write_card(card.model_copy(update={"weights": weights}), card_file)
+    else:
+        card_file = write_entry(card, data, folder)
     written = parse_card(card_file)
     config = folder / "config.json"
     facts = hub_config(written)
     atomic_write(config, (json.dumps(facts, indent=2) + "\n").encode())
-    files = [card_file, card_file.with_suffix(".safetensors"), config]
+    files = [card_file, *([card_file.with_suffix(".safetensors")] if data is not None else []), config]
     if readme:
         layout = written.latent or [LatentPart.model_validate(part) for part in facts["latent"]["structure"]]
         described = written.model_copy(update={"latent": layout})  # the README's
@@ -98,8 +110,14 @@ def write_folder(card: Card, data: bytes | Mapping[str, torch.Tensor], folder: P
 
 
 def stage_collection(cards: Iterable[Card], owner: str, folder: Path) -> list[Path]:
-    """Stage the zoo as a Hub collection: ``folder/NAME/`` as :func:`stage` writes it for the repository
-    ``OWNER/NAME`` of each card with weights, and ``folder/collection.json`` listing them.
+    """Stage the zoo as a Hub collection, for inspection, without copying its weights: ``folder/NAME/`` holds what
+    :func:`stage` writes for the repository ``OWNER/NAME`` of each card with weights but the weights file;
+    ``folder/manifest.json`` gives every file each repository would receive, with its size and sha256 (for the
+    weights, the card's verified file they would be read from); ``folder/collection.json`` lists the repositories.
+
+    The weights are verified, not copied: a copy would cost their size on disk, and a link would let an edit of
+    the staged folder reach the installed file. Each entry is uploaded from the zoo (the command the manifest
+    gives), which stages these files again.
 
     Args:
         cards: the cards; those without weights are left out.
@@ -107,18 +125,38 @@ def stage_collection(cards: Iterable[Card], owner: str, folder: Path) -> list[Pa
         folder: where the folders go; created if needed.
 
     Returns:
-        ``collection.json``, then every staged file, card by card.
+        ``collection.json``, ``manifest.json``, then every staged file, card by card.
+
+    Raises:
+        WeightsError: a card's weights do not verify.
     """
+    hub(OutputError, "vaezoo push")  # said before any download: the model card needs huggingface_hub
     staged = [card for card in cards if card.weights is not None]
-    files = [file for card in staged for file in stage(card, f"{owner}/{card.name}", folder / card.name)]
+    files, manifest = [], {}
+    for card in staged:
+        source = fetch(card)  # verified: the bytes an upload reads are the card's
+        repo_id = f"{owner}/{card.name}"
+        written = write_folder(card, None, folder / card.name, repo_id)
+        shown = [_described(path) for path in written]
+        shown.insert(1, {"path": f"{card.name}.safetensors", "size": card.weights.size,
+                         "sha256": card.weights.sha256, "source": str(source)})
+        manifest[repo_id] = {"folder": card.name, "push": shlex.join(["vaezoo", "push", card_reference(card),
+                                                                      repo_id]), "files": shown}
+        files += written
     collection = {"title": COLLECTION_TITLE, "namespace": owner,
                   "description": "Every model of the vaezoo zoo: disentangled VAEs with their cards, verified "
                                  "weights and the commands that measured their metrics.",
                   "items": [{"item_id": f"{owner}/{card.name}", "item_type": "model", "note": _note(card),
                              "folder": card.name} for card in staged]}
-    index = folder / COLLECTION_FILE
+    index, listing = folder / COLLECTION_FILE, folder / MANIFEST_FILE
+    atomic_write(listing, (json.dumps(manifest, indent=2) + "\n").encode())
     atomic_write(index, (json.dumps(collection, indent=2) + "\n").encode())
-    return [index, *files]
+    return [index, listing, *files]
+
+
+def _described(path: Path) -> dict[str, object]:
+    """A staged file as the manifest gives it: its name, size and sha256."""
+    return {"path": path.name, "size": path.stat().st_size, "sha256": sha256_of(path)}
 
 
 def _note(card: Card) -> str:

@@ -20,7 +20,8 @@ def add_parser(sub) -> None:
     add_card(p, "name", nargs="?")
     p.add_argument("repo", nargs="?", type=repo_id, metavar="OWNER/REPO", help="the Hub repository (created if needed)")
     p.add_argument("--all", metavar="OWNER", type=owner, dest="owner",
-                   help="with --dry-run: stage every zoo entry with weights as the repository OWNER/NAME, and "
+                   help="with --dry-run: stage every zoo entry with weights as the repository OWNER/NAME, without "
+                        "copying the weights (manifest.json gives every file with its size and sha256), and "
                         "collection.json, the Hub collection gathering them (give no NAME or OWNER/REPO)")
     p.add_argument("--dry-run", action="store_true",
                    help="write the folder that would be uploaded and list its files; upload nothing")
@@ -114,16 +115,18 @@ def _push(args, folder: Path | None, shown: Path | None = None) -> int:
 def _stage_zoo(owner: str, folder: Path | None, dry_run: bool, shown: Path | None = None) -> int:
     from vaezoo.entries.catalog import list_cards
     from vaezoo.errors import OutputError
-    from vaezoo.hf_push import stage_collection
+    from vaezoo.hf_push import MANIFEST_FILE, stage_collection
 
     if not dry_run:
-        raise OutputError("--all stages the zoo with --dry-run only; upload each folder it writes with "
-                          "'vaezoo push FOLDER OWNER/NAME'")
+        raise OutputError("--all stages the zoo with --dry-run only; upload each entry with "
+                          "'vaezoo push NAME OWNER/NAME'")
     folder = folder or Path(tempfile.mkdtemp(prefix="vaezoo-push-"))
     shown = shown or folder
     files = stage_collection(list_cards(), owner, folder)
     print(printable(f"dry run: {shown} holds the zoo as the Hub collection of {owner}, one folder per repository "
-                    f"{owner}/NAME"), file=sys.stderr)
+                    f"{owner}/NAME, without the weights (verified, not copied); {shown / MANIFEST_FILE} gives "
+                    f"every file each repository would receive, with its size and sha256, and the command that "
+                    f"uploads it"), file=sys.stderr)
     for path in files:
         print(printable(shown / path.relative_to(folder)))
     return 0
