@@ -326,6 +326,61 @@ def test_gallery_never_replaces_a_picture_it_did_not_write(tiny_zoo, tmp_path, c
     assert {"index.html", "tiny-trained.sample.png", "tiny-trained.traverse.png"} <= {p.name for p in site.iterdir()}
 
 
+@pytest.mark.slow
+def test_gallery_removes_the_pictures_an_earlier_gallery_drew_of_cards_it_no_longer_draws(tiny_zoo, tmp_path,
+                                                                                         monkeypatch):
+    """A card that left the zoo kept its pictures in the gallery's folder: they are removed once the new page is
+    in; a user's own file, and a picture the user replaced, stay. A gallery cut short while moving its files in
+    leaves the old page with every file it shows, and what it moved in is the gallery's for the next run."""
+    from vaezoo import gallery, plugins
+
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "core")  # the tiny cards only: the zoo's are not drawn
+    plugins.reset()
+    cards = tiny_zoo["tiny-trained"].path.parent
+
+    def leave(name: str) -> None:
+        for suffix in (".toml", ".safetensors"):
+            (cards / f"{name}{suffix}").unlink()
+
+    tiny_card("tiny-leaving", True, cards)
+    site = tmp_path / "site"
+    build_gallery(site, use_data=False, samples=10)
+    plots = {p.name for p in site.glob("*.svg")}
+    (site / "notes.txt").write_text("mine")
+    (site / "tiny-leaving.sample.png").write_bytes(b"my own picture, in place of the gallery's")
+    leave("tiny-leaving")
+    build_gallery(site, use_data=False, samples=10)
+    assert {p.name for p in site.iterdir() if not p.name.startswith(".")} == {
+        "index.html", "notes.txt", "tiny-leaving.sample.png", "tiny-trained.sample.png", "tiny-trained.traverse.png",
+        *plots}
+    assert (site / "notes.txt").read_text() == "mine" and "tiny-leaving" not in (site / "index.html").read_text()
+    assert (site / "tiny-leaving.sample.png").read_bytes().startswith(b"my own picture")
+
+    leave("tiny-trained")
+    tiny_card("tiny-joining", True, cards)
+    old_page = (site / "index.html").read_bytes()
+    shown = gallery._files_of_page(site / "index.html")
+    moved, move = [], gallery._move
+
+    def stopped_before_the_last(drawn, target):
+        if target.name == "tiny-joining.traverse.png":
+            raise KeyboardInterrupt
+        moved.append(target.name)
+        move(drawn, target)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(gallery, "_move", stopped_before_the_last)
+        with pytest.raises(KeyboardInterrupt):
+            build_gallery(site, use_data=False, samples=10)
+    assert "tiny-joining.sample.png" in moved and (site / "index.html").read_bytes() == old_page
+    assert "tiny-trained.traverse.png" in shown and all((site / name).exists() for name in shown)
+
+    build_gallery(site, use_data=False, samples=10)  # what the cut-short run moved in is not refused as foreign
+    assert {p.name for p in site.iterdir() if not p.name.startswith(".")} == {
+        "index.html", "notes.txt", "tiny-leaving.sample.png", "tiny-joining.sample.png", "tiny-joining.traverse.png",
+        *plots}
+
+
 def test_only_seeds_writes_each_seed_distribution_and_never_a_file_it_did_not_write(tiny_zoo, tmp_path, capsys):
     out = tmp_path / "docs"
     assert main(["gallery", str(out), "--only-seeds"]) == 0

@@ -6,7 +6,8 @@ per dataset and metric with a spread over seeds (:mod:`vaezoo.seedplot`). The pa
 references nothing but those files: no server, script or network is needed.
 Card text is HTML-escaped by the template engine (Jinja2 with autoescaping). A gallery cut short (an
 error, a Ctrl-C) leaves the folder as it was: the files are drawn in a hidden folder there, then moved in,
-the page last.
+the page last. A hidden record (:data:`RECORD`) names the files a gallery wrote, so that the next one removes
+those it no longer draws (a card that left the zoo): only those, and only while they hold what was written.
 
 The page fits a 1280-pixel window: leaderboards abbreviate their metric headers (with a legend) and wrap
 their commands, a non-finite value carries its card's note, traversals fold their inactive dimensions,
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 
 TEMPLATE = "gallery.html"
 GENERATOR = "vaezoo gallery"  # in the page's <meta name="generator">: a page vaezoo may overwrite
+RECORD = ".vaezoo-gallery.json"
+"""Beside the page: ``{"files": {NAME: [SHA256, ...]}}``, the files galleries wrote there and what each held."""
 SAMPLE_COLUMNS = 10
 
 
@@ -146,6 +149,7 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     """
     from vaezoo.devices import usable_device
     from vaezoo.version import __version__
+    from vaezoo.checksums import sha256_of
     from vaezoo.files import atomic_write
     from vaezoo.locks import run_lock
 
@@ -153,9 +157,10 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     directory = Path(directory)
     path = directory / "index.html"
     cards = list_cards()
-    _refuse_foreign(directory, cards, _files_of_page(path))  # said before the folder is locked (and made)
+    _refuse_foreign(directory, cards, _files_of_page(path) | set(_written(directory)))  # before the lock (mkdir)
     with run_lock(directory, "output path"):
-        _refuse_foreign(directory, cards, _files_of_page(path))  # again: no other gallery writes there now
+        earlier = _written(directory)
+        _refuse_foreign(directory, cards, _files_of_page(path) | set(earlier))  # again: no other gallery writes now
         plots = seed_plots(cards)
         refuse_foreign_plots(plots, directory)
         with _staging(directory) as stage:  # a gallery cut short leaves the one there as it was
@@ -168,10 +173,50 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
                     task.advance()
             page = _template().render(entries=entries, boards=_boards(cards, plots), generator=GENERATOR,
                                       version=__version__)
-            for drawn in sorted(stage.iterdir()):
-                _move(drawn, directory / drawn.name)
+            drawn = {file.name: sha256_of(file) for file in sorted(stage.iterdir())}
+            moving = {name: [*earlier.get(name, []), digest] for name, digest in drawn.items()}
+            _record(directory, {**earlier, **moving})  # before any file moves in: a gallery cut short names them
+            for name in drawn:
+                _move(stage / name, directory / name)
             atomic_write(path, page.encode("utf-8"))  # last: the page shows the files moved in before it
+        left = _remove_stale(directory, {name: d for name, d in earlier.items() if name not in drawn})
+        _record(directory, {name: [digest] for name, digest in drawn.items()} | left)
     return path
+
+
+def _written(directory: Path) -> dict[str, list[str]]:
+    """The files the :data:`RECORD` in ``directory`` says galleries wrote there, each with the sha256 of what it held;
+    empty without a record, or with one that cannot be read (then nothing is removed)."""
+    try:
+        files = json.loads((directory / RECORD).read_text(encoding="utf-8"))["files"]
+        return {name: [str(digest) for digest in digests] for name, digests in files.items()
+                if Path(name).name == name and not name.startswith(".") and isinstance(digests, list)}
+    except (OSError, ValueError, LookupError, TypeError, AttributeError):
+        return {}
+
+
+def _record(directory: Path, files: dict[str, list[str]]) -> None:
+    from vaezoo.files import atomic_write
+
+    atomic_write(directory / RECORD, (json.dumps({"files": files}, indent=1, sort_keys=True) + "\n").encode())
+
+
+def _remove_stale(directory: Path, stale: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Remove each file of ``stale`` (an earlier gallery's, not drawn again) from ``directory`` while it holds what
+    that gallery wrote; one replaced since (the user's own) stays. Returns those that could not be removed, for the
+    next gallery to try again."""
+    from vaezoo.checksums import sha256_of
+
+    left = {}
+    for name, digests in stale.items():
+        target = directory / name
+        try:
+            if target.is_symlink() or not target.is_file() or sha256_of(target) not in digests:
+                continue
+            target.unlink()
+        except OSError:
+            left[name] = digests
+    return left
 
 
 @contextmanager

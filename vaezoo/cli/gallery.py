@@ -5,7 +5,9 @@ from vaezoo.cli.common import add_data_root, add_device, path_arg, printable, se
 
 def add_parser(sub) -> None:
     p = sub.add_parser("gallery", help="write a static HTML page of the zoo (opens from disk, no server)")
-    p.add_argument("directory", type=path_arg, metavar="DIR", help="where index.html and its PNG images go")
+    p.add_argument("directory", type=path_arg, metavar="DIR",
+                   help="where index.html and its images go; the images an earlier gallery drew there of cards it "
+                        "no longer draws are removed (not a file of yours)")
     add_data_root(p)
     p.add_argument("--no-data", action="store_true",
                    help="draw traversals without test images: rows in latent order, other dimensions at the prior")
