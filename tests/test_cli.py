@@ -338,6 +338,58 @@ def test_leaderboard_ranks_each_metric_in_its_spec_s_direction(cards, capsys):
                       "reconstruction": ["toy-b", "toy-c", "toy-a"]}  # a loss: lower is better
 
 
+# Prints the leaderboard of argv[1] as JSON rows' names, then whether torch was imported.
+RANKED_WITHOUT_TORCH = """
+import json, sys
+from contextlib import redirect_stdout
+from io import StringIO
+from vaezoo.cli import main
+with redirect_stdout(StringIO()) as out:
+    assert main(["leaderboard", sys.argv[1], "--json"]) == 0
+print(json.dumps([row["name"] for row in json.loads(out.getvalue())]))
+print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
+"""
+
+
+def test_leaderboard_ranks_in_the_direction_the_cards_record_without_importing_torch(cards, capsys):
+    """Each metric's direction came from its spec, which imports torch (3.9 s where list takes 0.3): the cards
+    record it, as eval --write writes it; where they do not all record one, the spec's still decides."""
+    for name, (tc, own) in {"toy-a": (0.1, 5.0), "toy-b": (0.3, 1.0), "toy-c": (0.2, 3.0)}.items():
+        metrics = {"total_correlation": {**METRIC, "value": tc, "higher_is_better": False},
+                   "my_loss": {**METRIC, "value": own, "higher_is_better": False}}
+        write_card(cards, make_card(name=name, metrics=metrics, headline="total_correlation"))
+    for metric, ranked in (("total_correlation", ["toy-a", "toy-c", "toy-b"]),
+                           ("my_loss", ["toy-b", "toy-c", "toy-a"])):  # a name nothing registers: the cards' only
+        result = run_python("-c", RANKED_WITHOUT_TORCH, metric)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines() == [json.dumps(ranked), "[]"]  # lower first, and no torch
+
+    write_card(cards, make_card(name="toy-d", metrics={"total_correlation": {**METRIC, "value": 0.0}},
+                                headline="total_correlation"))  # an older card records no direction: the spec's
+    code, out, _ = cli(capsys, "leaderboard", "total_correlation", "--json")
+    assert code == 0 and [row["name"] for row in json.loads(out)] == ["toy-d", "toy-a", "toy-c", "toy-b"]
+
+
+def test_eval_records_each_registered_metric_s_direction_and_the_zoo_s_leaderboard_needs_no_torch():
+    from vaezoo.assemble import metric
+    from vaezoo.entries.catalog import list_cards
+    from vaezoo.entries.schema import Card
+    from vaezoo.evaluate import as_metrics
+
+    card = Card.model_validate(make_card(eval_metrics=["total_correlation", "importance_log_likelihood"]))
+    recorded = as_metrics(card, {"total_correlation": 0.5, "importance_log_likelihood": -90.0, "reconstruction": 60.0})
+    assert {name: entry.higher_is_better for name, entry in recorded.items()} == {
+        "total_correlation": False, "importance_log_likelihood": True, "reconstruction": None}
+    zoo = list_cards()
+    registered = {name for card in zoo for name in card.metrics if name in card.eval_metrics}
+    assert {"mig_chen", "total_correlation", "cluster_accuracy"} <= registered
+    for card in zoo:  # every zoo card records its metrics' directions, as their specs state them
+        assert {name: card.metrics[name].higher_is_better for name in registered & card.metrics.keys()} == {
+            name: metric(name).higher_is_better for name in registered & card.metrics.keys()}, card.name
+    result = run_python("-c", RANKED_WITHOUT_TORCH, ",".join(sorted(registered)))
+    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "[]", result.stderr
+
+
 @pytest.mark.parametrize("command", ["eval", "show", "info", "push", "seeds", "train"])
 def test_help_says_a_model_is_a_name_a_card_file_or_a_folder_as_the_readme_does(capsys, command):
     code, out, _ = cli(capsys, command, "--help")

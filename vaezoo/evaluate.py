@@ -193,7 +193,8 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
 
     A note and a spread over seeds the card already holds on a metric are kept (a run's new card holds none:
     :func:`vaezoo.publish.publish` starts it empty). A registered metric (one of the card's ``eval_metrics``, or
-    of ``measured``: those ``vaezoo eval --metrics`` computed) also records the settings it ran with (its defaults,
+    of ``measured``: those ``vaezoo eval --metrics`` computed) also records its direction (its spec's
+    ``higher_is_better``), the settings it ran with (its defaults,
     updated with the card's ``eval_settings``), the recipe's
     dataset options (e.g. a binarisation) and the versions of the libraries behind it
     (:mod:`vaezoo.metrics.provenance`).
@@ -215,10 +216,11 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
 
     def entry(name: str, value: float) -> Metric:
         # a registered metric has settings, data and libraries; a loss has not
-        registered = name in card.eval_metrics or name in (measured or ())
-        settings = metric_parameters(metric(name), **card.settings_of(name)) if registered else None
+        spec = metric(name) if name in card.eval_metrics or name in (measured or ()) else None
+        registered = spec is not None
+        settings = metric_parameters(spec, **card.settings_of(name)) if registered else None
         return Metric(value=round(value, 6), command=command, vaezoo_version=__version__, note=notes.get(name),
-                      parameters=settings or None,
+                      higher_is_better=spec.higher_is_better if registered else None, parameters=settings or None,
                       data=(card.train.data.options or None) if registered else None,
                       libraries=libraries if registered else None, seeds=seeds.get(name))
 

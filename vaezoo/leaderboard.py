@@ -24,13 +24,18 @@ LOSSES = ("reconstruction", "objective")
 """The losses ``vaezoo eval`` records beside the registered metrics (and ``kl_<part>``): lower is better."""
 
 
-def higher_is_better(metric: str) -> bool:
-    """The direction ``metric`` ranks in: its spec's for a registered metric (:attr:`MetricSpec.higher_is_better`);
-    lower first for the losses (:data:`LOSSES`, ``kl_<part>``); higher first for a name nothing registers."""
-    from vaezoo.assemble import metric as spec
-
+def higher_is_better(metric: str, cards: Iterable[Card] = ()) -> bool:
+    """The direction ``metric`` ranks in: lower first for the losses (:data:`LOSSES`, ``kl_<part>``); the direction
+    ``cards`` record beside it when every one of them that has it records the same (``vaezoo eval`` records the
+    spec's), read without loading the metric's code (and torch); else its spec's for a registered metric
+    (:attr:`MetricSpec.higher_is_better`); higher first for a name nothing registers."""
     if metric in LOSSES or metric.startswith("kl_"):
         return False
+    recorded = {card.metrics[metric].higher_is_better for card in cards if metric in card.metrics}
+    if len(recorded) == 1 and None not in recorded:
+        return recorded.pop()
+    from vaezoo.assemble import metric as spec
+
     try:
         return spec(metric).higher_is_better
     except UnknownNameError:
@@ -40,9 +45,9 @@ def higher_is_better(metric: str) -> bool:
 def leaderboard(cards: Iterable[Card], metrics: Sequence[str]) -> list[Row]:
     """The cards that record at least one of ``metrics``, best first on the first metric they record.
 
-    Rows are sorted by each metric in turn, best first in the metric's direction (:func:`higher_is_better`), a
-    card without a value, or with NaN, after those with one; ties in the order of their names (``x-2`` before
-    ``x-10``).
+    Rows are sorted by each metric in turn, best first in the metric's direction (:func:`higher_is_better`: the
+    one the cards record, else its spec's), a card without a value, or with NaN, after those with one; ties in the
+    order of their names (``x-2`` before ``x-10``).
 
     Args:
         cards: the cards to rank, e.g. :func:`vaezoo.entries.catalog.list_cards`.
@@ -51,7 +56,8 @@ def leaderboard(cards: Iterable[Card], metrics: Sequence[str]) -> list[Row]:
     Returns:
         One :class:`Row` per card that records any of them.
     """
-    signs = [1.0 if higher_is_better(m) else -1.0 for m in metrics]
+    cards = list(cards)
+    signs = [1.0 if higher_is_better(m, cards) else -1.0 for m in metrics]
     rows = []
     for card in cards:
         values = tuple(card.metrics[m].value if m in card.metrics else None for m in metrics)

@@ -6,9 +6,9 @@ from vaezoo.cli.common import names_arg, print_json, print_table
 def add_parser(sub) -> None:
     p = sub.add_parser("leaderboard", help="the zoo's entries side by side on chosen metrics",
                        description="The cards that record any of the metrics, ranked on the first, best first in "
-                                   "its direction (the lowest first for the losses and for a metric registered as "
-                                   "lower-better, the highest for the others), then on the next; a card without a "
-                                   "value, or with NaN, after those with one; ties in name order.")
+                                   "its direction (the lowest first for the losses and for a metric recorded or "
+                                   "registered as lower-better, the highest for the others), then on the next; a "
+                                   "card without a value, or with NaN, after those with one; ties in name order.")
     p.add_argument("metrics", type=names_arg, metavar="METRIC[,METRIC...]",
                    help="metrics recorded on the cards, e.g. mig_chen,mig_dlib,betavae_score")
     p.add_argument("--dataset", help="only models trained on this dataset")

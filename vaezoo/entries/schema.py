@@ -226,6 +226,9 @@ class Metric(_Frozen):
     command: str
     vaezoo_version: str
     note: str | None = None
+    higher_is_better: bool | None = Field(
+        default=None, description="the direction a registered metric ranks in, its spec's when it was measured: "
+                                  "vaezoo leaderboard reads it from the cards, without loading the metric's code")
     parameters: dict[str, Any] | None = Field(
         default=None, description="the metric's own settings (points, bins, estimator, seed, ...)")
     data: dict[str, Any] | None = Field(
