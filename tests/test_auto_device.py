@@ -29,6 +29,7 @@ from vaezoo.metrics import codes, evaluation, sampling
 from vaezoo.signals import StopSignals
 from vaezoo.train import train, train_seeds
 from vaezoo_jointvae import labels
+from vaezoo_jointvae import metrics as jointvae_metrics
 
 # Methods of the part protocols: a plugin implements them, and vaezoo hands them a device it resolved.
 PROTOCOL_METHODS = {
@@ -173,7 +174,7 @@ CALLS: dict[str, Callable[[Entry, object], object]] = {
     "vaezoo.eval_report.evaluate_card": lambda e, d: eval_report.evaluate_card(e.path, device=d).results,
     "vaezoo.publish.publish": _published,
     "vaezoo.gallery.build_gallery": _gallery,
-    "vaezoo_jointvae.labels.matching_of": lambda e, d: labels.matching_of(e.model, e.dataset, d),
+    "vaezoo_jointvae.metrics.matching_of": lambda e, d: jointvae_metrics.matching_of(e.model, e.dataset, d),
     "vaezoo_jointvae.labels.measure_matching": lambda e, d: labels.measure_matching(e.card, device=d),
     "vaezoo.train.train": lambda e, d: _trained(e, d),
     "vaezoo.train.train_seeds": lambda e, d: _trained(e, d, seeds=[0, 1]),

@@ -16,10 +16,12 @@ from vaezoo.errors import MetricError, UnknownNameError, VaezooError
 from vaezoo.latents import Posterior
 from vaezoo.metrics.codes import EncodingBuilder
 from vaezoo.metrics.evaluation import CountedImages, Evaluation
+from vaezoo.metrics.provenance import library_versions, metric_parameters
 from vaezoo.metrics.requirements import unmet
 from vaezoo.model import VAE
 from vaezoo.plugins import registry
 from vaezoo.progress import progress
+from vaezoo.version import __version__
 
 
 @torch.no_grad()
@@ -206,9 +208,6 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
         measured: the metrics ``--metrics`` asked for, if any.
         ref: how the command names the card (default its name; see :func:`vaezoo.entries.catalog.card_reference`).
     """
-    from vaezoo.version import __version__
-    from vaezoo.metrics.provenance import library_versions, metric_parameters
-
     command = eval_command(ref or card.name, data_root, measured)
     notes = {name: entry.note for name, entry in card.metrics.items()}
     seeds = {name: entry.seeds for name, entry in card.metrics.items()}

@@ -13,8 +13,6 @@ import argparse
 import shlex
 import sys
 
-import numpy as np
-
 from vaezoo.errors import DataError, VaezooError
 from vaezoo.terminal import printable
 
@@ -29,33 +27,16 @@ def measure_matching(card, data_root=None, split: str = "test", device=None):
         device: where to run the model (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
 
     Returns:
-        ``(part, matching, accuracy)`` as :func:`matching_of`.
+        ``(part, matching, accuracy)`` as :func:`vaezoo_jointvae.metrics.matching_of`.
     """
     from vaezoo.assemble import card_dataset, load_model
+    from vaezoo_jointvae.metrics import matching_of
 
     model = load_model(card, device=device)
     dataset = card_dataset(card, data_root, split)
     if dataset.labels is None:
         raise DataError(f"the {split} split of '{card.train.data.name}' has no labels to match categories to")
     return matching_of(model, dataset, device)
-
-
-def matching_of(model, dataset, device=None):
-    """The category -> label matching of ``model`` (a JointVAE) on the labelled ``dataset``, encoded on ``device``
-    (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
-
-    Returns:
-        ``(part, matching, accuracy)``: the first categorical part's name, ``(k,)`` labels (-1: none) and the
-        fraction of images whose matched category is their label.
-    """
-    from vaezoo.metrics.evaluation import Evaluation
-    from vaezoo_jointvae.metrics import match_categories, predicted_categories
-
-    predicted = predicted_categories(Evaluation(model, dataset, device))
-    part = model.discrete_parts[0]
-    labels = dataset.labels.numpy()
-    matching = match_categories(predicted, labels, model.part_slices[part].stop - model.part_slices[part].start)
-    return part, matching, float(np.mean(matching[predicted] == labels))
 
 
 def labels_command(ref: str, data_root=None, split: str = "test") -> str:

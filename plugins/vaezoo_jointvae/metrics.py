@@ -94,6 +94,21 @@ def predicted_categories(evaluation: Evaluation, metric: str = "cluster_accuracy
     return codes[:, model.part_slices[parts[0]]].argmax(1)
 
 
+def matching_of(model, dataset, device=None):
+    """The category -> label matching of ``model`` (a JointVAE) on the labelled ``dataset``, encoded on ``device``
+    (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
+
+    Returns:
+        ``(part, matching, accuracy)``: the first categorical part's name, ``(k,)`` labels (-1: none) and the
+        fraction of images whose matched category is their label.
+    """
+    predicted = predicted_categories(Evaluation(model, dataset, device))
+    part = model.discrete_parts[0]
+    labels = dataset.labels.numpy()
+    matching = match_categories(predicted, labels, model.part_slices[part].stop - model.part_slices[part].start)
+    return part, matching, float(np.mean(matching[predicted] == labels))
+
+
 @metric_spec(needs=(CATEGORICAL_PART,))
 def cluster_accuracy(evaluation: Evaluation) -> float:
     """Accuracy of the first categorical part's argmax, its categories matched to the labels (e.g. digits)."""

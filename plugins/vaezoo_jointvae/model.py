@@ -8,10 +8,14 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from vaezoo.assemble import card_dataset
 from vaezoo.context import BuildContext
 from vaezoo.errors import VaezooError
 from vaezoo.model import VAE, build_vae
-from vaezoo_jointvae.sections import card_labels
+from vaezoo.version import __version__
+from vaezoo_jointvae.labels import labels_command
+from vaezoo_jointvae.metrics import matching_of
+from vaezoo_jointvae.sections import LabelMatching, Labels, card_labels
 
 
 class JointVAE(VAE):
@@ -51,11 +55,6 @@ class JointVAE(VAE):
     def card_sections(self, card, ref: str, data_root=None, device=None) -> dict:
         """``[labels]``: the first categorical part's category -> label matching on the test split, as
         ``python -m vaezoo_jointvae.labels`` measures it; none when the dataset has no labels."""
-        from vaezoo.assemble import card_dataset
-        from vaezoo.version import __version__
-        from vaezoo_jointvae.labels import labels_command, matching_of
-        from vaezoo_jointvae.sections import LabelMatching, Labels
-
         dataset = card_dataset(card, data_root, "test")
         if dataset.labels is None or not self.discrete_parts:
             return {}

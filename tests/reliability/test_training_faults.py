@@ -1,4 +1,5 @@
-"""Training faults: NaN, SIGKILL, SIGINT and SIGTERM, unusable output folders, checkpoints that do not fit, a full disk.
+"""Training faults: NaN, SIGKILL, SIGINT and SIGTERM, vaezoo uninstalled under a run, unusable output folders,
+checkpoints that do not fit, a full disk.
 
 Each ends in one line (or, for a signal, the checkpoint of the step it came at and the command that
 resumes it), loses no checkpoint already written, leaves no temporary file, and resuming ends with
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import io
+import json
 import multiprocessing
 import os
 import pickle
@@ -26,6 +28,7 @@ import torch
 from kit import (OpensAFile, assert_one_line_error, child_env, cli, entries, files_under, make_card, refuse_writes,
                  run_python, write_toml)
 
+import vaezoo
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.schema import Card
 from vaezoo.errors import TrainingError
@@ -335,6 +338,69 @@ def test_sigterm_while_the_weights_are_published_removes_their_temporary_file(da
     assert entries(out) == [CHECKPOINT] and _step_of(out / CHECKPOINT) == 16
     code, stdout, _ = cli(capsys, "train", str(card_path), "--out", str(out), "--resume")
     assert code == 0 and stdout.strip() == str(out / "tiny-blobs-run.toml")
+
+
+# --- vaezoo uninstalled or upgraded under a run ----------------------------------------------------------------
+
+UNINSTALLED_AFTER_THE_FIRST_STEP = """
+import json, sys
+from vaezoo.cli import main
+from vaezoo.ensemble import Stack
+from vaezoo.single import SingleRun
+
+
+class Uninstalled:
+    '''Finds no module of vaezoo or of a vaezoo_* plugin, as once pip has removed their files.'''
+    refused = []
+
+    def find_spec(self, name, path=None, target=None):
+        top = name.partition(".")[0]
+        if top == "vaezoo" or top.startswith("vaezoo_"):
+            self.refused.append(name)
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def then_uninstall(take_step):
+    def step(self, *args, **kwargs):
+        taken = take_step(self, *args, **kwargs)
+        if not isinstance(sys.meta_path[0], Uninstalled):
+            sys.meta_path.insert(0, Uninstalled())
+        return taken
+    return step
+
+
+SingleRun.take_step = then_uninstall(SingleRun.take_step)
+Stack.take_step = then_uninstall(Stack.take_step)
+code = main(sys.argv[1:])
+print(json.dumps({"uninstalled": isinstance(sys.meta_path[0], Uninstalled), "refused": Uninstalled.refused}))
+sys.exit(code)
+"""
+"""``vaezoo ARGS`` in a child whose vaezoo (the core and the built-in plugins) is uninstalled once the run has
+taken its first step: a module not imported by then cannot be imported; the modules already imported go on."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("metrics", "seeds"), [
+    (["cluster_accuracy"], []), (["cluster_accuracy"], ["--seeds", "0,1"]), ([], []),
+], ids=["one-run", "ensemble", "no-metric"])
+def test_a_run_publishes_its_card_and_weights_when_vaezoo_is_uninstalled_under_it(data_plugin, tmp_path, metrics,
+                                                                                   seeds):
+    # a JointVAE: its end measures its metrics and its own [labels] section, with the plugin's modules
+    card_path = write_toml(tmp_path / "toy.toml", make_card("toy", eval_metrics=metrics))
+    out = tmp_path / "run"
+    result = run_python("-c", UNINSTALLED_AFTER_THE_FIRST_STEP, "train", str(card_path), "--out", str(out), *seeds,
+                        env=child_env(tmp_path / "home", site=data_plugin))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report == {"uninstalled": True, "refused": []}
+    cards = sorted(out.rglob("toyvae-bars-run.toml"))
+    assert len(cards) == max(1, len(seeds))
+    for path in cards:
+        card = parse_card(path)
+        assert card.train.steps == 12 and set(metrics) <= set(card.metrics) and "labels" in card.sections
+        model = vaezoo.load(path.parent)  # the weights beside the card, of the size and sha256 it states
+        assert model.card.name == "toyvae-bars-run"
 
 
 # --- output paths, checked before the first step ------------------------------------------------------------
