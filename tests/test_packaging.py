@@ -1,9 +1,11 @@
-"""The wheel: built from a copy of the checkout, installed into a temporary target, used from outside the tree.
+"""The wheel and the sdist: built from a copy of the checkout, installed into a temporary target, used from
+outside the tree.
 
 The installed vaezoo must list the zoo's cards, load every entry (pretrained whenever its card has weights)
 and find its built-in plugins through the entry points in the wheel's metadata, with the source tree out of
 reach: the subprocess runs with ``-S`` (so the editable install's path hook is not loaded) and a PYTHONPATH
-of the target plus the environment's site-packages (for torch and the other dependencies).
+of the target plus the environment's site-packages (for torch and the other dependencies). The sdist is the
+checkout, its zoo once, and the wheel built from it is the checkout's, byte for byte.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tomllib
 import zipfile
 from pathlib import Path
+from xml.etree import ElementTree
 
+import pathspec
 import pytest
 
 from kit import REPO
@@ -27,7 +32,7 @@ from vaezoo.entries.catalog import parse_card
 
 pytestmark = pytest.mark.slow
 
-IGNORED = shutil.ignore_patterns(".git", ".ci", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
+IGNORED = shutil.ignore_patterns(".git", "venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
                                  ".hypothesis", "runs", "*.pt")
 
 CHECK_INSTALLED = """
@@ -50,18 +55,50 @@ print(json.dumps({"loaded": loaded, "status": {n: i.status for n, i in plugins.i
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    """A wheel built from a copy of the checkout (the checkout itself stays untouched)."""
-    source = tmp_path_factory.mktemp("source") / "vaezoo"
-    shutil.copytree(REPO, source, ignore=IGNORED)
-    dist = tmp_path_factory.mktemp("dist")
+def source(tmp_path_factory) -> Path:
+    """A copy of the checkout, its link plugins/vaezoo_zoo a link (the checkout itself stays untouched)."""
+    copy = tmp_path_factory.mktemp("source") / "vaezoo"
+    shutil.copytree(REPO, copy, symlinks=True, ignore=IGNORED)
+    return copy
+
+
+def build(kind: str, source: Path, dist: Path) -> Path:
+    """The ``kind`` ("wheel" or "sdist") of the project at ``source``, built into ``dist``."""
     # Without hatchling in this environment, build fetches it into an isolated environment instead.
     isolation = ["--no-isolation"] if importlib.util.find_spec("hatchling") else []
-    result = subprocess.run([sys.executable, "-m", "build", "--wheel", *isolation, "--outdir", str(dist), str(source)],
-                            capture_output=True, text=True, timeout=900)
+    command = [sys.executable, "-m", "build", f"--{kind}", *isolation, "--outdir", str(dist), str(source)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (built,) = dist.glob("vaezoo-*.whl")
+    (built,) = dist.glob("vaezoo-*.whl" if kind == "wheel" else "vaezoo-*.tar.gz")
     return built
+
+
+@pytest.fixture(scope="module")
+def wheel(source, tmp_path_factory) -> Path:
+    """A wheel built from a copy of the checkout."""
+    return build("wheel", source, tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="module")
+def sdist(source, tmp_path_factory) -> Path:
+    """An sdist built from a copy of the checkout."""
+    return build("sdist", source, tmp_path_factory.mktemp("sdist"))
+
+
+@pytest.fixture(scope="module")
+def unpacked(sdist, tmp_path_factory) -> Path:
+    """The sdist unpacked, as a user who downloads it has it."""
+    folder = tmp_path_factory.mktemp("unpacked")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(folder, filter="data")
+    (root,) = folder.iterdir()
+    return root
+
+
+@pytest.fixture(scope="module")
+def sdist_wheel(unpacked, tmp_path_factory) -> Path:
+    """The wheel built from the unpacked sdist, as pip builds it to install the sdist."""
+    return build("wheel", unpacked, tmp_path_factory.mktemp("sdist_wheel"))
 
 
 def zoo_cards():
@@ -181,3 +218,62 @@ def test_installed_wheel_runs_every_command_outside_the_checkout(wheel, tmp_path
     shown = run("show", "jointvae-mnist", "sample", "--n", "4", "-o", str(picture))
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert picture.read_bytes().startswith(b"\x89PNG")
+
+
+# --- the sdist ----------------------------------------------------------------------------------------------------
+
+def test_sdist_is_the_checkout_with_the_zoo_once(sdist, source):
+    """What git tracks (the tests, docs, examples, benchmarks with their results, CONTRIBUTING, LICENSE, zoo_cards/)
+    but CI's script, each file once: the zoo's cards and weights in zoo_cards/, not again through their link."""
+    with tarfile.open(sdist) as archive:
+        names = [member.name.partition("/")[2] for member in archive.getmembers() if member.isfile()]
+    assert len(names) == len(set(names)), "a file is in the sdist twice"
+    ignored = pathspec.GitIgnoreSpec.from_lines((source / ".gitignore").read_text(encoding="utf-8").splitlines())
+    checkout = {(Path(folder) / file).relative_to(source).as_posix()  # os.walk does not follow the link
+                for folder, _, files in os.walk(source) for file in files}
+    assert ".ci/run" in checkout
+    expected = {name for name in checkout if not ignored.match_file(name) and not name.startswith(".ci/")}
+    assert set(names) == expected | {"PKG-INFO"}
+    for card in zoo_cards():
+        assert f"zoo_cards/{card.path.name}" in names
+        if card.weights is not None and card.weights.file is not None:
+            assert f"zoo_cards/{card.weights.file}" in names
+    assert not [name for name in names if name.startswith("plugins/vaezoo_zoo/")]
+
+
+def test_the_wheel_built_from_the_sdist_is_the_checkouts(sdist_wheel, wheel):
+    with zipfile.ZipFile(wheel) as ours, zipfile.ZipFile(sdist_wheel) as theirs:
+        names = sorted(ours.namelist())
+        assert sorted(theirs.namelist()) == names
+        for name in names:
+            mine, other = ours.read(name), theirs.read(name)
+            if name.endswith(".dist-info/RECORD"):  # the same files, hashes and sizes, listed in another order
+                mine, other = sorted(mine.splitlines()), sorted(other.splitlines())
+            assert mine == other, f"{name} differs"
+    assert [n for n in names if n.startswith("vaezoo_zoo/") and n.endswith(".safetensors")]
+
+
+SUITE_PART = ["tests/test_card_comments.py", "tests/test_docs.py", "tests/test_layers.py", "tests/test_betatcvae.py",
+              "tests/test_device_campaign.py", "tests/test_dsprites.py"]
+"""Tests that read the checkout beyond vaezoo/: zoo_cards/, the docs, plugins/, benchmarks/' scripts."""
+
+
+def test_the_test_suite_reads_from_the_sdist_what_it_reads_from_the_checkout(source, wheel, unpacked, sdist_wheel,
+                                                                           tmp_path):
+    """The tests, run from the unpacked sdist with vaezoo installed from it, as from the checkout with vaezoo
+    installed from that: the same pass, the same skip (for want of ../shared), none fails."""
+    outcomes = {}
+    for tree, built in ((source, wheel), (unpacked, sdist_wheel)):
+        _, env, _ = install_outside(built, tmp_path / tree.name)
+        report = tmp_path / f"{tree.name}.xml"
+        ran = subprocess.run([sys.executable, "-S", "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                              "-m", "not slow", f"--junitxml={report}", *SUITE_PART], cwd=tree,
+                             env={**env, "VAEZOO_HOME": str(tmp_path / "home")}, capture_output=True, text=True,
+                             timeout=900)
+        assert report.exists(), ran.stdout[-3000:] + ran.stderr[-3000:]
+        outcomes[tree] = {f"{case.get('classname')}::{case.get('name')}":
+                          next((part.tag for part in case if part.tag in ("failure", "error", "skipped")), "passed")
+                          for case in ElementTree.parse(report).getroot().iter("testcase")}
+    assert outcomes[unpacked] == outcomes[source]
+    assert "passed" in outcomes[source].values()
+    assert not {"failure", "error"} & set(outcomes[source].values()), outcomes[source]
