@@ -113,12 +113,35 @@ def test_uninstall_refuses_vaezoo_itself_and_runs_no_pip(fake_pip, capfd, packag
 
 @pytest.mark.parametrize("argv", [["install", "vaezoo-laplace"], ["uninstall", "-y", "vaezoo-laplace"]])
 def test_a_missing_pip_is_one_line_saying_how_to_add_it(fake_pip, monkeypatch, capfd, argv):
-    monkeypatch.setitem(sys.modules, "pip", None)  # as in an environment made by uv: no module pip
+    (fake_pip.parent / "fake" / "pip" / "__init__.py").write_text(  # as in an environment made by uv: no pip
+        "raise ImportError('no module named pip')", encoding="utf-8")
     code, out, err = cli(capfd, *argv)
     assert (code, out) == (1, "")
     assert_one_line_error(err, f"pip is not installed in the Python environment running vaezoo ({sys.executable})",
                           f"{sys.executable} -m ensurepip", "uv pip install")
     assert pip_calls(fake_pip) == []
+
+
+class PipLookups:
+    """A finder first on ``sys.meta_path`` that notes each module of ``pip`` looked for and finds none itself."""
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "pip":
+            self.asked.append(name)
+
+
+def test_vaezoo_never_looks_for_pip_in_its_own_process(fake_pip, monkeypatch, capfd):
+    # On Python 3.11, setuptools' distutils shim takes a look for pip in a process for pip running there and gives
+    # that process the standard library's distutils for good: torch.compile failed after a 'vaezoo install'.
+    lookups = PipLookups()
+    monkeypatch.setattr(sys, "meta_path", [lookups, *sys.meta_path])
+    monkeypatch.delitem(sys.modules, "pip", raising=False)
+    code, _, _ = cli(capfd, "install", "vaezoo-laplace")
+    assert code == 0 and pip_calls(fake_pip)
+    assert lookups.asked == []
 
 
 def test_install_of_nothing_asks_for_a_package_or_an_editable_path(fake_pip, capfd):

@@ -5,7 +5,6 @@ output goes where vaezoo's goes, and the ``vaezoo`` entry points the environment
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shlex
@@ -19,12 +18,19 @@ from vaezoo.errors import InstallError
 GROUP = "vaezoo"
 """The entry-point group of vaezoo's plugins."""
 
-# One line of JSON: every entry point of the group, as a fresh interpreter finds them (a package pip puts on a
-# path this process did not have at its start, a user site made by the install, is seen there).
-_LIST_ENTRY_POINTS = f"""
+# One line of JSON: whether pip imports, and every entry point of the group, as a fresh interpreter finds them (a
+# package pip puts on a path this process did not have at its start, a user site made by the install, is seen
+# there). pip is looked for there, not here: on Python 3.11, setuptools' distutils shim takes any look for pip in a
+# process for pip running and gives that process the standard library's distutils for good (torch.compile then fails).
+_PROBE = f"""
 import json
 from importlib.metadata import entry_points
-print(json.dumps([[e.name, e.value, e.dist.name, e.dist.version] for e in entry_points(group={GROUP!r})]))
+try:
+    import pip
+except ImportError:
+    pip = None
+print(json.dumps({{"pip": pip is not None,
+                  "plugins": [[e.name, e.value, e.dist.name, e.dist.version] for e in entry_points(group={GROUP!r})]}}))
 """
 
 
@@ -112,33 +118,34 @@ def uninstall(packages: Iterable[str], *, yes: bool = False) -> PipRun:
 def _run_pip(arguments: list[str]) -> PipRun:
     """Run ``python -m pip ARGUMENTS`` in the environment running vaezoo, its input and output vaezoo's; the
     plugins that run added and removed."""
-    if importlib.util.find_spec("pip") is None:
+    has_pip, before = _environment()
+    if not has_pip:
         raise InstallError(f"pip is not installed in the Python environment running vaezoo ({sys.executable}); "
                            f"add it with '{_python()} -m ensurepip', or install plugins with "
                            f"'uv pip install --python {_python()} PACKAGE'")
-    before = _plugin_entries()
     command = [sys.executable, "-m", "pip", *arguments]
     code = subprocess.run(command, check=False).returncode
     if code != 0:
         raise InstallError(f"pip {arguments[0]} failed with exit code {code}; pip's messages above say why")
-    after = _plugin_entries()
+    after = _environment()[1]
     return PipRun(command=command, added=[after[key] for key in sorted(after.keys() - before.keys())],
                   removed=[before[key] for key in sorted(before.keys() - after.keys())])
 
 
-def _plugin_entries() -> dict[tuple[str, str, str], PluginEntry]:
-    """The plugins the environment declares, by (name, module, distribution): a version changed is the same plugin.
+def _environment() -> tuple[bool, dict[tuple[str, str, str], PluginEntry]]:
+    """Whether pip imports in the environment, and the plugins it declares, by (name, module, distribution): a
+    version changed is the same plugin.
 
     Read by a fresh interpreter (``-P``: not from the current folder), as the next ``vaezoo`` will find them.
     """
-    listed = subprocess.run([sys.executable, "-P", "-c", _LIST_ENTRY_POINTS], capture_output=True, text=True,
-                            check=False)
+    listed = subprocess.run([sys.executable, "-P", "-c", _PROBE], capture_output=True, text=True, check=False)
     if listed.returncode != 0:
         last = (listed.stderr.strip().splitlines() or ["no message"])[-1]
         raise InstallError(f"cannot list the environment's plugins ({_python()} exited with code "
                            f"{listed.returncode}: {last})")
-    entries = [PluginEntry(*fields) for fields in json.loads(listed.stdout)]
-    return {(e.name, e.module, e.distribution): e for e in entries}
+    found = json.loads(listed.stdout)
+    entries = [PluginEntry(*fields) for fields in found["plugins"]]
+    return found["pip"], {(e.name, e.module, e.distribution): e for e in entries}
 
 
 def _distribution_name(requirement: str) -> str | None:
