@@ -138,11 +138,14 @@ class SingleRun:
     def _forward(self, x: Tensor) -> VAEOutput:
         try:
             return self.net(x, step=self.step, checked=True)
-        except self.compile_failures as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        except self.compile_failures as exc:  # its own first line is only "backend='inductor' raised:"
+            cause = getattr(exc, "inner_exception", exc)
+            said = (str(cause).strip().splitlines() or [""])[0]
+            problem = f"{getattr(exc, 'backend_name', 'the backend')} raised {type(cause).__name__}" + (
+                f": {said}" if said else "")
             raise TrainingError.about("torch.compile cannot compile the model here ({problem}); train without it: "
                                       "{compile:False} (or compile = false in the card's [train])",
-                                      problem=first) from None
+                                      problem=problem) from None
 
     def save(self, rng: dict) -> None:
         """Write the checkpoint of the step reached (on rank 0), with the RNG states ``rng``."""
