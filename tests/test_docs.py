@@ -1,7 +1,12 @@
 """The README and docs as a reader uses them: the zoo table is the cards', the examples run, the links resolve.
 
 A code block is run unless an HTML comment ``<!-- no-run: reason -->`` stands right before it. A block
-that reads ``../shared/...`` is skipped, with a message, where that path is absent.
+that reads ``../shared/...`` is skipped, with a message, where that path is absent; one that reads a card's
+dataset (``card_dataset(``) runs with ``VAEZOO_DATA`` at ``../shared/datasets``, as a user's shell with
+their data folder set, and is skipped likewise where it is absent.
+
+The zoo pages are model cards of one template (docs/zoo/TEMPLATE.md); the docs hold no history (no
+``git show``, no ``../shared``): that is the notebook's, notes/.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from vaezoo.cli import main
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 PAGES = [README, *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docs" / "zoo").glob("*.md"))]
+ZOO_PAGES = [p for p in sorted((REPO / "docs" / "zoo").glob("*.md")) if p.name != "TEMPLATE.md"]
+# The headings of every zoo page, in this order, and no others at their level (docs/zoo/TEMPLATE.md).
+TEMPLATE = ["Load", "Use", "Recipe", "Results across seeds", "Caveats", "How to reproduce"]
+SHARED_DATA = REPO.parent / "shared" / "datasets"
 
 FENCE = re.compile(r"^```(?P<lang>\w*)\n(?P<code>.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 NO_RUN = re.compile(r"<!-- no-run: (?P<reason>[^>]*\S) -->\s*\Z")
@@ -127,7 +136,11 @@ def test_python_example_runs(block):
     if block.no_run:
         pytest.skip(f"marked no-run: {block.no_run}")
     skip_without_shared(block.code)
-    result = subprocess.run([sys.executable, "-c", block.code], check=False, cwd=REPO, env=user_env(),
+    data = {}
+    if "card_dataset(" in block.code:  # the user's data folder, as $VAEZOO_DATA
+        require_shared(SHARED_DATA)
+        data = {"VAEZOO_DATA": str(SHARED_DATA)}
+    result = subprocess.run([sys.executable, "-c", block.code], check=False, cwd=REPO, env=user_env(**data),
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{block.id} failed:\n{result.stderr[-3000:]}"
 
@@ -175,3 +188,34 @@ def test_relative_links_resolve(page):
     targets = [m["target"] for m in LINK.finditer(text) if "://" not in m["target"]]
     missing = [t for t in targets if not (page.parent / t).exists()]
     assert not missing, f"{page.relative_to(REPO)} links to missing files: {missing}"
+
+
+def _headings(page: Path) -> list[str]:
+    """The page's headings outside code blocks, as ``"## Title"``."""
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    return [line.strip() for line in text.splitlines() if re.match(r"#{1,6} ", line)]
+
+
+@pytest.mark.parametrize("page", ZOO_PAGES, ids=lambda p: p.name)
+def test_every_zoo_page_follows_the_template_and_holds_no_history(page):
+    headings = _headings(page)
+    assert headings[0] == f"# {page.stem}", f"{page.name}: the title must be the entry's name"
+    sections = [h[3:] for h in headings if h.startswith("## ")]
+    assert sections == TEMPLATE, f"{page.name}: its ## headings are {sections}, not the template's {TEMPLATE}"
+    assert not [h for h in headings if "history" in h.lower()], f"{page.name}: history goes to notes/"
+    card = page.parents[2] / "zoo_cards" / f"{page.stem}.toml"
+    assert card.exists(), f"{page.name} has no card zoo_cards/{card.name}"
+    text = page.read_text(encoding="utf-8")
+    assert f'vaezoo.load("{page.stem}"' in text and f"vaezoo eval {page.stem}" in text
+
+
+def test_every_zoo_card_has_a_page():
+    cards = {p.stem for p in (REPO / "zoo_cards").glob("*.toml")}
+    assert cards == {p.stem for p in ZOO_PAGES}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_user_pages_hold_no_git_show_and_no_shared_path(page):
+    text = page.read_text(encoding="utf-8")
+    assert "git show" not in text and "../shared" not in text, \
+        f"{page.relative_to(REPO)}: provenance commands and ../shared paths belong in notes/ (the notebook)"
