@@ -4,9 +4,9 @@ and as a fraction of the device's matmul rate.
 On random uint8 images of the model's shape, kept on the device, the script times in turns (``--rounds``):
 
 - a plain PyTorch loop: a shuffled slice of the images as floats, forward, backward, the recipe's optimiser;
-- the engine: :func:`vaezoo.single.fit`, the loop ``vaezoo train`` runs (batches cut on the device, the NaN
+- the engine: :func:`vaezoo.training.single.fit`, the loop ``vaezoo train`` runs (batches cut on the device, the NaN
   check, the random streams of its seed, the progress display), timed between its own steps;
-- with ``--ensemble N``, an ensemble of N seeds in one step (:func:`vaezoo.ensemble.fit_ensemble`, what
+- with ``--ensemble N``, an ensemble of N seeds in one step (:func:`vaezoo.training.ensemble.fit_ensemble`, what
   ``vaezoo train --seeds`` runs), in each formulation asked for (``--formulations``; on CUDA its step is a
   captured CUDA graph), timed the same way; its img/s counts every member's images.
 
@@ -33,11 +33,11 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import vaezoo
-import vaezoo.single
+import vaezoo.training.single
 from vaezoo.assemble import build_model
 from vaezoo.data import ImageDataset
-from vaezoo.loop import Run
-from vaezoo.single import fit
+from vaezoo.training.loop import Run
+from vaezoo.training.single import fit
 
 DATASET_BATCHES = 32  # the random dataset holds this many batches; the loops go round it
 
@@ -109,7 +109,7 @@ def plain_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torc
 STEP_ENDS: list[float] = []  # when the engine's steps ended, noted by _Clock
 
 
-class _Clock(vaezoo.single.Reporter):
+class _Clock(vaezoo.training.single.Reporter):
     """The engine's progress display, noting when each step ended (the engine waits for each step's loss)."""
 
     def update(self, step, images, values) -> None:
@@ -118,7 +118,7 @@ class _Clock(vaezoo.single.Reporter):
 
 
 def engine_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torch.device, out: Path):
-    """:func:`vaezoo.single.fit` of ``card``: a generator of the seconds each segment of ``steps`` took.
+    """:func:`vaezoo.training.single.fit` of ``card``: a generator of the seconds each segment of ``steps`` took.
 
     Each segment resumes the run for ``warmup + steps`` steps and times the last ``steps`` between the
     ends of steps, so reading and writing the checkpoint are not counted.
@@ -126,7 +126,7 @@ def engine_loop(card, images: torch.Tensor, steps: int, warmup: int, device: tor
     torch.manual_seed(0)
     model = build_model(card, device=device)
     dataset = ImageDataset(images, scale=255.0)
-    vaezoo.single.Reporter = _Clock
+    vaezoo.training.single.Reporter = _Clock
     reached = 0
     while True:
         STEP_ENDS.clear()
@@ -137,8 +137,8 @@ def engine_loop(card, images: torch.Tensor, steps: int, warmup: int, device: tor
 
 def ensemble_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torch.device, out: Path, members: int,
                   formulation: str):
-    """:func:`vaezoo.ensemble.fit_ensemble` of ``members`` seeds of ``card``: seconds of each segment of ``steps``."""
-    import vaezoo.ensemble
+    """:func:`vaezoo.training.ensemble.fit_ensemble` of ``members`` seeds of ``card``: seconds of each segment of ``steps``."""
+    import vaezoo.training.ensemble
 
     dataset = ImageDataset(images, scale=255.0)
     reached = 0
@@ -151,8 +151,8 @@ def ensemble_loop(card, images: torch.Tensor, steps: int, warmup: int, device: t
                  out / f"{formulation}-{seed}", f"seed {seed}") for seed, m in enumerate(models)]
         STEP_ENDS.clear()
         reached += warmup + steps
-        vaezoo.ensemble.Reporter = _Clock
-        vaezoo.ensemble.fit_ensemble(runs, dataset, resume=reached > warmup + steps, max_steps=reached,
+        vaezoo.training.ensemble.Reporter = _Clock
+        vaezoo.training.ensemble.fit_ensemble(runs, dataset, resume=reached > warmup + steps, max_steps=reached,
                                      run=Run(device=device), formulation=formulation)
         yield STEP_ENDS[-1] - STEP_ENDS[-1 - steps]
 

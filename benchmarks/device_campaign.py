@@ -87,7 +87,7 @@ def environment(device: str) -> dict:
 
 
 class Clock:
-    """Notes when each step of :func:`vaezoo.ensemble.fit_ensemble` ended (it reports every step)."""
+    """Notes when each step of :func:`vaezoo.training.ensemble.fit_ensemble` ended (it reports every step)."""
 
     ends: dict[int, float] = {}
 
@@ -102,7 +102,7 @@ class Clock:
 
 
 def member_cards(card, seeds):
-    from vaezoo.sweeps import members
+    from vaezoo.training.sweeps import members
 
     return members(card, seeds, [])
 
@@ -113,8 +113,8 @@ def ensemble(card, seeds, dataset, out: Path, steps: int, device, formulation=No
     import torch
 
     from vaezoo.assemble import build_model
-    from vaezoo.ensemble import fit_ensemble
-    from vaezoo.loop import Plan, Run
+    from vaezoo.training.ensemble import fit_ensemble
+    from vaezoo.training.loop import Plan, Run
 
     per_epoch = Plan.of(card.train, len(dataset), 1).per_epoch
     if steps > card.train.epochs * per_epoch:  # a dry run or a timing longer than the recipe: more epochs
@@ -135,16 +135,16 @@ def ensemble(card, seeds, dataset, out: Path, steps: int, device, formulation=No
 
 def step_time(card, seeds, dataset, scratch: Path, device, warm: int, measure: int, formulation=None) -> float:
     """Seconds per fused step of ``card``'s ensemble, timed over ``measure`` steps after ``warm``."""
-    import vaezoo.ensemble
+    import vaezoo.training.ensemble
 
     Clock.ends = {}
     shutil.rmtree(scratch, ignore_errors=True)  # a throwaway ensemble: never one an earlier timing left
-    original = vaezoo.ensemble.Reporter
-    vaezoo.ensemble.Reporter = Clock.reporter(original)
+    original = vaezoo.training.ensemble.Reporter
+    vaezoo.training.ensemble.Reporter = Clock.reporter(original)
     try:
         ensemble(card, seeds, dataset, scratch, warm + measure, device, formulation)
     finally:
-        vaezoo.ensemble.Reporter = original
+        vaezoo.training.ensemble.Reporter = original
     return (Clock.ends[warm + measure] - Clock.ends[warm]) / measure
 
 
@@ -225,7 +225,7 @@ def run_campaign(args) -> int:
     from vaezoo.assemble import load_dataset
     from vaezoo.entries.catalog import parse_card
     from vaezoo.entries.entry import write_entry
-    from vaezoo.publish import own_card
+    from vaezoo.training.publish import own_card
 
     if args.device.startswith("cuda"):
         torch.backends.cudnn.benchmark = True
@@ -266,7 +266,7 @@ def run_campaign(args) -> int:
         return args.deadline - (time.perf_counter() - start)
 
     for card, card_seeds in zip(cards, seeds):
-        from vaezoo.loop import Plan
+        from vaezoo.training.loop import Plan
 
         total = args.steps or Plan.of(card.train, len(dataset), 1).total
         from_step = reached(state / card.name, card_seeds)
@@ -332,7 +332,7 @@ def run_campaign(args) -> int:
 
 def reached(folder: Path, seeds) -> int:
     """The step the checkpoints of ``seeds`` in ``folder`` (``seed-N/checkpoint.pt``) reached; 0 if one lacks it."""
-    from vaezoo.checkpoints import read_checkpoint
+    from vaezoo.entries.checkpoints import read_checkpoint
 
     paths = [folder / f"seed-{seed}" / "checkpoint.pt" for seed in seeds]
     if not all(p.exists() for p in paths):
@@ -343,7 +343,7 @@ def reached(folder: Path, seeds) -> int:
 def keep(args) -> int:
     """Put the checkpoints a span brought back (``OUT/NAME.seed-N.checkpoint.pt``) into ``--state``, and mark
     the recipes it finished (their checkpoints removed, ``NAME/finished.json`` written) so later spans skip them."""
-    from vaezoo.checkpoints import read_checkpoint
+    from vaezoo.entries.checkpoints import read_checkpoint
 
     for path in sorted(Path(args.returned).glob("*.checkpoint.pt")):
         name, seed = path.name.removesuffix(".checkpoint.pt").rsplit(".", 1)

@@ -208,7 +208,7 @@ def save_model_weights(path: Path, card: Mapping[str, Any], seed: int = 0,
 
     from vaezoo.assemble import build_model
     from vaezoo.entries.schema import Card
-    from vaezoo.weights import save_weights
+    from vaezoo.store.weights import save_weights
 
     torch.manual_seed(seed)
     state = {k: v.detach().clone() for k, v in build_model(Card.model_validate(card)).state_dict().items()}
@@ -668,7 +668,7 @@ def assert_one_line_error(stderr: str, *fragments: str) -> str:
 
 
 def read_metadata(path: Path) -> dict[str, str]:
-    """The metadata header of a safetensors file (what :func:`vaezoo.weights.save_weights` stored)."""
+    """The metadata header of a safetensors file (what :func:`vaezoo.store.weights.save_weights` stored)."""
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as f:
@@ -676,7 +676,7 @@ def read_metadata(path: Path) -> dict[str, str]:
 
 
 def entries(folder: Path) -> list[str]:
-    """The names in ``folder``, sorted, but for its lock files (``vaezoo.locks``: the run's ``.vaezoo.lock``, a
+    """The names in ``folder``, sorted, but for its lock files (``vaezoo.store.locks``: the run's ``.vaezoo.lock``, a
     card's ``.NAME.toml.lock``, a saved or staged folder's ``.FOLDER.lock`` beside it): what a run left there."""
     return sorted(p.name for p in Path(folder).iterdir()
                   if not p.name.startswith(".vaezoo.lock") and not re.fullmatch(r"\..+\.lock(\.holder)?", p.name))

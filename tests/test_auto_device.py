@@ -18,18 +18,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from kit import REPO, make_card, write_entry
-from vaezoo import (assemble, checkpoints, devices, eval_report, evaluate, gallery, hub, loop, pretrained, publish,
-                    weights)
+from vaezoo_jointvae import labels
+from vaezoo_jointvae import metrics as jointvae_metrics
+
+from vaezoo import assemble, devices, hub
+from vaezoo.entries import checkpoints
+from vaezoo.evaluation import measure as evaluate
+from vaezoo.evaluation import report as eval_report
+from vaezoo.extras import gallery
+from vaezoo.extras import pretrained
+from vaezoo.store import weights
+from vaezoo.training import loop, publish
 from vaezoo.data.dsprites import DSprites
 from vaezoo.entries import entry as entries
 from vaezoo.entries.catalog import get_card, parse_card
 from vaezoo.metrics import codes, evaluation, sampling
 from vaezoo.signals import StopSignals
-from vaezoo.train import train, train_seeds
-from vaezoo_jointvae import labels
-from vaezoo_jointvae import metrics as jointvae_metrics
+from vaezoo.training.train import train, train_seeds
 
 # Methods of the part protocols: a plugin implements them, and vaezoo hands them a device it resolved.
 PROTOCOL_METHODS = {
@@ -152,11 +158,11 @@ CALLS: dict[str, Callable[[Entry, object], object]] = {
     "vaezoo.assemble.load_model": lambda e, d: assemble.load_model(e.card, d).state_dict(),
     "vaezoo.hub.build_model": lambda e, d: _seeded(lambda: hub.build_model(e.path, d)),
     "vaezoo.hub.load": lambda e, d: hub.load(e.path, d).state_dict(),
-    "vaezoo.pretrained.from_pretrained": lambda e, d: pretrained.from_pretrained(str(e.path.parent), device=d)
+    "vaezoo.hub.from_pretrained": lambda e, d: hub.from_pretrained(str(e.path.parent), device=d)
     .state_dict(),
     "vaezoo.entries.entry.load_state_dict": lambda e, d: entries.load_state_dict(e.card, d),
-    "vaezoo.weights.parse_safetensors": lambda e, d: weights.parse_safetensors(e.weights.read_bytes(), e.weights, d),
-    "vaezoo.weights.read_safetensors": lambda e, d: weights.read_safetensors(e.weights, d),
+    "vaezoo.store.weights.parse_safetensors": lambda e, d: weights.parse_safetensors(e.weights.read_bytes(), e.weights, d),
+    "vaezoo.store.weights.read_safetensors": lambda e, d: weights.read_safetensors(e.weights, d),
     "vaezoo.data.base.ImageDataset.batch": lambda e, d: e.dataset.batch(INDICES, d),
     "vaezoo.data.base.ImageDataset.batches": lambda e, d: list(e.dataset.batches(32, d)),
     "vaezoo.data.dsprites.DSprites.batch": lambda e, d: _dsprites(d),
@@ -169,19 +175,19 @@ CALLS: dict[str, Callable[[Entry, object], object]] = {
     "vaezoo.metrics.codes.mean_codes": lambda e, d: codes.mean_codes(e.model, e.dataset, INDICES, d),
     "vaezoo.metrics.spec.MetricSpec.__call__":
         lambda e, d: assemble.metric("cluster_accuracy")(e.model, e.dataset, device=d),
-    "vaezoo.evaluate.losses": lambda e, d: evaluate.losses(e.model, e.dataset, 0, 32, d),
-    "vaezoo.evaluate.evaluate": lambda e, d: evaluate.evaluate(e.model, e.card, device=d),
-    "vaezoo.eval_report.evaluate_card": lambda e, d: eval_report.evaluate_card(e.path, device=d).results,
-    "vaezoo.publish.publish": _published,
-    "vaezoo.gallery.build_gallery": _gallery,
+    "vaezoo.evaluation.measure.losses": lambda e, d: evaluate.losses(e.model, e.dataset, 0, 32, d),
+    "vaezoo.evaluation.measure.evaluate": lambda e, d: evaluate.evaluate(e.model, e.card, device=d),
+    "vaezoo.evaluation.report.evaluate_card": lambda e, d: eval_report.evaluate_card(e.path, device=d).results,
+    "vaezoo.training.publish.publish": _published,
+    "vaezoo.extras.gallery.build_gallery": _gallery,
     "vaezoo_jointvae.metrics.matching_of": lambda e, d: jointvae_metrics.matching_of(e.model, e.dataset, d),
     "vaezoo_jointvae.labels.measure_matching": lambda e, d: labels.measure_matching(e.card, device=d),
-    "vaezoo.train.train": lambda e, d: _trained(e, d),
-    "vaezoo.train.train_seeds": lambda e, d: _trained(e, d, seeds=[0, 1]),
-    "vaezoo.loop.start_run": lambda e, d: loop.start_run(d).device,
-    "vaezoo.loop.device_store": lambda e, d: loop.device_store(e.dataset, d).images,
-    "vaezoo.loop.Streams.__init__": lambda e, d: vars(loop.Streams(d)),
-    "vaezoo.checkpoints.restore_rng": lambda e, d: _restored(d),
+    "vaezoo.training.train.train": lambda e, d: _trained(e, d),
+    "vaezoo.training.train.train_seeds": lambda e, d: _trained(e, d, seeds=[0, 1]),
+    "vaezoo.training.loop.start_run": lambda e, d: loop.start_run(d).device,
+    "vaezoo.training.loop.device_store": lambda e, d: loop.device_store(e.dataset, d).images,
+    "vaezoo.training.loop.Streams.__init__": lambda e, d: vars(loop.Streams(d)),
+    "vaezoo.entries.checkpoints.restore_rng": lambda e, d: _restored(d),
     "vaezoo.signals.StopSignals.stop_requested": _stop_requested,
 }
 

@@ -6,12 +6,12 @@ import math
 
 import pytest
 import torch
-
 from kit import REPO
+
+from vaezoo.assemble import build_model
+from vaezoo.data.dsprites import dsprites
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.schema import DataSpec
-from vaezoo.data.dsprites import dsprites
-from vaezoo.assemble import build_model
 from vaezoo.latents import Gaussian
 from vaezoo.plugins import registry
 
@@ -94,7 +94,7 @@ def test_joint_latent_with_tc_on_its_continuous_part_and_capacity_on_its_categor
 
 
 def test_joint_tc_recipe_trains_for_a_few_steps(tmp_path):
-    from vaezoo.train import train
+    from vaezoo.training.train import train
 
     result = train(recipe("betatcvae-joint-dsprites", subset=96, batch_size=32), tmp_path, max_steps=2)
     assert result.step == 2 and result.card_path is None  # stopped before the end of its one epoch

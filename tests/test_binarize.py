@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from kit import make_card
+
 from vaezoo.assemble import load_dataset
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.schema import Card
-from vaezoo.checkpoints import CHECKPOINT
 from vaezoo.errors import DataError
-from vaezoo.train import train, train_seeds
+from vaezoo.entries.checkpoints import CHECKPOINT
+from vaezoo.training.train import train, train_seeds
 
 
 def test_training_batches_are_drawn_afresh_from_the_grey_levels(mnist_root):

@@ -9,11 +9,11 @@ import warnings
 
 import pytest
 import torch
+from kit import make_card, write_card, write_entry
 
 import vaezoo
-from kit import make_card, write_card, write_entry
-from vaezoo.entries.catalog import AmbiguousNameWarning, card_reference, discover, get_card
 from vaezoo.cli import main
+from vaezoo.entries.catalog import AmbiguousNameWarning, card_reference, discover, get_card
 from vaezoo.errors import CardError, DeviceError, UnknownNameError
 
 
@@ -160,7 +160,7 @@ def test_auto_is_the_first_accelerator_the_machine_has_else_the_cpu(monkeypatch)
 
 
 def test_auto_evaluates_through_the_command_line_and_the_library(mnist_root, capsys):
-    from vaezoo.evaluate import evaluate
+    from vaezoo.evaluation.measure import evaluate
 
     model = vaezoo.load("jointvae-mnist", device="auto")
     assert evaluate(model, model.card, mnist_root, device="auto", metrics=["cluster_accuracy"]) == {
@@ -191,7 +191,7 @@ def test_the_loss_of_a_loaded_model_is_taken_at_its_cards_last_step():
 
 
 def test_train_takes_a_name_and_checks_its_device_before_writing_anything(tmp_path):
-    from vaezoo.train import train, train_seeds
+    from vaezoo.training.train import train, train_seeds
 
     for run in (lambda: train("vae-mnist", tmp_path / "out", device="cuda:99"),
                 lambda: train_seeds("vae-mnist", tmp_path / "out", [0, 1], device="cuda:99")):

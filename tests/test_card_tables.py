@@ -13,7 +13,7 @@ from kit import cli, make_card, write_card, write_toml
 
 import vaezoo
 from vaezoo import assemble
-from vaezoo.arguments import check_arguments
+from vaezoo.context import check_arguments
 from vaezoo.entries.catalog import parse_card, scan
 from vaezoo.entries.schema import OPTIMIZER_OPTIONS, SEED_LIMIT, Card
 from vaezoo.errors import CardError, DataError

@@ -7,15 +7,16 @@ import re
 import tomllib
 
 import pytest
+from kit import GAUSSIAN_MLP_RGB, install_plugin, make_card, write_card, write_toml
 from pydantic import ValidationError
 
 import vaezoo
 import vaezoo.cli
 import vaezoo.plugins
-from kit import GAUSSIAN_MLP_RGB, install_plugin, make_card, write_card, write_toml
+from vaezoo.context import LatentPart
 from vaezoo.entries.catalog import CardWarning, SkippedCard, discover, get_card, parse_card, scan
 from vaezoo.entries.entry import write_card as write_card_toml
-from vaezoo.entries.schema import Card, LatentPart
+from vaezoo.entries.schema import Card
 from vaezoo.errors import CardError, UnknownNameError
 
 SHA = "ab" * 32

@@ -8,11 +8,11 @@ import time
 
 import pytest
 import torch
+from kit import REPO, child_env, make_card, run_python, write_toml
 
 import vaezoo
-from kit import REPO, child_env, make_card, run_python, write_toml
-from vaezoo.checkpoints import read_checkpoint
 from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.checkpoints import read_checkpoint
 
 SCRIPT = str(REPO / "benchmarks" / "device_campaign.py")
 

@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 import torch.multiprocessing as mp
-
 from kit import child_env, entries, make_card, write_toml
-from vaezoo.train import CHECKPOINT
+
+from vaezoo.training.train import CHECKPOINT
 
 
 def free_port() -> int:
@@ -24,7 +24,7 @@ def free_port() -> int:
 def train_as_rank(rank: int, world: int, port: int, card: dict, tmp) -> None:
     """One process of a DDP run (what torchrun sets up), each rank with its own --out to see who writes."""
     from vaezoo.entries.schema import Card
-    from vaezoo.train import train
+    from vaezoo.training.train import train
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
                       LOCAL_RANK=str(rank))

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from kit import make_card, write_toml
-from vaezoo.entries.catalog import parse_card
-from vaezoo.entries.schema import Card
-from vaezoo.checkpoints import CHECKPOINT
+
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
-from vaezoo.ensemble import Member, Stack
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.schema import Card
 from vaezoo.errors import TrainingError
-from vaezoo.sweeps import Sweep, members, parse_sweep
-from vaezoo.train import Interrupted, train, train_seeds
+from vaezoo.entries.checkpoints import CHECKPOINT
+from vaezoo.training.ensemble import Member, Stack
+from vaezoo.training.sweeps import Sweep, members, parse_sweep
+from vaezoo.training.train import Interrupted, train, train_seeds
 
 TOY_JOINT = {"image_size": 16, "channels": 1, "continuous": 2, "discrete": [3], "hidden": 32,
              "capacity": {"continuous": [0.0, 5.0, 20, 30.0], "discrete": [0.0, 1.0, 20, 30.0]}}

@@ -10,13 +10,13 @@ import tomllib
 
 import pytest
 import torch
-
 from kit import MNIST_ROOT, REPO, cli, install_plugin, make_card, require_shared, write_toml
-from vaezoo.entries.schema import Metric
-from vaezoo.entries.catalog import get_card
+
 from vaezoo.cli import main
+from vaezoo.entries.catalog import get_card
+from vaezoo.entries.schema import Metric
 from vaezoo.errors import CardError, MetricError, TrainingError
-from vaezoo.eval_report import EvalReport, compare, evaluate_card
+from vaezoo.evaluation.report import EvalReport, compare, evaluate_card
 
 
 @pytest.fixture
@@ -173,7 +173,7 @@ def test_a_report_is_not_written_on_a_card_published_again_since_it_was_measured
 def test_publish_keeps_what_eval_write_recorded_while_it_evaluated(data_plugin, tmp_path, monkeypatch):
     """A run's final card is written under the card's lock from the card on disk: an ``eval --write`` that landed
     during the run's evaluation stays."""
-    import vaezoo.evaluate
+    import vaezoo.evaluation.measure
 
     recorded = {}
 
@@ -183,8 +183,8 @@ def test_publish_keeps_what_eval_write_recorded_while_it_evaluated(data_plugin, 
         recorded.update(evaluate_card(path, metrics=["cluster_accuracy"], write=True).written.metrics)
         return results
 
-    original = vaezoo.evaluate.evaluate
-    monkeypatch.setattr(vaezoo.evaluate, "evaluate", evaluate_then_another_writer)
+    original = vaezoo.evaluation.measure.evaluate
+    monkeypatch.setattr(vaezoo.evaluation.measure, "evaluate", evaluate_then_another_writer)
     path = write_toml(tmp_path / "toy.toml", make_card("toy", eval_metrics=[]))
     assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 0
     final = get_card(tmp_path / "out" / "toyvae-bars-run.toml")

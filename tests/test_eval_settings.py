@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from kit import assert_one_line_error, cli, make_card, write_entry
+
 from vaezoo.assemble import build_model, card_dataset, metric
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.entry import load_state_dict, write_card
 from vaezoo.entries.schema import Card
 from vaezoo.errors import MetricError
-from vaezoo.evaluate import as_metrics, evaluate
+from vaezoo.evaluation.measure import as_metrics, evaluate
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.spec import MetricSpec
 
@@ -55,7 +55,7 @@ def test_a_setting_the_metric_does_not_take_is_refused_before_any_image_is_read(
                                                                                  problem):
     card = tiny(eval_settings={"importance_log_likelihood": settings})
     model = build_model(card)
-    monkeypatch.setattr("vaezoo.evaluate.card_dataset", lambda *a, **k: pytest.fail("the data was read"))
+    monkeypatch.setattr("vaezoo.evaluation.measure.card_dataset", lambda *a, **k: pytest.fail("the data was read"))
     with pytest.raises(MetricError, match=f"card 'tiny-blobs': eval_settings: {problem}".replace("(", r"\(")):
         evaluate(model, card)
 
@@ -158,7 +158,7 @@ def test_a_wrong_set_is_refused_before_anything_is_measured_or_written(data_plug
     ({"settings": [1]}, r"settings takes \{metric: \{setting: value\}\}"),
 ])
 def test_evaluate_card_refuses_arguments_of_the_wrong_shape(arguments, problem):
-    from vaezoo.eval_report import evaluate_card
+    from vaezoo.evaluation.report import evaluate_card
 
     with pytest.raises(TypeError, match=problem):
         evaluate_card(tiny(), **arguments)

@@ -21,7 +21,7 @@ import torch
 import vaezoo
 from vaezoo import plugins, testing
 from vaezoo.cli import main
-from vaezoo.weights import read_safetensors
+from vaezoo.store.weights import read_safetensors
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "vaezoo-laplace"
 CARD = "laplacevae-mnist"
@@ -158,9 +158,9 @@ def test_vaezoo_eval_reproduces_the_cards_metrics(laplace, mnist_root, capsys):
 
 def test_a_third_party_family_gets_traversals_and_the_entropy_metrics(laplace):
     """The Laplace family has no code for these: viz, mig_chen and the TC metric use only the latent protocol."""
-    from vaezoo import viz
     from vaezoo.assemble import build_part
     from vaezoo.data.dsprites import dsprites
+    from vaezoo.evaluation import viz
     from vaezoo.metrics import entropy, mig
 
     torch.manual_seed(0)

@@ -12,13 +12,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from kit import cli, make_card, write_card, write_entry
 from PIL import Image
 
-from kit import cli, make_card, write_card, write_entry
+from vaezoo.cli import main
 from vaezoo.entries.catalog import list_cards, parse_card
 from vaezoo.entries.schema import Card
-from vaezoo.cli import main
-from vaezoo.gallery import build_gallery
+from vaezoo.extras.gallery import build_gallery
 from vaezoo.terminal import printable
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -221,7 +221,7 @@ def test_gallery_overwrites_its_own_page_but_never_another_index_html(tiny_zoo, 
 def test_a_gallery_cut_short_leaves_the_gallery_there_as_it_was(tiny_zoo, tmp_path, monkeypatch):
     """A second gallery with other samples is stopped after drawing its first card: before, that card's new
     pictures stood beside the old page."""
-    from vaezoo import gallery
+    from vaezoo.extras import gallery
 
     site = tmp_path / "site"
     build_gallery(site, use_data=False, samples=10)
@@ -332,7 +332,8 @@ def test_gallery_removes_the_pictures_an_earlier_gallery_drew_of_cards_it_no_lon
     """A card that left the zoo kept its pictures in the gallery's folder: they are removed once the new page is
     in; a user's own file, and a picture the user replaced, stay. A gallery cut short while moving its files in
     leaves the old page with every file it shows, and what it moved in is the gallery's for the next run."""
-    from vaezoo import gallery, plugins
+    from vaezoo import plugins
+    from vaezoo.extras import gallery
 
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "core")  # the tiny cards only: the zoo's are not drawn
     plugins.reset()
@@ -402,7 +403,7 @@ def test_traversal_folds_inactive_dimensions_and_labels_rows_legibly():
     import numpy as np
     import torch
 
-    from vaezoo.viz import Traversal, TraversalRow, fold_inactive
+    from vaezoo.evaluation.viz import Traversal, TraversalRow, fold_inactive
 
     kls = [2.0, 0.5, 0.004, 0.0]
     rows = tuple(TraversalRow("z", i, slice(i, i + 1), kl) for i, kl in enumerate(kls))
@@ -420,7 +421,7 @@ def test_traversal_folds_inactive_dimensions_and_labels_rows_legibly():
 
 
 def test_the_seed_distributions_in_docs_zoo_are_what_the_command_draws(monkeypatch, tmp_path):
-    from vaezoo.gallery import build_seed_plots
+    from vaezoo.extras.gallery import build_seed_plots
 
     monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
     docs = Path(__file__).resolve().parents[1] / "docs" / "zoo"

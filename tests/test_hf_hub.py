@@ -16,17 +16,27 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kit import (cli, entries, install_plugin, make_card, refuse_writes, run_python, run_vaezoo, weights_entry,
-                 write_card, write_entry)
 from hubserver import FakeHub, serve_hub
+from kit import (
+    cli,
+    entries,
+    install_plugin,
+    make_card,
+    refuse_writes,
+    run_python,
+    run_vaezoo,
+    weights_entry,
+    write_card,
+    write_entry,
+)
 from pydantic import ValidationError
 
-from vaezoo.entries.catalog import get_card
-from vaezoo.entries.schema import Card, Weights
 from vaezoo.cli import main
-from vaezoo.errors import CardError, OutputError, VaezooError, WeightsError
-from vaezoo.hf_card import model_card
+from vaezoo.entries.catalog import get_card
 from vaezoo.entries.entry import fetch
+from vaezoo.entries.schema import Card, Weights
+from vaezoo.errors import CardError, OutputError, VaezooError, WeightsError
+from vaezoo.extras.hub_card import model_card
 
 REPO_ID = "owner/tiny"
 STAGED = ["tiny.toml", "tiny.safetensors", "config.json", "README.md"]  # what vaezoo push uploads, in order
@@ -482,7 +492,7 @@ def test_push_all_dry_run_copies_no_weights_and_its_manifest_is_what_each_push_u
 
 def interrupt_readme(monkeypatch, after: int = 0) -> None:
     """Ctrl-C while the README.md after the first ``after`` is made: the weights and config.json are written."""
-    from vaezoo import hf_push
+    from vaezoo.extras import hub_push as hf_push
 
     made = []
 
@@ -522,7 +532,7 @@ def test_push_out_is_staged_beside_and_moved_in_whole_so_a_killed_staging_blocks
                                                                                            monkeypatch):
     """A SIGKILL mid-staging left a card and weights in --out without config.json or README.md: the folder
     loaded as a model and its rerun was refused as not empty."""
-    from vaezoo import hf_push
+    from vaezoo.extras import hub_push as hf_push
 
     card, _ = entry(tmp_path / "cards")
     out = tmp_path / "upload"
@@ -641,8 +651,8 @@ def test_save_pretrained_waits_for_another_save_into_the_folder_and_then_refuses
     import threading
 
     import vaezoo
-    from vaezoo.hf_push import write_folder
-    from vaezoo.locks import folder_lock
+    from vaezoo.extras.hub_push import write_folder
+    from vaezoo.store.locks import folder_lock
 
     card_a, _ = entry(tmp_path / "a", name="tiny-a")
     card_b, _ = entry(tmp_path / "b", seed=1, name="tiny-b")
@@ -690,7 +700,7 @@ def test_a_save_interrupted_into_a_saved_folder_leaves_the_old_pair_or_the_new(t
 
     import vaezoo
     import vaezoo.entries.entry as entry_module
-    import vaezoo.files as files
+    import vaezoo.store.files as files
 
     card, _ = entry(tmp_path / "cards")
     model = vaezoo.load(card)
@@ -730,7 +740,7 @@ def test_save_pretrained_waits_for_a_card_update_under_way_in_its_folder(tmp_pat
 
     import vaezoo
     from vaezoo.entries.entry import update_card
-    from vaezoo.locks import card_lock
+    from vaezoo.store.locks import card_lock
 
     card, _ = entry(tmp_path / "cards")
     model = vaezoo.load(card)
@@ -753,7 +763,7 @@ def test_a_metric_recorded_while_the_same_weights_are_saved_again_stays(tmp_path
     import threading
 
     import vaezoo
-    import vaezoo.pretrained as pretrained
+    import vaezoo.hub as pretrained
     from vaezoo.entries.entry import update_card
     from vaezoo.entries.schema import Metric
 

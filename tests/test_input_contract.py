@@ -6,16 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from kit import MNIST_ROOT, require_shared
 from PIL import Image
+from vaezoo_jointvae.sections import card_labels
 
 import vaezoo
 from vaezoo.assemble import build_part, card_dataset, data_info, load_model
+from vaezoo.data.transforms import ModelInput, for_model
 from vaezoo.entries.catalog import get_card, list_cards
 from vaezoo.errors import DtypeError, InputError
-from vaezoo.transforms import ModelInput, for_model
-from vaezoo_jointvae.sections import card_labels
-
-from kit import MNIST_ROOT, require_shared
 
 CATEGORIES = 10
 
@@ -73,7 +72,7 @@ def test_per_image_is_a_dataset_transform_whose_batches_the_model_takes(model):
     model.encode(batch)
     stacked, _ = next(iter(torch.utils.data.DataLoader(Digits(model.preprocess), batch_size=4)))
     with pytest.raises(InputError, match=r"got shape \(4, 1, 1, 32, 32\): batches of batches of one image, .* "
-                                         r"transform=vaezoo.transforms.for_model\(model\).per_image"):
+                                         r"transform=vaezoo.data.transforms.for_model\(model\).per_image"):
         model.encode(stacked)
     with pytest.raises(InputError, match="per_image takes one image, got 2"):
         for_model(model).per_image(digits(2).unsqueeze(1))

@@ -23,13 +23,13 @@ from torch import nn
 
 import vaezoo
 from vaezoo.assemble import build_model, data_info, load_dataset, load_weights
-from vaezoo.entries.catalog import get_card, parse_card
 from vaezoo.cli import main
+from vaezoo.entries.catalog import get_card, parse_card
+from vaezoo.entries.entry import load_state_dict
 from vaezoo.errors import VaezooError
 from vaezoo.plugins import registry
+from vaezoo.store.checksums import sha256_of
 from vaezoo.testing import check_card
-from vaezoo.checksums import sha256_of
-from vaezoo.entries.entry import load_state_dict
 
 GEOMETRY = {"mnist": (1, 32), "fashion_mnist": (1, 32), "dsprites": (1, 64), "chairs": (1, 64), "celeba": (3, 64)}
 

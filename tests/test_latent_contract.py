@@ -12,17 +12,18 @@ import math
 
 import pytest
 import torch
+from kit import install_plugin, make_card, write_toml
 
 import vaezoo
-from kit import install_plugin, make_card, write_toml
-from vaezoo import testing, viz
-from vaezoo.testing import ConformanceError
+from vaezoo import testing
 from vaezoo.assemble import build_model
+from vaezoo.cli import main
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.schema import Card
-from vaezoo.cli import main
 from vaezoo.errors import MetricError, PublishWarning
-from vaezoo.evaluate import check_metrics, evaluate
+from vaezoo.evaluation import viz
+from vaezoo.evaluation.measure import check_metrics, evaluate
+from vaezoo.testing import ConformanceError
 
 BINARY_PLUGIN = '''
 """A binary latent family, and a metric that breaks (as a plugin's metric may)."""
@@ -137,7 +138,7 @@ def test_a_metric_that_fails_at_the_end_leaves_the_weights_and_a_card_without_it
     card = binary_card("explodes", "mutual_info_score")
     out = tmp_path / "out"
     with pytest.warns(PublishWarning) as warned:
-        result = vaezoo.train.train(card, out)
+        result = vaezoo.training.train.train(card, out)
     written = parse_card(result.card_path)
     assert "explodes" not in written.metrics and "mutual_info_score" in written.metrics
     [line] = [str(w.message) for w in warned if "explodes" in str(w.message)]
@@ -151,7 +152,7 @@ def test_a_metric_that_fails_at_the_end_leaves_the_weights_and_a_card_without_it
 def test_a_metric_the_family_cannot_serve_is_refused_naming_it_before_any_data_is_read(binary, monkeypatch):
     card = binary_card("elbo", "total_correlation", "mutual_info_score")
     model = build_model(card)
-    monkeypatch.setattr("vaezoo.evaluate.card_dataset", lambda *a, **k: pytest.fail("data was read"))
+    monkeypatch.setattr("vaezoo.evaluation.measure.card_dataset", lambda *a, **k: pytest.fail("data was read"))
     for refuse in (lambda: check_metrics(model, card), lambda: evaluate(model, card)):
         with pytest.raises(MetricError) as caught:
             refuse()
@@ -163,7 +164,7 @@ def test_a_metric_the_family_cannot_serve_is_refused_naming_it_before_any_data_i
 
 def test_vaezoo_train_refuses_such_a_metric_before_it_reads_the_data(binary, tmp_path, monkeypatch, capsys):
     path = write_toml(tmp_path / "binary.toml", binary_card("elbo").model_dump(exclude_none=True))
-    monkeypatch.setattr("vaezoo.train.load_dataset", lambda *a, **k: pytest.fail("data was read"))
+    monkeypatch.setattr("vaezoo.training.train.load_dataset", lambda *a, **k: pytest.fail("data was read"))
     assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
     assert capsys.readouterr().err.startswith("error: card 'binary-bars': metric 'elbo' needs a posterior and a prior")
     assert not (tmp_path / "out").exists()

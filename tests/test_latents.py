@@ -8,9 +8,8 @@ import pytest
 import torch
 
 from vaezoo.assemble import build_part
-from vaezoo.entries.schema import LatentPart, layout_text
+from vaezoo.context import LatentPart, layout_text
 from vaezoo.latents import Gaussian, GumbelCategorical, LatentFamily
-
 
 pytestmark = pytest.mark.usefixtures("float64_seeded")
 
@@ -177,6 +176,6 @@ def test_invalid_latents_are_refused(make, message):
 
 
 def test_a_family_named_in_any_script_or_case_gets_a_layout_a_card_holds():
-    from vaezoo.entries.schema import LatentPart
+    from vaezoo.context import LatentPart
 
     assert LatentPart(family="Lâplace", size=3).family == "lâplace"

@@ -14,7 +14,7 @@ from kit import REPO
 SOURCES = (REPO / "vaezoo", REPO / "plugins")
 """Where the modules are: the core and the built-in plugins (each plugin a top-level package)."""
 PARTS = ("vaezoo.latents", "vaezoo.regularizers", "vaezoo.nets", "vaezoo.likelihoods", "vaezoo.metrics",
-         "vaezoo.data", "vaezoo.reduction", "vaezoo.context", "vaezoo.model")
+         "vaezoo.data", "vaezoo.context", "vaezoo.context", "vaezoo.model")
 LOOKUPS = ("vaezoo.plugins", "vaezoo.registry", "vaezoo.assemble")
 STRING_IMPORTERS = ("__import__", "import_module")
 LONGEST_CHAIN = 11
@@ -54,7 +54,7 @@ def import_graph(strings: bool = True, types: bool = False) -> dict[str, set[str
                 if node.level:
                     anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join(anchor + ([base] if base else []))
-                # ``from vaezoo import viz`` imports the module vaezoo.viz; ``from vaezoo.x import f``, vaezoo.x
+                # ``from vaezoo.evaluation import viz`` imports the module vaezoo.evaluation.viz; ``from vaezoo.x import f``, vaezoo.x
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in found else base for a in node.names]
             else:
                 continue
@@ -142,6 +142,77 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
                 if len(component) > 1:
                     found.append(sorted(component))
     return found
+
+
+BASE = ("vaezoo.errors", "vaezoo.terminal", "vaezoo.devices", "vaezoo.version")
+"""The modules every room may import: errors, what goes to a terminal, devices, the version."""
+FOLDER_RULES = {
+    "vaezoo.store": (),
+    "vaezoo.entries": ("vaezoo.store", "vaezoo.context", "vaezoo.plugins", "vaezoo.registry"),
+    "vaezoo.evaluation": ("vaezoo.entries", "vaezoo.store", "vaezoo.assemble", "vaezoo.model", "vaezoo.plugins",
+                          "vaezoo.context", *PARTS),
+    "vaezoo.training": ("vaezoo.evaluation", "vaezoo.entries", "vaezoo.store", "vaezoo.assemble", "vaezoo.model",
+                        "vaezoo.signals", "vaezoo.context", *PARTS),
+}
+"""Of the rooms of vaezoo (a folder, or a module at the top), those each folder may import beside :data:`BASE`
+(docs/architecture.md draws them): the store knows nothing of cards, a card entry nothing of training or
+evaluation, evaluation nothing of training."""
+TOP_LEVEL_MODULES = 15
+"""The most modules at the top of vaezoo/ (``__init__`` and ``__main__`` included); the rest live in folders."""
+
+
+def room(module: str) -> str:
+    """The room ``module`` lives in: its folder right under vaezoo/ (``vaezoo.store``), or itself at the top."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "vaezoo" else parts[0]
+
+
+def room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``room -> the rooms it imports``, from a module graph."""
+    rooms: dict[str, set[str]] = {room(m): set() for m in graph}
+    for module, imported in graph.items():
+        rooms[room(module)] |= {room(m) for m in imported} - {room(module)}
+    return rooms
+
+
+def test_no_room_imports_one_that_imports_it_back():
+    """Rooms stack into floors: no import from a lower room up to a higher one, even through an annotation."""
+    assert cycles(room_graph(import_graph(types=True))) == []
+
+
+def test_each_folder_imports_only_the_rooms_its_rule_allows():
+    rooms = room_graph(import_graph(types=True))
+    broken = {folder: sorted(rooms[folder] - set(allowed) - set(BASE)) for folder, allowed in FOLDER_RULES.items()
+              if rooms[folder] - set(allowed) - set(BASE)}
+    assert broken == {}
+
+
+def test_nothing_imports_the_extras_but_the_face_of_the_package():
+    """extras/ is a plugin like a third party's: the plugin manager finds it through its entry point."""
+    graph = import_graph(types=True)
+    importers = {m for m, imported in graph.items() if any(room(i) == "vaezoo.extras" for i in imported)}
+    assert {m for m in importers if room(m) != "vaezoo.extras"} == {"vaezoo"}
+
+
+def test_the_top_of_the_package_holds_few_modules_and_each_folder_says_what_it_holds():
+    top = sorted(p.name for p in (REPO / "vaezoo").glob("*.py"))
+    assert len(top) <= TOP_LEVEL_MODULES, top
+    for folder in (REPO / "vaezoo").iterdir():
+        if (folder / "__init__.py").is_file():
+            docstring = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8")))
+            assert docstring, f"{folder.name}/__init__.py says nothing of what lives there"
+
+
+def test_the_plugin_manager_names_the_card_fields_the_schema_has():
+    from vaezoo.entries.schema import Card
+    from vaezoo.plugins import CARD_FIELDS
+
+    assert CARD_FIELDS == set(Card.model_fields)
+
+
+def test_the_room_finder_finds_a_room_cycle():
+    assert cycles(room_graph({"vaezoo.a.x": {"vaezoo.b.y"}, "vaezoo.b.y": {"vaezoo.a.z"}, "vaezoo.a.z": set()})) \
+        == [["vaezoo.a", "vaezoo.b"]]
 
 
 def test_the_cycle_finder_finds_a_cycle():

@@ -1,5 +1,5 @@
 """Concurrent writers: card updates both land, a run folder has one writer, convert and gallery overwrite
-nothing they did not write (vaezoo.locks)."""
+nothing they did not write (vaezoo.store.locks)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import time
 import pytest
 from kit import cli, install_package, make_card, refuse_writes, write_card, write_entry, write_toml
 
-from vaezoo import locks
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.entry import update_card
 from vaezoo.entries.schema import Metric
 from vaezoo.errors import OutputError, VaezooError
+from vaezoo.store import locks
 
 
 def _metric(value: float) -> Metric:
@@ -66,7 +66,7 @@ def test_a_command_line_of_any_bytes_is_named_by_its_lock(tmp_path, monkeypatch)
 @pytest.mark.usefixtures("data_plugin")
 def test_eval_write_keeps_an_update_made_while_it_computed(cards_dir, capsys, monkeypatch):
     """`seeds --write` (or another `eval --write`) lands while `eval --write` computes: both are on the card."""
-    from vaezoo import eval_report
+    from vaezoo.evaluation import report as eval_report
 
     path, _, _ = write_entry(cards_dir, make_card("tiny"))
     real = eval_report.evaluate
@@ -85,7 +85,7 @@ def test_eval_write_keeps_an_update_made_while_it_computed(cards_dir, capsys, mo
 HOLD = """
 import sys, time
 from pathlib import Path
-from vaezoo.locks import run_lock
+from vaezoo.store.locks import run_lock
 with run_lock(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(60)
@@ -242,7 +242,7 @@ def test_write_refuses_a_card_that_pip_installed_outside_site_packages(site, tmp
 
 def test_write_refuses_a_card_whose_folder_takes_no_new_file_before_measuring(tmp_path, capsys, monkeypatch):
     path = write_card(tmp_path / "cards", make_card("tiny"))
-    monkeypatch.setattr("vaezoo.eval_report.evaluate", lambda *a, **k: pytest.fail("measured a card it cannot write"))
+    monkeypatch.setattr("vaezoo.evaluation.report.evaluate", lambda *a, **k: pytest.fail("measured a card it cannot write"))
     refuse_writes(monkeypatch, tmp_path / "cards", errno.EROFS)
     code, _, err = cli(capsys, "eval", str(path), "--write")
     assert code == 1 and (f"card tiny-blobs: its folder {tmp_path / 'cards'} takes no new file (Read-only file "
@@ -251,11 +251,11 @@ def test_write_refuses_a_card_whose_folder_takes_no_new_file_before_measuring(tm
 
 def test_eval_write_refuses_a_card_from_the_hub_cache(cards_dir, capsys, monkeypatch):
     """A card whose file is huggingface_hub's cached snapshot is not written, as `seeds --write` refuses it."""
-    import vaezoo.eval_report
+    import vaezoo.evaluation.report
 
     path = write_card(cards_dir, make_card("tiny"))
     card = parse_card(path, source="hf-hub:me/tiny@0123")
-    monkeypatch.setattr(vaezoo.eval_report, "get_card", lambda name: card)
+    monkeypatch.setattr(vaezoo.evaluation.report, "get_card", lambda name: card)
     before = path.read_bytes()
     code, _, err = cli(capsys, "eval", "hf-hub:me/tiny", "--write")
     assert code == 1 and "comes from hf-hub:me/tiny@0123, not from a local card file" in err
@@ -280,7 +280,7 @@ def _published_again(folder, card, seed: int) -> None:
     import torch
 
     from vaezoo.assemble import load_model
-    from vaezoo.publish import publish
+    from vaezoo.training.publish import publish
 
     torch.manual_seed(seed)
     publish(card, load_model(card, pretrained=False), folder, card.name, steps=99, evaluate=False)
@@ -332,7 +332,7 @@ def test_weights_that_are_not_their_cards_are_still_refused_in_a_published_folde
 
 
 def test_eval_write_on_a_run_published_again_after_its_card_was_read_writes_the_new_card(tmp_path, data_plugin):
-    from vaezoo.eval_report import evaluate_card
+    from vaezoo.evaluation.report import evaluate_card
 
     path, _, _ = write_entry(tmp_path / "run", make_card("tiny", name="mine"))
     old = parse_card(path)

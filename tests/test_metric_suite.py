@@ -15,21 +15,20 @@ import warnings
 import numpy as np
 import pytest
 import torch
-
 from kit import make_card
 
+from vaezoo.data import DataInfo, ImageDataset
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.entry import write_card
 from vaezoo.entries.schema import Card, Metric
-from vaezoo.data import DataInfo, ImageDataset
 from vaezoo.errors import VaezooError
-from vaezoo.evaluate import as_metrics
+from vaezoo.evaluation.measure import as_metrics
 from vaezoo.metrics import betavae_score, dci, factorvae_score, modularity, sampling, sap, unsupervised
-from vaezoo.metrics.provenance import library_versions, metric_parameters
 from vaezoo.metrics import evaluation as evaluations
 from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.provenance import library_versions, metric_parameters
 from vaezoo.plugins import registry
-from vaezoo.progress import Progress
+from vaezoo.terminal import Progress
 
 SIZES = (3, 4, 5)
 SUITE = ("betavae_score", "factorvae_score", "sap_score", "dci_disentanglement", "dci_completeness",
@@ -451,8 +450,8 @@ def test_mig_chen_s_pass_over_the_dataset_gives_the_suite_its_codes(small_datase
 def test_vaezoo_eval_s_losses_pass_is_the_metrics_encoding(small_dataset, monkeypatch):
     """``evaluate`` with its losses encodes every image once, for the losses and every metric, and each
     metric scores as it does alone."""
-    from vaezoo import evaluate as evaluation
     from vaezoo.assemble import build_part
+    from vaezoo.evaluation import measure as evaluation
 
     torch.manual_seed(0)
     model = build_part("architecture", {"type": "vae", "image_size": 64, "channels": 1,

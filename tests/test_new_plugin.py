@@ -13,11 +13,11 @@ import sys
 import tomllib
 
 import pytest
-
 from kit import REPO, child_env, install_package
-from vaezoo.entries.catalog import parse_card
+
 from vaezoo.cli import main
-from vaezoo.cli.new_plugin import KINDS
+from vaezoo.entries.catalog import parse_card
+from vaezoo.extras.commands.new_plugin import KINDS
 
 LIST_WITHOUT_TORCH = """
 import sys

@@ -7,9 +7,9 @@ import sys
 from importlib.metadata import entry_points
 
 import pytest
+from kit import child_env, install_plugin, make_card, run_vaezoo, write_card
 
 import vaezoo
-from kit import child_env, install_plugin, make_card, run_vaezoo, write_card
 from vaezoo import plugins
 from vaezoo.cli import main
 from vaezoo.errors import VaezooError
@@ -283,7 +283,7 @@ def test_a_metric_named_like_a_loss_is_refused(site, name):
 def test_a_family_is_listed_under_the_name_it_is_registered_by(site):
     """new-plugin's template names its class Family: every family made from it was listed as family(N)."""
     from vaezoo.assemble import build_part
-    from vaezoo.entries.schema import layout_text
+    from vaezoo.context import layout_text
 
     install_plugin(site, "wobbly", REGISTERS_A_FAMILY_CLASS_OF_ANOTHER_NAME)
     alone = build_part("latent family", {"type": "wobbly", "dim": 3})

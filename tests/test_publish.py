@@ -7,13 +7,13 @@ import shlex
 
 import numpy as np
 import pytest
+from kit import make_card, write_entry
+from vaezoo_jointvae.sections import card_labels
 
 import vaezoo
-from kit import make_card, write_entry
-from vaezoo.entries.catalog import get_card, parse_card
 from vaezoo.cli import main
-from vaezoo.train import train
-from vaezoo_jointvae.sections import card_labels
+from vaezoo.entries.catalog import get_card, parse_card
+from vaezoo.training.train import train
 
 ZOO_NOTE = "seed 20, the whole 100-epoch recipe"
 

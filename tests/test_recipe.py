@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-
 from kit import make_card
-from vaezoo.entries.schema import Card
-from vaezoo.checkpoints import Checkpoint
-from vaezoo.errors import CardError
+
 from vaezoo.entries.recipe import ABSENT, RESUMED, SEEDED, Difference, check_recipe, differences, fingerprint, recipe
-from vaezoo.seeds import Run
+from vaezoo.entries.schema import Card
+from vaezoo.errors import CardError
+from vaezoo.evaluation.seeds import Run
+from vaezoo.entries.checkpoints import Checkpoint
 
 
 def card(**train) -> Card:

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 import vaezoo
 from vaezoo.entries.schema import Card, SeedSpread
-from vaezoo.evaluate import as_metrics
+from vaezoo.evaluation.measure import as_metrics
 
 RUNS = [{"seed": 0, "value": 0.75}, {"seed": 1, "value": 0.9}, {"seed": 2, "value": 0.8}]
 
@@ -62,7 +62,7 @@ def test_eval_write_keeps_the_spread_over_seeds():
 
 def test_the_median_of_the_two_middle_runs_carries_no_float_noise():
     from vaezoo.entries.schema import SeedRun
-    from vaezoo.seeds import spread as seed_spread
+    from vaezoo.evaluation.seeds import spread as seed_spread
 
     runs = [SeedRun(seed=0, value=0.1), SeedRun(seed=1, value=0.2)]  # their float mean is 0.15000000000000002
     assert seed_spread(runs, 0, "seed 0", "vaezoo train CARD --seed N").median == 0.15

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from kit import assert_one_line_error, cli, make_card, refuse_writes, write_card
+
 from vaezoo.entries.catalog import get_card
 from vaezoo.errors import VaezooError
 
@@ -295,7 +295,7 @@ def test_card_text_is_shown_as_text_not_markup(work, capsys):
 
 
 def test_the_report_from_python_gives_the_spreads_and_writes_them_when_asked(work):
-    from vaezoo.seeds import seed_report
+    from vaezoo.evaluation.seeds import seed_report
 
     runs = [write_run("runs/s1", 1, {"acc": 0.7}), write_run("runs/s2", 2, {"acc": 0.6, "mig": 0.2})]
     before = (work / "cards" / "toy.toml").read_bytes()

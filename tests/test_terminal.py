@@ -16,13 +16,12 @@ import termios
 import tomllib
 
 import pytest
-
 from kit import cli, install_plugin, make_card, write_card, write_toml
-from vaezoo import progress as progress_module
-from vaezoo.entries.catalog import get_card
+
+from vaezoo import terminal as progress_module
 from vaezoo.cli import main
-from vaezoo.progress import progress
-from vaezoo.terminal import printable
+from vaezoo.entries.catalog import get_card
+from vaezoo.terminal import printable, progress
 
 # rich markup, an emoji code, an OSC that retitles the terminal, a screen clear, a carriage return, a backspace,
 # an 8-bit CSI and a right-to-left override
@@ -341,7 +340,7 @@ def test_vaezoo_progress_0_turns_progress_off(every_advance, monkeypatch, capsys
 
 BAR_SCRIPT = """
 import sys
-from vaezoo.progress import progress
+from vaezoo.terminal import progress
 with progress("gallery", total=2, unit="cards") as outer:
     for card in range(2):
         with progress("rendering dSprites [/]", total=100) as inner:

@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kit import (
+    JOINT_TC_CAPACITY,
+    TINY_DATASET,
+    install_plugin,
+    make_card,
+    save_model_weights,
+    weights_entry,
+    write_card,
+    write_entry,
+    write_toml,
+)
 
-from kit import (JOINT_TC_CAPACITY, TINY_DATASET, install_plugin, make_card, save_model_weights, weights_entry,
-                 write_card, write_entry, write_toml)
 from vaezoo import testing
 from vaezoo.testing import ConformanceError
 
@@ -24,7 +33,7 @@ import vaezoo.likelihoods
 from vaezoo.data import DataInfo, Dataset, ImageDataset
 from vaezoo.latents import Gaussian, GaussianPosterior
 from vaezoo.model import VAE, build_vae
-from vaezoo.reduction import batch_mean
+from vaezoo.context import batch_mean
 from vaezoo.regularizers import Regularizer
 
 
@@ -467,7 +476,7 @@ def test_check_training_runs_the_recipe_on_synthetic_data_and_returns_the_run_lo
 def test_a_metric_the_model_cannot_serve_fails_the_kit_before_training(tmp_path, monkeypatch):
     card = make_card(name="kit-card", eval_metrics=["total_correlation"], input=INPUT,
                      model={"image_size": 16, "latent": {"type": "gumbel_categorical", "categories": 3}})
-    monkeypatch.setattr("vaezoo.train.train", lambda *a, **k: pytest.fail("it trained"))
+    monkeypatch.setattr("vaezoo.training.train.train", lambda *a, **k: pytest.fail("it trained"))
     with pytest.raises(ConformanceError, match=r"card 'kit-card', trained as 'vaezoo train' does: matching its "
                                                r"metrics against the model \(the check at step 0\) raised "
                                                r"MetricError: card 'kit-card': metric 'total_correlation' needs"):

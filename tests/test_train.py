@@ -8,23 +8,22 @@ import shlex
 
 import pytest
 import torch
+from kit import entries, make_card, write_toml
 from rich.console import Console
 from rich.text import Text
-
 from safetensors import safe_open
 
 import vaezoo
-from kit import entries, make_card, write_toml
+from vaezoo.cli import main
+from vaezoo.data import ImageDataset
 from vaezoo.entries.catalog import parse_card, scan
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card
-from vaezoo.cli import main
-from vaezoo.data import ImageDataset
 from vaezoo.errors import CardError, TrainingError
 from vaezoo.model import VAE
-from vaezoo.train import CHECKPOINT, train
-from vaezoo.train_progress import Reporter
-from vaezoo.checksums import sha256_of
+from vaezoo.store.checksums import sha256_of
+from vaezoo.training.progress import Reporter
+from vaezoo.training.train import CHECKPOINT, train
 
 
 def card(**train) -> Card:
@@ -113,7 +112,7 @@ def test_an_existing_checkpoint_is_not_overwritten_without_resume(data_plugin, t
 
 
 def test_errors_name_keywords_to_a_python_caller_and_flags_to_a_cli_user(data_plugin, tmp_path, capsys):
-    from vaezoo.sweeps import parse_sweep
+    from vaezoo.training.sweeps import parse_sweep
 
     with pytest.raises(TrainingError) as caught:
         train(card(), tmp_path / "zero", max_steps=0)
@@ -172,7 +171,7 @@ def test_a_nan_between_checkpoints_is_read_at_the_next_one_and_named_by_its_own_
         reads.append(self.step)
         return read(self)
 
-    from vaezoo.single import SingleRun
+    from vaezoo.training.single import SingleRun
     read = SingleRun.check
     with pytest.MonkeyPatch.context() as patch, pytest.raises(TrainingError) as info:
         patch.setattr(VAE, "forward", nan_from_step_9)
@@ -313,7 +312,7 @@ def values(shown: list) -> dict[str, float]:
 
 def test_progress_in_logs_shows_every_field_every_n_steps(monkeypatch):
     clock = iter(range(100))
-    monkeypatch.setattr("vaezoo.train_progress.time.perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr("vaezoo.training.progress.time.perf_counter", lambda: float(next(clock)))
     stream, shown = io.StringIO(), []
     reporter = Reporter(total=6, start=0, per_epoch=3, every=2, console=Console(file=stream, width=200), interval=0)
     for step in range(1, 7):
@@ -329,7 +328,7 @@ def test_progress_in_logs_shows_every_field_every_n_steps(monkeypatch):
 
 def test_progress_in_logs_of_a_fast_run_is_a_line_every_interval_not_every_n_steps(monkeypatch):
     clock = iter(range(100))  # one second a step, as perf_counter is read once a step
-    monkeypatch.setattr("vaezoo.train_progress.time.perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr("vaezoo.training.progress.time.perf_counter", lambda: float(next(clock)))
     stream = io.StringIO()
     reporter = Reporter(total=40, start=0, per_epoch=40, every=2, console=Console(file=stream, width=200),
                         interval=10)
@@ -390,7 +389,7 @@ def test_a_metric_the_model_cannot_serve_is_refused_at_step_0(data_plugin, tmp_p
 def test_the_cli_shows_training_and_publish_warnings_as_one_line_each(tmp_path, capsys, monkeypatch):
     import warnings
 
-    import vaezoo.train
+    import vaezoo.training.train
     from vaezoo.errors import PublishWarning, TrainingWarning
 
     def warns(*args, **kwargs):
@@ -398,7 +397,7 @@ def test_the_cli_shows_training_and_publish_warnings_as_one_line_each(tmp_path, 
         warnings.warn("mig failed (ValueError: boom); the card is written without it", PublishWarning, stacklevel=2)
         raise TrainingError.about("{max_steps} must be at least 1, got {got}", got=0)
 
-    monkeypatch.setattr(vaezoo.train, "train", warns)
+    monkeypatch.setattr(vaezoo.training.train, "train", warns)
     path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
     assert capsys.readouterr().err.splitlines() == [
@@ -407,7 +406,7 @@ def test_the_cli_shows_training_and_publish_warnings_as_one_line_each(tmp_path, 
 
 
 def test_a_run_of_other_epochs_drops_the_budget_that_told_the_cards_own_run():
-    from vaezoo.train import TrainOptions
+    from vaezoo.training.train import TrainOptions
 
     card = Card.model_validate(make_card("toy", train={"epochs": 4, "budget": "4 epochs: 3 minutes on a CPU"}))
     assert TrainOptions(epochs=1).recipe(card).train.budget is None
@@ -429,7 +428,7 @@ def test_an_epochs_last_batch_the_objective_refuses_stops_the_run_before_its_fir
                                           (None, "out takes the run's folder, a path, got NoneType")])
 def test_a_run_folder_that_is_no_path_is_refused_and_nothing_is_written(tmp_path, monkeypatch, out, problem):
     from vaezoo.errors import OutputError
-    from vaezoo.train import train_seeds
+    from vaezoo.training.train import train_seeds
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(OutputError, match=problem):

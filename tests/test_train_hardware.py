@@ -12,18 +12,19 @@ import signal
 
 import pytest
 import torch
+from kit import make_card, write_toml
 from torch.overrides import TorchFunctionMode
 from torch.utils.data.distributed import DistributedSampler
 
-from kit import make_card, write_toml
-from vaezoo.entries.catalog import parse_card
-from vaezoo.entries.schema import Card
-from vaezoo.entries.recipe import recipe
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
+from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.recipe import recipe
+from vaezoo.entries.schema import Card
 from vaezoo.errors import TrainingError
-from vaezoo.loop import Run, epoch_order as _epoch_order
-from vaezoo.train import CHECKPOINT, Interrupted, train, train_seeds
+from vaezoo.training.loop import Run
+from vaezoo.training.loop import epoch_order as _epoch_order
+from vaezoo.training.train import CHECKPOINT, Interrupted, train, train_seeds
 
 
 def card(**train) -> Card:
@@ -196,7 +197,7 @@ def test_a_stopped_seeds_run_names_every_checkpoint_and_the_resume_command(data_
     def stopped(card, out, seeds, sweeps, **options):
         raise Interrupted(signal.SIGINT, 4, out / "seed-1" / CHECKPOINT)
 
-    monkeypatch.setattr("vaezoo.train.train_seeds", stopped)
+    monkeypatch.setattr("vaezoo.training.train.train_seeds", stopped)
     path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     out = tmp_path / "out"
     assert main(["train", str(path), "--out", str(out), "--seeds", "1,2", "--precision", "bf16"]) == 130

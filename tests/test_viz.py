@@ -1,4 +1,4 @@
-"""vaezoo.viz: traversals, reconstructions and samples, drawn from any model's latent."""
+"""vaezoo.evaluation.viz: traversals, reconstructions and samples, drawn from any model's latent."""
 
 import math
 import re
@@ -8,12 +8,12 @@ import pytest
 import torch
 from PIL import Image
 
-from vaezoo import viz
-from vaezoo.data import ImageDataset
-from vaezoo.errors import InputError, VaezooError
-from vaezoo.latents import LatentFamily
 from vaezoo.assemble import build_part
 from vaezoo.cli import main
+from vaezoo.data import ImageDataset
+from vaezoo.errors import InputError, VaezooError
+from vaezoo.evaluation import viz
+from vaezoo.latents import LatentFamily
 
 IMAGE_SIZE = 16
 CONTINUOUS = 3

@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from kit import make_card, read_metadata, serve_entry, weights_entry, write_card, write_entry
 
 import vaezoo
-from kit import make_card, read_metadata, serve_entry, weights_entry, write_card, write_entry
-from vaezoo.entries.catalog import get_card
-from vaezoo.cli import main
-from vaezoo.errors import WeightsError
 from vaezoo.assemble import build_model, load_weights
-from vaezoo.weights import cache_dir, check_url, read_safetensors, save_weights
+from vaezoo.cli import main
+from vaezoo.entries.catalog import get_card
+from vaezoo.errors import WeightsError
+from vaezoo.store.downloads import cache_dir, check_url
+from vaezoo.store.weights import read_safetensors, save_weights
 
 WEIGHTS_PATH = "/x.safetensors"
 

@@ -18,15 +18,15 @@ from vaezoo.version import __version__
 
 if TYPE_CHECKING:
     from vaezoo.entries.catalog import get_card
+    from vaezoo.extras.pretrained import push_to_hub, save_pretrained
     from vaezoo.hookspecs import hookimpl
-    from vaezoo.hub import build_model, load
-    from vaezoo.pretrained import from_pretrained, push_to_hub, save_pretrained
+    from vaezoo.hub import build_model, from_pretrained, load
 
 # where each name of the public API lives; imported on first use, so that the command line can handle a
 # Ctrl-C from its first instant (the console script imports this package before any of its code runs)
 _HOMES = {"load": "vaezoo.hub", "build_model": "vaezoo.hub", "get_card": "vaezoo.entries.catalog",
-          "from_pretrained": "vaezoo.pretrained", "save_pretrained": "vaezoo.pretrained",
-          "push_to_hub": "vaezoo.pretrained", "hookimpl": "vaezoo.hookspecs"}
+          "from_pretrained": "vaezoo.hub", "save_pretrained": "vaezoo.extras.pretrained",
+          "push_to_hub": "vaezoo.extras.pretrained", "hookimpl": "vaezoo.hookspecs"}
 
 __all__ = [*_HOMES, "list_models", "__version__"]
 

@@ -11,24 +11,22 @@ from __future__ import annotations
 
 import inspect
 import os
-from dataclasses import replace
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vaezoo.arguments import check_arguments
-from vaezoo.context import FACTS, BuildContext
+from vaezoo.context import FACTS, BuildContext, check_arguments
 from vaezoo.errors import CardError, DataError, UnknownNameError, VaezooError, WeightsError
-from vaezoo.limits import load_json
 from vaezoo.plugins import PluginInfo, get_plugins, registry
+from vaezoo.store.limits import load_json
 
 if TYPE_CHECKING:
     import torch
 
-    from vaezoo.metrics.spec import MetricSpec
-
-    from vaezoo.entries.schema import Card
     from vaezoo.data import DataInfo, ImageDataset
+    from vaezoo.entries.schema import Card
+    from vaezoo.metrics.spec import MetricSpec
     from vaezoo.model import VAE
 
 
@@ -57,8 +55,9 @@ def build_part(kind: str, spec: Mapping[str, Any] | str, context: BuildContext |
     known = context.facts()
     for fact in set(known) & set(accepted):
         if fact in spec and spec[fact] != known[fact]:
-            raise CardError(f"{kind} '{name}' is given {fact} = {spec[fact]!r} but the dataset has {known[fact]!r}; "
-                            f"remove {fact} from the card (vaezoo takes it from the dataset)")
+            source = "latent" if fact in ("code_size", "part_sizes") else "dataset"
+            raise CardError(f"{kind} '{name}' is given {fact} = {spec[fact]!r} but the {source} has {known[fact]!r}; "
+                            f"remove {fact} from the card (vaezoo takes it from the {source})")
         spec[fact] = known[fact]
     # Facts a spec states where no dataset gave them (a part built on its own) hold for its sub-parts too.
     context = replace(context, **{fact: spec[fact] for fact in FACTS if fact in spec and fact not in known})
@@ -179,7 +178,7 @@ def load_weights(model: VAE, state_dict: dict[str, torch.Tensor], source: str) -
         found = {"missing keys": missing, "unexpected keys": unexpected, "wrong shapes": shapes}
         parts = [f"{what} {_first(names)}" for what, names in found.items() if names]
         raise WeightsError(f"{source} does not fit the model: {'; '.join(parts)}")
-    from vaezoo.weights import check_tensors
+    from vaezoo.store.weights import check_tensors
 
     check_tensors(state_dict, expected, source)
     model.load_state_dict(state_dict)
@@ -235,7 +234,7 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
         if card.weights is None:
             raise WeightsError(f"card '{card.name}' has no weights; train it with 'vaezoo train' (in Python, "
                                f"pretrained=False builds it untrained)")
-        from vaezoo.weights import tensors_digest
+        from vaezoo.store.weights import tensors_digest
 
         now, state_dict = load_entry(card)
         if now is not card:  # published again while it was read: the model is the new card's

@@ -1,15 +1,17 @@
 """From what a user names (a zoo name, a card file, a folder holding a card, a Hub repository) to a verified,
-pretrained model."""
+pretrained model; ``from_pretrained`` as huggingface_hub's ``PyTorchModelHubMixin`` names it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vaezoo.assemble import build_model as _build_model
 from vaezoo.assemble import load_model
 from vaezoo.entries.catalog import get_card
-from vaezoo.entries.schema import Card
+from vaezoo.entries.schema import HUB_PREFIX, Card
+from vaezoo.errors import OutputError
 
 if TYPE_CHECKING:
     import torch
@@ -75,3 +77,51 @@ def load(name: str | Path, device: str | torch.device | None = None, dtype: torc
                         f"with pretrained=False for a freshly initialised model")
     card = get_card(name)
     return load_model(_with_model(card, model) if model else card, device=device, dtype=dtype, pretrained=pretrained)
+
+
+def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
+                    cache_dir: str | os.PathLike | None = None, force_download: bool = False,
+                    local_files_only: bool = False, token: str | bool | None = None,
+                    device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> VAE:
+    """Load a model as ``PyTorchModelHubMixin.from_pretrained`` does, through :func:`vaezoo.load`.
+
+    ``name`` is a folder (as :func:`save_pretrained` writes it) when one exists by that name, else a Hub repository
+    ``OWNER/REPO`` (or ``hf-hub:OWNER/REPO``), else what :func:`vaezoo.load` takes (a zoo name, a card file). The
+    Hub options are huggingface_hub's; the card's size and sha256 are checked whatever they say.
+
+    Args:
+        name: ``"runs/mine"``, ``"OWNER/REPO"`` or ``"jointvae-mnist"``.
+        revision: a branch, tag or commit of the Hub repository.
+        cache_dir: huggingface_hub's cache folder (default ``HF_HUB_CACHE``).
+        force_download: download the card and weights again even when cached.
+        local_files_only: use huggingface_hub's cache only; never ask the Hub.
+        token: a Hub token for a private or gated repository (default: the one logged in).
+        device: where to put the model (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
+        dtype: floating-point type of the parameters.
+
+    Returns:
+        The :class:`~vaezoo.model.VAE` in eval mode, its card as ``model.card`` (``card.source`` names the commit).
+
+    Raises:
+        VaezooError: as :func:`vaezoo.load`; ``revision`` given for a model that is not on the Hub, or unlike the
+            ``@REVISION`` of the name.
+    """
+    from vaezoo.entries.huggingface import REPO_ID, Download, downloading
+
+    text = os.fspath(name)
+    repo = text.removeprefix(HUB_PREFIX)
+    on_hub = text.startswith(HUB_PREFIX) or (not os.path.isdir(text) and REPO_ID.fullmatch(text) is not None)
+    if not on_hub:
+        if revision is not None:
+            raise OutputError(f"revision={revision!r} is for a Hub repository, and '{text}' is not one")
+        return load(Path(text) if os.path.isdir(text) else name, device=device, dtype=dtype)  # a folder wins
+    if revision is not None:
+        bare, _, pinned = repo.partition("@")
+        if pinned and pinned != revision:
+            raise OutputError(f"two revisions were given, '{pinned}' in the name '{text}' and revision={revision!r}; "
+                              f"give one")
+        repo = f"{bare}@{revision}"
+    options = Download(cache_dir=cache_dir, force_download=force_download, local_files_only=local_files_only,
+                       token=token)
+    with downloading(options):
+        return load(f"{HUB_PREFIX}{repo}", device=device, dtype=dtype)

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
-from vaezoo.context import BuildContext
+from vaezoo.context import BuildContext, batch_mean
+from vaezoo.data.transforms import for_model
 from vaezoo.errors import InputError, PluginError
 from vaezoo.latents.base import LatentFamily, Posterior
 from vaezoo.likelihoods import Likelihood
-from vaezoo.reduction import batch_mean
 from vaezoo.regularizers.base import Regularizer
-from vaezoo.transforms import for_model
 
 if TYPE_CHECKING:
 
@@ -63,7 +62,7 @@ class VAE(nn.Module):
     Attributes:
         card: the zoo card the model was built from (set by :mod:`vaezoo.assemble`); None for a model
             built from parts directly.
-        weights_digest: :func:`vaezoo.weights.tensors_digest` of the card's weights as loaded (set by
+        weights_digest: :func:`vaezoo.store.weights.tensors_digest` of the card's weights as loaded (set by
             :func:`vaezoo.assemble.load_model`), so that a save can tell whether the parameters are still the
             ones the card's metrics were measured on; None for a model not loaded from its card's weights.
     """
@@ -117,7 +116,7 @@ class VAE(nn.Module):
         return x if x.dtype == dtype else x.to(dtype)
 
     def preprocess(self, images: Any) -> Tensor:
-        """Turn images into a batch this model takes, as its dataset's pipeline did (see :mod:`vaezoo.transforms`).
+        """Turn images into a batch this model takes, as its dataset's pipeline did (see :mod:`vaezoo.data.transforms`).
 
         Args:
             images: a PIL image; a uint8 (0-255), bool or [0, 1] float tensor or array shaped ``(H, W)``,
@@ -191,7 +190,7 @@ class VAE(nn.Module):
         """Encode, sample, decode and score a batch.
 
         Every term is a per-example quantity summed over its pixels or latent
-        dimensions and averaged over the batch, by :func:`vaezoo.reduction.batch_mean`.
+        dimensions and averaged over the batch, by :func:`vaezoo.context.batch_mean`.
 
         Args:
             x: images in [0, 1], shape ``(B, C, H, W)`` (see :meth:`preprocess`), of any floating-point dtype.
@@ -251,6 +250,13 @@ class VAE(nn.Module):
                 raise PluginError(f"{_part('latent family', self.latent)}: kl_parts()['{name}'] averages "
                                   f"{value.item():.6g} {where}; a KL is a finite number >= 0")
 
+    def training_parts(self) -> dict[str, nn.Module]:
+        """The regularizers' training parts (e.g. FactorVAE's discriminator), by their place in the model
+        (``regularizers.0.discriminator``): trained beside the model, kept in checkpoints, and not in the model's
+        ``parameters()``, ``state_dict()``, published weights or card's parameter count."""
+        return {f"regularizers.{i}.{name}": part for i, r in enumerate(self.regularizers)
+                for name, part in r.training_parts().items()}
+
     def targets(self, posterior: Posterior, step: int) -> dict[str, float]:
         """Every regularizer's schedule values at ``step`` (e.g. capacities)."""
         return {k: v for r in self.regularizers for k, v in r.targets(posterior, step).items()}
@@ -258,7 +264,7 @@ class VAE(nn.Module):
     @torch.no_grad()
     def card_sections(self, card: Card, ref: str, data_root=None, device=None) -> dict[str, Any]:
         """The plugin card sections (``vaezoo_register_card_sections``) this model measures of itself for its card,
-        e.g. JointVAE's ``[labels]``; :func:`vaezoo.publish.publish` calls it on a finished run and writes them;
+        e.g. JointVAE's ``[labels]``; :func:`vaezoo.training.publish.publish` calls it on a finished run and writes them;
         none by default.
 
         Args:
@@ -359,15 +365,23 @@ def build_vae(context: BuildContext, image_size: int, channels: int, latent: Map
     build = context.build
     geometry = {"channels": channels, "image_size": image_size}
     family = build("latent family", latent)
+    sizes = latent_sizes(family)
     return cls(
         encoder=build("net", {**_spec(encoder), **geometry}),
         decoder=build("net", {**_spec(decoder), **geometry, "code_size": family.code_size}),
         latent=family,
         likelihood=build("likelihood", likelihood),
-        regularizers=[build("regularizer", spec) for spec in regularizers],
+        regularizers=[replace(context, **sizes).build("regularizer", spec) for spec in regularizers],
         image_size=image_size,
         channels=channels,
     )
+
+
+def latent_sizes(family: LatentFamily) -> dict[str, Any]:
+    """The latent's sizes a :class:`~vaezoo.context.BuildContext` tells the parts built after it: ``code_size``
+    and ``part_sizes``."""
+    return {"code_size": family.code_size,
+            "part_sizes": {name: s.stop - s.start for name, s in family.part_slices().items()}}
 
 
 def _spec(spec: Mapping[str, Any] | str) -> dict[str, Any]:

@@ -146,16 +146,22 @@ KINDS: dict[str, tuple[str, object]] = {
 
 def _not_a_loss(name: str) -> str | None:
     """A metric's name check: ``vaezoo eval`` records the losses beside the metrics, under these names
-    (:func:`vaezoo.evaluate.losses`), so a metric of one of them would replace that loss on the card."""
+    (:func:`vaezoo.evaluation.measure.losses`), so a metric of one of them would replace that loss on the card."""
     if name in ("reconstruction", "objective") or name.startswith("kl_"):
         return "the name is one of the losses vaezoo eval records (reconstruction, objective, kl_PART); choose another"
     return None
 
 
+CARD_FIELDS = frozenset({"name", "architecture", "summary", "dataset", "paper", "license", "vaezoo_version", "model",
+                         "train", "weights", "metrics", "eval_metrics", "eval_settings", "headline", "latent",
+                         "parameters", "input", "sections"})
+"""The fields of :class:`vaezoo.entries.schema.Card`, which the plugin manager, below the card schema, names here
+(tests/test_layers.py holds the two equal)."""
+
+
 def _not_a_card_field(name: str) -> str | None:
     """A card section's name check: a section is written at the card's top level, beside its fields."""
-    card = __import__("vaezoo.entries.schema", fromlist=["Card"]).Card
-    return "the name is one of a card's fields; choose another" if name in card.model_fields else None
+    return "the name is one of a card's fields; choose another" if name in CARD_FIELDS else None
 
 
 COMMAND_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
@@ -165,7 +171,7 @@ COMMAND_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 def _a_command_name(name: str) -> str | None:
     """A command's name check: spelled as the built-in commands are, and none of theirs (a plugin adds commands,
     it never replaces or shadows one)."""
-    from vaezoo.cli.names import COMMANDS
+    from vaezoo.hookspecs import COMMANDS
 
     if COMMAND_NAME.fullmatch(name) is None:
         return "a command's name is lowercase letters and digits, words joined by '-' (e.g. 'my-command')"

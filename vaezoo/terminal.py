@@ -1,9 +1,18 @@
 """What vaezoo writes to a terminal: text that came from a card, a plugin, a path or an error, made safe to
-show (:func:`printable`), and status lines that never stop the work they report (:class:`StatusStream`)."""
+show (:func:`printable`); status lines that never stop the work they report (:class:`StatusStream`, :func:`note`);
+and the progress of long work on stderr (:func:`progress`): a rich bar on a terminal, a plain line every
+:data:`PLAIN_INTERVAL` seconds elsewhere, nothing with ``VAEZOO_PROGRESS=0``. stdout carries a command's data and
+never gets progress.
+"""
 
 from __future__ import annotations
 
 import errno
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TextIO
 
 
@@ -57,3 +66,133 @@ class StatusStream:
 
     def __getattr__(self, name: str):  # isatty, fileno, encoding, ...: the stream's own
         return getattr(self.stream, name)
+
+
+PLAIN_INTERVAL = 10.0
+"""Seconds between two plain progress lines when stderr is not a terminal."""
+
+
+def note(line: str) -> None:
+    """Say ``line`` on stderr at once: the status of long work (what a run starts, what it waits for).
+
+    Library modules say their status through here, never on stdout; their warnings go through :mod:`warnings`.
+    """
+    print(printable(line), file=sys.stderr, flush=True)
+
+
+class Progress:
+    """Units of one piece of work done so far; made by :func:`progress`, which shows it.
+
+    Attributes:
+        description: what is being done (``"eval jointvae-mnist: losses"``), shown as text, never markup.
+        total: the units the work takes, or None when unknown (then a count and a rate are shown).
+        unit: what is counted, plural (``"images"``).
+        done: units done so far.
+    """
+
+    def __init__(self, description: str, total: int | None, unit: str, lines: bool = False) -> None:
+        self.description = printable(description)
+        self.total = total
+        self.unit = unit
+        self.done = 0
+        self._lines = lines
+        self._start = self._last_line = time.monotonic()
+        self._row = None  # (rich Progress, task id) on a terminal
+
+    def advance(self, units: int = 1) -> None:
+        """Count ``units`` more units done and show the progress if it is time to."""
+        self.done += units
+        if self._row is not None:
+            bar, task = self._row
+            bar.update(task, completed=self.done, total=self.total)
+        elif self._lines and time.monotonic() - self._last_line >= PLAIN_INTERVAL:
+            self._last_line = time.monotonic()
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def line(self, finished: bool = False) -> str:
+        """The plain progress line: percentage, count and time left, or, ``finished``, the count and time taken
+        (only the time when no unit was counted: the work read what earlier work had made)."""
+        elapsed = time.monotonic() - self._start
+        if finished:
+            counted = f"{self.done:,} {self.unit} in " if self.done else "done in "
+            return f"{self.description}: {counted}{_duration(elapsed)}"
+        if not self.total:
+            rate = f", {self.done / elapsed:,.0f} {self.unit}/s" if elapsed > 0 else ""
+            return f"{self.description}: {self.done:,} {self.unit}{rate}"
+        left = f", {_duration(elapsed * (self.total - self.done) / self.done)} left" if self.done else ""
+        return f"{self.description}: {100 * self.done / self.total:.0f}% ({self.done:,}/{self.total:,} {self.unit}){left}"
+
+
+_bar = None  # the rich Progress on the terminal while some work shows a bar; nested work adds its own row
+
+
+@contextmanager
+def progress(description: str, total: int | None = None, unit: str = "images") -> Iterator[Progress]:
+    """Show the progress of the work done inside the ``with`` block, on stderr.
+
+    Work started inside another's block gets its own row under the outer bar (or its own lines).
+
+    Args:
+        description: what is being done; text from cards and plugins is fine (it is escaped).
+        total: the units the work takes, or None when unknown.
+        unit: what is counted, plural.
+
+    Yields:
+        The :class:`Progress`: call ``advance(n)`` as units get done (and set ``total`` when it becomes known).
+    """
+    global _bar
+    if os.environ.get("VAEZOO_PROGRESS", "1") == "0":
+        yield Progress(description, total, unit)
+        return
+    if _bar is None and not _stderr_console().is_terminal:
+        task = Progress(description, total, unit, lines=True)
+        yield task
+        print(task.line(finished=True), file=sys.stderr, flush=True)
+        return
+    task = Progress(description, total, unit)
+    if _bar is not None:  # nested work: a row of the outer bar, removed when done
+        task._row = (_bar, _bar.add_task(task.description, total=total, unit=unit))
+        try:
+            yield task
+        finally:
+            _bar.remove_task(task._row[1])
+        return
+    with _new_bar() as _bar:
+        try:
+            task._row = (_bar, _bar.add_task(task.description, total=total, unit=unit))
+            yield task
+        finally:
+            _bar = None
+
+
+def _new_bar():
+    """A rich Progress on stderr; stdout is left alone (it carries data)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.progress import Progress as Bar
+
+    return Bar(TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(),
+               MofNCompleteColumn(), TextColumn("{task.fields[unit]}", markup=False), TimeElapsedColumn(),
+               TimeRemainingColumn(), console=_stderr_console(), redirect_stdout=False)
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as ``"0.4 s"``, ``"12 s"``, ``"3 min 5 s"`` or ``"2 h 4 min"``."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    seconds = round(seconds)
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"

@@ -37,11 +37,10 @@ from torch import Tensor, nn
 
 from vaezoo.assemble import build_model, card_dataset, data_info, metric
 from vaezoo.assemble import build_part as build
-from vaezoo.entries.catalog import discover, parse_card, scan
-from vaezoo.entries.schema import Card
 from vaezoo.context import FACTS
+from vaezoo.entries.catalog import discover, get_card, parse_card, scan
+from vaezoo.entries.schema import Card
 from vaezoo.errors import PublishWarning
-from vaezoo.entries.catalog import get_card
 from vaezoo.latents import LatentFamily, Posterior
 from vaezoo.likelihoods import Bernoulli, Likelihood
 from vaezoo.model import VAE
@@ -621,7 +620,7 @@ def _check_output(model: VAE, out, x: Tensor, subject: str) -> None:
 def _check_round_trip(model: VAE, x: Tensor, expected: Tensor, step: int, subject: str) -> None:
     """Save to safetensors, load into a copy whose weights were scrambled, and compare outputs."""
     from vaezoo.assemble import load_weights
-    from vaezoo.weights import read_safetensors, save_weights
+    from vaezoo.store.weights import read_safetensors, save_weights
 
     copied = copy.deepcopy(model)
     with torch.no_grad():
@@ -658,9 +657,9 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
         The model, with the card's weights when they were loaded.
     """
     from vaezoo.assemble import load_weights
-    from vaezoo.checksums import read_verified
     from vaezoo.entries.entry import weights_file
-    from vaezoo.weights import parse_safetensors
+    from vaezoo.store.checksums import read_verified
+    from vaezoo.store.weights import parse_safetensors
 
     if not isinstance(card, Card):
         with _running(f"card {card}", "validating"):
@@ -707,7 +706,7 @@ def check_training(card: Card | str | Path, steps: int = TRIAL_STEPS, seed: int 
 
     The card's recipe (its model, optimiser, precision) is trained for ``steps`` steps of batch 8 on the
     ``synthetic`` dataset (:mod:`vaezoo.data.synthetic`) at the image size and channels of the card's own
-    dataset, so nothing is downloaded, through :func:`vaezoo.train.train` in a temporary folder. Before
+    dataset, so nothing is downloaded, through :func:`vaezoo.training.train.train` in a temporary folder. Before
     that, the metrics are matched against the model as at step 0 (a metric the model cannot serve fails,
     naming it); after it, the run must have written its weights and a card holding its losses, all finite,
     and every metric, each measured with its spec's quick settings (:attr:`~vaezoo.metrics.spec.MetricSpec.quick`:
@@ -736,7 +735,7 @@ def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[st
     :class:`~vaezoo.entries.schema.DataSpec`) trains on that dataset instead, one epoch, read from
     ``data_root``."""
     from vaezoo.entries.schema import DataSpec
-    from vaezoo.evaluate import check_metrics
+    from vaezoo.evaluation.measure import check_metrics
 
     with _running(subject, "describing its dataset"):
         info = data_info(card)
@@ -758,7 +757,7 @@ def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[st
         out = Path(tmp) / "run"
         said = io.StringIO()
         with redirect_stderr(said), warnings.catch_warnings(record=True) as warned, _running(subject, "training"):
-            from vaezoo.train import train
+            from vaezoo.training.train import train
 
             warnings.simplefilter("always", PublishWarning)
             result = train(trial, out, data_root=data_root)
@@ -789,7 +788,7 @@ def _check_run(result, trial: Card, out: Path, said: str, warned: list[str], sub
 def _check_loaded(out: Path, trained: VAE, subject: str, data_root=None) -> VAE:
     """The run's folder loads to the trained weights, and a traversal of its test images (read from ``data_root``)
     stays in the prior's support."""
-    from vaezoo import viz
+    from vaezoo.evaluation import viz
     from vaezoo.hub import load
 
     with _running(subject, "loading the run's folder with vaezoo.load"):
@@ -861,9 +860,9 @@ def _train_part(subject: str, plugin: str, architecture: str, model: Mapping[str
     of vaezoo's built-in plugins and of ``plugin`` (the part's: another third party's metric is that plugin's to
     check); the facts of the data are the synthetic dataset's, at ``image_size`` and ``channels``, or
     ``data``'s (a :class:`~vaezoo.entries.schema.DataSpec`), which it then trains on."""
-    from vaezoo.version import __version__
-    from vaezoo.evaluate import check_metrics
     from vaezoo.errors import VaezooError
+    from vaezoo.evaluation.measure import check_metrics
+    from vaezoo.version import __version__
 
     card = Card.model_validate({
         "name": "kit-trial", "architecture": architecture, "summary": f"the conformance kit's run of {subject}",

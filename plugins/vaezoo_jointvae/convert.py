@@ -22,8 +22,8 @@ import torch
 from torch import Tensor
 
 from vaezoo.errors import UnknownNameError, WeightsError
-from vaezoo.limits import check_torch_zip, expanded, not_dense
 from vaezoo.registry import close_matches
+from vaezoo.store.limits import check_torch_zip, expanded, not_dense
 
 PAPER = ("Dupont (2018), Learning Disentangled Joint Continuous and Discrete Representations, NeurIPS. "
          "https://arxiv.org/abs/1804.00104")
@@ -238,11 +238,11 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
     Returns:
         The path of the card, ``out/NAME.toml``.
     """
-    from vaezoo.version import __version__
     from vaezoo.assemble import build_model, data_info, load_weights, metric_suite
     from vaezoo.entries.entry import write_entry
-    from vaezoo.checksums import sha256_of
     from vaezoo.entries.schema import Card, DataSpec, InputSection, Optimizer, TrainRecipe
+    from vaezoo.store.checksums import sha256_of
+    from vaezoo.version import __version__
 
     if dataset not in SETUPS:
         raise UnknownNameError(f"the original JointVAE code has no setup for dataset '{dataset}'."

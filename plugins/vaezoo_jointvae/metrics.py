@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 from torch.distributions import Categorical
 
-from vaezoo.entries.schema import layout_text
+from vaezoo.context import layout_text
 from vaezoo.errors import VaezooError
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import Requirement
@@ -38,6 +37,8 @@ def match_categories(predicted: np.ndarray, labels: np.ndarray, categories: int 
         ``(categories,)`` int64: the label of category ``i`` at ``i``, -1 for a category left without one
         (more categories than labels).
     """
+    from scipy.optimize import linear_sum_assignment  # here: loading a model must not import scipy (~0.5 s)
+
     categories = categories or int(predicted.max()) + 1
     classes = int(labels.max()) + 1
     rows, cols = linear_sum_assignment(contingency(predicted, labels, max(categories, classes)), maximize=True)

@@ -15,7 +15,7 @@ from kit import assert_one_line_error, cli, files_under, fill_disk, make_card, r
 
 import vaezoo
 from vaezoo.errors import WeightsError
-from vaezoo.weights import cache_dir
+from vaezoo.store.downloads import cache_dir
 
 WEIGHTS_PATH = "/tiny.safetensors"
 WRITABLE = "set VAEZOO_HOME to a folder you can write to"

@@ -19,7 +19,7 @@ from kit import assert_one_line_error, child_env, cli, files_under, make_card, s
 
 import vaezoo
 from vaezoo.errors import WeightsError
-from vaezoo.weights import MAX_REDIRECTS, cache_dir
+from vaezoo.store.downloads import MAX_REDIRECTS, cache_dir
 
 PROCESSES = 8
 WEIGHTS_PATH = "/tiny.safetensors"

@@ -14,16 +14,16 @@ import stat
 
 import pytest
 import tomli_w
-from kit import cli, install_plugin, make_card, save_model_weights, weights_entry, write_toml
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
+from kit import cli, install_plugin, make_card, save_model_weights, weights_entry, write_toml
 
 import vaezoo
+from vaezoo.cli import build_parser
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.schema import Card
-from vaezoo.cli import build_parser
 from vaezoo.errors import CardError, VaezooError, WeightsError
-from vaezoo.weights import check_url
+from vaezoo.store.downloads import check_url
 
 FUZZ = settings(max_examples=150, deadline=None, database=None,
                 phases=[Phase.explicit, Phase.generate, Phase.shrink],
@@ -301,7 +301,7 @@ def text_home(tmp_path, monkeypatch, cards_dir):
     """The tiny card's directory with a weights file beside it (``verify`` only hashes it); no plugin loads."""
     import torch
 
-    from vaezoo.weights import save_weights
+    from vaezoo.store.weights import save_weights
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kit import make_card
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kit import make_card
 
 from vaezoo.assemble import build_model
 from vaezoo.entries.schema import Card
-from vaezoo.checkpoints import check_model, check_recipe, read_checkpoint, write_checkpoint
 from vaezoo.errors import TrainingError
+from vaezoo.entries.checkpoints import check_model, check_recipe, read_checkpoint, write_checkpoint
 
 FUZZ = settings(max_examples=120, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

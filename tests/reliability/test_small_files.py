@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 import torch
 from kit import cli, make_card, write_toml
+from vaezoo_jointvae.convert import read_original
 
-from vaezoo.entries.catalog import MAX_CARD_BYTES, parse_card, scan
-from vaezoo.checkpoints import read_checkpoint
 from vaezoo.data.dsprites.official import load_official
 from vaezoo.data.images import read_images
 from vaezoo.data.torchvision_sets import mnist
+from vaezoo.entries.catalog import MAX_CARD_BYTES, parse_card, scan
 from vaezoo.errors import CardError, DataError, TrainingError, WeightsError
-from vaezoo.limits import MAX_DEPTH, load_json, too_deep
-from vaezoo_jointvae.convert import read_original
+from vaezoo.store.limits import MAX_DEPTH, load_json, too_deep
+from vaezoo.entries.checkpoints import read_checkpoint
 
 GIB = 1 << 30
 

@@ -25,15 +25,25 @@ from pathlib import Path
 
 import pytest
 import torch
-from kit import (OpensAFile, assert_one_line_error, child_env, cli, entries, files_under, make_card, refuse_writes,
-                 run_python, write_toml)
+from kit import (
+    OpensAFile,
+    assert_one_line_error,
+    child_env,
+    cli,
+    entries,
+    files_under,
+    make_card,
+    refuse_writes,
+    run_python,
+    write_toml,
+)
 
 import vaezoo
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.schema import Card
 from vaezoo.errors import TrainingError
-from vaezoo.train import CHECKPOINT, train
-from vaezoo.weights import read_safetensors
+from vaezoo.store.weights import read_safetensors
+from vaezoo.training.train import CHECKPOINT, train
 
 KILLS = 5  # random-time SIGKILLs in the resume test
 # A fresh interpreter for each run to kill: a forked child cannot run backward once its parent's autograd engine
@@ -345,8 +355,8 @@ def test_sigterm_while_the_weights_are_published_removes_their_temporary_file(da
 UNINSTALLED_AFTER_THE_FIRST_STEP = """
 import json, sys
 from vaezoo.cli import main
-from vaezoo.ensemble import Stack
-from vaezoo.single import SingleRun
+from vaezoo.training.ensemble import Stack
+from vaezoo.training.single import SingleRun
 
 
 class Uninstalled:
@@ -411,7 +421,7 @@ def no_data_before_checks(monkeypatch):
     def load_dataset(*args, **kwargs):
         raise AssertionError("the data was loaded before the output folder was checked")
 
-    monkeypatch.setattr("vaezoo.train.load_dataset", load_dataset)
+    monkeypatch.setattr("vaezoo.training.train.load_dataset", load_dataset)
 
 
 def _finished_run(tmp: Path) -> None:
@@ -670,8 +680,8 @@ def test_a_file_size_limit_met_inside_torch_s_checkpoint_writer_is_one_line(data
 
 def test_a_file_size_limit_met_writing_weights_is_an_output_error(tmp_path):
     target = tmp_path / "w.safetensors"
-    body = ("import torch\nfrom vaezoo.errors import OutputError\nfrom vaezoo.files import atomic_save\n"
-            "from vaezoo.weights import safetensors_writer\n"
+    body = ("import torch\nfrom vaezoo.errors import OutputError\nfrom vaezoo.store.files import atomic_save\n"
+            "from vaezoo.store.weights import safetensors_writer\n"
             "try:\n    atomic_save(sys.argv[1], safetensors_writer({'w': torch.zeros(4096)}))\n"
             "except OutputError as exc:\n    print(exc)")
     result = run_python("-c", UNDER_A_FILE_SIZE_LIMIT.format(body=body), str(target),

@@ -14,8 +14,8 @@ from kit import make_card, save_model_weights, weights_entry, write_toml
 from safetensors.torch import load_file
 
 import vaezoo
-from vaezoo import checksums
 from vaezoo.errors import WeightsError
+from vaezoo.store import checksums
 
 pytestmark = pytest.mark.usefixtures("data_plugin")
 

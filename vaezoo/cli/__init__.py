@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from vaezoo.cli.names import COMMANDS
 from vaezoo.errors import VaezooError
+from vaezoo.hookspecs import COMMANDS
 from vaezoo.signals import STOP_SIGNALS, Interrupted, StopSignals
 from vaezoo.terminal import StatusStream
 

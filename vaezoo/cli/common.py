@@ -8,7 +8,6 @@ from collections.abc import Iterable, Sequence
 
 from vaezoo.terminal import printable  # noqa: F401  (commands import it from here)
 
-
 _FLAGS = {"settings": "--set", "owner": "--all", "architecture": "--arch"}
 """The keywords whose flag is not ``--KEYWORD`` (the options' ``dest``)."""
 
@@ -51,8 +50,6 @@ CARD_HELP = "a zoo name, a card's TOML file, a folder holding one card, or hf-hu
 
 def add_card(parser, dest: str = "card", **kwargs) -> None:
     """The positional argument that names a card, spelled and explained alike in every command."""
-    from vaezoo.cli.completion import complete_card
-
     parser.add_argument(dest, metavar="CARD", help=CARD_HELP, **kwargs).completer = complete_card
 
 
@@ -189,3 +186,13 @@ def _print_records(out, columns: Sequence[str], cells: list[list], title: str | 
             out.print()
         out.print(row[0], soft_wrap=True)
         out.print(Padding(fields, (0, 0, 0, 2), expand=False))
+
+
+def complete_card(prefix: str, **_) -> list[str]:
+    """The completions of a CARD argument: the zoo names that begin with ``prefix``, then the paths that do."""
+    from argcomplete.completers import FilesCompleter
+
+    from vaezoo.entries.catalog import discover, natural_key
+
+    names = sorted((name for name in discover() if name.startswith(prefix)), key=natural_key)
+    return names + list(FilesCompleter()(prefix))

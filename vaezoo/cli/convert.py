@@ -27,7 +27,7 @@ def _card_name(args) -> str:
 
 def run(args) -> int:
     from vaezoo.assemble import converter
-    from vaezoo.locks import refuse_finished_run, run_lock
+    from vaezoo.store.locks import refuse_finished_run, run_lock
 
     name = _card_name(args)
     convert = converter(args.converter)

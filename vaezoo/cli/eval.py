@@ -3,8 +3,17 @@
 import argparse
 import sys
 
-from vaezoo.cli.common import (add_card, add_data_root, add_device, names_arg, nonnegative_arg, path_arg, print_json,
-                               print_table, printable)
+from vaezoo.cli.common import (
+    add_card,
+    add_data_root,
+    add_device,
+    names_arg,
+    nonnegative_arg,
+    path_arg,
+    print_json,
+    print_table,
+    printable,
+)
 
 
 def add_parser(sub) -> None:
@@ -15,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     records = p.add_mutually_exclusive_group()
     records.add_argument("--check", action="store_true", help="exit 1 when a metric differs from the card")
-    p.add_argument("--tolerance", type=nonnegative_arg, default=1e-4,  # vaezoo.eval_report.DEFAULT_TOLERANCE
+    p.add_argument("--tolerance", type=nonnegative_arg, default=1e-4,  # vaezoo.evaluation.report.DEFAULT_TOLERANCE
                    help="relative tolerance of --check, of max(1, |card value|) (default 1e-4)")
     p.add_argument("--checkpoint", type=path_arg, metavar="PATH",
                    help="evaluate the model in a training checkpoint (OUT/checkpoint.pt of 'vaezoo train') "
@@ -34,7 +43,7 @@ def add_parser(sub) -> None:
 
 def setting_arg(text: str) -> tuple[str, str, object]:
     """``METRIC.SETTING=VALUE`` as ``(metric, setting, value)``, the value read as TOML."""
-    from vaezoo.arguments import parse_value
+    from vaezoo.context import parse_value
 
     key, _, value = text.partition("=")
     metric, _, setting = key.strip().partition(".")
@@ -48,7 +57,7 @@ def setting_arg(text: str) -> tuple[str, str, object]:
 
 
 def run(args) -> int:
-    from vaezoo.eval_report import evaluate_card
+    from vaezoo.evaluation.report import evaluate_card
 
     settings: dict[str, dict] = {}
     for metric, setting, value in args.settings or ():

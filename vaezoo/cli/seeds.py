@@ -4,7 +4,7 @@ import shlex
 import sys
 
 from vaezoo.cli.common import add_card, names_arg, print_json, print_table, printable
-from vaezoo.seeds import DEFAULT_SELECTION
+from vaezoo.evaluation.seeds import DEFAULT_SELECTION
 
 
 def add_parser(sub) -> None:
@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.seeds import recorded_spreads, seed_report
+    from vaezoo.evaluation.seeds import recorded_spreads, seed_report
 
     if not args.runs:
         if args.write or args.selection != DEFAULT_SELECTION:

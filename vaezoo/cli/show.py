@@ -2,8 +2,16 @@
 
 import sys
 
-from vaezoo.cli.common import (add_card, add_data_root, add_device, card_arg, nonnegative_arg, path_arg, printable,
-                               seed_arg)
+from vaezoo.cli.common import (
+    add_card,
+    add_data_root,
+    add_device,
+    card_arg,
+    nonnegative_arg,
+    path_arg,
+    printable,
+    seed_arg,
+)
 
 DEFAULT_N = {"traverse": 10, "reconstruct": 20, "sample": 100}
 
@@ -35,9 +43,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from vaezoo import viz
     from vaezoo.assemble import card_dataset, load_model
     from vaezoo.errors import VaezooError
+    from vaezoo.evaluation import viz
 
     card = card_arg(args.name)
     n = DEFAULT_N[args.what] if args.n is None else args.n

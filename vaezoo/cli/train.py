@@ -63,8 +63,8 @@ def seeds_arg(value: str) -> list[int]:
 
 
 def run(args) -> int:
-    from vaezoo.sweeps import parse_sweep
-    from vaezoo.train import Interrupted, train, train_seeds
+    from vaezoo.training.sweeps import parse_sweep
+    from vaezoo.training.train import Interrupted, train, train_seeds
 
     main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 speaks for the run
     options = {"data_root": args.data_root, "epochs": args.epochs, "resume": args.resume, "device": args.device,
@@ -108,7 +108,7 @@ def _report_metrics(card_path: Path, data_root: str | None) -> None:
 
     card = parse_card(card_path)
     if not card.metrics:
-        from vaezoo.evaluate import eval_command
+        from vaezoo.evaluation.measure import eval_command
 
         print(printable(f"{card_path.parent}: not evaluated; measure it with: "
                         f"{eval_command(card_reference(card, card_path.parent), data_root)} --write"), file=sys.stderr)
@@ -119,8 +119,8 @@ def _report_metrics(card_path: Path, data_root: str | None) -> None:
 
 def _checkpoints(args) -> list[Path]:
     """The checkpoint files of the run ``args`` started: one per member's folder with ``--seeds`` or ``--sweep``."""
-    from vaezoo.checkpoints import CHECKPOINT
-    from vaezoo.sweeps import members, parse_sweep
+    from vaezoo.entries.checkpoints import CHECKPOINT
+    from vaezoo.training.sweeps import members, parse_sweep
 
     if not (args.seeds or args.sweep):
         return [Path(args.out) / CHECKPOINT]

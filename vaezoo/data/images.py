@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from vaezoo.errors import DataError
-from vaezoo.progress import progress
+from vaezoo.terminal import progress
 
 
 def read_images(paths: Sequence[Path], mode: str, size: int, resize: bool, name: str, how: str = "") -> torch.Tensor:

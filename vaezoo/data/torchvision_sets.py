@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vaezoo.data.base import DataInfo, Dataset, DataRoot, ImageDataset, data_root, download_advice
+from vaezoo.data.base import DataInfo, DataRoot, Dataset, ImageDataset, data_root, download_advice
 from vaezoo.errors import DataError
-from vaezoo.limits import check_torch_zip, expanded, not_dense
+from vaezoo.store.limits import check_torch_zip, expanded, not_dense
 
 
 def _load(cls, name: str, root, split: str, image_size: int | None, count: int) -> ImageDataset:

@@ -24,7 +24,7 @@ from vaezoo.errors import InputError
 LOW, HIGH = 0.0, 1.0
 """The value range of every model's input."""
 
-HINT = "turn images into model input with model.preprocess(images) (vaezoo.transforms.for_model(model))"
+HINT = "turn images into model input with model.preprocess(images) (vaezoo.data.transforms.for_model(model))"
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class ModelInput:
         if x.dim() == 5 and tuple(x.shape[1:]) == (1, *expected):
             raise InputError(f"the model takes {self}, got shape {tuple(x.shape)}: batches of batches of one image, "
                              f"what a DataLoader makes of a dataset whose transform gives batches; give the dataset "
-                             f"transform=vaezoo.transforms.for_model(model).per_image, which gives one image")
+                             f"transform=vaezoo.data.transforms.for_model(model).per_image, which gives one image")
         if x.dim() != 4 or tuple(x.shape[1:]) != expected:
             raise InputError(f"the model takes {self}, got shape {tuple(x.shape)}; {HINT}")
         if not x.is_floating_point():

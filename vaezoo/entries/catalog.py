@@ -5,7 +5,7 @@ Cards live in directories contributed by plugins (``vaezoo_card_dirs``) and in a
 or its name is taken) is skipped with a :class:`CardWarning`, like a broken plugin; the others keep working.
 So is an entry of ``VAEZOO_CARDS_PATH`` that is not a folder (once per process).
 A name ``hf-hub:OWNER/REPO[@REVISION]`` (:data:`~vaezoo.entries.schema.HUB_PREFIX`) names the card of a Hugging
-Face Hub repository, which :func:`get_card` has :mod:`vaezoo.hf` download. This module never imports torch:
+Face Hub repository, which :func:`get_card` has :mod:`vaezoo.entries.huggingface` download. This module never imports torch:
 ``vaezoo list`` reads cards only.
 """
 
@@ -26,9 +26,9 @@ from pydantic import ValidationError
 
 from vaezoo.entries.schema import HUB_PREFIX, MAX_NAME, NAME_PATTERN, Card
 from vaezoo.errors import CardError, UnknownNameError
-from vaezoo.files import FILE_KINDS, file_state
-from vaezoo.limits import MAX_DEPTH, too_deep
 from vaezoo.registry import close_matches
+from vaezoo.store.files import FILE_KINDS, file_state
+from vaezoo.store.limits import MAX_DEPTH, too_deep
 
 MAX_CARD_BYTES = 4 << 20
 """A card file may not be larger: cards are a few kilobytes, and one is read whole."""
@@ -468,7 +468,7 @@ def _missing(path: str) -> bool:
 def _hub_hint(text: str) -> None:
     """Refuse, naming the Hub's spelling, a name that is no path here and that was meant for a Hugging Face Hub
     repository: ``OWNER/REPO``, or timm's old spelling ``hf_hub:OWNER/REPO``."""
-    from vaezoo.hf import REPO_ID
+    from vaezoo.entries.huggingface import REPO_ID
 
     repo = text.removeprefix("hf_hub:")
     if REPO_ID.fullmatch(repo.partition("@")[0]) is not None:
@@ -517,7 +517,7 @@ def _card_in_folder(folder: Path) -> Card:
 def get_card(name_or_path: str | os.PathLike) -> Card:
     """A card by zoo name, by the path of its TOML file, by a folder holding exactly one card, or by
     ``hf-hub:OWNER/REPO[@REVISION]``, the card at the root of a Hugging Face Hub repository (needs the
-    ``vaezoo[hub]`` extra; see :func:`vaezoo.hf.card_file`).
+    ``vaezoo[hub]`` extra; see :func:`vaezoo.entries.huggingface.card_file`).
 
     A zoo name always means the zoo entry, even where the current folder holds a file or folder of that
     name (an :class:`AmbiguousNameWarning` says so; ``./NAME`` names the file). A path means a path when
@@ -550,7 +550,7 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
                         f"one, or {HUB_PREFIX}OWNER/REPO: download the card and its weights into a folder and give "
                         f"that")
     if isinstance(name_or_path, str) and name_or_path.startswith(HUB_PREFIX):
-        from vaezoo.hf import card_file
+        from vaezoo.entries.huggingface import card_file
 
         return parse_card(*card_file(name_or_path))
     if not isinstance(name_or_path, str) or looks_like_path(name_or_path):

@@ -12,22 +12,19 @@ from __future__ import annotations
 import json
 import pickle
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 
-from vaezoo.entries.schema import Card
 from vaezoo.devices import usable_device
-from vaezoo.errors import Phrase, TrainingError
-from vaezoo.files import atomic_save
-from vaezoo.limits import check_torch_zip, expanded, load_json, not_dense
 from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, differences, fingerprint
 from vaezoo.entries.recipe import recipe as card_recipe
-
-if TYPE_CHECKING:
-    from vaezoo.model import VAE
+from vaezoo.entries.schema import Card
+from vaezoo.errors import Phrase, TrainingError
+from vaezoo.store.files import atomic_save
+from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense
 
 CHECKPOINT = "checkpoint.pt"
 """The checkpoint's file name in a run's folder (``out``)."""
@@ -51,6 +48,8 @@ class Checkpoint:
         card: the name of the card the run was started from; None in checkpoints written before vaezoo stored it.
         recipe: the recipe of that card (:func:`vaezoo.entries.recipe.recipe` less :attr:`leave_out`); None in checkpoints
             written before vaezoo stored it.
+        auxiliary: the regularizers' training parts and their optimisers' states
+            (:meth:`vaezoo.training.auxiliary.TrainingParts.state_dict`); empty for a model without any.
     """
 
     leave_out: ClassVar[frozenset[str]] = RESUMED
@@ -62,6 +61,7 @@ class Checkpoint:
     rng: dict[str, Any]
     card: str | None
     recipe: dict[str, Any] | None
+    auxiliary: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -86,8 +86,8 @@ OVERRIDDEN = frozenset({"train.seed", "train.precision"})
 """Recipe fields that an argument of a run sets over the card's (``--seed``, ``--precision``)."""
 
 
-def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, Any], step: int,
-                     rng: dict[str, Any], fix: str | Phrase) -> None:
+def write_checkpoint(path: Path, card: Card, model: torch.nn.Module, optimizer: dict[str, Any], step: int,
+                     rng: dict[str, Any], fix: str | Phrase, auxiliary: dict[str, Any] | None = None) -> None:
     """Write a checkpoint of ``model`` and an optimiser's state at ``step`` atomically.
 
     Args:
@@ -99,6 +99,7 @@ def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, An
         rng: the RNG states at the start of ``step`` (``rng_cpu``/``rng_cuda``, or ``rng_ranks``).
         fix: what the error message tells the user to do when the file cannot be written (a full disk); a
             :class:`~vaezoo.errors.Phrase` when it names arguments of the call.
+        auxiliary: the state of the regularizers' training parts and their optimisers, for a model with any.
 
     Raises:
         OutputError: the file cannot be written; ``path`` keeps its previous checkpoint, no temporary file stays.
@@ -106,10 +107,12 @@ def write_checkpoint(path: Path, card: Card, model: VAE, optimizer: dict[str, An
     recipe = card_recipe(card, RESUMED)
     state = {"model": model.state_dict(), "optimizer": optimizer, "step": step, **rng,
              "card": card.name, "recipe": canonical(recipe), "fingerprint": fingerprint(recipe)}
+    if auxiliary:
+        state["auxiliary"] = auxiliary
 
     def write(tmp: Path) -> None:
         # Through a Python file, whose full disk is an OSError that torch's zip writer then carries as the context
-        # of a RuntimeError of its own (vaezoo.files.stage looks there); through a path, torch keeps no OSError.
+        # of a RuntimeError of its own (vaezoo.store.files.stage looks there); through a path, torch keeps no OSError.
         with open(tmp, "wb") as f:
             torch.save(state, f)
 
@@ -193,7 +196,10 @@ def read_checkpoint(path: Path, fix: str | Phrase) -> Checkpoint:
             recipe = None
         if not isinstance(card, str) or not isinstance(recipe, dict) or state.get("fingerprint") != fingerprint(recipe):
             raise bad("its card name, recipe and fingerprint do not agree")
-    return Checkpoint(path, step, model, optimizer, rng, card, recipe)
+    auxiliary = state.get("auxiliary", {})
+    if not isinstance(auxiliary, dict) or not {"parts", "optimizers"} <= auxiliary.keys() and auxiliary:
+        raise bad("its 'auxiliary' is not the state of the regularizers' training parts")
+    return Checkpoint(path, step, model, optimizer, rng, card, recipe, auxiliary)
 
 
 def _check_rng(rng: dict[str, Any], bad) -> None:

@@ -1,7 +1,7 @@
 """A zoo entry on disk: a card and the safetensors file it names. Writing one, finding its weights, verifying them.
 
 An entry's folder holds ``NAME.toml`` and, beside it, ``NAME.safetensors``, or the card names its weights at a URL
-and they are downloaded into the cache (:func:`vaezoo.weights.cached_path`). Every writer of an entry (a run's
+and they are downloaded into the cache (:func:`vaezoo.store.downloads.cached_path`). Every writer of an entry (a run's
 publication, a conversion, a Hub folder, ``save_pretrained``) goes through :func:`write_entry`; every reader of
 one finds its weights through :func:`weights_file` or :func:`fetch_verified`.
 """
@@ -17,14 +17,15 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.checksums import read_verified, sha256_of, verify
 from vaezoo.entries.catalog import card_from_text, card_reference, check_card, parse_card, read_card
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
-from vaezoo.files import atomic_write, commit, file_state, folder_problem, stage
-from vaezoo.locks import card_lock, card_lock_file
-from vaezoo.weights import cached_path, download, parse_safetensors, safetensors_writer
+from vaezoo.store.checksums import read_verified, sha256_of, verify
+from vaezoo.store.downloads import cached_path, download
+from vaezoo.store.files import atomic_write, commit, file_state, folder_problem, stage
+from vaezoo.store.locks import card_lock, card_lock_file
+from vaezoo.store.weights import parse_safetensors, safetensors_writer
 
 if TYPE_CHECKING:
     import torch
@@ -192,7 +193,7 @@ def local_path(card: Card) -> Path:
     """
     assert card.weights is not None and card.weights.file is not None and card.path is not None
     if card.source is not None:
-        from vaezoo.hf import repo_file
+        from vaezoo.entries.huggingface import repo_file
 
         return repo_file(card)
     directory = card.path.parent.resolve()
@@ -231,7 +232,7 @@ def weights_file(card: Card) -> Path | None:
     if card.weights.file is not None:
         return local_path(card)
     if card.weights.url.startswith("hf://"):  # in huggingface_hub's cache, if anywhere
-        from vaezoo.hf import cached_file
+        from vaezoo.entries.huggingface import cached_file
 
         return cached_file(card.weights)
     path = cached_path(card.weights)
@@ -272,28 +273,27 @@ def verify_entries(cards: Iterable[Card]) -> list[tuple[str, str]]:
 
 def fetch(card: Card) -> Path:
     """The verified local copy of ``card``'s weights, downloading them into the cache if needed."""
-    if card.weights is None:
-        raise WeightsError(f"card '{card.name}' has no weights; train it with 'vaezoo train' (in Python, "
-                           f"pretrained=False builds it untrained)")
-    if card.weights.file is not None:
-        path = local_path(card)
-        verify(path, card.weights)
-        return path
-    if card.weights.url.startswith("hf://"):
-        from vaezoo.hf import download_url
-
-        return download_url(card.weights)
-    return download(card.weights.url, card.weights)
+    return fetch_verified(card)[0]
 
 
 def fetch_verified(card: Card) -> tuple[Path, bytes]:
     """``card``'s weights file and its contents, whose size and sha256 are the card's; downloaded if needed.
 
-    The bytes returned are the bytes hashed (:func:`vaezoo.checksums.read_verified`): a file replaced after
-    the check is never what is loaded. Parse them, not the path.
+    The bytes are verified once, where they enter: read and hashed in one pass from the file beside the card
+    (:func:`vaezoo.store.checksums.read_verified`), or by the download that fetched them or read the cached
+    copy. A file replaced after the check is never what is loaded: parse the bytes returned, not the path.
     """
-    path = local_path(card) if card.weights is not None and card.weights.file is not None else fetch(card)
-    return path, read_verified(path, card.weights)
+    if card.weights is None:
+        raise WeightsError(f"card '{card.name}' has no weights; train it with 'vaezoo train' (in Python, "
+                           f"pretrained=False builds it untrained)")
+    if card.weights.file is not None:
+        path = local_path(card)
+        return path, read_verified(path, card.weights)
+    if card.weights.url.startswith("hf://"):
+        from vaezoo.entries.huggingface import download_url
+
+        return download_url(card.weights)
+    return download(card.weights.url, card.weights)
 
 
 def load_entry(card: Card) -> tuple[Card, dict[str, torch.Tensor]]:

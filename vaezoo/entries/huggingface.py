@@ -151,23 +151,23 @@ def repo_file(card: Card) -> Path:
     return _download(repo_id, commit, _in_repo(card.weights.file), card.weights)
 
 
-def download_url(weights: Weights) -> Path:
-    """The verified local copy of weights at ``hf://OWNER/REPO[@REVISION]/PATH``, from huggingface_hub's cache.
+def download_url(weights: Weights) -> tuple[Path, bytes]:
+    """The local copy of weights at ``hf://OWNER/REPO[@REVISION]/PATH``, from huggingface_hub's cache, and its
+    bytes, verified as they are read (:func:`vaezoo.store.checksums.read_verified`).
 
     Args:
         weights: a card's weights entry whose ``url`` is an ``hf://`` URL.
 
     Returns:
-        The file in huggingface_hub's cache, whose size and sha256 are the card's.
+        The file in huggingface_hub's cache and its bytes, whose size and sha256 are the card's.
 
     Raises:
         WeightsError: huggingface_hub is missing, the file cannot be had, or it is not the card's file.
     """
-    from vaezoo.checksums import verify
+    from vaezoo.store.checksums import read_verified
 
     path = _download(*_url_parts(weights), weights)
-    verify(path, weights)
-    return path
+    return path, read_verified(path, weights)
 
 
 def _url_parts(weights: Weights) -> tuple[str, str | None, str]:
@@ -193,7 +193,7 @@ def _download(repo_id: str, revision: str | None, filename: str, weights: Weight
     ``local_files_only``), unless ``force_download`` asks for a fresh one; otherwise the Hub's announced size must
     be the card's before the download starts.
     """
-    from vaezoo.checksums import verify
+    from vaezoo.store.checksums import verify
 
     huggingface_hub = hub(WeightsError, f"weights on the Hugging Face Hub ({repo_id}/{filename})")
     where = f"{repo_id}@{revision or 'main'}/{filename}"

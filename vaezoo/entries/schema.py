@@ -8,17 +8,29 @@ reads cards; :mod:`vaezoo.entries.entry` writes and verifies a card with its wei
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr, ValidationError, ValidationInfo,
-                      field_validator, model_serializer, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from vaezoo.context import LatentPart, layout_text
 
 NAME_PATTERN = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
 MAX_NAME = 200  # the files named after a card (NAME.toml, .NAME.toml.lock, NAME.traverse.png) fit in 255 bytes
-HUB_PREFIX = "hf-hub:"  # a card in a Hugging Face Hub repository: hf-hub:OWNER/REPO[@REVISION] (vaezoo.hf)
+HUB_PREFIX = "hf-hub:"  # a card in a Hugging Face Hub repository: hf-hub:OWNER/REPO[@REVISION] (vaezoo.entries.huggingface)
 # Weights in a Hub repository, as HfFileSystem writes them: hf://OWNER/REPO[@REVISION]/PATH (a '/' in the
 # revision written %2F)
 HF_URL = re.compile(r"hf://(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[^\s/@]+))?/(?P<path>\S+)")
@@ -246,7 +258,7 @@ class Metric(_Frozen):
 
 
 class InputSection(_Frozen):
-    """How the dataset's images became the model's input (see :mod:`vaezoo.transforms`).
+    """How the dataset's images became the model's input (see :mod:`vaezoo.data.transforms`).
 
     The input's channels and size are the dataset's (:func:`vaezoo.assemble.data_info`) and its values lie in
     [0, 1] for every model, so the card states only what the dataset cannot tell.
@@ -254,38 +266,13 @@ class InputSection(_Frozen):
 
     transform: str = Field(description="how the dataset's images were turned into input, in words")
     interpolation: Literal["nearest", "bilinear", "bicubic", "box", "hamming", "lanczos"] = Field(
-        default="bilinear", description="the PIL filter that resized them; vaezoo.transforms resizes with it")
-
-
-class LatentPart(_Frozen):
-    """One part of a latent layout: a family and its size, e.g. ``gaussian(6)``.
-
-    A card's ``latent`` is a list of them, in the order of the code: ``latent = [{ family = "gaussian", size = 6 },
-    { family = "categorical", size = 3 }]``. :meth:`vaezoo.latents.LatentFamily.layout` makes them.
-    """
-
-    family: str = Field(pattern=r"^\S+$", description="the family as listings name it, in lower case, one word")
-    size: int = Field(gt=0, description="the part's dimensions, or its categories")
-    name: str | None = Field(default=None, description="the part's name inside a joint latent")
-
-    @field_validator("family")
-    @classmethod
-    def _lower_case(cls, family: str) -> str:
-        return family.lower()
-
-    def __str__(self) -> str:
-        return f"{self.family}({self.size})"
+        default="bilinear", description="the PIL filter that resized them; vaezoo.data.transforms resizes with it")
 
 
 # A layout as cards stated it before it was a list: 'family(size) + ...', a part possibly named and
 # its arguments possibly keywords: 'cont: Gaussian(dim=3) + cat: GumbelCategorical(categories=4, temperature=0.67)'.
 _LEGACY_PART = re.compile(r"(?:(?P<name>[^:()]+?)\s*:\s*)?(?P<family>\w+)"
                           r"\((?:\s*\w+\s*=)?\s*(?P<size>\d+)(?![\w.])[^()]*\)")
-
-
-def layout_text(parts: Iterable[LatentPart] | None) -> str:
-    """A latent layout as listings and messages show it: ``gaussian(6) + categorical(3)``; '' for none."""
-    return " + ".join(map(str, parts or ()))
 
 
 def _legacy_layout(text: str) -> list[dict[str, Any]] | None:
@@ -327,6 +314,10 @@ class Card(_Frozen):
     latent: list[LatentPart] | None = Field(
         default=None, min_length=1, description="the latent layout, its parts in code order; written by vaezoo train")
     parameters: int | None = Field(default=None, ge=0, description="parameter count; written by vaezoo train")
+    training_parameters: dict[str, int] | None = Field(
+        default=None, description="parameter counts of the training-only parts (e.g. FactorVAE's discriminator), by "
+                                  "their place in the model: trained beside it, in its checkpoints, not in its "
+                                  "weights nor in 'parameters'; written by vaezoo train")
     input: InputSection | None = Field(default=None, description="how dataset images became the model's input")
     sections: dict[str, Any] = Field(
         default_factory=dict, description="plugins' tables (vaezoo_register_card_sections) by name, e.g. JointVAE's "

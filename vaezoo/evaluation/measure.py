@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 import torch
 
 from vaezoo.assemble import card_dataset, data_info, metric
-from vaezoo.entries.schema import Card, Metric
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.devices import usable_device
+from vaezoo.entries.schema import Card, Metric
 from vaezoo.errors import MetricError, UnknownNameError, VaezooError
 from vaezoo.latents import Posterior
 from vaezoo.metrics.codes import EncodingBuilder
@@ -20,7 +20,7 @@ from vaezoo.metrics.provenance import library_versions, metric_parameters
 from vaezoo.metrics.requirements import unmet
 from vaezoo.model import VAE
 from vaezoo.plugins import registry
-from vaezoo.progress import progress
+from vaezoo.terminal import progress
 from vaezoo.version import __version__
 
 
@@ -194,7 +194,7 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
     """``results`` as a card's metrics, each with the ``vaezoo eval`` command that reproduces it.
 
     A note and a spread over seeds the card already holds on a metric are kept (a run's new card holds none:
-    :func:`vaezoo.publish.publish` starts it empty). A registered metric (one of the card's ``eval_metrics``, or
+    :func:`vaezoo.training.publish.publish` starts it empty). A registered metric (one of the card's ``eval_metrics``, or
     of ``measured``: those ``vaezoo eval --metrics`` computed) also records its direction (its spec's
     ``higher_is_better``), the settings it ran with (its defaults,
     updated with the card's ``eval_settings``), the recipe's

@@ -7,21 +7,20 @@ with the card (:meth:`EvalReport.check`) and records them on the card's file (:m
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vaezoo.assemble import load_model, metric
-from vaezoo.entries.catalog import card_reference
-from vaezoo.entries.schema import Card
-from vaezoo.checkpoints import check_model, read_checkpoint
 from vaezoo.devices import usable_device
-from vaezoo.errors import CardError, MetricError
-from vaezoo.evaluate import as_metrics, check_metrics, evaluate, failure
-from vaezoo.entries.catalog import get_card
+from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.entry import check_writable, update_card
+from vaezoo.entries.schema import Card
+from vaezoo.errors import CardError, MetricError
+from vaezoo.evaluation.measure import as_metrics, check_metrics, evaluate, failure
+from vaezoo.entries.checkpoints import check_model, read_checkpoint
 
 if TYPE_CHECKING:
     import torch
@@ -174,9 +173,10 @@ class EvalReport:
                 raise CardError(f"card '{now.name}' at {path} names other weights than those measured: it was "
                                 f"written again meanwhile; measure it again")
             eval_metrics = now.eval_metrics + [n for n in self.metrics or () if n not in now.eval_metrics]
+            metrics = {**now.metrics, **measured}
             return now.with_settings(self.settings or {}).model_copy(update={
-                "metrics": {**now.metrics, **measured}, "eval_metrics": eval_metrics,
-                "sections": {**now.sections, **self.sections}})
+                "metrics": metrics, "eval_metrics": eval_metrics, "sections": {**now.sections, **self.sections},
+                "headline": now.headline if now.headline in metrics else None})  # a headline names a number held
 
         return update_card(path, record)
 
@@ -216,7 +216,7 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
             at its step instead of the card's weights.
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
         device: where to run (``"auto"`` too: :func:`vaezoo.devices.usable_device`); default cpu.
-        metrics: measure only these registered metrics, not the losses (:func:`vaezoo.evaluate.evaluate`).
+        metrics: measure only these registered metrics, not the losses (:func:`vaezoo.evaluation.measure.evaluate`).
         settings: ``{metric: {setting: value}}``: run these metrics with these settings, over the card's
             ``eval_settings`` (e.g. ``{"importance_log_likelihood": {"samples": 200}}``); checked before anything
             is measured.
@@ -234,7 +234,7 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
         TypeError: ``metrics`` is a string, or ``settings`` is not a mapping of mappings.
         TrainingError: ``checkpoint`` is not a checkpoint of the card's model.
         WeightsError, UnknownNameError, MetricError: as :func:`vaezoo.assemble.load_model` and
-            :func:`vaezoo.evaluate.evaluate` raise them.
+            :func:`vaezoo.evaluation.measure.evaluate` raise them.
     """
     device = usable_device(device)  # checked before anything is read; the model's card sections get it too
     if isinstance(metrics, str):

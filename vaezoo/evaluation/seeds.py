@@ -20,9 +20,9 @@ from typing import Any, ClassVar
 
 from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.entry import check_writable, update_card
+from vaezoo.entries.recipe import ABSENT, SEEDED, Difference, check_recipe, differences, recipe
 from vaezoo.entries.schema import Card, SeedRun, SeedSpread
 from vaezoo.errors import CardError, VaezooError
-from vaezoo.entries.recipe import ABSENT, SEEDED, Difference, check_recipe, differences, recipe
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,7 @@ class Grid:
         Returns:
             The path written.
         """
-        from vaezoo.files import atomic_save
+        from vaezoo.store.files import atomic_save
 
         if Path(path).suffix.lower() != ".png":
             raise VaezooError(f"images are written as PNG; give a .png file name, not '{path}'")

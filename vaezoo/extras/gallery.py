@@ -2,7 +2,7 @@
 
 ``build_gallery(DIR)`` writes ``DIR/index.html`` and, beside it, two PNG files
 per card with weights (``NAME.traverse.png`` and ``NAME.sample.png``) and one SVG
-per dataset and metric with a spread over seeds (:mod:`vaezoo.seedplot`). The page
+per dataset and metric with a spread over seeds (:mod:`vaezoo.extras.seedplot`). The page
 references nothing but those files: no server, script or network is needed.
 Card text is HTML-escaped by the template engine (Jinja2 with autoescaping). A gallery cut short (an
 error, a Ctrl-C) leaves the folder as it was: the files are drawn in a hidden folder there, then moved in,
@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from vaezoo.assemble import build_model, card_dataset, load_model
-from vaezoo.entries.catalog import list_cards
-from vaezoo.entries.schema import Card, layout_text
-from vaezoo.leaderboard import leaderboard, shared_metrics
+from vaezoo.context import layout_text
 from vaezoo.data import ImageDataset
+from vaezoo.entries.catalog import list_cards
+from vaezoo.entries.schema import Card
 from vaezoo.errors import DataError, VaezooError
-from vaezoo.progress import progress
-from vaezoo.seedplot import SeedPlot, refuse_foreign_plots, seed_plots, write_seed_plots
-from vaezoo.terminal import printable
+from vaezoo.extras.leaderboard import leaderboard, shared_metrics
+from vaezoo.extras.seedplot import SeedPlot, refuse_foreign_plots, seed_plots, write_seed_plots
+from vaezoo.terminal import printable, progress
 
 if TYPE_CHECKING:
     import torch
@@ -148,10 +148,10 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
             is drawn, so that nothing of the user's is overwritten).
     """
     from vaezoo.devices import usable_device
+    from vaezoo.store.checksums import sha256_of
+    from vaezoo.store.files import atomic_write
+    from vaezoo.store.locks import run_lock
     from vaezoo.version import __version__
-    from vaezoo.checksums import sha256_of
-    from vaezoo.files import atomic_write
-    from vaezoo.locks import run_lock
 
     device = usable_device(device)
     directory = Path(directory)
@@ -185,46 +185,99 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
 
 
 def _written(directory: Path) -> dict[str, list[str]]:
-    """The files the :data:`RECORD` in ``directory`` says galleries wrote there, each with the sha256 of what it held;
-    empty without a record, or with one that cannot be read (then nothing is removed)."""
-    try:
-        files = json.loads((directory / RECORD).read_text(encoding="utf-8"))["files"]
-        return {name: [str(digest) for digest in digests] for name, digests in files.items()
-                if Path(name).name == name and not name.startswith(".") and isinstance(digests, list)}
-    except (OSError, ValueError, LookupError, TypeError, AttributeError):
+    """The files the :data:`RECORD` in ``directory`` says galleries wrote there, each with the sha256 of what it held:
+    only names a gallery draws (:func:`_drawn_name`); empty without a record, or with one that does not parse (then
+    nothing is removed).
+
+    Raises:
+        OutputError: the record is a link, a FIFO, a device, over :data:`RECORD_LIMIT` bytes or nested deeper than
+            a record is (read with :func:`vaezoo.store.files.read_beside`), in one line.
+    """
+    from vaezoo.errors import OutputError
+    from vaezoo.store.files import read_beside
+    from vaezoo.store.limits import load_json
+
+    path = directory / RECORD
+    data = read_beside(path, RECORD_LIMIT)
+    if data is None:
         return {}
+    try:
+        files = load_json(data.decode("utf-8"), limit=3)["files"]
+    except UnicodeDecodeError:
+        return {}
+    except ValueError as exc:
+        if "nests deeper" not in str(exc):
+            return {}
+        raise OutputError.about("{path} is not a record vaezoo gallery wrote ({problem}); move it away and try "
+                                "again", path=path, problem=exc) from None
+    except (LookupError, TypeError):
+        return {}
+    if not isinstance(files, dict):
+        return {}
+    return {name: [str(digest) for digest in digests] for name, digests in files.items()
+            if _drawn_name(name) and isinstance(digests, list)}
+
+
+RECORD_LIMIT = 16 << 20
+"""The most bytes of a gallery's :data:`RECORD` read (a zoo of 10,000 cards needs about 3 MB)."""
+DRAWN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.(traverse|sample)\.png|seeds-[A-Za-z0-9._-]+\.svg")
+"""The names of the files a gallery draws: each card's pictures (:data:`PICTURES`) and the seed plots
+(:attr:`vaezoo.extras.seedplot.SeedPlot.file`). Nothing else a record names is ever removed (not the page, not
+the record, not a user's file)."""
+
+
+def _drawn_name(name: object) -> bool:
+    """Whether ``name`` is one a gallery gives a file it draws (:data:`DRAWN`)."""
+    return isinstance(name, str) and DRAWN.fullmatch(name) is not None
 
 
 def _record(directory: Path, files: dict[str, list[str]]) -> None:
-    from vaezoo.files import atomic_write
+    from vaezoo.store.files import atomic_write
 
     atomic_write(directory / RECORD, (json.dumps({"files": files}, indent=1, sort_keys=True) + "\n").encode())
 
 
 def _remove_stale(directory: Path, stale: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Remove each file of ``stale`` (an earlier gallery's, not drawn again) from ``directory`` while it holds what
-    that gallery wrote; one replaced since (the user's own) stays. Returns those that could not be removed, for the
-    next gallery to try again."""
-    from vaezoo.checksums import sha256_of
-
+    """Remove each file of ``stale`` (an earlier gallery's, not drawn again) from ``directory`` while it is what that
+    gallery wrote: a name a gallery draws (:data:`DRAWN`), a regular file with no other name, a PNG or one of
+    :mod:`vaezoo.extras.seedplot`'s SVGs, holding bytes the gallery recorded. One replaced since (the user's own)
+    stays. Returns those that could not be removed, for the next gallery to try again."""
     left = {}
     for name, digests in stale.items():
         target = directory / name
         try:
-            if target.is_symlink() or not target.is_file() or sha256_of(target) not in digests:
-                continue
-            target.unlink()
+            if _drawn_name(name) and _made_here(target, digests):
+                target.unlink()
         except OSError:
             left[name] = digests
     return left
+
+
+def _made_here(path: Path, digests: list[str]) -> bool:
+    """Whether ``path`` holds a picture a gallery drew, as its record gives it (one of ``digests``)."""
+    import hashlib
+
+    from vaezoo.extras.seedplot import MARK
+    from vaezoo.store.files import read_beside
+
+    try:
+        data = read_beside(path, RECORD_LIMIT)
+    except VaezooError:  # a link, a FIFO, a huge file: not the gallery's
+        return False
+    if data is None or hashlib.sha256(data).hexdigest() not in digests or os.stat(path).st_nlink > 1:
+        return False
+    return data.startswith(b"\x89PNG\r\n\x1a\n") if path.suffix == ".png" else f"<!-- {MARK} -->".encode() in data[:2048]
 
 
 @contextmanager
 def _staging(directory: Path) -> Iterator[Path]:
     """A hidden folder in ``directory`` to draw a gallery's files in, removed with what is left in it. Those a
     killed gallery left go first: the caller holds the folder's run lock, so no other gallery uses them."""
-    for stale in directory.glob(".gallery.*.tmp"):
-        shutil.rmtree(stale, ignore_errors=True)
+    from vaezoo.store.files import temporaries
+
+    for stale in temporaries(directory, ".gallery.", ".tmp"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
     stage = Path(tempfile.mkdtemp(prefix=".gallery.", suffix=".tmp", dir=directory))
     try:
         yield stage
@@ -233,9 +286,9 @@ def _staging(directory: Path) -> Iterator[Path]:
 
 
 def _move(drawn: Path, target: Path) -> None:
-    """Put the file ``drawn`` at ``target`` as :func:`vaezoo.files.atomic_save` writes a file (it refuses a
+    """Put the file ``drawn`` at ``target`` as :func:`vaezoo.store.files.atomic_save` writes a file (it refuses a
     folder standing there, and keeps the replaced file's permissions)."""
-    from vaezoo.files import atomic_save
+    from vaezoo.store.files import atomic_save
 
     atomic_save(target, lambda tmp: os.replace(drawn, tmp))
 
@@ -269,9 +322,11 @@ def _files_of_page(index: Path) -> set[str]:
         return set()
     if not present:
         return set()
+    from vaezoo.store.files import read_beside
+
     try:
-        page = index.read_bytes()[:4 << 20] if index.is_file() else b""
-    except OSError:  # unreadable, so not known to be a gallery
+        page = read_beside(index, RECORD_LIMIT) or b""
+    except (OSError, VaezooError):  # a link, a FIFO, huge, unreadable: not known to be a gallery
         page = b""
     if f'<meta name="generator" content="{GENERATOR} '.encode() not in page[:2048]:
         raise VaezooError(f"{index} exists and is not a page vaezoo gallery wrote; give a new or empty folder, "
@@ -304,7 +359,7 @@ class _Painter:
 
     def entry(self, card: Card) -> Entry:
         """``card`` as the page shows it, after drawing its pictures if it has weights."""
-        from vaezoo import viz
+        from vaezoo.evaluation import viz
 
         if card.weights is None:
             return Entry(card, card.latent_text or _latent_layout(card), ())
@@ -323,7 +378,7 @@ class _Painter:
 
     def _traversal(self, card: Card, model):
         """The traversal of ``model`` and its description, with or without test images."""
-        from vaezoo import viz
+        from vaezoo.evaluation import viz
 
         command = f"vaezoo show {card.name} traverse -o {card.name}.traverse.png --n {self.steps}"
         test_split = self._test_split(card) if self.use_data else None
@@ -418,6 +473,6 @@ def _shown(value: object) -> object:
 def _template():
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-    env = Environment(loader=PackageLoader("vaezoo", "templates"), autoescape=select_autoescape(["html"]),
+    env = Environment(loader=PackageLoader("vaezoo.extras", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_shown)
     return env.get_template(TEMPLATE)

@@ -14,10 +14,10 @@ import re
 import shlex
 from typing import Any
 
-from vaezoo.entries.schema import HUB_PREFIX
-from vaezoo.entries.schema import Card, layout_text
+from vaezoo.context import layout_text
+from vaezoo.entries.huggingface import INSTALL, hub
+from vaezoo.entries.schema import HUB_PREFIX, Card
 from vaezoo.errors import OutputError
-from vaezoo.hf import INSTALL, hub
 
 # Hub licence identifiers a card's licence maps to by case alone; any other is "other", named by license_name.
 LICENSES = frozenset({"mit", "apache-2.0", "bsd-2-clause", "bsd-3-clause", "cc0-1.0", "cc-by-4.0", "cc-by-sa-4.0",

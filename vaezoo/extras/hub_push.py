@@ -11,14 +11,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.checksums import sha256_of
+from vaezoo.context import LatentPart
 from vaezoo.entries.catalog import card_reference, check_card, parse_card
 from vaezoo.entries.entry import fetch, fetch_verified, write_card, write_entry
-from vaezoo.entries.schema import HUB_PREFIX, Card, LatentPart, Weights
+from vaezoo.entries.huggingface import hub, translated
+from vaezoo.entries.schema import HUB_PREFIX, Card, Weights
 from vaezoo.errors import OutputError, WeightsError
-from vaezoo.files import atomic_write
-from vaezoo.hf import hub, translated
-from vaezoo.hf_card import hub_config, model_card
+from vaezoo.extras.hub_card import hub_config, model_card
+from vaezoo.store.checksums import sha256_of
+from vaezoo.store.files import atomic_write
 
 if TYPE_CHECKING:
     import torch

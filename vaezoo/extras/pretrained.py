@@ -1,8 +1,7 @@
 """The conventions of huggingface_hub's ``PyTorchModelHubMixin`` and timm, as thin layers over vaezoo's own path.
 
 ``save_pretrained(model, DIR)`` writes the folder ``vaezoo push`` uploads (card, weights, ``config.json``,
-``README.md``); ``from_pretrained(NAME)`` reads a folder, a zoo name or a Hub repository back through
-:func:`vaezoo.load`, so every weights file is checked against its card's size and sha256 before it is read;
+``README.md``); ``vaezoo.from_pretrained(NAME)`` reads it back;
 ``push_to_hub(model, OWNER/REPO)`` uploads that folder as ``vaezoo push`` does.
 """
 
@@ -14,12 +13,10 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.entries.schema import HUB_PREFIX
 from vaezoo.entries.schema import Card
 from vaezoo.errors import OutputError
 
 if TYPE_CHECKING:
-    import torch
     from huggingface_hub import CommitInfo
 
     from vaezoo.model import VAE
@@ -54,11 +51,11 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
         CardError: the model's card would not load back (a name that is no card name, given with ``model_copy``);
             nothing is written.
     """
-    from vaezoo.files import folder_problem
-    from vaezoo.hf import hub
-    from vaezoo.hf_push import write_folder
     from vaezoo.entries.catalog import check_card
-    from vaezoo.locks import card_lock, card_lock_file, folder_lock
+    from vaezoo.entries.huggingface import hub
+    from vaezoo.extras.hub_push import write_folder
+    from vaezoo.store.files import folder_problem
+    from vaezoo.store.locks import card_lock, card_lock_file, folder_lock
 
     hub(OutputError, "save_pretrained")  # the README is a Hub model card
     model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper: its state dict's names carry a prefix
@@ -101,7 +98,7 @@ def _card_of(model: VAE) -> Card:
 def _readme_is_vaezoos(path: Path) -> bool:
     """Whether ``save_pretrained`` writes the README at ``path``: there is none, or the one there is what vaezoo
     wrote there before, unedited (it describes the card it replaces)."""
-    from vaezoo.hf_card import written_by_vaezoo
+    from vaezoo.extras.hub_card import written_by_vaezoo
 
     try:
         return not os.path.lexists(path) or (path.is_file() and written_by_vaezoo(path.read_text(encoding="utf-8")))
@@ -133,9 +130,9 @@ def _card_weights(card: Card, model: VAE) -> bytes | None:
     """The card's verified weights file when ``model``'s parameters are exactly its tensors; else None."""
     import torch
 
-    from vaezoo.errors import WeightsError
     from vaezoo.entries.entry import fetch_verified
-    from vaezoo.weights import parse_safetensors
+    from vaezoo.errors import WeightsError
+    from vaezoo.store.weights import parse_safetensors
 
     if card.weights is None:
         return None
@@ -152,58 +149,9 @@ def _card_weights(card: Card, model: VAE) -> bytes | None:
 def _as_loaded(model: VAE) -> bool:
     """Whether ``model``'s parameters are still those :func:`vaezoo.load` read from its card's weights, as they
     were loaded (dtype included), wherever they are now: true even where that file cannot be had again."""
-    from vaezoo.weights import tensors_digest
+    from vaezoo.store.weights import tensors_digest
 
     return model.weights_digest is not None and model.weights_digest == tensors_digest(model.state_dict())
-
-
-def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
-                    cache_dir: str | os.PathLike | None = None, force_download: bool = False,
-                    local_files_only: bool = False, token: str | bool | None = None,
-                    device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> VAE:
-    """Load a model as ``PyTorchModelHubMixin.from_pretrained`` does, through :func:`vaezoo.load`.
-
-    ``name`` is a folder (as :func:`save_pretrained` writes it) when one exists by that name, else a Hub repository
-    ``OWNER/REPO`` (or ``hf-hub:OWNER/REPO``), else what :func:`vaezoo.load` takes (a zoo name, a card file). The
-    Hub options are huggingface_hub's; the card's size and sha256 are checked whatever they say.
-
-    Args:
-        name: ``"runs/mine"``, ``"OWNER/REPO"`` or ``"jointvae-mnist"``.
-        revision: a branch, tag or commit of the Hub repository.
-        cache_dir: huggingface_hub's cache folder (default ``HF_HUB_CACHE``).
-        force_download: download the card and weights again even when cached.
-        local_files_only: use huggingface_hub's cache only; never ask the Hub.
-        token: a Hub token for a private or gated repository (default: the one logged in).
-        device: where to put the model (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
-        dtype: floating-point type of the parameters.
-
-    Returns:
-        The :class:`~vaezoo.model.VAE` in eval mode, its card as ``model.card`` (``card.source`` names the commit).
-
-    Raises:
-        VaezooError: as :func:`vaezoo.load`; ``revision`` given for a model that is not on the Hub, or unlike the
-            ``@REVISION`` of the name.
-    """
-    from vaezoo.hf import REPO_ID, Download, downloading
-    from vaezoo.hub import load
-
-    text = os.fspath(name)
-    repo = text.removeprefix(HUB_PREFIX)
-    on_hub = text.startswith(HUB_PREFIX) or (not os.path.isdir(text) and REPO_ID.fullmatch(text) is not None)
-    if not on_hub:
-        if revision is not None:
-            raise OutputError(f"revision={revision!r} is for a Hub repository, and '{text}' is not one")
-        return load(Path(text) if os.path.isdir(text) else name, device=device, dtype=dtype)  # a folder wins
-    if revision is not None:
-        bare, _, pinned = repo.partition("@")
-        if pinned and pinned != revision:
-            raise OutputError(f"two revisions were given, '{pinned}' in the name '{text}' and revision={revision!r}; "
-                              f"give one")
-        repo = f"{bare}@{revision}"
-    options = Download(cache_dir=cache_dir, force_download=force_download, local_files_only=local_files_only,
-                       token=token)
-    with downloading(options):
-        return load(f"{HUB_PREFIX}{repo}", device=device, dtype=dtype)
 
 
 def push_to_hub(model: VAE, repo_id: str, *, private: bool = False, token: str | bool | None = None,
@@ -224,7 +172,7 @@ def push_to_hub(model: VAE, repo_id: str, *, private: bool = False, token: str |
     Raises:
         OutputError: the model has no card, huggingface_hub is missing, or the Hub refused.
     """
-    from vaezoo.hf_push import upload
+    from vaezoo.extras.hub_push import upload
 
     card = _card_of(model)
     with tempfile.TemporaryDirectory(prefix="vaezoo-push-") as tmp:

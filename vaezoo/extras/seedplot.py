@@ -1,7 +1,7 @@
 """Seed distributions drawn: for each metric with a spread over seeds, each entry's seeds as points with the median
 marked, beside the other entries of its dataset (Locatello et al., 2019, compare models this way).
 
-The pictures are small SVG files made from the cards alone (no torch, no data); :mod:`vaezoo.gallery` shows them,
+The pictures are small SVG files made from the cards alone (no torch, no data); :mod:`vaezoo.extras.gallery` shows them,
 and ``vaezoo gallery DIR --only-seeds`` writes them alone (into ``docs/zoo``, for instance).
 """
 
@@ -119,7 +119,7 @@ def write_seed_plots(plots: list[SeedPlot], directory: Path) -> list[Path]:
     Raises:
         VaezooError: naming the files that are someone else's.
     """
-    from vaezoo.files import atomic_write
+    from vaezoo.store.files import atomic_write
 
     refuse_foreign_plots(plots, directory)
     paths = []

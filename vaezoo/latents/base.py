@@ -13,7 +13,7 @@ of them with no code of its own; a metric that needs an optional part of it
 says so before it runs (:mod:`vaezoo.metrics.requirements`).
 
 Nothing here reduces over the batch: that happens once, in
-:func:`vaezoo.reduction.batch_mean`.
+:func:`vaezoo.context.batch_mean`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 from torch.distributions import Distribution, Normal, constraints
 
-from vaezoo.entries.schema import LatentPart
+from vaezoo.context import LatentPart
 from vaezoo.errors import LatentError
 
 

@@ -13,14 +13,14 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.distributions import Categorical, RelaxedOneHotCategorical
 
-from vaezoo.entries.schema import LatentPart
+from vaezoo.context import LatentPart
 from vaezoo.latents.base import LatentFamily, Posterior, Sweep
 
 
 class CategoricalPosterior(Posterior):
     """A categorical over ``k`` classes; samples are relaxed one-hot vectors at ``temperature``."""
 
-    def __init__(self, logits: Tensor, temperature: float):
+    def __init__(self, logits: Tensor, temperature: float | Tensor):
         self.logits = logits
         self.temperature = temperature
         self.code_size = logits.shape[-1]
@@ -32,7 +32,9 @@ class CategoricalPosterior(Posterior):
         return F.softmax(self.logits, dim=-1)
 
     def rsample(self) -> Tensor:
-        temperature = self.logits.new_full((), self.temperature)  # made on the device: no copy from the host
+        temperature = self.temperature  # a stacked ensemble's per-member tensor, or a number:
+        if not isinstance(temperature, Tensor):
+            temperature = self.logits.new_full((), temperature)  # made on the device: no copy from the host
         return RelaxedOneHotCategorical(temperature, logits=self.logits, validate_args=False).rsample()
 
     @property

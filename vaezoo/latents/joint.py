@@ -11,8 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from vaezoo.context import BuildContext
-from vaezoo.entries.schema import LatentPart
+from vaezoo.context import BuildContext, LatentPart
 from vaezoo.latents.base import LatentFamily, Posterior
 
 

@@ -14,7 +14,8 @@ points. R[j, k] is the importance of code dimension j in that model (its impurit
   ``informativeness_test``; higher is better, unlike the paper's prediction error).
 
 The three share one fit: computing them one after another for the same model, dataset and
-parameters fits the classifiers once, one factor per core. A factor that takes one value on the
+parameters fits the classifiers once, one factor per worker process (``jobs``:
+:mod:`vaezoo.metrics.parallel`). A factor that takes one value on the
 training points has nothing to predict and is left out.
 """
 
@@ -24,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import entropy
-from sklearn.ensemble import GradientBoostingClassifier
 
 from vaezoo.metrics.codes import require_factors
-from vaezoo.metrics.parallel import parallel_map
+from vaezoo.metrics.fits import gbt_fit
+from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, metric_spec
@@ -68,14 +69,11 @@ def importance_gbt(train_codes: np.ndarray, train_factors: np.ndarray, test_code
     classes = [len(np.unique(column)) for column in train_factors.T]
     varying = [k for k in range(train_factors.shape[1]) if classes[k] > 1]
 
-    def fit(k: int) -> tuple[np.ndarray, float, float]:
-        model = GradientBoostingClassifier(random_state=random_state).fit(train_codes, train_factors[:, k])
-        return (np.abs(model.feature_importances_), np.mean(model.predict(train_codes) == train_factors[:, k]),
-                np.mean(model.predict(test_codes) == test_factors[:, k]))
-
-    # a factor's fit costs in proportion to its classes (a tree per class and round): the largest go first
+    # a factor's fit costs in proportion to its classes (a tree per class and round): the largest go first,
+    # one factor per worker process (vaezoo.metrics.parallel.get_jobs)
     largest_first = sorted(varying, key=lambda k: -classes[k])
-    fits = dict(zip(largest_first, parallel_map(fit, largest_first)))
+    fits = dict(zip(largest_first, process_map(gbt_fit, [
+        (train_codes, train_factors[:, k], test_codes, test_factors[:, k], random_state) for k in largest_first])))
     importance = np.stack([fits[k][0] for k in varying], 1) if varying else np.zeros((train_codes.shape[1], 0))
     return (importance, float(np.mean([fits[k][1] for k in varying])),
             float(np.mean([fits[k][2] for k in varying])))

@@ -1,6 +1,6 @@
 """One evaluation of a model on a dataset: what a metric is handed, and the work its metrics share.
 
-:func:`vaezoo.evaluate.evaluate` makes one :class:`Evaluation` per card and hands it to each metric
+:func:`vaezoo.evaluation.measure.evaluate` makes one :class:`Evaluation` per card and hands it to each metric
 (:meth:`vaezoo.metrics.spec.MetricSpec.measure`). On it the encoder's pass over every image is made once
 (:meth:`Evaluation.encoding`; ``vaezoo eval``'s losses pass is taken instead of a new one), its modes fill the
 :class:`CodeTable` the sampling metrics draw from, and a result several metrics need (``mig_chen``'s and
@@ -22,7 +22,7 @@ from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.errors import MetricError
 from vaezoo.metrics.codes import Encoding, encode_all, mean_codes
-from vaezoo.progress import Progress
+from vaezoo.terminal import Progress
 
 T = TypeVar("T")
 

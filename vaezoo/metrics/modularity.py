@@ -28,13 +28,12 @@ would raise).
 from __future__ import annotations
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import mutual_info_score, roc_auc_score
-from sklearn.multiclass import OneVsRestClassifier
+from sklearn.metrics import mutual_info_score
 
 from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.mig import discretize
-from vaezoo.metrics.parallel import parallel_map
+from vaezoo.metrics.fits import explicitness_auc
+from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, metric_spec
@@ -68,17 +67,10 @@ def explicitness_of(train_codes: np.ndarray, train_factors: np.ndarray, test_cod
     train_codes, test_codes = (train_codes - mean) / std, (test_codes - mean) / std
     classes = [len(np.unique(column)) for column in train_factors.T]
 
-    def score(k: int) -> float:
-        classifier = OneVsRestClassifier(LogisticRegression(solver="liblinear", random_state=random_state))
-        probabilities = classifier.fit(train_codes, train_factors[:, k]).predict_proba(test_codes)
-        aucs = [roc_auc_score(test_factors[:, k] == label, probabilities[:, c])
-                for c, label in enumerate(classifier.classes_)
-                if 0 < np.sum(test_factors[:, k] == label) < len(test_factors)]
-        return float(np.mean(aucs))
-
-    # one classifier per class: the factors with the most classes go first, one factor per core
+    # one classifier per class: the factors with the most classes go first, one factor per worker process
     largest_first = sorted((k for k in range(train_factors.shape[1]) if classes[k] > 1), key=lambda k: -classes[k])
-    scores = dict(zip(largest_first, parallel_map(score, largest_first)))
+    scores = dict(zip(largest_first, process_map(explicitness_auc, [
+        (train_codes, train_factors[:, k], test_codes, test_factors[:, k], random_state) for k in largest_first])))
     return float(np.mean([scores[k] for k in sorted(scores)]))
 
 

@@ -1,25 +1,93 @@
-"""Running a metric's independent pieces of work (a classifier per factor, a block of the entropy sums) on
-the cores torch may use."""
+"""Running a metric's independent pieces of work on the cores the process may use: blocks of the entropy sums on
+threads (torch releases the GIL), scikit-learn fits (a classifier per factor) in worker processes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import TypeVar
-
-import torch
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+JOBS_VARIABLE = "VAEZOO_JOBS"
+_jobs: int | None = None  # set_jobs' setting; None: VAEZOO_JOBS, else the cores the process may use
+
+
+def default_jobs() -> int:
+    """The cores this process may use (``os.sched_getaffinity``; ``os.cpu_count()`` where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def get_jobs() -> int:
+    """How many worker processes the metrics' fits use: :func:`set_jobs`'s setting, else ``VAEZOO_JOBS``, else
+    :func:`default_jobs`."""
+    if _jobs is not None:
+        return _jobs
+    text = os.environ.get(JOBS_VARIABLE, "").strip()
+    if text:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{JOBS_VARIABLE}={text!r}: expected a whole number of processes") from None
+        if value >= 1:
+            return value
+    return default_jobs()
+
+
+def set_jobs(jobs: int | None) -> None:
+    """Set the worker processes of the metrics' fits (``None``: back to the default). The numbers do not depend
+    on it: each fit is seeded and runs alone, whichever process runs it."""
+    global _jobs
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"jobs must be at least 1, not {jobs}")
+    _jobs = jobs
+
+
+@contextmanager
+def jobs(count: int | None) -> Iterator[None]:
+    """:func:`set_jobs` for the duration of a block."""
+    global _jobs
+    before = _jobs
+    set_jobs(count)
+    try:
+        yield
+    finally:
+        _jobs = before
+
+
+def process_map(function: Callable[..., R], arguments: Sequence[tuple], jobs: int | None = None) -> list[R]:
+    """``[function(*args) for args in arguments]``, on up to ``jobs`` worker processes (default :func:`get_jobs`).
+
+    ``function`` must be a module-level function of a module that imports quickly (:mod:`vaezoo.metrics.fits`
+    imports numpy and scikit-learn only): the workers are spawned, fresh interpreters. With one job, or one item,
+    everything runs in this process. Each call is independent of which process runs it, so the results are the
+    same for any ``jobs``.
+    """
+    workers = min(jobs or get_jobs(), len(arguments))
+    if workers <= 1:
+        return [function(*args) for args in arguments]
+    # spawn: no fork of a process holding torch's threads (or a GPU); the workers inherit OMP_NUM_THREADS
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(function, *args) for args in arguments]
+        return [future.result() for future in futures]
 
 
 def parallel_map(function: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``[function(item) for item in items]``, on as many threads as torch uses (``torch.get_num_threads()``,
     which ``OMP_NUM_THREADS`` sets).
 
-    The work must release the GIL (torch operations, scikit-learn's tree and liblinear fits do). While it runs,
-    torch's own operations use one thread each, so that the threads do not oversubscribe the cores.
+    The work must release the GIL (torch operations do). While it runs, torch's own operations use one thread
+    each, so that the threads do not oversubscribe the cores.
     """
+    import torch
+
     threads = torch.get_num_threads()
     workers = min(threads, len(items))
     if workers <= 1:

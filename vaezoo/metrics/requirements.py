@@ -1,7 +1,7 @@
 """What a metric needs of a model and its data, stated on the metric and checked before any data is read.
 
 A metric states its needs on its spec (:attr:`vaezoo.metrics.spec.MetricSpec.needs`; a plain function with
-:func:`requires`). :func:`vaezoo.evaluate.check_metrics` matches a card's
+:func:`requires`). :func:`vaezoo.evaluation.measure.check_metrics` matches a card's
 ``eval_metrics`` against the model the card describes (at step 0 of training, and before ``vaezoo eval``
 reads an image) and refuses a metric the model cannot serve, naming the metric and what is missing, rather
 than failing after the encoding. A plugin's metric states the same needs, or its own
@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import torch
 
 from vaezoo.data import DataInfo
-from vaezoo.entries.schema import layout_text
+from vaezoo.context import layout_text
 
 M = TypeVar("M", bound=Callable[..., float])
 

@@ -1,7 +1,7 @@
 """A registered metric as a spec: its function, its direction, what it needs and its settings.
 
 The core's metrics are written as ``function(evaluation, **settings) -> float`` and made specs with
-:func:`metric_spec`; :func:`vaezoo.evaluate.evaluate` hands each one the same
+:func:`metric_spec`; :func:`vaezoo.evaluation.measure.evaluate` hands each one the same
 :class:`~vaezoo.metrics.evaluation.Evaluation`. A spec is also called as a plain metric,
 ``spec(model, dataset, device=None, batch_size=64, **settings)``, on an evaluation of its own. A plugin may
 register a plain function of that signature instead (with its needs stated by
@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import annotated_types
 
-from vaezoo.arguments import check_arguments
+from vaezoo.context import check_arguments
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import MetricError
 from vaezoo.metrics.evaluation import Evaluation

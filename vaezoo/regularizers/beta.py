@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from vaezoo.reduction import batch_mean
+from vaezoo.context import batch_mean
 from vaezoo.regularizers.base import Regularizer, check_weight, select_part
 
 

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from torch import Tensor
 
-from vaezoo.collectives import gather_rows
-from vaezoo.reduction import batch_mean
+from vaezoo.context import batch_mean
 from vaezoo.regularizers.base import Regularizer
+from vaezoo.regularizers.collectives import gather_rows
 
 
 def at_most(value: float | Tensor, high: float) -> float | Tensor:

@@ -13,9 +13,9 @@ import math
 import torch
 from torch import Tensor
 
-from vaezoo.collectives import gather_rows
 from vaezoo.errors import InputError, LatentError
 from vaezoo.regularizers.base import Regularizer, check_weight, select_part
+from vaezoo.regularizers.collectives import gather_rows
 
 
 def log_importance_weights(batch_size: int, dataset_size: int, device=None, dtype: torch.dtype | None = None) -> Tensor:

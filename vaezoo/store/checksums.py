@@ -11,14 +11,19 @@ import hashlib
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from vaezoo.errors import WeightsError
 
-if TYPE_CHECKING:
-    from vaezoo.entries.schema import Weights
-
 CHUNK = 1 << 20
+
+
+class Weights(Protocol):
+    """What a card says of a file: its size in bytes and its hex sha256 (:class:`vaezoo.entries.schema.Weights`
+    is one; the store needs nothing else of a card)."""
+
+    size: int
+    sha256: str
 
 
 def sha256_of(path: Path) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable, Sequence
@@ -157,8 +158,113 @@ def remove_temporaries(path: Path) -> None:
 
     Call it only where no other process can be writing ``path`` (under the lock that guards it).
     """
-    for stale in Path(path).parent.glob(f".{Path(path).name}.*.tmp"):
-        stale.unlink(missing_ok=True)
+    for stale in temporaries(Path(path).parent, f".{Path(path).name}.", ".tmp"):
+        if stale.is_file() and not stale.is_symlink():
+            stale.unlink(missing_ok=True)
+
+
+def temporaries(folder: Path, prefix: str, suffix: str) -> list[Path]:
+    """The entries of ``folder`` that ``tempfile.mkstemp``/``mkdtemp`` could have named with ``prefix`` and
+    ``suffix`` (the prefix, eight of its random characters, the suffix), compared as text: a glob or regex character
+    in a user's folder name matches only itself, so no other entry beside it is ever taken for one."""
+    name = re.compile(re.escape(prefix) + "[a-z0-9_]{8}" + re.escape(suffix))
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return []
+    return [Path(folder) / entry for entry in sorted(entries) if name.fullmatch(entry)]
+
+
+SMALL_FILE = 1 << 20
+"""The most bytes vaezoo reads of a small file it keeps beside a user's files (a lock's holder note, a record)."""
+
+
+def read_beside(path: Path, limit: int = SMALL_FILE) -> bytes | None:
+    """The bytes of a small file vaezoo keeps beside a user's files (a lock's holder note, the gallery's record, a
+    staging manifest); None when there is none.
+
+    The file is opened without following a link and without blocking, read only if it is a regular file, and read
+    at most ``limit`` bytes: a link to the user's file, a FIFO that would never answer, a device or a huge file
+    taken from a tarball or a clone is refused, not read.
+
+    Raises:
+        OutputError: one line naming the file, what it is and the fix (move it away).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _not_ours(path, _open_problem(path, exc)) from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        _check_kind(path, info)
+        if info.st_size > limit:
+            raise _not_ours(path, f"{info.st_size:,} bytes, more than the {limit:,} vaezoo writes there")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise _not_ours(path, f"more than the {limit:,} bytes vaezoo writes there")
+    return data
+
+
+def write_beside(path: Path, data: bytes) -> None:
+    """Write ``data`` into the small file ``path`` vaezoo keeps beside a user's files (see :func:`read_beside`), in
+    place: created if missing, opened without following a link and without blocking, and truncated only once it is
+    known to be a regular file with no other name (a hard link to the user's file is refused too).
+
+    Raises:
+        OutputError: ``path`` is a link, a FIFO, a device, a folder or a file with other names; or it cannot be
+            written.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise _not_ours(path, _open_problem(path, exc)) from None
+    with os.fdopen(fd, "wb") as f:
+        info = os.fstat(fd)
+        _check_kind(path, info)
+        if info.st_nlink > 1:
+            raise _not_ours(path, f"a file with {info.st_nlink} names (hard links)")
+        os.ftruncate(fd, 0)
+        f.write(data)
+
+
+def check_beside(path: Path) -> None:
+    """Refuse ``path``, a file vaezoo keeps beside a user's files, when something other than a regular file with one
+    name stands there (see :func:`read_beside`); a missing file passes.
+
+    Raises:
+        OutputError: as :func:`write_beside` raises it.
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _not_ours(path, exc.strerror or str(exc)) from None
+    if stat.S_ISLNK(info.st_mode):
+        raise _not_ours(path, "a symbolic link")
+    _check_kind(path, info)
+    if info.st_nlink > 1:
+        raise _not_ours(path, f"a file with {info.st_nlink} names (hard links)")
+
+
+def _open_problem(path: Path, exc: OSError) -> str:
+    """Why ``path`` could not be opened without following links, in words."""
+    if os.path.islink(path):
+        return "a symbolic link"
+    kind = _not_a_file(Path(path))
+    return kind or exc.strerror or str(exc)
+
+
+def _check_kind(path: Path, info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise _not_ours(path, FILE_KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file"))
+
+
+def _not_ours(path: Path, what: str) -> OutputError:
+    return OutputError.about("{path} is {what}, not a file vaezoo wrote; move it away and try again", path=path,
+                             what=what)
 
 
 def atomic_write(path: Path, data: bytes) -> None:

@@ -25,8 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from vaezoo.errors import OutputError, VaezooError
-from vaezoo.progress import note
-from vaezoo.terminal import printable
+from vaezoo.terminal import note, printable
 
 RUN_LOCK = ".vaezoo.lock"
 """The lock file of a run folder."""
@@ -36,14 +35,17 @@ CARD_WAIT = 600.0
 """Seconds a card update waits for another process's update of the same card."""
 NOTICE = 0.5
 """Seconds waited on a card's lock before saying so on stderr."""
+HOLDER_LIMIT = 4096
+"""The most bytes read of a holder note (its holder's description, with its command line, is one line)."""
 
 
 def _holder(lock: Path) -> str:
     """Who holds ``lock``, as its holder wrote it; ``another process`` when that cannot be read."""
+    from vaezoo.store.files import read_beside
+
     try:
-        with open(f"{lock}{HOLDER_SUFFIX}", "rb") as f:
-            text = f.read(500).decode("utf-8", "replace").strip()
-    except OSError:
+        text = (read_beside(Path(f"{lock}{HOLDER_SUFFIX}"), HOLDER_LIMIT) or b"").decode("utf-8", "replace").strip()
+    except (OSError, VaezooError):  # not a note vaezoo wrote: the holder is not known
         text = ""
     return printable(text) if text else "another process"
 
@@ -65,6 +67,10 @@ def _held(lock: Path, guarded: Path, timeout: float, refused: Callable[[str], Va
     """
     from filelock import FileLock, Timeout
 
+    from vaezoo.store.files import check_beside, write_beside
+
+    holder = Path(f"{lock}{HOLDER_SUFFIX}")
+    check_beside(lock)  # a link, FIFO or device a tarball left there is refused before it is opened
     file_lock = FileLock(str(lock))
     try:
         try:
@@ -81,9 +87,12 @@ def _held(lock: Path, guarded: Path, timeout: float, refused: Callable[[str], Va
             raise unwritable(exc) from None
         raise OutputError(f"cannot write {guarded}: {exc.strerror or exc} (its lock file {lock} cannot be "
                           f"created); choose a folder you can write in") from None
-    holder = Path(f"{lock}{HOLDER_SUFFIX}")
     try:
-        holder.write_text(_describe_self() + "\n", encoding="utf-8", errors="backslashreplace")  # argv: any bytes
+        write_beside(holder, (_describe_self() + "\n").encode("utf-8", "backslashreplace"))  # argv: any bytes
+    except BaseException:
+        file_lock.release()
+        raise
+    try:
         yield
     finally:
         holder.unlink(missing_ok=True)
@@ -121,7 +130,7 @@ def run_lock(folder: Path, what: str = "{out}") -> Iterator[None]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        from vaezoo.files import folder_problem
+        from vaezoo.store.files import folder_problem
 
         raise OutputError.about(f"cannot write in {what} {{folder}}: {{problem}}; choose another {what}",
                                 folder=folder, problem=folder_problem(folder, exc)) from None
@@ -160,7 +169,7 @@ def refuse_finished_run(out: Path, name: str, what: str = "{out}") -> None:
     if out.exists() and not out.is_dir():
         raise OutputError.about(f"{what} {{path}} is a file, not a folder; choose another {what}", path=out)
     found = sorted(p.name for p in out.glob("*.toml")) + [
-        f for f in (f"{name}.safetensors", "checkpoint.pt") if (out / f).exists()]  # vaezoo.checkpoints.CHECKPOINT
+        f for f in (f"{name}.safetensors", "checkpoint.pt") if (out / f).exists()]  # vaezoo.entries.checkpoints.CHECKPOINT
     if found:
         raise OutputError.about(f"{what} {{path}} already holds {{found}}, the files of another run; choose "
                                 f"another {what}", path=out, found=", ".join(found))

@@ -37,16 +37,30 @@ from torch import Tensor
 from torch.func import functional_call, stack_module_state, vmap
 from torch.overrides import TorchFunctionMode
 
-from vaezoo.entries.schema import Card
-from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
+from vaezoo.entries.schema import Card
 from vaezoo.errors import Phrase, TrainingError, TrainingWarning
-from vaezoo.loop import (Plan, Run, Streams, check_before_training, device_store, diverged, distribution_checks_off,
-                         epoch_order, last_good, make_optimizer, resume_point, rng_state, until)
 from vaezoo.model import VAE, VAEOutput
-from vaezoo.progress import note
+from vaezoo.terminal import note
+from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
+from vaezoo.training.loop import (
+    Plan,
+    Run,
+    Streams,
+    check_before_training,
+    device_store,
+    distribution_checks_off,
+    diverged,
+    epoch_order,
+    last_good,
+    make_optimizer,
+    resume_point,
+    rng_state,
+    until,
+)
+from vaezoo.training.progress import Reporter
+from vaezoo.training.settings import differing, structure, swapped
 from vaezoo.signals import Interrupted, StopSignals
-from vaezoo.train_progress import Reporter
 
 __all__ = ["Member", "NoiseTape", "Stack", "fit_ensemble"]
 
@@ -171,16 +185,33 @@ class Member:
 
 
 def stack_key(member: Member) -> str:
-    """What members must share to be stacked: everything of the card but the seed, and the step."""
+    """What members must share to be stacked: everything of the card but the seed, the floats of its ``model``
+    table and the learning rate (each member's own, :mod:`vaezoo.training.settings`), the model's
+    :func:`~vaezoo.training.settings.structure`, and the step."""
     train = member.card.train.model_dump(mode="json", exclude={"seed"})
-    return repr((member.card.architecture, member.card.model, train, member.step))
+    train["optimizer"]["lr"] = float
+    return repr((member.card.architecture, _floats_masked(member.card.model), train, structure(member.model),
+                 member.step))
+
+
+def _floats_masked(value: Any) -> Any:
+    """``value`` (a card table) with every float in it replaced by ``float``."""
+    if isinstance(value, dict):
+        return {k: _floats_masked(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_floats_masked(v) for v in value]
+    return float if type(value) is float else value
 
 
 class Stack:
     """Members of one configuration trained as one: stacked parameters, one step, one optimiser.
 
     Before each step every member draws the step's noise from its own streams (the draws a recorded
-    forward pass made, :class:`NoiseTape`); the forward passes then replay it. On CUDA the whole step
+    forward pass made, :class:`NoiseTape`); the forward passes then replay it. The members' float settings
+    that differ (a swept ``beta``, a capacity, a temperature: :func:`~vaezoo.training.settings.differing`) are
+    per-member tensors of the stacked forward pass, and their learning rates, where they differ, scale each
+    member's update (every optimiser a card names moves a weight by the learning rate times a step computed
+    without it, so the stack steps at rate 1 and each member keeps ``lr`` of that step). On CUDA the whole step
     (forward, backward and the fused optimiser step) is captured once as a CUDA graph and replayed:
     the host only cuts the batches, draws the noise and launches the graph. A step that cannot be
     captured runs eagerly, as on the CPU.
@@ -214,7 +245,16 @@ class Stack:
     def _restack(self, members: list[Member], states: list[dict]) -> None:
         self.members = members
         self.params, self.buffers = stack_module_state([m.model for m in members])
+        dtype = next(iter(self.params.values())).dtype
+        self.varied = differing([m.model for m in members])
+        self.settings = {path: torch.tensor(values, dtype=dtype, device=self.run.device)
+                         for path, values in self.varied.items()}
         recipe = members[0].card.train
+        rates = [m.card.train.optimizer.lr for m in members]
+        self.rates = None
+        if len(set(rates)) > 1:  # each member's own rate scales the update of a step at rate 1
+            self.rates = torch.tensor(rates, dtype=dtype, device=self.run.device)
+            recipe = recipe.model_copy(update={"optimizer": recipe.optimizer.model_copy(update={"lr": 1.0})})
         extra = {}
         if self.run.device.type == "cuda" and "foreach" not in recipe.optimizer.options:
             extra = {"fused": True, "capturable": self.graphs}
@@ -243,13 +283,13 @@ class Stack:
         draws = self.tapes[x.shape[1]]
         with torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
             if self.formulation == "vmap":
-                def one(params, buffers, x, noise):
-                    with NoiseTape(noise, draws):
+                def one(params, buffers, x, noise, settings):
+                    with NoiseTape(noise, draws), swapped(self.base, settings):
                         return _loss_and_terms(functional_call(self.base, (params, buffers), (x,),
                                                                {"step": step, "checked": True}))
 
                 try:
-                    return vmap(one, randomness="error")(self.params, self.buffers, x, noise)
+                    return vmap(one, randomness="error")(self.params, self.buffers, x, noise, self.settings)
                 except RuntimeError as exc:  # an operation functorch cannot batch, e.g. a plugin's autograd.Function
                     if "vmap" not in str(exc) and "functorch" not in str(exc):
                         raise
@@ -263,12 +303,29 @@ class Stack:
             buffers = {k: v.unbind() for k, v in self.buffers.items()}
             outputs = []
             for i in range(x.shape[0]):
-                with NoiseTape([n[i] for n in noise], draws):
+                with NoiseTape([n[i] for n in noise], draws), swapped(self.base, self._own_settings(i)):
                     outputs.append(_loss_and_terms(functional_call(
                         self.base, ({k: v[i] for k, v in params.items()}, {k: v[i] for k, v in buffers.items()}),
                         (x[i],), {"step": step, "checked": True})))
             losses, terms = zip(*outputs)
             return torch.stack(losses), torch.stack(terms)
+
+    def _own_settings(self, i: int) -> dict[str, float]:
+        """Member ``i``'s float settings that differ among the members, as the numbers its own model holds."""
+        return {path: values[i] for path, values in self.varied.items()}
+
+    def optimizer_step(self) -> None:
+        """The optimiser's step of every member, each at its own learning rate."""
+        if self.rates is None:
+            self.optimizer.step()
+            return
+        with torch.no_grad():
+            before = [p.detach().clone() for p in self.params.values()]
+        self.optimizer.step()
+        with torch.no_grad():
+            for p, old in zip(self.params.values(), before):
+                rate = self.rates.view(-1, *[1] * (p.dim() - 1))
+                p.copy_(old + rate * (p - old))
 
     def _noise(self, x: Tensor) -> list[Tensor]:
         """The step's noise, each member's drawn from its own streams: one ``(members, ...)`` tensor a draw."""
@@ -295,7 +352,8 @@ class Stack:
         buffers = {k: v[0] for k, v in self.buffers.items()}
         with torch.random.fork_rng(devices=self._devices()):
             before = self._generators()
-            with torch.no_grad(), tape, torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
+            with torch.no_grad(), tape, swapped(self.base, self._own_settings(0)), \
+                    torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
                 out = functional_call(self.base, (params, buffers), (x[0],), {"step": self.step, "checked": True})
             after = self._generators()
             self._restore(before)
@@ -374,7 +432,7 @@ class Stack:
             return 0
         self.optimizer.zero_grad(set_to_none=self.graph is None)  # a captured graph keeps its gradients
         losses.sum().backward()
-        self.optimizer.step()
+        self.optimizer_step()
         self.shown = losses.detach()
         return self._stepped(x)
 
@@ -482,7 +540,7 @@ class _CapturedStep:
         def train_step() -> Tensor:
             losses, _ = stack.losses(x, noise, step)
             losses.sum().backward()
-            stack.optimizer.step()
+            stack.optimizer_step()
             return losses
 
         try:
@@ -499,7 +557,7 @@ class _CapturedStep:
                 losses, terms = stack.losses(x, noise, step)
                 stack._note(losses, terms, step)
                 losses.sum().backward()
-                stack.optimizer.step()
+                stack.optimizer_step()
             captured = cls(graph, x, noise, step, losses.detach())
         except Exception as exc:  # noqa: BLE001 - whatever stops the capture, the step can still run eagerly
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -527,7 +585,8 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
     the device).
 
     Each member resumes from its own checkpoint (``resume``); members at different steps, or whose cards
-    differ in more than the seed, go in different stacks, which step in turn.
+    differ in more than the seed, the floats of their ``model`` tables and their learning rates (a sweep of
+    ``beta``, ``lr``: one stack), go in different stacks, which step in turn.
 
     Returns:
         The members, each at the step it reached, its weights in its model; a member whose loss became NaN

@@ -1,7 +1,7 @@
 """What every training loop shares: where the run is, its plan through the data, the order of each epoch,
 its random streams and its resume point (its stop signals are :mod:`vaezoo.signals`).
 
-:mod:`vaezoo.single` (one model, or one per DDP rank) and :mod:`vaezoo.ensemble` (several runs stacked into
+:mod:`vaezoo.training.single` (one model, or one per DDP rank) and :mod:`vaezoo.training.ensemble` (several runs stacked into
 one step) both step through a dataset with these.
 """
 
@@ -20,13 +20,13 @@ import torch.distributed as dist
 from torch import Tensor
 
 from vaezoo.assemble import load_weights
-from vaezoo.entries.schema import Card, TrainRecipe
-from vaezoo.checkpoints import check_recipe, read_checkpoint, restore_rng
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
-from vaezoo.files import remove_temporaries
+from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.errors import InputError, Phrase, TrainingError, TrainingWarning
-from vaezoo.progress import note
+from vaezoo.store.files import remove_temporaries
+from vaezoo.terminal import note
+from vaezoo.entries.checkpoints import check_recipe, read_checkpoint, restore_rng
 
 
 @dataclass
@@ -89,8 +89,11 @@ def checkpoint_exists_error(path: Path) -> TrainingError:
                                file=path.name)
 
 
-def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan: Plan, resume: bool, run: Run) -> int | None:
-    """Restore model, optimiser and RNG states from the checkpoint ``path``: its step, or None to start afresh."""
+def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan: Plan, resume: bool, run: Run,
+                 parts=None) -> int | None:
+    """Restore model, optimiser and RNG states from the checkpoint ``path``, and the regularizers' training parts
+    and their optimisers into ``parts`` (a :class:`~vaezoo.training.auxiliary.TrainingParts`) when the model has
+    any: its step, or None to start afresh."""
     if not path.exists():
         if resume and run.main:
             note(f"no checkpoint in {path.parent}; starting from step 0")
@@ -115,6 +118,14 @@ def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan
                                   "optimiser ({problem}); resume with the card that started the run, or choose "
                                   "another {out}", path=path, optimizer=card.train.optimizer.name,
                                   problem=first) from None
+    if parts:
+        try:
+            parts.load_state_dict(checkpoint.auxiliary)
+        except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise TrainingError.about("checkpoint {path} holds no usable state of the regularizers' training parts "
+                                      "and their optimisers ({problem}); resume with the card that started the run, "
+                                      "or choose another {out}", path=path, problem=first) from None
     if not restore_rng(checkpoint, run.rank, run.world, run.device):
         torch.manual_seed(card.train.seed + 1_000_003 * run.rank + checkpoint.step)
         if run.main:

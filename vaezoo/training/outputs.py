@@ -7,10 +7,10 @@ import os
 import tempfile
 from pathlib import Path
 
-from vaezoo.checkpoints import CHECKPOINT
 from vaezoo.errors import OutputError
-from vaezoo.files import folder_problem
-from vaezoo.loop import checkpoint_exists_error
+from vaezoo.store.files import folder_problem
+from vaezoo.entries.checkpoints import CHECKPOINT
+from vaezoo.training.loop import checkpoint_exists_error
 
 __all__ = ["check_layout", "prepare_out", "remove_empty"]
 

@@ -2,7 +2,7 @@
 
 Both show the epoch, the step, the loss and its terms, the KL of each latent part, the regularizers'
 targets (e.g. capacities), images/s and the time left. ``VAEZOO_PROGRESS=0`` turns both off, as it
-does for :mod:`vaezoo.progress`.
+does for :mod:`vaezoo.terminal`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
-from vaezoo.progress import PLAIN_INTERVAL
-from vaezoo.terminal import printable
+from vaezoo.terminal import PLAIN_INTERVAL, printable
 
 
 class Reporter:

@@ -21,7 +21,9 @@ from vaezoo.entries.catalog import card_reference, new_card_name, parse_card
 from vaezoo.entries.entry import weights_file, write_entry
 from vaezoo.entries.schema import Card
 from vaezoo.errors import PublishWarning, VaezooError
-from vaezoo.locks import card_lock
+from vaezoo.evaluation.measure import eval_command
+from vaezoo.evaluation.report import evaluate_card
+from vaezoo.store.locks import card_lock
 
 if TYPE_CHECKING:
     from vaezoo.model import VAE
@@ -46,7 +48,9 @@ def run_name(card: Card, name: str | None = None) -> str:
 
 def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=None, device=None,
             evaluate: bool = True) -> Path:
-    """Write ``model``'s weights (the card's JSON in their header) and its own card, then evaluate it.
+    """Write ``model``'s weights (the card's JSON in their header) and its own card, then record its metrics
+    through the one recorder, :func:`vaezoo.evaluation.report.evaluate_card` with ``write=True`` (what
+    ``vaezoo eval OUT --write`` does).
 
     Args:
         card: the card the run trained, with the recipe it ran.
@@ -61,37 +65,17 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
     Returns:
         The path of the completed card, ``out/NAME.toml``, beside ``out/NAME.safetensors``.
     """
-    from vaezoo.devices import usable_device
-    from vaezoo.evaluate import as_metrics, eval_command, failure
-    from vaezoo.evaluate import evaluate as measure  # renamed: ``evaluate`` is this function's argument
-
-    device = usable_device(device)  # the model's card sections get the device it stands for
     own = own_card(card, model, name, steps)
     with card_lock(Path(out) / f"{name}.toml"):  # a reader of the run's last card waits for the new pair
         written = write_entry(own, model.state_dict(), out)  # the run's work is safe before anything is evaluated
     if not evaluate:
         return written
-    ref = card_reference(own, out)
-
-    def failed(metric: str, exc: Exception) -> None:
-        warnings.warn(f"{failure(metric, exc)}; the card is written without it; measure it again with: "
-                      f"{eval_command(ref, data_root, [metric])}", PublishWarning, stacklevel=2)
-
-    results = measure(model, own, data_root, device, on_error=failed)
-    sections = {}
-    try:
-        sections = model.card_sections(own, ref, data_root, device)
-    except Exception as exc:  # noqa: BLE001 - the run keeps its weights whatever a plugin's model raises
-        warnings.warn(f"measuring the model's card sections failed ({type(exc).__name__}: {exc}); the card is "
-                      f"written without them", PublishWarning, stacklevel=2)
-    metrics = as_metrics(own, results, data_root, ref=ref)
-
-    with card_lock(written):  # what 'vaezoo eval --write' recorded on the card meanwhile stays
-        now = parse_card(written)
-        measured = {**now.metrics, **metrics}
-        return write_entry(now.model_copy(update={
-            "metrics": measured, "sections": {**now.sections, **sections},
-            "headline": own.headline if own.headline in measured else None}), model.state_dict(), out)
+    report = evaluate_card(written, data_root=data_root, device=device, write=True)  # as 'vaezoo eval OUT --write'
+    ref = card_reference(report.card, out)
+    for metric, why in report.failed.items():
+        again = f"; measure it again with: {eval_command(ref, data_root, [metric])}" if metric in own.eval_metrics else ""
+        warnings.warn(f"{why}; the card is written without it{again}", PublishWarning, stacklevel=2)
+    return written
 
 
 def published(out: Path, name: str, steps: int) -> Path | None:
@@ -112,10 +96,13 @@ def published(out: Path, name: str, steps: int) -> Path | None:
 
 def own_card(card: Card, model: VAE, name: str, steps: int) -> Card:
     """The run's own card, before evaluation: ``card``'s recipe and model under ``name``, what the run did
-    (``steps``, the latent layout, the parameter count), and nothing measured on ``card``."""
+    (``steps``, the latent layout, the parameter count of the model alone and of each training-only part), and
+    nothing measured on ``card``."""
     from vaezoo.version import __version__
 
     return card.model_copy(update={"name": name, "train": card.train.model_copy(update={"steps": steps}),
                                    "vaezoo_version": __version__, "latent": model.latent.layout(),
                                    "parameters": sum(p.numel() for p in model.parameters()),
+                                   "training_parameters": {name: sum(p.numel() for p in part.parameters())
+                                                           for name, part in model.training_parts().items()} or None,
                                    "metrics": {}, "sections": {}, "weights": None})

@@ -2,12 +2,12 @@
 
 Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is wrapped in DistributedDataParallel (gloo on CPU, nccl
 on CUDA) and each rank takes its share of every epoch's order, the order of a DistributedSampler; only rank
-0 writes files. Every ``checkpoint_every`` steps a checkpoint (:mod:`vaezoo.checkpoints`) saves the model,
+0 writes files. Every ``checkpoint_every`` steps a checkpoint (:mod:`vaezoo.entries.checkpoints`) saves the model,
 the optimiser, the step and the RNG states at the start of that step, once that step's loss is known to be
 finite, so the one a diverged run names is good to resume from. Regularizer schedules are pure functions
 of the step, so resuming (``resume``) continues exactly where the checkpoint was taken. The recipe's ``precision =
 "bf16"`` runs the forward pass under ``torch.autocast`` in bfloat16, ``compile = true`` through
-``torch.compile``. Several runs at once are :mod:`vaezoo.ensemble`'s.
+``torch.compile``. Several runs at once are :mod:`vaezoo.training.ensemble`'s.
 """
 
 from __future__ import annotations
@@ -18,16 +18,30 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from vaezoo.entries.schema import Card
-from vaezoo.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.data import ImageDataset
+from vaezoo.entries.schema import Card
 from vaezoo.errors import Phrase, TrainingError
-from vaezoo.loop import (Plan, Run, Streams, check_before_training, device_store, diverged, distribution_checks_off,
-                         epoch_order, last_good, make_optimizer, resume_point, rng_state, until)
 from vaezoo.model import VAE, VAEOutput
-from vaezoo.progress import note
+from vaezoo.terminal import note
+from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
+from vaezoo.training.loop import (
+    Plan,
+    Run,
+    Streams,
+    check_before_training,
+    device_store,
+    distribution_checks_off,
+    diverged,
+    epoch_order,
+    last_good,
+    make_optimizer,
+    resume_point,
+    rng_state,
+    until,
+)
+from vaezoo.training.auxiliary import TrainingParts
+from vaezoo.training.progress import Reporter
 from vaezoo.signals import Interrupted, StopSignals
-from vaezoo.train_progress import Reporter
 
 __all__ = ["CHECK_EVERY", "SingleRun", "fit", "fit_single"]
 
@@ -59,9 +73,10 @@ class SingleRun:
         recipe = card.train
         self.model, self.card, self.plan, self.run = model, card, plan, run
         self.optimizer = make_optimizer(recipe, model.parameters())
+        self.parts = TrainingParts(model)  # the regularizers' own networks and optimisers (FactorVAE's), if any
         self.checkpoint = Path(out) / CHECKPOINT
         torch.manual_seed(recipe.seed + 1_000_003 * run.rank)  # each rank's stream of sampling noise
-        self.saved = resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run)
+        self.saved = resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run, self.parts)
         self.step = self.saved or 0
         self.streams = Streams(run.device)
         self.shuffle = torch.Generator(run.device)
@@ -118,6 +133,8 @@ class SingleRun:
             self.optimizer.zero_grad(set_to_none=True)
             result.loss.backward()
             self.optimizer.step()
+            if self.parts:
+                self.parts.step(self.model, result, store, plan.batch_size, self.step)
         self.step += 1
         self.shown = result
         if self.step % CHECK_EVERY == 0:
@@ -152,7 +169,8 @@ class SingleRun:
         if self.run.main:
             fix = Phrase("make room, then continue with {resume:True} ({last})",
                          last=last_good(self.checkpoint, self.saved))
-            write_checkpoint(self.checkpoint, self.card, self.model, self.optimizer.state_dict(), self.step, rng, fix)
+            write_checkpoint(self.checkpoint, self.card, self.model, self.optimizer.state_dict(), self.step, rng, fix,
+                             self.parts.state_dict() if self.parts else None)
         self.saved = self.step
 
     def finish(self) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from vaezoo.arguments import parse_value
+from vaezoo.context import parse_value
 from vaezoo.entries.recipe import RECORDS
 from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import TrainingError

@@ -1,11 +1,11 @@
 """Training from a card's recipe: the orchestration of a run, or of an ensemble of runs.
 
-:func:`train` trains one run (:mod:`vaezoo.single`; under ``torchrun``, one process per rank), and
+:func:`train` trains one run (:mod:`vaezoo.training.single`; under ``torchrun``, one process per rank), and
 :func:`train_seeds` an ensemble, one run per seed and swept value, stacked into one step
-(:mod:`vaezoo.ensemble`). Either way, in this order: the output folder (``out``) is locked for the run
-(:func:`vaezoo.locks.run_lock`) and checked (:mod:`vaezoo.outputs`), the card's metrics are matched
+(:mod:`vaezoo.training.ensemble`). Either way, in this order: the output folder (``out``) is locked for the run
+(:func:`vaezoo.store.locks.run_lock`) and checked (:mod:`vaezoo.training.outputs`), the card's metrics are matched
 against the model (step 0, before any data is read), the data is loaded and moved to the device once, the
-loop trains with atomic checkpoints and exact resume, and :mod:`vaezoo.publish` writes each finished run's
+loop trains with atomic checkpoints and exact resume, and :mod:`vaezoo.training.publish` writes each finished run's
 weights and completed card.
 
 SIGINT (Ctrl-C), SIGTERM or SIGHUP during the loop stops the run at the end of the step under way, with a
@@ -29,19 +29,19 @@ from pydantic import ValidationError
 from vaezoo.assemble import build_model, load_dataset
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import Card, TrainRecipe
-from vaezoo.checkpoints import CHECKPOINT
-from vaezoo.ensemble import fit_ensemble
 from vaezoo.errors import CardError, OutputError, TrainingError
-from vaezoo.evaluate import check_metrics
-from vaezoo.locks import run_lock
-from vaezoo.loop import Plan, Run, start_run
+from vaezoo.evaluation.measure import check_metrics
 from vaezoo.model import VAE
-from vaezoo.outputs import check_layout, prepare_out, remove_empty
-from vaezoo.progress import note
-from vaezoo.publish import publish, published, run_name
+from vaezoo.store.locks import run_lock
+from vaezoo.terminal import note
+from vaezoo.entries.checkpoints import CHECKPOINT
+from vaezoo.training.ensemble import fit_ensemble
+from vaezoo.training.loop import Plan, Run, start_run
+from vaezoo.training.outputs import check_layout, prepare_out, remove_empty
+from vaezoo.training.publish import publish, published, run_name
 from vaezoo.signals import Interrupted, StopSignals
-from vaezoo.single import fit, fit_single
-from vaezoo.sweeps import Sweep, members
+from vaezoo.training.single import fit, fit_single
+from vaezoo.training.sweeps import Sweep, members
 
 __all__ = ["CHECKPOINT", "Interrupted", "Run", "TrainOptions", "TrainResult", "fit", "train", "train_seeds"]
 
@@ -58,7 +58,7 @@ class TrainOptions:
         max_steps: stop when the run reaches this step (it can be resumed); no weights are written.
         name: the completed card's name (default ``CARD-run``); a built-in zoo entry's name is refused.
         formulation: how an ensemble's stacked step runs its members ("vmap" or "loop"; default: the faster
-            on the device, see :class:`vaezoo.ensemble.Stack`).
+            on the device, see :class:`vaezoo.training.ensemble.Stack`).
         epochs, seed, checkpoint_every, precision, compile: override the recipe's values.
         evaluate: measure a finished run's metrics on its card (False leaves them to ``vaezoo eval RUN --write``).
     """
@@ -148,11 +148,12 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
                 formulation: str | None = None, evaluate: bool = True) -> list[TrainResult]:
     """Train an ensemble: one run per seed and combination of the sweeps' values, all in one step.
 
-    The runs are stacked (:mod:`vaezoo.ensemble`): one forward, backward and optimiser step covers all the
-    runs whose cards differ only in the seed. Each run has its own data order, sampling noise, optimiser
+    The runs are stacked (:mod:`vaezoo.training.ensemble`): one forward, backward and optimiser step covers all the
+    runs whose cards differ only in the seed. A model whose regularizers train networks of their own (FactorVAE's
+    discriminator) is not stacked: its runs train one after the other, each exactly as it would alone. Each run has its own data order, sampling noise, optimiser
     state and checkpoint, so each folder ends as ``train`` of that card alone would leave it (up to float
     rounding), and resumes (``resume``) on its own. Seed N goes in ``out/seed-N``, or
-    ``out/KEY=VALUE/seed-N`` in a sweep (see :func:`vaezoo.sweeps.members`).
+    ``out/KEY=VALUE/seed-N`` in a sweep (see :func:`vaezoo.training.sweeps.members`).
 
     Args:
         card, data_root, epochs, resume, device, max_steps, checkpoint_every, name, precision, compile, evaluate:
@@ -161,7 +162,7 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
         seeds: the seeds, each once.
         sweeps: card fields and the values to train each with.
         formulation: how the stacked step runs the members' forward passes, "vmap" or "loop"
-            (see :class:`vaezoo.ensemble.Stack`; default: the faster on the device).
+            (see :class:`vaezoo.training.ensemble.Stack`; default: the faster on the device).
 
     Returns:
         Each run's result, seeds varying fastest; a run whose loss became NaN or inf has its ``error``.
@@ -243,6 +244,13 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
         dataset = load_dataset(data.name, options.data_root, "train", **data.options)
         if _alone(runs):
             trained = [fit_single(models[0], *runs[0][:2], dataset, options.resume, options.max_steps, run)]
+        elif any(m.training_parts() for m in models):
+            # a regularizer's own networks and optimisers are not stacked (yet): each member is its solo run
+            note(f"the model's regularizers train networks of their own ({', '.join(models[0].training_parts())}), "
+                 f"which a stacked step does not hold: the {len(runs)} runs train one after the other, each as it "
+                 f"would alone")
+            trained = [fit_single(m, c, out, dataset, options.resume, options.max_steps, run)
+                       for m, (c, out, _) in zip(models, runs)]
         else:
             trained = fit_ensemble([(m, c, out, label) for m, (c, out, label) in zip(models, runs)], dataset,
                                    options.resume, options.max_steps, run, options.formulation)
@@ -264,7 +272,7 @@ def _alone(runs: list[tuple[Card, Path, str]]) -> bool:
 
 def _completed_card(trained, out: Path, options: TrainOptions, run: Run) -> Path:
     """The completed card of a run that reached its last step: the one it already had when a finished run is
-    resumed (with what was recorded on it since), else the card :func:`~vaezoo.publish.publish` writes."""
+    resumed (with what was recorded on it since), else the card :func:`~vaezoo.training.publish.publish` writes."""
     kept = published(out, options.name, trained.step) if options.resume else None
     if kept is not None:
         note(f"{out}: the run had finished at step {trained.step}; its card {kept} is kept as it is")

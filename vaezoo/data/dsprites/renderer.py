@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vaezoo.progress import progress
+from vaezoo.terminal import progress
 
 FACTOR_NAMES = ("shape", "scale", "orientation", "posX", "posY")
 FACTOR_SIZES = (3, 6, 40, 32, 32)

@@ -2,9 +2,11 @@
 
 from vaezoo.cli.common import add_data_root, add_device, path_arg, printable, seed_arg
 
+HELP = "write a static HTML page of the zoo (opens from disk, no server)"
+"""What ``vaezoo --help`` says of the command."""
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("gallery", help="write a static HTML page of the zoo (opens from disk, no server)")
+
+def add_arguments(p) -> None:
     p.add_argument("directory", type=path_arg, metavar="DIR",
                    help="where index.html and its images go; the images an earlier gallery drew there of cards it "
                         "no longer draws are removed (not a file of yours)")
@@ -17,11 +19,10 @@ def add_parser(sub) -> None:
     p.add_argument("--only-seeds", action="store_true",
                    help="write only the seed distributions (one SVG per dataset and metric with a spread over "
                         "seeds), from the cards alone, e.g. into docs/zoo; no page, no model is run")
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from vaezoo.gallery import build_gallery, build_seed_plots
+    from vaezoo.extras.gallery import build_gallery, build_seed_plots
 
     if args.only_seeds:
         for path in build_seed_plots(args.directory):

@@ -3,9 +3,11 @@ as ``llm install`` does; then name the plugins they added."""
 
 from vaezoo.cli.common import path_arg, printable
 
+HELP = "install packages (plugins) into vaezoo's Python environment with pip"
+"""What ``vaezoo --help`` says of the command."""
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("install", help="install packages (plugins) into vaezoo's Python environment with pip")
+
+def add_arguments(p) -> None:
     p.add_argument("packages", nargs="*", metavar="PACKAGE",
                    help="what pip installs: a name with an optional version (vaezoo-laplace>=0.2), a path or a URL")
     p.add_argument("-U", "--upgrade", action="store_true", help="upgrade the packages to their newest version")
@@ -15,11 +17,10 @@ def add_parser(sub) -> None:
                    help="reinstall the packages even when they are up to date")
     p.add_argument("--no-cache-dir", action="store_true", help="leave pip's cache alone")
     p.add_argument("--pre", action="store_true", help="take pre-release and development versions too")
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from vaezoo.installer import install
+    from vaezoo.extras.installer import install
 
     done = install(args.packages, upgrade=args.upgrade, editable=args.editable,
                    force_reinstall=args.force_reinstall, no_cache_dir=args.no_cache_dir, pre=args.pre)

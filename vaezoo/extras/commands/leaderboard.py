@@ -2,24 +2,25 @@
 
 from vaezoo.cli.common import names_arg, print_json, print_table
 
+HELP = "the zoo's entries side by side on chosen metrics"
+"""What ``vaezoo --help`` says of the command."""
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("leaderboard", help="the zoo's entries side by side on chosen metrics",
-                       description="The cards that record any of the metrics, ranked on the first, best first in "
-                                   "its direction (the lowest first for the losses and for a metric recorded or "
-                                   "registered as lower-better, the highest for the others), then on the next; a "
-                                   "card without a value, or with NaN, after those with one; ties in name order.")
+
+def add_arguments(p) -> None:
+    p.description = ("The cards that record any of the metrics, ranked on the first, best first in "
+                     "its direction (the lowest first for the losses and for a metric recorded or "
+                     "registered as lower-better, the highest for the others), then on the next; a "
+                     "card without a value, or with NaN, after those with one; ties in name order.")
     p.add_argument("metrics", type=names_arg, metavar="METRIC[,METRIC...]",
                    help="metrics recorded on the cards, e.g. mig_chen,mig_dlib,betavae_score")
     p.add_argument("--dataset", help="only models trained on this dataset")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from vaezoo.entries.catalog import list_cards
     from vaezoo.errors import VaezooError
-    from vaezoo.leaderboard import leaderboard
+    from vaezoo.extras.leaderboard import leaderboard
 
     cards = list_cards()
     rows = leaderboard([c for c in cards if args.dataset in (None, c.dataset)], args.metrics)

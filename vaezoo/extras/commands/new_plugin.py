@@ -23,7 +23,7 @@ from string import Template
 
 from vaezoo.cli.common import path_arg, printable
 from vaezoo.errors import VaezooError
-from vaezoo.files import new_folder_mode
+from vaezoo.store.files import new_folder_mode
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 
@@ -48,15 +48,16 @@ KINDS = {
     "likelihood": ("likelihood", "likelihood"),
 }
 
+HELP = "write a new plugin package: pyproject, hooks, a card and tests"
+"""What ``vaezoo --help`` says of the command."""
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("new-plugin", help="write a new plugin package: pyproject, hooks, a card and tests")
+
+def add_arguments(p) -> None:
     p.add_argument("name", help="the plugin's name: lowercase letters, digits and hyphens, e.g. 'sparse-vae'")
     p.add_argument("--kind", choices=sorted(KINDS), default="architecture",
                    help="the part the plugin registers (default: architecture)")
     p.add_argument("--dir", default=".", type=path_arg,
                    help="where to create the package directory vaezoo-NAME (default: .)")
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -10,13 +10,15 @@ from pathlib import Path
 
 from vaezoo.cli.common import add_card, card_arg, path_arg, printable
 
+HELP = "upload a model to a Hugging Face Hub repository"
+"""What ``vaezoo --help`` says of the command."""
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("push", help="upload a model to a Hugging Face Hub repository",
-                       description="Upload a card, its verified weights, config.json and a Hub model card "
-                                   "(README.md with YAML metadata) to OWNER/REPO in one commit; load it back with "
-                                   "vaezoo.load('hf-hub:OWNER/REPO'). Needs pip install \"vaezoo[hub]\" and a "
-                                   "Hub token with write access ('hf auth login' or HF_TOKEN).")
+
+def add_arguments(p) -> None:
+    p.description = ("Upload a card, its verified weights, config.json and a Hub model card "
+                     "(README.md with YAML metadata) to OWNER/REPO in one commit; load it back with "
+                     "vaezoo.load('hf-hub:OWNER/REPO'). Needs pip install \"vaezoo[hub]\" and a "
+                     "Hub token with write access ('hf auth login' or HF_TOKEN).")
     add_card(p, "name", nargs="?")
     p.add_argument("repo", nargs="?", type=repo_id, metavar="OWNER/REPO", help="the Hub repository (created if needed)")
     p.add_argument("--all", metavar="OWNER", type=owner, dest="owner",
@@ -32,12 +34,11 @@ def add_parser(sub) -> None:
     p.add_argument("-m", "--commit-message", metavar="TEXT", help="the commit's message (default: vaezoo push NAME)")
     p.add_argument("--revision", metavar="BRANCH",
                    help="commit to this branch, created from main if needed (default: main)")
-    p.set_defaults(func=run)
 
 
 def repo_id(value: str) -> str:
     """argparse type of the repository: ``OWNER/REPO``."""
-    from vaezoo.hf import REPO_ID
+    from vaezoo.entries.huggingface import REPO_ID
 
     if REPO_ID.fullmatch(value) is None:
         raise argparse.ArgumentTypeError(f"'{printable(value)}' is not a Hub repository; write OWNER/REPO "
@@ -47,7 +48,7 @@ def repo_id(value: str) -> str:
 
 def owner(value: str) -> str:
     """argparse type of ``--all``: a Hub user or organisation."""
-    from vaezoo.hf import REPO_ID
+    from vaezoo.entries.huggingface import REPO_ID
 
     if REPO_ID.fullmatch(f"{value}/x") is None:
         raise argparse.ArgumentTypeError(f"'{printable(value)}' is not a Hub user or organisation (letters, digits, "
@@ -67,16 +68,17 @@ def run(args) -> int:
     folder = Path(args.out) if args.out else None
     if folder is None:
         return _push(args, None)
-    from vaezoo.files import new_folder_mode
-    from vaezoo.locks import folder_lock
+    from vaezoo.store.files import new_folder_mode, temporaries
+    from vaezoo.store.locks import folder_lock
 
     if folder.exists() and not folder.is_dir():
         raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
     with folder_lock(folder):  # its file beside the folder, which is uploaded whole; another staging waits
         if folder.is_dir() and any(folder.iterdir()):
             raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
-        for stale in folder.parent.glob(f".{folder.name}.*.tmp"):  # a staging killed before it was moved in
-            shutil.rmtree(stale, ignore_errors=True)
+        for stale in temporaries(folder.parent, f".{folder.name}.", ".tmp"):  # a staging killed before it moved in
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
         staging.chmod(stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else new_folder_mode())
         try:  # staged beside, then moved in whole: an error, Ctrl-C or kill leaves --out as it was
@@ -92,7 +94,7 @@ def run(args) -> int:
 def _push(args, folder: Path | None, shown: Path | None = None) -> int:
     """``vaezoo push``, staging into ``folder`` (None: a new temporary folder) the files printed as in ``shown``
     (``--out``, where they are moved once staged)."""
-    from vaezoo.hf_push import push, stage
+    from vaezoo.extras.hub_push import push, stage
 
     if args.owner is not None:
         return _stage_zoo(args.owner, folder, args.dry_run, shown)
@@ -115,7 +117,7 @@ def _push(args, folder: Path | None, shown: Path | None = None) -> int:
 def _stage_zoo(owner: str, folder: Path | None, dry_run: bool, shown: Path | None = None) -> int:
     from vaezoo.entries.catalog import list_cards
     from vaezoo.errors import OutputError
-    from vaezoo.hf_push import MANIFEST_FILE, stage_collection
+    from vaezoo.extras.hub_push import MANIFEST_FILE, stage_collection
 
     if not dry_run:
         raise OutputError("--all stages the zoo with --dry-run only; upload each entry with "

@@ -3,16 +3,17 @@
 
 from vaezoo.cli.common import printable
 
+HELP = "uninstall packages (plugins) from vaezoo's Python environment with pip"
+"""What ``vaezoo --help`` says of the command."""
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("uninstall", help="uninstall packages (plugins) from vaezoo's Python environment with pip")
+
+def add_arguments(p) -> None:
     p.add_argument("packages", nargs="+", metavar="PACKAGE", help="a distribution to remove, e.g. vaezoo-laplace")
     p.add_argument("-y", "--yes", action="store_true", help="remove them without asking first")
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from vaezoo.installer import uninstall
+    from vaezoo.extras.installer import uninstall
 
     done = uninstall(args.packages, yes=args.yes)
     for plugin in done.removed:
