@@ -1,0 +1,97 @@
+"""benchmarks/device_kernels.py on the CPU at toy sizes: its JSON holds every layer x formulation x pass it was
+asked for, the formulations agree with the float32 loop, and a formulation that computes something else is
+flagged."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+
+import pytest
+import torch
+from kit import REPO, child_env, run_python
+
+import vaezoo
+
+SCRIPT = REPO / "benchmarks" / "device_kernels.py"
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    """The script as a module."""
+    spec = importlib.util.spec_from_file_location("device_kernels", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+def dsprites_layers() -> list[tuple[str, type]]:
+    """The convolution and linear layers of betatcvae-dsprites's model, read here without the script."""
+    model = vaezoo.build_model("betatcvae-dsprites")
+    return [(name, type(m)) for name, m in model.named_modules()
+            if type(m) in (torch.nn.Conv2d, torch.nn.ConvTranspose2d, torch.nn.Linear)]
+
+
+@pytest.mark.slow
+def test_the_toy_run_times_every_layer_formulation_and_pass_and_they_agree(tmp_path):
+    out = tmp_path / "out"
+    done = run_python(str(SCRIPT), "--toy", "--device", "cpu", "--dtypes", "fp32", "bf16", "--out", str(out),
+                      env=child_env(tmp_path / "home"), timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "every formulation agrees with the float32 loop" in done.stderr
+    report = json.loads((out / "kernels.json").read_text())
+    formulations, dtypes, layouts = ["grouped", "vmap", "bmm", "loop"], ["fp32", "bf16"], ["nchw", "channels_last"]
+    assert report["meta"]["members"] == [2] and report["meta"]["formulations"] == formulations
+
+    layers = dsprites_layers()
+    assert len(layers) == 12
+    assert sorted(entry["name"] for entry in report["layers"]) == sorted(name for name, _ in layers)
+    for entry, (name, kind) in zip(sorted(report["layers"], key=lambda e: e["name"]), sorted(layers)):
+        asked = layouts if kind is not torch.nn.Linear else ["nchw"]
+        got = {(r["formulation"], r["dtype"], r["layout"]): r for r in entry["results"]}
+        assert set(got) == {(f, d, lay) for f in formulations for d in dtypes for lay in asked}, name
+        for (_, dtype, _), record in got.items():
+            assert set(record["ms"]) == {"forward", "input_grad", "weight_grad"}
+            assert all(v > 0 for v in record["ms"].values()) and all(v > 0 for v in record["tflops"].values())
+            assert math.isfinite(record["error"]) and record["error"] <= report["meta"]["tolerance"][dtype]
+            assert record["agrees"] is True
+        # bf16 rounds: its error is measured, not a zero typed in
+        assert max(r["error"] for r in entry["results"] if r["dtype"] == "bf16") > 1e-6
+
+    steps = {(s["formulation"], s["dtype"], s["layout"]): s for s in report["steps"]}
+    assert set(steps) == {(f, d, lay) for f in ("vmap", "loop") for d in dtypes for lay in layouts}
+    for step in steps.values():
+        assert step["ms"]["step"] > 0 and step["tflops"]["step"] > 0 and step["top_kernels"]
+        assert "aten::" in (out / step["profile"]).read_text()
+    table = (out / "kernels.md").read_text()
+    assert all(f"| {name} | weight_grad | bf16 | nchw |" in table for name, _ in layers)
+
+
+def test_a_formulation_that_mixes_up_the_members_is_flagged(kernels, monkeypatch):
+    model = vaezoo.build_model("betatcvae-dsprites")
+    conv = next(layer for layer in kernels.net_layers(model) if layer.kind == "conv_transpose")
+    torch.manual_seed(0)
+    inputs = kernels.Inputs.random(conv, members=3, batch=2, device=torch.device("cpu"))
+
+    def wrong(layer, x, w, b):  # each member gets the next one's weights
+        return kernels.grouped_formulation(layer, x, w.roll(1, 0), b)
+
+    monkeypatch.setitem(kernels.FORMULATIONS, "wrong", wrong)
+    records = {r["formulation"]: r for r in kernels.measure_layer(
+        conv, inputs, ["grouped", "bmm", "wrong"], ["fp32"], ["nchw"], torch.device("cpu"), repeats=1, warmup=0,
+        peak=kernels.PEAK_TFLOPS)}
+    assert records["grouped"]["agrees"] and records["bmm"]["agrees"]
+    assert records["grouped"]["error"] < 1e-5
+    assert not records["wrong"]["agrees"] and records["wrong"]["error"] > 0.1
+
+
+def test_agreement_is_relative_to_the_reference_and_refuses_shapes_and_nans(kernels):
+    reference = [torch.tensor([1.0, -4.0]), torch.tensor([10.0])]
+    assert kernels.agreement([torch.tensor([1.0, -4.0]), torch.tensor([10.0])], reference) == 0
+    assert kernels.agreement([torch.tensor([1.0, -3.0]), torch.tensor([10.0])], reference) == pytest.approx(0.25)
+    assert kernels.agreement([torch.tensor([1.0, -4.0]), torch.tensor([10.0, 0.0])], reference) == math.inf
+    assert kernels.agreement([torch.tensor([1.0, float("nan")]), torch.tensor([10.0])], reference) == math.inf
