@@ -1,0 +1,92 @@
+"""The metrics' faster paths give the numbers of the straightforward ones: Chen's entropy estimator vectorised
+over dimensions against its formula computed directly in float64; the per-factor scikit-learn fits the same for
+any number of worker processes; and loading a model imports neither scipy nor scikit-learn."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch.distributions import Normal
+
+from vaezoo.metrics import dci, entropy, modularity, parallel
+
+
+def reference_entropies(mean, logvar, factors, samples, seed):
+    """Chen et al.'s estimator, term by term in float64: the draw of :func:`entropy.estimate_entropies`, then
+    -mean_s log (1/N) sum_n q(z_s | x_n) for each dimension, for each factor's images sharing the sample's value,
+    and for the whole code."""
+    mean, logvar = mean.double(), logvar.double()
+    n, dims = mean.shape
+    generator = torch.Generator().manual_seed(seed)
+    picked = torch.randperm(n, generator=generator)[:samples]
+    std = torch.exp(0.5 * logvar)
+    z = mean[picked] + std[picked] * torch.randn(len(picked), dims, generator=generator, dtype=torch.float64)
+    log_q = Normal(mean[None], std[None]).log_prob(z[:, None])  # (samples, N, D)
+    marginal = -(torch.logsumexp(log_q, 1) - math.log(n)).mean(0)
+    joint = -(torch.logsumexp(log_q.sum(-1), 1) - math.log(n)).mean()
+    conditional = []
+    for k in range(factors.shape[1]):
+        same = factors[picked, k][:, None] == factors[None, :, k]  # (samples, N)
+        masked = log_q.masked_fill(~same[..., None], -math.inf)
+        conditional.append(-(torch.logsumexp(masked, 1) - same.sum(1, keepdim=True).double().log()).mean(0))
+    return marginal, torch.stack(conditional), float(joint)
+
+
+@pytest.mark.parametrize("use_grid", [True, False])
+@pytest.mark.parametrize("log_std", [-1.0, -4.0])  # -4: most exponents far below float32 exp's normal range
+def test_vectorised_estimator_equals_the_formula(use_grid, log_std):
+    torch.manual_seed(3)
+    sizes = (3, 4, 8, 8)
+    factors = torch.tensor(np.stack(np.meshgrid(*map(np.arange, sizes), indexing="ij"), -1).reshape(-1, len(sizes)))
+    factors = torch.cat([factors, factors])  # two images of each combination
+    n, dims = len(factors), 5
+    mean = torch.randn(n, dims) + 0.3 * factors[:, :1].float()
+    logvar = 2 * (log_std + 0.5 * torch.randn(n, dims))
+    got = entropy.estimate_entropies(mean, logvar, factors, samples=300, seed=7, use_grid=use_grid)
+    marginal, conditional, joint = reference_entropies(mean, logvar, factors, 300, 7)
+    assert torch.allclose(got.marginal, marginal, rtol=0, atol=1e-6)
+    assert torch.allclose(got.conditional, conditional, rtol=0, atol=1e-6)
+    assert got.joint == pytest.approx(joint, abs=1e-6)
+
+
+def small_problem(seed=0, n=400, dims=4):
+    rng = np.random.default_rng(seed)
+    factors = np.stack([rng.integers(0, 3, n), rng.integers(0, 5, n), rng.integers(0, 4, n)], 1)
+    codes = factors @ rng.normal(size=(3, dims)) + 0.5 * rng.normal(size=(n, dims))
+    half = n // 2
+    return codes[:half], factors[:half], codes[half:], factors[half:]
+
+
+def test_fits_are_the_same_for_any_number_of_jobs():
+    problem = small_problem()
+    alone = [dci.importance_gbt(*problem, random_state=5), modularity.explicitness_of(*problem, random_state=5)]
+    for count in (2, 3):
+        with parallel.jobs(count):
+            assert parallel.get_jobs() == count
+            importance, train, test = dci.importance_gbt(*problem, random_state=5)
+            explicitness = modularity.explicitness_of(*problem, random_state=5)
+        np.testing.assert_array_equal(importance, alone[0][0])
+        assert (train, test, explicitness) == (alone[0][1], alone[0][2], alone[1])
+
+
+def test_jobs_default_to_the_cores_the_process_may_use(monkeypatch):
+    monkeypatch.delenv(parallel.JOBS_VARIABLE, raising=False)
+    assert parallel.get_jobs() == parallel.default_jobs() >= 1
+    monkeypatch.setenv(parallel.JOBS_VARIABLE, "3")
+    assert parallel.get_jobs() == 3
+    with pytest.raises(ValueError):
+        parallel.set_jobs(0)
+
+
+def test_loading_a_model_imports_neither_scipy_nor_sklearn():
+    probe = ("import json, sys, vaezoo; vaezoo.load('betatcvae-dsprites'); "
+             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'sklearn'})))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == []
