@@ -37,13 +37,13 @@ from torch import Tensor, nn
 
 from vaezoo.assemble import build_model, card_dataset, data_info, metric
 from vaezoo.assemble import build_part as build
-from vaezoo.context import FACTS
+from vaezoo.context import FACTS, BuildContext
 from vaezoo.entries.catalog import discover, get_card, parse_card, scan
 from vaezoo.entries.schema import Card
 from vaezoo.errors import PublishWarning
 from vaezoo.latents import LatentFamily, Posterior
 from vaezoo.likelihoods import Bernoulli, Likelihood
-from vaezoo.model import VAE
+from vaezoo.model import VAE, latent_sizes
 from vaezoo.plugins import KINDS, PluginWarning, get_plugins, registry
 from vaezoo.regularizers import Regularizer
 
@@ -349,6 +349,16 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
     gradient; at one of them at least (a warm-up may weigh its terms 0 at step 0) the
     gradient must flow to the posterior's parameters; ``targets()`` must return
     numbers; and a copy restored from its ``state_dict`` must give the same terms.
+    A regularizer that draws random numbers (FactorVAE permutes codes) is checked with
+    torch's generator seeded with ``seed`` before each computation, so it must give the same
+    terms under the same random state.
+
+    It is built knowing the latent's sizes (``code_size``, ``part_sizes``), as in a model. A
+    regularizer with training parts (:meth:`~vaezoo.regularizers.Regularizer.add_training_part`)
+    must name an existing ``torch.optim`` optimiser for parts it has, and its :meth:`update` must
+    give named finite scalar losses whose gradient reaches its training parts and nothing else;
+    in eval mode its terms must not depend on its training parts (a published model has none);
+    and a copy restored from its ``training_state_dict`` must give the same terms and losses.
 
     Args:
         name: the registered name, e.g. ``"capacity"``.
@@ -365,21 +375,22 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
         The built regularizer.
     """
     subject = f"regularizer '{name}'"
-    with _running(subject, f"building with {kwargs}"):
-        regularizer = build("regularizer", {"type": name, **kwargs})
-        restored = build("regularizer", {"type": name, **kwargs})
+    with _running(subject, f"building the latent {latent}"):
+        family = build("latent family", dict(latent or {"type": "gaussian", "dim": 4}))
+    context = BuildContext(builder=build, **latent_sizes(family))
+    with _running(subject, f"building with {kwargs}"), _seeded(seed):
+        regularizer = build("regularizer", {"type": name, **kwargs}, context)
+        restored = build("regularizer", {"type": name, **kwargs}, context)
     subject = _owner("regularizer", name)
     _require(isinstance(regularizer, Regularizer), subject,
              f"built a {type(regularizer).__name__}, not a vaezoo.regularizers.Regularizer")
-    with _running(subject, f"building the latent {latent}"):
-        family = build("latent family", dict(latent or {"type": "gaussian", "dim": 4}))
     with _seeded(seed):
         params = torch.randn(batch, family.param_size, requires_grad=True)
         posterior = family.posterior(params)
         z = posterior.rsample()
     terms_at, flows = {}, False
     for step in steps:
-        with _running(subject, f"forward at step {step}"):
+        with _running(subject, f"forward at step {step}"), _seeded(seed):
             terms_at[step] = terms = regularizer(posterior, z, step)
             targets = regularizer.targets(posterior, step)
         _require(isinstance(terms, dict) and bool(terms), subject,
@@ -398,21 +409,77 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
              f"with steps=")
     with _running(subject, "load_state_dict(state_dict())"):
         restored.load_state_dict(regularizer.state_dict())
+        restored.load_training_state_dict(regularizer.training_state_dict())
     for step in steps:
         with _running(subject, f"forward at step {step} again"):
-            again, from_restored = regularizer(posterior, z, step), restored(posterior, z, step)
+            with _seeded(seed):
+                again = regularizer(posterior, z, step)
+            with _seeded(seed):
+                from_restored = restored(posterior, z, step)
         for term, value in terms_at[step].items():
             _require(term in again and torch.equal(value, again[term]), subject,
-                     f"term '{term}' at step {step} changed when computed again; derive schedules from the "
-                     f"step argument")
+                     f"term '{term}' at step {step} changed when computed again under the same random state; "
+                     f"derive schedules from the step argument and draw random numbers from torch's generator")
             _require(term in from_restored and torch.equal(value, from_restored[term]), subject,
                      f"term '{term}' at step {step} differs in a copy restored from state_dict(); keep "
                      f"schedule state in buffers so that a checkpoint saves it")
+    if regularizer.training_parts():
+        _check_training_parts(regularizer, restored, posterior, z, params, steps[-1], seed, subject)
     if train:
         _train_part(subject, registry("regularizer").plugin_of(name), "vae",
                     {"latent": dict(latent or {"type": "gaussian", "dim": 4}), **TRIAL_NETS,
                      "regularizers": [{"type": name, **kwargs}]}, seed)
     return regularizer
+
+
+def _check_training_parts(regularizer: Regularizer, restored: Regularizer, posterior: Posterior, z: Tensor,
+                          params: Tensor, step: int, seed: int, subject: str) -> None:
+    """The checks of :func:`check_regularizer` of a regularizer with training parts (see there)."""
+    from vaezoo.regularizers.base import UpdateBatch
+
+    parts = regularizer.training_parts()
+    with _running(subject, "optimizers()"):
+        groups = regularizer.optimizers()
+    for group in groups:
+        _require(group.part in parts, subject, f"optimizers() names part '{group.part}'; its training parts are "
+                 f"{list(parts)}")
+        _require(isinstance(getattr(torch.optim, group.name, None), type), subject,
+                 f"optimizers() names '{group.name}', which is not a torch.optim optimiser")
+    with _seeded(seed):
+        second = posterior.rsample().detach() if regularizer.second_batch else None
+    batch = UpdateBatch(z.detach(), second, step)
+    with _running(subject, f"update() at step {step}"), _seeded(seed):
+        losses = regularizer.update(batch)
+    _require(isinstance(losses, dict) and bool(losses), subject,
+             f"update() must return a non-empty dict of named losses of its training parts, got {losses!r}")
+    weights = [p for part in parts.values() for p in part.parameters()]
+    for name, value in losses.items():
+        _require_scalar(value, subject, f"update()'s loss '{name}'")
+        grads = torch.autograd.grad(value, [params, *weights], retain_graph=True, allow_unused=True)
+        _require(grads[0] is None, subject, f"update()'s loss '{name}' depends on the encoder's parameters; its "
+                 f"losses train its training parts alone (use batch.z, which is detached)")
+        _require(any(g is not None and bool(g.abs().sum() > 0) for g in grads[1:]), subject,
+                 f"update()'s loss '{name}' sends no gradient to its training parts")
+    with _running(subject, f"update() at step {step} in a copy restored from training_state_dict()"), _seeded(seed):
+        again = restored.update(batch)
+    for name, value in losses.items():
+        _require(name in again and torch.equal(value, again[name]), subject,
+                 f"update()'s loss '{name}' differs in a copy restored from training_state_dict()")
+    regularizer.eval()
+    try:
+        with _running(subject, f"forward in eval mode at step {step}"), _seeded(seed), torch.no_grad():
+            before = regularizer(posterior, z, step)
+            for p in weights:
+                p.add_(1.0)
+            after = regularizer(posterior, z, step)
+            for p in weights:
+                p.sub_(1.0)
+    finally:
+        regularizer.train()
+    for name, value in before.items():
+        _require(name in after and torch.equal(value, after[name]), subject,
+                 f"term '{name}' in eval mode depends on its training parts, which a published model does not "
+                 f"have; compute such a term in training mode only (if self.training)")
 
 
 def check_net(name: str, image_size: int = 32, channels: int = 1, code_size: int = 4, batch: int = 4, seed: int = 0,

@@ -1,0 +1,138 @@
+"""FactorVAE's and DIP-VAE's regularizers, as disentanglement_lib defines them
+(google-research/disentanglement_lib, ``disentanglement_lib/methods/unsupervised/vae.py``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from vaezoo.context import batch_mean
+from vaezoo.errors import LatentError
+from vaezoo.regularizers.base import OptimizerGroup, Regularizer, UpdateBatch, check_weight
+from vaezoo.regularizers.collectives import gather_rows
+
+
+class Discriminator(nn.Sequential):
+    """FactorVAE's discriminator: ``layers`` fully connected layers of ``hidden`` units with LeakyReLU(``slope``),
+    then 2 logits (class 0: a code of q(z); class 1: a code with its dimensions permuted across the batch).
+
+    Args:
+        code_size: the size of the codes it reads.
+        layers, hidden: its hidden layers and their width (Kim & Mnih: 6 of 1,000).
+        slope: the LeakyReLU's negative slope (0.2, as disentanglement_lib's ``tf.nn.leaky_relu``).
+    """
+
+    def __init__(self, code_size: int, layers: int = 6, hidden: int = 1000, slope: float = 0.2):
+        widths = [code_size] + [hidden] * layers
+        modules: list[nn.Module] = []
+        for a, b in zip(widths, widths[1:]):
+            modules += [nn.Linear(a, b), nn.LeakyReLU(slope)]
+        super().__init__(*modules, nn.Linear(widths[-1], 2))
+
+
+def permute_dims(z: Tensor) -> Tensor:
+    """``z`` with each dimension permuted across the batch on its own (disentanglement_lib's ``shuffle_codes``):
+    samples of the product of q(z)'s marginals. The permutations are drawn from the global generator."""
+    order = torch.rand(z.shape, device=z.device).argsort(dim=0)
+    return z.gather(0, order)
+
+
+class FactorVAE(Regularizer):
+    """``KL(q(z|x) || p(z)) + gamma * TC``, the total correlation estimated by a discriminator (Kim & Mnih, 2018,
+    "Disentangling by Factorising", eq. 2 and algorithm 2): ``TC = E[logit_0(z) - logit_1(z)]`` over the codes of
+    the batch.
+
+    The discriminator is a training part: it trains beside the model with its own ``Adam(lr, betas)`` on
+    ``0.5 * (CE(D(z), 0) + CE(D(permute_dims(z')), 1))``, ``z`` the model step's codes (detached) and ``z'`` the
+    codes of a second batch (Kim & Mnih's algorithm 2). It is not in the model's weights; so the TC term is a
+    training term only, and a loaded model's objective is the VAE's (reconstruction + KL).
+
+    Args:
+        code_size: the code's size (given by the latent, never on a card).
+        gamma: weight of the TC term (Locatello et al.'s grid: 10, 20, 30, 40, 50, 100).
+        layers, hidden: the discriminator's hidden layers and their width.
+        lr, betas: its Adam's learning rate and betas (Kim & Mnih: 1e-4, (0.5, 0.9)).
+    """
+
+    example = {"gamma": 10.0, "layers": 2, "hidden": 16}
+    second_batch = True
+
+    def __init__(self, code_size: int, gamma: float = 10.0, layers: int = 6, hidden: int = 1000, lr: float = 1e-4,
+                 betas: tuple[float, float] = (0.5, 0.9)):
+        super().__init__()
+        self.gamma = check_weight("factorvae", "gamma", gamma)
+        self.lr, self.betas = lr, tuple(betas)
+        self.add_training_part("discriminator", Discriminator(code_size, layers, hidden))
+
+    def forward(self, posterior, z, step) -> dict[str, Tensor]:
+        terms = {"kl": batch_mean(posterior.kl())}
+        if self.training:  # the discriminator is a training part: a loaded model has none
+            logits = self.discriminator(z)
+            terms["tc"] = self.gamma * (logits[:, 0] - logits[:, 1]).mean()
+        return terms
+
+    def optimizers(self) -> list[OptimizerGroup]:
+        return [OptimizerGroup("discriminator", "Adam", self.lr, {"betas": self.betas})]
+
+    def update(self, batch: UpdateBatch) -> dict[str, Tensor]:
+        real = self.discriminator(batch.z)
+        permuted = self.discriminator(permute_dims(batch.z if batch.second is None else batch.second))
+        zeros = torch.zeros(len(real), dtype=torch.long, device=real.device)
+        ones = torch.ones(len(permuted), dtype=torch.long, device=real.device)
+        return {"discriminator": 0.5 * (F.cross_entropy(real, zeros) + F.cross_entropy(permuted, ones))}
+
+    def extra_repr(self) -> str:
+        return f"gamma={self.gamma}, lr={self.lr}, betas={self.betas}"
+
+
+def covariance(x: Tensor) -> Tensor:
+    """The (biased, 1/N) covariance matrix of the rows of ``x`` ``(N, D)``: ``E[x x^T] - E[x] E[x]^T``."""
+    centred = x - x.mean(0)
+    return centred.T @ centred / x.shape[0]
+
+
+class DIPVAE(Regularizer):
+    """``KL + lambda_od * sum_{i != j} Cov_ij^2 + lambda_d * sum_i (Cov_ii - 1)^2`` (Kumar, Sattigeri &
+    Balakrishnan, 2018, "Variational Inference of Disentangled Latent Concepts from Unlabeled Observations").
+
+    DIP-VAE-I (``dip_type = "i"``, eq. 6) takes the covariance of the encoder's means over the batch; DIP-VAE-II
+    (``"ii"``, eq. 7) that of z: ``E[Cov_q(z|x)] + Cov[E_q(z|x)]``. ``lambda_d = lambda_d_factor * lambda_od``
+    (Locatello et al.: 10 for DIP-VAE-I, 1 for DIP-VAE-II), so a sweep over ``lambda_od`` keeps the ratio.
+
+    Args:
+        lambda_od: weight of the off-diagonal terms (Locatello et al.'s grid: 1, 2, 5, 10, 20, 50).
+        lambda_d_factor: ``lambda_d / lambda_od``.
+        dip_type: "i" or "ii".
+    """
+
+    example = {"lambda_od": 2.0, "dip_type": "ii"}
+
+    def __init__(self, lambda_od: float = 1.0, lambda_d_factor: float = 10.0, dip_type: Literal["i", "ii"] = "i"):
+        super().__init__()
+        if dip_type not in ("i", "ii"):
+            raise ValueError(f"regularizer 'dipvae': dip_type must be 'i' or 'ii', got {dip_type!r}")
+        self.lambda_od = check_weight("dipvae", "lambda_od", lambda_od)
+        self.lambda_d = self.lambda_od * check_weight("dipvae", "lambda_d_factor", lambda_d_factor)
+        self.dip_type = dip_type
+
+    def forward(self, posterior, z, step) -> dict[str, Tensor]:
+        shape = posterior.location_scale()
+        if shape is None:
+            raise LatentError("regularizer 'dipvae' needs a posterior with a location and a scale per dimension "
+                              "(a Gaussian latent)")
+        loc, var = shape.loc, shape.scale ** 2
+        if self.training:  # under DDP, the covariance of the recipe's whole batch
+            loc, var = gather_rows(loc), gather_rows(var)
+        cov = covariance(loc)
+        if self.dip_type == "ii":
+            cov = cov + torch.diag(var.mean(0))
+        diagonal = cov.diagonal()
+        off = cov - torch.diag(diagonal)
+        dip = self.lambda_od * (off ** 2).sum() + self.lambda_d * ((diagonal - 1) ** 2).sum()
+        return {"kl": batch_mean(posterior.kl()), f"dip_{self.dip_type}": dip}
+
+    def extra_repr(self) -> str:
+        return f"lambda_od={self.lambda_od}, lambda_d={self.lambda_d}, dip_type={self.dip_type}"

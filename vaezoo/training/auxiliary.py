@@ -1,0 +1,116 @@
+"""The training parts of a model's regularizers (FactorVAE's discriminator): their optimisers, their update step
+after the model's, and their state in a checkpoint.
+
+A regularizer declares them (:class:`vaezoo.regularizers.base.Regularizer`): the parts, one
+:class:`~vaezoo.regularizers.base.OptimizerGroup` a part, and :meth:`~vaezoo.regularizers.base.Regularizer.update`.
+After each step of the model, :meth:`TrainingParts.step` draws a second batch where a regularizer asks for one
+(at random from the training set, from the run's own random streams, so that a resumed run draws the same), runs
+each regularizer's update, back-propagates its losses into its own parts and steps their optimisers. Under DDP
+their gradients are averaged over the processes, as DDP averages the model's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from vaezoo.data import ImageDataset
+from vaezoo.errors import PluginError
+from vaezoo.model import VAE, VAEOutput
+from vaezoo.regularizers.base import UpdateBatch
+from vaezoo.regularizers.collectives import distributed
+
+__all__ = ["TrainingParts"]
+
+
+class TrainingParts:
+    """The regularizers' training parts of ``model`` and one optimiser for each, as the regularizers ask.
+
+    Args:
+        model: the model; its training parts are already on its device.
+
+    Raises:
+        PluginError: a regularizer names an optimiser of a part it does not have, or a ``torch.optim`` class
+            that does not exist.
+    """
+
+    def __init__(self, model: VAE):
+        self.regularizers = [(i, r) for i, r in enumerate(model.regularizers) if r.training_parts()]
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        for i, regularizer in self.regularizers:
+            parts = regularizer.training_parts()
+            for group in regularizer.optimizers():
+                where = f"regularizer {type(regularizer).__name__} (regularizers.{i})"
+                if group.part not in parts:
+                    raise PluginError(f"{where}: its optimiser is of part '{group.part}', which it does not have; "
+                                      f"its training parts are {', '.join(parts)}")
+                optimizer = getattr(torch.optim, group.name, None)
+                if not (isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer)):
+                    raise PluginError(f"{where}: its optimiser '{group.name}' is not a torch.optim optimiser")
+                self.optimizers[f"regularizers.{i}.{group.part}"] = optimizer(
+                    parts[group.part].parameters(), lr=group.lr, **dict(group.options))
+
+    def __bool__(self) -> bool:
+        return bool(self.regularizers)
+
+    def step(self, model: VAE, out: VAEOutput, store: ImageDataset, batch_size: int, step: int) -> dict[str, Tensor]:
+        """Train the parts one step after the model's step ``step``, whose forward pass was ``out``.
+
+        Returns:
+            Their losses, detached (for a display; never part of the objective).
+        """
+        second = None
+        if any(r.second_batch for _, r in self.regularizers):
+            index = torch.randint(len(store), (batch_size,), device=store.images.device)
+            with torch.no_grad():
+                second = model.encode(store.draw_pixels(store.batch(index)), checked=True).rsample()
+        batch = UpdateBatch(out.z.detach(), second, step)
+        shown = {}
+        for i, regularizer in self.regularizers:
+            mine = [o for name, o in self.optimizers.items() if name.startswith(f"regularizers.{i}.")]
+            losses = regularizer.update(batch)
+            for o in mine:
+                o.zero_grad(set_to_none=True)  # the model's loss reached them too (a term computed with a part)
+            if losses:
+                sum(losses.values()).backward()
+                if distributed():
+                    _average_gradients(mine)
+            for o in mine:
+                o.step()
+            shown.update({name: value.detach() for name, value in losses.items()})
+        return shown
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps: each part's weights and each optimiser's state, by their place in the model."""
+        return {"parts": {f"regularizers.{i}.{name}": part for i, r in self.regularizers
+                          for name, part in r.training_state_dict().items()},
+                "optimizers": {name: o.state_dict() for name, o in self.optimizers.items()}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Load :meth:`state_dict`'s output back.
+
+        Raises:
+            KeyError, ValueError, RuntimeError: ``state`` is not of these parts (a part or optimiser missing,
+                tensors of other shapes).
+        """
+        for i, regularizer in self.regularizers:
+            prefix = f"regularizers.{i}."
+            regularizer.load_training_state_dict({name.removeprefix(prefix): value for name, value in
+                                                  state["parts"].items() if name.startswith(prefix)})
+        for name, optimizer in self.optimizers.items():
+            optimizer.load_state_dict(state["optimizers"][name])
+
+
+def _average_gradients(optimizers: list[torch.optim.Optimizer]) -> None:
+    """The gradients of ``optimizers``' parameters averaged over the processes of a DDP run."""
+    world = dist.get_world_size()
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    dist.all_reduce(p.grad)
+                    p.grad /= world
