@@ -1,0 +1,163 @@
+"""FactorVAE, DIP-VAE-I/II and AnnealedVAE (plugins/vaezoo_methods and the core's capacity) term by term against
+an outside implementation on the same batch.
+
+The references are disentanglement_lib's formulas (google-research/disentanglement_lib at 86a644d,
+``disentanglement_lib/methods/unsupervised/vae.py``: ``compute_covariance_z_mean``, ``regularize_diag_off_diag_dip``,
+``DIPVAE.regularizer``, ``FactorVAE.model_fn``, ``AnnealedVAE.regularizer`` and ``anneal``;
+``disentanglement_lib/methods/shared/architectures.py``: ``make_discriminator``, ``fc_discriminator``), written
+here in numpy from their TensorFlow. disent 0.9.3 is not on this machine's package index (0.8.0 is its newest
+there, without FactorVAE); its ``torch_cov_matrix`` (``disent/nn/functional/_correlation.py``) is the covariance
+below too. disent 0.8.0's DIP-VAE-II takes ``torch.mean(torch.diag(z_var), dim=0)``, the mean of the diagonal of
+the (batch, latent) variance matrix, a scalar added to every entry: not the paper's E[Cov]; disentanglement_lib's
+``reduce_mean(matrix_diag(exp(z_logvar)), axis=0)`` is, and is the reference here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from vaezoo import testing
+from vaezoo.assemble import build_part
+from vaezoo.context import BuildContext
+from vaezoo.entries.catalog import get_card
+from vaezoo.errors import CardError
+from vaezoo.latents import Gaussian
+from vaezoo.plugins import registry
+from vaezoo_methods.regularizers import Discriminator, permute_dims
+
+RECIPES = "plugins/vaezoo_methods/recipes"
+
+
+@pytest.fixture
+def batch(float64_seeded):
+    family = Gaussian(10)
+    params = torch.randn(64, 20) * torch.tensor([1.5] * 10 + [0.7] * 10)
+    posterior = family.posterior(params)
+    return posterior, posterior.rsample(), params[:, :10].numpy(), params[:, 10:].numpy()
+
+
+def dlib_kl(mean, logvar):
+    return np.mean(0.5 * np.sum(mean ** 2 + np.exp(logvar) - logvar - 1, axis=1))
+
+
+def dlib_covariance_z_mean(z_mean):
+    expectation_z_mean_z_mean_t = np.mean(z_mean[:, :, None] * z_mean[:, None, :], axis=0)
+    expectation_z_mean = np.mean(z_mean, axis=0)
+    return expectation_z_mean_z_mean_t - expectation_z_mean[:, None] * expectation_z_mean[None, :]
+
+
+def dlib_dip(covariance, lambda_od, lambda_d):
+    diagonal = np.diag(covariance)
+    off_diagonal = covariance - np.diag(diagonal)
+    return lambda_od * np.sum(off_diagonal ** 2) + lambda_d * np.sum((diagonal - 1) ** 2)
+
+
+@pytest.mark.parametrize("lambda_od", [1.0, 5.0, 50.0])
+def test_dip_vae_i_is_disentanglement_libs(batch, lambda_od):
+    posterior, z, mean, logvar = batch
+    terms = build_part("regularizer", {"type": "dipvae", "lambda_od": lambda_od, "lambda_d_factor": 10.0,
+                                       "dip_type": "i"})(posterior, z, 0)
+    assert terms["kl"].item() == pytest.approx(dlib_kl(mean, logvar), rel=1e-12)
+    expected = dlib_dip(dlib_covariance_z_mean(mean), lambda_od, 10 * lambda_od)
+    assert terms["dip_i"].item() == pytest.approx(expected, rel=1e-10)
+
+
+@pytest.mark.parametrize("lambda_od", [1.0, 20.0])
+def test_dip_vae_ii_is_disentanglement_libs(batch, lambda_od):
+    posterior, z, mean, logvar = batch
+    terms = build_part("regularizer", {"type": "dipvae", "lambda_od": lambda_od, "lambda_d_factor": 1.0,
+                                       "dip_type": "ii"})(posterior, z, 0)
+    cov_enc = np.stack([np.diag(np.exp(row)) for row in logvar])  # tf.matrix_diag(tf.exp(z_logvar))
+    cov_z = np.mean(cov_enc, axis=0) + dlib_covariance_z_mean(mean)
+    assert terms["dip_ii"].item() == pytest.approx(dlib_dip(cov_z, lambda_od, lambda_od), rel=1e-10)
+
+
+def dlib_fc_discriminator(z, linears, slope=0.2):
+    """``fc_discriminator``: six dense layers of tf.nn.leaky_relu (alpha 0.2), then 2 logits and their softmax,
+    clipped to [1e-6, 1 - 1e-6] by ``make_discriminator``."""
+    h = z
+    for weight, bias in linears[:-1]:
+        h = h @ weight.T + bias
+        h = np.where(h > 0, h, slope * h)
+    weight, bias = linears[-1]
+    logits = h @ weight.T + bias
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    return logits, np.clip(probs, 1e-6, 1 - 1e-6)
+
+
+def test_factorvae_tc_and_discriminator_loss_are_disentanglement_libs(batch):
+    posterior, z, mean, logvar = batch
+    regularizer = build_part("regularizer", {"type": "factorvae", "gamma": 30.0, "hidden": 64},
+                             BuildContext(builder=build_part, code_size=10))
+    linears = [(m.weight.detach().numpy(), m.bias.detach().numpy()) for m in regularizer.discriminator
+               if isinstance(m, torch.nn.Linear)]
+    assert len(linears) == 7  # six hidden layers and the logits
+    terms = regularizer(posterior, z, 0)
+    logits_z, probs_z = dlib_fc_discriminator(z.detach().numpy(), linears)
+    assert terms["kl"].item() == pytest.approx(dlib_kl(mean, logvar), rel=1e-12)
+    assert terms["tc"].item() == pytest.approx(30.0 * np.mean(logits_z[:, 0] - logits_z[:, 1]), rel=1e-10)
+
+    second = posterior.rsample().detach()
+    from vaezoo.regularizers.base import UpdateBatch
+
+    torch.manual_seed(7)
+    loss = regularizer.update(UpdateBatch(z.detach(), second, 0))["discriminator"]
+    torch.manual_seed(7)
+    shuffled = permute_dims(second).numpy()
+    for j in range(10):  # each dimension a permutation of the batch's values, as tf.random_shuffle gives
+        assert sorted(shuffled[:, j]) == sorted(second[:, j].numpy())
+    _, probs_shuffle = dlib_fc_discriminator(shuffled, linears)
+    discr_loss = 0.5 * np.mean(np.log(probs_z[:, 0])) + 0.5 * np.mean(np.log(probs_shuffle[:, 1]))
+    assert loss.item() == pytest.approx(-discr_loss, rel=1e-9)  # disentanglement_lib minimises -discr_loss
+
+
+def test_factorvae_discriminator_is_kim_and_mnihs():
+    discriminator = Discriminator(10)
+    linears = [m for m in discriminator if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(10, 1000)] + [(1000, 1000)] * 5 + [(1000, 2)]
+    assert all(m.negative_slope == 0.2 for m in discriminator if isinstance(m, torch.nn.LeakyReLU))
+    regularizer = build_part("regularizer", {"type": "factorvae"}, BuildContext(builder=build_part, code_size=10))
+    [group] = regularizer.optimizers()
+    assert (group.part, group.name, group.lr, tuple(group.options["betas"])) == ("discriminator", "Adam", 1e-4,
+                                                                                 (0.5, 0.9))
+
+
+@pytest.mark.parametrize("step", [0, 1, 25_000, 99_999, 100_000, 250_000])
+def test_annealedvae_is_disentanglement_libs(batch, step):
+    posterior, z, mean, logvar = batch
+    card = get_card(f"{RECIPES}/annealedvae-dsprites.toml")
+    [spec] = card.model["regularizers"]
+    terms = build_part("regularizer", spec)(posterior, z, step)
+    c_max, threshold, gamma = 25.0, 100_000, 1000.0  # the recipe's
+    c = min(c_max * 1.0, c_max * 1.0 * step / threshold)  # anneal()
+    assert terms["capacity_z"].item() == pytest.approx(gamma * abs(dlib_kl(mean, logvar) - c), rel=1e-10)
+
+
+@pytest.mark.parametrize("name, arguments", [("factorvae", None), ("dipvae", None),
+                                             ("dipvae", {"lambda_od": 2.0, "dip_type": "i"})])
+def test_the_methods_pass_the_kit(name, arguments):
+    testing.check_regularizer(name, train=False, **(arguments or registry("regularizer")[name].example))
+
+
+def test_each_recipe_is_locatello_et_al_with_its_grid():
+    grids = {"factorvae-dsprites": "model.regularizers.0.gamma=10,20,30,40,50,100",
+             "dipvae1-dsprites": "model.regularizers.0.lambda_od=1,2,5,10,20,50",
+             "dipvae2-dsprites": "model.regularizers.0.lambda_od=1,2,5,10,20,50",
+             "annealedvae-dsprites": "model.regularizers.0.groups.0.max=5,10,25,50,75,100"}
+    for name, grid in grids.items():
+        path = f"{RECIPES}/{name}.toml"
+        card = get_card(path)
+        assert (card.train.batch_size, card.train.optimizer.name, card.train.optimizer.lr) == (64, "Adam", 1e-4)
+        assert card.train.data.name == "dsprites" and card.model["latent"] == {"type": "gaussian", "dim": 10}
+        assert card.model["likelihood"] == "bernoulli" and card.train.epochs == 26  # 299,520 steps of 64
+        text = open(path, encoding="utf-8").read()
+        assert f"vaezoo train {path} --seeds 0,1,2,3,4 --sweep {grid}" in text
+
+
+def test_a_card_never_states_the_latent_size():
+    spec = {"type": "factorvae", "code_size": 4}
+    with pytest.raises(CardError, match="remove code_size from the card .vaezoo takes it from the latent"):
+        build_part("regularizer", spec, BuildContext(builder=build_part, code_size=10))
