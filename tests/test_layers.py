@@ -264,3 +264,50 @@ def test_the_plugin_manager_imports_no_part_but_the_base_classes_it_checks_by_na
         assert {m for m in by_statement[module] if m.startswith(PARTS)} == set(), module
     assert {m for m in graph["vaezoo.plugins"] if m.startswith(PARTS)} == {
         "vaezoo.latents.base", "vaezoo.regularizers.base", "vaezoo.likelihoods", "vaezoo.data.base"}
+
+
+COMMAND_FOLDERS = (REPO / "vaezoo" / "cli", REPO / "vaezoo" / "extras" / "commands")
+"""The modules of vaezoo's commands: the core's and the extras'."""
+NOT_THE_LIBRARY = ("vaezoo.cli", "vaezoo.terminal", "vaezoo.errors", "vaezoo.version")
+"""What a command may call beside its one library call: the command line's own helpers, printing, errors."""
+
+
+def library_calls(path: Path) -> list[str]:
+    """The library functions a command module's ``run`` calls, itself or through the module's own functions:
+    each a name imported from vaezoo outside :data:`NOT_THE_LIBRARY`, once per call site."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    imported = {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vaezoo")
+                and not node.module.startswith(NOT_THE_LIBRARY) for alias in node.names}
+    calls, seen, work = [], set(), ["run"]
+    while work:
+        name = work.pop()
+        if name in seen or name not in functions:
+            continue
+        seen.add(name)
+        for node in ast.walk(functions[name]):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                if node.func.id in imported:
+                    calls.append(imported[node.func.id])
+                elif node.func.id in functions:
+                    work.append(node.func.id)
+    return calls
+
+
+def test_the_call_counter_counts_library_calls_through_a_commands_own_helpers(tmp_path):
+    command = tmp_path / "command.py"
+    command.write_text("from vaezoo.cli.common import printable\nfrom vaezoo.hub import load\n"
+                       "from vaezoo.assemble import build_model\n\n"
+                       "def run(args):\n    print(printable(_model(args)))\n\n"
+                       "def _model(args):\n    return load(args.name), build_model(args.name)\n")
+    assert library_calls(command) == ["vaezoo.hub.load", "vaezoo.assemble.build_model"]
+
+
+def test_every_command_is_parse_one_library_call_print():
+    """A command's ``run`` hands its parsed arguments to one library function and prints the result it returns:
+    what the command does lives in the library, where Python callers get it too."""
+    counts = {f"{path.parent.name}/{path.name}": library_calls(path)
+              for folder in COMMAND_FOLDERS for path in sorted(folder.glob("*.py"))}
+    assert {name: calls for name, calls in counts.items() if len(calls) > 1} == {}
+    assert sum(len(calls) == 1 for calls in counts.values()) >= 9

@@ -125,3 +125,35 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
                        token=token)
     with downloading(options):
         return load(f"{HUB_PREFIX}{repo}", device=device, dtype=dtype)
+
+
+def convert(converter: str, checkpoint: str | os.PathLike, dataset: str, out: str | os.PathLike,
+            name: str | None = None) -> Path:
+    """Turn a checkpoint of another codebase into a zoo entry (weights and card) that :func:`load` reads.
+
+    Args:
+        converter: a registered converter (``vaezoo_register_converters``), e.g. ``"jointvae-original"``.
+        checkpoint: the checkpoint file to convert.
+        dataset: the dataset it was trained on (sets the input geometry).
+        out: the folder the entry is written to, under its run lock.
+        name: the card's name; default ``CONVERTER-DATASET-converted``. A built-in zoo entry's is refused.
+
+    Returns:
+        The path of the card written, ``out/NAME.toml``, beside ``out/NAME.safetensors``.
+
+    Raises:
+        CardError: the name is not a card name or is a zoo entry's, or ``out`` already holds a finished entry of it.
+        UnknownNameError: no converter of that name is registered.
+    """
+    from vaezoo.assemble import converter as registered
+    from vaezoo.entries.catalog import new_card_name
+    from vaezoo.store.locks import refuse_finished_run, run_lock
+
+    default = f"{converter}-{dataset}-converted".lower().replace("_", "-")
+    name = new_card_name(default if name is None else name, "the converted card")
+    convert_with = registered(converter)
+    out = Path(out)
+    refuse_finished_run(out, name)  # before the folder is made: a file in its place is named as such
+    with run_lock(out):
+        refuse_finished_run(out, name)  # again, now that no other run can write there
+        return convert_with(Path(checkpoint), out, dataset=dataset, name=name)

@@ -56,26 +56,21 @@ def headline(card) -> str:
 
 
 def run(args) -> int:
-    from vaezoo.entries.catalog import filter_cards, scan
+    from vaezoo.entries.catalog import listing
 
-    where = _where(args.where)
-    found = scan()
+    shown = listing(args.pattern or "*", args.dataset, args.arch, _where(args.where), args.latent, args.exclude)
+    found, cards = shown.found, shown.cards
     if args.skipped:
         return _print_skipped(found.skipped, args.json)
     if found.skipped:
         print(f"{len(found.skipped)} card(s) skipped; run 'vaezoo list --skipped' to see why", file=sys.stderr)
-    cards = filter_cards(found.cards.values(), args.pattern or "*", args.dataset, args.arch, where, args.latent,
-                         args.exclude)
     if not cards and found.cards:
         print(f"no card of the {len(found.cards)} found matches; 'vaezoo list' with no pattern or filter lists them "
               f"all", file=sys.stderr)
-    elif not found.cards:
-        from vaezoo.plugins import get_plugins
-
-        left_out = get_plugins().left_out  # the zoo's cards are plugin 'zoo''s: an allow-list may leave them out
-        print("no card found" + (f": VAEZOO_LOAD_PLUGINS leaves out the installed plugins {', '.join(left_out)} "
+    elif not found.cards:  # the zoo's cards are plugin 'zoo''s: an allow-list may leave them out
+        print("no card found" + (f": VAEZOO_LOAD_PLUGINS leaves out the installed plugins {', '.join(shown.left_out)} "
                                  f"(the built-in entries are plugin 'zoo''s); add those whose cards you want"
-                                 if left_out else ""), file=sys.stderr)
+                                 if shown.left_out else ""), file=sys.stderr)
     groups = _groups(cards, args.group)
     if args.json:
         entries = {group: [_entry(c) for c in members] for group, members in groups.items()}

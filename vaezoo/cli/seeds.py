@@ -27,24 +27,16 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.evaluation.seeds import recorded_spreads, seed_report
+    from vaezoo.evaluation.seeds import seed_report
 
-    if not args.runs:
-        if args.write or args.selection != DEFAULT_SELECTION:
-            from vaezoo.errors import VaezooError
-
-            raise VaezooError("--write and --selection record the spread over RUN folders; give the runs "
-                              "(vaezoo seeds CARD RUN... --write)")
-        card, found = recorded_spreads(args.card, args.metrics)
-        _print(args, card, found, f"{card.name}: the spreads over seeds the card records, its seed is "
-                                  f"{card.train.seed}")
-        return 0
     report = seed_report(args.card, args.runs, args.metrics, args.selection, measured_by(args), write=args.write)
     card, found = report.card, report.spreads
     if report.left_out:
         print(printable(f"left out, not a finite number in every run (missing, NaN or infinite): "
                         f"{', '.join(report.left_out)}"), file=sys.stderr)
-    _print(args, card, found, f"{card.name}: {len(report.runs)} seeds, the card's is {card.train.seed}")
+    title = (f"{card.name}: {len(report.runs)} seeds, the card's is {card.train.seed}" if report.runs else
+             f"{card.name}: the spreads over seeds the card records, its seed is {card.train.seed}")
+    _print(args, card, found, title)
     if args.write:
         print(printable(f"wrote the spread over {len(report.runs)} seeds of {', '.join(report.metrics)} to "
                         f"{card.path}"), file=sys.stderr)

@@ -13,12 +13,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.entries.catalog import discover, get_card
-    from vaezoo.entries.entry import verify_entries
+    from vaezoo.entries.entry import verify_names
 
-    cards = [get_card(n) for n in args.names] if args.names else list(discover().values())
-    rows = [{"name": card.name, "status": status, "detail": detail}
-            for card, (status, detail) in zip(cards, verify_entries(cards), strict=True)]
+    rows = [{"name": name, "status": status, "detail": detail} for name, status, detail in verify_names(args.names)]
     failed = sum(r["status"] == "FAILED" for r in rows)
     if args.json:
         print_json(rows)

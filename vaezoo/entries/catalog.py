@@ -379,6 +379,32 @@ def list_cards(pattern: str | Sequence[str] | None = "*", dataset: str | None = 
     return filter_cards(discover().values(), pattern, dataset, architecture, where, latent, exclude)
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What ``vaezoo list`` shows: the cards that match, out of what :func:`scan` found.
+
+    Attributes:
+        cards: the matching cards, naturally sorted.
+        found: what the scan found: every usable card and the skipped ones.
+        left_out: installed plugins that ``VAEZOO_LOAD_PLUGINS`` leaves out (their cards are not found).
+    """
+
+    cards: list[Card]
+    found: Discovery
+    left_out: tuple[str, ...]
+
+
+def listing(pattern: str | Sequence[str] | None = "*", dataset: str | None = None, architecture: str | None = None,
+            where: dict[str, str] | None = None, latent: str | None = None,
+            exclude: str | Sequence[str] | None = None) -> Listing:
+    """The cards :func:`list_cards` keeps for these filters, with what the scan found and skipped."""
+    from vaezoo.plugins import get_plugins
+
+    found = scan()
+    cards = filter_cards(found.cards.values(), pattern, dataset, architecture, where, latent, exclude)
+    return Listing(cards, found, tuple(get_plugins().left_out))
+
+
 def filter_cards(cards: Iterable[Card], pattern: str | Sequence[str] | None = "*", dataset: str | None = None,
                  architecture: str | None = None, where: dict[str, str] | None = None,
                  latent: str | None = None, exclude: str | Sequence[str] | None = None) -> list[Card]:

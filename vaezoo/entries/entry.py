@@ -17,7 +17,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.entries.catalog import card_from_text, card_reference, check_card, parse_card, read_card
+from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, discover, get_card, parse_card,
+                                    read_card)
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
@@ -269,6 +270,13 @@ def verify_entries(cards: Iterable[Card]) -> list[tuple[str, str]]:
         except WeightsError as exc:
             results.append(("FAILED", str(exc)))
     return results
+
+
+def verify_names(names: Iterable[str] | None = None) -> list[tuple[str, str, str]]:
+    """:func:`verify_entries` of the cards ``names`` names (:func:`vaezoo.entries.catalog.get_card`), or of every
+    card in the zoo when ``names`` is empty or None: ``(card name, status, detail)`` per card."""
+    cards = [get_card(n) for n in names] if names else list(discover().values())
+    return [(card.name, status, detail) for card, (status, detail) in zip(cards, verify_entries(cards), strict=True)]
 
 
 def fetch(card: Card) -> Path:

@@ -295,7 +295,8 @@ def seed_report(card: Card | str | os.PathLike, runs: Iterable[str | os.PathLike
 
     Args:
         card: the card, or what names one (:func:`vaezoo.entries.catalog.get_card`).
-        runs: the other runs' folders or card files (:func:`collect_runs`).
+        runs: the other runs' folders or card files (:func:`collect_runs`); none gives the spreads the card
+            records (:func:`recorded_spreads`), with no run.
         metrics: the metrics to spread (:func:`choose_metrics`; default the card's ``eval_metrics`` on every run).
         selection: how the card's seed was chosen.
         measured_by: the command that gathers the runs (``vaezoo seeds ...``), recorded after the ``vaezoo train``
@@ -312,6 +313,13 @@ def seed_report(card: Card | str | os.PathLike, runs: Iterable[str | os.PathLike
     for argument, given in (("runs", runs), ("metrics", metrics)):
         if isinstance(given, str | os.PathLike):
             raise TypeError(f"{argument} takes a list, e.g. [{os.fspath(given)!r}], not a {type(given).__name__}")
+    runs = list(runs)
+    if not runs:
+        if write or selection != DEFAULT_SELECTION:
+            raise VaezooError.about("{write} and {selection} record the spread over runs; give the runs, e.g. "
+                                    "vaezoo seeds CARD RUN... --write")
+        card, found = recorded_spreads(card, metrics)
+        return SeedReport(card, [], list(found), [], found)
     card = card if isinstance(card, Card) else get_card(card)
     if not selection.strip():
         raise VaezooError.about("{selection} is empty; say how the card's seed was chosen")

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from vaezoo.data import ImageDataset
-from vaezoo.entries.schema import SEED_LIMIT
+from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import InputError, VaezooError
 from vaezoo.model import VAE
 
@@ -400,3 +400,57 @@ def _evaluating(model: VAE) -> Iterator[None]:
         yield
     finally:
         model.train(was_training)
+
+
+PICTURES = ("traverse", "reconstruct", "sample")
+"""What :func:`show` draws."""
+def show(card: Card, what: str, n: int, *, seed: int = 0, columns: int = 10,
+         span: tuple[float, float] = DEFAULT_SPAN, data_root=None, use_data: bool = True,
+         fold_below: float | None = None, device=None) -> tuple[Grid, list[str]]:
+    """The picture ``vaezoo show`` draws of ``card``'s pretrained model, and what to say of it.
+
+    Args:
+        card: the card whose model is drawn.
+        what: ``"traverse"``, ``"reconstruct"`` or ``"sample"``.
+        n: values per traversal row, images to reconstruct, or samples.
+        seed: picks the samples and the test images.
+        columns: images per row of reconstructions and samples.
+        span: traversal range, in prior standard deviations, of a family that sweeps that way.
+        data_root: where the test split lives (``traverse`` ranks its rows by KL over test images).
+        use_data: False traverses without test images (rows in latent order); ``reconstruct`` needs them.
+        fold_below: leave out the traversal rows whose KL is below this many nats (needs test images).
+        device: where to run the model.
+
+    Returns:
+        The grid, and lines that say how it was drawn (for stderr).
+
+    Raises:
+        VaezooError: options that do not go together, checked before the model is loaded.
+    """
+    from vaezoo.assemble import card_dataset, load_model
+
+    if what not in PICTURES:
+        raise VaezooError(f"no picture '{what}'; choose one of {', '.join(PICTURES)}")
+    if not use_data and what == "reconstruct":
+        raise VaezooError("reconstruct needs test images; drop --no-data")
+    if fold_below is not None and (not use_data or what != "traverse"):
+        raise VaezooError("--fold-below folds traversal rows by their KL over test images; give it to traverse "
+                          "without --no-data")
+    span = check_span(tuple(span))  # before the model is loaded
+    model = load_model(card, device)
+    notes: list[str] = []
+    if what == "sample":
+        grid = sample(model, n, seed=seed, columns=columns)
+    elif what == "reconstruct":
+        grid = reconstruct(model, data_sample(card_dataset(card, data_root), n, seed), columns)
+    elif not use_data:
+        grid = traverse(model, steps=n, span=span)
+    else:
+        test_split = card_dataset(card, data_root)
+        grid = traverse_dataset(model, test_split, seed=seed, steps=n, span=span)
+        if fold_below is not None:
+            grid, folded = fold_inactive(grid, fold_below)
+            notes.append(f"{len(folded)} rows with KL below {fold_below:g} nats left out")
+        notes.append(f"rows ordered by KL averaged over {min(KL_IMAGES, len(test_split))} test images (seed {seed}); "
+                     f"other dimensions at the code of the first of them")
+    return grid, notes

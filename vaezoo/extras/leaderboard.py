@@ -6,9 +6,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from vaezoo.entries.catalog import natural_key
+from vaezoo.entries.catalog import list_cards, natural_key
 from vaezoo.entries.schema import Card
-from vaezoo.errors import UnknownNameError
+from vaezoo.errors import UnknownNameError, VaezooError
 
 
 @dataclass(frozen=True)
@@ -79,3 +79,21 @@ def shared_metrics(cards: Iterable[Card], at_least: int = 2) -> list[str]:
         for name in card.metrics:
             counts[name] = counts.get(name, 0) + 1
     return sorted(name for name, count in counts.items() if count >= at_least)
+
+
+def zoo_leaderboard(metrics: Sequence[str], dataset: str | None = None) -> list[Row]:
+    """:func:`leaderboard` of the zoo's cards (:func:`vaezoo.entries.catalog.list_cards`), those of ``dataset`` only
+    when it is given.
+
+    Raises:
+        VaezooError: no card is of ``dataset``, or none records any of ``metrics``; one line saying what to do.
+    """
+    cards = list_cards()
+    rows = leaderboard([c for c in cards if dataset in (None, c.dataset)], metrics)
+    if not rows:
+        datasets = sorted({c.dataset for c in cards})
+        if dataset is not None and dataset not in datasets:
+            raise VaezooError(f"no card is of dataset '{dataset}'; the zoo's datasets: {', '.join(datasets)}")
+        of = f" of dataset '{dataset}'" if dataset is not None else ""
+        raise VaezooError(f"no card{of} records {', '.join(metrics)}; 'vaezoo info NAME' lists a card's metrics")
+    return rows

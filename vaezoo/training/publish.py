@@ -5,24 +5,21 @@ card, so ``vaezoo.load("OUT")`` and every command that takes a model accept the 
 ``VAEZOO_CARDS_PATH=OUT`` lists the run beside the zoo. ``NAME`` is never a built-in zoo entry's name.
 
 A finished run never loses its work: the weights and a card without metrics are written before anything is
-evaluated; a metric that fails is left off the card, with one line on stderr naming it and the command that
-measures it again. The card is the run's own: nothing measured on the card it was trained from (metrics,
-their notes and spreads over seeds, plugins' card sections such as label matchings) is copied; the model's
-own sections (:meth:`vaezoo.model.VAE.card_sections`) are measured again on the run's own model.
+evaluated (then :mod:`vaezoo.training.train` records its metrics as ``vaezoo eval OUT --write`` does). The
+card is the run's own: nothing measured on the card it was trained from (metrics, their notes and spreads over
+seeds, plugins' card sections such as label matchings) is copied; the model's own sections
+(:meth:`vaezoo.model.VAE.card_sections`) are measured again on the run's own model.
 """
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.entries.catalog import card_reference, new_card_name, parse_card
+from vaezoo.entries.catalog import new_card_name, parse_card
 from vaezoo.entries.entry import weights_file, write_entry
 from vaezoo.entries.schema import Card
-from vaezoo.errors import PublishWarning, VaezooError
-from vaezoo.evaluation.measure import eval_command
-from vaezoo.evaluation.report import evaluate_card
+from vaezoo.errors import VaezooError
 from vaezoo.store.locks import card_lock
 
 if TYPE_CHECKING:
@@ -46,11 +43,10 @@ def run_name(card: Card, name: str | None = None) -> str:
     return new_card_name(f"{card.name}-run" if name is None else name, "the run's card")
 
 
-def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=None, device=None,
-            evaluate: bool = True) -> Path:
-    """Write ``model``'s weights (the card's JSON in their header) and its own card, then record its metrics
-    through the one recorder, :func:`vaezoo.evaluation.report.evaluate_card` with ``write=True`` (what
-    ``vaezoo eval OUT --write`` does).
+def publish(card: Card, model: VAE, out: Path, name: str, steps: int) -> Path:
+    """Write ``model``'s weights (the card's JSON in their header) and its own card, without metrics: the run's
+    work is safe before anything is evaluated. The one recorder then measures them
+    (:func:`vaezoo.evaluation.report.evaluate_card` with ``write=True``, as ``vaezoo eval OUT --write``).
 
     Args:
         card: the card the run trained, with the recipe it ran.
@@ -58,24 +54,13 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, data_root=
         out: the run's folder.
         name: the completed card's name (see :func:`run_name`).
         steps: the optimiser steps of the run.
-        data_root: where the dataset lives, for the evaluation.
-        device: where to evaluate (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
-        evaluate: False leaves the card without metrics, for ``vaezoo eval OUT --write`` to measure.
 
     Returns:
-        The path of the completed card, ``out/NAME.toml``, beside ``out/NAME.safetensors``.
+        The path of the run's card, ``out/NAME.toml``, beside ``out/NAME.safetensors``.
     """
     own = own_card(card, model, name, steps)
     with card_lock(Path(out) / f"{name}.toml"):  # a reader of the run's last card waits for the new pair
-        written = write_entry(own, model.state_dict(), out)  # the run's work is safe before anything is evaluated
-    if not evaluate:
-        return written
-    report = evaluate_card(written, data_root=data_root, device=device, write=True)  # as 'vaezoo eval OUT --write'
-    ref = card_reference(report.card, out)
-    for metric, why in report.failed.items():
-        again = f"; measure it again with: {eval_command(ref, data_root, [metric])}" if metric in own.eval_metrics else ""
-        warnings.warn(f"{why}; the card is written without it{again}", PublishWarning, stacklevel=2)
-    return written
+        return write_entry(own, model.state_dict(), out)
 
 
 def published(out: Path, name: str, steps: int) -> Path | None:

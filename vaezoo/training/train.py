@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,10 +28,11 @@ import torch.distributed as dist
 from pydantic import ValidationError
 
 from vaezoo.assemble import build_model, load_dataset
-from vaezoo.entries.catalog import get_card
+from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.schema import Card, TrainRecipe
-from vaezoo.errors import CardError, OutputError, TrainingError
-from vaezoo.evaluation.measure import check_metrics
+from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError
+from vaezoo.evaluation.measure import check_metrics, eval_command
+from vaezoo.evaluation.report import evaluate_card
 from vaezoo.model import VAE
 from vaezoo.store.locks import run_lock
 from vaezoo.terminal import note
@@ -278,8 +280,20 @@ def _completed_card(trained, out: Path, options: TrainOptions, run: Run) -> Path
         note(f"{out}: the run had finished at step {trained.step}; its card {kept} is kept as it is")
         return kept
     with trained.streams.active():  # what the evaluation draws, too, is what this run alone draws
-        return publish(trained.card, trained.model, out, options.name, trained.step, options.data_root, run.device,
-                       evaluate=options.evaluate)
+        written = publish(trained.card, trained.model, out, options.name, trained.step)
+        if options.evaluate:
+            _record(written, options.data_root, run.device)
+        return written
+
+
+def _record(card_path: Path, data_root, device) -> None:
+    """Measure a published run and record its metrics on its card, as ``vaezoo eval OUT --write`` does; a metric
+    that fails is left off, with a :class:`PublishWarning` naming the command that measures it again."""
+    report = evaluate_card(card_path, data_root=data_root, device=device, write=True)
+    ref = card_reference(report.card, card_path.parent)
+    for metric, why in report.failed.items():
+        again = "" if metric == "card sections" else f"; measure it again with: {eval_command(ref, data_root, [metric])}"
+        warnings.warn(f"{why}; the card is written without it{again}", PublishWarning, stacklevel=2)
 
 
 def _override(recipe: TrainRecipe, **values) -> TrainRecipe:

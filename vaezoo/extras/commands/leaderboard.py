@@ -18,19 +18,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.entries.catalog import list_cards
-    from vaezoo.errors import VaezooError
-    from vaezoo.extras.leaderboard import leaderboard
+    from vaezoo.extras.leaderboard import zoo_leaderboard
 
-    cards = list_cards()
-    rows = leaderboard([c for c in cards if args.dataset in (None, c.dataset)], args.metrics)
-    if not rows:
-        datasets = sorted({c.dataset for c in cards})
-        if args.dataset is not None and args.dataset not in datasets:
-            raise VaezooError(f"no card is of dataset '{args.dataset}'; the zoo's datasets: {', '.join(datasets)}")
-        of = f" of dataset '{args.dataset}'" if args.dataset is not None else ""
-        raise VaezooError(f"no card{of} records {', '.join(args.metrics)}; 'vaezoo info NAME' lists a card's "
-                          f"metrics")
+    rows = zoo_leaderboard(args.metrics, args.dataset)
     if args.json:
         print_json([{"name": r.name, "dataset": r.dataset, "metrics": dict(zip(args.metrics, r.values))}
                     for r in rows])
