@@ -235,3 +235,14 @@ def test_a_guide_that_installs_packages_and_runs_pytest_installs_pytest_first(pa
                 has_pytest |= "[test]" in command or re.search(r"\spytest\b", command) is not None
             elif command.startswith("python -m pytest"):
                 assert has_pytest, f"{page.name}: {command!r} runs before any pip install brings pytest"
+
+
+def test_a_regularizer_package_names_its_class_and_card_after_the_plugin(tmp_path):
+    assert main(["new-plugin", "sparse-kl", "--kind", "regularizer", "--dir", str(tmp_path)]) == 0
+    root = tmp_path / "vaezoo-sparse-kl"
+    source = (root / "vaezoo_sparse_kl" / "regularizer.py").read_text()
+    assert "class SparseKl(Regularizer):" in source and "Bowman" not in source
+    assert 'register("sparse_kl", SparseKl)' in (root / "vaezoo_sparse_kl" / "__init__.py").read_text()
+    card = parse_card(root / "vaezoo_sparse_kl" / "cards" / "sparse-kl-mnist.toml")
+    assert "SparseKl" in card.summary and "sparse_kl" in card.summary and "Bowman" not in card.paper
+    assert card.model["regularizers"][0]["type"] == "sparse_kl"

@@ -99,13 +99,14 @@ def render(name: str, kind: str = "architecture") -> dict[str, str]:
     names = {
         "name": name,
         "ident": name if kind == "architecture" else name.replace("-", "_"),  # the part's registered name
+        "cls": "".join(word.capitalize() for word in name.split("-")),  # the part's class, e.g. SparseKl
         "kind": words,
         "distribution": f"vaezoo-{name}",
         "package": f"vaezoo_{name.replace('-', '_')}",
         "card": f"{name}-{'data' if kind == 'dataset' else 'mnist'}",
         "vaezoo_version": __version__,
     }
-    templates = resources.files("vaezoo") / "templates" / "plugin"
+    templates = resources.files("vaezoo.extras") / "templates" / "plugin"
     files = {**FILES, f"KIND/{module}.py.tmpl": f"{{package}}/{module}.py"}
     return {destination.format(**names): Template((templates / source.replace("KIND", kind)).read_text(
         encoding="utf-8")).substitute(names) for source, destination in files.items()}
