@@ -150,7 +150,8 @@ class VAE(nn.Module):
         if not (isinstance(features, Tensor) and tuple(features.shape) == expected):
             raise PluginError(f"{_part('encoder', self.encoder)}: it gave {_described(features)} for "
                               f"{x.shape[0]} images, not (batch, out_features) = {expected}")
-        posterior = self.latent.posterior(self.head(features))
+        params = self.head(features)  # bfloat16 under autocast: the latent's arithmetic is float32 at least
+        posterior = self.latent.posterior(params.to(torch.promote_types(params.dtype, torch.float32)))
         if not isinstance(posterior, Posterior):
             raise PluginError(f"{_part('latent family', self.latent)}: posterior() returned "
                               f"{type(posterior).__name__}, not a vaezoo.latents.Posterior")
@@ -220,8 +221,9 @@ class VAE(nn.Module):
             raise PluginError(f"{_part('likelihood', self.likelihood)}: nll() gave {_described(nll)}, not one value "
                               f"per pixel, shaped like the images {tuple(x.shape)}")
         terms = {"reconstruction": batch_mean(nll)}
-        for regularizer in self.regularizers:
-            terms.update(_scalar_terms(regularizer, regularizer(posterior, z, step), terms))
+        with torch.autocast(x.device.type, enabled=False):  # regularizers compute in their inputs' float32
+            for regularizer in self.regularizers:
+                terms.update(_scalar_terms(regularizer, regularizer(posterior, z, step), terms))
         kl = {}
         for name, value in posterior.kl_parts().items():
             _require_per_image(value, x.shape[0], self.latent, f"kl_parts()['{name}']")

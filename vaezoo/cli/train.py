@@ -44,8 +44,10 @@ def add_parser(sub) -> None:
                    help="stop when the run reaches step N, with a checkpoint to --resume from (no weights written)")
     p.add_argument("--checkpoint-every", type=int, metavar="N",
                    help="steps between checkpoints (default: the recipe's)")
-    p.add_argument("--precision", choices=["float32", "bf16"],
-                   help="override the recipe's precision (bf16: the forward pass under autocast in bfloat16)")
+    p.add_argument("--precision", choices=["fp32", "tf32", "tf32-conv", "bf16-mixed", "float32", "bf16"],
+                   help="override the recipe's precision: fp32; tf32 (matrix products and convolutions on a GPU in "
+                        "TF32); tf32-conv (torch's default flags: convolutions in TF32; old name float32); "
+                        "bf16-mixed (the forward pass under autocast in bfloat16; old name bf16)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                    help="run the forward pass through torch.compile, or not (default: the recipe's)")
     p.set_defaults(func=run, imports=["torch"])  # imported before the command runs: see cli.main

@@ -10,8 +10,9 @@ the fields a question leaves out (dotted names):
   the run reads).
 - :data:`SEEDED` is what runs of one recipe over several seeds may differ in: the seed.
 
-``train.precision`` at ``float32``, its default, is left out too, so that recipes recorded before the field
-existed still fit; ``bf16`` is part of every recipe (it rounds every activation). The fingerprint is the
+``train.precision`` at ``tf32-conv``, its default (torch's default flags, once named ``float32``), is left out too,
+so that recipes recorded before the field existed still fit; any other precision is part of the recipe, and
+``bf16-mixed`` is written by its old name ``bf16``, so that checkpoints written under that name still resume. The fingerprint is the
 sha256 of a recipe's canonical JSON (keys sorted, no spaces): checkpoints store both.
 
 :func:`check_recipe` is the one check that something recorded (a training checkpoint, a completed run) was
@@ -39,7 +40,8 @@ RESUMED = RECORDS | {"dataset", "train.epochs", "train.compile"}
 SEEDED = RECORDS | {"train.seed"}
 """Fields left out when runs over several seeds are gathered: they repeat one recipe but the seed."""
 
-_LEGACY_DEFAULTS = {"precision": "float32"}  # train fields left out at their default (recipes older than them)
+_LEGACY_DEFAULTS = {"precision": "tf32-conv"}  # train fields left out at their default (recipes older than them)
+_LEGACY_VALUES = {"precision": {"bf16-mixed": "bf16"}}  # values written as recipes older than their names wrote them
 
 
 def recipe(card: Card, leave_out: Iterable[str] = RESUMED) -> dict[str, Any]:
@@ -58,6 +60,9 @@ def recipe(card: Card, leave_out: Iterable[str] = RESUMED) -> dict[str, Any]:
     for key, default in _LEGACY_DEFAULTS.items():
         if train.get(key) == default:
             del train[key]
+    for key, names in _LEGACY_VALUES.items():
+        if key in train:
+            train[key] = names.get(train[key], train[key])
     whole = {"architecture": card.architecture, "dataset": card.dataset,
              "model": json.loads(json.dumps(card.model, ensure_ascii=False, default=str)), "train": train}
     return {k: v for k, v in whole.items() if k not in leave_out}

@@ -178,6 +178,11 @@ class Optimizer(_Frozen):
         return self
 
 
+PRECISION_NAMES = {"float32": "tf32-conv", "bf16": "bf16-mixed"}
+"""The precisions' names before TF32 was stated, and what they meant: a run under torch's default flags computed
+its convolutions on a GPU in TF32 (``torch.backends.cudnn.allow_tf32``) and its matrix products in float32."""
+
+
 class TrainRecipe(_Frozen):
     """How the weights were trained. Regularizer schedules live in the card's ``model`` section."""
 
@@ -189,9 +194,18 @@ class TrainRecipe(_Frozen):
     checkpoint_every: int = Field(default=1000, gt=0, description="steps between checkpoints")
     budget: str | None = Field(default=None, description="wall time of the run on the stated machine")
     steps: int | None = Field(default=None, ge=0, description="optimizer steps of the run; written by vaezoo train")
-    precision: Literal["float32", "bf16"] = Field(
-        default="float32", description="bf16: the forward pass under torch.autocast in bfloat16; weights stay float32")
+    precision: Literal["fp32", "tf32", "tf32-conv", "bf16-mixed"] = Field(
+        default="tf32-conv", description="the arithmetic of the run on a GPU (the CPU computes float32 for all but "
+        "bf16-mixed): fp32 everywhere; tf32: matrix products and convolutions in TF32; tf32-conv: torch's default "
+        "flags, convolutions in TF32 and matrix products in float32 (what a run before this field used, read "
+        "from the old name 'float32'); bf16-mixed: the forward pass under torch.autocast in bfloat16, float32 "
+        "weights and regularizer arithmetic (the old name 'bf16')")
     compile: bool = Field(default=False, description="run the forward pass through torch.compile")
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _old_precision_names(cls, value: Any) -> Any:
+        return PRECISION_NAMES.get(value, value) if isinstance(value, str) else value
 
 
 class SeedRun(_Frozen):

@@ -54,6 +54,7 @@ from vaezoo.training.loop import (
     epoch_order,
     last_good,
     make_optimizer,
+    precision_flags,
     resume_point,
     rng_state,
     until,
@@ -235,7 +236,8 @@ class Stack:
         self.graphs = graphs and run.device.type == "cuda"
         self.members, self.plan, self.run, self.check_every = members, plan, run, check_every
         self.step = members[0].step
-        self.bf16 = members[0].card.train.precision == "bf16"
+        self.precision = members[0].card.train.precision
+        self.bf16 = self.precision == "bf16-mixed"
         self.base = copy.deepcopy(members[0].model).to("meta").train()
         self.tapes: dict[int, list[Draw]] = {}
         self.term_names: list[str] = []  # the model's loss terms, learnt by the first recorded forward pass
@@ -392,6 +394,8 @@ class Stack:
     def take_step(self, store: ImageDataset, stopping: int | None) -> int:
         """Train every member one step; when ``stopping``, only check the step's losses and save.
 
+        The whole step computes under the recipe's TF32 flags (:func:`~vaezoo.training.loop.precision_flags`).
+
         A checkpoint due at this step (every ``checkpoint_every`` steps, and when stopping) is written for
         each member whose losses so far were finite, with its RNG states at the start of the step; such a
         step runs eagerly, to know its losses before it saves.
@@ -399,6 +403,10 @@ class Stack:
         Returns:
             The number of images of the step.
         """
+        with precision_flags(self.precision):
+            return self._take_step(store, stopping)
+
+    def _take_step(self, store: ImageDataset, stopping: int | None) -> int:
         plan, run, every = self.plan, self.run, self.members[0].card.train.checkpoint_every
         due = self.step != self.members[0].saved and (
             stopping is not None or self.step > 0 and self.step % every == 0)

@@ -168,6 +168,27 @@ class Plan:
         return cls(batch_size, per_epoch, recipe.epochs * per_epoch, share - (per_epoch - 1) * batch_size)
 
 
+TF32 = {"fp32": (False, False), "tf32": (True, True), "tf32-conv": (False, True), "bf16-mixed": (False, False)}
+"""Each precision's TF32 flags: ``(torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)``.
+bf16-mixed computes in float32 what autocast leaves in float32 (the regularizers' arithmetic, the losses)."""
+
+
+@contextlib.contextmanager
+def precision_flags(precision: str):
+    """torch's TF32 flags set as the recipe's ``precision`` says (:data:`TF32`), and put back on exit.
+
+    The flags decide how a GPU computes float32 matrix products and convolutions, in the forward and the backward
+    pass alike; the CPU computes float32 either way. bf16-mixed's autocast is the forward pass's own.
+    """
+    matmul, cudnn = TF32[precision]
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
 @contextlib.contextmanager
 def distribution_checks_off():
     """Turn off ``torch.distributions``' argument checks while training.

@@ -5,9 +5,9 @@ on CUDA) and each rank takes its share of every epoch's order, the order of a Di
 0 writes files. Every ``checkpoint_every`` steps a checkpoint (:mod:`vaezoo.entries.checkpoints`) saves the model,
 the optimiser, the step and the RNG states at the start of that step, once that step's loss is known to be
 finite, so the one a diverged run names is good to resume from. Regularizer schedules are pure functions
-of the step, so resuming (``resume``) continues exactly where the checkpoint was taken. The recipe's ``precision =
-"bf16"`` runs the forward pass under ``torch.autocast`` in bfloat16, ``compile = true`` through
-``torch.compile``. Several runs at once are :mod:`vaezoo.training.ensemble`'s.
+of the step, so resuming (``resume``) continues exactly where the checkpoint was taken. The recipe's ``precision``
+sets torch's TF32 flags for the whole step (:func:`~vaezoo.training.loop.precision_flags`); ``bf16-mixed`` runs
+the forward pass under ``torch.autocast`` in bfloat16; ``compile = true`` runs it through ``torch.compile``. Several runs at once are :mod:`vaezoo.training.ensemble`'s.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from vaezoo.training.loop import (
     epoch_order,
     last_good,
     make_optimizer,
+    precision_flags,
     resume_point,
     rng_state,
     until,
@@ -86,7 +87,7 @@ class SingleRun:
         self.bad_loss = torch.zeros((), device=run.device)
         self.bad_terms: Tensor | None = None  # whether each loss term was not finite at that step
         self.term_names: list[str] = []
-        self.bf16 = recipe.precision == "bf16"
+        self.bf16 = recipe.precision == "bf16-mixed"
         net = model if run.world == 1 else torch.nn.parallel.DistributedDataParallel(model)
         self.compile_failures: tuple[type[Exception], ...] = ()
         if recipe.compile:
@@ -109,7 +110,7 @@ class SingleRun:
         """
         run, plan, recipe = self.run, self.plan, self.card.train
         epoch, b = divmod(self.step, plan.per_epoch)
-        with self.streams.active():
+        with self.streams.active(), precision_flags(recipe.precision):
             if epoch != self.epoch:
                 self.epoch, self.order = epoch, epoch_order(len(store), recipe.seed, epoch, run, self.shuffle)
             due = self.step != self.saved and (
