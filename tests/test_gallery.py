@@ -241,7 +241,7 @@ def test_a_gallery_cut_short_leaves_the_gallery_there_as_it_was(tiny_zoo, tmp_pa
     assert drawn and drawn[0].pictures  # the first card was drawn again, with other samples
     assert {p.name: p.read_bytes() for p in site.iterdir()} == before
     monkeypatch.setattr(gallery._Painter, "entry", draw)
-    killed = site / ".gallery.k1ll3d.tmp"  # what a gallery killed (SIGKILL) midway leaves
+    killed = site / ".gallery.k1ll3d00.tmp"  # what a gallery killed (SIGKILL) midway leaves (mkdtemp's name)
     killed.mkdir()
     (killed / "tiny-trained.sample.png").write_bytes(b"half")
     build_gallery(site, use_data=False, samples=20)

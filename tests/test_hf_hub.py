@@ -536,8 +536,8 @@ def test_push_out_is_staged_beside_and_moved_in_whole_so_a_killed_staging_blocks
 
     card, _ = entry(tmp_path / "cards")
     out = tmp_path / "upload"
-    (tmp_path / ".upload.k1ll3d.tmp").mkdir()  # what a killed staging leaves: a hidden folder beside --out
-    (tmp_path / ".upload.k1ll3d.tmp" / "tiny.toml").write_text("half")
+    (tmp_path / ".upload.k1ll3d00.tmp").mkdir()  # what a killed staging leaves: a hidden folder beside --out
+    (tmp_path / ".upload.k1ll3d00.tmp" / "tiny.toml").write_text("half")
     seen, original = [], hf_push.model_card
 
     def model_card(*args):

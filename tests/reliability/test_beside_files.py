@@ -1,0 +1,263 @@
+"""Files vaezoo keeps beside a user's files (lock files and their holder notes, the gallery's record, staging
+folders), as a tarball or a clone may leave them: links to the user's files, FIFOs, huge or deeply nested ones.
+Each is opened without following links, only if it is a regular file, and read within a size and depth bound
+(``vaezoo.store.files.read_beside``/``write_beside``); anything else is one line. And vaezoo deletes only what it
+can prove it made."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from kit import assert_one_line_error, cli, make_card, write_card, write_entry
+
+from vaezoo.entries.catalog import parse_card
+from vaezoo.errors import OutputError, VaezooError
+from vaezoo.extras import gallery
+from vaezoo.store import locks
+from vaezoo.store.files import SMALL_FILE, read_beside, temporaries, write_beside
+
+PRECIOUS = b"the user's own file\n"
+
+
+@contextmanager
+def deadline(seconds: float = 10):
+    """Fail instead of hanging: a FIFO opened for reading blocks until a writer comes."""
+    def stop(signum, frame):
+        raise TimeoutError(f"still blocked after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _plant(path: Path, kind: str, user_file: Path) -> None:
+    """Put at ``path`` what a hostile tarball holds there: a link to ``user_file``, a FIFO, or a hard link."""
+    user_file.write_bytes(PRECIOUS)
+    if kind == "symlink":
+        path.symlink_to(user_file)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        os.link(user_file, path)
+
+
+KINDS = ["symlink", "fifo", "hardlink"]
+SAID = {"symlink": "is a symbolic link", "fifo": "is a FIFO", "hardlink": "is a file with 2 names (hard links)"}
+
+
+# --- the helper ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_write_beside_never_writes_through_what_stands_there(tmp_path, kind):
+    note = tmp_path / "note"
+    _plant(note, kind, tmp_path / "mine.txt")
+    with deadline(), pytest.raises(OutputError) as err:
+        write_beside(note, b"process 1 on host\n")
+    assert str(err.value) == f"{note} {SAID[kind]}, not a file vaezoo wrote; move it away and try again"
+    assert (tmp_path / "mine.txt").read_bytes() == PRECIOUS
+
+
+def test_read_beside_refuses_links_fifos_devices_and_huge_files_unread(tmp_path):
+    (tmp_path / "mine.txt").write_bytes(PRECIOUS)
+    (tmp_path / "link").symlink_to(tmp_path / "mine.txt")
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "fifo")
+    with open(tmp_path / "huge", "wb") as f:
+        f.truncate(10**9)  # sparse: a gigabyte that costs nothing on disk
+    said = {"link": "is a symbolic link", "zero": "is a symbolic link", "fifo": "is a FIFO",
+            "huge": f"is 1,000,000,000 bytes, more than the {SMALL_FILE:,} vaezoo writes there"}
+    for name, what in said.items():
+        with deadline(), pytest.raises(OutputError, match=what):
+            read_beside(tmp_path / name)
+    assert read_beside(tmp_path / "missing") is None and read_beside(tmp_path / "mine.txt") == PRECIOUS
+
+
+# --- lock files and their holder notes ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("which", ["run", "card"])
+def test_a_planted_holder_note_is_refused_and_the_user_file_kept(tmp_path, kind, which):
+    """``train --out``, ``gallery`` (run_lock) and ``eval --write``, ``seeds --write`` (card_lock) wrote
+    "process PID on HOST" through a link, and hung on a FIFO while holding the card's lock."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    card = write_card(folder, make_card("tiny", name="tiny"))
+    lock = folder / locks.RUN_LOCK if which == "run" else locks.card_lock_file(card)
+    note = Path(f"{lock}{locks.HOLDER_SUFFIX}")
+    _plant(note, kind, tmp_path / "mine.txt")
+    def held():
+        return locks.run_lock(folder) if which == "run" else locks.card_lock(card)
+
+    with deadline(), pytest.raises(OutputError) as err:
+        with held():
+            pytest.fail("took a lock whose holder note is not vaezoo's")
+    assert str(err.value) == f"{note} {SAID[kind]}, not a file vaezoo wrote; move it away and try again"
+    assert (tmp_path / "mine.txt").read_bytes() == PRECIOUS and os.path.lexists(note)
+    note.unlink()
+    with held():
+        assert note.read_text().startswith(f"process {os.getpid()} on ")  # a regular note: written as before
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_planted_lock_file_is_refused(tmp_path, kind):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    _plant(folder / locks.RUN_LOCK, kind, tmp_path / "mine.txt")
+    with deadline(), pytest.raises(OutputError, match=f"{locks.RUN_LOCK} {SAID[kind]}, not a file vaezoo wrote"):
+        with locks.run_lock(folder):
+            pytest.fail("took a lock file that is not vaezoo's")
+    assert (tmp_path / "mine.txt").read_bytes() == PRECIOUS
+
+
+HOLD = """
+import os, sys, time
+from pathlib import Path
+from vaezoo.store.locks import HOLDER_SUFFIX, RUN_LOCK, run_lock
+with run_lock(Path(sys.argv[1])):
+    note = Path(sys.argv[1]) / f"{RUN_LOCK}{HOLDER_SUFFIX}"
+    note.unlink()
+    os.mkfifo(note)
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_fifo_holder_note_of_a_held_lock_names_another_process_without_hanging(tmp_path):
+    folder = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "held"
+        with deadline(), pytest.raises(VaezooError, match="is in use by another process; wait for it"):
+            with locks.run_lock(folder):
+                pytest.fail("entered a folder another process holds")
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.slow
+def test_eval_write_and_train_out_refuse_a_linked_holder_note_in_one_line(tmp_path, capsys, data_plugin):
+    card, _, _ = write_entry(tmp_path / "cards", make_card("tiny", name="tiny"))
+    _plant(locks.card_lock_file(card).with_name(f"{locks.card_lock_file(card).name}{locks.HOLDER_SUFFIX}"),
+           "symlink", tmp_path / "mine.txt")
+    before = card.read_bytes()
+    code, out, err = cli(capsys, "eval", str(card), "--metrics", "elbo", "--write")
+    assert code == 1 and card.read_bytes() == before
+    assert_one_line_error(err, "is a symbolic link, not a file vaezoo wrote; move it away")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    _plant(out_dir / f"{locks.RUN_LOCK}{locks.HOLDER_SUFFIX}", "fifo", tmp_path / "mine.txt")
+    with deadline(60):
+        code, out, err = cli(capsys, "train", str(card), "--out", str(out_dir), "--max-steps", "1")
+    assert code == 1 and (tmp_path / "mine.txt").read_bytes() == PRECIOUS
+    assert_one_line_error(err, "is a FIFO, not a file vaezoo wrote; move it away")
+
+
+# --- the gallery's record ------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def zoo(cards, data_plugin, monkeypatch) -> Path:
+    """The test's cards only, with the extras' commands (gallery, push) and the kit's datasets."""
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "core,extras,testdata")
+    return cards
+
+
+def _site(tmp_path: Path) -> Path:
+    site = tmp_path / "pages"
+    site.mkdir()
+    return site
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "huge", "deep"])
+def test_a_hostile_gallery_record_is_one_line_with_bounded_memory(tmp_path, capsys, zoo, kind):
+    """A 1 GB record used 2.5 GB of memory; a deeply nested one ended in a RecursionError traceback; a FIFO hung."""
+    site = _site(tmp_path)
+    record = site / gallery.RECORD
+    if kind == "huge":
+        with open(record, "wb") as f:
+            f.truncate(10**9)
+    elif kind == "deep":
+        record.write_text('{"files": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    else:
+        _plant(record, kind, tmp_path / "mine.txt")
+    with deadline(30):
+        code, out, err = cli(capsys, "gallery", str(site), "--no-data")
+    assert code == 1 and "Traceback" not in err and "RecursionError" not in err
+    said = {"symlink": "is a symbolic link, not a file vaezoo wrote", "fifo": "is a FIFO, not a file vaezoo wrote",
+            "huge": "is 1,000,000,000 bytes, more than the", "deep": "is not a record vaezoo gallery wrote"}[kind]
+    assert_one_line_error(err, str(record), said, "move it away")
+    assert not (site / "index.html").exists()
+    if kind in ("symlink", "fifo"):
+        assert (tmp_path / "mine.txt").read_bytes() == PRECIOUS
+
+
+# --- deleting only what vaezoo made --------------------------------------------------------------------------------
+
+def _digest(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_the_gallery_removes_no_file_its_record_names_unless_a_gallery_draws_such_a_file(tmp_path, zoo):
+    """A record (taken from a tarball) naming ``notes.txt``, ``index.html`` and a user's PNG-named text file with
+    their sha256: the gallery removed them all and exited 0 with no page."""
+    site = _site(tmp_path)
+    mine = {"notes.txt": b"", "index.html": b"", "README": b"mine", "x.sample.png": b"not a png",
+            ".vaezoo-gallery.json.bak": b"{}"}
+    for name, data in mine.items():
+        (site / name).write_bytes(data)
+    (site / gallery.RECORD).write_text(json.dumps({"files": {n: [_digest(d)] for n, d in mine.items()}}))
+    (site / "index.html").write_text(f'<meta name="generator" content="{gallery.GENERATOR} 0">')
+    page = (site / "index.html").read_bytes()
+    mine["index.html"] = page
+    (site / gallery.RECORD).write_text(json.dumps({"files": {n: [_digest(d)] for n, d in mine.items()}}))
+    assert gallery.build_gallery(site, use_data=False) == site / "index.html"
+    assert (site / "index.html").read_bytes() != page  # the new page: it was not removed after being written
+    for name, data in mine.items():
+        if name != "index.html":
+            assert (site / name).read_bytes() == data, name
+
+
+def test_the_gallery_removes_its_own_stale_pictures_only_while_they_are_its_own(tmp_path, zoo):
+    site = _site(tmp_path)
+    png = b"\x89PNG\r\n\x1a\n" + b"drawn"
+    (site / "gone.sample.png").write_bytes(png)
+    (site / "kept.sample.png").write_bytes(png)
+    os.link(site / "kept.sample.png", tmp_path / "users-name-for-it.png")  # another name: not only the gallery's
+    (site / gallery.RECORD).write_text(json.dumps({"files": {n: [_digest(png)] for n in
+                                                             ("gone.sample.png", "kept.sample.png")}}))
+    gallery.build_gallery(site, use_data=False)
+    assert not (site / "gone.sample.png").exists() and (tmp_path / "users-name-for-it.png").read_bytes() == png
+
+
+def test_temporaries_match_only_names_tempfile_gives(tmp_path):
+    for name in (".out*.abcdefgh.tmp", ".out-mine.keep.tmp", ".outx.abcdefgh.tmp", ".out*.abc.tmp"):
+        (tmp_path / name).mkdir()
+    assert [p.name for p in temporaries(tmp_path, ".out*.", ".tmp")] == [".out*.abcdefgh.tmp"]
+
+
+def test_push_dry_run_out_with_glob_characters_removes_nothing_beside_it(tmp_path, capsys, zoo):
+    """``--out 'a*'`` cleaned up with the pattern ``.a*.*.tmp`` and removed the user's ``.abc.keep.tmp``."""
+    pytest.importorskip("huggingface_hub")
+    card, _, _ = write_entry(zoo, make_card("tiny", name="tiny"))
+    for pattern in ("a*", "b[xy]", "c?"):
+        beside = {"a*": ".abc.keep.tmp", "b[xy]": ".bx.keep1234.tmp", "c?": ".cd.12345678.tmp"}[pattern]
+        (tmp_path / beside).mkdir()
+        (tmp_path / beside / "mine.txt").write_bytes(PRECIOUS)
+        code, out, err = cli(capsys, "push", str(card), "owner/tiny", "--dry-run", "--out", str(tmp_path / pattern))
+        assert code == 0, err
+        assert (tmp_path / beside / "mine.txt").read_bytes() == PRECIOUS
+        assert (tmp_path / pattern / "tiny.toml").is_file() and parse_card(tmp_path / pattern / "tiny.toml")
