@@ -11,7 +11,7 @@ import importlib
 
 from vaezoo.hookspecs import hookimpl
 
-COMMANDS = ("leaderboard", "install", "uninstall", "gallery", "new-plugin", "push", "completion")
+COMMANDS = ("leaderboard", "install", "uninstall", "gallery", "new-plugin", "push", "completion", "study")
 """The commands extras adds, each a module of :mod:`vaezoo.extras.commands` (``-`` spelled ``_``)."""
 
 

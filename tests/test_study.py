@@ -1,0 +1,177 @@
+"""The dSprites study (vaezoo.extras.study): its shipped table is the cards', its numbers and figures are the
+command's, and its analyses give the answers known for synthetic tables."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from vaezoo.cli import build_parser, main
+from vaezoo.entries.catalog import get_card
+from vaezoo.extras.study import (
+    DSPRITES, GRID_DEPENDENT, SEEDS, StudyError, StudyRow, StudyTable, build_study, fill_doc, grid_spans,
+    median_seed, mig_figure, place_among_seeds, read_table, rule_metric, study_table, variance_shares, write_table)
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "docs" / "study" / "dsprites.csv"
+PAGE = REPO / "docs" / "study.md"
+
+
+def test_the_shipped_table_holds_every_seed_the_cards_record_and_each_value_is_the_cards():
+    table = read_table(SHIPPED)
+    cards = {name: get_card(name) for name in {row.card for row in table.rows}}
+    assert set(cards) == set(DSPRITES.entries())
+    for row in table.rows:
+        card = cards[row.card]
+        assert row.steps == card.train.steps and row.precision == card.train.precision
+        for metric, value in row.metrics.items():
+            recorded = card.metrics[metric]
+            if recorded.seeds is not None:
+                assert value == next(run.value for run in recorded.seeds.runs if run.seed == row.seed)
+            else:
+                assert row.shipped and _same(value, recorded.value)
+    for name, card in cards.items():
+        for metric, recorded in card.metrics.items():
+            for run in recorded.seeds.runs if recorded.seeds else ():
+                [row] = [r for r in table.rows if r.card == name and r.seed == run.seed]
+                assert row.metrics[metric] == run.value and row.shipped == (run.seed == recorded.seeds.shipped)
+    released = [row for row in table.rows if row.method == DSPRITES.original]
+    assert len(released) == 1 and released[0].seed is None
+
+
+def _same(a: float, b: float) -> bool:
+    """Equal, or both NaN (a card records a metric that could not be computed as NaN)."""
+    return a == b or (a != a and b != b)
+
+
+def test_the_table_reads_back_as_written(tmp_path):
+    write_table(read_table(SHIPPED), tmp_path / "t.csv")
+    assert (tmp_path / "t.csv").read_bytes() == SHIPPED.read_bytes()
+
+
+def _run_of(name: str, seed: int, run_name: str):
+    """A run folder's card of ``name``'s recipe with ``seed``: the card's own values, no spreads."""
+    card = get_card(name)
+    metrics = {k: v.model_copy(update={"seeds": None}) for k, v in card.metrics.items()}
+    return card.model_copy(update={"name": run_name, "metrics": metrics,
+                                   "train": card.train.model_copy(update={"seed": seed})})
+
+
+def test_a_run_folders_card_joins_its_cell_and_a_seed_given_twice_is_refused():
+    zoo = get_card("betavae-dsprites")
+    table = study_table([zoo, _run_of("betavae-dsprites", 3, "betavae-dsprites-run")])
+    cell = table.cells()[("betavae", 6.0)]
+    assert [r.seed for r in cell] == [0, 1, 2, 3]
+    assert cell[3].metrics["mig_dlib"] == zoo.metrics["mig_dlib"].value and not cell[3].shipped
+    with pytest.raises(StudyError, match="betavae beta=6 seed 2 comes from both card betavae-dsprites and card "
+                                         "betavae-dsprites-run; give one of them"):
+        study_table([zoo, _run_of("betavae-dsprites", 2, "betavae-dsprites-run")])
+    with pytest.raises(StudyError, match="card vae-mnist .* is no run of the study's recipes"):
+        study_table([get_card("vae-mnist")])
+
+
+def _row(method: str, value: float, seed: int | None, **metrics: float) -> StudyRow:
+    return StudyRow(f"{method}-x", method, "model.beta", value, seed, seed == 0, 10, "fp32", metrics)
+
+
+def test_variance_shares_give_the_known_answer_of_a_nested_table():
+    # method effect +-3, value effect +-2 within each method, seed effect +-1 within each cell: shares 9:4:1.
+    rows = [_row(m, v, s, score=a + b + c)
+            for m, a in (("one", 3.0), ("two", -3.0)) for v, b in ((1.0, 2.0), (2.0, -2.0))
+            for s, c in ((0, 1.0), (1, -1.0))]
+    shares = variance_shares(StudyTable(tuple(rows), ("score",)), "score")
+    assert (shares.method, shares.value, shares.seed) == pytest.approx((9 / 14, 4 / 14, 1 / 14))
+    assert (shares.runs, shares.methods, shares.cells) == (8, 2, 4)
+    flat = StudyTable(tuple(_row("one", 1.0, s, score=1.0) for s in (0, 1)), ("score",))
+    assert variance_shares(flat, "score") is None
+
+
+def test_a_released_model_is_placed_among_the_seeds_in_each_metrics_direction():
+    rows = [_row("retrained", 1.0, s, up=float(s + 1), down=float(s + 1)) for s in (0, 1, 2)]
+    rows.append(_row("released", 1.0, None, up=2.5, down=0.5))
+    up, down = place_among_seeds(StudyTable(tuple(rows), ("up", "down")), "released", "retrained",
+                                 {"up": True, "down": False})
+    assert (up.beats, up.rank, up.position) == (2, 2, "inside")
+    assert (down.beats, down.rank, down.position) == (3, 1, "below")
+
+
+def test_the_median_seed_is_the_middle_run_and_the_lower_middle_of_an_even_count():
+    assert median_seed([(0, 0.3), (1, 0.1), (2, 0.2)]) == 2
+    assert median_seed([(0, 0.4), (1, 0.1), (2, 0.2), (3, 0.3)]) == 2
+
+
+def test_the_rule_takes_the_score_least_moved_by_the_seed_but_never_a_grid_dependent_one():
+    grid, steady, noisy = GRID_DEPENDENT[0], "dci_disentanglement", "mig_dlib"
+    rows = [_row(m, 1.0, s, **{grid: base, steady: base + 0.01 * s, noisy: base + 0.3 * s})
+            for m, base in (("one", 0.0), ("two", 1.0)) for s in (0, 1)]
+    assert rule_metric(StudyTable(tuple(rows), (grid, steady, noisy))) == steady
+
+
+def test_the_mig_figure_says_when_each_method_has_one_value():
+    one = StudyTable(tuple(_row("betavae", 6.0, s, mig_dlib=0.1 * s) for s in (0, 1, 2)), ("mig_dlib",))
+    svg = mig_figure(one, "mig_dlib")
+    ET.fromstring(svg)
+    assert "one value per method so far" in svg and "<polyline" not in svg
+    assert all(f">{v:g}</text>" in svg for v in DSPRITES.method("betavae").grid)
+    two = StudyTable(one.rows + tuple(_row("betavae", 2.0, s, mig_dlib=0.2) for s in (0, 1)), ("mig_dlib",))
+    svg = mig_figure(two, "mig_dlib")
+    assert "one value per method so far" not in svg and "<polyline" in svg
+
+
+def test_each_grid_command_parses_and_its_sweep_names_a_field_of_its_recipe():
+    from vaezoo.training.sweeps import members, parse_sweep
+
+    parser = build_parser()
+    spans = grid_spans()
+    assert [len(span.commands) for span in spans] == [8, 4, 8]
+    trained = 0
+    for command in (c for span in spans for c in span.commands):
+        if command.startswith("for run in"):
+            inner = shlex.split(command.split("; do ", 1)[1].split("; done")[0].replace('"$run"', "RUN")
+                                .replace("--device cuda", "--device cpu"))
+            assert parser.parse_args(inner[1:]).card == "RUN"
+            continue
+        assert " --device cuda " in command
+        args = parser.parse_args(shlex.split(command.replace(" --device cuda ", " --device cpu "))[1:])
+        assert args.no_eval
+        card = get_card(REPO / args.card)
+        trained += len(members(card, args.seeds, [parse_sweep(s) for s in args.sweep or []]))
+    assert trained == 4 * 2 + 6 * 6 * len(SEEDS)
+
+
+def test_the_page_and_the_shipped_files_are_what_the_command_writes_now(tmp_path):
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "study.md"
+    shutil.copy(PAGE, page)
+    result = build_study(tmp_path / "docs" / "study", doc=page)
+    assert page.read_text() == PAGE.read_text(), "run: vaezoo study docs/study --doc docs/study.md"
+    written = sorted(p.name for p in (result.table, *result.figures))
+    assert written == sorted(p.name for p in SHIPPED.parent.iterdir())
+    for name in written:
+        assert (SHIPPED.parent / name).read_bytes() == (tmp_path / "docs" / "study" / name).read_bytes(), name
+        if name.endswith(".svg"):
+            ET.fromstring((SHIPPED.parent / name).read_text())
+        else:
+            assert read_table(SHIPPED.parent / name).rows
+    assert all(f"]({'study/' + name})" in PAGE.read_text() for name in written)
+
+
+def test_fill_doc_refuses_a_page_without_a_sections_block():
+    with pytest.raises(StudyError, match="the page has no block for rule; add <!-- study:NAME -->"):
+        fill_doc("<!-- study:table -->\nold\n<!-- /study:table -->\n", {"table": "new", "rule": "x"})
+    assert fill_doc("a\n<!-- study:table -->\nold\n<!-- /study:table -->\nb", {"table": "new"}) == \
+        "a\n<!-- study:table -->\nnew\n<!-- /study:table -->\nb"
+
+
+def test_the_command_writes_the_table_and_says_a_bad_source_in_one_line(tmp_path, capsys):
+    assert main(["study", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == str(tmp_path / "out" / "dsprites.csv") and len(out) > 3
+    assert (tmp_path / "out" / "dsprites.csv").read_bytes() == SHIPPED.read_bytes()
+    assert main(["study", str(tmp_path / "out"), "vae-mnist"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: card vae-mnist (mnist) is no run of the study's recipes") and err.count("\n") == 1
