@@ -28,9 +28,10 @@ def add_parser(sub) -> None:
                    help="override the recipe's epochs (a resumed run may change them)")
     seed = p.add_mutually_exclusive_group()
     seed.add_argument("--seed", type=seed_arg, metavar="N", help="override the recipe's seed")
-    seed.add_argument("--seeds", type=seeds_arg, metavar="N,N,...",
+    seed.add_argument("--seeds", type=seeds_arg, metavar="N,N-M,...",
                       help="train one model per seed as an ensemble (one step for all), seed N in OUT/seed-N; "
-                           "each ends as training that seed alone would")
+                           "each ends as training that seed alone would; N-M is every seed from N to M; under "
+                           "torchrun the seeds are shared out over the processes")
     p.add_argument("--sweep", action="append", metavar="KEY=V1,V2,...",
                    help="also train each value of the card field KEY (a dotted path such as "
                         "model.regularizers.0.beta, or its last part when that names one field), in "
@@ -53,15 +54,28 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run, imports=["torch"])  # imported before the command runs: see cli.main
 
 
+MOST_SEEDS = 100_000
+"""The most seeds ``--seeds`` takes: a range beyond it is a typo, not an ensemble."""
+
+
 def seeds_arg(value: str) -> list[int]:
-    """argparse type of ``--seeds``: whole numbers separated by commas, e.g. ``0,1,2``."""
+    """argparse type of ``--seeds``: whole numbers and inclusive ranges separated by commas, e.g. ``0,1,2``,
+    ``0-4`` or ``0-3,8``."""
     import argparse
 
+    seeds: list[int] = []
     try:
-        return [seed_arg(s) for s in value.split(",")]
+        for part in value.split(","):
+            first, dash, last = part.partition("-")
+            low, high = seed_arg(first), seed_arg(last) if dash else seed_arg(first)
+            if high < low or len(seeds) + high - low >= MOST_SEEDS:
+                raise argparse.ArgumentTypeError
+            seeds += range(low, high + 1)
     except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"'{value}' is not a list of seeds, each a whole number from 0 to 2^63 - 1; "
-                                         f"write them like 0,1,2") from None
+        raise argparse.ArgumentTypeError(f"'{value}' is not a list of seeds, each a whole number from 0 to 2^63 - 1 "
+                                         f"or a range of them, at most {MOST_SEEDS:,} in all; write them like 0,1,2 "
+                                         f"or 0-4") from None
+    return seeds
 
 
 def run(args) -> int:

@@ -151,7 +151,7 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
     """Train an ensemble: one run per seed and combination of the sweeps' values, all in one step.
 
     The runs are stacked (:mod:`vaezoo.training.ensemble`): one forward, backward and optimiser step covers all the
-    runs whose cards differ only in the seed. A model whose regularizers train networks of their own (FactorVAE's
+    runs whose cards differ only in the seed and in float settings (a swept ``beta``, ``lr``). A model whose regularizers train networks of their own (FactorVAE's
     discriminator) is not stacked: its runs train one after the other, each exactly as it would alone. Each run has its own data order, sampling noise, optimiser
     state and checkpoint, so each folder ends as ``train`` of that card alone would leave it (up to float
     rounding), and resumes (``resume``) on its own. Seed N goes in ``out/seed-N``, or
@@ -166,16 +166,19 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
         formulation: how the stacked step runs the members' forward passes, "vmap" or "loop"
             (see :class:`vaezoo.training.ensemble.Stack`; default: the faster on the device).
 
+    Under ``torchrun`` (``WORLD_SIZE`` > 1) the runs are shared out over the processes, every ``WORLD_SIZE``-th
+    run from the process's rank; each process trains its share as one ensemble on its own device, each run as
+    it would train in one process, into the same folder.
+
     Returns:
-        Each run's result, seeds varying fastest; a run whose loss became NaN or inf has its ``error``.
+        Each run's result, seeds varying fastest (under torchrun, this process's share); a run whose loss
+        became NaN or inf has its ``error``.
 
     Raises:
         Interrupted, VaezooError: as :func:`train` does; also when ``seeds`` is empty, names a seed twice,
-            a sweep is unusable, or the process runs under torchrun.
+            a sweep is unusable, or torchrun starts more processes than there are runs.
     """
     card = card if isinstance(card, Card) else get_card(card)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise TrainingError.about("{seeds} trains several runs in one process; run it without torchrun")
     if compile or (compile is None and card.train.compile):
         raise TrainingError.about("an ensemble runs its members through torch.func.vmap, not torch.compile; "
                                   "train without it: {compile:False} (or compile = false in the card's [train])")
@@ -204,20 +207,36 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
     if options.max_steps is not None and options.max_steps < 1:
         raise TrainingError.about("{max_steps} must be at least 1, got {got}", got=options.max_steps)
     options = replace(options, name=run_name(card, options.name))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > len(runs) and not _alone(runs):
+        raise TrainingError.about(f"torchrun starts {world} processes for {len(runs)} runs, so some would have none; "
+                                  f"run at most {len(runs)} processes (--nproc-per-node)")
     with StopSignals(defer=False):
         run = start_run(options.device)
         try:
             with contextlib.ExitStack() as held:
-                if run.main:
+                local = run
+                if run.world > 1 and not _alone(runs):  # each process trains its share of the runs as one process
+                    if run.main:
+                        held.enter_context(run_lock(root))
+                        check_layout(root, alone=False)
+                    # once the folder is checked the processes are each a run of their own: no collective (a
+                    # regularizer's whole-batch gather) may join them
+                    dist.barrier()
+                    dist.destroy_process_group()
+                    runs, local = runs[run.rank::run.world], Run(device=run.device)
+                    for folder in dict.fromkeys(out for _, out, _ in runs):
+                        held.enter_context(run_lock(folder))
+                elif run.main:
                     for folder in dict.fromkeys([root, *(out for _, out, _ in runs)]):
                         held.enter_context(run_lock(folder))
                     check_layout(root, alone=_alone(runs))
-                results = _train_held(runs, options, run)
+                results = _train_held(runs, options, local)
         except BaseException:
-            if run.world > 1:
+            if dist.is_initialized():
                 dist.destroy_process_group()
             raise
-        if run.world > 1:
+        if dist.is_initialized():
             # Every rank reaches the end before the group goes: a rank that tears it down while another still
             # talks to it makes gloo abort the process at exit ("terminate called without an active exception").
             dist.barrier()
