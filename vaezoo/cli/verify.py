@@ -13,16 +13,20 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.entries.entry import verify_names
+    from vaezoo.entries.entry import SKIPPED, verify_names
 
     rows = [{"name": name, "status": status, "detail": detail} for name, status, detail in verify_names(args.names)]
     failed = sum(r["status"] == "FAILED" for r in rows)
+    skipped = sum(r["status"] == SKIPPED for r in rows)
     if args.json:
         print_json(rows)
     else:
         for r in rows:
             print(printable(f"{r['name']}: {r['status']} {r['detail']}"))
-    if failed:
-        print(f"error: {failed} weights file(s) failed verification", file=sys.stderr)
+    if failed or skipped:
+        said = [f"{failed} weights file(s) failed verification"] if failed else []
+        said += [f"{skipped} card(s) could not be read, so their weights were not verified ('vaezoo list --skipped' "
+                 f"says why)"] if skipped else []
+        print(f"error: {'; '.join(said)}", file=sys.stderr)
         return 1
     return 0

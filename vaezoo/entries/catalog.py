@@ -126,7 +126,8 @@ def _validate(raw: dict[str, Any], path: Path, source: str | None = None) -> Car
     from vaezoo.plugins import get_plugins
 
     try:
-        card = Card.model_validate(raw, context={"sections": get_plugins().registry("card section")})
+        card = Card.model_validate(raw, context={"sections": get_plugins().registry("card section"),
+                                                 "validate_section": _isolated_section})
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "(card)"
@@ -136,6 +137,36 @@ def _validate(raw: dict[str, Any], path: Path, source: str | None = None) -> Car
     card._path = path.resolve() if source is None else path.absolute()
     card._source = source
     return card
+
+
+def _isolated_section(name: str, model: type, value: Any) -> Any:
+    """The card section ``name`` of a card, validated by its plugin's ``model`` under the isolation plugin code
+    runs in (:meth:`vaezoo.plugins.Plugins.guarded`): a model that raises anything but a validation error, or calls
+    ``sys.exit``, marks its plugin failed and makes the card holding the section unusable, naming both; the other
+    cards are read as before. A validation error is the card's own, named by its field.
+
+    Raises:
+        ValueError: the section is wrong (pydantic's ``ValidationError``), or its model failed.
+    """
+    from vaezoo.plugins import get_plugins
+
+    plugins = get_plugins()
+    plugin = plugins.registry("card section").plugin_of(name)
+
+    def validate() -> Any:
+        try:
+            return model.model_validate(value)
+        except ValidationError as exc:  # the card's content, not the plugin's code
+            return exc
+
+    done, result = plugins.guarded(plugin, f"card section {name!r}", validate)
+    if not done:
+        raise ValueError(f"the card section [{name}] cannot be read: its plugin {plugin!r} failed reading it "
+                         f"('vaezoo plugins' says why); fix or update that plugin, or leave it out with "
+                         f"VAEZOO_LOAD_PLUGINS")
+    if isinstance(result, ValidationError):
+        raise result
+    return result
 
 
 def _newer_writer(raw: dict[str, Any]) -> str:
@@ -202,11 +233,38 @@ def check_card(card: Card) -> None:
     Raises:
         CardError: naming the card and the field.
     """
+    checked_toml(card)
+
+
+def checked_toml(card: Card) -> str:
+    """``card``'s TOML (:meth:`~vaezoo.entries.schema.Card.toml`), checked to load back as ``card``: every card file
+    vaezoo writes goes through it (or is checked as :func:`vaezoo.entries.entry.updated_card_text` checks its edit).
+
+    Raises:
+        CardError: the text would not load, or would load as another card (a plugin's section whose model does not
+            read back what it writes), naming the card and the field.
+    """
+    from vaezoo.entries.toml_update import same
+
     try:
-        _validate(tomllib.loads(card.toml()), Path(f"{card.name}.toml"))
+        text = card.toml()
+    except (TypeError, ValueError) as exc:  # a value TOML has no type for
+        raise CardError(f"card {card.name!r} cannot be written as TOML ({exc}); a plugin's card section may hold "
+                        f"a value of a type TOML does not have") from None
+    try:
+        back = _validate(tomllib.loads(text), Path(f"{card.name}.toml"))
     except _Unfit as exc:
-        raise CardError(f"card {card.name!r} would not load back, {exc}; change it with "
-                        f"Card.model_validate(card.model_dump() | changes), which checks it") from None
+        hint = ("a plugin's card section does not read back what it writes; update that plugin" if
+                str(exc).startswith("field 'sections") or any(f"field '{name}" in str(exc) for name in card.sections)
+                else "change it with Card.model_validate(card.model_dump() | changes), which checks it")
+        raise CardError(f"card {card.name!r} would not load back, {exc}; {hint}") from None
+    written, read = card.model_dump(exclude_none=True), back.model_dump(exclude_none=True)
+    differs = sorted(key for key in written.keys() | read.keys() if not same(written.get(key), read.get(key)))
+    if differs:
+        raise CardError(f"card {card.name!r} would not load back as it is: {', '.join(differs)} would read "
+                        f"differently; a plugin's card section may not read back what it writes (update that "
+                        f"plugin)")
+    return text
 
 
 def _sources() -> list[tuple[Path, bool]]:

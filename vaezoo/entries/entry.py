@@ -17,8 +17,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, discover, get_card, parse_card,
-                                    read_card)
+from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, checked_toml, discover,
+                                    get_card, parse_card, read_card, scan)
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 def write_card(card: Card, path: Path) -> None:
     """Write ``card`` as TOML to ``path`` atomically."""
-    atomic_write(path, card.toml().encode())
+    atomic_write(path, checked_toml(card).encode())
 
 
 def update_card(path: Path, change: Callable[[Card], Card]) -> Card:
@@ -73,9 +73,9 @@ def updated_card_text(text: str, now: Card, card: Card, path: Path) -> str:
     try:
         kept = updated_text(text, now.model_dump(exclude_none=True), data)
         back = card_from_text(kept, path).model_dump(exclude_none=True)
-    except Exception:  # a layout tomlkit cannot edit, or text that does not load: the plain TOML is always right
-        return card.toml()
-    return kept if same(back, data) else card.toml()
+    except Exception:  # a layout tomlkit cannot edit, or text that does not load: the plain TOML, checked
+        return checked_toml(card)
+    return kept if same(back, data) else checked_toml(card)
 
 
 def check_writable(card: Card) -> Path:
@@ -177,7 +177,7 @@ def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder:
     try:  # both files are made beside their targets, then renamed back to back: the pair changes together
         tmp = staged[0][0]
         written = Weights(file=path.name, sha256=sha256_of(tmp), size=tmp.stat().st_size)
-        text = card.model_copy(update={"weights": written}).toml().encode()
+        text = checked_toml(card.model_copy(update={"weights": written})).encode()
         staged.append((stage(card_path, lambda tmp: tmp.write_bytes(text)), card_path))
     except BaseException:
         staged[0][0].unlink(missing_ok=True)
@@ -272,11 +272,22 @@ def verify_entries(cards: Iterable[Card]) -> list[tuple[str, str]]:
     return results
 
 
+SKIPPED = "SKIPPED"
+""":func:`verify_names`' status of a card file that could not be read, so whose weights were not verified."""
+
+
 def verify_names(names: Iterable[str] | None = None) -> list[tuple[str, str, str]]:
     """:func:`verify_entries` of the cards ``names`` names (:func:`vaezoo.entries.catalog.get_card`), or of every
-    card in the zoo when ``names`` is empty or None: ``(card name, status, detail)`` per card."""
-    cards = [get_card(n) for n in names] if names else list(discover().values())
-    return [(card.name, status, detail) for card, (status, detail) in zip(cards, verify_entries(cards), strict=True)]
+    card in the zoo when ``names`` is empty or None: ``(card name, status, detail)`` per card. Over the zoo, a card
+    file that cannot be read (a :class:`~vaezoo.entries.catalog.CardWarning`) is a row too, :data:`SKIPPED`, its
+    detail naming the file and why: its weights were not verified, and the others are."""
+    if names:
+        cards, skipped = [get_card(n) for n in names], []
+    else:
+        found = scan()  # the skipped are rows, not warnings
+        cards, skipped = list(found.cards.values()), found.skipped
+    rows = [(card.name, status, detail) for card, (status, detail) in zip(cards, verify_entries(cards), strict=True)]
+    return rows + [(bad.name, SKIPPED, f"{bad.path}: {bad.reason}") for bad in skipped]
 
 
 def fetch(card: Card) -> Path:

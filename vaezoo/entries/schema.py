@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     PlainValidator,
     PrivateAttr,
+    SerializationInfo,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -363,9 +364,10 @@ class Card(_Frozen):
                                  f"that name; remove it or install the plugin that writes it")
             else:
                 sections[key] = value
+        validate = (info.context or {}).get("validate_section") or _validate_section
         for key, value in sections.items():
             if models is not None and key in models:
-                sections[key] = models[key].model_validate(value)
+                sections[key] = validate(key, models[key], value)
         return {**fields, "sections": sections}
 
     def settings_of(self, metric: str) -> dict[str, Any]:
@@ -389,11 +391,16 @@ class Card(_Frozen):
                                                          **check_seeds(merged, "eval_settings")}})
 
     @model_serializer(mode="wrap")
-    def _sections_on_top(self, handler) -> dict[str, Any]:
+    def _sections_on_top(self, handler, info: SerializationInfo) -> dict[str, Any]:
         out = handler(self)
         if not out.get("eval_settings"):  # most cards keep their metrics' defaults: no empty table for them
             out.pop("eval_settings", None)
-        return {**{k: v for k, v in out.items() if k != "sections"}, **out.get("sections", {})}
+        # a plugin's section as its model reads it back: by alias, and sets, dates and the like as JSON gives them
+        sections = {name: self.sections[name].model_dump(mode="json", by_alias=True,
+                                                         exclude_none=bool(info.exclude_none))
+                    if isinstance(self.sections.get(name), BaseModel) else value
+                    for name, value in (out.pop("sections", None) or {}).items()}
+        return {**out, **sections}
 
     @field_validator("latent", mode="before")
     @classmethod
@@ -478,3 +485,9 @@ def _seeds(value: Any, path: str) -> Iterator[tuple[str, Any]]:
             yield where, item
         else:
             yield from _seeds(item, where)
+
+
+def _validate_section(name: str, model: type[BaseModel], value: Any) -> BaseModel:
+    """A plugin's card section ``value`` validated by its ``model``, as a card without plugin isolation reads it
+    (discovery passes :func:`vaezoo.entries.catalog`'s isolated one as ``validate_section`` in the context)."""
+    return model.model_validate(value)
