@@ -175,3 +175,12 @@ def test_the_command_writes_the_table_and_says_a_bad_source_in_one_line(tmp_path
     assert main(["study", str(tmp_path / "out"), "vae-mnist"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: card vae-mnist (mnist) is no run of the study's recipes") and err.count("\n") == 1
+
+
+def test_a_figure_vaezoo_did_not_write_is_refused_before_any_figure_is_written(tmp_path):
+    from vaezoo.errors import VaezooError
+
+    (tmp_path / "mig-mig_dlib.svg").write_text("mine")
+    with pytest.raises(VaezooError, match="already holds mig-mig_dlib.svg, which vaezoo did not write"):
+        build_study(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dsprites.csv", "mig-mig_dlib.svg"]

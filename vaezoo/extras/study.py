@@ -642,7 +642,10 @@ def render_sections(table: StudyTable, cards: Sequence[Card], table_file: str, f
                             "method column is method and value together.\n\n")
         + _md_table(("metric", "method", "value", "seed", "runs", "methods", "cells"),
                     ((s.metric, _pct(s.method), _pct(s.value), _pct(s.seed), s.runs, s.methods, s.cells)
-                     for s in shares)))
+                     for s in shares))
+        + f"\n\nThe seed explains more of the variance than the method and the value together on "
+          f"{sum(s.seed > s.method + s.value for s in shares)} of {len(shares)} metrics: "
+          f"{', '.join(s.metric for s in shares if s.seed > s.method + s.value) or 'none'}.")
 
     directions = {m: higher_is_better(m, cards) for m in table.metrics}
     placed = place_among_seeds(table, study.original, study.retrained, directions)
@@ -761,6 +764,8 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
     Raises:
         StudyError: see :func:`study_table`, :func:`fill_doc`; an SVG there that vaezoo did not write.
     """
+    from types import SimpleNamespace
+
     from vaezoo.extras.seedplot import refuse_foreign_plots
     from vaezoo.store.files import atomic_write
 
@@ -769,13 +774,12 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
     path = directory / f"{study.dataset}.csv"
     write_table(study_table(cards, study), path)
     table = read_table(path)
-    plots = distribution_plots(table, study)
-    refuse_foreign_plots(plots, directory)
     drawn = {f"distribution-{p.metric}.svg": (p.svg(), f"{p.metric}: distribution over seeds per method and value")
-             for p in plots}
+             for p in distribution_plots(table, study)}
     for metric in ("mig_dlib", "mig_chen"):
         if metric in table.metrics:
             drawn[f"mig-{metric}.svg"] = (mig_figure(table, metric, study), f"{metric} against beta per method")
+    refuse_foreign_plots([SimpleNamespace(file=name) for name in drawn], directory)
     for name, (svg, _) in drawn.items():
         atomic_write(directory / name, svg.encode("utf-8"))
     page = None
