@@ -34,10 +34,10 @@ from vaezoo.context import layout_text
 from vaezoo.data import ImageDataset
 from vaezoo.entries.catalog import list_cards
 from vaezoo.entries.schema import Card
-from vaezoo.errors import DataError, VaezooError
+from vaezoo.errors import DataError, OutputError, VaezooError
 from vaezoo.extras.leaderboard import leaderboard, shared_metrics
 from vaezoo.extras.seedplot import SeedPlot, refuse_foreign_plots, seed_plots, write_seed_plots
-from vaezoo.terminal import printable, progress
+from vaezoo.terminal import note, printable, progress
 
 if TYPE_CHECKING:
     import torch
@@ -156,12 +156,12 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     device = usable_device(device)
     directory = Path(directory)
     path = directory / "index.html"
-    cards = list_cards()
+    cards = [card for card in list_cards() if _nameable_card(card)]
     _refuse_foreign(directory, cards, _files_of_page(path) | set(_written(directory)))  # before the lock (mkdir)
     with run_lock(directory, "output path"):
         earlier = _written(directory)
         _refuse_foreign(directory, cards, _files_of_page(path) | set(earlier))  # again: no other gallery writes now
-        plots = seed_plots(cards)
+        plots = _nameable(seed_plots(cards))
         refuse_foreign_plots(plots, directory)
         with _staging(directory) as stage:  # a gallery cut short leaves the one there as it was
             write_seed_plots(plots, stage)
@@ -169,7 +169,12 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
             entries = []
             with progress("gallery", len(cards), unit="cards") as task:
                 for card in cards:
-                    entries.append(painter.entry(card))
+                    try:
+                        entries.append(painter.entry(card))
+                    except OutputError:  # the folder refuses files (full, read-only): no other card fares better
+                        raise
+                    except VaezooError as exc:  # this card's own problem: the others are drawn
+                        note(f"gallery: card {card.name} ({card.path}) skipped: {exc}")
                     task.advance()
             page = _template().render(entries=entries, boards=_boards(cards, plots), generator=GENERATOR,
                                       version=__version__)
@@ -182,6 +187,34 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
         left = _remove_stale(directory, {name: d for name, d in earlier.items() if name not in drawn})
         _record(directory, {name: [digest] for name, digest in drawn.items()} | left)
     return path
+
+
+NAME_MAX = 255
+"""The most bytes a file name may have on the file systems vaezoo writes to (Linux, macOS, Windows)."""
+
+
+def _nameable_card(card: Card) -> bool:
+    """Whether the files drawn of ``card`` can have their names; if not, it is skipped, named on stderr."""
+    longest = max((f"{card.name}.{kind}.png" for kind in PICTURES), key=len)
+    if len(longest.encode()) <= NAME_MAX:
+        return True
+    note(f"gallery: card {card.name} ({card.path}) skipped: its picture's file name would be longer than the "
+         f"{NAME_MAX} bytes a file name can have")
+    return False
+
+
+def _nameable(plots: list[SeedPlot]) -> list[SeedPlot]:
+    """``plots`` but those whose file name would be too long (a card's 300-character dataset), each named on
+    stderr with its cards: one card's field never stops the page."""
+    kept = []
+    for plot in plots:
+        if len(plot.file.encode()) <= NAME_MAX:
+            kept.append(plot)
+            continue
+        names = ", ".join(strip.name for strip in plot.strips)
+        note(f"gallery: the seed distribution of {plot.metric} on dataset {plot.dataset!r} (cards {names}) skipped: "
+             f"its file name would be longer than the {NAME_MAX} bytes a file name can have")
+    return kept
 
 
 def _written(directory: Path) -> dict[str, list[str]]:
@@ -303,7 +336,7 @@ def build_seed_plots(directory: str | Path) -> list[Path]:
     Raises:
         VaezooError: a file of the same name there is not one vaezoo wrote.
     """
-    return write_seed_plots(seed_plots(list_cards()), Path(directory))
+    return write_seed_plots(_nameable(seed_plots(list_cards())), Path(directory))
 
 
 PICTURES = ("traverse", "sample")

@@ -16,10 +16,11 @@ from vaezoo.entries.catalog import card_reference, check_card, parse_card
 from vaezoo.entries.entry import fetch, fetch_verified, write_card, write_entry
 from vaezoo.entries.huggingface import hub, translated
 from vaezoo.entries.schema import HUB_PREFIX, Card, Weights
-from vaezoo.errors import OutputError, WeightsError
+from vaezoo.errors import OutputError, VaezooError, WeightsError
 from vaezoo.extras.hub_card import hub_config, model_card
 from vaezoo.store.checksums import sha256_of
 from vaezoo.store.files import atomic_write
+from vaezoo.terminal import note
 
 if TYPE_CHECKING:
     import torch
@@ -125,19 +126,34 @@ def stage_collection(cards: Iterable[Card], owner: str, folder: Path) -> list[Pa
         owner: the Hub user or organisation that would own the repositories and the collection.
         folder: where the folders go; created if needed.
 
+    A card that cannot be staged (weights that do not verify, a name that is the collection's or the manifest's
+    file) is skipped, named on stderr; the others are staged.
+
     Returns:
         ``collection.json``, ``manifest.json``, then every staged file, card by card.
 
     Raises:
-        WeightsError: a card's weights do not verify.
+        OutputError: ``folder`` refuses the files.
     """
     hub(OutputError, "vaezoo push")  # said before any download: the model card needs huggingface_hub
-    staged = [card for card in cards if card.weights is not None]
-    files, manifest = [], {}
-    for card in staged:
-        source = fetch(card)  # verified: the bytes an upload reads are the card's
+    files, manifest, staged = [], {}, []
+    for card in cards:
+        if card.weights is None:
+            continue
+        if card.name in (COLLECTION_FILE, MANIFEST_FILE):
+            note(f"push --all: card {card.name} ({card.path}) skipped: its folder would take the place of the "
+                 f"collection's {card.name}; rename the card to stage it")
+            continue
         repo_id = f"{owner}/{card.name}"
-        written = write_folder(card, None, folder / card.name, repo_id)
+        try:
+            source = fetch(card)  # verified: the bytes an upload reads are the card's
+            written = write_folder(card, None, folder / card.name, repo_id)
+        except OutputError:  # the folder refuses files: no other card fares better
+            raise
+        except VaezooError as exc:  # this card's own problem: the others are staged
+            note(f"push --all: card {card.name} ({card.path}) skipped: {exc}")
+            continue
+        staged.append(card)
         shown = [_described(path) for path in written]
         shown.insert(1, {"path": f"{card.name}.safetensors", "size": card.weights.size,
                          "sha256": card.weights.sha256, "source": str(source)})
