@@ -29,8 +29,8 @@ from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense
 CHECKPOINT = "checkpoint.pt"
 """The checkpoint's file name in a run's folder (``out``)."""
 
-__all__ = ["CHECKPOINT", "Checkpoint", "check_model", "check_recipe", "read_checkpoint", "restore_rng",
-           "write_checkpoint"]
+__all__ = ["CHECKPOINT", "Checkpoint", "check_model", "check_optimizer_state", "check_recipe", "read_checkpoint",
+           "restore_rng", "write_checkpoint"]
 
 _SHOWN_DIFFERENCES = 3  # fields named in the message of a checkpoint that does not fit
 
@@ -241,6 +241,64 @@ def check_model(checkpoint: Checkpoint, card: Card) -> None:
         raise TrainingError(f"{checkpoint.label} was made from card '{checkpoint.card}', whose model is "
                             f"not card '{card.name}''s: {_shown(differences(theirs, mine), card.name)}; "
                             f"give the card the run was started from")
+
+
+def check_optimizer_state(checkpoint: Checkpoint, optimizer: torch.optim.Optimizer) -> None:
+    """Refuse ``checkpoint``'s optimiser state unless every tensor in it fits ``optimizer``'s parameters, as its
+    weights are checked: call it before ``optimizer.load_state_dict``, so that a bad state is one line before the
+    first step rather than a ``RuntimeError`` in it (``load_state_dict`` checks none of this).
+
+    Each parameter's state is checked against the parameter it is for (by the order of the param groups): its
+    tensors are dense tensors in CPU memory that span no more bytes than they store (no stride-0 view), of a
+    floating-point dtype (a ``step`` count may be an integer), finite, and either a scalar (a step count) or of the
+    parameter's shape (moments, momentum buffers).
+
+    Raises:
+        TrainingError: one line naming the checkpoint, the parameter, the state's key and what is wrong.
+    """
+    def refused(problem: str) -> TrainingError:
+        return TrainingError.about("the optimiser state in checkpoint {path} cannot be resumed: {problem}; resume "
+                                   "from a checkpoint vaezoo wrote, or remove it to start over", path=checkpoint.path,
+                                   problem=problem)
+
+    groups, state = checkpoint.optimizer["param_groups"], checkpoint.optimizer["state"]
+    params: dict[Any, torch.Tensor] = {}
+    fits = isinstance(groups, list) and len(groups) == len(optimizer.param_groups)
+    for theirs, mine in zip(groups, optimizer.param_groups) if fits else ():
+        ids = theirs.get("params") if isinstance(theirs, dict) else None
+        fits = fits and isinstance(ids, list) and len(ids) == len(mine["params"])
+        if fits:
+            params.update(zip(ids, mine["params"]))
+    if not fits or not isinstance(state, dict):
+        return  # groups that are not this optimiser's: load_state_dict names what differs
+    for index, values in state.items():
+        if index not in params:
+            raise refused(f"it holds a state for parameter {index!r}, which none of its groups lists")
+        if not isinstance(values, dict):
+            raise refused(f"the state of parameter {index} is a {type(values).__name__}, not a dict")
+        param = params[index]
+        for key, value in values.items():
+            if torch.is_tensor(value):
+                problem = _unfit_state(value, param, key)
+                if problem:
+                    raise refused(f"parameter {index} {tuple(param.shape)}: its {key!r} {problem}")
+
+
+def _unfit_state(value: torch.Tensor, param: torch.Tensor, key: str) -> str | None:
+    """What makes the optimiser state tensor ``value`` unfit for ``param``, in words; None when it fits."""
+    if not_dense({key: value}):
+        return "is not a dense tensor in CPU memory (sparse, quantized, nested or on the meta device)"
+    if expanded({key: value}):
+        return "spans more bytes than it stores (a stride-0 or overlapping view)"
+    scalar = value.numel() == 1 and value.dim() <= 1
+    if not (value.is_floating_point() or (scalar and key == "step" and not value.dtype.is_complex
+                                          and value.dtype != torch.bool)):
+        return f"is {value.dtype}, not floating point"
+    if not scalar and tuple(value.shape) != tuple(param.shape):
+        return f"has shape {tuple(value.shape)}, not the parameter's"
+    if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+        return "holds NaN or infinite values"
+    return None
 
 
 def _shown(found: list[Difference], name: str) -> str:

@@ -26,7 +26,7 @@ from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.errors import InputError, Phrase, TrainingError, TrainingWarning
 from vaezoo.store.files import remove_temporaries
 from vaezoo.terminal import note
-from vaezoo.entries.checkpoints import check_recipe, read_checkpoint, restore_rng
+from vaezoo.entries.checkpoints import check_optimizer_state, check_recipe, read_checkpoint, restore_rng
 
 
 @dataclass
@@ -110,6 +110,7 @@ def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan
                                   path=path, step=checkpoint.step, total=plan.total, had=card.train.epochs,
                                   per_epoch=plan.per_epoch, least=math.ceil(checkpoint.step / plan.per_epoch))
     load_weights(model, checkpoint.model, f"checkpoint {path}")
+    check_optimizer_state(checkpoint, optimizer)
     try:
         optimizer.load_state_dict(checkpoint.optimizer)
     except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
