@@ -10,13 +10,18 @@ On random uint8 images of the model's shape, kept on the device, the script time
   ``vaezoo train --seeds`` runs), in each formulation asked for (``--formulations``; on CUDA its step is a
   captured CUDA graph), timed the same way; its img/s counts every member's images.
 
-Both run the same model with the same options (``--precision``, ``--compile``) and ``torch.distributions``'
-argument checks off, as the engine runs. The FLOPs of one image's forward and backward pass are counted
-with ``torch.utils.flop_counter.FlopCounterMode`` on one batch; the peak is an ``N x N`` matrix product in
-the run's precision (bfloat16 for bf16, else float32), measured in the same run on the same device.
+Both run the same model with the same options (``--precision``, with its TF32 flags; ``--compile``) and
+``torch.distributions``' argument checks off, as the engine runs. Each loop prints images/s (every member's),
+ms a step, the TFLOP/s achieved (the FLOPs of one image's forward and backward pass, counted with
+``torch.utils.flop_counter.FlopCounterMode`` on one batch, times images/s) and two shares of a peak: of an
+``N x N`` matrix product in the run's precision measured in the same run on the same device, and on CUDA of
+the device's datasheet peak for the precision (``--peak-tflops``; default the H200's, as
+``benchmarks/device_kernels.py`` states it).
 
     python benchmarks/bench_train.py --device cuda                        # jointvae-mnist, batch 64 and 256
     python benchmarks/bench_train.py --device cuda --card betatcvae-dsprites --batch-sizes 64 --ensemble 12
+    python benchmarks/bench_train.py --device cuda --card betatcvae-dsprites --batch-sizes 64 --ensemble 60 \
+        --formulations vmap --precision bf16-mixed
     OMP_NUM_THREADS=1 python benchmarks/bench_train.py --steps 20 --batch-sizes 64      # a quick CPU check
 """
 
@@ -36,8 +41,13 @@ import vaezoo
 import vaezoo.training.single
 from vaezoo.assemble import build_model
 from vaezoo.data import ImageDataset
-from vaezoo.training.loop import Run
+from vaezoo.training.loop import Run, precision_flags
 from vaezoo.training.single import fit
+
+from device_kernels import PEAK_SOURCE, PEAK_TFLOPS  # noqa: E402 - benchmarks/ is on the path of its scripts
+
+DATASHEET = {"fp32": "fp32", "tf32": "tf32", "tf32-conv": "tf32", "bf16-mixed": "bf16"}
+"""The datasheet peak each precision is measured against (tf32-conv: its convolutions, nearly all the FLOPs)."""
 
 DATASET_BATCHES = 32  # the random dataset holds this many batches; the loops go round it
 
@@ -62,14 +72,14 @@ def matmul_rate(size: int, dtype: torch.dtype, device: torch.device, repeats: in
 
 
 def autocast(card, device: torch.device):
-    return torch.autocast(device.type, torch.bfloat16, enabled=card.train.precision == "bf16")
+    return torch.autocast(device.type, torch.bfloat16, enabled=card.train.precision == "bf16-mixed")
 
 
 def flops_per_image(card, batch: int, device: torch.device) -> float:
     """FLOPs of one image's forward and backward pass (matrix products and convolutions)."""
     model = build_model(card, device=device).train()
     x = torch.rand(batch, model.channels, model.image_size, model.image_size, device=device)
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False) as counter, precision_flags(card.train.precision):
         with autocast(card, device):
             loss = model(x).loss
         loss.backward()
@@ -86,6 +96,11 @@ def plain_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torc
     batch, order, step = card.train.batch_size, torch.randperm(len(images), device=device), 0
 
     def take(n: int) -> None:
+        nonlocal step
+        with precision_flags(card.train.precision):
+            take_steps(n)
+
+    def take_steps(n: int) -> None:
         nonlocal step
         for _ in range(n):
             b = step % DATASET_BATCHES
@@ -165,31 +180,39 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50, help="timed steps per segment")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each segment")
     parser.add_argument("--rounds", type=int, default=3, help="segments of each loop, in turns")
-    parser.add_argument("--precision", choices=["float32", "bf16"], help="override the recipe's precision")
+    parser.add_argument("--precision", choices=["fp32", "tf32", "tf32-conv", "bf16-mixed"],
+                        help="override the recipe's precision")
     parser.add_argument("--compile", action="store_true", help="torch.compile the forward pass")
     parser.add_argument("--ensemble", type=int, metavar="N", help="also time an ensemble of N seeds in one step")
     parser.add_argument("--formulations", nargs="+", default=["loop", "vmap"], choices=["loop", "vmap"],
                         help="the ensemble's formulations to time (default both)")
     parser.add_argument("--matmul-size", type=int, help="side of the peak's matrices (default 4096 on cuda, "
                                                         "else 2048)")
+    parser.add_argument("--peak-tflops", type=float, help=f"the device's peak in the run's precision, TFLOP/s "
+                                                          f"(default on cuda {PEAK_TFLOPS}: {PEAK_SOURCE})")
     args = parser.parse_args()
 
     os.environ["VAEZOO_PROGRESS"] = "0"
     device = torch.device(args.device)
     card = vaezoo.get_card(args.card)
-    recipe = card.train.model_copy(update={"precision": args.precision or card.train.precision,
-                                           "compile": args.compile or card.train.compile,
-                                           "checkpoint_every": 10**9})
-    dtype = torch.bfloat16 if recipe.precision == "bf16" else torch.float32
+    recipe = type(card.train).model_validate({**card.train.model_dump(),
+                                              "precision": args.precision or card.train.precision,
+                                              "compile": args.compile or card.train.compile,
+                                              "checkpoint_every": 10**9})
+    dtype = torch.bfloat16 if recipe.precision == "bf16-mixed" else torch.float32
     size = args.matmul_size or (4096 if device.type == "cuda" else 2048)
-    peak = matmul_rate(size, dtype, device)
+    with precision_flags(recipe.precision):
+        peak = matmul_rate(size, dtype, device)
+    datasheet = args.peak_tflops or (PEAK_TFLOPS[DATASHEET[recipe.precision]] if device.type == "cuda" else None)
     torch.distributions.Distribution.set_default_validate_args(False)  # as the engine trains
 
     gpu = f"{torch.cuda.get_device_name(device)}, " if device.type == "cuda" else ""
     print(f"{card.name} training on {device} ({gpu}{torch.get_num_threads()} CPU thread(s)), torch "
           f"{torch.__version__}, precision {recipe.precision}, compile {'on' if recipe.compile else 'off'}")
-    print(f"peak: {str(dtype).removeprefix('torch.')} matmul {size}x{size}: {peak / 1e9:,.1f} GFLOP/s")
-    print(f"{'batch':>5}  {'loop':<20} {'img/s':>9} {'GFLOP/s':>9} {'of peak':>8}")
+    print(f"peak: {str(dtype).removeprefix('torch.')} matmul {size}x{size}: {peak / 1e12:,.4g} TFLOP/s measured"
+          + (f"; {datasheet:,.0f} TFLOP/s datasheet" if datasheet else ""))
+    print(f"{'batch':>5}  {'loop':<20} {'img/s':>10} {'ms/step':>8} {'TFLOP/s':>8} {'of matmul':>9}"
+          + (f" {'of datasheet':>12}" if datasheet else ""))
     for batch in args.batch_sizes:
         run_card = card.model_copy(update={"train": recipe.model_copy(update={"batch_size": batch, "epochs": 10**6})})
         per_image = flops_per_image(run_card, batch, device)
@@ -211,7 +234,11 @@ def main() -> None:
             members = args.ensemble if name.startswith("ensemble") else 1
             rates[name] = args.steps * batch * members / statistics.median(seconds)
             achieved = rates[name] * per_image
-            print(f"{batch:>5}  {name:<20} {rates[name]:>9,.0f} {achieved / 1e9:>9,.1f} {achieved / peak:>8.1%}")
+            print(f"{batch:>5}  {name:<20} {rates[name]:>10,.0f} {1e3 * statistics.median(seconds) / args.steps:>8.2f} "
+                  f"{achieved / 1e12:>8.4g} {achieved / peak:>9.1%}"
+                  + (f" {achieved / (datasheet * 1e12):>12.2%}" if datasheet else ""))
+        for name in (n for n in rates if n.startswith("ensemble")):
+            print(f"{'':>5}  {name} / vaezoo train: {rates[name] / rates['vaezoo train']:.2f}x the images/s")
         print(f"{'':>5}  vaezoo train / plain PyTorch: {rates['vaezoo train'] / rates['plain PyTorch']:.3f} "
               f"({per_image / 1e6:,.2f} MFLOP per image, forward and backward; medians of {args.rounds} rounds of "
               f"{args.steps} steps)")
