@@ -29,7 +29,8 @@ from vaezoo.evaluation import report as eval_report
 from vaezoo.extras import gallery
 from vaezoo.extras import pretrained
 from vaezoo.store import weights
-from vaezoo.training import loop, publish
+from vaezoo.evaluation import viz
+from vaezoo.training import loop
 from vaezoo.data.dsprites import DSprites
 from vaezoo.entries import entry as entries
 from vaezoo.entries.catalog import get_card, parse_card
@@ -40,9 +41,10 @@ from vaezoo.training.train import train, train_seeds
 # Methods of the part protocols: a plugin implements them, and vaezoo hands them a device it resolved.
 PROTOCOL_METHODS = {
     "sample_prior": "a latent family's: it takes a torch device as torch's factories do (vaezoo passes the model's)",
-    "card_sections": "a model's: publish and evaluate_card hand it the device 'auto' stands for",
+    "card_sections": "a model's: evaluate_card hands it the device 'auto' stands for",
 }
 NOT_TAKING_AUTO = {
+    "vaezoo.extras.study.grid_spans": "the device is a word written into the span's commands, run on another machine",
     "vaezoo.regularizers.total_correlation.log_importance_weights":
         "a tensor factory inside a regularizer's forward pass (which torch.compile traces), given a tensor's device",
 }
@@ -137,13 +139,6 @@ def _gallery(e: Entry, device) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(index.parent.glob("*.png"))}
 
 
-def _published(e: Entry, device) -> dict:
-    """The metrics and the label matching measured on the card a finished run publishes."""
-    card = parse_card(publish.publish(e.card, e.model, e.tmp / f"published-{device}", "toy-run", 12, device=device))
-    matchings = {part: m.category_to_label for part, m in card.sections["labels"].root.items()}
-    return {k: m.value for k, m in card.metrics.items()}, matchings
-
-
 def _dsprites(device) -> torch.Tensor:
     packed = torch.randint(0, 256, (4, 1, 64, 8), generator=torch.Generator().manual_seed(0), dtype=torch.uint8)
     return DSprites(images=packed, scale=1.0).batch(torch.arange(4), device)
@@ -178,7 +173,7 @@ CALLS: dict[str, Callable[[Entry, object], object]] = {
     "vaezoo.evaluation.measure.losses": lambda e, d: evaluate.losses(e.model, e.dataset, 0, 32, d),
     "vaezoo.evaluation.measure.evaluate": lambda e, d: evaluate.evaluate(e.model, e.card, device=d),
     "vaezoo.evaluation.report.evaluate_card": lambda e, d: eval_report.evaluate_card(e.path, device=d).results,
-    "vaezoo.training.publish.publish": _published,
+    "vaezoo.evaluation.viz.show": lambda e, d: viz.show(e.card, "sample", 4, seed=0, device=d)[0].tiles,
     "vaezoo.extras.gallery.build_gallery": _gallery,
     "vaezoo_jointvae.metrics.matching_of": lambda e, d: jointvae_metrics.matching_of(e.model, e.dataset, d),
     "vaezoo_jointvae.labels.measure_matching": lambda e, d: labels.measure_matching(e.card, device=d),

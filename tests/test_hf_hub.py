@@ -763,7 +763,7 @@ def test_a_metric_recorded_while_the_same_weights_are_saved_again_stays(tmp_path
     import threading
 
     import vaezoo
-    import vaezoo.hub as pretrained
+    import vaezoo.extras.pretrained as pretrained
     from vaezoo.entries.entry import update_card
     from vaezoo.entries.schema import Metric
 

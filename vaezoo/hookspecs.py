@@ -12,11 +12,6 @@ import pluggy
 hookspec = pluggy.HookspecMarker("vaezoo")
 hookimpl = pluggy.HookimplMarker("vaezoo")
 
-COMMANDS = ("list", "info", "plugins", "verify", "train", "eval", "seeds", "convert", "show")
-"""The core's own commands, in the order ``vaezoo --help`` lists them: a plugin's command may take none of these
-names. Each is a module of :mod:`vaezoo.cli` (the others, ``gallery`` or ``push``, come from plugins, vaezoo's
-own extras among them)."""
-
 
 @hookspec
 def vaezoo_register_architectures(register):

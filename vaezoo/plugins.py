@@ -10,7 +10,8 @@ that takes a built-in's name (or a name an earlier third party took) is refused,
 never imported, and reported naming both distributions.
 
 ``VAEZOO_LOAD_PLUGINS`` (comma-separated entry-point names) is an allow-list;
-set to the empty string, only ``core`` loads: the core's parts are always there.
+set to the empty string, only vaezoo's own ``core`` and ``extras`` load: the core's parts and vaezoo's own
+commands are always there.
 
 Plugin code (its import and every hook) is isolated: whatever it raises,
 ``SystemExit`` and ``KeyboardInterrupt`` included, marks the plugin failed (a
@@ -45,6 +46,8 @@ from vaezoo.signals import STOP_SIGNALS, Interrupted
 ENTRY_POINT_GROUP = "vaezoo"
 DISTRIBUTION = "vaezoo"  # the entry points of this distribution are the built-in plugins
 CORE = "core"  # the built-in plugin holding the core's own parts; always loaded
+ALWAYS = (CORE, "extras")
+"""vaezoo's own plugins that load whatever ``VAEZOO_LOAD_PLUGINS`` says: the core's parts and vaezoo's commands."""
 DEFAULT_TIMEOUT = 10.0  # seconds of plugin code before VAEZOO_PLUGIN_TIMEOUT's message
 
 
@@ -171,7 +174,7 @@ COMMAND_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 def _a_command_name(name: str) -> str | None:
     """A command's name check: spelled as the built-in commands are, and none of theirs (a plugin adds commands,
     it never replaces or shadows one)."""
-    from vaezoo.hookspecs import COMMANDS
+    from vaezoo.registry import COMMANDS
 
     if COMMAND_NAME.fullmatch(name) is None:
         return "a command's name is lowercase letters and digits, words joined by '-' (e.g. 'my-command')"
@@ -276,7 +279,7 @@ class Plugins:
         if unknown:  # a misspelt name would silently leave its plugin out
             warnings.warn(_one_line(f"VAEZOO_LOAD_PLUGINS names {', '.join(map(repr, unknown))}, which no installed "
                                     f"plugin is called; installed: {', '.join(names)}"), PluginWarning, stacklevel=2)
-        found = [ep for ep in installed if allow is None or ep.name in allow or (ep.name == CORE and _is_builtin(ep))]
+        found = [ep for ep in installed if allow is None or ep.name in allow or (ep.name in ALWAYS and _is_builtin(ep))]
         self.left_out = sorted({ep.name for ep in installed} - {ep.name for ep in found})
         if not any(ep.name == CORE and _is_builtin(ep) for ep in found):
             raise PluginError(f"vaezoo's own entry point '{CORE}' (group '{ENTRY_POINT_GROUP}') is missing: the "

@@ -15,6 +15,11 @@ from typing import Generic, TypeVar
 
 from vaezoo.errors import DuplicateNameError, PluginError, UnknownNameError
 
+COMMANDS = ("list", "info", "plugins", "verify", "train", "eval", "seeds", "convert", "show")
+"""The core's own commands, in the order ``vaezoo --help`` lists them: a plugin's command may take none of these
+names. Each is a module of :mod:`vaezoo.cli` (the others, ``gallery`` or ``push``, come from plugins, vaezoo's
+own extras among them)."""
+
 T = TypeVar("T")
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from vaezoo.errors import VaezooError
-from vaezoo.hookspecs import COMMANDS
+from vaezoo.registry import COMMANDS
 from vaezoo.signals import STOP_SIGNALS, Interrupted, StopSignals
 from vaezoo.terminal import StatusStream
 

@@ -419,7 +419,7 @@ def show(card: Card, what: str, n: int, *, seed: int = 0, columns: int = 10,
         data_root: where the test split lives (``traverse`` ranks its rows by KL over test images).
         use_data: False traverses without test images (rows in latent order); ``reconstruct`` needs them.
         fold_below: leave out the traversal rows whose KL is below this many nats (needs test images).
-        device: where to run the model.
+        device: where to run the model (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
 
     Returns:
         The grid, and lines that say how it was drawn (for stderr).

@@ -192,7 +192,7 @@ def read_beside(path: Path, limit: int = SMALL_FILE) -> bytes | None:
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing there (a file in its folder's place is the writer's to name)
         return None
     except OSError as exc:
         raise _not_ours(path, _open_problem(path, exc)) from None
@@ -238,7 +238,7 @@ def check_beside(path: Path) -> None:
     """
     try:
         info = os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return
     except OSError as exc:
         raise _not_ours(path, exc.strerror or str(exc)) from None
