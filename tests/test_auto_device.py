@@ -134,8 +134,12 @@ def _stop_requested(e: Entry, device) -> int | None:
         dist.destroy_process_group()
 
 
-def _gallery(e: Entry, device) -> dict[str, bytes]:
-    index = gallery.build_gallery(e.tmp / f"gallery-{device}", use_data=False, device=device, samples=4, steps=3)
+def _gallery(e: Entry, device, draw=None) -> dict[str, bytes]:
+    folder = e.tmp / f"gallery-{device}-{draw is not None}"
+    if draw is None:
+        index = gallery.build_gallery(folder, use_data=False, device=device, samples=4, steps=3)
+    else:
+        [index] = draw(folder, use_data=False, device=device)
     return {p.name: p.read_bytes() for p in sorted(index.parent.glob("*.png"))}
 
 
@@ -175,6 +179,7 @@ CALLS: dict[str, Callable[[Entry, object], object]] = {
     "vaezoo.evaluation.report.evaluate_card": lambda e, d: eval_report.evaluate_card(e.path, device=d).results,
     "vaezoo.evaluation.viz.show": lambda e, d: viz.show(e.card, "sample", 4, seed=0, device=d)[0].tiles,
     "vaezoo.extras.gallery.build_gallery": _gallery,
+    "vaezoo.extras.gallery.gallery": lambda e, d: _gallery(e, d, gallery.gallery),
     "vaezoo_jointvae.metrics.matching_of": lambda e, d: jointvae_metrics.matching_of(e.model, e.dataset, d),
     "vaezoo_jointvae.labels.measure_matching": lambda e, d: labels.measure_matching(e.card, device=d),
     "vaezoo.training.train.train": lambda e, d: _trained(e, d),

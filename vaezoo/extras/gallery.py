@@ -509,3 +509,22 @@ def _template():
     env = Environment(loader=PackageLoader("vaezoo.extras", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=_shown)
     return env.get_template(TEMPLATE)
+
+
+def gallery(directory: str | Path, only_seeds: bool = False, data_root=None, use_data: bool = True, device=None,
+            seed: int = 0) -> list[Path]:
+    """What ``vaezoo gallery DIR`` writes: the page (:func:`build_gallery`), or with ``only_seeds`` the seed
+    distributions alone (:func:`build_seed_plots`), from the cards, with no model run.
+
+    Args:
+        directory: where the files go.
+        only_seeds: write only the seed distributions.
+        data_root, use_data, device, seed: as :func:`build_gallery` takes them (``device`` ``"auto"`` too:
+            :func:`vaezoo.devices.usable_device`).
+
+    Returns:
+        The files to name: the page's ``index.html``, or the seed plots written.
+    """
+    if only_seeds:
+        return build_seed_plots(directory)
+    return [build_gallery(directory, data_root=data_root, use_data=use_data, device=device, seed=seed)]

@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.context import LatentPart
-from vaezoo.entries.catalog import card_reference, check_card, parse_card
+from vaezoo.entries.catalog import card_reference, check_card, list_cards, parse_card
 from vaezoo.entries.entry import fetch, fetch_verified, write_card, write_entry
 from vaezoo.entries.huggingface import hub, translated
 from vaezoo.entries.schema import HUB_PREFIX, Card, Weights
 from vaezoo.errors import OutputError, VaezooError, WeightsError
 from vaezoo.extras.hub_card import hub_config, model_card
 from vaezoo.store.checksums import sha256_of
-from vaezoo.store.files import atomic_write
+from vaezoo.store.files import atomic_write, new_folder_mode, temporaries
+from vaezoo.store.locks import folder_lock
 from vaezoo.terminal import note
 
 if TYPE_CHECKING:
@@ -238,3 +242,78 @@ def upload(files: list[Path], repo_id: str, message: str, private: bool = False,
         operations = [huggingface_hub.CommitOperationAdd(path_in_repo=f.name, path_or_fileobj=str(f)) for f in files]
         operations += [huggingface_hub.CommitOperationDelete(path_in_repo=p) for p in replaced]
         return api.create_commit(repo_id, operations, commit_message=message, revision=revision)
+
+
+@dataclass(frozen=True)
+class PushReport:
+    """What :func:`push_or_stage` did.
+
+    Attributes:
+        folder: where the staged files are: the ``out`` folder, or a temporary one (kept after a dry run).
+        files: the files staged, under ``folder``; none after an upload without ``out``.
+        repo: ``OWNER/REPO`` of one card, or None for the whole zoo.
+        owner: the owner the whole zoo was staged for, or None.
+        commit: the upload's commit (``commit.oid``, ``commit.commit_url``), or None for a dry run.
+    """
+
+    folder: Path | None
+    files: list[Path]
+    repo: str | None = None
+    owner: str | None = None
+    commit: CommitInfo | None = None
+
+
+def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner: str | None = None,
+                  dry_run: bool = False, out: str | Path | None = None, private: bool = False,
+                  commit_message: str | None = None, revision: str | None = None) -> PushReport:
+    """What ``vaezoo push`` does: upload ``card`` to ``repo_id`` (:func:`push`), or with ``dry_run`` stage the files
+    it would upload (:func:`stage`); with ``owner`` (and ``dry_run``), stage the whole zoo as that owner's Hub
+    collection (:func:`stage_collection`).
+
+    ``out`` keeps the staged files in a new or empty folder: they are staged in a hidden folder beside it, under
+    its lock, and moved in whole, so that an error, a Ctrl-C or a kill leaves ``out`` as it was.
+
+    Raises:
+        OutputError: the arguments do not go together (one line saying which to give), or ``out`` is not a new or
+            empty folder.
+    """
+    if owner is not None and (card is not None or repo_id):
+        raise OutputError("--all OWNER pushes the whole zoo; give no NAME or OWNER/REPO with it")
+    if owner is None and not (card is not None and repo_id):
+        raise OutputError("give NAME and OWNER/REPO (vaezoo push NAME OWNER/REPO), or --all OWNER --dry-run")
+    if owner is not None and not dry_run:
+        raise OutputError("--all stages the zoo with --dry-run only; upload each entry with "
+                          "'vaezoo push NAME OWNER/NAME'")
+    if dry_run and (commit_message is not None or revision is not None):
+        raise OutputError("--commit-message and --revision go with an upload; --dry-run commits nothing")
+
+    def into(folder: Path | None) -> PushReport:
+        if owner is not None or dry_run:
+            folder = folder or Path(tempfile.mkdtemp(prefix="vaezoo-push-"))
+            files = (stage_collection(list_cards(), owner, folder) if owner is not None
+                     else stage(card, repo_id, folder))
+            return PushReport(folder, files, repo_id, owner)
+        commit = push(card, repo_id, folder, private=private, commit_message=commit_message, revision=revision)
+        return PushReport(folder, [], repo_id, None, commit)
+
+    if out is None:
+        return into(None)
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
+    with folder_lock(folder):  # its file beside the folder, which is uploaded whole; another staging waits
+        if folder.is_dir() and any(folder.iterdir()):
+            raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
+        for stale in temporaries(folder.parent, f".{folder.name}.", ".tmp"):  # a staging killed before it moved in
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+        staging.chmod(stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else new_folder_mode())
+        try:  # staged beside, then moved in whole
+            report = into(staging)
+            if folder.is_dir():
+                folder.rmdir()
+            staging.rename(folder)
+            return replace(report, folder=folder, files=[folder / f.relative_to(staging) for f in report.files])
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)

@@ -22,13 +22,9 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.extras.gallery import build_gallery, build_seed_plots
+    from vaezoo.extras.gallery import gallery
 
-    if args.only_seeds:
-        for path in build_seed_plots(args.directory):
-            print(printable(path))
-        return 0
-    index = build_gallery(args.directory, data_root=args.data_root, use_data=not args.no_data, device=args.device,
-                          seed=args.seed)
-    print(printable(index))
+    for path in gallery(args.directory, args.only_seeds, data_root=args.data_root, use_data=not args.no_data,
+                        device=args.device, seed=args.seed):
+        print(printable(path))
     return 0
