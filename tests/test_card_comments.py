@@ -99,7 +99,8 @@ def test_a_dotted_key_table_takes_a_new_key(tmp_path):
     written = update_card(path, lambda card: card.model_copy(
         update={"train": card.train.model_copy(update={"epochs": 3, "steps": 40})}))
     text = path.read_text(encoding="utf-8")
-    assert "train.epochs = 3\ntrain.steps = 40\n" in text and "# A card edited by hand" in text
+    assert "train.epochs = 3\n" in text and "# A card edited by hand" in text
+    assert 'train.optimizer.lr = 0.01\ntrain.steps = 40\n' in text  # after the table's last dotted line
     assert "precision" not in text  # a default the file leaves out stays out
     assert parse_card(path).train == written.train
 

@@ -65,17 +65,17 @@ def updated_card_text(text: str, now: Card, card: Card, path: Path) -> str:
     Only what changed is edited (:func:`vaezoo.entries.toml_update.updated_text`): the file's comments and the
     order and format of what did not change are kept. Where that text would not load back as ``card``
     exactly, or cannot be made, the text is ``card``'s own TOML (:meth:`~vaezoo.entries.schema.Card.toml`):
-    a card is never written wrong.
+    a card is never written wrong. Either way its lines end as the file's do (CRLF stays CRLF).
     """
-    from vaezoo.entries.toml_update import same, updated_text  # tomlkit is loaded by an update only
+    from vaezoo.entries.toml_update import same, updated_text, with_line_ends  # an update alone loads tomlkit
 
     data = card.model_dump(exclude_none=True)
     try:
         kept = updated_text(text, now.model_dump(exclude_none=True), data)
         back = card_from_text(kept, path).model_dump(exclude_none=True)
     except Exception:  # a layout tomlkit cannot edit, or text that does not load: the plain TOML, checked
-        return checked_toml(card)
-    return kept if same(back, data) else checked_toml(card)
+        return with_line_ends(checked_toml(card), text)
+    return kept if same(back, data) else with_line_ends(checked_toml(card), text)
 
 
 def check_writable(card: Card) -> Path:

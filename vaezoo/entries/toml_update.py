@@ -7,11 +7,17 @@ tables are added, and every other line is kept as it was. It edits the text with
 comments and layout; :func:`vaezoo.entries.entry.update_card` checks what it returns before writing it. A key
 added to a table goes where tomlkit puts it: after the table's last line, below a comment that ends the table's
 lines (one written above the next table, say).
+
+Two things keep the user's text where tomlkit alone would not: a file whose lines end in CRLF gets CRLF on the lines
+the edit adds too (:func:`with_line_ends`), never a mix; and a table written as dotted keys (``metrics.mig.value = 1``
+among top-level keys) takes a new key as one more dotted line after its last one, never as a ``[table]`` header
+dropped among those lines (which would take the keys after it).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
@@ -35,9 +41,17 @@ def updated_text(text: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> s
         tomlkit.exceptions.TOMLKitError: tomlkit cannot parse ``text`` or make an edit.
     """
     document = tomlkit.parse(text)
-    _merge(document, old, new)
+    _merge(document, old, new, dotted=False)
     edited = document.as_string()
-    return edited.rstrip("\n") + text[len(text.rstrip("\n")):]  # a new last table ends as the file did
+    edited = edited.rstrip("\r\n") + text[len(text.rstrip("\r\n")):]  # a new last table ends as the file did
+    return with_line_ends(edited, text)
+
+
+def with_line_ends(text: str, like: str) -> str:
+    """``text`` with its lines ending as ``like``'s first line does: every line break CRLF where that one is
+    CRLF, ``text`` as it is otherwise (a TOML reader reads a multi-line string's CRLF as LF, so values stay)."""
+    first = like.find("\n")
+    return re.sub(r"\r?\n", "\r\n", text) if first > 0 and like[first - 1] == "\r" else text
 
 
 def same(a: Any, b: Any) -> bool:
@@ -54,8 +68,9 @@ def same(a: Any, b: Any) -> bool:
 _ABSENT = object()
 
 
-def _merge(table: MutableMapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-    """Edit ``table`` (a tomlkit document or table holding ``old``) to hold ``new``."""
+def _merge(table: MutableMapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any], dotted: bool) -> None:
+    """Edit ``table`` (a tomlkit document or table holding ``old``; ``dotted``: written as dotted keys) to hold
+    ``new``."""
     for key in [key for key in table if key not in new]:
         del table[key]
     for key, value in new.items():
@@ -64,17 +79,33 @@ def _merge(table: MutableMapping[str, Any], old: Mapping[str, Any], new: Mapping
             continue
         current = table[key] if key in table else None
         if isinstance(value, dict) and isinstance(current, MutableMapping):
-            _merge(current, was if isinstance(was, dict) else {}, value)
+            _merge(current, was if isinstance(was, dict) else {}, value, _written_dotted(table, key))
+        elif dotted and current is None:  # one more dotted line, after the table's last one
+            _parts(table)[-1][key] = _item(value, None, True)
         else:
             table[key] = _item(value, current, isinstance(table, InlineTable))
+
+
+def _parts(table: MutableMapping[str, Any]) -> list[Any]:
+    """The tables, in the file's order, that make up ``table``: one, or those of a table whose keys are spread
+    over the file (tomlkit's proxy of such a table keeps them as ``_tables``; it adds a new key to the first)."""
+    return list(getattr(table, "_tables", None) or [table])
+
+
+def _written_dotted(table: MutableMapping[str, Any], key: str) -> bool:
+    """Whether ``key``'s table is written in ``table`` only as dotted keys (``key.x = 1``), with no header."""
+    keys = [name for part in _parts(table) if isinstance(part, Table | tomlkit.TOMLDocument)
+            for name, _ in (part.body if isinstance(part, tomlkit.TOMLDocument) else part.value.body)
+            if name is not None and name.key == key]
+    return bool(keys) and all(name.is_dotted() for name in keys)
 
 
 def _item(value: Any, current: Item | None, in_inline: bool) -> Item:
     """The tomlkit item of ``value`` that replaces ``current`` (None: a new key) in a table, inline or not.
 
-    A value among keys (in an inline table, or in place of a value that is no table) is written inline: a
-    ``[table]`` header there would take the keys after it. An array keeps ``current``'s lines; a new table
-    ends with a blank line, as it may be added before other tables.
+    A value among keys (in an inline table, among dotted keys, or in place of a value that is no table) is written
+    inline: a ``[table]`` header there would take the keys after it. An array keeps ``current``'s lines; a new
+    table ends with a blank line, as it may be added before other tables.
     """
     inline = in_inline or (current is not None and not isinstance(current, Table | AoT))
     item = _inline(value) if inline else tomlkit.item(value)
