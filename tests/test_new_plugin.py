@@ -17,7 +17,7 @@ from kit import REPO, child_env, install_package
 
 from vaezoo.cli import main
 from vaezoo.entries.catalog import parse_card
-from vaezoo.extras.commands.new_plugin import KINDS
+from vaezoo.extras.scaffold import KINDS
 
 LIST_WITHOUT_TORCH = """
 import sys

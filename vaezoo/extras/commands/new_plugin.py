@@ -8,45 +8,12 @@ steps of ``vaezoo train`` on the card). It is written into a temporary directory
 and renamed into place, so a failure leaves nothing behind.
 """
 
-from __future__ import annotations
-
-import os
-import re
 import shlex
-import shutil
 import sys
-import tempfile
-from importlib import resources
-from importlib.metadata import entry_points
 from pathlib import Path
-from string import Template
 
 from vaezoo.cli.common import path_arg, printable
-from vaezoo.errors import VaezooError
-from vaezoo.store.files import new_folder_mode
-
-NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
-
-# template file -> where it goes in the new package (formatted with the names of render()); KIND/ is the
-# folder of the kind's own templates
-FILES = {
-    "pyproject.toml.tmpl": "pyproject.toml",
-    "README.md.tmpl": "README.md",
-    "KIND/__init__.py.tmpl": "{package}/__init__.py",
-    "KIND/card.toml.tmpl": "{package}/cards/{card}.toml",
-    "KIND/test_plugin.py.tmpl": "tests/test_{package}.py",
-}
-
-# kind -> (what it is in words, the module of its part)
-KINDS = {
-    "architecture": ("architecture", "model"),
-    "latent": ("latent family", "latent"),
-    "regularizer": ("regularizer", "regularizer"),
-    "metric": ("metric", "metric"),
-    "dataset": ("dataset", "data"),
-    "net": ("net", "nets"),
-    "likelihood": ("likelihood", "likelihood"),
-}
+from vaezoo.extras.scaffold import KINDS
 
 HELP = "write a new plugin package: pyproject, hooks, a card and tests"
 """What ``vaezoo --help`` says of the command."""
@@ -61,97 +28,11 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from vaezoo.extras.scaffold import create_plugin
+
     target = create_plugin(args.name, Path(args.dir), args.kind)
     print(printable(target))
     # the test extra brings pytest; quoted, as [test] is a glob pattern to the shell
     print(printable(f"next: pip install -e {shlex.quote(f'{target}[test]')} && vaezoo plugins && "
                     f"python -m pytest {shlex.quote(str(target))}"), file=sys.stderr)
     return 0
-
-
-def check_name(name: str) -> None:
-    """Refuse a plugin name that is not a lowercase, hyphenated word, that an installed plugin already uses,
-    or that names a part some plugin (the core included) registers: the new part would clash with it."""
-    if not NAME.fullmatch(name):
-        raise VaezooError(f"invalid plugin name {name!r}: use lowercase letters, digits and single hyphens, "
-                          f"starting with a letter (e.g. 'sparse-vae')")
-    if name == "vaezoo" or name.startswith("vaezoo-"):
-        raise VaezooError(f"invalid plugin name '{name}': give it without the 'vaezoo-' prefix, which is added "
-                          f"to the package's name")
-    installed = {ep.name for ep in entry_points(group="vaezoo")}
-    if name in installed:
-        raise VaezooError(f"a plugin named '{name}' is already installed; choose another name")
-    from vaezoo.plugins import KINDS as REGISTRIES
-    from vaezoo.plugins import registry
-
-    for kind in REGISTRIES:
-        taken = sorted({name, name.replace("-", "_")} & set(registry(kind)))
-        if taken:
-            raise VaezooError(f"the name '{name}' is taken: {kind} '{taken[0]}' is registered by plugin "
-                              f"'{registry(kind).plugin_of(taken[0])}'; choose another name")
-
-
-def render(name: str, kind: str = "architecture") -> dict[str, str]:
-    """The new package's files, ``{relative path: text}``, for plugin ``name`` registering a part of ``kind``."""
-    from vaezoo.version import __version__
-
-    words, module = KINDS[kind]
-    names = {
-        "name": name,
-        "ident": name if kind == "architecture" else name.replace("-", "_"),  # the part's registered name
-        "cls": "".join(word.capitalize() for word in name.split("-")),  # the part's class, e.g. SparseKl
-        "kind": words,
-        "distribution": f"vaezoo-{name}",
-        "package": f"vaezoo_{name.replace('-', '_')}",
-        "card": f"{name}-{'data' if kind == 'dataset' else 'mnist'}",
-        "vaezoo_version": __version__,
-    }
-    templates = resources.files("vaezoo.extras") / "templates" / "plugin"
-    files = {**FILES, f"KIND/{module}.py.tmpl": f"{{package}}/{module}.py"}
-    return {destination.format(**names): Template((templates / source.replace("KIND", kind)).read_text(
-        encoding="utf-8")).substitute(names) for source, destination in files.items()}
-
-
-def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
-    """Write the package ``vaezoo-NAME`` into ``parent`` and return its directory.
-
-    Args:
-        name: the plugin's name (its entry-point name, and the name its part registers, with hyphens
-            as underscores for a latent family, regularizer, metric or dataset).
-        parent: the directory to create the package in; created if missing.
-        kind: the part the package registers, a key of :data:`KINDS`.
-
-    Returns:
-        The new package's directory.
-    """
-    check_name(name)
-    from vaezoo.plugins import NAME_CHECKS
-
-    reserved = NAME_CHECKS.get(KINDS[kind][0])
-    if reserved is not None and (problem := reserved(name.replace("-", "_"))):
-        raise VaezooError(f"invalid name '{name}' for a {KINDS[kind][0]}: {problem}")
-    target = parent / f"vaezoo-{name}"
-    if os.path.lexists(target):  # a dangling link too
-        raise VaezooError(f"{target} already exists; remove it or choose another --dir")
-    if parent.exists() and not parent.is_dir():
-        raise VaezooError(f"--dir {parent} is a file, not a directory")
-    files = render(name, kind)
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".vaezoo-{name}.", dir=parent))
-    try:
-        for relative, text in files.items():
-            path = staging / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        staging.chmod(new_folder_mode())
-        if os.path.lexists(target):  # created while we were writing
-            raise VaezooError(f"{target} already exists; remove it or choose another --dir")
-        try:
-            os.rename(staging, target)
-        except OSError as exc:
-            raise VaezooError(f"cannot create {target}: {exc.strerror or exc}; choose another --dir") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return target
-
