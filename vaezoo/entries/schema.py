@@ -448,20 +448,25 @@ class Card(_Frozen):
 
         List items are indexed, so a ``vae`` card's ``regularizers[0].beta`` is ``model.regularizers.0.beta``.
         """
-        out: dict[str, Any] = {}
+        return {".".join(map(str, path)): value for path, value in self.leaves().items()}
 
-        def walk(prefix: str, value: Any) -> None:
+    def leaves(self) -> dict[tuple[str | int, ...], Any]:
+        """Every leaf of ``model`` and ``train`` by its path of keys and list indices, as :meth:`flat` names them
+        with dots (``("model", "regularizers", 0, "beta")``): unambiguous where a key holds a dot."""
+        out: dict[tuple[str | int, ...], Any] = {}
+
+        def walk(prefix: tuple[str | int, ...], value: Any) -> None:
             if isinstance(value, dict):
                 for k, v in value.items():
-                    walk(f"{prefix}.{k}", v)
+                    walk((*prefix, k), v)
             elif isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
                 for i, v in enumerate(value):
-                    walk(f"{prefix}.{i}", v)
+                    walk((*prefix, i), v)
             else:
                 out[prefix] = value
 
-        walk("model", self.model)
-        walk("train", self.train.model_dump())
+        walk(("model",), self.model)
+        walk(("train",), self.train.model_dump())
         return out
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from vaezoo.context import parse_value
-from vaezoo.entries.recipe import RECORDS
+from vaezoo.entries.recipe import RECORDS, RESUMED, canonical, recipe
 from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import TrainingError
 
@@ -68,9 +68,10 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
     A member's folder is ``seed-N``, under ``KEY=VALUE`` for each sweep (``KEY=VALUE,KEY2=VALUE2`` for two).
 
     Raises:
-        TrainingError: a key names no field or several, a sweep changes the dataset, a seed is repeated, two
-            values make the same card (``1`` and ``1.0``), a value cannot name a folder (``../x``), or a value
-            does not fit its field (one line naming the field and the value).
+        TrainingError: a key names no field or several, a sweep changes the dataset or a field that changes no
+            member's weights (``compile``, which ensembles train without; ``steps``, ``checkpoint_every``), a seed
+            is repeated, two values make the same card (``1`` and ``1.0``), a value cannot name a folder (``../x``),
+            or a value does not fit its field (one line naming the field and the value).
     """
     seeds = list(seeds)
     if not seeds or len(set(seeds)) != len(seeds):
@@ -90,11 +91,11 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
         varied = card
         for path, value in zip(paths, combo):
             varied = _with_value(varied, path, value)
-        recipe = varied.model_dump_json(include={"model", "train"})
-        if recipe in seen:
+        made = canonical(recipe(varied, RESUMED - {"train.epochs"}))  # what decides the weights it trains
+        if made in seen:
             raise TrainingError.about("{sweep} values {one} and {other} make the same card; give each value once",
-                                      one=seen[recipe], other=tag)
-        seen[recipe] = tag
+                                      one=seen[made], other=tag)
+        seen[made] = tag
         for seed in seeds:
             member = varied.model_copy(update={"train": varied.train.model_copy(update={"seed": seed})})
             folder = Path(tag) / f"seed-{seed}" if tag else Path(f"seed-{seed}")
@@ -114,42 +115,58 @@ def _show(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _resolve(card: Card, key: str) -> str:
-    """The dotted path of the one field ``key`` names."""
-    flat = card.flat()
-    found = [path for path in flat if path == key or path.endswith("." + key)]
+def _resolve(card: Card, key: str) -> tuple[str | int, ...]:
+    """The path of keys of the one field ``key`` names.
+
+    A key of the card that holds a dot is named as TOML quotes it (``model."a.b"``), or with its dot bare where
+    that names one field only.
+    """
+    named = {path: ".".join(f'"{part}"' if "." in str(part) else str(part) for part in path)
+             for path in card.leaves()}
+    found = [path for path, name in named.items() if _names(name, key)] or \
+        [path for path in named if _names(".".join(map(str, path)), key)]
     if not found:
         raise TrainingError.about("{sweep} {key}: the card has no such field; its fields are {fields}", key=key,
-                                  fields=", ".join(flat))
+                                  fields=", ".join(named.values()))
     if len(found) > 1:
         raise TrainingError.about("{sweep} {key} names several fields ({found}); give the whole dotted path", key=key,
-                                  found=", ".join(found))
-    if found[0] == "train.seed":
+                                  found=", ".join(named[path] for path in found))
+    name = named[found[0]]
+    if name == "train.seed":
         raise TrainingError.about("{sweep} {key}: give the seeds with {seeds}", key=key)
-    if found[0] in RECORDS:
+    if name in RECORDS:
         raise TrainingError.about("{sweep} {key}: {path} records how a run went or how often it saved, and does not "
-                                  "change what it trains; sweep a field of the recipe", key=key, path=found[0])
-    if found[0].startswith("train.data"):
+                                  "change what it trains; sweep a field of the recipe", key=key, path=name)
+    if name == "train.compile":
+        raise TrainingError.about("{sweep} {key}: an ensemble trains without torch.compile, which computes the same "
+                                  "weights in another way; sweep a field of the recipe, and train with {compile:True} "
+                                  "as one run", key=key)
+    if name.startswith("train.data"):
         raise TrainingError.about("{sweep} {key}: the members of an ensemble share their dataset; train another "
                                   "dataset in its own run", key=key)
     return found[0]
 
 
-def _with_value(card: Card, path: str, value: Any) -> Card:
-    """``card`` with the field at the dotted ``path`` set to ``value``, validated as a card is."""
+def _names(name: str, key: str) -> bool:
+    """Whether ``key`` names the field ``name``: the whole dotted path or a tail of it."""
+    return name == key or name.endswith("." + key)
+
+
+def _with_value(card: Card, path: tuple[str | int, ...], value: Any) -> Card:
+    """``card`` with the field at ``path`` (:meth:`~vaezoo.entries.schema.Card.leaves`) set to ``value``, validated
+    as a card is."""
     data = card.model_dump(mode="python")
-    *parents, last = path.split(".")
+    *parents, key = path
     node = data
     for part in parents:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    key = int(last) if isinstance(node, list) else last
+        node = node[part]
     old = node[key]
     node[key] = float(value) if isinstance(old, float) and isinstance(value, int) and not isinstance(value, bool) \
         else value
     try:
         varied = Card.model_validate(data)
     except ValidationError as exc:
-        raise TrainingError.about("{sweep} {path}={value}: {problem}", path=path, value=_show(value),
-                                  problem=exc.errors()[0]["msg"].lower()) from None
+        raise TrainingError.about("{sweep} {path}={value}: {problem}", path=".".join(map(str, path)),
+                                  value=_show(value), problem=exc.errors()[0]["msg"].lower()) from None
     varied._path, varied._source = card._path, card._source
     return varied
