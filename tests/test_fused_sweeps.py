@@ -87,3 +87,15 @@ def test_float_settings_are_found_and_swapped_back(data_plugin):
     with swapped(models[0], {group: torch.tensor(2.0)}) as model:
         assert float(model.regularizers[0].groups[0].gamma) == 2.0
     assert float_settings(models[0]) == before
+
+
+@pytest.mark.parametrize(("preset", "formulation"), [("tiny", "vmap"), ("toy", "loop")])
+def test_the_cpu_default_formulation_is_vmap_unless_the_model_convolves(data_plugin, tmp_path, monkeypatch, preset,
+                                                                        formulation):
+    from kit import make_card
+
+    from vaezoo.entries.schema import Card
+
+    made = stacks_made(monkeypatch)
+    train_seeds(Card.model_validate(make_card(preset)), tmp_path, [0, 1], max_steps=1)
+    assert [s.formulation for s in made] == [formulation]

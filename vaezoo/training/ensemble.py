@@ -222,8 +222,9 @@ class Stack:
         plan: their plan through the data.
         run: the device.
         formulation: "vmap" (one batched forward pass; convolutions become grouped ones) or "loop" (the
-            members' forward passes in turn, on slices of the stacked parameters); default: "loop" on the
-            CPU, where it is the faster (docs/benchmarks.md), "vmap" on CUDA.
+            members' forward passes in turn, on slices of the stacked parameters); default: the faster
+            (docs/benchmarks.md): "vmap" on CUDA and for a model without convolutions, "loop" for a
+            convolutional model on the CPU, where grouped convolutions are slow.
         graphs: capture the step as a CUDA graph on CUDA (default True).
         check_every: steps between reads of the non-finite flags (each read waits for the device).
     """
@@ -232,7 +233,8 @@ class Stack:
                  graphs: bool = True, check_every: int = 100):
         if formulation not in (None, "vmap", "loop"):
             raise TrainingError(f"an ensemble's formulation is 'vmap' or 'loop', got '{formulation}'")
-        self.formulation = formulation or ("vmap" if run.device.type == "cuda" else "loop")
+        convolutional = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in members[0].model.modules())
+        self.formulation = formulation or ("loop" if run.device.type == "cpu" and convolutional else "vmap")
         self.graphs = graphs and run.device.type == "cuda"
         self.members, self.plan, self.run, self.check_every = members, plan, run, check_every
         self.step = members[0].step
