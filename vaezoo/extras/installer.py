@@ -1,27 +1,39 @@
 """Plugins installed into, and uninstalled from, the Python environment that runs vaezoo, as simonw/llm's
-``llm install`` does: pip of the interpreter running vaezoo (``sys.executable -m pip``), run in a subprocess whose
-output goes where vaezoo's goes, and the ``vaezoo`` entry points the environment gained or lost by it.
+``llm install`` does: pip of the interpreter running vaezoo (``sys.executable -P -m pip``: never a ``pip`` of the
+current folder), run in a subprocess whose output goes where vaezoo's goes, and the ``vaezoo`` entry points the
+environment gained or lost by it.
+
+``uninstall`` removes only distributions it can name before pip runs (names, wheel files, requirement files of
+them), and never vaezoo or a distribution vaezoo needs to start (its requirements, and theirs, as the environment's
+metadata lists them): afterwards vaezoo could not even run to put it back, so it refuses, naming why, and leaves a
+removal that is meant to pip.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
 
 from vaezoo.errors import InstallError
 
 GROUP = "vaezoo"
 """The entry-point group of vaezoo's plugins."""
 
-# One line of JSON: whether pip imports, and every entry point of the group, as a fresh interpreter finds them (a
-# package pip puts on a path this process did not have at its start, a user site made by the install, is seen
+_MARK = "vaezoo-probe:"
+# One line of JSON after _MARK: whether pip imports, and every entry point of the group, as a fresh interpreter finds
+# them (a package pip puts on a path this process did not have at its start, a user site made by the install, is seen
 # there). pip is looked for there, not here: on Python 3.11, setuptools' distutils shim takes any look for pip in a
-# process for pip running and gives that process the standard library's distutils for good (torch.compile then fails).
+# process for pip running and gives that process the standard library's distutils for good (torch.compile then
+# fails). The mark sets the line apart from whatever else the interpreter prints (a sitecustomize greeting).
 _PROBE = f"""
 import json
 from importlib.metadata import entry_points
@@ -29,9 +41,15 @@ try:
     import pip
 except ImportError:
     pip = None
-print(json.dumps({{"pip": pip is not None,
-                  "plugins": [[e.name, e.value, e.dist.name, e.dist.version] for e in entry_points(group={GROUP!r})]}}))
+print({_MARK!r} + json.dumps({{"pip": pip is not None, "plugins": [[e.name, e.value, e.dist.name, e.dist.version]
+                                                                  for e in entry_points(group={GROUP!r})]}}))
 """
+_REQUIREMENTS_LIMIT = 1 << 20  # bytes of a requirements file read; pip's own are a few lines
+_NESTING_LIMIT = 16  # requirements files naming requirements files
+_OWN = "vaezoo"
+# A requirement: a name, then its extras, a version, markers or "@ URL" (never a path: "./x", "x/y", "C:\\x", "https:")
+_REQUIREMENT = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\]\s*)?(?:$|[<>=!~;@(\s])")
+_ARCHIVE = re.compile(r"\.(?:tar\.gz|tgz|tar\.bz2|tbz|tar\.xz|txz|tar|zip|whl)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -92,27 +110,127 @@ def install(packages: Iterable[str] = (), *, upgrade: bool = False, editable: st
     return _run_pip(["install", *options, *(["--editable", editable] if editable is not None else []), *packages])
 
 
-def uninstall(packages: Iterable[str], *, yes: bool = False) -> PipRun:
+def uninstall(packages: Iterable[str] = (), *, requirements: Iterable[str | os.PathLike] = (),
+              yes: bool = False) -> PipRun:
     """Uninstall ``packages`` with pip from the environment running vaezoo (``pip uninstall``).
 
+    Before pip runs, every distribution the call names is read, from the names, the wheel files' names and the
+    requirements files (and those they name); a removal that would leave vaezoo unable to start is refused.
+
     Args:
-        packages: the distributions to remove, e.g. ``vaezoo-laplace``; never vaezoo itself.
+        packages: the distributions to remove, e.g. ``vaezoo-laplace`` (a requirement, ``name==1.0``, or a wheel
+            file, whose name says which distribution); never vaezoo itself, nor one vaezoo needs.
+        requirements: requirements files listing distributions to remove (pip's ``--requirement``).
         yes: pip's ``--yes``: remove them without asking first.
 
     Returns:
         The run, with the plugins it removed.
 
     Raises:
-        InstallError: nothing to uninstall, vaezoo among the packages, pip missing from the environment, or pip
-            failed (its messages were shown).
+        InstallError: nothing to uninstall; vaezoo, or a distribution vaezoo needs to start, among the packages;
+            a package or requirements line whose distribution cannot be told before pip runs (an option, a path
+            that is no wheel, an editable project), a requirements file that cannot be read; pip missing from the
+            environment, or pip failed (its messages were shown).
     """
-    packages = list(packages)
-    if not packages:
+    packages, requirements = list(packages), [os.fspath(path) for path in requirements]
+    if not packages and not requirements:
         raise InstallError("nothing to uninstall: give the packages to remove")
-    if any(_distribution_name(package) == "vaezoo" for package in packages):
-        raise InstallError(f"refusing to uninstall vaezoo itself, which runs this command; use pip: "
-                           f"{_python()} -m pip uninstall vaezoo")
-    return _run_pip(["uninstall", *packages, *(["--yes"] if yes else [])])
+    named = [(package, _named(package, "PACKAGE")) for package in packages]
+    for path in requirements:
+        named += _requirements_file(Path(path), depth=0)
+    _refuse_what_vaezoo_needs(named)
+    return _run_pip(["uninstall", *packages, *(f"--requirement={path}" for path in requirements),
+                     *(["--yes"] if yes else [])])
+
+
+def _named(requirement: str, where: str) -> str:
+    """The normalized name of the distribution ``requirement`` (a requirement or a wheel file) removes.
+
+    Raises:
+        InstallError: ``requirement`` is an option, or a path, URL or archive whose distribution only pip could tell.
+    """
+    text = requirement.strip()
+    if text.startswith("-"):
+        raise InstallError(f"{where} {requirement!r} is an option, not a distribution to uninstall; vaezoo uninstall "
+                           f"takes names, wheel files, --requirement FILE and --yes")
+    wheel = re.split(r"[\\/]", re.split(r"[#?]", text)[0])[-1]
+    if wheel.lower().endswith(".whl") and wheel.count("-") >= 4:  # NAME-VERSION(-BUILD)-PYTHON-ABI-PLATFORM.whl
+        return _normalized(wheel.split("-", 1)[0])
+    match = _REQUIREMENT.match(text)
+    if match is None or _ARCHIVE.search(match[1]):
+        raise InstallError(f"{where} {requirement!r} names no distribution vaezoo can tell before pip runs; give "
+                           f"the distribution's name (or its wheel file), as 'pip list' shows it")
+    return _normalized(match[1])
+
+
+def _requirements_file(path: Path, depth: int) -> list[tuple[str, str]]:
+    """``(line, name)`` for every distribution the requirements file ``path`` (and those it names) lists.
+
+    Raises:
+        InstallError: the file cannot be read (no regular file, too big, nested too deep), or a line names no
+            distribution vaezoo can tell (an editable project, a path that is no wheel).
+    """
+    if depth > _NESTING_LIMIT:
+        raise InstallError(f"requirements file {path}: requirements files nest more than {_NESTING_LIMIT} deep")
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _REQUIREMENTS_LIMIT:
+            raise InstallError(f"requirements file {path} is no regular file of at most {_REQUIREMENTS_LIMIT:,} "
+                               f"bytes; give pip's requirements file")
+        with open(path, "rb") as file:
+            text = file.read(_REQUIREMENTS_LIMIT + 1).decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise InstallError(f"cannot read requirements file {path} ({exc.strerror or exc})") from None
+    named = []
+    for line in re.sub(r"\\\r?\n", "", text).splitlines():  # pip joins a line ending in a backslash to the next
+        line = re.sub(r"(^|\s)#.*", "", line).strip()
+        nested = re.fullmatch(r"(?:-r|--requirement)(?:\s*=\s*|\s+|(?<=-r))(\S.*)", line)
+        if nested:
+            named += _requirements_file(path.parent / nested[1].strip(), depth + 1)
+        elif line.startswith(("-e", "--editable")):
+            raise InstallError(f"requirements file {path}: {line!r} is an editable project, whose distribution "
+                               f"vaezoo cannot tell before pip runs; give its name")
+        elif line and not line.startswith("-"):  # options (an index, constraints) remove nothing
+            named.append((line, _named(line, f"requirements file {path}: line")))
+    return named
+
+
+def _refuse_what_vaezoo_needs(named: list[tuple[str, str]]) -> None:
+    """Refuse a removal of vaezoo or of a distribution it needs to start, naming it and why."""
+    for _, name in named:
+        if name == _OWN:
+            raise InstallError(f"refusing to uninstall vaezoo itself, which runs this command; use pip: "
+                               f"{_python()} -m pip uninstall vaezoo")
+    needs = needed_by_vaezoo()
+    for given, name in named:
+        if name in needs:
+            raise InstallError(f"refusing to uninstall {given}: vaezoo needs {name} to start ({needs[name]}), and "
+                               f"could not run afterwards to put it back; if you mean it, use pip: "
+                               f"{_python()} -m pip uninstall {shlex.quote(name)}")
+
+
+def needed_by_vaezoo() -> dict[str, str]:
+    """The distributions vaezoo needs to start, by normalized name, each with why: its own requirements and, as the
+    environment's metadata lists them, theirs (an extra's are left out: vaezoo starts without them). Empty where
+    vaezoo runs from a checkout that was never installed."""
+    why: dict[str, str] = {}
+    todo = [(_OWN, "")]
+    while todo:
+        name, via = todo.pop()
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for requirement in requires:
+            if re.search(r";.*\bextra\b", requirement):
+                continue
+            needed = _distribution_name(requirement)
+            if needed is None or needed in why or needed == _OWN:
+                continue
+            why[needed] = f"vaezoo requires {requirement.split(';')[0].strip()}" if name == _OWN else \
+                f"vaezoo needs it through {via or name}"
+            todo.append((needed, via or needed))
+    return why
 
 
 def _run_pip(arguments: list[str]) -> PipRun:
@@ -123,7 +241,7 @@ def _run_pip(arguments: list[str]) -> PipRun:
         raise InstallError(f"pip is not installed in the Python environment running vaezoo ({sys.executable}); "
                            f"add it with '{_python()} -m ensurepip', or install plugins with "
                            f"'uv pip install --python {_python()} PACKAGE'")
-    command = [sys.executable, "-m", "pip", *arguments]
+    command = [sys.executable, "-P", "-m", "pip", *arguments]  # -P: never a pip.py or pip/ of the current folder
     code = subprocess.run(command, check=False).returncode
     if code != 0:
         raise InstallError(f"pip {arguments[0]} failed with exit code {code}; pip's messages above say why")
@@ -143,7 +261,13 @@ def _environment() -> tuple[bool, dict[tuple[str, str, str], PluginEntry]]:
         last = (listed.stderr.strip().splitlines() or ["no message"])[-1]
         raise InstallError(f"cannot list the environment's plugins ({_python()} exited with code "
                            f"{listed.returncode}: {last})")
-    found = json.loads(listed.stdout)
+    lines = [line[len(_MARK):] for line in listed.stdout.splitlines() if line.startswith(_MARK)]
+    try:
+        found = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise InstallError(f"cannot list the environment's plugins: {_python()} printed no list of them (a "
+                           f"sitecustomize or .pth file of the environment may stop it; run {_python()} -c pass "
+                           f"to see what it prints)") from None
     entries = [PluginEntry(*fields) for fields in found["plugins"]]
     return found["pip"], {(e.name, e.module, e.distribution): e for e in entries}
 
@@ -151,7 +275,12 @@ def _environment() -> tuple[bool, dict[tuple[str, str, str], PluginEntry]]:
 def _distribution_name(requirement: str) -> str | None:
     """The normalized distribution name a requirement starts with (``Vaezoo[hub]>=1`` -> ``vaezoo``), else None."""
     match = re.match(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)", requirement)
-    return None if match is None else re.sub(r"[-_.]+", "-", match[1]).lower()
+    return None if match is None else _normalized(match[1])
+
+
+def _normalized(name: str) -> str:
+    """A distribution's name as PEP 503 compares names: lower case, runs of ``-_.`` as one ``-``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _python() -> str:
