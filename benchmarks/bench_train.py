@@ -35,6 +35,10 @@ import time
 from pathlib import Path
 
 import torch
+from device_kernels import (  # benchmarks/ is on the path of its scripts
+    PEAK_SOURCE,
+    PEAK_TFLOPS,
+)
 from torch.utils.flop_counter import FlopCounterMode
 
 import vaezoo
@@ -43,8 +47,6 @@ from vaezoo.assemble import build_model
 from vaezoo.data import ImageDataset
 from vaezoo.training.loop import Run, precision_flags
 from vaezoo.training.single import fit
-
-from device_kernels import PEAK_SOURCE, PEAK_TFLOPS  # noqa: E402 - benchmarks/ is on the path of its scripts
 
 DATASHEET = {"fp32": "fp32", "tf32": "tf32", "tf32-conv": "tf32", "bf16-mixed": "bf16"}
 """The datasheet peak each precision is measured against (tf32-conv: its convolutions, nearly all the FLOPs)."""

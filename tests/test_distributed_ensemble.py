@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-import torch
 from kit import child_env, make_card, write_toml
 
 from vaezoo.cli.train import MOST_SEEDS, seeds_arg

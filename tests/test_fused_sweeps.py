@@ -8,7 +8,7 @@ import pytest
 import torch
 from test_ensemble import ARCHITECTURES, TOY_JOINT, relative_difference, small
 
-import vaezoo.training.ensemble as ensemble
+from vaezoo.training import ensemble
 from vaezoo.training.settings import differing, float_settings, swapped
 from vaezoo.training.sweeps import Sweep
 from vaezoo.training.train import train, train_seeds

@@ -8,7 +8,7 @@ import torch
 from test_ensemble import ARCHITECTURES, relative_difference, small
 
 from vaezoo.entries.recipe import recipe
-from vaezoo.entries.schema import TrainRecipe
+from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.model import VAE
 from vaezoo.training.loop import TF32
 from vaezoo.training.train import train, train_seeds
