@@ -34,7 +34,7 @@ from vaezoo.training import loop
 from vaezoo.data.dsprites import DSprites
 from vaezoo.entries import entry as entries
 from vaezoo.entries.catalog import get_card, parse_card
-from vaezoo.metrics import codes, evaluation, sampling
+from vaezoo.metrics import codes, entropy, evaluation, sampling
 from vaezoo.signals import StopSignals
 from vaezoo.training.train import train, train_seeds
 
@@ -172,6 +172,9 @@ CALLS: dict[str, Callable[[Entry, object], object]] = {
     "vaezoo.metrics.sampling.code_table": lambda e, d: sampling.code_table(e.model, e.dataset, d)[INDICES.numpy()],
     "vaezoo.metrics.codes.encode_all": lambda e, d: codes.encode_all(e.model, e.dataset, d).modes,
     "vaezoo.metrics.codes.mean_codes": lambda e, d: codes.mean_codes(e.model, e.dataset, INDICES, d),
+    "vaezoo.metrics.entropy.estimate_entropies":
+        lambda e, d: entropy.estimate_entropies(torch.linspace(-1, 1, 16).view(8, 2), torch.zeros(8, 2),
+                                                samples=4, device=d).marginal,
     "vaezoo.metrics.spec.MetricSpec.__call__":
         lambda e, d: assemble.metric("cluster_accuracy")(e.model, e.dataset, device=d),
     "vaezoo.evaluation.measure.losses": lambda e, d: evaluate.losses(e.model, e.dataset, 0, 32, d),

@@ -17,8 +17,8 @@ from vaezoo.cli.common import (
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("eval", help="evaluate a card's model on the test split")
-    add_card(p)
+    p = sub.add_parser("eval", help="evaluate a card's model on the test split (several cards: one table)")
+    add_card(p, nargs="+")
     add_data_root(p)
     add_device(p)
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -37,7 +37,12 @@ def add_parser(sub) -> None:
                         "importance_log_likelihood.samples=200; repeatable; --write records it on the card")
     records.add_argument("--write", action="store_true",
                          help="record the measured metrics on the card's TOML file (e.g. a converted checkpoint's "
-                              "card)")
+                              "card); with several cards, each as it is measured, skipping those that hold them")
+    p.add_argument("--force", action="store_true",
+                   help="with several cards and --write, measure a card that already holds the metrics too")
+    p.add_argument("--jobs", type=jobs_arg, metavar="N",
+                   help="worker processes of the scikit-learn fits (default: $VAEZOO_JOBS, else the cores this "
+                        "process may use); the numbers do not depend on it")
     p.set_defaults(func=run, imports=["torch"])  # imported before the command runs: see cli.main
 
 
@@ -56,14 +61,29 @@ def setting_arg(text: str) -> tuple[str, str, object]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def jobs_arg(value: str) -> int:
+    """argparse type of ``--jobs``: a whole number of processes, at least 1."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"give a whole number of processes >= 1, e.g. 2, got '{value}'")
+    return number
+
+
 def run(args) -> int:
-    from vaezoo.evaluation.report import evaluate_card
+    from vaezoo.evaluation.report import evaluate_cards
 
     settings: dict[str, dict] = {}
     for metric, setting, value in args.settings or ():
         settings.setdefault(metric, {})[setting] = value
-    report = evaluate_card(args.card, checkpoint=args.checkpoint, data_root=args.data_root, device=args.device,
-                           metrics=args.metrics, settings=settings, write=args.write)
+    batch = evaluate_cards(args.card, checkpoint=args.checkpoint, data_root=args.data_root, device=args.device,
+                           metrics=args.metrics, settings=settings, write=args.write, force=args.force,
+                           jobs=args.jobs)
+    if len(batch.runs) > 1:
+        return _print_batch(batch, args)
+    report = batch.runs[0].report
     card = report.card
     comparisons = report.check(args.tolerance) if args.check else None
     failures = [str(c) for c in comparisons or () if not c.agrees]
@@ -95,3 +115,42 @@ def run(args) -> int:
 
 def _settings(settings: dict) -> str:
     return ", ".join(f"{key} = {value!r}" for key, value in settings.items())
+
+
+def _print_batch(batch, args) -> int:
+    """Print several runs as one table (a row per run, a column per metric) and each run's errors; 1 when a run
+    failed, or a check disagreed."""
+    names = batch.metrics
+    checks = batch.check(args.tolerance) if args.check else {}
+    failures = {ref: [str(c) for c in compared if not c.agrees] for ref, compared in checks.items()}
+    if args.json:
+        print_json([{"run": run.ref, "skipped": run.skipped, "error": run.error,
+                     "metrics": run.report.results if run.report else None,
+                     "failed": run.report.failed if run.report else None,
+                     "check_failures": failures.get(run.ref) if args.check else None} for run in batch.runs])
+    else:
+        def status(run) -> str:
+            if run.skipped:
+                return "skipped: holds the metrics (--force measures again)"
+            if run.error or run.report.failed or failures.get(run.ref):
+                return "failed"
+            return "checked" if args.check else "written" if args.write else "measured"
+
+        print_table(("run", "status", *names),
+                    [(run.ref, status(run), *(f"{run.report.results[name]:.6g}"
+                                              if run.report and name in run.report.results else "" for name in names))
+                     for run in batch.runs], title=f"{len(batch.runs)} runs")
+    bad = False
+    for run in batch.runs:
+        whys = [run.error] if run.error else list(run.report.failed.values()) if run.report else []
+        if failures.get(run.ref):
+            whys.append(f"{len(failures[run.ref])} metric(s) differ from the card beyond relative tolerance "
+                        f"{args.tolerance:g}: " + "; ".join(failures[run.ref]))
+        for why in whys:
+            print(printable(f"error: {run.ref}: {why}"), file=sys.stderr)
+        bad = bad or bool(whys)
+    measured = sum(run.report is not None for run in batch.runs)
+    skipped = sum(run.skipped for run in batch.runs)
+    print(f"{measured} of {len(batch.runs)} runs measured" + (", written" if args.write else "")
+          + (f", {skipped} skipped" if skipped else ""), file=sys.stderr)
+    return 1 if bad else 0

@@ -6,15 +6,14 @@ import shlex
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-import torch
 
 from vaezoo.assemble import card_dataset, data_info, metric
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.schema import Card, Metric
 from vaezoo.errors import MetricError, UnknownNameError, VaezooError
 from vaezoo.latents import Posterior
-from vaezoo.metrics.codes import EncodingBuilder
+from vaezoo.metrics.codes import CODES_BATCH_SIZE, EncodingBuilder, inference
 from vaezoo.metrics.evaluation import CountedImages, Evaluation
 from vaezoo.metrics.provenance import library_versions, metric_parameters
 from vaezoo.metrics.requirements import unmet
@@ -24,14 +23,14 @@ from vaezoo.terminal import progress
 from vaezoo.version import __version__
 
 
-@torch.no_grad()
 def losses(model: VAE, dataset: ImageDataset | CountedImages, step: int | None, batch_size: int, device=None,
            posteriors: Callable[[Posterior], None] | None = None) -> dict[str, float]:
     """Test-set reconstruction loss per image, KL per latent part and the objective at ``step``.
 
     The model is put in eval mode: the code is the posterior's mode, so the numbers are deterministic, and
     the objective is the training loss's formula at the mean code, not its average over sampled codes
-    (docs/metrics.md, "The losses beside them").
+    (docs/metrics.md, "The losses beside them"). The pass runs in inference mode, a convolutional model's weights
+    and images in ``channels_last`` order (:func:`vaezoo.metrics.codes.inference`); the model is left as it was.
 
     Args:
         model: the model, on ``device``.
@@ -50,27 +49,28 @@ def losses(model: VAE, dataset: ImageDataset | CountedImages, step: int | None, 
     Raises:
         PluginError: the latent family gave a code or a KL that is not finite (:meth:`VAE.check_output`).
     """
-    model.eval()
     totals: dict[str, float] = defaultdict(float)
     start = 0
-    for _, x in dataset.batches(batch_size, usable_device(device)):
-        out = model(x, step=step or 0)
-        model.check_output(out, f"of the batch of test images from {start:,}")  # no NaN code reaches a card
-        start += len(x)
-        if posteriors is not None:
-            posteriors(out.posterior)
-        weight = x.shape[0] / len(dataset)
-        totals["reconstruction"] += out.terms["reconstruction"].item() * weight
-        if step is not None:
-            totals["objective"] += out.loss.item() * weight
-        for part, value in out.kl.items():
-            totals[f"kl_{part}"] += value.item() * weight
+    with inference(model) as ordered:
+        for _, x in dataset.batches(batch_size, usable_device(device)):
+            out = model(ordered(x), step=step or 0)
+            model.check_output(out, f"of the batch of test images from {start:,}")  # no NaN code reaches a card
+            start += len(x)
+            if posteriors is not None:
+                posteriors(out.posterior)
+            weight = x.shape[0] / len(dataset)
+            totals["reconstruction"] += out.terms["reconstruction"].item() * weight
+            if step is not None:
+                totals["objective"] += out.loss.item() * weight
+            for part, value in out.kl.items():
+                totals[f"kl_{part}"] += value.item() * weight
     return dict(totals)
 
 
-def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: int = EVAL_BATCH_SIZE,
+def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: int = CODES_BATCH_SIZE,
              metrics: Sequence[str] | None = None,
-             on_error: Callable[[str, Exception], None] | None = None) -> dict[str, float]:
+             on_error: Callable[[str, Exception], None] | None = None,
+             dataset: ImageDataset | None = None) -> dict[str, float]:
     """Every number ``vaezoo eval`` reports for ``card`` on its dataset's test split.
 
     Args:
@@ -78,13 +78,16 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
         card: gives the dataset (``train.data``), the step the run ended at and the metrics to compute.
         data_root: where the dataset lives (see :func:`vaezoo.data.data_root`).
         device: where to run (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
-        batch_size: images per forward pass of the metrics (the losses use the recipe's batch size; their
-            pass is also the metrics' encoding of every image, so that the image is not encoded again).
-            Every metric is handed one :class:`~vaezoo.metrics.evaluation.Evaluation`, which keeps what they share.
+        batch_size: images per encoder pass of the metrics, which encode without decoding (the losses use the
+            recipe's batch size; their pass is also the metrics' encoding of every image, so that the image is not
+            encoded again). Every metric is handed one :class:`~vaezoo.metrics.evaluation.Evaluation`, which keeps
+            what they share.
         metrics: compute these registered metrics only (not the losses); default: the losses and the card's
             ``eval_metrics``. Each runs with its settings updated with the card's ``eval_settings`` of it.
         on_error: when given, a metric that the model cannot serve or that raises is left out of the results
             and ``on_error(name, exception)`` is called instead, so that the other metrics are still measured.
+        dataset: the card's test split, already read (:func:`vaezoo.assemble.card_dataset`; several runs of one
+            dataset read it once); default: read it.
 
     Returns:
         :func:`losses` and each of the card's ``eval_metrics`` (metrics are a registry plugins extend), or the
@@ -99,7 +102,8 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
         check_metrics(model, card, names)  # an unknown or unservable metric fails here, before any data is read
     else:
         names = [name for name in names if _servable(model, card, name, on_error)]
-    evaluation = Evaluation(model, card_dataset(card, data_root, "test"), device, batch_size)
+    dataset = card_dataset(card, data_root, "test") if dataset is None else dataset
+    evaluation = Evaluation(model, dataset, device, batch_size)
     results: dict[str, float] = {}
     if metrics is None:
         encoding = EncodingBuilder()

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import nullcontext
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vaezoo.assemble import load_model, metric
+from vaezoo.assemble import card_dataset, load_model, metric
+from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.entry import check_writable, update_card
 from vaezoo.entries.schema import Card
-from vaezoo.errors import CardError, MetricError
+from vaezoo.errors import CardError, MetricError, VaezooError
 from vaezoo.evaluation.measure import as_metrics, check_metrics, evaluate, failure
 from vaezoo.entries.checkpoints import check_model, read_checkpoint
+from vaezoo.metrics import parallel
 
 if TYPE_CHECKING:
     import torch
@@ -206,7 +209,7 @@ def _given_settings(card: Card, metrics: Sequence[str] | None,
 def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | None = None,
                   data_root: str | Path | None = None, device: str | torch.device | None = None,
                   metrics: Sequence[str] | None = None, settings: Mapping[str, Mapping[str, Any]] | None = None,
-                  write: bool = False) -> EvalReport:
+                  write: bool = False, jobs: int | None = None, dataset: ImageDataset | None = None) -> EvalReport:
     """Measure a card's model on its dataset's test split.
 
     Args:
@@ -223,6 +226,9 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
         write: also record the measured metrics on the card's file (:meth:`EvalReport.write`), and, without
             ``metrics``, the model's card sections (:attr:`EvalReport.sections`); a card that cannot be written is
             refused before anything is measured.
+        jobs: worker processes of the metrics' scikit-learn fits (:func:`vaezoo.metrics.parallel.jobs`); default:
+            ``VAEZOO_JOBS``, else the cores the process may use. The numbers do not depend on it.
+        dataset: the card's test split, already read (:func:`vaezoo.assemble.card_dataset`); default: read it.
 
     Returns:
         The report; with ``write``, its :attr:`~EvalReport.written` is the card as written. A metric that raises
@@ -264,8 +270,9 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
             card = model.card.with_settings(settings or {})
     check_metrics(model, card, metrics)  # an unknown or unservable metric is refused before any data is read
     failed: dict[str, str] = {}
-    results = evaluate(model, card, data_root, device, metrics=metrics,
-                       on_error=lambda name, exc: failed.__setitem__(name, failure(name, exc)))
+    with parallel.jobs(jobs) if jobs is not None else nullcontext():
+        results = evaluate(model, card, data_root, device, metrics=metrics,
+                           on_error=lambda name, exc: failed.__setitem__(name, failure(name, exc)), dataset=dataset)
     sections = {}
     if write and metrics is None:  # a full evaluation records what a finished run's card holds
         try:
@@ -275,3 +282,109 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
     report = EvalReport(card, results, list(metrics) if metrics is not None else None, data_root, checkpoint,
                         settings=settings, failed=failed, sections=sections)
     return replace(report, written=report.write()) if write else report
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """One run of :func:`evaluate_cards`.
+
+    Attributes:
+        ref: the card as it was given (a path, a folder, a zoo name).
+        report: what was measured; None when the run was skipped or could not be measured.
+        skipped: its card already held the metrics (a resumed batch), so nothing was measured.
+        error: one line saying why it could not be measured (its card unreadable, a metric its model cannot
+            serve, ...); None when it was.
+    """
+
+    ref: str
+    report: EvalReport | None = None
+    skipped: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What :func:`evaluate_cards` did with each run, in the order given.
+
+    Attributes:
+        runs: one :class:`RunReport` per card given.
+    """
+
+    runs: list[RunReport]
+
+    @property
+    def metrics(self) -> list[str]:
+        """Every metric measured on some run, in the order first measured."""
+        return list(dict.fromkeys(name for run in self.runs if run.report for name in run.report.results))
+
+    def check(self, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, list[Comparison]]:
+        """:meth:`EvalReport.check` of each run measured, by its :attr:`RunReport.ref`.
+
+        Raises:
+            CardError: a run's card records none of the metrics measured.
+            MetricError: ``tolerance`` is not a finite number of at least 0.
+        """
+        return {run.ref: run.report.check(tolerance) for run in self.runs if run.report is not None}
+
+
+def holds_metrics(card: Card, metrics: Sequence[str] | None = None) -> bool:
+    """Whether ``card`` already records what evaluating it measures: each of ``metrics`` (default its
+    ``eval_metrics``) and, for a full evaluation, the losses."""
+    names = list(metrics) if metrics is not None else [*card.eval_metrics, "reconstruction"]
+    return all(name in card.metrics for name in names)
+
+
+def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str | Path | None = None,
+                   data_root: str | Path | None = None, device: str | torch.device | None = None,
+                   metrics: Sequence[str] | None = None, settings: Mapping[str, Mapping[str, Any]] | None = None,
+                   write: bool = False, force: bool = False, jobs: int | None = None) -> BatchReport:
+    """Measure several runs' cards, one after another, reading each dataset once (``vaezoo eval RUN [RUN ...]``).
+
+    One card is :func:`evaluate_card` (its errors raised). With several, each is measured as :func:`evaluate_card`
+    measures it, with the test split read once for every card of the same dataset and options. A card that
+    cannot be read or measured (a metric its model cannot serve, weights that do not verify) is named in its
+    :attr:`RunReport.error` and the others are measured all the same. With ``write``, each card is written as soon
+    as it is measured, so that an interrupted batch keeps what it finished; run again, it skips every card that
+    already holds the metrics (:func:`holds_metrics`) unless ``force``.
+
+    Args:
+        cards: what names each card (as :func:`evaluate_card` takes it).
+        checkpoint, data_root, device, metrics, settings, write, jobs: as :func:`evaluate_card` takes them
+            (``checkpoint`` for one card only).
+        force: with several cards and ``write``, measure a card that already holds the metrics too.
+
+    Returns:
+        The :class:`BatchReport`, one run per card, in order.
+
+    Raises:
+        CardError: no card given, or a ``checkpoint`` with several.
+        VaezooError: with one card, as :func:`evaluate_card` raises.
+    """
+    cards = list(cards)
+    if not cards:
+        raise CardError("name at least one card to evaluate")
+    if len(cards) == 1:
+        report = evaluate_card(cards[0], checkpoint=checkpoint, data_root=data_root, device=device,
+                               metrics=metrics, settings=settings, write=write, jobs=jobs)
+        return BatchReport([RunReport(str(cards[0]), report)])
+    if checkpoint is not None:
+        raise CardError.about("{checkpoint} is a checkpoint of one card's model: give one card with it")
+    datasets: dict[tuple, ImageDataset] = {}
+    runs = []
+    for given in cards:
+        ref = str(given.name if isinstance(given, Card) else given)
+        try:
+            card = given if isinstance(given, Card) else get_card(given)
+            if write and not force and holds_metrics(card, metrics):
+                runs.append(RunReport(ref, skipped=True))
+                continue
+            key = (card.train.data.model_dump_json(), str(data_root))
+            if key not in datasets:
+                datasets[key] = card_dataset(card, data_root, "test")
+            report = evaluate_card(card, data_root=data_root, device=device, metrics=metrics, settings=settings,
+                                   write=write, jobs=jobs, dataset=datasets[key])
+        except VaezooError as exc:
+            runs.append(RunReport(ref, error=str(exc)))
+            continue
+        runs.append(RunReport(ref, report))
+    return BatchReport(runs)

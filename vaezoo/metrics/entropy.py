@@ -26,6 +26,7 @@ from torch import Tensor
 from torch.distributions import Distribution, Normal
 
 from vaezoo.data import ImageDataset
+from vaezoo.devices import usable_device
 from vaezoo.errors import VaezooError
 from vaezoo.metrics.codes import has_density_matrix, require_posteriors
 from vaezoo.metrics.evaluation import Evaluation
@@ -95,8 +96,8 @@ def _grid_order(values: list[Tensor], sizes: list[int]) -> Tensor | None:
 
 
 def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = None, samples: int = 10_000,
-                       seed: int = 0, block: int = 1 << 16, use_grid: bool = True,
-                       family: type[Distribution] = Normal) -> Entropies:
+                       seed: int = 0, block: int | None = None, use_grid: bool = True,
+                       family: type[Distribution] = Normal, device=None) -> Entropies:
     """Estimate H(z_j), H(z_j | v_k) and H(z) for the mixture of N factorised posteriors.
 
     The posteriors are of one location-scale ``family`` (a ``torch.distributions`` class taking
@@ -109,10 +110,14 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
         factors: ``(N, K)`` factor classes of the images (any integers), or None for no conditionals.
         samples: how many codes to draw (at most N; Chen et al. use 10,000).
         seed: seed of the draw.
-        block: (image, code) pairs per block of work; the default fits a core's cache.
+        block: (image, code) pairs per block of work; default: 65,536 on a CPU (a core's cache), 16,777,216 on
+            an accelerator (large operations).
         use_grid: when the factors form a complete grid (as dSprites' do), sum over each factor's
             values by reshaping rather than scattering, which is faster; same result.
         family: the posteriors' distribution class.
+        device: where the density sums run (``"auto"`` too: :func:`vaezoo.devices.usable_device`; default the
+            CPU, its blocks of codes shared out over torch's threads). The draw is made on the CPU whatever the
+            device, so that the seed picks the same codes everywhere.
 
     Returns:
         The :class:`Entropies`.
@@ -135,6 +140,9 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
         standard = family(torch.tensor(0.0), torch.tensor(1.0))
         peak = float(standard.log_prob(torch.tensor(0.0)))
     own = [inverse[picked] for inverse in values]
+    device = torch.device(usable_device(device) or "cpu")
+    on_cpu = device.type == "cpu"
+    block = block or (1 << 16 if on_cpu else 1 << 24)
 
     grid = _grid_order(values, sizes) if use_grid else None
     if grid is not None:  # the posteriors in grid order: every factor's values sit in regular runs
@@ -156,11 +164,12 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
     scale = (1 / (std * (math.sqrt(2) if gaussian else 1.0))).float()
     shift = (-mean * scale.double()).float()
 
-    sums = torch.zeros(dims, len(picked), dtype=torch.float64)
-    group_sums = [torch.zeros(dims, size, len(picked), dtype=torch.float64) for size in sizes]
-    joint = torch.full((len(picked),), -math.inf, dtype=torch.float64)
+    sums = torch.zeros(dims, len(picked), dtype=torch.float64, device=device)
+    group_sums = [torch.zeros(dims, size, len(picked), dtype=torch.float64, device=device) for size in sizes]
+    joint = torch.full((len(picked),), -math.inf, dtype=torch.float64, device=device)
     # dimension-major copies, so that each dimension's slice of a block is contiguous
-    scale, shift, offset, z = (x.T.contiguous() for x in (scale, shift, offset, z.float()))
+    scale, shift, offset, z = (x.T.contiguous().to(device) for x in (scale, shift, offset, z.float()))
+    inverses = [inverse.to(device) for inverse in values]
     if grid is not None:
         outer = range(inner)  # factors constant over a block of rows
         axes = {k: [a for a in range(len(sizes) - inner) if a != k - inner] for k in range(inner, len(sizes))}
@@ -169,12 +178,12 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
         """Sum the densities of every posterior at the codes ``s0, ...``: their own columns of the sums."""
         codes = slice(s0, s0 + codes_per_block)
         width = len(range(*codes.indices(len(picked))))
-        buffer = torch.empty(dims, rows_per_block, width)  # reused: no allocation per block of rows
-        exponents = torch.empty(rows_per_block, width)
+        buffer = torch.empty(dims, rows_per_block, width, device=device)  # reused: no allocation per block of rows
+        exponents = torch.empty(rows_per_block, width, device=device)
         # float32 within a block of codes, float64 across them
-        block_sums, totals = torch.zeros(dims, width), torch.empty(dims, width)
-        block_groups = [torch.zeros(dims, size, width) for size in sizes]
-        block_joint = torch.full((width,), -math.inf, dtype=torch.float64)
+        block_sums, totals = torch.zeros(dims, width, device=device), torch.empty(dims, width, device=device)
+        block_groups = [torch.zeros(dims, size, width, device=device) for size in sizes]
+        block_joint = torch.full((width,), -math.inf, dtype=torch.float64, device=device)
         block_z = z[:, None, codes]
         for n0 in range(0, n, rows_per_block):
             rows = slice(n0, n0 + rows_per_block)
@@ -190,7 +199,7 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
             w.clamp_(min=EXP_FLOOR).exp_()
             if grid is None:
                 torch.sum(w, 1, out=totals)
-                for groups, inverse in zip(block_groups, values):
+                for groups, inverse in zip(block_groups, inverses):
                     groups.index_add_(1, inverse[rows], w)
             else:
                 cube = w.view(dims, *sizes[inner:], width)
@@ -209,7 +218,13 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
         for k, groups in enumerate(block_groups):
             group_sums[k][:, :, codes] += groups
 
-    parallel_map(code_block, range(0, len(picked), codes_per_block))
+    starts = range(0, len(picked), codes_per_block)
+    if on_cpu:
+        parallel_map(code_block, starts)
+    else:  # the device runs each block's operations in parallel
+        for s0 in starts:
+            code_block(s0)
+    sums, joint, group_sums = sums.cpu(), joint.cpu(), [groups.cpu() for groups in group_sums]
 
     log_norm = log_min_std + (HALF_LOG_2PI if gaussian else -peak)  # per dimension: -log(peak density)
     marginal = -(sums.log() - log_norm[:, None] - math.log(n)).mean(1)
@@ -303,7 +318,7 @@ def dataset_entropies(evaluation: Evaluation, columns: tuple[int, ...], samples:
             return estimate_entropies_from_posteriors(encoding.batches, factors, samples, seed)
         posteriors = require_posteriors(encoding)
         return estimate_entropies(posteriors.loc, 2 * posteriors.scale.log(), factors, samples, seed,
-                                  family=posteriors.family)
+                                  family=posteriors.family, device=evaluation.device)
 
     return evaluation.shared(("entropies", columns, samples, seed), estimate)
 

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.errors import MetricError
-from vaezoo.metrics.codes import Encoding, encode_all, mean_codes
+from vaezoo.metrics.codes import CODES_BATCH_SIZE, Encoding, encode_all, mean_codes
 from vaezoo.terminal import Progress
 
 T = TypeVar("T")
@@ -115,7 +115,7 @@ class Evaluation:
         model: the model (its code is the posterior's mode).
         dataset: the images (with ``factors`` or ``labels`` for the metrics that need them).
         device, batch_size: where (``"auto"`` too: :func:`vaezoo.devices.usable_device`) and how many images to
-            encode at a time.
+            encode at a time; the tensor-heavy estimators (Chen et al.'s entropies) run on ``device`` too.
 
     Attributes:
         progress: the display the images read are counted on (see :meth:`reporting`); None when there is none.
@@ -125,7 +125,7 @@ class Evaluation:
         MetricError: ``batch_size`` is not a whole number of at least 1.
     """
 
-    def __init__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> None:
+    def __init__(self, model, dataset: ImageDataset, device=None, batch_size: int = CODES_BATCH_SIZE) -> None:
         device = usable_device(device)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise MetricError.about("{batch_size} must be a whole number >= 1, got {got!r}", got=batch_size)

@@ -1,0 +1,121 @@
+"""``vaezoo eval RUN [RUN ...]``: several runs measured with one read of their dataset, one table, each card written
+as it is measured; a second call skips what holds its metrics; one run that cannot be measured does not stop
+the others."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+
+import pytest
+from kit import cli, make_card, write_toml
+
+import vaezoo.evaluation.report as report_module
+from vaezoo.cli import main
+from vaezoo.entries.catalog import get_card
+from vaezoo.evaluation.report import evaluate_cards
+
+
+@pytest.fixture
+def runs(data_plugin, tmp_path):
+    """Two finished runs of the toy card (runs/a, runs/b), their cards' metrics removed."""
+    path = write_toml(tmp_path / "toy.toml", make_card("toy"))
+    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 0
+    folders = []
+    for name in ("a", "b"):
+        folder = tmp_path / "runs" / name
+        shutil.copytree(tmp_path / "out", folder)
+        card = folder / "toyvae-bars-run.toml"
+        data = tomllib.loads(card.read_text())
+        data.pop("metrics")
+        data.pop("headline", None)
+        write_toml(card, data)
+        folders.append(folder)
+    return folders
+
+
+def metrics_of(folder) -> dict:
+    return tomllib.loads((folder / "toyvae-bars-run.toml").read_text()).get("metrics", {})
+
+
+def test_several_runs_are_written_in_one_table_and_a_second_call_skips_them(runs, capsys, monkeypatch):
+    from vaezoo.assemble import card_dataset
+
+    reads = []
+    monkeypatch.setattr(report_module, "card_dataset", lambda *args: reads.append(args) or card_dataset(*args))
+    code, out, err = cli(capsys, "eval", *map(str, runs), "--write")
+    assert code == 0, err
+    assert len(reads) == 1  # one dataset read for both runs
+    assert all("reconstruction" in metrics_of(folder) and "cluster_accuracy" in metrics_of(folder) for folder in runs)
+    assert out.count("2 runs") == 1 and all(str(folder) in out for folder in runs)  # one table, a row per run
+    assert "2 of 2 runs measured, written" in err
+
+    before = [(folder / "toyvae-bars-run.toml").read_bytes() for folder in runs]
+    code, out, err = cli(capsys, "eval", *map(str, runs), "--write")
+    assert code == 0 and "0 of 2 runs measured, written, 2 skipped" in err
+    assert out.count("skipped") == 2
+    assert [(folder / "toyvae-bars-run.toml").read_bytes() for folder in runs] == before
+
+    code, _, err = cli(capsys, "eval", *map(str, runs), "--write", "--force")
+    assert code == 0 and "2 of 2 runs measured, written" in err
+
+
+def test_an_interrupted_batch_resumes_where_it_stopped(runs, monkeypatch):
+    measured = []
+    original = report_module.evaluate_card
+
+    def interrupted_on_the_second(card, **kwargs):
+        if measured:
+            raise KeyboardInterrupt
+        measured.append(card)
+        return original(card, **kwargs)
+
+    monkeypatch.setattr(report_module, "evaluate_card", interrupted_on_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_cards(runs, write=True)
+    assert "reconstruction" in metrics_of(runs[0]) and metrics_of(runs[1]) == {}  # the first was written at once
+
+    monkeypatch.setattr(report_module, "evaluate_card", original)
+    batch = evaluate_cards(runs, write=True)
+    assert [run.skipped for run in batch.runs] == [True, False]
+    assert "reconstruction" in metrics_of(runs[1])
+
+
+def test_a_run_whose_model_cannot_serve_a_metric_is_named_and_the_others_are_measured(runs, capsys):
+    card = runs[1] / "toyvae-bars-run.toml"
+    data = tomllib.loads(card.read_text())
+    data["eval_metrics"] = [*data["eval_metrics"], "mig_chen"]  # the toy bars have no ground-truth factors
+    write_toml(card, data)
+    code, out, err = cli(capsys, "eval", *map(str, runs), "--write")
+    assert code == 1
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {runs[1]}: ")
+    assert "metric 'mig_chen' needs a dataset with ground-truth factors" in errors[0]
+    assert "Traceback" not in err and "1 of 2 runs measured, written" in err
+    assert "reconstruction" in metrics_of(runs[0]) and metrics_of(runs[1]) == {}
+
+
+def test_a_checkpoint_is_of_one_run_and_jobs_must_be_a_whole_number_from_one(runs, capsys):
+    code, _, err = cli(capsys, "eval", *map(str, runs), "--checkpoint", str(runs[0] / "checkpoint.pt"))
+    assert code == 1 and err.strip().splitlines()[-1] == (
+        "error: --checkpoint is a checkpoint of one card's model: give one card with it")
+    for jobs in ("0", "two"):
+        code, _, err = cli(capsys, "eval", str(runs[0]), "--jobs", jobs)
+        assert code == 2 and err.strip().splitlines()[-1].endswith(
+            f"argument --jobs: give a whole number of processes >= 1, e.g. 2, got '{jobs}'")
+
+
+def test_jobs_reaches_the_metrics_fits(runs, monkeypatch):
+    from vaezoo.metrics import parallel
+
+    seen = []
+    original = report_module.evaluate
+
+    def evaluate(*args, **kwargs):
+        seen.append(parallel.get_jobs())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(report_module, "evaluate", evaluate)
+    monkeypatch.setenv(parallel.JOBS_VARIABLE, "5")
+    assert main(["eval", str(runs[0]), "--jobs", "3"]) == 0
+    assert seen == [3] and parallel.get_jobs() == 5  # the setting holds for the evaluation only
