@@ -283,7 +283,7 @@ def _published_again(folder, card, seed: int) -> None:
     from vaezoo.training.publish import publish
 
     torch.manual_seed(seed)
-    publish(card, load_model(card, pretrained=False), folder, card.name, steps=99, evaluate=False)
+    publish(card, load_model(card, pretrained=False), folder, card.name, steps=99)
 
 
 def test_a_run_published_again_after_its_card_was_read_loads_the_new_card_and_weights(tmp_path, data_plugin):
