@@ -194,13 +194,16 @@ def test_no_eval_metric_on_every_run_is_an_error(work, capsys):
     run = write_run("runs/s1", 1, {"loss": 3.0})
     code, _, err = cli(capsys, "seeds", "cards/toy.toml", run)
     assert code == 1
-    assert_one_line_error(err, "none of card toy's eval_metrics (acc, mig) is on every run", "--metrics")
+    assert_one_line_error(err, "run runs/s1 records none of card toy's eval_metrics (acc, mig); measure them with "
+                          "'vaezoo eval runs/s1 --write', or name others with --metrics")
 
 
 def test_a_seed_given_twice_is_an_error_naming_both(work, capsys):
     code, _, err = cli(capsys, "seeds", "cards/toy.toml", write_run("runs/a", 0))
     assert code == 1
-    assert_one_line_error(err, "run runs/a has seed 0, as has card toy; give each seed once")
+    assert_one_line_error(err, "run runs/a has seed 0, the seed of card toy, which counts as the run of its own "
+                          "seed; spread the runs around one run's card, which records its metrics: "
+                          "'vaezoo seeds runs/a RUN...'")
     code, _, err = cli(capsys, "seeds", "cards/toy.toml", write_run("runs/b", 3), write_run("runs/c", 3))
     assert code == 1
     assert_one_line_error(err, "run runs/c has seed 3, as has run runs/b")

@@ -32,10 +32,12 @@ class Run:
     Attributes:
         label: how messages name it: ``card NAME`` for the card itself, ``run PATH`` for the others.
         card: its completed card (the metrics its weights reached).
+        path: the folder or file it was read from, as given; None for the card itself.
     """
 
     label: str
     card: Card
+    path: str | None = None
 
     leave_out: ClassVar[frozenset[str]] = SEEDED
 
@@ -66,7 +68,7 @@ def read_run(path: str | os.PathLike) -> Run:
     Raises:
         CardError: the file does not parse or validate, or the folder holds no card or several.
     """
-    return Run(f"run {os.fspath(path)}", get_card(Path(path)))
+    return Run(f"run {os.fspath(path)}", get_card(Path(path)), os.fspath(path))
 
 
 def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
@@ -83,10 +85,13 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
         CardError: a path holds no usable card, two runs share a seed or their weights (the message names
             both), or a run's recipe differs from the card's (:func:`vaezoo.entries.recipe.check_recipe`).
     """
-    runs = [Run(f"card {card.name}", card)]
+    runs, paths = [Run(f"card {card.name}", card)], list(paths)
     for path in paths:
         run = read_run(path)
         same = next((other for other in runs if other.seed == run.seed), None)
+        if same is runs[0]:
+            raise CardError(f"{run.label} has seed {run.seed}, the seed of card {card.name}, which counts as the run "
+                            f"of its own seed; {_instead(card, paths, around=run.path)}")
         if same is not None:
             raise CardError(f"{run.label} has seed {run.seed}, as has {same.label}; give each seed once")
         copy = next((other for other in runs if _same_weights(other, run)), None)
@@ -156,10 +161,37 @@ def choose_metrics(card: Card, runs: Sequence[Run],
                               card=card.name)
     everywhere = [m for m in card.eval_metrics if all(_measured(run, m) for run in runs)]
     if not everywhere:
+        listed = ", ".join(card.eval_metrics)
+        if not any(_measured(runs[0], m) for m in card.eval_metrics):  # the card, not a run, lacks them
+            paths = [run.path for run in runs[1:] if run.path is not None]
+            measure = "" if card.weights is None else \
+                f"; or measure the card with 'vaezoo eval {shlex.quote(card_reference(card))} --write'"
+            raise CardError(f"card {card.name} records none of its eval_metrics ({listed}), so it is no measured run; "
+                            f"{_instead(card, paths, around=paths[0] if paths else None)}{measure}")
+        lacking = next((run for run in runs[1:] if not any(_measured(run, m) for m in card.eval_metrics)), None)
+        if lacking is not None:
+            raise CardError.about("{run} records none of card {card}'s eval_metrics ({listed}); measure them with "
+                                  "'vaezoo eval {path} --write', or name others with {metrics}", run=lacking.label,
+                                  card=card.name, listed=listed, path=shlex.quote(lacking.path or lacking.card.name))
         raise CardError.about("none of card {card}'s eval_metrics ({listed}) is on every run; measure them with "
                               "'vaezoo eval RUN --write', or name others with {metrics}", card=card.name,
-                              listed=", ".join(card.eval_metrics))
+                              listed=listed)
     return everywhere, [m for m in card.eval_metrics if m not in everywhere]
+
+
+def _instead(card: Card, paths: Sequence[str], around: str | None) -> str:
+    """What to type instead of ``vaezoo seeds CARD PATHS``: the runs spread around the card of the run ``around``,
+    which records its own metrics (``vaezoo train --seeds`` leaves every seed such a run), and, where the card
+    records its metrics, the runs without ``around``."""
+    others = [path for path in paths if path != around]
+    said = []
+    if around is not None:
+        more = "" if others else " RUN..."  # a spread needs the other seeds' runs
+        said.append(f"spread the runs around one run's card, which records its metrics: "
+                    f"'{shlex.join(['vaezoo', 'seeds', around, *others])}{more}'")
+    if others and any(name in card.metrics for name in card.eval_metrics):
+        said.append(f"leave that run out: '{shlex.join(['vaezoo', 'seeds', card_reference(card), *others])}'")
+    return "; or ".join(said) or "give runs of the card's recipe with other seeds"
 
 
 def _measured(run: Run, name: str) -> bool:
