@@ -4,6 +4,9 @@ The run's folder (``out``) ends holding ``checkpoint.pt``, ``NAME.safetensors`` 
 card, so ``vaezoo.load("OUT")`` and every command that takes a model accept the folder, and
 ``VAEZOO_CARDS_PATH=OUT`` lists the run beside the zoo. ``NAME`` is never a built-in zoo entry's name.
 
+A run that ``--max-steps`` stops short writes its weights and card too, the card marked as stopped (its
+``train.steps`` and summary); the run resumed to its end publishes over them.
+
 A finished run never loses its work: the weights and a card without metrics are written before anything is
 evaluated (then :mod:`vaezoo.training.train` records its metrics as ``vaezoo eval OUT --write`` does). The
 card is the run's own: nothing measured on the card it was trained from (metrics, their notes and spreads over
@@ -16,6 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# The run's end edits its card (update_card, through toml_update): imported with the run, before its first step, so
+# that pip replacing vaezoo under a long run cannot take the module away.
+from vaezoo.entries import toml_update  # noqa: F401
 from vaezoo.entries.catalog import new_card_name, parse_card
 from vaezoo.entries.entry import weights_file, write_entry
 from vaezoo.entries.schema import Card
@@ -43,7 +49,7 @@ def run_name(card: Card, name: str | None = None) -> str:
     return new_card_name(f"{card.name}-run" if name is None else name, "the run's card")
 
 
-def publish(card: Card, model: VAE, out: Path, name: str, steps: int) -> Path:
+def publish(card: Card, model: VAE, out: Path, name: str, steps: int, total: int | None = None) -> Path:
     """Write ``model``'s weights (the card's JSON in their header) and its own card, without metrics: the run's
     work is safe before anything is evaluated. The one recorder then measures them
     (:func:`vaezoo.evaluation.report.evaluate_card` with ``write=True``, as ``vaezoo eval OUT --write``).
@@ -54,11 +60,12 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int) -> Path:
         out: the run's folder.
         name: the completed card's name (see :func:`run_name`).
         steps: the optimiser steps of the run.
+        total: the run's last step, where ``steps`` stopped short of it (``--max-steps``); None for a finished run.
 
     Returns:
         The path of the run's card, ``out/NAME.toml``, beside ``out/NAME.safetensors``.
     """
-    own = own_card(card, model, name, steps)
+    own = own_card(card, model, name, steps, total)
     with card_lock(Path(out) / f"{name}.toml"):  # a reader of the run's last card waits for the new pair
         return write_entry(own, model.state_dict(), out)
 
@@ -79,13 +86,18 @@ def published(out: Path, name: str, steps: int) -> Path | None:
     return path if complete else None
 
 
-def own_card(card: Card, model: VAE, name: str, steps: int) -> Card:
+def own_card(card: Card, model: VAE, name: str, steps: int, total: int | None = None) -> Card:
     """The run's own card, before evaluation: ``card``'s recipe and model under ``name``, what the run did
     (``steps``, the latent layout, the parameter count of the model alone and of each training-only part), and
-    nothing measured on ``card``."""
+    nothing measured on ``card``. A run stopped short of its last step ``total`` says so first in its summary:
+    its recipe still names the whole run, and ``train.steps`` the steps it made."""
     from vaezoo.version import __version__
 
-    return card.model_copy(update={"name": name, "train": card.train.model_copy(update={"steps": steps}),
+    summary = card.summary if total is None or steps >= total else (
+        f"Stopped at step {steps:,} of {total:,} (--max-steps): not the finished run; resume it with --resume. "
+        f"{card.summary}")
+    return card.model_copy(update={"name": name, "summary": summary,
+                                   "train": card.train.model_copy(update={"steps": steps}),
                                    "vaezoo_version": __version__, "latent": model.latent.layout(),
                                    "parameters": sum(p.numel() for p in model.parameters()),
                                    "training_parameters": {name: sum(p.numel() for p in part.parameters())

@@ -43,7 +43,7 @@ from vaezoo.training.outputs import check_layout, prepare_out, remove_empty
 from vaezoo.training.publish import publish, published, run_name
 from vaezoo.signals import Interrupted, StopSignals
 from vaezoo.training.single import fit, fit_single
-from vaezoo.training.sweeps import Sweep, members
+from vaezoo.training.sweeps import Sweep, members, parse_sweep
 
 __all__ = ["CHECKPOINT", "Interrupted", "Run", "TrainOptions", "TrainResult", "fit", "train", "train_seeds"]
 
@@ -57,7 +57,9 @@ class TrainOptions:
         resume: continue from the checkpoints in the output folder(s) exactly where they stopped.
         device: "cpu", "cuda", ..., "auto" (:func:`vaezoo.devices.usable_device`); default: the CPU, or each
             rank's GPU under torchrun.
-        max_steps: stop when the run reaches this step (it can be resumed); no weights are written.
+        max_steps: stop when the run reaches this step (it can be resumed); its weights and a card marked as stopped
+            there are written, unevaluated (:func:`~vaezoo.training.publish.own_card`), and the finished run
+            replaces them.
         name: the completed card's name (default ``CARD-run``); a built-in zoo entry's name is refused.
         formulation: how an ensemble's stacked step runs its members ("vmap" or "loop"; default: the faster
             on the device, see :class:`vaezoo.training.ensemble.Stack`).
@@ -97,8 +99,10 @@ class TrainResult:
         model: the trained model (under DDP every rank holds the same weights).
         step: the step the run stopped at.
         total: the run's last step; ``step`` is less when ``max_steps`` stopped it.
-        card_path: the completed card; None when the run stopped early (``max_steps``) or on ranks other than 0.
+        card_path: the run's card: completed, or stopped at ``step`` (``max_steps``: its weights, unevaluated);
+            None on ranks other than 0 and for a run whose loss became NaN or inf.
         error: why a run of an ensemble stopped before the others (its loss became NaN or inf), or None.
+        folder: the run's folder (``out``, or ``out/seed-N`` of an ensemble), holding its checkpoint.
     """
 
     model: VAE
@@ -106,6 +110,20 @@ class TrainResult:
     total: int
     card_path: Path | None
     error: str | None = None
+    folder: Path | None = None
+
+    @property
+    def card(self) -> Card | None:
+        """The run's card as written (None where :attr:`card_path` is)."""
+        return None if self.card_path is None else get_card(self.card_path)
+
+    @property
+    def measure_command(self) -> str | None:
+        """The command that measures a run written without metrics (``evaluate=False``), else None."""
+        card = self.card
+        if card is None or card.metrics:
+            return None
+        return f"{eval_command(card_reference(card, self.card_path.parent))} --write"
 
 
 def train(card: Card | str | os.PathLike, out: Path, data_root=None, epochs: int | None = None,
@@ -122,7 +140,9 @@ def train(card: Card | str | os.PathLike, out: Path, data_root=None, epochs: int
         epochs, seed, checkpoint_every, precision, compile: override the recipe's values.
         resume: continue from ``out/checkpoint.pt`` exactly where it stopped.
         device: "cpu", "cuda", ..., "auto" (:func:`vaezoo.devices.usable_device`).
-        max_steps: stop when the run reaches this step (the run can be resumed); no weights are written.
+        max_steps: stop when the run reaches this step (the run can be resumed); its weights and a card marked as
+            stopped there (``train.steps``, its summary) are written, unevaluated, for ``vaezoo.load(OUT)`` and
+            ``vaezoo eval OUT``; resumed to its end, the run replaces them.
         name: the completed card's name (default ``CARD-run``); a built-in zoo entry's name is refused.
         evaluate: measure the finished run's metrics on the test split and record them on its card; False writes
             the card without them (``vaezoo eval OUT --write`` measures them later).
@@ -151,8 +171,9 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
     """Train an ensemble: one run per seed and combination of the sweeps' values, all in one step.
 
     The runs are stacked (:mod:`vaezoo.training.ensemble`): one forward, backward and optimiser step covers all the
-    runs whose cards differ only in the seed and in float settings (a swept ``beta``, ``lr``). A model whose regularizers train networks of their own (FactorVAE's
-    discriminator) is not stacked: its runs train one after the other, each exactly as it would alone. Each run has its own data order, sampling noise, optimiser
+    runs whose cards differ only in the seed and in float settings (a swept ``beta``, ``lr``). A model whose
+    regularizers train networks of their own (FactorVAE's discriminator) is not stacked: its runs train one after
+    the other, each exactly as it would alone. Each run has its own data order, sampling noise, optimiser
     state and checkpoint, so each folder ends as ``train`` of that card alone would leave it (up to float
     rounding), and resumes (``resume``) on its own. Seed N goes in ``out/seed-N``, or
     ``out/KEY=VALUE/seed-N`` in a sweep (see :func:`vaezoo.training.sweeps.members`).
@@ -278,8 +299,11 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
         results = []
         for t, (member_card, out, _) in zip(trained, runs):
             total = Plan.of(member_card.train, len(dataset), run.world).total
-            card_path = _completed_card(t, out, options, run) if t.step == total and run.main else None
-            results.append(TrainResult(t.model, t.step, total, card_path, t.error))
+            card_path = None
+            if run.main and t.error is None:
+                card_path = _completed_card(t, out, options, run) if t.step == total else _stopped_card(t, out,
+                                                                                                         options, total)
+            results.append(TrainResult(t.model, t.step, total, card_path, t.error, out))
         return results
     except BaseException:
         remove_empty(made)
@@ -305,13 +329,22 @@ def _completed_card(trained, out: Path, options: TrainOptions, run: Run) -> Path
         return written
 
 
+def _stopped_card(trained, out: Path, options: TrainOptions, total: int) -> Path:
+    """The weights and card of a run that ``max_steps`` stopped short of its last step ``total``: they load and
+    evaluate as a finished run's do, the card marked as stopped (``train.steps``, its summary); not evaluated. The
+    run resumed to its end publishes its completed card over them."""
+    with trained.streams.active():
+        return publish(trained.card, trained.model, out, options.name, trained.step, total)
+
+
 def _record(card_path: Path, data_root, device) -> None:
     """Measure a published run and record its metrics on its card, as ``vaezoo eval OUT --write`` does; a metric
     that fails is left off, with a :class:`PublishWarning` naming the command that measures it again."""
     report = evaluate_card(card_path, data_root=data_root, device=device, write=True)
     ref = card_reference(report.card, card_path.parent)
     for metric, why in report.failed.items():
-        again = "" if metric == "card sections" else f"; measure it again with: {eval_command(ref, data_root, [metric])}"
+        command = eval_command(ref, data_root, [metric])
+        again = "" if metric == "card sections" else f"; measure it again with: {command}"
         warnings.warn(f"{why}; the card is written without it{again}", PublishWarning, stacklevel=2)
 
 
@@ -328,3 +361,40 @@ def _override(recipe: TrainRecipe, **values) -> TrainRecipe:
                                       bound=message.removeprefix("Input should be ")) from None
         raise TrainingError.about(f"{{{field}:{{value}}}}: {{problem}}", value=given.get(field),
                                   problem=message.lower()) from None
+
+
+def run_recipe(card: Card | str | os.PathLike, out: str | os.PathLike, *, seeds: Sequence[int] | None = None,
+               sweeps: Sequence[Sweep | str] = (), seed: int | None = None, **options) -> list[TrainResult]:
+    """What ``vaezoo train`` does: :func:`train` one run, or with ``seeds`` or ``sweeps`` an ensemble
+    (:func:`train_seeds`, of ``seed``, else the recipe's seed, when only ``sweeps`` are given).
+
+    Args:
+        card: the card, or what names one.
+        out: the run's folder, or the folder of an ensemble's runs.
+        seeds: one run per seed, trained as one ensemble.
+        sweeps: card fields and their values (:class:`~vaezoo.training.sweeps.Sweep`, or ``KEY=V1,V2`` as
+            ``--sweep`` takes it).
+        seed: the seed of a single run (or of a sweep without ``seeds``).
+        options: as :func:`train` and :func:`train_seeds` take them (``data_root``, ``resume``, ``max_steps``...).
+
+    Returns:
+        Each run's result, with its folder and its card.
+
+    Raises:
+        Interrupted: a stop signal ended the run; its ``checkpoints`` are every run's checkpoint file.
+        VaezooError: as :func:`train` and :func:`train_seeds` raise it.
+    """
+    card = card if isinstance(card, Card) else get_card(card)
+    sweeps = [parse_sweep(s) if isinstance(s, str) else s for s in sweeps]
+    if not (seeds or sweeps):
+        folders = [Path(out)]
+    else:
+        seeds = seeds or [card.train.seed if seed is None else seed]
+        folders = [Path(out) / m.folder for m in members(card, seeds, sweeps)]
+    try:
+        if seeds or sweeps:
+            return train_seeds(card, out, seeds, sweeps, **options)
+        return [train(card, out, seed=seed, **options)]
+    except Interrupted as stop:
+        stop.checkpoints = [folder / CHECKPOINT for folder in folders]
+        raise
