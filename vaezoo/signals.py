@@ -27,11 +27,13 @@ class Interrupted(KeyboardInterrupt):
         step: the step of the checkpoint written when the loop stopped; None when the signal stopped the
             run outside the loop or a second SIGINT stopped it at once (the last checkpoint, if any, stays).
         checkpoint: the checkpoint file of the run.
+        checkpoints: the checkpoint files of every run the command trains (one, or an ensemble's).
     """
 
     def __init__(self, signum: int, step: int | None = None, checkpoint: Path | None = None):
         super().__init__(signal.Signals(signum).name)
         self.signal, self.step, self.checkpoint = signum, step, checkpoint
+        self.checkpoints = [checkpoint] if checkpoint is not None else []
 
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))

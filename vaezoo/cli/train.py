@@ -79,27 +79,22 @@ def seeds_arg(value: str) -> list[int]:
 
 
 def run(args) -> int:
-    from vaezoo.training.sweeps import parse_sweep
-    from vaezoo.training.train import Interrupted, train, train_seeds
+    from vaezoo.training.train import Interrupted, run_recipe
 
     main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 speaks for the run
-    options = {"data_root": args.data_root, "epochs": args.epochs, "resume": args.resume, "device": args.device,
-               "max_steps": args.max_steps, "checkpoint_every": args.checkpoint_every, "name": args.name,
-               "precision": args.precision, "compile": args.compile, "evaluate": not args.no_eval}
     try:
-        if args.seeds or args.sweep:
-            card = card_arg(args.card)
-            sweeps = [parse_sweep(s) for s in args.sweep or []]
-            results = train_seeds(card, Path(args.out), _seeds(args, card), sweeps, **options)
-        else:
-            results = [train(card_arg(args.card), Path(args.out), seed=args.seed, **options)]
+        results = run_recipe(card_arg(args.card), Path(args.out), seeds=args.seeds, sweeps=args.sweep or [],
+                             seed=args.seed, data_root=args.data_root, epochs=args.epochs, resume=args.resume,
+                             device=args.device, max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
+                             name=args.name, precision=args.precision, compile=args.compile,
+                             evaluate=not args.no_eval)
     except Interrupted as stop:
         if main_rank:
             _report_stop(stop, args)
         return 128 + stop.signal
     for result in results:
         if result.card_path is not None:
-            _report_metrics(result.card_path, args.data_root)
+            _report_metrics(result)
             print(printable(result.card_path))
     if failed := [r.error for r in results if r.error]:
         print(printable(f"{len(failed)} of {len(results)} runs stopped early (their lines above name them); the "
@@ -112,43 +107,20 @@ def run(args) -> int:
     return 0
 
 
-def _seeds(args, card) -> list[int]:
-    """The seeds of a run of ``--seeds`` or ``--sweep``: ``--seeds``, else ``--seed``, else the recipe's."""
-    return args.seeds or [card.train.seed if args.seed is None else args.seed]
-
-
-def _report_metrics(card_path: Path, data_root: str | None) -> None:
-    """Say on stderr what the finished run measured, one line: the completed card's metrics, or the command that
-    measures them (``--no-eval``)."""
-    from vaezoo.entries.catalog import card_reference, parse_card
-
-    card = parse_card(card_path)
-    if not card.metrics:
-        from vaezoo.evaluation.measure import eval_command
-
-        print(printable(f"{card_path.parent}: not evaluated; measure it with: "
-                        f"{eval_command(card_reference(card, card_path.parent), data_root)} --write"), file=sys.stderr)
+def _report_metrics(result) -> None:
+    """Say on stderr what the finished run measured, one line: its card's metrics, or the command that measures
+    them (``--no-eval``, or a run stopped early)."""
+    if result.measure_command is not None:
+        print(printable(f"{result.folder}: not evaluated; measure it with: {result.measure_command}"), file=sys.stderr)
         return
-    shown = ", ".join(f"{name} {metric.value:.4g}" for name, metric in card.metrics.items())
-    print(printable(f"{card_path.parent}: measured {shown}"), file=sys.stderr)
-
-
-def _checkpoints(args) -> list[Path]:
-    """The checkpoint files of the run ``args`` started: one per member's folder with ``--seeds`` or ``--sweep``."""
-    from vaezoo.entries.checkpoints import CHECKPOINT
-    from vaezoo.training.sweeps import members, parse_sweep
-
-    if not (args.seeds or args.sweep):
-        return [Path(args.out) / CHECKPOINT]
-    card = card_arg(args.card)
-    specs = members(card, _seeds(args, card), [parse_sweep(s) for s in args.sweep or []])
-    return [Path(args.out) / m.folder / CHECKPOINT for m in specs]
+    shown = ", ".join(f"{name} {metric.value:.4g}" for name, metric in result.card.metrics.items())
+    print(printable(f"{result.folder}: measured {shown}"), file=sys.stderr)
 
 
 def _report_stop(stop, args) -> None:
     """Say on stderr where the signal left the run and, when a checkpoint holds it, the command that resumes it."""
     name = signal.Signals(stop.signal).name
-    checkpoints = _checkpoints(args)
+    checkpoints = stop.checkpoints
     names, several = ", ".join(map(str, checkpoints)), len(checkpoints) > 1
     if stop.step is not None:
         print(printable(f"stopped by {name} at step {stop.step}; the checkpoint{'s' * several} {names} "

@@ -348,8 +348,8 @@ def seed_report(card: Card | str | os.PathLike, runs: Iterable[str | os.PathLike
     runs = list(runs)
     if not runs:
         if write or selection != DEFAULT_SELECTION:
-            raise VaezooError.about("{write} and {selection} record the spread over runs; give the runs, e.g. "
-                                    "vaezoo seeds CARD RUN... --write")
+            raise VaezooError.about("{write} and {selection} record the spread over RUN folders; give the runs "
+                                    "(vaezoo seeds CARD RUN... --write)")
         card, found = recorded_spreads(card, metrics)
         return SeedReport(card, [], list(found), [], found)
     card = card if isinstance(card, Card) else get_card(card)
