@@ -15,9 +15,12 @@ What it does, in order:
 4. Trains the plan in its order. A recipe starts only if its measured time fits before the deadline, less
    room to pack it; one that runs over is stopped at the deadline and brought back as partial. As soon as
    a recipe finishes, its members' weights and cards go into ``OUT/NAME.campaign.safetensors`` (one file a
-   recipe), and each member is evaluated in the background (``vaezoo eval RUN --write``, in full float32);
-   its card, metrics included, is packed in when that ends. Evaluations still running at the deadline
-   are left to the CPU (``vaezoo eval RUN --write`` on the unpacked run).
+   recipe), and its members are evaluated in the background, on the device, in one process a recipe
+   (``vaezoo eval RUN [RUN ...] --write --device DEVICE --jobs N``, in full float32: the dataset read once, each
+   card written as soon as its member is measured, the scikit-learn fits on N of the machine's cores); each
+   member's card, metrics included, is packed in as it is written. Members not measured by the deadline are
+   left to the CPU (``vaezoo eval RUN [RUN ...] --write`` on the unpacked runs skips those that hold their
+   metrics).
 5. Writes ``OUT/campaign.json``: the environment, the step times, what trained, what did not and why.
 
 ``unpack`` turns a packed file back into run folders (``DIR/NAME/seed-N``: weights and card), each of which
@@ -45,9 +48,11 @@ PLAN = Path(__file__).with_name("campaign.toml")
 STATE = Path(__file__).with_name("campaign-state")  # checkpoints of recipes trained in part, for the next span
 MAX_FILE = 16 * 2**20  # what the device tool brings back, per file
 FINISHED = "finished.json"  # in a recipe's --state folder, written by `keep`: later spans skip the recipe
-# `vaezoo eval RUN --write` in full float32 (no TF32 on CUDA), so that the CPU can check the card it writes
+# `vaezoo eval RUN [RUN ...] --write --device DEVICE --jobs N` in full float32 (no TF32 on CUDA), so that the CPU can
+# check the cards it writes
 EVAL = ("import sys, torch; torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False; "
-        "from vaezoo.cli import main; sys.exit(main(['eval', sys.argv[1], '--write', '--device', sys.argv[2]]))")
+        "from vaezoo.cli import main; "
+        "sys.exit(main(['eval', *sys.argv[3:], '--write', '--device', sys.argv[1], '--jobs', sys.argv[2]]))")
 
 
 def missing_packages() -> list[str]:
@@ -167,34 +172,44 @@ def pack(path: Path, specs, models, steps, errors, record: dict, cards: dict[str
 
 
 class Evaluations:
-    """Background ``vaezoo eval RUN --write`` processes, a few at a time, each run's card read when it ends."""
+    """Background evaluations, one process a recipe (``vaezoo eval RUN [RUN ...] --write``) and ``at_once`` at a
+    time, each on ``jobs`` cores for its scikit-learn fits; a member's card is read once its process has written
+    it, so that a process stopped at the deadline still gives the members it finished."""
 
-    def __init__(self, device: str, at_once: int):
-        self.device, self.at_once = device, at_once
-        self.waiting: list[tuple[str, Path]] = []
-        self.running: dict[str, tuple[subprocess.Popen, Path, float]] = {}
+    def __init__(self, device: str, at_once: int, jobs: int):
+        self.device, self.at_once, self.jobs = device, at_once, jobs
+        self.waiting: list[list[tuple[str, Path]]] = []
+        self.running: list[tuple[subprocess.Popen, list[tuple[str, Path]], float]] = []
         self.done: dict[str, dict] = {}
         self.lock = threading.Lock()
 
-    def add(self, key: str, run: Path) -> None:
+    def add(self, members: list[tuple[str, Path]]) -> None:
+        """Evaluate one recipe's members, each ``(key, run folder)``, in one process."""
         with self.lock:
-            self.waiting.append((key, run))
+            self.waiting.append(members)
         self.poll()
 
     def poll(self) -> None:
         with self.lock:
-            for key, (process, run, started) in list(self.running.items()):
+            for entry in list(self.running):
+                process, members, started = entry
+                for key, run in members:  # a member's card is written as soon as it is measured
+                    if key not in self.done and _measured(run):
+                        self.done[key] = {"status": 0, "seconds": round(time.time() - started, 1),
+                                          "card": _card_json(run)}
                 if process.poll() is not None:
-                    del self.running[key]
-                    self.done[key] = {"status": process.returncode, "seconds": round(time.time() - started, 1),
-                                      "card": _card_json(run) if process.returncode == 0 else None}
+                    self.running.remove(entry)
+                    for key, _ in members:
+                        self.done.setdefault(key, {"status": process.returncode or 1,
+                                                   "seconds": round(time.time() - started, 1), "card": None})
             while self.waiting and len(self.running) < self.at_once:
-                key, run = self.waiting.pop(0)
+                members = self.waiting.pop(0)
                 env = {**os.environ, "OMP_NUM_THREADS": "2", "VAEZOO_PROGRESS": "0"}
-                log = open(run / "eval.log", "w")  # noqa: SIM115 - the process owns it until it ends
-                process = subprocess.Popen([sys.executable, "-c", EVAL, str(run), self.device], stdout=log,
-                                           stderr=subprocess.STDOUT, env=env)
-                self.running[key] = (process, run, time.time())
+                log = open(members[0][1].parent / "eval.log", "w")  # noqa: SIM115 - the process owns it until it ends
+                process = subprocess.Popen(
+                    [sys.executable, "-c", EVAL, self.device, str(self.jobs), *(str(run) for _, run in members)],
+                    stdout=log, stderr=subprocess.STDOUT, env=env)
+                self.running.append((process, members, time.time()))
 
     def pending(self) -> int:
         with self.lock:
@@ -202,8 +217,21 @@ class Evaluations:
 
     def stop(self) -> None:
         with self.lock:
-            for process, _, _ in self.running.values():
+            for process, _, _ in self.running:
                 process.kill()
+                process.wait()
+
+
+def _measured(run: Path) -> bool:
+    """Whether the card in ``run`` holds what evaluating it measures."""
+    from vaezoo.entries.catalog import parse_card
+    from vaezoo.evaluation.report import holds_metrics
+
+    [card] = run.glob("*.toml")
+    try:
+        return holds_metrics(parse_card(card))
+    except Exception:  # noqa: BLE001 - a card being rewritten: read it at the next poll
+        return False
 
 
 def _card_json(run: Path) -> str:
@@ -259,7 +287,8 @@ def run_campaign(args) -> int:
                 timings[card.name], formulations[card.name] = seconds, formulation
     report["step_ms"] = measured
     report["formulation"] = formulations
-    evaluations = Evaluations(args.device, args.eval_at_once) if args.eval else None
+    jobs = max(1, ((os.cpu_count() or 2) - 2) // args.eval_at_once)  # the cores training leaves, shared out
+    evaluations = Evaluations(args.device, args.eval_at_once, jobs) if args.eval else None
     packed: list[tuple] = []
 
     def left() -> float:
@@ -291,15 +320,16 @@ def run_campaign(args) -> int:
         entry["status"] = "finished" if finished else "stopped by the deadline"
         entry["members"] = [{"seed": spec.card.train.seed, "step": s, "error": e}
                             for spec, s, e in zip(specs, steps, errors)]
-        member_cards_json = {}
+        member_cards_json, members = {}, []
         for spec, model, s in zip(specs, models, steps):
             own = own_card(spec.card, model, card.name, s or 0)  # the zoo entry's own name
             run = work / "runs" / card.name / spec.folder
             run.mkdir(parents=True, exist_ok=True)
             write_entry(own, model.state_dict(), run)
             member_cards_json[spec.folder.as_posix()] = own.model_dump_json()
-            if evaluations and finished:
-                evaluations.add(f"{card.name}/{spec.folder.as_posix()}", run)
+            members.append((f"{card.name}/{spec.folder.as_posix()}", run))
+        if evaluations and finished:
+            evaluations.add(members)
         pack(out / f"{card.name}.campaign.safetensors", specs, models, steps, errors, entry, member_cards_json)
         if not finished:  # what a later span resumes from: `keep` puts them back into --state
             for spec in specs:
@@ -419,7 +449,10 @@ def main() -> int:
     parser.add_argument("--partial", action="store_true",
                         help="train the first recipe that does not fit until the deadline, and bring back its "
                              "members' checkpoints (OUT/NAME.seed-N.checkpoint.pt) for a later span to resume")
-    parser.add_argument("--eval-at-once", type=int, default=max(1, ((os.cpu_count() or 2) - 2) // 2))
+    parser.add_argument("--eval-at-once", type=int, default=max(1, (os.cpu_count() or 2) // 6),
+                        help="recipes evaluated at once, each in one process on the device; the cores training "
+                             "leaves are shared out among them for the scikit-learn fits (default: a process for "
+                             "each 6 cores, e.g. 2 of 16 cores, 7 each)")
     keeping = sub.add_parser("keep", help="the checkpoints a span brought back, into --state for the next span")
     keeping.add_argument("returned", help="the folder the span's files came back in")
     keeping.add_argument("--state", default=str(STATE))

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.distributions import Normal
 
-from vaezoo.metrics import dci, entropy, modularity, parallel
+from vaezoo.metrics import dci, entropy, modularity, parallel, sap
 
 
 def reference_entropies(mean, logvar, factors, samples, seed):
@@ -73,6 +73,20 @@ def test_fits_are_the_same_for_any_number_of_jobs():
             explicitness = modularity.explicitness_of(*problem, random_state=5)
         np.testing.assert_array_equal(importance, alone[0][0])
         assert (train, test, explicitness) == (alone[0][1], alone[0][2], alone[1])
+
+
+def test_sap_s_fits_in_worker_processes_are_the_svms_fitted_one_by_one():
+    from sklearn.svm import LinearSVC
+
+    train_codes, train_factors, test_codes, test_factors = small_problem(n=600)
+    expected = np.array([[np.mean(LinearSVC(C=0.01, class_weight="balanced", dual=True, random_state=7)
+                                  .fit(train_codes[:, j:j + 1], train_factors[:, k])
+                                  .predict(test_codes[:, j:j + 1]) == test_factors[:, k])
+                          for k in range(train_factors.shape[1])] for j in range(train_codes.shape[1])])
+    for count in (1, 2):
+        with parallel.jobs(count):
+            np.testing.assert_array_equal(sap.sap_matrix(train_codes, train_factors, test_codes, test_factors, 7),
+                                          expected)
 
 
 def test_jobs_default_to_the_cores_the_process_may_use(monkeypatch):

@@ -6,7 +6,8 @@ factors (``sap_score.py``, config ``sap_score``: 10,000 training and 5,000 test 
 For each code dimension j and factor k, a linear SVM (scikit-learn ``LinearSVC``, C = 0.01,
 balanced class weights) predicts k from z_j alone, trained on the training points; S[j, k] is its
 accuracy on the test points. The score is the mean over factors of the gap between the two
-largest S[j, k] over j. A code in which each factor is predictable from one dimension only
+largest S[j, k] over j. Each dimension's SVMs are fitted in a worker process of their own (``jobs``:
+:mod:`vaezoo.metrics.parallel`), the same fits as one after another. A code in which each factor is predictable from one dimension only
 scores high, one that spreads a factor over two dimensions scores about 0 for it. A linear
 classifier on one dimension separates two classes but not many, so the best dSprites score is
 far below 1. A factor that takes one value on the training points has nothing to predict and is
@@ -15,14 +16,12 @@ left out.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.svm import LinearSVC
 
 from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.fits import sap_row
+from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, metric_spec
 from vaezoo.metrics.sampling import Codes, draw, sklearn_seed
@@ -41,16 +40,10 @@ def sap_matrix(train_codes: np.ndarray, train_factors: np.ndarray, test_codes: n
         ``(D, K')``, for the K' factors with at least two values on the training points.
     """
     varying = [k for k in range(train_factors.shape[1]) if len(np.unique(train_factors[:, k])) > 1]
-    scores = np.zeros((train_codes.shape[1], len(varying)))
-    with warnings.catch_warnings():
-        # disentanglement_lib ran the same solver with the same iteration limit, warnings and all
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        for j in range(train_codes.shape[1]):
-            for column, k in enumerate(varying):
-                svm = LinearSVC(C=0.01, class_weight="balanced", dual=True, random_state=random_state)
-                svm.fit(train_codes[:, j:j + 1], train_factors[:, k])
-                scores[j, column] = np.mean(svm.predict(test_codes[:, j:j + 1]) == test_factors[:, k])
-    return scores
+    # one code dimension's SVMs per worker process (vaezoo.metrics.parallel.get_jobs): the same fits, the same numbers
+    rows = process_map(sap_row, [(train_codes[:, j:j + 1], train_factors[:, varying], test_codes[:, j:j + 1],
+                                  test_factors[:, varying], random_state) for j in range(train_codes.shape[1])])
+    return np.stack(rows) if rows else np.zeros((0, len(varying)))
 
 
 def top_two_gap(scores: np.ndarray) -> float:
