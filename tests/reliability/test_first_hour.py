@@ -4,16 +4,16 @@ a seed plot shows its title once."""
 
 from __future__ import annotations
 
+import html
 import re
 import shlex
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 from kit import assert_one_line_error, cli, write_card
-from test_seeds import card_dict, metric, work, write_run  # noqa: F401  (work is a fixture)
+from test_gallery import tiny_zoo  # noqa: F401  (a fixture)
+from test_seeds import card_dict, work, write_run  # noqa: F401  (work is a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 ZOO = ROOT / "zoo_cards"
@@ -92,3 +92,36 @@ def test_no_card_in_the_zoo_holds_a_machine_s_path(card):
     found = [s for s in _strings(tomllib.loads(card.read_text(encoding="utf-8"))) if ABSOLUTE.search(s)]
     assert found == []
     assert "/work/" not in card.read_text(encoding="utf-8")
+
+
+@pytest.mark.slow  # draws from 1,000 MNIST test images
+def test_the_gallery_s_drawn_by_command_names_the_data_root_and_redraws_the_picture(tiny_zoo, tmp_path, mnist_root,
+                                                                                   monkeypatch):
+    """The "drawn by" commands omitted --data-root: run where the data is not in the default place, they failed or
+    drew another picture."""
+    from vaezoo.cli import main
+    from vaezoo.extras.gallery import build_gallery
+
+    site = tmp_path / "site"
+    page = build_gallery(site, data_root=mnist_root, seed=1).read_text(encoding="utf-8")
+    commands = [html.unescape(c) for c in re.findall(r"<code>(vaezoo show tiny-trained traverse[^<]*)</code>", page)]
+    assert len(commands) == 1 and f"--data-root {shlex.quote(str(mnist_root))}" in commands[0]
+    monkeypatch.chdir(tmp_path)
+    assert main(shlex.split(commands[0])[1:]) == 0
+    assert (tmp_path / "tiny-trained.traverse.png").read_bytes() == (site / "tiny-trained.traverse.png").read_bytes()
+
+
+@pytest.mark.slow  # a gallery
+def test_every_seed_plot_shows_its_title_once(tiny_zoo, tmp_path):
+    """The SVG draws its title and the page captioned it again."""
+    from vaezoo.extras.gallery import build_gallery
+
+    page = build_gallery(tmp_path / "site", use_data=False).read_text(encoding="utf-8")
+    plots = re.findall(r'<img src="(seeds-[^"]+\.svg)" alt="([^"]*)"', page)
+    assert plots
+    for file, alt in plots:
+        svg = (tmp_path / "site" / file).read_text(encoding="utf-8")
+        title = re.search(r'font-weight="bold">([^<]*)</text>', svg)[1]  # "kl_digit on mnist"
+        shown = re.sub(r"<[^>]+>", " ", page)  # the page's text, without tags and attributes (alt text)
+        assert shown.count(title) == 0 and html.unescape(alt) not in shown
+        assert svg.count(f">{title}</text>") == 1

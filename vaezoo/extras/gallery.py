@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -430,6 +431,8 @@ class _Painter:
                 order += (f". {len(folded)} inactive dimension{'s' if len(folded) > 1 else ''} (KL below "
                           f"{viz.INACTIVE_KL:g} nats) folded away: {', '.join(row.label for row in folded)}")
             command += f" --seed {self.seed} --fold-below {viz.INACTIVE_KL:g}"
+            if self.data_root is not None:  # the command draws from the data this page was drawn from
+                command += f" --data-root {shlex.quote(os.fspath(self.data_root))}"
         else:
             traversal = viz.traverse(model, steps=self.steps)
             order = f"in the latent's order (drawn without data); the rest of the code stays at each family's " \
