@@ -7,20 +7,23 @@ import os
 import tempfile
 from pathlib import Path
 
-from vaezoo.errors import OutputError
+from vaezoo.entries.schema import Card
+from vaezoo.errors import OutputError, Phrase
 from vaezoo.store.files import folder_problem
-from vaezoo.entries.checkpoints import CHECKPOINT
+from vaezoo.entries.checkpoints import CHECKPOINT, check_recipe, read_checkpoint
 from vaezoo.training.loop import checkpoint_exists_error
 
 __all__ = ["check_layout", "prepare_out", "remove_empty"]
 
 
-def prepare_out(out: Path, name: str, resume: bool) -> list[Path]:
+def prepare_out(out: Path, name: str, resume: bool, card: Card | None = None) -> list[Path]:
     """Check, before the run starts, that it can write its files in ``out`` and overwrites no other run's.
 
     ``out`` must be a folder (created if missing) vaezoo can create files in. Without ``resume`` it must
     hold no checkpoint and no finished run (a ``*.toml`` card, ``NAME.safetensors``); with ``resume``, no
-    card other than ``NAME.toml`` (the folder must end holding one card).
+    card other than ``NAME.toml`` (the folder must end holding one card); where another card is there (a run
+    started under another ``--name``, or of another card), a checkpoint of another recipe than ``card``'s is
+    named first, as the resume would name it.
 
     Returns:
         The folders it created, outermost first (to remove should the run end before writing anything).
@@ -43,6 +46,9 @@ def prepare_out(out: Path, name: str, resume: bool) -> list[Path]:
     if resume:
         others = [c for c in cards if c != f"{name}.toml"]
         if others:
+            if card is not None and (out / CHECKPOINT).is_file():  # another card's run: say so as the resume would
+                fix = Phrase("remove it to start over, or choose another {out}")
+                check_recipe(read_checkpoint(out / CHECKPOINT, fix=fix), card)
             raise OutputError.about("{out} {path} holds the card {others}, not this run's {card}.toml; resume with "
                                     "the {name} the run was started with, or choose another {out}", path=out,
                                     others=", ".join(others), card=name)

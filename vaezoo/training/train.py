@@ -270,8 +270,8 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
     made: list[Path] = []
     try:
         if run.main:
-            for _, out, _ in runs:
-                made += prepare_out(out, options.name, options.resume)
+            for each, out, _ in runs:
+                made += prepare_out(out, options.name, options.resume, each)
         models = []
         for each, _, label in runs:
             torch.manual_seed(each.train.seed)  # the model's initial weights
