@@ -102,6 +102,7 @@ class EvalReport:
         sections: the plugin card sections the model measures of itself (:meth:`vaezoo.model.VAE.card_sections`,
             e.g. JointVAE's ``[labels]``), measured for a full evaluation that is written, as a finished run
             records them; :meth:`write` records them too.
+        named: the folder the card was named by (a run's), which the commands recorded with it name too.
     """
 
     card: Card
@@ -113,6 +114,7 @@ class EvalReport:
     settings: dict[str, dict[str, Any]] | None = None
     failed: dict[str, str] = field(default_factory=dict)
     sections: dict[str, Any] = field(default_factory=dict)
+    named: Path | None = None
 
     @property
     def checked(self) -> dict:
@@ -169,7 +171,7 @@ class EvalReport:
                             f"measure the card's own weights to record them")
         path = Path(path) if path is not None else check_writable(self.card)
         measured = as_metrics(self.card, self.results, self.data_root, self.metrics,
-                              ref=card_reference(self.card, path))
+                              ref=card_reference(self.card, self.named or path))
 
         def record(now: Card) -> Card:  # the card as it is on disk now
             if now.weights != self.card.weights:  # a run published again meanwhile: these are not its numbers
@@ -247,6 +249,7 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
         raise TypeError(f"metrics takes a list of metric names, e.g. [{metrics!r}], not a string")
     if metrics is not None and not list(metrics):
         raise MetricError.about("{metrics} is empty: name at least one metric, or leave it out for the card's")
+    named = Path(card) if isinstance(card, str | os.PathLike) and os.path.isdir(card) else None  # a run's folder
     card = card if isinstance(card, Card) else get_card(card)
     settings = _given_settings(card, metrics, settings)
     try:
@@ -276,11 +279,11 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
     sections = {}
     if write and metrics is None:  # a full evaluation records what a finished run's card holds
         try:
-            sections = model.card_sections(card, card_reference(card, path), data_root, device)
+            sections = model.card_sections(card, card_reference(card, named or path), data_root, device)
         except Exception as exc:  # noqa: BLE001 - the metrics measured are written whatever a plugin's model raises
             failed["card sections"] = f"measuring the model's card sections raised {type(exc).__name__}: {exc}"
     report = EvalReport(card, results, list(metrics) if metrics is not None else None, data_root, checkpoint,
-                        settings=settings, failed=failed, sections=sections)
+                        settings=settings, failed=failed, sections=sections, named=named)
     return replace(report, written=report.write()) if write else report
 
 

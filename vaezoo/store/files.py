@@ -195,6 +195,8 @@ def read_beside(path: Path, limit: int = SMALL_FILE) -> bytes | None:
     except (FileNotFoundError, NotADirectoryError):  # nothing there (a file in its folder's place is the writer's to name)
         return None
     except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:  # the path, not what stands there: the system's own words name it
+            raise
         raise _not_ours(path, _open_problem(path, exc)) from None
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(fd)
@@ -219,6 +221,8 @@ def write_beside(path: Path, data: bytes) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:  # the path, not what stands there: the system's own words name it
+            raise
         raise _not_ours(path, _open_problem(path, exc)) from None
     with os.fdopen(fd, "wb") as f:
         info = os.fstat(fd)
@@ -241,6 +245,8 @@ def check_beside(path: Path) -> None:
     except (FileNotFoundError, NotADirectoryError):
         return
     except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise
         raise _not_ours(path, exc.strerror or str(exc)) from None
     if stat.S_ISLNK(info.st_mode):
         raise _not_ours(path, "a symbolic link")

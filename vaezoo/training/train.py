@@ -340,7 +340,7 @@ def _stopped_card(trained, out: Path, options: TrainOptions, total: int) -> Path
 def _record(card_path: Path, data_root, device) -> None:
     """Measure a published run and record its metrics on its card, as ``vaezoo eval OUT --write`` does; a metric
     that fails is left off, with a :class:`PublishWarning` naming the command that measures it again."""
-    report = evaluate_card(card_path, data_root=data_root, device=device, write=True)
+    report = evaluate_card(card_path.parent, data_root=data_root, device=device, write=True)  # the run's folder
     ref = card_reference(report.card, card_path.parent)
     for metric, why in report.failed.items():
         command = eval_command(ref, data_root, [metric])
