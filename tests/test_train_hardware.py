@@ -185,13 +185,6 @@ def test_an_ensemble_refuses_a_seed_out_of_range_before_training(data_plugin, tm
     assert not (tmp_path / "out").exists()
 
 
-def test_seeds_side_by_side_refuse_torchrun(data_plugin, tmp_path, monkeypatch):
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(TrainingError, match="several runs in one process; run it without torchrun"):
-        train_seeds(card(), tmp_path / "out", [0, 1])
-    assert not (tmp_path / "out").exists()
-
-
 def test_a_stopped_seeds_run_names_every_checkpoint_and_the_resume_command(data_plugin, tmp_path, capsys,
                                                                            monkeypatch):
     def stopped(card, out, seeds, sweeps, **options):

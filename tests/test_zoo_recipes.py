@@ -12,7 +12,8 @@ RECIPES = sorted(REPO.glob("plugins/*/recipes/*.toml"))
 # a recipe's run records what it cost and the seed it shipped; the rest of its training table is the recipe's
 RUN_RECORDS = {"steps": None, "budget": None, "seed": None}
 LOSSES = {"reconstruction", "objective"}
-UNTRAINED: set[str] = set()  # recipes shipped before their run: no zoo entry yet
+UNTRAINED = {"factorvae-dsprites", "dipvae1-dsprites", "dipvae2-dsprites", "annealedvae-dsprites"}
+"""Recipes shipped before their run (issue 56; the study trains them on a GPU): no zoo entry yet."""
 
 
 def entries_with_recipes():

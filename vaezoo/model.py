@@ -150,8 +150,10 @@ class VAE(nn.Module):
         if not (isinstance(features, Tensor) and tuple(features.shape) == expected):
             raise PluginError(f"{_part('encoder', self.encoder)}: it gave {_described(features)} for "
                               f"{x.shape[0]} images, not (batch, out_features) = {expected}")
-        params = self.head(features)  # bfloat16 under autocast: the latent's arithmetic is float32 at least
-        posterior = self.latent.posterior(params.to(torch.promote_types(params.dtype, torch.float32)))
+        params = self.head(features)
+        if torch.is_autocast_enabled(x.device.type):  # bfloat16 under autocast: the latent computes in float32
+            params = params.to(torch.promote_types(params.dtype, torch.float32))
+        posterior = self.latent.posterior(params)  # else in the model's own dtype (a model loaded as float16)
         if not isinstance(posterior, Posterior):
             raise PluginError(f"{_part('latent family', self.latent)}: posterior() returned "
                               f"{type(posterior).__name__}, not a vaezoo.latents.Posterior")
