@@ -1,17 +1,18 @@
 """Time the whole disentanglement metric suite on a shipped dSprites model, all 737,280 images.
 
-Every registered metric of the suite runs as ``vaezoo eval`` runs it (its defaults: the
-disentanglement_lib protocol, sharing one ``Evaluation``), one after another on the zoo entry's
-weights, with images drawn from the whole dataset. ``mig_chen`` encodes every image once (posteriors
-and mean codes in one pass) and ``total_correlation`` shares its entropy estimate; the other metrics
-read mean codes from the table that pass filled. The estimator's blocks and the per-factor
-classifiers run on as many threads as torch uses. The report gives each metric's wall and CPU time,
-the images it encoded and its value (target: the whole suite in under 10 minutes on 2 cores).
+As ``vaezoo eval NAME`` runs it: first the losses' pass over every image (encoder and decoder, at the
+recipe's batch size, in inference mode with channels_last weights), which is also the metrics' one
+encoding of every image; then every registered metric of the suite (its defaults: the
+disentanglement_lib protocol, sharing one ``Evaluation``), one after another. ``mig_chen`` and
+``total_correlation`` share one entropy estimate (on ``--device``); the other metrics read mean codes
+from the table the pass filled; the scikit-learn fits run on ``--jobs`` worker processes. The report
+gives each step's wall and CPU time (this process's; the workers' are not counted), the images it
+encoded and its value (target: the whole suite in <= 5 minutes on 2 cores).
 
-    python benchmarks/bench_metric_suite.py                       # torch's threads: every core
-    OMP_NUM_THREADS=1 python benchmarks/bench_metric_suite.py     # one core
+    OMP_NUM_THREADS=2 python benchmarks/bench_metric_suite.py     # the issue's measure, on 2 cores
+    python benchmarks/bench_metric_suite.py --no-losses           # the metrics alone (a codes-only encoding)
     python benchmarks/bench_metric_suite.py --subset 50000 --metrics betavae_score,sap_score   # quicker, partial
-    python benchmarks/bench_metric_suite.py --metrics mig_chen --batch-size 1000   # the encoder's batch size
+    python benchmarks/bench_metric_suite.py --device cuda --jobs 16   # on a GPU machine
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 
 import torch
 
-from vaezoo.data import EVAL_BATCH_SIZE
+from vaezoo.metrics.codes import CODES_BATCH_SIZE
 
 SUITE = ("mig_chen", "total_correlation", "mig_dlib", "betavae_score", "factorvae_score", "sap_score",
          "dci_disentanglement", "dci_completeness", "dci_informativeness", "modularity", "explicitness",
@@ -44,25 +45,42 @@ def main() -> int:
     parser.add_argument("--card", default="betatcvae-dsprites", help="a dSprites zoo entry (default betatcvae-dsprites)")
     parser.add_argument("--subset", type=int, help="use this many dSprites images (default: all)")
     parser.add_argument("--metrics", default=",".join(SUITE), help="comma-separated metrics (default: the suite)")
-    parser.add_argument("--batch-size", type=int, default=EVAL_BATCH_SIZE,
-                        help=f"images per forward pass (default {EVAL_BATCH_SIZE})")
+    parser.add_argument("--batch-size", type=int, default=CODES_BATCH_SIZE,
+                        help=f"images per encoder pass of a codes-only encoding (default {CODES_BATCH_SIZE})")
+    parser.add_argument("--no-losses", dest="losses", action="store_false",
+                        help="leave out the losses' pass: the metrics encode without decoding")
+    parser.add_argument("--device", default="cpu", help="where to encode and estimate (default cpu)")
+    parser.add_argument("--jobs", type=int, help="worker processes of the fits (default: the cores)")
     args = parser.parse_args()
 
     from vaezoo.assemble import load_model, metric
     from vaezoo.entries.catalog import get_card
     from vaezoo.data.dsprites import dsprites
-    from vaezoo.metrics.provenance import library_versions
+    from vaezoo.evaluation.measure import losses
+    from vaezoo.metrics.codes import EncodingBuilder
     from vaezoo.metrics.evaluation import Evaluation
+    from vaezoo.metrics.parallel import get_jobs, set_jobs
+    from vaezoo.metrics.provenance import library_versions
 
+    set_jobs(args.jobs)
     card = get_card(args.card)
-    model = load_model(card)
+    model = load_model(card, args.device)
     with Clock() as render:
         data = dsprites(subset=args.subset)
     print(f"{card.name} on {len(data):,} dSprites images (rendered in {render.wall:.1f} s, not counted); "
-          f"torch threads {torch.get_num_threads()}; " + ", ".join(f"{k} {v}" for k, v in library_versions().items()))
+          f"device {args.device}; torch threads {torch.get_num_threads()}; jobs {get_jobs()}; "
+          + ", ".join(f"{k} {v}" for k, v in library_versions().items()))
     print(f"{'metric':28} {'wall s':>8} {'CPU s':>8} {'encoded':>9}  value")
     wall = cpu = 0.0
-    evaluation = Evaluation(model, data, batch_size=args.batch_size)  # the suite's one shared encoding
+    evaluation = Evaluation(model, data, args.device, args.batch_size)  # the suite's one shared encoding
+    if args.losses:
+        encoding = EncodingBuilder()
+        with Clock() as clock:
+            results = losses(model, data, card.train.steps, card.train.batch_size, args.device, encoding.add)
+            evaluation.take_encoding(encoding.encoding())
+        wall, cpu = clock.wall, clock.cpu
+        print(f"{'losses (the one pass)':28} {clock.wall:8.1f} {clock.cpu:8.1f} {len(data):9,}  "
+              f"reconstruction {results['reconstruction']:.4f}", flush=True)
     for name in args.metrics.split(","):
         before = evaluation.codes.encoded
         with Clock() as clock:
