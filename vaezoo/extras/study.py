@@ -568,13 +568,13 @@ def grid_spans(study: Study = DSPRITES, out: str = "runs/study", device: str = "
     and beta-TCVAE across beta (Chen et al.'s comparison), then the other methods' grids.
 
     Each grid is one ``vaezoo train`` of five seeds and a sweep, trained without its evaluation (the span's GPU
-    time goes to training), then measured by ``vaezoo eval --write`` of each run.
+    time goes to training), then measured by one ``vaezoo eval RUN... --write`` of its runs.
     """
     seeds = ",".join(map(str, SEEDS))
     extra = ",".join(map(str, SEEDS[3:]))
 
-    def measure(folder: str) -> str:
-        return f'for run in {folder}; do vaezoo eval "$run" --write --device {device}; done'
+    def measure(folder: str) -> str:  # every run at once: the data read once, a run already measured skipped
+        return f"vaezoo eval {folder} --write --device {device}"
 
     first = []
     for m in study.published_methods():
