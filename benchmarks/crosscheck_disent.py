@@ -60,17 +60,8 @@ def main() -> int:
     parser.add_argument("--codes-dir", type=Path, default=Path("/tmp"), help="where the codes are saved (default /tmp)")
     args = parser.parse_args()
 
-    from disent.metrics import (
-        _dci,
-        _mig,
-        _sap,
-        _unsupervised,
-        metric_dci,
-        metric_factor_vae,
-        metric_mig,
-        metric_sap,
-        metric_unsupervised,
-    )
+    from disent.metrics import (_dci, _mig, _sap, _unsupervised, metric_dci, metric_factor_vae, metric_mig, metric_sap,
+                                metric_unsupervised)
     from disent.metrics.utils import discrete_mutual_info, histogram_discretize
 
     from vaezoo.metrics import dci, factorvae_score, sap, unsupervised

@@ -17,18 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 from hubserver import FakeHub, serve_hub
-from kit import (
-    cli,
-    entries,
-    install_plugin,
-    make_card,
-    refuse_writes,
-    run_python,
-    run_vaezoo,
-    weights_entry,
-    write_card,
-    write_entry,
-)
+from kit import (cli, entries, install_plugin, make_card, refuse_writes, run_python, run_vaezoo, weights_entry,
+                 write_card, write_entry)
 from pydantic import ValidationError
 
 from vaezoo.cli import main

@@ -9,17 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kit import (
-    JOINT_TC_CAPACITY,
-    TINY_DATASET,
-    install_plugin,
-    make_card,
-    save_model_weights,
-    weights_entry,
-    write_card,
-    write_entry,
-    write_toml,
-)
+from kit import (JOINT_TC_CAPACITY, TINY_DATASET, install_plugin, make_card, save_model_weights, weights_entry,
+                 write_card, write_entry, write_toml)
 
 from vaezoo import testing
 from vaezoo.testing import ConformanceError

@@ -167,14 +167,8 @@ def progress(description: str, total: int | None = None, unit: str = "images") -
 
 def _new_bar():
     """A rich Progress on stderr; stdout is left alone (it carries data)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        TaskProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import (BarColumn, MofNCompleteColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
     from rich.progress import Progress as Bar
 
     return Bar(TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(),

@@ -10,17 +10,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from kit import (
-    assert_one_line_error,
-    child_env,
-    cli,
-    install_plugin,
-    make_card,
-    run_vaezoo,
-    save_model_weights,
-    weights_entry,
-    write_toml,
-)
+from kit import (assert_one_line_error, child_env, cli, install_plugin, make_card, run_vaezoo, save_model_weights,
+                 weights_entry, write_toml)
 
 import vaezoo
 from vaezoo.entries.catalog import CardWarning, card_dirs, discover, scan

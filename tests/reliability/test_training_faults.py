@@ -25,18 +25,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from kit import (
-    OpensAFile,
-    assert_one_line_error,
-    child_env,
-    cli,
-    entries,
-    files_under,
-    make_card,
-    refuse_writes,
-    run_python,
-    write_toml,
-)
+from kit import (OpensAFile, assert_one_line_error, child_env, cli, entries, files_under, make_card, refuse_writes,
+                 run_python, write_toml)
 
 import vaezoo
 from vaezoo.entries.catalog import parse_card

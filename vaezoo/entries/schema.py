@@ -13,19 +13,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    PrivateAttr,
-    SerializationInfo,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_serializer,
-    model_validator,
-)
+from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr, SerializationInfo, ValidationError,
+                      ValidationInfo, field_validator, model_serializer, model_validator)
 
 from vaezoo.context import LatentPart, layout_text
 

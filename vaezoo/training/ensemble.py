@@ -43,22 +43,9 @@ from vaezoo.errors import Phrase, TrainingError, TrainingWarning
 from vaezoo.model import VAE, VAEOutput
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
-from vaezoo.training.loop import (
-    Plan,
-    Run,
-    Streams,
-    check_before_training,
-    device_store,
-    distribution_checks_off,
-    diverged,
-    epoch_order,
-    last_good,
-    make_optimizer,
-    precision_flags,
-    resume_point,
-    rng_state,
-    until,
-)
+from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, device_store, distribution_checks_off,
+                                  diverged, epoch_order, last_good, make_optimizer, precision_flags, resume_point,
+                                  rng_state, until)
 from vaezoo.training.progress import Reporter
 from vaezoo.training.settings import differing, structure, swapped
 from vaezoo.signals import Interrupted, StopSignals
