@@ -17,7 +17,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, checked_toml, get_card, parse_card, read_card, scan)
+from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, checked_toml, get_card, parse_card,
+                                    read_card, scan)
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
