@@ -59,6 +59,15 @@ def test_several_runs_are_written_in_one_table_and_a_second_call_skips_them(runs
     code, _, err = cli(capsys, "eval", *map(str, runs), "--write", "--force")
     assert code == 0 and "2 of 2 runs measured, written" in err
 
+    card = runs[1] / "toyvae-bars-run.toml"
+    data = tomllib.loads(card.read_text())
+    data["metrics"]["cluster_accuracy"]["value"] += 0.01
+    write_toml(card, data)
+    code, out, err = cli(capsys, "eval", *map(str, runs), "--check")
+    assert code == 1 and out.count("checked") == 1 and out.count("failed") == 1
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: {runs[1]}: 1 metric(s) differ") and "cluster_accuracy: card" in line
+
 
 def test_an_interrupted_batch_resumes_where_it_stopped(runs, monkeypatch):
     measured = []
