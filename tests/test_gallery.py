@@ -89,7 +89,9 @@ document.getElementById("page").addEventListener("load", () => {{
   const boards = [...doc.querySelectorAll("section.board")].map(board => ({{
     dataset: board.dataset.dataset,
     text: board.textContent,
-    headers: [...board.querySelectorAll("th abbr")].map(a => [a.textContent, a.title]),
+    headers: [...board.querySelectorAll("table.leaderboard th")].map(th => th.textContent),
+    wrapped: [...board.querySelectorAll("table.leaderboard td")].filter(td => td.getClientRects().length > 1
+      || td.offsetHeight > 2 * parseFloat(getComputedStyle(td).fontSize) + 8).map(td => td.textContent),
     images: [...board.querySelectorAll("img")].map(img => ({{
       src: img.src, alt: img.alt, complete: img.complete, width: img.naturalWidth,
     }})),
@@ -185,9 +187,7 @@ def test_gallery_shows_every_card_metric_and_image_in_a_browser(tiny_zoo, tmp_pa
     assert {"seed distribution of kl_digit on mnist"} <= {image["alt"] for image in mnist["images"]}
     assert "tiny-trained (1 non-finite)" in (index.parent / "seeds-mnist-kl_digit.svg").read_text()
     for board in boards.values():
-        assert all(len(short) <= len(name) for short, name in board["headers"])
-        for short, name in board["headers"]:
-            assert short == name or f"{short}: {name}" in board["text"]  # the legend spells it
+        assert "tc" in board["headers"] and not board["wrapped"]  # full metric names, each number on one line
 
 
 @pytest.mark.slow
@@ -428,3 +428,66 @@ def test_the_seed_distributions_in_docs_zoo_are_what_the_command_draws(monkeypat
     for path in build_seed_plots(tmp_path):
         assert (docs / path.name).read_bytes() == path.read_bytes(), \
             f"docs/zoo/{path.name} is stale: run 'vaezoo gallery docs/zoo --only-seeds'"
+
+
+def test_a_second_gallery_loads_no_dataset_and_its_bar_times_drawing_alone(tiny_zoo, tmp_path, monkeypatch,
+                                                                          mnist_root):
+    """The test images a traversal averages its KL over are kept in vaezoo's cache: a second gallery over the same
+    zoo loads no dataset and draws the same pictures; another seed, or an unreadable cached file, loads it again.
+    The images are loaded before the cards' bar opens, so its time left measures drawing alone."""
+    from vaezoo import plugins
+    from vaezoo.extras import gallery
+
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "core")  # the tiny cards only
+    plugins.reset()
+    events = []
+    load, bar = gallery.card_dataset, gallery.progress
+    monkeypatch.setattr(gallery, "card_dataset", lambda *a, **k: events.append("load") or load(*a, **k))
+    monkeypatch.setattr(gallery, "progress", lambda name, *a, **k: events.append(f"bar {name}") or bar(name, *a, **k))
+    site = tmp_path / "site"
+    build_gallery(site, data_root=mnist_root, samples=10)
+    assert events == ["load", "bar gallery"]
+    first = (site / "tiny-trained.traverse.png").read_bytes()
+    assert "ordered by KL averaged over 1000 test images (seed 0)" in (site / "index.html").read_text()
+
+    events.clear()
+    build_gallery(site, data_root=mnist_root, samples=10)
+    assert events == ["bar gallery"] and (site / "tiny-trained.traverse.png").read_bytes() == first
+
+    events.clear()
+    build_gallery(site, data_root=mnist_root, samples=10, seed=1)
+    assert events == ["load", "bar gallery"]
+    for cached in gallery.test_images_cache().iterdir():
+        cached.write_bytes(b"not safetensors")
+    events.clear()
+    build_gallery(site, data_root=mnist_root, samples=10)
+    assert events == ["load", "bar gallery"] and (site / "tiny-trained.traverse.png").read_bytes() == first
+
+
+def test_leaderboard_marks_losses_measured_under_different_likelihoods_or_data(tmp_path):
+    """Losses of cards on other data (image size) or another likelihood are marked apart; other metrics are not,
+    and cards measured alike get no marks. The page names every metric in full and never wraps a number."""
+    from vaezoo.extras.gallery import _boards, _template
+
+    def card(name, image_size, likelihood="bernoulli"):
+        model = {**TINY_MODEL, "image_size": image_size, "likelihood": likelihood}
+        metrics = {m: {"value": v, "command": f"vaezoo eval {name}", "vaezoo_version": "0.1.0"}
+                   for m, v in (("reconstruction", 152.2 if image_size == 32 else 86.67), ("mutual_info_score", 0.1))}
+        return parse_card(write_card(tmp_path, make_card(name=name, model=model, metrics=metrics)))
+
+    big, small, other = card("big", 32), card("small", 16), card("other", 16, "gaussian")
+    board, = _boards([big, small], [])
+    assert board.columns == ("mutual_info_score", "reconstruction")
+    cells = {name: {m: c for m, c in zip(board.columns, row)} for name, row in board.rows}
+    assert cells["big"]["reconstruction"].mark != cells["small"]["reconstruction"].mark
+    assert {cells[n]["mutual_info_score"].mark for n in cells} == {""}
+    assert [measure for _, measure in board.marks] == [
+        'bernoulli likelihood on mnist ({"image_size": 32})', 'bernoulli likelihood on mnist ({"image_size": 16})'] \
+        or [measure for _, measure in board.marks] == [
+        'bernoulli likelihood on mnist ({"image_size": 16})', 'bernoulli likelihood on mnist ({"image_size": 32})']
+    assert len({mark for mark, _ in _boards([small, other], [])[0].marks}) == 2
+    alike, = _boards([small, card("small-2", 16)], [])
+    assert not alike.marks and {c.mark for _, row in alike.rows for c in row} == {""}
+    page = _template().render(entries=[], boards=[board], generator="g", version="0")
+    assert "<th>mutual_info_score</th>" in page and "white-space: nowrap" in page
+    assert "compare them only between cards of one mark" in page

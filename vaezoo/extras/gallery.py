@@ -9,9 +9,10 @@ error, a Ctrl-C) leaves the folder as it was: the files are drawn in a hidden fo
 the page last. A hidden record (:data:`RECORD`) names the files a gallery wrote, so that the next one removes
 those it no longer draws (a card that left the zoo): only those, and only while they hold what was written.
 
-The page fits a 1280-pixel window: leaderboards abbreviate their metric headers (with a legend) and wrap
-their commands, a non-finite value carries its card's note, traversals fold their inactive dimensions,
-and an overview of thumbnails opens the page.
+The page fits a 1280-pixel window: leaderboards show full metric names and whole numbers, scrolling sideways
+when wide, and mark losses measured under different likelihoods or data (not comparable); commands wrap, a
+non-finite value carries its card's note, traversals fold their inactive dimensions, and an overview of thumbnails
+opens the page.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import shlex
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,12 +33,16 @@ from urllib.parse import unquote
 
 from vaezoo.assemble import build_model, card_dataset, load_model
 from vaezoo.context import layout_text
-from vaezoo.data import ImageDataset
 from vaezoo.entries.catalog import list_cards
 from vaezoo.entries.schema import Card
 from vaezoo.errors import DataError, OutputError, VaezooError
-from vaezoo.extras.leaderboard import leaderboard, shared_metrics
-from vaezoo.extras.seedplot import SeedPlot, refuse_foreign_plots, seed_plots, write_seed_plots
+from vaezoo.extras.leaderboard import LOSSES, leaderboard, shared_metrics
+from vaezoo.extras.seedplot import (
+    SeedPlot,
+    refuse_foreign_plots,
+    seed_plots,
+    write_seed_plots,
+)
 from vaezoo.terminal import note, printable, progress
 
 if TYPE_CHECKING:
@@ -70,19 +75,14 @@ class Picture:
 
 
 @dataclass(frozen=True)
-class Column:
-    """A leaderboard column: the metric's name and the abbreviation its header shows (the legend spells it)."""
-
-    name: str
-    short: str
-
-
-@dataclass(frozen=True)
 class Cell:
-    """A leaderboard value as shown, and the number of its note (a non-finite value's, from its card), if any."""
+    """A leaderboard value as shown; the number of its note (a non-finite value's, from its card), if any; and, for
+    a likelihood's loss on a board whose cards differ in likelihood or data, the mark of the cards it compares
+    with (:attr:`Board.marks`)."""
 
     text: str
     note: int | None = None
+    mark: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,17 +92,21 @@ class Board:
 
     Attributes:
         dataset: the dataset.
-        columns: the metrics compared; empty without a leaderboard.
+        columns: the metrics compared, by their full names; empty without a leaderboard.
         rows: ``(card name, cells)``, best first.
         notes: the notes of the non-finite values, numbered from 1 as the cells refer to them.
+        marks: ``(mark, likelihood and data)`` when the cards' losses (:data:`LIKELIHOOD_LOSSES`) are measured
+            under different likelihoods or data, which makes them incomparable: a loss compares only with those
+            of its mark.
         command: the ``vaezoo leaderboard`` command that prints the table.
         plots: the seed distributions of the dataset's metrics.
     """
 
     dataset: str
-    columns: tuple[Column, ...]
+    columns: tuple[str, ...]
     rows: tuple[tuple[str, tuple[Cell, ...]], ...]
     notes: tuple[str, ...]
+    marks: tuple[tuple[str, str], ...]
     command: str
     plots: tuple[SeedPlot, ...]
 
@@ -167,6 +171,7 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
         with _staging(directory) as stage:  # a gallery cut short leaves the one there as it was
             write_seed_plots(plots, stage)
             painter = _Painter(stage, data_root, use_data, device, seed, steps, samples, scale)
+            painter.load_test_images(cards)  # before the cards' bar, whose time left then measures drawing alone
             entries = []
             with progress("gallery", len(cards), unit="cards") as task:
                 for card in cards:
@@ -389,7 +394,15 @@ class _Painter:
     steps: int
     samples: int
     scale: int
-    datasets: dict[str, ImageDataset | DataError] = field(default_factory=dict)
+    test_images: dict[str, torch.Tensor | DataError] = field(default_factory=dict)
+
+    def load_test_images(self, cards: list[Card]) -> None:
+        """Load the test images of every card drawn from data (:meth:`_test_images`), before any is drawn. A card
+        whose dataset fails otherwise is left for :meth:`entry` to skip, naming it."""
+        for card in cards:
+            if self.use_data and card.weights is not None:
+                with suppress(VaezooError):
+                    self._test_images(card)
 
     def entry(self, card: Card) -> Entry:
         """``card`` as the page shows it, after drawing its pictures if it has weights."""
@@ -415,17 +428,17 @@ class _Painter:
         from vaezoo.evaluation import viz
 
         command = f"vaezoo show {card.name} traverse -o {card.name}.traverse.png --n {self.steps}"
-        test_split = self._test_split(card) if self.use_data else None
-        if isinstance(test_split, DataError):  # the data is on another machine: draw without it, and say so
+        test_images = self._test_images(card) if self.use_data else None
+        if isinstance(test_images, DataError):  # the data is on another machine: draw without it, and say so
             traversal = viz.traverse(model, steps=self.steps)
             order = (f"in the latent's order, drawn without data because {card.train.data.name} is not on the "
                      f"machine that drew this page (its metrics are measured by 'vaezoo eval' where it is); the "
                      f"rest of the code stays at each family's reference code ({REFERENCE})")
             command += " --no-data"
-        elif test_split is not None:
+        elif test_images is not None:  # as viz.traverse_dataset draws from the whole split
             traversal, folded = viz.fold_inactive(
-                viz.traverse_dataset(model, test_split, seed=self.seed, steps=self.steps), viz.INACTIVE_KL)
-            order = (f"ordered by KL averaged over {min(viz.KL_IMAGES, len(test_split))} test images "
+                viz.traverse(model, test_images, reference=test_images[0], steps=self.steps), viz.INACTIVE_KL)
+            order = (f"ordered by KL averaged over {len(test_images)} test images "
                      f"(seed {self.seed}); the other dimensions stay at the code of the first of them")
             if folded:
                 order += (f". {len(folded)} inactive dimension{'s' if len(folded) > 1 else ''} (KL below "
@@ -446,15 +459,67 @@ class _Painter:
                                   f"latent traversal of {card.name}: {len(traversal.labels)} rows, "
                                   f"{', '.join(traversal.labels)}")
 
-    def _test_split(self, card: Card) -> ImageDataset | DataError:
-        """The card's test split, loaded once per dataset; the error, kept too, when it is not here."""
-        key = json.dumps([card.train.data.name, card.train.data.options], sort_keys=True)
-        if key not in self.datasets:
-            try:
-                self.datasets[key] = card_dataset(card, self.data_root)
-            except DataError as exc:
-                self.datasets[key] = exc
-        return self.datasets[key]
+    def _test_images(self, card: Card) -> torch.Tensor | DataError:
+        """The test images the card's traversal averages its KL over (:func:`vaezoo.evaluation.viz.data_sample` of
+        the card's test split, :data:`~vaezoo.evaluation.viz.KL_IMAGES` of them, drawn with the gallery's seed);
+        once per dataset and run, and across runs from :func:`test_images_cache` (a second gallery loads no
+        dataset); the error, kept too, when the data is not here."""
+        key = _test_images_key(card, self.data_root, self.seed)
+        if key not in self.test_images:
+            self.test_images[key] = _cached_test_images(card, self.data_root, self.seed, key)
+        return self.test_images[key]
+
+
+def test_images_cache() -> Path:
+    """Where galleries keep the test images they drew, between runs: ``test-images`` beside the weights cache
+    (:func:`vaezoo.store.downloads.cache_dir`: ``VAEZOO_HOME`` or the user's cache folder)."""
+    from vaezoo.store.downloads import cache_dir
+
+    return cache_dir().parent / "test-images"
+
+
+def _test_images_key(card: Card, data_root, seed: int) -> str:
+    """What names a card's test images: its dataset and options, the data folder they are read from, the seed, how
+    many and vaezoo's version (a renderer or loader that changes with it)."""
+    import hashlib
+
+    from vaezoo.data import data_root as resolved
+    from vaezoo.evaluation.viz import KL_IMAGES
+    from vaezoo.version import __version__
+
+    folder = os.path.abspath(resolved(data_root).path)
+    text = json.dumps([card.train.data.name, card.train.data.options, folder, seed, KL_IMAGES, __version__],
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _cached_test_images(card: Card, data_root, seed: int, key: str) -> torch.Tensor | DataError:
+    """The test images named ``key``: read from :func:`test_images_cache`, else drawn from the card's test split and
+    kept there (an unreadable cached file is drawn again; a cache that cannot be written is said, and the page is
+    drawn all the same)."""
+    from vaezoo.evaluation.viz import KL_IMAGES, data_sample
+    from vaezoo.store.files import atomic_save
+    from vaezoo.store.weights import read_safetensors, safetensors_writer
+
+    path = test_images_cache() / f"{key}.safetensors"
+    with suppress(VaezooError, KeyError):
+        if path.is_file() and not path.is_symlink():
+            return read_safetensors(path)["images"]
+    try:
+        images = data_sample(card_dataset(card, data_root), KL_IMAGES, seed)
+    except DataError as exc:
+        return exc
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_save(path, safetensors_writer({"images": images}))
+    except (OSError, VaezooError) as exc:
+        note(f"gallery: the test images of {card.train.data.name} are not kept for the next run: {exc}")
+    return images
+
+
+LIKELIHOOD_LOSSES = (*LOSSES, "elbo", "importance_log_likelihood")
+"""The metrics that are a likelihood of the card's data (with the objective's regularizers): comparable only
+between cards of one likelihood on the same data (image size, binarization)."""
 
 
 def _boards(cards: list[Card], plots: list[SeedPlot]) -> list[Board]:
@@ -469,30 +534,56 @@ def _boards(cards: list[Card], plots: list[SeedPlot]) -> list[Board]:
         if not metrics and not its_plots:
             continue
         named = {card.name: card for card in members}
+        ranked = leaderboard(members, metrics) if metrics else []
+        marks = _loss_marks([named[row.name] for row in ranked])
         notes: list[str] = []
         rows = []
-        for row in leaderboard(members, metrics) if metrics else []:
+        for row in ranked:
             cells = []
             for metric, value in zip(metrics, row.values):
+                mark = marks.get(row.name, "") if metric in LIKELIHOOD_LOSSES and value is not None else ""
                 note = named[row.name].metrics[metric].note if value is not None else None
                 if value is not None and not math.isfinite(value):
                     notes.append(f"{row.name}, {metric} = {value}: {note or 'its card gives no note'}")
-                    cells.append(Cell(str(value), len(notes)))
+                    cells.append(Cell(str(value), len(notes), mark))
                 else:
-                    cells.append(Cell("" if value is None else f"{value:.4g}"))
+                    cells.append(Cell("" if value is None else f"{value:.4g}", mark=mark))
             rows.append((row.name, tuple(cells)))
         command = f"vaezoo leaderboard {','.join(metrics)} --dataset {dataset}" if metrics else ""
-        boards.append(Board(dataset, _columns(metrics), tuple(rows), tuple(notes), command, its_plots))
+        legend = tuple((mark, measure) for measure, mark in _measures(named[row.name] for row in ranked).items())
+        boards.append(Board(dataset, tuple(metrics), tuple(rows), tuple(notes), legend if marks else (), command,
+                            its_plots))
     return boards
 
 
-def _columns(metrics: list[str]) -> tuple[Column, ...]:
-    """The leaderboard's columns: each word of a metric's name cut to 5 letters (the legend spells the name),
-    unless that would make two headers alike."""
-    shorts = ["_".join(word[:5] for word in name.split("_")) for name in metrics]
-    if len(set(shorts)) < len(shorts):
-        shorts = list(metrics)
-    return tuple(Column(name, short) for name, short in zip(metrics, shorts))
+def _measure(card: Card) -> str:
+    """What ``card``'s losses are measured under: its likelihood and its data (name and options)."""
+    import inspect
+
+    from vaezoo.model import build_vae
+
+    likelihood = card.model.get("likelihood", inspect.signature(build_vae).parameters["likelihood"].default)
+    if isinstance(likelihood, dict):
+        likelihood = json.dumps(likelihood, sort_keys=True)
+    options = json.dumps(card.train.data.options, sort_keys=True) if card.train.data.options else "no options"
+    return f"{likelihood} likelihood on {card.train.data.name} ({options})"
+
+
+def _measures(cards) -> dict[str, str]:
+    """Each distinct :func:`_measure` of ``cards``, in their order, with its mark (a, b, ...)."""
+    measures: dict[str, str] = {}
+    for card in cards:
+        measures.setdefault(_measure(card), chr(ord("a") + len(measures) % 26) * (1 + len(measures) // 26))
+    return measures
+
+
+def _loss_marks(cards: list[Card]) -> dict[str, str]:
+    """Each card's mark when ``cards`` are measured under more than one likelihood or data; empty when their
+    losses compare."""
+    measures = _measures(cards)
+    if len(measures) < 2:
+        return {}
+    return {card.name: measures[_measure(card)] for card in cards}
 
 
 def _latent_layout(card: Card) -> str:
