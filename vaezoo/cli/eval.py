@@ -3,17 +3,8 @@
 import argparse
 import sys
 
-from vaezoo.cli.common import (
-    add_card,
-    add_data_root,
-    add_device,
-    names_arg,
-    nonnegative_arg,
-    path_arg,
-    print_json,
-    print_table,
-    printable,
-)
+from vaezoo.cli.common import (add_card, add_data_root, add_device, names_arg, nonnegative_arg, path_arg, print_json,
+                               print_table, printable)
 
 
 def add_parser(sub) -> None:

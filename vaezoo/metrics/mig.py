@@ -23,12 +23,7 @@ from scipy.special import xlogy
 from torch import Tensor
 
 from vaezoo.metrics.codes import require_factors
-from vaezoo.metrics.entropy import (
-    Entropies,
-    chen_columns,
-    dataset_entropies,
-    estimate_entropies,
-)
+from vaezoo.metrics.entropy import Entropies, chen_columns, dataset_entropies, estimate_entropies
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import DENSITY_MATRIX, FACTORS
 from vaezoo.metrics.spec import Count, metric_spec
