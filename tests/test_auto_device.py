@@ -44,6 +44,7 @@ PROTOCOL_METHODS = {
     "card_sections": "a model's: evaluate_card hands it the device 'auto' stands for",
 }
 NOT_TAKING_AUTO = {
+    "vaezoo.evaluation.report.evaluate_cards": "hands the device to evaluate_card for each card, checked with 'auto' here",
     "vaezoo.extras.study.grid_spans": "the device is a word written into the span's commands, run on another machine",
     "vaezoo.regularizers.total_correlation.log_importance_weights":
         "a tensor factory inside a regularizer's forward pass (which torch.compile traces), given a tensor's device",

@@ -98,6 +98,7 @@ document.getElementById("page").addEventListener("load", () => {{
   }}));
   const overview = [...doc.querySelectorAll(".overview img")].map(img => ({{src: img.src, alt: img.alt}}));
   const overflowing = [...doc.querySelectorAll("body *")]
+    .filter(e => !(e.parentElement && e.parentElement.closest(".scroll")))  // what scrolls in its own box fits it
     .filter(e => e.getBoundingClientRect().right > width + 0.5 || e.getBoundingClientRect().left < -0.5)
     .map(describe);
   const urls = [...doc.querySelectorAll("[src], [href]")].map(e => e.src || e.href);

@@ -115,7 +115,7 @@ def test_wheel_metadata_declares_the_plugins_and_the_script(wheel):
     assert dict(parser["vaezoo"]) == declared["entry-points"]["vaezoo"]
     assert dict(parser["console_scripts"]) == declared["scripts"]
     for module in declared["entry-points"]["vaezoo"].values():
-        assert f"{module}/__init__.py" in names, f"plugin package {module} is missing from the wheel"
+        assert f"{module.replace('.', '/')}/__init__.py" in names, f"plugin package {module} is missing from the wheel"
     from vaezoo.version import __version__
 
     assert wheel.name.startswith(f"vaezoo-{__version__}-")  # one version: vaezoo/version.py's

@@ -136,7 +136,7 @@ def test_empty_allow_list_loads_no_plugin(monkeypatch, site):
     monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)
     module = install_plugin(site, "fake", RAISES_ON_IMPORT)
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
-    assert list(get_plugins().info) == [plugins.CORE]  # the core loads whatever the allow-list says
+    assert list(get_plugins().info) == list(plugins.ALWAYS)  # vaezoo's own load whatever the allow-list says
     assert list(registry("architecture")) == ["vae"]
     assert vaezoo.list_models() == []
     assert module not in sys.modules
@@ -171,7 +171,7 @@ def test_allow_list_loads_only_the_named_plugins(monkeypatch, site, baseline):
     entry_points = sorted(set(baseline["status"]) - {plugins.CORE})
     chosen = entry_points[0]
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", f" {chosen} ,")
-    assert list(get_plugins().info) == [plugins.CORE, chosen]
+    assert list(get_plugins().info) == [plugins.CORE, chosen, "extras"]
     assert module not in sys.modules
 
 
@@ -180,7 +180,7 @@ def test_an_allow_list_name_no_plugin_has_is_warned_about(monkeypatch, baseline)
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", f"{chosen},zooo")
     with pytest.warns(PluginWarning, match=r"VAEZOO_LOAD_PLUGINS names 'zooo', which no installed plugin is called; "
                                            r"installed: .*\bcore\b"):
-        assert list(get_plugins().info) == [plugins.CORE, chosen]
+        assert list(get_plugins().info) == [plugins.CORE, chosen, "extras"]
 
 
 def test_vaezoo_list_warns_in_one_line_of_an_allow_list_that_names_no_installed_plugin(monkeypatch, capsys):
@@ -376,7 +376,7 @@ def test_two_third_parties_with_one_entry_point_name(site):
 def test_the_allow_list_never_leaves_out_the_core(monkeypatch, baseline):
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "zoo")
     plugins.reset()
-    assert list(get_plugins().info) == [plugins.CORE, "zoo"]
+    assert list(get_plugins().info) == [plugins.CORE, "extras", "zoo"]
     assert set(registry("architecture")) == {"vae"}
 
 
