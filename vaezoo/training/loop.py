@@ -1,8 +1,8 @@
 """What every training loop shares: where the run is, its plan through the data, the order of each epoch,
 its random streams and its resume point (its stop signals are :mod:`vaezoo.signals`).
 
-:mod:`vaezoo.training.single` (one model, or one per DDP rank) and :mod:`vaezoo.training.ensemble` (several runs stacked into
-one step) both step through a dataset with these.
+:mod:`vaezoo.training.single` (one model, or one per DDP rank) and :mod:`vaezoo.training.ensemble` (several
+runs stacked into one step) both step through a dataset with these.
 """
 
 from __future__ import annotations
@@ -89,6 +89,15 @@ def checkpoint_exists_error(path: Path) -> TrainingError:
                                file=path.name)
 
 
+def _refusal(load, state) -> str | None:
+    """``load(state)`` (a ``load_state_dict``); the first line of why it refused the state, or None when it took it."""
+    try:
+        load(state)
+    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
+        return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return None
+
+
 def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan: Plan, resume: bool, run: Run,
                  parts=None) -> int | None:
     """Restore model, optimiser and RNG states from the checkpoint ``path``, and the regularizers' training parts
@@ -111,22 +120,14 @@ def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan
                                   per_epoch=plan.per_epoch, least=math.ceil(checkpoint.step / plan.per_epoch))
     load_weights(model, checkpoint.model, f"checkpoint {path}")
     check_optimizer_state(checkpoint, optimizer)
-    try:
-        optimizer.load_state_dict(checkpoint.optimizer)
-    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if problem := _refusal(optimizer.load_state_dict, checkpoint.optimizer):
         raise TrainingError.about("the optimiser state in checkpoint {path} does not fit this card's {optimizer} "
                                   "optimiser ({problem}); resume with the card that started the run, or choose "
-                                  "another {out}", path=path, optimizer=card.train.optimizer.name,
-                                  problem=first) from None
-    if parts:
-        try:
-            parts.load_state_dict(checkpoint.auxiliary)
-        except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise TrainingError.about("checkpoint {path} holds no usable state of the regularizers' training parts "
-                                      "and their optimisers ({problem}); resume with the card that started the run, "
-                                      "or choose another {out}", path=path, problem=first) from None
+                                  "another {out}", path=path, optimizer=card.train.optimizer.name, problem=problem)
+    if parts and (problem := _refusal(parts.load_state_dict, checkpoint.auxiliary)):
+        raise TrainingError.about("checkpoint {path} holds no usable state of the regularizers' training parts "
+                                  "and their optimisers ({problem}); resume with the card that started the run, "
+                                  "or choose another {out}", path=path, problem=problem)
     if not restore_rng(checkpoint, run.rank, run.world, run.device):
         torch.manual_seed(card.train.seed + 1_000_003 * run.rank + checkpoint.step)
         if run.main:
