@@ -191,13 +191,9 @@ def read_beside(path: Path, limit: int = SMALL_FILE) -> bytes | None:
         OutputError: one line naming the file, what it is and the fix (move it away).
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):  # nothing there (a file in its folder's place is the writer's to name)
+        fd = _open_beside(path, os.O_RDONLY)
+    except (FileNotFoundError, NotADirectoryError):  # nothing there; a file in its folder's place: the writer names it
         return None
-    except OSError as exc:
-        if exc.errno == errno.ENAMETOOLONG:  # the path, not what stands there: the system's own words name it
-            raise
-        raise _not_ours(path, _open_problem(path, exc)) from None
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(fd)
         _check_kind(path, info)
@@ -219,10 +215,8 @@ def write_beside(path: Path, data: bytes) -> None:
             written.
     """
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        if exc.errno == errno.ENAMETOOLONG:  # the path, not what stands there: the system's own words name it
-            raise
+        fd = _open_beside(path, os.O_WRONLY | os.O_CREAT)
+    except (FileNotFoundError, NotADirectoryError) as exc:  # no folder to create it in
         raise _not_ours(path, _open_problem(path, exc)) from None
     with os.fdopen(fd, "wb") as f:
         info = os.fstat(fd)
@@ -231,6 +225,24 @@ def write_beside(path: Path, data: bytes) -> None:
             raise _not_ours(path, f"a file with {info.st_nlink} names (hard links)")
         os.ftruncate(fd, 0)
         f.write(data)
+
+
+def _open_beside(path: Path, flags: int) -> int:
+    """``os.open`` of a file beside a user's, never following a link nor blocking on a FIFO.
+
+    Raises:
+        FileNotFoundError, NotADirectoryError: nothing is there (the caller says what that means).
+        OSError: the path is too long (the system's own words name it).
+        OutputError: something other than a file vaezoo may open stands there.
+    """
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise
+        raise _not_ours(path, _open_problem(path, exc)) from None
 
 
 def check_beside(path: Path) -> None:
