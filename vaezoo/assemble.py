@@ -223,23 +223,21 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
     device = usable_device(device)
     if dtype is not None:
         dtype = usable_dtype(dtype)
-    model = build_model(card)
-    if state_dict is not None:
-        load_weights(model, state_dict, source or "the given weights")
-    elif not pretrained:  # what was measured on the card's weights (metrics, label matchings) is not this model's
-        model.card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
-    else:
+    model = build_model(card)  # a card that cannot be built is refused before its weights are fetched
+    entry = state_dict is None and pretrained
+    if entry:
         from vaezoo.entries.entry import load_entry
 
-        if card.weights is None:
-            raise WeightsError(f"card '{card.name}' has no weights; train it with 'vaezoo train' (in Python, "
-                               f"pretrained=False builds it untrained)")
+        card, state_dict = load_entry(card)  # the card its weights are: the new one, if published again meanwhile
+        source = f"weights of '{card.name}'"
+    if state_dict is None:  # what was measured on the card's weights (metrics, label matchings) is not this model's
+        model.card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
+    else:
+        model = model if model.card is card else build_model(card)
+        load_weights(model, state_dict, source or "the given weights")
+    if entry:
         from vaezoo.store.weights import tensors_digest
 
-        now, state_dict = load_entry(card)
-        if now is not card:  # published again while it was read: the model is the new card's
-            model = build_model(now)
-        load_weights(model, state_dict, f"weights of '{now.name}'")
         model.weights_digest = tensors_digest(model.state_dict())
     model = model.to(device=device, dtype=dtype)
     return model.eval() if pretrained or state_dict is not None else model

@@ -119,20 +119,22 @@ def write_checkpoint(path: Path, card: Card, model: torch.nn.Module, optimizer: 
     atomic_save(path, write, fix)
 
 
-def read_checkpoint(path: Path, fix: str | Phrase) -> Checkpoint:
+def read_checkpoint(path: Path, fix: str | Phrase, card: Card | None = None) -> Checkpoint:
     """Read the checkpoint at ``path`` and check its structure.
 
     Args:
         path: the file.
         fix: what the error message tells the user to do when the file is not a usable checkpoint; a
             :class:`~vaezoo.errors.Phrase` when it names arguments of the call.
+        card: when given, the checkpoint must be of this card's model too (:func:`check_model`).
 
     Returns:
         The checkpoint.
 
     Raises:
         TrainingError: one line naming what is wrong: no such file, unreadable, not a checkpoint of
-            ``vaezoo train`` (which part is missing or malformed: model, optimiser, step, RNG state, recipe).
+            ``vaezoo train`` (which part is missing or malformed: model, optimiser, step, RNG state, recipe),
+            or of another model than ``card``'s.
     """
     path = Path(path)
 
@@ -188,18 +190,21 @@ def read_checkpoint(path: Path, fix: str | Phrase) -> Checkpoint:
         raise bad(f"its step {step!r} is not a whole number of at least 0")
     rng = {key: state[key] for key in ("rng_cpu", "rng_cuda", "rng_ranks") if key in state}
     _check_rng(rng, bad)
-    card, recipe = state.get("card"), state.get("recipe")
+    name, recipe = state.get("card"), state.get("recipe")
     if recipe is not None:
         try:
             recipe = load_json(recipe)
         except (TypeError, ValueError):
             recipe = None
-        if not isinstance(card, str) or not isinstance(recipe, dict) or state.get("fingerprint") != fingerprint(recipe):
+        if not isinstance(name, str) or not isinstance(recipe, dict) or state.get("fingerprint") != fingerprint(recipe):
             raise bad("its card name, recipe and fingerprint do not agree")
     auxiliary = state.get("auxiliary", {})
     if not isinstance(auxiliary, dict) or not {"parts", "optimizers"} <= auxiliary.keys() and auxiliary:
         raise bad("its 'auxiliary' is not the state of the regularizers' training parts")
-    return Checkpoint(path, step, model, optimizer, rng, card, recipe, auxiliary)
+    found = Checkpoint(path, step, model, optimizer, rng, name, recipe, auxiliary)
+    if card is not None:
+        check_model(found, card)
+    return found
 
 
 def _check_rng(rng: dict[str, Any], bad) -> None:

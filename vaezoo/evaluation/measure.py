@@ -84,8 +84,9 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
             what they share.
         metrics: compute these registered metrics only (not the losses); default: the losses and the card's
             ``eval_metrics``. Each runs with its settings updated with the card's ``eval_settings`` of it.
-        on_error: when given, a metric that the model cannot serve or that raises is left out of the results
-            and ``on_error(name, exception)`` is called instead, so that the other metrics are still measured.
+        on_error: when given, a metric that raises as it is measured is left out of the results and
+            ``on_error(name, exception)`` is called instead, so that the other metrics are still measured (a metric
+            unknown or that the model cannot serve is refused all the same, before any data is read).
         dataset: the card's test split, already read (:func:`vaezoo.assemble.card_dataset`; several runs of one
             dataset read it once); default: read it.
 
@@ -94,14 +95,12 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
         ``metrics`` asked for.
 
     Raises:
-        UnknownNameError, MetricError: without ``on_error``, a metric unknown or that the model cannot serve
-            (:func:`check_metrics`, before any data is read), or one that raised (naming it and its plugin).
+        UnknownNameError, MetricError: a metric unknown or that the model cannot serve (:func:`check_metrics`,
+            before any data is read), or, without ``on_error``, one that raised (naming it and its plugin).
     """
     names = list(metrics) if metrics is not None else card.eval_metrics
-    if on_error is None:
-        check_metrics(model, card, names)  # an unknown or unservable metric fails here, before any data is read
-    else:
-        names = [name for name in names if _servable(model, card, name, on_error)]
+    # an unknown or unservable metric fails here, before any data is read; with on_error, as vaezoo eval names it
+    check_metrics(model, card, names if on_error is None else metrics)
     dataset = card_dataset(card, data_root, "test") if dataset is None else dataset
     evaluation = Evaluation(model, dataset, device, batch_size)
     results: dict[str, float] = {}
@@ -165,16 +164,6 @@ def check_metrics(model: VAE, card: Card, metrics: Sequence[str] | None = None) 
                               + " (remove it from eval_metrics, or give the model what it needs)")
         raise MetricError.about("card '{name}': {refused} (leave it out of {metrics})", name=card.name,
                                 refused=". ".join(refused))
-
-
-def _servable(model: VAE, card: Card, name: str, on_error: Callable[[str, Exception], None]) -> bool:
-    """Whether ``check_metrics`` passes ``name``; when not, ``on_error`` is told why."""
-    try:
-        check_metrics(model, card, [name])
-    except VaezooError as exc:
-        on_error(name, exc)
-        return False
-    return True
 
 
 def _share(encoding: EncodingBuilder, evaluation: Evaluation) -> None:

@@ -21,8 +21,8 @@ from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.entry import check_writable, update_card
 from vaezoo.entries.schema import Card
 from vaezoo.errors import CardError, MetricError, VaezooError
-from vaezoo.evaluation.measure import as_metrics, check_metrics, evaluate, failure
-from vaezoo.entries.checkpoints import check_model, read_checkpoint
+from vaezoo.evaluation.measure import as_metrics, evaluate, failure
+from vaezoo.entries.checkpoints import read_checkpoint
 from vaezoo.metrics import parallel
 
 if TYPE_CHECKING:
@@ -261,17 +261,14 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
                               "{checkpoint}")
     if write:
         path = check_writable(card)  # before the evaluation, not after it
+    found = None
     if checkpoint is not None:
         checkpoint = Path(checkpoint)
-        found = read_checkpoint(checkpoint, fix="pass OUT/checkpoint.pt of a 'vaezoo train' run")
-        check_model(found, card)
-        model = load_model(card, device, state_dict=found.model, source=f"checkpoint {checkpoint}")
+        found = read_checkpoint(checkpoint, fix="pass OUT/checkpoint.pt of a 'vaezoo train' run", card=card)
+    model = load_model(card, device, state_dict=found.model if found else None, source=f"checkpoint {checkpoint}")
+    card = model.card.with_settings(settings or {})  # the card of the weights loaded (a new one if published again)
+    if found is not None:
         card = card.model_copy(update={"train": card.train.model_copy(update={"steps": found.step})})
-    else:
-        model = load_model(card, device)
-        if model.card.weights != card.weights:  # its run was published again while it was read: the new card's
-            card = model.card.with_settings(settings or {})
-    check_metrics(model, card, metrics)  # an unknown or unservable metric is refused before any data is read
     failed: dict[str, str] = {}
     with parallel.jobs(jobs) if jobs is not None else nullcontext():
         results = evaluate(model, card, data_root, device, metrics=metrics,
@@ -366,27 +363,29 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
     cards = list(cards)
     if not cards:
         raise CardError("name at least one card to evaluate")
-    if len(cards) == 1:
-        report = evaluate_card(cards[0], checkpoint=checkpoint, data_root=data_root, device=device,
-                               metrics=metrics, settings=settings, write=write, jobs=jobs)
-        return BatchReport([RunReport(str(cards[0]), report)])
-    if checkpoint is not None:
+    several = len(cards) > 1
+    if several and checkpoint is not None:
         raise CardError.about("{checkpoint} is a checkpoint of one card's model: give one card with it")
     datasets: dict[tuple, ImageDataset] = {}
     runs = []
     for given in cards:
-        ref = str(given.name if isinstance(given, Card) else given)
+        ref = str(given.name if several and isinstance(given, Card) else given)
         try:
-            card = given if isinstance(given, Card) else get_card(given)
-            if write and not force and holds_metrics(card, metrics):
-                runs.append(RunReport(ref, skipped=True))
-                continue
-            key = (card.train.data.model_dump_json(), str(data_root))
-            if key not in datasets:
-                datasets[key] = card_dataset(card, data_root, "test")
-            report = evaluate_card(card, data_root=data_root, device=device, metrics=metrics, settings=settings,
-                                   write=write, jobs=jobs, dataset=datasets[key])
+            card, dataset = given, None
+            if several:  # each card read here, its dataset once for all the cards of the same one
+                card = given if isinstance(given, Card) else get_card(given)
+                if write and not force and holds_metrics(card, metrics):
+                    runs.append(RunReport(ref, skipped=True))
+                    continue
+                key = (card.train.data.model_dump_json(), str(data_root))
+                if key not in datasets:
+                    datasets[key] = card_dataset(card, data_root, "test")
+                dataset = datasets[key]
+            report = evaluate_card(card, checkpoint=checkpoint, data_root=data_root, device=device, metrics=metrics,
+                                   settings=settings, write=write, jobs=jobs, dataset=dataset)
         except VaezooError as exc:
+            if not several:
+                raise
             runs.append(RunReport(ref, error=str(exc)))
             continue
         runs.append(RunReport(ref, report))
