@@ -6,7 +6,6 @@ import shlex
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-
 from vaezoo.assemble import card_dataset, data_info, metric
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import os
-from contextlib import nullcontext
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,11 +18,11 @@ from vaezoo.assemble import card_dataset, load_model, metric
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.catalog import card_reference, get_card
+from vaezoo.entries.checkpoints import read_checkpoint
 from vaezoo.entries.entry import check_writable, update_card
 from vaezoo.entries.schema import Card
 from vaezoo.errors import CardError, MetricError, VaezooError
 from vaezoo.evaluation.measure import as_metrics, evaluate, failure
-from vaezoo.entries.checkpoints import read_checkpoint
 from vaezoo.metrics import parallel
 
 if TYPE_CHECKING:
