@@ -196,7 +196,7 @@ def local_path(card: Card) -> Path:
     if card.source is not None:
         from vaezoo.entries.huggingface import repo_file
 
-        return repo_file(card)
+        return repo_file(card)[0]
     directory = card.path.parent.resolve()
     try:
         path = (directory / card.weights.file).resolve()
@@ -305,6 +305,10 @@ def fetch_verified(card: Card) -> tuple[Path, bytes]:
     if card.weights is None:
         raise WeightsError(f"card '{card.name}' has no weights; train it with 'vaezoo train' (in Python, "
                            f"pretrained=False builds it untrained)")
+    if card.weights.file is not None and card.source is not None:  # in the card's Hub repository
+        from vaezoo.entries.huggingface import repo_file
+
+        return repo_file(card)
     if card.weights.file is not None:
         path = local_path(card)
         return path, read_verified(path, card.weights)

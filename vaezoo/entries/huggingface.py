@@ -138,13 +138,14 @@ def card_file(name: str) -> tuple[Path, str]:
     return tomls[0], f"{HUB_PREFIX}{repo_id}@{commit}"
 
 
-def repo_file(card: Card) -> Path:
-    """The weights file of a card from a Hub repository: ``card.weights.file`` in that repository, same commit.
+def repo_file(card: Card) -> tuple[Path, bytes]:
+    """The weights file of a card from a Hub repository (``card.weights.file`` in that repository, same commit) and
+    its bytes, verified as they are read (:func:`vaezoo.store.checksums.read_verified`).
 
     Downloads it into huggingface_hub's cache unless a copy there already matches the card.
 
     Raises:
-        WeightsError: the file's path leaves the repository, or the file cannot be had or has another size.
+        WeightsError: the file's path leaves the repository, or the file cannot be had or is not the card's file.
     """
     assert card.source is not None and card.weights is not None and card.weights.file is not None
     repo_id, commit = parse_name(card.source)
@@ -164,10 +165,7 @@ def download_url(weights: Weights) -> tuple[Path, bytes]:
     Raises:
         WeightsError: huggingface_hub is missing, the file cannot be had, or it is not the card's file.
     """
-    from vaezoo.store.checksums import read_verified
-
-    path = _download(*_url_parts(weights), weights)
-    return path, read_verified(path, weights)
+    return _download(*_url_parts(weights), weights)
 
 
 def _url_parts(weights: Weights) -> tuple[str, str | None, str]:
@@ -186,14 +184,15 @@ def _in_repo(path: str) -> str:
     return path
 
 
-def _download(repo_id: str, revision: str | None, filename: str, weights: Weights) -> Path:
-    """``filename`` of ``repo_id`` at ``revision`` in huggingface_hub's cache, downloaded if the cache lacks it.
+def _download(repo_id: str, revision: str | None, filename: str, weights: Weights) -> tuple[Path, bytes]:
+    """``filename`` of ``repo_id`` at ``revision`` in huggingface_hub's cache, downloaded if the cache lacks it, and
+    its bytes, whose size and sha256 are the card's: read and hashed once.
 
     A cached copy that matches the card is served without asking the Hub (so offline too, and with
     ``local_files_only``), unless ``force_download`` asks for a fresh one; otherwise the Hub's announced size must
     be the card's before the download starts.
     """
-    from vaezoo.store.checksums import verify
+    from vaezoo.store.checksums import read_verified
 
     huggingface_hub = hub(WeightsError, f"weights on the Hugging Face Hub ({repo_id}/{filename})")
     where = f"{repo_id}@{revision or 'main'}/{filename}"
@@ -202,8 +201,7 @@ def _download(repo_id: str, revision: str | None, filename: str, weights: Weight
     damaged = None
     if isinstance(cached, str) and not options.force_download:
         try:
-            verify(Path(cached), weights)
-            return Path(cached)
+            return Path(cached), read_verified(Path(cached), weights)
         except WeightsError as exc:  # a damaged copy, or the branch moved: ask the Hub again
             damaged = exc
     with translated(WeightsError, f"cannot download {where}", huggingface_hub), _damaged_copy(
@@ -215,8 +213,9 @@ def _download(repo_id: str, revision: str | None, filename: str, weights: Weight
         if size != weights.size:
             raise WeightsError(f"the Hub announces {size} bytes for {where} but the card says {weights.size}; "
                                f"refusing it")
-        return Path(huggingface_hub.hf_hub_download(repo_id, filename, revision=revision, cache_dir=options.cache_dir,
+        path = Path(huggingface_hub.hf_hub_download(repo_id, filename, revision=revision, cache_dir=options.cache_dir,
                                                     token=options.token, force_download=isinstance(cached, str)))
+    return path, read_verified(path, weights)
 
 
 def cached_file(weights: Weights) -> Path | None:
