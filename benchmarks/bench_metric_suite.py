@@ -42,7 +42,8 @@ class Clock:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--card", default="betatcvae-dsprites", help="a dSprites zoo entry (default betatcvae-dsprites)")
+    parser.add_argument("--card", default="betatcvae-dsprites",
+                        help="a dSprites zoo entry (default betatcvae-dsprites)")
     parser.add_argument("--subset", type=int, help="use this many dSprites images (default: all)")
     parser.add_argument("--metrics", default=",".join(SUITE), help="comma-separated metrics (default: the suite)")
     parser.add_argument("--batch-size", type=int, default=CODES_BATCH_SIZE,

@@ -154,7 +154,8 @@ def engine_loop(card, images: torch.Tensor, steps: int, warmup: int, device: tor
 
 def ensemble_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torch.device, out: Path, members: int,
                   formulation: str):
-    """:func:`vaezoo.training.ensemble.fit_ensemble` of ``members`` seeds of ``card``: seconds of each segment of ``steps``."""
+    """:func:`vaezoo.training.ensemble.fit_ensemble` of ``members`` seeds of ``card``: seconds of each segment of
+    ``steps``."""
     import vaezoo.training.ensemble
 
     dataset = ImageDataset(images, scale=255.0)

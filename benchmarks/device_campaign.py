@@ -441,7 +441,8 @@ def main() -> int:
     parser.add_argument("--out", help="where the results go (default: $OUT)")
     parser.add_argument("--work", default="/tmp/vaezoo-campaign", help="scratch: timings and run folders")
     parser.add_argument("--state", default=str(STATE),
-                        help="the recipes' checkpoints, resumed from and written to (default: benchmarks/campaign-state)")
+                        help="the recipes' checkpoints, resumed from and written to "
+                             "(default: benchmarks/campaign-state)")
     parser.add_argument("--warm", type=int, default=50, help="steps before a step time is measured")
     parser.add_argument("--measure", type=int, default=200, help="steps a step time is measured over")
     parser.add_argument("--formulation", choices=["vmap", "loop"], help="the ensemble's (default: the device's)")

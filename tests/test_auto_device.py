@@ -44,7 +44,8 @@ PROTOCOL_METHODS = {
     "card_sections": "a model's: evaluate_card hands it the device 'auto' stands for",
 }
 NOT_TAKING_AUTO = {
-    "vaezoo.evaluation.report.evaluate_cards": "hands the device to evaluate_card for each card, checked with 'auto' here",
+    "vaezoo.evaluation.report.evaluate_cards":
+        "hands the device to evaluate_card for each card, checked with 'auto' here",
     "vaezoo.extras.study.grid_spans": "the device is a word written into the span's commands, run on another machine",
     "vaezoo.regularizers.total_correlation.log_importance_weights":
         "a tensor factory inside a regularizer's forward pass (which torch.compile traces), given a tensor's device",
@@ -161,7 +162,8 @@ CALLS: dict[str, Callable[[Entry, object], object]] = {
     "vaezoo.hub.from_pretrained": lambda e, d: hub.from_pretrained(str(e.path.parent), device=d)
     .state_dict(),
     "vaezoo.entries.entry.load_state_dict": lambda e, d: entries.load_state_dict(e.card, d),
-    "vaezoo.store.weights.parse_safetensors": lambda e, d: weights.parse_safetensors(e.weights.read_bytes(), e.weights, d),
+    "vaezoo.store.weights.parse_safetensors":
+        lambda e, d: weights.parse_safetensors(e.weights.read_bytes(), e.weights, d),
     "vaezoo.store.weights.read_safetensors": lambda e, d: weights.read_safetensors(e.weights, d),
     "vaezoo.data.base.ImageDataset.batch": lambda e, d: e.dataset.batch(INDICES, d),
     "vaezoo.data.base.ImageDataset.batches": lambda e, d: list(e.dataset.batches(32, d)),

@@ -97,7 +97,8 @@ def test_joint_tc_recipe_trains_for_a_few_steps(tmp_path):
     from vaezoo.training.train import train
 
     result = train(recipe("betatcvae-joint-dsprites", subset=96, batch_size=32), tmp_path, max_steps=2)
-    assert result.step == 2 and result.card.train.steps == 2  # stopped before the end of its one epoch: a short run's card
+    # stopped before the end of its one epoch: a short run's card
+    assert result.step == 2 and result.card.train.steps == 2
     assert (tmp_path / "checkpoint.pt").is_file()
     model = result.model.eval()
     x = dsprites(subset=96).batch(slice(0, 8))

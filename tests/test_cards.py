@@ -330,8 +330,9 @@ def vaezoo_register_card_sections(register):
 
 def test_a_plugins_card_section_is_validated_kept_and_written_back_at_the_top_level(site, cards_dir, tmp_path):
     path = write_card(cards_dir, make_card(name="toy-lab", provenance={"lab": "here", "gpus": 2}))
-    with pytest.warns(CardWarning, match=r"toy-lab.toml skipped: field '\(card\)': Value error, table 'provenance' is no "
-                                         r"card field, and no loaded plugin registers a card section of that name"):
+    with pytest.warns(CardWarning, match=r"toy-lab.toml skipped: field '\(card\)': Value error, table 'provenance' "
+                                         r"is no card field, and no loaded plugin registers a card section of that "
+                                         r"name"):
         assert "toy-lab" not in discover()
     install_plugin(site, "lab", SECTION_PLUGIN)
     card = get_card("toy-lab")

@@ -94,7 +94,8 @@ def test_list_filters(listed, capsys):
     assert names("--where", "image_size=64") == ["toy-dsprites-1"]
     assert names("--where", "beta=7") == [] and names("--dataset", "dsprites", "--where", "dim=3") == []
     assert names("toy-mnist-*", "toy-dsprites-*") == ["toy-dsprites-1", "toy-mnist-2"]  # any of them, as timm's
-    assert names("--exclude", "toy-*-[0-9]") == [LONG_NAME] and names("toy-*-[0-9]", "--exclude", "*-2") == ["toy-dsprites-1"]
+    assert names("--exclude", "toy-*-[0-9]") == [LONG_NAME]
+    assert names("toy-*-[0-9]", "--exclude", "*-2") == ["toy-dsprites-1"]
     import vaezoo
 
     assert vaezoo.list_models(["toy-*-[0-9]"], exclude="*-mnist-*") == ["toy-dsprites-1"]
@@ -393,7 +394,8 @@ def test_eval_records_each_registered_metric_s_direction_and_the_zoo_s_leaderboa
 @pytest.mark.parametrize("command", ["eval", "show", "info", "push", "seeds", "train"])
 def test_help_says_a_model_is_a_name_a_card_file_or_a_folder_as_the_readme_does(capsys, command):
     code, out, _ = cli(capsys, command, "--help")
-    assert code == 0 and "a zoo name, a card's TOML file" in out and "a folder holding one card" in " ".join(out.split())
+    assert code == 0 and "a zoo name, a card's TOML file" in out
+    assert "a folder holding one card" in " ".join(out.split())
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -241,7 +241,8 @@ def _celeba_folder(root, partition):
         Image.fromarray(rng.integers(0, 256, (218, 178, 3), dtype=np.uint8)).save(folder / "img_align_celeba" / name)
     rows = {"list_eval_partition.txt": [f"{n} {p}" for n, p in zip(names, partition)],
             "identity_CelebA.txt": [f"{n} 1" for n in names],
-            "list_bbox_celeba.txt": [str(len(names)), "image_id x_1 y_1 width height"] + [f"{n} 0 0 1 1" for n in names],
+            "list_bbox_celeba.txt": [str(len(names)), "image_id x_1 y_1 width height"]
+                                    + [f"{n} 0 0 1 1" for n in names],
             "list_landmarks_align_celeba.txt": [str(len(names)), "lefteye_x lefteye_y"] + [f"{n} 0 0" for n in names],
             "list_attr_celeba.txt": [str(len(names)), "Smiling"] + [f"{n} 1" for n in names]}
     for name, lines in rows.items():

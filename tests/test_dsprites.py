@@ -213,7 +213,8 @@ def test_official_source_downloads_into_the_default_folder(server, tmp_path, mon
     content = server.files[SERVED] = write_fake_npz(tmp_path / ds.OFFICIAL_FILE, indices)
     monkeypatch.setattr(official, "OFFICIAL_URL", server.url(SERVED))
     monkeypatch.setattr(official, "OFFICIAL_MD5", hashlib.md5(content).hexdigest())
-    monkeypatch.setattr(official, "data_root", lambda root: DataRoot(tmp_path / "home", True, "the default data folder"))
+    monkeypatch.setattr(official, "data_root",
+                        lambda root: DataRoot(tmp_path / "home", True, "the default data folder"))
     data = ds.dsprites(source="official")
     np.testing.assert_array_equal(data.indices.numpy(), indices)
     assert (tmp_path / "home" / "dsprites" / ds.OFFICIAL_FILE).read_bytes() == content

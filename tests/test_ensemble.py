@@ -81,7 +81,8 @@ def test_a_member_equals_its_solo_run(data_plugin, tmp_path, name, formulation):
 def test_the_loop_formulation_is_the_solo_run_bit_for_bit(data_plugin, tmp_path):
     [_, member] = train_seeds(toy(), tmp_path / "ensemble", [0, 1], max_steps=10, formulation="loop")
     alone = train(toy(), tmp_path / "alone", seed=1, max_steps=10)
-    assert (tmp_path / "ensemble" / "seed-1" / CHECKPOINT).read_bytes() == (tmp_path / "alone" / CHECKPOINT).read_bytes()
+    member_checkpoint = tmp_path / "ensemble" / "seed-1" / CHECKPOINT
+    assert member_checkpoint.read_bytes() == (tmp_path / "alone" / CHECKPOINT).read_bytes()
     assert relative_difference(member.model.state_dict(), alone.model.state_dict()) == 0
 
 

@@ -84,7 +84,8 @@ def test_a_tolerance_that_is_not_a_finite_number_from_zero_up_is_refused(capsys,
         main(["eval", "jointvae-mnist", "--check", f"--tolerance={tolerance}"])
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and "Traceback" not in err
-    assert err.strip().splitlines()[-1].endswith(f"argument --tolerance: give a finite number >= 0, e.g. 1e-4, got '{tolerance}'")
+    assert err.strip().splitlines()[-1].endswith(
+        f"argument --tolerance: give a finite number >= 0, e.g. 1e-4, got '{tolerance}'")
 
 
 @pytest.mark.parametrize("tolerance", [math.nan, -1, math.inf, "1e-4", True])

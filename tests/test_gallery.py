@@ -289,7 +289,8 @@ def test_show_draws_each_picture_at_its_promised_size(tiny_zoo, tmp_path, mnist_
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["show", "tiny-untrained", "sample", "-o", "x.png"], "card 'tiny-untrained' has no weights; train it with 'vaezoo train'"),
+    (["show", "tiny-untrained", "sample", "-o", "x.png"],
+     "card 'tiny-untrained' has no weights; train it with 'vaezoo train'"),
     (["show", "tiny-trained", "sample", "-o", "x.jpg"], "give a .png file name, not 'x.jpg'"),
     (["show", "tiny-trained", "sample", "-o", "folder/"], "give a .png file name, not 'folder/'"),
     (["gallery", "a-file/site", "--only-seeds"], "a-file is a file, not a folder; choose another output path"),

@@ -37,7 +37,8 @@ def tiny():
 
 def with_labels(model, labels):
     """``model`` carrying a copy of the jointvae-mnist card whose ``[labels]`` is ``labels``."""
-    model.card = get_card("jointvae-mnist").model_copy(update={"sections": {"labels": Labels(labels)} if labels else {}})
+    sections = {"labels": Labels(labels)} if labels else {}
+    model.card = get_card("jointvae-mnist").model_copy(update={"sections": sections})
     return model
 
 

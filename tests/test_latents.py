@@ -44,7 +44,8 @@ def test_gaussian_kl_is_zero_at_the_prior_and_summed_per_part():
 
 @pytest.mark.parametrize("logvar, expected", [(-120.0, 0.5 * (0.25 + math.exp(-120) - 1 + 120)), (89.0, math.inf)])
 def test_gaussian_kl_stays_exact_where_the_float32_scale_underflows_or_overflows(logvar, expected):
-    """In float32, exp(logvar / 2) squared is 0 below a logvar of about -103 and inf above 88.7: KL(scale) is inf, NaN."""
+    """In float32, exp(logvar / 2) squared is 0 below a logvar of about -103 and inf above 88.7: KL(scale) is inf,
+    NaN."""
     params = torch.tensor([[0.5, logvar]], dtype=torch.float32)
     assert Gaussian(1).to(torch.float32).posterior(params).kl().item() == pytest.approx(expected)
 

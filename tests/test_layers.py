@@ -54,7 +54,8 @@ def import_graph(strings: bool = True, types: bool = False) -> dict[str, set[str
                 if node.level:
                     anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join(anchor + ([base] if base else []))
-                # ``from vaezoo.evaluation import viz`` imports the module vaezoo.evaluation.viz; ``from vaezoo.x import f``, vaezoo.x
+                # ``from vaezoo.evaluation import viz`` imports the module vaezoo.evaluation.viz;
+                # ``from vaezoo.x import f``, vaezoo.x
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in found else base for a in node.names]
             else:
                 continue
@@ -238,7 +239,8 @@ def test_no_chain_of_imports_is_longer_than_the_layers_allow():
 
 
 def test_the_version_comes_from_its_own_module():
-    """``__version__`` is imported from vaezoo.version, never through the package front (which lifts a verb above hub)."""
+    """``__version__`` is imported from vaezoo.version, never through the package front (which lifts a verb above
+    hub)."""
     offenders = []
     for name, path in modules().items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

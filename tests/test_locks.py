@@ -242,7 +242,8 @@ def test_write_refuses_a_card_that_pip_installed_outside_site_packages(site, tmp
 
 def test_write_refuses_a_card_whose_folder_takes_no_new_file_before_measuring(tmp_path, capsys, monkeypatch):
     path = write_card(tmp_path / "cards", make_card("tiny"))
-    monkeypatch.setattr("vaezoo.evaluation.report.evaluate", lambda *a, **k: pytest.fail("measured a card it cannot write"))
+    monkeypatch.setattr("vaezoo.evaluation.report.evaluate",
+                        lambda *a, **k: pytest.fail("measured a card it cannot write"))
     refuse_writes(monkeypatch, tmp_path / "cards", errno.EROFS)
     code, _, err = cli(capsys, "eval", str(path), "--write")
     assert code == 1 and (f"card tiny-blobs: its folder {tmp_path / 'cards'} takes no new file (Read-only file "

@@ -4,8 +4,9 @@ Every registered architecture and every zoo card is built, run forward and backw
 checked for NaNs, and round-tripped through safetensors, and every registered latent family and
 regularizer is checked with the example spec its class declares, by the conformance kit (vaezoo.testing)
 that plugin authors run on their own parts. The kit's trial run of each part (a few steps as
-``vaezoo train`` takes them, every metric the model serves, a traversal, loading back) is marked slow. The parameters are discovered when the tests are
-collected, so a new plugin's architecture, card, family or regularizer is tested the day it is installed.
+``vaezoo train`` takes them, every metric the model serves, a traversal, loading back) is marked slow. The parameters
+are discovered when the tests are collected, so a new plugin's architecture, card, family or regularizer is
+tested the day it is installed.
 """
 
 from __future__ import annotations
@@ -183,7 +184,8 @@ def test_every_core_part_is_covered():
     regularizers = {param.values[0] for param in _example_specs("regularizer")}
     assert {"gaussian", "gumbel_categorical", "joint"} <= families
     assert {"beta", "capacity", "total_correlation"} <= regularizers
-    assert {"conv_encoder", "conv_decoder", "mlp_encoder", "mlp_decoder"} <= {p.values[0] for p in _example_specs("net")}
+    nets = {p.values[0] for p in _example_specs("net")}
+    assert {"conv_encoder", "conv_decoder", "mlp_encoder", "mlp_decoder"} <= nets
     assert {"bernoulli", "gaussian"} <= {p.values[0] for p in _example_specs("likelihood")}
 
 

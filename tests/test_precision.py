@@ -51,7 +51,8 @@ def test_old_precision_names_read_as_what_they_meant_and_keep_the_fingerprint():
     assert card(precision="float32").train.precision == "tf32-conv" == card().train.precision
     assert card(precision="bf16").train.precision == "bf16-mixed"
     old = card(precision="float32")
-    assert recipe(old) == recipe(card()) and "precision" not in recipe(old)["train"]  # as before the field: the zoo's fingerprints stay
+    # as before the field: the zoo's fingerprints stay
+    assert recipe(old) == recipe(card()) and "precision" not in recipe(old)["train"]
     assert recipe(card(precision="bf16-mixed"))["train"]["precision"] == "bf16"  # bf16 checkpoints still resume
     assert recipe(card(precision="fp32"))["train"]["precision"] == "fp32"
 

@@ -1,4 +1,5 @@
-"""What decides a run (vaezoo.entries.recipe): one recipe, one fingerprint, one diff, one check for checkpoints and seeds."""
+"""What decides a run (vaezoo.entries.recipe): one recipe, one fingerprint, one diff, one check for checkpoints
+and seeds."""
 
 from __future__ import annotations
 

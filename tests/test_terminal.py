@@ -284,7 +284,8 @@ def test_an_over_long_name_is_a_one_line_error(cards, tmp_path, monkeypatch, cap
     last = err.splitlines()[-1]  # after progress lines, if any
     assert last.startswith("error: ") and fragment in last and "Traceback" not in err, err[:300]
     if fragment.startswith("File name too long"):  # the OSError of the system: its file name is shortened
-        assert re.search(r"\.\.\.n*(/vaezoo-abc|/\.vaezoo-gallery\.json)? \(3\d\d characters\); give a shorter name or path$", last), last
+        assert re.search(r"\.\.\.n*(/vaezoo-abc|/\.vaezoo-gallery\.json)? \(3\d\d characters\); "
+                         r"give a shorter name or path$", last), last
     assert os.listdir(tmp_path) == ["cards"]
 
 

@@ -285,7 +285,8 @@ def test_no_eval_leaves_the_metrics_to_the_command_it_prints(data_plugin, tmp_pa
     matching = evaluated.sections["labels"].root["discrete0"]
     assert matching.category_to_label == whole.category_to_label
     named = shlex.split(matching.command)[3]  # the card as it was named: its file, or the run folder holding it
-    assert matching.command.startswith("python -m vaezoo_jointvae.labels ") and get_card(named).path.resolve() == card_path.resolve()
+    assert matching.command.startswith("python -m vaezoo_jointvae.labels ")
+    assert get_card(named).path.resolve() == card_path.resolve()
 
 
 @pytest.mark.parametrize(("name", "message"), [

@@ -85,7 +85,8 @@ def test_weights_outside_the_card_directory_or_missing_are_refused(cards, tmp_pa
                                            "with: vaezoo verify tiny-missing"):
         vaezoo.load("tiny-missing")
     write_card(cards, make_card(name="tiny-none"))
-    with pytest.raises(WeightsError, match=r"has no weights; train it with 'vaezoo train' \(in Python, pretrained=False"):
+    with pytest.raises(WeightsError,
+                       match=r"has no weights; train it with 'vaezoo train' \(in Python, pretrained=False"):
         vaezoo.load("tiny-none")
 
 

@@ -108,7 +108,8 @@ def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str, 
         if key not in params or params[key].kind in (params[key].VAR_POSITIONAL, params[key].POSITIONAL_ONLY):
             if takes_any:
                 continue
-            raise ValueError(f"{subject} takes no argument {key!r}; accepted arguments: {', '.join(accepted) or 'none'}")
+            raise ValueError(f"{subject} takes no argument {key!r}; accepted arguments: "
+                             f"{', '.join(accepted) or 'none'}")
         annotation = _annotation(func, params[key])
         if not _fits(value, annotation):
             raise ValueError(f"{subject}: {key} = {value!r} is not {_describe(annotation)}")

@@ -268,8 +268,8 @@ class VAE(nn.Module):
     @torch.no_grad()
     def card_sections(self, card: Card, ref: str, data_root=None, device=None) -> dict[str, Any]:
         """The plugin card sections (``vaezoo_register_card_sections``) this model measures of itself for its card,
-        e.g. JointVAE's ``[labels]``; :func:`vaezoo.training.publish.publish` calls it on a finished run and writes them;
-        none by default.
+        e.g. JointVAE's ``[labels]``; :func:`vaezoo.training.publish.publish` calls it on a finished run and writes
+        them; none by default.
 
         Args:
             card: the model's card (its dataset and name).

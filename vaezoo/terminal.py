@@ -120,7 +120,8 @@ class Progress:
             rate = f", {self.done / elapsed:,.0f} {self.unit}/s" if elapsed > 0 else ""
             return f"{self.description}: {self.done:,} {self.unit}{rate}"
         left = f", {_duration(elapsed * (self.total - self.done) / self.done)} left" if self.done else ""
-        return f"{self.description}: {100 * self.done / self.total:.0f}% ({self.done:,}/{self.total:,} {self.unit}){left}"
+        done = f"{self.done:,}/{self.total:,} {self.unit}"
+        return f"{self.description}: {100 * self.done / self.total:.0f}% ({done}){left}"
 
 
 _bar = None  # the rich Progress on the terminal while some work shows a bar; nested work adds its own row

@@ -935,8 +935,8 @@ def _train_part(subject: str, plugin: str, architecture: str, model: Mapping[str
         "name": "kit-trial", "architecture": architecture, "summary": f"the conformance kit's run of {subject}",
         "dataset": "synthetic", "paper": "none", "license": "none", "vaezoo_version": __version__,
         "model": _without_facts(model),
-        "train": {"data": data.model_dump() if data else {"name": "synthetic",
-                                                            "options": {"image_size": image_size, "channels": channels}},
+        "train": {"data": data.model_dump() if data else {
+                      "name": "synthetic", "options": {"image_size": image_size, "channels": channels}},
                   "epochs": 1, "batch_size": TRIAL_BATCH, "optimizer": {"name": "Adam", "lr": 1e-3}},
     })
     with _running(subject, f"building a model for a run with {card.model}"):

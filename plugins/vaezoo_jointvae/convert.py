@@ -268,7 +268,8 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
         summary=_summary(dataset, setup, release),
         dataset=dataset,
         paper=PAPER,
-        license=f"MIT ({COPYRIGHT})" if release else "unknown (not a released checkpoint: set the licence of these weights)",
+        license=(f"MIT ({COPYRIGHT})" if release
+                 else "unknown (not a released checkpoint: set the licence of these weights)"),
         vaezoo_version=__version__,
         model={"continuous": continuous, "discrete": discrete, "temperature": TEMPERATURE,
                "capacity": {"continuous": list(setup.continuous_capacity),

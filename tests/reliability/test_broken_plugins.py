@@ -241,7 +241,8 @@ def test_a_third_party_entry_point_named_like_a_builtin_is_refused(site, capsys,
                                            f"distribution '{module}': the built-in plugin of distribution 'vaezoo' "
                                            f"has this name, and no other distribution can replace it"):
         card = vaezoo.get_card("jointvae-mnist")
-    assert card.architecture == "jointvae" and card.path.parent == Path(import_module("vaezoo_zoo").__file__).resolve().parent
+    zoo = Path(import_module("vaezoo_zoo").__file__).resolve().parent
+    assert card.architecture == "jointvae" and card.path.parent == zoo
     assert not (site / f"{module}.imported").exists()  # never imported
 
     rows = [row for row in json.loads(cli(capsys, "plugins", "--json")[1]) if row["name"] == builtin]

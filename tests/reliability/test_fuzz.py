@@ -253,7 +253,8 @@ def test_outputs_under_a_file_found_by_the_fuzzer(home, capsys, argv):
     code, _, stderr = cli(capsys, *argv)
     assert code == 1 and "Traceback" not in stderr, stderr
     last = stderr.strip().splitlines()[-1]
-    assert last.startswith(("error: cannot write cards/tiny.toml/", "error: cannot write in output path cards/tiny.toml")), stderr
+    assert last.startswith(("error: cannot write cards/tiny.toml/",
+                            "error: cannot write in output path cards/tiny.toml")), stderr
     assert last.endswith(": cards/tiny.toml is a file, not a folder; choose another output path"), stderr
     assert (home / "cards" / "tiny.toml").read_bytes() == card
 

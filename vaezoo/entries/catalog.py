@@ -5,8 +5,8 @@ Cards live in directories contributed by plugins (``vaezoo_card_dirs``) and in a
 or its name is taken) is skipped with a :class:`CardWarning`, like a broken plugin; the others keep working.
 So is an entry of ``VAEZOO_CARDS_PATH`` that is not a folder (once per process).
 A name ``hf-hub:OWNER/REPO[@REVISION]`` (:data:`~vaezoo.entries.schema.HUB_PREFIX`) names the card of a Hugging
-Face Hub repository, which :func:`get_card` has :mod:`vaezoo.entries.huggingface` download. This module never imports torch:
-``vaezoo list`` reads cards only.
+Face Hub repository, which :func:`get_card` has :mod:`vaezoo.entries.huggingface` download. This module never imports
+torch: ``vaezoo list`` reads cards only.
 """
 
 from __future__ import annotations

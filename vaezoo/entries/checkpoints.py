@@ -2,8 +2,8 @@
 
 A checkpoint (``OUT/checkpoint.pt``, read with ``weights_only``) holds the model, the optimiser, the
 step and the RNG states at the start of that step (every rank's under DDP), and the card's recipe
-(:func:`vaezoo.entries.recipe.recipe` less :data:`~vaezoo.entries.recipe.RESUMED`, the fields a resumed run may change) with
-its fingerprint. Resuming (``resume``) refuses a checkpoint whose fingerprint is not the card's
+(:func:`vaezoo.entries.recipe.recipe` less :data:`~vaezoo.entries.recipe.RESUMED`, the fields a resumed run may change)
+with its fingerprint. Resuming (``resume``) refuses a checkpoint whose fingerprint is not the card's
 (:func:`~vaezoo.entries.recipe.check_recipe`, re-exported here), naming both cards and the fields that differ.
 """
 
@@ -46,8 +46,8 @@ class Checkpoint:
         optimizer: the optimiser's state dict.
         rng: the RNG states: ``rng_cpu`` (and ``rng_cuda``) of one process, or ``rng_ranks``, one per rank.
         card: the name of the card the run was started from; None in checkpoints written before vaezoo stored it.
-        recipe: the recipe of that card (:func:`vaezoo.entries.recipe.recipe` less :attr:`leave_out`); None in checkpoints
-            written before vaezoo stored it.
+        recipe: the recipe of that card (:func:`vaezoo.entries.recipe.recipe` less :attr:`leave_out`); None in
+            checkpoints written before vaezoo stored it.
         auxiliary: the regularizers' training parts and their optimisers' states
             (:meth:`vaezoo.training.auxiliary.TrainingParts.state_dict`); empty for a model without any.
     """

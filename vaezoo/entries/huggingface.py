@@ -252,7 +252,8 @@ def _damaged_copy(damaged: WeightsError | None, where: str, huggingface_hub: Mod
         why = (f"{kept}, so no fresh copy can be downloaded" if kept else
                "HF_HUB_OFFLINE is set, so no fresh copy can be downloaded: unset HF_HUB_OFFLINE to download it again"
                if constants.HF_HUB_OFFLINE else
-               f"the Hub at {constants.ENDPOINT} cannot be reached for a fresh copy; check the network (or HF_ENDPOINT)")
+               f"the Hub at {constants.ENDPOINT} cannot be reached for a fresh copy; check the network "
+               f"(or HF_ENDPOINT)")
         raise WeightsError(f"{damaged}; it is huggingface_hub's cached copy of {where}, and {why}") from None
 
 

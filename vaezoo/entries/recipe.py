@@ -12,8 +12,8 @@ the fields a question leaves out (dotted names):
 
 ``train.precision`` at ``tf32-conv``, its default (torch's default flags, once named ``float32``), is left out too,
 so that recipes recorded before the field existed still fit; any other precision is part of the recipe, and
-``bf16-mixed`` is written by its old name ``bf16``, so that checkpoints written under that name still resume. The fingerprint is the
-sha256 of a recipe's canonical JSON (keys sorted, no spaces): checkpoints store both.
+``bf16-mixed`` is written by its old name ``bf16``, so that checkpoints written under that name still resume. The
+fingerprint is the sha256 of a recipe's canonical JSON (keys sorted, no spaces): checkpoints store both.
 
 :func:`check_recipe` is the one check that something recorded (a training checkpoint, a completed run) was
 made from a card's recipe; what it records says which fields it leaves out and how its refusal reads.

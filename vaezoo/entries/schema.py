@@ -20,7 +20,8 @@ from vaezoo.context import LatentPart, layout_text
 
 NAME_PATTERN = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
 MAX_NAME = 200  # the files named after a card (NAME.toml, .NAME.toml.lock, NAME.traverse.png) fit in 255 bytes
-HUB_PREFIX = "hf-hub:"  # a card in a Hugging Face Hub repository: hf-hub:OWNER/REPO[@REVISION] (vaezoo.entries.huggingface)
+# a card in a Hugging Face Hub repository: hf-hub:OWNER/REPO[@REVISION] (vaezoo.entries.huggingface)
+HUB_PREFIX = "hf-hub:"
 # Weights in a Hub repository, as HfFileSystem writes them: hf://OWNER/REPO[@REVISION]/PATH (a '/' in the
 # revision written %2F)
 HF_URL = re.compile(r"hf://(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)(?:@(?P<revision>[^\s/@]+))?/(?P<path>\S+)")

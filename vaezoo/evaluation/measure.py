@@ -186,8 +186,8 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
     """``results`` as a card's metrics, each with the ``vaezoo eval`` command that reproduces it.
 
     A note and a spread over seeds the card already holds on a metric are kept (a run's new card holds none:
-    :func:`vaezoo.training.publish.publish` starts it empty). A registered metric (one of the card's ``eval_metrics``, or
-    of ``measured``: those ``vaezoo eval --metrics`` computed) also records its direction (its spec's
+    :func:`vaezoo.training.publish.publish` starts it empty). A registered metric (one of the card's ``eval_metrics``,
+    or of ``measured``: those ``vaezoo eval --metrics`` computed) also records its direction (its spec's
     ``higher_is_better``), the settings it ran with (its defaults,
     updated with the card's ``eval_settings``), the recipe's
     dataset options (e.g. a binarisation) and the versions of the libraries behind it

@@ -305,7 +305,9 @@ def _made_here(path: Path, digests: list[str]) -> bool:
         return False
     if data is None or hashlib.sha256(data).hexdigest() not in digests or os.stat(path).st_nlink > 1:
         return False
-    return data.startswith(b"\x89PNG\r\n\x1a\n") if path.suffix == ".png" else f"<!-- {MARK} -->".encode() in data[:2048]
+    if path.suffix == ".png":
+        return data.startswith(b"\x89PNG\r\n\x1a\n")
+    return f"<!-- {MARK} -->".encode() in data[:2048]
 
 
 @contextmanager

@@ -237,8 +237,8 @@ def upload(files: list[Path], repo_id: str, message: str, private: bool = False,
         api.create_repo(repo_id, private=private, exist_ok=True)
         if revision is not None:
             api.create_branch(repo_id, branch=revision, exist_ok=True)
-        replaced = [p for p in api.list_repo_files(repo_id, revision=revision) if "/" not in p and p.endswith((".toml", ".safetensors"))
-                    and p not in {f.name for f in files}]
+        replaced = [p for p in api.list_repo_files(repo_id, revision=revision)
+                    if "/" not in p and p.endswith((".toml", ".safetensors")) and p not in {f.name for f in files}]
         operations = [huggingface_hub.CommitOperationAdd(path_in_repo=f.name, path_or_fileobj=str(f)) for f in files]
         operations += [huggingface_hub.CommitOperationDelete(path_in_repo=p) for p in replaced]
         return api.create_commit(repo_id, operations, commit_message=message, revision=revision)

@@ -6,7 +6,8 @@ largest mutual information with v_k, normalised, averaged over factors:
 - ``mig_chen`` (Chen, Li, Grosse & Duvenaud, 2018, "Isolating Sources of Disentanglement in
   Variational Autoencoders"): I(z_j; v_k) by the sampling estimator of
   :mod:`vaezoo.metrics.entropy` over the whole dataset, from the factorised (continuous) posteriors;
-  normalised by ln |V_k|; nominal factors (the dataset says which: dSprites' shape) are left out, as in the reference code.
+  normalised by ln |V_k|; nominal factors (the dataset says which: dSprites' shape) are left out, as in the reference
+  code.
 - ``mig_dlib`` (Locatello et al., 2019, "Challenging Common Assumptions in the Unsupervised
   Learning of Disentangled Representations", disentanglement_lib ``mig.py``): the mean code of
   10,000 random images, each dimension discretised into 20 equal-width bins, discrete mutual

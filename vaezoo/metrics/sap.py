@@ -7,8 +7,8 @@ For each code dimension j and factor k, a linear SVM (scikit-learn ``LinearSVC``
 balanced class weights) predicts k from z_j alone, trained on the training points; S[j, k] is its
 accuracy on the test points. The score is the mean over factors of the gap between the two
 largest S[j, k] over j. Each dimension's SVMs are fitted in a worker process of their own (``jobs``:
-:mod:`vaezoo.metrics.parallel`), the same fits as one after another. A code in which each factor is predictable from one dimension only
-scores high, one that spreads a factor over two dimensions scores about 0 for it. A linear
+:mod:`vaezoo.metrics.parallel`), the same fits as one after another. A code in which each factor is predictable from one
+dimension only scores high, one that spreads a factor over two dimensions scores about 0 for it. A linear
 classifier on one dimension separates two classes but not many, so the best dSprites score is
 far below 1. A factor that takes one value on the training points has nothing to predict and is
 left out.

@@ -169,7 +169,8 @@ def refuse_finished_run(out: Path, name: str, what: str = "{out}") -> None:
     if out.exists() and not out.is_dir():
         raise OutputError.about(f"{what} {{path}} is a file, not a folder; choose another {what}", path=out)
     found = sorted(p.name for p in out.glob("*.toml")) + [
-        f for f in (f"{name}.safetensors", "checkpoint.pt") if (out / f).exists()]  # vaezoo.entries.checkpoints.CHECKPOINT
+        # checkpoint.pt: vaezoo.entries.checkpoints.CHECKPOINT
+        f for f in (f"{name}.safetensors", "checkpoint.pt") if (out / f).exists()]
     if found:
         raise OutputError.about(f"{what} {{path}} already holds {{found}}, the files of another run; choose "
                                 f"another {what}", path=out, found=", ".join(found))

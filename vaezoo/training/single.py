@@ -7,7 +7,8 @@ the optimiser, the step and the RNG states at the start of that step, once that 
 finite, so the one a diverged run names is good to resume from. Regularizer schedules are pure functions
 of the step, so resuming (``resume``) continues exactly where the checkpoint was taken. The recipe's ``precision``
 sets torch's TF32 flags for the whole step (:func:`~vaezoo.training.loop.precision_flags`); ``bf16-mixed`` runs
-the forward pass under ``torch.autocast`` in bfloat16; ``compile = true`` runs it through ``torch.compile``. Several runs at once are :mod:`vaezoo.training.ensemble`'s.
+the forward pass under ``torch.autocast`` in bfloat16; ``compile = true`` runs it through ``torch.compile``. Several
+runs at once are :mod:`vaezoo.training.ensemble`'s.
 """
 
 from __future__ import annotations
