@@ -92,6 +92,16 @@ VAE_SPECS: dict[str, dict[str, Any]] = {"joint-tc-capacity": JOINT_TC_CAPACITY, 
 
 TOY_DATASET = "toy_bars"  # 16x16 bars and squares with labels, from the test plugin
 TINY_DATASET = "tiny_blobs"  # 64 random 4x4 binary images, from the test plugin
+TINY_MODEL_TABLE = """\
+[model]
+image_size = 4
+channels = 1
+regularizers = [{ type = "beta", beta = 1.0 }]
+latent = { type = "gaussian", dim = 2 }
+encoder = { type = "mlp_encoder", hidden = [8] }
+decoder = { type = "mlp_decoder", hidden = [8] }
+"""
+"""The ``[model]`` table of a card of :data:`TINY_DATASET`, as a hand-written card file holds it."""
 
 
 def _mnist_card(name: str | None, model: Mapping[str, Any] | None) -> dict[str, Any]:

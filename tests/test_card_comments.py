@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from kit import TINY_MODEL_TABLE
 from tomlkit.exceptions import TOMLKitError
 
 from vaezoo.entries.catalog import parse_card
@@ -36,14 +37,7 @@ train.data = { name = "tiny_blobs" }
 train.optimizer.name = "Adam"
 train.optimizer.lr = 0.01
 
-[model]
-image_size = 4
-channels = 1
-regularizers = [{ type = "beta", beta = 1.0 }]
-latent = { type = "gaussian", dim = 2 }
-encoder = { type = "mlp_encoder", hidden = [8] }
-decoder = { type = "mlp_decoder", hidden = [8] }
-
+""" + TINY_MODEL_TABLE + """
 # The numbers measured on it.
 [metrics.elbo]
 value = -12.5   # nats

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from vaezoo.errors import UnknownNameError, WeightsError
 from vaezoo.registry import close_matches
-from vaezoo.store.limits import check_torch_zip, expanded, not_dense
+from vaezoo.store.limits import check_torch_zip, unusable
 
 PAPER = ("Dupont (2018), Learning Disentangled Joint Continuous and Discrete Representations, NeurIPS. "
          "https://arxiv.org/abs/1804.00104")
@@ -136,12 +136,8 @@ def read_original(path: Path) -> dict[str, Tensor]:
         kinds = sorted({type(v).__name__ for v in state.values()}) if is_dict else [type(state).__name__]
         raise WeightsError(f"{path} holds {', '.join(kinds)}, not a state dict of tensors; the original code "
                            f"saves model.state_dict(), extract that from a larger checkpoint first")
-    if foreign := not_dense(state):
-        raise WeightsError(f"{path} holds tensors that are not dense tensors in CPU memory (sparse, quantized or on "
-                           f"the meta device) {foreign}; model.state_dict() holds none, refusing it")
-    if views := expanded(state):
-        raise WeightsError(f"{path} holds tensors that span more bytes than they store (stride-0 or overlapping "
-                           f"views) {views}; a checkpoint of model.state_dict() holds none, refusing it")
+    if problem := unusable(state):
+        raise WeightsError(f"{path} {problem}; a checkpoint of model.state_dict() holds none, refusing it")
     return state
 
 

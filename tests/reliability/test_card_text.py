@@ -8,7 +8,7 @@ from __future__ import annotations
 import tomllib
 
 import pytest
-from kit import cli, make_card, write_entry
+from kit import TINY_MODEL_TABLE, cli, make_card, write_entry
 
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.entry import update_card
@@ -43,14 +43,7 @@ batch_size = 8
 data = { name = "tiny_blobs" }
 optimizer = { name = "Adam", lr = 0.01 }
 
-[model]
-image_size = 4
-channels = 1
-regularizers = [{ type = "beta", beta = 1.0 }]
-latent = { type = "gaussian", dim = 2 }
-encoder = { type = "mlp_encoder", hidden = [8] }
-decoder = { type = "mlp_decoder", hidden = [8] }
-"""
+""" + TINY_MODEL_TABLE
 
 
 def _metric(value: float, **fields) -> Metric:

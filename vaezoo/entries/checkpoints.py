@@ -24,7 +24,7 @@ from vaezoo.entries.recipe import recipe as card_recipe
 from vaezoo.entries.schema import Card
 from vaezoo.errors import Phrase, TrainingError
 from vaezoo.store.files import atomic_save
-from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense
+from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense, unusable
 
 CHECKPOINT = "checkpoint.pt"
 """The checkpoint's file name in a run's folder (``out``)."""
@@ -176,12 +176,8 @@ def read_checkpoint(path: Path, fix: str | Phrase, card: Card | None = None) -> 
     model = state["model"]
     if not isinstance(model, dict) or not all(isinstance(k, str) and torch.is_tensor(v) for k, v in model.items()):
         raise bad("its 'model' is not a state dict of tensors")
-    if foreign := not_dense(model):
-        raise bad(f"its model holds tensors that are not dense tensors in CPU memory (sparse, quantized or on the "
-                  f"meta device) {foreign}")
-    if views := expanded(model):
-        raise bad(f"its model holds tensors that span more bytes than they store (stride-0 or overlapping views) "
-                  f"{views}")
+    if problem := unusable(model):
+        raise bad(f"its model {problem}")
     optimizer = state["optimizer"]
     if not isinstance(optimizer, dict) or not {"state", "param_groups"} <= optimizer.keys():
         raise bad("its 'optimizer' is not an optimiser's state dict")

@@ -88,6 +88,17 @@ def expanded(tensors: Mapping[str, torch.Tensor]) -> list[str]:
             if _dense(t) and t.numel() * t.element_size() > t.untyped_storage().nbytes()]
 
 
+def unusable(tensors: Mapping[str, torch.Tensor]) -> str | None:
+    """What makes ``tensors`` no model's state dict, as words that follow what holds them ("holds tensors that ...",
+    naming them): tensors :func:`not_dense` or :func:`expanded` names; None when there are none."""
+    if foreign := not_dense(tensors):
+        return (f"holds tensors that are not dense tensors in CPU memory (sparse, quantized or on the meta device) "
+                f"{foreign}")
+    if views := expanded(tensors):
+        return f"holds tensors that span more bytes than they store (stride-0 or overlapping views) {views}"
+    return None
+
+
 def _dense(t: torch.Tensor) -> bool:
     import torch
 
