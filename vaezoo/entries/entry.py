@@ -305,18 +305,22 @@ def fetch_verified(card: Card) -> tuple[Path, bytes]:
     if card.weights is None:
         raise WeightsError(f"card '{card.name}' has no weights; train it with 'vaezoo train' (in Python, "
                            f"pretrained=False builds it untrained)")
-    if card.weights.file is not None and card.source is not None:  # in the card's Hub repository
-        from vaezoo.entries.huggingface import repo_file
+    if _on_hub(card):
+        from vaezoo.entries.huggingface import hub_weights
 
-        return repo_file(card)
+        return hub_weights(card)
     if card.weights.file is not None:
         path = local_path(card)
         return path, read_verified(path, card.weights)
-    if card.weights.url.startswith("hf://"):
-        from vaezoo.entries.huggingface import download_url
-
-        return download_url(card.weights)
     return download(card.weights.url, card.weights)
+
+
+def _on_hub(card: Card) -> bool:
+    """Whether ``card``'s weights are on the Hugging Face Hub: a file of its Hub repository, or at an ``hf://`` URL."""
+    assert card.weights is not None
+    if card.weights.file is not None:
+        return card.source is not None
+    return card.weights.url.startswith("hf://")
 
 
 def load_entry(card: Card) -> tuple[Card, dict[str, torch.Tensor]]:

@@ -138,6 +138,13 @@ def card_file(name: str) -> tuple[Path, str]:
     return tomls[0], f"{HUB_PREFIX}{repo_id}@{commit}"
 
 
+def hub_weights(card: Card) -> tuple[Path, bytes]:
+    """The Hub weights of ``card`` (:func:`repo_file` of a card from a Hub repository, else :func:`download_url` of
+    its ``hf://`` URL) and their bytes, verified as they are read."""
+    assert card.weights is not None
+    return repo_file(card) if card.weights.file is not None else download_url(card.weights)
+
+
 def repo_file(card: Card) -> tuple[Path, bytes]:
     """The weights file of a card from a Hub repository (``card.weights.file`` in that repository, same commit) and
     its bytes, verified as they are read (:func:`vaezoo.store.checksums.read_verified`).
@@ -149,7 +156,8 @@ def repo_file(card: Card) -> tuple[Path, bytes]:
     """
     assert card.source is not None and card.weights is not None and card.weights.file is not None
     repo_id, commit = parse_name(card.source)
-    return _download(repo_id, commit, _in_repo(card.weights.file), card.weights)
+    filename = _in_repo(card.weights.file)
+    return _download(repo_id, commit, filename, card.weights)
 
 
 def download_url(weights: Weights) -> tuple[Path, bytes]:
@@ -165,7 +173,8 @@ def download_url(weights: Weights) -> tuple[Path, bytes]:
     Raises:
         WeightsError: huggingface_hub is missing, the file cannot be had, or it is not the card's file.
     """
-    return _download(*_url_parts(weights), weights)
+    repo_id, revision, filename = _url_parts(weights)
+    return _download(repo_id, revision, filename, weights)
 
 
 def _url_parts(weights: Weights) -> tuple[str, str | None, str]:
