@@ -83,3 +83,19 @@ def server():
     """A :class:`kit.FileServer` on 127.0.0.1; tests put bytes in ``server.files`` and faults in its fields."""
     with serve_files(FileServer()) as running:
         yield running
+
+
+@pytest.fixture
+def second_member_diverges(monkeypatch) -> None:
+    """The second of two stacked members' loss becomes NaN at step 9 (as a broken seed's would); the first's stays."""
+    from vaezoo.training.ensemble import Stack
+
+    losses = Stack.losses
+
+    def diverges_at_step_9(self, x, noise, step):
+        out, terms, z = losses(self, x, noise, step)
+        if step == 9 and len(self.members) == 2:
+            out = out * torch.tensor([1.0, float("nan")])
+        return out, terms, z
+
+    monkeypatch.setattr(Stack, "losses", diverges_at_step_9)

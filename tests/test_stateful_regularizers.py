@@ -5,17 +5,23 @@ optimisers' states) and publishes the VAE alone."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import textwrap
+import tomllib
+from pathlib import Path
 
 import pytest
 import torch
-from kit import install_plugin
+from kit import REPO, child_env, install_plugin, write_toml
 
 from vaezoo import testing
 from vaezoo.cli import main
-from vaezoo.entries.catalog import parse_card
+from vaezoo.entries.catalog import get_card, parse_card
 from vaezoo.entries.checkpoints import read_checkpoint
 from vaezoo.store.weights import read_safetensors
+from vaezoo.training.train import train, train_seeds
 
 FACTOR = """
 import torch
@@ -118,20 +124,23 @@ def test_the_kit_refuses_an_update_that_trains_the_encoder(site):
 
 
 
-def _equal(a, b) -> bool:
+def _equal(a, b, atol: float | None = None) -> bool:
+    """Whether ``a`` and ``b`` (a checkpoint's nested dicts) are equal: their tensors bit for bit, or within ``atol``."""
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(_equal(a[k], b[k], atol) for k in a)
     if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_equal(x, y, atol) for x, y in zip(a, b))
     if isinstance(a, torch.Tensor):
-        return torch.equal(a, b)
+        if atol is None or not a.is_floating_point():
+            return torch.equal(a, b)
+        return a.dtype == b.dtype and a.shape == b.shape and torch.allclose(a, b, atol=atol, rtol=0)
     return a == b
 
 
 def test_seeds_equal_solo_runs_resume_is_exact_and_the_card_holds_the_vae_alone(third_party, tmp_path, capsys):
     # the ensemble's members against their solo runs, 100 steps each
     assert main(["train", str(third_party), "--seeds", "0,1", "--out", str(tmp_path / "ens"), "--no-eval"]) == 0
-    assert "one after the other" in capsys.readouterr().err
+    assert capsys.readouterr().err.count("2 runs in one step") == 2  # the stacked step, the critics stacked too
     for seed in (0, 1):
         solo = tmp_path / f"solo-{seed}"
         assert main(["train", str(third_party), "--seed", str(seed), "--out", str(solo), "--no-eval"]) == 0
@@ -140,7 +149,9 @@ def test_seeds_equal_solo_runs_resume_is_exact_and_the_card_holds_the_vae_alone(
         assert member.step == alone.step == 100
         for key, value in alone.model.items():
             assert torch.allclose(member.model[key], value, atol=1e-4, rtol=0), key
-        assert _equal(member.auxiliary, alone.auxiliary)
+        assert _equal(member.auxiliary, alone.auxiliary, atol=1e-4)  # the critic and its Adam, as a single run's
+        assert _equal(member.optimizer, alone.optimizer, atol=1e-4)
+        assert _equal(member.rng, alone.rng)  # the same draws: second batches, their codes, the permutations
     # an interrupted run (40 steps, then resumed) ends as the uninterrupted one, both optimisers included
     cut = tmp_path / "cut"
     assert main(["train", str(third_party), "--out", str(cut), "--no-eval", "--max-steps", "40"]) == 0
@@ -162,3 +173,94 @@ def test_seeds_equal_solo_runs_resume_is_exact_and_the_card_holds_the_vae_alone(
     assert card.training_parameters == {"regularizers.0.critic": 3 * 32 + 32 + 32 * 32 + 32 + 32 * 2 + 2}
     measured = {name: m.value for name, m in card.metrics.items()}
     assert measured["objective"] == pytest.approx(measured["reconstruction"] + measured["kl_z"], rel=1e-5)
+
+
+def _same_run(folder: Path, alone: Path, atol: float = 1e-4) -> None:
+    """The checkpoint in ``folder`` is the one in ``alone``: its step, its RNG states, and its model, optimiser,
+    training parts and their optimisers within ``atol``."""
+    member, solo = read_checkpoint(folder / "checkpoint.pt", fix=""), read_checkpoint(alone / "checkpoint.pt", fix="")
+    assert member.step == solo.step and _equal(member.rng, solo.rng)
+    for name in ("model", "optimizer", "auxiliary"):
+        assert _equal(getattr(member, name), getattr(solo, name), atol), name
+
+
+@pytest.mark.slow
+def test_the_built_in_factorvae_recipe_stacks_its_discriminators_and_members_equal_solo_runs(tmp_path, capsys):
+    # factorvae-dsprites' conv nets and both Adams, shrunk to 100 CPU steps: 16x16 images, 32 hidden units, a 2 x 32
+    # discriminator
+    recipe = tomllib.loads((REPO / "plugins/vaezoo_methods/recipes/factorvae-dsprites.toml").read_text())
+    recipe["model"]["regularizers"][0].update(layers=2, hidden=32)
+    recipe["model"]["encoder"]["hidden"] = recipe["model"]["decoder"]["hidden"] = 32
+    recipe["train"].update(epochs=1, batch_size=8, checkpoint_every=1000,
+                           data={"name": "synthetic", "options": {"image_size": 16, "size": 800}})
+    del recipe["train"]["budget"]
+    card = write_toml(tmp_path / "factorvae-small.toml", recipe)
+    assert main(["train", str(card), "--seeds", "0,1", "--out", str(tmp_path / "ens"), "--no-eval"]) == 0
+    assert capsys.readouterr().err.count("2 runs in one step") == 2
+    for seed in (0, 1):
+        train(card, tmp_path / f"solo-{seed}", seed=seed, evaluate=False)
+        _same_run(tmp_path / "ens" / f"seed-{seed}", tmp_path / f"solo-{seed}")
+
+
+@pytest.mark.slow
+def test_a_sweep_of_gamma_is_one_stack_each_member_with_its_own_gamma(third_party, tmp_path, capsys):
+    assert main(["train", str(third_party), "--sweep", "model.regularizers.0.gamma=1.0,5.0", "--out",
+                 str(tmp_path / "sweep"), "--no-eval"]) == 0
+    assert capsys.readouterr().err.count("2 runs in one step") == 2
+    card = get_card(third_party)
+    for gamma in (1.0, 5.0):
+        model = {**card.model, "regularizers": [{**card.model["regularizers"][0], "gamma": gamma}]}
+        train(card.model_copy(update={"model": model}), tmp_path / f"solo-{gamma}", evaluate=False)
+        _same_run(tmp_path / "sweep" / f"model.regularizers.0.gamma={gamma}" / "seed-0", tmp_path / f"solo-{gamma}")
+
+
+@pytest.mark.slow
+def test_an_interrupted_stacked_run_resumes_exactly_and_a_member_resumes_alone(third_party, tmp_path):
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert main(["train", str(third_party), "--seeds", "0,1", "--out", str(whole), "--no-eval"]) == 0
+    assert main(["train", str(third_party), "--seeds", "0,1", "--out", str(cut), "--no-eval", "--max-steps",
+                 "40"]) == 0
+    member = read_checkpoint(cut / "seed-1" / "checkpoint.pt", fix="")
+    assert member.step == 40 and member.auxiliary["optimizers"]["regularizers.0.critic"]["state"]
+    (tmp_path / "alone").mkdir()
+    shutil.copy(cut / "seed-1" / "checkpoint.pt", tmp_path / "alone" / "checkpoint.pt")
+    assert main(["train", str(third_party), "--seeds", "0,1", "--out", str(cut), "--no-eval", "--resume"]) == 0
+    for seed in (0, 1):  # bit for bit, both optimisers' states included
+        _same_run(cut / f"seed-{seed}", whole / f"seed-{seed}", atol=None)
+    # a single run resumes from a member's checkpoint, and ends as the member did
+    assert main(["train", str(third_party), "--seed", "1", "--out", str(tmp_path / "alone"), "--no-eval",
+                 "--resume"]) == 0
+    _same_run(tmp_path / "alone", whole / "seed-1")
+
+
+def test_a_member_that_diverges_is_dropped_with_its_parts_and_the_other_goes_on(third_party, tmp_path,
+                                                                                second_member_diverges):
+    card = get_card(third_party)
+    alone = {seed: train(card, tmp_path / f"solo-{seed}", seed=seed, checkpoint_every=4, max_steps=steps,
+                         evaluate=False) for seed, steps in ((1, 20), (2, 8))}
+    good, bad = train_seeds(card, tmp_path / "ens", [1, 2], checkpoint_every=4, max_steps=20, evaluate=False)
+    assert good.error is None and good.step == alone[1].step == 20
+    assert "seed 2: loss became nan at step 9" in bad.error and bad.step == 8
+    _same_run(tmp_path / "ens" / "seed-1", tmp_path / "solo-1")  # restacked without seed 2, its critic and its Adam
+    _same_run(tmp_path / "ens" / "seed-2", tmp_path / "solo-2")  # seed 2 keeps its checkpoint of step 8
+
+
+@pytest.mark.slow
+def test_torchrun_shares_the_members_out_each_process_stacks_its_share(third_party, site, tmp_path):
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "-m", "vaezoo", "train", str(third_party), "--out", str(out), "--seeds", "0-3", "--no-eval",
+                          "--max-steps", "50"],
+                         env=child_env(tmp_path / "home", site=site), capture_output=True, text=True, check=False,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.count("2 runs in one step") == 4  # each process: its two members and their critics, stacked
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as torchrun runs each process (OMP_NUM_THREADS=1): the same order of float sums
+    try:
+        for seed in range(4):
+            train(third_party, tmp_path / f"solo-{seed}", seed=seed, max_steps=50, evaluate=False)
+    finally:
+        torch.set_num_threads(threads)
+    for seed in range(4):
+        _same_run(out / f"seed-{seed}", tmp_path / f"solo-{seed}")

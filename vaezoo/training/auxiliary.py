@@ -6,7 +6,9 @@ A regularizer declares them (:class:`vaezoo.regularizers.base.Regularizer`): the
 After each step of the model, :meth:`TrainingParts.step` draws a second batch where a regularizer asks for one
 (at random from the training set, from the run's own random streams, so that a resumed run draws the same), runs
 each regularizer's update, back-propagates its losses into its own parts and steps their optimisers. Under DDP
-their gradients are averaged over the processes, as DDP averages the model's.
+their gradients are averaged over the processes, as DDP averages the model's. A stacked ensemble
+(:class:`vaezoo.training.ensemble.Stack`) gives the optimisers its members' parts stacked, and draws each member's
+second batch (:meth:`TrainingParts.second_images`) from the member's own streams.
 """
 
 from __future__ import annotations
@@ -32,13 +34,16 @@ class TrainingParts:
 
     Args:
         model: the model; its training parts are already on its device.
+        parameters: what each part's optimiser steps, by the part's place in the model
+            (``regularizers.0.discriminator``), in the order of the part's ``parameters()``; default: the part's own
+            parameters (a stacked ensemble gives the members' parameters stacked).
 
     Raises:
         PluginError: a regularizer names an optimiser of a part it does not have, or a ``torch.optim`` class
             that does not exist.
     """
 
-    def __init__(self, model: VAE):
+    def __init__(self, model: VAE, parameters: Mapping[str, list[Tensor]] | None = None):
         self.regularizers = [(i, r) for i, r in enumerate(model.regularizers) if r.training_parts()]
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         for i, regularizer in self.regularizers:
@@ -51,8 +56,9 @@ class TrainingParts:
                 optimizer = getattr(torch.optim, group.name, None)
                 if not (isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer)):
                     raise PluginError(f"{where}: its optimiser '{group.name}' is not a torch.optim optimiser")
-                self.optimizers[f"regularizers.{i}.{group.part}"] = optimizer(
-                    parts[group.part].parameters(), lr=group.lr, **dict(group.options))
+                name = f"regularizers.{i}.{group.part}"
+                tensors = parts[group.part].parameters() if parameters is None else parameters[name]
+                self.optimizers[name] = optimizer(tensors, lr=group.lr, **dict(group.options))
 
     def __bool__(self) -> bool:
         return bool(self.regularizers)
@@ -63,11 +69,7 @@ class TrainingParts:
         Returns:
             Their losses, detached (for a display; never part of the objective).
         """
-        second = None
-        if any(r.second_batch for _, r in self.regularizers):
-            index = torch.randint(len(store), (batch_size,), device=store.images.device)
-            with torch.no_grad():
-                second = model.encode(store.draw_pixels(store.batch(index)), checked=True).rsample()
+        second = self.codes(model, self.second_images(store, batch_size))
         batch = UpdateBatch(out.z.detach(), second, step)
         shown = {}
         for i, regularizer in self.regularizers:
@@ -84,11 +86,32 @@ class TrainingParts:
             shown.update({name: value.detach() for name, value in losses.items()})
         return shown
 
-    def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint keeps: each part's weights and each optimiser's state, by their place in the model."""
+    def second_images(self, store: ImageDataset, batch_size: int) -> Tensor | None:
+        """The images of the step's second batch, ``batch_size`` drawn at random from ``store`` (on the global
+        generators, as :meth:`~vaezoo.data.ImageDataset.draw_pixels` draws its pixels), or None when no regularizer
+        asks for one (``second_batch``)."""
+        if not any(r.second_batch for _, r in self.regularizers):
+            return None
+        index = torch.randint(len(store), (batch_size,), device=store.images.device)
+        return store.draw_pixels(store.batch(index))
+
+    @staticmethod
+    def codes(model: VAE, images: Tensor | None) -> Tensor | None:
+        """Codes sampled from ``model``'s posterior of ``images`` (the second batch), without gradients; None for
+        None."""
+        if images is None:
+            return None
+        with torch.no_grad():
+            return model.encode(images, checked=True).rsample()
+
+    def state_dict(self, optimizers: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """What a checkpoint keeps: each part's weights and each optimiser's state, by their place in the model;
+        ``optimizers``, where given, in place of the optimisers' own states (a stacked ensemble's member's, sliced
+        out of the stacked optimisers)."""
         return {"parts": {f"regularizers.{i}.{name}": part for i, r in self.regularizers
                           for name, part in r.training_state_dict().items()},
-                "optimizers": {name: o.state_dict() for name, o in self.optimizers.items()}}
+                "optimizers": dict(optimizers) if optimizers is not None else {
+                    name: o.state_dict() for name, o in self.optimizers.items()}}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Load :meth:`state_dict`'s output back.

@@ -15,6 +15,10 @@ Each member keeps what makes it the run it would be alone:
   each step every member makes those draws from its own random streams, exactly as it would alone, and the
   forward passes take them in order instead of drawing;
 - its optimiser state, sliced out of the stacked one into a checkpoint a single run can resume, and back;
+- its regularizers' training parts (FactorVAE's discriminator, :mod:`vaezoo.training.auxiliary`): stacked like the
+  model's parameters, one optimiser per part over the stacked tensors, and after the model's step every member's
+  update on its own slice, with its own second batch and noise, drawn from its own streams as its solo run draws
+  them;
 - its checkpoint, written at the steps and with the RNG states a single run would write.
 
 Nothing waits for the device inside the loop: a non-finite loss is noted on the device, with its step and
@@ -33,21 +37,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.overrides import TorchFunctionMode
 
 from vaezoo.data import ImageDataset
 from vaezoo.entries.schema import Card
 from vaezoo.errors import Phrase, TrainingError, TrainingWarning
-from vaezoo.model import VAE, VAEOutput
+from vaezoo.model import VAE
+from vaezoo.regularizers.base import UpdateBatch
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, device_store, distribution_checks_off,
                                   diverged, epoch_order, last_good, make_optimizer, precision_flags, resume_point,
                                   rng_state, until)
+from vaezoo.training.auxiliary import TrainingParts
 from vaezoo.training.progress import Reporter
-from vaezoo.training.settings import differing, structure, swapped
+from vaezoo.training.settings import differing, float_settings, structure, swapped
 from vaezoo.signals import Interrupted, StopSignals
 
 __all__ = ["Member", "NoiseTape", "Stack", "fit_ensemble"]
@@ -130,6 +136,7 @@ class Member:
         label: how messages name the member, e.g. ``seed 1`` or ``beta=4 seed 1``.
         model: the run's model; it holds the member's weights whenever they are written out.
         optimizer: an optimiser of the model alone, the template of the member's checkpoint.
+        parts: its regularizers' training parts and their optimisers, the template of the member's checkpoint.
         streams: the member's states of torch's global generators.
         shuffle: the generator of its data order.
         saved: the step of its last checkpoint, None before the first.
@@ -142,6 +149,7 @@ class Member:
     label: str
     model: VAE
     optimizer: torch.optim.Optimizer
+    parts: TrainingParts
     streams: Streams
     shuffle: torch.Generator
     saved: int | None
@@ -154,10 +162,11 @@ class Member:
     def start(cls, card: Card, out: Path, label: str, model: VAE, plan: Plan, resume: bool, run: Run) -> Member:
         """The member at its first step: from its checkpoint in ``out`` when ``resume`` (and one is there)."""
         optimizer = make_optimizer(card.train, model.parameters())
+        parts = TrainingParts(model)
         checkpoint = Path(out) / CHECKPOINT
         torch.manual_seed(card.train.seed)  # the member's stream of sampling noise, as a single run seeds it
-        saved = resume_point(checkpoint, card, model, optimizer, plan, resume, run)
-        return cls(card, Path(out), label, model, optimizer, Streams(run.device), torch.Generator(run.device),
+        saved = resume_point(checkpoint, card, model, optimizer, plan, resume, run, parts)
+        return cls(card, Path(out), label, model, optimizer, parts, Streams(run.device), torch.Generator(run.device),
                    saved, saved or 0)
 
     @property
@@ -175,10 +184,14 @@ class Member:
 def stack_key(member: Member) -> str:
     """What members must share to be stacked: everything of the card but the seed, the floats of its ``model``
     table and the learning rate (each member's own, :mod:`vaezoo.training.settings`), the model's
-    :func:`~vaezoo.training.settings.structure`, and the step."""
+    :func:`~vaezoo.training.settings.structure`, its training parts' structures, float settings and optimisers
+    (the stacked parts step with one optimiser each, of one group's settings), and the step."""
     train = member.card.train.model_dump(mode="json", exclude={"seed"})
     train["optimizer"]["lr"] = float
-    return repr((member.card.architecture, _floats_masked(member.card.model), train, structure(member.model),
+    model = member.model
+    parts = ([(where, structure(part), float_settings(part)) for where, part in model.training_parts().items()],
+             [(i, r.optimizers()) for i, r in enumerate(model.regularizers) if r.training_parts()])
+    return repr((member.card.architecture, _floats_masked(member.card.model), train, structure(model), parts,
                  member.step))
 
 
@@ -204,6 +217,14 @@ class Stack:
     the host only cuts the batches, draws the noise and launches the graph. A step that cannot be
     captured runs eagerly, as on the CPU.
 
+    The members' training parts (a regularizer's own networks, FactorVAE's discriminator) are stacked too, with
+    one optimiser per part over the stacked tensors (the settings of the regularizer's
+    :class:`~vaezoo.regularizers.base.OptimizerGroup`). After the model's step each member, from its own streams,
+    draws its second batch and the update's noise (recorded once, as the forward pass's is), and every member's
+    update runs on its own slice, under the same formulation as the forward passes; one backward pass and one step
+    of the parts' optimisers follow, as :meth:`vaezoo.training.auxiliary.TrainingParts.step` does for a single run.
+    Such a stack is not captured as a CUDA graph: its step, the parts' update included, runs eagerly.
+
     Args:
         members: members whose cards differ only in the seed, at the same step (:func:`stack_key`).
         plan: their plan through the data.
@@ -222,20 +243,35 @@ class Stack:
             raise TrainingError(f"an ensemble's formulation is 'vmap' or 'loop', got '{formulation}'")
         convolutional = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in members[0].model.modules())
         self.formulation = formulation or ("loop" if run.device.type == "cpu" and convolutional else "vmap")
-        self.graphs = graphs and run.device.type == "cuda"
+        self.graphs = graphs and run.device.type == "cuda" and not members[0].parts  # parts: eager (above)
         self.members, self.plan, self.run, self.check_every = members, plan, run, check_every
         self.step = members[0].step
         self.precision = members[0].card.train.precision
         self.bf16 = self.precision == "bf16-mixed"
         self.base = copy.deepcopy(members[0].model).to("meta").train()
+        self.within = _Within(self.base)
         self.tapes: dict[int, list[Draw]] = {}
+        self.update_tapes: dict[int, list[Draw]] = {}  # the parts' update's draws, by the step's batch size
         self.term_names: list[str] = []  # the model's loss terms, learnt by the first recorded forward pass
+        self.last_terms: list[str] = []  # the names of the terms of the last forward pass
         self.stopped: list[Member] = []  # members whose loss became NaN or inf
-        self._restack(members, [m.optimizer.state_dict() for m in members])
+        self._restack(members, [m.optimizer.state_dict() for m in members],
+                      [{name: o.state_dict() for name, o in m.parts.optimizers.items()} for m in members])
 
-    def _restack(self, members: list[Member], states: list[dict]) -> None:
+    def _restack(self, members: list[Member], states: list[dict], part_states: list[dict[str, dict]]) -> None:
+        """Stack ``members``' weights, and their optimisers' ``states`` and training parts' optimisers'
+        ``part_states`` (each member's, by the part's place in the model)."""
         self.members = members
         self.params, self.buffers = stack_module_state([m.model for m in members])
+        self.part_params, part_buffers = _stack_parts([m.model for m in members])
+        self.buffers.update(part_buffers)
+        self.parts = TrainingParts(self.base, {
+            where: [self.part_params[f"{where}.{name}"] for name, _ in part.named_parameters()]
+            for where, part in self.base.training_parts().items()})
+        for name, optimizer in self.parts.optimizers.items():
+            own = [s[name] for s in part_states]
+            if any(s["state"] for s in own):
+                optimizer.load_state_dict(_stack_states(own, optimizer))
         dtype = next(iter(self.params.values())).dtype
         self.varied = differing([m.model for m in members])
         self.settings = {path: torch.tensor(values, dtype=dtype, device=self.run.device)
@@ -264,42 +300,59 @@ class Stack:
         self.bad_loss = torch.zeros(n, device=device)
         self.bad_terms = torch.zeros((n, len(self.term_names)), dtype=torch.bool, device=device)
 
-    def losses(self, x: Tensor, noise: list[Tensor], step: int | Tensor) -> tuple[Tensor, Tensor]:
-        """Every member's loss on its batch ``x[i]`` with its noise ``noise[k][i]``, and its loss terms.
+    def losses(self, x: Tensor, noise: list[Tensor], step: int | Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Every member's loss on its batch ``x[i]`` with its noise ``noise[k][i]``, its loss terms and its codes.
 
         Returns:
-            The losses, shape ``(members,)``, and the terms they sum, detached, in float32, shape
-            ``(members, terms)`` in the order of :attr:`term_names`.
+            The losses, shape ``(members,)``; the terms they sum, detached, in float32, shape ``(members, terms)``
+            in the order of :attr:`term_names`; and the codes the forward passes sampled, detached, shape
+            ``(members, batch, code_size)``.
         """
-        draws = self.tapes[x.shape[1]]
-        with torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
-            if self.formulation == "vmap":
-                def one(params, buffers, x, noise, settings):
-                    with NoiseTape(noise, draws), swapped(self.base, settings):
-                        return _loss_and_terms(functional_call(self.base, (params, buffers), (x,),
-                                                               {"step": step, "checked": True}))
+        return self._each(self._forward(step), (x,), noise, self.tapes[x.shape[1]])
 
-                try:
-                    return vmap(one, randomness="error")(self.params, self.buffers, x, noise, self.settings)
-                except RuntimeError as exc:  # an operation functorch cannot batch, e.g. a plugin's autograd.Function
-                    if "vmap" not in str(exc) and "functorch" not in str(exc):
-                        raise
-                    warnings.warn(f"the model cannot run under torch.func.vmap ({str(exc).splitlines()[0]}); the "
-                                  f"members' forward passes run in turn instead (formulation 'loop')",
-                                  TrainingWarning, stacklevel=2)
-                    self.formulation = "loop"
-            # unbind, not indexing: its backward stacks the members' gradients once, where each index would add
-            # a whole stacked tensor of zeros
-            params = {k: v.unbind() for k, v in self.params.items()}
-            buffers = {k: v.unbind() for k, v in self.buffers.items()}
-            outputs = []
-            for i in range(x.shape[0]):
-                with NoiseTape([n[i] for n in noise], draws), swapped(self.base, self._own_settings(i)):
-                    outputs.append(_loss_and_terms(functional_call(
-                        self.base, ({k: v[i] for k, v in params.items()}, {k: v[i] for k, v in buffers.items()}),
-                        (x[i],), {"step": step, "checked": True})))
-            losses, terms = zip(*outputs)
-            return torch.stack(losses), torch.stack(terms)
+    def _forward(self, step: int | Tensor) -> Callable[[Tensor], tuple[Tensor, Tensor, Tensor]]:
+        """One member's forward pass at ``step`` (under the recipe's autocast), as a function of its batch: its loss,
+        its terms (detached, float32, stacked in the order of ``out.terms``, whose names it keeps in
+        :attr:`last_terms`) and its codes (detached)."""
+        def forward(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+            with torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
+                out = self.base(x, step=step, checked=True)
+            self.last_terms = list(out.terms)
+            return out.loss, torch.stack([t.detach().float() for t in out.terms.values()]), out.z.detach()
+        return forward
+
+    def _each(self, fn: Callable[..., tuple[Tensor, ...]], args: tuple[Tensor, ...], noise: list[Tensor],
+              draws: list[Draw]) -> tuple[Tensor, ...]:
+        """``fn(*args[i])`` of every member ``i`` on its slice of the stacked weights (the model's and its training
+        parts'), with its own float settings, replaying its ``noise`` in place of the ``draws``: all at once under
+        ``vmap``, or in turn (:attr:`formulation`). ``fn`` returns tensors; each comes back stacked over the
+        members."""
+        weights = {**self.params, **self.part_params}
+        if self.formulation == "vmap":
+            def one(weights, buffers, noise, settings, *args):
+                with NoiseTape(noise, draws), swapped(self.base, settings):
+                    return functional_call(self.within, (weights, buffers), (fn, *args))
+
+            try:
+                return vmap(one, randomness="error")(weights, self.buffers, noise, self.settings, *args)
+            except RuntimeError as exc:  # an operation functorch cannot batch, e.g. a plugin's autograd.Function
+                if "vmap" not in str(exc) and "functorch" not in str(exc):
+                    raise
+                warnings.warn(f"the model cannot run under torch.func.vmap ({str(exc).splitlines()[0]}); the "
+                              f"members' forward passes run in turn instead (formulation 'loop')",
+                              TrainingWarning, stacklevel=2)
+                self.formulation = "loop"
+        # unbind, not indexing: its backward stacks the members' gradients once, where each index would add
+        # a whole stacked tensor of zeros
+        weights = {k: v.unbind() for k, v in weights.items()}
+        buffers = {k: v.unbind() for k, v in self.buffers.items()}
+        outputs = []
+        for i in range(len(self.members)):
+            with NoiseTape([n[i] for n in noise], draws), swapped(self.base, self._own_settings(i)):
+                outputs.append(functional_call(
+                    self.within, ({k: v[i] for k, v in weights.items()}, {k: v[i] for k, v in buffers.items()}),
+                    (fn, *(a[i] for a in args))))
+        return tuple(torch.stack(column) for column in zip(*outputs))
 
     def _own_settings(self, i: int) -> dict[str, float]:
         """Member ``i``'s float settings that differ among the members, as the numbers its own model holds."""
@@ -321,31 +374,35 @@ class Stack:
     def _noise(self, x: Tensor) -> list[Tensor]:
         """The step's noise, each member's drawn from its own streams: one ``(members, ...)`` tensor a draw."""
         if x.shape[1] not in self.tapes:
-            self.tapes[x.shape[1]] = self._record(x)
+            self.tapes[x.shape[1]] = self._record(self._forward(self.step), (x,))
+            if not self.term_names:  # the first pass recorded names the model's loss terms
+                self.term_names = self.last_terms
+                self._clear_flags()  # nothing was noted yet: no step has run before the first pass recorded
+        return self._draw(self.tapes[x.shape[1]])
+
+    def _draw(self, draws: list[Draw]) -> list[Tensor]:
+        """``draws`` made by each member from its own streams: one ``(members, ...)`` tensor a draw."""
         drawn = []
         for m in self.members:
             with m.streams.active():
-                drawn.append([draw() for draw in self.tapes[x.shape[1]]])
+                drawn.append([draw() for draw in draws])
         return [torch.stack(column) for column in zip(*drawn)]
 
-    def _record(self, x: Tensor) -> list[Draw]:
-        """The random draws of a forward pass on batches shaped like ``x``; the global generators are left as they were.
-
-        The first pass recorded also names the model's loss terms (:attr:`term_names`), a column each in the
-        non-finite flags.
+    def _record(self, fn: Callable[..., tuple[Tensor, ...]], args: tuple[Tensor, ...]) -> list[Draw]:
+        """The random draws of ``fn(*args[0])`` run as :meth:`_each` runs it, without gradients, for the first
+        member; the global generators are left as they were.
 
         Raises:
-            TrainingError: the pass also draws through an operation the tape does not see (a gamma or Dirichlet
+            TrainingError: ``fn`` also draws through an operation the tape does not see (a gamma or Dirichlet
                 sampler, ``torch.bernoulli``, ``torch.normal``, ...): each member would not draw its own numbers.
         """
         tape = NoiseTape()
-        params = {k: v[0] for k, v in self.params.items()}
+        weights = {k: v[0] for k, v in {**self.params, **self.part_params}.items()}
         buffers = {k: v[0] for k, v in self.buffers.items()}
         with torch.random.fork_rng(devices=self._devices()):
             before = self._generators()
-            with torch.no_grad(), tape, swapped(self.base, self._own_settings(0)), \
-                    torch.autocast(self.run.device.type, torch.bfloat16, enabled=self.bf16):
-                out = functional_call(self.base, (params, buffers), (x[0],), {"step": self.step, "checked": True})
+            with torch.no_grad(), tape, swapped(self.base, self._own_settings(0)):
+                functional_call(self.within, (weights, buffers), (fn, *(a[0] for a in args)))
             after = self._generators()
             self._restore(before)
             for draw in tape.draws:
@@ -356,10 +413,37 @@ class Stack:
                     "own draws of (only torch.rand, randn, randint, their *_like forms and fills such as normal_ "
                     "are; a gamma, beta or Dirichlet sampler, torch.bernoulli and torch.normal are not): train the "
                     "runs one at a time with {seed}")
-        if not self.term_names:
-            self.term_names = list(out.terms)
-            self._clear_flags()  # nothing was noted yet: no step has run before the first pass recorded
         return tape.draws
+
+    def _update_parts(self, store: ImageDataset, z: Tensor) -> None:
+        """The training parts' step after the model's, whose forward passes sampled the codes ``z``
+        ``(members, batch, code_size)``: each member's second batch (drawn from its own streams), its update on its
+        own slice, one backward pass and a step of each part's optimiser."""
+        images = []
+        for m in self.members:
+            with m.streams.active():
+                images.append(self.parts.second_images(store, self.plan.batch_size))
+        args = (z,) if images[0] is None else (z, torch.stack(images))
+        update = self._update(self.step)
+        if z.shape[1] not in self.update_tapes:
+            self.update_tapes[z.shape[1]] = self._record(update, args)
+        draws = self.update_tapes[z.shape[1]]
+        (losses,) = self._each(update, args, self._draw(draws), draws)
+        for optimizer in self.parts.optimizers.values():
+            optimizer.zero_grad(set_to_none=True)  # the model's loss reached them too (a term computed with a part)
+        if losses.requires_grad:
+            losses.sum().backward()
+        for optimizer in self.parts.optimizers.values():
+            optimizer.step()
+
+    def _update(self, step: int) -> Callable[..., tuple[Tensor]]:
+        """One member's update of its training parts at ``step``, as a function of its codes and its second batch's
+        images: the sum of its regularizers' update losses."""
+        def update(z: Tensor, images: Tensor | None = None) -> tuple[Tensor]:
+            batch = UpdateBatch(z, self.parts.codes(self.base, images), step)
+            losses = [loss for _, r in self.parts.regularizers for loss in r.update(batch).values()]
+            return (sum(losses) if losses else z.new_zeros(()),)
+        return update
 
     def _devices(self) -> list[torch.device]:
         return [self.run.device] if self.run.device.type == "cuda" else []
@@ -414,14 +498,14 @@ class Stack:
             if self.graph is not None:
                 self.shown = self.graph.replay(x, noise, self.step)
                 return self._stepped(x)
-        losses, terms = self.losses(x, noise, self.step)
+        losses, terms, z = self.losses(x, noise, self.step)
         self._note(losses, terms, self.step)
         if due:
             kept = self.check()
             if len(kept) < x.shape[0]:  # the stack was rebuilt without the members that diverged
                 rngs, x, noise = [rngs[i] for i in kept], x[kept], [n[kept] for n in noise]
                 if kept:
-                    losses, terms = self.losses(x, noise, self.step)
+                    losses, terms, z = self.losses(x, noise, self.step)
                     self._note(losses, terms, self.step)
             for i, rng in enumerate(rngs):
                 self._save(i, rng)
@@ -430,6 +514,8 @@ class Stack:
         self.optimizer.zero_grad(set_to_none=self.graph is None)  # a captured graph keeps its gradients
         losses.sum().backward()
         self.optimizer_step()
+        if self.parts:
+            self._update_parts(store, z)
         self.shown = losses.detach()
         return self._stepped(x)
 
@@ -461,31 +547,41 @@ class Stack:
             m.step = m.saved or 0  # its model holds the weights of its last checkpoint
             self.stopped.append(m)
         states = [self._optimizer_state(i) for i in kept]
+        part_states = [self._part_states(i) for i in kept]
         self._write_back(kept)
         if kept:
-            self._restack([self.members[i] for i in kept], states)
+            self._restack([self.members[i] for i in kept], states, part_states)
         else:
             self.members = []
         return kept
 
     def _write_back(self, indices: Sequence[int]) -> None:
-        """Copy the stacked weights of the members at ``indices`` into their own models."""
+        """Copy the stacked weights of the members at ``indices`` into their own models and training parts."""
+        stacked = {**self.params, **self.part_params, **self.buffers}
         with torch.no_grad():
             for i in indices:
                 model = self.members[i].model
-                for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
-                    stacked = self.params.get(name, self.buffers.get(name))
-                    tensor.copy_(stacked[i])
+                params, buffers = _part_tensors(model)
+                for name, tensor in [*model.named_parameters(), *model.named_buffers(), *params.items(),
+                                     *buffers.items()]:
+                    tensor.copy_(stacked[name][i])
 
     def _optimizer_state(self, i: int) -> dict:
         """Member ``i``'s optimiser state, as its own optimiser would hold it."""
         return _slice_state(self.optimizer, i, self.members[i].optimizer.state_dict()["param_groups"])
 
+    def _part_states(self, i: int) -> dict[str, dict]:
+        """Member ``i``'s optimiser state of each training part, as its own optimisers would hold them."""
+        own = self.members[i].parts.optimizers
+        return {name: _slice_state(o, i, own[name].state_dict()["param_groups"])
+                for name, o in self.parts.optimizers.items()}
+
     def _save(self, i: int, rng: dict | None) -> None:
         m = self.members[i]
         self._write_back([i])
         fix = Phrase("make room, then continue with {resume:True} ({last})", last=last_good(m.checkpoint, m.saved))
-        write_checkpoint(m.checkpoint, m.card, m.model, self._optimizer_state(i), self.step, rng, fix)
+        write_checkpoint(m.checkpoint, m.card, m.model, self._optimizer_state(i), self.step, rng, fix,
+                         m.parts.state_dict(self._part_states(i)) if m.parts else None)
         m.saved = self.step
 
     def finish(self) -> None:
@@ -535,7 +631,7 @@ class _CapturedStep:
         step = torch.full((), float(stack.step), dtype=torch.float64, device=x.device)
 
         def train_step() -> Tensor:
-            losses, _ = stack.losses(x, noise, step)
+            losses, _, _ = stack.losses(x, noise, step)
             losses.sum().backward()
             stack.optimizer_step()
             return losses
@@ -551,7 +647,7 @@ class _CapturedStep:
             graph = torch.cuda.CUDAGraph()
             stack.optimizer.zero_grad(set_to_none=True)
             with torch.cuda.graph(graph):
-                losses, terms = stack.losses(x, noise, step)
+                losses, terms, _ = stack.losses(x, noise, step)
                 stack._note(losses, terms, step)
                 losses.sum().backward()
                 stack.optimizer_step()
@@ -639,9 +735,36 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
     return members
 
 
-def _loss_and_terms(out: VAEOutput) -> tuple[Tensor, Tensor]:
-    """A forward pass's loss and its terms (detached, float32), stacked in the order of ``out.terms``."""
-    return out.loss, torch.stack([t.detach().float() for t in out.terms.values()])
+class _Within(nn.Module):
+    """A view of a model whose forward pass calls a given function: ``functional_call(_Within(model), tensors,
+    (fn, *args))`` runs ``fn(*args)`` with ``tensors`` in place of the model's parameters and buffers and of its
+    training parts' (named by their place in the model, ``regularizers.0.discriminator.0.weight``), whichever of
+    the model's methods ``fn`` calls. It holds the model's own parameters, buffers and submodules."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        for key in ("_parameters", "_buffers", "_modules"):
+            self.__dict__[key] = model.__dict__[key]
+
+    def forward(self, fn: Callable, *args):
+        return fn(*args)
+
+
+def _part_tensors(model: VAE) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """The parameters and the buffers of ``model``'s training parts, by their place in the model
+    (``regularizers.0.discriminator.0.weight``)."""
+    parts = model.training_parts().items()
+    return ({f"{where}.{name}": t for where, part in parts for name, t in part.named_parameters()},
+            {f"{where}.{name}": t for where, part in parts for name, t in part.named_buffers()})
+
+
+def _stack_parts(models: Sequence[VAE]) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """The training parts' parameters and buffers of ``models`` stacked along a new first dimension, as
+    ``stack_module_state`` stacks the models' own (parameters as leaves that take gradients)."""
+    params, buffers = zip(*(_part_tensors(m) for m in models))
+    return ({k: torch.stack([p[k].detach() for p in params]).requires_grad_(params[0][k].requires_grad)
+             for k in params[0]},
+            {k: torch.stack([b[k] for b in buffers]) for k in buffers[0]})
 
 
 def _stack_states(states: list[dict], optimizer: torch.optim.Optimizer) -> dict:

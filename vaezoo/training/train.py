@@ -171,10 +171,10 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
     """Train an ensemble: one run per seed and combination of the sweeps' values, all in one step.
 
     The runs are stacked (:mod:`vaezoo.training.ensemble`): one forward, backward and optimiser step covers all the
-    runs whose cards differ only in the seed and in float settings (a swept ``beta``, ``lr``). A model whose
-    regularizers train networks of their own (FactorVAE's discriminator) is not stacked: its runs train one after
-    the other, each exactly as it would alone. Each run has its own data order, sampling noise, optimiser
-    state and checkpoint, so each folder ends as ``train`` of that card alone would leave it (up to float
+    runs whose cards differ only in the seed and in float settings (a swept ``beta``, ``lr``, FactorVAE's
+    ``gamma``); the networks a model's regularizers train beside it (FactorVAE's discriminator) are stacked too, and
+    step after the model's step. Each run has its own data order, sampling noise, optimiser states (its training
+    parts' included) and checkpoint, so each folder ends as ``train`` of that card alone would leave it (up to float
     rounding), and resumes (``resume``) on its own. Seed N goes in ``out/seed-N``, or
     ``out/KEY=VALUE/seed-N`` in a sweep (see :func:`vaezoo.training.sweeps.members`).
 
@@ -286,13 +286,6 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
         dataset = load_dataset(data.name, options.data_root, "train", **data.options)
         if _alone(runs):
             trained = [fit_single(models[0], *runs[0][:2], dataset, options.resume, options.max_steps, run)]
-        elif any(m.training_parts() for m in models):
-            # a regularizer's own networks and optimisers are not stacked (yet): each member is its solo run
-            note(f"the model's regularizers train networks of their own ({', '.join(models[0].training_parts())}), "
-                 f"which a stacked step does not hold: the {len(runs)} runs train one after the other, each as it "
-                 f"would alone")
-            trained = [fit_single(m, c, out, dataset, options.resume, options.max_steps, run)
-                       for m, (c, out, _) in zip(models, runs)]
         else:
             trained = fit_ensemble([(m, c, out, label) for m, (c, out, label) in zip(models, runs)], dataset,
                                    options.resume, options.max_steps, run, options.formulation)
