@@ -3,12 +3,19 @@ checkpoints."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 from kit import DATA_PLUGIN, MNIST_ROOT, FileServer, install_plugin, require_shared, serve_files
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest -n N: N workers share the machine's cores, so each computes on one thread (and so do the processes its
+    # tests start) rather than every worker taking every core (oversubscribed OpenMP threads run many times slower)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 
 @pytest.fixture

@@ -126,10 +126,12 @@ REGISTRY_DRIVEN = ["test_models.py", "test_input_contract.py::test_every_zoo_car
 @pytest.mark.slow
 def test_vaezoos_registry_driven_tests_pass_and_check_it(laplace):
     """Installed, it is checked by vaezoo's own registry-driven tests (its family with the example its class
-    declares, trial runs included, and its card), and none of them fails for its presence."""
+    declares, trial runs included, and its card), and none of them fails for its presence. The built-in parts'
+    trial runs are left out: they train no part of the plugin's, and the suite runs them on its own."""
     tests = Path(__file__).parent
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "no:randomly",
-                             *[str(tests / t) for t in REGISTRY_DRIVEN]], cwd=tests.parent,
+                             "-k", "laplace or not trains", *[str(tests / t) for t in REGISTRY_DRIVEN]],
+                            cwd=tests.parent,
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     passed = [line for line in result.stdout.splitlines() if line.startswith("PASSED ")]
