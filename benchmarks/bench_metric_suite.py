@@ -1,13 +1,15 @@
 """Time the whole disentanglement metric suite on a shipped dSprites model, all 737,280 images.
 
 As ``vaezoo eval NAME`` runs it: first the losses' pass over every image (encoder and decoder, at the
-recipe's batch size, in inference mode with channels_last weights), which is also the metrics' one
-encoding of every image; then every registered metric of the suite (its defaults: the
+recipe's batch size, in inference mode with the decoder's weights in channels_last order), which is also the
+metrics' one encoding of every image; then every registered metric of the suite (its defaults: the
 disentanglement_lib protocol, sharing one ``Evaluation``), one after another. ``mig_chen`` and
 ``total_correlation`` share one entropy estimate (on ``--device``); the other metrics read mean codes
 from the table the pass filled; the scikit-learn fits run on ``--jobs`` worker processes. The report
 gives each step's wall and CPU time (this process's; the workers' are not counted), the images it
-encoded and its value (target: the whole suite in <= 5 minutes on 2 cores).
+encoded and its value (target: the whole suite in <= 5 minutes on 2 cores), and the losses' pass's arithmetic:
+its floating-point operations an image (``torch.utils.flop_counter``) and the rate it ran at, against which
+a machine's peak bounds the pass from below.
 
     OMP_NUM_THREADS=2 python benchmarks/bench_metric_suite.py     # the issue's measure, on 2 cores
     python benchmarks/bench_metric_suite.py --no-losses           # the metrics alone (a codes-only encoding)
@@ -27,6 +29,18 @@ from vaezoo.metrics.codes import CODES_BATCH_SIZE
 SUITE = ("mig_chen", "total_correlation", "mig_dlib", "betavae_score", "factorvae_score", "sap_score",
          "dci_disentanglement", "dci_completeness", "dci_informativeness", "modularity", "explicitness",
          "gaussian_total_correlation", "mutual_info_score")
+
+
+def forward_flops(model, data, batch_size: int, device) -> float:
+    """Floating-point operations of the model's forward pass, an image (one batch counted)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from vaezoo.metrics.codes import inference
+
+    _, x = next(iter(data.batches(batch_size, torch.device(device))))
+    with inference(model), FlopCounterMode(display=False) as counter:
+        model(x, step=0)
+    return counter.get_total_flops() / len(x)
 
 
 class Clock:
@@ -80,8 +94,10 @@ def main() -> int:
             results = losses(model, data, card.train.steps, card.train.batch_size, args.device, encoding.add)
             evaluation.take_encoding(encoding.encoding())
         wall, cpu = clock.wall, clock.cpu
+        flops = forward_flops(model, data, card.train.batch_size, args.device)
         print(f"{'losses (the one pass)':28} {clock.wall:8.1f} {clock.cpu:8.1f} {len(data):9,}  "
-              f"reconstruction {results['reconstruction']:.4f}", flush=True)
+              f"reconstruction {results['reconstruction']:.4f}; {flops / 1e6:.1f} MFLOP an image, "
+              f"{flops * len(data) / clock.wall / 1e9:.1f} GFLOP/s", flush=True)
     for name in args.metrics.split(","):
         before = evaluation.codes.encoded
         with Clock() as clock:

@@ -116,8 +116,9 @@ def test_a_third_partys_factorvae_passes_the_kit(third_party):
 
 def test_the_kit_refuses_an_update_that_trains_the_encoder(site):
     leaky = FACTOR.replace("real = self.critic(batch.z)", "real = self.critic(batch.z) + batch.z.sum() * 0 + leak[0]")
+    kl = "        terms = {\"kl\": batch_mean(posterior.kl())}"
     leaky = leaky.replace("class ThirdFactor", "leak = []\n\nclass ThirdFactor").replace(
-        "        terms = {\"kl\": batch_mean(posterior.kl())}", "        leak[:] = [z.sum()]\n        terms = {\"kl\": batch_mean(posterior.kl())}")
+        kl, "        leak[:] = [z.sum()]\n" + kl)
     install_plugin(site, "thirdfactor", leaky)
     with pytest.raises(testing.ConformanceError, match="depends on the encoder's parameters"):
         testing.check_regularizer("thirdfactor", train=False, gamma=5.0, hidden=16)
@@ -125,7 +126,8 @@ def test_the_kit_refuses_an_update_that_trains_the_encoder(site):
 
 
 def _equal(a, b, atol: float | None = None) -> bool:
-    """Whether ``a`` and ``b`` (a checkpoint's nested dicts) are equal: their tensors bit for bit, or within ``atol``."""
+    """Whether ``a`` and ``b`` (a checkpoint's nested dicts) are equal: their tensors bit for bit, or within
+    ``atol``."""
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_equal(a[k], b[k], atol) for k in a)
     if isinstance(a, list | tuple):

@@ -28,8 +28,8 @@ def losses(model: VAE, dataset: ImageDataset | CountedImages, step: int | None, 
 
     The model is put in eval mode: the code is the posterior's mode, so the numbers are deterministic, and
     the objective is the training loss's formula at the mean code, not its average over sampled codes
-    (docs/metrics.md, "The losses beside them"). The pass runs in inference mode, a convolutional model's weights
-    and images in ``channels_last`` order (:func:`vaezoo.metrics.codes.inference`); the model is left as it was.
+    (docs/metrics.md, "The losses beside them"). The pass runs in inference mode, a convolutional decoder's weights
+    in ``channels_last`` order (:func:`vaezoo.metrics.codes.inference`); the model is left as it was.
 
     Args:
         model: the model, on ``device``.
@@ -50,9 +50,9 @@ def losses(model: VAE, dataset: ImageDataset | CountedImages, step: int | None, 
     """
     totals: dict[str, float] = defaultdict(float)
     start = 0
-    with inference(model) as ordered:
+    with inference(model):
         for _, x in dataset.batches(batch_size, usable_device(device)):
-            out = model(ordered(x), step=step or 0)
+            out = model(x, step=step or 0)
             model.check_output(out, f"of the batch of test images from {start:,}")  # no NaN code reaches a card
             start += len(x)
             if posteriors is not None:
