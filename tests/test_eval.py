@@ -12,6 +12,7 @@ import pytest
 import torch
 from kit import MNIST_ROOT, REPO, cli, install_plugin, make_card, require_shared, write_toml
 
+from vaezoo.assemble import metric_rounding
 from vaezoo.cli import main
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import Metric
@@ -76,6 +77,19 @@ def test_compare_uses_a_tolerance_relative_to_the_larger_of_one_and_the_value():
     compared = compare(card, {"big": 1001.1, "small": 0.5011, "missing": 1.0}, 1e-3)
     assert disagreeing(compared) == ["big", "small"]
     assert str(compared[0]) == "big: card 1000.0 vs measured 1001.100000"
+
+
+def test_a_metric_that_float_rounding_moves_is_allowed_its_spread_and_no_other_is():
+    card = {"dci_informativeness": metric(0.56468), "mig_dlib": metric(0.217459), "reconstruction": metric(39.9183)}
+    measured = {"dci_informativeness": 0.56328, "mig_dlib": 0.217459 + 1.4e-3, "reconstruction": 39.9183}
+    rounding = metric_rounding(card)  # the registered metrics' own: DCI's trees, not MIG or a loss
+    assert set(rounding) == {"dci_informativeness"} and 1.4e-3 < rounding["dci_informativeness"] < 1e-2
+    compared = compare(card, measured, 1e-4, rounding)
+    assert disagreeing(compared) == ["mig_dlib"]
+    assert [c.rounding for c in compared] == [rounding["dci_informativeness"], 0.0, 0.0]
+    assert disagreeing(compare(card, {**measured, "dci_informativeness": 0.56468 + 2e-2}, 1e-4, rounding)) \
+        == ["dci_informativeness", "mig_dlib"]
+    assert disagreeing(compare(card, measured, 1e-4)) == ["dci_informativeness", "mig_dlib"]  # asked for none
 
 
 @pytest.mark.parametrize("tolerance", ["nan", "-1", "inf", "1e-4x"])

@@ -270,6 +270,13 @@ def metric(name: str) -> MetricSpec:
     return MetricSpec.of(registry("metric")[name])
 
 
+def metric_rounding(names) -> dict[str, float]:
+    """``{name: rounding}`` of the registered metrics among ``names`` whose value float rounding alone moves (their
+    spec's :attr:`~vaezoo.metrics.spec.MetricSpec.rounding`); the others (and the losses) are left out."""
+    metrics = registry("metric")
+    return {name: rounding for name in names if name in metrics and (rounding := metric(name).rounding) > 0}
+
+
 def metric_suite(suite: str) -> list[str]:
     """The registered metrics whose spec belongs to ``suite`` (e.g. ``"disentanglement"``), in registration order."""
     return [name for name in registry("metric").registered() if metric(name).suite == suite]

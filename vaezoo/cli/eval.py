@@ -94,7 +94,7 @@ def run(args) -> int:
         print(printable(f"wrote {len(report.results)} metrics to {report.written.path}"), file=sys.stderr)
     if comparisons is not None:
         print(f"check: {len(comparisons) - len(failures)} of {len(comparisons)} metrics match the card within "
-              f"relative tolerance {args.tolerance:g}", file=sys.stderr)
+              f"relative tolerance {args.tolerance:g}{_rounding(comparisons)}", file=sys.stderr)
     for why in report.failed.values():
         print(printable(f"error: {why}"), file=sys.stderr)
     if failures:
@@ -102,6 +102,12 @@ def run(args) -> int:
                         f"{args.tolerance:g}: " + "; ".join(failures)), file=sys.stderr)
         return 1
     return 1 if report.failed else 0
+
+
+def _rounding(comparisons) -> str:
+    """What the check allowed the metrics that float rounding alone moves (their specs' ``rounding``)."""
+    return "".join(f", {c.name} within {c.rounding:g} (float rounding alone moves it that far)"
+                   for c in comparisons if c.rounding)
 
 
 def _settings(settings: dict) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vaezoo.assemble import card_dataset, load_model, metric
+from vaezoo.assemble import card_dataset, load_model, metric, metric_rounding
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.catalog import card_reference, get_card
@@ -41,12 +41,15 @@ class Comparison:
         card: the value the card records.
         measured: the value measured now; None when it was not computed.
         agrees: whether ``measured`` is ``card`` within the tolerance it was compared with.
+        rounding: the difference allowed it whatever the tolerance, as float rounding alone moves it that far
+            (its spec's ``rounding``; 0 for most metrics).
     """
 
     name: str
     card: float
     measured: float | None
     agrees: bool
+    rounding: float = 0.0
 
     def __str__(self) -> str:
         if self.measured is None:
@@ -54,13 +57,16 @@ class Comparison:
         return f"{self.name}: card {self.card} vs measured {self.measured:.6f}"
 
 
-def compare(card_metrics: dict, results: dict[str, float], tolerance: float = DEFAULT_TOLERANCE) -> list[Comparison]:
+def compare(card_metrics: dict, results: dict[str, float], tolerance: float = DEFAULT_TOLERANCE,
+            rounding: Mapping[str, float] | None = None) -> list[Comparison]:
     """Each of the card's metrics beside its measured value, in the card's order.
 
     Args:
         card_metrics: ``{name: Metric}``, as a card's ``metrics``.
         results: ``{name: value}`` measured.
         tolerance: relative, of max(1, |card value|); NaN agrees only with NaN, an infinity only with itself.
+        rounding: ``{name: difference}`` allowed to a metric whose value float rounding alone moves by more than
+            ``tolerance`` (its spec's ``rounding``), whatever ``tolerance`` is.
 
     Returns:
         One :class:`Comparison` per card metric; a metric missing from ``results`` never agrees.
@@ -70,17 +76,19 @@ def compare(card_metrics: dict, results: dict[str, float], tolerance: float = DE
     """
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 <= tolerance < math.inf:
         raise MetricError.about("{tolerance} must be a finite number >= 0, got {got!r}", got=tolerance)
+    rounding = rounding or {}
     return [Comparison(name, metric.value, results.get(name),
-                       name in results and agrees(metric.value, results[name], tolerance))
+                       name in results and agrees(metric.value, results[name], tolerance, rounding.get(name, 0.0)),
+                       rounding.get(name, 0.0))
             for name, metric in card_metrics.items()]
 
 
-def agrees(card_value: float, measured: float, tolerance: float) -> bool:
-    """Whether ``measured`` is ``card_value`` to within ``tolerance`` of max(1, |card value|); NaN agrees only
-    with NaN, an infinity only with itself."""
+def agrees(card_value: float, measured: float, tolerance: float, rounding: float = 0.0) -> bool:
+    """Whether ``measured`` is ``card_value`` to within ``tolerance`` of max(1, |card value|), or within
+    ``rounding``; NaN agrees only with NaN, an infinity only with itself."""
     if not (math.isfinite(card_value) and math.isfinite(measured)):
         return card_value == measured or (math.isnan(card_value) and math.isnan(measured))
-    return abs(measured - card_value) <= tolerance * max(1.0, abs(card_value))
+    return abs(measured - card_value) <= max(tolerance * max(1.0, abs(card_value)), rounding)
 
 
 @dataclass(frozen=True)
@@ -124,7 +132,8 @@ class EvalReport:
         return {k: v for k, v in self.card.metrics.items() if k in self.results}
 
     def check(self, tolerance: float = DEFAULT_TOLERANCE) -> list[Comparison]:
-        """Compare the measured values with the card's (:func:`compare`).
+        """Compare the measured values with the card's (:func:`compare`), each registered metric allowed at least
+        its float-rounding spread (:func:`vaezoo.assemble.metric_rounding`).
 
         Raises:
             CardError: the card records no metrics, or none of the :attr:`metrics` measured.
@@ -136,7 +145,7 @@ class EvalReport:
         if not checked:
             raise CardError(f"card '{self.card.name}' has none of {', '.join(self.metrics or ())} to check against; "
                             f"writing the report records them")
-        return compare(checked, self.results, tolerance)
+        return compare(checked, self.results, tolerance, metric_rounding(checked))
 
     def unlike_card(self) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         """The metrics measured with other settings than those the card records beside their values, as

@@ -46,6 +46,9 @@ class MetricSpec:
             ground-truth factors that a card of such a dataset lists).
         quick: settings, over :attr:`settings`, under which a trial run checks that the metric works on a model
             (the conformance kit's): the same computation at a smaller size, e.g. fewer samples.
+        rounding: how far the value moves when nothing but the float rounding of the model's pass changes (another
+            CPU kernel, memory order or device), where that is more than ``vaezoo eval --check``'s tolerance: the
+            check allows at least this difference (0 for a metric whose value such rounding barely moves).
     """
 
     function: Callable[..., float]
@@ -54,6 +57,7 @@ class MetricSpec:
     settings: Mapping[str, Any] = field(default_factory=dict)
     suite: str | None = None
     quick: Mapping[str, Any] = field(default_factory=dict)
+    rounding: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "__doc__", self.function.__doc__)
@@ -107,12 +111,13 @@ class MetricSpec:
 
 
 def metric_spec(*, higher_is_better: bool = True, needs: Sequence[Requirement] = (), suite: str | None = None,
-                quick: Mapping[str, Any] | None = None) -> Callable[[Callable[..., float]], MetricSpec]:
+                quick: Mapping[str, Any] | None = None,
+                rounding: float = 0.0) -> Callable[[Callable[..., float]], MetricSpec]:
     """Make ``function(evaluation, **settings)`` a :class:`MetricSpec`; its settings are its keyword defaults."""
     def make(function: Callable[..., float]) -> MetricSpec:
         first = next(iter(inspect.signature(function).parameters))
         return MetricSpec(function, higher_is_better, tuple(needs), _defaults(function, (first,)), suite,
-                          dict(quick or {}))
+                          dict(quick or {}), rounding)
 
     return make
 
