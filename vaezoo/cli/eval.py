@@ -106,8 +106,12 @@ def run(args) -> int:
 
 def _rounding(comparisons) -> str:
     """What the check allowed the metrics that float rounding alone moves (their specs' ``rounding``)."""
-    return "".join(f", {c.name} within {c.rounding:g} (float rounding alone moves it that far)"
-                   for c in comparisons if c.rounding)
+    allowed: dict[float, list[str]] = {}
+    for c in comparisons:
+        if c.rounding:
+            allowed.setdefault(c.rounding, []).append(c.name)
+    return "".join(f"; {', '.join(names)} within {value:g} (float rounding alone moves "
+                   f"{'them' if len(names) > 1 else 'it'} that far)" for value, names in allowed.items())
 
 
 def _settings(settings: dict) -> str:
