@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -35,14 +35,13 @@ def eval_mode(model) -> Iterator[None]:
 @contextmanager
 def inference(model) -> Iterator[None]:
     """``model`` set up for a pass over a dataset: eval mode, ``torch.inference_mode`` and, when its decoder has
-    convolutions (4-d weights), the decoder's weights in ``channels_last`` memory order (its transposed
-    convolutions run 1.2x faster on a CPU; the same images up to float rounding). The model's mode and memory
-    order are put back after the block.
+    convolutions (4-d weights), the decoder's weights in ``channels_last`` memory order (faster transposed
+    convolutions on a CPU; the same images up to float rounding). The model's mode and memory order are put back
+    after the block.
 
     The encoder is left in its own order, so that the codes the metrics read are bit for bit those of a plain
-    eval-mode encoding, whatever the batch size or thread count (the zoo cards' were measured so): DCI's
-    gradient-boosted trees split on a collapsed dimension's tiny variations, and the rounding of another memory
-    order (codes 1.5e-6 apart) moved betatcvae-dsprites' DCI scores by up to 8e-4, beyond ``--check``'s tolerance.
+    eval-mode encoding, whatever the batch size or thread count: DCI's gradient-boosted trees split on a collapsed
+    dimension's tiny variations, which another memory order's rounding changes (docs/metrics.md).
     """
     was_training = model.training
     decoder = getattr(model, "decoder", None)

@@ -114,7 +114,7 @@ def dci_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Generator, 
 
 ROUNDING = 5e-3
 """How far DCI's scores move when only the float rounding of the codes changes: the trees split on the tiny
-variations of collapsed dimensions, so codes 1.5e-6 apart (the encoder in another memory order) moved
+variations of collapsed dimensions, so codes apart by float rounding (the encoder in another memory order) moved
 betatcvae-dsprites' scores by up to 2.2e-3 (docs/metrics.md); ``vaezoo eval --check`` allows this much."""
 
 
