@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.multiprocessing as mp
 from kit import REPO, child_env, install_plugin, write_toml
+from test_distributed import free_port
 
 from vaezoo import testing
 from vaezoo.cli import main
@@ -245,6 +247,52 @@ def test_a_member_that_diverges_is_dropped_with_its_parts_and_the_other_goes_on(
     assert "seed 2: loss became nan at step 9" in bad.error and bad.step == 8
     _same_run(tmp_path / "ens" / "seed-1", tmp_path / "solo-1")  # restacked without seed 2, its critic and its Adam
     _same_run(tmp_path / "ens" / "seed-2", tmp_path / "solo-2")  # seed 2 keeps its checkpoint of step 8
+
+
+def _train_as_rank(rank: int, world: int, port: int, card: Path, out: Path, max_steps: int, resume: bool,
+                   run: str) -> None:
+    """One process of a DDP run of ``card`` (what torchrun sets up) in ``out/RUN`` (``{rank}`` in ``run`` is the
+    process's rank); its model and critic written to ``out/rank{rank}.pt``."""
+    import os
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
+                      LOCAL_RANK=str(rank))
+    result = train(card, out / run.format(rank=rank), max_steps=max_steps, resume=resume, evaluate=False)
+    (critic,) = [part for r in result.model.regularizers for part in r.training_parts().values()]
+    torch.save({"model": result.model.state_dict(), "critic": critic.state_dict()}, out / f"rank{rank}.pt")
+
+
+def _ddp(card: Path, out: Path, max_steps: int, resume: bool = False, run: str = "run") -> None:
+    mp.spawn(_train_as_rank, args=(2, free_port(), card, out, max_steps, resume, run), nprocs=2)
+
+
+@pytest.mark.slow
+def test_a_ddp_run_keeps_its_critics_as_one_and_resumes_exactly(third_party, tmp_path):
+    """Two processes of one run: each holds its own critic, which DDP does not see; their gradients are averaged
+    as the model's are, so the two critics stay equal (each process draws its own second batch), and a run stopped
+    and resumed ends as the uninterrupted one, the critic's Adam included."""
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    _ddp(third_party, whole, 30)
+    _ddp(third_party, cut, 12)
+    _ddp(third_party, cut, 30, resume=True)
+    ranks = [torch.load(whole / f"rank{rank}.pt", weights_only=True) for rank in range(2)]
+    assert _equal(ranks[0], ranks[1])  # the model and the critic alike, bit for bit
+    checkpoint = read_checkpoint(whole / "run" / "checkpoint.pt", fix="")
+    adam = checkpoint.auxiliary["optimizers"]["regularizers.0.critic"]["state"]
+    assert checkpoint.step == 30 and all(state["exp_avg"].abs().sum() > 0 for state in adam.values())  # it trained
+    resumed = read_checkpoint(cut / "run" / "checkpoint.pt", fix="")
+    for name in ("model", "optimizer", "auxiliary"):
+        assert _equal(getattr(resumed, name), getattr(checkpoint, name)), name
+    assert _equal(torch.load(cut / "rank1.pt", weights_only=True), ranks[1])
+
+
+@pytest.mark.slow
+def test_ddp_processes_that_find_different_checkpoints_stop_saying_so_rather_than_wait_forever(third_party,
+                                                                                                tmp_path):
+    _ddp(third_party, tmp_path, 6, run="out{rank}")  # a folder of each process's own: rank 0 alone writes
+    with pytest.raises(mp.ProcessRaisedException, match=r"found different checkpoints in .*out1 \(rank 0: step 6, "
+                                                        r"rank 1: none\); every process must resume from the same"):
+        _ddp(third_party, tmp_path, 12, resume=True, run="out{rank}")
 
 
 @pytest.mark.slow

@@ -137,6 +137,27 @@ def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan
     return checkpoint.step
 
 
+def same_on_every_rank(saved: int | None, run: Run, out: Path) -> int | None:
+    """``saved``, the step this process resumes from (None: afresh), once every process of a DDP run is found to
+    resume from it too (a collective call).
+
+    Raises:
+        TrainingError: the processes found different checkpoints, as where ``out`` is a folder of each machine's
+            own; left to go on, they would wait for each other forever.
+    """
+    if run.world == 1:
+        return saved
+    steps: list[int | None] = [None] * run.world
+    dist.all_gather_object(steps, saved)
+    if len(set(steps)) > 1:
+        found = ", ".join(f"rank {rank}: {'none' if step is None else f'step {step}'}"
+                          for rank, step in enumerate(steps))
+        raise TrainingError.about("the processes of this run found different checkpoints in {folder} ({found}); "
+                                  "every process must resume from the same one: give them one {out} they share",
+                                  folder=out, found=found)
+    return saved
+
+
 def last_good(checkpoint: Path, saved: int | None) -> str:
     return (f"the last good checkpoint is {checkpoint} (step {saved})" if saved is not None
             else "no checkpoint has been written yet")

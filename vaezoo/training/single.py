@@ -27,7 +27,7 @@ from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, device_store, distribution_checks_off,
                                   diverged, epoch_order, last_good, make_optimizer, precision_flags, resume_point,
-                                  rng_state, until)
+                                  rng_state, same_on_every_rank, until)
 from vaezoo.training.auxiliary import TrainingParts
 from vaezoo.training.progress import Reporter
 from vaezoo.signals import Interrupted, StopSignals
@@ -65,7 +65,8 @@ class SingleRun:
         self.parts = TrainingParts(model)  # the regularizers' own networks and optimisers (FactorVAE's), if any
         self.checkpoint = Path(out) / CHECKPOINT
         torch.manual_seed(recipe.seed + 1_000_003 * run.rank)  # each rank's stream of sampling noise
-        self.saved = resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run, self.parts)
+        self.saved = same_on_every_rank(
+            resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run, self.parts), run, out)
         self.step = self.saved or 0
         self.streams = Streams(run.device)
         self.shuffle = torch.Generator(run.device)
