@@ -12,7 +12,6 @@ from kit import cli, make_card, write_toml
 
 import vaezoo.evaluation.report as report_module
 from vaezoo.cli import main
-from vaezoo.entries.catalog import get_card
 from vaezoo.evaluation.report import evaluate_cards
 
 
@@ -67,6 +66,13 @@ def test_several_runs_are_written_in_one_table_and_a_second_call_skips_them(runs
     assert code == 1 and out.count("checked") == 1 and out.count("failed") == 1
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert line.startswith(f"error: {runs[1]}: 1 metric(s) differ") and "cluster_accuracy: card" in line
+
+    # a metric that float rounding alone moves by 0.02 is allowed that spread, and the summary names it once
+    monkeypatch.setattr(report_module, "metric_rounding", lambda names: {"cluster_accuracy": 0.02})
+    code, out, err = cli(capsys, "eval", *map(str, runs), "--check")
+    assert code == 0 and out.count("checked") == 2, err
+    assert err.splitlines()[-1] == ("2 of 2 runs measured, checked against their cards within relative tolerance "
+                                    "0.0001; cluster_accuracy within 0.02 (float rounding alone moves it that far)")
 
 
 def test_an_interrupted_batch_resumes_where_it_stopped(runs, monkeypatch):

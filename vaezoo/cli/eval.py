@@ -105,11 +105,12 @@ def run(args) -> int:
 
 
 def _rounding(comparisons) -> str:
-    """What the check allowed the metrics that float rounding alone moves (their specs' ``rounding``)."""
+    """What the check allowed the metrics that float rounding alone moves (their specs' ``rounding``), each named
+    once however many runs it was checked on."""
     allowed: dict[float, list[str]] = {}
     for c in comparisons:
-        if c.rounding:
-            allowed.setdefault(c.rounding, []).append(c.name)
+        if c.rounding and c.name not in allowed.setdefault(c.rounding, []):
+            allowed[c.rounding].append(c.name)
     return "".join(f"; {', '.join(names)} within {value:g} (float rounding alone moves "
                    f"{'them' if len(names) > 1 else 'it'} that far)" for value, names in allowed.items())
 
@@ -152,6 +153,8 @@ def _print_batch(batch, args) -> int:
         bad = bad or bool(whys)
     measured = sum(run.report is not None for run in batch.runs)
     skipped = sum(run.skipped for run in batch.runs)
+    checked = (f", checked against their cards within relative tolerance {args.tolerance:g}"
+               f"{_rounding(c for compared in checks.values() for c in compared)}") if args.check else ""
     print(f"{measured} of {len(batch.runs)} runs measured" + (", written" if args.write else "")
-          + (f", {skipped} skipped" if skipped else ""), file=sys.stderr)
+          + (f", {skipped} skipped" if skipped else "") + checked, file=sys.stderr)
     return 1 if bad else 0
