@@ -375,7 +375,7 @@ def test_eval_records_each_registered_metric_s_direction_and_the_zoo_s_leaderboa
     from vaezoo.assemble import metric
     from vaezoo.entries.catalog import list_cards
     from vaezoo.entries.schema import Card
-    from vaezoo.evaluation.measure import as_metrics
+    from vaezoo.evaluation.report import as_metrics
 
     card = Card.model_validate(make_card(eval_metrics=["total_correlation", "importance_log_likelihood"]))
     recorded = as_metrics(card, {"total_correlation": 0.5, "importance_log_likelihood": -90.0, "reconstruction": 60.0})

@@ -13,7 +13,8 @@ from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.entry import load_state_dict, write_card
 from vaezoo.entries.schema import Card
 from vaezoo.errors import MetricError
-from vaezoo.evaluation.measure import as_metrics, evaluate
+from vaezoo.evaluation.measure import evaluate
+from vaezoo.evaluation.report import as_metrics
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.spec import MetricSpec
 

@@ -22,7 +22,7 @@ from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.entry import write_card
 from vaezoo.entries.schema import Card, Metric
 from vaezoo.errors import VaezooError
-from vaezoo.evaluation.measure import as_metrics
+from vaezoo.evaluation.report import as_metrics
 from vaezoo.metrics import betavae_score, dci, factorvae_score, modularity, sampling, sap, unsupervised
 from vaezoo.metrics import evaluation as evaluations
 from vaezoo.metrics.evaluation import Evaluation

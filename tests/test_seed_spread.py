@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 import vaezoo
 from vaezoo.entries.schema import Card, SeedSpread
-from vaezoo.evaluation.measure import as_metrics
+from vaezoo.evaluation.report import as_metrics
 
 RUNS = [{"seed": 0, "value": 0.75}, {"seed": 1, "value": 0.9}, {"seed": 2, "value": 0.8}]
 

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import shlex
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from vaezoo.assemble import card_dataset, data_info, metric
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
-from vaezoo.entries.schema import Card, Metric
+from vaezoo.entries.schema import Card
 from vaezoo.errors import MetricError, UnknownNameError, VaezooError
 from vaezoo.latents import Posterior
 from vaezoo.metrics.codes import CODES_BATCH_SIZE, EncodingBuilder, inference
 from vaezoo.metrics.evaluation import CountedImages, Evaluation
-from vaezoo.metrics.provenance import library_versions, metric_parameters
 from vaezoo.metrics.requirements import unmet
 from vaezoo.model import VAE
 from vaezoo.plugins import registry
 from vaezoo.terminal import progress
-from vaezoo.version import __version__
 
 
 def losses(model: VAE, dataset: ImageDataset | CountedImages, step: int | None, batch_size: int, device=None,
@@ -171,48 +168,3 @@ def _share(encoding: EncodingBuilder, evaluation: Evaluation) -> None:
         evaluation.take_encoding(encoding.encoding())
     except VaezooError:
         pass  # continuous parts of mixed families: a metric that needs them encodes and says so itself
-
-
-def eval_command(ref: str, data_root=None, metrics: Sequence[str] | None = None) -> str:
-    """The ``vaezoo eval`` command that measures ``metrics`` (default: the card's) of the card ``ref`` names,
-    shell-quoted, so that it runs as written (``ref``: see :func:`vaezoo.entries.catalog.card_reference`)."""
-    words = ["vaezoo", "eval", ref] + (["--data-root", str(data_root)] if data_root else []) + (
-        ["--metrics", ",".join(metrics)] if metrics else [])
-    return shlex.join(words)
-
-
-def as_metrics(card: Card, results: dict[str, float], data_root=None,
-               measured: Sequence[str] | None = None, ref: str | None = None) -> dict[str, Metric]:
-    """``results`` as a card's metrics, each with the ``vaezoo eval`` command that reproduces it.
-
-    A note and a spread over seeds the card already holds on a metric are kept (a run's new card holds none:
-    :func:`vaezoo.training.publish.publish` starts it empty). A registered metric (one of the card's ``eval_metrics``,
-    or of ``measured``: those ``vaezoo eval --metrics`` computed) also records its direction (its spec's
-    ``higher_is_better``), the settings it ran with (its defaults,
-    updated with the card's ``eval_settings``), the recipe's
-    dataset options (e.g. a binarisation) and the versions of the libraries behind it
-    (:mod:`vaezoo.metrics.provenance`).
-
-    Args:
-        card: the card the results are of.
-        results: ``{metric: value}``.
-        data_root: the ``--data-root`` they were measured with, if any.
-        measured: the metrics ``--metrics`` asked for, if any.
-        ref: how the command names the card (default its name; see :func:`vaezoo.entries.catalog.card_reference`).
-    """
-    command = eval_command(ref or card.name, data_root, measured)
-    notes = {name: entry.note for name, entry in card.metrics.items()}
-    seeds = {name: entry.seeds for name, entry in card.metrics.items()}
-    libraries = library_versions()
-
-    def entry(name: str, value: float) -> Metric:
-        # a registered metric has settings, data and libraries; a loss has not
-        spec = metric(name) if name in card.eval_metrics or name in (measured or ()) else None
-        registered = spec is not None
-        settings = metric_parameters(spec, **card.settings_of(name)) if registered else None
-        return Metric(value=round(value, 6), command=command, vaezoo_version=__version__, note=notes.get(name),
-                      higher_is_better=spec.higher_is_better if registered else None, parameters=settings or None,
-                      data=(card.train.data.options or None) if registered else None,
-                      libraries=libraries if registered else None, seeds=seeds.get(name))
-
-    return {name: entry(name, value) for name, value in results.items()}

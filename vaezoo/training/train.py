@@ -31,8 +31,8 @@ from vaezoo.assemble import build_model, load_dataset
 from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError
-from vaezoo.evaluation.measure import check_metrics, eval_command
-from vaezoo.evaluation.report import evaluate_card
+from vaezoo.evaluation.measure import check_metrics
+from vaezoo.evaluation.report import eval_command, evaluate_card
 from vaezoo.model import VAE
 from vaezoo.store.locks import run_lock
 from vaezoo.terminal import note
