@@ -32,6 +32,20 @@ def train_as_rank(rank: int, world: int, port: int, card: dict, tmp) -> None:
     torch.save(result.model.state_dict(), tmp / f"weights{rank}.pt")
 
 
+def resume_as_rank(rank: int, world: int, port: int, card: dict, tmp) -> None:
+    """One process of a resumed DDP run, in a folder of its own (``out{rank}``); what it raised is written to
+    ``said{rank}.txt``, and the process ends without raising, so that mp.spawn leaves the others to say theirs."""
+    from vaezoo.entries.schema import Card
+    from vaezoo.training.train import train
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
+                      LOCAL_RANK=str(rank))
+    try:
+        train(Card.model_validate(card), tmp / f"out{rank}", resume=True, evaluate=False)
+    except Exception as exc:  # noqa: BLE001 - each process's word is what the test reads
+        (tmp / f"said{rank}.txt").write_text(str(exc))
+
+
 @pytest.mark.slow
 def test_two_processes_end_with_identical_weights_and_only_rank_0_writes(data_plugin, tmp_path):
     mp.spawn(train_as_rank, args=(2, free_port(), make_card("toy", train={"epochs": 2}), tmp_path), nprocs=2)
@@ -45,6 +59,17 @@ def test_two_processes_end_with_identical_weights_and_only_rank_0_writes(data_pl
     assert len(checkpoint["rng_ranks"]) == 2
     assert entries(tmp_path / "out0") == [CHECKPOINT, "toyvae-bars-run.safetensors", "toyvae-bars-run.toml"]
     assert not (tmp_path / "out1").exists()
+
+
+@pytest.mark.slow
+def test_a_process_that_cannot_resume_tells_the_others_why_rather_than_leave_them_waiting(data_plugin, tmp_path):
+    (tmp_path / "out0").mkdir()
+    (tmp_path / "out0" / CHECKPOINT).write_bytes(b"not a checkpoint")  # rank 0's alone, and unreadable
+    mp.spawn(resume_as_rank, args=(2, free_port(), make_card("toy"), tmp_path), nprocs=2)
+    own = (tmp_path / "said0.txt").read_text()
+    assert str(tmp_path / "out0" / CHECKPOINT) in own
+    assert (tmp_path / "said1.txt").read_text() == (f"process 0 of this run could not resume from "
+                                                    f"{tmp_path / 'out1'}: {own}")
 
 
 @pytest.mark.slow

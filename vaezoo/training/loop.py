@@ -12,6 +12,7 @@ import copy
 import math
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,18 +138,32 @@ def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan
     return checkpoint.step
 
 
-def same_on_every_rank(saved: int | None, run: Run, out: Path) -> int | None:
-    """``saved``, the step this process resumes from (None: afresh), once every process of a DDP run is found to
-    resume from it too (a collective call).
+def same_on_every_rank(find: Callable[[], int | None], run: Run, out: Path) -> int | None:
+    """The step this process resumes from (None: afresh), as ``find`` restores it, once every process of a DDP run
+    is found to resume from it too (a collective call).
 
     Raises:
         TrainingError: the processes found different checkpoints, as where ``out`` is a folder of each machine's
-            own; left to go on, they would wait for each other forever.
+            own, or another process could not resume; left to go on, they would wait for each other forever.
+        Exception: whatever ``find`` raised on this process, once the others have been told.
     """
     if run.world == 1:
-        return saved
-    steps: list[int | None] = [None] * run.world
-    dist.all_gather_object(steps, saved)
+        return find()
+    saved, failed = None, None
+    try:
+        saved = find()
+    except Exception as exc:  # noqa: BLE001 - told to the other processes first, then raised as it is
+        failed = exc
+    why = None if failed is None else getattr(failed, "phrase", None) or str(failed)  # a phrase keeps its options
+    told: list[tuple[int | None, Phrase | str | None]] = [(None, None)] * run.world
+    dist.all_gather_object(told, (saved, why))
+    if failed is not None:
+        raise failed
+    for rank, (_, other) in enumerate(told):
+        if other is not None:
+            raise TrainingError.about("process {rank} of this run could not resume from {folder}: {why}",
+                                      rank=rank, folder=out, why=other)
+    steps = [step for step, _ in told]
     if len(set(steps)) > 1:
         found = ", ".join(f"rank {rank}: {'none' if step is None else f'step {step}'}"
                           for rank, step in enumerate(steps))

@@ -66,7 +66,7 @@ class SingleRun:
         self.checkpoint = Path(out) / CHECKPOINT
         torch.manual_seed(recipe.seed + 1_000_003 * run.rank)  # each rank's stream of sampling noise
         self.saved = same_on_every_rank(
-            resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run, self.parts), run, out)
+            lambda: resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run, self.parts), run, out)
         self.step = self.saved or 0
         self.streams = Streams(run.device)
         self.shuffle = torch.Generator(run.device)
