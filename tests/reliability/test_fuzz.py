@@ -243,6 +243,15 @@ def test_unusable_devices_found_by_the_fuzzer(home, capsys, argv):
     assert not (home / "out").exists()
 
 
+def test_a_batch_that_fails_a_run_ends_with_its_error_found_by_the_fuzzer(home, capsys):
+    """Regression case: a batch printed its summary after the runs' errors, so the command failed on a last line
+    that named no error."""
+    code, _, stderr = cli(capsys, "eval", "", "tiny-blobs")
+    lines = stderr.strip().splitlines()
+    assert code == 1 and "Traceback" not in stderr, stderr
+    assert lines[-2] == "1 of 2 runs measured" and lines[-1].startswith("error: : no zoo card named ''"), stderr
+
+
 @pytest.mark.parametrize("argv", [
     ["gallery", "cards/tiny.toml", "--no-data"],
     ["show", "tiny-blobs", "sample", "-o", "cards/tiny.toml/x.png"],

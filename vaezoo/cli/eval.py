@@ -120,8 +120,8 @@ def _settings(settings: dict) -> str:
 
 
 def _print_batch(batch, args) -> int:
-    """Print several runs as one table (a row per run, a column per metric) and each run's errors; 1 when a run
-    failed, or a check disagreed."""
+    """Print several runs as one table (a row per run, a column per metric), a summary, then each run's errors, last
+    as a failing command's are; 1 when a run failed, or a check disagreed."""
     names = batch.metrics
     checks = batch.check(args.tolerance) if args.check else {}
     failures = {ref: [str(c) for c in compared if not c.agrees] for ref, compared in checks.items()}
@@ -142,6 +142,12 @@ def _print_batch(batch, args) -> int:
                     [(run.ref, status(run), *(f"{run.report.results[name]:.6g}"
                                               if run.report and name in run.report.results else "" for name in names))
                      for run in batch.runs], title=f"{len(batch.runs)} runs")
+    measured = sum(run.report is not None for run in batch.runs)
+    skipped = sum(run.skipped for run in batch.runs)
+    checked = (f", checked against their cards within relative tolerance {args.tolerance:g}"
+               f"{_rounding(c for compared in checks.values() for c in compared)}") if args.check else ""
+    print(f"{measured} of {len(batch.runs)} runs measured" + (", written" if args.write else "")
+          + (f", {skipped} skipped" if skipped else "") + checked, file=sys.stderr)
     bad = False
     for run in batch.runs:
         whys = [run.error] if run.error else list(run.report.failed.values()) if run.report else []
@@ -151,10 +157,4 @@ def _print_batch(batch, args) -> int:
         for why in whys:
             print(printable(f"error: {run.ref}: {why}"), file=sys.stderr)
         bad = bad or bool(whys)
-    measured = sum(run.report is not None for run in batch.runs)
-    skipped = sum(run.skipped for run in batch.runs)
-    checked = (f", checked against their cards within relative tolerance {args.tolerance:g}"
-               f"{_rounding(c for compared in checks.values() for c in compared)}") if args.check else ""
-    print(f"{measured} of {len(batch.runs)} runs measured" + (", written" if args.write else "")
-          + (f", {skipped} skipped" if skipped else "") + checked, file=sys.stderr)
     return 1 if bad else 0

@@ -244,8 +244,6 @@ def checked_toml(card: Card) -> str:
         CardError: the text would not load, or would load as another card (a plugin's section whose model does not
             read back what it writes), naming the card and the field.
     """
-    from vaezoo.entries.toml_update import same
-
     try:
         text = card.toml()
     except (TypeError, ValueError) as exc:  # a value TOML has no type for
@@ -258,14 +256,24 @@ def checked_toml(card: Card) -> str:
                 str(exc).startswith("field 'sections") or any(f"field '{name}" in str(exc) for name in card.sections)
                 else "change it with Card.model_validate(card.model_dump() | changes), which checks it")
         raise CardError(f"card {card.name!r} would not load back, {exc}; {hint}") from None
-    written, read = card.model_dump(exclude_none=True), back.model_dump(exclude_none=True)
-    differs = sorted(key for key in written.keys() | read.keys() if not same(written.get(key), read.get(key)))
-    if differs:
+    if differs := differences(card, back):
         raise CardError(f"card {card.name!r} would not load back as it is: {', '.join(differs)} would read "
                         f"differently; a plugin's card section may not read back what it writes (update that "
                         f"plugin)")
     return text
 
+
+
+def differences(card: Card, back: Card) -> list[str]:
+    """The top-level keys of ``card`` that ``back`` (``card`` written and read back) holds otherwise: TOML data as
+    :func:`vaezoo.entries.toml_update.same` compares it, a plugin's section as its model compares it too (a set is
+    written in the order it iterates in, which the set read back need not keep)."""
+    from vaezoo.entries.toml_update import same
+
+    written, read = card.model_dump(exclude_none=True), back.model_dump(exclude_none=True)
+    return sorted(key for key in written.keys() | read.keys()
+                  if not same(written.get(key), read.get(key))
+                  and not (key in card.sections and card.sections[key] == back.sections.get(key)))
 
 def _sources() -> list[tuple[Path, bool]]:
     """Card folders in search order, each once, with whether it is built-in.

@@ -17,8 +17,8 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, checked_toml, get_card, parse_card,
-                                    read_card, scan)
+from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, checked_toml, differences, get_card,
+                                    parse_card, read_card, scan)
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, VaezooError, WeightsError
@@ -67,15 +67,14 @@ def updated_card_text(text: str, now: Card, card: Card, path: Path) -> str:
     exactly, or cannot be made, the text is ``card``'s own TOML (:meth:`~vaezoo.entries.schema.Card.toml`):
     a card is never written wrong. Either way its lines end as the file's do (CRLF stays CRLF).
     """
-    from vaezoo.entries.toml_update import same, updated_text, with_line_ends  # an update alone loads tomlkit
+    from vaezoo.entries.toml_update import updated_text, with_line_ends  # an update alone loads tomlkit
 
-    data = card.model_dump(exclude_none=True)
     try:
-        kept = updated_text(text, now.model_dump(exclude_none=True), data)
-        back = card_from_text(kept, path).model_dump(exclude_none=True)
+        kept = updated_text(text, now.model_dump(exclude_none=True), card.model_dump(exclude_none=True))
+        back = card_from_text(kept, path)
     except Exception:  # a layout tomlkit cannot edit, or text that does not load: the plain TOML, checked
         return with_line_ends(checked_toml(card), text)
-    return kept if same(back, data) else with_line_ends(checked_toml(card), text)
+    return kept if not differences(card, back) else with_line_ends(checked_toml(card), text)
 
 
 def check_writable(card: Card) -> Path:
