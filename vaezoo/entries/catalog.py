@@ -263,7 +263,6 @@ def checked_toml(card: Card) -> str:
     return text
 
 
-
 def differences(card: Card, back: Card) -> list[str]:
     """The top-level keys of ``card`` that ``back`` (``card`` written and read back) holds otherwise: TOML data as
     :func:`vaezoo.entries.toml_update.same` compares it, a plugin's section as its model compares it too (a set is
@@ -274,6 +273,7 @@ def differences(card: Card, back: Card) -> list[str]:
     return sorted(key for key in written.keys() | read.keys()
                   if not same(written.get(key), read.get(key))
                   and not (key in card.sections and card.sections[key] == back.sections.get(key)))
+
 
 def _sources() -> list[tuple[Path, bool]]:
     """Card folders in search order, each once, with whether it is built-in.
