@@ -103,7 +103,6 @@ def test_a_section_with_an_alias_and_a_set_round_trips_on_every_path(lab, capsys
     assert checked_toml(changed)  # the fallback's text, checked to load back
 
 
-
 def _tags_a_round_trip_reorders() -> list[str]:
     """Two tags whose set, rebuilt from the order it iterates in, iterates in the other order (their hashes collide
     in this process): a set written in its order and read back comes back reordered."""
@@ -127,6 +126,7 @@ def test_a_set_read_back_in_another_order_is_the_same_card(lab, tmp_path):
     assert parse_card(plain).sections == card.sections
     update_card(path, lambda now: now.model_copy(update={"summary": "updated"}))
     assert parse_card(path).summary == "updated" and parse_card(path).sections["lab"].tags == set(tags)
+
 
 def test_a_card_that_would_not_load_back_is_never_written(lab, tmp_path):
     """Where the text made would load as another card, the write is refused in one line, nothing written."""

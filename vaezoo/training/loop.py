@@ -144,7 +144,8 @@ def same_on_every_rank(find: Callable[[], int | None], run: Run, out: Path) -> i
 
     Raises:
         TrainingError: the processes found different checkpoints, as where ``out`` is a folder of each machine's
-            own, or another process could not resume; left to go on, they would wait for each other forever.
+            own (left to go on, they would wait for each other forever), or another process could not resume
+            (without its word, the others would stop on a dead peer's socket error).
         Exception: whatever ``find`` raised on this process, once the others have been told.
     """
     if run.world == 1:
