@@ -4,6 +4,7 @@ the others."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import tomllib
 
@@ -12,6 +13,7 @@ from kit import cli, make_card, write_toml
 
 import vaezoo.evaluation.report as report_module
 from vaezoo.cli import main
+from vaezoo.errors import DeviceError, MetricError
 from vaezoo.evaluation.report import evaluate_cards
 
 
@@ -75,22 +77,42 @@ def test_several_runs_are_written_in_one_table_and_a_second_call_skips_them(runs
                                     "0.0001; cluster_accuracy within 0.02 (float rounding alone moves it that far)")
 
 
+def test_each_run_of_a_batch_records_the_command_that_names_its_folder_as_one_run_does(runs, capsys):
+    assert main(["eval", str(runs[0]), "--write"]) == 0
+    code, _, err = cli(capsys, "eval", *map(str, runs), "--write", "--force")
+    assert code == 0, err
+    for folder in runs:
+        assert {metric["command"] for metric in metrics_of(folder).values()} == {shlex.join(["vaezoo", "eval",
+                                                                                              str(folder)])}
+
+
+@pytest.mark.parametrize(("options", "error"), [({"device": "cuda:99"}, DeviceError), ({"metrics": []}, MetricError),
+                                                ({"metrics": iter(["cluster_accuracy"])}, None)])
+def test_a_batch_checks_its_options_once_before_any_run_rather_than_fail_each(runs, options, error):
+    if error is not None:
+        with pytest.raises(error):
+            evaluate_cards(runs, **options)
+    else:  # a metrics iterable is read once, for every run
+        batch = evaluate_cards(runs, **options)
+        assert [sorted(run.report.results) for run in batch.runs] == [["cluster_accuracy"]] * 2
+
+
 def test_an_interrupted_batch_resumes_where_it_stopped(runs, monkeypatch):
     measured = []
-    original = report_module.evaluate_card
+    original = report_module.evaluate
 
-    def interrupted_on_the_second(card, **kwargs):
+    def interrupted_on_the_second(model, *args, **kwargs):
         if measured:
             raise KeyboardInterrupt
-        measured.append(card)
-        return original(card, **kwargs)
+        measured.append(model)
+        return original(model, *args, **kwargs)
 
-    monkeypatch.setattr(report_module, "evaluate_card", interrupted_on_the_second)
+    monkeypatch.setattr(report_module, "evaluate", interrupted_on_the_second)
     with pytest.raises(KeyboardInterrupt):
         evaluate_cards(runs, write=True)
     assert "reconstruction" in metrics_of(runs[0]) and metrics_of(runs[1]) == {}  # the first was written at once
 
-    monkeypatch.setattr(report_module, "evaluate_card", original)
+    monkeypatch.setattr(report_module, "evaluate", original)
     batch = evaluate_cards(runs, write=True)
     assert [run.skipped for run in batch.runs] == [True, False]
     assert "reconstruction" in metrics_of(runs[1])

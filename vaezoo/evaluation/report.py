@@ -301,13 +301,31 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
         WeightsError, UnknownNameError, MetricError: as :func:`vaezoo.assemble.load_model` and
             :func:`vaezoo.evaluation.measure.evaluate` raise them.
     """
-    device = usable_device(device)  # checked before anything is read; the model's card sections get it too
+    device, metrics = usable_device(device), _metric_names(metrics)  # checked before anything is read
+    return _evaluate(card if isinstance(card, Card) else get_card(card), _run_folder(card), checkpoint=checkpoint,
+                     data_root=data_root, device=device, metrics=metrics, settings=settings, write=write, jobs=jobs,
+                     dataset=dataset)
+
+
+def _metric_names(metrics: Sequence[str] | None) -> list[str] | None:
+    """``metrics`` as :func:`evaluate_card` takes them, as a list (None for the card's), checked."""
     if isinstance(metrics, str):
         raise TypeError(f"metrics takes a list of metric names, e.g. [{metrics!r}], not a string")
-    if metrics is not None and not list(metrics):
+    if metrics is not None and not (metrics := list(metrics)):
         raise MetricError.about("{metrics} is empty: name at least one metric, or leave it out for the card's")
-    named = Path(card) if isinstance(card, str | os.PathLike) and os.path.isdir(card) else None  # a run's folder
-    card = card if isinstance(card, Card) else get_card(card)
+    return metrics
+
+
+def _run_folder(given: Card | str | os.PathLike) -> Path | None:
+    """The folder ``given`` names (a run's), which the commands recorded on its card name too; else None."""
+    return Path(given) if isinstance(given, str | os.PathLike) and os.path.isdir(given) else None
+
+
+def _evaluate(card: Card, named: Path | None, *, checkpoint: str | Path | None, data_root: str | Path | None,
+              device: torch.device, metrics: list[str] | None, settings: Mapping[str, Mapping[str, Any]] | None,
+              write: bool, jobs: int | None, dataset: ImageDataset | None) -> EvalReport:
+    """:func:`evaluate_card` of a card read already, named by the folder ``named`` if by one, with its
+    ``device`` and ``metrics`` checked."""
     settings = _given_settings(card, metrics, settings)
     try:
         card = card.with_settings(settings or {})
@@ -336,7 +354,7 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
             sections = model.card_sections(card, card_reference(card, named or path), data_root, device)
         except Exception as exc:  # noqa: BLE001 - the metrics measured are written whatever a plugin's model raises
             failed["card sections"] = f"measuring the model's card sections raised {type(exc).__name__}: {exc}"
-    report = EvalReport(card, results, list(metrics) if metrics is not None else None, data_root, checkpoint,
+    report = EvalReport(card, results, metrics, data_root, checkpoint,
                         settings=settings, failed=failed, sections=sections, named=named)
     return replace(report, written=report.write()) if write else report
 
@@ -423,14 +441,14 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
     several = len(cards) > 1
     if several and checkpoint is not None:
         raise CardError.about("{checkpoint} is a checkpoint of one card's model: give one card with it")
+    device, metrics = usable_device(device), _metric_names(metrics)  # checked once, before any card is read
     datasets: dict[tuple, ImageDataset] = {}
     runs = []
     for given in cards:
         ref = str(given.name if several and isinstance(given, Card) else given)
         try:
-            card, dataset = given, None
-            if several:  # each card read here, its dataset once for all the cards of the same one
-                card = given if isinstance(given, Card) else get_card(given)
+            card, dataset = given if isinstance(given, Card) else get_card(given), None
+            if several:  # its dataset read once for all the cards of the same one
                 if write and not force and holds_metrics(card, metrics):
                     runs.append(RunReport(ref, skipped=True))
                     continue
@@ -438,8 +456,8 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
                 if key not in datasets:
                     datasets[key] = card_dataset(card, data_root, "test")
                 dataset = datasets[key]
-            report = evaluate_card(card, checkpoint=checkpoint, data_root=data_root, device=device, metrics=metrics,
-                                   settings=settings, write=write, jobs=jobs, dataset=dataset)
+            report = _evaluate(card, _run_folder(given), checkpoint=checkpoint, data_root=data_root, device=device,
+                               metrics=metrics, settings=settings, write=write, jobs=jobs, dataset=dataset)
         except VaezooError as exc:
             if not several:
                 raise
