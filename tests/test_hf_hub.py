@@ -133,6 +133,7 @@ def test_weights_that_are_not_the_cards_are_refused(hub, tmp_path):
     assert lines[2] == (f"WeightsError: the Hub announces {size + 8} bytes for owner/longer@{longer}/{weights.name} "
                         f"but the card says {size}; refusing it")
     assert hub.downloads("owner/longer", weights.name) == 0  # refused before downloading
+    assert hub.downloads("owner/same-size", weights.name) == 2  # once by each load that named it, no retry
 
 
 @pytest.mark.slow

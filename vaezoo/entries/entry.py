@@ -125,8 +125,9 @@ def _installed_by(path: Path) -> str | None:
 def _remedied(card: Card, exc: WeightsError) -> WeightsError:
     """``exc`` (the card's weights file is not what the card states) with what restores the file: reinstalling
     the distribution that installed it, where one did."""
-    path = local_path(card) if card.weights is not None and card.weights.file is not None else None
-    dist = _installed_by(path) if path is not None and path.exists() else None
+    beside = card.source is None and card.path is not None and card.weights is not None and card.weights.file
+    path = card.path.parent / card.weights.file if beside else None
+    dist = _installed_by(path) if path is not None and path.is_file() else None
     if dist is None:
         return exc
     return WeightsError(f"{exc}; it is a file of the installed {dist}: reinstall it (pip install --force-reinstall "
@@ -186,16 +187,10 @@ def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder:
 
 
 def local_path(card: Card) -> Path:
-    """The weights file beside ``card``; refuses paths that leave the card's directory.
-
-    A card from a Hub repository (``card.source``) has its file in the same repository and commit, in
-    huggingface_hub's cache: it is downloaded there if the cache lacks it.
-    """
+    """The weights file beside ``card``, a card read from a local file; refuses paths that leave the card's
+    directory."""
     assert card.weights is not None and card.weights.file is not None and card.path is not None
-    if card.source is not None:
-        from vaezoo.entries.huggingface import repo_file
-
-        return repo_file(card)[0]
+    assert card.source is None, "a card from a Hub repository has its file there (huggingface.repo_file)"
     directory = card.path.parent.resolve()
     try:
         path = (directory / card.weights.file).resolve()
@@ -229,6 +224,10 @@ def weights_file(card: Card) -> Path | None:
     """
     if card.weights is None:
         return None
+    if card.weights.file is not None and card.source is not None:  # the file of its Hub repository
+        from vaezoo.entries.huggingface import repo_file
+
+        return repo_file(card)[0]
     if card.weights.file is not None:
         return local_path(card)
     if card.weights.url.startswith("hf://"):  # in huggingface_hub's cache, if anywhere
