@@ -97,6 +97,38 @@ def test_a_batch_checks_its_options_once_before_any_run_rather_than_fail_each(ru
         assert [sorted(run.report.results) for run in batch.runs] == [["cluster_accuracy"]] * 2
 
 
+@pytest.mark.parametrize("options", [{"write": "no"}, {"write": True, "force": "no"}, {"jobs": "2"}, {"jobs": 0},
+                                     {"jobs": True}, {"checkpoint": 3}, {"data_root": 3}])
+def test_an_option_of_the_wrong_type_is_named_before_any_card_is_read_or_written(runs, options, monkeypatch):
+    before = [(folder / "toyvae-bars-run.toml").read_bytes() for folder in runs]
+    monkeypatch.setattr(report_module, "get_card", lambda *_: pytest.fail("a card was read"))
+    name = next(iter(options.keys() - {"write"}), "write")
+    with pytest.raises(TypeError, match=f"^{name} takes .*got {options[name]!r}$|^{name} is True or False, got 'no'$"):
+        evaluate_cards(runs if "checkpoint" not in options else runs[:1], **options)
+    with pytest.raises(TypeError):
+        report_module.evaluate_card(runs[0], **options)
+    assert [(folder / "toyvae-bars-run.toml").read_bytes() for folder in runs] == before
+
+
+@pytest.mark.parametrize("cards", ["runs/a", None, 3])
+def test_cards_are_a_list_not_one_name_split_into_its_letters(cards):
+    with pytest.raises(TypeError, match="^cards takes a list of cards, e.g. "):
+        evaluate_cards(cards)
+
+
+def test_a_vaezoo_jobs_that_is_no_number_of_processes_is_refused_before_anything_is_measured(runs, capsys,
+                                                                                             monkeypatch):
+    load_model = report_module.load_model
+    monkeypatch.setattr(report_module, "load_model", lambda *_, **__: pytest.fail("a model was loaded"))
+    for wrong in ("abc", "0"):
+        monkeypatch.setenv("VAEZOO_JOBS", wrong)
+        code, _, err = cli(capsys, "eval", str(runs[0]), "--metrics", "cluster_accuracy")
+        assert code == 1 and err.strip().splitlines()[-1] == (
+            f"error: VAEZOO_JOBS='{wrong}' is not a whole number of processes >= 1; set it to one, e.g. 2, or unset "
+            f"it for the cores this process may use")
+    monkeypatch.setattr(report_module, "load_model", load_model)
+    assert main(["eval", str(runs[0]), "--metrics", "cluster_accuracy", "--jobs", "1"]) == 0  # --jobs wins
+
 def test_an_interrupted_batch_resumes_where_it_stopped(runs, monkeypatch):
     measured = []
     original = report_module.evaluate

@@ -94,6 +94,10 @@ def test_jobs_default_to_the_cores_the_process_may_use(monkeypatch):
     assert parallel.get_jobs() == parallel.default_jobs() >= 1
     monkeypatch.setenv(parallel.JOBS_VARIABLE, "3")
     assert parallel.get_jobs() == 3
+    for wrong in ("abc", "0", "-1", "1.5"):  # not silently the default
+        monkeypatch.setenv(parallel.JOBS_VARIABLE, wrong)
+        with pytest.raises(ValueError, match=f"^VAEZOO_JOBS='{wrong}' is not a whole number of processes >= 1; "):
+            parallel.get_jobs()
     with pytest.raises(ValueError):
         parallel.set_jobs(0)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -301,19 +301,35 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
         WeightsError, UnknownNameError, MetricError: as :func:`vaezoo.assemble.load_model` and
             :func:`vaezoo.evaluation.measure.evaluate` raise them.
     """
-    device, metrics = usable_device(device), _metric_names(metrics)  # checked before anything is read
+    device, metrics = _checked(device, metrics, checkpoint=checkpoint, data_root=data_root, write=write, jobs=jobs)
     return _evaluate(card if isinstance(card, Card) else get_card(card), _run_folder(card), checkpoint=checkpoint,
                      data_root=data_root, device=device, metrics=metrics, settings=settings, write=write, jobs=jobs,
                      dataset=dataset)
 
 
-def _metric_names(metrics: Sequence[str] | None) -> list[str] | None:
-    """``metrics`` as :func:`evaluate_card` takes them, as a list (None for the card's), checked."""
+def _checked(device, metrics: Sequence[str] | None, *, checkpoint, data_root, write, jobs,
+             force: bool = False) -> tuple[torch.device, list[str] | None]:
+    """The options :func:`evaluate_card` takes, checked before anything is read: the device it names and
+    ``metrics`` as a list (None for the card's)."""
+    device = usable_device(device)
     if isinstance(metrics, str):
         raise TypeError(f"metrics takes a list of metric names, e.g. [{metrics!r}], not a string")
     if metrics is not None and not (metrics := list(metrics)):
         raise MetricError.about("{metrics} is empty: name at least one metric, or leave it out for the card's")
-    return metrics
+    for name, flag in (("write", write), ("force", force)):
+        if not isinstance(flag, bool):  # write="no" would write
+            raise TypeError(f"{name} is True or False, got {flag!r}")
+    for name, path in (("checkpoint", checkpoint), ("data_root", data_root)):
+        if path is not None and not isinstance(path, str | os.PathLike):
+            raise TypeError(f"{name} takes a path, e.g. 'runs/x/checkpoint.pt', got {path!r}")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise TypeError(f"jobs takes a whole number of processes >= 1, e.g. 2, got {jobs!r}")
+    if jobs is None:
+        try:
+            parallel.get_jobs()  # VAEZOO_JOBS, said before the metrics' fits meet it
+        except ValueError as exc:
+            raise MetricError(str(exc)) from None
+    return device, metrics
 
 
 def _run_folder(given: Card | str | os.PathLike) -> Path | None:
@@ -435,13 +451,16 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
         CardError: no card given, or a ``checkpoint`` with several.
         VaezooError: with one card, as :func:`evaluate_card` raises.
     """
+    if isinstance(cards, str | os.PathLike | Card) or not isinstance(cards, Iterable):
+        raise TypeError(f"cards takes a list of cards, e.g. [{str(cards)!r}], not {type(cards).__name__}")
     cards = list(cards)
     if not cards:
         raise CardError("name at least one card to evaluate")
     several = len(cards) > 1
     if several and checkpoint is not None:
         raise CardError.about("{checkpoint} is a checkpoint of one card's model: give one card with it")
-    device, metrics = usable_device(device), _metric_names(metrics)  # checked once, before any card is read
+    device, metrics = _checked(device, metrics, checkpoint=checkpoint, data_root=data_root, write=write, jobs=jobs,
+                               force=force)  # once, before any card is read
     datasets: dict[tuple, ImageDataset] = {}
     runs = []
     for given in cards:

@@ -31,14 +31,16 @@ def get_jobs() -> int:
     if _jobs is not None:
         return _jobs
     text = os.environ.get(JOBS_VARIABLE, "").strip()
-    if text:
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(f"{JOBS_VARIABLE}={text!r}: expected a whole number of processes") from None
-        if value >= 1:
-            return value
-    return default_jobs()
+    if not text:
+        return default_jobs()
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{JOBS_VARIABLE}={text!r} is not a whole number of processes >= 1; set it to one, e.g. 2, "
+                         f"or unset it for the cores this process may use")
+    return value
 
 
 def set_jobs(jobs: int | None) -> None:
