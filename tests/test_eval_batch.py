@@ -129,6 +129,30 @@ def test_a_vaezoo_jobs_that_is_no_number_of_processes_is_refused_before_anything
     monkeypatch.setattr(report_module, "load_model", load_model)
     assert main(["eval", str(runs[0]), "--metrics", "cluster_accuracy", "--jobs", "1"]) == 0  # --jobs wins
 
+def test_a_full_disk_under_one_runs_lock_is_one_line_and_the_other_runs_are_measured(runs, capsys, monkeypatch):
+    import errno
+    import os
+
+    from vaezoo.store import files
+
+    write_beside = files.write_beside
+
+    def full_under_the_first(path, data):
+        if path.parent == runs[0]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        write_beside(path, data)
+
+    monkeypatch.setattr(files, "write_beside", full_under_the_first)
+    code, _, err = cli(capsys, "eval", *map(str, runs), "--write")
+    card = runs[0] / "toyvae-bars-run.toml"
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 1 and line.startswith(f"error: {runs[0]}: cannot write {card}: No space left on device (its "
+                                         f"lock's holder file {runs[0]}/.toyvae-bars-run.toml.lock.holder cannot be "
+                                         f"written); make room on its disk, then run again"), err
+    assert metrics_of(runs[0]) == {} and "reconstruction" in metrics_of(runs[1])
+    assert not list(runs[0].glob(".*.holder")) and not list(runs[0].glob(".*.tmp"))
+
+
 def test_an_interrupted_batch_resumes_where_it_stopped(runs, monkeypatch):
     measured = []
     original = report_module.evaluate

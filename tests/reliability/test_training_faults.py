@@ -647,6 +647,31 @@ def test_a_full_disk_while_a_checkpoint_is_written_is_one_line_and_keeps_the_pre
     _same_weights(out / "tiny-blobs-run.safetensors", tmp_path / "reference" / "tiny-blobs-run.safetensors")
 
 
+def test_a_full_disk_while_the_weights_are_published_says_to_make_room_and_resume(data_plugin, tmp_path, capsys,
+                                                                                    monkeypatch):
+    import vaezoo.entries.entry as entry_module
+
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    out = tmp_path / "run"
+
+    def full_disk_writer(*_):
+        def write(tmp: Path) -> None:
+            tmp.write_bytes(b"\0" * 100)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return write
+
+    with monkeypatch.context() as patch:
+        patch.setattr(entry_module, "safetensors_writer", full_disk_writer)
+        code, stdout, stderr = cli(capsys, "train", str(card_path), "--out", str(out))
+    assert code == 1 and stdout == ""
+    assert_one_line_error(stderr, f"cannot write {out / 'tiny-blobs-run.safetensors'}: No space left on device; "
+                                  f"make room, then continue with --resume")
+    assert entries(out) == [CHECKPOINT], "no temporary file is left, and the checkpoint is kept"
+    assert cli(capsys, "train", str(card_path), "--out", str(out), "--resume")[0] == 0
+    train(_card(), tmp_path / "reference")
+    _same_weights(out / "tiny-blobs-run.safetensors", tmp_path / "reference" / "tiny-blobs-run.safetensors")
+
+
 UNDER_A_FILE_SIZE_LIMIT = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))

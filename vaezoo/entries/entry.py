@@ -21,7 +21,7 @@ from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, 
                                     parse_card, read_card, scan)
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
-from vaezoo.errors import CardError, VaezooError, WeightsError
+from vaezoo.errors import CardError, Phrase, VaezooError, WeightsError
 from vaezoo.store.checksums import read_verified, sha256_of, verify
 from vaezoo.store.downloads import cached_path, download
 from vaezoo.store.files import atomic_write, commit, file_state, folder_problem, stage
@@ -147,7 +147,8 @@ def weights_header(card: Card) -> dict[str, str]:
     return {"trained": canonical({"recipe": recipe(card, RECORDS), "steps": card.train.steps})}
 
 
-def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder: Path) -> Path:
+def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder: Path,
+                fix: str | Phrase = "choose another output path") -> Path:
     """Write ``folder/NAME.safetensors`` and ``folder/NAME.toml``, the card naming the weights with their sha256
     and size.
 
@@ -160,6 +161,8 @@ def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder:
         weights: a state dict (written with :func:`weights_header` as the safetensors header), or the bytes of
             a safetensors file already made (written as they are).
         folder: where the two files go; created if needed.
+        fix: what the error of a folder that refuses the files tells the user to do (see
+            :func:`vaezoo.store.files.atomic_save`).
 
     Returns:
         The card file's path.
@@ -171,18 +174,18 @@ def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder:
     path = Path(folder) / f"{card.name}.safetensors"
     card_path = path.with_suffix(".toml")
     if isinstance(weights, bytes):
-        staged = [(stage(path, lambda tmp: tmp.write_bytes(weights)), path)]
+        staged = [(stage(path, lambda tmp: tmp.write_bytes(weights), fix), path)]
     else:
-        staged = [(stage(path, safetensors_writer(weights, weights_header(card))), path)]
+        staged = [(stage(path, safetensors_writer(weights, weights_header(card)), fix), path)]
     try:  # both files are made beside their targets, then renamed back to back: the pair changes together
         tmp = staged[0][0]
         written = Weights(file=path.name, sha256=sha256_of(tmp), size=tmp.stat().st_size)
         text = checked_toml(card.model_copy(update={"weights": written})).encode()
-        staged.append((stage(card_path, lambda tmp: tmp.write_bytes(text)), card_path))
+        staged.append((stage(card_path, lambda tmp: tmp.write_bytes(text), fix), card_path))
     except BaseException:
         staged[0][0].unlink(missing_ok=True)
         raise
-    commit(staged)
+    commit(staged, fix)
     return card_path
 
 

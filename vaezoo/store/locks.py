@@ -83,12 +83,13 @@ def _held(lock: Path, guarded: Path, timeout: float, refused: Callable[[str], Va
     except Timeout:
         raise refused(_holder(lock)) from None
     except OSError as exc:
-        if unwritable is not None:
-            raise unwritable(exc) from None
-        raise OutputError(f"cannot write {guarded}: {exc.strerror or exc} (its lock file {lock} cannot be "
-                          f"created); choose a folder you can write in") from None
+        raise _unwritable(exc, guarded, f"its lock file {lock} cannot be created", unwritable) from None
     try:
         write_beside(holder, (_describe_self() + "\n").encode("utf-8", "backslashreplace"))  # argv: any bytes
+    except OSError as exc:  # a full disk
+        holder.unlink(missing_ok=True)
+        file_lock.release()
+        raise _unwritable(exc, guarded, f"its lock's holder file {holder} cannot be written", unwritable) from None
     except BaseException:
         file_lock.release()
         raise
@@ -202,6 +203,17 @@ def folder_lock(folder: Path) -> Iterator[None]:
         except _NoRoom:  # a read-only parent (a container's volume): the folder is written unguarded
             pass
         yield
+
+
+def _unwritable(exc: OSError, guarded: Path, why: str, unwritable: Callable[[OSError], Exception] | None) -> Exception:
+    """The error of a lock of ``guarded`` whose file cannot be made (``exc``; ``why`` says which file):
+    ``unwritable``'s, or one naming the files and what to do."""
+    from vaezoo.store.files import FULL
+
+    if unwritable is not None:
+        return unwritable(exc)
+    fix = "make room on its disk, then run again" if exc.errno in FULL else "choose a folder you can write in"
+    return OutputError(f"cannot write {guarded}: {exc.strerror or exc} ({why}); {fix}")
 
 
 class _NoRoom(Exception):

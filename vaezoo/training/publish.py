@@ -25,7 +25,7 @@ from vaezoo.entries import toml_update  # noqa: F401
 from vaezoo.entries.catalog import new_card_name, parse_card
 from vaezoo.entries.entry import weights_file, write_entry
 from vaezoo.entries.schema import Card
-from vaezoo.errors import VaezooError
+from vaezoo.errors import Phrase, VaezooError
 from vaezoo.store.locks import card_lock
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, total: int
     """
     own = own_card(card, model, name, steps, total)
     with card_lock(Path(out) / f"{name}.toml"):  # a reader of the run's last card waits for the new pair
-        return write_entry(own, model.state_dict(), out)
+        return write_entry(own, model.state_dict(), out, fix=Phrase("make room, then continue with {resume:True}"))
 
 
 def published(out: Path, name: str, steps: int) -> Path | None:
