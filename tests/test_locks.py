@@ -250,6 +250,19 @@ def test_write_refuses_a_card_whose_folder_takes_no_new_file_before_measuring(tm
                           f"system); copy the card with its weights where you can write") in err
 
 
+def test_write_refuses_a_card_file_its_owner_made_read_only_before_measuring(tmp_path, capsys, monkeypatch):
+    path = write_card(tmp_path / "cards", make_card("tiny"))
+    path.chmod(0o444)
+    before = path.read_bytes()
+    monkeypatch.setattr("vaezoo.evaluation.report.evaluate",
+                        lambda *a, **k: pytest.fail("measured a card it cannot write"))
+    code, _, err = cli(capsys, "eval", str(path), "--write")
+    assert code == 1 and err.strip().splitlines()[-1] == (
+        f"error: card tiny-blobs: its file {path} is read-only; make it writable (chmod u+w) to record metrics on "
+        f"it, or give the path of a copy")
+    assert path.read_bytes() == before and path.stat().st_mode & 0o777 == 0o444
+
+
 def test_eval_write_refuses_a_card_from_the_hub_cache(cards_dir, capsys, monkeypatch):
     """A card whose file is huggingface_hub's cached snapshot is not written, as `seeds --write` refuses it."""
     import vaezoo.evaluation.report

@@ -601,6 +601,15 @@ def test_a_checkpoint_that_is_a_pipe_is_refused_without_reading_it(stopped_run, 
     assert_one_line_error(stderr, f"checkpoint {pipe} is not a regular file (a pipe or a device)")
 
 
+def test_a_checkpoint_that_is_a_link_loop_is_named_as_one_not_as_missing(tmp_path, capsys):
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    code, stdout, stderr = cli(capsys, "eval", str(card_path), "--checkpoint", str(tmp_path / "a"))
+    assert code == 1 and stdout == ""
+    assert_one_line_error(stderr, f"cannot read checkpoint {tmp_path / 'a'}: Too many levels of symbolic links; ")
+
+
 def test_a_foreign_pickle_as_checkpoint_is_one_line_without_torchs_warnings(data_plugin, tmp_path, capsys, recwarn):
     """torch warns of the pickle protocol (4) of a file it then refuses; vaezoo's one line is all the user sees."""
     marker, path = tmp_path / "unpickled", tmp_path / "evil.pkl"

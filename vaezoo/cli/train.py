@@ -42,7 +42,8 @@ def add_parser(sub) -> None:
                         "vae-mnist's 5,000-sample log-likelihood, is left to 'vaezoo eval OUT --write')")
     add_device(p)
     p.add_argument("--max-steps", type=int, metavar="N",
-                   help="stop when the run reaches step N, with a checkpoint to --resume from (no weights written)")
+                   help="stop when the run reaches step N: a checkpoint to --resume from, and weights and a card "
+                        "marked as stopped short, not evaluated")
     p.add_argument("--checkpoint-every", type=int, metavar="N",
                    help="steps between checkpoints (default: the recipe's)")
     p.add_argument("--precision", choices=["fp32", "tf32", "tf32-conv", "bf16-mixed", "float32", "bf16"],

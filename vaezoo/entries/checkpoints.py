@@ -141,8 +141,12 @@ def read_checkpoint(path: Path, fix: str | Phrase, card: Card | None = None) -> 
     def refused(template: str, **values: object) -> TrainingError:
         return TrainingError.about(template + "; {fix}", path=path, fix=fix, **values)
 
-    if not path.exists():
-        raise refused("checkpoint {path} does not exist")
+    try:
+        path.stat()
+    except FileNotFoundError:
+        raise refused("checkpoint {path} does not exist") from None
+    except OSError as exc:  # a link loop, a folder that may not be entered
+        raise refused("cannot read checkpoint {path}: {problem}", problem=exc.strerror or exc) from None
     if path.is_dir():
         raise refused("checkpoint {path} is a folder, not a checkpoint file")
     if not path.is_file():

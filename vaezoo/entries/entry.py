@@ -83,8 +83,9 @@ def check_writable(card: Card) -> Path:
     Raises:
         CardError: ``card`` was downloaded (``card.source``), read from no file, is a file of an installed
             package (in Python's site-packages, or listed in the RECORD of vaezoo's or a plugin's distribution
-            wherever pip put it: editing it would change the installed distribution under pip), or its folder
-            does not take a new file (read-only, no permission): said before anything is measured.
+            wherever pip put it: editing it would change the installed distribution under pip), is read-only (no
+            write permission for anyone), or its folder does not take a new file (read-only, no permission): said
+            before anything is measured.
     """
     if card.source is not None:
         raise CardError(f"card {card.name} comes from {card.source}, not from a local card file; "
@@ -95,6 +96,13 @@ def check_writable(card: Card) -> Path:
     if any(card.path.resolve().is_relative_to(folder) for folder in installed) or _installed_by(card.path):
         raise CardError(f"card {card.name} is a file of an installed package ({card.path}); copy it with its weights "
                         f"and give the copy's path to record metrics on, or install the package editable")
+    try:
+        read_only = not os.stat(card.path).st_mode & 0o222  # a rename over it would pass the owner's protection
+    except OSError:
+        read_only = False  # gone since it was read: the update says so
+    if read_only:
+        raise CardError(f"card {card.name}: its file {card.path} is read-only; make it writable (chmod u+w) to record "
+                        f"metrics on it, or give the path of a copy")
     try:  # the write replaces the file through a new one beside it, under a lock file beside it
         fd, probe = tempfile.mkstemp(prefix=f".{card.path.name}.", suffix=".tmp", dir=card.path.parent)
         os.close(fd)
