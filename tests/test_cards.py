@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import tomllib
@@ -294,6 +295,27 @@ def test_a_cards_path_entry_that_is_not_a_folder_is_skipped_with_one_warning_per
     ]
     write_card(missing, make_card(name="toy-c"))  # made later in the process (a run's --out): found then
     assert sorted(discover()) == ["toy-a", "toy-c"]
+
+
+def test_a_cards_path_folder_that_may_not_be_listed_is_skipped_with_a_warning_not_in_silence(cards, tmp_path,
+                                                                                            monkeypatch, capsys):
+    import vaezoo.entries.catalog as catalog
+
+    locked = tmp_path / "locked"
+    write_card(locked, make_card(name="toy-locked"))
+    scandir = os.scandir
+
+    def refused_in_locked(path="."):
+        if os.fspath(path) == str(locked):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(catalog.os, "scandir", refused_in_locked)  # as chmod 000 does to a user without root
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(locked))
+    assert vaezoo.cli.main(["list"]) == 0
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"warning: VAEZOO_CARDS_PATH entry {locked} skipped: it cannot be read (Permission denied); VAEZOO_CARDS_PATH "
+        f"lists folders of cards")
 
 
 def test_vaezoo_list_prints_the_same_table_and_one_warning_line_per_entry_that_is_not_a_folder(cards, tmp_path,

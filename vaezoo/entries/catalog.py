@@ -307,13 +307,14 @@ def _is_folder_entry(entry: str) -> bool:
     skipped, the first time only. Checked at each lookup: a folder made later (a run's ``--out``) is then found."""
     try:
         mode = os.stat(entry).st_mode
+        if stat.S_ISDIR(mode):
+            with os.scandir(entry):  # a folder that may not be listed would seem to hold no card
+                return True
     except (FileNotFoundError, NotADirectoryError):
         why = f"no such folder; VAEZOO_CARDS_PATH lists folders of cards, separated by '{os.pathsep}'"
     except OSError as exc:
         why = f"it cannot be read ({exc.strerror or exc}); VAEZOO_CARDS_PATH lists folders of cards"
     else:
-        if stat.S_ISDIR(mode):
-            return True
         if stat.S_ISREG(mode) and entry.endswith(".toml"):
             why = (f"it is a card file, not a folder of cards; list its folder, {Path(entry).parent}, or give the "
                    f"card by its path")
