@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -9,7 +10,7 @@ import warnings
 
 import pytest
 import torch
-from kit import make_card, write_card, write_entry
+from kit import cli, make_card, write_card, write_entry
 
 import vaezoo
 from vaezoo.cli import main
@@ -136,6 +137,8 @@ def test_every_command_takes_a_path(run_folder, capsys):
     ("meta", "device 'meta' is not available on this machine"),
 ])
 def test_load_onto_a_device_this_machine_lacks_names_it_before_reading_anything(monkeypatch, device, message):
+    import vaezoo.hub  # noqa: F401 - imported under the patch, it would keep the stand-in as its build_model
+
     monkeypatch.setattr("vaezoo.assemble.build_model", lambda card: pytest.fail("built a model for no device"))
     with pytest.raises(DeviceError, match=re.escape(message)):
         vaezoo.load("jointvae-mnist", device=device)
@@ -289,6 +292,26 @@ def test_what_is_no_card_file_is_named_for_what_it_is(tmp_path):
                            ("https://example.com/x.toml", r"^'https://example.com/x.toml' is a URL; a card is named")):
         with pytest.raises(CardError, match=message):
             vaezoo.load(given)
+
+
+def test_a_card_or_folder_that_may_not_be_read_is_one_line_naming_why(tmp_path, capsys, monkeypatch):
+    """A card in a folder that may not be entered was a bare 'Permission denied: PATH' from pathlib."""
+    card, _, _ = write_entry(tmp_path / "locked", make_card(name="mine"), seed=4)
+    stat, scandir = os.stat, os.scandir
+
+    def refused(path):
+        if str(tmp_path / "locked") in os.fspath(path):  # as chmod 000 does to a user without root
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+
+    monkeypatch.setattr(os, "stat", lambda path, **kw: refused(path) or stat(path, **kw))
+    monkeypatch.setattr(os, "scandir", lambda path=".": refused(path) or scandir(path))
+    code, _, err = cli(capsys, "info", str(card))
+    assert code == 1 and err.strip().splitlines() == [f"error: {card}: cannot read card (Permission denied)"]
+    monkeypatch.setattr(os, "stat", stat)
+    code, _, err = cli(capsys, "info", str(tmp_path / "locked"))
+    assert code == 1 and err.strip().splitlines() == [
+        f"error: folder {tmp_path / 'locked'} cannot be read (Permission denied); give a folder you may read, or the "
+        f"card file's path"]
 
 
 def test_a_card_whose_plugin_is_not_installed_names_what_it_needs(tmp_path):

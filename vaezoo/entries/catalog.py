@@ -595,12 +595,17 @@ def _is_or_holds(path: Path, card_file: Path | None) -> bool:
 
 
 def _card_at(path: Path) -> Card:
-    return _card_in_folder(path) if path.is_dir() else parse_card(path)
+    return _card_in_folder(path) if os.path.isdir(path) else parse_card(path)  # unreadable: parse_card says why
 
 
 def _card_in_folder(folder: Path) -> Card:
     """The one card in ``folder``; none or several is an error naming what is there."""
-    tomls = sorted(folder.glob("*.toml"))
+    try:
+        with os.scandir(folder) as entries:  # as glob("*.toml") lists them, hidden files left out
+            tomls = sorted(Path(e.path) for e in entries if e.name.endswith(".toml") and not e.name.startswith("."))
+    except OSError as exc:  # a folder that may not be listed would seem to hold no card
+        raise CardError(f"folder {folder} cannot be read ({exc.strerror or exc}); give a folder you may read, or "
+                        f"the card file's path") from None
     if len(tomls) != 1:
         found = ", ".join(p.name for p in tomls) if tomls else "no *.toml file"
         raise CardError(f"folder {folder} must hold exactly one card, found {found}; give the card file's path")
