@@ -70,12 +70,14 @@ def load(name: str | Path, device: str | torch.device | None = None, dtype: torc
         DeviceError: ``device`` is not one this machine has (``"cuda"`` on a machine without a GPU).
         DtypeError: ``dtype`` is not one of those four (``torch.complex64``, an integer type).
         WeightsError: the card has no weights, or its file is missing or fails its sha256.
+        CardError: ``model`` arguments the card's architecture does not take.
         TypeError: ``model`` arguments with ``pretrained=True``.
     """
+    card = get_card(name)
     if model and pretrained is not False:
+        _build_model(_with_model(card, model))  # an argument the architecture does not take is named as such first
         raise TypeError(f"arguments {', '.join(model)} change the model the card's weights were trained as; give them "
                         f"with pretrained=False for a freshly initialised model")
-    card = get_card(name)
     return load_model(_with_model(card, model) if model else card, device=device, dtype=dtype, pretrained=pretrained)
 
 
