@@ -295,8 +295,10 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | No
 
     Raises:
         CardError: ``write`` with a ``checkpoint``, or of a card without a local file.
-        MetricError: ``settings`` for a metric not measured, or a seed among them out of range.
-        TypeError: ``metrics`` is a string, or ``settings`` is not a mapping of mappings.
+        MetricError: ``settings`` for a metric not measured, or a seed among them out of range; ``VAEZOO_JOBS``
+            (without ``jobs``) is not a whole number of at least 1.
+        TypeError: ``metrics`` is a string, ``settings`` is not a mapping of mappings, ``write`` is not a bool,
+            ``jobs`` is not a whole number of at least 1, or ``checkpoint`` or ``data_root`` is not a path.
         TrainingError: ``checkpoint`` is not a checkpoint of the card's model.
         WeightsError, UnknownNameError, MetricError: as :func:`vaezoo.assemble.load_model` and
             :func:`vaezoo.evaluation.measure.evaluate` raise them.
@@ -449,6 +451,8 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
 
     Raises:
         CardError: no card given, or a ``checkpoint`` with several.
+        TypeError: ``cards`` is one name, not a list of them; ``force`` is not a bool; or as
+            :func:`evaluate_card` raises it, before any card is read.
         VaezooError: with one card, as :func:`evaluate_card` raises.
     """
     if isinstance(cards, str | os.PathLike | Card) or not isinstance(cards, Iterable):
