@@ -256,6 +256,17 @@ def test_steps_budget_and_checkpoints_are_not_the_recipe(work, capsys):
     assert table_rows(out)[0][:2] == ["acc", "2"]
 
 
+def test_a_run_stopped_short_of_the_others_steps_is_refused_not_spread(work, capsys):
+    """A run stopped by --max-steps has its recipe's card: only its steps tell it from the finished runs."""
+    finished, stopped = write_run("runs/s1", 1, train={"steps": 16}), write_run("runs/s2", 2, train={"steps": 3})
+    before = (work / "cards" / "toy.toml").read_bytes()
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", finished, stopped, "--write")
+    assert code == 1
+    assert_one_line_error(err, "run runs/s2 made 3 steps, run runs/s1 16: a run stopped short of its recipe's steps "
+                               "is not its result; finish it with 'vaezoo train ... --resume', or leave it out")
+    assert (work / "cards" / "toy.toml").read_bytes() == before
+
+
 def test_a_metric_measured_with_other_settings_is_an_error(work, capsys):
     write_card(work / "cards", card_dict(metrics={"acc": metric(0.5, parameters={"points": 1000}),
                                                   "mig": metric(0.1)}))

@@ -82,8 +82,9 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
         The runs, the card's first.
 
     Raises:
-        CardError: a path holds no usable card, two runs share a seed or their weights (the message names
-            both), or a run's recipe differs from the card's (:func:`vaezoo.entries.recipe.check_recipe`).
+        CardError: a path holds no usable card, two runs share a seed or their weights or made different numbers
+            of steps (one stopped short: the message names both), or a run's recipe differs from the card's
+            (:func:`vaezoo.entries.recipe.check_recipe`).
     """
     runs, paths = [Run(f"card {card.name}", card)], list(paths)
     for path in paths:
@@ -100,6 +101,12 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
                             f"so it is a copy of that run, not a run of seed {run.seed}; give runs each trained "
                             f"with its own seed")
         check_recipe(run, card)
+        other = next((o for o in runs if None not in (o.card.train.steps, run.card.train.steps)
+                      and o.card.train.steps != run.card.train.steps), None)
+        if other is not None:  # one recipe, one number of steps: the fewer were stopped short (--max-steps)
+            raise CardError(f"{run.label} made {run.card.train.steps:,} steps, {other.label} "
+                            f"{other.card.train.steps:,}: a run stopped short of its recipe's steps is not its "
+                            f"result; finish it with 'vaezoo train ... --resume', or leave it out")
         runs.append(run)
     return runs
 
