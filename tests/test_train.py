@@ -57,6 +57,36 @@ def interrupt_at_batch(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     monkeypatch.setattr(ImageDataset, "batch", counting)
 
 
+@pytest.mark.parametrize(("option", "value", "wanted"), [
+    ("resume", "no", "True or False"), ("evaluate", "no", "True or False"), ("compile", "yes", "True or False"),
+    ("max_steps", "5", "a whole number"), ("max_steps", 2.5, "a whole number"), ("max_steps", True, "a whole number"),
+    ("epochs", "3", "a whole number"), ("name", 5, "a string"), ("data_root", 5, "a path")])
+def test_an_option_of_the_wrong_type_is_named_before_anything_is_written(tmp_path, option, value, wanted):
+    """resume="no" resumed, epochs="3" trained three epochs, name=5 failed inside re."""
+    from vaezoo.training.train import train_seeds
+
+    card = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    with pytest.raises(TypeError) as caught:
+        train(card, tmp_path / "out", **{option: value})
+    assert str(caught.value) == f"{option} takes {wanted}, got {value!r}"
+    if option != "compile":  # an ensemble refuses compile=True first, for what it is
+        with pytest.raises(TypeError, match=f"^{option} takes {wanted}"):
+            train_seeds(card, tmp_path / "out", [0, 1], compile=False, **{option: value})
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("seeds", "sweeps", "message"), [
+    (3, (), "seeds takes a list of seeds, e.g. [0, 1], got 3"), ("0,1", (), "seeds takes a list of seeds"),
+    ([0], "beta=1,2", "sweeps takes a list of sweeps, e.g. [parse_sweep('beta=1,4')]")])
+def test_seeds_and_sweeps_of_the_wrong_type_are_named(tmp_path, seeds, sweeps, message):
+    from vaezoo.training.train import train_seeds
+
+    with pytest.raises(TypeError) as caught:
+        train_seeds(write_toml(tmp_path / "tiny.toml", make_card("tiny")), tmp_path / "out", seeds, sweeps,
+                    compile=False)
+    assert str(caught.value).startswith(message) and not (tmp_path / "out").exists()
+
+
 def test_a_fixed_seed_gives_identical_weights(data_plugin, tmp_path):
     first = train(card(), tmp_path / "a", max_steps=5).model.state_dict()
     second = train(card(), tmp_path / "b", max_steps=5).model.state_dict()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -79,6 +79,17 @@ class TrainOptions:
     precision: str | None = None
     compile: bool | None = None
     evaluate: bool = True
+
+    def __post_init__(self) -> None:
+        """Refuse values of the wrong type, naming the option: ``resume="no"`` would resume."""
+        for name, kind in (("resume", bool), ("evaluate", bool), ("compile", bool), ("max_steps", int),
+                           ("epochs", int), ("checkpoint_every", int), ("name", str), ("data_root", str | os.PathLike)):
+            value = getattr(self, name)
+            if value is None and name not in ("resume", "evaluate"):
+                continue
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                wanted = {bool: "True or False", int: "a whole number", str: "a string"}.get(kind, "a path")
+                raise TypeError(f"{name} takes {wanted}, got {value!r}")
 
     def recipe(self, card: Card) -> Card:
         """``card`` with the recipe values these options override, validated as the card's own are; with other
@@ -206,6 +217,11 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
     options = TrainOptions(data_root=data_root, resume=resume, device=device, max_steps=max_steps, name=name,
                            formulation=formulation, epochs=epochs, checkpoint_every=checkpoint_every,
                            precision=precision, evaluate=evaluate)
+    if isinstance(seeds, str | int) or not isinstance(seeds, Iterable):
+        raise TypeError(f"seeds takes a list of seeds, e.g. [0, 1], got {seeds!r}")
+    if isinstance(sweeps, str | Sweep) or not all(isinstance(sweep, Sweep) for sweep in sweeps):
+        raise TypeError(f"sweeps takes a list of sweeps, e.g. [parse_sweep('beta=1,4')] "
+                        f"(vaezoo.training.sweeps.parse_sweep), got {sweeps!r}")
     specs = members(options.recipe(card), seeds, sweeps)
     return _train(card, [(m.card, _folder(out) / m.folder, m.label) for m in specs], _folder(out), options)
 
