@@ -96,6 +96,9 @@ def test_list_filters(listed, capsys):
     assert names("toy-mnist-*", "toy-dsprites-*") == ["toy-dsprites-1", "toy-mnist-2"]  # any of them, as timm's
     assert names("--exclude", "toy-*-[0-9]") == [LONG_NAME]
     assert names("toy-*-[0-9]", "--exclude", "*-2") == ["toy-dsprites-1"]
+    write_card(listed, make_card(name="toy-compiled", train={"compile": True}))
+    for spelled in ("true", "True"):  # as the card's TOML spells it, and as Python does
+        assert names("--where", f"compile={spelled}") == ["toy-compiled"]
     import vaezoo
 
     assert vaezoo.list_models(["toy-*-[0-9]"], exclude="*-mnist-*") == ["toy-dsprites-1"]
@@ -459,3 +462,14 @@ def test_a_setting_out_of_its_bounds_is_refused_before_any_image_is_read(tmp_pat
     assert err.strip().splitlines()[-1] == (
         "error: --set: metric 'importance_log_likelihood': samples = 0 is not a whole number (int), at least 1 "
         "and at most 10,000,000")
+
+
+@pytest.mark.parametrize("argv", [["show", "jointvae-mnist", "sample", "-o", "x.png", "-n", "abc"],
+                                  ["show", "jointvae-mnist", "sample", "-o", "x.png", "--columns", "2.5"],
+                                  ["train", "vae-mnist", "--out", "x", "--epochs", "1.5"],
+                                  ["train", "vae-mnist", "--out", "x", "--max-steps", "ten"]])
+def test_a_count_that_is_no_whole_number_says_what_to_give(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(capsys, *argv)
+    assert code == 2 and err.strip().splitlines()[-1].endswith(f"give a whole number, e.g. 10, got '{argv[-1]}'")
+    assert list(tmp_path.iterdir()) == []

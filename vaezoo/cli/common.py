@@ -32,6 +32,16 @@ def path_arg(value: str) -> str:
     return value
 
 
+def whole_arg(value: str) -> int:
+    """argparse type of a whole number (a count, a step); what range it must be in, the command says."""
+    try:
+        return int(value)
+    except ValueError:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"give a whole number, e.g. 10, got '{value}'") from None
+
+
 def nonnegative_arg(value: str) -> float:
     """argparse type of a finite number >= 0 (a tolerance, a KL in nats)."""
     try:

@@ -3,7 +3,7 @@
 import sys
 
 from vaezoo.cli.common import (add_card, add_data_root, add_device, card_arg, nonnegative_arg, path_arg, printable,
-                               seed_arg)
+                               seed_arg, whole_arg)
 
 DEFAULT_N = {"traverse": 10, "reconstruct": 20, "sample": 100}
 
@@ -19,15 +19,16 @@ def add_parser(sub) -> None:
                         "reference code (a Gaussian's prior mean)")
     p.add_argument("--seed", type=seed_arg, default=0, metavar="N",
                    help="picks the samples and the test images (default 0)")
-    p.add_argument("-n", "--n", type=int, metavar="N",
+    p.add_argument("-n", "--n", type=whole_arg, metavar="N",
                    help="values per traversal row, images to reconstruct, or samples "
                         f"(defaults {', '.join(f'{k} {v}' for k, v in DEFAULT_N.items())})")
     p.add_argument("--span", type=float, nargs=2, metavar=("LOW", "HIGH"),
                    help="traversal range of a family that sweeps in prior standard deviations around the prior mean, "
                         "as a Gaussian does (default -3 3)")
-    p.add_argument("--columns", type=int, default=10, metavar="N",
+    p.add_argument("--columns", type=whole_arg, default=10, metavar="N",
                    help="images per row of reconstruct and sample (default 10)")
-    p.add_argument("--scale", type=int, default=2, metavar="N", help="upscale each tile this many times (default 2)")
+    p.add_argument("--scale", type=whole_arg, default=2, metavar="N",
+                   help="upscale each tile this many times (default 2)")
     p.add_argument("--fold-below", type=nonnegative_arg, metavar="NATS",
                    help="leave out the traversal rows whose KL is below NATS (inactive dimensions); needs data")
     add_device(p)

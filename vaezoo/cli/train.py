@@ -8,7 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
-from vaezoo.cli.common import add_card, add_data_root, add_device, card_arg, path_arg, printable, seed_arg
+from vaezoo.cli.common import (add_card, add_data_root, add_device, card_arg, path_arg, printable, seed_arg,
+                               whole_arg)
 
 
 def add_parser(sub) -> None:
@@ -24,7 +25,7 @@ def add_parser(sub) -> None:
                    help="the run's folder (checkpoint, weights, completed card)")
     p.add_argument("--name", help="the completed card's name (default: CARD-run); a built-in zoo entry's is refused")
     add_data_root(p)
-    p.add_argument("--epochs", type=int, metavar="N",
+    p.add_argument("--epochs", type=whole_arg, metavar="N",
                    help="override the recipe's epochs (a resumed run may change them)")
     seed = p.add_mutually_exclusive_group()
     seed.add_argument("--seed", type=seed_arg, metavar="N", help="override the recipe's seed")
@@ -41,10 +42,10 @@ def add_parser(sub) -> None:
                    help="write the finished run's card without measuring its metrics (a long evaluation, such as "
                         "vae-mnist's 5,000-sample log-likelihood, is left to 'vaezoo eval OUT --write')")
     add_device(p)
-    p.add_argument("--max-steps", type=int, metavar="N",
+    p.add_argument("--max-steps", type=whole_arg, metavar="N",
                    help="stop when the run reaches step N: a checkpoint to --resume from, and weights and a card "
                         "marked as stopped short, not evaluated")
-    p.add_argument("--checkpoint-every", type=int, metavar="N",
+    p.add_argument("--checkpoint-every", type=whole_arg, metavar="N",
                    help="steps between checkpoints (default: the recipe's)")
     p.add_argument("--precision", choices=["fp32", "tf32", "tf32-conv", "bf16-mixed", "float32", "bf16"],
                    help="override the recipe's precision: fp32; tf32 (matrix products and convolutions on a GPU in "

@@ -535,7 +535,8 @@ def _check_filters(cards: list[Card], dataset: str | None, architecture: str | N
 def _matches(flat: dict[str, Any], key: str, wanted: str) -> bool:
     for path, value in flat.items():
         if path == key or path.endswith("." + key):
-            if str(value) == wanted or _same_number(value, wanted):
+            toml = str(value).lower() if isinstance(value, bool) else None  # true, as the card spells it
+            if wanted in (str(value), toml) or _same_number(value, wanted):
                 return True
     return False
 
