@@ -201,7 +201,7 @@ def local_path(card: Card) -> Path:
     """The weights file beside ``card``, a card read from a local file; refuses paths that leave the card's
     directory."""
     assert card.weights is not None and card.weights.file is not None and card.path is not None
-    assert card.source is None, "a card from a Hub repository has its file there (huggingface.repo_file)"
+    assert card.source is None, "a card from a Hub repository has its file there (huggingface.hub_weights)"
     directory = card.path.parent.resolve()
     try:
         path = (directory / card.weights.file).resolve()
@@ -236,9 +236,9 @@ def weights_file(card: Card) -> Path | None:
     if card.weights is None:
         return None
     if card.weights.file is not None and card.source is not None:  # the file of its Hub repository
-        from vaezoo.entries.huggingface import repo_file
+        from vaezoo.entries.huggingface import hub_weights
 
-        return repo_file(card)[0]
+        return hub_weights(card)[0]
     if card.weights.file is not None:
         return local_path(card)
     if card.weights.url.startswith("hf://"):  # in huggingface_hub's cache, if anywhere

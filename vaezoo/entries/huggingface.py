@@ -102,7 +102,7 @@ def card_file(name: str) -> tuple[Path, str]:
     and where it comes from (:func:`vaezoo.entries.catalog.get_card` reads it).
 
     Only the repository's root ``*.toml`` files are downloaded here; the weights follow when a model loads
-    (:func:`repo_file`). A revision that is not a commit hash (a branch, a tag) is resolved to its commit,
+    (:func:`hub_weights`). A revision that is not a commit hash (a branch, a tag) is resolved to its commit,
     which the card keeps as its :attr:`~vaezoo.entries.schema.Card.source`. Offline (``HF_HUB_OFFLINE=1``) the cache
     answers, a branch or tag at the commit it last had.
 
@@ -139,42 +139,29 @@ def card_file(name: str) -> tuple[Path, str]:
 
 
 def hub_weights(card: Card) -> tuple[Path, bytes]:
-    """The Hub weights of ``card`` (:func:`repo_file` of a card from a Hub repository, else :func:`download_url` of
-    its ``hf://`` URL) and their bytes, verified as they are read."""
+    """The Hub weights of ``card`` and their bytes, verified as they are read
+    (:func:`vaezoo.store.checksums.read_verified`): ``card.weights.file`` in the card's Hub repository (same
+    commit), or the file at its ``hf://`` URL.
+
+    Downloads them into huggingface_hub's cache unless a copy there already matches the card.
+
+    Raises:
+        WeightsError: huggingface_hub is missing, the file's path leaves its repository, or the file cannot be had
+            or is not the card's file.
+    """
     assert card.weights is not None
-    return repo_file(card) if card.weights.file is not None else download_url(card.weights)
+    repo_id, revision, filename = _location(card)
+    return _download(repo_id, revision, filename, card.weights)
 
 
-def repo_file(card: Card) -> tuple[Path, bytes]:
-    """The weights file of a card from a Hub repository (``card.weights.file`` in that repository, same commit) and
-    its bytes, verified as they are read (:func:`vaezoo.store.checksums.read_verified`).
-
-    Downloads it into huggingface_hub's cache unless a copy there already matches the card.
-
-    Raises:
-        WeightsError: the file's path leaves the repository, or the file cannot be had or is not the card's file.
-    """
-    assert card.source is not None and card.weights is not None and card.weights.file is not None
+def _location(card: Card) -> tuple[str, str | None, str]:
+    """``(repo_id, revision, filename)`` of ``card``'s Hub weights."""
+    assert card.weights is not None
+    if card.weights.file is None:
+        return _url_parts(card.weights)
+    assert card.source is not None, "a card's file is on the Hub only in the card's own Hub repository"
     repo_id, commit = parse_name(card.source)
-    filename = _in_repo(card.weights.file)
-    return _download(repo_id, commit, filename, card.weights)
-
-
-def download_url(weights: Weights) -> tuple[Path, bytes]:
-    """The local copy of weights at ``hf://OWNER/REPO[@REVISION]/PATH``, from huggingface_hub's cache, and its
-    bytes, verified as they are read (:func:`vaezoo.store.checksums.read_verified`).
-
-    Args:
-        weights: a card's weights entry whose ``url`` is an ``hf://`` URL.
-
-    Returns:
-        The file in huggingface_hub's cache and its bytes, whose size and sha256 are the card's.
-
-    Raises:
-        WeightsError: huggingface_hub is missing, the file cannot be had, or it is not the card's file.
-    """
-    repo_id, revision, filename = _url_parts(weights)
-    return _download(repo_id, revision, filename, weights)
+    return repo_id, commit, _in_repo(card.weights.file)
 
 
 def _url_parts(weights: Weights) -> tuple[str, str | None, str]:
