@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shlex
 
 import pytest
@@ -58,9 +59,11 @@ def interrupt_at_batch(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
 
 
 @pytest.mark.parametrize(("option", "value", "wanted"), [
-    ("resume", "no", "True or False"), ("evaluate", "no", "True or False"), ("compile", "yes", "True or False"),
-    ("max_steps", "5", "a whole number"), ("max_steps", 2.5, "a whole number"), ("max_steps", True, "a whole number"),
-    ("epochs", "3", "a whole number"), ("name", 5, "a string"), ("data_root", 5, "a path")])
+    ("resume", "no", "true or false (bool)"), ("evaluate", "no", "true or false (bool)"),
+    ("compile", "yes", "true or false (bool) or None"), ("max_steps", "5", "a whole number (int) or None"),
+    ("max_steps", 2.5, "a whole number (int) or None"), ("max_steps", True, "a whole number (int) or None"),
+    ("epochs", "3", "a whole number (int) or None"), ("name", 5, "a string (str) or None"),
+    ("data_root", 5, "a string (str) or a path (os.PathLike) or None")])
 def test_an_option_of_the_wrong_type_is_named_before_anything_is_written(tmp_path, option, value, wanted):
     """resume="no" resumed, epochs="3" trained three epochs, name=5 failed inside re."""
     from vaezoo.training.train import train_seeds
@@ -68,9 +71,9 @@ def test_an_option_of_the_wrong_type_is_named_before_anything_is_written(tmp_pat
     card = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     with pytest.raises(TypeError) as caught:
         train(card, tmp_path / "out", **{option: value})
-    assert str(caught.value) == f"{option} takes {wanted}, got {value!r}"
+    assert str(caught.value) == f"train: {option} = {value!r} is not {wanted}"
     if option != "compile":  # an ensemble refuses compile=True first, for what it is
-        with pytest.raises(TypeError, match=f"^{option} takes {wanted}"):
+        with pytest.raises(TypeError, match=re.escape(f"train: {option} = {value!r} is not {wanted}")):
             train_seeds(card, tmp_path / "out", [0, 1], compile=False, **{option: value})
     assert not (tmp_path / "out").exists()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections.abc
 import inspect
+import os
 import tomllib
 import types
 import typing
@@ -195,8 +196,12 @@ def _describe(annotation: Any) -> str:
     if typing.get_origin(annotation) is typing.Annotated:
         bounds = [f"{_BOUNDS[type(b)][1]} {getattr(b, _BOUNDS[type(b)][0]):,}" for b in _bounds(annotation)]
         return ", ".join([_describe(typing.get_args(annotation)[0]), *([" and ".join(bounds)] if bounds else [])])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        optional = len(members) < len(typing.get_args(annotation))
+        return " or ".join([*(_describe(a) for a in members), *(["None"] if optional else [])])
     words = {bool: "true or false (bool)", int: "a whole number (int)", float: "a number (float)",
-             str: "a string (str)"}
+             str: "a string (str)", os.PathLike: "a path (os.PathLike)"}
     if annotation in words:
         return words[annotation]
     spelled = getattr(annotation, "__name__", None) if typing.get_origin(annotation) is None else None

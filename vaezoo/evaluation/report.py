@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vaezoo.assemble import card_dataset, load_model, metric, metric_rounding
+from vaezoo.context import check_arguments
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.catalog import card_reference, get_card
@@ -265,8 +266,8 @@ def _given_settings(card: Card, metrics: Sequence[str] | None,
     return {name: dict(given) for name, given in settings.items()} if settings else None
 
 
-def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | Path | None = None,
-                  data_root: str | Path | None = None, device: str | torch.device | None = None,
+def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | os.PathLike | None = None,
+                  data_root: str | os.PathLike | None = None, device: str | torch.device | None = None,
                   metrics: Sequence[str] | None = None, settings: Mapping[str, Mapping[str, Any]] | None = None,
                   write: bool = False, jobs: int | None = None, dataset: ImageDataset | None = None) -> EvalReport:
     """Measure a card's model on its dataset's test split.
@@ -318,13 +319,12 @@ def _checked(device, metrics: Sequence[str] | None, *, checkpoint, data_root, wr
         raise TypeError(f"metrics takes a list of metric names, e.g. [{metrics!r}], not a string")
     if metrics is not None and not (metrics := list(metrics)):
         raise MetricError.about("{metrics} is empty: name at least one metric, or leave it out for the card's")
-    for name, flag in (("write", write), ("force", force)):
-        if not isinstance(flag, bool):  # write="no" would write
-            raise TypeError(f"{name} is True or False, got {flag!r}")
-    for name, path in (("checkpoint", checkpoint), ("data_root", data_root)):
-        if path is not None and not isinstance(path, str | os.PathLike):
-            raise TypeError(f"{name} takes a path, e.g. 'runs/x/checkpoint.pt', got {path!r}")
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+    try:  # write="no" would write
+        check_arguments(evaluate_cards, {"checkpoint": checkpoint, "data_root": data_root, "write": write,
+                                         "force": force, "jobs": jobs}, "evaluate")
+    except ValueError as exc:
+        raise TypeError(str(exc)) from None
+    if jobs is not None and jobs < 1:
         raise TypeError(f"jobs takes a whole number of processes >= 1, e.g. 2, got {jobs!r}")
     if jobs is None:
         try:
@@ -427,8 +427,8 @@ def holds_metrics(card: Card, metrics: Sequence[str] | None = None) -> bool:
     return all(name in card.metrics for name in names)
 
 
-def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str | Path | None = None,
-                   data_root: str | Path | None = None, device: str | torch.device | None = None,
+def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str | os.PathLike | None = None,
+                   data_root: str | os.PathLike | None = None, device: str | torch.device | None = None,
                    metrics: Sequence[str] | None = None, settings: Mapping[str, Mapping[str, Any]] | None = None,
                    write: bool = False, force: bool = False, jobs: int | None = None) -> BatchReport:
     """Measure several runs' cards, one after another, reading each dataset once (``vaezoo eval RUN [RUN ...]``).

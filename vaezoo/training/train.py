@@ -20,7 +20,7 @@ import contextlib
 import os
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import torch
@@ -28,6 +28,7 @@ import torch.distributed as dist
 from pydantic import ValidationError
 
 from vaezoo.assemble import build_model, load_dataset
+from vaezoo.context import check_arguments
 from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError
@@ -67,7 +68,7 @@ class TrainOptions:
         evaluate: measure a finished run's metrics on its card (False leaves them to ``vaezoo eval RUN --write``).
     """
 
-    data_root: object = None
+    data_root: str | os.PathLike | None = None
     resume: bool = False
     device: object = None
     max_steps: int | None = None
@@ -82,14 +83,10 @@ class TrainOptions:
 
     def __post_init__(self) -> None:
         """Refuse values of the wrong type, naming the option: ``resume="no"`` would resume."""
-        for name, kind in (("resume", bool), ("evaluate", bool), ("compile", bool), ("max_steps", int),
-                           ("epochs", int), ("checkpoint_every", int), ("name", str), ("data_root", str | os.PathLike)):
-            value = getattr(self, name)
-            if value is None and name not in ("resume", "evaluate"):
-                continue
-            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-                wanted = {bool: "True or False", int: "a whole number", str: "a string"}.get(kind, "a path")
-                raise TypeError(f"{name} takes {wanted}, got {value!r}")
+        try:
+            check_arguments(TrainOptions, {f.name: getattr(self, f.name) for f in fields(self)}, "train")
+        except ValueError as exc:
+            raise TypeError(str(exc)) from None
 
     def recipe(self, card: Card) -> Card:
         """``card`` with the recipe values these options override, validated as the card's own are; with other
