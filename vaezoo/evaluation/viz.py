@@ -27,7 +27,7 @@ from torch import Tensor
 
 from vaezoo.data import ImageDataset
 from vaezoo.entries.schema import SEED_LIMIT, Card
-from vaezoo.errors import InputError, VaezooError
+from vaezoo.errors import InputError, PluginError, VaezooError
 from vaezoo.model import VAE
 
 PADDING = 2  # pixels between tiles
@@ -232,6 +232,9 @@ def traverse(model: VAE, data: Tensor | None = None, reference: Tensor | None = 
                 columns = slice(part.start + sweep.columns.start, part.start + sweep.columns.stop)
                 code = base.repeat(len(sweep.values), 1)
                 code[:, columns] = sweep.values.to(device, dtype)
+                if kl is not None and sweep.kl_index >= len(kl[name]):
+                    raise PluginError(f"{_family(family)}: kl() has {len(kl[name])} values per image, fewer than its "
+                                      f"sweeps index ({sweep.kl_index + 1})")
                 rows.append(TraversalRow(name, sweep.index, columns, None if kl is None else kl[name][sweep.kl_index]))
                 codes.append(code)
         order = sorted(range(len(rows)), key=lambda r: -rows[r].kl) if kl is not None else range(len(rows))
@@ -261,7 +264,8 @@ def reconstruct(model: VAE, images: Tensor, columns: int = 10) -> Grid:
     _check_tiles(2 * len(images))
     device, dtype = _device_dtype(model)
     with _evaluating(model), torch.no_grad():
-        recon = model.decode(model.encode(images.to(device, dtype), checked=True).mode).cpu()
+        mode = model.encode(images.to(device, dtype), checked=True).mode
+        recon = model.decode(_checked_codes(model.latent, mode, len(images), "the posterior's mode")).cpu()
     rows: list[Tensor] = []
     for start in range(0, len(images), columns):
         rows += [images[start:start + columns].float().cpu(), recon[start:start + columns].float()]
@@ -289,8 +293,9 @@ def sample(model: VAE, n: int = 64, seed: int = 0, columns: int = 8) -> Grid:
     _check_tiles(n)
     device, _ = _device_dtype(model)
     generator = torch.Generator(device=device).manual_seed(seed)
-    with _evaluating(model):
-        images = model.sample(n, generator=generator).float().cpu()
+    with _evaluating(model), torch.no_grad():
+        codes = model.latent.sample_prior(n, generator=generator, device=device)
+        images = model.decode(_checked_codes(model.latent, codes, n, "sample_prior()")).float().cpu()
     return Grid(_layout(list(images.split(columns)), min(columns, n)))
 
 
@@ -359,7 +364,8 @@ def _base_code(model: VAE, reference: Tensor | None) -> Tensor:
     if reference is not None:
         reference = reference.unsqueeze(0) if isinstance(reference, Tensor) and reference.dim() == 3 else reference
         model.check_input(reference)
-        return model.encode(reference[:1].to(device, dtype), checked=True).mode[0]
+        mode = model.encode(reference[:1].to(device, dtype), checked=True).mode
+        return _checked_codes(model.latent, mode, 1, "the posterior's mode")[0]
     return model.latent.reference_code().to(device, dtype)
 
 
@@ -372,8 +378,40 @@ def _mean_kl(model: VAE, data: Tensor) -> dict[str, list[float]]:
     totals: dict[str, Tensor] = {}
     for chunk in data.split(ENCODE_BATCH):
         for name, posterior in model.encode(chunk.to(device, dtype), checked=True).parts.items():
-            totals[name] = totals.get(name, 0) + posterior.kl().double().sum(0)
-    return {name: (total / len(data)).tolist() for name, total in totals.items()}
+            kl = posterior.kl()
+            if not (isinstance(kl, Tensor) and kl.dim() >= 1 and kl.shape[0] == len(chunk)):
+                raise PluginError(f"{_family(model.latent.parts[name])}: kl() is {_described(kl)}, not one row per "
+                                  f"image ({len(chunk)}, ...)")
+            totals[name] = totals.get(name, 0) + kl.double().sum(0)
+    means = {name: (total / len(data)).tolist() for name, total in totals.items()}
+    for name, values in means.items():
+        for value in values:
+            if not (math.isfinite(value) and value >= -1e-4):  # a KL is >= 0, up to float rounding
+                raise PluginError(f"{_family(model.latent.parts[name])}: kl() averages {value:.6g} over the images; "
+                                  f"a KL is a finite number >= 0")
+    return means
+
+
+def _family(family: object) -> str:
+    """How a message names a latent family: its class and the module (a plugin's) defining it."""
+    return f"latent family {type(family).__qualname__} ({type(family).__module__})"
+
+
+def _described(value: object) -> str:
+    return f"a tensor of shape {tuple(value.shape)}" if isinstance(value, Tensor) else f"a {type(value).__name__}"
+
+
+def _checked_codes(family: object, codes: object, n: int, what: str) -> Tensor:
+    """``codes`` if they are ``n`` finite codes of the family's ``code_size``, else a :class:`PluginError` naming
+    the family and ``what`` gave them (a picture of NaN codes is blank tiles, not a picture of the model)."""
+    expected = (n, family.code_size)
+    if not (isinstance(codes, Tensor) and tuple(codes.shape) == expected):
+        raise PluginError(f"{_family(family)}: {what} is {_described(codes)}, not (n, code_size) = {expected}")
+    finite = torch.isfinite(codes).all(dim=-1)
+    if not finite.all():
+        raise PluginError(f"{_family(family)}: {what} is not finite (NaN or inf) for {int((~finite).sum())} of the "
+                          f"{n} codes")
+    return codes
 
 
 def _decode_mean(model: VAE, codes: Tensor) -> Tensor:

@@ -1,0 +1,72 @@
+"""Pictures of a model whose latent family breaks its contract: one error naming the family, never a traceback from
+inside the drawing nor a PNG of NaN images."""
+
+import math
+
+import pytest
+import torch
+
+from vaezoo.assemble import build_part
+from vaezoo.errors import PluginError
+from vaezoo.evaluation import viz
+
+IMAGE_SIZE = 16
+DIM = 3
+
+
+def tiny_gaussian_vae():
+    torch.manual_seed(0)
+    return build_part("architecture", {"type": "vae", "image_size": IMAGE_SIZE, "channels": 1,
+                                       "latent": {"type": "gaussian", "dim": DIM},
+                                       "encoder": {"type": "mlp_encoder", "hidden": [16]},
+                                       "decoder": {"type": "mlp_decoder", "hidden": [16]}}).eval()
+
+
+def images(n: int) -> torch.Tensor:
+    return torch.rand(n, 1, IMAGE_SIZE, IMAGE_SIZE, generator=torch.Generator().manual_seed(0))
+
+
+def posterior_class(model):
+    return type(model.latent.posterior(torch.zeros(1, model.latent.param_size)))
+
+
+@pytest.mark.parametrize("kl, message", [
+    (lambda self: self.mode.sum() * 0 + 1.0, "kl() is a tensor of shape (), not one row per image"),
+    (lambda self: torch.ones(len(self.mode), 1), "kl() has 1 values per image, fewer than its sweeps index"),
+    (lambda self: torch.full_like(self.mode, math.nan), "kl() averages nan over the images"),
+    (lambda self: -torch.ones_like(self.mode), "kl() averages -1 over the images"),
+])
+def test_a_traversal_ranked_by_a_kl_that_breaks_the_contract_names_the_family(monkeypatch, kl, message):
+    """A scalar KL raised IndexError from inside the ranking (a traceback from 'vaezoo show'); a NaN or negative
+    one ranked the rows silently."""
+    model = tiny_gaussian_vae()
+    monkeypatch.setattr(posterior_class(model), "kl", kl)
+    with pytest.raises(PluginError) as error:
+        viz.traverse(model, images(8), reference=images(1)[0])
+    assert str(error.value).startswith("latent family Gaussian (vaezoo.latents.")
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize("prior, message", [
+    (lambda self, n, generator=None, device=None: torch.full((n, DIM), math.nan),
+     "sample_prior() is not finite (NaN or inf) for 5 of the 5 codes"),
+    (lambda self, n, generator=None, device=None: torch.zeros(n, DIM + 1),
+     "sample_prior() is a tensor of shape (5, 4), not (n, code_size) = (5, 3)"),
+])
+def test_samples_from_a_prior_that_breaks_the_contract_name_the_family(monkeypatch, prior, message):
+    """A NaN prior drew a PNG of blank tiles with exit code 0; a code of the wrong size blamed the decoder."""
+    model = tiny_gaussian_vae()
+    monkeypatch.setattr(type(model.latent), "sample_prior", prior)
+    with pytest.raises(PluginError) as error:
+        viz.sample(model, n=5)
+    assert str(error.value) == f"latent family Gaussian (vaezoo.latents.gaussian): {message}"
+
+
+def test_a_nan_mode_is_refused_by_traversals_and_reconstructions(monkeypatch):
+    """The mode a traversal starts from, and reconstructions' codes, were drawn as blank tiles with exit code 0."""
+    model = tiny_gaussian_vae()
+    monkeypatch.setattr(posterior_class(model), "mode", property(lambda self: torch.full_like(self.mean, math.nan)))
+    for draw in (lambda: viz.traverse(model, reference=images(1)[0]), lambda: viz.reconstruct(model, images(4))):
+        with pytest.raises(PluginError, match=r"^latent family Gaussian \(vaezoo.latents.gaussian\): the posterior's "
+                                              r"mode is not finite \(NaN or inf\) for \d+ of the \d+ codes$"):
+            draw()
