@@ -41,6 +41,7 @@ from vaezoo.context import FACTS, BuildContext
 from vaezoo.entries.catalog import discover, get_card, parse_card, scan
 from vaezoo.entries.schema import Card
 from vaezoo.errors import PublishWarning
+from vaezoo.terminal import printable
 from vaezoo.latents import LatentFamily, Posterior
 from vaezoo.likelihoods import Bernoulli, Likelihood
 from vaezoo.model import VAE, latent_sizes
@@ -83,7 +84,7 @@ def _running(subject: str, what: str) -> Iterator[None]:
     except ConformanceError:
         raise
     except Exception as exc:
-        raise ConformanceError(f"{subject}: {what} raised {type(exc).__name__}: {exc}") from exc
+        raise ConformanceError(f"{subject}: {what} raised {type(exc).__name__}: {printable(exc)}") from exc
 
 
 def _shape(t: object) -> str:
@@ -892,6 +893,7 @@ def check_dataset(name: str, seed: int = 0, data_root: str | Path | None = None,
         options: the dataset's options, as a card's ``[train.data]`` gives them.
     """
     from vaezoo.assemble import load_dataset
+    from vaezoo.data import DataInfo
     from vaezoo.entries.schema import DataSpec
 
     subject = _owner("dataset", name)
@@ -899,6 +901,8 @@ def check_dataset(name: str, seed: int = 0, data_root: str | Path | None = None,
     for split in ("train", "test"):
         with _running(subject, f"describing split '{split}' with {options}"):
             info = registry("dataset")[name].info(split, **options)
+        _require(isinstance(info, DataInfo), subject,
+                 f"info('{split}') returned a {type(info).__name__}, not a vaezoo.data.DataInfo")
         with _running(subject, f"loading split '{split}' with {options}"):
             data = load_dataset(name, data_root, split, **options)
             images = data.batch(slice(0, TRIAL_BATCH))
