@@ -126,6 +126,24 @@ def test_resuming_a_finished_run_keeps_its_card_and_what_was_recorded_on_it_sinc
         capsys.readouterr().err
 
 
+@pytest.mark.parametrize("stop", [3, 2])
+def test_resuming_a_stopped_run_with_no_step_to_make_keeps_its_card_and_what_was_recorded_on_it(
+        data_plugin, tmp_path, capsys, stop):
+    """Resumed with --max-steps at or below the step it stopped at, a run rewrote its card: metrics that
+    'vaezoo eval --write' had recorded on it were lost."""
+    tiny = Card.model_validate(make_card("tiny", train={"epochs": 1}))
+    stopped = train(tiny, tmp_path, max_steps=3)
+    assert main(["eval", str(tmp_path), "--metrics", "elbo", "--write"]) == 0
+    recorded = stopped.card_path.read_bytes()
+    capsys.readouterr()
+
+    again = train(tiny, tmp_path, resume=True, max_steps=stop)
+    assert again.step == 3 and again.card_path == stopped.card_path and stopped.card_path.read_bytes() == recorded
+    err = capsys.readouterr().err
+    assert f"stopping at step {stop}: at step 3 already, it has no step to make" in err
+    assert f"the run was stopped at step 3; its card {stopped.card_path} is kept as it is" in err
+
+
 def test_resuming_a_run_whose_publishing_was_cut_short_publishes_it(data_plugin, tmp_path):
     finished = train(card(epochs=1), tmp_path)
     whole = parse_card(finished.card_path)

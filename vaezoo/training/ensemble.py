@@ -713,9 +713,10 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
         for s in stacks:
             for m in s.members:
                 begin = f"resuming at step {m.step} of" if m.saved is not None else "training"
-                note(f"{m.label}: {begin} {s.plan.total:,} steps ({s.plan.per_epoch:,} per epoch)"
-                     f"{until(last[id(s)], s.plan.total)}, {len(s.members)} runs in one step, a checkpoint every "
-                     f"{m.card.train.checkpoint_every:,} steps in {m.checkpoint}")
+                stop = until(last[id(s)], s.plan.total, m.step)
+                note(f"{m.label}: {begin} {s.plan.total:,} steps ({s.plan.per_epoch:,} per epoch){stop}, "
+                     f"{len(s.members)} runs in one step, a checkpoint every {m.card.train.checkpoint_every:,} steps "
+                     f"in {m.checkpoint}")
         while todo := [s for s in stacks if s.members and s.step < last[id(s)]]:
             stopping = signals.stop_requested(run.world, run.device)
             images = sum(s.take_step(store, stopping) for s in todo)

@@ -243,9 +243,14 @@ def distribution_checks_off():
         torch.distributions.Distribution.set_default_validate_args(previous)
 
 
-def until(stop: int, total: int) -> str:
-    """What the start of a run says of a stop short of its last step (``max_steps``): ``, this time up to step N``."""
-    return f", this time up to step {stop:,}" if stop < total else ""
+def until(stop: int, total: int, step: int) -> str:
+    """What the start of a run at ``step`` says of a stop short of its last step (``max_steps``): ``, this time up
+    to step N``, or that it has no step to make."""
+    if stop >= total:
+        return ""
+    if step >= stop:
+        return f", stopping at step {stop:,}: at step {step:,} already, it has no step to make"
+    return f", this time up to step {stop:,}"
 
 
 def device_store(dataset: ImageDataset, device: torch.device | str) -> ImageDataset:

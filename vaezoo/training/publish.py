@@ -70,17 +70,18 @@ def publish(card: Card, model: VAE, out: Path, name: str, steps: int, total: int
         return write_entry(own, model.state_dict(), out, fix=Phrase("make room, then continue with {resume:True}"))
 
 
-def published(out: Path, name: str, steps: int) -> Path | None:
+def published(out: Path, name: str, steps: int, stopped: bool = False) -> Path | None:
     """``out/NAME.toml`` if it is the card :func:`publish` completed for the run's ``steps`` (its metrics
-    measured, its weights beside it), else None.
+    measured, its weights beside it), else None; for a run ``stopped`` short of its last step, the card of its
+    weights at ``steps``, which holds no metrics of its own.
 
-    A finished run that is resumed keeps that card as it is, with whatever was recorded on it since
+    A run resumed with no step to make keeps that card as it is, with whatever was recorded on it since
     (``vaezoo eval --write``); a run whose publishing was cut short is published again.
     """
     path = Path(out) / f"{name}.toml"
     try:
         card = parse_card(path)
-        complete = card.train.steps == steps and bool(card.metrics) and weights_file(card) is not None
+        complete = card.train.steps == steps and (stopped or bool(card.metrics)) and weights_file(card) is not None
     except (OSError, VaezooError):
         return None
     return path if complete else None

@@ -228,7 +228,7 @@ def fit_single(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume:
     with distribution_checks_off(), StopSignals(defer=True) as signals, reporter:
         if run.main:  # from here on a signal stops the run with a checkpoint of the step it reached
             begin = f"resuming at step {seed.step} of" if seed.saved is not None else "training"
-            note(f"{begin} {plan.total:,} steps ({plan.per_epoch:,} per epoch){until(stop, plan.total)}, a "
+            note(f"{begin} {plan.total:,} steps ({plan.per_epoch:,} per epoch){until(stop, plan.total, seed.step)}, a "
                  f"checkpoint every {card.train.checkpoint_every:,} steps in {seed.checkpoint}")
         while seed.step < stop:
             stopping = signals.stop_requested(run.world, run.device)

@@ -324,9 +324,8 @@ def _alone(runs: list[tuple[Card, Path, str]]) -> bool:
 def _completed_card(trained, out: Path, options: TrainOptions, run: Run) -> Path:
     """The completed card of a run that reached its last step: the one it already had when a finished run is
     resumed (with what was recorded on it since), else the card :func:`~vaezoo.training.publish.publish` writes."""
-    kept = published(out, options.name, trained.step) if options.resume else None
+    kept = _kept(out, options, trained.step, stopped=False)
     if kept is not None:
-        note(f"{out}: the run had finished at step {trained.step}; its card {kept} is kept as it is")
         return kept
     with trained.streams.active():  # what the evaluation draws, too, is what this run alone draws
         written = publish(trained.card, trained.model, out, options.name, trained.step)
@@ -339,8 +338,21 @@ def _stopped_card(trained, out: Path, options: TrainOptions, total: int) -> Path
     """The weights and card of a run that ``max_steps`` stopped short of its last step ``total``: they load and
     evaluate as a finished run's do, the card marked as stopped (``train.steps``, its summary); not evaluated. The
     run resumed to its end publishes its completed card over them."""
+    kept = _kept(out, options, trained.step, stopped=True)
+    if kept is not None:
+        return kept
     with trained.streams.active():
         return publish(trained.card, trained.model, out, options.name, trained.step, total)
+
+
+def _kept(out: Path, options: TrainOptions, step: int, stopped: bool) -> Path | None:
+    """The card a resumed run already published for ``step`` (a stopped run's, or a finished run's with its
+    metrics), kept as it is with what was recorded on it since (``vaezoo eval --write``); None: publish it."""
+    kept = published(out, options.name, step, stopped) if options.resume else None
+    if kept is not None:
+        note(f"{out}: the run {'was stopped' if stopped else 'had finished'} at step {step:,}; its card {kept} is "
+             f"kept as it is")
+    return kept
 
 
 def _record(card_path: Path, data_root, device) -> None:
