@@ -7,6 +7,7 @@ call's keyword arguments (``max_steps must be at least 1``, ``pass resume=True``
 
 from __future__ import annotations
 
+import os
 import string
 from collections.abc import Callable
 from typing import Self
@@ -177,3 +178,27 @@ class TrainingWarning(UserWarning):
 
 class PublishWarning(UserWarning):
     """A finished run's card written without something that failed: a metric, or the label matching."""
+
+
+ON = ("1", "on", "yes", "true")
+"""The values of an on/off environment variable that turn it on, in any case (as huggingface_hub reads its own)."""
+OFF = ("", "0", "off", "no", "false")
+"""Those that turn it off."""
+
+
+def setting_on(name: str, default: bool = False) -> bool:
+    """Whether the on/off environment variable ``name`` (``VAEZOO_OFFLINE``, ...) is on: :data:`ON` or
+    :data:`OFF`, in any case; ``default`` when it is unset.
+
+    Raises:
+        VaezooError: it is set to neither (``VAEZOO_OFFLINE=maybe`` would otherwise mean off, and go online).
+    """
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    if value.strip().lower() in ON:
+        return True
+    if value.strip().lower() in OFF:
+        return False
+    raise VaezooError(f"{name}={value!r} is neither on nor off; set it to 1 (or yes, true, on) or 0 (or no, false, "
+                      f"off), or unset it")

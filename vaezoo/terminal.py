@@ -8,12 +8,13 @@ never gets progress.
 from __future__ import annotations
 
 import errno
-import os
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
+
+from vaezoo.errors import setting_on
 
 
 def printable(value: object) -> str:
@@ -142,7 +143,7 @@ def progress(description: str, total: int | None = None, unit: str = "images") -
         The :class:`Progress`: call ``advance(n)`` as units get done (and set ``total`` when it becomes known).
     """
     global _bar
-    if os.environ.get("VAEZOO_PROGRESS", "1") == "0":
+    if not setting_on("VAEZOO_PROGRESS", default=True):
         yield Progress(description, total, unit)
         return
     if _bar is None and not _stderr_console().is_terminal:

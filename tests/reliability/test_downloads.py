@@ -18,7 +18,7 @@ import pytest
 from kit import assert_one_line_error, child_env, cli, files_under, make_card, serve_entry
 
 import vaezoo
-from vaezoo.errors import WeightsError
+from vaezoo.errors import VaezooError, WeightsError
 from vaezoo.store.downloads import MAX_REDIRECTS, cache_dir
 
 PROCESSES = 8
@@ -200,13 +200,26 @@ def test_missing_on_the_server(url_card, server):
     assert _cached(url_card) == []
 
 
-def test_offline_with_an_empty_cache(url_card, server, monkeypatch, capsys):
-    monkeypatch.setenv("VAEZOO_OFFLINE", "1")
+@pytest.mark.parametrize("on", ["1", "yes", "TRUE", "On"])
+def test_offline_with_an_empty_cache(url_card, server, monkeypatch, capsys, on):
+    """VAEZOO_OFFLINE=yes went online: only "1" was read as on."""
+    monkeypatch.setenv("VAEZOO_OFFLINE", on)
     with pytest.raises(WeightsError, match="VAEZOO_OFFLINE=1"):
         vaezoo.load("tiny-blobs")
     code, _, stderr = cli(capsys, "eval", "tiny-blobs")
     assert code == 1
     assert_one_line_error(stderr, "VAEZOO_OFFLINE=1", "not in the cache")
+    assert server.gets == {}
+
+
+def test_an_offline_setting_that_is_neither_on_nor_off_is_refused_before_going_online(url_card, server, monkeypatch,
+                                                                                        capsys):
+    monkeypatch.setenv("VAEZOO_OFFLINE", "maybe")
+    with pytest.raises(VaezooError, match=r"^VAEZOO_OFFLINE='maybe' is neither on nor off; set it to 1 "):
+        vaezoo.load("tiny-blobs")
+    code, _, stderr = cli(capsys, "eval", "tiny-blobs")
+    assert code == 1
+    assert_one_line_error(stderr, "VAEZOO_OFFLINE='maybe' is neither on nor off")
     assert server.gets == {}
 
 

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from vaezoo.devices import usable_device
-from vaezoo.errors import Phrase
+from vaezoo.errors import Phrase, setting_on
 
 
 # Small on purpose: on a CPU these nets run 2-3 times faster on a batch whose activations fit the
@@ -148,7 +148,7 @@ def download_advice(where: DataRoot, leave_out: str | Phrase = "leave out both")
         ``where``).
     """
     chosen = isinstance(where.source, Phrase) or where.source == "VAEZOO_DATA"
-    offline = os.environ.get("VAEZOO_OFFLINE") == "1"
+    offline = setting_on("VAEZOO_OFFLINE")
     steps = (["{leave_out}"] if chosen or not offline else []) + (["unset VAEZOO_OFFLINE"] if offline else [])
     return Phrase(" and ".join(steps) + " to let vaezoo download it into {default}", leave_out=leave_out,
                   default=default_data_dir())
@@ -165,7 +165,7 @@ def data_root(root: str | os.PathLike | None) -> DataRoot:
         return DataRoot(Path(root).expanduser(), False, Phrase("{data_root}"))
     if os.environ.get("VAEZOO_DATA"):
         return DataRoot(Path(os.environ["VAEZOO_DATA"]).expanduser(), False, "VAEZOO_DATA")
-    if os.environ.get("VAEZOO_OFFLINE") == "1":
+    if setting_on("VAEZOO_OFFLINE"):
         return DataRoot(default_data_dir(), False,
                         "the default data folder, which VAEZOO_OFFLINE=1 downloads nothing into")
     return DataRoot(default_data_dir(), True, "the default data folder")

@@ -11,7 +11,6 @@ before downloading it and against its sha256 before anything reads it.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from types import ModuleType
 from urllib.parse import unquote
 
 from vaezoo.entries.schema import HF_URL, HUB_PREFIX, Card, Weights
-from vaezoo.errors import CardError, VaezooError, WeightsError
+from vaezoo.errors import CardError, VaezooError, WeightsError, setting_on
 
 INSTALL = 'pip install "vaezoo[hub]"'
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # OWNER/REPO
@@ -56,7 +55,7 @@ def _options() -> Download:
 
 
 def _vaezoo_offline() -> bool:
-    return os.environ.get("VAEZOO_OFFLINE") == "1"
+    return setting_on("VAEZOO_OFFLINE")
 
 
 def _no_fresh_copy() -> str:

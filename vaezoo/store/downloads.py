@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlparse
 
-from vaezoo.errors import OutputError, WeightsError
+from vaezoo.errors import OutputError, WeightsError, setting_on
 from vaezoo.store.checksums import Weights, read_verified, sha256_of
 from vaezoo.store.files import FULL, atomic_save, folder_problem, remove_temporaries
 from vaezoo.terminal import note, printable
@@ -54,7 +54,7 @@ def check_url(url: str) -> None:
     if parsed.scheme == "https":
         return
     if parsed.scheme == "http" and (parsed.hostname in ("127.0.0.1", "localhost", "::1")
-                                    or os.environ.get("VAEZOO_ALLOW_HTTP") == "1"):
+                                    or setting_on("VAEZOO_ALLOW_HTTP")):
         return
     raise WeightsError(f"weights URL '{url}' is not https; vaezoo downloads weights over https only "
                        f"(set VAEZOO_ALLOW_HTTP=1 to allow plain http)")
@@ -90,7 +90,7 @@ def download(url: str, weights: Weights) -> tuple[Path, bytes]:
     directory = target.parent
     if (data := _verified(target, weights)) is not None:
         return target, data
-    if os.environ.get("VAEZOO_OFFLINE") == "1":
+    if setting_on("VAEZOO_OFFLINE"):
         if target.exists():
             raise WeightsError(f"VAEZOO_OFFLINE=1 and the cached copy {target} of {url} does not match the card "
                                f"(damaged, or another file); unset VAEZOO_OFFLINE to download it again")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import math
-import os
 import time
 from collections.abc import Callable
 from typing import Self
@@ -18,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
+from vaezoo.errors import setting_on
 from vaezoo.terminal import PLAIN_INTERVAL, printable
 
 
@@ -46,7 +46,7 @@ class Reporter:
         self.epochs = math.ceil(total / per_epoch)
         self.t0 = self.shown = time.perf_counter()
         self.images = 0
-        self.quiet = os.environ.get("VAEZOO_PROGRESS", "1") == "0"
+        self.quiet = not setting_on("VAEZOO_PROGRESS", default=True)
         self.display = _Display(self.console, total, start) if self.console.is_terminal and not self.quiet else None
 
     def update(self, step: int, images: int, values: Callable[[], dict[str, float]]) -> None:
