@@ -317,18 +317,38 @@ def _nested(state):
     return {"model": state, "step": torch.tensor(3)}
 
 
+def _without(key):
+    return lambda state: {k: v for k, v in state.items() if k != key}
+
+
+def _nan(state):
+    return {**state, "features_to_hidden.0.bias": torch.full_like(state["features_to_hidden.0.bias"], float("nan"))}
+
+
 @pytest.mark.parametrize("corrupt, message", [
     (_extra_key, "unexpected keys ['fc_extra.weight']"),
     (_without_hidden_bias, "missing keys ['encoder.hidden.0.bias']"),
     (_without_heads, "neither fc_mean nor fc_alphas.0"),
     (_scalar_mean, "fc_mean.weight has shape (); a linear layer's weight is 2-D"),
     (_nested, "not a state dict of tensors"),
+    # these were read as another latent layout, and refused with unrelated keys and "check --dataset"
+    (_without("fc_mean.weight"), "lacks the latent heads ['fc_mean.weight']"),
+    (_without("fc_alphas.0.weight"), "lacks the latent heads ['fc_alphas.0.weight']"),
 ])
 def test_state_dicts_that_do_not_fit_are_refused(tmp_path, corrupt, message):
     state = write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10]).state_dict()
     torch.save(corrupt(state), tmp_path / "model.pt")
     with pytest.raises(VaezooError, match=re.escape(message)):
         convert(tmp_path / "model.pt", tmp_path / "out", "mnist")
+    assert not (tmp_path / "out").exists()
+
+
+def test_values_no_dataset_would_mend_are_refused_without_the_hint_to_check_it(tmp_path):
+    state = write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10]).state_dict()
+    torch.save(_nan(state), tmp_path / "model.pt")
+    with pytest.raises(VaezooError) as caught:
+        convert(tmp_path / "model.pt", tmp_path / "out", "mnist")
+    assert "NaN" in str(caught.value) and "--dataset" not in str(caught.value)
     assert not (tmp_path / "out").exists()
 
 

@@ -50,7 +50,7 @@ PREFIXES = {
     "latent_to_features.": "decoder.hidden.",
     "features_to_img.": "decoder.features.",
 }
-ALPHAS_KEY = re.compile(r"fc_alphas\.(\d+)\.weight")
+ALPHAS_KEY = re.compile(r"fc_alphas\.(\d+)\.(?:weight|bias)")
 
 Capacity = tuple[float, float, int, float]  # [min, max, iterations, gamma], as in the original Trainer
 
@@ -128,6 +128,9 @@ def read_original(path: Path) -> dict[str, Tensor]:
         with warnings.catch_warnings():  # torch warns of a pickle protocol, then refuses the file: one line says it
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as exc:  # the file, not its contents: e.g. no permission to read it
+        raise WeightsError(f"cannot read checkpoint {path}: {exc.strerror or exc}; make it readable, or give a "
+                           f"copy you can read") from None
     except Exception as exc:  # weights_only refuses arbitrary objects with UnpicklingError, corrupt files vary
         raise WeightsError(f"{path} is not a plain state dict that torch.load(weights_only=True) reads "
                            f"({_reason(exc)}); vaezoo never unpickles arbitrary objects") from None
@@ -165,14 +168,23 @@ def latent_layout(state: dict[str, Tensor]) -> tuple[int, list[int]]:
         ``(continuous, discrete)``: the rows of ``fc_mean`` (0 without it) and of each
         ``fc_alphas.i`` in order (``[]`` without them).
     """
-    continuous = _rows(state, "fc_mean.weight") if "fc_mean.weight" in state else 0
-    indices = sorted(int(m.group(1)) for key in state if (m := ALPHAS_KEY.fullmatch(key)))
+    gaussian = any(key.split(".")[0] in ("fc_mean", "fc_log_var") for key in state)
+    indices = sorted({int(m.group(1)) for key in state if (m := ALPHAS_KEY.fullmatch(key))})
     if indices != list(range(len(indices))):
         raise WeightsError(f"the categorical heads are numbered {indices}; expected fc_alphas.0, fc_alphas.1, ...")
-    if not continuous and not indices:
+    if not gaussian and not indices:
         raise WeightsError("the checkpoint has neither fc_mean nor fc_alphas.0; it is not a checkpoint of the "
                            "original JointVAE code")
+    _check_heads(state, (["fc_mean", "fc_log_var"] if gaussian else []) + [f"fc_alphas.{i}" for i in indices])
+    continuous = _rows(state, "fc_mean.weight") if gaussian else 0
     return continuous, [_rows(state, f"fc_alphas.{i}.weight") for i in indices]
+
+
+def _check_heads(state: dict[str, Tensor], heads: list[str]) -> None:
+    """Refuse ``state`` unless it holds the weight and the bias of each of the latent ``heads``."""
+    missing = [f"{h}.{p}" for h in heads for p in ("weight", "bias") if f"{h}.{p}" not in state]
+    if missing:
+        raise WeightsError(f"the checkpoint lacks the latent heads {missing}")
 
 
 def _rows(state: dict[str, Tensor], key: str) -> int:
@@ -194,9 +206,7 @@ def to_vaezoo(state: dict[str, Tensor], continuous: int, categorical_parts: int)
         categorical_parts: number of categorical heads.
     """
     heads = (["fc_mean", "fc_log_var"] if continuous else []) + [f"fc_alphas.{i}" for i in range(categorical_parts)]
-    missing = [f"{h}.{p}" for h in heads for p in ("weight", "bias") if f"{h}.{p}" not in state]
-    if missing:
-        raise WeightsError(f"the checkpoint lacks the latent heads {missing}")
+    _check_heads(state, heads)
     if continuous and _rows(state, "fc_log_var.weight") != continuous:
         raise WeightsError(f"fc_mean has {continuous} rows but fc_log_var has {state['fc_log_var.weight'].shape[0]}")
     used = {f"{h}.{p}" for h in heads for p in ("weight", "bias")}
@@ -238,6 +248,7 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
     from vaezoo.entries.entry import write_entry
     from vaezoo.entries.schema import Card, DataSpec, InputSection, Optimizer, TrainRecipe
     from vaezoo.store.checksums import sha256_of
+    from vaezoo.store.weights import check_tensors
     from vaezoo.version import __version__
 
     if dataset not in SETUPS:
@@ -279,8 +290,10 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
     model = build_model(card)
     info = data_info(card)
     geometry = f"{info.channels}x{info.image_size}x{info.image_size}"
+    source = f"{path} (as a {geometry} JointVAE)"
+    check_tensors(converted, model.state_dict(), source)  # values no dataset would mend: said without its hint
     try:
-        load_weights(model, converted, f"{path} (as a {geometry} JointVAE)")
+        load_weights(model, converted, source)
     except WeightsError as exc:
         raise WeightsError(f"{exc}; check --dataset ({dataset} means {geometry} input)") from None
     card = card.model_copy(update={"latent": model.latent.layout(),

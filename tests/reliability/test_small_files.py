@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import struct
 import tracemalloc
 import zipfile
@@ -112,6 +113,22 @@ def test_inflating_checkpoint_in_the_cli_is_one_line(tmp_path, capsys, no_torch_
     code, out, err = cli(capsys, "convert", "jointvae-original", str(path), "--dataset", "mnist",
                          "--out", str(tmp_path / "run"))
     assert code == 1 and "inflates to" in err.strip().splitlines()[-1] and not (tmp_path / "run").exists()
+
+
+def test_a_checkpoint_that_may_not_be_read_is_said_so_not_called_another_kind_of_file(tmp_path, monkeypatch):
+    """chmod 000 on the checkpoint was 'not a plain state dict ... (PermissionError ...)'."""
+    import vaezoo_jointvae.convert as convert
+
+    path = tmp_path / "original.pt"
+    torch.save({"fc_mean.weight": torch.zeros(2, 2)}, path)
+
+    def refused(*_, **__):  # as torch.load meets chmod 000 for a user without root
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(convert.torch, "load", refused)
+    with pytest.raises(WeightsError, match=rf"^cannot read checkpoint {re.escape(str(path))}: Permission denied; "
+                                           r"make it readable"):
+        read_original(path)
 
 
 def test_stride_0_tensors_are_refused(tmp_path):
