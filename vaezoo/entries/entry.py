@@ -209,6 +209,9 @@ def local_path(card: Card) -> Path:
         raise WeightsError(f"{card.path}: weights file '{card.weights.file}' cannot be resolved ({exc}); "
                            f"put the card's safetensors file there") from None
     if directory not in path.parents:
+        if directory in Path(os.path.normpath(directory / card.weights.file)).parents:  # named beside the card
+            raise WeightsError(f"{card.path}: weights file '{card.weights.file}' is a link to {path}, outside the "
+                               f"card's directory {directory}; put a copy of that file in the link's place")
         raise WeightsError(f"{card.path}: weights file '{card.weights.file}' is outside the card's "
                            f"directory {directory}; put the weights beside the card")
     if not path.is_file():
