@@ -624,6 +624,22 @@ def test_from_pretrained_refuses_two_revisions_instead_of_dropping_the_one_in_th
         vaezoo.from_pretrained("hf-hub:owner/repo@v1", revision="main")
 
 
+def test_the_hub_api_given_no_model_or_name_says_what_it_takes(tmp_path):
+    """save_pretrained(None) and of a torch module said 'this model has no card (it was built from parts)';
+    from_pretrained(None) was os.fspath's bare TypeError."""
+    import torch
+
+    import vaezoo
+
+    for model, kind in ((None, "NoneType"), (torch.nn.Linear(2, 2), "Linear")):
+        with pytest.raises(TypeError, match=rf"^save_pretrained saves a vaezoo model \(vaezoo.load or "
+                                            rf"vaezoo.build_model gives one\), not {kind}$"):
+            vaezoo.save_pretrained(model, tmp_path / "saved")
+    with pytest.raises(TypeError, match=r"^a model is named by a string or a path .*, not by NoneType$"):
+        vaezoo.from_pretrained(None)
+    assert not (tmp_path / "saved").exists()
+
+
 @pytest.mark.parametrize("name", ["../escape", "a/b", "My Model", ""])
 def test_save_pretrained_refuses_a_card_name_that_is_no_card_name_before_writing_anything(tmp_path, name):
     """model_copy does not validate: the name would have become the files' names, outside the folder for ../."""

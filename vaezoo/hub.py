@@ -107,9 +107,13 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
     Raises:
         VaezooError: as :func:`vaezoo.load`; ``revision`` given for a model that is not on the Hub, or unlike the
             ``@REVISION`` of the name.
+        TypeError: ``name`` is neither a string nor a path.
     """
     from vaezoo.entries.huggingface import REPO_ID, Download, downloading
 
+    if not isinstance(name, str | os.PathLike):
+        raise TypeError(f"a model is named by a string or a path (e.g. 'OWNER/REPO' or 'runs/mine'), not by "
+                        f"{type(name).__name__}")
     text = os.fspath(name)
     repo = text.removeprefix(HUB_PREFIX)
     on_hub = text.startswith(HUB_PREFIX) or (not os.path.isdir(text) and REPO_ID.fullmatch(text) is not None)

@@ -50,6 +50,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
             be written.
         CardError: the model's card would not load back (a name that is no card name, given with ``model_copy``);
             nothing is written.
+        TypeError: ``model`` is not a vaezoo model.
     """
     from vaezoo.entries.catalog import check_card
     from vaezoo.entries.huggingface import hub
@@ -88,6 +89,11 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
 
 
 def _card_of(model: VAE) -> Card:
+    from vaezoo.model import VAE
+
+    if not isinstance(model, VAE):  # None or a torch module was said to be "built from parts"
+        raise TypeError(f"save_pretrained saves a vaezoo model (vaezoo.load or vaezoo.build_model gives one), not "
+                        f"{type(model).__name__}")
     card = getattr(model, "card", None)
     if card is None:
         raise OutputError("this model has no card (it was built from parts); build it from a card with "
