@@ -93,7 +93,7 @@ def test_connection_always_cut_is_a_clean_error(url_card, server, capsys):
     assert _cached(url_card) == []
     code, _, stderr = cli(capsys, "eval", "tiny-blobs")
     assert code == 1
-    assert_one_line_error(stderr, server.url(WEIGHTS_PATH), "failed after 3 attempts")
+    assert_one_line_error(stderr, server.url(WEIGHTS_PATH), "failed after 3 attempts", "check the network")
     assert _cached(url_card) == []
 
 
@@ -188,7 +188,8 @@ def test_the_temporary_file_of_a_download_killed_midway_goes_with_the_next_downl
 
 def test_wrong_bytes_from_the_server_are_not_kept(url_card, server):
     server.files[WEIGHTS_PATH] = bytes(reversed(url_card))
-    with pytest.raises(WeightsError, match="refusing it"):
+    with pytest.raises(WeightsError, match="refusing it: the server holds other weights than the card states "
+                                           r"\(ask the card's publisher"):
         vaezoo.load("tiny-blobs")
     assert _cached(url_card) == []
 
@@ -372,6 +373,8 @@ def test_redirect_to_a_url_the_card_could_not_hold_is_refused(url_card, server, 
         vaezoo.load("tiny-blobs")
     assert str(err.value).startswith(f"download of {server.url('/moved')} was redirected: weights URL '{location}' "
                                      f"is not https")
+    # file: and ftp: were told to set VAEZOO_ALLOW_HTTP=1, which allows plain http only
+    assert ("VAEZOO_ALLOW_HTTP=1" in str(err.value)) == location.startswith("http:")
     assert server.gets == {"/moved": 1}  # refused, not retried
     assert _cached(url_card) == []
     code, _, stderr = cli(capsys, "eval", "tiny-blobs")

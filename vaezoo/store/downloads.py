@@ -56,8 +56,11 @@ def check_url(url: str) -> None:
     if parsed.scheme == "http" and (parsed.hostname in ("127.0.0.1", "localhost", "::1")
                                     or setting_on("VAEZOO_ALLOW_HTTP")):
         return
-    raise WeightsError(f"weights URL '{url}' is not https; vaezoo downloads weights over https only "
-                       f"(set VAEZOO_ALLOW_HTTP=1 to allow plain http)")
+    if parsed.scheme == "http":
+        raise WeightsError(f"weights URL '{url}' is not https; vaezoo downloads weights over https only "
+                           f"(set VAEZOO_ALLOW_HTTP=1 to allow plain http)")
+    raise WeightsError(f"weights URL '{url}' is not https; vaezoo downloads weights over https, or plain http where "
+                       f"allowed, never {parsed.scheme or 'a URL without a scheme'}: name the weights at an https URL")
 
 
 def download(url: str, weights: Weights) -> tuple[Path, bytes]:
@@ -200,7 +203,8 @@ def _download_error(url: str, exc: Exception) -> WeightsError:
     if isinstance(exc, TimeoutError) or "timed out" in str(exc):
         return WeightsError(f"download of {url} timed out; check the network or raise VAEZOO_TIMEOUT (seconds)")
     reason = getattr(exc, "reason", exc)
-    return WeightsError(f"download of {url} failed after {RETRIES} attempts: {reason}")
+    return WeightsError(f"download of {url} failed after {RETRIES} attempts: {reason}; check the network and the "
+                        f"server, then run again (what was received is not kept)")
 
 
 def _deadline_error(url: str, seconds: float) -> WeightsError:
@@ -330,7 +334,8 @@ def _download_to(url: str, target: Path, weights: Weights, timeout: float, deadl
             raise OSError(f"connection closed after {received} of {weights.size} bytes")
         if digest.hexdigest() != weights.sha256:
             raise WeightsError(f"download of {url} has sha256 {digest.hexdigest()}, not the card's "
-                               f"{weights.sha256}; refusing it")
+                               f"{weights.sha256}; refusing it: the server holds other weights than the card states "
+                               f"(ask the card's publisher, or correct the sha256 of a card you wrote)")
 
     atomic_save(target, write, fix=f"free some space or {CACHE_FIX}")
     return bytes(body)
