@@ -1,6 +1,7 @@
 """Pictures of a model whose latent family breaks its contract: one error naming the family, never a traceback from
 inside the drawing nor a PNG of NaN images."""
 
+import dataclasses
 import math
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 from vaezoo.assemble import build_part
 from vaezoo.errors import PluginError
 from vaezoo.evaluation import viz
+from vaezoo.latents import Gaussian
 
 IMAGE_SIZE = 16
 DIM = 3
@@ -70,3 +72,44 @@ def test_a_nan_mode_is_refused_by_traversals_and_reconstructions(monkeypatch):
         with pytest.raises(PluginError, match=r"^latent family Gaussian \(vaezoo.latents.gaussian\): the posterior's "
                                               r"mode is not finite \(NaN or inf\) for \d+ of the \d+ codes$"):
             draw()
+
+
+def first_sweep_replaced(**changes):
+    """A Gaussian's sweeps() with the first row's fields replaced."""
+    original = Gaussian.sweeps
+
+    def sweeps(self, steps, span):
+        rows = original(self, steps, span)
+        return [dataclasses.replace(rows[0], **changes), *rows[1:]]
+    return sweeps
+
+
+@pytest.mark.parametrize("sweeps, message", [
+    (lambda self, steps, span: None, "sweeps() returned a NoneType, not a list of vaezoo.latents.Sweep"),
+    (lambda self, steps, span: [], "sweeps() gave no row: a traversal would leave the part out"),
+    (first_sweep_replaced(values=torch.zeros(10, 2)), "a sweep sets 1 of the code's 3 columns (slice(0, 1, None)) "
+                                                      "to a tensor of shape (10, 2), not (n >= 1, 1) values"),
+    (first_sweep_replaced(values=torch.full((10, 1), math.nan)), "a sweep's values are not finite (NaN or inf)"),
+    (first_sweep_replaced(columns=slice(5, 9)), "a sweep sets 0 of the code's 3 columns (slice(5, 9, None))"),
+])
+def test_a_traversal_along_sweeps_that_break_the_contract_names_the_family(monkeypatch, sweeps, message):
+    """sweeps() returning None or [] or values of the wrong width ended in a traceback from inside the traversal; NaN
+    values drew a blank row with exit code 0."""
+    model = tiny_gaussian_vae()
+    monkeypatch.setattr(Gaussian, "sweeps", sweeps)
+    with pytest.raises(PluginError) as error:
+        viz.traverse(model)
+    assert str(error.value).startswith(f"latent family Gaussian (vaezoo.latents.gaussian): {message}")
+
+
+@pytest.mark.parametrize("code, message", [
+    (torch.full((DIM,), math.nan), "reference_code() is not finite (NaN or inf) for 1 of the 1 codes"),
+    (torch.zeros(DIM + 2), "reference_code() is a tensor of shape (1, 5), not (n, code_size) = (1, 3)"),
+])
+def test_a_traversal_without_data_from_a_broken_reference_code_names_the_family(monkeypatch, code, message):
+    """A NaN reference code drew blank tiles with exit code 0; one of the wrong size blamed the decoder."""
+    model = tiny_gaussian_vae()
+    monkeypatch.setattr(Gaussian, "reference_code", lambda self: code)
+    with pytest.raises(PluginError) as error:
+        viz.traverse(model)
+    assert str(error.value) == f"latent family Gaussian (vaezoo.latents.gaussian): {message}"

@@ -28,6 +28,7 @@ from torch import Tensor
 from vaezoo.data import ImageDataset
 from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import InputError, PluginError, VaezooError
+from vaezoo.latents import LatentFamily, Sweep
 from vaezoo.model import VAE
 
 PADDING = 2  # pixels between tiles
@@ -228,7 +229,7 @@ def traverse(model: VAE, data: Tensor | None = None, reference: Tensor | None = 
         codes: list[Tensor] = []
         for name, family in model.latent.parts.items():
             part = slices[name]
-            for sweep in family.sweeps(steps, (low, high)):
+            for sweep in _checked_sweeps(family, steps, (low, high)):
                 columns = slice(part.start + sweep.columns.start, part.start + sweep.columns.stop)
                 code = base.repeat(len(sweep.values), 1)
                 code[:, columns] = sweep.values.to(device, dtype)
@@ -366,7 +367,9 @@ def _base_code(model: VAE, reference: Tensor | None) -> Tensor:
         model.check_input(reference)
         mode = model.encode(reference[:1].to(device, dtype), checked=True).mode
         return _checked_codes(model.latent, mode, 1, "the posterior's mode")[0]
-    return model.latent.reference_code().to(device, dtype)
+    code = model.latent.reference_code()
+    return _checked_codes(model.latent, code.unsqueeze(0) if isinstance(code, Tensor) else code, 1,
+                          "reference_code()")[0].to(device, dtype)
 
 
 def _mean_kl(model: VAE, data: Tensor) -> dict[str, list[float]]:
@@ -399,6 +402,29 @@ def _family(family: object) -> str:
 
 def _described(value: object) -> str:
     return f"a tensor of shape {tuple(value.shape)}" if isinstance(value, Tensor) else f"a {type(value).__name__}"
+
+
+def _checked_sweeps(family: LatentFamily, steps: int, span: tuple[float, float]) -> list[Sweep]:
+    """``family.sweeps(steps, span)`` if they are rows a traversal can draw: at least one, each setting columns of the
+    family's code to finite values of their width; else a :class:`PluginError` naming the family."""
+    sweeps = family.sweeps(steps, span)
+    if not (isinstance(sweeps, list | tuple) and all(isinstance(sweep, Sweep) for sweep in sweeps)):
+        raise PluginError(f"{_family(family)}: sweeps() returned a {type(sweeps).__name__}, not a list of "
+                          f"vaezoo.latents.Sweep")
+    if not sweeps:
+        raise PluginError(f"{_family(family)}: sweeps() gave no row: a traversal would leave the part out")
+    for sweep in sweeps:
+        width = len(range(family.code_size)[sweep.columns])
+        if not width:
+            raise PluginError(f"{_family(family)}: a sweep sets 0 of the code's {family.code_size} columns "
+                              f"({sweep.columns}); each sweep sets at least one")
+        if not (isinstance(sweep.values, Tensor) and sweep.values.dim() == 2 and len(sweep.values)
+                and sweep.values.shape[1] == width):
+            raise PluginError(f"{_family(family)}: a sweep sets {width} of the code's {family.code_size} columns "
+                              f"({sweep.columns}) to {_described(sweep.values)}, not (n >= 1, {width}) values")
+        if not torch.isfinite(sweep.values).all():
+            raise PluginError(f"{_family(family)}: a sweep's values are not finite (NaN or inf)")
+    return list(sweeps)
 
 
 def _checked_codes(family: object, codes: object, n: int, what: str) -> Tensor:
