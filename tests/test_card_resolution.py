@@ -359,3 +359,16 @@ def test_build_model_and_an_untrained_load_take_architecture_arguments_over_the_
         with pytest.raises(CardError, match="architecture 'jointvae' takes no argument 'nosuch'"):
             build("jointvae-mnist", nosuch=1)
     assert vaezoo.get_card("jointvae-mnist").model["continuous"] == 10  # the zoo's card is untouched
+
+
+def test_an_architecture_argument_that_does_not_fit_is_named_not_blamed_on_the_cards_file():
+    """continuous=-1 named the installed card's file and said it 'needs continuous > 0 or at least one discrete
+    part', though discrete = [10] was there."""
+    from vaezoo.errors import CardError
+
+    for build in (vaezoo.build_model, lambda *a, **k: vaezoo.load(*a, pretrained=False, **k)):
+        with pytest.raises(CardError) as caught:
+            build("jointvae-mnist", continuous=-1)
+        said = str(caught.value)
+        assert said.startswith("jointvae-mnist: ") and "continuous is a number of Gaussian dimensions, at least 0, " \
+            "got -1" in said and ".toml" not in said

@@ -41,9 +41,9 @@ def build_model(card: Card | str | Path, device: str | torch.device | None = Non
 
 def _with_model(card: Card, model: dict[str, Any]) -> Card:
     """``card`` describing its architecture built with ``model`` over its ``[model]``: another model, which has
-    no weights and nothing measured yet."""
-    return card.model_copy(update={"model": {**card.model, **model}, "weights": None, "metrics": {},
-                                   "sections": {}, "headline": None})
+    no weights, nothing measured yet, and no file (what does not fit it is not the file's)."""
+    return Card.model_validate({**card.model_dump(), "model": {**card.model, **model}, "weights": None,
+                                "metrics": {}, "sections": {}, "headline": None})
 
 
 def load(name: str | Path, device: str | torch.device | None = None, dtype: torch.dtype | None = None,

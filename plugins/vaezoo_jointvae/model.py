@@ -113,7 +113,9 @@ def build_jointvae(context: BuildContext, image_size: int, channels: int, contin
             capacity applies to the sum of the categorical KLs and is capped at the sum of their log k.
         hidden: width of the hidden linear layer of encoder and decoder.
     """
-    if continuous < 0 or continuous == 0 and not discrete:
+    if continuous < 0:
+        raise ValueError(f"continuous is a number of Gaussian dimensions, at least 0, got {continuous}")
+    if continuous == 0 and not discrete:
         raise ValueError("a JointVAE needs continuous > 0 or at least one discrete part")
     parts = [{"type": "gaussian", "name": "continuous", "dim": continuous}] if continuous else []
     parts += [{"type": "gumbel_categorical", "name": f"discrete{i}", "categories": k, "temperature": temperature}
