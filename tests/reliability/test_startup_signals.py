@@ -27,6 +27,30 @@ def test_the_command_line_imports_none_of_the_libraries_before_its_handlers_are_
     assert (result.returncode, result.stdout.strip()) == (0, "[]"), result.stderr
 
 
+def test_a_ctrl_c_while_the_command_line_is_imported_is_one_line_and_exit_code_130():
+    """The console script imported vaezoo.cli itself: a Ctrl-C in its first ~50 ms, while that import ran, printed
+    Python's traceback of the import it interrupted."""
+    result = run_python("-c", """
+import builtins
+real = builtins.__import__
+def interrupted(name, *args, **kwargs):  # as a Ctrl-C that lands during the import
+    if name == "vaezoo.cli":
+        raise KeyboardInterrupt
+    return real(name, *args, **kwargs)
+builtins.__import__ = interrupted
+from vaezoo.__main__ import console
+console()
+""")
+    assert (result.returncode, result.stderr) == (130, "error: interrupted\n")
+
+
+def test_the_console_script_is_the_command_line_imported_with_its_interrupt_handled():
+    from importlib.metadata import entry_points
+
+    [script] = entry_points(group="console_scripts", name="vaezoo")
+    assert script.value == "vaezoo.__main__:console"
+
+
 def test_the_package_front_gives_its_api_on_first_use():
     import vaezoo
 
