@@ -328,6 +328,19 @@ def test_a_card_whose_plugin_is_not_installed_names_what_it_needs(tmp_path):
         vaezoo.load(tmp_path / "gone")
 
 
+def test_a_card_whose_metrics_plugin_is_not_installed_names_what_it_needs(tmp_path, capsys):
+    """It said "unknown metric 'my_metric'. Known: ..." with no fix, where a missing family names its plugin."""
+    card, _, _ = write_entry(tmp_path / "gone", make_card(name="gone"), seed=4)
+    parsed = vaezoo.get_card(card)
+    card.write_text(parsed.model_copy(update={"eval_metrics": ["my_metric"]}).toml())
+    code, _, err = cli(capsys, "eval", str(tmp_path / "gone"))
+    assert code == 1 and err.strip().splitlines() == [
+        "error: card 'gone' needs the metric 'my_metric', which no installed plugin registers; install the plugin "
+        "that registers it ('vaezoo plugins' lists those installed)"]
+    code, _, err = cli(capsys, "eval", str(tmp_path / "gone"), "--metrics", "my_metric")  # a name given: misspelt?
+    assert code == 1 and "unknown metric 'my_metric'" in err
+
+
 def test_a_card_whose_plugin_failed_to_load_says_so_instead_of_asking_to_install_it(tmp_path, site):
     from kit import install_plugin
 

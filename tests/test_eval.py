@@ -286,8 +286,12 @@ def vaezoo_register_metrics(register):
     def says_high(model, dataset, device=None, batch_size=64):
         return "high"
 
+    def says_true(model, dataset, device=None, batch_size=64):
+        return True
+
     register("divides_by_zero", divides_by_zero)
     register("says_high", says_high)
+    register("says_true", says_true)
 """
 
 
@@ -301,11 +305,17 @@ def test_a_metric_that_raises_is_named_with_its_plugin_and_the_others_are_measur
     err = capsys.readouterr().err
     assert error_lines(err) == [
         "error: metric 'divides_by_zero' of plugin 'failing' failed: ZeroDivisionError: division by zero",
-        "error: metric 'says_high' of plugin 'failing' failed: ValueError: could not convert string to float: 'high'"]
+        "error: metric 'says_high' of plugin 'failing' failed: TypeError: it returned str 'high', not a number (a "
+        "metric returns one float)"]
     written = parse_card(trained)
     assert "mutual_info_score" in written.metrics and not {"divides_by_zero", "says_high"} & written.metrics.keys()
-    report = evaluate_card(trained, metrics=["says_high", "mutual_info_score"])
-    assert list(report.results) == ["mutual_info_score"] and list(report.failed) == ["says_high"]
+    # a metric that failed was added to eval_metrics all the same, and every later evaluation failed on it
+    assert "mutual_info_score" in written.eval_metrics
+    assert not {"divides_by_zero", "says_high"} & set(written.eval_metrics)
+    report = evaluate_card(trained, metrics=["says_high", "mutual_info_score", "says_true"])
+    assert list(report.results) == ["mutual_info_score"] and list(report.failed) == ["says_high", "says_true"]
+    assert report.failed["says_true"].endswith("TypeError: it returned bool True, not a number (a metric returns "
+                                               "one float)")  # it was recorded as 1.0
 
 
 HOSTILE = "x; touch PWNED #"

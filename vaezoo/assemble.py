@@ -95,6 +95,11 @@ def data_info(card: Card, split: str = "train") -> DataInfo:
     except TypeError as exc:
         raise DataError(f"dataset '{name}' does not take the options {options} ({exc}); check the card's "
                         f"[train.data] options") from None
+    from vaezoo.data import DataInfo
+
+    if not isinstance(info, DataInfo):  # its fields would fail later, inside whatever reads them
+        raise DataError(f"dataset '{name}' of plugin '{registry('dataset').plugin_of(name)}' returned "
+                        f"{type(info).__name__} from info(), not a vaezoo.data.DataInfo; report it to its author")
     needed, memory = info.size * info.channels * info.image_size ** 2, _physical_memory()
     if memory is not None and needed > memory:
         raise DataError(f"dataset '{name}' with the options {options} would hold {needed / 2**30:,.1f} GiB of "
@@ -157,8 +162,9 @@ def build_model(card: Card, device=None, dtype=None) -> VAE:
         raise
     except Exception as exc:  # the card's values are input: whatever the builder trips on is the card's problem
         reason = (str(exc).strip().splitlines() or [""])[0]
+        plugin = registry("architecture").plugin_of(card.architecture)
         raise CardError(f"{card.path or card.name}: section 'model' does not fit architecture "
-                        f"'{card.architecture}': {type(exc).__name__}: {reason}") from exc
+                        f"'{card.architecture}' of plugin '{plugin}': {type(exc).__name__}: {reason}") from exc
     if not isinstance(model, VAE):
         plugin = registry("architecture").plugin_of(card.architecture)
         raise VaezooError(f"architecture '{card.architecture}' of plugin '{plugin}' returned "
@@ -268,6 +274,15 @@ def metric(name: str) -> MetricSpec:
     from vaezoo.metrics.spec import MetricSpec
 
     return MetricSpec.of(registry("metric")[name])
+
+
+def card_metric(card: Card, name: str) -> MetricSpec:
+    """:func:`metric` ``name`` of ``card``'s ``eval_metrics``: one that no plugin registers is said as a plugin the
+    card needs (its plugin uninstalled since), not as a misspelt name."""
+    try:
+        return metric(name)
+    except UnknownNameError as exc:
+        raise _not_installed(card, exc) from None
 
 
 def metric_rounding(names) -> dict[str, float]:

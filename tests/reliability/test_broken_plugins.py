@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from importlib import import_module
 from pathlib import Path
 
@@ -112,6 +113,29 @@ def test_two_plugins_claiming_one_name(site, tiny_zoo, capsys):
     assert rows["claimant_a"]["status"] == "ok" and rows["claimant_b"]["status"] == "failed"
 
 
+@pytest.mark.parametrize(("second", "said"), [
+    ("register('twice', dict)", "plugin 'self_twice' registers architecture 'twice' twice; report it to its author"),
+    ("register('Twice', dict)", "plugin 'self_twice' registers architecture 'Twice' twice (as 'twice' too)")])
+def test_a_plugin_registering_one_name_twice_is_named_once(site, tiny_zoo, second, said):
+    """It was 'registered by both plugin 'evil' and plugin 'evil'; uninstall one'."""
+    install_plugin(site, "self_twice", HEADER + "def vaezoo_register_architectures(register):\n"
+                                                "    register('twice', dict)\n    " + second + "\n")
+    plugins.reset()
+    with pytest.warns(PluginWarning, match=re.escape(said)):
+        registry("architecture")
+
+
+def test_a_name_that_differs_from_a_registered_one_in_case_only_is_refused(site, tiny_zoo):
+    """'Gaussian' was accepted beside the core's 'gaussian', and a run's card then recorded it as 'gaussian'."""
+    install_plugin(site, "shouting", HEADER + "def vaezoo_register_latent_families(register):\n"
+                                              "    from vaezoo.latents import Gaussian\n"
+                                              "    register('Gaussian', Gaussian)\n")
+    plugins.reset()
+    with pytest.warns(PluginWarning, match=re.escape("latent family 'Gaussian' is registered by both plugin 'core' "
+                                                     "(as 'gaussian') and plugin 'shouting'")):
+        assert "Gaussian" not in registry("latent family").registered()
+
+
 def test_architecture_returning_the_wrong_type(site, data_plugin, cards_dir, capsys):
     install_plugin(site, "stringy", HEADER + "def vaezoo_register_architectures(register):\n"
                                              "    register('stringy', lambda **model: 'not a model')\n")
@@ -121,6 +145,49 @@ def test_architecture_returning_the_wrong_type(site, data_plugin, cards_dir, cap
     write_toml(cards_dir / "tiny.toml", card)
     with pytest.raises(VaezooError, match="architecture 'stringy' of plugin 'stringy' returned str"):
         vaezoo.load("tiny-blobs", pretrained=False)
+
+
+def test_an_architecture_that_raises_or_a_dataset_whose_info_is_no_data_info_names_its_plugin(site, data_plugin,
+                                                                                              cards_dir):
+    """Both were "section 'model' does not fit architecture ...", naming no plugin (a dict from info() as an
+    AttributeError of 'size')."""
+    install_plugin(site, "raising", HEADER + "def vaezoo_register_architectures(register):\n"
+                                             "    def explodes(**model):\n        raise RuntimeError('boom')\n"
+                                             "    register('explodes', explodes)\n\n\n@vaezoo.hookimpl\n"
+                                             "def vaezoo_register_datasets(register):\n"
+                                             "    from vaezoo.data import Dataset\n\n"
+                                             "    class Dicty(Dataset):\n"
+                                             "        def info(self, split='train'):\n"
+                                             "            return {'size': 4}\n"
+                                             "    register('dicty', Dicty())\n")
+    plugins.reset()
+    card = make_card("tiny")
+    card["architecture"] = "explodes"
+    write_toml(cards_dir / "tiny.toml", card)
+    with pytest.raises(VaezooError, match="does not fit architecture 'explodes' of plugin 'raising': RuntimeError: "
+                                          "boom$"):
+        vaezoo.load("tiny-blobs", pretrained=False)
+    card = make_card("tiny")
+    card["train"]["data"] = {"name": "dicty"}
+    write_toml(cards_dir / "tiny.toml", card)
+    with pytest.raises(VaezooError, match=r"^dataset 'dicty' of plugin 'raising' returned dict from info\(\), not a "
+                                          r"vaezoo.data.DataInfo; report it to its author$"):
+        vaezoo.load("tiny-blobs", pretrained=False)
+
+
+def test_a_part_that_calls_sys_exit_is_one_line_naming_its_plugin(site, data_plugin, cards_dir, capsys):
+    """An architecture calling sys.exit(7) ended 'vaezoo eval' with exit code 7 and nothing said."""
+    install_plugin(site, "quitter", HEADER + "def vaezoo_register_architectures(register):\n"
+                                             "    import sys\n\n"
+                                             "    def quits(**model):\n        sys.exit(7)\n"
+                                             "    register('quits', quits)\n")
+    plugins.reset()
+    card = make_card("tiny")
+    card["architecture"] = "quits"
+    write_toml(cards_dir / "tiny.toml", card)
+    code, _, err = cli(capsys, "eval", "tiny-blobs")
+    assert code == 1
+    assert_one_line_error(err, "plugin 'quitter' (", "raised SystemExit: 7; report it to its author")
 
 
 @pytest.mark.slow

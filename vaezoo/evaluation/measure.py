@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from vaezoo.assemble import card_dataset, data_info, metric
+from vaezoo.assemble import card_dataset, card_metric, data_info, metric
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.schema import Card
@@ -143,7 +143,8 @@ def check_metrics(model: VAE, card: Card, metrics: Sequence[str] | None = None) 
             entry of the card's ``eval_settings`` that names no registered metric or a setting it does not take.
     """
     names = list(card.eval_metrics if metrics is None else metrics)
-    specs = {name: metric(name) for name in names}  # an unknown name fails first
+    specs = {name: metric(name) if metrics is not None else card_metric(card, name)  # an unknown name fails first
+             for name in names}
     for name, settings in card.eval_settings.items():  # a misspelt name would leave its metric at its defaults
         try:
             metric(name).check_settings(settings, f"metric '{name}'")

@@ -190,7 +190,8 @@ class EvalReport:
             if now.weights != self.card.weights:  # a run published again meanwhile: these are not its numbers
                 raise CardError(f"card '{now.name}' at {path} names other weights than those measured: it was "
                                 f"written again meanwhile; measure it again")
-            eval_metrics = now.eval_metrics + [n for n in self.metrics or () if n not in now.eval_metrics]
+            measured_now = [n for n in self.metrics or () if n in self.results]  # a metric that failed stays off
+            eval_metrics = now.eval_metrics + [n for n in measured_now if n not in now.eval_metrics]
             metrics = {**now.metrics, **measured}
             return now.with_settings(self.settings or {}).model_copy(update={
                 "metrics": metrics, "eval_metrics": eval_metrics, "sections": {**now.sections, **self.sections},

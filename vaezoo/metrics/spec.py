@@ -72,7 +72,15 @@ class MetricSpec:
             self.check_settings(settings, f"metric '{self.function.__name__}'")
         except ValueError as exc:
             raise MetricError(str(exc)) from None
-        return float(self.function(evaluation, **{**self.settings, **settings}))
+        value = self.function(evaluation, **{**self.settings, **settings})
+        try:
+            if isinstance(value, bool | str | bytes):  # float() takes them: True as 1, "0.5" as 0.5
+                raise TypeError
+            return float(value)
+        except (TypeError, ValueError):
+            shown = repr(value) if len(repr(value)) <= 60 else f"{repr(value)[:60]}..."
+            raise TypeError(f"it returned {type(value).__name__} {shown}, not a number (a metric returns one "
+                            f"float)") from None
 
     def check_settings(self, settings: Mapping[str, Any], subject: str) -> None:
         """Refuse ``settings`` unless the metric takes each of them, with a value of the type it states.
