@@ -30,7 +30,7 @@ class Fails:
     help = "raise what --what names"
 
     def add_arguments(self, parser):
-        parser.add_argument("what", choices=["vaezoo", "runtime", "interrupt", "wrong-code"])
+        parser.add_argument("what", choices=["vaezoo", "runtime", "interrupt", "wrong-code", "exit"])
 
     def run(self, args):
         if args.what == "vaezoo":
@@ -40,6 +40,8 @@ class Fails:
             raise RuntimeError("a bug in the greeter")
         if args.what == "interrupt":
             raise KeyboardInterrupt
+        if args.what == "exit":
+            raise SystemExit(4)  # as sys.exit(4) in a script
         return "done"
 
 
@@ -118,6 +120,10 @@ def test_a_plugin_command_ends_as_a_built_in_one_does(greeter, capsys, argv, cod
     got, out, err = cli(capsys, *argv)
     assert (got, out) == (code, "") and "Traceback" not in err
     assert err.splitlines()[-1] == last
+
+
+def test_a_plugin_command_that_ends_with_sys_exit_exits_with_its_code(greeter, capsys):
+    assert cli(capsys, "fail-hello", "exit") == (4, "", "")
 
 
 @pytest.mark.parametrize(("what", "said"), [

@@ -435,7 +435,7 @@ class Plugins:
             impl.function(register=lambda name, obj: pending.append((name, obj)))
             staged = Registry(registry.kind, registry._check, name_check=registry._name_check)
             for name, obj in pending:
-                if name in registry:
+                if isinstance(name, str) and registry.taken(name) is not None:
                     registry.register(name, obj, impl.plugin_name)  # raises, naming both plugins
                 staged.register(name, obj, impl.plugin_name)
             return pending

@@ -57,16 +57,27 @@ class Registry(Generic[T]):
             raise PluginError(f"plugin '{plugin}' registered a {self.kind} with an invalid name {name!r}: use "
                               f"letters, digits, '_' and '-', from a letter (a card, --metrics A,B and --set "
                               f"METRIC.SETTING=VALUE name parts so)")
-        if name in self._items:
-            owner = self._items[name][1]
+        taken = self.taken(name)
+        if taken is not None:  # names that differ in case only read as one in a card's layout and in listings
+            owner = self._items[taken][1]
+            if owner == plugin:
+                raise DuplicateNameError(f"plugin '{plugin}' registers {self.kind} '{name}' twice"
+                                         + (f" (as '{taken}' too)" if taken != name else "")
+                                         + "; report it to its author, or disable it with VAEZOO_LOAD_PLUGINS")
+            spelled = f" (as '{taken}')" if taken != name else ""
             raise DuplicateNameError(
-                f"{self.kind} '{name}' is registered by both plugin '{owner}' and plugin '{plugin}'; "
+                f"{self.kind} '{name}' is registered by both plugin '{owner}'{spelled} and plugin '{plugin}'; "
                 f"uninstall one or disable it with VAEZOO_LOAD_PLUGINS"
             )
         problem = (self._name_check(name) if self._name_check else None) or (self._check(obj) if self._check else None)
         if problem:
             raise PluginError(f"plugin '{plugin}' registered {self.kind} '{name}': {problem}")
         self._items[name] = (obj, plugin)
+
+    def taken(self, name: str) -> str | None:
+        """The registered name that ``name`` is, but for case: names that differ in case only read as one name in a
+        card's layout and in listings, so one of them is refused; None when ``name`` is free."""
+        return next((known for known in self._items if known.casefold() == name.casefold()), None)
 
     def __getitem__(self, name: str) -> T:
         try:

@@ -104,7 +104,10 @@ def _run_plugin_command(name: str, plugin: str, command: Command, args: argparse
     """Run plugin ``plugin``'s command ``name`` on ``args``: its exit code (0 for None)."""
     from vaezoo.errors import PluginError
 
-    code = command.run(args)
+    try:
+        code = command.run(args)
+    except SystemExit as exc:  # a command may end with sys.exit(code), as a script does; a part's exit is an error
+        code = exc.code
     if code is None:
         return 0
     if isinstance(code, bool) or not isinstance(code, int):
@@ -194,13 +197,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as exc:
         return _stopped(getattr(exc, "signal", signal.SIGINT))
-    except Exception as exc:  # noqa: BLE001 - a third-party plugin's own error is one line; vaezoo's keep a traceback
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a third-party plugin's error, its sys.exit too, is one line
         if stops.received is not None:
             return _stopped(stops.received)
         from vaezoo.plugins import raised_in
 
         culprit = raised_in(exc)
-        if culprit is None:
+        if culprit is None:  # vaezoo's own error keeps its traceback; argparse's exit (--help) stays an exit
             raise
         first = (str(exc).strip().splitlines() or [""])[0]
         _error(f"plugin '{culprit.name}' ({culprit.distribution} {culprit.version}) raised {type(exc).__name__}"
