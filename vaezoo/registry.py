@@ -53,6 +53,9 @@ class Registry(Generic[T]):
 
     def register(self, name: str, obj: T, plugin: str) -> None:
         """Add ``obj`` under ``name`` on behalf of ``plugin``."""
+        reserved = self._name_check(name) if self._name_check and isinstance(name, str) else None
+        if reserved:  # said before the rule of every name, which a kind's own rule may narrow (a command's)
+            raise PluginError(f"plugin '{plugin}' registered {self.kind} {name!r}: {reserved}")
         if not isinstance(name, str) or PART_NAME.fullmatch(name) is None:
             raise PluginError(f"plugin '{plugin}' registered a {self.kind} with an invalid name {name!r}: use "
                               f"letters, digits, '_' and '-', from a letter (a card, --metrics A,B and --set "
@@ -69,7 +72,7 @@ class Registry(Generic[T]):
                 f"{self.kind} '{name}' is registered by both plugin '{owner}'{spelled} and plugin '{plugin}'; "
                 f"uninstall one or disable it with VAEZOO_LOAD_PLUGINS"
             )
-        problem = (self._name_check(name) if self._name_check else None) or (self._check(obj) if self._check else None)
+        problem = self._check(obj) if self._check else None
         if problem:
             raise PluginError(f"plugin '{plugin}' registered {self.kind} '{name}': {problem}")
         self._items[name] = (obj, plugin)
