@@ -20,6 +20,9 @@ import pytest
 
 from kit import assert_one_line_error, child_env, cli, install_plugin
 
+from vaezoo.errors import InstallError
+from vaezoo.extras.installer import uninstall
+
 FAKE_PIP = '''
 """A fake pip: records its interpreter and arguments; ``install NAME`` writes NAME's dist-info (with a ``vaezoo`` entry
 point when NAME starts with ``vaezoo-``), ``uninstall NAME`` removes it (a NAME of letters, digits and hyphens);
@@ -77,7 +80,8 @@ def pip_calls(site: Path) -> list[list[str]]:
     (["uninstall", "-y", "a"], ["uninstall", "a", "--yes"]),
     (["uninstall", "a", "--yes"], ["uninstall", "a", "--yes"]),
 ])
-def test_the_options_are_passed_to_pip_of_the_interpreter_running_vaezoo(fake_pip, capfd, argv, given):
+def test_the_options_are_passed_to_pip_of_the_interpreter_running_vaezoo(fake_pip, capfd, monkeypatch, argv, given):
+    monkeypatch.setattr(os, "isatty", lambda fd: True)  # pip may ask, on a terminal
     code, _, err = cli(capfd, *argv)
     assert code == 0, err
     assert pip_calls(fake_pip) == [[sys.executable, *given]]
@@ -100,6 +104,43 @@ def test_pip_s_failure_is_its_message_and_one_line_of_vaezoo(fake_pip, monkeypat
     assert (code, out) == (1, "")
     assert "ERROR: No matching distribution found for nosuch-plugin" in err
     assert_one_line_error(err, "pip install failed with exit code 1; pip's messages above say why")
+
+
+def test_uninstall_without_yes_where_stdin_is_no_terminal_says_add_yes_and_runs_no_pip(fake_pip, capfd, monkeypatch):
+    # pip asked "Proceed (Y/n)?", then failed on the closed stdin with a traceback (EOFError)
+    assert cli(capfd, "install", "vaezoo-hello")[0] == 0
+    asked = subprocess.run([sys.executable, "-m", "vaezoo", "uninstall", "vaezoo-hello"], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert (asked.returncode, asked.stdout) == (1, ""), asked.stderr
+    assert_one_line_error(asked.stderr, "cannot ask before removing vaezoo-hello: stdin is not a terminal; add --yes "
+                                        "to remove without asking")
+    assert [call[1] for call in pip_calls(fake_pip)] == ["install"]
+    monkeypatch.setattr(os, "isatty", lambda fd: False)
+    with pytest.raises(InstallError, match="stdin is not a terminal; add yes=True to remove without asking"):
+        uninstall(["vaezoo-hello"])
+    assert cli(capfd, "uninstall", "vaezoo-hello", "-y") == (0, "plugin removed: hello (vaezoo-hello 1.0)\n", "")
+
+
+def test_uninstall_takes_a_plugin_s_name_for_its_distribution(fake_pip, capfd):
+    # 'vaezoo uninstall hostile -y' said pip's "Skipping hostile as it is not installed" and exited 0
+    assert cli(capfd, "install", "vaezoo-hostile", "vaezoo-friendly", "friendly")[0] == 0
+    assert cli(capfd, "uninstall", "-y", "hostile") == (
+        0, "plugin removed: hostile (vaezoo-hostile 1.0)\n",
+        "plugin hostile comes from the distribution vaezoo-hostile: uninstalling vaezoo-hostile\n")
+    assert cli(capfd, "uninstall", "-y", "friendly") == (0, "no plugin removed\n", "")  # a distribution's name first
+    assert [call[1:] for call in pip_calls(fake_pip)][1:] == [["uninstall", "vaezoo-hostile", "--yes"],
+                                                             ["uninstall", "friendly", "--yes"]]
+
+
+@pytest.mark.parametrize(("plugin", "fix"), [("zoo", "; to run without it, leave it out of VAEZOO_LOAD_PLUGINS"),
+                                             ("core", "")])
+def test_uninstall_of_a_built_in_plugin_says_it_is_part_of_vaezoo_and_runs_no_pip(fake_pip, capfd, plugin, fix):
+    code, out, err = cli(capfd, "uninstall", "-y", plugin)
+    assert (code, out) == (1, "")
+    line = assert_one_line_error(err, f"plugin {plugin} is built into vaezoo, not a distribution of its own, and "
+                                      f"cannot be uninstalled apart from vaezoo{fix}")
+    assert line.endswith("vaezoo" if not fix else "(the plugins to load, by name)")
+    assert pip_calls(fake_pip) == []
 
 
 @pytest.mark.parametrize("packages", [["vaezoo"], ["Vaezoo"], ["vaezoo-laplace", "vaezoo==0.1.0"], ["VAEZOO[hub]"]])

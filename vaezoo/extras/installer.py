@@ -6,7 +6,8 @@ environment gained or lost by it.
 ``uninstall`` removes only distributions it can name before pip runs (names, wheel files, requirement files of
 them), and never vaezoo or a distribution vaezoo needs to start (its requirements, and theirs, as the environment's
 metadata lists them): afterwards vaezoo could not even run to put it back, so it refuses, naming why, and leaves a
-removal that is meant to pip.
+removal that is meant to pip. A plugin's name, as ``vaezoo plugins`` shows it, stands for the distribution that
+declares it (``llm uninstall`` takes the names ``llm plugins`` shows), unless a distribution of that name is installed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 from vaezoo.errors import InstallError
+from vaezoo.terminal import note
 
 GROUP = "vaezoo"
 """The entry-point group of vaezoo's plugins."""
@@ -36,13 +38,14 @@ _MARK = "vaezoo-probe:"
 # fails). The mark sets the line apart from whatever else the interpreter prints (a sitecustomize greeting).
 _PROBE = f"""
 import json
-from importlib.metadata import entry_points
+from importlib.metadata import distributions, entry_points
 try:
     import pip
 except ImportError:
     pip = None
 print({_MARK!r} + json.dumps({{"pip": pip is not None, "plugins": [[e.name, e.value, e.dist.name, e.dist.version]
-                                                                  for e in entry_points(group={GROUP!r})]}}))
+                                                                  for e in entry_points(group={GROUP!r})],
+                                 "distributions": [d.metadata["Name"] for d in distributions()]}}))
 """
 _REQUIREMENTS_LIMIT = 1 << 20  # bytes of a requirements file read; pip's own are a few lines
 _NESTING_LIMIT = 16  # requirements files naming requirements files
@@ -84,6 +87,16 @@ class PipRun:
     removed: list[PluginEntry]
 
 
+@dataclass(frozen=True)
+class _Environment:
+    """The environment as a fresh interpreter finds it: whether pip imports, its plugins by (name, module,
+    distribution) (a version changed is the same plugin), and its distributions' normalized names."""
+
+    has_pip: bool
+    plugins: dict[tuple[str, str, str], PluginEntry]
+    distributions: frozenset[str]
+
+
 def install(packages: Iterable[str] = (), *, upgrade: bool = False, editable: str | None = None,
             force_reinstall: bool = False, no_cache_dir: bool = False, pre: bool = False) -> PipRun:
     """Install ``packages`` with pip into the environment running vaezoo (``pip install``).
@@ -119,28 +132,58 @@ def uninstall(packages: Iterable[str] = (), *, requirements: Iterable[str | os.P
 
     Args:
         packages: the distributions to remove, e.g. ``vaezoo-laplace`` (a requirement, ``name==1.0``, or a wheel
-            file, whose name says which distribution); never vaezoo itself, nor one vaezoo needs.
+            file, whose name says which distribution); never vaezoo itself, nor one vaezoo needs. A plugin's name
+            (``hello``) that names no installed distribution stands for the distribution declaring it
+            (``vaezoo-hello``), said on stderr.
         requirements: requirements files listing distributions to remove (pip's ``--requirement``).
-        yes: pip's ``--yes``: remove them without asking first.
+        yes: pip's ``--yes``: remove them without asking first; needed where stdin is not a terminal, since pip
+            would ask there.
 
     Returns:
         The run, with the plugins it removed.
 
     Raises:
         InstallError: nothing to uninstall; vaezoo, or a distribution vaezoo needs to start, among the packages;
-            a package or requirements line whose distribution cannot be told before pip runs (an option, a path
-            that is no wheel, an editable project), a requirements file that cannot be read; pip missing from the
-            environment, or pip failed (its messages were shown).
+            a plugin built into vaezoo named; a package or requirements line whose distribution cannot be told
+            before pip runs (an option, a path that is no wheel, an editable project), a requirements file that
+            cannot be read; no ``yes`` where stdin is not a terminal; pip missing from the environment, or pip
+            failed (its messages were shown).
     """
     packages, requirements = list(packages), [os.fspath(path) for path in requirements]
     if not packages and not requirements:
         raise InstallError("nothing to uninstall: give the packages to remove")
+    found = _environment()
+    packages = [_plugin_distribution(package, found) for package in packages]
     named = [(package, _named(package, "PACKAGE")) for package in packages]
     for path in requirements:
         named += _requirements_file(Path(path), depth=0)
     _refuse_what_vaezoo_needs(named)
+    if not yes and not os.isatty(0):  # pip asks on the stdin it shares with vaezoo, and fails on its end
+        raise InstallError.about("cannot ask before removing {packages}: stdin is not a terminal; add {yes:True} to "
+                                 "remove without asking", packages=", ".join(name for _, name in named))
     return _run_pip(["uninstall", *packages, *(f"--requirement={path}" for path in requirements),
-                     *(["--yes"] if yes else [])])
+                     *(["--yes"] if yes else [])], found)
+
+
+def _plugin_distribution(package: str, found: _Environment) -> str:
+    """``package``, or where it is a plugin's name and no installed distribution's, the distribution declaring
+    that plugin.
+
+    Raises:
+        InstallError: the plugin is one of vaezoo's own.
+    """
+    from vaezoo.plugins import ALWAYS
+
+    plugin = next((e for e in found.plugins.values() if e.name == package), None)
+    if plugin is None or _normalized(package) in found.distributions:
+        return package
+    if _normalized(plugin.distribution) == _OWN:
+        leave_out = "" if package in ALWAYS else ("; to run without it, leave it out of VAEZOO_LOAD_PLUGINS (the "
+                                                  "plugins to load, by name)")
+        raise InstallError(f"plugin {package} is built into vaezoo, not a distribution of its own, and cannot be "
+                           f"uninstalled apart from vaezoo{leave_out}")
+    note(f"plugin {package} comes from the distribution {plugin.distribution}: uninstalling {plugin.distribution}")
+    return plugin.distribution
 
 
 def _named(requirement: str, where: str) -> str:
@@ -233,11 +276,12 @@ def needed_by_vaezoo() -> dict[str, str]:
     return why
 
 
-def _run_pip(arguments: list[str]) -> PipRun:
-    """Run ``python -m pip ARGUMENTS`` in the environment running vaezoo, its input and output vaezoo's; the
-    plugins that run added and removed."""
-    has_pip, before = _environment()
-    if not has_pip:
+def _run_pip(arguments: list[str], found: _Environment | None = None) -> PipRun:
+    """Run ``python -m pip ARGUMENTS`` in the environment running vaezoo (``found``, else read now), its input and
+    output vaezoo's; the plugins that run added and removed."""
+    found = found or _environment()
+    before = found.plugins
+    if not found.has_pip:
         raise InstallError(f"pip is not installed in the Python environment running vaezoo ({sys.executable}); "
                            f"add it with '{_python()} -m ensurepip', or install plugins with "
                            f"'uv pip install --python {_python()} PACKAGE'")
@@ -245,14 +289,13 @@ def _run_pip(arguments: list[str]) -> PipRun:
     code = subprocess.run(command, check=False).returncode
     if code != 0:
         raise InstallError(f"pip {arguments[0]} failed with exit code {code}; pip's messages above say why")
-    after = _environment()[1]
+    after = _environment().plugins
     return PipRun(command=command, added=[after[key] for key in sorted(after.keys() - before.keys())],
                   removed=[before[key] for key in sorted(before.keys() - after.keys())])
 
 
-def _environment() -> tuple[bool, dict[tuple[str, str, str], PluginEntry]]:
-    """Whether pip imports in the environment, and the plugins it declares, by (name, module, distribution): a
-    version changed is the same plugin.
+def _environment() -> _Environment:
+    """Whether pip imports in the environment, the plugins it declares and its distributions.
 
     Read by a fresh interpreter (``-P``: not from the current folder), as the next ``vaezoo`` will find them.
     """
@@ -269,7 +312,8 @@ def _environment() -> tuple[bool, dict[tuple[str, str, str], PluginEntry]]:
                            f"sitecustomize or .pth file of the environment may stop it; run {_python()} -c pass "
                            f"to see what it prints)") from None
     entries = [PluginEntry(*fields) for fields in found["plugins"]]
-    return found["pip"], {(e.name, e.module, e.distribution): e for e in entries}
+    return _Environment(found["pip"], {(e.name, e.module, e.distribution): e for e in entries},
+                        frozenset(_normalized(name) for name in found["distributions"] if name))
 
 
 def _distribution_name(requirement: str) -> str | None:
