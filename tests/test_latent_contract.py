@@ -287,6 +287,7 @@ def test_a_prior_without_icdf_on_a_bounded_support_asks_for_its_own_sweeps():
     ("mode", "the posterior's mode is not finite (NaN or inf) for 32 of the 32 images on the first batch"),
     ("rsample", "rsample() is not finite (NaN or inf) for 32 of the 32 images on the first batch"),
     ("kl", "kl_parts()['z'] averages -"),
+    ("kl_scalar", "kl_parts()['z'] is a tensor of shape (), not one row per image"),  # an IndexError in the beta
     ("device", "the posterior's mode is on meta, not on cpu, where the images and the encoder's parameters are"),
 ])
 def test_a_family_whose_code_or_kl_is_not_a_number_stops_the_run_before_its_first_step(
@@ -299,8 +300,9 @@ def test_a_family_whose_code_or_kl_is_not_a_number_stops_the_run_before_its_firs
     posterior_class = type(family(2).posterior(torch.zeros(1, 2)))
     nan = lambda self, *args: torch.full_like(self.logits, math.nan)  # noqa: E731
     replaced = {"mode": property(nan), "rsample": nan, "kl": lambda self: -torch.ones_like(self.logits),
+                "kl_scalar": lambda self: self.logits.sum() * 0 + 1.0,
                 "device": property(lambda self: torch.zeros_like(self.logits, device="meta"))}[broken]
-    monkeypatch.setattr(posterior_class, "mode" if broken == "device" else broken, replaced)
+    monkeypatch.setattr(posterior_class, {"device": "mode", "kl_scalar": "kl"}.get(broken, broken), replaced)
     if broken == "device":  # the code built on another device than the model's (the CPU for a CUDA model)
         with pytest.raises(ConformanceError, match="mode is on meta, not on cpu, where its inputs are"):
             testing.check_latent_family("binary_concrete", dim=2)

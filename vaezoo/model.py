@@ -222,14 +222,14 @@ class VAE(nn.Module):
         if not (isinstance(nll, Tensor) and nll.shape == x.shape):
             raise PluginError(f"{_part('likelihood', self.likelihood)}: nll() gave {_described(nll)}, not one value "
                               f"per pixel, shaped like the images {tuple(x.shape)}")
+        kl_parts = posterior.kl_parts()
+        for name, value in kl_parts.items():  # before the regularizers, which would trip on a KL of another shape
+            _require_per_image(value, x.shape[0], self.latent, f"kl_parts()['{name}']")
         terms = {"reconstruction": batch_mean(nll)}
         with torch.autocast(x.device.type, enabled=False):  # regularizers compute in their inputs' float32
             for regularizer in self.regularizers:
                 terms.update(_scalar_terms(regularizer, regularizer(posterior, z, step), terms))
-        kl = {}
-        for name, value in posterior.kl_parts().items():
-            _require_per_image(value, x.shape[0], self.latent, f"kl_parts()['{name}']")
-            kl[name] = batch_mean(value)
+        kl = {name: batch_mean(value) for name, value in kl_parts.items()}
         return VAEOutput(sum(terms.values()), terms, kl, output, posterior, z)
 
     def check_output(self, out: VAEOutput, where: str = "on the first batch") -> None:
