@@ -292,6 +292,7 @@ def test_leaderboard_ranks_the_cards_that_record_a_metric(cards, capsys):
     assert code == 0
     assert [(r["name"], r["metrics"]["accuracy"]) for r in json.loads(out)] == [
         ("toy-high", 0.9), ("toy-mid", 0.5), ("toy-low", 0.2)]
+    write_card(cards, make_card(name="toy-other", metrics={"other": {**METRIC, "value": 0.1}}, headline="other"))
     code, out, _ = cli(capsys, "leaderboard", "accuracy,other")
     assert table_rows(out)[0] == ["toy-high", "mnist", "0.9", ""]
     code, out, err = cli(capsys, "leaderboard", "nothing")
@@ -302,6 +303,19 @@ def test_leaderboard_ranks_the_cards_that_record_a_metric(cards, capsys):
                               "card's metrics\n")
     code, out, err = cli(capsys, "leaderboard", "accuracy", "--dataset", "mnsit")
     assert (code, err) == (1, "error: no card is of dataset 'mnsit'; the zoo's datasets: mnist, tiny_blobs\n")
+
+
+@pytest.mark.parametrize("metrics", ["accuracy,acuracy", "acuracy,accuracy", "acuracy"])
+def test_leaderboard_of_a_metric_no_card_records_names_it_and_its_close_match(cards, capsys, metrics):
+    # 'leaderboard mig_chen,mig_dlb' printed a blank mig_dlb column for every card and exited 0
+    write_card(cards, make_card(name="toy", metrics={"accuracy": {**METRIC, "value": 0.9}}, headline="accuracy"))
+    write_card(cards, make_card("tiny", name="toy-blobs", metrics={"acuracy": {**METRIC, "value": 0.1}},
+                                headline="acuracy"))
+    assert cli(capsys, "leaderboard", metrics, "--dataset", "mnist") == (
+        1, "", "error: no card of dataset 'mnist' records acuracy (did you mean accuracy?); 'vaezoo info NAME' lists "
+               "a card's metrics\n")
+    assert cli(capsys, "leaderboard", "accuracy,elsewise") == (
+        1, "", "error: no card records elsewise; 'vaezoo info NAME' lists a card's metrics\n")
 
 
 def test_leaderboard_orders_ties_by_name_as_people_sort_names(cards, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -86,14 +87,25 @@ def zoo_leaderboard(metrics: Sequence[str], dataset: str | None = None) -> list[
     when it is given.
 
     Raises:
-        VaezooError: no card is of ``dataset``, or none records any of ``metrics``; one line saying what to do.
+        VaezooError: no card is of ``dataset``, or one of ``metrics`` is recorded by none of them (a mistyped name
+            would be a blank column), naming the recorded metrics closest to it; one line saying what to do.
     """
     cards = list_cards()
-    rows = leaderboard([c for c in cards if dataset in (None, c.dataset)], metrics)
-    if not rows:
-        datasets = sorted({c.dataset for c in cards})
-        if dataset is not None and dataset not in datasets:
-            raise VaezooError(f"no card is of dataset '{dataset}'; the zoo's datasets: {', '.join(datasets)}")
+    chosen = [c for c in cards if dataset in (None, c.dataset)]
+    if not chosen:
+        raise VaezooError(f"no card is of dataset '{dataset}'; the zoo's datasets: "
+                          f"{', '.join(sorted({c.dataset for c in cards}))}")
+    recorded = sorted({name for card in chosen for name in card.metrics})
+    missing = [metric for metric in metrics if metric not in recorded]
+    if missing:
         of = f" of dataset '{dataset}'" if dataset is not None else ""
-        raise VaezooError(f"no card{of} records {', '.join(metrics)}; 'vaezoo info NAME' lists a card's metrics")
-    return rows
+        raise VaezooError(f"no card{of} records {', '.join(_with_close_match(m, recorded) for m in missing)}; "
+                          f"'vaezoo info NAME' lists a card's metrics")
+    return leaderboard(chosen, metrics)
+
+
+def _with_close_match(metric: str, recorded: list[str]) -> str:
+    """``metric``, followed by the recorded metric closest to it if one is close: ``mig_dlb (did you mean
+    mig_dlib?)``."""
+    close = difflib.get_close_matches(metric, recorded, n=1)
+    return f"{metric} (did you mean {close[0]}?)" if close else metric
