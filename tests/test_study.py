@@ -176,10 +176,139 @@ def test_the_command_writes_the_table_and_says_a_bad_source_in_one_line(tmp_path
     assert err.startswith("error: card vae-mnist (mnist) is no run of the study's recipes") and err.count("\n") == 1
 
 
-def test_a_figure_vaezoo_did_not_write_is_refused_before_any_figure_is_written(tmp_path):
+def test_a_figure_vaezoo_did_not_write_is_refused_before_anything_is_written(tmp_path):
     from vaezoo.errors import VaezooError
 
     (tmp_path / "mig-mig_dlib.svg").write_text("mine")
     with pytest.raises(VaezooError, match="already holds mig-mig_dlib.svg, which vaezoo did not write"):
         build_study(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dsprites.csv", "mig-mig_dlib.svg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mig-mig_dlib.svg"]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file in ``folder`` (hidden ones too) with its bytes; empty when there is no folder."""
+    return {p.name: p.read_bytes() for p in folder.iterdir()} if folder.exists() else {}
+
+
+def test_a_table_vaezoo_did_not_write_is_refused_and_nothing_is_written(tmp_path, capsys):
+    (tmp_path / "dsprites.csv").write_text("my,precious,data\n")
+    before = _files(tmp_path)
+    assert main(["study", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"error: {tmp_path} already holds dsprites.csv, which vaezoo did not write; give another folder, "
+                   f"or move it away\n")
+    assert _files(tmp_path) == before
+    (tmp_path / "dsprites.csv").write_bytes(SHIPPED.read_bytes())  # a table vaezoo wrote is written again
+    assert main(["study", str(tmp_path)]) == 0
+
+
+def _page_without(block: str) -> str:
+    return PAGE.read_text().replace(f"<!-- study:{block} -->\n", "", 1).replace(f"<!-- /study:{block} -->\n", "", 1)
+
+
+@pytest.mark.parametrize("kind, problem", [
+    ("missing", "cannot read {page}: No such file or directory; give a Markdown page with study blocks"),
+    ("folder", "cannot read {page}: it is a folder; give a Markdown page with study blocks"),
+    ("no blocks", "page {page} has no block for table, figures, variance, original, rule, entries, grid, weights; "
+                  "add <!-- study:NAME --> and <!-- /study:NAME --> lines around where each goes"),
+    ("a block missing", "page {page} has no block for rule; add <!-- study:NAME --> and <!-- /study:NAME --> lines "
+                        "around where each goes"),
+    ("read-only", "page {page} is read-only; make it writable (chmod u+w) to fill its study blocks, or give the path "
+                  "of a copy"),
+    ("folder takes no file", "cannot write {page}: Permission denied; make its folder writable, or give a copy of "
+                             "the page in a folder you can write"),
+])
+def test_a_page_that_cannot_be_filled_is_refused_before_the_folder_is_touched(tmp_path, capsys, monkeypatch, kind,
+                                                                              problem):
+    out, fresh, page = tmp_path / "out", tmp_path / "fresh", tmp_path / "docs" / "study.md"
+    build_study(out, ["betavae-dsprites"])  # an earlier study's files, which a refused one leaves as they are
+    page.parent.mkdir()
+    if kind == "folder":
+        page.mkdir()
+    elif kind != "missing":
+        page.write_text({"no blocks": "# study\n", "a block missing": _page_without("rule")}.get(kind,
+                                                                                               PAGE.read_text()))
+    if kind == "read-only":
+        page.chmod(0o444)
+    if kind == "folder takes no file":
+        import vaezoo.store.files as files
+
+        def refused(*args, dir=None, **kwargs):
+            if Path(dir) == page.parent:
+                raise PermissionError(13, "Permission denied")
+            return mkstemp(*args, dir=dir, **kwargs)
+
+        mkstemp = files.tempfile.mkstemp
+        monkeypatch.setattr(files.tempfile, "mkstemp", refused)
+    before, listed = _files(out), sorted(p.name for p in page.parent.iterdir())
+    text = page.read_bytes() if page.is_file() else None
+    for folder in (out, fresh):
+        assert main(["study", str(folder), "--doc", str(page)]) == 1
+        assert capsys.readouterr().err == f"error: {problem.format(page=page)}\n"
+    assert _files(out) == before and not fresh.exists()
+    assert sorted(p.name for p in page.parent.iterdir()) == listed and (page.read_bytes() if text else None) == text
+
+
+def _line(marker: str, nth: int = 1) -> int:
+    """The number of the shipped page's line ``marker`` (its ``nth``), from 1."""
+    lines = PAGE.read_text().split("\n")
+    return [i for i, line in enumerate(lines, 1) if line == marker][nth - 1]
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda s: s.replace("<!-- /study:grid -->", "", 1),
+     lambda: f"block 'grid' opened at line {_line('<!-- study:grid -->')} of page {{page}} is never closed; add "
+             f"<!-- /study:grid --> before line {_line('<!-- study:weights -->')}"),
+    (lambda s: s.replace("<!-- /study:weights -->", "", 1),
+     lambda: f"block 'weights' opened at line {_line('<!-- study:weights -->')} of page {{page}} is never closed; "
+             f"add <!-- /study:weights -->"),
+    (lambda s: s.replace("<!-- study:table -->\n", "<!-- study:table -->\n<!-- study:table -->\n", 1),
+     lambda: f"block 'table' opened at line {_line('<!-- study:table -->')} of page {{page}} is opened again at "
+             f"line {_line('<!-- study:table -->') + 1}; remove one of the two <!-- study:table --> lines"),
+    (lambda s: s.replace("<!-- study:rule -->\n", "", 1),
+     lambda: f"line {_line('<!-- /study:rule -->') - 1} of page {{page}} closes block 'rule', which is not open; add "
+             f"<!-- study:rule --> above it, or remove that line"),
+    (lambda s: s + "<!-- study:table -->\n<!-- /study:table -->\n",
+     lambda: f"block 'table' is in page {{page}} twice (lines {_line('<!-- study:table -->')} and "
+             f"{len(PAGE.read_text().split(chr(10)))}); keep one of them"),
+])
+def test_a_malformed_block_is_named_with_its_line_and_the_page_is_left_as_it_was(tmp_path, capsys, edit, problem):
+    page = tmp_path / "study.md"
+    page.write_text(edit(PAGE.read_text()))
+    text = page.read_bytes()
+    assert main(["study", str(tmp_path / "out"), "--doc", str(page)]) == 1
+    assert capsys.readouterr().err == f"error: {problem().format(page=page)}\n"
+    assert page.read_bytes() == text and not (tmp_path / "out").exists()
+
+
+def test_a_study_into_a_folder_another_writes_is_refused_naming_it(tmp_path, capsys):
+    from vaezoo.store.locks import run_lock
+
+    with run_lock(tmp_path / "out", "output path"):
+        before = _files(tmp_path / "out")
+        assert main(["study", str(tmp_path / "out")]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: output path {tmp_path / 'out'} is in use by process ") and err.count("\n") == 1
+        assert _files(tmp_path / "out") == before
+
+
+def test_the_figures_a_study_no_longer_draws_are_removed_but_not_a_users_file(tmp_path):
+    first = {p.name for p in build_study(tmp_path).figures}
+    second = {p.name for p in build_study(tmp_path, ["betavae-dsprites"]).figures}
+    assert second < first
+    assert sorted(p.name for p in tmp_path.glob("*.svg")) == sorted(second)
+    build_study(tmp_path)
+    for name in first - second:
+        (tmp_path / name).write_text("<svg>mine</svg>")  # the user's own, in place of a figure vaezoo drew
+    build_study(tmp_path, ["betavae-dsprites"])
+    assert sorted(p.name for p in tmp_path.glob("*.svg")) == sorted(first)
+    assert all((tmp_path / name).read_text() == "<svg>mine</svg>" for name in first - second)
+
+
+@pytest.mark.parametrize("where", ["afile", "afile/sub"])
+def test_an_output_path_that_is_no_folder_is_named_with_the_fix(tmp_path, capsys, where):
+    (tmp_path / "afile").write_text("mine")
+    assert main(["study", str(tmp_path / where)]) == 1
+    assert capsys.readouterr().err == (f"error: cannot write in output path {tmp_path / where}: {tmp_path / 'afile'} "
+                                       f"is a file, not a folder; choose another output path\n")
+    assert (tmp_path / "afile").read_text() == "mine"

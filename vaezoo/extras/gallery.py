@@ -38,11 +38,13 @@ from vaezoo.entries.schema import Card
 from vaezoo.errors import DataError, OutputError, VaezooError
 from vaezoo.extras.leaderboard import LOSSES, leaderboard, shared_metrics
 from vaezoo.extras.seedplot import (
+    MARK,
     SeedPlot,
     refuse_foreign_plots,
     seed_plots,
     write_seed_plots,
 )
+from vaezoo.store.files import RECORD_LIMIT, WrittenRecord
 from vaezoo.terminal import note, printable, progress
 
 if TYPE_CHECKING:
@@ -162,9 +164,9 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     directory = Path(directory)
     path = directory / "index.html"
     cards = [card for card in list_cards() if _nameable_card(card)]
-    _refuse_foreign(directory, cards, _files_of_page(path) | set(_written(directory)))  # before the lock (mkdir)
+    _refuse_foreign(directory, cards, _files_of_page(path) | set(WRITTEN.read(directory)))  # before the lock (mkdir)
     with run_lock(directory, "output path"):
-        earlier = _written(directory)
+        earlier = WRITTEN.read(directory)
         _refuse_foreign(directory, cards, _files_of_page(path) | set(earlier))  # again: no other gallery writes now
         plots = _nameable(seed_plots(cards))
         refuse_foreign_plots(plots, directory)
@@ -186,12 +188,12 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
                                       version=__version__)
             drawn = {file.name: sha256_of(file) for file in sorted(stage.iterdir())}
             moving = {name: [*earlier.get(name, []), digest] for name, digest in drawn.items()}
-            _record(directory, {**earlier, **moving})  # before any file moves in: a gallery cut short names them
+            WRITTEN.write(directory, {**earlier, **moving})  # before any file moves in: a gallery cut short names them
             for name in drawn:
                 _move(stage / name, directory / name)
             atomic_write(path, page.encode("utf-8"))  # last: the page shows the files moved in before it
-        left = _remove_stale(directory, {name: d for name, d in earlier.items() if name not in drawn})
-        _record(directory, {name: [digest] for name, digest in drawn.items()} | left)
+        left = WRITTEN.remove_stale(directory, {name: d for name, d in earlier.items() if name not in drawn})
+        WRITTEN.write(directory, {name: [digest] for name, digest in drawn.items()} | left)
     return path
 
 
@@ -223,91 +225,23 @@ def _nameable(plots: list[SeedPlot]) -> list[SeedPlot]:
     return kept
 
 
-def _written(directory: Path) -> dict[str, list[str]]:
-    """The files the :data:`RECORD` in ``directory`` says galleries wrote there, each with the sha256 of what it held:
-    only names a gallery draws (:func:`_drawn_name`); empty without a record, or with one that does not parse (then
-    nothing is removed).
-
-    Raises:
-        OutputError: the record is a link, a FIFO, a device, over :data:`RECORD_LIMIT` bytes or nested deeper than
-            a record is (read with :func:`vaezoo.store.files.read_beside`), in one line.
-    """
-    from vaezoo.errors import OutputError
-    from vaezoo.store.files import read_beside
-    from vaezoo.store.limits import load_json
-
-    path = directory / RECORD
-    data = read_beside(path, RECORD_LIMIT)
-    if data is None:
-        return {}
-    try:
-        files = load_json(data.decode("utf-8"), limit=3)["files"]
-    except UnicodeDecodeError:
-        return {}
-    except ValueError as exc:
-        if "nests deeper" not in str(exc):
-            return {}
-        raise OutputError.about("{path} is not a record vaezoo gallery wrote ({problem}); move it away and try "
-                                "again", path=path, problem=exc) from None
-    except (LookupError, TypeError):
-        return {}
-    if not isinstance(files, dict):
-        return {}
-    return {name: [str(digest) for digest in digests] for name, digests in files.items()
-            if _drawn_name(name) and isinstance(digests, list)}
-
-
-RECORD_LIMIT = 16 << 20
-"""The most bytes of a gallery's :data:`RECORD` read (a zoo of 10,000 cards needs about 3 MB)."""
 DRAWN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.(traverse|sample)\.png|seeds-[A-Za-z0-9._-]+\.svg")
 """The names of the files a gallery draws: each card's pictures (:data:`PICTURES`) and the seed plots
 (:attr:`vaezoo.extras.seedplot.SeedPlot.file`). Nothing else a record names is ever removed (not the page, not
 the record, not a user's file)."""
 
 
-def _drawn_name(name: object) -> bool:
-    """Whether ``name`` is one a gallery gives a file it draws (:data:`DRAWN`)."""
-    return isinstance(name, str) and DRAWN.fullmatch(name) is not None
-
-
-def _record(directory: Path, files: dict[str, list[str]]) -> None:
-    from vaezoo.store.files import atomic_write
-
-    atomic_write(directory / RECORD, (json.dumps({"files": files}, indent=1, sort_keys=True) + "\n").encode())
-
-
-def _remove_stale(directory: Path, stale: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Remove each file of ``stale`` (an earlier gallery's, not drawn again) from ``directory`` while it is what that
-    gallery wrote: a name a gallery draws (:data:`DRAWN`), a regular file with no other name, a PNG or one of
-    :mod:`vaezoo.extras.seedplot`'s SVGs, holding bytes the gallery recorded. One replaced since (the user's own)
-    stays. Returns those that could not be removed, for the next gallery to try again."""
-    left = {}
-    for name, digests in stale.items():
-        target = directory / name
-        try:
-            if _drawn_name(name) and _made_here(target, digests):
-                target.unlink()
-        except OSError:
-            left[name] = digests
-    return left
-
-
-def _made_here(path: Path, digests: list[str]) -> bool:
-    """Whether ``path`` holds a picture a gallery drew, as its record gives it (one of ``digests``)."""
-    import hashlib
-
-    from vaezoo.extras.seedplot import MARK
-    from vaezoo.store.files import read_beside
-
-    try:
-        data = read_beside(path, RECORD_LIMIT)
-    except VaezooError:  # a link, a FIFO, a huge file: not the gallery's
-        return False
-    if data is None or hashlib.sha256(data).hexdigest() not in digests or os.stat(path).st_nlink > 1:
-        return False
-    if path.suffix == ".png":
+def _drawn_kind(name: str, data: bytes) -> bool:
+    """Whether ``data`` is of a kind a gallery draws under ``name``: a PNG, or one of
+    :mod:`vaezoo.extras.seedplot`'s SVGs."""
+    if name.endswith(".png"):
         return data.startswith(b"\x89PNG\r\n\x1a\n")
     return f"<!-- {MARK} -->".encode() in data[:2048]
+
+
+WRITTEN = WrittenRecord(RECORD, GENERATOR, DRAWN, _drawn_kind)
+"""The gallery's :data:`RECORD` of the files it wrote, read, written and pruned as
+:class:`vaezoo.store.files.WrittenRecord` does."""
 
 
 @contextmanager

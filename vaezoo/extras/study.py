@@ -14,12 +14,15 @@ row, so the next span's runs join the table the way today's do. Everything else 
 - the grid's commands, span by span, and the size of its weights.
 
 ``vaezoo study DIR`` writes the CSV and the figures into ``DIR`` and, with ``--doc``, the numbers into the marked
-sections of a Markdown page (docs/study.md). This module reads cards only; it never imports torch.
+sections of a Markdown page (docs/study.md). Everything is checked before the first file is written (a table or
+figure there that vaezoo did not write, the page and its blocks), then written under the folder's lock; the figures
+an earlier study drew there and this one does not are removed. This module reads cards only; it never imports torch.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 import os
@@ -33,11 +36,12 @@ from typing import Any
 
 from vaezoo.entries.schema import Card
 from vaezoo.errors import VaezooError
+from vaezoo.store.files import WrittenRecord
 
 __all__ = ["Method", "Study", "DSPRITES", "StudyRow", "StudyTable", "Shares", "Placement", "Span", "StudyResult",
-           "study_table", "write_table", "read_table", "variance_shares", "place_among_seeds", "seed_robustness",
-           "median_seed", "selection_check", "distribution_plots", "mig_figure", "grid_spans", "render_sections",
-           "fill_doc", "build_study"]
+           "study_table", "table_text", "write_table", "read_table", "parse_table", "variance_shares",
+           "place_among_seeds", "seed_robustness", "median_seed", "selection_check", "distribution_plots",
+           "mig_figure", "grid_spans", "render_sections", "page_blocks", "fill_doc", "build_study"]
 
 FIXED = ("card", "method", "key", "value", "seed", "shipped", "steps", "precision")
 """The table's first columns; a column per metric follows them."""
@@ -264,10 +268,8 @@ def _number(value: float) -> str:
     return repr(float(value))
 
 
-def write_table(table: StudyTable, path: Path) -> None:
-    """Write ``table`` as CSV (numbers written so that they read back exactly; an empty cell: not measured)."""
-    from vaezoo.store.files import atomic_write
-
+def table_text(table: StudyTable) -> str:
+    """``table`` as CSV text (numbers written so that they read back exactly; an empty cell: not measured)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow((*FIXED, *table.metrics))
@@ -275,8 +277,14 @@ def write_table(table: StudyTable, path: Path) -> None:
         writer.writerow((r.card, r.method, r.key, _number(r.value), "" if r.seed is None else r.seed,
                          str(r.shipped).lower(), "" if r.steps is None else r.steps, r.precision,
                          *(_number(r.metrics[m]) if m in r.metrics else "" for m in table.metrics)))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, out.getvalue().encode("utf-8"))
+    return out.getvalue()
+
+
+def write_table(table: StudyTable, path: Path) -> None:
+    """Write ``table`` as CSV (:func:`table_text`)."""
+    from vaezoo.store.files import atomic_write
+
+    atomic_write(path, table_text(table).encode("utf-8"))
 
 
 def read_table(path: Path) -> StudyTable:
@@ -287,9 +295,19 @@ def read_table(path: Path) -> StudyTable:
     """
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            lines = list(csv.reader(f))
+            text = f.read()
     except OSError as e:
         raise StudyError(f"cannot read the study table {path}: {e.strerror}; write it with vaezoo study DIR") from None
+    return parse_table(text, path)
+
+
+def parse_table(text: str, path: str | os.PathLike = "the table") -> StudyTable:
+    """The table whose CSV text (:func:`table_text`) is ``text``, read from ``path`` (as messages name it).
+
+    Raises:
+        StudyError: as :func:`read_table` raises it.
+    """
+    lines = list(csv.reader(io.StringIO(text, newline="")))
     if not lines or tuple(lines[0][:len(FIXED)]) != FIXED:
         raise StudyError(f"{path} is no study table: its first columns must be {','.join(FIXED)}; write it with "
                          f"vaezoo study DIR")
@@ -709,21 +727,63 @@ def render_sections(table: StudyTable, cards: Sequence[Card], table_file: str, f
     return sections
 
 
-SECTION = re.compile(r"(<!-- study:(?P<name>[a-z]+) -->\n).*?(<!-- /study:(?P=name) -->)", re.DOTALL)
+OPENER = re.compile(r"<!-- study:(?P<name>[a-z]+) -->")
+CLOSER = re.compile(r"<!-- /study:(?P<name>[a-z]+) -->")
+"""The lines that open and close a page's study block (each on a line of its own)."""
 
 
-def fill_doc(text: str, sections: Mapping[str, str]) -> str:
-    """``text`` with each ``<!-- study:NAME -->...<!-- /study:NAME -->`` block's content replaced by ``sections``.
+def page_blocks(text: str, page: str = "the page") -> dict[str, tuple[int, int]]:
+    """The study blocks of ``text`` by name: the numbers of each one's opening and closing lines (from 1).
 
     Raises:
-        StudyError: a section has no block in ``text``.
+        StudyError: a block opened and never closed (or closed under another name), opened twice, closed without
+            being opened, or given twice, naming it and its line in ``page``.
     """
-    missing = [name for name in sections if f"<!-- study:{name} -->" not in text]
+    blocks: dict[str, tuple[int, int]] = {}
+    opened: tuple[str, int] | None = None
+    for number, line in enumerate(text.split("\n"), 1):
+        start, end = OPENER.fullmatch(line.strip()), CLOSER.fullmatch(line.strip())
+        if start and opened and start["name"] == opened[0]:
+            raise StudyError(f"block '{opened[0]}' opened at line {opened[1]} of {page} is opened again at line "
+                             f"{number}; remove one of the two <!-- study:{opened[0]} --> lines")
+        if opened and (start or end and end["name"] != opened[0]):
+            raise StudyError(f"block '{opened[0]}' opened at line {opened[1]} of {page} is never closed; add "
+                             f"<!-- /study:{opened[0]} --> before line {number}")
+        if end and not opened:
+            raise StudyError(f"line {number} of {page} closes block '{end['name']}', which is not open; add "
+                             f"<!-- study:{end['name']} --> above it, or remove that line")
+        if start:
+            opened = start["name"], number
+        elif end:
+            name, first = opened
+            if name in blocks:
+                raise StudyError(f"block '{name}' is in {page} twice (lines {blocks[name][0]} and {first}); keep "
+                                 f"one of them")
+            blocks[name], opened = (first, number), None
+    if opened:
+        raise StudyError(f"block '{opened[0]}' opened at line {opened[1]} of {page} is never closed; add "
+                         f"<!-- /study:{opened[0]} -->")
+    return blocks
+
+
+def fill_doc(text: str, sections: Mapping[str, str], page: str = "the page") -> str:
+    """``text`` with each ``<!-- study:NAME -->...<!-- /study:NAME -->`` block's content replaced by ``sections``
+    (each marker on a line of its own; a block of another name is left as it is).
+
+    Raises:
+        StudyError: a section has no block in ``text``, or a block is malformed (:func:`page_blocks`), naming
+            ``page``.
+    """
+    blocks = page_blocks(text, page)
+    missing = [name for name in sections if name not in blocks]
     if missing:
-        raise StudyError(f"the page has no block for {', '.join(missing)}; add <!-- study:NAME --> and "
+        raise StudyError(f"{page} has no block for {', '.join(missing)}; add <!-- study:NAME --> and "
                          f"<!-- /study:NAME --> lines around where each goes")
-    return SECTION.sub(lambda m: m[1] + sections[m["name"]].rstrip("\n") + "\n" + m[3]
-                       if m["name"] in sections else m[0], text)
+    lines = text.split("\n")
+    for name, (start, end) in sorted(blocks.items(), key=lambda item: -item[1][0]):
+        if name in sections:
+            lines[start:end - 1] = sections[name].rstrip("\n").split("\n")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -749,11 +809,86 @@ def _cards_of(source: str | os.PathLike) -> list[Card]:
     return [get_card(path)]
 
 
+RECORD = ".vaezoo-study.json"
+"""Beside the table: the figures studies wrote there and what each held, so that a study removes those it no longer
+draws (:data:`WRITTEN`)."""
+FIGURES = re.compile(r"(distribution|mig)-[A-Za-z0-9._-]+\.svg")
+"""The names of the figures a study draws: nothing else its record names is ever removed."""
+
+
+def _figure_kind(name: str, data: bytes) -> bool:
+    """Whether ``data`` is an SVG drawn here (it carries :data:`vaezoo.extras.seedplot.MARK`)."""
+    from vaezoo.extras.seedplot import MARK
+
+    return f"<!-- {MARK} -->".encode() in data[:2048]
+
+
+WRITTEN = WrittenRecord(RECORD, "vaezoo study", FIGURES, _figure_kind)
+"""The study's :data:`RECORD`, read, written and pruned as :class:`vaezoo.store.files.WrittenRecord` does."""
+
+
+def _refuse_foreign(directory: Path, table: Path, figures: Iterable[str]) -> None:
+    """Refuse ``directory`` if a file there has the table's name and is no study table (its first columns are not
+    :data:`FIXED`), or a figure's name and is no figure vaezoo drew: nothing of the user's is overwritten.
+
+    Raises:
+        VaezooError: naming the files that are someone else's.
+    """
+    from types import SimpleNamespace
+
+    from vaezoo.extras.seedplot import refuse_foreign_plots
+    from vaezoo.store.files import read_beside
+
+    data = read_beside(table, SMALL_TABLE)  # a link, a FIFO, a folder or a huge file there is refused
+    if data is not None and next(csv.reader([data.decode("utf-8", "replace").split("\n", 1)[0]]),
+                                 [])[:len(FIXED)] != list(FIXED):
+        raise StudyError(f"{directory} already holds {table.name}, which vaezoo did not write; give another folder, "
+                         f"or move it away")
+    refuse_foreign_plots([SimpleNamespace(file=name) for name in figures], directory)
+
+
+SMALL_TABLE = 64 << 20
+"""The most bytes of a study table found in the study's folder that are read (a table of a million runs)."""
+
+
+def _read_page(page: Path) -> str:
+    """The text of the Markdown page ``page``, which the study fills: refused, before anything is written, when it
+    cannot be read or is read-only.
+
+    Raises:
+        StudyError: naming the page, the problem and the fix.
+    """
+    import stat
+
+    from vaezoo.store.files import FILE_KINDS
+
+    try:
+        info = os.stat(page)
+        kind = FILE_KINDS.get(stat.S_IFMT(info.st_mode))
+        if kind:
+            raise StudyError(f"cannot read {page}: it is {kind}; give a Markdown page with study blocks")
+        text = page.read_text(encoding="utf-8")
+    except OSError as e:
+        raise StudyError(f"cannot read {page}: {e.strerror}; give a Markdown page with study blocks") from None
+    except UnicodeDecodeError as e:
+        raise StudyError(f"cannot read {page}: byte {e.start} is not UTF-8 text; give a Markdown page with study "
+                         f"blocks") from None
+    if not info.st_mode & 0o222:  # a rename over it would pass the owner's protection
+        raise StudyError(f"page {page} is read-only; make it writable (chmod u+w) to fill its study blocks, or give "
+                         f"the path of a copy")
+    return text
+
+
 def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLike] = (),
                 doc: str | os.PathLike | None = None, study: Study = DSPRITES) -> StudyResult:
     """Build the study: its table from cards, written as ``DIRECTORY/DATASET.csv`` and read back; its figures from
     that table, ``distribution-METRIC.svg`` and ``mig-METRIC.svg``; and, with ``doc``, its numbers in the page's
     marked sections (:func:`render_sections`, :func:`fill_doc`), links relative to the page.
+
+    Everything is computed and checked before the first file is written, then written under the folder's run lock
+    (:func:`vaezoo.store.locks.run_lock`; a second study into it is refused), each file through a temporary one
+    beside it, the files renamed into place back to back. The figures an earlier study drew there and this one does
+    not are removed, as long as they hold what it wrote (:data:`RECORD`).
 
     Args:
         directory: where the table and figures go.
@@ -762,36 +897,57 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
         doc: a Markdown page with ``<!-- study:NAME -->`` blocks.
 
     Raises:
-        StudyError: see :func:`study_table`, :func:`fill_doc`; an SVG there that vaezoo did not write.
+        StudyError: see :func:`study_table`, :func:`fill_doc`; a page that cannot be read or is read-only; a table
+            there that is no study table.
+        VaezooError: a figure there that vaezoo did not write; another process writes the folder.
+        OutputError: the folder or the page's folder takes no file.
     """
-    from types import SimpleNamespace
-
-    from vaezoo.extras.seedplot import refuse_foreign_plots
-    from vaezoo.store.files import atomic_write
+    from vaezoo.store.files import commit
+    from vaezoo.store.locks import run_lock
 
     directory = Path(directory)
+    page = None if doc is None else Path(doc)
+    text = None if page is None else _read_page(page)
     cards = [c for source in (sources or study.entries()) for c in _cards_of(source)]
     path = directory / f"{study.dataset}.csv"
-    write_table(study_table(cards, study), path)
-    table = read_table(path)
+    data = table_text(study_table(cards, study))
+    table = parse_table(data, path)
     drawn = {f"distribution-{p.metric}.svg": (p.svg(), f"{p.metric}: distribution over seeds per method and value")
              for p in distribution_plots(table, study)}
     for metric in ("mig_dlib", "mig_chen"):
         if metric in table.metrics:
             drawn[f"mig-{metric}.svg"] = (mig_figure(table, metric, study), f"{metric} against beta per method")
-    refuse_foreign_plots([SimpleNamespace(file=name) for name in drawn], directory)
-    for name, (svg, _) in drawn.items():
-        atomic_write(directory / name, svg.encode("utf-8"))
-    page = None
-    if doc is not None:
-        page = Path(doc)
-        where = os.path.relpath(directory, page.parent)
-        link = f"{where}/{path.name}".removeprefix("./")
-        figures = {f"{where}/{name}".removeprefix("./"): caption for name, (_, caption) in
-                   sorted(drawn.items(), key=lambda item: (not item[0].startswith("mig-"), item[0]))}
-        try:
-            text = page.read_text(encoding="utf-8")
-        except OSError as e:
-            raise StudyError(f"cannot read {page}: {e.strerror}; give a Markdown page with study blocks") from None
-        atomic_write(page, fill_doc(text, render_sections(table, cards, link, figures, study)).encode("utf-8"))
+    files = {path: data.encode("utf-8"), **{directory / name: svg.encode("utf-8") for name, (svg, _) in drawn.items()}}
+    staged: list[tuple[Path, Path]] = []  # (temporary file, target): the table and the figures
+    ahead: list[tuple[Path, Path]] = []  # the page's, staged before the folder is touched, moved in last
+    try:
+        if page is not None:
+            where = os.path.relpath(directory, page.parent)
+            link = f"{where}/{path.name}".removeprefix("./")
+            figures = {f"{where}/{name}".removeprefix("./"): caption for name, (_, caption) in
+                       sorted(drawn.items(), key=lambda item: (not item[0].startswith("mig-"), item[0]))}
+            filled = fill_doc(text, render_sections(table, cards, link, figures, study), f"page {page}")
+            ahead.append((_stage(page, filled.encode("utf-8"), "make its folder writable, or give a copy of the page "
+                                 "in a folder you can write"), page))
+        _refuse_foreign(directory, path, drawn)  # before the lock, which makes the folder
+        with run_lock(directory, "output path"):
+            _refuse_foreign(directory, path, drawn)  # again: no other study writes there now
+            earlier = WRITTEN.read(directory)
+            for target, content in files.items():
+                staged.append((_stage(target, content), target))
+            digests = {name: hashlib.sha256(files[directory / name]).hexdigest() for name in drawn}
+            WRITTEN.write(directory, {**earlier, **{name: [*earlier.get(name, []), digest]  # a study cut short
+                                                   for name, digest in digests.items()}})  # names them
+            commit(staged + ahead)
+            left = WRITTEN.remove_stale(directory, {name: d for name, d in earlier.items() if name not in drawn})
+            WRITTEN.write(directory, {name: [digest] for name, digest in digests.items()} | left)
+    finally:
+        for tmp, _ in staged + ahead:  # none once committed
+            tmp.unlink(missing_ok=True)
     return StudyResult(path, tuple(directory / name for name in drawn), page)
+
+
+def _stage(path: Path, data: bytes, fix: str = "choose another output path") -> Path:
+    from vaezoo.store.files import stage
+
+    return stage(path, lambda tmp: tmp.write_bytes(data), fix)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
 import re
 import stat
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from vaezoo.errors import OutputError, Phrase
@@ -288,3 +291,92 @@ def _not_ours(path: Path, what: str) -> OutputError:
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically."""
     atomic_save(path, lambda tmp: tmp.write_bytes(data))
+
+
+RECORD_LIMIT = 16 << 20
+"""The most bytes of a :class:`WrittenRecord` read, and of a file it names (a zoo of 10,000 cards needs about 3 MB)."""
+
+
+@dataclass(frozen=True)
+class WrittenRecord:
+    """The hidden record a command keeps in its output folder of the files it wrote there, ``{"files": {NAME:
+    [SHA256, ...]}}``, each with the sha256 of what it held, so that the next run removes those it no longer writes
+    (:meth:`remove_stale`): only those, and only while they hold what was written. Read and write it under the
+    folder's run lock (:func:`vaezoo.store.locks.run_lock`).
+
+    Attributes:
+        file: the record's name in the folder (``.vaezoo-gallery.json``).
+        writer: the command, as messages name it (``vaezoo gallery``).
+        names: the names of the files the command writes: nothing else a record names is ever removed (not a page,
+            not the record, not a user's file).
+        kind: whether a file's name and bytes are of a kind the command writes (a PNG, an SVG with its mark).
+    """
+
+    file: str
+    writer: str
+    names: re.Pattern[str]
+    kind: Callable[[str, bytes], bool]
+
+    def owns(self, name: object) -> bool:
+        """Whether ``name`` is one the command gives a file it writes (:attr:`names`)."""
+        return isinstance(name, str) and self.names.fullmatch(name) is not None
+
+    def read(self, directory: Path) -> dict[str, list[str]]:
+        """The files the record in ``directory`` names, each with the sha256 of what it held: only names the command
+        writes (:meth:`owns`); empty without a record, or with one that does not parse (then nothing is removed).
+
+        Raises:
+            OutputError: the record is a link, a FIFO, a device, over :data:`RECORD_LIMIT` bytes or nested deeper
+                than a record is (read with :func:`read_beside`), in one line.
+        """
+        from vaezoo.store.limits import load_json
+
+        path = Path(directory) / self.file
+        data = read_beside(path, RECORD_LIMIT)
+        if data is None:
+            return {}
+        try:
+            files = load_json(data.decode("utf-8"), limit=3)["files"]
+        except UnicodeDecodeError:
+            return {}
+        except ValueError as exc:
+            if "nests deeper" not in str(exc):
+                return {}
+            raise OutputError.about("{path} is not a record {writer} wrote ({problem}); move it away and try "
+                                    "again", path=path, writer=self.writer, problem=exc) from None
+        except (LookupError, TypeError):
+            return {}
+        if not isinstance(files, dict):
+            return {}
+        return {name: [str(digest) for digest in digests] for name, digests in files.items()
+                if self.owns(name) and isinstance(digests, list)}
+
+    def write(self, directory: Path, files: dict[str, list[str]]) -> None:
+        """Make the record in ``directory`` name ``files`` (each name with the digests of what it may hold)."""
+        atomic_write(Path(directory) / self.file,
+                     (json.dumps({"files": files}, indent=1, sort_keys=True) + "\n").encode())
+
+    def remove_stale(self, directory: Path, stale: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Remove each file of ``stale`` (written earlier, not written again) from ``directory`` while it is what was
+        written: a name the command writes, a regular file with no other name, of the command's :attr:`kind`, holding
+        bytes the record gives. One replaced since (the user's own) stays. Returns those that could not be removed,
+        for the next run to try again."""
+        left = {}
+        for name, digests in stale.items():
+            target = Path(directory) / name
+            try:
+                if self.owns(name) and self.made_here(target, digests):
+                    target.unlink()
+            except OSError:
+                left[name] = digests
+        return left
+
+    def made_here(self, path: Path, digests: list[str]) -> bool:
+        """Whether ``path`` holds a file the command wrote, as its record gives it (one of ``digests``)."""
+        try:
+            data = read_beside(path, RECORD_LIMIT)
+        except OutputError:  # a link, a FIFO, a huge file: not the command's
+            return False
+        if data is None or hashlib.sha256(data).hexdigest() not in digests or os.stat(path).st_nlink > 1:
+            return False
+        return self.kind(path.name, data)
