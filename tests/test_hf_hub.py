@@ -519,6 +519,58 @@ def test_an_interrupted_push_leaves_its_out_folder_as_it_was(tmp_path, capsys, m
         1, "", f"error: --out {out} is not an empty folder; give a new or empty one\n")
 
 
+@pytest.mark.parametrize(("repo", "problem"), [
+    ("me/x--y", "Cannot have -- or .. in repo_id"),
+    ("me/..x", "The name cannot start or end with '-' or '.' and the maximum length is 96"),
+    ("me/repo.git", "Repo_id cannot end by '.git'"),
+    ("me/\u00fcn\u00ef", "Repo id must use alphanumeric chars, '-', '_' or '.'"),
+    ("me/" + "a" * 200, "the maximum length is 96"),
+])
+def test_push_dry_run_refuses_a_repository_the_hub_would_refuse_and_writes_nothing(tmp_path, capsys, repo, problem):
+    # the dry run said "would upload to me/x--y", the push then failed: "Cannot have -- or .. in repo_id"
+    card, _ = entry(tmp_path / "cards")
+    out = tmp_path / "upload"
+    code, stdout, stderr = cli(capsys, "push", str(card), repo, "--dry-run", "--out", str(out))
+    assert (code, stdout) == (1, "")
+    assert stderr.startswith(f"error: the Hub takes no repository named {repo} (") and problem in stderr
+    assert stderr.endswith("); choose another OWNER/REPO\n") and len(stderr.splitlines()) == 1
+    assert entries(tmp_path) == ["cards"]
+    assert cli(capsys, "push", str(card), "me/x-y.z_1", "--dry-run", "--out", str(out))[0] == 0
+
+
+def test_push_all_dry_run_refuses_an_owner_and_skips_a_card_the_hub_would_refuse(cards, tmp_path, capsys,
+                                                                               monkeypatch):
+    entry(cards, name="tiny-a")
+    entry(cards, name="tiny.git", seed=1)
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "core")
+    assert cli(capsys, "push", "--all", "me--you", "--dry-run", "--out", str(tmp_path / "zoo")) == (
+        1, "", "error: the Hub takes no user or organisation named me--you (Cannot have -- or .. in repo_id); "
+               "choose another OWNER\n")
+    code, stdout, stderr = cli(capsys, "push", "--all", "owner", "--dry-run", "--out", str(tmp_path / "zoo"))
+    assert code == 0, stderr
+    assert f"push --all: card tiny.git ({cards / 'tiny.git.toml'}) skipped: the Hub takes no repository named " \
+           f"owner/tiny.git (Repo_id cannot end by '.git'); rename the card to stage it\n" in stderr
+    assert list(json.loads((tmp_path / "zoo" / "manifest.json").read_text())) == ["owner/tiny-a"]
+
+
+def test_push_out_that_cannot_be_written_names_the_folder_not_a_temporary_one(tmp_path, capsys):
+    # 'push ... --dry-run -o ro/x' said "Permission denied: ro/.x.jxfj_q45.tmp", a name vaezoo made
+    card, _ = entry(tmp_path / "cards")
+    (tmp_path / "afile").write_text("mine")
+    assert cli(capsys, "push", str(card), "me/repo", "--dry-run", "--out", str(tmp_path / "afile" / "x")) == (
+        1, "", f"error: cannot write --out {tmp_path / 'afile' / 'x'}: {tmp_path / 'afile'} is a file, not a "
+               f"folder; choose a folder you can write in\n")
+    read_only = tmp_path / "ro"
+    read_only.mkdir(mode=0o555)
+    unprivileged = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner,-chown", "--"] \
+        if os.geteuid() == 0 else []  # root writes in a read-only folder unless it gives up these capabilities
+    result = subprocess.run([*unprivileged, sys.executable, "-m", "vaezoo", "push", str(card), "me/repo", "--dry-run",
+                             "-o", str(read_only / "x")], capture_output=True, text=True, timeout=300, check=False)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1, "", f"error: cannot write --out {read_only / 'x'}: Permission denied; choose a folder you can write in\n")
+    assert entries(read_only) == []
+
+
 def test_push_out_is_staged_beside_and_moved_in_whole_so_a_killed_staging_blocks_no_rerun(tmp_path, capsys,
                                                                                            monkeypatch):
     """A SIGKILL mid-staging left a card and weights in --out without config.json or README.md: the folder

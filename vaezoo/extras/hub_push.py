@@ -22,7 +22,7 @@ from vaezoo.entries.schema import HUB_PREFIX, Card, Weights
 from vaezoo.errors import OutputError, VaezooError, WeightsError
 from vaezoo.extras.hub_card import hub_config, model_card
 from vaezoo.store.checksums import sha256_of
-from vaezoo.store.files import atomic_write, new_folder_mode, temporaries
+from vaezoo.store.files import atomic_write, folder_problem, new_folder_mode, temporaries
 from vaezoo.store.locks import folder_lock
 from vaezoo.terminal import note
 
@@ -48,13 +48,45 @@ def stage(card: Card, repo_id: str, folder: Path) -> list[Path]:
         The files written, card first.
 
     Raises:
+        OutputError: the Hub would refuse ``repo_id`` (:func:`check_repo_id`), or huggingface_hub is missing.
         WeightsError: the card has no weights, or they do not verify.
     """
-    hub(OutputError, "vaezoo push")  # said before any download: the model card needs huggingface_hub
+    check_repo_id(repo_id)  # said before any download, as huggingface_hub's absence is
     if card.weights is None:
         raise WeightsError(f"card '{card.name}' has no weights to push; train it first ('vaezoo train')")
     _, data = fetch_verified(card)  # the bytes verified are the bytes pushed
     return write_folder(card, data, folder, repo_id)
+
+
+def repo_problem(repo_id: str) -> str | None:
+    """Why the Hub would refuse ``repo_id`` as a repository ``OWNER/REPO``, as huggingface_hub's
+    ``validate_repo_id`` checks it (each part of letters, digits, ``-``, ``_`` and ``.``, neither first nor last,
+    at most 96 characters, no ``--`` or ``..``, no ending ``.git``); None where it takes it.
+
+    Raises:
+        OutputError: huggingface_hub is not installed.
+    """
+    hub(OutputError, "vaezoo push")
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if repo_id.count("/") != 1:
+        return "write OWNER/REPO"
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as exc:
+        return str(exc).replace(f": '{repo_id}'", "").rstrip(".")
+    return None
+
+
+def check_repo_id(repo_id: str) -> None:
+    """Refuse ``repo_id`` where the Hub would (:func:`repo_problem`), before anything is staged or uploaded.
+
+    Raises:
+        OutputError: naming the problem; or huggingface_hub is not installed.
+    """
+    problem = repo_problem(repo_id)
+    if problem is not None:
+        raise OutputError(f"the Hub takes no repository named {repo_id} ({problem}); choose another OWNER/REPO")
 
 
 def on_hub(card: Card, repo_id: str) -> Card:
@@ -131,7 +163,7 @@ def stage_collection(cards: Iterable[Card], owner: str, folder: Path) -> list[Pa
         folder: where the folders go; created if needed.
 
     A card that cannot be staged (weights that do not verify, a name that is the collection's or the manifest's
-    file) is skipped, named on stderr; the others are staged.
+    file, or that the Hub refuses as a repository's) is skipped, named on stderr; the others are staged.
 
     Returns:
         ``collection.json``, ``manifest.json``, then every staged file, card by card.
@@ -149,6 +181,11 @@ def stage_collection(cards: Iterable[Card], owner: str, folder: Path) -> list[Pa
                  f"collection's {card.name}; rename the card to stage it")
             continue
         repo_id = f"{owner}/{card.name}"
+        problem = repo_problem(repo_id)
+        if problem is not None:
+            note(f"push --all: card {card.name} ({card.path}) skipped: the Hub takes no repository named {repo_id} "
+                 f"({problem}); rename the card to stage it")
+            continue
         try:
             source = fetch(card)  # verified: the bytes an upload reads are the card's
             written = write_folder(card, None, folder / card.name, repo_id)
@@ -274,8 +311,9 @@ def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner
     its lock, and moved in whole, so that an error, a Ctrl-C or a kill leaves ``out`` as it was.
 
     Raises:
-        OutputError: the arguments do not go together (one line saying which to give), or ``out`` is not a new or
-            empty folder.
+        OutputError: the arguments do not go together (one line saying which to give), the Hub would refuse
+            ``repo_id`` or ``owner`` (:func:`check_repo_id`), or ``out`` is not a new or empty folder, or cannot
+            be written.
     """
     if owner is not None and (card is not None or repo_id):
         raise OutputError("--all OWNER pushes the whole zoo; give no NAME or OWNER/REPO with it")
@@ -286,6 +324,10 @@ def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner
                           "'vaezoo push NAME OWNER/NAME'")
     if dry_run and (commit_message is not None or revision is not None):
         raise OutputError("--commit-message and --revision go with an upload; --dry-run commits nothing")
+    if repo_id:
+        check_repo_id(repo_id)  # before any folder is made: a dry run passed names the push then refused
+    elif (problem := repo_problem(f"{owner}/x")) is not None:
+        raise OutputError(f"the Hub takes no user or organisation named {owner} ({problem}); choose another OWNER")
 
     def into(folder: Path | None) -> PushReport:
         if owner is not None or dry_run:
@@ -301,13 +343,25 @@ def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
+
+    def unwritable(exc: OSError) -> OutputError:  # its staging folder is vaezoo's to name, not the user's
+        return OutputError(f"cannot write --out {folder}: {folder_problem(folder.parent, exc)}; choose a folder "
+                           f"you can write in")
+
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise unwritable(exc) from None
     with folder_lock(folder):  # its file beside the folder, which is uploaded whole; another staging waits
         if folder.is_dir() and any(folder.iterdir()):
             raise OutputError(f"--out {folder} is not an empty folder; give a new or empty one")
         for stale in temporaries(folder.parent, f".{folder.name}.", ".tmp"):  # a staging killed before it moved in
             if stale.is_dir() and not stale.is_symlink():
                 shutil.rmtree(stale, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+        except OSError as exc:
+            raise unwritable(exc) from None
         staging.chmod(stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else new_folder_mode())
         try:  # staged beside, then moved in whole
             report = into(staging)
