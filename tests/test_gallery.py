@@ -493,3 +493,14 @@ def test_leaderboard_marks_losses_measured_under_different_likelihoods_or_data(t
     page = _template().render(entries=[], boards=[board], generator="g", version="0")
     assert "<th>mutual_info_score</th>" in page and "white-space: nowrap" in page
     assert "compare them only between cards of one mark" in page
+
+
+@pytest.mark.parametrize("root", ["missing", "a-file"])
+def test_gallery_refuses_a_data_root_that_is_no_folder_before_drawing(cards, tmp_path, capsys, root):
+    # 'gallery DIR --data-root /nonexistent' exited 0, its page saying MNIST "is not on the machine"
+    (tmp_path / "a-file").write_text("mine")
+    why = "is not a folder" if root == "a-file" else "does not exist"
+    assert cli(capsys, "gallery", str(tmp_path / "site"), "--data-root", str(tmp_path / root)) == (
+        1, "", f"error: --data-root {tmp_path / root} {why}; give the folder holding the datasets, or leave it out "
+               f"to read them from VAEZOO_DATA or the default data folder\n")
+    assert not (tmp_path / "site").exists()
