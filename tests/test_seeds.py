@@ -262,9 +262,20 @@ def test_a_run_stopped_short_of_the_others_steps_is_refused_not_spread(work, cap
     before = (work / "cards" / "toy.toml").read_bytes()
     code, _, err = cli(capsys, "seeds", "cards/toy.toml", finished, stopped, "--write")
     assert code == 1
-    assert_one_line_error(err, "run runs/s2 made 3 steps, run runs/s1 16: a run stopped short of its recipe's steps "
-                               "is not its result; finish it with 'vaezoo train ... --resume', or leave it out")
+    assert_one_line_error(err, "run runs/s2 stopped at step 3, where run runs/s1 made 16: a run stopped short of its "
+                               "recipe's steps is not its result; finish it with 'vaezoo train ... --resume', or leave "
+                               "it out")
     assert (work / "cards" / "toy.toml").read_bytes() == before
+
+
+def test_a_card_stopped_short_of_its_runs_steps_is_named_not_the_finished_run(work, capsys):
+    """The stopped card was reported as 'card toy 3', after a finished run that the message told to resume."""
+    write_card(work / "cards", card_dict(weights=WEIGHTS, train={"steps": 3}))
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", write_run("runs/s1", 1))
+    assert code == 1
+    assert_one_line_error(err, "card toy stopped at step 3, where run runs/s1 made 16: a run stopped short of its "
+                               "recipe's steps is not its result; finish it with 'vaezoo train ... --resume', or "
+                               "give a finished run's card")
 
 
 def test_a_metric_measured_with_other_settings_is_an_error(work, capsys):

@@ -104,9 +104,11 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
         other = next((o for o in runs if None not in (o.card.train.steps, run.card.train.steps)
                       and o.card.train.steps != run.card.train.steps), None)
         if other is not None:  # one recipe, one number of steps: the fewer were stopped short (--max-steps)
-            raise CardError(f"{run.label} made {run.card.train.steps:,} steps, {other.label} "
-                            f"{other.card.train.steps:,}: a run stopped short of its recipe's steps is not its "
-                            f"result; finish it with 'vaezoo train ... --resume', or leave it out")
+            short, whole = sorted((run, other), key=lambda r: r.card.train.steps)
+            instead = "give a finished run's card" if short is runs[0] else "leave it out"
+            raise CardError(f"{short.label} stopped at step {short.card.train.steps:,}, where {whole.label} made "
+                            f"{whole.card.train.steps:,}: a run stopped short of its recipe's steps is not its "
+                            f"result; finish it with 'vaezoo train ... --resume', or {instead}")
         runs.append(run)
     return runs
 
