@@ -138,8 +138,10 @@ def test_vaezoo_eval_set_runs_a_metric_with_a_setting_and_write_records_it_so_th
     ("importance_log_likelihood.samples=5\nx=1", "holds more than one value", 2),
     ("importance_log_likelihood.samples=" + "[" * 3000 + "]" * 3000, "nests too deeply", 2),
     ("importance_log_likelihood.sample=3", "takes no argument 'sample'", 1),
-    ("importance_log_likelihood.seed=-1", "eval_settings.importance_log_likelihood.seed = -1 is not a seed", 1),
-    ("importance_log_likelihood.seed=1180591620717411303424", "is not a seed", 1),
+    ("importance_log_likelihood.seed=-1", "metric 'importance_log_likelihood': seed = -1 is not a whole number (int), "
+                                          "at least 0 and at most 9,223,372,036,854,775,807", 1),
+    ("importance_log_likelihood.seed=1180591620717411303424", "seed = 1180591620717411303424 is not a whole number",
+     1),
     ("importance_loglikelihood.samples=3", "unknown metric 'importance_loglikelihood'", 1),
     ("elbo.seed=3", "settings were given for metric 'elbo', which this evaluation does not measure "
                     "(importance_log_likelihood); name it in --metrics", 1),

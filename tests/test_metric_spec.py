@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -20,6 +21,16 @@ def images(count: int = 6) -> ImageDataset:
     return ImageDataset(torch.zeros(count, 1, 4, 4, dtype=torch.uint8))
 
 
+class Model(torch.nn.Module):
+    """Stands for a model where a metric's result does not depend on it."""
+
+    def encode(self, x):
+        raise AssertionError("not encoded here")
+
+
+MODEL = Model()
+
+
 def test_a_spec_s_settings_are_its_keyword_defaults_and_measure_passes_them():
     @metric_spec(higher_is_better=False, needs=(FACTORS,))
     def spread(evaluation, points: int = 10, seed: int = 0, label: str | None = None) -> float:
@@ -29,10 +40,10 @@ def test_a_spec_s_settings_are_its_keyword_defaults_and_measure_passes_them():
     assert (spread.higher_is_better, spread.needs, dict(spread.settings)) == (False, (FACTORS,),
                                                                               {"points": 10, "seed": 0})
     assert spread.__doc__ == "How spread out."
-    evaluation = Evaluation(None, images())
+    evaluation = Evaluation(MODEL, images())
     assert spread.measure(evaluation) == 16 and spread.measure(evaluation, seed=4) == 20
     assert dataclasses.replace(spread, settings={"points": 1, "seed": 0}).measure(evaluation) == 7
-    assert spread(None, images(2), points=3) == 5  # called alone, on an evaluation of its own
+    assert spread(MODEL, images(2), points=3) == 5  # called alone, on an evaluation of its own
 
 
 @pytest.mark.parametrize("arguments, error, message", [
@@ -44,7 +55,28 @@ def test_a_spec_s_settings_are_its_keyword_defaults_and_measure_passes_them():
 def test_a_metric_called_alone_refuses_a_batch_size_or_device_it_cannot_use(arguments, error, message):
     """Called alone, a metric's common arguments met range(), torch.cat or torch.device deep inside."""
     with pytest.raises(error, match=message):
-        metric("mutual_info_score")(None, images(), **arguments)
+        metric("mutual_info_score")(MODEL, images(), **arguments)
+
+
+@pytest.mark.parametrize(("model", "dataset", "said"), [
+    (None, images(), "got NoneType as the model"), (images(), MODEL, "got ImageDataset as the model"),
+    (MODEL, None, "got NoneType as the dataset"), (MODEL, torch.zeros(2, 1, 4, 4), "got Tensor as the dataset")])
+def test_a_metric_called_alone_on_no_model_or_no_dataset_says_what_it_takes(model, dataset, said):
+    """metric('elbo')(None, ds), its arguments swapped, or a tensor as the dataset, met AttributeError inside."""
+    with pytest.raises(TypeError, match=f"^a metric measures .*, {said}$"):
+        metric("elbo")(model, dataset)
+
+
+def test_a_metric_is_named_by_a_string_and_its_seed_and_bins_are_checked_before_anything_runs():
+    """metric(None) was 'NoneType object is not iterable'; seed=-1 ran, seed=2**70 overflowed inside numpy, and
+    bins=1 gave a MIG of 0, which --write would record."""
+    with pytest.raises(TypeError, match=r"^a metric is named by a string, e\.g\. '.*', got NoneType$"):
+        metric(None)
+    for settings, said in (({"seed": -1}, "seed = -1 is not a whole number (int), at least 0"),
+                           ({"seed": 2**70}, f"seed = {2**70} is not a whole number (int), at least 0 and at most "),
+                           ({"bins": 1}, "bins = 1 is not a whole number (int), at least 2")):
+        with pytest.raises(MetricError, match=re.escape(said)):
+            metric("mutual_info_score")(MODEL, images(), **settings)
 
 
 def test_a_plugin_s_plain_function_becomes_a_spec_with_its_needs_and_settings():
@@ -54,7 +86,7 @@ def test_a_plugin_s_plain_function_becomes_a_spec_with_its_needs_and_settings():
 
     spec = MetricSpec.of(plain)
     assert (spec.higher_is_better, spec.needs, dict(spec.settings)) == (True, (FACTORS,), {"points": 5})
-    assert spec.measure(Evaluation(None, images(3), batch_size=1), points=2) == 7
+    assert spec.measure(Evaluation(MODEL, images(3), batch_size=1), points=2) == 7
     assert MetricSpec.of(spec) is spec and metric_parameters(plain, points=9) == {"points": 9}
 
 

@@ -83,6 +83,9 @@ class Registry(Generic[T]):
         return next((known for known in self._items if known.casefold() == name.casefold()), None)
 
     def __getitem__(self, name: str) -> T:
+        if not isinstance(name, str):
+            raise TypeError(f"a {self.kind} is named by a string, e.g. {next(iter(self._items), 'its-name')!r}, got "
+                            f"{type(name).__name__}")
         try:
             return self._items[name][0]
         except KeyError:

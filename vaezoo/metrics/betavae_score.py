@@ -22,7 +22,7 @@ from sklearn.multiclass import OneVsRestClassifier
 from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
-from vaezoo.metrics.spec import Count, metric_spec
+from vaezoo.metrics.spec import Count, Seed, metric_spec
 from vaezoo.metrics.sampling import Codes, FactorGroups, sklearn_seed
 
 
@@ -63,7 +63,7 @@ def betavae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.G
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
 def betavae_score(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000, batch: Count = 64,
-                  seed: int = 0) -> float:
+                  seed: Seed = 0) -> float:
     """The BetaVAE score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
 
     Args:

@@ -31,7 +31,7 @@ from vaezoo.metrics.fits import gbt_fit
 from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
-from vaezoo.metrics.spec import Count, metric_spec
+from vaezoo.metrics.spec import Count, Seed, metric_spec
 from vaezoo.metrics.sampling import Codes, draw, sklearn_seed
 
 
@@ -118,7 +118,7 @@ variations of collapsed dimensions, so codes apart by float rounding (the encode
 betatcvae-dsprites' scores by up to 2.2e-3 (docs/metrics.md); ``vaezoo eval --check`` allows this much."""
 
 
-def dci(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000, seed: int = 0) -> DCI:
+def dci(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000, seed: Seed = 0) -> DCI:
     """The :class:`DCI` of the mean codes of ``evaluation``'s model on its images, computed once per evaluation
     and settings.
 
@@ -134,20 +134,20 @@ def dci(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000, 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING)
 def dci_disentanglement(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
-                        seed: int = 0) -> float:
+                        seed: Seed = 0) -> float:
     """DCI disentanglement of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
     return dci(evaluation, points, test_points, seed).disentanglement
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING)
 def dci_completeness(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
-                     seed: int = 0) -> float:
+                     seed: Seed = 0) -> float:
     """DCI completeness of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
     return dci(evaluation, points, test_points, seed).completeness
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING)
 def dci_informativeness(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
-                        seed: int = 0) -> float:
+                        seed: Seed = 0) -> float:
     """DCI informativeness (mean test accuracy) of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
     return dci(evaluation, points, test_points, seed).informativeness

@@ -32,7 +32,7 @@ from vaezoo.metrics.codes import has_density_matrix, require_posteriors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.parallel import parallel_map
 from vaezoo.metrics.requirements import DENSITY_MATRIX
-from vaezoo.metrics.spec import Count, metric_spec
+from vaezoo.metrics.spec import Count, Seed, metric_spec
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 ROWS = 512  # images per block of work, at least (a block spans whole runs of the innermost factors)
@@ -96,7 +96,7 @@ def _grid_order(values: list[Tensor], sizes: list[int]) -> Tensor | None:
 
 
 def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = None, samples: int = 10_000,
-                       seed: int = 0, block: int | None = None, use_grid: bool = True,
+                       seed: Seed = 0, block: int | None = None, use_grid: bool = True,
                        family: type[Distribution] = Normal, device=None) -> Entropies:
     """Estimate H(z_j), H(z_j | v_k) and H(z) for the mixture of N factorised posteriors.
 
@@ -238,7 +238,7 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
 
 
 def estimate_entropies_from_posteriors(batches: Sequence[Mapping[str, Any]], factors: Tensor | None = None,
-                                       samples: int = 10_000, seed: int = 0, chunk: int = 1024) -> Entropies:
+                                       samples: int = 10_000, seed: Seed = 0, chunk: int = 1024) -> Entropies:
     """:func:`estimate_entropies` for posteriors of any family, through the latent protocol only.
 
     One code is drawn from each picked image's posterior (``rsample()``, seeded) and the density of every
@@ -304,7 +304,7 @@ def _devices(t: Tensor) -> list:
 
 
 def dataset_entropies(evaluation: Evaluation, columns: tuple[int, ...], samples: int = 10_000,
-                      seed: int = 0) -> Entropies:
+                      seed: Seed = 0) -> Entropies:
     """:func:`estimate_entropies` of the posteriors of ``evaluation``'s model over its dataset, conditioning on
     factor ``columns``.
 
@@ -324,7 +324,7 @@ def dataset_entropies(evaluation: Evaluation, columns: tuple[int, ...], samples:
 
 
 @metric_spec(higher_is_better=False, needs=(DENSITY_MATRIX,), suite="disentanglement")
-def total_correlation(evaluation: Evaluation, samples: Count = 10_000, seed: int = 0) -> float:
+def total_correlation(evaluation: Evaluation, samples: Count = 10_000, seed: Seed = 0) -> float:
     """Total correlation (nats) of the aggregate posterior of the factorised (continuous) dimensions over the
     dataset; lower is better.
 

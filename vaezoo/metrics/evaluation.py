@@ -126,6 +126,12 @@ class Evaluation:
     """
 
     def __init__(self, model, dataset: ImageDataset, device=None, batch_size: int = CODES_BATCH_SIZE) -> None:
+        if not (isinstance(model, torch.nn.Module) and callable(getattr(model, "encode", None))):
+            raise TypeError(f"a metric measures a vaezoo model (vaezoo.load gives one) on an ImageDataset, got "
+                            f"{type(model).__name__} as the model")
+        if not isinstance(dataset, ImageDataset):
+            raise TypeError(f"a metric measures a model on an ImageDataset (vaezoo.assemble.card_dataset gives a "
+                            f"card's), got {type(dataset).__name__} as the dataset")
         device = usable_device(device)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise MetricError.about("{batch_size} must be a whole number >= 1, got {got!r}", got=batch_size)

@@ -21,7 +21,7 @@ import numpy as np
 from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
-from vaezoo.metrics.spec import Count, metric_spec
+from vaezoo.metrics.spec import Count, Seed, metric_spec
 from vaezoo.metrics.sampling import Codes, FactorGroups
 
 
@@ -74,7 +74,7 @@ def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
 def factorvae_score(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000, batch: Count = 64,
                     variance_points: Count = 10_000,
-                    prune_std: float = 0.05, seed: int = 0) -> float:
+                    prune_std: float = 0.05, seed: Seed = 0) -> float:
     """The FactorVAE score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
 
     Args:

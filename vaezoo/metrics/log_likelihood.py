@@ -23,7 +23,7 @@ from vaezoo.errors import VaezooError
 from vaezoo.metrics.codes import eval_mode
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import DENSITY, NORMALISED_LIKELIHOOD
-from vaezoo.metrics.spec import Count, metric_spec
+from vaezoo.metrics.spec import Count, Seed, metric_spec
 
 CHUNK = 50  # samples decoded together: a batch of 64 images makes 3,200 decoder rows
 
@@ -69,7 +69,7 @@ def _mean_over_images(evaluation: Evaluation, seed: int, per_batch, metric: str)
 
 
 @metric_spec(needs=(DENSITY, NORMALISED_LIKELIHOOD))
-def elbo(evaluation: Evaluation, seed: int = 0) -> float:
+def elbo(evaluation: Evaluation, seed: Seed = 0) -> float:
     """The evidence lower bound per image (nats; higher is better), one sample z ~ q(z|x) per image.
 
     Args:
@@ -83,7 +83,7 @@ def elbo(evaluation: Evaluation, seed: int = 0) -> float:
 
 
 @metric_spec(needs=(DENSITY, NORMALISED_LIKELIHOOD), quick={"samples": 20})
-def importance_log_likelihood(evaluation: Evaluation, samples: Count = 5000, seed: int = 0) -> float:
+def importance_log_likelihood(evaluation: Evaluation, samples: Count = 5000, seed: Seed = 0) -> float:
     """log p(x) per image (nats; higher is better), estimated with ``samples`` importance samples from q(z|x).
 
     Args:

@@ -27,7 +27,7 @@ from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.entropy import Entropies, chen_columns, dataset_entropies, estimate_entropies
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import DENSITY_MATRIX, FACTORS
-from vaezoo.metrics.spec import Count, metric_spec
+from vaezoo.metrics.spec import Bins, Count, Seed, metric_spec
 
 
 def gaps(mutual_information: np.ndarray, normaliser: np.ndarray) -> np.ndarray:
@@ -50,7 +50,7 @@ def chen_gaps(entropies: Entropies) -> np.ndarray:
     return gaps(mi, np.log(entropies.factor_sizes.double().numpy()))
 
 
-def chen_mig_gaps(mean: Tensor, logvar: Tensor, factors: Tensor, samples: int = 10_000, seed: int = 0) -> np.ndarray:
+def chen_mig_gaps(mean: Tensor, logvar: Tensor, factors: Tensor, samples: int = 10_000, seed: Seed = 0) -> np.ndarray:
     """Chen et al.'s per-factor gaps from posterior parameters ``(N, D)`` and factor classes ``(N, K)``."""
     return chen_gaps(estimate_entropies(mean, logvar, factors, samples, seed))
 
@@ -90,7 +90,7 @@ def dlib_mig_gaps(codes: np.ndarray, factors: np.ndarray, bins: int = 20) -> np.
 
 
 @metric_spec(needs=(FACTORS, DENSITY_MATRIX), suite="disentanglement")
-def mig_chen(evaluation: Evaluation, samples: Count = 10_000, seed: int = 0) -> float:
+def mig_chen(evaluation: Evaluation, samples: Count = 10_000, seed: Seed = 0) -> float:
     """MIG as Chen et al. compute it, over the whole dataset (see the module docstring).
 
     Args:
@@ -106,7 +106,7 @@ def mig_chen(evaluation: Evaluation, samples: Count = 10_000, seed: int = 0) -> 
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
-def mig_dlib(evaluation: Evaluation, points: Count = 10_000, bins: Count = 20, seed: int = 0) -> float:
+def mig_dlib(evaluation: Evaluation, points: Count = 10_000, bins: Bins = 20, seed: Seed = 0) -> float:
     """MIG as disentanglement_lib computes it (see the module docstring).
 
     Args:

@@ -36,7 +36,7 @@ from vaezoo.metrics.fits import explicitness_auc
 from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
-from vaezoo.metrics.spec import Count, metric_spec
+from vaezoo.metrics.spec import Count, Seed, metric_spec
 from vaezoo.metrics.sampling import Codes, draw, sklearn_seed
 
 
@@ -106,7 +106,7 @@ def explicitness_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Ge
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
 def modularity(evaluation: Evaluation, points: Count = 10_000,
-               bins: Count = 20, seed: int = 0) -> float:
+               bins: Count = 20, seed: Seed = 0) -> float:
     """Ridgeway & Mozer's modularity of the mean codes of ``evaluation``'s model on its images (see the module
     docstring).
 
@@ -122,7 +122,7 @@ def modularity(evaluation: Evaluation, points: Count = 10_000,
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
-def explicitness(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000, seed: int = 0) -> float:
+def explicitness(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000, seed: Seed = 0) -> float:
     """Ridgeway & Mozer's explicitness of the mean codes of ``evaluation``'s model on its images (see the module
     docstring).
 

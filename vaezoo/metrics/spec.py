@@ -29,6 +29,13 @@ Count = Annotated[int, annotated_types.Interval(ge=1, le=MAX_COUNT)]
 other settings, before any image is read: 0 fails at once instead of after an encoding pass, and a typo's
 extra zeros (a thousand times any protocol's count) are refused instead of running for days."""
 
+Bins = Annotated[int, annotated_types.Interval(ge=2, le=MAX_COUNT)]
+"""The type of a metric's setting that counts a histogram's bins: one bin holds every value, so that every mutual
+information read from it is 0, a number that looks measured."""
+Seed = Annotated[int, annotated_types.Interval(ge=0, le=2**63 - 1)]
+"""The type of a metric's ``seed``: a whole number that seeds a ``numpy.random.Generator`` and scikit-learn, as a
+card's seeds are (0 to 2^63 - 1)."""
+
 _PLAIN_ARGUMENTS = ("model", "dataset", "device", "batch_size")  # batch_size: the results do not depend on it
 
 

@@ -23,7 +23,7 @@ from sklearn.metrics import mutual_info_score as discrete_mutual_info
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.mig import discretize
 from vaezoo.metrics.sampling import Codes, draw
-from vaezoo.metrics.spec import Count, metric_spec
+from vaezoo.metrics.spec import Bins, Count, Seed, metric_spec
 
 
 def gaussian_total_correlation_of(codes: np.ndarray) -> float:
@@ -60,7 +60,7 @@ def mutual_info_score_from_codes(codes: Codes, rng: np.random.Generator, points:
 
 
 @metric_spec(higher_is_better=False, suite="disentanglement")
-def gaussian_total_correlation(evaluation: Evaluation, points: Count = 10_000, seed: int = 0) -> float:
+def gaussian_total_correlation(evaluation: Evaluation, points: Count = 10_000, seed: Seed = 0) -> float:
     """The Gaussian total correlation of the mean codes of ``evaluation``'s model on its images (see the module
     docstring); lower is better.
 
@@ -73,7 +73,7 @@ def gaussian_total_correlation(evaluation: Evaluation, points: Count = 10_000, s
 
 
 @metric_spec(higher_is_better=False, suite="disentanglement")
-def mutual_info_score(evaluation: Evaluation, points: Count = 10_000, bins: Count = 20, seed: int = 0) -> float:
+def mutual_info_score(evaluation: Evaluation, points: Count = 10_000, bins: Bins = 20, seed: Seed = 0) -> float:
     """The mean mutual information between the dimensions of the mean codes of ``evaluation``'s model (see the
     module docstring); lower is better.
 
