@@ -265,7 +265,20 @@ def load_dataset(name: str, root=None, split: str = "train", **options) -> Image
     except TypeError as exc:
         raise DataError(f"dataset '{name}' does not take the options {options} ({exc}); "
                         f"check the card's [train.data] options") from None
-    return dataset.load(root=root, split=split, **options)
+    loaded = dataset.load(root=root, split=split, **options)
+    from vaezoo.data import ImageDataset
+
+    plugin = registry("dataset").plugin_of(name)
+    if not isinstance(loaded, ImageDataset):
+        raise DataError(f"dataset '{name}' of plugin '{plugin}' returned {type(loaded).__name__} from load(), not a "
+                        f"vaezoo.data.ImageDataset; report it to its author")
+    info = dataset.info(split, **options)
+    said = (info.channels, info.image_size, info.image_size)
+    got = tuple(loaded.batch(slice(0, 1)).shape[1:]) if len(loaded) else said  # as a model is given them (unpacked)
+    if got != said:  # a model built from info() would take other images: the dataset, not the model, is wrong
+        raise DataError(f"dataset '{name}' of plugin '{plugin}' loads images of shape {got} where its info() says "
+                        f"{said}; report it to its author")
+    return loaded
 
 
 def metric(name: str) -> MetricSpec:

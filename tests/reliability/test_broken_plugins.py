@@ -175,6 +175,37 @@ def test_an_architecture_that_raises_or_a_dataset_whose_info_is_no_data_info_nam
         vaezoo.load("tiny-blobs", pretrained=False)
 
 
+WRONG_SIZE = HEADER + """def vaezoo_register_datasets(register):
+    import torch
+
+    from vaezoo.data import DataInfo, Dataset, ImageDataset
+
+    class Misfit(Dataset):
+        def info(self, split="train"):
+            return DataInfo(size=8, image_size=4, channels=1)
+
+        def load(self, root=None, split="train"):
+            return ImageDataset(torch.zeros(8, 1, 8, 8, dtype=torch.uint8))
+
+    register("misfit", Misfit())
+"""
+
+
+def test_a_dataset_that_loads_other_images_than_its_info_says_is_named(site, data_plugin, cards_dir, tmp_path,
+                                                                       capsys):
+    """The run said 'the model takes float images (N, 1, 16, 16) ... turn images into model input with
+    model.preprocess(images)': the wrong fix, the dataset being at fault."""
+    install_plugin(site, "misfit", WRONG_SIZE)
+    plugins.reset()
+    card = make_card("tiny")
+    card["train"]["data"] = {"name": "misfit"}
+    write_toml(cards_dir / "tiny.toml", card)
+    code, _, err = cli(capsys, "train", "tiny-blobs", "--out", str(tmp_path / "run"), "--max-steps", "1")
+    assert code == 1
+    assert_one_line_error(err, "dataset 'misfit' of plugin 'misfit' loads images of shape (1, 8, 8) where its "
+                               "info() says (1, 4, 4); report it to its author")
+
+
 def test_a_part_that_calls_sys_exit_is_one_line_naming_its_plugin(site, data_plugin, cards_dir, capsys):
     """An architecture calling sys.exit(7) ended 'vaezoo eval' with exit code 7 and nothing said."""
     install_plugin(site, "quitter", HEADER + "def vaezoo_register_architectures(register):\n"
