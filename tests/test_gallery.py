@@ -18,7 +18,8 @@ from PIL import Image
 from vaezoo.cli import main
 from vaezoo.entries.catalog import list_cards, parse_card
 from vaezoo.entries.schema import Card
-from vaezoo.extras.gallery import build_gallery
+from vaezoo.errors import DataError
+from vaezoo.extras.gallery import build_gallery, gallery
 from vaezoo.terminal import printable
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -503,4 +504,6 @@ def test_gallery_refuses_a_data_root_that_is_no_folder_before_drawing(cards, tmp
     assert cli(capsys, "gallery", str(tmp_path / "site"), "--data-root", str(tmp_path / root)) == (
         1, "", f"error: --data-root {tmp_path / root} {why}; give the folder holding the datasets, or leave it out "
                f"to read them from VAEZOO_DATA or the default data folder\n")
+    with pytest.raises(DataError, match=f"^data_root {re.escape(str(tmp_path / root))} {why}; "):  # from Python too
+        gallery(tmp_path / "site", data_root=tmp_path / root)
     assert not (tmp_path / "site").exists()

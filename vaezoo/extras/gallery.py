@@ -151,6 +151,7 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
 
     Raises:
         DeviceError: ``device`` is not one this machine has (checked before anything is drawn).
+        DataError: ``data_root`` is not a folder (else every card's pictures would say its data is missing).
         VaezooError: ``directory`` holds an ``index.html`` that is not a vaezoo gallery (checked before anything
             is drawn, so that nothing of the user's is overwritten).
     """
@@ -161,6 +162,10 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     from vaezoo.version import __version__
 
     device = usable_device(device)
+    if data_root is not None and not os.path.isdir(os.path.expanduser(data_root)):  # as vaezoo.data reads it
+        why = "is not a folder" if os.path.lexists(os.path.expanduser(data_root)) else "does not exist"
+        raise DataError.about("{data_root} {root} {why}; give the folder holding the datasets, or leave it out to "
+                              "read them from VAEZOO_DATA or the default data folder", root=data_root, why=why)
     directory = Path(directory)
     path = directory / "index.html"
     cards = [card for card in list_cards() if _nameable_card(card)]

@@ -22,16 +22,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    import os
-
-    from vaezoo.errors import DataError
     from vaezoo.extras.gallery import gallery
 
-    root = None if args.data_root is None else os.path.expanduser(args.data_root)  # as vaezoo.data reads it
-    if root is not None and not os.path.isdir(root):  # else every card's images say its data is missing
-        why = "is not a folder" if os.path.lexists(root) else "does not exist"
-        raise DataError(f"--data-root {args.data_root} {why}; give the folder holding the datasets, or leave it "
-                        f"out to read them from VAEZOO_DATA or the default data folder")
     for path in gallery(args.directory, args.only_seeds, data_root=args.data_root, use_data=not args.no_data,
                         device=args.device, seed=args.seed):
         print(printable(path))
