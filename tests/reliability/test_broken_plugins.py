@@ -80,6 +80,17 @@ def _use_the_zoo():
     return model
 
 
+def _use_tiny_card(cards_dir, architecture: str | None = None, data: str | None = None) -> None:
+    """Reload the plugins and make the tiny card use a plugin's ``architecture`` or dataset ``data``."""
+    plugins.reset()
+    card = make_card("tiny")
+    if architecture is not None:
+        card["architecture"] = architecture
+    if data is not None:
+        card["train"]["data"] = {"name": data}
+    write_toml(cards_dir / "tiny.toml", card)
+
+
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_broken_plugin_is_reported_and_the_zoo_keeps_working(site, tiny_zoo, capsys, name):
     source, fragment = BROKEN[name]
@@ -139,10 +150,7 @@ def test_a_name_that_differs_from_a_registered_one_in_case_only_is_refused(site,
 def test_architecture_returning_the_wrong_type(site, data_plugin, cards_dir, capsys):
     install_plugin(site, "stringy", HEADER + "def vaezoo_register_architectures(register):\n"
                                              "    register('stringy', lambda **model: 'not a model')\n")
-    plugins.reset()
-    card = make_card("tiny")
-    card["architecture"] = "stringy"
-    write_toml(cards_dir / "tiny.toml", card)
+    _use_tiny_card(cards_dir, architecture="stringy")
     with pytest.raises(VaezooError, match="architecture 'stringy' of plugin 'stringy' returned str"):
         vaezoo.load("tiny-blobs", pretrained=False)
 
@@ -160,16 +168,11 @@ def test_an_architecture_that_raises_or_a_dataset_whose_info_is_no_data_info_nam
                                              "        def info(self, split='train'):\n"
                                              "            return {'size': 4}\n"
                                              "    register('dicty', Dicty())\n")
-    plugins.reset()
-    card = make_card("tiny")
-    card["architecture"] = "explodes"
-    write_toml(cards_dir / "tiny.toml", card)
+    _use_tiny_card(cards_dir, architecture="explodes")
     with pytest.raises(VaezooError, match="does not fit architecture 'explodes' of plugin 'raising': RuntimeError: "
                                           "boom$"):
         vaezoo.load("tiny-blobs", pretrained=False)
-    card = make_card("tiny")
-    card["train"]["data"] = {"name": "dicty"}
-    write_toml(cards_dir / "tiny.toml", card)
+    _use_tiny_card(cards_dir, data="dicty")
     with pytest.raises(VaezooError, match=r"^dataset 'dicty' of plugin 'raising' returned dict from info\(\), not a "
                                           r"vaezoo.data.DataInfo; report it to its author$"):
         vaezoo.load("tiny-blobs", pretrained=False)
@@ -196,10 +199,7 @@ def test_a_dataset_that_loads_other_images_than_its_info_says_is_named(site, dat
     """The run said 'the model takes float images (N, 1, 16, 16) ... turn images into model input with
     model.preprocess(images)': the wrong fix, the dataset being at fault."""
     install_plugin(site, "misfit", WRONG_SIZE)
-    plugins.reset()
-    card = make_card("tiny")
-    card["train"]["data"] = {"name": "misfit"}
-    write_toml(cards_dir / "tiny.toml", card)
+    _use_tiny_card(cards_dir, data="misfit")
     code, _, err = cli(capsys, "train", "tiny-blobs", "--out", str(tmp_path / "run"), "--max-steps", "1")
     assert code == 1
     assert_one_line_error(err, "dataset 'misfit' of plugin 'misfit' loads images of shape (1, 8, 8) where its "
@@ -212,10 +212,7 @@ def test_a_part_that_calls_sys_exit_is_one_line_naming_its_plugin(site, data_plu
                                              "    import sys\n\n"
                                              "    def quits(**model):\n        sys.exit(7)\n"
                                              "    register('quits', quits)\n")
-    plugins.reset()
-    card = make_card("tiny")
-    card["architecture"] = "quits"
-    write_toml(cards_dir / "tiny.toml", card)
+    _use_tiny_card(cards_dir, architecture="quits")
     code, _, err = cli(capsys, "eval", "tiny-blobs")
     assert code == 1
     assert_one_line_error(err, "plugin 'quitter' (", "raised SystemExit: 7; report it to its author")
