@@ -117,7 +117,7 @@ def test_shape_accuracy_scores_the_categorical_part_of_any_model():
 
 
 def test_shape_accuracy_needs_a_shape_factor_and_a_categorical(mnist_root):
-    from vaezoo.assemble import load_dataset
+    from vaezoo.assemble import build_part, load_dataset
     from vaezoo.errors import VaezooError
     from vaezoo_jointvae.metrics import shape_accuracy
 
@@ -125,4 +125,6 @@ def test_shape_accuracy_needs_a_shape_factor_and_a_categorical(mnist_root):
     with pytest.raises(VaezooError, match="shape_accuracy needs a dataset with a 'shape' factor .* has no factors"):
         shape_accuracy(_small_jointvae(), digits)
     with pytest.raises(VaezooError, match="shape_accuracy needs a model with a categorical latent part"):
-        shape_accuracy(object(), load_dataset("dsprites", subset=10))
+        shape_accuracy(build_part("architecture", {"type": "jointvae", "image_size": 64, "channels": 1,
+                                                   "continuous": 2, "discrete": []}),
+                       load_dataset("dsprites", subset=10))

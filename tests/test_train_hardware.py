@@ -79,7 +79,7 @@ def test_batches_are_cut_on_the_runs_device_from_one_store_moved_there_once(data
     with DeviceTransfers() as transfers:
         results = train_seeds(card(), tmp_path, [0, 1], max_steps=5)
 
-    assert checked == [(0, 8192)]  # 96 images: one chunk, read once
+    assert checked == [(0, 1), (0, 8192)]  # the load's check of one image's shape; then 96 images: one chunk, once
     assert len(made) == 5  # one cut a step holds both seeds' batches
     store = made[0][0]
     device = Run().device

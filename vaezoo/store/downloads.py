@@ -59,8 +59,9 @@ def check_url(url: str) -> None:
     if parsed.scheme == "http":
         raise WeightsError(f"weights URL '{url}' is not https; vaezoo downloads weights over https only "
                            f"(set VAEZOO_ALLOW_HTTP=1 to allow plain http)")
-    raise WeightsError(f"weights URL '{url}' is not https; vaezoo downloads weights over https, or plain http where "
-                       f"allowed, never {parsed.scheme or 'a URL without a scheme'}: name the weights at an https URL")
+    raise WeightsError(f"weights URL '{url}' is not https; vaezoo downloads weights over https only (plain http "
+                       f"where allowed), never {parsed.scheme or 'a URL without a scheme'}: name the weights at an "
+                       f"https URL")
 
 
 def download(url: str, weights: Weights) -> tuple[Path, bytes]:
