@@ -38,8 +38,8 @@ from vaezoo.entries.schema import Card
 from vaezoo.errors import DataError, OutputError, VaezooError
 from vaezoo.extras.leaderboard import LOSSES, leaderboard, shared_metrics
 from vaezoo.extras.seedplot import (
-    MARK,
     SeedPlot,
+    drawn_here,
     refuse_foreign_plots,
     seed_plots,
     write_seed_plots,
@@ -241,7 +241,7 @@ def _drawn_kind(name: str, data: bytes) -> bool:
     :mod:`vaezoo.extras.seedplot`'s SVGs."""
     if name.endswith(".png"):
         return data.startswith(b"\x89PNG\r\n\x1a\n")
-    return f"<!-- {MARK} -->".encode() in data[:2048]
+    return drawn_here(data)
 
 
 WRITTEN = WrittenRecord(RECORD, GENERATOR, DRAWN, _drawn_kind)

@@ -143,9 +143,14 @@ def refuse_foreign_plots(plots: list[SeedPlot], directory: Path) -> None:
 
 def _foreign(path: Path) -> bool:
     try:
-        return path.exists() and f"<!-- {MARK} -->".encode() not in path.read_bytes()[:2048]
+        return path.exists() and not drawn_here(path.read_bytes())
     except OSError:
         return True
+
+
+def drawn_here(data: bytes) -> bool:
+    """Whether ``data`` is an SVG vaezoo drew (:data:`MARK` near its start): one it may overwrite or remove."""
+    return f"<!-- {MARK} -->".encode() in data[:2048]
 
 
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:

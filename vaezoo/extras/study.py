@@ -817,10 +817,10 @@ FIGURES = re.compile(r"(distribution|mig)-[A-Za-z0-9._-]+\.svg")
 
 
 def _figure_kind(name: str, data: bytes) -> bool:
-    """Whether ``data`` is an SVG drawn here (it carries :data:`vaezoo.extras.seedplot.MARK`)."""
-    from vaezoo.extras.seedplot import MARK
+    """Whether ``data`` is an SVG drawn here (:func:`vaezoo.extras.seedplot.drawn_here`)."""
+    from vaezoo.extras.seedplot import drawn_here
 
-    return f"<!-- {MARK} -->".encode() in data[:2048]
+    return drawn_here(data)
 
 
 WRITTEN = WrittenRecord(RECORD, "vaezoo study", FIGURES, _figure_kind)
