@@ -161,3 +161,26 @@ def test_a_card_never_states_the_latent_size():
     spec = {"type": "factorvae", "code_size": 4}
     with pytest.raises(CardError, match="remove code_size from the card .vaezoo takes it from the latent"):
         build_part("regularizer", spec, BuildContext(builder=build_part, code_size=10))
+
+
+@pytest.mark.parametrize("setting, problem", [
+    ({"layers": -1}, "layers must be at least 0, got -1"), ({"hidden": 0}, "hidden must be at least 1, got 0"),
+    ({"lr": 0.0}, "lr must be a finite number above 0, got 0.0"), ({"lr": -1.0}, "lr must be a finite number"),
+    ({"lr": float("nan")}, "lr must be a finite number"), ({"lr": float("inf")}, "lr must be a finite number"),
+    ({"betas": [2.0, 0.9]}, "betas must each be from 0 to below 1"),
+    ({"betas": [float("nan"), 0.9]}, "betas must each be from 0 to below 1"),
+    ({"betas": [0.5, -0.1]}, "betas must each be from 0 to below 1")])
+def test_factorvae_refuses_a_discriminator_that_cannot_train_naming_the_setting(setting, problem):
+    # layers -1 built the discriminator of layers 0 and hidden 0 one that reads nothing, silently; lr 0 never
+    # trained it; a negative or NaN lr and betas outside [0, 1) were a traceback from torch.optim.Adam at the
+    # first step
+    with pytest.raises(ValueError, match=f"regularizer 'factorvae': {problem}"):
+        build_part("regularizer", {"type": "factorvae", "hidden": 8, **setting},
+                   BuildContext(builder=build_part, code_size=3))
+
+
+def test_dipvae_refuses_a_lambda_d_that_overflows():
+    # lambda_od 1e308 and lambda_d_factor 10 passed each check; their product, inf, made the loss inf at step 0,
+    # and the run told the user to lower the learning rate
+    with pytest.raises(ValueError, match=r"lambda_d = lambda_od \* lambda_d_factor must be a finite number"):
+        build_part("regularizer", {"type": "dipvae", "lambda_od": 1e308, "lambda_d_factor": 10.0})

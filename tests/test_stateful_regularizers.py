@@ -314,3 +314,24 @@ def test_torchrun_shares_the_members_out_each_process_stacks_its_share(third_par
         torch.set_num_threads(threads)
     for seed in range(4):
         _same_run(out / f"seed-{seed}", tmp_path / f"solo-{seed}")
+
+
+def test_optimiser_settings_torch_refuses_are_one_line_naming_the_regularizer():
+    # a third party's OptimizerGroup with a negative learning rate was a traceback from torch.optim at the first step
+    from types import SimpleNamespace
+
+    from vaezoo.errors import PluginError
+    from vaezoo.regularizers.base import OptimizerGroup, Regularizer
+    from vaezoo.training.auxiliary import TrainingParts
+
+    class Critic(Regularizer):
+        def __init__(self):
+            super().__init__()
+            self.add_training_part("critic", torch.nn.Linear(2, 2))
+
+        def optimizers(self):
+            return [OptimizerGroup("critic", "Adam", -1.0, {"betas": (0.5, 0.9)})]
+
+    with pytest.raises(PluginError, match=r"regularizer Critic \(regularizers.0\): its optimiser Adam of part 'critic' "
+                                          r"refuses its settings \(lr -1.0, .*Invalid learning rate"):
+        TrainingParts(SimpleNamespace(regularizers=[Critic()]))

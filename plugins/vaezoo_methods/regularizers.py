@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -53,8 +54,9 @@ class FactorVAE(Regularizer):
     Args:
         code_size: the code's size (given by the latent, never on a card).
         gamma: weight of the TC term (Locatello et al.'s grid: 10, 20, 30, 40, 50, 100).
-        layers, hidden: the discriminator's hidden layers and their width.
-        lr, betas: its Adam's learning rate and betas (Kim & Mnih: 1e-4, (0.5, 0.9)).
+        layers, hidden: the discriminator's hidden layers (0: a linear discriminator) and their width (at least 1).
+        lr, betas: its Adam's learning rate (finite, above 0: at 0 the discriminator never learns, and the TC term
+            estimates nothing) and betas (each from 0 to below 1) (Kim & Mnih: 1e-4, (0.5, 0.9)).
     """
 
     example = {"gamma": 10.0, "layers": 2, "hidden": 16}
@@ -64,6 +66,12 @@ class FactorVAE(Regularizer):
                  betas: tuple[float, float] = (0.5, 0.9)):
         super().__init__()
         self.gamma = check_weight("factorvae", "gamma", gamma)
+        for bad, what in ((layers < 0, f"layers must be at least 0, got {layers}"),
+                          (hidden < 1, f"hidden must be at least 1, got {hidden}"),
+                          (not (math.isfinite(lr) and lr > 0), f"lr must be a finite number above 0, got {lr}"),
+                          (not all(0 <= b < 1 for b in betas), f"betas must each be from 0 to below 1, got {betas}")):
+            if bad:
+                raise ValueError(f"regularizer 'factorvae': {what} (a setting of its discriminator)")
         self.lr, self.betas = lr, tuple(betas)
         self.add_training_part("discriminator", Discriminator(code_size, layers, hidden))
 
@@ -115,7 +123,8 @@ class DIPVAE(Regularizer):
         if dip_type not in ("i", "ii"):
             raise ValueError(f"regularizer 'dipvae': dip_type must be 'i' or 'ii', got {dip_type!r}")
         self.lambda_od = check_weight("dipvae", "lambda_od", lambda_od)
-        self.lambda_d = self.lambda_od * check_weight("dipvae", "lambda_d_factor", lambda_d_factor)
+        factor = check_weight("dipvae", "lambda_d_factor", lambda_d_factor)
+        self.lambda_d = check_weight("dipvae", "lambda_d = lambda_od * lambda_d_factor", self.lambda_od * factor)
         self.dip_type = dip_type
 
     def forward(self, posterior, z, step) -> dict[str, Tensor]:

@@ -39,8 +39,8 @@ class TrainingParts:
             parameters (a stacked ensemble gives the members' parameters stacked).
 
     Raises:
-        PluginError: a regularizer names an optimiser of a part it does not have, or a ``torch.optim`` class
-            that does not exist.
+        PluginError: a regularizer names an optimiser of a part it does not have, a ``torch.optim`` class
+            that does not exist, or settings its optimiser refuses (a negative learning rate, a beta of 2).
     """
 
     def __init__(self, model: VAE, parameters: Mapping[str, list[Tensor]] | None = None):
@@ -58,7 +58,12 @@ class TrainingParts:
                     raise PluginError(f"{where}: its optimiser '{group.name}' is not a torch.optim optimiser")
                 name = f"regularizers.{i}.{group.part}"
                 tensors = parts[group.part].parameters() if parameters is None else parameters[name]
-                self.optimizers[name] = optimizer(tensors, lr=group.lr, **dict(group.options))
+                try:
+                    self.optimizers[name] = optimizer(tensors, lr=group.lr, **dict(group.options))
+                except (TypeError, ValueError) as exc:  # torch.optim refuses a learning rate, a beta, an option
+                    raise PluginError(f"{where}: its optimiser {group.name} of part '{group.part}' refuses its "
+                                      f"settings (lr {group.lr}, options {dict(group.options)}: {exc}); check "
+                                      f"the regularizer's settings on the card") from None
 
     def __bool__(self) -> bool:
         return bool(self.regularizers)
