@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from vaezoo.assemble import build_part
-from vaezoo.errors import InputError, VaezooError
+from vaezoo.errors import CardError, InputError, VaezooError
 from vaezoo.latents import Gaussian
 from vaezoo.regularizers import Beta, Capacity, TotalCorrelation, log_importance_weights
 
@@ -83,6 +83,30 @@ def test_capacity_at_a_step_does_not_depend_on_earlier_calls():
 def test_capacity_groups_are_validated():
     with pytest.raises(ValueError, match="iterations"):
         Capacity([{"name": "c", "parts": ["cont"], "max": 5.0, "iterations": 0, "gamma": 1.0}])
+
+
+@pytest.mark.parametrize("groups, problem", [
+    ([], r"groups must be one or more, each of its own name, got the names \[\]"),
+    ([{"name": "c", "parts": ["cont"]}, {"name": "c", "parts": ["cat"]}], "each of its own name"),
+    ([{"name": "c", "parts": ["cont", "cont"]}], "names a part more than once"),
+    ([{"name": "c", "parts": ["cont"], "gamma": 1e308}], r"gamma \* max is inf"),
+    ([{"name": "c", "parts": ["cont"], "max": 1e308, "gamma": 30.0}], r"gamma \* max is inf")])
+def test_capacity_refuses_groups_that_would_train_another_objective_than_the_card_says(groups, problem):
+    # no group trained no term; two groups of one name kept the second's term alone; a part named twice weighed
+    # its KL twice; a gamma * max beyond a float made the loss inf at step 0 or 1, blamed on the learning rate
+    groups = [{"max": 5.0, "iterations": 10, "gamma": 1.0, **g} for g in groups]
+    with pytest.raises(ValueError, match=problem):
+        Capacity(groups)
+
+
+def test_capacity_of_a_part_the_latent_lacks_names_the_group_and_the_parts():
+    # it was a KeyError ('nope') from inside the forward pass: a traceback at the run's first step
+    capacity = Capacity([{"name": "c", "parts": ["nope"], "max": 5.0, "iterations": 10, "gamma": 1.0}])
+    posterior, z = joint_posterior(0.0, 0.0, [0.0, 0.0, 0.0])
+    for call in (lambda: capacity(posterior, z, 0), lambda: capacity.targets(posterior, 0)):
+        with pytest.raises(CardError, match="group 'c' names the part.s. nope, which the latent does not have; "
+                                            "its parts are cont, cat"):
+            call()
 
 
 # Total correlation, by brute force. Chen et al. (2018), "Isolating Sources of Disentanglement in VAEs",

@@ -3,12 +3,14 @@ JointVAE (Dupont, 2018)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from torch import Tensor
 
 from vaezoo.context import batch_mean
+from vaezoo.errors import CardError
 from vaezoo.regularizers.base import Regularizer
 from vaezoo.regularizers.collectives import gather_rows
 
@@ -20,7 +22,7 @@ def at_most(value: float | Tensor, high: float) -> float | Tensor:
 
 class CapacityGroup(BaseModel):
     """One capacity target: ``gamma * |KL(parts) - C(step)|``, C rising linearly from min to max (in nats; like
-    gamma, finite and at least 0)."""
+    gamma, finite and at least 0, and ``gamma * max`` finite), over parts named once each."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str
@@ -29,6 +31,20 @@ class CapacityGroup(BaseModel):
     max: float = Field(ge=0, allow_inf_nan=False)
     iterations: int = Field(gt=0)
     gamma: float = Field(ge=0, allow_inf_nan=False)
+
+    @field_validator("parts")
+    @classmethod
+    def _each_part_once(cls, parts: list[str]) -> list[str]:
+        if len(set(parts)) != len(parts):  # a part named twice would weigh its KL twice
+            raise ValueError(f"names a part more than once ({parts}); name each part once")
+        return parts
+
+    @model_validator(mode="after")
+    def _finite_term(self) -> CapacityGroup:
+        if not math.isfinite(self.gamma * max(self.max, self.min)):  # the term would be inf from the first step
+            raise ValueError(f"gamma * max is {self.gamma * max(self.max, self.min)}, beyond a float; lower gamma or "
+                             f"max")
+        return self
 
     def capacity(self, step: int | Tensor) -> float | Tensor:
         """C(step), before any cap; a tensor when ``step`` is one (a captured step reads it on the device).
@@ -56,7 +72,8 @@ class Capacity(Regularizer):
     k-way categorical, log k), as in JointVAE's discrete capacity.
 
     Args:
-        groups: each ``{name, parts, min, max, iterations, gamma}``.
+        groups: each ``{name, parts, min, max, iterations, gamma}``; at least one, each of its own name (the name
+            of its term, ``capacity_NAME``).
     """
 
     example = {"groups": [{"name": "discrete", "parts": ["cat"], "max": 5.0, "iterations": 100, "gamma": 30.0}],
@@ -66,11 +83,23 @@ class Capacity(Regularizer):
     def __init__(self, groups: Sequence[Mapping | CapacityGroup]):
         super().__init__()
         self.groups = [_group(g) for g in groups]
+        names = [g.name for g in self.groups]
+        if not names or len(set(names)) != len(names):  # no term at all, or one group's term replacing another's
+            raise ValueError(f"regularizer 'capacity': groups must be one or more, each of its own name, got the "
+                             f"names {names}")
+
+    def _check_parts(self, posterior) -> None:
+        """Refuse a group that names a part ``posterior`` does not have (a KeyError inside, at the first step)."""
+        for group in self.groups:
+            if missing := [p for p in group.parts if p not in posterior.parts]:
+                raise CardError(f"regularizer 'capacity': group '{group.name}' names the part(s) {', '.join(missing)}, "
+                                f"which the latent does not have; its parts are {', '.join(posterior.parts)}")
 
     def _capacity(self, group: CapacityGroup, posterior, step: int | Tensor) -> float | Tensor:
         return at_most(group.capacity(step), sum(posterior.parts[p].max_kl for p in group.parts))
 
     def forward(self, posterior, z, step) -> dict[str, Tensor]:
+        self._check_parts(posterior)
         kl = posterior.kl_parts()
         if self.training:  # under DDP, |KL - C| of the recipe's whole batch: the parts a group weighs, gathered
             kl = {part: gather_rows(kl[part]) for group in self.groups for part in group.parts}
@@ -81,6 +110,7 @@ class Capacity(Regularizer):
         return terms
 
     def targets(self, posterior, step: int) -> dict[str, float]:
+        self._check_parts(posterior)
         return {f"C_{g.name}": self._capacity(g, posterior, step) for g in self.groups}
 
     def extra_repr(self) -> str:
