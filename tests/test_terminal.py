@@ -16,7 +16,7 @@ import termios
 import tomllib
 
 import pytest
-from kit import cli, install_plugin, make_card, write_card, write_toml
+from kit import child_env, cli, install_plugin, make_card, write_card, write_toml
 
 from vaezoo import terminal as progress_module
 from vaezoo.cli import main
@@ -98,6 +98,17 @@ def test_a_plugin_error_with_markup_and_escapes_is_shown_as_text(cards, site, mo
     assert only_printable(out + err)
     # the plugin manager joins the error's lines (the carriage return becomes a space); the rest shows as written
     assert SHOWN.replace(r"\r", " ") in out
+
+
+def test_a_plugins_own_warning_is_shown_as_text_on_its_lines(cards, site, tmp_path):
+    # a warning of a category vaezoo does not own keeps Python's layout (where, what, the source line), escaped
+    install_plugin(site, "hostile", f"import warnings\nwarnings.warn({HOSTILE + chr(10) + 'second'!r})\n")
+    env = {**child_env(tmp_path / "home", cards, site), "VAEZOO_LOAD_PLUGINS": "hostile"}
+    result = subprocess.run([sys.executable, "-m", "vaezoo", "plugins"], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert only_printable(result.stdout + result.stderr)
+    assert f"UserWarning: {SHOWN}\nsecond\n" in result.stderr
 
 
 def test_a_usage_error_shows_the_words_given_as_text(capsys):

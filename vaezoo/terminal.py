@@ -33,6 +33,11 @@ def printable(value: object) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
 
 
+def printable_lines(text: str) -> str:
+    """``text`` with each of its lines made :func:`printable`: its line breaks kept (help, a warning's layout)."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
 class StatusStream:
     """A stream of status lines (stderr) that goes quiet once nobody reads it, instead of raising.
 

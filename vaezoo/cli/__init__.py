@@ -148,10 +148,10 @@ class _Parser(argparse.ArgumentParser):
         super().error(printable(message))
 
     def _print_message(self, message: str, file=None) -> None:
-        from vaezoo.terminal import printable
+        from vaezoo.terminal import printable_lines
 
         if message:  # argparse's own drops a write that fails: --help > /dev/full would exit 0
-            (file or sys.stderr).write("\n".join(printable(line) for line in message.split("\n")))
+            (file or sys.stderr).write(printable_lines(message))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,15 +272,18 @@ def _error(message: str) -> None:
     print(f"error: {printable(message)}", file=sys.stderr)
 
 
-_python_show_warning = warnings.showwarning
-
-
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """vaezoo's own warnings as one line ``warning: ...`` on stderr; any other as Python shows it."""
-    if not category.__module__.startswith("vaezoo"):
-        return _python_show_warning(message, category, filename, lineno, file, line)
-    from vaezoo.terminal import printable
+    """vaezoo's own warnings as one line ``warning: ...`` on stderr; any other (a plugin's, a library's) as Python
+    shows it, each of its lines escaped (:func:`vaezoo.terminal.printable_lines`)."""
+    from vaezoo.terminal import printable, printable_lines
 
+    if not category.__module__.startswith("vaezoo"):
+        try:
+            (sys.stderr if file is None else file).write(
+                printable_lines(warnings.formatwarning(message, category, filename, lineno, line)))
+        except OSError:  # as Python's own: a warning that cannot be written is dropped
+            pass
+        return
     print(f"warning: {printable(str(message))}", file=sys.stderr if file is None else file)
 
 
