@@ -151,6 +151,29 @@ def test_decode_takes_codes_of_the_code_size_in_any_float_dtype_and_sample_a_cou
             model.sample(n)
 
 
+def test_sample_takes_numpy_and_torch_counts_and_refuses_what_is_no_generator(model):
+    """np.int64(2) and torch.tensor(2) were refused as "not a whole number >= 0"; generator=1 was torch.randn's
+    traceback from inside the latent family."""
+    for n in (np.int64(2), torch.tensor(2)):
+        assert model.sample(n).shape == (2, 1, 32, 32)
+    with pytest.raises(InputError, match=r"^sample's generator is a torch.Generator \(or None\), got int; "):
+        model.sample(2, generator=1)
+
+
+def test_forward_refuses_a_step_that_is_no_whole_number(model):
+    """step=-1 and 1.5 were taken (a capacity's target went below its minimum); step='x' was a TypeError from
+    inside the capacity regularizer."""
+    capacity = build_part("architecture", {"type": "jointvae", "image_size": 32, "channels": 1, "continuous": 2,
+                                           "discrete": [CATEGORIES], "hidden": 16,
+                                           "capacity": {"continuous": [0.0, 5.0, 100, 30.0]}})
+    x = torch.rand(2, 1, 32, 32)
+    for step in (-1, 1.5, "x", True):
+        with pytest.raises(InputError, match=r"^forward\(\) takes step, the training step, a whole number >= 0, "
+                                             r"got "):
+            capacity(x, step=step)
+    assert torch.equal(capacity.eval()(x, step=np.int64(7)).loss, capacity(x, step=7).loss)
+
+
 def test_a_pil_float_image_keeps_its_values():
     values = np.linspace(0, 1, 32 * 32, dtype=np.float32).reshape(32, 32)
     out = ModelInput(channels=1, image_size=32)(Image.fromarray(values, mode="F"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -197,13 +198,14 @@ class VAE(nn.Module):
 
         Args:
             x: images in [0, 1], shape ``(B, C, H, W)`` (see :meth:`preprocess`), of any floating-point dtype.
-            step: the training step, for scheduled regularizers (a capacity's target rises with it). None: the
-                card's last step (``card.train.steps``) for a model loaded with its card's weights, so that
-                ``model(x).loss`` is the objective they were trained to; else 0, where training starts.
+            step: the training step, a whole number >= 0, for scheduled regularizers (a capacity's target rises with
+                it). None: the card's last step (``card.train.steps``) for a model loaded with its card's weights, so
+                that ``model(x).loss`` is the objective they were trained to; else 0, where training starts.
             checked: as for :meth:`encode`.
 
         Raises:
-            InputError: ``x`` has another shape or type, or values outside [0, 1], or holds no image.
+            InputError: ``x`` has another shape or type, or values outside [0, 1], or holds no image; ``step`` is
+                not a whole number >= 0.
             PluginError: a part broke its contract on this batch (a code or a KL of the wrong shape, a term that
                 is not a scalar tensor), naming the part.
         """
@@ -211,6 +213,8 @@ class VAE(nn.Module):
         if step is None:
             trained = self.card.train.steps if self.card is not None and self.weights_digest is not None else None
             step = trained or 0
+        elif not isinstance(step, Tensor):  # a tensor: the step of a captured training loop, counted by vaezoo
+            step = _whole_number(step, "forward() takes step, the training step")
         if x.shape[0] == 0:
             raise InputError("forward() takes at least one image: its loss is a mean over the batch "
                              "(encode() and reconstruct() take an empty batch)")
@@ -293,14 +297,32 @@ class VAE(nn.Module):
         """``n`` mean images decoded from codes drawn from the prior, without gradients (under
         ``torch.no_grad``); ``model.decode(model.latent.sample_prior(n))`` keeps them, to train through samples.
 
+        Args:
+            n: the number of images, a whole number >= 0 (a numpy or 0-d torch integer too).
+            generator: a :class:`torch.Generator` on the model's device, for reproducible samples.
+
         Raises:
-            InputError: ``n`` is not a whole number >= 0.
+            InputError: ``n`` is not a whole number >= 0, or ``generator`` is not a torch.Generator.
         """
-        if type(n) is not int or n < 0:
-            raise InputError(f"sample takes the number of images, a whole number >= 0, got {n!r}")
+        n = _whole_number(n, "sample takes the number of images")
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise InputError(f"sample's generator is a torch.Generator (or None), got {type(generator).__name__}; "
+                             f"e.g. torch.Generator().manual_seed(0)")
         device = self.head.weight.device
         z = self.latent.sample_prior(n, generator=generator, device=device).to(self.head.weight.dtype)
         return self.decode(z)
+
+
+def _whole_number(value: object, what: str) -> int:
+    """``value`` as an int when it is a whole number >= 0: an int, a numpy integer or a 0-d integer tensor, not a
+    bool; else an :class:`InputError` saying ``what`` takes, a whole number >= 0."""
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < 0:
+        raise InputError(f"{what}, a whole number >= 0, got {value!r}")
+    return number
 
 
 def _part(kind: str, part: object) -> str:
