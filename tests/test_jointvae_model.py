@@ -57,6 +57,9 @@ def test_predicted_labels_are_categories_through_the_cards_matching(tiny):
     ({"discrete0": [0, 1]}, None, r"\[labels.discrete0\] maps 2 categories but the part has 10"),
     ({"discrete0": list(range(10))}, "discrete1", "stores no category -> label matching for 'discrete1'"),
     ({"discrete0": list(range(10))}, "continuous", "'continuous' is not a categorical part of this model"),
+    ({"discrete0": list(range(10))}, 0, "^0 is not a categorical part of this model; its categorical parts are "
+                                        "discrete0, discrete1$"),  # 0 and '' were taken for the first part
+    ({"discrete0": list(range(10))}, "", "^'' is not a categorical part of this model"),
 ])
 def test_predict_label_says_what_is_missing(tiny, labels, part, message):
     labels = labels and {k: LabelMatching(category_to_label=v, split="test", command="c", vaezoo_version="0")

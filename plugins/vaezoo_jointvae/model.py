@@ -80,9 +80,9 @@ class JointVAE(VAE):
         Raises:
             VaezooError: the card stores no matching for the part, or one of another size.
         """
-        part = part or (self.discrete_parts or [None])[0]
+        part = (self.discrete_parts or [None])[0] if part is None else part  # 0 or '' is no part's name
         if part not in self.discrete_parts:
-            raise VaezooError(f"'{part}' is not a categorical part of this model; its categorical parts are "
+            raise VaezooError(f"{part!r} is not a categorical part of this model; its categorical parts are "
                               f"{', '.join(self.discrete_parts) or 'none'}")
         matching = card_labels(self.card).get(part) if self.card is not None else None
         name = f"card '{self.card.name}'" if self.card is not None else "this model (built without a card)"
