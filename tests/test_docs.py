@@ -209,6 +209,17 @@ def test_every_zoo_page_follows_the_template_and_holds_no_history(page):
     assert f'vaezoo.load("{page.stem}"' in text and f"vaezoo eval {page.stem}" in text
 
 
+# A path of the checkout in a command (plugins/..., zoo_cards/...): a user who installed vaezoo with pip has none.
+CHECKOUT_PATH = re.compile(r"(?<![\w./-])(?:plugins|zoo_cards)/")
+
+
+@pytest.mark.parametrize("page", ZOO_PAGES, ids=lambda p: p.name)
+def test_zoo_page_commands_run_from_an_installed_vaezoo(page):
+    commands = [line for b in code_blocks(page) if b.lang == "bash" and b.no_run is None
+                for line in b.code.splitlines() if CHECKOUT_PATH.search(line.partition("#")[0])]
+    assert not commands, f"{page.name}: {commands} name a path of the checkout; name the card by its zoo name"
+
+
 def test_every_zoo_card_has_a_page():
     cards = {p.stem for p in (REPO / "zoo_cards").glob("*.toml")}
     assert cards == {p.stem for p in ZOO_PAGES}
