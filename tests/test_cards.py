@@ -254,6 +254,19 @@ def test_unknown_name_lists_close_matches(cards):
     assert get_card("toy-mnist").name == "toy-mnist"
 
 
+@pytest.mark.parametrize("given, said", [
+    ("toy-mnist\n", r"'toy-mnist\n'"),  # was two lines, the second "'. Did you mean 'toy-mnist'", the same text
+    (" toy-mnist ", "' toy-mnist '"),
+    ("Toy-MNIST", "'Toy-MNIST'"),  # difflib missed it: no 'Did you mean'
+])
+def test_an_unknown_name_that_is_a_card_name_but_for_case_or_spaces_is_one_line_naming_it(cards, given, said):
+    write_card(cards, make_card(name="toy-mnist"))
+    with pytest.raises(UnknownNameError) as caught:
+        get_card(given)
+    assert str(caught.value).startswith(f"no zoo card named {said}. Did you mean 'toy-mnist'? (a card's name is lower "
+                                        f"case, with nothing around it) Run 'vaezoo list' to see the zoo")
+
+
 def test_an_unknown_name_names_the_installed_plugins_the_allow_list_leaves_out(monkeypatch, capsys):
     from vaezoo.plugins import get_plugins
 

@@ -672,8 +672,18 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
     if why is not None:
         hint = f"; write {as_path_text(name)} for the {local} here" if here else ""
         raise CardError(f"card '{name}' in {why.path} was skipped: {why.reason}{hint}")
-    raise UnknownNameError(f"no zoo card named '{name}'.{close_matches(name, list(found.cards))} "
+    raise UnknownNameError(f"no zoo card named {name!r}.{_spelled_otherwise(name, list(found.cards))} "
                            f"Run 'vaezoo list' to see the zoo{_left_out_hint()}")
+
+
+def _spelled_otherwise(name: str, names: list[str]) -> str:
+    """' Did you mean ...?' for an unknown card ``name``: the one zoo name it is but for upper case or the spaces and
+    line ends around it, said so (difflib's close matches miss upper case, and name the very same text); else the
+    close matches."""
+    meant = name.strip().lower()
+    if meant != name and meant in names:
+        return f" Did you mean {meant!r}? (a card's name is lower case, with nothing around it)"
+    return close_matches(name, names)
 
 
 def _left_out_hint() -> str:
