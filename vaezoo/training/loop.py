@@ -12,7 +12,7 @@ import copy
 import math
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,8 +183,11 @@ def diverged(loss: float, step: int, plan: Plan, terms: list[str], checkpoint: P
     """Why a run stopped whose loss became NaN or inf: the loss, its step and epoch, the loss terms that were not
     finite there (which name a broken part), and the last good checkpoint to resume from."""
     which = f", in its term{'s' * (len(terms) > 1)} {', '.join(terms)}" if terms else ""
+    fix = ("before any update, so no learning rate made it: check the settings of the part that makes "
+           f"{'those terms' if len(terms) > 1 else 'that term'} on the card" if step == 0
+           else "lower the learning rate or check the data for NaN or inf")
     return (f"loss became {loss} at step {step} (epoch {step // plan.per_epoch + 1}){which}; "
-            f"{last_good(checkpoint, saved)}; lower the learning rate or check the data for NaN or inf")
+            f"{last_good(checkpoint, saved)}; {fix}")
 
 
 @dataclass
@@ -307,16 +310,37 @@ def _check_objective(model: torch.nn.Module, x: Tensor, name: str) -> None:
     previous = torch.distributions.Distribution._validate_args
     torch.distributions.Distribution.set_default_validate_args(True)
     try:
+        owners = {"reconstruction": f"the likelihood {type(trial.likelihood).__name__}"}
+        for i, regularizer in enumerate(trial.regularizers):  # which part makes each term, as the pass runs
+            where = f"regularizer {type(regularizer).__name__} (regularizers.{i}, {type(regularizer).__module__})"
+            regularizer.register_forward_hook(
+                lambda _, __, terms, where=where: owners.update(dict.fromkeys(terms, where))
+                if isinstance(terms, Mapping) else None)
         with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []), torch.no_grad():
-            trial.check_output(trial(x, step=0))
-            trial.eval()
-            trial.check_output(trial(x, step=0))
+            for mode in (True, False):
+                out = trial.train(mode)(x, step=0)
+                trial.check_output(out)
+                _check_terms(out.terms, owners, name)
     except ValueError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TrainingError(f"card '{name}': its objective takes a distribution outside its support ({first}); "
                             f"vaezoo.testing.check_regularizer and check_latent_family name the part") from None
     finally:
         torch.distributions.Distribution.set_default_validate_args(previous)
+
+
+def _check_terms(terms: Mapping[str, Tensor], owners: Mapping[str, str], name: str) -> None:
+    """Refuse a first batch whose loss ``terms`` are not all finite, naming the part that makes each (``owners``):
+    at step 0 the weights are the initial ones, so the part's settings on the card (a weight of 1e308) make it,
+    not a learning rate, nor the data (already checked)."""
+    values = {term: float(value) for term, value in terms.items()}
+    bad = [term for term, value in values.items() if not math.isfinite(value)]
+    if not bad:
+        return
+    said = "; ".join(f"{term} = {values[term]} from {owners.get(term, 'an unknown part')}" for term in bad)
+    raise TrainingError(f"card '{name}': on the first batch, before any step, the loss term{'s' * (len(bad) > 1)} "
+                        f"{said}; check that part's settings on the card (too large a weight?), as no learning rate "
+                        f"has acted yet")
 
 
 def epoch_order(size: int, seed: int, epoch: int, run: Run, generator: torch.Generator) -> Tensor:
