@@ -192,6 +192,23 @@ def test_a_bad_sweep_is_a_one_line_error(data_plugin, tmp_path, capsys, sweep, m
     assert code != 0 and "Traceback" not in err and message in err and not (tmp_path / "out").exists()
 
 
+def test_a_sweep_of_a_setting_left_at_its_default_says_to_write_it_on_the_card(data_plugin):
+    # regularizers = [{ type = "beta" }] has a beta (1.0) but the card does not state it: '--sweep beta=1,4' said
+    # the card had no such field, as of a typo
+    model = {**make_card("tiny")["model"], "regularizers": [{"type": "beta"}]}
+    card = Card.model_validate(make_card("tiny", model=model))
+    with pytest.raises(TrainingError, match=r"sweep beta: the card has no such field; .* \(a setting left at its "
+                                            r"default is not on the card: write it there to sweep it\)"):
+        members(card, [0], [parse_sweep("beta=1,4")])
+
+
+def test_a_sweep_of_arrays_and_strings_holding_commas_keeps_each_value_whole():
+    # '--sweep betas=[0.5,0.9],[0.9,0.99]' was cut at every comma: "betas = '[0.5' is not of type tuple[float, float]"
+    assert parse_sweep("betas=[0.5,0.9],[0.9, 0.99]").values == ([0.5, 0.9], [0.9, 0.99])
+    assert parse_sweep('name="a,b",c, {x = 1, y = 2}').values == ("a,b", "c", {"x": 1, "y": 2})
+    assert parse_sweep("beta=1, 4").values == (1, 4)
+
+
 def test_a_sweep_key_that_names_several_fields_asks_for_the_dotted_path():
     card = toy("vae", ARCHITECTURES["vae, joint latent, mss TC and capacity"][1])
     with pytest.raises(TrainingError, match=r"names several fields \(.*\); give the whole dotted path"):

@@ -2,7 +2,8 @@
 
 A sweep, ``KEY=V1,V2,...`` (``vaezoo train --sweep``), names a field of the card's ``model`` or ``train``
 table the way ``vaezoo list --where`` does: by its dotted path (``model.regularizers.0.beta``) or by any tail of it
-(``beta``) that names one field only. Values are read as TOML values (``4``, ``1e-4``, ``true``, ``"mss"``).
+(``beta``) that names one field only. Values are read as TOML values (``4``, ``1e-4``, ``true``, ``"mss"``), an
+array's commas (``betas=[0.5,0.9],[0.9,0.99]``) and a string's apart.
 """
 
 from __future__ import annotations
@@ -56,10 +57,30 @@ def parse_sweep(text: str) -> Sweep:
     if not sep or not key or not values.strip():
         raise TrainingError.about("{sweep} takes KEY=V1,V2,..., got '{text}'", text=text)
     try:
-        parsed = tuple(parse_value(v.strip()) for v in values.split(","))
+        parsed = tuple(parse_value(v.strip()) for v in _split(values))
     except ValueError as e:
         raise TrainingError.about("{sweep} {key}: {why}", key=key, why=str(e)) from None
     return Sweep(key, parsed)
+
+
+def _split(values: str) -> list[str]:
+    """``values`` cut at its commas outside TOML arrays, inline tables and strings: ``[0.5, 0.9],[0.9, 0.99]`` is two
+    values, ``"a,b",c`` too."""
+    parts, depth, quote, start = [], 0, None, 0
+    for i, c in enumerate(values):
+        if quote is not None:
+            if c == quote and not (quote == '"' and values[i - 1] == "\\"):
+                quote = None
+        elif c in "\"'":
+            quote = c
+        elif c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(values[start:i])
+            start = i + 1
+    return [*parts, values[start:]]
 
 
 def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[MemberSpec]:
@@ -126,7 +147,8 @@ def _resolve(card: Card, key: str) -> tuple[str | int, ...]:
     found = [path for path, name in named.items() if _names(name, key)] or \
         [path for path in named if _names(".".join(map(str, path)), key)]
     if not found:
-        raise TrainingError.about("{sweep} {key}: the card has no such field; its fields are {fields}", key=key,
+        raise TrainingError.about("{sweep} {key}: the card has no such field; its fields are {fields} (a setting "
+                                  "left at its default is not on the card: write it there to sweep it)", key=key,
                                   fields=", ".join(named.values()))
     if len(found) > 1:
         raise TrainingError.about("{sweep} {key} names several fields ({found}); give the whole dotted path", key=key,
