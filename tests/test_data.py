@@ -286,3 +286,21 @@ def test_a_split_is_a_map_style_dataset_that_a_dataloader_batches_as_batch_does(
     assert torch.equal(image, labelled.batch(slice(7, 8))[0]) and label.item() == -1  # no labels
     with pytest.raises(TypeError, match="at an int index, not slice; take several with dataset.batch"):
         labelled[2:4]
+
+
+def test_batches_of_no_whole_number_of_images_and_batches_of_no_model_dtype_are_refused():
+    """batches(0) was range()'s ValueError and batches(-1) yielded nothing (a metric over no image); batch(dtype=
+    torch.int64) was torch's cast error, and dSprites' gave integer images."""
+    from vaezoo.data import ImageDataset
+    from vaezoo.errors import DtypeError
+
+    grey = ImageDataset(torch.randint(0, 256, (5, 1, 4, 4), dtype=torch.uint8))
+    for dataset in (grey, dsprites(split="test", subset=5)):
+        for size in (0, -1, 2.0, True, None):
+            with pytest.raises(DataError, match=rf"^batches takes batch_size, the images per batch, a whole number "
+                                                rf">= 1, got {size!r}$"):
+                list(dataset.batches(size))
+        assert [start for start, _ in dataset.batches(np.int64(2))] == [0, 2, 4]
+        with pytest.raises(DtypeError, match=r"^dtype torch.int64 cannot be a model's parameters' type"):
+            dataset.batch(slice(0, 2), dtype=torch.int64)
+        assert dataset.batch(slice(0, 2), dtype="bf16").dtype == torch.bfloat16

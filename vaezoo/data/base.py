@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from vaezoo.devices import usable_device
-from vaezoo.errors import Phrase, setting_on
+from vaezoo.devices import usable_device, usable_dtype
+from vaezoo.errors import DataError, Phrase, setting_on
 
 
 # Small on purpose: on a CPU these nets run 2-3 times faster on a batch whose activations fit the
@@ -61,8 +62,8 @@ class ImageDataset:
 
     def batch(self, index: Tensor | slice, device=None, dtype=torch.float32) -> Tensor:
         """Images at ``index`` as floats in [0, 1] on ``device`` (``"auto"`` too: :func:`vaezoo.devices.usable_device`;
-        default: where the images are)."""
-        return self.images[index].to(device=usable_device(device), dtype=dtype).div_(self.scale)
+        default: where the images are), of ``dtype``, a model's (:func:`vaezoo.devices.usable_dtype`)."""
+        return self.images[index].to(device=usable_device(device), dtype=usable_dtype(dtype)).div_(self.scale)
 
     def draw_pixels(self, x: Tensor) -> Tensor:
         """A training batch ``x`` (from :meth:`batch`) as the step sees it: when :attr:`binarize` is set, each
@@ -70,8 +71,14 @@ class ImageDataset:
         return torch.bernoulli(x) if self.binarize else x
 
     def batches(self, batch_size: int, device=None, dtype=torch.float32):
-        """Yield ``(start, images)`` over the whole dataset in order, on ``device`` (``"auto"`` too, as :meth:`batch`
-        takes it)."""
+        """Yield ``(start, images)`` over the whole dataset in order, ``batch_size`` (a whole number >= 1) at a time,
+        on ``device`` (``"auto"`` too, as :meth:`batch` takes it).
+
+        Raises:
+            DataError: ``batch_size`` is not a whole number >= 1 (0 or -1 yielded nothing, or raised from range).
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
+            raise DataError(f"batches takes batch_size, the images per batch, a whole number >= 1, got {batch_size!r}")
         device = usable_device(device)
         for start in range(0, len(self), batch_size):
             yield start, self.batch(slice(start, start + batch_size), device, dtype)

@@ -18,7 +18,7 @@ from vaezoo.data.dsprites.official import OFFICIAL_FILE, OFFICIAL_MD5, OFFICIAL_
 from vaezoo.data.dsprites.renderer import (FACTOR_NAMES, FACTOR_SIZES, GRID_SIZE, NOMINAL_FACTORS, SHAPES, SIZE,
                                            factor_classes, factor_values, render, render_block, render_grid,
                                            unpack)
-from vaezoo.devices import usable_device
+from vaezoo.devices import usable_device, usable_dtype
 from vaezoo.errors import DataError
 
 __all__ = [
@@ -44,10 +44,11 @@ class DSprites(ImageDataset):
 
     def batch(self, index: Tensor | slice, device=None, dtype=torch.float32) -> Tensor:
         """Images at ``index`` as floats in {0, 1} on ``device`` (``"auto"`` too:
-        :func:`vaezoo.devices.usable_device`), shape ``(B, 1, 64, 64)``."""
+        :func:`vaezoo.devices.usable_device`), shape ``(B, 1, 64, 64)``, of ``dtype``, a model's
+        (:func:`vaezoo.devices.usable_dtype`)."""
         packed = self.images[index].to(usable_device(device))
         shifts = torch.arange(7, -1, -1, dtype=torch.uint8, device=packed.device)
-        return ((packed.unsqueeze(-1) >> shifts) & 1).flatten(-2).to(dtype)
+        return ((packed.unsqueeze(-1) >> shifts) & 1).flatten(-2).to(usable_dtype(dtype))
 
 
 def _from_packed(packed: np.ndarray, indices: np.ndarray) -> DSprites:
