@@ -676,6 +676,39 @@ def test_from_pretrained_refuses_two_revisions_instead_of_dropping_the_one_in_th
         vaezoo.from_pretrained("hf-hub:owner/repo@v1", revision="main")
 
 
+def test_from_pretrained_takes_a_repository_at_a_revision_as_the_hub_name_writes_it(monkeypatch, tmp_path):
+    """'owner/repo@v1' was refused ('no such file or folder; ... write hf-hub:owner/repo@v1'), and with revision=
+    it was said to be no Hub repository; a folder of that name here is still read."""
+    import vaezoo
+
+    asked = []
+    monkeypatch.setattr("vaezoo.hub.load", lambda name, **options: asked.append(str(name)))
+    vaezoo.from_pretrained("owner/repo@v1")
+    vaezoo.from_pretrained("owner/repo@v1", revision="v1")
+    with pytest.raises(OutputError, match=r"two revisions were given, 'v1' in the name 'owner/repo@v1' and "
+                                          r"revision='main'; give one"):
+        vaezoo.from_pretrained("owner/repo@v1", revision="main")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "owner" / "repo@v1").mkdir(parents=True)
+    vaezoo.from_pretrained("owner/repo@v1")
+    assert asked == ["hf-hub:owner/repo@v1", "hf-hub:owner/repo@v1", "owner/repo@v1"]
+
+
+@pytest.mark.parametrize("option, value, takes", [
+    ("revision", 5, r"revision as a branch, tag or commit \(a string\), not int"),  # was 'no such revision'
+    ("cache_dir", 5, r"cache_dir as a folder \(a string or a path\), not int"),  # was os.fspath's TypeError
+    ("token", 5, r"token as a Hub token \(a string\), True or False, not int"),  # was taken
+    ("force_download", "yes", "force_download as True or False, not str"),
+    ("local_files_only", None, "local_files_only as True or False, not NoneType"),
+])
+def test_from_pretrained_refuses_a_hub_option_of_another_type(monkeypatch, option, value, takes):
+    import vaezoo
+
+    monkeypatch.setattr("vaezoo.hub.load", lambda *args, **kwargs: pytest.fail("loaded"))
+    with pytest.raises(TypeError, match=rf"^from_pretrained takes {takes}$"):
+        vaezoo.from_pretrained("owner/repo", **{option: value})
+
+
 def test_the_hub_api_given_no_model_or_name_says_what_it_takes(tmp_path):
     """save_pretrained(None) and of a torch module said 'this model has no card (it was built from parts)';
     from_pretrained(None) was os.fspath's bare TypeError."""
@@ -690,6 +723,37 @@ def test_the_hub_api_given_no_model_or_name_says_what_it_takes(tmp_path):
     with pytest.raises(TypeError, match=r"^a model is named by a string or a path .*, not by NoneType$"):
         vaezoo.from_pretrained(None)
     assert not (tmp_path / "saved").exists()
+
+
+def test_save_and_push_take_a_model_compiled_or_wrapped_in_data_parallel(tmp_path, monkeypatch):
+    """push_to_hub(torch.compile(model)) said it takes a vaezoo model, 'not OptimizedModule', where save_pretrained
+    took it, and both refused DataParallel(model): they take the model out, as timm's unwrap_model does."""
+    import torch
+
+    import vaezoo
+
+    card, _ = entry(tmp_path / "cards")
+    model = vaezoo.load(card)
+    for i, wrapped in enumerate((torch.nn.DataParallel(model), torch.compile(torch.nn.DataParallel(model)))):
+        vaezoo.save_pretrained(wrapped, tmp_path / f"saved{i}")
+        assert torch.equal(vaezoo.load(tmp_path / f"saved{i}").head.weight, model.head.weight)
+    uploaded = []
+    monkeypatch.setattr("vaezoo.extras.hub_push.upload",
+                        lambda files, repo_id, *rest: uploaded.append((sorted(p.name for p in files), repo_id)))
+    vaezoo.push_to_hub(torch.compile(model), "owner/tiny")
+    assert uploaded == [(sorted(STAGED), "owner/tiny")]
+
+
+def test_save_and_push_say_what_names_the_folder_or_repository(tmp_path):
+    """save_pretrained(model, None) was os.fspath's bare TypeError; push_to_hub(model, None) 'argument of type
+    'NoneType' is not iterable'."""
+    import vaezoo
+
+    model = vaezoo.load(entry(tmp_path / "cards")[0])
+    with pytest.raises(TypeError, match=r"^save_pretrained writes into a folder, a string or a path, not NoneType$"):
+        vaezoo.save_pretrained(model, None)
+    with pytest.raises(TypeError, match=r"^push_to_hub takes the repository 'OWNER/REPO', a string, not NoneType$"):
+        vaezoo.push_to_hub(model, None)
 
 
 @pytest.mark.parametrize("name", ["../escape", "a/b", "My Model", ""])

@@ -88,11 +88,11 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
     """Load a model as ``PyTorchModelHubMixin.from_pretrained`` does, through :func:`vaezoo.load`.
 
     ``name`` is a folder (as :func:`save_pretrained` writes it) when one exists by that name, else a Hub repository
-    ``OWNER/REPO`` (or ``hf-hub:OWNER/REPO``), else what :func:`vaezoo.load` takes (a zoo name, a card file). The
-    Hub options are huggingface_hub's; the card's size and sha256 are checked whatever they say.
+    ``OWNER/REPO`` (or ``OWNER/REPO@REVISION``, ``hf-hub:OWNER/REPO``), else what :func:`vaezoo.load` takes (a zoo
+    name, a card file). The Hub options are huggingface_hub's; the card's size and sha256 are checked whatever they say.
 
     Args:
-        name: ``"runs/mine"``, ``"OWNER/REPO"`` or ``"jointvae-mnist"``.
+        name: ``"runs/mine"``, ``"OWNER/REPO"``, ``"OWNER/REPO@v1.0"`` or ``"jointvae-mnist"``.
         revision: a branch, tag or commit of the Hub repository.
         cache_dir: huggingface_hub's cache folder (default ``HF_HUB_CACHE``).
         force_download: download the card and weights again even when cached.
@@ -107,16 +107,25 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
     Raises:
         VaezooError: as :func:`vaezoo.load`; ``revision`` given for a model that is not on the Hub, or unlike the
             ``@REVISION`` of the name.
-        TypeError: ``name`` is neither a string nor a path.
+        TypeError: ``name`` is neither a string nor a path, or a Hub option is not of the type it takes.
     """
     from vaezoo.entries.huggingface import REPO_ID, Download, downloading
 
     if not isinstance(name, str | os.PathLike):
         raise TypeError(f"a model is named by a string or a path (e.g. 'OWNER/REPO' or 'runs/mine'), not by "
                         f"{type(name).__name__}")
+    for keyword, value, kinds, takes in (
+            ("revision", revision, str, "a branch, tag or commit (a string)"),
+            ("cache_dir", cache_dir, str | os.PathLike, "a folder (a string or a path)"),
+            ("token", token, str | bool, "a Hub token (a string), True or False"),
+            ("force_download", force_download, bool, "True or False"),
+            ("local_files_only", local_files_only, bool, "True or False")):
+        if not (isinstance(value, kinds) or value is None and keyword in ("revision", "cache_dir", "token")):
+            raise TypeError(f"from_pretrained takes {keyword} as {takes}, not {type(value).__name__}")
     text = os.fspath(name)
     repo = text.removeprefix(HUB_PREFIX)
-    on_hub = text.startswith(HUB_PREFIX) or (not os.path.isdir(text) and REPO_ID.fullmatch(text) is not None)
+    here = os.path.isdir(text) or ("@" in text and os.path.lexists(text))  # a folder, or a file no Hub name names
+    on_hub = text.startswith(HUB_PREFIX) or (not here and REPO_ID.fullmatch(text.partition("@")[0]) is not None)
     if not on_hub:
         if revision is not None:
             raise OutputError(f"revision={revision!r} is for a Hub repository, and '{text}' is not one")

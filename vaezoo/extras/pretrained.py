@@ -50,7 +50,8 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
             be written.
         CardError: the model's card would not load back (a name that is no card name, given with ``model_copy``);
             nothing is written.
-        TypeError: ``model`` is not a vaezoo model.
+        TypeError: ``model`` is not a vaezoo model (one compiled or wrapped in ``DataParallel`` is), or
+            ``directory`` is not a string or a path.
     """
     from vaezoo.entries.catalog import check_card
     from vaezoo.entries.huggingface import hub
@@ -59,8 +60,10 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     from vaezoo.store.locks import card_lock, card_lock_file, folder_lock
 
     hub(OutputError, "save_pretrained")  # the README is a Hub model card
-    model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper: its state dict's names carry a prefix
+    model = _unwrapped(model)
     card = _card_of(model)
+    if not isinstance(directory, str | os.PathLike):
+        raise TypeError(f"save_pretrained writes into a folder, a string or a path, not {type(directory).__name__}")
     if not os.fspath(directory).strip():
         raise OutputError("save_pretrained needs a folder, not an empty path (which would be the current folder)")
     check_card(card)  # its name becomes the files' names: refused before anything is written
@@ -86,6 +89,21 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     except (OSError, ValueError) as exc:  # ValueError: a path holding a NUL character
         problem = folder_problem(folder, exc) if isinstance(exc, OSError) else str(exc)
         raise OutputError(f"cannot save to {folder}: {problem}; choose another folder") from None
+
+
+def _unwrapped(model: object) -> object:
+    """``model`` out of the wrappers a training script puts around it, as timm's ``unwrap_model`` takes it out:
+    torch.compile's and ``DataParallel``'s or ``DistributedDataParallel``'s, whose state dicts' names carry a
+    prefix."""
+    from torch import nn
+
+    while True:
+        if isinstance(model, nn.DataParallel | nn.parallel.DistributedDataParallel):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model
 
 
 def _card_of(model: VAE) -> Card:
@@ -177,10 +195,14 @@ def push_to_hub(model: VAE, repo_id: str, *, private: bool = False, token: str |
 
     Raises:
         OutputError: the model has no card, huggingface_hub is missing, or the Hub refused.
+        TypeError: ``model`` is not a vaezoo model (one compiled or wrapped in ``DataParallel`` is), or ``repo_id``
+            is not a string.
     """
     from vaezoo.extras.hub_push import upload
 
-    card = _card_of(model)
+    card = _card_of(_unwrapped(model))
+    if not isinstance(repo_id, str):
+        raise TypeError(f"push_to_hub takes the repository 'OWNER/REPO', a string, not {type(repo_id).__name__}")
     with tempfile.TemporaryDirectory(prefix="vaezoo-push-") as tmp:
         files = save_pretrained(model, tmp, repo_id)
         return upload(files, repo_id, commit_message or f"vaezoo push {card.name}", private, token, revision)
