@@ -212,6 +212,21 @@ def test_reconstruct_and_traverse_refuse_what_the_model_does_not_take(bad, got):
             draw(tiny_vae())
 
 
+def test_a_traversal_refuses_a_reference_of_several_images():
+    """A batch of 4 was taken: its first image, silently."""
+    with pytest.raises(InputError, match=r"^a traversal's reference is one image \(C, H, W\), got a batch of 4; "):
+        viz.traverse(tiny_vae(), reference=images(4))
+    assert viz.traverse(tiny_vae(), reference=images(1)).tiles.shape[0] == CONTINUOUS + len(CATEGORIES)
+
+
+def test_counts_and_seeds_may_be_numpy_or_torch_integers():
+    """np.int64(3) steps, count or seed was refused as 'no whole number'."""
+    model = tiny_vae()
+    assert viz.traverse(model, steps=np.int64(3)).tiles.shape[1] == max(3, *CATEGORIES)
+    assert torch.equal(viz.sample(model, np.int64(4), seed=torch.tensor(2), columns=np.int32(2)).tiles,
+                       viz.sample(model, 4, seed=2, columns=2).tiles)
+
+
 def test_samples_fill_the_promised_grid():
     grid = viz.sample(tiny_vae(), n=11, seed=0, columns=4)
     assert grid.tiles.shape == (3, 4, 1, IMAGE_SIZE, IMAGE_SIZE)

@@ -16,6 +16,7 @@ time), whatever family, plugin or architecture the model has.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -216,8 +217,9 @@ def traverse(model: VAE, data: Tensor | None = None, reference: Tensor | None = 
     Returns:
         A :class:`Traversal`, labelled ``part[dimension]  KL value``.
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 2:  # the CLI's --n: no keyword named
+    if _integer(steps) is None or steps < 2:  # the CLI's --n: no keyword named
         raise VaezooError(f"a traversal needs at least 2 steps (a whole number), got {steps!r}")
+    steps = _integer(steps)
     _check_tiles(steps)
     low, high = check_span(span)
     device, dtype = _device_dtype(model)
@@ -258,7 +260,7 @@ def reconstruct(model: VAE, images: Tensor, columns: int = 10) -> Grid:
     Returns:
         A :class:`Grid` of ``2 * ceil(N / columns)`` rows labelled "input" and "reconstruction".
     """
-    _whole("columns", columns, 1)
+    columns = _whole("columns", columns, 1)
     model.check_input(images)
     if len(images) == 0:
         raise InputError("no images to reconstruct")
@@ -288,9 +290,9 @@ def sample(model: VAE, n: int = 64, seed: int = 0, columns: int = 8) -> Grid:
     Returns:
         A :class:`Grid` of ``ceil(n / columns)`` rows.
     """
-    _whole("n", n, 1)
-    _whole("columns", columns, 1)
-    _check_seed(seed)
+    n = _whole("n", n, 1)
+    columns = _whole("columns", columns, 1)
+    seed = _check_seed(seed)
     _check_tiles(n)
     device, _ = _device_dtype(model)
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -306,7 +308,7 @@ def data_sample(dataset: ImageDataset, n: int, seed: int = 0) -> Tensor:
     Returns:
         ``(min(n, len(dataset)), C, H, W)`` floats in [0, 1] on the CPU.
     """
-    _whole("n", n, 1)
+    n = _whole("n", n, 1)
     generator = torch.Generator().manual_seed(_check_seed(seed))
     index = torch.randperm(len(dataset), generator=generator)[:n]
     return dataset.batch(index)
@@ -337,17 +339,27 @@ def traverse_dataset(model: VAE, dataset: ImageDataset, images: int = KL_IMAGES,
     return traverse(model, data, reference=data[0], steps=steps, span=span)
 
 
+def _integer(value: object) -> int | None:
+    """``value`` as an int when it is one, a numpy integer or a 0-d integer tensor (not a bool); else None."""
+    try:
+        return None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        return None
+
+
 def _whole(keyword: str, value: object, least: int) -> int:
-    """``value``, refused unless it is a whole number of at least ``least`` (``keyword`` names it)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+    """``value`` as an int, refused unless it is a whole number of at least ``least`` (``keyword`` names it)."""
+    number = _integer(value)
+    if number is None or number < least:
         raise VaezooError.about(f"{{{keyword}}} must be a whole number >= {least}, got {{got!r}}", got=value)
-    return value
+    return number
 
 
 def _check_seed(seed: object) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SEED_LIMIT:
+    number = _integer(seed)
+    if number is None or not 0 <= number < SEED_LIMIT:
         raise VaezooError.about("{seed} must be a whole number from 0 to 2^63 - 1, got {got!r}", got=seed)
-    return seed
+    return number
 
 
 def _layout(rows: list[Tensor], columns: int | None = None) -> Tensor:
@@ -365,6 +377,9 @@ def _base_code(model: VAE, reference: Tensor | None) -> Tensor:
     if reference is not None:
         reference = reference.unsqueeze(0) if isinstance(reference, Tensor) and reference.dim() == 3 else reference
         model.check_input(reference)
+        if len(reference) != 1:  # the first of a batch was taken, silently
+            raise InputError(f"a traversal's reference is one image (C, H, W), got a batch of {len(reference)}; "
+                             f"give one of them, e.g. images[0]")
         mode = model.encode(reference[:1].to(device, dtype), checked=True).mode
         return _checked_codes(model.latent, mode, 1, "the posterior's mode")[0]
     code = model.latent.reference_code()
