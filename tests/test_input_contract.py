@@ -172,6 +172,8 @@ def test_forward_refuses_a_step_that_is_no_whole_number(model):
                                              r"got "):
             capacity(x, step=step)
     assert torch.equal(capacity.eval()(x, step=np.int64(7)).loss, capacity(x, step=7).loss)
+    with pytest.raises(InputError, match=r"^targets\(\) takes step, the training step, a whole number >= 0, got -1$"):
+        capacity.targets(capacity.encode(x), -1)  # a capacity below its minimum
 
 
 def test_a_pil_float_image_keeps_its_values():

@@ -266,7 +266,8 @@ class VAE(nn.Module):
                 for name, part in r.training_parts().items()}
 
     def targets(self, posterior: Posterior, step: int) -> dict[str, float]:
-        """Every regularizer's schedule values at ``step`` (e.g. capacities)."""
+        """Every regularizer's schedule values at ``step``, a whole number >= 0 (e.g. capacities)."""
+        step = _whole_number(step, "targets() takes step, the training step")
         return {k: v for r in self.regularizers for k, v in r.targets(posterior, step).items()}
 
     @torch.no_grad()
