@@ -27,6 +27,17 @@ def test_transposed_convs_initialise_from_their_input_channels(image_size, chann
         assert conv.bias.abs().max() <= bound
 
 
+@pytest.mark.parametrize("schedule", [[0.0, 5.0, 20], [0.0, 5.0, 20, 30.0, 1.0], [0.0, 5.0, 2.5, 30.0],
+                                      [0.0, 5.0, float("nan"), 30.0], [0.0, 5.0, float("inf"), 30.0]])
+def test_a_capacity_schedule_of_other_than_four_numbers_or_a_fractional_iterations_is_named(schedule):
+    # 3 or 5 numbers said "not enough (too many) values to unpack"; iterations 2.5 was cut to 2, NaN and inf said
+    # "cannot convert float ... to integer"
+    with pytest.raises(ValueError, match=r"capacity.continuous takes \[min, max, iterations, gamma\], iterations a "
+                                         r"whole number, got \["):
+        build_part("architecture", {"type": "jointvae", "image_size": 16, "channels": 1, "continuous": 2,
+                                    "discrete": [3], "hidden": 16, "capacity": {"continuous": schedule}})
+
+
 @pytest.fixture(scope="module")
 def tiny():
     """An untrained JointVAE with one 10-way categorical part and a second 3-way one, on 1 x 16 x 16 input."""

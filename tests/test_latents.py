@@ -166,7 +166,10 @@ def test_a_family_that_states_no_layout_gets_one_part_named_by_its_class():
 @pytest.mark.parametrize("make, message", [
     (lambda: Gaussian(0), "dim >= 1"),
     (lambda: GumbelCategorical(1), "categories >= 2"),
-    (lambda: GumbelCategorical(3, temperature=0.0), "temperature must be positive"),
+    (lambda: GumbelCategorical(3, temperature=0.0), "temperature must be a finite number above 0, got 0.0"),
+    # NaN was taken and the run blamed the family's rsample(); inf was taken and sampled 1/k in every category
+    (lambda: GumbelCategorical(3, temperature=float("nan")), "temperature must be a finite number above 0, got nan"),
+    (lambda: GumbelCategorical(3, temperature=float("inf")), "temperature must be a finite number above 0, got inf"),
     (lambda: build_part("latent family", {"type": "joint", "parts": [
         {"type": "gaussian", "name": "a", "dim": 1}, {"type": "gaussian", "name": "a", "dim": 1}]}),
      "both named 'a'"),

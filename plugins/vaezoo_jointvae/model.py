@@ -128,6 +128,9 @@ def build_jointvae(context: BuildContext, image_size: int, channels: int, contin
         raise ValueError(f"capacity has unknown groups {sorted(unknown)}; use 'continuous' and 'discrete'")
     specs = []
     for name, schedule in capacity.items():
+        if len(schedule) != 4 or not float(schedule[2]).is_integer():  # iterations 2.5 was cut to 2
+            raise ValueError(f"capacity.{name} takes [min, max, iterations, gamma], iterations a whole number, got "
+                             f"{list(schedule)}")
         if not groups[name]:
             continue
         low, high, iterations, gamma = schedule

@@ -63,8 +63,8 @@ class GumbelCategorical(LatentFamily):
         super().__init__()
         if categories < 2:
             raise ValueError(f"a categorical latent needs categories >= 2, got {categories}")
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
+        if not (math.isfinite(temperature) and temperature > 0):  # NaN samples NaN, inf samples 1/k everywhere
+            raise ValueError(f"temperature must be a finite number above 0, got {temperature}")
         self.categories = self.code_size = self.param_size = categories
         self.temperature = temperature
 
