@@ -92,12 +92,21 @@ def test_a_missing_path_names_the_file(tmp_path):
         get_card(tmp_path / "nothing.toml")
 
 
-@pytest.mark.parametrize("given, repo", [("me/jvae", "me/jvae"), ("hf_hub:me/jvae@v1", "me/jvae@v1")])
+@pytest.mark.parametrize("given, repo", [("me/jvae", "me/jvae"), ("hf_hub:me/jvae@v1", "me/jvae@v1"),
+                                         ("HF-HUB:me/jvae", "me/jvae"), ("Hf_Hub:me/jvae", "me/jvae")])
 def test_a_missing_path_shaped_as_a_hub_repository_names_the_hub_spelling(tmp_path, monkeypatch, given, repo):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(CardError, match=f"^{given}: no such file or folder; for a Hugging Face Hub repository, "
                                         f"write hf-hub:{repo}$"):
         vaezoo.load(given)
+
+
+def test_a_missing_folder_named_as_timm_names_a_local_folder_names_vaezoos_spelling(tmp_path, monkeypatch):
+    """'local-dir:runs/x' and 'HF-HUB:me/jvae' were 'cannot read card (No such file or directory)'."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CardError, match=r"^local-dir:runs/x: no such file or folder; vaezoo names a folder by its "
+                                        r"path alone: write runs/x$"):
+        vaezoo.load("local-dir:runs/x")
 
 
 @pytest.mark.parametrize("given", [None, 42, ["jointvae-mnist"]])
@@ -372,6 +381,17 @@ def test_build_model_and_an_untrained_load_take_architecture_arguments_over_the_
         with pytest.raises(CardError, match="architecture 'jointvae' takes no argument 'nosuch'"):
             build("jointvae-mnist", nosuch=1)
     assert vaezoo.get_card("jointvae-mnist").model["continuous"] == 10  # the zoo's card is untouched
+
+
+@pytest.mark.parametrize("keyword, ours", [("map_location", "device"), ("device_map", "device"),
+                                            ("torch_dtype", "dtype")])
+def test_another_librarys_keyword_for_a_device_or_dtype_names_vaezoos(keyword, ours):
+    """load(NAME, map_location='cpu') said the architecture takes no argument 'map_location'."""
+    for build, name in ((vaezoo.build_model, "build_model"), (vaezoo.load, "load"),
+                        (lambda *a, **k: vaezoo.load(*a, pretrained=False, **k), "load")):
+        with pytest.raises(TypeError, match=rf"^{name} takes {ours}=, not {keyword}= \(what torch.load or "
+                                            rf"transformers call it\)$"):
+            build("jointvae-mnist", **{keyword: "cpu"})
 
 
 def test_an_architecture_argument_that_does_not_fit_is_named_not_blamed_on_the_cards_file():

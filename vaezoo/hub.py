@@ -35,8 +35,21 @@ def build_model(card: Card | str | Path, device: str | torch.device | None = Non
     Returns:
         The :class:`~vaezoo.model.VAE` in training mode, with its card as ``model.card``.
     """
+    _refuse_other_spellings(model, "build_model")
     card = card if isinstance(card, Card) else get_card(card)
     return _build_model(_with_model(card, model) if model else card, device=device, dtype=dtype)
+
+
+_OTHER_SPELLINGS = {"map_location": "device", "device_map": "device", "torch_dtype": "dtype"}
+"""The keywords of torch.load and transformers for what vaezoo's loaders call ``device`` and ``dtype``."""
+
+
+def _refuse_other_spellings(model: dict[str, Any], function: str) -> None:
+    """Refuse, naming vaezoo's keyword, another library's keyword for a device or dtype among ``model``'s
+    arguments (the card's architecture was said to take no such argument)."""
+    for keyword, ours in _OTHER_SPELLINGS.items():
+        if keyword in model:
+            raise TypeError(f"{function} takes {ours}=, not {keyword}= (what torch.load or transformers call it)")
 
 
 def _with_model(card: Card, model: dict[str, Any]) -> Card:
@@ -71,8 +84,10 @@ def load(name: str | Path, device: str | torch.device | None = None, dtype: torc
         DtypeError: ``dtype`` is not one of those four (``torch.complex64``, an integer type).
         WeightsError: the card has no weights, or its file is missing or fails its sha256.
         CardError: ``model`` arguments the card's architecture does not take.
-        TypeError: ``model`` arguments with ``pretrained=True``.
+        TypeError: ``model`` arguments with ``pretrained=True``; ``map_location``, ``device_map`` or ``torch_dtype``
+            (another library's name for ``device`` or ``dtype``).
     """
+    _refuse_other_spellings(model, "load")
     card = get_card(name)
     if model and pretrained is not False:
         _build_model(_with_model(card, model))  # an argument the architecture does not take is named as such first

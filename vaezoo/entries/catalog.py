@@ -560,11 +560,15 @@ def _missing(path: str) -> bool:
 
 
 def _hub_hint(text: str) -> None:
-    """Refuse, naming the Hub's spelling, a name that is no path here and that was meant for a Hugging Face Hub
-    repository: ``OWNER/REPO``, or timm's old spelling ``hf_hub:OWNER/REPO``."""
+    """Refuse, naming the spelling vaezoo reads, a name that is no path here and that was meant for a Hugging Face
+    Hub repository (``OWNER/REPO``, timm's old spelling ``hf_hub:OWNER/REPO``, ``HF-HUB:`` in upper case) or for a
+    folder (timm's ``local-dir:FOLDER``)."""
     from vaezoo.entries.huggingface import REPO_ID
 
-    repo = text.removeprefix("hf_hub:")
+    prefix, colon, rest = text.partition(":")
+    if colon and prefix.lower() == "local-dir":
+        raise CardError(f"{text}: no such file or folder; vaezoo names a folder by its path alone: write {rest}")
+    repo = rest if colon and prefix.lower() in ("hf_hub", "hf-hub") else text
     if REPO_ID.fullmatch(repo.partition("@")[0]) is not None:
         raise CardError(f"{text}: no such file or folder; for a Hugging Face Hub repository, write "
                         f"{HUB_PREFIX}{repo}")
