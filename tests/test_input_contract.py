@@ -176,6 +176,21 @@ def test_forward_refuses_a_step_that_is_no_whole_number(model):
         capacity.targets(capacity.encode(x), -1)  # a capacity below its minimum
 
 
+def test_a_list_of_images_of_any_kinds_and_sizes_is_one_batch(model):
+    """A list of PIL images, as an image processor takes them, was 'cannot turn list into model input'."""
+    raw = digits(3)
+    given = [Image.fromarray(raw[0].numpy()), raw[1], raw[2:3].numpy(), (Image.fromarray(raw[0].numpy()), 7),
+             Image.fromarray(raw[1].numpy()).resize((40, 40))]
+    batch = model.preprocess(given)
+    assert batch.shape == (5, 1, 32, 32)
+    torch.testing.assert_close(batch[:3], model.preprocess(raw.unsqueeze(1)))
+    assert torch.equal(batch[3], batch[0])
+    with pytest.raises(InputError, match=r"^an empty list holds no image to turn into model input$"):
+        model.preprocess([])
+    with pytest.raises(InputError, match=r"^per_image takes one image, got 2"):
+        for_model(model).per_image(given[:2])
+
+
 def test_a_pil_float_image_keeps_its_values():
     values = np.linspace(0, 1, 32 * 32, dtype=np.float32).reshape(32, 32)
     out = ModelInput(channels=1, image_size=32)(Image.fromarray(values, mode="F"))

@@ -82,8 +82,9 @@ class ModelInput:
         Args:
             image: a PIL image (converted to grey or RGB as the model needs; mode 'F' is taken as floats in
                 [0, 1], and the integer modes 'I' and 'I;16' are refused); a uint8, bool or
-                float tensor or numpy array shaped ``(H, W)``, ``(C, H, W)`` or ``(N, C, H, W)``; or a
-                torchvision dataset sample ``(image, target)``, of which the image is taken.
+                float tensor or numpy array shaped ``(H, W)``, ``(C, H, W)`` or ``(N, C, H, W)``; a
+                torchvision dataset sample ``(image, target)``, of which the image is taken; or a list of
+                these, whose batches are joined in order.
 
         Returns:
             float32 ``(N, C, H, W)`` in [0, 1] on the device ``image`` was on (N = 1 for one image).
@@ -91,6 +92,10 @@ class ModelInput:
         Raises:
             InputError: an input that cannot be turned into the model's, saying why.
         """
+        if isinstance(image, list):  # as an image processor takes them (a file's images, of any sizes)
+            if not image:
+                raise InputError("an empty list holds no image to turn into model input")
+            return torch.cat([self(one) for one in image])
         if isinstance(image, tuple) and len(image) == 2:
             image = image[0]
         if _is_pil(image):
@@ -99,7 +104,8 @@ class ModelInput:
             image = torch.from_numpy(np.ascontiguousarray(image))
         if not isinstance(image, Tensor):
             raise InputError(f"cannot turn {type(image).__name__} into model input; give a PIL image, a tensor or "
-                             f"array (H, W), (C, H, W) or (N, C, H, W), or a dataset sample (image, target)")
+                             f"array (H, W), (C, H, W) or (N, C, H, W), a dataset sample (image, target), or a list "
+                             f"of these")
         return self._from_tensor(image)
 
     def per_image(self, image: Any) -> Tensor:
