@@ -20,6 +20,7 @@ from kit import child_env, cli, install_plugin, make_card, write_card, write_tom
 
 from vaezoo import terminal as progress_module
 from vaezoo.cli import main
+from vaezoo.cli.common import print_table
 from vaezoo.entries.catalog import get_card
 from vaezoo.terminal import printable, progress
 
@@ -211,6 +212,13 @@ def test_off_a_terminal_values_are_never_cut_whatever_columns_says(listed, monke
     header = next(line for line in out.splitlines() if line.startswith("┃"))
     assert [c.strip() for c in header.split("┃")[1:-1]] == [
         "name", "architecture", "dataset", "latent", "parameters", "headline metric"]
+
+
+def test_off_a_terminal_a_title_wider_than_its_table_is_one_line(capsys):
+    # eval --checkpoint's title holds the checkpoint's path: cut over lines, it could not be copied or grepped
+    title = "jointvae-mnist (checkpoint runs/a-long-folder/of-runs/checkpoint.pt at step 2)"
+    print_table(("metric", "measured"), [("reconstruction", "716.751")], title=title)
+    assert capsys.readouterr().out.splitlines()[0] == title
 
 
 # --- a reader that stops early ----------------------------------------------------------------------------

@@ -152,7 +152,7 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
     The first column holds what users copy (a name): it is never wrapped or cut. The others wrap between
     words. On a terminal too narrow for the table without breaking a word, each row is printed instead as
     its first cell followed by one ``column  value`` line per other column. Off a terminal (``vaezoo list |
-    cat``) the table is as wide as its values, whatever ``COLUMNS`` says.
+    cat``) the table is as wide as its values, whatever ``COLUMNS`` says, and its title is one line.
 
     Args:
         columns: the header of each column.
@@ -165,11 +165,13 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
     from rich.text import Text
 
     cells = [[value if isinstance(value, Text) else text(value) for value in row] for row in rows]
+    heading = None if title is None else text(title)
     out = Console()  # the terminal's width (or COLUMNS) on a terminal
     if not out.is_terminal:
         out = Console(width=UNBOUNDED_WIDTH)
-    table = Table(Column(columns[0], no_wrap=True), *(Column(c, overflow="fold") for c in columns[1:]),
-                  title=None if title is None else text(title))
+        if heading is not None:  # one line however much wider than the table (a checkpoint's path in eval's)
+            heading.no_wrap, heading.overflow = True, "ignore"
+    table = Table(Column(columns[0], no_wrap=True), *(Column(c, overflow="fold") for c in columns[1:]), title=heading)
     for row in cells:
         table.add_row(*row)
     with out.capture() as captured:  # printed by Python, so that a closed pipe raises BrokenPipeError
