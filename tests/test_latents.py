@@ -140,6 +140,16 @@ def test_joint_prior_samples_are_gaussian_then_one_hot():
     assert abs(z[:, :2].mean().item()) < 0.15 and abs(z[:, :2].std().item() - 1) < 0.1
 
 
+def test_a_joint_reference_code_is_on_one_device_where_its_parts_give_theirs_on_two():
+    """On a GPU, the Gaussian's (its prior's buffer) was on cuda and the categorical's one-hot on the CPU: torch.cat
+    failed, and so did every traversal of a JointVAE on a GPU (vaezoo show --device cuda). The meta device stands
+    for the GPU here."""
+    joint = build_part("latent family", {"type": "joint", "parts": [
+        {"type": "gaussian", "dim": 2}, {"type": "gumbel_categorical", "categories": 3}]}).to("meta")
+    code = joint.reference_code()
+    assert code.device.type == "meta" and code.shape == (5,)
+
+
 def test_families_state_their_layout_as_a_card_does():
     joint = build_part("latent family", {"type": "joint", "parts": [
         {"type": "gaussian", "name": "cont", "dim": 2}, {"type": "gumbel_categorical", "categories": 3},

@@ -93,7 +93,11 @@ class Joint(LatentFamily):
         return dict(self.families.items())
 
     def reference_code(self) -> Tensor:
-        return torch.cat([f.reference_code() for f in self.families.values()])
+        """Each part's reference code in order, on the first part's device: a part whose prior is a buffer gives
+        its code where the model is (a GPU), one that makes its code (a categorical's one-hot) on the CPU."""
+        codes = [f.reference_code() for f in self.families.values()]
+        device = next((code.device for code in codes if isinstance(code, Tensor)), None)
+        return torch.cat([code.to(device) if isinstance(code, Tensor) else code for code in codes])
 
     def sample_prior(self, n, generator=None, device=None) -> Tensor:
         return torch.cat([f.sample_prior(n, generator, device) for f in self.families.values()], dim=-1)
