@@ -160,6 +160,27 @@ def test_sample_takes_numpy_and_torch_counts_and_refuses_what_is_no_generator(mo
         model.sample(2, generator=1)
 
 
+def test_images_codes_and_a_generator_on_another_device_than_the_model_are_named(model):
+    """On a GPU, encode(x), model(x), reconstruct(x) and predict_label(x) of CPU images were torch's "Input type
+    (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same", decode of CPU codes "Expected
+    all tensors to be on the same device", and sample with a CPU generator "Expected a 'cuda' device type for
+    generator" from inside the latent family. The meta device stands for the GPU here."""
+    import copy
+
+    elsewhere = copy.deepcopy(model).to("meta")
+    x = torch.rand(2, 1, 32, 32)
+    for call in (elsewhere.encode, elsewhere, elsewhere.reconstruct):
+        with pytest.raises(InputError, match=r"^the images are on cpu and the model on meta; move them there with "
+                                             r"x.to\('meta'\) \(model.preprocess\(images\) gives images there\)$"):
+            call(x)
+    with pytest.raises(InputError, match=r"^the codes are on cpu and the model on meta; move them there with "
+                                         r"z.to\('meta'\)$"):
+        elsewhere.decode(torch.zeros(2, elsewhere.code_size))
+    with pytest.raises(InputError, match=r"^sample's generator is on cpu and the model on meta; make it there: "
+                                         r"torch.Generator\('meta'\)"):
+        elsewhere.sample(2, generator=torch.Generator())
+
+
 def test_forward_refuses_a_step_that_is_no_whole_number(model):
     """step=-1 and 1.5 were taken (a capacity's target went below its minimum); step='x' was a TypeError from
     inside the capacity regularizer."""

@@ -113,6 +113,7 @@ class VAE(nn.Module):
         bfloat16 images for a float32 model, float32 images for one loaded with ``dtype=torch.float16``)."""
         if not checked:
             self.check_input(x)
+        _require_device(x, self.head.weight.device, "images", "x")
         dtype = self.head.weight.dtype
         return x if x.dtype == dtype else x.to(dtype)
 
@@ -144,7 +145,8 @@ class VAE(nn.Module):
             The posterior; its ``mode`` is the code.
 
         Raises:
-            InputError: ``x`` has another shape or type, or values outside [0, 1].
+            InputError: ``x`` has another shape or type, or values outside [0, 1], or is on another device than the
+                model.
         """
         x = self._input(x, checked)
         features = self.encoder(x)
@@ -168,13 +170,14 @@ class VAE(nn.Module):
         Codes of any floating-point dtype are converted to the model's.
 
         Raises:
-            InputError: ``z`` is not a float tensor of shape ``(B, code_size)``.
+            InputError: ``z`` is not a float tensor of shape ``(B, code_size)`` on the model's device.
         """
         size = self.latent.code_size
         if not isinstance(z, Tensor) or z.dim() != 2 or z.shape[1] != size or not z.is_floating_point():
             got = (f"{str(z.dtype).removeprefix('torch.')} of shape {tuple(z.shape)}" if isinstance(z, Tensor)
                    else type(z).__name__)
             raise InputError(f"the decoder takes float codes (B, {size}) (code_size {size}), got {got}")
+        _require_device(z, self.head.weight.device, "codes", "z")
         dtype = self.head.weight.dtype
         output = self.decoder(z if z.dtype == dtype else z.to(dtype))
         expected = (z.shape[0], self.channels, self.image_size, self.image_size)
@@ -304,15 +307,28 @@ class VAE(nn.Module):
             generator: a :class:`torch.Generator` on the model's device, for reproducible samples.
 
         Raises:
-            InputError: ``n`` is not a whole number >= 0, or ``generator`` is not a torch.Generator.
+            InputError: ``n`` is not a whole number >= 0, or ``generator`` is not a torch.Generator of the model's
+                device type.
         """
         n = _whole_number(n, "sample takes the number of images")
+        device = self.head.weight.device
         if generator is not None and not isinstance(generator, torch.Generator):
             raise InputError(f"sample's generator is a torch.Generator (or None), got {type(generator).__name__}; "
                              f"e.g. torch.Generator().manual_seed(0)")
-        device = self.head.weight.device
+        if generator is not None and generator.device.type != device.type:  # torch's error came from the family
+            raise InputError(f"sample's generator is on {generator.device} and the model on {device}; make it there: "
+                             f"torch.Generator({device.type!r}).manual_seed(0)")
         z = self.latent.sample_prior(n, generator=generator, device=device).to(self.head.weight.dtype)
         return self.decode(z)
+
+
+def _require_device(x: Tensor, device: torch.device, what: str, name: str) -> None:
+    """Refuse ``x`` (``what``: "images") on another device than the model's, naming both and the move (torch's
+    own error named the conv's input and weight types)."""
+    if x.device != device:
+        raise InputError(f"the {what} are on {x.device} and the model on {device}; move them there with "
+                         f"{name}.to({str(device)!r})" + (" (model.preprocess(images) gives images there)"
+                                                          if what == "images" else ""))
 
 
 def _whole_number(value: object, what: str) -> int:
