@@ -493,6 +493,17 @@ def test_a_run_of_other_epochs_drops_the_budget_that_told_the_cards_own_run():
     assert TrainOptions(epochs=4, seed=3).recipe(card).train.budget == "4 epochs: 3 minutes on a CPU"
 
 
+def test_a_batch_size_the_objective_refuses_names_the_cards_batch_size(data_plugin, tmp_path):
+    # batch_size 1 with minibatch-stratified sampling told the user to "pass 2 or more (encode() and reconstruct()
+    # take one)", the advice of a Python call, not of a card
+    data = make_card("tiny", train={"batch_size": 1})
+    data["model"]["regularizers"] = [{"type": "total_correlation", "dataset_size": 64, "sampling": "mss"}]
+    with pytest.raises(TrainingError, match=r"card 'tiny-blobs': the model refuses a batch of 1 image\(s\), the "
+                                            r"recipe's batch_size \(.*needs batches of at least 2 images.*\); give "
+                                            r"the card a larger batch_size"):
+        train(Card.model_validate(data), tmp_path / "run")
+
+
 def test_an_epochs_last_batch_the_objective_refuses_stops_the_run_before_its_first_step(data_plugin, tmp_path):
     """64 images in batches of 7 end each epoch in a batch of 1, which minibatch-stratified sampling cannot use."""
     data = make_card("tiny", train={"batch_size": 7})

@@ -291,7 +291,11 @@ def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Car
         images = store.batch(slice(start, start + chunk))
         model.check_input(images)
         if start == 0:
-            _check_objective(model, images[:plan.batch_size], card.name)
+            try:
+                _check_objective(model, images[:plan.batch_size], card.name)
+            except InputError as exc:  # the images passed check_input: the batch's size is what is refused
+                raise TrainingError(f"card '{card.name}': the model refuses a batch of {plan.batch_size} image(s), "
+                                    f"the recipe's batch_size ({exc}); give the card a larger batch_size") from None
             if plan.last_batch < plan.batch_size:
                 _check_last_batch(model, images[:plan.last_batch], card.name, plan)
 
