@@ -283,8 +283,9 @@ def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Car
 
     Raises:
         InputError: a chunk of the dataset is not what the model takes.
-        TrainingError: torch refused an argument of a distribution of the objective, or the objective refused
-            the epoch's last batch.
+        TrainingError: torch refused an argument of a distribution of the objective, a loss term of the first
+            batch is not finite (naming its part), or the objective refused a batch of the recipe's size or the
+            epoch's last batch.
         PluginError: a part broke its contract (:meth:`vaezoo.model.VAE.forward`).
     """
     for start in range(0, len(store), chunk):
