@@ -209,6 +209,14 @@ def test_a_sweep_of_arrays_and_strings_holding_commas_keeps_each_value_whole():
     assert parse_sweep("beta=1, 4").values == (1, 4)
 
 
+def test_a_member_that_no_other_shares_a_step_with_is_said_to_train_alone(data_plugin, tmp_path, capsys):
+    # members of other latent sizes cannot be stacked: each said "1 runs in one step"
+    card = Card.model_validate(make_card("tiny"))
+    train_seeds(card, tmp_path, [0], [parse_sweep("model.latent.dim=2,3")], max_steps=1, evaluate=False)
+    err = capsys.readouterr().err
+    assert err.count("alone in its step") == 2 and "1 runs" not in err
+
+
 def test_a_sweep_key_that_names_several_fields_asks_for_the_dotted_path():
     card = toy("vae", ARCHITECTURES["vae, joint latent, mss TC and capacity"][1])
     with pytest.raises(TrainingError, match=r"names several fields \(.*\); give the whole dotted path"):

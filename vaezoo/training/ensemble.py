@@ -714,9 +714,9 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
             for m in s.members:
                 begin = f"resuming at step {m.step} of" if m.saved is not None else "training"
                 stop = until(last[id(s)], s.plan.total, m.step)
-                note(f"{m.label}: {begin} {s.plan.total:,} steps ({s.plan.per_epoch:,} per epoch){stop}, "
-                     f"{len(s.members)} runs in one step, a checkpoint every {m.card.train.checkpoint_every:,} steps "
-                     f"in {m.checkpoint}")
+                shared = f"{len(s.members)} runs in one step" if len(s.members) > 1 else "alone in its step"
+                note(f"{m.label}: {begin} {s.plan.total:,} steps ({s.plan.per_epoch:,} per epoch){stop}, {shared}, "
+                     f"a checkpoint every {m.card.train.checkpoint_every:,} steps in {m.checkpoint}")
         while todo := [s for s in stacks if s.members and s.step < last[id(s)]]:
             stopping = signals.stop_requested(run.world, run.device)
             images = sum(s.take_step(store, stopping) for s in todo)
