@@ -744,6 +744,19 @@ def test_save_and_push_take_a_model_compiled_or_wrapped_in_data_parallel(tmp_pat
     assert uploaded == [(sorted(STAGED), "owner/tiny")]
 
 
+def test_a_folder_under_the_home_folder_is_saved_and_loaded_there(tmp_path, monkeypatch):
+    """save_pretrained(model, '~/mine') made a folder named '~' in the current folder (and load('~/mine') read it)."""
+    import vaezoo
+
+    model = vaezoo.load(entry(tmp_path / "cards")[0])
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    vaezoo.save_pretrained(model, "~/mine")
+    assert (tmp_path / "home" / "mine" / "tiny.toml").is_file() and not (tmp_path / "~").exists()
+    for loaded in (vaezoo.load("~/mine"), vaezoo.from_pretrained("~/mine"), vaezoo.load("~/mine/tiny.toml")):
+        assert loaded.card.path == tmp_path / "home" / "mine" / "tiny.toml"
+
+
 def test_save_and_push_say_what_names_the_folder_or_repository(tmp_path):
     """save_pretrained(model, None) was os.fspath's bare TypeError; push_to_hub(model, None) 'argument of type
     'NoneType' is not iterable'."""

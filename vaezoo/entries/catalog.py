@@ -630,7 +630,8 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
     holds its name.
 
     Args:
-        name_or_path: ``"jointvae-mnist"``, ``"runs/mine/mine.toml"``, ``"runs/mine"`` or ``"hf-hub:me/mine@v1"``.
+        name_or_path: ``"jointvae-mnist"``, ``"runs/mine/mine.toml"``, ``"runs/mine"`` (``~`` is the home folder) or
+            ``"hf-hub:me/mine@v1"``.
 
     Returns:
         The card.
@@ -657,9 +658,10 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
 
         return parse_card(*card_file(name_or_path))
     if not isinstance(name_or_path, str) or looks_like_path(name_or_path):
-        if isinstance(name_or_path, str) and not name_or_path.endswith(".toml") and _missing(name_or_path):
+        path = Path(name_or_path).expanduser()  # '~/runs/x' in the home folder, as a shell reads it
+        if isinstance(name_or_path, str) and not name_or_path.endswith(".toml") and _missing(str(path)):
             _hub_hint(name_or_path)
-        return _card_at(Path(name_or_path))
+        return _card_at(path)
     name = name_or_path
     found = scan()
     here = os.path.lexists(name)

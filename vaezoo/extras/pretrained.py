@@ -38,7 +38,8 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
 
     Args:
         model: a model with a card (one from :func:`vaezoo.load` or :func:`vaezoo.build_model`).
-        directory: the folder (created if needed); it may hold no other card than the model's.
+        directory: the folder (created if needed; ``~`` is the home folder); it may hold no other card than the
+            model's.
         repo_id: ``OWNER/REPO`` the folder is meant for, named in the README's usage lines.
 
     Returns:
@@ -67,7 +68,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     if not os.fspath(directory).strip():
         raise OutputError("save_pretrained needs a folder, not an empty path (which would be the current folder)")
     check_card(card)  # its name becomes the files' names: refused before anything is written
-    folder = Path(directory)
+    folder = Path(directory).expanduser()  # '~/mine' in the home folder, not a folder named '~' here
     try:
         with folder_lock(folder):  # another process saving into it finishes first, then is seen here
             others = sorted(p.name for p in folder.glob("*.toml") if p.name != f"{card.name}.toml") \
