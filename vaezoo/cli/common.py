@@ -138,9 +138,6 @@ def _finite_or_null(data):
 
 # Off a terminal (a pipe, a file) tables take the width their values need: nothing is cut or wrapped.
 UNBOUNDED_WIDTH = 1_000_000_000
-# On a terminal narrower than a record's label and this many characters of its value, the lines are that wide
-# and the terminal wraps them: a value is never cut, nor broken a character a line.
-MIN_VALUE_WIDTH = 20
 
 
 def text(value: object, style: str = ""):
@@ -156,7 +153,7 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
     The first column holds what users copy (a name): it is never wrapped or cut. The others wrap between
     words. On a terminal too narrow for the table without breaking a word, each row is printed instead as
     its first cell followed by one ``column  value`` line per other column (on a terminal narrower than a label
-    and :data:`MIN_VALUE_WIDTH` characters, lines the terminal wraps: no value is cut). Off a terminal (``vaezoo list |
+    and one character, lines the terminal wraps: no value is cut). Off a terminal (``vaezoo list |
     cat``) the table is as wide as its values, whatever ``COLUMNS`` says, and its title is one line.
 
     Args:
@@ -176,9 +173,9 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
         out = Console(width=UNBOUNDED_WIDTH)
         if heading is not None:  # one line however much wider than the table (a checkpoint's path in eval's)
             heading.no_wrap, heading.overflow = True, "ignore"
-    else:  # COLUMNS, or the terminal's width where COLUMNS is no width (0); at least a record's label and a value
+    else:  # COLUMNS, or the terminal's width where COLUMNS is no width (0); at least a record's label and a character
         label = max(map(len, columns[1:]), default=0)
-        out = Console(width=max(shutil.get_terminal_size().columns, 2 + label + 2 + MIN_VALUE_WIDTH))
+        out = Console(width=max(shutil.get_terminal_size().columns, 2 + label + 2 + 1))
     table = Table(Column(columns[0], no_wrap=True), *(Column(c, overflow="fold") for c in columns[1:]), title=heading)
     for row in cells:
         table.add_row(*row)
