@@ -332,12 +332,12 @@ class EnsembleStep:
         shape = (members, batch, self.base.channels, self.base.image_size, self.base.image_size)
         self.x = in_layout(torch.rand(shape, device=device).round(), layout)  # binary, as dSprites
 
-    def losses(self) -> Tensor:
-        """Every member's loss on its batch, shape ``(members,)``."""
+    def losses(self, formulation: str | None = None) -> Tensor:
+        """Every member's loss on its batch, shape ``(members,)``, in ``formulation`` (default the step's)."""
         def one(params, buffers, x):
             return functional_call(self.base, (params, buffers), (x,), {"step": 0, "checked": True}).loss
 
-        if self.formulation == "vmap":  # the members share the noise here; the engine feeds each its own, drawn
+        if (formulation or self.formulation) == "vmap":  # the members share the noise here; the engine feeds each its own, drawn
             return vmap(one, randomness="same")(self.params, self.buffers, self.x)  # before: the same kernels
         params = {k: v.unbind() for k, v in self.params.items()}
         buffers = {k: v.unbind() for k, v in self.buffers.items()}
@@ -350,9 +350,10 @@ class EnsembleStep:
         self.optimizer.step()
 
     def flops(self) -> int:
-        """FLOPs of the forward and backward pass, counted by ``FlopCounterMode``."""
+        """FLOPs of the forward and backward pass, counted by ``FlopCounterMode`` on the loop formulation, as a
+        layer's are: under ``vmap`` it counts the weight gradient of the grouped convolution as M members' times."""
         with FlopCounterMode(display=False) as counter:
-            self.losses().sum().backward()
+            self.losses("loop").sum().backward()
         self.optimizer.zero_grad(set_to_none=True)
         return counter.get_total_flops()
 
