@@ -337,8 +337,9 @@ class EnsembleStep:
         def one(params, buffers, x):
             return functional_call(self.base, (params, buffers), (x,), {"step": 0, "checked": True}).loss
 
-        if (formulation or self.formulation) == "vmap":  # the members share the noise here; the engine feeds each its own, drawn
-            return vmap(one, randomness="same")(self.params, self.buffers, self.x)  # before: the same kernels
+        # under vmap the members share the noise here; the engine feeds each its own, drawn before: the same kernels
+        if (formulation or self.formulation) == "vmap":
+            return vmap(one, randomness="same")(self.params, self.buffers, self.x)
         params = {k: v.unbind() for k, v in self.params.items()}
         buffers = {k: v.unbind() for k, v in self.buffers.items()}
         return torch.stack([one({k: v[i] for k, v in params.items()}, {k: v[i] for k, v in buffers.items()},

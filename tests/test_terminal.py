@@ -187,6 +187,7 @@ def test_a_narrow_terminal_gets_every_value_whole(listed, columns):
     blocks = [block.splitlines() for block in shown.strip("\n").split("\n\n")]
     assert [block[0] for block in blocks] == [LONG_NAME, "toy-mnist-2"]
     values: dict[str, str] = {}  # label -> its value, the lines it wraps over joined
+    label = ""
     for line in blocks[0][1:]:
         label = line[:len("  headline metric  ")].strip() or label
         values[label] = f"{values.get(label, '')} {line[len('  headline metric  '):].strip()}".strip()
