@@ -52,12 +52,13 @@ def test_more_processes_than_runs_is_a_one_line_error(data_plugin, tmp_path, mon
 
 
 @pytest.mark.parametrize(("text", "seeds"), [("0-4", [0, 1, 2, 3, 4]), ("0-3,8", [0, 1, 2, 3, 8]), ("5", [5]),
-                                             ("2-2,0", [2, 0])])
+                                             ("2-2,0", [2, 0]), (" 0, 1", [0, 1]), ("0 - 2 ,5 ", [0, 1, 2, 5])])
 def test_seeds_take_ranges(text, seeds):
     assert seeds_arg(text) == seeds
 
 
-@pytest.mark.parametrize("text", ["4-0", "0-", "-3", "0--3", "a-b", f"0-{MOST_SEEDS}", "1,2-x"])
+@pytest.mark.parametrize("text", ["4-0", "0-", "-3", "0--3", "a-b", f"0-{MOST_SEEDS}", "1,2-x", "1 2", " ,1", "0- ",
+                                  " "])
 def test_a_bad_range_of_seeds_is_refused(text):
     with pytest.raises(argparse.ArgumentTypeError, match="or a range of them"):
         seeds_arg(text)

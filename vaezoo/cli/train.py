@@ -62,14 +62,16 @@ MOST_SEEDS = 100_000
 
 def seeds_arg(value: str) -> list[int]:
     """argparse type of ``--seeds``: whole numbers and inclusive ranges separated by commas, e.g. ``0,1,2``,
-    ``0-4`` or ``0-3,8``."""
+    ``0-4`` or ``0-3,8``; spaces around the numbers are ignored (``" 0, 1"``, ``"0 - 4"``), as ``--sweep``
+    ignores them around its values."""
     import argparse
 
     seeds: list[int] = []
     try:
         for part in value.split(","):
             first, dash, last = part.partition("-")
-            low, high = seed_arg(first), seed_arg(last) if dash else seed_arg(first)
+            low = seed_arg(first.strip())
+            high = seed_arg(last.strip()) if dash else low
             if high < low or len(seeds) + high - low >= MOST_SEEDS:
                 raise argparse.ArgumentTypeError
             seeds += range(low, high + 1)
