@@ -8,6 +8,7 @@ second member is compared with that seed trained alone.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import tomllib
 from pathlib import Path
@@ -262,3 +263,17 @@ def test_a_model_vmap_cannot_batch_trains_its_members_in_turn_with_a_warning(dat
         batched = train_seeds(card, tmp_path / "vmap", [0, 1], formulation="vmap")
     for a, b in zip(looped, batched):
         assert relative_difference(a.model.state_dict(), b.model.state_dict()) == 0
+
+
+def test_a_sweep_of_epochs_stopped_by_max_steps_says_each_members_own_total(data_plugin, tmp_path, capsys):
+    path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
+    out = tmp_path / "out"
+    args = ["train", str(path), "--out", str(out), "--seeds", "0,1", "--sweep", "epochs=1,2", "--max-steps", "2"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    said = re.search(r"stopped at (.*); continue with: ", err).group(1).split(", ")
+    runs = [(e, s) for e in (1, 2) for s in (0, 1)]
+    assert [re.sub(r" of [\d,]+ ", " of M ", part) for part in said] == [
+        f"step 2 of M in {out / f'epochs={e}' / f'seed-{s}'}" for e, s in runs]
+    totals = [int(re.search(r" of ([\d,]+) ", part).group(1).replace(",", "")) for part in said]
+    assert totals == [totals[0]] * 2 + [2 * totals[0]] * 2 and totals[0] > 2  # epochs=2 makes twice the steps

@@ -104,11 +104,20 @@ def run(args) -> int:
         print(printable(f"{len(failed)} of {len(results)} runs stopped early (their lines above name them); the "
                         f"others finished"), file=sys.stderr)
         return 1
-    step, total = min(r.step for r in results), results[0].total
-    if main_rank and step < total:
-        print(printable(f"stopped at step {step:,} of {total:,}; continue with: {resume_command(args, until=None)}"),
-              file=sys.stderr)
+    stopped = [r for r in results if r.step < r.total]
+    if main_rank and stopped:
+        print(printable(f"stopped at {_where_stopped(stopped, len(results))}; continue with: "
+                        f"{resume_command(args, until=None)}"), file=sys.stderr)
     return 0
+
+
+def _where_stopped(stopped, runs: int) -> str:
+    """Where ``--max-steps`` left the ``stopped`` runs of the command's ``runs``: ``step N of M`` where all stopped
+    at one step of one total, else each run's own step and total (a sweep of ``epochs`` gives each its own),
+    with its folder."""
+    if len({(r.step, r.total) for r in stopped}) == 1 and len(stopped) == runs:
+        return f"step {stopped[0].step:,} of {stopped[0].total:,}"
+    return ", ".join(f"step {r.step:,} of {r.total:,} in {r.folder}" for r in stopped)
 
 
 def _report_metrics(result) -> None:
