@@ -209,6 +209,20 @@ def test_a_seed_given_twice_is_an_error_naming_both(work, capsys):
     assert_one_line_error(err, "run runs/c has seed 3, as has run runs/b")
 
 
+def test_a_run_given_twice_is_named_as_such(work, capsys):
+    run = write_run("runs/a", 1)
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", run, run)
+    assert code == 1
+    assert_one_line_error(err, "run runs/a is the same run given twice; give each run once")
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", run, "runs/a/toy-run.toml")
+    assert code == 1
+    assert_one_line_error(err, "run runs/a/toy-run.toml is the same run given twice (as run runs/a); give each run "
+                          "once")
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", "cards/toy.toml")
+    assert code == 1
+    assert_one_line_error(err, "run cards/toy.toml is the same run given twice (as card toy); give each run once")
+
+
 def test_a_copy_of_a_run_under_another_seed_is_an_error_naming_both(work, capsys):
     code, _, err = cli(capsys, "seeds", "cards/toy.toml", write_run("runs/a", 1, weights=WEIGHTS))
     assert code == 1

@@ -89,6 +89,10 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
     runs, paths = [Run(f"card {card.name}", card)], list(paths)
     for path in paths:
         run = read_run(path)
+        twin = next((other for other in runs if _same_card_file(other, run)), None)
+        if twin is not None:
+            also = "" if twin.path == run.path else f" (as {twin.label})"
+            raise CardError(f"{run.label} is the same run given twice{also}; give each run once")
         same = next((other for other in runs if other.seed == run.seed), None)
         if same is runs[0]:
             raise CardError(f"{run.label} has seed {run.seed}, the seed of card {card.name}, which counts as the run "
@@ -111,6 +115,11 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
                             f"result; finish it with 'vaezoo train ... --resume', or {instead}")
         runs.append(run)
     return runs
+
+
+def _same_card_file(one: Run, other: Run) -> bool:
+    """Whether the two runs were read from one card file (one path given twice, or a folder and its card)."""
+    return None not in (one.card.path, other.card.path) and one.card.path.resolve() == other.card.path.resolve()
 
 
 def _same_weights(a: Run, b: Run) -> bool:
