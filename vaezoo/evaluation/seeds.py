@@ -82,9 +82,9 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
         The runs, the card's first.
 
     Raises:
-        CardError: a path holds no usable card, two runs share a seed or their weights or made different numbers
-            of steps (one stopped short: the message names both), or a run's recipe differs from the card's
-            (:func:`vaezoo.entries.recipe.check_recipe`).
+        CardError: a path holds no usable card, a run is given twice, two runs share a seed or their weights or
+            made different numbers of steps (one stopped short: the message names both), or a run's recipe differs
+            from the card's (:func:`vaezoo.entries.recipe.check_recipe`).
     """
     runs, paths = [Run(f"card {card.name}", card)], list(paths)
     for path in paths:
