@@ -39,6 +39,13 @@ SHA = "ab" * 32
     (lambda c: c["train"]["optimizer"].update(lr=float("nan")), "train.optimizer.lr", "should be a finite number"),
     (lambda c: c["train"]["optimizer"].update(options={"weight_decay": float("inf")}), "train.optimizer",
      "Adam option 'weight_decay': Input should be a finite number"),
+    (lambda c: c["train"].update(compile="yes"), "train.compile", "Input should be a valid boolean"),
+    (lambda c: c["train"].update(compile=1), "train.compile", "Input should be a valid boolean"),
+    (lambda c: c["train"]["optimizer"].update(options={"amsgrad": "true"}), "train.optimizer",
+     "Adam option 'amsgrad': Input should be a valid boolean"),
+    (lambda c: c.update(metrics={"elbo": {"value": 1.0, "command": "vaezoo eval toy-mnist", "vaezoo_version": "0.1",
+                                          "higher_is_better": "on"}}), "metrics.elbo.higher_is_better",
+     "Input should be a valid boolean"),
 ])
 def test_invalid_card_names_the_file_and_the_field(tmp_path, change, field, message):
     data = make_card(name="toy-mnist")

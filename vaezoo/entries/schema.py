@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr, SerializationInfo, ValidationError,
-                      ValidationInfo, field_validator, model_serializer, model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr, SerializationInfo, StrictBool,
+                      ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
 
 from vaezoo.context import LatentPart, layout_text
 
@@ -191,7 +191,7 @@ class TrainRecipe(_Frozen):
         "flags, convolutions in TF32 and matrix products in float32 (what a run before this field used, read "
         "from the old name 'float32'); bf16-mixed: the forward pass under torch.autocast in bfloat16, float32 "
         "weights and regularizer arithmetic (the old name 'bf16')")
-    compile: bool = Field(default=False, description="run the forward pass through torch.compile")
+    compile: StrictBool = Field(default=False, description="run the forward pass through torch.compile")
 
     @field_validator("precision", mode="before")
     @classmethod
@@ -243,7 +243,7 @@ class Metric(_Frozen):
     command: str
     vaezoo_version: str
     note: str | None = None
-    higher_is_better: bool | None = Field(
+    higher_is_better: StrictBool | None = Field(
         default=None, description="the direction a registered metric ranks in, its spec's when it was measured: "
                                   "vaezoo leaderboard reads it from the cards, without loading the metric's code")
     parameters: dict[str, Any] | None = Field(
