@@ -386,9 +386,11 @@ def test_build_model_and_an_untrained_load_take_architecture_arguments_over_the_
 @pytest.mark.parametrize("keyword, ours", [("map_location", "device"), ("device_map", "device"),
                                             ("torch_dtype", "dtype")])
 def test_another_librarys_keyword_for_a_device_or_dtype_names_vaezoos(keyword, ours):
-    """load(NAME, map_location='cpu') said the architecture takes no argument 'map_location'."""
+    """load(NAME, map_location='cpu') said the architecture takes no argument 'map_location'; from_pretrained
+    got Python's own "unexpected keyword argument"."""
     for build, name in ((vaezoo.build_model, "build_model"), (vaezoo.load, "load"),
-                        (lambda *a, **k: vaezoo.load(*a, pretrained=False, **k), "load")):
+                        (lambda *a, **k: vaezoo.load(*a, pretrained=False, **k), "load"),
+                        (vaezoo.from_pretrained, "from_pretrained")):
         with pytest.raises(TypeError, match=rf"^{name} takes {ours}=, not {keyword}= \(what torch.load or "
                                             rf"transformers call it\)$"):
             build("jointvae-mnist", **{keyword: "cpu"})

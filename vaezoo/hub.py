@@ -3,6 +3,7 @@ pretrained model; ``from_pretrained`` as huggingface_hub's ``PyTorchModelHubMixi
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,16 @@ def _refuse_other_spellings(model: dict[str, Any], function: str) -> None:
             raise TypeError(f"{function} takes {ours}=, not {keyword}= (what torch.load or transformers call it)")
 
 
+def _naming_other_spellings(function):
+    """``function``, refusing as :func:`_refuse_other_spellings` does another library's keyword for a device or
+    dtype (for a function without ``**model``, which would otherwise say Python's "unexpected keyword argument")."""
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        _refuse_other_spellings(kwargs, function.__name__)
+        return function(*args, **kwargs)
+    return checked
+
+
 def _with_model(card: Card, model: dict[str, Any]) -> Card:
     """``card`` describing its architecture built with ``model`` over its ``[model]``: another model, which has
     no weights, nothing measured yet, and no file (what does not fit it is not the file's)."""
@@ -96,6 +107,7 @@ def load(name: str | Path, device: str | torch.device | None = None, dtype: torc
     return load_model(_with_model(card, model) if model else card, device=device, dtype=dtype, pretrained=pretrained)
 
 
+@_naming_other_spellings
 def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
                     cache_dir: str | os.PathLike | None = None, force_download: bool = False,
                     local_files_only: bool = False, token: str | bool | None = None,
@@ -122,7 +134,8 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
     Raises:
         VaezooError: as :func:`vaezoo.load`; ``revision`` given for a model that is not on the Hub, or unlike the
             ``@REVISION`` of the name.
-        TypeError: ``name`` is neither a string nor a path, or a Hub option is not of the type it takes.
+        TypeError: ``name`` is neither a string nor a path, or a Hub option is not of the type it takes;
+            ``map_location``, ``device_map`` or ``torch_dtype`` (another library's name for ``device`` or ``dtype``).
     """
     from vaezoo.entries.huggingface import REPO_ID, Download, downloading
 
