@@ -107,3 +107,12 @@ def test_a_plain_metrics_settings_are_refused_under_its_own_name():
 
     with pytest.raises(MetricError, match="^metric 'code_usage': threshold = 'x' is not a number"):
         MetricSpec.of(code_usage).measure(None, threshold="x")
+
+
+@pytest.mark.parametrize("direction", [1, "yes", None])
+def test_a_spec_s_direction_is_true_or_false_as_the_card_recording_it_takes(direction):
+    """A card's higher_is_better takes only true or false: a spec saying 1 failed every 'eval --write' of it."""
+    with pytest.raises(TypeError, match=r"higher_is_better of metric 'score' is True or False, got"):
+        @metric_spec(higher_is_better=direction)
+        def score(evaluation) -> float:
+            return 0.0

@@ -67,6 +67,9 @@ class MetricSpec:
     rounding: float = 0.0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.higher_is_better, bool):  # a card records it, and takes only true or false
+            raise TypeError(f"higher_is_better of metric '{getattr(self.function, '__name__', self.function)}' is "
+                            f"True or False, got {self.higher_is_better!r}")
         object.__setattr__(self, "__doc__", self.function.__doc__)
 
     def measure(self, evaluation: Evaluation, **settings: Any) -> float:
