@@ -9,6 +9,7 @@ import math
 import os
 import pty
 import re
+import shlex
 import struct
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from vaezoo import terminal as progress_module
 from vaezoo.cli import main
 from vaezoo.cli.common import print_table
 from vaezoo.entries.catalog import get_card
-from vaezoo.terminal import printable, progress
+from vaezoo.terminal import printable, progress, shell_quote
 
 # rich markup, an emoji code, an OSC that retitles the terminal, a screen clear, a carriage return, a backspace,
 # an 8-bit CSI and a right-to-left override
@@ -53,6 +54,59 @@ def test_printable_escapes_what_would_act_on_the_terminal():
     assert printable("jointvae-mnist: ü ⊕ [x] 'q' \\") == "jointvae-mnist: ü ⊕ [x] 'q' \\"
     assert printable(HOSTILE) == SHOWN
     assert printable("a\nb\tc\x00d\x7fe\u2028f") == r"a\nb\tc\x00d\x7fe\u2028f"
+
+
+# a screen clear and a line break in a folder's name: printed raw inside '...', they cleared the screen and broke
+# the suggested command in two
+CONTROL_PATH = "runs/it's \x1b[2J\nx\r\a\t\\ \x7f é\u202e\udcff"
+
+
+def bash_words(command: str) -> list[bytes]:
+    """The words bash reads in ``command``, as the bytes a program run by it would get."""
+    done = subprocess.run(["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, check=True)
+    return done.stdout.split(b"\0")[:-1]
+
+
+@pytest.mark.parametrize("word", [CONTROL_PATH, "\x1b]0;pwned\x07", "a\nb", "\\'", "\x1bc", "runs/a b", "it's", "",
+                                  "é ⊕"])
+def test_a_word_is_quoted_as_plain_text_that_bash_reads_back_exactly(word):
+    quoted = shell_quote(word)
+    assert quoted.isprintable()
+    assert bash_words(quoted) == [os.fsencode(word)]
+    if word.isprintable():
+        assert quoted == shlex.quote(word)
+
+
+def test_a_lone_surrogate_no_path_holds_is_quoted_as_its_bytes_not_an_error():
+    assert shell_quote("a\ud800") == r"$'a\xed\xa0\x80'"
+
+
+def test_the_commands_vaezoo_suggests_for_a_path_with_control_characters_paste_back_to_the_path(tmp_path):
+    from vaezoo.entries.entry import local_path
+    from vaezoo.entries.schema import Card
+    from vaezoo.errors import WeightsError
+    from vaezoo.evaluation.report import eval_command
+    from vaezoo.extras.hub_push import on_hub
+    from vaezoo_jointvae.labels import labels_command
+
+    path, wanted = CONTROL_PATH, os.fsencode(CONTROL_PATH)
+    measured = eval_command(path, data_root=path, metrics=["a", "b"])
+    recorded = Card.model_validate(make_card(metrics={"a": {"value": 1.0, "command": measured,
+                                                            "vaezoo_version": "0.1.0"}}))
+    commands = {"eval": measured, "labels": labels_command(path, data_root=path),
+                "on the Hub": on_hub(recorded, "me/jvae").metrics["a"].command}
+    folder = tmp_path / "\x1b[2J\nrun"
+    card = write_card(folder, make_card(weights={"file": "gone.safetensors", "sha256": "0" * 64, "size": 1}))
+    with pytest.raises(WeightsError, match="check it with: ") as missing:
+        local_path(get_card(card))
+    commands["verify"] = str(missing.value).partition("check it with: ")[2]
+    assert {name: command.isprintable() for name, command in commands.items()} == dict.fromkeys(commands, True)
+    assert bash_words(commands["eval"]) == [b"vaezoo", b"eval", wanted, b"--data-root", wanted, b"--metrics", b"a,b"]
+    assert bash_words(commands["labels"]) == [b"python", b"-m", b"vaezoo_jointvae.labels", wanted, b"--data-root",
+                                              wanted]
+    assert bash_words(commands["on the Hub"]) == [b"vaezoo", b"eval", b"hf-hub:me/jvae", b"--data-root", wanted,
+                                                  b"--metrics", b"a,b"]
+    assert bash_words(commands["verify"]) == [b"vaezoo", b"verify", os.fsencode(card)]
 
 
 def test_list_shows_card_text_as_text(hostile, capsys):

@@ -8,9 +8,10 @@ never gets progress.
 from __future__ import annotations
 
 import errno
+import shlex
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -31,6 +32,46 @@ def printable(value: object) -> str:
         The text, on one line, with only printable characters.
     """
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
+
+
+_SHELL_ESCAPES = {"\a": r"\a", "\b": r"\b", "\t": r"\t", "\n": r"\n", "\v": r"\v", "\f": r"\f", "\r": r"\r",
+                  "\x1b": r"\e", "\\": "\\\\", "'": r"\x27"}
+r"""How bash's ``$'...'`` writes a character; ``'`` as ``\x27``, so that the word holds no quote that Python's
+:mod:`shlex` would read as the end of its quoting."""
+
+
+def shell_quote(word: str) -> str:
+    r"""``word`` quoted for a POSIX shell as :func:`shlex.quote` does; a word holding a control character (ESC, a
+    newline, a carriage return, BEL) or another non-printable one, as bash's ``$'...'`` with escapes (``\e``,
+    ``\n``, ``\x27``), each non-printable character beyond ASCII as its UTF-8 bytes (``\xe2\x80\xae``).
+
+    A command vaezoo prints for a user to run is then plain text, carries no terminal control sequence, and pasted
+    into bash gives the program ``word`` exactly; an undecodable byte of a path (a lone surrogate, as
+    :func:`os.fsdecode` reads it) is that byte again.
+
+    Args:
+        word: one word of the command, e.g. a path.
+
+    Returns:
+        The word as the shell reads it back.
+    """
+    if word.isprintable():
+        return shlex.quote(word)
+    return "$'" + "".join(_SHELL_ESCAPES.get(c) or (c if c.isprintable() else _bytes_escaped(c)) for c in word) + "'"
+
+
+def _bytes_escaped(character: str) -> str:
+    r"""``character`` as ``$'...'`` writes its bytes: ``\xHH`` each."""
+    try:
+        data = character.encode("utf-8", "surrogateescape")  # an undecodable byte of a path is that byte
+    except UnicodeEncodeError:  # a lone surrogate no path can hold: its bytes as Python would write them
+        data = character.encode("utf-8", "surrogatepass")
+    return "".join(f"\\x{byte:02x}" for byte in data)
+
+
+def shell_join(words: Iterable[str]) -> str:
+    """``words`` as one command line, each :func:`shell_quote`-d (:func:`shlex.join`, control characters escaped)."""
+    return " ".join(map(shell_quote, words))
 
 
 def printable_lines(text: str) -> str:

@@ -10,11 +10,10 @@ card's ``cluster_accuracy``. ``--write`` stores it as ``[labels.PART]`` with thi
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 
 from vaezoo.errors import DataError, VaezooError
-from vaezoo.terminal import printable
+from vaezoo.terminal import printable, shell_join
 
 
 def measure_matching(card, data_root=None, split: str = "test", device=None):
@@ -41,7 +40,7 @@ def measure_matching(card, data_root=None, split: str = "test", device=None):
 
 def labels_command(ref: str, data_root=None, split: str = "test") -> str:
     """The shell-quoted command that measures the matching of the card ``ref`` names (as a card records it)."""
-    return shlex.join(["python", "-m", "vaezoo_jointvae.labels", ref]
+    return shell_join(["python", "-m", "vaezoo_jointvae.labels", ref]
                       + (["--data-root", str(data_root)] if data_root else [])
                       + (["--split", split] if split != "test" else []))
 

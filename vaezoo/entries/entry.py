@@ -9,7 +9,6 @@ one finds its weights through :func:`weights_file` or :func:`fetch_verified`.
 from __future__ import annotations
 
 import os
-import shlex
 import sysconfig
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
@@ -27,6 +26,7 @@ from vaezoo.store.downloads import cached_path, download
 from vaezoo.store.files import atomic_write, commit, file_state, folder_problem, stage
 from vaezoo.store.locks import card_lock, card_lock_file
 from vaezoo.store.weights import parse_safetensors, safetensors_writer
+from vaezoo.terminal import shell_join
 
 if TYPE_CHECKING:
     import torch
@@ -221,7 +221,7 @@ def local_path(card: Card) -> Path:
             problem = "is not a regular file (a FIFO or a device)"
         else:
             problem = "does not exist"
-        verify_it = shlex.join(["vaezoo", "verify", card_reference(card)])
+        verify_it = shell_join(["vaezoo", "verify", card_reference(card)])
         raise WeightsError(f"{card.path}: weights file {path} {problem}; put the card's safetensors file there, then "
                            f"check it with: {verify_it}")
     return path

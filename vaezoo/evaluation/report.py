@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -27,6 +26,7 @@ from vaezoo.errors import CardError, MetricError, VaezooError
 from vaezoo.evaluation.measure import evaluate, failure
 from vaezoo.metrics import parallel
 from vaezoo.metrics.provenance import library_versions, metric_parameters
+from vaezoo.terminal import shell_join
 from vaezoo.version import __version__
 
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ def eval_command(ref: str, data_root=None, metrics: Sequence[str] | None = None)
     shell-quoted, so that it runs as written (``ref``: see :func:`vaezoo.entries.catalog.card_reference`)."""
     words = ["vaezoo", "eval", ref] + (["--data-root", str(data_root)] if data_root else []) + (
         ["--metrics", ",".join(metrics)] if metrics else [])
-    return shlex.join(words)
+    return shell_join(words)
 
 
 def as_metrics(card: Card, results: dict[str, float], data_root=None,

@@ -21,7 +21,6 @@ import json
 import math
 import os
 import re
-import shlex
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -45,7 +44,7 @@ from vaezoo.extras.seedplot import (
     write_seed_plots,
 )
 from vaezoo.store.files import RECORD_LIMIT, WrittenRecord
-from vaezoo.terminal import note, printable, progress
+from vaezoo.terminal import note, printable, progress, shell_quote
 
 if TYPE_CHECKING:
     import torch
@@ -386,7 +385,7 @@ class _Painter:
                           f"{viz.INACTIVE_KL:g} nats) folded away: {', '.join(row.label for row in folded)}")
             command += f" --seed {self.seed} --fold-below {viz.INACTIVE_KL:g}"
             if self.data_root is not None:  # the command draws from the data this page was drawn from
-                command += f" --data-root {shlex.quote(os.fspath(self.data_root))}"
+                command += f" --data-root {shell_quote(os.fspath(self.data_root))}"
         else:
             traversal = viz.traverse(model, steps=self.steps)
             order = f"in the latent's order (drawn without data); the rest of the code stays at each family's " \

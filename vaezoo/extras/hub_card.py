@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import shlex
 from typing import Any
 
 from vaezoo.context import layout_text
 from vaezoo.entries.huggingface import INSTALL, hub
 from vaezoo.entries.schema import HUB_PREFIX, Card
 from vaezoo.errors import OutputError
+from vaezoo.terminal import shell_quote
 
 # Hub licence identifiers a card's licence maps to by case alone; any other is "other", named by license_name.
 LICENSES = frozenset({"mit", "apache-2.0", "bsd-2-clause", "bsd-3-clause", "cc0-1.0", "cc-by-4.0", "cc-by-sa-4.0",
@@ -114,7 +114,7 @@ def model_card(card: Card, repo_id: str | None = None) -> str:
               "## Use", "", "```python", "import vaezoo", "", f'model = vaezoo.load("{HUB_PREFIX}{repo}")',
               "# or, with the options of PyTorchModelHubMixin's from_pretrained:",
               f'model = vaezoo.from_pretrained("{repo}", revision="main")', "```", "", "```bash",
-              " ".join([INSTALL, *map(shlex.quote, plugins)]), f"vaezoo info {HUB_PREFIX}{repo}", "```", ""]
+              " ".join([INSTALL, *map(shell_quote, plugins)]), f"vaezoo info {HUB_PREFIX}{repo}", "```", ""]
     if plugins:
         lines += ["It needs the vaezoo plugin " + ", ".join(f"`{_code(name)}` (made with `{_code(version)}`)"
                                                           for name, version in plugins.items()) + ".", ""]

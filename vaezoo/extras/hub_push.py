@@ -24,7 +24,7 @@ from vaezoo.extras.hub_card import hub_config, model_card
 from vaezoo.store.checksums import sha256_of
 from vaezoo.store.files import atomic_write, folder_problem, new_folder_mode, temporaries
 from vaezoo.store.locks import folder_lock
-from vaezoo.terminal import note
+from vaezoo.terminal import note, shell_join, shell_quote
 
 if TYPE_CHECKING:
     import torch
@@ -94,13 +94,16 @@ def on_hub(card: Card, repo_id: str) -> Card:
     repository (``hf-hub:OWNER/REPO``), where it named the card where it was measured (a path of that machine,
     which a Hub user does not have)."""
     def hub_command(command: str) -> str:
+        words = shlex.shlex(command, posix=True)
+        words.whitespace_split, words.commenters = True, ""  # as shlex.split reads it
         try:
-            words = shlex.split(command)
+            named = [words.get_token() for _ in range(3)]
         except ValueError:
             return command
-        if words[:2] != ["vaezoo", "eval"] or len(words) < 3:
+        if named[:2] != ["vaezoo", "eval"] or named[2] is None:
             return command
-        return shlex.join([*words[:2], f"{HUB_PREFIX}{repo_id}", *words[3:]])
+        rest = words.instream.read()  # as written: shlex reads no $'...' (a word shell_quote escaped)
+        return " ".join(["vaezoo", "eval", shell_quote(f"{HUB_PREFIX}{repo_id}"), *([rest] if rest else [])])
 
     metrics = {name: metric.model_copy(update={"command": hub_command(metric.command)})
                for name, metric in card.metrics.items()}
@@ -198,7 +201,7 @@ def stage_collection(cards: Iterable[Card], owner: str, folder: Path) -> list[Pa
         shown = [_described(path) for path in written]
         shown.insert(1, {"path": f"{card.name}.safetensors", "size": card.weights.size,
                          "sha256": card.weights.sha256, "source": str(source)})
-        manifest[repo_id] = {"folder": card.name, "push": shlex.join(["vaezoo", "push", card_reference(card),
+        manifest[repo_id] = {"folder": card.name, "push": shell_join(["vaezoo", "push", card_reference(card),
                                                                       repo_id]), "files": shown}
         files += written
     collection = {"title": COLLECTION_TITLE, "namespace": owner,

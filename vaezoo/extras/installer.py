@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import stat
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 
 from vaezoo.errors import InstallError
-from vaezoo.terminal import note
+from vaezoo.terminal import note, shell_quote
 
 GROUP = "vaezoo"
 """The entry-point group of vaezoo's plugins."""
@@ -249,7 +248,7 @@ def _refuse_what_vaezoo_needs(named: list[tuple[str, str]]) -> None:
         if name in needs:
             raise InstallError(f"refusing to uninstall {given}: vaezoo needs {name} to start ({needs[name]}), and "
                                f"could not run afterwards to put it back; if you mean it, use pip: "
-                               f"{_python()} -m pip uninstall {shlex.quote(name)}")
+                               f"{_python()} -m pip uninstall {shell_quote(name)}")
 
 
 def needed_by_vaezoo() -> dict[str, str]:
@@ -329,4 +328,4 @@ def _normalized(name: str) -> str:
 
 def _python() -> str:
     """The interpreter running vaezoo, as a shell reads it."""
-    return shlex.quote(sys.executable)
+    return shell_quote(sys.executable)

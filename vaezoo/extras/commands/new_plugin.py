@@ -8,12 +8,12 @@ steps of ``vaezoo train`` on the card). It is written into a temporary directory
 and renamed into place, so a failure leaves nothing behind.
 """
 
-import shlex
 import sys
 from pathlib import Path
 
 from vaezoo.cli.common import path_arg, printable
 from vaezoo.extras.scaffold import KINDS
+from vaezoo.terminal import shell_quote
 
 HELP = "write a new plugin package: pyproject, hooks, a card and tests"
 """What ``vaezoo --help`` says of the command."""
@@ -33,6 +33,6 @@ def run(args) -> int:
     target = create_plugin(args.name, Path(args.dir), args.kind)
     print(printable(target))
     # the test extra brings pytest; quoted, as [test] is a glob pattern to the shell
-    print(printable(f"next: pip install -e {shlex.quote(f'{target}[test]')} && vaezoo plugins && "
-                    f"python -m pytest {shlex.quote(str(target))}"), file=sys.stderr)
+    print(printable(f"next: pip install -e {shell_quote(f'{target}[test]')} && vaezoo plugins && "
+                    f"python -m pytest {shell_quote(str(target))}"), file=sys.stderr)
     return 0
