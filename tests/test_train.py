@@ -543,3 +543,22 @@ def test_the_resume_command_names_the_program_run_where_vaezoo_on_the_path_is_an
     assert resume_command(args) == f"{program} train card.toml --out run --resume"
     monkeypatch.setattr(shutil, "which", lambda name: program)
     assert resume_command(args) == "vaezoo train card.toml --out run --resume"
+
+
+def test_the_resume_command_of_an_output_folder_holding_control_characters_is_plain_text(monkeypatch):
+    """A folder named with ESC and a newline was quoted raw: the printed line cleared the screen and broke in two."""
+    import shutil
+    import subprocess
+    import sys
+
+    from vaezoo.cli import build_parser
+    from vaezoo.cli.train import resume_command
+
+    out = "runs/\x1b[2J\nx"
+    args = build_parser().parse_args(["train", "card.toml", "--out", out])
+    monkeypatch.setattr(sys, "argv", ["vaezoo"])
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    command = resume_command(args)
+    assert command.isprintable()
+    said = subprocess.run(["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, check=True).stdout
+    assert said.split(b"\0")[:-1] == [b"vaezoo", b"train", b"card.toml", b"--out", out.encode(), b"--resume"]

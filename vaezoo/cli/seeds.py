@@ -1,10 +1,10 @@
 """``vaezoo seeds``: a card's metrics over runs of its recipe with other seeds, optionally written on the card."""
 
-import shlex
 import sys
 
 from vaezoo.cli.common import add_card, names_arg, print_json, print_table, printable
 from vaezoo.evaluation.seeds import DEFAULT_SELECTION
+from vaezoo.terminal import shell_join
 
 
 def add_parser(sub) -> None:
@@ -61,4 +61,4 @@ def measured_by(args) -> str:
         seeds += ["--metrics", ",".join(args.metrics)]
     if args.write:
         seeds.append("--write")
-    return shlex.join(seeds)
+    return shell_join(seeds)

@@ -2,7 +2,6 @@
 
 import argparse
 import os
-import shlex
 import shutil
 import signal
 import sys
@@ -10,6 +9,7 @@ from pathlib import Path
 
 from vaezoo.cli.common import (add_card, add_data_root, add_device, card_arg, path_arg, printable, seed_arg,
                                whole_arg)
+from vaezoo.terminal import shell_join
 
 
 def add_parser(sub) -> None:
@@ -181,4 +181,4 @@ def resume_command(args, until: str | None = "max_steps") -> str:
         if isinstance(value, list):
             value = ",".join(map(str, value))
         words += [option] if value is True else [option, str(value)]
-    return shlex.join([*words, "--resume"])
+    return shell_join([*words, "--resume"])

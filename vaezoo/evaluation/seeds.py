@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import shlex
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from vaezoo.entries.entry import check_writable, update_card
 from vaezoo.entries.recipe import ABSENT, SEEDED, Difference, check_recipe, differences, recipe
 from vaezoo.entries.schema import Card, SeedRun, SeedSpread
 from vaezoo.errors import CardError, VaezooError
+from vaezoo.terminal import shell_join, shell_quote
 
 
 @dataclass(frozen=True)
@@ -183,14 +183,14 @@ def choose_metrics(card: Card, runs: Sequence[Run],
         if not any(_measured(runs[0], m) for m in card.eval_metrics):  # the card, not a run, lacks them
             paths = [run.path for run in runs[1:] if run.path is not None]
             measure = "" if card.weights is None else \
-                f"; or measure the card with 'vaezoo eval {shlex.quote(card_reference(card))} --write'"
+                f"; or measure the card with 'vaezoo eval {shell_quote(card_reference(card))} --write'"
             raise CardError(f"card {card.name} records none of its eval_metrics ({listed}), so it is no measured run; "
                             f"{_instead(card, paths, around=paths[0] if paths else None)}{measure}")
         lacking = next((run for run in runs[1:] if not any(_measured(run, m) for m in card.eval_metrics)), None)
         if lacking is not None:
             raise CardError.about("{run} records none of card {card}'s eval_metrics ({listed}); measure them with "
                                   "'vaezoo eval {path} --write', or name others with {metrics}", run=lacking.label,
-                                  card=card.name, listed=listed, path=shlex.quote(lacking.path or lacking.card.name))
+                                  card=card.name, listed=listed, path=shell_quote(lacking.path or lacking.card.name))
         raise CardError.about("none of card {card}'s eval_metrics ({listed}) is on every run; measure them with "
                               "'vaezoo eval RUN --write', or name others with {metrics}", card=card.name,
                               listed=listed)
@@ -206,9 +206,9 @@ def _instead(card: Card, paths: Sequence[str], around: str | None) -> str:
     if around is not None:
         more = "" if others else " RUN..."  # a spread needs the other seeds' runs
         said.append(f"spread the runs around one run's card, which records its metrics: "
-                    f"'{shlex.join(['vaezoo', 'seeds', around, *others])}{more}'")
+                    f"'{shell_join(['vaezoo', 'seeds', around, *others])}{more}'")
     if others and any(name in card.metrics for name in card.eval_metrics):
-        said.append(f"leave that run out: '{shlex.join(['vaezoo', 'seeds', card_reference(card), *others])}'")
+        said.append(f"leave that run out: '{shell_join(['vaezoo', 'seeds', card_reference(card), *others])}'")
     return "; or ".join(said) or "give runs of the card's recipe with other seeds"
 
 
@@ -379,7 +379,7 @@ def seed_report(card: Card | str | os.PathLike, runs: Iterable[str | os.PathLike
     chosen, left_out = choose_metrics(card, found_runs, metrics)
     inside = card.source is None and card.path is not None and card.path.is_relative_to(Path.cwd())
     ref = str(card.path.relative_to(Path.cwd())) if inside else card_reference(card)
-    command = f"vaezoo train {shlex.quote(ref)} --seed N --out DIR for each run" + (
+    command = f"vaezoo train {shell_quote(ref)} --seed N --out DIR for each run" + (
         f", then {measured_by}" if measured_by else "")
     found = spreads(card, found_runs, chosen, selection, command)
     written = update_card(card.path, lambda now: with_spreads(now, found)) if write else None
