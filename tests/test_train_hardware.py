@@ -165,7 +165,7 @@ def test_a_single_run_and_an_ensemble_do_not_share_a_folder(data_plugin, tmp_pat
     (["--seed", "-1"], "argument --seed: give a whole number from 0 to 2^63 - 1 as the seed, got '-1'"),
     (["--seed", "1_000"], "argument --seed: give a whole number from 0 to 2^63 - 1 as the seed, got '1_000'"),
     (["--seed", "\u0663"], "argument --seed: give a whole number from 0 to 2^63 - 1 as the seed"),
-    (["--seeds", "0, 1"], "argument --seeds: '0, 1' is not a list of seeds"),
+    (["--seeds", "0 1"], "argument --seeds: '0 1' is not a list of seeds"),  # "0, 1" is 0 and 1
     (["--seed", "1", "--seeds", "1,2"], "argument --seeds: not allowed with argument --seed"),
 ])
 def test_bad_seeds_are_a_one_line_error(data_plugin, tmp_path, capsys, options, message):
