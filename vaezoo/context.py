@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections.abc
 import inspect
+import operator
 import os
 import tomllib
 import types
@@ -81,6 +82,15 @@ def batch_mean(t: Tensor) -> Tensor:
     here, so all terms are "per example, summed over its dimensions".
     """
     return t.reshape(t.shape[0], -1).sum(1).mean()
+
+
+def whole_number(value: object) -> int | None:
+    """``value`` as an int when it is a whole number: an int, a numpy integer or a 0-d integer tensor, not a bool;
+    else None (the caller says what it takes)."""
+    try:
+        return None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        return None
 
 
 def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str, skip: tuple[str, ...] = ()) -> None:

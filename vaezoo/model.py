@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from vaezoo.context import BuildContext, batch_mean
+from vaezoo.context import BuildContext, batch_mean, whole_number
 from vaezoo.data.transforms import for_model
 from vaezoo.errors import InputError, PluginError
 from vaezoo.latents.base import LatentFamily, Posterior
@@ -334,10 +333,7 @@ def _require_device(x: Tensor, device: torch.device, what: str, name: str) -> No
 def _whole_number(value: object, what: str) -> int:
     """``value`` as an int when it is a whole number >= 0: an int, a numpy integer or a 0-d integer tensor, not a
     bool; else an :class:`InputError` saying ``what`` takes, a whole number >= 0."""
-    try:
-        number = None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        number = None
+    number = whole_number(value)
     if number is None or number < 0:
         raise InputError(f"{what}, a whole number >= 0, got {value!r}")
     return number

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
 import torch
 from torch import Tensor
 
+from vaezoo.context import whole_number
 from vaezoo.devices import usable_device, usable_dtype
 from vaezoo.errors import DataError, Phrase, setting_on
 
@@ -77,7 +77,7 @@ class ImageDataset:
         Raises:
             DataError: ``batch_size`` is not a whole number >= 1 (0 or -1 yielded nothing, or raised from range).
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
+        if whole_number(batch_size) is None or batch_size < 1:
             raise DataError(f"batches takes batch_size, the images per batch, a whole number >= 1, got {batch_size!r}")
         device = usable_device(device)
         for start in range(0, len(self), batch_size):

@@ -16,7 +16,6 @@ time), whatever family, plugin or architecture the model has.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from vaezoo.context import whole_number
 from vaezoo.data import ImageDataset
 from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import InputError, PluginError, VaezooError
@@ -217,9 +217,9 @@ def traverse(model: VAE, data: Tensor | None = None, reference: Tensor | None = 
     Returns:
         A :class:`Traversal`, labelled ``part[dimension]  KL value``.
     """
-    if _integer(steps) is None or steps < 2:  # the CLI's --n: no keyword named
+    if whole_number(steps) is None or steps < 2:  # the CLI's --n: no keyword named
         raise VaezooError(f"a traversal needs at least 2 steps (a whole number), got {steps!r}")
-    steps = _integer(steps)
+    steps = whole_number(steps)
     _check_tiles(steps)
     low, high = check_span(span)
     device, dtype = _device_dtype(model)
@@ -339,24 +339,16 @@ def traverse_dataset(model: VAE, dataset: ImageDataset, images: int = KL_IMAGES,
     return traverse(model, data, reference=data[0], steps=steps, span=span)
 
 
-def _integer(value: object) -> int | None:
-    """``value`` as an int when it is one, a numpy integer or a 0-d integer tensor (not a bool); else None."""
-    try:
-        return None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        return None
-
-
 def _whole(keyword: str, value: object, least: int) -> int:
     """``value`` as an int, refused unless it is a whole number of at least ``least`` (``keyword`` names it)."""
-    number = _integer(value)
+    number = whole_number(value)
     if number is None or number < least:
         raise VaezooError.about(f"{{{keyword}}} must be a whole number >= {least}, got {{got!r}}", got=value)
     return number
 
 
 def _check_seed(seed: object) -> int:
-    number = _integer(seed)
+    number = whole_number(seed)
     if number is None or not 0 <= number < SEED_LIMIT:
         raise VaezooError.about("{seed} must be a whole number from 0 to 2^63 - 1, got {got!r}", got=seed)
     return number
