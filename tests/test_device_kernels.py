@@ -105,3 +105,20 @@ def test_a_whole_step_counts_the_same_flops_in_either_formulation(kernels):
     counted = {f: kernels.EnsembleStep(card, models, 2, f, "nchw").flops() for f in ("vmap", "loop")}
     assert counted["vmap"] == counted["loop"]
     assert counted["loop"] / 6 == pytest.approx(96.5e6, rel=0.01)  # docs/benchmarks.md: forward and backward
+
+
+def test_the_summary_adds_each_formulation_s_passes_and_the_fastest_of_each_cell():
+    spec = importlib.util.spec_from_file_location("kernels_summary", REPO / "benchmarks" / "kernels_summary.py")
+    summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary)
+
+    def record(formulation, forward, grads):
+        return {"formulation": formulation, "dtype": "fp32", "layout": "nchw",
+                "ms": {"forward": forward, "input_grad": grads, "weight_grad": grads}}
+
+    layers = [{"members": 2, "kind": "conv", "results": [record("vmap", 1.0, 2.0), record("bmm", 5.0, 1.0)]},
+              {"members": 2, "kind": "linear", "results": [record("vmap", 1.0, 1.0), record("bmm", 3.0, 3.0)]}]
+    report = {"meta": {"members": [2], "dtypes": ["fp32"], "layouts": ["nchw"]}, "layers": layers}
+    (row,) = summary.summary(report)
+    assert row["ms"] == {"vmap": 8.0, "bmm": 16.0}
+    assert row["wins"] == {"vmap": 4, "bmm": 2} and row["best"] == 3 * 1.0 + 3 * 1.0
