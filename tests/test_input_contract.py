@@ -151,6 +151,18 @@ def test_decode_takes_codes_of_the_code_size_in_any_float_dtype_and_sample_a_cou
             model.sample(n)
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_decode_refuses_codes_that_are_not_finite_as_encode_refuses_such_images(model, value):
+    # model.decode(codes) of codes holding NaN returned NaN images without a word, where encode refuses NaN images
+    codes = torch.zeros(3, model.code_size)
+    codes[1, 0] = value
+    for decode in (model.decode, model.decode_logits):
+        with pytest.raises(InputError, match=r"^the decoder takes finite codes, got NaN or infinite values in 1 of "
+                                             r"the 3 codes \(row 1\); give finite codes$"):
+            decode(codes)
+    assert torch.isfinite(model.decode(codes[[0, 2]])).all()
+
+
 def test_sample_takes_numpy_and_torch_counts_and_refuses_what_is_no_generator(model):
     """np.int64(2) and torch.tensor(2) were refused as "not a whole number >= 0"; generator=1 was torch.randn's
     traceback from inside the latent family."""
@@ -385,9 +397,21 @@ def test_a_zoo_model_exports_with_torch_export_and_computes_what_it_computes_eag
         def forward(self, x):
             return self.model.reconstruct(x), self.model.encode(x).mode
 
+    class Decode(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, z):
+            return self.model.decode(z)
+
     x = torch.rand(4, 1, 32, 32)
     exported = torch.export.export(Reconstruct(), (x,)).module()
     for got, expected in zip(exported(x), Reconstruct()(x)):
         torch.testing.assert_close(got, expected)
     with pytest.raises(InputError, match=r"got values in \[-0\.9"):  # eagerly, the values are still checked
         model.encode(x * 2 - 1)
+    z = model.encode(x).mode
+    torch.testing.assert_close(torch.export.export(Decode(), (z,)).module()(z), model.decode(z))
+    with pytest.raises(InputError, match="the decoder takes finite codes"):  # eagerly, the codes' values are checked
+        model.decode(z * float("inf"))

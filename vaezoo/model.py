@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from vaezoo.context import BuildContext, batch_mean, whole_number
-from vaezoo.data.transforms import for_model
+from vaezoo.data.transforms import for_model, tracing
 from vaezoo.errors import InputError, PluginError
 from vaezoo.latents.base import LatentFamily, Posterior
 from vaezoo.likelihoods import Likelihood
@@ -162,14 +162,20 @@ class VAE(nn.Module):
                               f"{type(posterior).__name__}, not a vaezoo.latents.Posterior")
         return posterior
 
-    def decode_logits(self, z: Tensor) -> Tensor:
+    def decode_logits(self, z: Tensor, checked: bool = False) -> Tensor:
         """The decoder's raw output for codes ``(B, code_size)``: the likelihood's parameters, not images.
 
         For the Bernoulli likelihood of every zoo model these are per-pixel logits; :meth:`decode` gives images.
         Codes of any floating-point dtype are converted to the model's.
 
+        Args:
+            z: the codes.
+            checked: ``z`` was made by the model itself (a posterior's sample or mode, a prior's draw): skip the
+                check of its values, which waits for the device (its shape is checked all the same).
+
         Raises:
-            InputError: ``z`` is not a float tensor of shape ``(B, code_size)`` on the model's device.
+            InputError: ``z`` is not a float tensor of shape ``(B, code_size)`` on the model's device, or holds NaN
+                or infinite values (as :meth:`encode` refuses such images).
         """
         size = self.latent.code_size
         if not isinstance(z, Tensor) or z.dim() != 2 or z.shape[1] != size or not z.is_floating_point():
@@ -177,6 +183,13 @@ class VAE(nn.Module):
                    else type(z).__name__)
             raise InputError(f"the decoder takes float codes (B, {size}) (code_size {size}), got {got}")
         _require_device(z, self.head.weight.device, "codes", "z")
+        if not checked and z.numel() and not tracing():  # a traced program cannot branch on the values
+            finite = torch.isfinite(z.detach()).all(dim=-1)
+            if not finite.all():
+                rows = (~finite).nonzero().flatten().tolist()
+                shown = ", ".join(map(str, rows[:5])) + (", ..." if len(rows) > 5 else "")
+                raise InputError(f"the decoder takes finite codes, got NaN or infinite values in {len(rows)} of the "
+                                 f"{len(z)} codes (row{'s' * (len(rows) > 1)} {shown}); give finite codes")
         dtype = self.head.weight.dtype
         output = self.decoder(z if z.dtype == dtype else z.to(dtype))
         expected = (z.shape[0], self.channels, self.image_size, self.image_size)
@@ -185,13 +198,19 @@ class VAE(nn.Module):
                               f"codes, not (batch, channels, image_size, image_size) = {expected}")
         return output
 
-    def decode(self, z: Tensor) -> Tensor:
+    def decode(self, z: Tensor, checked: bool = False) -> Tensor:
         """Images for codes ``(B, code_size)``: the mean of p(x|z), on the data's scale ([0, 1]).
+
+        Args:
+            z, checked: as for :meth:`decode_logits`.
 
         Returns:
             ``(B, channels, image_size, image_size)``.
+
+        Raises:
+            InputError: as :meth:`decode_logits`.
         """
-        return self.likelihood.mean(self.decode_logits(z))
+        return self.likelihood.mean(self.decode_logits(z, checked))
 
     def forward(self, x: Tensor, step: int | None = None, checked: bool = False) -> VAEOutput:
         """Encode, sample, decode and score a batch.
@@ -224,7 +243,7 @@ class VAE(nn.Module):
         posterior = self.encode(x, checked=True)
         z = posterior.rsample() if self.training else posterior.mode
         _require_code(z, x, self.latent, "rsample()" if self.training else "the posterior's mode")
-        output = self.decode_logits(z)
+        output = self.decode_logits(z, checked=True)  # the model's own code: check_output tests its values
         nll = self.likelihood.nll(output, x)
         if not (isinstance(nll, Tensor) and nll.shape == x.shape):
             raise PluginError(f"{_part('likelihood', self.likelihood)}: nll() gave {_described(nll)}, not one value "
@@ -294,7 +313,7 @@ class VAE(nn.Module):
 
     def reconstruct(self, x: Tensor) -> Tensor:
         """Mean reconstructions of images ``x`` (see :meth:`encode`) from the posterior mode, in [0, 1]."""
-        return self.decode(self.encode(x).mode)
+        return self.decode(self.encode(x).mode, checked=True)
 
     @torch.no_grad()
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
@@ -318,7 +337,7 @@ class VAE(nn.Module):
             raise InputError(f"sample's generator is on {generator.device} and the model on {device}; make it there: "
                              f"torch.Generator({device.type!r}).manual_seed(0)")
         z = self.latent.sample_prior(n, generator=generator, device=device).to(self.head.weight.dtype)
-        return self.decode(z)
+        return self.decode(z, checked=True)
 
 
 def _require_device(x: Tensor, device: torch.device, what: str, name: str) -> None:

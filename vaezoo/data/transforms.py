@@ -67,7 +67,7 @@ class ModelInput:
             raise InputError(f"the model takes {self}, got shape {tuple(x.shape)}; {HINT}")
         if not x.is_floating_point():
             raise InputError(f"the model takes {self}, got {str(x.dtype).removeprefix('torch.')} values; {HINT}")
-        if x.numel() and not _tracing():  # the values are data a traced program cannot branch on
+        if x.numel() and not tracing():  # the values are data a traced program cannot branch on
             low, high = torch.aminmax(x.detach())
             if not (low >= LOW and high <= HIGH):  # also refuses NaN, for which both comparisons are false
                 raise InputError(f"the model takes {self}, got values in [{low.item():g}, {high.item():g}]; {HINT}")
@@ -249,8 +249,9 @@ def for_model(model) -> ModelInput:
     return ModelInput(model.channels, model.image_size, section.interpolation, section.transform)
 
 
-def _tracing() -> bool:
-    """Whether torch.compile or torch.export is tracing the model: its input values are no numbers then."""
+def tracing() -> bool:
+    """Whether torch.compile or torch.export is tracing the model: its input values are no numbers then, so a check
+    of them (finite, in range) runs only eagerly."""
     return torch.compiler.is_compiling() or torch.compiler.is_exporting()
 
 
