@@ -162,20 +162,16 @@ class VAE(nn.Module):
                               f"{type(posterior).__name__}, not a vaezoo.latents.Posterior")
         return posterior
 
-    def decode_logits(self, z: Tensor, checked: bool = False) -> Tensor:
+    def decode_logits(self, z: Tensor) -> Tensor:
         """The decoder's raw output for codes ``(B, code_size)``: the likelihood's parameters, not images.
 
         For the Bernoulli likelihood of every zoo model these are per-pixel logits; :meth:`decode` gives images.
-        Codes of any floating-point dtype are converted to the model's.
-
-        Args:
-            z: the codes.
-            checked: ``z`` was made by the model itself (a posterior's sample or mode, a prior's draw): skip the
-                check of its values, which waits for the device (its shape is checked all the same).
+        Codes of any floating-point dtype are converted to the model's. Their values are not read (:meth:`forward`
+        decodes through it every step, where a check would wait for the device): :meth:`decode` refuses codes that
+        are not finite.
 
         Raises:
-            InputError: ``z`` is not a float tensor of shape ``(B, code_size)`` on the model's device, or holds NaN
-                or infinite values (as :meth:`encode` refuses such images).
+            InputError: ``z`` is not a float tensor of shape ``(B, code_size)`` on the model's device.
         """
         size = self.latent.code_size
         if not isinstance(z, Tensor) or z.dim() != 2 or z.shape[1] != size or not z.is_floating_point():
@@ -183,13 +179,6 @@ class VAE(nn.Module):
                    else type(z).__name__)
             raise InputError(f"the decoder takes float codes (B, {size}) (code_size {size}), got {got}")
         _require_device(z, self.head.weight.device, "codes", "z")
-        if not checked and z.numel() and not tracing():  # a traced program cannot branch on the values
-            finite = torch.isfinite(z.detach()).all(dim=-1)
-            if not finite.all():
-                rows = (~finite).nonzero().flatten().tolist()
-                shown = ", ".join(map(str, rows[:5])) + (", ..." if len(rows) > 5 else "")
-                raise InputError(f"the decoder takes finite codes, got NaN or infinite values in {len(rows)} of the "
-                                 f"{len(z)} codes (row{'s' * (len(rows) > 1)} {shown}); give finite codes")
         dtype = self.head.weight.dtype
         output = self.decoder(z if z.dtype == dtype else z.to(dtype))
         expected = (z.shape[0], self.channels, self.image_size, self.image_size)
@@ -198,19 +187,25 @@ class VAE(nn.Module):
                               f"codes, not (batch, channels, image_size, image_size) = {expected}")
         return output
 
-    def decode(self, z: Tensor, checked: bool = False) -> Tensor:
+    def decode(self, z: Tensor) -> Tensor:
         """Images for codes ``(B, code_size)``: the mean of p(x|z), on the data's scale ([0, 1]).
-
-        Args:
-            z, checked: as for :meth:`decode_logits`.
 
         Returns:
             ``(B, channels, image_size, image_size)``.
 
         Raises:
-            InputError: as :meth:`decode_logits`.
+            InputError: as :meth:`decode_logits`, or ``z`` holds NaN or infinite values (as :meth:`encode` refuses
+                such images; checked only when run eagerly, not under torch.export or torch.compile).
         """
-        return self.likelihood.mean(self.decode_logits(z, checked))
+        output = self.decode_logits(z)
+        if z.numel() and not tracing():  # a traced program cannot branch on the values
+            finite = torch.isfinite(z.detach()).all(dim=-1)
+            if not finite.all():
+                rows = (~finite).nonzero().flatten().tolist()
+                shown = ", ".join(map(str, rows[:5])) + (", ..." if len(rows) > 5 else "")
+                raise InputError(f"the decoder takes finite codes, got NaN or infinite values in {len(rows)} of the "
+                                 f"{len(z)} codes (row{'s' * (len(rows) > 1)} {shown}); give finite codes")
+        return self.likelihood.mean(output)
 
     def forward(self, x: Tensor, step: int | None = None, checked: bool = False) -> VAEOutput:
         """Encode, sample, decode and score a batch.
@@ -243,7 +238,7 @@ class VAE(nn.Module):
         posterior = self.encode(x, checked=True)
         z = posterior.rsample() if self.training else posterior.mode
         _require_code(z, x, self.latent, "rsample()" if self.training else "the posterior's mode")
-        output = self.decode_logits(z, checked=True)  # the model's own code: check_output tests its values
+        output = self.decode_logits(z)
         nll = self.likelihood.nll(output, x)
         if not (isinstance(nll, Tensor) and nll.shape == x.shape):
             raise PluginError(f"{_part('likelihood', self.likelihood)}: nll() gave {_described(nll)}, not one value "
@@ -313,7 +308,7 @@ class VAE(nn.Module):
 
     def reconstruct(self, x: Tensor) -> Tensor:
         """Mean reconstructions of images ``x`` (see :meth:`encode`) from the posterior mode, in [0, 1]."""
-        return self.decode(self.encode(x).mode, checked=True)
+        return self.decode(self.encode(x).mode)
 
     @torch.no_grad()
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
@@ -337,7 +332,7 @@ class VAE(nn.Module):
             raise InputError(f"sample's generator is on {generator.device} and the model on {device}; make it there: "
                              f"torch.Generator({device.type!r}).manual_seed(0)")
         z = self.latent.sample_prior(n, generator=generator, device=device).to(self.head.weight.dtype)
-        return self.decode(z, checked=True)
+        return self.decode(z)
 
 
 def _require_device(x: Tensor, device: torch.device, what: str, name: str) -> None:

@@ -42,8 +42,7 @@ def _log_weights(model, x: torch.Tensor, samples: int) -> Iterator[torch.Tensor]
         z = torch.stack([posterior.rsample() for _ in range(min(CHUNK, samples - start))])  # (S, B, D)
         flat = z.flatten(0, 1)
         images = x.expand(len(z), *x.shape).flatten(0, 1)
-        output = model.decode_logits(flat, checked=True)  # draws of the posterior, not a caller's codes
-        log_px = -model.likelihood.nll(output, images).flatten(1).sum(1).view(len(z), -1)
+        log_px = -model.likelihood.nll(model.decode_logits(flat), images).flatten(1).sum(1).view(len(z), -1)
         yield log_px + posterior.prior_log_prob(z).sum(-1) - posterior.log_prob(z).sum(-1)
 
 
