@@ -72,9 +72,10 @@ def pip_calls(site: Path) -> list[list[str]]:
 
 
 @pytest.mark.parametrize(("argv", "given"), [
-    (["install", "vaezoo-laplace"], ["install", "vaezoo-laplace"]),
+    (["install", "vaezoo-laplace"], ["install", "--", "vaezoo-laplace"]),
     (["install", "-U", "--pre", "-e", "src/mine", "--force-reinstall", "--no-cache-dir", "a", "b>=1"],
-     ["install", "--upgrade", "--force-reinstall", "--no-cache-dir", "--pre", "--editable", "src/mine", "a", "b>=1"]),
+     ["install", "--upgrade", "--force-reinstall", "--no-cache-dir", "--pre", "--editable", "src/mine", "--", "a",
+      "b>=1"]),
     (["install", "--upgrade", "--editable", "src/mine"], ["install", "--upgrade", "--editable", "src/mine"]),
     (["uninstall", "a", "b"], ["uninstall", "a", "b"]),
     (["uninstall", "-y", "a"], ["uninstall", "a", "--yes"]),
@@ -183,6 +184,23 @@ def test_vaezoo_never_looks_for_pip_in_its_own_process(fake_pip, monkeypatch, ca
     code, _, _ = cli(capfd, "install", "vaezoo-laplace")
     assert code == 0 and pip_calls(fake_pip)
     assert lookups.asked == []
+
+
+@pytest.mark.parametrize(("package", "problem"), [
+    ("[bold]x[/]", "is not a requirement pip can read (Expected package name at the start of dependency specifier)"),
+    ("x; rm -rf", "is not a requirement pip can read (Expected a marker variable or quoted string)"),
+    ("", "is empty"), (" ", "is empty"),
+    ("-e x", "is an option, not a package: pip is given only the options of vaezoo install (--upgrade, --editable, "),
+    ("--index-url=http://127.0.0.1:9/simple", "is an option, not a package"),
+])
+def test_a_package_pip_cannot_read_or_would_take_for_an_option_is_one_line_and_runs_no_pip(
+        fake_pip, capfd, package, problem):
+    # pip's requirement parser ended '[bold]x[/]' and 'x; rm -rf' in its traceback, and '-e x' or '--index-url=...'
+    # reached pip as its options
+    code, out, err = cli(capfd, "install", "vaezoo-laplace", "--", package)
+    assert (code, out) == (1, "")
+    assert_one_line_error(err, f"PACKAGE {package!r} {problem}")
+    assert pip_calls(fake_pip) == []
 
 
 def test_install_of_nothing_asks_for_a_package_or_an_editable_path(fake_pip, capfd):

@@ -52,6 +52,7 @@ _OWN = "vaezoo"
 # A requirement: a name, then its extras, a version, markers or "@ URL" (never a path: "./x", "x/y", "C:\\x", "https:")
 _REQUIREMENT = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\]\s*)?(?:$|[<>=!~;@(\s])")
 _ARCHIVE = re.compile(r"\.(?:tar\.gz|tgz|tar\.bz2|tbz|tar\.xz|txz|tar|zip|whl)$", re.IGNORECASE)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # https://..., git+https://..., file://...
 
 
 @dataclass(frozen=True)
@@ -112,14 +113,48 @@ def install(packages: Iterable[str] = (), *, upgrade: bool = False, editable: st
         The run, with the plugins it added.
 
     Raises:
-        InstallError: nothing to install, pip missing from the environment, or pip failed (its messages were shown).
+        InstallError: nothing to install; a package that is empty, an option (``-e x``, ``--index-url=URL``: pip is
+            given only the options above), or neither a requirement pip can read nor a path that exists nor a URL,
+            all refused before pip runs; pip missing from the environment, or pip failed (its messages were shown).
     """
-    packages = list(packages)
+    packages = [_package(package) for package in packages]
     if not packages and editable is None:
         raise InstallError.about("nothing to install: give a package, or a path with {editable}")
     options = [flag for flag, given in (("--upgrade", upgrade), ("--force-reinstall", force_reinstall),
                                         ("--no-cache-dir", no_cache_dir), ("--pre", pre)) if given]
-    return _run_pip(["install", *options, *(["--editable", editable] if editable is not None else []), *packages])
+    return _run_pip(["install", *options, *(["--editable", editable] if editable is not None else []),
+                     *(["--", *packages] if packages else [])])  # after "--", pip reads no word as an option
+
+
+def _package(package: object) -> str:
+    """``package`` as pip is given it: a requirement (``vaezoo-laplace>=0.2``, ``name @ URL``), a URL, or a path
+    that exists; anything else is refused in one line before pip runs (pip's own parser ended in its traceback).
+
+    Raises:
+        InstallError: ``package`` is not text, is empty, starts with ``-`` (an option, never passed to pip), or is
+            none of the above, naming what pip's requirement syntax expected.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    fix = "give a package name with an optional version (vaezoo-laplace>=0.2), a path or a URL"
+    if not isinstance(package, str):
+        raise InstallError(f"PACKAGE {package!r} is not text ({type(package).__name__}); {fix}")
+    text = package.strip()
+    if not text:
+        raise InstallError(f"PACKAGE {package!r} is empty; {fix}")
+    if text.startswith("-"):
+        raise InstallError.about("PACKAGE {given} is an option, not a package: pip is given only the options of "
+                                 "vaezoo install ({upgrade}, {editable}, {force_reinstall}, {no_cache_dir}, {pre}); "
+                                 "{fix}", given=repr(package), fix=fix)
+    if _URL.match(text) or os.path.exists(os.path.expanduser(text)):
+        return text
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        why = (str(exc).strip().splitlines() or ["not a requirement"])[0]
+        raise InstallError(f"PACKAGE {package!r} is not a requirement pip can read ({why}), a URL or a path that "
+                           f"exists; {fix}") from None
+    return text
 
 
 def uninstall(packages: Iterable[str] = (), *, requirements: Iterable[str | os.PathLike] = (),
