@@ -12,7 +12,7 @@ import copy
 import math
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -265,7 +265,8 @@ def device_store(dataset: ImageDataset, device: torch.device | str) -> ImageData
 
 
 def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Card, plan: Plan,
-                          chunk: int = 8192) -> None:
+                          chunk: int = 8192, member: str | None = None,
+                          others: Sequence[tuple[torch.nn.Module, Card, Plan, str]] = ()) -> None:
     """What a run checks once before its first step.
 
     - The model's input contract (:meth:`vaezoo.model.VAE.check_input`) over the whole dataset: the steps then
@@ -281,36 +282,50 @@ def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Car
 
     The model, its buffers and the random generators are left as they were.
 
+    Args:
+        model, store, card, plan: the run's model, its dataset (on the run's device), card and plan.
+        chunk: images checked at a time.
+        member: how messages name the run when it is an ensemble's member (its label, ``beta=4 seed 1``); None: by
+            its card.
+        others: an ensemble's other members, each ``(model, card, plan, label)``: the objective of each is checked
+            on the first batch too (its own settings, a swept ``beta``), the dataset once.
+
     Raises:
         InputError: a chunk of the dataset is not what the model takes.
         TrainingError: torch refused an argument of a distribution of the objective, a loss term of the first
             batch is not finite (naming its part), or the objective refused a batch of the recipe's size or the
-            epoch's last batch.
+            epoch's last batch; each naming the card, or the member.
         PluginError: a part broke its contract (:meth:`vaezoo.model.VAE.forward`).
     """
     for start in range(0, len(store), chunk):
         images = store.batch(slice(start, start + chunk))
         model.check_input(images)
         if start == 0:
-            try:
-                _check_objective(model, images[:plan.batch_size], card.name)
-            except InputError as exc:  # the images passed check_input: the batch's size is what is refused
-                raise TrainingError(f"card '{card.name}': the model refuses a batch of {plan.batch_size} image(s), "
-                                    f"the recipe's batch_size ({exc}); give the card a larger batch_size") from None
-            if plan.last_batch < plan.batch_size:
-                _check_last_batch(model, images[:plan.last_batch], card.name, plan)
+            for each, its_card, its_plan, label in [(model, card, plan, member), *others]:
+                _check_first_batch(each, images, its_card, its_plan, label)
 
 
-def _check_last_batch(model: torch.nn.Module, x: Tensor, name: str, plan: Plan) -> None:
+def _check_first_batch(model: torch.nn.Module, images: Tensor, card: Card, plan: Plan, member: str | None) -> None:
+    who = f"card '{card.name}'" if member is None else member
     try:
-        _check_objective(model, x, name)
+        _check_objective(model, images[:plan.batch_size], who, member is not None)
+    except InputError as exc:  # the images passed check_input: the batch's size is what is refused
+        raise TrainingError(f"{who}: the model refuses a batch of {plan.batch_size} image(s), the recipe's "
+                            f"batch_size ({exc}); give the card a larger batch_size") from None
+    if plan.last_batch < plan.batch_size:
+        _check_last_batch(model, images[:plan.last_batch], who, plan, member is not None)
+
+
+def _check_last_batch(model: torch.nn.Module, x: Tensor, who: str, plan: Plan, member: bool) -> None:
+    try:
+        _check_objective(model, x, who, member)
     except InputError as exc:
-        raise TrainingError(f"card '{name}': each epoch ends in a batch of {plan.last_batch} image(s) where the others "
+        raise TrainingError(f"{who}: each epoch ends in a batch of {plan.last_batch} image(s) where the others "
                             f"hold {plan.batch_size}, and the model refuses it ({exc}); choose a batch size or a data "
                             f"subset that leaves a larger last batch") from None
 
 
-def _check_objective(model: torch.nn.Module, x: Tensor, name: str) -> None:
+def _check_objective(model: torch.nn.Module, x: Tensor, who: str, member: bool) -> None:
     trial = copy.deepcopy(model).train()
     previous = torch.distributions.Distribution._validate_args
     torch.distributions.Distribution.set_default_validate_args(True)
@@ -325,27 +340,28 @@ def _check_objective(model: torch.nn.Module, x: Tensor, name: str) -> None:
             for mode in (True, False):
                 out = trial.train(mode)(x, step=0)
                 trial.check_output(out)
-                _check_terms(out.terms, owners, name)
+                _check_terms(out.terms, owners, who, member)
     except ValueError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TrainingError(f"card '{name}': its objective takes a distribution outside its support ({first}); "
+        raise TrainingError(f"{who}: its objective takes a distribution outside its support ({first}); "
                             f"vaezoo.testing.check_regularizer and check_latent_family name the part") from None
     finally:
         torch.distributions.Distribution.set_default_validate_args(previous)
 
 
-def _check_terms(terms: Mapping[str, Tensor], owners: Mapping[str, str], name: str) -> None:
+def _check_terms(terms: Mapping[str, Tensor], owners: Mapping[str, str], who: str, member: bool) -> None:
     """Refuse a first batch whose loss ``terms`` are not all finite, naming the part that makes each (``owners``):
-    at step 0 the weights are the initial ones, so the part's settings on the card (a weight of 1e308) make it,
-    not a learning rate, nor the data (already checked)."""
+    at step 0 the weights are the initial ones, so the part's settings (a weight of 1e308, on the card or swept for
+    an ensemble's ``member``) make it, not a learning rate, nor the data (already checked)."""
     values = {term: float(value) for term, value in terms.items()}
     bad = [term for term, value in values.items() if not math.isfinite(value)]
     if not bad:
         return
     said = "; ".join(f"{term} = {values[term]} from {owners.get(term, 'an unknown part')}" for term in bad)
-    raise TrainingError(f"card '{name}': on the first batch, before any step, the loss term{'s' * (len(bad) > 1)} "
-                        f"{said}; check that part's settings on the card (too large a weight?), as no learning rate "
-                        f"has acted yet")
+    settings = "this run's settings of that part (the card's, or a swept value)" if member else \
+        "that part's settings on the card"
+    raise TrainingError(f"{who}: on the first batch, before any step, the loss term{'s' * (len(bad) > 1)} "
+                        f"{said}; check {settings} (too large a weight?), as no learning rate has acted yet")
 
 
 def epoch_order(size: int, seed: int, epoch: int, run: Run, generator: torch.Generator) -> Tensor:
