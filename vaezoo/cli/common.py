@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from collections.abc import Iterable, Sequence
 
@@ -25,12 +26,13 @@ def flag_spelling(keyword: str, value: str) -> str:
 
 def path_arg(value: str) -> str:
     """argparse type of a path given to an option: any text but an empty one, which would mean the current
-    folder without saying so (``--out ""`` from an unset shell variable)."""
+    folder without saying so (``--out ""`` from an unset shell variable). A leading ``~`` is the home folder, as
+    a card's path reads it: the shell leaves it as it is in ``--out=~/runs/x`` and in quotes."""
     if not value.strip():
         import argparse
 
         raise argparse.ArgumentTypeError("give a path, not an empty string")
-    return value
+    return os.path.expanduser(value)
 
 
 def whole_arg(value: str) -> int:

@@ -224,12 +224,13 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
 
 
 def _folder(out: str | os.PathLike) -> Path:
-    """``out`` as a path, refused when it is empty (which would be the current folder) or not a path."""
+    """``out`` as a path (``~`` is the home folder, as a card's path reads it), refused when it is empty (which
+    would be the current folder) or not a path."""
     if not isinstance(out, str | os.PathLike):
         raise OutputError.about("{out} takes the run's folder, a path, got {got}", got=type(out).__name__)
     if not os.fspath(out).strip():
         raise OutputError.about("{out} needs a folder, not an empty path (which would be the current folder)")
-    return Path(out)
+    return Path(out).expanduser()
 
 
 def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: TrainOptions) -> list[TrainResult]:
@@ -405,10 +406,10 @@ def run_recipe(card: Card | str | os.PathLike, out: str | os.PathLike, *, seeds:
     card = card if isinstance(card, Card) else get_card(card)
     sweeps = [parse_sweep(s) if isinstance(s, str) else s for s in sweeps]
     if not (seeds or sweeps):
-        folders = [Path(out)]
+        folders = [Path(out).expanduser()]
     else:
         seeds = seeds or [card.train.seed if seed is None else seed]
-        folders = [Path(out) / m.folder for m in members(card, seeds, sweeps)]
+        folders = [Path(out).expanduser() / m.folder for m in members(card, seeds, sweeps)]
     try:
         if seeds or sweeps:
             return train_seeds(card, out, seeds, sweeps, **options)
