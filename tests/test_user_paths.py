@@ -32,3 +32,26 @@ def test_a_tilde_the_shell_left_in_out_and_checkpoint_is_the_home_folder(home, d
     code, out, err = cli(capsys, "eval", "~/run", "--checkpoint", "~/run/checkpoint.pt", "--json")
     assert code == 0, err
     assert '"step": 2' in out
+
+
+def test_a_checkpoint_that_may_not_be_read_is_not_called_damaged_nor_to_be_removed(tmp_path, data_plugin, capsys,
+                                                                                   monkeypatch):
+    """A checkpoint its user may not read (chmod 000, another user's run): ``train --resume`` said it was not a file
+    torch.save wrote, or damaged, and told the user to remove it to start over, losing the run."""
+    from vaezoo.entries import checkpoints
+
+    card = write_card(tmp_path / "cards", make_card("tiny"))
+    out = tmp_path / "run"
+    assert cli(capsys, "train", str(card), "--out", str(out), "--max-steps", "4", "--no-eval")[0] == 0
+
+    def refused(path, *args, **kwargs):  # as torch.load meets chmod 000 for a user without root (the tests run as root)
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(checkpoints.torch, "load", refused)
+    for argv in (["train", str(card), "--out", str(out), "--resume"],
+                 ["eval", str(out), "--checkpoint", str(out / "checkpoint.pt")]):
+        code, _, err = cli(capsys, *argv)
+        assert code == 1 and "Traceback" not in err
+        assert err.splitlines()[-1] == (f"error: cannot read checkpoint {out / 'checkpoint.pt'}: Permission denied; "
+                                        f"make it readable (chmod u+r), or give a copy you can read")
+    assert (out / "checkpoint.pt").is_file()

@@ -161,6 +161,9 @@ def read_checkpoint(path: Path, fix: str | Phrase, card: Card | None = None) -> 
         with warnings.catch_warnings():  # torch warns of a pickle protocol, then refuses the file: one line says it
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location="cpu", weights_only=True)
+    except PermissionError as exc:  # the file is fine: the caller's fix (remove it, start over) would lose it
+        raise TrainingError.about("cannot read checkpoint {path}: {problem}; make it readable (chmod u+r), or give a "
+                                  "copy you can read", path=path, problem=exc.strerror or exc) from None
     except pickle.UnpicklingError:
         raise refused("cannot read checkpoint {path}: it is not a file of tensors and plain values saved by torch "
                       "(vaezoo never unpickles other Python objects)") from None
