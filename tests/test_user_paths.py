@@ -55,3 +55,37 @@ def test_a_checkpoint_that_may_not_be_read_is_not_called_damaged_nor_to_be_remov
         assert err.splitlines()[-1] == (f"error: cannot read checkpoint {out / 'checkpoint.pt'}: Permission denied; "
                                         f"make it readable (chmod u+r), or give a copy you can read")
     assert (out / "checkpoint.pt").is_file()
+
+
+@pytest.mark.parametrize("command", ["info", "eval", "seeds"])
+def test_the_folder_of_an_ensemble_given_as_a_run_names_its_runs(tmp_path, capsys, cards, command):
+    """``vaezoo train --seeds 1,2 --out runs/s`` writes ``runs/s/seed-1`` and ``runs/s/seed-2``; giving ``runs/s``
+    (to ``seeds`` beside the card, say) said the folder must hold one card and to give the card file's path."""
+    out = tmp_path / "s"
+    for folder in ("seed-1", "beta=2/seed-1", "beta=2/seed-2", "beta=4/seed-1"):
+        write_card(out / folder, make_card("tiny"))
+    card = write_card(tmp_path / "mine", make_card("tiny"))
+    argv = {"info": [str(out)], "eval": [str(out)], "seeds": [str(card), str(out)]}[command]
+    code, _, err = cli(capsys, command, *argv)
+    assert code == 1 and "Traceback" not in err
+    assert err.splitlines()[-1] == (
+        f"error: folder {out} holds no card of its own but 4 run folder(s), as 'vaezoo train --seeds' or '--sweep' "
+        f"writes them: {out / 'beta=2/seed-1'}, {out / 'beta=2/seed-2'}, {out / 'beta=4/seed-1'} and 1 more; give "
+        f"those")
+
+
+def test_the_folder_of_a_run_not_finished_names_its_checkpoint(tmp_path, capsys, cards):
+    """A run still training (or stopped) holds only its checkpoint: ``vaezoo eval RUN`` said to give the card file's
+    path, which does not exist yet."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint.pt").write_bytes(b"\0")
+    code, _, err = cli(capsys, "eval", str(run), "--write")
+    assert code == 1 and err.splitlines()[-1] == (
+        f"error: folder {run} holds no card yet, only the checkpoint of a run that has not finished: finish it with "
+        f"'vaezoo train CARD --out {run} --resume', or measure the checkpoint with 'vaezoo eval CARD --checkpoint "
+        f"{run / 'checkpoint.pt'}'")
+    (run / "checkpoint.pt").unlink()
+    code, _, err = cli(capsys, "eval", str(run))
+    assert err.splitlines()[-1] == f"error: folder {run} must hold exactly one card, found no *.toml file; give the " \
+                                   f"card file's path"

@@ -612,9 +612,50 @@ def _card_in_folder(folder: Path) -> Card:
         raise CardError(f"folder {folder} cannot be read ({exc.strerror or exc}); give a folder you may read, or "
                         f"the card file's path") from None
     if len(tomls) != 1:
-        found = ", ".join(p.name for p in tomls) if tomls else "no *.toml file"
-        raise CardError(f"folder {folder} must hold exactly one card, found {found}; give the card file's path")
+        raise CardError(_no_single_card(folder, tomls))
     return parse_card(tomls[0])
+
+
+RUN_DEPTH = 2
+"""How deep below a folder without a card its runs are looked for: ``seed-N``, ``KEY=VALUE/seed-N``."""
+
+
+def _no_single_card(folder: Path, tomls: list[Path]) -> str:
+    """Why ``folder``, holding the card files ``tomls``, names no card, and what to give instead: the runs in it
+    (the folder of ``vaezoo train --seeds`` or ``--sweep``), or the checkpoint of a run not finished yet."""
+    if tomls:
+        return (f"folder {folder} must hold exactly one card, found {', '.join(p.name for p in tomls)}; give the "
+                f"card file's path")
+    runs = _runs_in(folder, RUN_DEPTH)
+    if runs:
+        shown = ", ".join(str(folder / run) for run in runs[:3])
+        shown += f" and {len(runs) - 3} more" if len(runs) > 3 else ""
+        return (f"folder {folder} holds no card of its own but {len(runs)} run folder(s), as 'vaezoo train --seeds' "
+                f"or '--sweep' writes them: {shown}; give those")
+    if (folder / "checkpoint.pt").is_file():  # vaezoo.entries.checkpoints.CHECKPOINT (this module imports no torch)
+        return (f"folder {folder} holds no card yet, only the checkpoint of a run that has not finished: finish it "
+                f"with 'vaezoo train CARD --out {folder} --resume', or measure the checkpoint with 'vaezoo eval CARD "
+                f"--checkpoint {folder / 'checkpoint.pt'}'")
+    return f"folder {folder} must hold exactly one card, found no *.toml file; give the card file's path"
+
+
+def _runs_in(folder: Path, depth: int) -> list[Path]:
+    """The folders below ``folder`` (``depth`` levels at most) that hold a card or a checkpoint, relative to it, in
+    natural order; none where the folder cannot be listed."""
+    found = []
+    try:
+        with os.scandir(folder) as entries:
+            subfolders = sorted((Path(e.name) for e in entries if not e.name.startswith(".")
+                                 and e.is_dir(follow_symlinks=False)), key=lambda p: natural_key(str(p)))
+    except OSError:
+        return []
+    for sub in subfolders:
+        inside = folder / sub
+        if any(inside.glob("*.toml")) or (inside / "checkpoint.pt").is_file():
+            found.append(sub)
+        elif depth > 1:
+            found += [sub / run for run in _runs_in(inside, depth - 1)]
+    return found
 
 
 def get_card(name_or_path: str | os.PathLike) -> Card:
