@@ -351,3 +351,38 @@ def test_the_report_from_python_gives_the_spreads_and_writes_them_when_asked(wor
         name, value = next(iter(given.items()))
         with pytest.raises(TypeError, match=rf"^{name} takes a list, e.g. \['{value}'\], not a "):
             seed_report("toy", **{"runs": runs, **given})
+
+
+@pytest.mark.parametrize("changed", ["metric", "weights"])
+def test_write_refuses_a_card_written_again_while_the_runs_were_read(work, changed):
+    """``seeds --write`` while ``eval --write --force`` or ``train --resume`` rewrites the card: the spread, whose
+    seed-0 value is the card's as first read, was recorded beside the card's new value (or over new weights)."""
+    import threading
+    import time
+
+    from vaezoo.evaluation.seeds import seed_report
+    from vaezoo.store.locks import card_lock
+
+    path = work / "cards" / "toy.toml"
+    runs = [write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3})]
+    failed = []
+
+    def gather():
+        try:
+            seed_report("cards/toy.toml", runs, ["acc"], write=True)
+        except VaezooError as exc:
+            failed.append(str(exc))
+
+    other = {"metric": {"metrics": {"acc": metric(0.9), "mig": metric(0.1)}},
+             "weights": {"weights": {**WEIGHTS, "sha256": "cd" * 32}}}[changed]
+    with card_lock(path):  # as another writer holds it while it writes the card
+        thread = threading.Thread(target=gather)
+        thread.start()
+        time.sleep(1.0)  # the runs are read and spread; the write waits for the lock
+        write_card(work / "cards", card_dict(**{"weights": WEIGHTS, "headline": "acc",
+                                                "metrics": {"acc": metric(0.5), "mig": metric(0.1)}, **other}))
+    thread.join(30)
+    why = {"metric": "acc is now 0.9, not 0.5", "weights": "it names other weights"}[changed]
+    assert failed == [f"card 'toy' at {path} was written again while the runs were read ({why}); run the command "
+                      f"again to spread what it holds now"]
+    assert get_card("cards/toy.toml").metrics["acc"].seeds is None  # the other writer's card, as it wrote it

@@ -382,5 +382,28 @@ def seed_report(card: Card | str | os.PathLike, runs: Iterable[str | os.PathLike
     command = f"vaezoo train {shell_quote(ref)} --seed N --out DIR for each run" + (
         f", then {measured_by}" if measured_by else "")
     found = spreads(card, found_runs, chosen, selection, command)
-    written = update_card(card.path, lambda now: with_spreads(now, found)) if write else None
+    written = update_card(card.path, lambda now: with_spreads(_as_read(card, now, chosen), found)) if write else None
     return SeedReport(card, found_runs, chosen, left_out, found, written)
+
+
+def _as_read(card: Card, now: Card, metrics: Sequence[str]) -> Card:
+    """``now``, the card file as it is under its lock, when it still states the weights and the values of
+    ``metrics`` that ``card`` stated when the spreads were made (``eval --write`` or ``train --resume`` may have
+    written it meanwhile: the spreads, whose run of the card's seed is ``card``'s, would then not be its).
+
+    Raises:
+        CardError: naming what changed.
+    """
+    changed = [f"{name} is now {_value(now, name)}, not {_value(card, name)}" for name in metrics
+               if _value(now, name) != _value(card, name)]
+    if now.weights != card.weights:
+        changed.insert(0, "it names other weights")
+    if changed:
+        raise CardError(f"card '{card.name}' at {card.path} was written again while the runs were read "
+                        f"({'; '.join(changed)}); run the command again to spread what it holds now")
+    return now
+
+
+def _value(card: Card, name: str) -> float | None:
+    """The value ``card`` records for the metric ``name``; None where it records none."""
+    return card.metrics[name].value if name in card.metrics else None
