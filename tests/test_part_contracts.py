@@ -4,16 +4,20 @@ pass."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
 import vaezoo
 from kit import install_plugin, make_card, write_toml
 from vaezoo.cli import main
-from vaezoo.errors import InputError
+from vaezoo.entries.schema import Card
+from vaezoo.errors import InputError, PluginError
 
 BROKEN_PARTS = """
 import vaezoo
+from vaezoo.latents import LatentFamily
 from vaezoo.latents.gaussian import Gaussian, GaussianPosterior
 from vaezoo.likelihoods import Bernoulli
 from vaezoo.nets import MLPDecoder, MLPEncoder
@@ -32,6 +36,10 @@ def family(kind):
             return mode[:, :-1] if kind == "narrow_mode" else mode
 
     class Family(Gaussian):
+        def __init__(self, dim):
+            super().__init__(dim)
+            self.param_size = {"short_params": dim, "long_params": 2 * dim + 1}.get(kind, self.param_size)
+
         def posterior(self, params):
             posterior = super().posterior(params)
             if kind == "tuple_posterior":
@@ -41,6 +49,16 @@ def family(kind):
 
     Family.__qualname__ = kind.title().replace("_", "")
     return Family
+
+
+class ScratchShort(LatentFamily):  # a family of its own, whose posterior reads 2 * dim parameters, not param_size
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = self.code_size = self.param_size = dim
+
+    def posterior(self, params):
+        loc, log_scale = params.split(self.dim, dim=-1)
+        return GaussianPosterior(loc, 2 * log_scale, None)
 
 
 class VectorTerm(Regularizer):
@@ -82,8 +100,9 @@ class MeanNll(Bernoulli):
 
 @vaezoo.hookimpl
 def vaezoo_register_latent_families(register):
-    for kind in ("kl_per_batch", "narrow_mode", "tuple_posterior"):
+    for kind in ("kl_per_batch", "narrow_mode", "tuple_posterior", "short_params", "long_params"):
         register(kind, family(kind))
+    register("scratch_short", ScratchShort)
 
 
 @vaezoo.hookimpl
@@ -113,6 +132,11 @@ TINY_NETS = {"image_size": 4, "channels": 1, "encoder": {"type": "mlp_encoder", 
     ("kl_per_batch", "beta", "latent family KlPerBatch (fake_broken_", {}),
     ("narrow_mode", "beta", "latent family NarrowMode (fake_broken_", {}),
     ("tuple_posterior", "beta", "latent family TuplePosterior (fake_broken_", {}),
+    # a param_size unlike what posterior() reads was "card 'tiny-blobs': its objective takes a distribution outside
+    # its support (not enough values to unpack (expected 2, got 1)); ... check_latent_family name the part"
+    ("short_params", "beta", "latent family ShortParams (fake_broken_", {}),
+    ("long_params", "beta", "latent family LongParams (fake_broken_", {}),
+    ("scratch_short", "beta", "plugin 'broken' (", {}),  # its own code raised: its plugin
     ("gaussian", "vector_term", "regularizer VectorTerm (fake_broken_", {}),
     ("gaussian", "float_term", "regularizer FloatTerm (fake_broken_", {}),
     ("gaussian", "two_arguments", "regularizer TwoArguments (fake_broken_", {}),
@@ -133,6 +157,18 @@ def test_a_part_that_breaks_its_contract_is_named_at_step_0_and_the_run_leaves_n
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert "Traceback" not in err and line.startswith(f"error: {problem}")
     assert not out.exists()
+
+
+def test_a_joint_latent_names_its_part_whose_param_size_is_not_what_its_posterior_reads(data_plugin, tmp_path):
+    install_plugin(data_plugin, "broken", BROKEN_PARTS)
+    parts = [{"type": "gaussian", "name": "fine", "dim": 2}, {"type": "short_params", "name": "odd", "dim": 3}]
+    card = make_card("tiny", model={**TINY_NETS, "latent": {"type": "joint", "parts": parts}})
+    model = vaezoo.build_model(Card.model_validate(card))
+    with pytest.raises(PluginError) as caught:
+        model.encode(torch.rand(2, 1, 4, 4))
+    assert re.fullmatch(r"part 'odd' of the joint latent: latent family ShortParams \(fake_broken_\w+\): "
+                        r"posterior\(\) reads 2 \* dim = 6 parameters per image, got 3 \(its param_size\); "
+                        r"param_size must be 6", str(caught.value)), str(caught.value)
 
 
 @pytest.mark.parametrize("name, shape", [("vae-mnist", (0, 1, 28, 28)), ("jointvae-mnist", (0, 1, 32, 32))])

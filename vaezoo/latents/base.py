@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from torch.distributions import Distribution, Normal, constraints
 
 from vaezoo.context import LatentPart
-from vaezoo.errors import LatentError
+from vaezoo.errors import LatentError, PluginError
 
 
 class LocationScale(NamedTuple):
@@ -234,3 +234,24 @@ class LatentFamily(nn.Module):
         family listings should show under another name, or whose code is not one part, overrides it.
         """
         return [LatentPart(family=self.registered_name or type(self).__name__.lower(), size=self.code_size)]
+
+
+def require_params(family: LatentFamily, params: Tensor, reads: int, counted: str) -> None:
+    """Refuse ``params`` unless they hold the ``reads`` parameters per image ``family.posterior()`` reads: a family
+    whose ``param_size`` says another number (a subclass that changed one and not the other) would fail inside the
+    split, or build a posterior of another width, naming no part.
+
+    Args:
+        family: the family whose ``posterior()`` is reading ``params``.
+        params: ``(batch, param_size)`` from the encoder's head.
+        reads: how many parameters per image ``posterior()`` reads.
+        counted: how it counts them, as a message says it (``"2 * dim"``).
+
+    Raises:
+        PluginError: naming the family, its module and the number ``param_size`` must be.
+    """
+    if params.shape[-1] != reads:
+        declared = " (its param_size)" if params.shape[-1] == family.param_size else ""
+        raise PluginError(f"latent family {type(family).__qualname__} ({type(family).__module__}): posterior() reads "
+                          f"{counted} = {reads} parameters per image, got {params.shape[-1]}{declared}; param_size "
+                          f"must be {reads}")

@@ -14,7 +14,7 @@ from torch import Tensor
 from torch.distributions import Categorical, RelaxedOneHotCategorical
 
 from vaezoo.context import LatentPart
-from vaezoo.latents.base import LatentFamily, Posterior, Sweep
+from vaezoo.latents.base import LatentFamily, Posterior, Sweep, require_params
 
 
 class CategoricalPosterior(Posterior):
@@ -69,6 +69,7 @@ class GumbelCategorical(LatentFamily):
         self.temperature = temperature
 
     def posterior(self, params: Tensor) -> CategoricalPosterior:
+        require_params(self, params, self.categories, "categories")
         return CategoricalPosterior(params, self.temperature)
 
     @property

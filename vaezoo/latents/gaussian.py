@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 from torch.distributions import Normal
 
-from vaezoo.latents.base import LatentFamily, LocationScale, Posterior
+from vaezoo.latents.base import LatentFamily, LocationScale, Posterior, require_params
 
 
 class GaussianPosterior(Posterior):
@@ -60,6 +60,7 @@ class Gaussian(LatentFamily):
         return Normal(self.prior_loc, torch.ones_like(self.prior_loc), validate_args=False)
 
     def posterior(self, params: Tensor) -> GaussianPosterior:
+        require_params(self, params, 2 * self.dim, "2 * dim")
         mean, logvar = params.split(self.dim, dim=-1)
         return GaussianPosterior(mean, logvar, self.prior)
 

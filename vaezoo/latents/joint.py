@@ -12,7 +12,8 @@ import torch
 from torch import Tensor, nn
 
 from vaezoo.context import BuildContext, LatentPart
-from vaezoo.latents.base import LatentFamily, Posterior
+from vaezoo.errors import PluginError
+from vaezoo.latents.base import LatentFamily, Posterior, require_params
 
 
 class JointPosterior(Posterior):
@@ -85,8 +86,15 @@ class Joint(LatentFamily):
         self.code_size = sum(f.code_size for f in families.values())
 
     def posterior(self, params: Tensor) -> JointPosterior:
-        chunks = params.split([f.param_size for f in self.families.values()], dim=-1)
-        return JointPosterior({name: f.posterior(c) for (name, f), c in zip(self.families.items(), chunks)})
+        sizes = [f.param_size for f in self.families.values()]
+        require_params(self, params, sum(sizes), "the sum of its parts' param_size")
+        parts = {}
+        for (name, family), chunk in zip(self.families.items(), params.split(sizes, dim=-1)):
+            try:
+                parts[name] = family.posterior(chunk)
+            except PluginError as exc:  # a part's own error: which part of this latent it is
+                raise PluginError(f"part '{name}' of the joint latent: {exc}") from None
+        return JointPosterior(parts)
 
     @property
     def parts(self) -> dict[str, LatentFamily]:

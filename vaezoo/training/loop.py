@@ -342,11 +342,23 @@ def _check_objective(model: torch.nn.Module, x: Tensor, who: str, member: bool) 
                 trial.check_output(out)
                 _check_terms(out.terms, owners, who, member)
     except ValueError as exc:
+        if not _raised_in_distributions(exc):  # a part's own error (a param_size unlike what its posterior reads)
+            raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TrainingError(f"{who}: its objective takes a distribution outside its support ({first}); "
                             f"vaezoo.testing.check_regularizer and check_latent_family name the part") from None
     finally:
         torch.distributions.Distribution.set_default_validate_args(previous)
+
+
+def _raised_in_distributions(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by ``torch.distributions`` itself (an argument or a value outside a distribution's
+    support, which the check turns on): any other ValueError is a part's own, and goes up as it is, so that the
+    command line names the plugin whose code raised it."""
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and str(frame.tb_frame.f_globals.get("__name__", "")).startswith("torch.distributions")
 
 
 def _check_terms(terms: Mapping[str, Tensor], owners: Mapping[str, str], who: str, member: bool) -> None:
