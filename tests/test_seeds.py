@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -386,3 +387,26 @@ def test_write_refuses_a_card_written_again_while_the_runs_were_read(work, chang
     assert failed == [f"card 'toy' at {path} was written again while the runs were read ({why}); run the command "
                       f"again to spread what it holds now"]
     assert get_card("cards/toy.toml").metrics["acc"].seeds is None  # the other writer's card, as it wrote it
+
+
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EFBIG])
+def test_write_onto_a_full_disk_keeps_the_card_and_says_to_make_room(work, capsys, monkeypatch, error):
+    """A card update (``seeds --write``, ``eval --write``) the disk cannot take said 'choose another output path',
+    which neither command has."""
+    runs = [write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3})]
+    path = work / "cards" / "toy.toml"
+    before = path.read_bytes()
+    write_bytes = Path.write_bytes
+
+    def full(self, data):
+        if self.parent == path.parent:
+            raise OSError(error, os.strerror(error), str(self))
+        return write_bytes(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", *runs, "--write")
+    assert code == 1 and "Traceback" not in err
+    assert err.splitlines()[-1] == (f"error: cannot write {path}: {os.strerror(error)}; the card is kept as it was; "
+                                    f"make room on its disk, then run the command again")
+    assert path.read_bytes() == before  # and no temporary file left beside it:
+    assert sorted(p.name for p in path.parent.iterdir()) == [".toy.toml.lock", "toy.toml"]

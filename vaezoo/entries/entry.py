@@ -55,8 +55,14 @@ def update_card(path: Path, change: Callable[[Card], Card]) -> Card:
     with card_lock(path):
         now, text = read_card(path)
         card = change(now)
-        atomic_write(path, updated_card_text(text, now, card, path).encode())
+        atomic_write(path, updated_card_text(text, now, card, path).encode(), UPDATE_FIX)
     return card
+
+
+UPDATE_FIX = "the card is kept as it was; make room on its disk, then run the command again"
+"""What the error of a card update that cannot be written says to do: a card is updated in place (``eval --write``,
+``seeds --write``), there is no other output path to choose, and its folder was checked to take a new file before
+anything was measured (:func:`check_writable`), so what is left is a full disk, a quota or a file size limit."""
 
 
 def updated_card_text(text: str, now: Card, card: Card, path: Path) -> str:

@@ -288,9 +288,9 @@ def _not_ours(path: Path, what: str) -> OutputError:
                              what=what)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically."""
-    atomic_save(path, lambda tmp: tmp.write_bytes(data))
+def atomic_write(path: Path, data: bytes, fix: str | Phrase = "choose another output path") -> None:
+    """Write ``data`` to ``path`` atomically; errors as :func:`atomic_save` raises them, ending with ``fix``."""
+    atomic_save(path, lambda tmp: tmp.write_bytes(data), fix)
 
 
 RECORD_LIMIT = 16 << 20
