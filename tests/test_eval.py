@@ -318,6 +318,75 @@ def test_a_metric_that_raises_is_named_with_its_plugin_and_the_others_are_measur
                                                "one float)")  # it was recorded as 1.0
 
 
+NOT_FINITE_METRICS = """
+import math
+import vaezoo
+
+@vaezoo.hookimpl
+def vaezoo_register_metrics(register):
+    def gives_nan(model, dataset, device=None, batch_size=64):
+        return math.nan
+
+    def gives_inf(model, dataset, device=None, batch_size=64):
+        return math.inf
+
+    register("gives_nan", gives_nan)
+    register("gives_inf", gives_inf)
+"""
+SAYS_NOTHING = "not a finite number: metric '{0}' of plugin 'nonfinite' does not say when it gives one"
+
+
+def notes(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("note:")]
+
+
+def test_a_metric_that_is_not_a_finite_number_is_named_with_why_by_the_table_the_json_the_card_and_the_check(
+        trained, data_plugin, capsys):
+    # eval printed nan and inf in its table, null in its JSON and wrote nan and inf to the card, without a word
+    from vaezoo.entries.catalog import parse_card
+
+    install_plugin(data_plugin, "nonfinite", NOT_FINITE_METRICS)
+    asked = ["eval", str(trained), "--metrics", "gives_nan,gives_inf"]
+    code, _, err = cli(capsys, *asked, "--write")
+    assert code == 0 and notes(err) == [f"note: gives_nan is NaN, {SAYS_NOTHING.format('gives_nan')} (nan on the card)",
+                                        f"note: gives_inf is inf, {SAYS_NOTHING.format('gives_inf')} (inf on the card)"]
+    written = parse_card(trained).metrics
+    assert math.isnan(written["gives_nan"].value) and written["gives_inf"].value == math.inf
+    code, out, err = cli(capsys, *asked, "--json")
+    shown = json.loads(out)
+    assert code == 0 and shown["metrics"] == {"gives_nan": None, "gives_inf": None}
+    assert shown["not_finite"] == {"gives_nan": "nan", "gives_inf": "inf"}
+    assert [line.endswith("(null in the JSON)") for line in notes(err)] == [True, True]
+    code, _, err = cli(capsys, *asked, "--check")  # NaN agrees with NaN, inf with inf: said, not failed
+    assert code == 0 and len(notes(err)) == 2 and "check: 2 of 2 metrics match the card" in err
+
+
+def test_a_run_whose_metric_is_not_a_finite_number_says_so_as_its_card_records_it(data_plugin, tmp_path):
+    from vaezoo.entries.catalog import parse_card
+    from vaezoo.errors import PublishWarning
+    from vaezoo.training.train import train
+
+    install_plugin(data_plugin, "nonfinite", NOT_FINITE_METRICS)
+    card = make_card("toy", eval_metrics=["gives_nan"])
+    with pytest.warns(PublishWarning) as warned:
+        result = train(write_toml(tmp_path / "toy.toml", card), tmp_path / "out")
+    assert [str(w.message) for w in warned if "gives_nan" in str(w.message)] == [
+        f"gives_nan is NaN, {SAYS_NOTHING.format('gives_nan')} (nan on the card)"]
+    assert math.isnan(parse_card(result.card_path).metrics["gives_nan"].value)
+
+
+def test_a_metric_s_spec_says_why_it_is_not_finite_and_a_loss_that_some_image_s_loss_is_not():
+    card = get_card("vae-mnist")
+    said = EvalReport(card, {"gaussian_total_correlation": math.nan, "mutual_info_score": 0.5},
+                      metrics=["gaussian_total_correlation", "mutual_info_score"]).not_finite
+    assert said == {"gaussian_total_correlation": "gaussian_total_correlation is NaN, not a finite number: NaN when a "
+                    "dimension of the mean code is constant over the points drawn (its correlation with the others is "
+                    "undefined), inf when the code's correlation matrix is singular (a dimension a linear function of "
+                    "others, as a joint latent's one-hot columns, which sum to 1)"}
+    assert EvalReport(card, {"reconstruction": math.inf, "objective": 1.0}).not_finite == {
+        "reconstruction": "reconstruction is inf, not a finite number: the loss of some test image is not finite"}
+
+
 HOSTILE = "x; touch PWNED #"
 
 

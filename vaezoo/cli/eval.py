@@ -81,12 +81,14 @@ def run(args) -> int:
     if args.json:
         print_json({"name": card.name, "checkpoint": args.checkpoint,
                     "step": card.train.steps if args.checkpoint else None, "metrics": report.results,
-                    "failed": report.failed, "check_failures": failures if comparisons is not None else None})
+                    "not_finite": _spelled(report), "failed": report.failed,
+                    "check_failures": failures if comparisons is not None else None})
     else:
         measured = f"checkpoint {args.checkpoint} at step {card.train.steps:,}" if args.checkpoint else "test split"
         print_table(("metric", "measured", "card"),
                     [(name, f"{value:.6g}", f"{card.metrics[name].value:.6g}" if name in card.metrics else "")
                      for name, value in report.results.items()], title=f"{card.name} ({measured})")
+    _say_not_finite(report, args)
     for name, (recorded, measured) in report.unlike_card().items():
         print(printable(f"note: {name} ran with {_settings(measured)}; the card's value was measured with "
                         f"{_settings(recorded)}"), file=sys.stderr)
@@ -102,6 +104,21 @@ def run(args) -> int:
                         f"{args.tolerance:g}: " + "; ".join(failures)), file=sys.stderr)
         return 1
     return 1 if report.failed else 0
+
+
+def _spelled(report) -> dict[str, str]:
+    """The results that are not finite numbers, as TOML writes them (``nan``, ``inf``, ``-inf``): JSON has no such
+    numbers, and writes null for them."""
+    return {name: str(report.results[name]) for name in report.not_finite}
+
+
+def _say_not_finite(report, args, run: str = "") -> None:
+    """A note on stderr for each result that is not a finite number, saying why and how it was written (``run``:
+    the run it is of, in a batch)."""
+    for name, why in report.not_finite.items():
+        kept = [where for where, given in (("null in the JSON", args.json),
+                                           (f"{report.results[name]} on the card", args.write)) if given]
+        print(printable(f"note: {run}{why}" + (f" ({', '.join(kept)})" if kept else "")), file=sys.stderr)
 
 
 def _rounding(comparisons) -> str:
@@ -128,6 +145,7 @@ def _print_batch(batch, args) -> int:
     if args.json:
         print_json([{"run": run.ref, "skipped": run.skipped, "error": run.error,
                      "metrics": run.report.results if run.report else None,
+                     "not_finite": _spelled(run.report) if run.report else None,
                      "failed": run.report.failed if run.report else None,
                      "check_failures": failures.get(run.ref) if args.check else None} for run in batch.runs])
     else:
@@ -148,6 +166,9 @@ def _print_batch(batch, args) -> int:
                f"{_rounding(c for compared in checks.values() for c in compared)}") if args.check else ""
     print(f"{measured} of {len(batch.runs)} runs measured" + (", written" if args.write else "")
           + (f", {skipped} skipped" if skipped else "") + checked, file=sys.stderr)
+    for run in batch.runs:
+        if run.report:
+            _say_not_finite(run.report, args, f"{run.ref}: ")
     bad = False
     for run in batch.runs:
         whys = [run.error] if run.error else list(run.report.failed.values()) if run.report else []

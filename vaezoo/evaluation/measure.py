@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
@@ -121,6 +122,20 @@ def failure(name: str, exc: Exception) -> str:
     """One line saying that metric ``name`` raised ``exc``, naming the plugin that registered it."""
     plugin = registry("metric").plugin_of(name)
     return f"metric '{name}' of plugin '{plugin}' failed: {type(exc).__name__}" + (f": {exc}" if str(exc) else "")
+
+
+def why_not_finite(name: str, value: float, registered: bool) -> str:
+    """One line saying that the result ``name`` is ``value``, not a finite number, and why: a registered metric's
+    spec says when it gives one (its ``not_finite``), or the line names its plugin as saying nothing of it; a loss
+    (``registered`` False) is not finite for some test image."""
+    shown = "NaN" if math.isnan(value) else f"{value:g}"
+    if not registered:
+        why = "the loss of some test image is not finite"
+    elif metric(name).not_finite:
+        why = metric(name).not_finite
+    else:
+        why = f"metric '{name}' of plugin '{registry('metric').plugin_of(name)}' does not say when it gives one"
+    return f"{name} is {shown}, not a finite number: {why}"
 
 
 def check_metrics(model: VAE, card: Card, metrics: Sequence[str] | None = None) -> None:

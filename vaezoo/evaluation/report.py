@@ -23,7 +23,7 @@ from vaezoo.entries.checkpoints import read_checkpoint
 from vaezoo.entries.entry import check_writable, update_card
 from vaezoo.entries.schema import Card, Metric
 from vaezoo.errors import CardError, MetricError, VaezooError
-from vaezoo.evaluation.measure import evaluate, failure
+from vaezoo.evaluation.measure import evaluate, failure, why_not_finite
 from vaezoo.metrics import parallel
 from vaezoo.metrics.provenance import library_versions, metric_parameters
 from vaezoo.terminal import shell_join
@@ -127,6 +127,15 @@ class EvalReport:
     failed: dict[str, str] = field(default_factory=dict)
     sections: dict[str, Any] = field(default_factory=dict)
     named: Path | None = None
+
+    @property
+    def not_finite(self) -> dict[str, str]:
+        """The :attr:`results` that are not finite numbers (NaN, inf), each with one line saying which and why
+        (:func:`vaezoo.evaluation.measure.why_not_finite`): a card records them as TOML's ``nan`` and ``inf``, JSON as
+        null, so the commands say them beside."""
+        registered = set(self.metrics if self.metrics is not None else self.card.eval_metrics)
+        return {name: why_not_finite(name, value, name in registered) for name, value in self.results.items()
+                if not math.isfinite(value)}
 
     @property
     def checked(self) -> dict:

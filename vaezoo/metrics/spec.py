@@ -56,6 +56,8 @@ class MetricSpec:
         rounding: how far the value moves when nothing but the float rounding of the model's pass changes (another
             CPU kernel, memory order or device), where that is more than ``vaezoo eval --check``'s tolerance: the
             check allows at least this difference (0 for a metric whose value such rounding barely moves).
+        not_finite: when, and why, the metric gives NaN or inf (a constant code dimension, a singular covariance),
+            which ``vaezoo eval`` and training say beside such a value; "" for a metric that always gives a number.
     """
 
     function: Callable[..., float]
@@ -65,11 +67,15 @@ class MetricSpec:
     suite: str | None = None
     quick: Mapping[str, Any] = field(default_factory=dict)
     rounding: float = 0.0
+    not_finite: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.higher_is_better, bool):  # a card records it, and takes only true or false
             raise TypeError(f"higher_is_better of metric '{getattr(self.function, '__name__', self.function)}' is "
                             f"True or False, got {self.higher_is_better!r}")
+        if not isinstance(self.not_finite, str):  # a line vaezoo prints beside a NaN or an inf
+            raise TypeError(f"not_finite of metric '{getattr(self.function, '__name__', self.function)}' is text, "
+                            f"got {self.not_finite!r}")
         object.__setattr__(self, "__doc__", self.function.__doc__)
 
     def measure(self, evaluation: Evaluation, **settings: Any) -> float:
@@ -129,13 +135,13 @@ class MetricSpec:
 
 
 def metric_spec(*, higher_is_better: bool = True, needs: Sequence[Requirement] = (), suite: str | None = None,
-                quick: Mapping[str, Any] | None = None,
-                rounding: float = 0.0) -> Callable[[Callable[..., float]], MetricSpec]:
+                quick: Mapping[str, Any] | None = None, rounding: float = 0.0,
+                not_finite: str = "") -> Callable[[Callable[..., float]], MetricSpec]:
     """Make ``function(evaluation, **settings)`` a :class:`MetricSpec`; its settings are its keyword defaults."""
     def make(function: Callable[..., float]) -> MetricSpec:
         first = next(iter(inspect.signature(function).parameters))
         return MetricSpec(function, higher_is_better, tuple(needs), _defaults(function, (first,)), suite,
-                          dict(quick or {}), rounding)
+                          dict(quick or {}), rounding, not_finite)
 
     return make
 

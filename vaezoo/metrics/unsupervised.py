@@ -59,7 +59,10 @@ def mutual_info_score_from_codes(codes: Codes, rng: np.random.Generator, points:
     return mean_pairwise_mutual_information(draw(codes, None, rng, points)[0], bins)
 
 
-@metric_spec(higher_is_better=False, suite="disentanglement")
+@metric_spec(higher_is_better=False, suite="disentanglement",
+             not_finite="NaN when a dimension of the mean code is constant over the points drawn (its correlation "
+                        "with the others is undefined), inf when the code's correlation matrix is singular (a "
+                        "dimension a linear function of others, as a joint latent's one-hot columns, which sum to 1)")
 def gaussian_total_correlation(evaluation: Evaluation, points: Count = 10_000, seed: Seed = 0) -> float:
     """The Gaussian total correlation of the mean codes of ``evaluation``'s model on its images (see the module
     docstring); lower is better.

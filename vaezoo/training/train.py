@@ -358,13 +358,16 @@ def _kept(out: Path, options: TrainOptions, step: int, stopped: bool) -> Path | 
 
 def _record(card_path: Path, data_root, device) -> None:
     """Measure a published run and record its metrics on its card, as ``vaezoo eval OUT --write`` does; a metric
-    that fails is left off, with a :class:`PublishWarning` naming the command that measures it again."""
+    that fails is left off, with a :class:`PublishWarning` naming the command that measures it again, and one that
+    is not a finite number (NaN, inf) is recorded with a :class:`PublishWarning` saying why."""
     report = evaluate_card(card_path.parent, data_root=data_root, device=device, write=True)  # the run's folder
     ref = card_reference(report.card, card_path.parent)
     for metric, why in report.failed.items():
         command = eval_command(ref, data_root, [metric])
         again = "" if metric == "card sections" else f"; measure it again with: {command}"
         warnings.warn(f"{why}; the card is written without it{again}", PublishWarning, stacklevel=2)
+    for metric, why in report.not_finite.items():
+        warnings.warn(f"{why} ({report.results[metric]} on the card)", PublishWarning, stacklevel=2)
 
 
 def _override(recipe: TrainRecipe, **values) -> TrainRecipe:
