@@ -34,6 +34,9 @@ class VAEOutput:
             like the input; ``likelihood.mean(output)`` is the image.
         posterior: q(z|x).
         z: the code that was decoded.
+
+    ``posterior`` is an object, not a tensor, so ``torch.export.export(model, (x,))`` cannot return this; export a
+    module whose forward returns the tensors wanted (``out.loss``, ``out.output``, ``out.z``, ``out.terms``).
     """
 
     loss: Tensor
