@@ -89,3 +89,14 @@ def test_the_folder_of_a_run_not_finished_names_its_checkpoint(tmp_path, capsys,
     code, _, err = cli(capsys, "eval", str(run))
     assert err.splitlines()[-1] == f"error: folder {run} must hold exactly one card, found no *.toml file; give the " \
                                    f"card file's path"
+
+
+@pytest.mark.parametrize("text", [b"", b"\n  \n"], ids=["empty", "blank"])
+def test_an_empty_card_file_is_called_empty(tmp_path, capsys, cards, text):
+    """An empty ``mine.toml`` (touched, or truncated) said ``field 'name': Field required (and 8 more problems)``."""
+    (cards / "mine.toml").write_bytes(text)
+    code, _, err = cli(capsys, "info", str(cards / "mine.toml"))
+    assert code == 1 and err == (f"error: {cards / 'mine.toml'}: is an empty file, not a card; write the card's TOML "
+                                 f"in it ('vaezoo info NAME' prints a zoo card's), or give another file\n")
+    code, out, err = cli(capsys, "list", "--skipped")
+    assert code == 0 and "mine.toml: is an empty file, not a card" in out

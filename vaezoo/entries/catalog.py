@@ -99,6 +99,9 @@ def _read_text(path: Path) -> str:
     if data[:4] == b"PK\x03\x04" or data[:1] == b"\x80":  # torch.save's zip, or a pickle
         raise _Unfit("is a torch.save or pickle file, not a card (TOML); measure a 'vaezoo train' checkpoint with "
                      "'vaezoo eval CARD --checkpoint PATH', and load a whole pickled model with torch.load")
+    if not data.strip():  # a card half made by hand, or a file truncated by a full disk: no field is the matter
+        raise _Unfit("is an empty file, not a card; write the card's TOML in it ('vaezoo info NAME' prints a zoo "
+                     "card's), or give another file")
     if max(info.st_size, len(data)) > MAX_CARD_BYTES:
         raise _Unfit(f"is {max(info.st_size, len(data)):,} bytes, more than the {MAX_CARD_BYTES:,} a card may "
                      f"have; it is not a card file")
