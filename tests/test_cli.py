@@ -109,6 +109,11 @@ def test_list_filters(listed, capsys):
     (["--dataset", "mnistt"], "error: --dataset mnistt: no card has it; the cards have dsprites, mnist"),
     (["--latent", "laplace"], "error: --latent laplace: no card has it; the cards have categorical, gaussian"),
     (["--where", "betta=6"], "error: --where betta: no card has such a field; name one by the end of its dotted path"),
+    # a card's own fields, which --where never reads: they said "no card has such a field"
+    (["--where", "dataset=mnist"], "error: --where reads a card's [model] and [train] fields, and dataset is none of "
+                                   "them; filter by the card's dataset with --dataset mnist"),
+    (["--where", "architecture=vae"], "error: --where reads a card's [model] and [train] fields, and architecture is "
+                                      "none of them; filter by the card's architecture with --arch vae"),
 ])
 def test_a_filter_no_card_could_pass_is_named_not_an_empty_table(listed, capsys, argv, message):
     code, out, err = cli(capsys, "list", *argv)

@@ -530,6 +530,10 @@ def _check_filters(cards: list[Card], dataset: str | None, architecture: str | N
     fields = {path for c in cards for path in c.flat()}
     for key in where:
         if not any(path == key or path.endswith("." + key) for path in fields):
+            if key in known:  # a card's own field, which --where (the [model] and [train] fields) never reads
+                raise UnknownNameError.about(f"{{where}} reads a card's [model] and [train] fields, and {key} is none "
+                                             f"of them; filter by the card's {key} with {{{key}:{{value}}}}",
+                                             value=where[key])
             raise UnknownNameError.about("{where} {key}: no card has such a field; name one by the end of its dotted "
                                          "path, e.g. beta or optimizer.lr ('vaezoo info NAME' shows a card's fields)",
                                          key=key)
