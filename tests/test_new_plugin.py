@@ -4,6 +4,7 @@ a few steps of ``vaezoo train``) and is discovered."""
 from __future__ import annotations
 
 import ast
+import errno
 import json
 import os
 import re
@@ -193,6 +194,38 @@ def test_refuses_a_dir_that_is_a_file(tmp_path, capsys):
     not_a_dir.write_text("")
     assert main(["new-plugin", "demo-vae", "--dir", str(not_a_dir)]) == 1
     assert capsys.readouterr().err == f"error: --dir {not_a_dir} is a file, not a directory\n"
+
+
+@pytest.mark.parametrize("error", [errno.EACCES, errno.EROFS])
+def test_a_dir_that_may_not_be_written_is_named_not_a_temporary_folder(tmp_path, capsys, monkeypatch, error):
+    """A --dir that refuses new files (read-only, another user's) said 'error: Permission denied: DIR/.vaezoo-demo.
+    3w1u8r0y', naming the staging folder, with no fix."""
+    from kit import refuse_writes
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    refuse_writes(monkeypatch, folder, error)
+    assert main(["new-plugin", "demo", "--dir", str(folder)]) == 1
+    assert capsys.readouterr().err == (f"error: cannot create {folder / 'vaezoo-demo'}: {os.strerror(error)}; "
+                                       f"choose another --dir\n")
+    assert not any(folder.iterdir())
+
+
+def test_a_full_disk_while_writing_leaves_nothing_behind(tmp_path, capsys, monkeypatch):
+    from pathlib import Path
+
+    write_text = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.name == "pyproject.toml":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+        return write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    assert main(["new-plugin", "demo", "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"error: cannot create {tmp_path / 'vaezoo-demo'}: No space left on device; "
+                                       f"make room on its disk or choose another --dir\n")
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("folder", ["src", "my dir"])

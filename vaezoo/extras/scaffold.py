@@ -13,7 +13,7 @@ from pathlib import Path
 from string import Template
 
 from vaezoo.errors import VaezooError
-from vaezoo.store.files import new_folder_mode
+from vaezoo.store.files import folder_problem, new_folder_mode
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 
@@ -106,14 +106,21 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
     if parent.exists() and not parent.is_dir():
         raise VaezooError(f"--dir {parent} is a file, not a directory")
     files = render(name, kind)
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".vaezoo-{name}.", dir=parent))
     try:
-        for relative, text in files.items():
-            path = staging / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        staging.chmod(new_folder_mode())
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".vaezoo-{name}.", dir=parent))
+    except OSError as exc:  # a folder that may not be written: named, not the staging folder's random name
+        raise VaezooError(f"cannot create {target}: {folder_problem(parent, exc)}; choose another --dir") from None
+    try:
+        try:
+            for relative, text in files.items():
+                path = staging / relative
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+            staging.chmod(new_folder_mode())
+        except OSError as exc:  # a full disk or quota; nothing is left behind
+            raise VaezooError(f"cannot create {target}: {exc.strerror or exc}; make room on its disk or choose "
+                              f"another --dir") from None
         if os.path.lexists(target):  # created while we were writing
             raise VaezooError(f"{target} already exists; remove it or choose another --dir")
         try:
