@@ -138,24 +138,26 @@ def _require_example(kind: str, name: str, example: dict | None) -> dict:
 
 @pytest.mark.parametrize("name, example", _example_specs("latent family"))
 def test_latent_family(name, example):
-    testing.check_latent_family(name, train=False, **_require_example("latent family", name, example))
+    testing.check_latent_family(name, train=False, arguments=_require_example("latent family", name, example))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, example", _example_specs("latent family"))
 def test_latent_family_trains(name, example):
-    testing.check_latent_family(name, **_require_example("latent family", name, example))
+    testing.check_latent_family(name, arguments=_require_example("latent family", name, example))
 
 
 @pytest.mark.parametrize("name, example", _example_specs("regularizer"))
 def test_regularizer(name, example):
-    testing.check_regularizer(name, train=False, **_require_example("regularizer", name, example))
+    example = _require_example("regularizer", name, example)
+    testing.check_regularizer(name, latent=example.pop("latent", None), train=False, arguments=example)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, example", _example_specs("regularizer"))
 def test_regularizer_trains(name, example):
-    testing.check_regularizer(name, **_require_example("regularizer", name, example))
+    example = _require_example("regularizer", name, example)
+    testing.check_regularizer(name, latent=example.pop("latent", None), arguments=example)
 
 
 @pytest.mark.parametrize("name, example", _example_specs("net"))

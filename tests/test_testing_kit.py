@@ -289,6 +289,60 @@ def test_a_warm_up_whose_terms_weigh_nothing_at_step_0_passes(broken_parts):
     assert testing.check_regularizer("warmup", train=False).__class__.__name__ == "Warmup"
 
 
+NAMED_LIKE_THE_KIT = '''
+import vaezoo
+from vaezoo.context import batch_mean
+from vaezoo.latents import Gaussian
+from vaezoo.regularizers import Regularizer
+
+
+class WarmKL(Regularizer):
+    """A KL warm-up over ``steps`` steps: its argument is named like check_regularizer's own ``steps``."""
+
+    example = {"steps": 10}
+
+    def __init__(self, steps: int):
+        super().__init__()
+        self.steps = steps
+
+    def forward(self, posterior, z, step):
+        return {"kl": min(1.0, (step + 1) / self.steps) * batch_mean(posterior.kl())}
+
+
+class SeededGaussian(Gaussian):
+    """A Gaussian whose argument is named like check_latent_family's own ``seed``."""
+
+    example = {"dim": 3, "seed": 7}
+
+    def __init__(self, dim, seed):
+        super().__init__(dim)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_regularizers(register):
+    register("warm_kl", WarmKL)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_latent_families(register):
+    register("seeded_gaussian", SeededGaussian)
+'''
+
+
+def test_a_part_argument_named_like_the_kits_own_keyword_is_given_through_arguments(site):
+    """A warm-up's ``steps`` went to check_regularizer's own ``steps`` (a raw "TypeError: 'int' object is not
+    iterable"), and a family's ``seed`` to check_latent_family's, so such a part could not be checked; now
+    ``arguments=`` carries the part's arguments, and ``steps=`` that is no tuple of steps says so."""
+    install_plugin(site, "named_like_the_kit", NAMED_LIKE_THE_KIT)
+    assert testing.check_regularizer("warm_kl", arguments={"steps": 10}, train=False).steps == 10
+    assert testing.check_latent_family("seeded_gaussian", arguments={"dim": 3, "seed": 7}, train=False).dim == 3
+    with pytest.raises(ConformanceError, match=r"steps=.* got 10; give a regularizer argument named 'steps' as "
+                                               r"arguments=\{'steps': 10\}"):
+        testing.check_regularizer("warm_kl", steps=10, train=False)
+    with pytest.raises(ConformanceError, match="given dim both in arguments= and as a keyword; give each once"):
+        testing.check_latent_family("seeded_gaussian", arguments={"dim": 3, "seed": 7}, dim=3, train=False)
+
+
 @pytest.mark.parametrize("name, problem", [
     ("not_a_vae", "the builder returned a Linear, not a vaezoo.model.VAE"),
     ("unused_layer", "parameters get no gradient from the loss: ['unused.weight', 'unused.bias']"),

@@ -169,7 +169,20 @@ def check_plugin(name: str) -> dict[str, list[str]]:
     return contributed
 
 
-def check_latent_family(name: str, batch: int = 4, seed: int = 0, train: bool = True, **kwargs: Any) -> LatentFamily:
+def _part_arguments(subject: str, check: str, arguments: Mapping[str, Any] | None,
+                    kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A part's arguments given to ``check``: ``arguments`` (for names the check's own keywords take) and ``kwargs``;
+    a name given in both is a :class:`ConformanceError`."""
+    _require(arguments is None or isinstance(arguments, Mapping), subject,
+             f"{check}'s arguments= must be a mapping of the part's arguments, got {type(arguments).__name__}")
+    twice = sorted(set(arguments or {}) & set(kwargs))
+    _require(not twice, subject, f"{check} was given {', '.join(twice)} both in arguments= and as a keyword; give "
+             f"each once")
+    return {**(arguments or {}), **kwargs}
+
+
+def check_latent_family(name: str, batch: int = 4, seed: int = 0, train: bool = True, *,
+                        arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> LatentFamily:
     """Check the latent family registered as ``name``, built with ``kwargs``, against the protocol.
 
     Checks ``param_size``/``code_size``, that the part slices tile the code, the
@@ -189,12 +202,15 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, train: bool = 
         seed: seed of the random parameters.
         train: then run :func:`check_training` on a ``vae`` with this latent (small MLP nets, beta 1),
             measuring every metric of the built-in plugins and of the part's own that it can serve.
+        arguments: the family's arguments as a mapping, for those named like this function's own (``batch``,
+            ``seed``, ``train``); merged with ``kwargs``.
         kwargs: the family's arguments, e.g. ``dim=3``.
 
     Returns:
         The built family.
     """
     subject = f"latent family '{name}'"
+    kwargs = _part_arguments(subject, "check_latent_family", arguments, kwargs)
     with _running(subject, f"building with {kwargs}"):
         family = build("latent family", {"type": name, **kwargs})
     subject = _owner("latent family", name)
@@ -341,8 +357,8 @@ def _check_kl_parts(family: LatentFamily, posterior: Posterior, kl: Tensor, batc
 
 
 def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch: int = 8,
-                      steps: tuple[int, ...] = (0, 1000), seed: int = 0, train: bool = True,
-                      **kwargs: Any) -> Regularizer:
+                      steps: tuple[int, ...] = (0, 1000), seed: int = 0, train: bool = True, *,
+                      arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> Regularizer:
     """Check the regularizer registered as ``name``, built with ``kwargs``, against the protocol.
 
     At each of ``steps`` it must return named scalar terms, all finite, the same
@@ -370,12 +386,19 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
         seed: seed of the random parameters.
         train: then run :func:`check_training` on a ``vae`` with this regularizer on ``latent`` (small MLP
             nets), measuring every metric of the built-in plugins and of the part's own that it can serve.
+        arguments: the regularizer's arguments as a mapping, for those named like this function's own (a warm-up's
+            ``steps``, a ``seed``); merged with ``kwargs``.
         kwargs: the regularizer's arguments.
 
     Returns:
         The built regularizer.
     """
     subject = f"regularizer '{name}'"
+    kwargs = _part_arguments(subject, "check_regularizer", arguments, kwargs)
+    _require(isinstance(steps, Sequence) and len(steps) > 0
+             and all(isinstance(s, int) and not isinstance(s, bool) for s in steps), subject,
+             f"check_regularizer's own steps= (the training steps it checks the terms at, a tuple of ints) got "
+             f"{steps!r}; give a regularizer argument named 'steps' as arguments={{'steps': {steps!r}}}")
     with _running(subject, f"building the latent {latent}"):
         family = build("latent family", dict(latent or {"type": "gaussian", "dim": 4}))
     context = BuildContext(builder=build, **latent_sizes(family))
