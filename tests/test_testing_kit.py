@@ -290,7 +290,11 @@ def test_a_warm_up_whose_terms_weigh_nothing_at_step_0_passes(broken_parts):
 
 
 NAMED_LIKE_THE_KIT = '''
+import torch
+
 import vaezoo
+from vaezoo.data import DataInfo, Dataset, ImageDataset
+from vaezoo.model import build_vae
 from vaezoo.context import batch_mean
 from vaezoo.latents import Gaussian
 from vaezoo.regularizers import Regularizer
@@ -318,9 +322,37 @@ class SeededGaussian(Gaussian):
         super().__init__(dim)
 
 
+class Drawn(Dataset):
+    """Random binary images drawn from its option ``seed``, named like check_dataset's own."""
+
+    def info(self, split="train", seed=0, size=16):
+        return DataInfo(size=size, image_size=16, channels=1)
+
+    def load(self, root=None, split="train", seed=0, size=16):
+        generator = torch.Generator().manual_seed(seed + (split == "test"))
+        return ImageDataset((torch.rand(size, 1, 16, 16, generator=generator) > 0.5).to(torch.uint8) * 255)
+
+
+def seeded_vae(context, image_size, channels, seed):
+    """A builder whose argument is named like check_architecture's own ``seed``."""
+    return build_vae(context, image_size, channels, latent={"type": "gaussian", "dim": 2},
+                     regularizers=[{"type": "beta", "beta": 1.0}], encoder={"type": "mlp_encoder", "hidden": [8]},
+                     decoder={"type": "mlp_decoder", "hidden": [8]})
+
+
 @vaezoo.hookimpl
 def vaezoo_register_regularizers(register):
     register("warm_kl", WarmKL)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_datasets(register):
+    register("drawn", Drawn())
+
+
+@vaezoo.hookimpl
+def vaezoo_register_architectures(register):
+    register("seeded_vae", seeded_vae)
 
 
 @vaezoo.hookimpl
@@ -331,8 +363,8 @@ def vaezoo_register_latent_families(register):
 
 def test_a_part_argument_named_like_the_kits_own_keyword_is_given_through_arguments(site):
     """A warm-up's ``steps`` went to check_regularizer's own ``steps`` (a raw "TypeError: 'int' object is not
-    iterable"), and a family's ``seed`` to check_latent_family's, so such a part could not be checked; now
-    ``arguments=`` carries the part's arguments, and ``steps=`` that is no tuple of steps says so."""
+    iterable"), and a family's, a builder's or a dataset's ``seed`` to the check's own, so such a part could not be
+    checked; now ``arguments=`` carries the part's arguments, and ``steps=`` that is no tuple of steps says so."""
     install_plugin(site, "named_like_the_kit", NAMED_LIKE_THE_KIT)
     assert testing.check_regularizer("warm_kl", arguments={"steps": 10}, train=False).steps == 10
     assert testing.check_latent_family("seeded_gaussian", arguments={"dim": 3, "seed": 7}, train=False).dim == 3
@@ -341,6 +373,9 @@ def test_a_part_argument_named_like_the_kits_own_keyword_is_given_through_argume
         testing.check_regularizer("warm_kl", steps=10, train=False)
     with pytest.raises(ConformanceError, match="given dim both in arguments= and as a keyword; give each once"):
         testing.check_latent_family("seeded_gaussian", arguments={"dim": 3, "seed": 7}, dim=3, train=False)
+    model = testing.check_architecture("seeded_vae", arguments={"seed": 3}, image_size=16, channels=1, train=False)
+    assert model.image_size == 16
+    testing.check_dataset("drawn", arguments={"seed": 3}, size=8)
 
 
 @pytest.mark.parametrize("name, problem", [

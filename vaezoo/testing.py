@@ -600,7 +600,8 @@ def check_likelihood(name: str, image_size: int = 8, channels: int = 1, batch: i
     return likelihood
 
 
-def check_architecture(name: str, batch: int = 4, seed: int = 0, train: bool = True, **model_kwargs: Any) -> VAE:
+def check_architecture(name: str, batch: int = 4, seed: int = 0, train: bool = True, *,
+                       arguments: Mapping[str, Any] | None = None, **model_kwargs: Any) -> VAE:
     """Build the architecture registered as ``name`` and run :func:`check_model` on it.
 
     Args:
@@ -612,11 +613,14 @@ def check_architecture(name: str, batch: int = 4, seed: int = 0, train: bool = T
         model_kwargs: the builder's arguments, with the facts of the data (``image_size``, ``channels``,
             ...) it takes. When none are given, the model of the first card of this architecture is
             built (the card's dataset gives the facts), or else the builder is called with no arguments.
+        arguments: the builder's arguments as a mapping, for those named like this function's own (``batch``,
+            ``seed``, ``train``); merged with ``model_kwargs``.
 
     Returns:
         The built model.
     """
     subject = _owner("architecture", name)
+    model_kwargs = _part_arguments(subject, "check_architecture", arguments, model_kwargs)
     cards = [] if model_kwargs else [c for c in discover().values() if c.architecture == name]
     with _running(subject, f"building with {model_kwargs or (cards and cards[0].name) or 'no arguments'}"):
         model = build_model(cards[0]) if cards else build("architecture", {"type": name, **model_kwargs})
@@ -899,7 +903,8 @@ def _check_loaded(out: Path, trained: VAE, subject: str, data_root=None) -> VAE:
     return loaded
 
 
-def check_dataset(name: str, seed: int = 0, data_root: str | Path | None = None, **options: Any) -> None:
+def check_dataset(name: str, seed: int = 0, data_root: str | Path | None = None, *,
+                  arguments: Mapping[str, Any] | None = None, **options: Any) -> None:
     """Check the dataset registered as ``name``, with ``options``, then train on it as ``vaezoo train`` does.
 
     For each split, "train" and "test", ``info()`` must describe what ``load()`` gives (size, image size,
@@ -913,6 +918,8 @@ def check_dataset(name: str, seed: int = 0, data_root: str | Path | None = None,
         name: the registered name, e.g. ``"dsprites"``.
         seed: the run's seed.
         data_root: where the dataset lives (``--data-root``; default ``VAEZOO_DATA`` or the default folder).
+        arguments: the dataset's options as a mapping, for those named like this function's own (a ``seed`` of
+            a drawn dataset, ``data_root``); merged with ``options``.
         options: the dataset's options, as a card's ``[train.data]`` gives them.
     """
     from vaezoo.assemble import load_dataset
@@ -920,6 +927,7 @@ def check_dataset(name: str, seed: int = 0, data_root: str | Path | None = None,
     from vaezoo.entries.schema import DataSpec
 
     subject = _owner("dataset", name)
+    options = _part_arguments(subject, "check_dataset", arguments, options)
     grey = False
     for split in ("train", "test"):
         with _running(subject, f"describing split '{split}' with {options}"):
