@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import signal
+from pathlib import Path
 
 import pytest
 import torch
@@ -219,19 +220,26 @@ def test_float32_and_compile_leave_the_recipe_of_older_checkpoints():
     assert recipe(card(precision="bf16"))["train"]["precision"] == "bf16"
 
 
-def test_a_model_torch_compile_cannot_compile_is_a_one_line_error(data_plugin, tmp_path, monkeypatch, capsys):
+def train_refusing_compile(preset: str, tmp_path, monkeypatch, capsys, *options: str) -> Path:
+    """``vaezoo train`` (with ``options``) of a ``preset`` card asking for compile, with a backend that raises: one
+    line says so and how to train without it. The card's path."""
     def refuses(graph, inputs, **options):
         raise RuntimeError("no compiler for this graph\nsecond line")
 
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend=refuses))
-    path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"compile": True}))
-    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
+    path = write_toml(tmp_path / f"{preset}.toml", make_card(preset, train={"compile": True}))
+    assert main(["train", str(path), "--out", str(tmp_path / "out"), *options]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert ("torch.compile cannot compile the model here (refuses raised RuntimeError: no compiler for this graph)"
             in line)
     assert line.endswith("train without it: --no-compile (or compile = false in the card's [train])")
+    return path
+
+
+def test_a_model_torch_compile_cannot_compile_is_a_one_line_error(data_plugin, tmp_path, monkeypatch, capsys):
+    path = train_refusing_compile("toy", tmp_path, monkeypatch, capsys)
     assert main(["train", str(path), "--out", str(tmp_path / "out"), "--no-compile", "--max-steps", "2"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("training 12 steps (3 per epoch), this time up to step 2, a checkpoint every"), err[0]

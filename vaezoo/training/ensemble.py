@@ -52,6 +52,7 @@ from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, dev
                                   diverged, epoch_order, last_good, make_optimizer, precision_flags, resume_point,
                                   rng_state, until)
 from vaezoo.training.auxiliary import TrainingParts
+from vaezoo.training.compiling import Compiled, step_tensor
 from vaezoo.training.progress import Reporter
 from vaezoo.training.settings import differing, float_settings, structure, swapped
 from vaezoo.signals import Interrupted, StopSignals
@@ -215,7 +216,9 @@ class Stack:
     without it, so the stack steps at rate 1 and each member keeps ``lr`` of that step). On CUDA the whole step
     (forward, backward and the fused optimiser step) is captured once as a CUDA graph and replayed:
     the host only cuts the batches, draws the noise and launches the graph. A step that cannot be
-    captured runs eagerly, as on the CPU.
+    captured runs eagerly, as on the CPU. With the recipe's ``compile = true`` the stacked forward pass, losses
+    and regularizers go through ``torch.compile`` (inductor, its default mode, :mod:`vaezoo.training.compiling`),
+    inside the captured graph on CUDA; the backward pass is compiled with it, the optimiser's step is not.
 
     The members' training parts (a regularizer's own networks, FactorVAE's discriminator) are stacked too, with
     one optimiser per part over the stacked tensors (the settings of the regularizer's
@@ -223,7 +226,8 @@ class Stack:
     draws its second batch and the update's noise (recorded once, as the forward pass's is), and every member's
     update runs on its own slice, under the same formulation as the forward passes; one backward pass and one step
     of the parts' optimisers follow, as :meth:`vaezoo.training.auxiliary.TrainingParts.step` does for a single run.
-    Such a stack is not captured as a CUDA graph: its step, the parts' update included, runs eagerly.
+    Such a stack is not captured as a CUDA graph: its step, the parts' update included, runs eagerly (with
+    ``compile = true`` its model's forward pass, which uses the parts, is compiled; the parts' update is not).
 
     Args:
         members: members whose cards differ only in the seed, at the same step (:func:`stack_key`).
@@ -255,6 +259,7 @@ class Stack:
         self.term_names: list[str] = []  # the model's loss terms, learnt by the first recorded forward pass
         self.last_terms: list[str] = []  # the names of the terms of the last forward pass
         self.stopped: list[Member] = []  # members whose loss became NaN or inf
+        self.compiled = Compiled(self._losses) if members[0].card.train.compile else None
         self._restack(members, [m.optimizer.state_dict() for m in members],
                       [{name: o.state_dict() for name, o in m.parts.optimizers.items()} for m in members])
 
@@ -307,7 +312,16 @@ class Stack:
             The losses, shape ``(members,)``; the terms they sum, detached, in float32, shape ``(members, terms)``
             in the order of :attr:`term_names`; and the codes the forward passes sampled, detached, shape
             ``(members, batch, code_size)``.
+
+        With the recipe's ``compile = true`` the members' forward passes, losses and terms (and so their backward
+        pass) are one function compiled by ``torch.compile`` (:mod:`vaezoo.training.compiling`), the step given to
+        it as a tensor.
         """
+        if self.compiled is None:
+            return self._losses(x, noise, step)
+        return self.compiled(x, noise, step if isinstance(step, Tensor) else step_tensor(step, self.run.device))
+
+    def _losses(self, x: Tensor, noise: list[Tensor], step: int | Tensor) -> tuple[Tensor, Tensor, Tensor]:
         return self._each(self._forward(step), (x,), noise, self.tapes[x.shape[1]])
 
     def _forward(self, step: int | Tensor) -> Callable[[Tensor], tuple[Tensor, Tensor, Tensor]]:
@@ -628,7 +642,7 @@ class _CapturedStep:
         weights = {k: v.detach().clone() for k, v in stack.params.items()}
         state = copy.deepcopy(stack.optimizer.state_dict()["state"])
         x, noise = x.clone(), [n.clone() for n in noise]
-        step = torch.full((), float(stack.step), dtype=torch.float64, device=x.device)
+        step = step_tensor(stack.step, x.device)
 
         def train_step() -> Tensor:
             losses, _, _ = stack.losses(x, noise, step)

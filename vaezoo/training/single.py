@@ -7,8 +7,8 @@ the optimiser, the step and the RNG states at the start of that step, once that 
 finite, so the one a diverged run names is good to resume from. Regularizer schedules are pure functions
 of the step, so resuming (``resume``) continues exactly where the checkpoint was taken. The recipe's ``precision``
 sets torch's TF32 flags for the whole step (:func:`~vaezoo.training.loop.precision_flags`); ``bf16-mixed`` runs
-the forward pass under ``torch.autocast`` in bfloat16; ``compile = true`` runs it through ``torch.compile``. Several
-runs at once are :mod:`vaezoo.training.ensemble`'s.
+the forward pass under ``torch.autocast`` in bfloat16; ``compile = true`` runs it through ``torch.compile``
+(:mod:`vaezoo.training.compiling`). Several runs at once are :mod:`vaezoo.training.ensemble`'s.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, dev
                                   diverged, epoch_order, last_good, make_optimizer, precision_flags, resume_point,
                                   rng_state, same_on_every_rank, until)
 from vaezoo.training.auxiliary import TrainingParts
+from vaezoo.training.compiling import Compiled, step_tensor
 from vaezoo.training.progress import Reporter
 from vaezoo.signals import Interrupted, StopSignals
 
@@ -78,11 +79,8 @@ class SingleRun:
         self.term_names: list[str] = []
         self.bf16 = recipe.precision == "bf16-mixed"
         net = model if run.world == 1 else torch.nn.parallel.DistributedDataParallel(model)
-        self.compile_failures: tuple[type[Exception], ...] = ()
-        if recipe.compile:
-            net = _compiled(net)
-            self.compile_failures = (torch._dynamo.exc.BackendCompilerFailed,)
-        self.net = net
+        self.compiled = recipe.compile
+        self.net = Compiled(net) if recipe.compile else net  # the parameters are shared: checkpoints keep their names
 
     @property
     def seed(self) -> int:
@@ -143,16 +141,8 @@ class SingleRun:
             raise TrainingError(diverged(float(self.bad_loss), first, self.plan, terms, self.checkpoint, self.saved))
 
     def _forward(self, x: Tensor) -> VAEOutput:
-        try:
-            return self.net(x, step=self.step, checked=True)
-        except self.compile_failures as exc:  # its own first line is only "backend='inductor' raised:"
-            cause = getattr(exc, "inner_exception", exc)
-            said = (str(cause).strip().splitlines() or [""])[0]
-            problem = f"{getattr(exc, 'backend_name', 'the backend')} raised {type(cause).__name__}" + (
-                f": {said}" if said else "")
-            raise TrainingError.about("torch.compile cannot compile the model here ({problem}); train without it: "
-                                      "{compile:False} (or compile = false in the card's [train])",
-                                      problem=problem) from None
+        step = step_tensor(self.step, self.run.device) if self.compiled else self.step  # one graph for every step
+        return self.net(x, step=step, checked=True)
 
     def save(self, rng: dict) -> None:
         """Write the checkpoint of the step reached (on rank 0), with the RNG states ``rng``."""
@@ -174,20 +164,6 @@ class SingleRun:
     def values(self) -> dict[str, float]:
         """The last step's values for the progress display (see :func:`_display_values`)."""
         return _display_values(self.model, self.shown, self.step - 1)
-
-
-def _compiled(net: torch.nn.Module) -> torch.nn.Module:
-    """``net`` through ``torch.compile`` (the parameters are shared: checkpoints and weights keep their names).
-
-    Random numbers are drawn by torch's own operators (``fallback_random``), from the global generators as
-    without compile: a compiled run draws the same sampling noise and differs only at float rounding.
-    """
-    try:
-        return torch.compile(net, options={"fallback_random": True})
-    except RuntimeError as exc:  # torch.compile refuses Python versions and platforms it does not support
-        raise TrainingError.about("the recipe asks for torch.compile, which is not available here ({problem}); "
-                                  "train without it: {compile:False} (or compile = false in the card's [train])",
-                                  problem=exc) from None
 
 
 def fit(model: VAE, dataset: ImageDataset, card: Card, out: Path, resume: bool = False,

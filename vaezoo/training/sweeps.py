@@ -90,9 +90,9 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
 
     Raises:
         TrainingError: a key names no field or several, a sweep changes the dataset or a field that changes no
-            member's weights (``compile``, which ensembles train without; ``steps``, ``checkpoint_every``), a seed
-            is repeated, two values make the same card (``1`` and ``1.0``), a value cannot name a folder (``../x``),
-            or a value does not fit its field (one line naming the field and the value).
+            member's weights (``compile``, one for all the members' shared step; ``steps``, ``checkpoint_every``),
+            a seed is repeated, two values make the same card (``1`` and ``1.0``), a value cannot name a folder
+            (``../x``), or a value does not fit its field (one line naming the field and the value).
     """
     seeds = list(seeds)
     if not seeds or len(set(seeds)) != len(seeds):
@@ -159,10 +159,10 @@ def _resolve(card: Card, key: str) -> tuple[str | int, ...]:
     if name in RECORDS:
         raise TrainingError.about("{sweep} {key}: {path} records how a run went or how often it saved, and does not "
                                   "change what it trains; sweep a field of the recipe", key=key, path=name)
-    if name == "train.compile":
-        raise TrainingError.about("{sweep} {key}: an ensemble trains without torch.compile, which computes the same "
-                                  "weights in another way; sweep a field of the recipe, and train with {compile:True} "
-                                  "as one run", key=key)
+    if name == "train.compile":  # it computes the same weights in another way, and every member shares one step
+        raise TrainingError.about("{sweep} {key}: the members of an ensemble share one step, compiled for all or for "
+                                  "none, and torch.compile changes only float rounding; train with {compile:True} to "
+                                  "compile the ensemble's step, and sweep a field of the recipe", key=key)
     if name.startswith("train.data"):
         raise TrainingError.about("{sweep} {key}: the members of an ensemble share their dataset; train another "
                                   "dataset in its own run", key=key)

@@ -184,7 +184,8 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
     step after the model's step. Each run has its own data order, sampling noise, optimiser states (its training
     parts' included) and checkpoint, so each folder ends as ``train`` of that card alone would leave it (up to float
     rounding), and resumes (``resume``) on its own. Seed N goes in ``out/seed-N``, or
-    ``out/KEY=VALUE/seed-N`` in a sweep (see :func:`vaezoo.training.sweeps.members`).
+    ``out/KEY=VALUE/seed-N`` in a sweep (see :func:`vaezoo.training.sweeps.members`). With ``compile`` (or the
+    recipe's ``compile = true``) the stacked step's forward pass goes through ``torch.compile``, for every member.
 
     Args:
         card, data_root, epochs, resume, device, max_steps, checkpoint_every, name, precision, compile, evaluate:
@@ -208,12 +209,9 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
             a sweep is unusable, or torchrun starts more processes than there are runs.
     """
     card = card if isinstance(card, Card) else get_card(card)
-    if compile or (compile is None and card.train.compile):
-        raise TrainingError.about("an ensemble runs its members through torch.func.vmap, not torch.compile; "
-                                  "train without it: {compile:False} (or compile = false in the card's [train])")
     options = TrainOptions(data_root=data_root, resume=resume, device=device, max_steps=max_steps, name=name,
                            formulation=formulation, epochs=epochs, checkpoint_every=checkpoint_every,
-                           precision=precision, evaluate=evaluate)
+                           precision=precision, compile=compile, evaluate=evaluate)
     if isinstance(seeds, str | int) or not isinstance(seeds, Iterable):
         raise TypeError(f"seeds takes a list of seeds, e.g. [0, 1], got {seeds!r}")
     if isinstance(sweeps, str | Sweep) or not all(isinstance(sweep, Sweep) for sweep in sweeps):
