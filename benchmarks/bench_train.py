@@ -8,9 +8,11 @@ On random uint8 images of the model's shape, kept on the device, the script time
   check, the random streams of its seed, the progress display), timed between its own steps;
 - with ``--ensemble N``, an ensemble of N seeds in one step (:func:`vaezoo.training.ensemble.fit_ensemble`, what
   ``vaezoo train --seeds`` runs), in each formulation asked for (``--formulations``; on CUDA its step is a
-  captured CUDA graph), timed the same way; its img/s counts every member's images.
+  captured CUDA graph, or run eagerly, or both: ``--ensemble-steps``), timed the same way; its img/s counts every
+  member's images.
 
-Both run the same model with the same options (``--precision``, with its TF32 flags; ``--compile``) and
+Both run the same model with the same options (``--precision``, with its TF32 flags; ``--compile``: every loop's
+forward pass through torch.compile, the ensemble's stacked step too, inside its CUDA graph) and
 ``torch.distributions``' argument checks off, as the engine runs. Each loop prints images/s (every member's),
 ms a step, the TFLOP/s achieved (the FLOPs of one image's forward and backward pass, counted with
 ``torch.utils.flop_counter.FlopCounterMode`` on one batch, times images/s) and two shares of a peak: of an
@@ -22,12 +24,16 @@ the device's datasheet peak for the precision (``--peak-tflops``; default the H2
     python benchmarks/bench_train.py --device cuda --card betatcvae-dsprites --batch-sizes 64 --ensemble 12
     python benchmarks/bench_train.py --device cuda --card betatcvae-dsprites --batch-sizes 64 --ensemble 60 \
         --formulations vmap --precision bf16-mixed
+    python benchmarks/bench_train.py --device cuda --card betatcvae-dsprites --batch-sizes 64 --ensemble 12 \
+        --formulations vmap --ensemble-steps eager graph --compile     # eager and compiled+graph
     OMP_NUM_THREADS=1 python benchmarks/bench_train.py --steps 20 --batch-sizes 64      # a quick CPU check
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
 import os
 import statistics
 import tempfile
@@ -42,9 +48,11 @@ from device_kernels import (  # benchmarks/ is on the path of its scripts
 from torch.utils.flop_counter import FlopCounterMode
 
 import vaezoo
+import vaezoo.training.ensemble
 import vaezoo.training.single
 from vaezoo.assemble import build_model
 from vaezoo.data import ImageDataset
+from vaezoo.training.compiling import step_tensor
 from vaezoo.training.loop import Run, precision_flags
 from vaezoo.training.single import fit
 
@@ -52,6 +60,7 @@ DATASHEET = {"fp32": "fp32", "tf32": "tf32", "tf32-conv": "tf32", "bf16-mixed": 
 """The datasheet peak each precision is measured against (tf32-conv: its convolutions, nearly all the FLOPs)."""
 
 DATASET_BATCHES = 32  # the random dataset holds this many batches; the loops go round it
+STACK = vaezoo.training.ensemble.Stack  # the engine's, which the ensemble loops make with or without CUDA graphs
 
 
 def sync(device: torch.device) -> None:
@@ -107,8 +116,8 @@ def plain_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torc
         for _ in range(n):
             b = step % DATASET_BATCHES
             x = images[order[b * batch:(b + 1) * batch]].float().div_(255)
-            with autocast(card, device):
-                loss = net(x, step=step).loss
+            with autocast(card, device):  # compiled, the step goes in as a tensor: one graph for every step
+                loss = net(x, step=step_tensor(step, device) if card.train.compile else step).loss
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -153,11 +162,9 @@ def engine_loop(card, images: torch.Tensor, steps: int, warmup: int, device: tor
 
 
 def ensemble_loop(card, images: torch.Tensor, steps: int, warmup: int, device: torch.device, out: Path, members: int,
-                  formulation: str):
+                  formulation: str, graphs: bool = True):
     """:func:`vaezoo.training.ensemble.fit_ensemble` of ``members`` seeds of ``card``: seconds of each segment of
-    ``steps``."""
-    import vaezoo.training.ensemble
-
+    ``steps``; without ``graphs`` its step runs eagerly on CUDA, not captured as a CUDA graph."""
     dataset = ImageDataset(images, scale=255.0)
     reached = 0
     while True:
@@ -166,12 +173,14 @@ def ensemble_loop(card, images: torch.Tensor, steps: int, warmup: int, device: t
             torch.manual_seed(seed)
             models.append(build_model(card, device=device))
         runs = [(m, card.model_copy(update={"train": card.train.model_copy(update={"seed": seed})}),
-                 out / f"{formulation}-{seed}", f"seed {seed}") for seed, m in enumerate(models)]
+                 out / f"{formulation}-{'graph' if graphs else 'eager'}-{seed}", f"seed {seed}")
+                for seed, m in enumerate(models)]
         STEP_ENDS.clear()
         reached += warmup + steps
         vaezoo.training.ensemble.Reporter = _Clock
+        vaezoo.training.ensemble.Stack = functools.partial(STACK, graphs=graphs)
         vaezoo.training.ensemble.fit_ensemble(runs, dataset, resume=reached > warmup + steps, max_steps=reached,
-                                     run=Run(device=device), formulation=formulation)
+                                              run=Run(device=device), formulation=formulation)
         yield STEP_ENDS[-1] - STEP_ENDS[-1 - steps]
 
 
@@ -185,10 +194,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="segments of each loop, in turns")
     parser.add_argument("--precision", choices=["fp32", "tf32", "tf32-conv", "bf16-mixed"],
                         help="override the recipe's precision")
-    parser.add_argument("--compile", action="store_true", help="torch.compile the forward pass")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the forward pass (the ensemble's "
+                                                                "stacked step too, inside its CUDA graph)")
     parser.add_argument("--ensemble", type=int, metavar="N", help="also time an ensemble of N seeds in one step")
     parser.add_argument("--formulations", nargs="+", default=["loop", "vmap"], choices=["loop", "vmap"],
                         help="the ensemble's formulations to time (default both)")
+    parser.add_argument("--ensemble-steps", nargs="+", default=["graph"], choices=["graph", "eager"],
+                        help="time the ensemble's step captured as a CUDA graph, run eagerly, or both (default "
+                             "graph; on the CPU, which has no graphs, both run eagerly)")
     parser.add_argument("--matmul-size", type=int, help="side of the peak's matrices (default 4096 on cuda, "
                                                         "else 2048)")
     parser.add_argument("--peak-tflops", type=float, help=f"the device's peak in the run's precision, TFLOP/s "
@@ -214,7 +227,7 @@ def main() -> None:
           f"{torch.__version__}, precision {recipe.precision}, compile {'on' if recipe.compile else 'off'}")
     print(f"peak: {str(dtype).removeprefix('torch.')} matmul {size}x{size}: {peak / 1e12:,.4g} TFLOP/s measured"
           + (f"; {datasheet:,.0f} TFLOP/s datasheet" if datasheet else ""))
-    print(f"{'batch':>5}  {'loop':<20} {'img/s':>10} {'ms/step':>8} {'TFLOP/s':>8} {'of matmul':>9}"
+    print(f"{'batch':>5}  {'loop':<22} {'img/s':>10} {'ms/step':>8} {'TFLOP/s':>8} {'of matmul':>9}"
           + (f" {'of datasheet':>12}" if datasheet else ""))
     for batch in args.batch_sizes:
         run_card = card.model_copy(update={"train": recipe.model_copy(update={"batch_size": batch, "epochs": 10**6})})
@@ -225,9 +238,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as out:
             loops = {"plain PyTorch": plain_loop(run_card, images, args.steps, args.warmup, device),
                      "vaezoo train": engine_loop(run_card, images, args.steps, args.warmup, device, Path(out))}
-            for formulation in args.formulations if args.ensemble else ():
-                loops[f"ensemble {args.ensemble} {formulation}"] = ensemble_loop(
-                    run_card, images, args.steps, args.warmup, device, Path(out), args.ensemble, formulation)
+            for formulation, kind in itertools.product(args.formulations if args.ensemble else (), args.ensemble_steps):
+                name = f"ensemble {args.ensemble} {formulation}" + (" eager" if kind == "eager" else "")
+                loops[name] = ensemble_loop(run_card, images, args.steps, args.warmup, device, Path(out),
+                                            args.ensemble, formulation, graphs=kind == "graph")
             times = {name: [] for name in loops}
             for _ in range(args.rounds):
                 for name, loop in loops.items():
@@ -237,7 +251,7 @@ def main() -> None:
             members = args.ensemble if name.startswith("ensemble") else 1
             rates[name] = args.steps * batch * members / statistics.median(seconds)
             achieved = rates[name] * per_image
-            print(f"{batch:>5}  {name:<20} {rates[name]:>10,.0f} {1e3 * statistics.median(seconds) / args.steps:>8.2f} "
+            print(f"{batch:>5}  {name:<22} {rates[name]:>10,.0f} {1e3 * statistics.median(seconds) / args.steps:>8.2f} "
                   f"{achieved / 1e12:>8.4g} {achieved / peak:>9.1%}"
                   + (f" {achieved / (datasheet * 1e12):>12.2%}" if datasheet else ""))
         for name in (n for n in rates if n.startswith("ensemble")):
