@@ -1,5 +1,5 @@
-"""Paths as a careless user gives them: ``~`` left to vaezoo by the shell, and a folder, file or checkpoint
-given where another kind of thing is expected."""
+"""Paths as a careless user gives them: ``~`` left to vaezoo by the shell, a folder, file or checkpoint given
+where another kind of thing is expected, and a run folder tidied by hand."""
 
 from __future__ import annotations
 
@@ -100,3 +100,22 @@ def test_an_empty_card_file_is_called_empty(tmp_path, capsys, cards, text):
                                  f"in it ('vaezoo info NAME' prints a zoo card's), or give another file\n")
     code, out, err = cli(capsys, "list", "--skipped")
     assert code == 0 and "mine.toml: is an empty file, not a card" in out
+
+
+def test_resume_of_a_run_whose_checkpoint_was_removed_keeps_its_card_and_weights(tmp_path, data_plugin, capsys):
+    """A finished run's folder after its user removed the big checkpoint.pt: ``train --resume`` said 'no checkpoint;
+    starting from step 0', trained afresh and replaced the run's weights and card (its metrics with it)."""
+    card = write_card(tmp_path / "cards", make_card("tiny"))
+    out = tmp_path / "run"
+    assert cli(capsys, "train", str(card), "--out", str(out), "--no-eval")[0] == 0
+    (out / "checkpoint.pt").unlink()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    code, _, err = cli(capsys, "train", str(card), "--out", str(out), "--resume", "--epochs", "3")
+    assert code == 1 and "Traceback" not in err
+    assert err.splitlines()[-1] == (f"error: --out {out} holds the run's tiny-blobs-run.toml, "
+                                    f"tiny-blobs-run.safetensors but no checkpoint.pt to resume from (removed?), and "
+                                    f"starting afresh would replace them; to train it again, choose another --out")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    fresh = tmp_path / "fresh"  # --resume where nothing was trained yet still starts the run
+    code, _, err = cli(capsys, "train", str(card), "--out", str(fresh), "--resume", "--max-steps", "1", "--no-eval")
+    assert code == 0 and f"no checkpoint in {fresh}; starting from step 0" in err

@@ -23,7 +23,8 @@ def prepare_out(out: Path, name: str, resume: bool, card: Card | None = None) ->
     hold no checkpoint and no finished run (a ``*.toml`` card, ``NAME.safetensors``); with ``resume``, no
     card other than ``NAME.toml`` (the folder must end holding one card); where another card is there (a run
     started under another ``--name``, or of another card), a checkpoint of another recipe than ``card``'s is
-    named first, as the resume would name it.
+    named first, as the resume would name it; and the run's ``NAME.toml`` or ``NAME.safetensors`` only beside its
+    checkpoint (without it the run would start afresh and replace them).
 
     Returns:
         The folders it created, outermost first (to remove should the run end before writing anything).
@@ -52,6 +53,11 @@ def prepare_out(out: Path, name: str, resume: bool, card: Card | None = None) ->
             raise OutputError.about("{out} {path} holds the card {others}, not this run's {card}.toml; resume with "
                                     "the {name} the run was started with, or choose another {out}", path=out,
                                     others=", ".join(others), card=name)
+        published = [f for f in (f"{name}.toml", f"{name}.safetensors") if (out / f).exists()]
+        if published and not (out / CHECKPOINT).exists():  # starting afresh would replace them, metrics and all
+            raise OutputError.about("{out} {path} holds the run's {published} but no {checkpoint} to resume from "
+                                    "(removed?), and starting afresh would replace them; to train it again, choose "
+                                    "another {out}", path=out, published=", ".join(published), checkpoint=CHECKPOINT)
         return missing
     if (out / CHECKPOINT).exists():
         raise checkpoint_exists_error(out / CHECKPOINT)
