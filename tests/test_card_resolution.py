@@ -350,6 +350,24 @@ def test_a_card_whose_metrics_plugin_is_not_installed_names_what_it_needs(tmp_pa
     assert code == 1 and "unknown metric 'my_metric'" in err
 
 
+def test_a_card_whose_plugin_the_allow_list_leaves_out_says_so_instead_of_asking_to_install_it(tmp_path, capsys,
+                                                                                                monkeypatch):
+    """With the plugin installed but left out by VAEZOO_LOAD_PLUGINS, it said "which no installed plugin registers;
+    install the plugin that registers it", which changes nothing."""
+    from vaezoo.plugins import get_plugins
+
+    card, _, _ = write_entry(tmp_path / "gone", make_card(name="gone"), seed=4)
+    card.write_text(card.read_text().replace('[train.data]\nname = "mnist"', '[train.data]\nname = "clock"'))
+    monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
+    vaezoo.plugins.reset()
+    left_out = get_plugins().left_out
+    assert "methods" in left_out  # a built-in plugin the allow-list leaves out
+    code, _, err = cli(capsys, "eval", str(tmp_path / "gone"))
+    assert code == 1 and err.strip().splitlines() == [
+        f"error: card 'gone' needs the dataset 'clock', which no loaded plugin registers; VAEZOO_LOAD_PLUGINS leaves "
+        f"out the installed plugin(s) {', '.join(left_out)}: add the one that registers it to it, or unset it"]
+
+
 def test_a_card_whose_plugin_failed_to_load_says_so_instead_of_asking_to_install_it(tmp_path, site):
     from kit import install_plugin
 

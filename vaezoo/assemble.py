@@ -355,7 +355,12 @@ def _not_installed(card: Card, exc: UnknownNameError) -> UnknownNameError:
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         pass
     broken = [info for info in get_plugins().info.values() if info.status != "ok"]
-    if broken:  # installing would change nothing: one of these may be the plugin that registers it
+    left_out = get_plugins().left_out
+    if left_out and not broken:  # installed, maybe, but not loaded: installing would change nothing
+        error = UnknownNameError(f"card '{card.name}' needs the {kind} '{name}', which no loaded plugin registers"
+                                 f"{made_with}; VAEZOO_LOAD_PLUGINS leaves out the installed plugin(s) "
+                                 f"{', '.join(left_out)}: add the one that registers it to it, or unset it")
+    elif broken:  # installing would change nothing: one of these may be the plugin that registers it
         said = "; ".join(f"'{info.name}' ({info.distribution} {info.version}) {info.status}: {info.error}"
                          for info in broken)
         error = UnknownNameError(f"card '{card.name}' needs the {kind} '{name}', which no loaded plugin registers"
