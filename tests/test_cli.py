@@ -330,7 +330,8 @@ def test_leaderboard_orders_ties_by_name_as_people_sort_names(cards, capsys):
     assert code == 0 and [r["name"] for r in json.loads(out)] == ["toy-1", "toy-2", "toy-10"]
 
 
-def test_leaderboard_ranks_nan_last_and_infinity_first_and_prints_strict_json(cards, capsys):
+def test_leaderboard_ranks_values_that_are_not_finite_last_and_prints_strict_json(cards, capsys):
+    # a hand-edited 'mig_chen = inf' ranked first
     for name, value in (("toy-nan", math.nan), ("toy-inf", math.inf), ("toy-low", 0.2), ("toy-high", 0.9)):
         write_card(cards, make_card(name=name, metrics={"tc": {**METRIC, "value": value}}, headline="tc"))
     code, out, _ = cli(capsys, "leaderboard", "tc", "--json")
@@ -341,9 +342,9 @@ def test_leaderboard_ranks_nan_last_and_infinity_first_and_prints_strict_json(ca
     rows = json.loads(out, parse_constant=refuse)
     assert code == 0
     assert [(r["name"], r["metrics"]["tc"]) for r in rows] == [
-        ("toy-inf", None), ("toy-high", 0.9), ("toy-low", 0.2), ("toy-nan", None)]
+        ("toy-high", 0.9), ("toy-low", 0.2), ("toy-inf", None), ("toy-nan", None)]
     code, out, _ = cli(capsys, "leaderboard", "tc")
-    assert [row[2] for row in table_rows(out)] == ["inf", "0.9", "0.2", "nan"]
+    assert [row[2] for row in table_rows(out)] == ["0.9", "0.2", "inf", "nan"]
 
 
 def test_leaderboard_ranks_each_metric_in_its_spec_s_direction(cards, capsys):

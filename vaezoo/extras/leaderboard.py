@@ -47,7 +47,8 @@ def leaderboard(cards: Iterable[Card], metrics: Sequence[str]) -> list[Row]:
     """The cards that record at least one of ``metrics``, best first on the first metric they record.
 
     Rows are sorted by each metric in turn, best first in the metric's direction (:func:`higher_is_better`: the
-    one the cards record, else its spec's), a card without a value, or with NaN, after those with one; ties in the
+    one the cards record, else its spec's), a card without a value, or with one that is not a finite number, after
+    those with one (an infinity is no score a model reached: a degenerate result, or a hand-edited card); ties in the
     order of their names (``x-2`` before ``x-10``).
 
     Args:
@@ -69,7 +70,7 @@ def leaderboard(cards: Iterable[Card], metrics: Sequence[str]) -> list[Row]:
 
 
 def _rank(value: float | None, sign: float) -> tuple[bool, float]:
-    missing = value is None or math.isnan(value)
+    missing = value is None or not math.isfinite(value)
     return missing, 0.0 if missing else -sign * value
 
 
