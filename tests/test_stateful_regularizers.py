@@ -5,6 +5,7 @@ optimisers' states) and publishes the VAE alone."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -124,6 +125,23 @@ def test_the_kit_refuses_an_update_that_trains_the_encoder(site):
     install_plugin(site, "thirdfactor", leaky)
     with pytest.raises(testing.ConformanceError, match="depends on the encoder's parameters"):
         testing.check_regularizer("thirdfactor", train=False, gamma=5.0, hidden=16)
+
+
+def test_a_critic_assigned_to_an_attribute_is_refused_by_the_kit_and_by_vaezoo_train(site, tmp_path, capsys):
+    """``self.critic = nn.Sequential(...)``, as in a plain nn.Module, passed the kit and trained: its update() never
+    ran, the model's optimiser trained the critic to shrink the TC term, and the critic was published with the
+    VAE."""
+    assigned = FACTOR.replace('self.add_training_part("critic", nn.Sequential(', "self.critic = (nn.Sequential(")
+    install_plugin(site, "thirdfactor", assigned)
+    problem = ("it defines update() but has no training parts, and holds critic as part of the model (trained by the "
+               "model's optimiser on the model's loss, and published with it); register each network it trains in "
+               "update() with self.add_training_part(name, module) instead of assigning it")
+    with pytest.raises(testing.ConformanceError, match=re.escape(problem)):
+        testing.check_regularizer("thirdfactor", train=False, gamma=5.0, hidden=16)
+    card = tmp_path / "thirdfactor-synthetic.toml"
+    card.write_text(textwrap.dedent(CARD), encoding="utf-8")
+    assert main(["train", str(card), "--out", str(tmp_path / "run"), "--max-steps", "1"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(problem)
 
 
 

@@ -15,7 +15,7 @@ from vaezoo.data.transforms import for_model, tracing
 from vaezoo.errors import InputError, PluginError
 from vaezoo.latents.base import LatentFamily, Posterior
 from vaezoo.likelihoods import Likelihood
-from vaezoo.regularizers.base import Regularizer
+from vaezoo.regularizers.base import Regularizer, unregistered_parts
 
 if TYPE_CHECKING:
 
@@ -83,6 +83,8 @@ class VAE(nn.Module):
             except TypeError as exc:
                 raise PluginError(f"{_part('regularizer', regularizer)}: its forward cannot be called as "
                                   f"forward(posterior, z, step) ({exc})") from None
+            if problem := unregistered_parts(regularizer):
+                raise PluginError(f"{_part('regularizer', regularizer)}: {problem}")
         self.encoder, self.decoder, self.latent, self.likelihood = encoder, decoder, latent, likelihood
         self.head = nn.Linear(features, latent.param_size)
         self.regularizers = nn.ModuleList(regularizers)

@@ -47,6 +47,7 @@ from vaezoo.likelihoods import Bernoulli, Likelihood
 from vaezoo.model import VAE, latent_sizes
 from vaezoo.plugins import KINDS, PluginWarning, get_plugins, registry
 from vaezoo.regularizers import Regularizer
+from vaezoo.regularizers.base import unregistered_parts
 
 __all__ = [
     "ConformanceError", "check_plugin", "check_latent_family", "check_regularizer", "check_net", "check_likelihood",
@@ -408,6 +409,7 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
     subject = _owner("regularizer", name)
     _require(isinstance(regularizer, Regularizer), subject,
              f"built a {type(regularizer).__name__}, not a vaezoo.regularizers.Regularizer")
+    _require(not (problem := unregistered_parts(regularizer)), subject, str(problem))
     with _seeded(seed):
         params = torch.randn(batch, family.param_size, requires_grad=True)
         posterior = family.posterior(params)

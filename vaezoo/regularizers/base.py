@@ -147,6 +147,19 @@ class Regularizer(nn.Module):
         return {}
 
 
+def unregistered_parts(regularizer: Regularizer) -> str | None:
+    """What is wrong with a regularizer that defines :meth:`~Regularizer.update` and holds parameters of its own but
+    no training parts (a network assigned to an attribute, as in a plain ``nn.Module``): nothing would call its
+    update, and the model's optimiser would train the network on the model's loss. None when that is not so."""
+    if (regularizer.training_parts() or type(regularizer).update is Regularizer.update
+            or next(regularizer.parameters(), None) is None):
+        return None
+    held = sorted({name.split(".")[0] for name, _ in regularizer.named_parameters()})
+    return (f"it defines update() but has no training parts, and holds {', '.join(held)} as part of the model (trained "
+            f"by the model's optimiser on the model's loss, and published with it); register each network it trains "
+            f"in update() with self.add_training_part(name, module) instead of assigning it")
+
+
 def check_weight(regularizer: str, name: str, value: float) -> float:
     """``value``, refused unless it is a finite number of at least 0, as a loss term's weight must be: a NaN or
     infinite weight makes the loss NaN at the first step, a negative one rewards what the term penalises.
