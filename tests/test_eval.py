@@ -239,6 +239,14 @@ def test_checkpoint_evaluates_a_run_at_its_step(trained, capsys):
     assert "is not a checkpoint written by 'vaezoo train'" in line
 
 
+def test_a_weights_file_given_as_the_checkpoint_is_named_as_one_with_what_to_give(trained, capsys):
+    weights = trained.with_suffix(".safetensors")
+    assert main(["eval", str(trained), "--checkpoint", str(weights)]) == 1
+    [line] = error_lines(capsys.readouterr().err)
+    assert f"{weights} is a weights file (safetensors), not a training checkpoint" in line
+    assert "the card folder holding it" in line and "OUT/checkpoint.pt of a 'vaezoo train' run" in line
+
+
 def test_metrics_option_computes_only_those_and_write_adds_them(tmp_path, capsys):
     """``--metrics`` skips the losses, --check compares only what it measured, --write adds to the card."""
     import shutil

@@ -25,6 +25,7 @@ from vaezoo.entries.schema import Card
 from vaezoo.errors import Phrase, TrainingError
 from vaezoo.store.files import atomic_save
 from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense, unusable
+from vaezoo.store.weights import is_safetensors
 
 CHECKPOINT = "checkpoint.pt"
 """The checkpoint's file name in a run's folder (``out``)."""
@@ -153,6 +154,9 @@ def read_checkpoint(path: Path, fix: str | Phrase, card: Card | None = None) -> 
         raise refused("checkpoint {path} is not a regular file (a pipe or a device)")
     if path.stat().st_size == 0:
         raise refused("cannot read checkpoint {path}: it is an empty file")
+    if is_safetensors(path):  # torch.load would read its tensors as a state dict, and miss the rest of a checkpoint
+        raise refused("{path} is a weights file (safetensors), not a training checkpoint (the card folder holding it "
+                      "loads it: give that as the card, without a checkpoint)")
     try:
         check_torch_zip(path)
     except ValueError as exc:

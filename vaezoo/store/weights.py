@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +41,18 @@ def parse_safetensors(data: bytes, source: Path | str, device=None) -> dict[str,
     except (SafetensorError, ValueError) as exc:
         raise WeightsError(f"{source} is not a readable safetensors file ({exc})") from None
     return tensors if device is None else {name: t.to(device) for name, t in tensors.items()}
+
+
+def is_safetensors(path: Path) -> bool:
+    """Whether the file at ``path`` begins as a safetensors file does: an 8-byte little-endian header size that the
+    rest of the file holds, then the header's JSON object. False for a file that cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(9)
+            size = os.fstat(f.fileno()).st_size
+    except OSError:
+        return False
+    return len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") <= size - 8
 
 
 def read_safetensors(path: Path, device=None) -> dict[str, torch.Tensor]:
