@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from kit import ORIGINAL_JOINTVAE, OpensAFile, read_metadata, require_shared
+from kit import ORIGINAL_JOINTVAE, OpensAFile, make_card, read_metadata, require_shared, write_toml
 from torch import nn
 
 import vaezoo
@@ -278,6 +278,18 @@ def test_cli_refuses_a_pickle_that_is_not_weights_only(tmp_path):
     assert "weights_only" in done.stderr and "Traceback" not in done.stderr
     assert not marker.exists()
     assert not out.exists()
+
+
+def test_a_vaezoo_training_checkpoint_is_named_as_one_with_the_commands_that_take_it(data_plugin, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", str(write_toml(tmp_path / "toy.toml", make_card("toy"))), "--out", str(run)]) == 0
+    capsys.readouterr()
+    checkpoint, out = run / "checkpoint.pt", tmp_path / "out"
+    assert main(["convert", "jointvae-original", str(checkpoint), "--dataset", "mnist", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {checkpoint} is already a vaezoo training checkpoint (card 'toyvae-bars', step ")
+    assert err.count("\n") == 1 and f"'vaezoo eval CARD --checkpoint {checkpoint}'" in err
+    assert "'vaezoo train CARD -o OUT --resume'" in err and not out.exists()
 
 
 @pytest.mark.parametrize("contents", ["pickle-protocol-4-that-runs-code", "random-bytes"])

@@ -187,14 +187,17 @@ def convert(converter: str, checkpoint: str | os.PathLike, dataset: str, out: st
     Raises:
         CardError: the name is not a card name or is a zoo entry's, or ``out`` already holds a finished entry of it.
         UnknownNameError: no converter of that name is registered.
+        WeightsError: ``checkpoint`` is one that ``vaezoo train`` wrote (or the converter refuses it).
     """
     from vaezoo.assemble import converter as registered
     from vaezoo.entries.catalog import new_card_name
+    from vaezoo.entries.checkpoints import refuse_training_checkpoint
     from vaezoo.store.locks import refuse_finished_run, run_lock
 
     default = f"{converter}-{dataset}-converted".lower().replace("_", "-")
     name = new_card_name(default if name is None else name, "the converted card")
     convert_with = registered(converter)
+    refuse_training_checkpoint(Path(checkpoint).expanduser())  # a converter would ask for its state dict
     out = Path(out).expanduser()  # '~/runs/x' in the home folder, as a card's path reads it
     refuse_finished_run(out, name)  # before the folder is made: a file in its place is named as such
     with run_lock(out):

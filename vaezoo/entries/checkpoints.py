@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shlex
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from vaezoo.devices import usable_device
 from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, differences, fingerprint
 from vaezoo.entries.recipe import recipe as card_recipe
 from vaezoo.entries.schema import Card
-from vaezoo.errors import Phrase, TrainingError
+from vaezoo.errors import Phrase, TrainingError, WeightsError
 from vaezoo.store.files import atomic_save
 from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense, unusable
 from vaezoo.store.weights import is_safetensors
@@ -31,7 +32,7 @@ CHECKPOINT = "checkpoint.pt"
 """The checkpoint's file name in a run's folder (``out``)."""
 
 __all__ = ["CHECKPOINT", "Checkpoint", "check_model", "check_optimizer_state", "check_recipe", "read_checkpoint",
-           "restore_rng", "write_checkpoint"]
+           "refuse_training_checkpoint", "restore_rng", "write_checkpoint"]
 
 _SHOWN_DIFFERENCES = 3  # fields named in the message of a checkpoint that does not fit
 
@@ -212,6 +213,24 @@ def read_checkpoint(path: Path, fix: str | Phrase, card: Card | None = None) -> 
     if card is not None:
         check_model(found, card)
     return found
+
+
+def refuse_training_checkpoint(path: Path) -> None:
+    """Refuse ``path`` as a checkpoint of another codebase when it is one that ``vaezoo train`` wrote, naming the
+    commands that take it; any other file is left to the converter.
+
+    Raises:
+        WeightsError: ``path`` is a checkpoint of ``vaezoo train``.
+    """
+    try:
+        found = read_checkpoint(Path(path), fix="")
+    except TrainingError:
+        return
+    made = f"card '{found.card}', " if found.card else ""
+    raise WeightsError(f"{path} is already a vaezoo training checkpoint ({made}step {found.step}), not one of "
+                       f"another codebase: measure it with 'vaezoo eval CARD --checkpoint {shlex.quote(str(path))}' "
+                       f"or continue its run with 'vaezoo train CARD -o OUT --resume' (OUT holding it as "
+                       f"{CHECKPOINT}), CARD being the run's card")
 
 
 def _check_rng(rng: dict[str, Any], bad) -> None:
