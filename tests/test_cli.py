@@ -452,6 +452,20 @@ def test_an_empty_path_is_a_usage_error_not_the_current_folder(tmp_path, monkeyp
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("argv", [["train", "vae-mnist", "--out", "run"], ["eval", "vae-mnist"],
+                                  ["show", "vae-mnist", "traverse", "--out", "x.png"]])
+def test_a_data_root_that_is_a_file_is_named_as_one_before_anything_is_read_or_made(tmp_path, monkeypatch, capsys,
+                                                                                     argv):
+    monkeypatch.chdir(tmp_path)
+    Path("a-file").write_text("mine")
+    code, out, err = cli(capsys, *argv, "--data-root", "a-file")
+    assert (code, out) == (1, "") and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == ("error: --data-root a-file is a file, not a folder; give the folder "
+                                            "holding the datasets, or leave it out to read them from VAEZOO_DATA or "
+                                            "the default data folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "-1"])
 def test_fold_below_takes_a_finite_number_of_nats(capsys, value):
     code, out, err = cli(capsys, "show", "vae-mnist", "traverse", "--out", "x.png", "--fold-below", value)

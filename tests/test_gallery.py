@@ -500,7 +500,7 @@ def test_leaderboard_marks_losses_measured_under_different_likelihoods_or_data(t
 def test_gallery_refuses_a_data_root_that_is_no_folder_before_drawing(cards, tmp_path, capsys, root):
     # 'gallery DIR --data-root /nonexistent' exited 0, its page saying MNIST "is not on the machine"
     (tmp_path / "a-file").write_text("mine")
-    why = "is not a folder" if root == "a-file" else "does not exist"
+    why = "is a file, not a folder" if root == "a-file" else "does not exist"
     assert cli(capsys, "gallery", str(tmp_path / "site"), "--data-root", str(tmp_path / root)) == (
         1, "", f"error: --data-root {tmp_path / root} {why}; give the folder holding the datasets, or leave it out "
                f"to read them from VAEZOO_DATA or the default data folder\n")

@@ -161,6 +161,29 @@ def download_advice(where: DataRoot, leave_out: str | Phrase = "leave out both")
                   default=default_data_dir())
 
 
+def check_data_root(root: str | os.PathLike | None, missing: bool = False) -> None:
+    """Refuse a ``data_root`` (the CLI's ``--data-root``) that is not a folder, before anything is read from it:
+    a file in its place, or, where ``missing``, no such path (else the dataset that reads it names what it looked
+    for there). None (VAEZOO_DATA or the default data folder) passes.
+
+    Raises:
+        DataError: naming the path, what it is, and to give the folder holding the datasets.
+    """
+    if root is None:
+        return
+    path = Path(root).expanduser()  # as data_root reads it
+    if path.is_dir():
+        return
+    if os.path.lexists(path):
+        why = "is a file, not a folder" if path.is_file() else "is not a folder"
+    elif missing:
+        why = "does not exist"
+    else:
+        return
+    raise DataError.about("{data_root} {root} {why}; give the folder holding the datasets, or leave it out to read "
+                          "them from VAEZOO_DATA or the default data folder", root=root, why=why)
+
+
 def data_root(root: str | os.PathLike | None) -> DataRoot:
     """The directory to read datasets from and whether downloading into it is allowed.
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from vaezoo.assemble import card_dataset, load_model, metric, metric_rounding
 from vaezoo.context import check_arguments
-from vaezoo.data import ImageDataset
+from vaezoo.data import ImageDataset, check_data_root
 from vaezoo.devices import usable_device
 from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.checkpoints import read_checkpoint
@@ -334,6 +334,7 @@ def _checked(device, metrics: Sequence[str] | None, *, checkpoint, data_root, wr
                                          "force": force, "jobs": jobs}, "evaluate")
     except ValueError as exc:
         raise TypeError(str(exc)) from None
+    check_data_root(data_root)
     if jobs is not None and jobs < 1:
         raise TypeError(f"jobs takes a whole number of processes >= 1, e.g. 2, got {jobs!r}")
     if jobs is None:

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from vaezoo.context import whole_number
-from vaezoo.data import ImageDataset
+from vaezoo.data import ImageDataset, check_data_root
 from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import InputError, PluginError, VaezooError
 from vaezoo.latents import LatentFamily, Sweep
@@ -508,6 +508,7 @@ def show(card: Card, what: str, n: int, *, seed: int = 0, columns: int = 10,
         raise VaezooError("--fold-below folds traversal rows by their KL over test images; give it to traverse "
                           "without --no-data")
     span = check_span(tuple(span))  # before the model is loaded
+    check_data_root(data_root)
     model = load_model(card, device)
     notes: list[str] = []
     if what == "sample":

@@ -32,6 +32,7 @@ from urllib.parse import unquote
 
 from vaezoo.assemble import build_model, card_dataset, load_model
 from vaezoo.context import layout_text
+from vaezoo.data import check_data_root
 from vaezoo.entries.catalog import list_cards
 from vaezoo.entries.schema import Card
 from vaezoo.errors import DataError, OutputError, VaezooError
@@ -161,10 +162,7 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     from vaezoo.version import __version__
 
     device = usable_device(device)
-    if data_root is not None and not os.path.isdir(os.path.expanduser(data_root)):  # as vaezoo.data reads it
-        why = "is not a folder" if os.path.lexists(os.path.expanduser(data_root)) else "does not exist"
-        raise DataError.about("{data_root} {root} {why}; give the folder holding the datasets, or leave it out to "
-                              "read them from VAEZOO_DATA or the default data folder", root=data_root, why=why)
+    check_data_root(data_root, missing=True)  # else every card's pictures would say its data is missing
     directory = Path(directory)
     path = directory / "index.html"
     cards = [card for card in list_cards() if _nameable_card(card)]

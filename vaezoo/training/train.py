@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from vaezoo.assemble import build_model, load_dataset
 from vaezoo.context import check_arguments
+from vaezoo.data import check_data_root
 from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError
@@ -82,11 +83,13 @@ class TrainOptions:
     evaluate: bool = True
 
     def __post_init__(self) -> None:
-        """Refuse values of the wrong type, naming the option: ``resume="no"`` would resume."""
+        """Refuse values of the wrong type, naming the option: ``resume="no"`` would resume; and a ``data_root``
+        that is a file."""
         try:
             check_arguments(TrainOptions, {f.name: getattr(self, f.name) for f in fields(self)}, "train")
         except ValueError as exc:
             raise TypeError(str(exc)) from None
+        check_data_root(self.data_root)  # a file there: before any run folder is made
 
     def recipe(self, card: Card) -> Card:
         """``card`` with the recipe values these options override, validated as the card's own are; with other
