@@ -115,6 +115,15 @@ def test_a_card_is_named_by_a_string_or_a_path_only(given):
         vaezoo.load(given)
 
 
+def test_a_model_given_where_a_card_is_expected_is_told_its_card_is_model_card():
+    from vaezoo.evaluation.report import evaluate_card
+
+    model = vaezoo.build_model("vae-mnist")
+    for call in (get_card, evaluate_card):
+        with pytest.raises(TypeError, match=rf"not by {type(model).__name__}; a model's card is model\.card$"):
+            call(model)
+
+
 @pytest.mark.parametrize("given", ["jointvae-mnist\0", os.path.join("runs", "a\0b")])
 def test_a_name_with_a_nul_character_is_a_card_error(given):
     with pytest.raises(CardError, match="holds a NUL character"):

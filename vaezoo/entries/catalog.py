@@ -692,8 +692,9 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
         TypeError: ``name_or_path`` is neither a string nor a path.
     """
     if not isinstance(name_or_path, str | os.PathLike):
+        held = "; a model's card is model.card" if isinstance(getattr(name_or_path, "card", None), Card) else ""
         raise TypeError(f"a card is named by a string or a path (e.g. 'jointvae-mnist'), not by "
-                        f"{type(name_or_path).__name__}")
+                        f"{type(name_or_path).__name__}{held}")
     if "\0" in os.fspath(name_or_path):
         raise CardError(f"{os.fspath(name_or_path)!r} holds a NUL character, which no name or path can; "
                         f"run 'vaezoo list' for the zoo's names")
