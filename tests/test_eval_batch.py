@@ -13,7 +13,7 @@ from kit import cli, make_card, write_toml
 
 import vaezoo.evaluation.report as report_module
 from vaezoo.cli import main
-from vaezoo.errors import DeviceError, MetricError
+from vaezoo.errors import CardError, DeviceError, MetricError
 from vaezoo.evaluation.report import evaluate_cards
 
 
@@ -108,6 +108,17 @@ def test_an_option_of_the_wrong_type_is_named_before_any_card_is_read_or_written
     with pytest.raises(TypeError):
         report_module.evaluate_card(runs[0], **options)
     assert [(folder / "toyvae-bars-run.toml").read_bytes() for folder in runs] == before
+
+
+def test_one_card_given_twice_is_refused_before_anything_is_measured_as_seeds_refuses_a_run_twice(runs, capsys,
+                                                                                                 monkeypatch):
+    monkeypatch.setattr(report_module, "load_model", lambda *_, **__: pytest.fail("a model was loaded"))
+    card = runs[0] / "toyvae-bars-run.toml"
+    code, _, err = cli(capsys, "eval", str(runs[0]), str(runs[1]), str(card))
+    assert code == 1 and err.strip().splitlines()[-1] == (
+        f"error: {card} is the same card given twice (as {runs[0]}); give each card once")
+    with pytest.raises(CardError, match=f"^{runs[1]} is the same card given twice; give each card once$"):
+        evaluate_cards([str(runs[1]), str(runs[1])])
 
 
 @pytest.mark.parametrize("cards", ["runs/a", None, 3])

@@ -461,7 +461,8 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
         The :class:`BatchReport`, one run per card, in order.
 
     Raises:
-        CardError: no card given, or a ``checkpoint`` with several.
+        CardError: no card given, one card given twice (a folder and its card, say), or a ``checkpoint`` with
+            several.
         TypeError: ``cards`` is one name, not a list of them; ``force`` is not a bool; or as
             :func:`evaluate_card` raises it, before any card is read.
         VaezooError: with one card, as :func:`evaluate_card` raises.
@@ -476,12 +477,24 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
         raise CardError.about("{checkpoint} is a checkpoint of one card's model: give one card with it")
     device, metrics = _checked(device, metrics, checkpoint=checkpoint, data_root=data_root, write=write, jobs=jobs,
                                force=force)  # once, before any card is read
+    refs = [str(given.name if several and isinstance(given, Card) else given) for given in cards]
+    read: list[Card | VaezooError] = []
+    for given in cards:  # all read before any is measured: one given twice is refused first
+        try:
+            read.append(given if isinstance(given, Card) else get_card(given))
+        except VaezooError as exc:
+            if not several:
+                raise
+            read.append(exc)
+    _refuse_twice(refs, read)
     datasets: dict[tuple, ImageDataset] = {}
     runs = []
-    for given in cards:
-        ref = str(given.name if several and isinstance(given, Card) else given)
+    for given, ref, card in zip(cards, refs, read, strict=True):
+        if isinstance(card, VaezooError):
+            runs.append(RunReport(ref, error=str(card)))
+            continue
         try:
-            card, dataset = given if isinstance(given, Card) else get_card(given), None
+            dataset = None
             if several:  # its dataset read once for all the cards of the same one
                 if write and not force and holds_metrics(card, metrics):
                     runs.append(RunReport(ref, skipped=True))
@@ -499,3 +512,16 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
             continue
         runs.append(RunReport(ref, report))
     return BatchReport(runs)
+
+
+def _refuse_twice(refs: list[str], read: list[Card | VaezooError]) -> None:
+    """Refuse a batch naming one card file twice (one path twice, or a folder and its card), as ``vaezoo seeds``
+    refuses a run given twice: it would be measured twice."""
+    first: dict[Path, int] = {}
+    for i, (ref, card) in enumerate(zip(refs, read, strict=True)):
+        if isinstance(card, VaezooError) or card.path is None:
+            continue
+        twin = refs[first.setdefault(card.path.resolve(), i)]
+        if first[card.path.resolve()] != i:
+            also = "" if twin == ref else f" (as {twin})"
+            raise CardError(f"{ref} is the same card given twice{also}; give each card once")
