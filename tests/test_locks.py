@@ -250,6 +250,19 @@ def test_write_refuses_a_card_whose_folder_takes_no_new_file_before_measuring(tm
                           f"system); copy the card with its weights where you can write") in err
 
 
+@pytest.mark.parametrize("beside", ["lock", "holder"])
+def test_write_refuses_a_folder_where_the_cards_lock_belongs_before_measuring(tmp_path, capsys, monkeypatch, beside):
+    path = write_card(tmp_path / "cards", make_card("tiny"))
+    lock = locks.card_lock_file(path)
+    folder = lock if beside == "lock" else lock.with_name(lock.name + locks.HOLDER_SUFFIX)
+    folder.mkdir()
+    monkeypatch.setattr("vaezoo.evaluation.report.evaluate",
+                        lambda *a, **k: pytest.fail("measured a card it cannot write"))
+    code, _, err = cli(capsys, "eval", str(path), "--write")
+    assert code == 1 and err.strip().splitlines()[-1] == (
+        f"error: {folder} is a folder, not a file vaezoo wrote; move it away and try again")
+
+
 def test_write_refuses_a_card_file_its_owner_made_read_only_before_measuring(tmp_path, capsys, monkeypatch):
     path = write_card(tmp_path / "cards", make_card("tiny"))
     path.chmod(0o444)

@@ -23,8 +23,8 @@ from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, Phrase, VaezooError, WeightsError
 from vaezoo.store.checksums import read_verified, sha256_of, verify
 from vaezoo.store.downloads import cached_path, download
-from vaezoo.store.files import atomic_write, commit, file_state, folder_problem, stage
-from vaezoo.store.locks import card_lock, card_lock_file
+from vaezoo.store.files import atomic_write, check_beside, commit, file_state, folder_problem, stage
+from vaezoo.store.locks import HOLDER_SUFFIX, card_lock, card_lock_file
 from vaezoo.store.weights import parse_safetensors, safetensors_writer
 from vaezoo.terminal import shell_join
 
@@ -92,6 +92,8 @@ def check_writable(card: Card) -> Path:
             wherever pip put it: editing it would change the installed distribution under pip), is read-only (no
             write permission for anyone), or its folder does not take a new file (read-only, no permission): said
             before anything is measured.
+        OutputError: something other than a file vaezoo wrote (a folder, a link) stands where the card's lock file
+            or its holder file belongs.
     """
     if card.source is not None:
         raise CardError(f"card {card.name} comes from {card.source}, not from a local card file; "
@@ -117,6 +119,9 @@ def check_writable(card: Card) -> Path:
         raise CardError(f"card {card.name}: its folder {card.path.parent} takes no new file "
                         f"({folder_problem(card.path.parent, exc)}); copy the card with its weights where you can "
                         f"write and give the copy's path") from None
+    lock = card_lock_file(card.path)
+    for beside in (lock, Path(f"{lock}{HOLDER_SUFFIX}")):  # what card_lock opens: a folder there refuses it
+        check_beside(beside)
     return card.path
 
 
