@@ -3,6 +3,8 @@ data's scale, and answers in the dataset's labels, down to raw MNIST through the
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -14,7 +16,7 @@ import vaezoo
 from vaezoo.assemble import build_part, card_dataset, data_info, load_model
 from vaezoo.data.transforms import ModelInput, for_model
 from vaezoo.entries.catalog import get_card, list_cards
-from vaezoo.errors import DtypeError, InputError
+from vaezoo.errors import DtypeError, InputError, VaezooError
 
 CATEGORIES = 10
 
@@ -160,6 +162,16 @@ def test_decode_refuses_codes_that_are_not_finite_as_encode_refuses_such_images(
                                          r"codes \(row 1\); give finite codes$"):
         model.decode(codes)
     assert torch.isfinite(model.decode(codes[[0, 2]])).all()
+
+
+def test_reconstruct_says_the_models_own_codes_are_not_finite_naming_the_images_rows(model):
+    # an encoder giving NaN codes made reconstruct say "the decoder takes finite codes", codes the caller never gave
+    broken = copy.deepcopy(model)
+    broken.head.register_forward_hook(lambda module, args, out: out.index_fill(0, torch.tensor([0, 2]), float("nan")))
+    with pytest.raises(VaezooError, match=r"^the model's own codes for these images are not finite: NaN or infinite "
+                                          r"values for 2 of the 3 images \(rows 0, 2\), which are valid images; "):
+        broken.reconstruct(torch.rand(3, 1, 32, 32))
+    assert torch.isfinite(model.reconstruct(torch.rand(3, 1, 32, 32))).all()
 
 
 def test_sample_takes_numpy_and_torch_counts_and_refuses_what_is_no_generator(model):

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from vaezoo.context import BuildContext, batch_mean, whole_number
 from vaezoo.data.transforms import for_model, tracing
-from vaezoo.errors import InputError, PluginError
+from vaezoo.errors import InputError, PluginError, VaezooError
 from vaezoo.latents.base import LatentFamily, Posterior
 from vaezoo.likelihoods import Likelihood
 from vaezoo.regularizers.base import Regularizer, unregistered_parts
@@ -203,13 +203,9 @@ class VAE(nn.Module):
                 such images; checked only when run eagerly, not under torch.export or torch.compile).
         """
         output = self.decode_logits(z)
-        if z.numel() and not tracing():  # a traced program cannot branch on the values
-            finite = torch.isfinite(z.detach()).all(dim=-1)
-            if not finite.all():
-                rows = (~finite).nonzero().flatten().tolist()
-                shown = ", ".join(map(str, rows[:5])) + (", ..." if len(rows) > 5 else "")
-                raise InputError(f"the decoder takes finite codes, got NaN or infinite values in {len(rows)} of the "
-                                 f"{len(z)} codes (row{'s' * (len(rows) > 1)} {shown}); give finite codes")
+        if (where := _not_finite(z, "codes")) is not None:
+            raise InputError(f"the decoder takes finite codes, got NaN or infinite values in {where}; give finite "
+                             f"codes")
         return self.likelihood.mean(output)
 
     def forward(self, x: Tensor, step: int | None = None, checked: bool = False) -> VAEOutput:
@@ -312,8 +308,19 @@ class VAE(nn.Module):
         return {}
 
     def reconstruct(self, x: Tensor) -> Tensor:
-        """Mean reconstructions of images ``x`` (see :meth:`encode`) from the posterior mode, in [0, 1]."""
-        return self.decode(self.encode(x).mode)
+        """Mean reconstructions of images ``x`` (see :meth:`encode`) from the posterior mode, in [0, 1].
+
+        Raises:
+            InputError: as :meth:`encode` refuses ``x``.
+            VaezooError: the model's own codes for some of the images are not finite (NaN or infinite weights, or
+                an encoder or latent family that gives such; checked only when run eagerly).
+        """
+        z = self.encode(x).mode
+        if (where := _not_finite(z, "images")) is not None:
+            raise VaezooError(f"the model's own codes for these images are not finite: NaN or infinite values for "
+                              f"{where}, which are valid images; check the model's weights (a run whose loss became "
+                              f"NaN leaves such) and the plugins of its encoder and latent family")
+        return self.decode(z)
 
     @torch.no_grad()
     def sample(self, n: int, generator: torch.Generator | None = None) -> Tensor:
@@ -356,6 +363,19 @@ def _whole_number(value: object, what: str) -> int:
     if number is None or number < 0:
         raise InputError(f"{what}, a whole number >= 0, got {value!r}")
     return number
+
+
+def _not_finite(z: Tensor, what: str) -> str | None:
+    """Which rows of the codes ``z`` hold NaN or infinite values, as ``"1 of the 3 {what} (row 1)"``; None when
+    none do, or when traced (a traced program cannot branch on the values)."""
+    if not z.numel() or tracing():
+        return None
+    finite = torch.isfinite(z.detach()).all(dim=-1)
+    if finite.all():
+        return None
+    rows = (~finite).nonzero().flatten().tolist()
+    shown = ", ".join(map(str, rows[:5])) + (", ..." if len(rows) > 5 else "")
+    return f"{len(rows)} of the {len(z)} {what} (row{'s' * (len(rows) > 1)} {shown})"
 
 
 def _part(kind: str, part: object) -> str:
