@@ -10,8 +10,9 @@ def add_arguments(p) -> None:
     p.description = ("The cards that record any of the metrics, ranked on the first, best first in "
                      "its direction (the lowest first for the losses and for a metric recorded or "
                      "registered as lower-better, the highest for the others), then on the next; a "
-                     "card without a value, or with one that is not a finite number (NaN, inf), after those with one; ties in name order. A metric "
-                     "that no card (of --dataset) records is an error naming the recorded metric closest to it.")
+                     "card without a value, or with one that is not a finite number (NaN, inf), after those "
+                     "with one; ties in name order. A metric that no card (of --dataset) records is an error "
+                     "naming the recorded metric closest to it.")
     p.add_argument("metrics", type=names_arg, metavar="METRIC[,METRIC...]",
                    help="metrics recorded on the cards, e.g. mig_chen,mig_dlib,betavae_score")
     p.add_argument("--dataset", help="only models trained on this dataset")
