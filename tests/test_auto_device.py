@@ -49,6 +49,8 @@ NOT_TAKING_AUTO = {
     "vaezoo.extras.study.grid_spans": "the device is a word written into the span's commands, run on another machine",
     "vaezoo.regularizers.total_correlation.log_importance_weights":
         "a tensor factory inside a regularizer's forward pass (which torch.compile traces), given a tensor's device",
+    "vaezoo.training.compiling.step_tensor":
+        "the step number as a tensor beside the model's parameters, given the device the trainer already resolved",
 }
 
 

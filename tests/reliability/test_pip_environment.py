@@ -35,8 +35,9 @@ def test_a_pip_of_the_current_folder_is_never_run(fake_pip, tmp_path, monkeypatc
     code, _, err = cli(capfd, *argv)
     assert code == 0, err
     assert not marker.exists()
-    assert [call[1:] for call in pip_calls(fake_pip)] == [argv[:1] + [a for a in argv[1:] if a != "-y"]
-                                                          + (["--yes"] if "-y" in argv else [])]
+    packages = [a for a in argv[1:] if a != "-y"]
+    expected = argv[:1] + (packages + ["--yes"] if "-y" in argv else ["--", *packages])  # install: none read as options
+    assert [call[1:] for call in pip_calls(fake_pip)] == [expected]
 
 
 def _requirements(tmp_path, text: str, name: str = "requirements.txt"):
