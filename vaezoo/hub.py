@@ -197,9 +197,10 @@ def convert(converter: str, checkpoint: str | os.PathLike, dataset: str, out: st
     default = f"{converter}-{dataset}-converted".lower().replace("_", "-")
     name = new_card_name(default if name is None else name, "the converted card")
     convert_with = registered(converter)
-    refuse_training_checkpoint(Path(checkpoint).expanduser())  # a converter would ask for its state dict
+    checkpoint = Path(checkpoint).expanduser()
+    refuse_training_checkpoint(checkpoint)  # a converter would ask for its state dict
     out = Path(out).expanduser()  # '~/runs/x' in the home folder, as a card's path reads it
     refuse_finished_run(out, name)  # before the folder is made: a file in its place is named as such
     with run_lock(out):
         refuse_finished_run(out, name)  # again, now that no other run can write there
-        return convert_with(Path(checkpoint).expanduser(), out, dataset=dataset, name=name)
+        return convert_with(checkpoint, out, dataset=dataset, name=name)

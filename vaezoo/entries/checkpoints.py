@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import shlex
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from vaezoo.errors import Phrase, TrainingError, WeightsError
 from vaezoo.store.files import atomic_save
 from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense, unusable
 from vaezoo.store.weights import is_safetensors
+from vaezoo.terminal import shell_quote
 
 CHECKPOINT = "checkpoint.pt"
 """The checkpoint's file name in a run's folder (``out``)."""
@@ -228,7 +228,7 @@ def refuse_training_checkpoint(path: Path) -> None:
         return
     made = f"card '{found.card}', " if found.card else ""
     raise WeightsError(f"{path} is already a vaezoo training checkpoint ({made}step {found.step}), not one of "
-                       f"another codebase: measure it with 'vaezoo eval CARD --checkpoint {shlex.quote(str(path))}' "
+                       f"another codebase: measure it with 'vaezoo eval CARD --checkpoint {shell_quote(str(path))}' "
                        f"or continue its run with 'vaezoo train CARD -o OUT --resume' (OUT holding it as "
                        f"{CHECKPOINT}), CARD being the run's card")
 
