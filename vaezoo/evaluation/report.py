@@ -521,7 +521,7 @@ def _refuse_twice(refs: list[str], read: list[Card | VaezooError]) -> None:
     for i, (ref, card) in enumerate(zip(refs, read, strict=True)):
         if isinstance(card, VaezooError) or card.path is None:
             continue
-        twin = refs[first.setdefault(card.path.resolve(), i)]
-        if first[card.path.resolve()] != i:
-            also = "" if twin == ref else f" (as {twin})"
+        earlier = first.setdefault(card.path.resolve(), i)
+        if earlier != i:
+            also = "" if refs[earlier] == ref else f" (as {refs[earlier]})"
             raise CardError(f"{ref} is the same card given twice{also}; give each card once")
