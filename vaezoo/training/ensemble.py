@@ -706,9 +706,7 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
     plans = {out: Plan.of(card.train, len(dataset), run.world) for _, card, out, _ in runs}
     members = [Member.start(card, out, label, model, plans[out], resume, run) for model, card, out, label in runs]
     store = device_store(dataset, run.device)
-    others = [(m.model, m.card, plans[out], m.label) for m, (_, _, out, _) in zip(members[1:], runs[1:])]
-    check_before_training(members[0].model, store, members[0].card, plans[runs[0][2]], member=members[0].label,
-                          others=others)
+    check_before_training(store, [(m.model, m.card, plans[out], m.label) for m, (_, _, out, _) in zip(members, runs)])
     groups: dict[str, list[Member]] = {}
     for m in members:
         groups.setdefault(stack_key(m), []).append(m)

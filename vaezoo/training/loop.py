@@ -264,9 +264,8 @@ def device_store(dataset: ImageDataset, device: torch.device | str) -> ImageData
     return store
 
 
-def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Card, plan: Plan,
-                          chunk: int = 8192, member: str | None = None,
-                          others: Sequence[tuple[torch.nn.Module, Card, Plan, str]] = ()) -> None:
+def check_before_training(store: ImageDataset, runs: Sequence[tuple[torch.nn.Module, Card, Plan, str | None]],
+                          chunk: int = 8192) -> None:
     """What a run checks once before its first step.
 
     - The model's input contract (:meth:`vaezoo.model.VAE.check_input`) over the whole dataset: the steps then
@@ -283,12 +282,10 @@ def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Car
     The model, its buffers and the random generators are left as they were.
 
     Args:
-        model, store, card, plan: the run's model, its dataset (on the run's device), card and plan.
+        store: the runs' dataset, on their device: checked once, by the first run's model.
+        runs: each run ``(model, card, plan, label)``, an ensemble's members each with its own settings (a swept
+            ``beta``); ``label`` names a member in messages (``beta=4 seed 1``), None names a single run by its card.
         chunk: images checked at a time.
-        member: how messages name the run when it is an ensemble's member (its label, ``beta=4 seed 1``); None: by
-            its card.
-        others: an ensemble's other members, each ``(model, card, plan, label)``: the objective of each is checked
-            on the first batch too (its own settings, a swept ``beta``), the dataset once.
 
     Raises:
         InputError: a chunk of the dataset is not what the model takes.
@@ -299,10 +296,10 @@ def check_before_training(model: torch.nn.Module, store: ImageDataset, card: Car
     """
     for start in range(0, len(store), chunk):
         images = store.batch(slice(start, start + chunk))
-        model.check_input(images)
+        runs[0][0].check_input(images)
         if start == 0:
-            for each, its_card, its_plan, label in [(model, card, plan, member), *others]:
-                _check_first_batch(each, images, its_card, its_plan, label)
+            for model, card, plan, label in runs:
+                _check_first_batch(model, images, card, plan, label)
 
 
 def _check_first_batch(model: torch.nn.Module, images: Tensor, card: Card, plan: Plan, member: str | None) -> None:

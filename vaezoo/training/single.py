@@ -197,7 +197,7 @@ def fit_single(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume:
     plan = Plan.of(card.train, len(dataset), run.world)
     seed = SingleRun(model, card, out, plan, resume, run)
     store = device_store(dataset, run.device)
-    check_before_training(model, store, card, plan)
+    check_before_training(store, [(model, card, plan, None)])
     stop = plan.total if max_steps is None else min(plan.total, max_steps)
     model.train()
     reporter = Reporter(plan.total, seed.step, plan.per_epoch) if run.main else contextlib.nullcontext()
