@@ -297,6 +297,8 @@ from vaezoo.data import DataInfo, Dataset, ImageDataset
 from vaezoo.model import build_vae
 from vaezoo.context import batch_mean
 from vaezoo.latents import Gaussian
+from vaezoo.likelihoods import Bernoulli
+from vaezoo.nets.mlp import MLPEncoder
 from vaezoo.regularizers import Regularizer
 
 
@@ -340,6 +342,30 @@ def seeded_vae(context, image_size, channels, seed):
                      decoder={"type": "mlp_decoder", "hidden": [8]})
 
 
+class SeededEncoder(MLPEncoder):
+    """An encoder whose argument is named like check_net's own ``seed``."""
+
+    def __init__(self, channels, image_size, seed):
+        super().__init__(channels, image_size, hidden=[8])
+
+
+class SeededBernoulli(Bernoulli):
+    """A likelihood whose argument is named like check_likelihood's own ``seed``."""
+
+    def __init__(self, seed):
+        super().__init__()
+
+
+@vaezoo.hookimpl
+def vaezoo_register_nets(register):
+    register("seeded_encoder", SeededEncoder)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_likelihoods(register):
+    register("seeded_bernoulli", SeededBernoulli)
+
+
 @vaezoo.hookimpl
 def vaezoo_register_regularizers(register):
     register("warm_kl", WarmKL)
@@ -376,6 +402,8 @@ def test_a_part_argument_named_like_the_kits_own_keyword_is_given_through_argume
     model = testing.check_architecture("seeded_vae", arguments={"seed": 3}, image_size=16, channels=1, train=False)
     assert model.image_size == 16
     testing.check_dataset("drawn", arguments={"seed": 3}, size=8)
+    assert testing.check_net("seeded_encoder", image_size=8, arguments={"seed": 3}).out_features == 8
+    assert type(testing.check_likelihood("seeded_bernoulli", arguments={"seed": 3})).__name__ == "SeededBernoulli"
 
 
 @pytest.mark.parametrize("name, problem", [

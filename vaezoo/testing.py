@@ -509,7 +509,7 @@ def _check_training_parts(regularizer: Regularizer, restored: Regularizer, poste
 
 
 def check_net(name: str, image_size: int = 32, channels: int = 1, code_size: int = 4, batch: int = 4, seed: int = 0,
-              **kwargs: Any) -> nn.Module:
+              *, arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> nn.Module:
     """Check the net registered as ``name`` against the protocol: an encoder, which sets ``out_features`` and
     maps ``(B, channels, image_size, image_size)`` to ``(B, out_features)``, or a decoder (its builder takes
     ``code_size``), which maps ``(B, code_size)`` to ``(B, channels, image_size, image_size)``; the output finite,
@@ -521,11 +521,14 @@ def check_net(name: str, image_size: int = 32, channels: int = 1, code_size: int
         batch: the batch size to test with.
         seed: seed of the random input.
         kwargs: the net's own arguments (``hidden``, ...).
+        arguments: the net's own arguments as a mapping, for those named like this function's own (``batch``,
+            ``seed``); merged with ``kwargs``.
 
     Returns:
         The built net.
     """
     subject = _owner("net", name)
+    kwargs = _part_arguments(subject, "check_net", arguments, kwargs)
     decoder = "code_size" in inspect.signature(registry("net")[name]).parameters
     geometry = {"image_size": image_size, "channels": channels, **({"code_size": code_size} if decoder else {})}
     with _running(subject, f"building with {kwargs} for {geometry}"):
@@ -559,7 +562,7 @@ def check_net(name: str, image_size: int = 32, channels: int = 1, code_size: int
 
 
 def check_likelihood(name: str, image_size: int = 8, channels: int = 1, batch: int = 4, seed: int = 0,
-                     **kwargs: Any) -> Likelihood:
+                     *, arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> Likelihood:
     """Check the likelihood registered as ``name`` against the protocol: ``nll(output, x)`` is one finite value
     per pixel, shaped like ``x``, with a finite gradient to the decoder's output; ``mean(output)`` is shaped like
     ``x`` (the images :meth:`vaezoo.model.VAE.decode` gives).
@@ -570,11 +573,14 @@ def check_likelihood(name: str, image_size: int = 8, channels: int = 1, batch: i
             likelihood scores).
         seed: seed of the random output and images.
         kwargs: the likelihood's arguments.
+        arguments: the likelihood's arguments as a mapping, for those named like this function's own
+            (``channels``, ``seed``, ...); merged with ``kwargs``.
 
     Returns:
         The built likelihood.
     """
     subject = _owner("likelihood", name)
+    kwargs = _part_arguments(subject, "check_likelihood", arguments, kwargs)
     with _running(subject, f"building with {kwargs}"):
         likelihood = build("likelihood", {"type": name, **kwargs})
     _require(isinstance(likelihood, Likelihood), subject,
@@ -833,6 +839,7 @@ def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[st
     ``data_root``."""
     from vaezoo.entries.schema import DataSpec
     from vaezoo.evaluation.measure import check_metrics
+    from vaezoo.metrics.parallel import jobs
 
     with _running(subject, "describing its dataset"):
         info = data_info(card)
@@ -853,7 +860,9 @@ def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[st
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
         said = io.StringIO()
-        with redirect_stderr(said), warnings.catch_warnings(record=True) as warned, _running(subject, "training"):
+        # one job: the fits' worker processes took more of a trial's time than its fits on a few hundred points
+        with redirect_stderr(said), warnings.catch_warnings(record=True) as warned, _running(subject, "training"), \
+                jobs(1):
             from vaezoo.training.train import train
 
             warnings.simplefilter("always", PublishWarning)

@@ -32,7 +32,7 @@ from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, Seed, metric_spec
-from vaezoo.metrics.sampling import Codes, draw, sklearn_seed
+from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed
 
 
 @dataclass(frozen=True)
@@ -132,21 +132,21 @@ def dci(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000, 
         evaluation.codes, factors, np.random.default_rng(seed), points, test_points))
 
 
-@metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING)
+@metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING, quick=QUICK_FIT)
 def dci_disentanglement(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
                         seed: Seed = 0) -> float:
     """DCI disentanglement of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
     return dci(evaluation, points, test_points, seed).disentanglement
 
 
-@metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING)
+@metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING, quick=QUICK_FIT)
 def dci_completeness(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
                      seed: Seed = 0) -> float:
     """DCI completeness of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
     return dci(evaluation, points, test_points, seed).completeness
 
 
-@metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING)
+@metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING, quick=QUICK_FIT)
 def dci_informativeness(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
                         seed: Seed = 0) -> float:
     """DCI informativeness (mean test accuracy) of ``evaluation``'s model on its images (arguments as :func:`dci`)."""

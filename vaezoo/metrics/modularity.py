@@ -37,7 +37,7 @@ from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, Seed, metric_spec
-from vaezoo.metrics.sampling import Codes, draw, sklearn_seed
+from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed
 
 
 def mutual_information_matrix(binned: np.ndarray, factors: np.ndarray) -> np.ndarray:
@@ -121,7 +121,7 @@ def modularity(evaluation: Evaluation, points: Count = 10_000,
                                  np.random.default_rng(seed), points, bins)
 
 
-@metric_spec(needs=(FACTORS,), suite="disentanglement")
+@metric_spec(needs=(FACTORS,), suite="disentanglement", quick=QUICK_FIT)
 def explicitness(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000, seed: Seed = 0) -> float:
     """Ridgeway & Mozer's explicitness of the mean codes of ``evaluation``'s model on its images (see the module
     docstring).

@@ -24,7 +24,7 @@ from vaezoo.metrics.fits import sap_row
 from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, Seed, metric_spec
-from vaezoo.metrics.sampling import Codes, draw, sklearn_seed
+from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed
 
 
 def sap_matrix(train_codes: np.ndarray, train_factors: np.ndarray, test_codes: np.ndarray,
@@ -69,7 +69,7 @@ def sap_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Gener
     return top_two_gap(sap_matrix(*train, *test, random_state=sklearn_seed(rng)))
 
 
-@metric_spec(needs=(FACTORS,), suite="disentanglement")
+@metric_spec(needs=(FACTORS,), suite="disentanglement", quick=QUICK_FIT)
 def sap_score(evaluation: Evaluation, points: Count = 10_000,
               test_points: Count = 5_000, seed: Seed = 0) -> float:
     """The SAP score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
