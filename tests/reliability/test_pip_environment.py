@@ -68,7 +68,7 @@ def test_the_guard_on_vaezoo_holds_for_requirements_files_and_wheels(fake_pip, t
 
 
 @pytest.mark.parametrize("given", ["-r", "--requirement=x.txt", "--python=/usr/bin/python3", "./dist/mine",
-                                   "mine-0.1.tar.gz", "https://example.org/mine.zip", "-e<in a file>"])
+                                   "mine-0.1.tar.gz", "https://example.org/mine.zip", "-e<in a file>", "x; rm -rf"])
 def test_what_uninstall_cannot_name_before_pip_runs_is_refused(fake_pip, tmp_path, capfd, given):
     """An option smuggled after '--', a path, an archive or an editable line could be vaezoo: said in one line."""
     argv = ["-r", str(_requirements(tmp_path, "-e .\n"))] if given == "-e<in a file>" else ["--", given]
@@ -107,7 +107,8 @@ def test_uninstall_refuses_every_distribution_vaezoo_needs_naming_why(fake_pip, 
 
 def test_a_plugin_vaezoo_does_not_need_is_still_uninstalled(fake_pip, tmp_path, capfd):
     """A requirements file and a wheel of plugins go to pip as given (the fake pip reads no file)."""
-    requirements = _requirements(tmp_path, "vaezoo-hello\n./dist/vaezoo_laplace-0.2-py3-none-any.whl\n")
+    requirements = _requirements(tmp_path, "vaezoo-hello --hash=sha256:00\n"
+                                           "./dist/vaezoo_laplace-0.2-py3-none-any.whl\n")
     code, _, err = cli(capfd, "uninstall", "-y", "vaezoo-other", "-r", str(requirements))
     assert code == 0, err
     assert pip_calls(fake_pip) == [[pip_calls(fake_pip)[0][0], "uninstall", "vaezoo-other",

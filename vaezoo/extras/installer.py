@@ -49,8 +49,6 @@ print({_MARK!r} + json.dumps({{"pip": pip is not None, "plugins": [[e.name, e.va
 _REQUIREMENTS_LIMIT = 1 << 20  # bytes of a requirements file read; pip's own are a few lines
 _NESTING_LIMIT = 16  # requirements files naming requirements files
 _OWN = "vaezoo"
-# A requirement: a name, then its extras, a version, markers or "@ URL" (never a path: "./x", "x/y", "C:\\x", "https:")
-_REQUIREMENT = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(?:\[[^\]]*\]\s*)?(?:$|[<>=!~;@(\s])")
 _ARCHIVE = re.compile(r"\.(?:tar\.gz|tgz|tar\.bz2|tbz|tar\.xz|txz|tar|zip|whl)$", re.IGNORECASE)
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # https://..., git+https://..., file://...
 
@@ -233,11 +231,16 @@ def _named(requirement: str, where: str) -> str:
     wheel = re.split(r"[\\/]", re.split(r"[#?]", text)[0])[-1]
     if wheel.lower().endswith(".whl") and wheel.count("-") >= 4:  # NAME-VERSION(-BUILD)-PYTHON-ABI-PLATFORM.whl
         return _normalized(wheel.split("-", 1)[0])
-    match = _REQUIREMENT.match(text)
-    if match is None or _ARCHIVE.search(match[1]):
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        name = Requirement(text).name
+    except InvalidRequirement:  # a path, an archive's URL
+        name = None
+    if name is None or _ARCHIVE.search(name):
         raise InstallError(f"{where} {requirement!r} names no distribution vaezoo can tell before pip runs; give "
                            f"the distribution's name (or its wheel file), as 'pip list' shows it")
-    return _normalized(match[1])
+    return _normalized(name)
 
 
 def _requirements_file(path: Path, depth: int) -> list[tuple[str, str]]:
@@ -268,7 +271,8 @@ def _requirements_file(path: Path, depth: int) -> list[tuple[str, str]]:
             raise InstallError(f"requirements file {path}: {line!r} is an editable project, whose distribution "
                                f"vaezoo cannot tell before pip runs; give its name")
         elif line and not line.startswith("-"):  # options (an index, constraints) remove nothing
-            named.append((line, _named(line, f"requirements file {path}: line")))
+            requirement = re.split(r"\s+-", line, maxsplit=1)[0]  # as pip, without the line's options (--hash=...)
+            named.append((line, _named(requirement, f"requirements file {path}: line")))
     return named
 
 
@@ -290,6 +294,8 @@ def needed_by_vaezoo() -> dict[str, str]:
     """The distributions vaezoo needs to start, by normalized name, each with why: its own requirements and, as the
     environment's metadata lists them, theirs (an extra's are left out: vaezoo starts without them). Empty where
     vaezoo runs from a checkout that was never installed."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     why: dict[str, str] = {}
     todo = [(_OWN, "")]
     while todo:
@@ -299,10 +305,14 @@ def needed_by_vaezoo() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
         for requirement in requires:
-            if re.search(r";.*\bextra\b", requirement):
+            try:
+                parsed = Requirement(requirement)
+            except InvalidRequirement:  # a broken distribution's metadata: pip reads no requirement from it either
                 continue
-            needed = _distribution_name(requirement)
-            if needed is None or needed in why or needed == _OWN:
+            if parsed.marker is not None and "extra" in str(parsed.marker):
+                continue
+            needed = _normalized(parsed.name)
+            if needed in why or needed == _OWN:
                 continue
             why[needed] = f"vaezoo requires {requirement.split(';')[0].strip()}" if name == _OWN else \
                 f"vaezoo needs it through {via or name}"
@@ -348,12 +358,6 @@ def _environment() -> _Environment:
     entries = [PluginEntry(*fields) for fields in found["plugins"]]
     return _Environment(found["pip"], {(e.name, e.module, e.distribution): e for e in entries},
                         frozenset(_normalized(name) for name in found["distributions"] if name))
-
-
-def _distribution_name(requirement: str) -> str | None:
-    """The normalized distribution name a requirement starts with (``Vaezoo[hub]>=1`` -> ``vaezoo``), else None."""
-    match = re.match(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)", requirement)
-    return None if match is None else _normalized(match[1])
 
 
 def _normalized(name: str) -> str:
