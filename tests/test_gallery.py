@@ -507,3 +507,16 @@ def test_gallery_refuses_a_data_root_that_is_no_folder_before_drawing(cards, tmp
     with pytest.raises(DataError, match=f"^data_root {re.escape(str(tmp_path / root))} {why}; "):  # from Python too
         gallery(tmp_path / "site", data_root=tmp_path / root)
     assert not (tmp_path / "site").exists()
+
+
+@pytest.mark.parametrize("held", ["card.toml", "checkpoint.pt"])
+@pytest.mark.parametrize("only_seeds", [[], ["--only-seeds"]])
+def test_gallery_refuses_a_run_s_folder_and_writes_nothing_there(cards, tmp_path, capsys, held, only_seeds):
+    # 'vaezoo gallery runs/s0' wrote the zoo's page and pictures among the run's card and weights
+    run = tmp_path / "s0"
+    run.mkdir()
+    (run / held).write_text("the run's")
+    assert cli(capsys, "gallery", str(run), *only_seeds) == (
+        1, "", f"error: {run} holds {held}, a run's or a zoo's folder; the gallery's page and pictures go in a "
+               f"folder of their own: give a new one, e.g. {run / 'gallery'}\n")
+    assert [p.name for p in run.iterdir()] == [held]

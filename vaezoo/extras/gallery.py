@@ -320,6 +320,19 @@ def _refuse_foreign(directory: Path, cards: list[Card], ours: set[str]) -> None:
                           f"give a new or empty folder, or move them away")
 
 
+def _refuse_a_run(directory: Path) -> None:
+    """Refuse a folder holding a card or a checkpoint: a run's or a zoo's, whose files the gallery's would join."""
+    try:
+        with os.scandir(directory) as entries:
+            held = sorted(e.name for e in entries if e.name == "checkpoint.pt"
+                          or (e.name.endswith(".toml") and not e.name.startswith(".")))
+    except OSError:  # none there yet, or not a folder: writing says why
+        return
+    if held:
+        raise VaezooError(f"{directory} holds {', '.join(held)}, a run's or a zoo's folder; the gallery's page and "
+                          f"pictures go in a folder of their own: give a new one, e.g. {directory / 'gallery'}")
+
+
 @dataclass
 class _Painter:
     """Draws each card's pictures into ``directory`` with one set of settings, loading each test split once."""
@@ -557,6 +570,7 @@ def gallery(directory: str | Path, only_seeds: bool = False, data_root=None, use
     Returns:
         The files to name: the page's ``index.html``, or the seed plots written.
     """
+    _refuse_a_run(Path(directory))
     if only_seeds:
         return build_seed_plots(directory)
     return [build_gallery(directory, data_root=data_root, use_data=use_data, device=device, seed=seed)]
