@@ -59,6 +59,11 @@ def test_unknown_name_lists_close_matches_and_the_known_names():
                                "Known: gaussian, gumbel_categorical, joint")
     assert isinstance(info.value, KeyError)
     assert close_matches("zzzz", ["gaussian", "joint"]) == ""
+    # a family of names by its first word: difflib found none of them for 'dci'
+    dci = ["mig_chen", "dci_informativeness", "dci_disentanglement", "dci_completeness", "sap_score"]
+    assert close_matches("dci", dci) == (" Did you mean 'dci_completeness', 'dci_disentanglement', "
+                                         "'dci_informativeness'?")
+    assert close_matches("mi", ["mig_chen", "mig_dlib"]) == ""
 
 
 def test_core_parts_are_registered_by_the_core():

@@ -24,8 +24,10 @@ T = TypeVar("T")
 
 
 def close_matches(name: str, candidates: list[str]) -> str:
-    """Return a ' Did you mean ...?' hint, or '' when nothing is close."""
-    matches = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
+    """Return a ' Did you mean ...?' hint, or '' when nothing is close: the names ``name`` begins (``dci`` for
+    ``dci_completeness``, which difflib finds too far), else those difflib finds close."""
+    begun = sorted(c for c in candidates if len(name) >= 3 and c.startswith(name) and c != name)
+    matches = begun[:3] or difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
     return f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
 
 
