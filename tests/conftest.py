@@ -16,6 +16,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # tests start) rather than every worker taking every core (oversubscribed OpenMP threads run many times slower)
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
+    # and fits their metrics in the worker itself: a pool of fit processes per metric took most of a small
+    # evaluation's time (tests/test_metric_speed.py sets its own jobs, to check that they change no score)
+    os.environ.setdefault("VAEZOO_JOBS", "1")
 
 
 @pytest.fixture
