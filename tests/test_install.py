@@ -122,6 +122,15 @@ def test_uninstall_without_yes_where_stdin_is_no_terminal_says_add_yes_and_runs_
     assert cli(capfd, "uninstall", "vaezoo-hello", "-y") == (0, "plugin removed: hello (vaezoo-hello 1.0)\n", "")
 
 
+def test_uninstall_where_pip_yes_says_yes_needs_no_terminal(fake_pip, capfd, monkeypatch):
+    # PIP_YES=1 (pip asks nothing then) was refused for want of --yes
+    assert cli(capfd, "install", "vaezoo-hello")[0] == 0
+    monkeypatch.setattr(os, "isatty", lambda fd: False)
+    monkeypatch.setenv("PIP_YES", "true")
+    assert cli(capfd, "uninstall", "vaezoo-hello") == (0, "plugin removed: hello (vaezoo-hello 1.0)\n", "")
+    assert [call[1:] for call in pip_calls(fake_pip)][1:] == [["uninstall", "vaezoo-hello", "--yes"]]
+
+
 def test_uninstall_takes_a_plugin_s_name_for_its_distribution(fake_pip, capfd):
     # 'vaezoo uninstall hostile -y' said pip's "Skipping hostile as it is not installed" and exited 0
     assert cli(capfd, "install", "vaezoo-hostile", "vaezoo-friendly", "friendly")[0] == 0

@@ -169,7 +169,7 @@ def uninstall(packages: Iterable[str] = (), *, requirements: Iterable[str | os.P
             (``vaezoo-hello``), said on stderr.
         requirements: requirements files listing distributions to remove (pip's ``--requirement``).
         yes: pip's ``--yes``: remove them without asking first; needed where stdin is not a terminal, since pip
-            would ask there.
+            would ask there (unless ``PIP_YES`` says yes, as pip reads it).
 
     Returns:
         The run, with the plugins it removed.
@@ -190,11 +190,17 @@ def uninstall(packages: Iterable[str] = (), *, requirements: Iterable[str | os.P
     for path in requirements:
         named += _requirements_file(Path(path), depth=0)
     _refuse_what_vaezoo_needs(named)
+    yes = yes or _pip_says_yes()
     if not yes and not os.isatty(0):  # pip asks on the stdin it shares with vaezoo, and fails on its end
         raise InstallError.about("cannot ask before removing {packages}: stdin is not a terminal; add {yes:True} to "
                                  "remove without asking", packages=", ".join(name for _, name in named))
     return _run_pip(["uninstall", *packages, *(f"--requirement={path}" for path in requirements),
                      *(["--yes"] if yes else [])], found)
+
+
+def _pip_says_yes() -> bool:
+    """Whether ``PIP_YES`` tells pip to remove without asking, as pip reads a yes-or-no variable."""
+    return os.environ.get("PIP_YES", "").strip().lower() in ("1", "y", "yes", "t", "true", "on")
 
 
 def _plugin_distribution(package: str, found: _Environment) -> str:
