@@ -223,3 +223,28 @@ def test_jobs_reaches_the_metrics_fits(runs, monkeypatch):
     monkeypatch.setenv(parallel.JOBS_VARIABLE, "5")
     assert main(["eval", str(runs[0]), "--jobs", "3"]) == 0
     assert seen == [3] and parallel.get_jobs() == 5  # the setting holds for the evaluation only
+
+
+def test_the_runs_of_a_batch_fit_their_metrics_on_one_pool_of_worker_processes(runs, monkeypatch):
+    """Each evaluation started its own pools (three for the fitted metrics), each fresh interpreters importing
+    scikit-learn; a batch of runs now starts one."""
+    from vaezoo.metrics import parallel
+
+    started, fitted = [], []
+
+    class Counted(parallel.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            started.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    original = report_module.evaluate
+
+    def evaluate(*args, **kwargs):  # two fitted metrics' worth of fits
+        fitted.extend(parallel.process_map(abs, [(-1,), (-2,)]) + parallel.process_map(abs, [(-3,), (-4,)]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", Counted)
+    monkeypatch.setattr(report_module, "evaluate", evaluate)
+    assert main(["eval", str(runs[0]), str(runs[1]), "--jobs", "2"]) == 0
+    assert fitted == [1, 2, 3, 4] * 2 and started == [2]
+    assert parallel._pool is None  # stopped with the batch

@@ -108,3 +108,24 @@ def test_loading_a_model_imports_neither_scipy_nor_sklearn():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == []
+
+
+def test_a_worker_pool_block_starts_the_fits_processes_once_and_changes_no_score(monkeypatch):
+    started = []
+
+    class Counted(parallel.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            started.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", Counted)
+    problem = small_problem()
+    with parallel.jobs(2):
+        alone = [dci.importance_gbt(*problem, random_state=5), modularity.explicitness_of(*problem, random_state=5)]
+        assert started == [2, 2]  # a pool for each call
+        with parallel.worker_pool(), parallel.worker_pool():  # an inner block is the outer one's
+            kept = [dci.importance_gbt(*problem, random_state=5), modularity.explicitness_of(*problem, random_state=5)]
+        assert started == [2, 2, 2]
+    np.testing.assert_array_equal(kept[0][0], alone[0][0])
+    assert (kept[0][1:], kept[1]) == (alone[0][1:], alone[1])
+    assert parallel._pool is None  # stopped at the block's end

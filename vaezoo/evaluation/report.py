@@ -374,7 +374,7 @@ def _evaluate(card: Card, named: Path | None, *, checkpoint: str | Path | None, 
     if found is not None:
         card = card.model_copy(update={"train": card.train.model_copy(update={"steps": found.step})})
     failed: dict[str, str] = {}
-    with parallel.jobs(jobs) if jobs is not None else nullcontext():
+    with parallel.jobs(jobs) if jobs is not None else nullcontext(), parallel.worker_pool():
         results = evaluate(model, card, data_root, device, metrics=metrics,
                            on_error=lambda name, exc: failed.__setitem__(name, failure(name, exc)), dataset=dataset)
     sections = {}
@@ -489,28 +489,29 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
     _refuse_twice(refs, read)
     datasets: dict[tuple, ImageDataset] = {}
     runs = []
-    for given, ref, card in zip(cards, refs, read, strict=True):
-        if isinstance(card, VaezooError):
-            runs.append(RunReport(ref, error=str(card)))
-            continue
-        try:
-            dataset = None
-            if several:  # its dataset read once for all the cards of the same one
-                if write and not force and holds_metrics(card, metrics):
-                    runs.append(RunReport(ref, skipped=True))
-                    continue
-                key = (card.train.data.model_dump_json(), str(data_root))
-                if key not in datasets:
-                    datasets[key] = card_dataset(card, data_root, "test")
-                dataset = datasets[key]
-            report = _evaluate(card, _run_folder(given), checkpoint=checkpoint, data_root=data_root, device=device,
-                               metrics=metrics, settings=settings, write=write, jobs=jobs, dataset=dataset)
-        except VaezooError as exc:
-            if not several:
-                raise
-            runs.append(RunReport(ref, error=str(exc)))
-            continue
-        runs.append(RunReport(ref, report))
+    with parallel.worker_pool():  # the metrics' fits of every card on one pool of worker processes
+        for given, ref, card in zip(cards, refs, read, strict=True):
+            if isinstance(card, VaezooError):
+                runs.append(RunReport(ref, error=str(card)))
+                continue
+            try:
+                dataset = None
+                if several:  # its dataset read once for all the cards of the same one
+                    if write and not force and holds_metrics(card, metrics):
+                        runs.append(RunReport(ref, skipped=True))
+                        continue
+                    key = (card.train.data.model_dump_json(), str(data_root))
+                    if key not in datasets:
+                        datasets[key] = card_dataset(card, data_root, "test")
+                    dataset = datasets[key]
+                report = _evaluate(card, _run_folder(given), checkpoint=checkpoint, data_root=data_root, device=device,
+                                   metrics=metrics, settings=settings, write=write, jobs=jobs, dataset=dataset)
+            except VaezooError as exc:
+                if not several:
+                    raise
+                runs.append(RunReport(ref, error=str(exc)))
+                continue
+            runs.append(RunReport(ref, report))
     return BatchReport(runs)
 
 

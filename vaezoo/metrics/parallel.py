@@ -7,6 +7,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -15,6 +16,8 @@ R = TypeVar("R")
 
 JOBS_VARIABLE = "VAEZOO_JOBS"
 _jobs: int | None = None  # set_jobs' setting; None: VAEZOO_JOBS, else the cores the process may use
+_kept = False  # within worker_pool(): process_map keeps its pool for the next call
+_pool: tuple[ProcessPoolExecutor, int] | None = None  # the kept pool and its number of workers
 
 
 def default_jobs() -> int:
@@ -64,21 +67,61 @@ def jobs(count: int | None) -> Iterator[None]:
         _jobs = before
 
 
+@contextmanager
+def worker_pool() -> Iterator[None]:
+    """Within the block, :func:`process_map` keeps its worker processes for its next call rather than starting new
+    ones for each (a start is fresh interpreters importing scikit-learn: seconds); they stop at the block's end. An
+    evaluation's metrics, or a batch of evaluations, share them so. A block within another is the outer one's."""
+    global _kept, _pool
+    if _kept:
+        yield
+        return
+    _kept = True
+    try:
+        yield
+    finally:
+        _kept = False
+        if _pool is not None:
+            _pool[0].shutdown(cancel_futures=True)
+            _pool = None
+
+
+def _spawned(workers: int) -> ProcessPoolExecutor:
+    # spawn: no fork of a process holding torch's threads (or a GPU); the workers inherit OMP_NUM_THREADS
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _kept_pool(workers: int) -> ProcessPoolExecutor:
+    """The pool :func:`worker_pool` keeps, started (or grown) to at least ``workers`` processes."""
+    global _pool
+    if _pool is None or _pool[1] < workers:
+        if _pool is not None:
+            _pool[0].shutdown()
+        _pool = (_spawned(workers), workers)
+    return _pool[0]
+
+
 def process_map(function: Callable[..., R], arguments: Sequence[tuple], jobs: int | None = None) -> list[R]:
     """``[function(*args) for args in arguments]``, on up to ``jobs`` worker processes (default :func:`get_jobs`).
 
     ``function`` must be a module-level function of a module that imports quickly (:mod:`vaezoo.metrics.fits`
-    imports numpy and scikit-learn only): the workers are spawned, fresh interpreters. With one job, or one item,
-    everything runs in this process. Each call is independent of which process runs it, so the results are the
-    same for any ``jobs``.
+    imports numpy and scikit-learn only): the workers are spawned, fresh interpreters, kept for the next call
+    within :func:`worker_pool`. With one job, or one item, everything runs in this process. Each call is
+    independent of which process runs it, so the results are the same for any ``jobs``.
     """
+    global _pool
     workers = min(jobs or get_jobs(), len(arguments))
     if workers <= 1:
         return [function(*args) for args in arguments]
-    # spawn: no fork of a process holding torch's threads (or a GPU); the workers inherit OMP_NUM_THREADS
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(function, *args) for args in arguments]
-        return [future.result() for future in futures]
+    if not _kept:
+        with _spawned(workers) as pool:
+            return [future.result() for future in [pool.submit(function, *args) for args in arguments]]
+    pool = _kept_pool(workers)
+    try:
+        return [future.result() for future in [pool.submit(function, *args) for args in arguments]]
+    except BrokenProcessPool:  # a worker died (killed, out of memory): the next call starts a new pool
+        _pool = None
+        raise
 
 
 def parallel_map(function: Callable[[T], R], items: Sequence[T]) -> list[R]:
