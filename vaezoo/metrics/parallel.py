@@ -91,13 +91,14 @@ def _spawned(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
 
 
-def _kept_pool(workers: int) -> ProcessPoolExecutor:
-    """The pool :func:`worker_pool` keeps, started (or grown) to at least ``workers`` processes."""
+def _kept_pool(jobs: int) -> ProcessPoolExecutor:
+    """The pool :func:`worker_pool` keeps, of ``jobs`` processes (each started when first needed); one of another
+    number is stopped first."""
     global _pool
-    if _pool is None or _pool[1] < workers:
+    if _pool is None or _pool[1] != jobs:
         if _pool is not None:
             _pool[0].shutdown()
-        _pool = (_spawned(workers), workers)
+        _pool = (_spawned(jobs), jobs)
     return _pool[0]
 
 
@@ -110,13 +111,14 @@ def process_map(function: Callable[..., R], arguments: Sequence[tuple], jobs: in
     independent of which process runs it, so the results are the same for any ``jobs``.
     """
     global _pool
-    workers = min(jobs or get_jobs(), len(arguments))
+    jobs = jobs or get_jobs()
+    workers = min(jobs, len(arguments))
     if workers <= 1:
         return [function(*args) for args in arguments]
     if not _kept:
         with _spawned(workers) as pool:
             return [future.result() for future in [pool.submit(function, *args) for args in arguments]]
-    pool = _kept_pool(workers)
+    pool = _kept_pool(jobs)
     try:
         return [future.result() for future in [pool.submit(function, *args) for args in arguments]]
     except BrokenProcessPool:  # a worker died (killed, out of memory): the next call starts a new pool
