@@ -238,6 +238,13 @@ def test_no_chain_of_imports_is_longer_than_the_layers_allow():
     assert len(chain) <= LONGEST_CHAIN, " -> ".join(chain)
 
 
+def test_the_package_front_exports_each_name_it_lends_and_each_resolves():
+    import vaezoo
+
+    assert set(vaezoo._HOMES) | {"list_models", "__version__"} == set(vaezoo.__all__)
+    assert all(callable(getattr(vaezoo, name)) for name in vaezoo._HOMES)
+
+
 def test_the_version_comes_from_its_own_module():
     """``__version__`` is imported from vaezoo.version, never through the package front (which lifts a verb above
     hub)."""

@@ -28,7 +28,8 @@ _HOMES = {"load": "vaezoo.hub", "build_model": "vaezoo.hub", "get_card": "vaezoo
           "from_pretrained": "vaezoo.hub", "save_pretrained": "vaezoo.extras.pretrained",
           "push_to_hub": "vaezoo.extras.pretrained", "hookimpl": "vaezoo.hookspecs"}
 
-__all__ = [*_HOMES, "list_models", "__version__"]
+__all__ = ["build_model", "from_pretrained", "get_card", "hookimpl", "list_models", "load", "push_to_hub",
+           "save_pretrained", "__version__"]  # written out, for tools that read it without running it
 
 
 def __getattr__(name: str) -> Any:

@@ -770,8 +770,8 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
     subject = f"card '{card.name}' ({card.path})" if card.path else f"card '{card.name}'"
     _require(card.architecture in registry("architecture"), subject,
              f"architecture '{card.architecture}' is not registered by any loaded plugin")
-    for metric in card.eval_metrics:
-        _require(metric in registry("metric"), subject, f"eval metric '{metric}' is not registered")
+    for name in card.eval_metrics:
+        _require(name in registry("metric"), subject, f"eval metric '{name}' is not registered")
     _require(not card.metrics or card.headline is None or card.headline in card.metrics, subject,
              f"headline '{card.headline}' is not one of its metrics {sorted(card.metrics)}")
     _check_input(card, subject)
@@ -886,9 +886,9 @@ def _check_run(result, trial: Card, out: Path, said: str, warned: list[str], sub
         told = [line for line in warned if f"metric '{name}' " in line]
         _require(name in written.metrics, subject,
                  f"its card lacks '{name}'" + (f": {told[0]}" if told else f"; vaezoo train said: {said[-500:]}"))
-    for name, metric in written.metrics.items():  # a metric may be NaN or infinite by definition; a loss may not
-        _require(name in trial.eval_metrics or math.isfinite(metric.value), subject,
-                 f"its test-set '{name}' came out {metric.value}")
+    for name, measured in written.metrics.items():  # a metric may be NaN or infinite by definition; a loss may not
+        _require(name in trial.eval_metrics or math.isfinite(measured.value), subject,
+                 f"its test-set '{name}' came out {measured.value}")
 
 
 def _check_loaded(out: Path, trained: VAE, subject: str, data_root=None) -> VAE:
@@ -989,17 +989,17 @@ def _train_part(subject: str, plugin: str, architecture: str, model: Mapping[str
         model = build_model(card)
     served = []
     metrics, plugins = registry("metric"), get_plugins().info
-    for metric in metrics:
-        if metrics.plugin_of(metric) != plugin and not plugins[metrics.plugin_of(metric)].builtin:
+    for name in metrics:
+        if metrics.plugin_of(name) != plugin and not plugins[metrics.plugin_of(name)].builtin:
             continue
         try:
-            with _running(subject, f"matching metric '{metric}' against a model with it"):
-                check_metrics(model, card, [metric])
+            with _running(subject, f"matching metric '{name}' against a model with it"):
+                check_metrics(model, card, [name])
         except ConformanceError as exc:
             if not isinstance(exc.__cause__, VaezooError):  # refused: the model cannot serve it
                 raise
             continue
-        served.append(metric)
+        served.append(name)
     _trial(card, subject, TRIAL_STEPS, seed, served, data, data_root)
 
 
