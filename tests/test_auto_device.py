@@ -27,13 +27,12 @@ from vaezoo.entries import checkpoints
 from vaezoo.evaluation import measure as evaluate
 from vaezoo.evaluation import report as eval_report
 from vaezoo.extras import gallery
-from vaezoo.extras import pretrained
 from vaezoo.store import weights
 from vaezoo.evaluation import viz
 from vaezoo.training import loop
 from vaezoo.data.dsprites import DSprites
 from vaezoo.entries import entry as entries
-from vaezoo.entries.catalog import get_card, parse_card
+from vaezoo.entries.catalog import get_card
 from vaezoo.metrics import codes, entropy, evaluation, sampling
 from vaezoo.signals import StopSignals
 from vaezoo.training.train import train, train_seeds

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from kit import cli, make_card, write_card, write_entry
+from kit import cli, make_card, write_entry
 
 from vaezoo.extras.hub_push import MANIFEST_FILE
 

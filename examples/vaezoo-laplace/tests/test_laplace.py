@@ -21,7 +21,8 @@ def test_latent_family_conforms_and_trains():
     testing.check_latent_family("laplace", dim=3)
 
 
-@pytest.mark.parametrize("regularizer, kwargs", [("beta", {"beta": 4.0}), ("total_correlation", {"dataset_size": 1000})])
+@pytest.mark.parametrize("regularizer, kwargs", [("beta", {"beta": 4.0}),
+                                                 ("total_correlation", {"dataset_size": 1000})])
 def test_core_regularizers_accept_the_laplace_latent(regularizer, kwargs):
     testing.check_regularizer(regularizer, latent={"type": "laplace", "dim": 3}, **kwargs)
 

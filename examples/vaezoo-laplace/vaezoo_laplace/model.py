@@ -8,8 +8,8 @@ from vaezoo.context import BuildContext
 from vaezoo.model import VAE, build_vae
 
 
-def build_laplacevae(context: BuildContext, image_size: int, channels: int, dim: int = 8, beta: float = 1.0, hidden: int = 64,
-                     widths: Sequence[int] = (16, 32)) -> VAE:
+def build_laplacevae(context: BuildContext, image_size: int, channels: int, dim: int = 8, beta: float = 1.0,
+                     hidden: int = 64, widths: Sequence[int] = (16, 32)) -> VAE:
     """Build a VAE with a ``dim``-dimensional Laplace latent and ``beta * KL`` (beta = 1: the ELBO).
 
     Args:
