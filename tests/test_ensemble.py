@@ -277,3 +277,32 @@ def test_a_sweep_of_epochs_stopped_by_max_steps_says_each_members_own_total(data
         f"step 2 of M in {out / f'epochs={e}' / f'seed-{s}'}" for e, s in runs]
     totals = [int(re.search(r" of ([\d,]+) ", part).group(1).replace(",", "")) for part in said]
     assert totals == [totals[0]] * 2 + [2 * totals[0]] * 2 and totals[0] > 2  # epochs=2 makes twice the steps
+
+
+def test_the_members_evaluations_fit_their_metrics_on_one_pool_of_worker_processes(data_plugin, tmp_path,
+                                                                                   monkeypatch):
+    """Each member's evaluation started its own pools of fresh interpreters importing scikit-learn (three for the
+    fitted metrics); an ensemble's members now share one."""
+    from vaezoo.evaluation import report
+    from vaezoo.metrics import parallel
+
+    started, fitted = [], []
+
+    class Counted(parallel.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            started.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    original = report.evaluate
+
+    def evaluate(*args, **kwargs):  # two fitted metrics' worth of fits
+        fitted.extend(parallel.process_map(abs, [(-1,), (-2,)]) + parallel.process_map(abs, [(-3,), (-4,)]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", Counted)
+    monkeypatch.setattr(report, "evaluate", evaluate)
+    with parallel.jobs(2):
+        trained = train_seeds(toy(), tmp_path / "ensemble", [0, 1], formulation="loop")
+    assert [t.card_path is not None for t in trained] == [True, True]
+    assert fitted == [1, 2, 3, 4] * 2 and started == [2]
+    assert parallel._pool is None

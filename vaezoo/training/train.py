@@ -35,6 +35,7 @@ from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError
 from vaezoo.evaluation.measure import check_metrics
 from vaezoo.evaluation.report import eval_command, evaluate_card
+from vaezoo.metrics.parallel import worker_pool
 from vaezoo.model import VAE
 from vaezoo.store.locks import run_lock
 from vaezoo.terminal import note
@@ -305,13 +306,14 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
             trained = fit_ensemble([(m, c, out, label) for m, (c, out, label) in zip(models, runs)], dataset,
                                    options.resume, options.max_steps, run, options.formulation)
         results = []
-        for t, (member_card, out, _) in zip(trained, runs):
-            total = Plan.of(member_card.train, len(dataset), run.world).total
-            card_path = None
-            if run.main and t.error is None:
-                card_path = _completed_card(t, out, options, run) if t.step == total else _stopped_card(t, out,
-                                                                                                         options, total)
-            results.append(TrainResult(t.model, t.step, total, card_path, t.error, out))
+        with worker_pool():  # the members' evaluations fit their metrics on one pool of worker processes
+            for t, (member_card, out, _) in zip(trained, runs):
+                total = Plan.of(member_card.train, len(dataset), run.world).total
+                card_path = None
+                if run.main and t.error is None:
+                    card_path = (_completed_card(t, out, options, run) if t.step == total
+                                 else _stopped_card(t, out, options, total))
+                results.append(TrainResult(t.model, t.step, total, card_path, t.error, out))
         return results
     except BaseException:
         remove_empty(made)
