@@ -509,14 +509,24 @@ def test_gallery_refuses_a_data_root_that_is_no_folder_before_drawing(cards, tmp
     assert not (tmp_path / "site").exists()
 
 
-@pytest.mark.parametrize("held", ["card.toml", "checkpoint.pt"])
+@pytest.mark.parametrize("held", ["tiny-blobs.toml", "checkpoint.pt"])
 @pytest.mark.parametrize("only_seeds", [[], ["--only-seeds"]])
 def test_gallery_refuses_a_run_s_folder_and_writes_nothing_there(cards, tmp_path, capsys, held, only_seeds):
     # 'vaezoo gallery runs/s0' wrote the zoo's page and pictures among the run's card and weights
     run = tmp_path / "s0"
     run.mkdir()
-    (run / held).write_text("the run's")
+    if held == "checkpoint.pt":
+        (run / held).write_bytes(b"the run's")
+    else:
+        write_card(run, make_card("tiny", model=TINY_MODEL))
     assert cli(capsys, "gallery", str(run), *only_seeds) == (
         1, "", f"error: {run} holds {held}, a run's or a zoo's folder; the gallery's page and pictures go in a "
                f"folder of their own: give a new one, e.g. {run / 'gallery'}\n")
     assert [p.name for p in run.iterdir()] == [held]
+
+
+def test_gallery_writes_beside_toml_files_that_are_no_cards(cards, tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "mine"\n')
+    written = gallery(tmp_path, only_seeds=True)
+    assert all(path.parent == tmp_path for path in written)
+    assert (tmp_path / "pyproject.toml").read_text() == '[project]\nname = "mine"\n'

@@ -33,7 +33,7 @@ from urllib.parse import unquote
 from vaezoo.assemble import build_model, card_dataset, load_model
 from vaezoo.context import layout_text
 from vaezoo.data import check_data_root
-from vaezoo.entries.catalog import list_cards
+from vaezoo.entries.catalog import list_cards, parse_card
 from vaezoo.entries.schema import Card
 from vaezoo.errors import DataError, OutputError, VaezooError
 from vaezoo.extras.leaderboard import LOSSES, leaderboard, shared_metrics
@@ -321,16 +321,25 @@ def _refuse_foreign(directory: Path, cards: list[Card], ours: set[str]) -> None:
 
 
 def _refuse_a_run(directory: Path) -> None:
-    """Refuse a folder holding a card or a checkpoint: a run's or a zoo's, whose files the gallery's would join."""
+    """Refuse a folder holding a card or a checkpoint: a run's or a zoo's, whose files the gallery's would join (a
+    TOML file that is no card, such as a project's pyproject.toml, is not one)."""
     try:
         with os.scandir(directory) as entries:
             held = sorted(e.name for e in entries if e.name == "checkpoint.pt"
-                          or (e.name.endswith(".toml") and not e.name.startswith(".")))
+                          or (e.name.endswith(".toml") and not e.name.startswith(".") and _is_card(Path(e.path))))
     except OSError:  # none there yet, or not a folder: writing says why
         return
     if held:
         raise VaezooError(f"{directory} holds {', '.join(held)}, a run's or a zoo's folder; the gallery's page and "
                           f"pictures go in a folder of their own: give a new one, e.g. {directory / 'gallery'}")
+
+
+def _is_card(path: Path) -> bool:
+    try:
+        parse_card(path)
+    except VaezooError:
+        return False
+    return True
 
 
 @dataclass
@@ -449,7 +458,7 @@ def _cached_test_images(card: Card, data_root, seed: int, key: str) -> torch.Ten
     kept there (an unreadable cached file is drawn again; a cache that cannot be written is said, and the page is
     drawn all the same)."""
     from vaezoo.evaluation.viz import KL_IMAGES, data_sample
-    from vaezoo.store.files import atomic_save
+    from vaezoo.store.files import atomic_save, folder_problem
     from vaezoo.store.weights import read_safetensors, safetensors_writer
 
     path = test_images_cache() / f"{key}.safetensors"
@@ -463,8 +472,10 @@ def _cached_test_images(card: Card, data_root, seed: int, key: str) -> torch.Ten
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_save(path, safetensors_writer({"images": images}))
-    except (OSError, VaezooError) as exc:
-        note(f"gallery: the test images of {card.train.data.name} are not kept for the next run: {exc}")
+    except (OSError, VaezooError) as exc:  # the system's words, with the folder they are about
+        why = (f"cannot write in {path.parent}: {folder_problem(path.parent, exc)}; set VAEZOO_HOME to a folder you "
+               f"can write to") if isinstance(exc, OSError) else exc
+        note(f"gallery: the test images of {card.train.data.name} are not kept for the next run: {why}")
     return images
 
 
