@@ -175,7 +175,8 @@ def _print_batch(batch, args) -> int:
         if failures.get(run.ref):
             whys.append(f"{len(failures[run.ref])} metric(s) differ from the card beyond relative tolerance "
                         f"{args.tolerance:g}: " + "; ".join(failures[run.ref]))
-        for why in whys:
-            print(printable(f"error: {run.ref}: {why}"), file=sys.stderr)
+        for why in whys:  # a card that could not be read is named at the start of its error already
+            named = why.startswith(f"{run.ref}: ")
+            print(printable(f"error: {why}" if named else f"error: {run.ref}: {why}"), file=sys.stderr)
         bad = bad or bool(whys)
     return 1 if bad else 0
