@@ -4,10 +4,14 @@ mistyped, the conformance kit given a name where it takes a model. Each is one l
 
 from __future__ import annotations
 
+import shutil
 
 import pytest
 from kit import cli, make_card, write_entry
 
+from vaezoo.entries.catalog import get_card
+from vaezoo.entries.entry import check_writable
+from vaezoo.errors import CardError
 
 
 @pytest.fixture
@@ -23,3 +27,12 @@ def test_a_batch_names_a_card_it_cannot_read_once(two_runs, tmp_path, capsys):
     assert code == 1 and "Traceback" not in err
     line = err.strip().splitlines()[-1]
     assert line.startswith(f"error: {loop}: cannot read card") and f"{loop}: {loop}:" not in line, err
+
+
+def test_a_card_whose_folder_was_removed_since_it_was_read_is_said_gone(two_runs):
+    card = get_card(two_runs[0])
+    shutil.rmtree(two_runs[0])
+    with pytest.raises(CardError, match=r"its folder .*/runs/a is gone \(moved or removed since the card was read\); "
+                                        r"nothing was written") as caught:
+        check_writable(card)
+    assert "copy the card" not in str(caught.value)

@@ -90,7 +90,7 @@ def check_writable(card: Card) -> Path:
         CardError: ``card`` was downloaded (``card.source``), read from no file, is a file of an installed
             package (in Python's site-packages, or listed in the RECORD of vaezoo's or a plugin's distribution
             wherever pip put it: editing it would change the installed distribution under pip), is read-only (no
-            write permission for anyone), or its folder does not take a new file (read-only, no permission): said
+            write permission for anyone), or its folder does not take a new file (read-only, no permission, gone): said
             before anything is measured.
         OutputError: something other than a file vaezoo wrote (a folder, a link) stands where the card's lock file
             or its holder file belongs.
@@ -115,6 +115,9 @@ def check_writable(card: Card) -> Path:
         fd, probe = tempfile.mkstemp(prefix=f".{card.path.name}.", suffix=".tmp", dir=card.path.parent)
         os.close(fd)
         os.unlink(probe)
+    except FileNotFoundError:
+        raise CardError(f"card {card.name}: its folder {card.path.parent} is gone (moved or removed since the card "
+                        f"was read); nothing was written: give the card's path where it is now") from None
     except OSError as exc:
         raise CardError(f"card {card.name}: its folder {card.path.parent} takes no new file "
                         f"({folder_problem(card.path.parent, exc)}); copy the card with its weights where you can "
