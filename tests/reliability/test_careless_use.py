@@ -9,9 +9,11 @@ import shutil
 import pytest
 from kit import cli, make_card, write_entry
 
+import vaezoo.evaluation.report as report_module
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.entry import check_writable
 from vaezoo.errors import CardError
+from vaezoo.evaluation.report import evaluate_cards
 
 
 @pytest.fixture
@@ -36,3 +38,19 @@ def test_a_card_whose_folder_was_removed_since_it_was_read_is_said_gone(two_runs
                                         r"nothing was written") as caught:
         check_writable(card)
     assert "copy the card" not in str(caught.value)
+
+
+def test_an_interrupted_batch_says_which_cards_it_wrote(two_runs, monkeypatch, capsys):
+    evaluate, calls = report_module._evaluate, []
+
+    def ctrl_c_on_the_second(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(report_module, "_evaluate", ctrl_c_on_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_cards([str(folder) for folder in two_runs], write=True)
+    a, b = map(str, two_runs)
+    assert f"interrupted: 1 of 2 runs written ({a}); not written: {b}; run the command again" in capsys.readouterr().err

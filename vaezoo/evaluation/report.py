@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,7 @@ from vaezoo.errors import CardError, MetricError, VaezooError
 from vaezoo.evaluation.measure import evaluate, failure, why_not_finite
 from vaezoo.metrics import parallel
 from vaezoo.metrics.provenance import library_versions, metric_parameters
-from vaezoo.terminal import shell_join
+from vaezoo.terminal import note, shell_join
 from vaezoo.version import __version__
 
 if TYPE_CHECKING:
@@ -488,9 +488,9 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
             read.append(exc)
     _refuse_twice(refs, read)
     datasets: dict[tuple, ImageDataset] = {}
-    runs = []
-    with parallel.worker_pool():  # the metrics' fits of every card on one pool of worker processes
-        for given, ref, card in zip(cards, refs, read, strict=True):
+    runs: list[RunReport] = []
+    with parallel.worker_pool(), _saying_what_was_written(refs, runs, several and write):
+        for given, ref, card in zip(cards, refs, read, strict=True):  # the fits of every card on one pool
             if isinstance(card, VaezooError):
                 runs.append(RunReport(ref, error=str(card)))
                 continue
@@ -513,6 +513,21 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
                 continue
             runs.append(RunReport(ref, report))
     return BatchReport(runs)
+
+
+@contextmanager
+def _saying_what_was_written(refs: list[str], runs: list[RunReport], writing: bool) -> Iterator[None]:
+    """Say on stderr, when a batch writing its cards is interrupted (Ctrl-C, a stop signal), which cards it wrote
+    and which it did not reach, so that the user knows what running it again measures."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if writing:
+            written = [run.ref for run in runs if run.report is not None]
+            left = refs[len(runs):]  # the one being measured, and those after it
+            note(f"interrupted: {len(written)} of {len(refs)} runs written ({', '.join(written) or 'none'}); not "
+                 f"written: {', '.join(left)}; run the command again to measure those (the written ones are skipped)")
+        raise
 
 
 def _refuse_twice(refs: list[str], read: list[Card | VaezooError]) -> None:
