@@ -12,8 +12,9 @@ from kit import cli, make_card, write_entry
 import vaezoo.evaluation.report as report_module
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.entry import check_writable
-from vaezoo.errors import CardError
+from vaezoo.errors import CardError, OutputError
 from vaezoo.evaluation.report import evaluate_cards
+from vaezoo.store.files import check_beside
 
 
 @pytest.fixture
@@ -54,3 +55,14 @@ def test_an_interrupted_batch_says_which_cards_it_wrote(two_runs, monkeypatch, c
         evaluate_cards([str(folder) for folder in two_runs], write=True)
     a, b = map(str, two_runs)
     assert f"interrupted: 1 of 2 runs written ({a}); not written: {b}; run the command again" in capsys.readouterr().err
+
+
+def test_a_gallery_into_a_loop_of_links_names_the_folder(cards, tmp_path, capsys):
+    loop = tmp_path / "gloop"
+    loop.symlink_to(loop)
+    code, _, err = cli(capsys, "gallery", str(loop), "--no-data")
+    assert code == 1 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (f"error: cannot use the folder {loop}: Too many levels of symbolic links; "
+                                            f"choose another folder"), err
+    with pytest.raises(OutputError, match=r"^cannot use the folder .*gloop: Too many levels"):
+        check_beside(loop / ".x.lock")

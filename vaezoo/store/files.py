@@ -245,7 +245,19 @@ def _open_beside(path: Path, flags: int) -> int:
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
             raise
-        raise _not_ours(path, _open_problem(path, exc)) from None
+        raise _unreachable_folder(path) or _not_ours(path, _open_problem(path, exc)) from None
+
+
+def _unreachable_folder(path: Path) -> OutputError | None:
+    """The error naming the folder of ``path`` where that folder itself cannot be reached (a loop of symbolic links,
+    a folder that may not be searched), so that the file is not blamed; None where the folder can be."""
+    folder = Path(path).parent
+    try:
+        os.stat(folder)
+    except OSError as exc:
+        return OutputError.about("cannot use the folder {folder}: {problem}; choose another folder", folder=folder,
+                                 problem=exc.strerror or str(exc))
+    return None
 
 
 def check_beside(path: Path) -> None:
@@ -262,7 +274,7 @@ def check_beside(path: Path) -> None:
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
             raise
-        raise _not_ours(path, exc.strerror or str(exc)) from None
+        raise _unreachable_folder(path) or _not_ours(path, exc.strerror or str(exc)) from None
     if stat.S_ISLNK(info.st_mode):
         raise _not_ours(path, "a symbolic link")
     _check_kind(path, info)
