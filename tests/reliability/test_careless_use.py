@@ -66,3 +66,17 @@ def test_a_gallery_into_a_loop_of_links_names_the_folder(cards, tmp_path, capsys
                                             f"choose another folder"), err
     with pytest.raises(OutputError, match=r"^cannot use the folder .*gloop: Too many levels"):
         check_beside(loop / ".x.lock")
+
+
+def test_test_images_not_kept_under_a_vaezoo_home_that_is_a_file_are_said_in_words(two_runs, tmp_path, monkeypatch,
+                                                                                   capsys):
+    from vaezoo.extras.gallery import _cached_test_images
+
+    home = tmp_path / "home"
+    home.write_text("mine\n")
+    monkeypatch.setenv("VAEZOO_HOME", str(home))
+    images = _cached_test_images(get_card(two_runs[0]), None, 0, "key")
+    err = capsys.readouterr().err
+    assert images.shape[0] > 0 and home.read_text() == "mine\n"
+    assert (f"are not kept for the next run: cannot write in {home}/test-images: {home} is a file, not a folder; "
+            f"set VAEZOO_HOME to a folder you can write to") in err and "Errno" not in err, err
