@@ -307,7 +307,8 @@ def test_leaderboard_ranks_the_cards_that_record_a_metric(cards, capsys):
     assert (code, err) == (1, "error: no card of dataset 'tiny_blobs' records accuracy; 'vaezoo info NAME' lists a "
                               "card's metrics\n")
     code, out, err = cli(capsys, "leaderboard", "accuracy", "--dataset", "mnsit")
-    assert (code, err) == (1, "error: no card is of dataset 'mnsit'; the zoo's datasets: mnist, tiny_blobs\n")
+    assert (code, err) == (1, "error: no card is of dataset 'mnsit' (did you mean mnist?); the zoo's datasets: "
+                              "mnist, tiny_blobs\n")
 
 
 @pytest.mark.parametrize("metrics", ["accuracy,acuracy", "acuracy,accuracy", "acuracy"])

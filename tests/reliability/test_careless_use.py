@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from kit import cli, make_card, write_entry
+from kit import cli, make_card, write_entry, write_toml
 
 import vaezoo.evaluation.report as report_module
 from vaezoo.entries.catalog import get_card
@@ -80,3 +80,12 @@ def test_test_images_not_kept_under_a_vaezoo_home_that_is_a_file_are_said_in_wor
     assert images.shape[0] > 0 and home.read_text() == "mine\n"
     assert (f"are not kept for the next run: cannot write in {home}/test-images: {home} is a file, not a folder; "
             f"set VAEZOO_HOME to a folder you can write to") in err and "Errno" not in err, err
+
+
+@pytest.mark.parametrize("given", ["TINY_BLOBS", "tiny_blob"])
+def test_a_mistyped_dataset_of_the_leaderboard_gets_the_close_name(cards, given, capsys):
+    write_toml(cards / "t.toml", make_card("tiny"))
+    code, _, err = cli(capsys, "leaderboard", "elbo", "--dataset", given)
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (f"error: no card is of dataset '{given}' (did you mean tiny_blobs?); "
+                                            f"the zoo's datasets: tiny_blobs"), err

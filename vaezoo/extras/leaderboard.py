@@ -94,8 +94,10 @@ def zoo_leaderboard(metrics: Sequence[str], dataset: str | None = None) -> list[
     cards = list_cards()
     chosen = [c for c in cards if dataset in (None, c.dataset)]
     if not chosen:
-        raise VaezooError(f"no card is of dataset '{dataset}'; the zoo's datasets: "
-                          f"{', '.join(sorted({c.dataset for c in cards}))}")
+        known = sorted({c.dataset for c in cards})
+        close = _closest(dataset, known)
+        hint = f" (did you mean {close}?)" if close else ""
+        raise VaezooError(f"no card is of dataset '{dataset}'{hint}; the zoo's datasets: {', '.join(known)}")
     recorded = sorted({name for card in chosen for name in card.metrics})
     missing = [metric for metric in metrics if metric not in recorded]
     if missing:
@@ -108,5 +110,12 @@ def zoo_leaderboard(metrics: Sequence[str], dataset: str | None = None) -> list[
 def _with_close_match(metric: str, recorded: list[str]) -> str:
     """``metric``, followed by the recorded metric closest to it if one is close: ``mig_dlb (did you mean
     mig_dlib?)``."""
-    close = difflib.get_close_matches(metric, recorded, n=1)
-    return f"{metric} (did you mean {close[0]}?)" if close else metric
+    close = _closest(metric, recorded)
+    return f"{metric} (did you mean {close}?)" if close else metric
+
+
+def _closest(name: str, known: list[str]) -> str | None:
+    """The name of ``known`` closest to ``name``, case aside (``MNIST`` is ``mnist``), if one is close; else None."""
+    folded = {k.casefold(): k for k in known}
+    close = difflib.get_close_matches(name.casefold(), list(folded), n=1)
+    return folded[close[0]] if close else None
