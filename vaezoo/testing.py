@@ -657,7 +657,13 @@ def check_model(model: VAE, batch: int = 4, seed: int = 0, step: int = 0, subjec
         seed: seed of the random inputs.
         step: the training step passed to ``forward``.
         subject: how to name the model in messages (default: its class).
+
+    Raises:
+        TypeError: ``model`` is not a vaezoo model (a name, None, another module), before anything runs.
     """
+    if not isinstance(model, VAE):
+        raise TypeError(f"check_model checks a built vaezoo model (vaezoo.load or vaezoo.build_model gives one), "
+                        f"not {type(model).__name__}; check a card with check_card(NAME)")
     subject = subject or f"model {type(model).__name__}"
     was_training = model.training
     device = next(model.parameters()).device

@@ -10,6 +10,7 @@ import pytest
 from kit import cli, make_card, write_entry, write_toml
 
 import vaezoo.evaluation.report as report_module
+from vaezoo import testing
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.entry import check_writable
 from vaezoo.errors import CardError, OutputError
@@ -89,3 +90,10 @@ def test_a_mistyped_dataset_of_the_leaderboard_gets_the_close_name(cards, given,
     assert code == 1
     assert err.strip().splitlines()[-1] == (f"error: no card is of dataset '{given}' (did you mean tiny_blobs?); "
                                             f"the zoo's datasets: tiny_blobs"), err
+
+
+@pytest.mark.parametrize("given", [None, "vae", 3])
+def test_check_model_of_what_is_no_model_is_a_type_error(given):
+    with pytest.raises(TypeError, match=r"^check_model checks a built vaezoo model \(vaezoo.load or "
+                                        r"vaezoo.build_model gives one\), not \w+; check a card with check_card"):
+        testing.check_model(given)
