@@ -86,8 +86,9 @@ class Registry(Generic[T]):
 
     def __getitem__(self, name: str) -> T:
         if not isinstance(name, str):
-            raise TypeError(f"a {self.kind} is named by a string, e.g. {next(iter(self._items), 'its-name')!r}, got "
-                            f"{type(name).__name__}")
+            article = "an" if self.kind[0] in "aeiou" else "a"
+            example = next(iter(self._items), "its-name")
+            raise TypeError(f"{article} {self.kind} is named by a string, e.g. {example!r}, got {type(name).__name__}")
         try:
             return self._items[name][0]
         except KeyError:

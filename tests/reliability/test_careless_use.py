@@ -97,3 +97,8 @@ def test_check_model_of_what_is_no_model_is_a_type_error(given):
     with pytest.raises(TypeError, match=r"^check_model checks a built vaezoo model \(vaezoo.load or "
                                         r"vaezoo.build_model gives one\), not \w+; check a card with check_card"):
         testing.check_model(given)
+
+
+def test_a_registry_of_a_kind_starting_with_a_vowel_says_an():
+    with pytest.raises(TypeError, match=r"^an architecture is named by a string, e\.g\. '\w+', got NoneType$"):
+        testing.check_architecture(None)
