@@ -11,15 +11,16 @@ HELP = "uninstall packages (plugins) from vaezoo's Python environment with pip"
 def add_arguments(p) -> None:
     p.description = ("Uninstall distributions with pip. A plugin's name as 'vaezoo plugins' shows it (laplace) "
                      "stands for the distribution that declares it (vaezoo-laplace), as llm uninstall takes the "
-                     "names llm plugins shows; vaezoo's built-in plugins go only with vaezoo. Without --yes pip "
-                     "asks first, so stdin must be a terminal.")
+                     "names llm plugins shows; vaezoo's built-in plugins go only with vaezoo. Without --yes (or "
+                     "PIP_YES=1) pip asks first, so stdin must be a terminal.")
     p.add_argument("packages", nargs="*", metavar="PACKAGE",
                    help="a distribution to remove, e.g. vaezoo-laplace, its wheel file, or a plugin's name "
                         "(its distribution is removed)")
     p.add_argument("-r", "--requirement", action="append", default=[], type=path_arg, metavar="FILE",
                    help="remove the distributions the requirements file FILE lists (may be given more than once)")
     p.add_argument("-y", "--yes", action="store_true",
-                   help="remove them without asking first (needed where stdin is not a terminal)")
+                   help="remove them without asking first (needed where stdin is not a terminal, unless PIP_YES says "
+                        "yes)")
 
 
 def run(args) -> int:
