@@ -244,8 +244,8 @@ def test_filters_on_dataset_architecture_and_fields(cards):
     assert vaezoo.list_models(where={"beta": "7"}) == []
     assert vaezoo.list_models("toy-?", dataset="mnist", architecture="vae") == ["toy-a"]
     assert vaezoo.list_models("toy-?", dataset="dsprites", architecture="other") == []  # both known: none has both
-    for filters, message in (({"dataset": "dsprite"}, "dataset dsprite: no card has it; the cards have dsprites, "
-                                                     "mnist"),
+    for filters, message in (({"dataset": "dsprite"}, r"dataset dsprite: no card has it \(did you mean dsprites\?\); "
+                                                     "the cards have dsprites, mnist"),
                              ({"architecture": "vea"}, "architecture vea: no card has it"),
                              ({"latent": "categorial"}, "latent categorial: no card has it"),
                              ({"where": {"betta": "6"}}, "where betta: no card has such a field")):

@@ -106,7 +106,8 @@ def test_list_filters(listed, capsys):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--arch", "nothing"], "error: --arch nothing: no card has it; the cards have vae"),
-    (["--dataset", "mnistt"], "error: --dataset mnistt: no card has it; the cards have dsprites, mnist"),
+    (["--dataset", "mnistt"], "error: --dataset mnistt: no card has it (did you mean mnist?); the cards have dsprites, "
+                              "mnist"),
     (["--latent", "laplace"], "error: --latent laplace: no card has it; the cards have categorical, gaussian"),
     (["--where", "betta=6"], "error: --where betta: no card has such a field; name one by the end of its dotted path"),
     # a card's own fields, which --where never reads: they said "no card has such a field"

@@ -23,11 +23,19 @@ own extras among them)."""
 T = TypeVar("T")
 
 
+def closest(name: str, candidates: list[str]) -> list[str]:
+    """The names of ``candidates`` (at most 3) that ``name`` may have been meant as, case aside (``MIG_CHEN`` is
+    ``mig_chen``): those ``name`` begins (``dci`` for ``dci_completeness``, which difflib finds too far), else
+    those difflib finds close; none when nothing is close."""
+    folded = {c.casefold(): c for c in candidates}
+    key = name.casefold()
+    begun = sorted(folded[c] for c in folded if len(key) >= 3 and c.startswith(key) and c != key)
+    return begun[:3] or [folded[m] for m in difflib.get_close_matches(key, list(folded), n=3, cutoff=0.5)]
+
+
 def close_matches(name: str, candidates: list[str]) -> str:
-    """Return a ' Did you mean ...?' hint, or '' when nothing is close: the names ``name`` begins (``dci`` for
-    ``dci_completeness``, which difflib finds too far), else those difflib finds close."""
-    begun = sorted(c for c in candidates if len(name) >= 3 and c.startswith(name) and c != name)
-    matches = begun[:3] or difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
+    """Return a ' Did you mean ...?' hint, or '' when nothing is close (:func:`closest`)."""
+    matches = closest(name, candidates)
     return f" Did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
 
 

@@ -102,3 +102,20 @@ def test_check_model_of_what_is_no_model_is_a_type_error(given):
 def test_a_registry_of_a_kind_starting_with_a_vowel_says_an():
     with pytest.raises(TypeError, match=r"^an architecture is named by a string, e\.g\. '\w+', got NoneType$"):
         testing.check_architecture(None)
+
+
+def test_a_metric_named_in_the_wrong_case_gets_its_name(two_runs, capsys):
+    code, _, err = cli(capsys, "eval", str(two_runs[0]), "--metrics", "ELBO")
+    assert code == 1
+    assert err.strip().splitlines()[-1].startswith("error: unknown metric 'ELBO'. Did you mean 'elbo'? Known: "), err
+
+
+@pytest.mark.parametrize(("option", "given", "meant"), [("--dataset", "TINY_BLOBS", "tiny_blobs"),
+                                                        ("--dataset", "tiny_blob", "tiny_blobs"),
+                                                        ("--arch", "VAE", "vae")])
+def test_a_mistyped_filter_of_list_gets_the_close_name(cards, option, given, meant, capsys):
+    write_toml(cards / "t.toml", make_card("tiny"))
+    code, _, err = cli(capsys, "list", option, given)
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (f"error: {option} {given}: no card has it (did you mean {meant}?); the "
+                                            f"cards have {meant}"), err

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from vaezoo.entries.schema import HUB_PREFIX, MAX_NAME, NAME_PATTERN, Card
 from vaezoo.errors import CardError, UnknownNameError
-from vaezoo.registry import close_matches
+from vaezoo.registry import close_matches, closest
 from vaezoo.store.files import FILE_KINDS, file_state
 from vaezoo.store.limits import MAX_DEPTH, too_deep
 
@@ -525,7 +525,9 @@ def _check_filters(cards: list[Card], dataset: str | None, architecture: str | N
              "latent": ({f for c in cards for f in c.latent_families}, latent and latent.lower())}
     for keyword, (values, given) in known.items():
         if given and given not in values:
-            raise UnknownNameError.about(f"{{{keyword}}} {{given}}: no card has it; the cards have {{values}}",
+            close = closest(given, sorted(values))
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise UnknownNameError.about(f"{{{keyword}}} {{given}}: no card has it{hint}; the cards have {{values}}",
                                          given=given, values=", ".join(sorted(values)) or "none")
     fields = {path for c in cards for path in c.flat()}
     for key in where:

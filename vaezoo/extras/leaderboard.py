@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -10,6 +9,7 @@ from dataclasses import dataclass
 from vaezoo.entries.catalog import list_cards, natural_key
 from vaezoo.entries.schema import Card
 from vaezoo.errors import UnknownNameError, VaezooError
+from vaezoo.registry import closest
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,4 @@ def _with_close_match(metric: str, recorded: list[str]) -> str:
 
 def _closest(name: str, known: list[str]) -> str | None:
     """The name of ``known`` closest to ``name``, case aside (``MNIST`` is ``mnist``), if one is close; else None."""
-    folded = {k.casefold(): k for k in known}
-    close = difflib.get_close_matches(name.casefold(), list(folded), n=1)
-    return folded[close[0]] if close else None
+    return next(iter(closest(name, known)), None)
