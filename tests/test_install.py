@@ -81,8 +81,12 @@ def pip_calls(site: Path) -> list[list[str]]:
     (["uninstall", "-y", "a"], ["uninstall", "a", "--yes"]),
     (["uninstall", "a", "--yes"], ["uninstall", "a", "--yes"]),
 ])
-def test_the_options_are_passed_to_pip_of_the_interpreter_running_vaezoo(fake_pip, capfd, monkeypatch, argv, given):
+def test_the_options_are_passed_to_pip_of_the_interpreter_running_vaezoo(fake_pip, capfd, monkeypatch, argv, given,
+                                                                         tmp_path):
     monkeypatch.setattr(os, "isatty", lambda fd: True)  # pip may ask, on a terminal
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "src" / "mine").mkdir(parents=True)
+    (tmp_path / "src" / "mine" / "pyproject.toml").write_text("[project]\nname = 'mine'\n")  # an editable project
     code, _, err = cli(capfd, *argv)
     assert code == 0, err
     assert pip_calls(fake_pip) == [[sys.executable, *given]]

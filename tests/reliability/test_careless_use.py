@@ -13,7 +13,7 @@ import vaezoo.evaluation.report as report_module
 from vaezoo import testing
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.entry import check_writable
-from vaezoo.errors import CardError, OutputError
+from vaezoo.errors import CardError, InstallError, OutputError
 from vaezoo.evaluation.report import evaluate_cards
 from vaezoo.store.files import check_beside
 
@@ -119,3 +119,23 @@ def test_a_mistyped_filter_of_list_gets_the_close_name(cards, option, given, mea
     assert code == 1
     assert err.strip().splitlines()[-1] == (f"error: {option} {given}: no card has it (did you mean {meant}?); the "
                                             f"cards have {meant}"), err
+
+
+@pytest.mark.parametrize("made", ["nothing", "a file", "a folder without a project"])
+def test_an_editable_install_of_no_project_is_refused_before_pip_runs(made, tmp_path, monkeypatch, capsys):
+    import vaezoo.extras.installer as installer
+
+    monkeypatch.setattr(installer, "_run_pip", lambda *args: pytest.fail("pip ran"))
+    path = tmp_path / "proj"
+    if made == "a file":
+        path.write_text("x\n")
+    elif made != "nothing":
+        path.mkdir()
+    said = {"nothing": "does not exist", "a file": "is not a folder",
+            "a folder without a project": "is not a Python project: it holds no pyproject.toml or setup.py"}[made]
+    code, _, err = cli(capsys, "install", "-e", str(path))
+    assert code == 1 and err.strip().splitlines() == [f"error: --editable {path} {said}; give the folder " + (
+        "holding the project's pyproject.toml" if made.startswith("a folder") else
+        "of a Python project (the one holding its pyproject.toml)")], err
+    with pytest.raises(InstallError, match=f"^editable {path} {said}"):
+        installer.install(editable=str(path))

@@ -113,15 +113,33 @@ def install(packages: Iterable[str] = (), *, upgrade: bool = False, editable: st
     Raises:
         InstallError: nothing to install; a package that is empty, an option (``-e x``, ``--index-url=URL``: pip is
             given only the options above), or neither a requirement pip can read nor a path that exists nor a URL,
-            all refused before pip runs; pip missing from the environment, or pip failed (its messages were shown).
+            all refused before pip runs, as is an ``editable`` path that is no Python project; pip missing from
+            the environment, or pip failed (its messages were shown).
     """
     packages = [_package(package) for package in packages]
     if not packages and editable is None:
         raise InstallError.about("nothing to install: give a package, or a path with {editable}")
+    if editable is not None:
+        _check_project(editable)
     options = [flag for flag, given in (("--upgrade", upgrade), ("--force-reinstall", force_reinstall),
                                         ("--no-cache-dir", no_cache_dir), ("--pre", pre)) if given]
     return _run_pip(["install", *options, *(["--editable", editable] if editable is not None else []),
                      *(["--", *packages] if packages else [])])  # after "--", pip reads no word as an option
+
+
+def _check_project(editable: str) -> None:
+    """Refuse, before pip runs, an editable path that is no Python project (pip's refusal was two lines of its
+    own); a VCS URL (``git+https://...``) is left to pip."""
+    if "://" in str(editable):
+        return
+    folder = Path(editable).expanduser()
+    if not folder.is_dir():
+        what = "does not exist" if not os.path.lexists(folder) else "is not a folder"
+        raise InstallError.about("{editable} {path} " + what + "; give the folder of a Python project (the one "
+                                 "holding its pyproject.toml)", path=str(editable))
+    if not any((folder / name).is_file() for name in ("pyproject.toml", "setup.py")):
+        raise InstallError.about("{editable} {path} is not a Python project: it holds no pyproject.toml or setup.py; "
+                                 "give the folder holding the project's pyproject.toml", path=str(editable))
 
 
 def _package(package: object) -> str:
