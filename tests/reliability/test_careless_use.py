@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from kit import cli, make_card, write_entry, write_toml
+from kit import child_env, cli, make_card, run_python, write_entry, write_toml
 
 import vaezoo.evaluation.report as report_module
 from vaezoo import testing
@@ -139,3 +139,14 @@ def test_an_editable_install_of_no_project_is_refused_before_pip_runs(made, tmp_
         "of a Python project (the one holding its pyproject.toml)")], err
     with pytest.raises(InstallError, match=f"^editable {path} {said}"):
         installer.install(editable=str(path))
+
+
+def test_a_script_without_a_main_guard_runs_once_when_the_metrics_fit_on_worker_processes(tmp_path):
+    script = tmp_path / "mine.py"
+    script.write_text("import operator\n"
+                      "from vaezoo.metrics.parallel import process_map\n"
+                      "print('top level ran', flush=True)\n"
+                      "print(process_map(operator.add, [(1, 2), (3, 4)], jobs=2), flush=True)\n")
+    done = run_python(str(script), env=child_env(tmp_path / "home"), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["top level ran", "[3, 7]"], done.stdout + done.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -117,13 +118,40 @@ def process_map(function: Callable[..., R], arguments: Sequence[tuple], jobs: in
         return [function(*args) for args in arguments]
     if not _kept:
         with _spawned(workers) as pool:
-            return [future.result() for future in [pool.submit(function, *args) for args in arguments]]
+            return _submitted(pool, function, arguments)
     pool = _kept_pool(jobs)
     try:
-        return [future.result() for future in [pool.submit(function, *args) for args in arguments]]
+        return _submitted(pool, function, arguments)
     except BrokenProcessPool:  # a worker died (killed, out of memory): the next call starts a new pool
         _pool = None
         raise
+
+
+def _submitted(pool: ProcessPoolExecutor, function: Callable[..., R], arguments: Sequence[tuple]) -> list[R]:
+    """The results of ``function(*args)`` for each of ``arguments``, run on ``pool``, whose workers start (spawned)
+    on the first submit without running the user's script (:func:`_script_left_out`)."""
+    with _script_left_out():
+        futures = [pool.submit(function, *args) for args in arguments]
+    return [future.result() for future in futures]
+
+
+@contextmanager
+def _script_left_out() -> Iterator[None]:
+    """Within the block, a spawned process does not import ``__main__`` (the user's script) before it starts: the
+    workers run vaezoo's functions only, and a script without ``if __name__ == "__main__":`` ran its whole top level
+    again in each worker (its prints, its writes), which then failed starting workers of its own."""
+    main = sys.modules.get("__main__")
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if main is not None
+             and name in main.__dict__}
+    if "__spec__" in saved:
+        main.__spec__ = None
+    if "__file__" in saved:
+        del main.__file__
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.update(saved)
 
 
 def parallel_map(function: Callable[[T], R], items: Sequence[T]) -> list[R]:
