@@ -124,6 +124,16 @@ def _gradient_flows(value: Tensor, params: Tensor, subject: str, what: str) -> b
     return bool(grad.abs().sum() > 0)
 
 
+def _require_batch(batch: object, check: str) -> None:
+    """Refuse a ``batch`` that is no whole number of at least 1 before ``check`` builds anything (0 failed a later
+    check with a wrong reason, "4" ended in torch's own TypeError)."""
+    if isinstance(batch, bool) or not isinstance(batch, int):
+        raise TypeError(f"{check}'s batch= is a whole number of images, e.g. 4, not {type(batch).__name__} "
+                        f"{batch!r}")
+    if batch < 1:
+        raise ValueError(f"{check}'s batch= is at least 1 image, got {batch}")
+
+
 def _owner(kind: str, name: str) -> str:
     return f"{kind} '{name}' of plugin '{registry(kind).plugin_of(name)}'"
 
@@ -142,6 +152,9 @@ def check_plugin(name: str) -> dict[str, list[str]]:
         What the plugin contributes: ``{kind: [names]}`` for each registry kind it fills, and
         ``"card"``: the names of the cards in its card directories.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"check_plugin takes a plugin's name (its entry point's, as 'vaezoo plugins' lists it), not "
+                        f"{type(name).__name__} {name!r}")
     plugins = get_plugins()
     _require(name in plugins.info, f"plugin '{name}'",
              f"not installed: no entry point '{name}' in group 'vaezoo' "
@@ -210,6 +223,7 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, train: bool = 
     Returns:
         The built family.
     """
+    _require_batch(batch, "check_latent_family")
     subject = f"latent family '{name}'"
     kwargs = _part_arguments(subject, "check_latent_family", arguments, kwargs)
     with _running(subject, f"building with {kwargs}"):
@@ -394,6 +408,7 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
     Returns:
         The built regularizer.
     """
+    _require_batch(batch, "check_regularizer")
     subject = f"regularizer '{name}'"
     kwargs = _part_arguments(subject, "check_regularizer", arguments, kwargs)
     _require(isinstance(steps, Sequence) and len(steps) > 0
@@ -527,6 +542,7 @@ def check_net(name: str, image_size: int = 32, channels: int = 1, code_size: int
     Returns:
         The built net.
     """
+    _require_batch(batch, "check_net")
     subject = _owner("net", name)
     kwargs = _part_arguments(subject, "check_net", arguments, kwargs)
     decoder = "code_size" in inspect.signature(registry("net")[name]).parameters
@@ -579,6 +595,7 @@ def check_likelihood(name: str, image_size: int = 8, channels: int = 1, batch: i
     Returns:
         The built likelihood.
     """
+    _require_batch(batch, "check_likelihood")
     subject = _owner("likelihood", name)
     kwargs = _part_arguments(subject, "check_likelihood", arguments, kwargs)
     with _running(subject, f"building with {kwargs}"):
@@ -627,6 +644,7 @@ def check_architecture(name: str, batch: int = 4, seed: int = 0, train: bool = T
     Returns:
         The built model.
     """
+    _require_batch(batch, "check_architecture")
     subject = _owner("architecture", name)
     model_kwargs = _part_arguments(subject, "check_architecture", arguments, model_kwargs)
     cards = [] if model_kwargs else [c for c in discover().values() if c.architecture == name]
@@ -664,6 +682,7 @@ def check_model(model: VAE, batch: int = 4, seed: int = 0, step: int = 0, subjec
     if not isinstance(model, VAE):
         raise TypeError(f"check_model checks a built vaezoo model (vaezoo.load or vaezoo.build_model gives one), "
                         f"not {type(model).__name__}; check a card with check_card(NAME)")
+    _require_batch(batch, "check_model")
     subject = subject or f"model {type(model).__name__}"
     was_training = model.training
     device = next(model.parameters()).device
@@ -770,6 +789,7 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
     from vaezoo.store.checksums import read_verified
     from vaezoo.store.weights import parse_safetensors
 
+    _require_batch(batch, "check_card")
     if not isinstance(card, Card):
         with _running(f"card {card}", "validating"):
             card = get_card(card)
@@ -945,6 +965,8 @@ def check_dataset(name: str, seed: int = 0, data_root: str | Path | None = None,
 
     subject = _owner("dataset", name)
     options = _part_arguments(subject, "check_dataset", arguments, options)
+    _require("split" not in options, subject, "check_dataset checks both splits, 'train' and 'test', itself; give "
+             "the dataset's options without split")
     grey = False
     for split in ("train", "test"):
         with _running(subject, f"describing split '{split}' with {options}"):

@@ -99,6 +99,30 @@ def test_check_model_of_what_is_no_model_is_a_type_error(given):
         testing.check_model(given)
 
 
+WHOLE = "is a whole number of images, e.g. 4, not"
+
+
+@pytest.mark.parametrize("batch, error, said", [(0, ValueError, "is at least 1 image, got 0"),
+                                                 ("4", TypeError, f"{WHOLE} str '4'"),
+                                                 (True, TypeError, f"{WHOLE} bool True")])
+def test_the_kit_s_batch_is_refused_before_anything_is_built(batch, error, said):
+    # check_net(batch=0) said 'no finite gradient reaches its input'; check_model(batch="4") ended in torch's TypeError
+    for check, call in (("check_net", lambda: testing.check_net("mlp_encoder", batch=batch)),
+                        ("check_latent_family", lambda: testing.check_latent_family("gaussian", batch=batch, dim=2)),
+                        ("check_card", lambda: testing.check_card("jointvae-mnist", batch=batch))):
+        with pytest.raises(error, match=f"^{check}'s batch= {said}"):
+            call()
+
+
+def test_check_plugin_of_what_is_no_name_and_check_dataset_given_a_split_say_what_they_take():
+    # check_plugin(None) said plugin 'None' is not installed; a split reached the dataset's info() twice
+    with pytest.raises(TypeError, match=r"^check_plugin takes a plugin's name .*, not NoneType None$"):
+        testing.check_plugin(None)
+    with pytest.raises(testing.ConformanceError, match="check_dataset checks both splits, 'train' and 'test', "
+                                                       "itself; give the dataset's options without split"):
+        testing.check_dataset("synthetic", split="test")
+
+
 def test_a_registry_of_a_kind_starting_with_a_vowel_says_an():
     with pytest.raises(TypeError, match=r"^an architecture is named by a string, e\.g\. '\w+', got NoneType$"):
         testing.check_architecture(None)
