@@ -690,3 +690,29 @@ def entries(folder: Path) -> list[str]:
     card's ``.NAME.toml.lock``, a saved or staged folder's ``.FOLDER.lock`` beside it): what a run left there."""
     return sorted(p.name for p in Path(folder).iterdir()
                   if not p.name.startswith(".vaezoo.lock") and not re.fullmatch(r"\..+\.lock(\.holder)?", p.name))
+
+
+def count_fit_pools(monkeypatch) -> tuple[list[int], list[int]]:
+    """``(started, fitted)``: each evaluation (``vaezoo.evaluation.report.evaluate``) first fits two metrics' worth of
+    work on the fit workers (``process_map`` of ``abs`` over 1, 2 and 3, 4), whose results go to ``fitted``, and
+    each pool of worker processes started appends its number of workers to ``started``."""
+    from vaezoo.evaluation import report
+    from vaezoo.metrics import parallel
+
+    started: list[int] = []
+    fitted: list[int] = []
+
+    class Counted(parallel.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            started.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    original = report.evaluate
+
+    def evaluate(*args, **kwargs):
+        fitted.extend(parallel.process_map(abs, [(-1,), (-2,)]) + parallel.process_map(abs, [(-3,), (-4,)]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", Counted)
+    monkeypatch.setattr(report, "evaluate", evaluate)
+    return started, fitted

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from kit import make_card, write_toml
+from kit import count_fit_pools, make_card, write_toml
 
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
@@ -283,24 +283,9 @@ def test_the_members_evaluations_fit_their_metrics_on_one_pool_of_worker_process
                                                                                    monkeypatch):
     """Each member's evaluation started its own pools of fresh interpreters importing scikit-learn (three for the
     fitted metrics); an ensemble's members now share one."""
-    from vaezoo.evaluation import report
     from vaezoo.metrics import parallel
 
-    started, fitted = [], []
-
-    class Counted(parallel.ProcessPoolExecutor):
-        def __init__(self, *args, **kwargs):
-            started.append(args[0])
-            super().__init__(*args, **kwargs)
-
-    original = report.evaluate
-
-    def evaluate(*args, **kwargs):  # two fitted metrics' worth of fits
-        fitted.extend(parallel.process_map(abs, [(-1,), (-2,)]) + parallel.process_map(abs, [(-3,), (-4,)]))
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(parallel, "ProcessPoolExecutor", Counted)
-    monkeypatch.setattr(report, "evaluate", evaluate)
+    started, fitted = count_fit_pools(monkeypatch)
     with parallel.jobs(2):
         trained = train_seeds(toy(), tmp_path / "ensemble", [0, 1], formulation="loop")
     assert [t.card_path is not None for t in trained] == [True, True]

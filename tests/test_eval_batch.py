@@ -9,7 +9,7 @@ import shutil
 import tomllib
 
 import pytest
-from kit import cli, make_card, write_toml
+from kit import cli, count_fit_pools, make_card, write_toml
 
 import vaezoo.evaluation.report as report_module
 from vaezoo.cli import main
@@ -230,21 +230,7 @@ def test_the_runs_of_a_batch_fit_their_metrics_on_one_pool_of_worker_processes(r
     scikit-learn; a batch of runs now starts one."""
     from vaezoo.metrics import parallel
 
-    started, fitted = [], []
-
-    class Counted(parallel.ProcessPoolExecutor):
-        def __init__(self, *args, **kwargs):
-            started.append(args[0])
-            super().__init__(*args, **kwargs)
-
-    original = report_module.evaluate
-
-    def evaluate(*args, **kwargs):  # two fitted metrics' worth of fits
-        fitted.extend(parallel.process_map(abs, [(-1,), (-2,)]) + parallel.process_map(abs, [(-3,), (-4,)]))
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(parallel, "ProcessPoolExecutor", Counted)
-    monkeypatch.setattr(report_module, "evaluate", evaluate)
+    started, fitted = count_fit_pools(monkeypatch)
     assert main(["eval", str(runs[0]), str(runs[1]), "--jobs", "2"]) == 0
     assert fitted == [1, 2, 3, 4] * 2 and started == [2]
     assert parallel._pool is None  # stopped with the batch
