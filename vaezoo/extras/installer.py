@@ -130,7 +130,7 @@ def install(packages: Iterable[str] = (), *, upgrade: bool = False, editable: st
 def _check_project(editable: str) -> None:
     """Refuse, before pip runs, an editable path that is no Python project (pip's refusal was two lines of its
     own); a VCS URL (``git+https://...``) is left to pip."""
-    if "://" in str(editable):
+    if _URL.match(str(editable)):
         return
     folder = Path(editable).expanduser()
     if not folder.is_dir():
