@@ -300,12 +300,15 @@ def test_no_ambiguity_is_reported_where_the_folder_here_holds_that_very_zoo_card
 
 
 def test_what_is_no_card_file_is_named_for_what_it_is(tmp_path):
-    """The weights beside a card, a torch.save file and a URL read as 'not valid TOML (utf-8 codec ...)' and
-    as a missing file whose name had lost a slash."""
+    """The weights beside a card, a torch.save file, an image and a URL read as 'not valid TOML (utf-8 codec ...)'
+    and as a missing file whose name had lost a slash."""
     _, state, weights = write_entry(tmp_path, make_card(name="mine"), seed=4)
     torch.save(state, tmp_path / "state.pt")
+    (tmp_path / "traversal.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     for given, message in ((weights, r"mine.safetensors: is a safetensors weights file, not a card; give its card "
                                      r"\(mine.toml\) or the folder holding both"),
+                           (tmp_path / "traversal.png", r"traversal.png: is not text \(its byte 0 is no UTF-8\), not a "
+                                                        r"card \(TOML\); give the card's .toml file"),
                            (tmp_path / "state.pt", r"state.pt: is a torch.save or pickle file, not a card \(TOML\)"),
                            ("https://example.com/x.toml", r"^'https://example.com/x.toml' is a URL; a card is named")):
         with pytest.raises(CardError, match=message):

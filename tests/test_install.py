@@ -216,6 +216,30 @@ def test_a_package_pip_cannot_read_or_would_take_for_an_option_is_one_line_and_r
     assert pip_calls(fake_pip) == []
 
 
+@pytest.mark.parametrize("package", ["./nonexistent", "dist/vaezoo_laplace-0.1-py3-none-any.whl",
+                                     "vaezoo_laplace-0.1.tar.gz", "~/no-such-project"])
+def test_a_path_where_nothing_is_says_so_and_runs_no_pip(fake_pip, capfd, tmp_path, monkeypatch, package):
+    # './nonexistent' quoted the requirement parser ("Expected package name at the start ..."), and a missing
+    # wheel's name reached pip, which looked for it on the package index
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, out, err = cli(capfd, "install", package)
+    assert (code, out) == (1, "")
+    assert_one_line_error(err, f"PACKAGE {package!r} is a path, but nothing is there; give the path of a project "
+                               f"folder, a wheel or an sdist that exists")
+    assert pip_calls(fake_pip) == []
+
+
+def test_a_path_that_exists_and_a_requirement_with_a_url_reach_pip(fake_pip, capfd, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "project").mkdir()
+    for package in ("./project", "vaezoo-laplace @ https://127.0.0.1:9/vaezoo_laplace-0.1-py3-none-any.whl"):
+        code, _, err = cli(capfd, "install", package)
+        assert code == 0, err
+    assert [call[-1] for call in pip_calls(fake_pip)] == [
+        "./project", "vaezoo-laplace @ https://127.0.0.1:9/vaezoo_laplace-0.1-py3-none-any.whl"]
+
+
 def test_install_of_nothing_asks_for_a_package_or_an_editable_path(fake_pip, capfd):
     code, out, err = cli(capfd, "install")
     assert (code, out) == (1, "")

@@ -65,7 +65,8 @@ def test_malformed_toml(cards_dir, capsys):
 def test_card_that_is_not_text(cards_dir, capsys):
     write_good_entry(cards_dir)
     (cards_dir / "binary.toml").write_bytes(b"\xff\xfe\x00garbage")
-    assert_the_rest_works(capsys, [f"{cards_dir / 'binary.toml'}: not valid TOML"])
+    assert_the_rest_works(capsys, [f"{cards_dir / 'binary.toml'}: is not text (its byte 0 is no UTF-8), not a card "
+                                   f"(TOML)"])
 
 
 @pytest.mark.parametrize("section, key, field", [

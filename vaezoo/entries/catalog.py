@@ -107,8 +107,9 @@ def _read_text(path: Path) -> str:
                      f"have; it is not a card file")
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _Unfit(f"not valid TOML ({exc})") from None
+    except UnicodeDecodeError as exc:  # an image, an archive: a card is TOML, which is text
+        raise _Unfit(f"is not text (its byte {exc.start} is no UTF-8), not a card (TOML); give the card's .toml file "
+                     f"or the folder holding it") from None
 
 
 def _parse(text: str) -> dict[str, Any]:

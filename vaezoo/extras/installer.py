@@ -164,6 +164,9 @@ def _package(package: object) -> str:
                                  "{fix}", given=repr(package), fix=fix)
     if _URL.match(text) or os.path.exists(os.path.expanduser(text)):
         return text
+    if _looks_like_path(text):
+        raise InstallError(f"PACKAGE {package!r} is a path, but nothing is there; give the path of a project folder, "
+                           f"a wheel or an sdist that exists")
     try:
         Requirement(text)
     except InvalidRequirement as exc:
@@ -171,6 +174,21 @@ def _package(package: object) -> str:
         raise InstallError(f"PACKAGE {package!r} is not a requirement pip can read ({why}), a URL or a path that "
                            f"exists; {fix}") from None
     return text
+
+
+ARCHIVES = (".whl", ".tar.gz", ".tgz", ".tar.bz2", ".zip")
+"""The endings pip takes for a distribution's file rather than a project's name."""
+
+
+_PATH = re.compile(r"[\w.~+ -]*(/[\w.~+ -]*)+")  # folders and file names, no requirement's [extras] or ;markers
+
+
+def _looks_like_path(text: str) -> bool:
+    """Whether ``text`` names a path rather than a requirement: it starts with ``.`` or ``~``, is names joined by
+    ``/``, or ends as a wheel or an sdist does (``name @ URL`` is a requirement)."""
+    if "@" in text:
+        return False
+    return text.startswith((".", "~")) or bool(_PATH.fullmatch(text)) or text.lower().endswith(ARCHIVES)
 
 
 def uninstall(packages: Iterable[str] = (), *, requirements: Iterable[str | os.PathLike] = (),
