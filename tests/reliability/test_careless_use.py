@@ -174,3 +174,17 @@ def test_a_script_without_a_main_guard_runs_once_when_the_metrics_fit_on_worker_
     done = run_python(str(script), env=child_env(tmp_path / "home"), timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["top level ran", "[3, 7]"], done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    (["-o", "{tmp}/x.jpg"], "images are written as PNG; give a .png file name, not '{tmp}/x.jpg'"),
+    (["-o", "{tmp}/taken.png"], "cannot write {tmp}/taken.png: it is a folder, not a file; choose another output path"),
+    (["-o", "{tmp}/x.png", "--scale", "0"], "--scale must be at least 1, got 0")], ids=["jpg", "folder", "scale-0"])
+def test_show_refuses_what_it_cannot_write_before_the_model_is_loaded(two_runs, tmp_path, monkeypatch, capsys,
+                                                                       options, said):
+    (tmp_path / "taken.png").mkdir()
+    loaded = []
+    monkeypatch.setattr("vaezoo.assemble.load_model", lambda *args, **kwargs: loaded.append(args))
+    code, _, err = cli(capsys, "show", str(two_runs[0]), "sample", *(o.format(tmp=tmp_path) for o in options))
+    assert code == 1 and err.strip().splitlines() == [f"error: {said.format(tmp=tmp_path)}"], err
+    assert loaded == [] and not (tmp_path / "x.png").exists() and not (tmp_path / "x.jpg").exists()

@@ -36,8 +36,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.evaluation.viz import DEFAULT_SPAN, show
+    from vaezoo.evaluation.viz import DEFAULT_SPAN, check_picture_file, show
 
+    check_picture_file(args.out, args.scale)  # before the model is loaded and the picture drawn
     n = DEFAULT_N[args.what] if args.n is None else args.n
     grid, notes = show(card_arg(args.name), args.what, n, seed=args.seed, columns=args.columns,
                        span=tuple(args.span) if args.span else DEFAULT_SPAN, data_root=args.data_root,

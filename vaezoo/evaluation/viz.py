@@ -86,8 +86,7 @@ class Grid:
         """
         from torchvision.utils import make_grid
 
-        if scale < 1:
-            raise VaezooError.about("{scale} must be at least 1, got {got}", got=scale)
+        _check_scale(scale)
         if padding < 0:
             raise VaezooError.about("{padding} must be at least 0, got {got}", got=padding)
         height = self.rows * (self.tiles.shape[3] * scale + padding) + padding
@@ -138,12 +137,32 @@ class Grid:
         """
         from vaezoo.store.files import atomic_save
 
-        if Path(path).suffix.lower() != ".png":
-            raise VaezooError(f"images are written as PNG; give a .png file name, not '{path}'")
-        path = Path(path)
+        path = check_picture_file(path, scale)
         picture = self.to_pil(padding, scale)
         atomic_save(path, lambda tmp: picture.save(tmp, format="PNG"))
         return path
+
+
+def check_picture_file(path: str | Path, scale: int = SCALE) -> Path:
+    """``path`` as a :class:`Path`, if :meth:`Grid.save` can write a PNG there at ``scale``: what ``vaezoo show``
+    checks before the model is loaded, so that a picture is not drawn only to be refused.
+
+    Raises:
+        VaezooError: ``path`` is no ``.png`` name, or ``scale`` is below 1.
+        OutputError: a folder (a FIFO, a device) stands at ``path``.
+    """
+    from vaezoo.store.files import check_target
+
+    if Path(path).suffix.lower() != ".png":
+        raise VaezooError(f"images are written as PNG; give a .png file name, not '{path}'")
+    _check_scale(scale)
+    check_target(Path(path))
+    return Path(path)
+
+
+def _check_scale(scale: int) -> None:
+    if scale < 1:
+        raise VaezooError.about("{scale} must be at least 1, got {got}", got=scale)
 
 
 @dataclass(frozen=True)

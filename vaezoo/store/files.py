@@ -42,10 +42,7 @@ def stage(path: Path, write: Callable[[Path], None], fix: str | Phrase = "choose
     """The temporary file beside ``path`` that ``write`` filled, fsynced, with the permissions ``path`` will have:
     :func:`commit` puts it in place. On any failure it is removed; errors as :func:`atomic_save` raises them."""
     path = Path(path)
-    standing = _not_a_file(path)
-    if standing:
-        raise OutputError.about("cannot write {path}: it is {standing}, not a file; {fix}", path=path,
-                                standing=standing, fix=fix)
+    check_target(path, fix)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -73,6 +70,19 @@ def stage(path: Path, write: Callable[[Path], None], fix: str | Phrase = "choose
         Path(tmp).unlink(missing_ok=True)
         raise
     return Path(tmp)
+
+
+def check_target(path: Path, fix: str | Phrase = "choose another output path") -> None:
+    """Refuse ``path`` as a file to write when a folder, a FIFO, a socket or a device stands there (which the rename
+    of :func:`stage` would replace), as :func:`stage` does: so that a command can say so before its work.
+
+    Raises:
+        OutputError: naming the path, what stands there, and ``fix``.
+    """
+    standing = _not_a_file(Path(path))
+    if standing:
+        raise OutputError.about("cannot write {path}: it is {standing}, not a file; {fix}", path=Path(path),
+                                standing=standing, fix=fix)
 
 
 def _full_disk(exc: BaseException) -> OSError | None:
