@@ -188,3 +188,12 @@ def test_show_refuses_what_it_cannot_write_before_the_model_is_loaded(two_runs, 
     code, _, err = cli(capsys, "show", str(two_runs[0]), "sample", *(o.format(tmp=tmp_path) for o in options))
     assert code == 1 and err.strip().splitlines() == [f"error: {said.format(tmp=tmp_path)}"], err
     assert loaded == [] and not (tmp_path / "x.png").exists() and not (tmp_path / "x.jpg").exists()
+
+
+@pytest.mark.parametrize("option", ["--dataset", "--arch", "--latent"])
+@pytest.mark.parametrize("given", ["", " "])
+def test_an_empty_filter_of_list_is_refused_not_taken_for_no_filter(cards, option, given, capsys):
+    write_toml(cards / "t.toml", make_card("tiny"))
+    code, out, err = cli(capsys, "list", option, given)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines()[-1] == f"vaezoo list: error: argument {option}: give a name, not an empty string"

@@ -35,6 +35,17 @@ def path_arg(value: str) -> str:
     return os.path.expanduser(value)
 
 
+def filter_arg(value: str) -> str:
+    """argparse type of what a listing is filtered by (``--dataset``, ``--arch``, ``--latent``): any text but an
+    empty one, which would keep every card as if no filter were given (``--dataset "$DATASET"`` of an unset
+    variable)."""
+    if not value.strip():
+        import argparse
+
+        raise argparse.ArgumentTypeError("give a name, not an empty string")
+    return value
+
+
 def whole_arg(value: str) -> int:
     """argparse type of a whole number (a count, a step); what range it must be in, the command says."""
     try:

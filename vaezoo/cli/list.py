@@ -2,7 +2,7 @@
 
 import sys
 
-from vaezoo.cli.common import print_json, print_table, printable
+from vaezoo.cli.common import filter_arg, print_json, print_table, printable
 
 
 def add_parser(sub) -> None:
@@ -11,9 +11,9 @@ def add_parser(sub) -> None:
                    help="shell-style wildcards on the name; a name any of them matches is listed (default: *)")
     p.add_argument("--exclude", action="append", metavar="PATTERN",
                    help="leave out the names this wildcard matches (repeatable), e.g. '*-original-*'")
-    p.add_argument("--dataset", help="only models trained on this dataset")
-    p.add_argument("--arch", help="only models of this architecture")
-    p.add_argument("--latent", metavar="FAMILY",
+    p.add_argument("--dataset", type=filter_arg, help="only models trained on this dataset")
+    p.add_argument("--arch", type=filter_arg, help="only models of this architecture")
+    p.add_argument("--latent", type=filter_arg, metavar="FAMILY",
                    help="only models whose latent has a part of this family (e.g. categorical)")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="only models whose model/train field KEY equals VALUE (repeatable), e.g. beta=6")
