@@ -204,6 +204,15 @@ def test_images_codes_and_a_generator_on_another_device_than_the_model_are_named
         elsewhere.sample(2, generator=torch.Generator())
 
 
+def test_images_on_the_meta_device_are_named_by_their_device_before_their_values_are_read(model):
+    """Were torch's "Tensor.item() cannot be called on meta tensors", from the check of the images' range."""
+    x = torch.empty(2, 1, 32, 32, device="meta")
+    for call in (model.encode, model, model.reconstruct):
+        with pytest.raises(InputError, match=r"^the images are on meta and the model on cpu; move them there with "
+                                             r"x.to\('cpu'\)"):
+            call(x)
+
+
 def test_forward_refuses_a_step_that_is_no_whole_number(model):
     """step=-1 and 1.5 were taken (a capacity's target went below its minimum); step='x' was a TypeError from
     inside the capacity regularizer."""

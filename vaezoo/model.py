@@ -115,9 +115,10 @@ class VAE(nn.Module):
     def _input(self, x: Tensor, checked: bool) -> Tensor:
         """``x`` checked (unless ``checked``) and in the dtype of the model's parameters (float64, float16 or
         bfloat16 images for a float32 model, float32 images for one loaded with ``dtype=torch.float16``)."""
+        if isinstance(x, Tensor):  # before the check reads its values, which a meta tensor does not have
+            _require_device(x, self.head.weight.device, "images", "x")
         if not checked:
             self.check_input(x)
-        _require_device(x, self.head.weight.device, "images", "x")
         dtype = self.head.weight.dtype
         return x if x.dtype == dtype else x.to(dtype)
 
