@@ -17,14 +17,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from kit import make_card
 
 from vaezoo import testing
 from vaezoo.assemble import build_part
 from vaezoo.context import BuildContext
 from vaezoo.entries.catalog import get_card
-from vaezoo.errors import CardError
+from vaezoo.entries.schema import Card
+from vaezoo.errors import CardError, TrainingError
 from vaezoo.latents import Gaussian
 from vaezoo.plugins import registry
+from vaezoo.training.train import CHECKPOINT, train
 from vaezoo_methods.regularizers import Discriminator, permute_dims
 
 RECIPES = "plugins/vaezoo_methods/recipes"
@@ -184,3 +187,23 @@ def test_dipvae_refuses_a_lambda_d_that_overflows():
     # and the run told the user to lower the learning rate
     with pytest.raises(ValueError, match=r"lambda_d = lambda_od \* lambda_d_factor must be a finite number"):
         build_part("regularizer", {"type": "dipvae", "lambda_od": 1e308, "lambda_d_factor": 10.0})
+
+
+@pytest.mark.parametrize("regularizer", [{"type": "factorvae", "gamma": 10.0, "layers": 1, "hidden": 8},
+                                         {"type": "dipvae", "lambda_od": 2.0, "dip_type": "i"},
+                                         {"type": "dipvae", "lambda_od": 2.0, "dip_type": "ii"}],
+                         ids=["factorvae", "dipvae-i", "dipvae-ii"])
+@pytest.mark.parametrize("batch_size, refused", [
+    (1, r"card 'tiny-blobs': the model refuses a batch of 1 image\(s\), the recipe's batch_size"),
+    (7, r"card 'tiny-blobs': each epoch ends in a batch of 1 image\(s\) where the others hold 7")],
+                         ids=["batch-1", "last-batch-1"])
+def test_a_batch_of_one_image_that_the_batch_s_methods_cannot_use_is_refused_before_the_first_step(
+        data_plugin, tmp_path, regularizer, batch_size, refused):
+    # over one image DIP-VAE's covariance is 0 (I: the term a constant) and FactorVAE's permutation gives the code
+    # back (its discriminator cannot tell the two): the run trained a plain VAE without a word
+    data = make_card("tiny", train={"batch_size": batch_size})  # 64 images: in batches of 7, a last batch of 1
+    data["model"]["regularizers"] = [regularizer]
+    with pytest.raises(TrainingError, match=f"{refused}.*regularizer '{regularizer['type']}' .*needs batches of at "
+                                            f"least 2 images, got 1"):
+        train(Card.model_validate(data), tmp_path / "run")
+    assert not (tmp_path / "run" / CHECKPOINT).exists()

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from vaezoo.context import batch_mean
-from vaezoo.errors import LatentError
+from vaezoo.errors import InputError, LatentError
 from vaezoo.regularizers.base import OptimizerGroup, Regularizer, UpdateBatch, check_weight
 from vaezoo.regularizers.collectives import gather_rows
 
@@ -32,6 +32,17 @@ class Discriminator(nn.Sequential):
         for a, b in zip(widths, widths[1:]):
             modules += [nn.Linear(a, b), nn.LeakyReLU(slope)]
         super().__init__(*modules, nn.Linear(widths[-1], 2))
+
+
+def at_least_two(regularizer: str, what: str, batch: int) -> None:
+    """Refuse a training batch of fewer than 2 images to a regularizer that ``what`` (in words) across the batch:
+    over one image the term is a constant, and the run would train a plain VAE without a word.
+
+    Raises:
+        InputError: naming the regularizer, why it needs 2 images, and the batch's size.
+    """
+    if batch < 2:
+        raise InputError(f"regularizer '{regularizer}' {what}, which needs batches of at least 2 images, got {batch}")
 
 
 def permute_dims(z: Tensor) -> Tensor:
@@ -78,6 +89,8 @@ class FactorVAE(Regularizer):
     def forward(self, posterior, z, step) -> dict[str, Tensor]:
         terms = {"kl": batch_mean(posterior.kl())}
         if self.training:  # the discriminator is a training part: a loaded model has none
+            at_least_two("factorvae", "trains its discriminator to tell codes from codes with their dimensions "
+                                      "permuted across the batch", len(z))
             logits = self.discriminator(z)
             terms["tc"] = self.gamma * (logits[:, 0] - logits[:, 1]).mean()
         return terms
@@ -135,6 +148,7 @@ class DIPVAE(Regularizer):
         loc, var = shape.loc, shape.scale ** 2
         if self.training:  # under DDP, the covariance of the recipe's whole batch
             loc, var = gather_rows(loc), gather_rows(var)
+            at_least_two("dipvae", "penalises the covariance of the codes over the batch", len(loc))
         cov = covariance(loc)
         if self.dip_type == "ii":
             cov = cov + torch.diag(var.mean(0))
