@@ -442,8 +442,8 @@ def test_push_all_dry_run_stages_the_zoo_as_a_collection(tmp_path):
     assert 'vaezoo.load("hf-hub:owner/tiny-a")' in (out / "tiny-a" / "README.md").read_text()
 
     for argv, message in ((["--all", "owner"], "--all stages the zoo with --dry-run only"),
-                          (["tiny-a", "--all", "owner", "--dry-run"], "give no NAME or OWNER/REPO with it"),
-                          (["tiny-a"], "give NAME and OWNER/REPO")):
+                          (["tiny-a", "--all", "owner", "--dry-run"], "give no CARD or OWNER/REPO with it"),
+                          (["tiny-a"], "give CARD and OWNER/REPO")):
         assert message in one_error_line(run_vaezoo("push", *argv, env=env))
 
 

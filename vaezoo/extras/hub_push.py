@@ -319,9 +319,9 @@ def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner
             be written.
     """
     if owner is not None and (card is not None or repo_id):
-        raise OutputError("--all OWNER pushes the whole zoo; give no NAME or OWNER/REPO with it")
+        raise OutputError("--all OWNER pushes the whole zoo; give no CARD or OWNER/REPO with it")
     if owner is None and not (card is not None and repo_id):
-        raise OutputError("give NAME and OWNER/REPO (vaezoo push NAME OWNER/REPO), or --all OWNER --dry-run")
+        raise OutputError("give CARD and OWNER/REPO (vaezoo push CARD OWNER/REPO), or --all OWNER --dry-run")
     if owner is not None and not dry_run:
         raise OutputError("--all stages the zoo with --dry-run only; upload each entry with "
                           "'vaezoo push NAME OWNER/NAME'")

@@ -20,7 +20,7 @@ def add_arguments(p) -> None:
     p.add_argument("--all", metavar="OWNER", type=owner, dest="owner",
                    help="with --dry-run: stage every zoo entry with weights as the repository OWNER/NAME, without "
                         "copying the weights (manifest.json gives every file with its size and sha256), and "
-                        "collection.json, the Hub collection gathering them (give no NAME or OWNER/REPO)")
+                        "collection.json, the Hub collection gathering them (give no CARD or OWNER/REPO)")
     p.add_argument("--dry-run", action="store_true",
                    help="write the folder that would be uploaded and list its files; upload nothing")
     p.add_argument("-o", "--out", type=path_arg, metavar="DIR",
