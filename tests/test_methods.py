@@ -25,7 +25,7 @@ from vaezoo.context import BuildContext
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import Card
 from vaezoo.errors import CardError, TrainingError
-from vaezoo.latents import Gaussian
+from vaezoo.latents import Gaussian, LocationScale
 from vaezoo.plugins import registry
 from vaezoo.training.train import CHECKPOINT, train
 from vaezoo_methods.regularizers import Discriminator, permute_dims
@@ -207,3 +207,26 @@ def test_a_batch_of_one_image_that_the_batch_s_methods_cannot_use_is_refused_bef
                                             f"least 2 images, got 1"):
         train(Card.model_validate(data), tmp_path / "run")
     assert not (tmp_path / "run" / CHECKPOINT).exists()
+
+
+class LaplacePosterior:
+    """A Laplace(loc, scale) posterior per dimension, as a third-party latent family gives it (the example plugin
+    vaezoo-laplace's): only what DIP-VAE reads."""
+
+    def __init__(self, loc, scale):
+        self.loc, self.scale = loc, scale
+
+    def location_scale(self):
+        return LocationScale(self.loc, self.scale, torch.distributions.Laplace)
+
+    def kl(self):
+        return torch.zeros_like(self.loc)
+
+
+def test_dip_vae_ii_takes_the_variance_of_a_laplace_posterior(float64_seeded):
+    # its variance is 2 * scale^2; scale^2, a Normal's, was taken: DIP-VAE-II pulled another covariance towards 1
+    loc, scale = torch.randn(64, 4), torch.rand(64, 4) + 0.5
+    terms = build_part("regularizer", {"type": "dipvae", "lambda_od": 2.0, "lambda_d_factor": 1.0,
+                                       "dip_type": "ii"})(LaplacePosterior(loc, scale), loc, 0)
+    cov_z = np.mean([np.diag(2 * row ** 2) for row in scale.numpy()], axis=0) + dlib_covariance_z_mean(loc.numpy())
+    assert terms["dip_ii"].item() == pytest.approx(dlib_dip(cov_z, 2.0, 2.0), rel=1e-10)

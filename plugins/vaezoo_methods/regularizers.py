@@ -9,9 +9,11 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.distributions import Normal
 
 from vaezoo.context import batch_mean
 from vaezoo.errors import InputError, LatentError
+from vaezoo.latents import LocationScale
 from vaezoo.regularizers.base import OptimizerGroup, Regularizer, UpdateBatch, check_weight
 from vaezoo.regularizers.collectives import gather_rows
 
@@ -115,6 +117,14 @@ def covariance(x: Tensor) -> Tensor:
     return centred.T @ centred / x.shape[0]
 
 
+def variance(shape: LocationScale) -> Tensor:
+    """The variance of each dimension of a location-scale posterior, ``(B, D)``: ``scale ** 2`` for a Normal, the
+    family's own for another (a Laplace's is ``2 * scale ** 2``)."""
+    if shape.family is Normal:
+        return shape.scale ** 2
+    return shape.family(shape.loc, shape.scale, validate_args=False).variance
+
+
 class DIPVAE(Regularizer):
     """``KL + lambda_od * sum_{i != j} Cov_ij^2 + lambda_d * sum_i (Cov_ii - 1)^2`` (Kumar, Sattigeri &
     Balakrishnan, 2018, "Variational Inference of Disentangled Latent Concepts from Unlabeled Observations").
@@ -145,7 +155,7 @@ class DIPVAE(Regularizer):
         if shape is None:
             raise LatentError("regularizer 'dipvae' needs a posterior with a location and a scale per dimension "
                               "(a Gaussian latent)")
-        loc, var = shape.loc, shape.scale ** 2
+        loc, var = shape.loc, variance(shape)
         if self.training:  # under DDP, the covariance of the recipe's whole batch
             loc, var = gather_rows(loc), gather_rows(var)
             at_least_two("dipvae", "penalises the covariance of the codes over the batch", len(loc))
