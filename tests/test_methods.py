@@ -230,3 +230,25 @@ def test_dip_vae_ii_takes_the_variance_of_a_laplace_posterior(float64_seeded):
                                        "dip_type": "ii"})(LaplacePosterior(loc, scale), loc, 0)
     cov_z = np.mean([np.diag(2 * row ** 2) for row in scale.numpy()], axis=0) + dlib_covariance_z_mean(loc.numpy())
     assert terms["dip_ii"].item() == pytest.approx(dlib_dip(cov_z, 2.0, 2.0), rel=1e-10)
+
+
+@pytest.mark.parametrize("tamper, said", [
+    (lambda part: part["0.weight"].fill_(float("nan")),
+     r"training part 'discriminator' cannot be the model's values: NaN or inf values in \['0.weight'\]"),
+    (lambda part: part.__setitem__("0.weight", torch.zeros(9, 2)),
+     r"training part 'discriminator' does not fit the model: wrong shapes \['0.weight: \(9, 2\) != \(8, 2\)'\]")],
+                         ids=["nan", "shape"])
+def test_a_checkpoint_whose_discriminator_is_not_one_is_refused_naming_its_tensors(data_plugin, tmp_path, tamper,
+                                                                                    said):
+    # a NaN was loaded, and the resumed run blamed the card's settings "before any step" for the NaN TC; a shape
+    # was torch's "Error(s) in loading state_dict for Discriminator:", cut at its first line
+    data = make_card("tiny")
+    data["model"]["regularizers"] = [{"type": "factorvae", "gamma": 10.0, "layers": 1, "hidden": 8}]
+    card, out = Card.model_validate(data), tmp_path / "run"
+    train(card, out, max_steps=2, evaluate=False)
+    checkpoint = torch.load(out / CHECKPOINT, weights_only=True)
+    tamper(checkpoint["auxiliary"]["parts"]["regularizers.0.discriminator"])
+    torch.save(checkpoint, out / CHECKPOINT)
+    with pytest.raises(TrainingError, match=f"holds no usable state of the regularizers' training parts and their "
+                                            f"optimisers \\({said}"):
+        train(card, out, resume=True, evaluate=False)

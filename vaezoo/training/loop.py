@@ -24,7 +24,7 @@ from vaezoo.assemble import load_weights
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.schema import Card, TrainRecipe
-from vaezoo.errors import InputError, Phrase, TrainingError, TrainingWarning
+from vaezoo.errors import InputError, Phrase, TrainingError, TrainingWarning, WeightsError
 from vaezoo.store.files import remove_temporaries
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import check_optimizer_state, check_recipe, read_checkpoint, restore_rng
@@ -94,7 +94,7 @@ def _refusal(load, state) -> str | None:
     """``load(state)`` (a ``load_state_dict``); the first line of why it refused the state, or None when it took it."""
     try:
         load(state)
-    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, RuntimeError, WeightsError) as exc:
         return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return None
 
