@@ -782,6 +782,21 @@ def test_save_pretrained_refuses_a_card_name_that_is_no_card_name_before_writing
     assert not (tmp_path / "out").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["cards"]
 
 
+@pytest.mark.parametrize("repo_id, error, said", [
+    (5, TypeError, "save_pretrained's repo_id is OWNER/REPO, a string, not int"),
+    ("not a repo", OutputError, "the Hub takes no repository named not a repo (write OWNER/REPO)"),
+    ("me/x--y", OutputError, "the Hub takes no repository named me/x--y (Cannot have -- or .. in repo_id)")])
+def test_save_pretrained_refuses_a_repo_id_the_hub_would_before_writing_anything(tmp_path, repo_id, error, said):
+    """It was written into the README's usage lines and recorded commands: vaezoo.load("hf-hub:not a repo")."""
+    import vaezoo
+
+    card, _ = entry(tmp_path / "cards")
+    with pytest.raises(error) as caught:
+        vaezoo.save_pretrained(vaezoo.load(card), tmp_path / "out" / "saved", repo_id=repo_id)
+    assert str(caught.value).startswith(said), caught.value
+    assert not (tmp_path / "out").exists()
+
+
 def test_save_pretrained_waits_for_another_save_into_the_folder_and_then_refuses_its_card(tmp_path):
     """Two saves of different models into one new folder left two cards there, a folder nothing loads."""
     import threading

@@ -48,15 +48,15 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
 
     Raises:
         OutputError: the model has no card, the folder is given as an empty path, holds another card, or cannot
-            be written.
+            be written; or the Hub would refuse ``repo_id`` as a repository's name.
         CardError: the model's card would not load back (a name that is no card name, given with ``model_copy``);
             nothing is written.
-        TypeError: ``model`` is not a vaezoo model (one compiled or wrapped in ``DataParallel`` is), or
-            ``directory`` is not a string or a path.
+        TypeError: ``model`` is not a vaezoo model (one compiled or wrapped in ``DataParallel`` is),
+            ``directory`` is not a string or a path, or ``repo_id`` is not a string.
     """
     from vaezoo.entries.catalog import check_card
     from vaezoo.entries.huggingface import hub
-    from vaezoo.extras.hub_push import write_folder
+    from vaezoo.extras.hub_push import check_repo_id, write_folder
     from vaezoo.store.files import folder_problem
     from vaezoo.store.locks import card_lock, card_lock_file, folder_lock
 
@@ -65,6 +65,10 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     card = _card_of(model)
     if not isinstance(directory, str | os.PathLike):
         raise TypeError(f"save_pretrained writes into a folder, a string or a path, not {type(directory).__name__}")
+    if repo_id is not None:  # the README's usage lines and recorded commands name it
+        if not isinstance(repo_id, str):
+            raise TypeError(f"save_pretrained's repo_id is OWNER/REPO, a string, not {type(repo_id).__name__}")
+        check_repo_id(repo_id)
     if not os.fspath(directory).strip():
         raise OutputError("save_pretrained needs a folder, not an empty path (which would be the current folder)")
     check_card(card)  # its name becomes the files' names: refused before anything is written
