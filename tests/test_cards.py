@@ -223,6 +223,12 @@ def test_wildcards_and_natural_sort(cards):
     for pattern, where in ((5, None), (["toy-*", 1], None), ("*", "beta=6")):
         with pytest.raises(TypeError, match="takes"):
             vaezoo.list_models(pattern, where=where)
+    # an int was AttributeError: 'int' object has no attribute 'casefold'
+    for argument, given, said in (("dataset", 5, "'mnist'"), ("architecture", b"vae", "'jointvae'"),
+                                  ("latent", ["gaussian"], "'categorical'")):
+        with pytest.raises(TypeError, match=f"^{argument} takes a name, e.g. {said}, or None; got "
+                                            f"{type(given).__name__}$"):
+            vaezoo.list_models(**{argument: given})
 
 
 def test_filters_on_dataset_architecture_and_fields(cards):

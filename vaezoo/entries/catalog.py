@@ -484,7 +484,8 @@ def filter_cards(cards: Iterable[Card], pattern: str | Sequence[str] | None = "*
     its patterns matches.
 
     Raises:
-        TypeError: ``pattern`` is not a string, a list of strings or None, or ``where`` is not a mapping.
+        TypeError: ``pattern`` is not a string, a list of strings or None, ``where`` is not a mapping, or
+            ``dataset``, ``architecture`` or ``latent`` is neither a string nor None.
         UnknownNameError: no card is kept, and a filter is one no card could pass (a misspelt dataset,
             architecture, family or field): an empty list would read as "no card has that value".
     """
@@ -492,6 +493,10 @@ def filter_cards(cards: Iterable[Card], pattern: str | Sequence[str] | None = "*
     patterns, excluded = _patterns("pattern", pattern, ["*"]), _patterns("exclude", exclude, [])
     if where is not None and not isinstance(where, Mapping):
         raise TypeError(f"where takes {{field: value}}, e.g. {{'beta': '6'}}; got {type(where).__name__}")
+    for argument, given, example in (("dataset", dataset, "mnist"), ("architecture", architecture, "jointvae"),
+                                     ("latent", latent, "categorical")):
+        if given is not None and not isinstance(given, str):
+            raise TypeError(f"{argument} takes a name, e.g. '{example}', or None; got {type(given).__name__}")
     out = []
     for card in cards:
         if not any(fnmatch.fnmatchcase(card.name, p) for p in patterns) or any(
