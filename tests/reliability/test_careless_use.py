@@ -197,3 +197,16 @@ def test_an_empty_filter_of_list_is_refused_not_taken_for_no_filter(cards, optio
     code, out, err = cli(capsys, "list", option, given)
     assert code == 2 and out == ""
     assert err.strip().splitlines()[-1] == f"vaezoo list: error: argument {option}: give a name, not an empty string"
+
+
+@pytest.mark.parametrize(("given", "written"), [("0-200", "0-200"), ("0-200,300,5,6", "0-200,300,5,6"),
+                                                ("4,5,6,1,2", "4-6,1,2"), ("7", "7")])
+def test_the_printed_resume_command_writes_a_range_of_seeds_as_a_range(given, written):
+    # --seeds 0-200 was printed back as the 201 numbers, a line of 800 characters
+    from argparse import Namespace
+
+    from vaezoo.cli.train import resume_command, seeds_arg
+
+    command = resume_command(Namespace(card="c.toml", out="runs/x", seeds=seeds_arg(given), max_steps=3), until=None)
+    assert command.endswith(f" train c.toml --out runs/x --seeds {written} --resume"), command
+    assert seeds_arg(written) == seeds_arg(given)

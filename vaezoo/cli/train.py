@@ -178,7 +178,19 @@ def resume_command(args, until: str | None = "max_steps") -> str:
         if key == "sweep":
             words += [w for sweep in value for w in (option, sweep)]
             continue
-        if isinstance(value, list):
-            value = ",".join(map(str, value))
+        if key == "seeds":
+            value = seeds_text(value)
         words += [option] if value is True else [option, str(value)]
     return shell_join([*words, "--resume"])
+
+
+def seeds_text(seeds: list[int]) -> str:
+    """``seeds`` as ``--seeds`` reads them back, in their order, each run of 3 or more consecutive seeds as a range:
+    ``0-200``, not the 201 numbers."""
+    parts, start = [], 0
+    for end in range(1, len(seeds) + 1):
+        if end == len(seeds) or seeds[end] != seeds[end - 1] + 1:
+            run = seeds[start:end]
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) >= 3 else ",".join(map(str, run)))
+            start = end
+    return ",".join(parts)
