@@ -4,6 +4,7 @@ mistyped, the conformance kit given a name where it takes a model. Each is one l
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -210,3 +211,14 @@ def test_the_printed_resume_command_writes_a_range_of_seeds_as_a_range(given, wr
     command = resume_command(Namespace(card="c.toml", out="runs/x", seeds=seeds_arg(given), max_steps=3), until=None)
     assert command.endswith(f" train c.toml --out runs/x --seeds {written} --resume"), command
     assert seeds_arg(written) == seeds_arg(given)
+
+
+@pytest.mark.parametrize("given", ["betas=[0.9,0.999]", "betas=[0.9, 0.999]", "betas = [ 0.9 , 0.999 ]"])
+def test_list_where_reads_an_array_as_sweep_writes_it(cards, given, capsys):
+    # only str() of the card's list, '[0.9, 0.999]', matched: '--sweep betas=[0.9,0.999]' spells it without a space
+    write_toml(cards / "t.toml", make_card("tiny", train={"optimizer": {"name": "Adam", "lr": 1e-3,
+                                                                        "options": {"betas": [0.9, 0.999]}}}))
+    code, out, err = cli(capsys, "list", "--where", given, "--json")
+    assert code == 0 and [entry["name"] for entry in json.loads(out)] == ["tiny-blobs"], err
+    code, out, _ = cli(capsys, "list", "--where", "betas=[0.9,0.99]", "--json")
+    assert code == 0 and json.loads(out) == []

@@ -548,12 +548,24 @@ def _check_filters(cards: list[Card], dataset: str | None, architecture: str | N
 
 
 def _matches(flat: dict[str, Any], key: str, wanted: str) -> bool:
+    array = _array(wanted)
     for path, value in flat.items():
         if path == key or path.endswith("." + key):
             toml = str(value).lower() if isinstance(value, bool) else None  # true, as the card spells it
-            if wanted in (str(value), toml) or _same_number(value, wanted):
+            if wanted in (str(value), toml) or _same_number(value, wanted) or (
+                    array is not None and isinstance(value, list | tuple) and list(value) == array):
                 return True
     return False
+
+
+def _array(wanted: str) -> list | None:
+    """``wanted`` read as a TOML array, as ``--sweep`` reads its values (``[0.5,0.9]`` without the space that
+    ``str`` of the card's list has); None when it is none."""
+    try:
+        value = tomllib.loads(f"v = {wanted}").get("v")
+    except tomllib.TOMLDecodeError:
+        return None
+    return value if isinstance(value, list) else None
 
 
 def _same_number(value: Any, wanted: str) -> bool:
