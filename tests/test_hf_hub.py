@@ -830,6 +830,38 @@ def test_save_pretrained_waits_for_another_save_into_the_folder_and_then_refuses
     assert not any(p.name.endswith(".lock") for p in folder.iterdir())
 
 
+HOLD_RUN = """
+import sys, time
+from pathlib import Path
+from vaezoo.store.locks import run_lock
+with run_lock(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_save_pretrained_into_a_folder_vaezoo_train_is_training_in_is_refused_and_writes_nothing(tmp_path):
+    """Its card was written beside the run's checkpoint; the run then published its own card: two cards, a folder
+    nothing loads."""
+    import vaezoo
+    from vaezoo.store.locks import RUN_LOCK
+
+    card, _ = entry(tmp_path / "cards")
+    model, folder = vaezoo.load(card), tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-c", HOLD_RUN, str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "held"  # stands for 'vaezoo train CARD --out run', training
+        with pytest.raises(VaezooError, match=f"^folder {folder} is in use by process {process.pid} on .*; wait for "
+                                              f"it to finish, or choose another folder$"):
+            vaezoo.save_pretrained(model, folder)
+        assert sorted(p.name for p in folder.iterdir()) == [RUN_LOCK, RUN_LOCK + ".holder"]
+    finally:
+        process.kill()
+        process.wait()
+    vaezoo.save_pretrained(model, folder)  # a run's folder no process trains in: saved, as before
+    assert vaezoo.load(folder).card.name == "tiny"
+
+
 def test_save_pretrained_into_a_folder_whose_parent_takes_no_lock_file_saves_unguarded(tmp_path, monkeypatch):
     """A container's mounted volume: the folder is writable, the read-only folder above it takes no lock file."""
     import errno

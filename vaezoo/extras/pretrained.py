@@ -49,6 +49,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     Raises:
         OutputError: the model has no card, the folder is given as an empty path, holds another card, or cannot
             be written; or the Hub would refuse ``repo_id`` as a repository's name.
+        VaezooError: ``vaezoo train`` is training into the folder.
         CardError: the model's card would not load back (a name that is no card name, given with ``model_copy``);
             nothing is written.
         TypeError: ``model`` is not a vaezoo model (one compiled or wrapped in ``DataParallel`` is),
@@ -58,7 +59,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     from vaezoo.entries.huggingface import hub
     from vaezoo.extras.hub_push import check_repo_id, write_folder
     from vaezoo.store.files import folder_problem
-    from vaezoo.store.locks import card_lock, card_lock_file, folder_lock
+    from vaezoo.store.locks import RUN_LOCK, card_lock, card_lock_file, folder_lock, run_lock
 
     hub(OutputError, "save_pretrained")  # the README is a Hub model card
     model = _unwrapped(model)
@@ -74,7 +75,9 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     check_card(card)  # its name becomes the files' names: refused before anything is written
     folder = Path(directory).expanduser()  # '~/mine' in the home folder, not a folder named '~' here
     try:
-        with folder_lock(folder):  # another process saving into it finishes first, then is seen here
+        # a run's folder holds the lock 'vaezoo train' keeps while it trains there: refused at once while it does
+        training = run_lock(folder, "folder") if (folder / RUN_LOCK).exists() else nullcontext()
+        with folder_lock(folder), training:  # another process saving into it finishes first, then is seen here
             others = sorted(p.name for p in folder.glob("*.toml") if p.name != f"{card.name}.toml") \
                 if folder.is_dir() else []
             if others:
