@@ -30,7 +30,7 @@ from kit import (OpensAFile, assert_one_line_error, child_env, cli, entries, fil
 
 import vaezoo
 from vaezoo.entries.catalog import parse_card
-from vaezoo.entries.schema import Card
+from vaezoo.entries.schema import PRECISION_NAMES, Card
 from vaezoo.errors import TrainingError
 from vaezoo.store.weights import read_safetensors
 from vaezoo.training.train import CHECKPOINT, train
@@ -497,15 +497,17 @@ def test_resume_refuses_a_checkpoint_of_another_recipe_naming_both_cards(stopped
     assert (out / CHECKPOINT).read_bytes() == before
 
 
-@pytest.mark.parametrize("started_with", [["--seed", "5"], ["--precision", "bf16"],
-                                          ["--seed", "5", "--precision", "bf16"]])
+@pytest.mark.parametrize("started_with", [["--seed", "5"], ["--precision", "bf16-mixed"],
+                                          ["--seed", "5", "--precision", "bf16-mixed"], ["--precision", "bf16"]])
 def test_a_resume_without_the_seed_or_precision_the_run_was_started_with_names_them(data_plugin, tmp_path, capsys,
                                                                                     started_with):
+    # the precision by its current name: a run started with bf16-mixed was told to resume with its old name, bf16
     card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     out = tmp_path / "run"
     assert cli(capsys, "train", str(card_path), "--out", str(out), "--max-steps", "2", *started_with)[0] == 0
     code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume")
-    given = " and ".join(f"{flag} {value}" for flag, value in zip(started_with[::2], started_with[1::2]))
+    named = [PRECISION_NAMES.get(word, word) for word in started_with]
+    given = " and ".join(f"{flag} {value}" for flag, value in zip(named[::2], named[1::2]))
     assert code == 1
     assert_one_line_error(stderr, f"checkpoint {out / CHECKPOINT} was made with {given}: ", f"; resume with {given}")
     assert cli(capsys, "train", str(card_path), "--out", str(out), "--resume", *started_with)[0] == 0

@@ -21,7 +21,7 @@ import torch
 from vaezoo.devices import usable_device
 from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, differences, fingerprint
 from vaezoo.entries.recipe import recipe as card_recipe
-from vaezoo.entries.schema import Card
+from vaezoo.entries.schema import PRECISION_NAMES, Card
 from vaezoo.errors import Phrase, TrainingError, WeightsError
 from vaezoo.store.files import atomic_save
 from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense, unusable
@@ -73,8 +73,8 @@ class Checkpoint:
     def refusal(self, card: Card, found: list[Difference]) -> TrainingError:
         """The error refusing to resume this checkpoint with ``card``, whose recipe differs by ``found``; where
         they are fields that an argument of the run sets (its seed, its precision), it names the argument."""
-        overrides = {d.where.removeprefix("train."): d.other for d in found
-                     if d.where in OVERRIDDEN and d.other is not ABSENT}
+        overrides = {d.where.removeprefix("train."): PRECISION_NAMES.get(d.other, d.other) for d in found
+                     if d.where in OVERRIDDEN and d.other is not ABSENT}  # a recipe holds bf16-mixed as "bf16"
         if found and len(overrides) == len(found):
             given = " and ".join(f"{{{keyword}:{value}}}" for keyword, value in overrides.items())
             return TrainingError.about("{label} was made with " + given + ": {found}; resume with " + given,
