@@ -69,9 +69,9 @@ def test_the_folder_of_an_ensemble_given_as_a_run_names_its_runs(tmp_path, capsy
     code, _, err = cli(capsys, command, *argv)
     assert code == 1 and "Traceback" not in err
     assert err.splitlines()[-1] == (
-        f"error: folder {out} holds no card of its own but 4 run folder(s), as 'vaezoo train --seeds' or '--sweep' "
-        f"writes them: {out / 'beta=2/seed-1'}, {out / 'beta=2/seed-2'}, {out / 'beta=4/seed-1'} and 1 more; give "
-        f"those")
+        f"error: folder {out} holds no card of its own but 4 folder(s) holding one (as 'vaezoo train --seeds' or "
+        f"'--sweep' writes its runs): {out / 'beta=2/seed-1'}, {out / 'beta=2/seed-2'}, {out / 'beta=4/seed-1'} and 1 "
+        f"more; give those")
 
 
 def test_the_folder_of_a_run_not_finished_names_its_checkpoint(tmp_path, capsys, cards):

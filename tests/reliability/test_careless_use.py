@@ -222,3 +222,15 @@ def test_list_where_reads_an_array_as_sweep_writes_it(cards, given, capsys):
     assert code == 0 and [entry["name"] for entry in json.loads(out)] == ["tiny-blobs"], err
     code, out, _ = cli(capsys, "list", "--where", "betas=[0.9,0.99]", "--json")
     assert code == 0 and json.loads(out) == []
+
+
+def test_a_card_s_sha256_in_capitals_is_the_same_digest(tmp_path, capsys):
+    # a digest copied from PowerShell's Get-FileHash (capitals) was refused as not matching the pattern
+    path, state, _ = write_entry(tmp_path / "mine", make_card(name="mine"), seed=3)
+    text = path.read_text(encoding="utf-8")
+    digest = get_card(path).weights.sha256
+    path.write_text(text.replace(digest, digest.upper()), encoding="utf-8")
+    assert get_card(path).weights.sha256 == digest
+    code, out, err = cli(capsys, "verify", str(path))
+    assert code == 0 and "ok" in out, err
+

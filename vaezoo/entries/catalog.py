@@ -657,8 +657,8 @@ def _no_single_card(folder: Path, tomls: list[Path]) -> str:
     if runs:
         shown = ", ".join(str(folder / run) for run in runs[:3])
         shown += f" and {len(runs) - 3} more" if len(runs) > 3 else ""
-        return (f"folder {folder} holds no card of its own but {len(runs)} run folder(s), as 'vaezoo train --seeds' "
-                f"or '--sweep' writes them: {shown}; give those")
+        return (f"folder {folder} holds no card of its own but {len(runs)} folder(s) holding one (as 'vaezoo train "
+                f"--seeds' or '--sweep' writes its runs): {shown}; give those")
     if (folder / "checkpoint.pt").is_file():  # vaezoo.entries.checkpoints.CHECKPOINT (this module imports no torch)
         return (f"folder {folder} holds no card yet, only the checkpoint of a run that has not finished: finish it "
                 f"with 'vaezoo train CARD --out {folder} --resume', or measure the checkpoint with 'vaezoo eval CARD "

@@ -55,6 +55,11 @@ class Weights(_Frozen):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size: int = Field(gt=0, description="size in bytes")
 
+    @field_validator("sha256", mode="before")
+    @classmethod
+    def _lower_case_digest(cls, value: Any) -> Any:  # as Windows' Get-FileHash prints it
+        return value.lower() if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _one_source(self) -> Weights:
         if (self.file is None) == (self.url is None):
