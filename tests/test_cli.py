@@ -349,6 +349,17 @@ def test_leaderboard_ranks_values_that_are_not_finite_last_and_prints_strict_jso
     assert [row[2] for row in table_rows(out)] == ["0.9", "0.2", "inf", "nan"]
 
 
+@pytest.mark.parametrize(("metric", "shown"), [("[/]", "[/]"), ("[red]m[/red]", "[red]m[/red]"),
+                                              ("\x1b[2Jm\u202e", "\\x1b[2Jm\\u202e")])
+def test_leaderboard_shows_a_third_party_card_s_metric_name_as_text_in_its_header(cards, capsys, metric, shown):
+    # the header was rich markup: '[/]' was a MarkupError traceback, '[red]m[/red]' a red 'm', ESC sent raw
+    write_card(cards, make_card(name="toy-odd", metrics={metric: {**METRIC, "value": 0.5}}))
+    code, out, err = cli(capsys, "leaderboard", metric)
+    assert (code, err) == (0, "")
+    assert shown in out.splitlines()[1] and "\x1b" not in out and "\u202e" not in out
+    assert table_rows(out) == [["toy-odd", "mnist", "0.5"]]
+
+
 def test_leaderboard_ranks_each_metric_in_its_spec_s_direction(cards, capsys):
     values = {"toy-a": (0.1, 0.2, 90.0), "toy-b": (0.3, 0.1, 80.0), "toy-c": (0.2, 0.3, 85.0)}
     for name, (tc, mig, loss) in values.items():

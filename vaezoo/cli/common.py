@@ -189,7 +189,8 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
     else:  # COLUMNS, or the terminal's width where COLUMNS is no width (0); at least a record's label and a character
         label = max(map(len, columns[1:]), default=0)
         out = Console(width=max(shutil.get_terminal_size().columns, 2 + label + 2 + 1))
-    table = Table(Column(columns[0], no_wrap=True), *(Column(c, overflow="fold") for c in columns[1:]), title=heading)
+    table = Table(Column(text(columns[0]), no_wrap=True), *(Column(text(c), overflow="fold") for c in columns[1:]),
+                  title=heading)
     for row in cells:
         table.add_row(*row)
     with out.capture() as captured:  # printed by Python, so that a closed pipe raises BrokenPipeError
