@@ -45,6 +45,18 @@ def test_gallery_skips_a_card_whose_dataset_is_300_characters_and_draws_the_rest
     assert (site / "seeds-tiny_blobs-elbo.svg").is_file() and not (site / "unbuildable-card.sample.png").exists()
 
 
+def test_only_seeds_skips_a_metric_whose_file_name_is_another_s_and_keeps_the_first(zoo, tmp_path, capsys):
+    """Metrics 'a-b' and 'a/b' both drew seeds-DATASET-a-b.svg: the second overwrote the first, listed twice."""
+    write_entry(zoo, make_card("tiny", name="dashed-card", metrics={"a-b": _metric(1.0, seeds=True)}))
+    write_entry(zoo, make_card("tiny", name="slashed-card", metrics={"a/b": _metric(2.0, seeds=True)}))
+    code, out, err = cli(capsys, "gallery", str(tmp_path / "plots"), "--only-seeds")
+    assert code == 0, err
+    assert out.splitlines() == [str(tmp_path / "plots" / "seeds-tiny_blobs-a-b.svg")]
+    assert err == ("gallery: the seed distribution of a/b on dataset 'tiny_blobs' (cards slashed-card) skipped: its "
+                   "file seeds-tiny_blobs-a-b.svg is that of the seed distribution of a-b on dataset 'tiny_blobs'\n")
+    assert "seed distribution of a-b on tiny_blobs" in (tmp_path / "plots" / "seeds-tiny_blobs-a-b.svg").read_text()
+
+
 def test_push_all_dry_run_skips_a_card_named_manifest_json_and_stages_the_rest(zoo, tmp_path, capsys):
     """A card named manifest.json, a legal name, stopped push --all --dry-run, the error blaming the output path."""
     pytest.importorskip("huggingface_hub")

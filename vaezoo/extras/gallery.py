@@ -214,17 +214,24 @@ def _nameable_card(card: Card) -> bool:
 
 
 def _nameable(plots: list[SeedPlot]) -> list[SeedPlot]:
-    """``plots`` but those whose file name would be too long (a card's 300-character dataset), each named on
-    stderr with its cards: one card's field never stops the page."""
-    kept = []
+    """``plots`` but those whose file name would be too long (a card's 300-character dataset) or is an earlier
+    plot's (metrics ``a/b`` and ``a-b`` both draw ``seeds-DATASET-a-b.svg``), each named on stderr with its cards:
+    one card's field never stops the page, nor overwrites another plot."""
+    kept: dict[str, SeedPlot] = {}
     for plot in plots:
-        if len(plot.file.encode()) <= NAME_MAX:
-            kept.append(plot)
+        taken = kept.get(plot.file)
+        if len(plot.file.encode()) > NAME_MAX:
+            why = f"its file name would be longer than the {NAME_MAX} bytes a file name can have"
+        elif taken is not None:
+            why = (f"its file {plot.file} is that of the seed distribution of {taken.metric} on dataset "
+                   f"{taken.dataset!r}")
+        else:
+            kept[plot.file] = plot
             continue
         names = ", ".join(strip.name for strip in plot.strips)
         note(f"gallery: the seed distribution of {plot.metric} on dataset {plot.dataset!r} (cards {names}) skipped: "
-             f"its file name would be longer than the {NAME_MAX} bytes a file name can have")
-    return kept
+             f"{why}")
+    return list(kept.values())
 
 
 DRAWN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.(traverse|sample)\.png|seeds-[A-Za-z0-9._-]+\.svg")
