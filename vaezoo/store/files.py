@@ -74,15 +74,38 @@ def stage(path: Path, write: Callable[[Path], None], fix: str | Phrase = "choose
 
 def check_target(path: Path, fix: str | Phrase = "choose another output path") -> None:
     """Refuse ``path`` as a file to write when a folder, a FIFO, a socket or a device stands there (which the rename
-    of :func:`stage` would replace), as :func:`stage` does: so that a command can say so before its work.
+    of :func:`stage` would replace), a file stands where one of its folders belongs, or its name is longer than its
+    folder takes with the temporary name :func:`stage` writes first: so that a command can say so before its work.
 
     Raises:
-        OutputError: naming the path, what stands there, and ``fix``.
+        OutputError: naming the path, what is wrong, and ``fix``.
     """
-    standing = _not_a_file(Path(path))
+    path = Path(path)
+    standing = _not_a_file(path)
     if standing:
-        raise OutputError.about("cannot write {path}: it is {standing}, not a file; {fix}", path=Path(path),
+        raise OutputError.about("cannot write {path}: it is {standing}, not a file; {fix}", path=path,
                                 standing=standing, fix=fix)
+    folder = next((p for p in path.parents if os.path.lexists(p)), None)
+    if folder is not None and not folder.is_dir():
+        raise OutputError.about("cannot write {path}: {folder} is a file, not a folder; {fix}", path=path,
+                                folder=folder, fix=fix)
+    longest = _name_max(folder) - len(TEMPORARY_AFFIXES)
+    if len(os.fsencode(path.name)) > longest:
+        raise OutputError.about("cannot write {path}: its name is {size} bytes, more than the {longest} a file name "
+                                "may have there; {fix}", path=path, size=len(os.fsencode(path.name)),
+                                longest=longest, fix=fix)
+
+
+TEMPORARY_AFFIXES = ".." + "x" * 8 + ".tmp"
+"""What :func:`stage`'s temporary file adds to the target's name (``.NAME.XXXXXXXX.tmp``)."""
+
+
+def _name_max(folder: Path | None) -> int:
+    """The longest file name, in bytes, that ``folder``'s file system takes (255 where it does not say)."""
+    try:
+        return os.pathconf(folder or ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
 
 
 def _full_disk(exc: BaseException) -> OSError | None:
