@@ -252,3 +252,19 @@ def test_a_checkpoint_whose_discriminator_is_not_one_is_refused_naming_its_tenso
     with pytest.raises(TrainingError, match=f"holds no usable state of the regularizers' training parts and their "
                                             f"optimisers \\({said}"):
         train(card, out, resume=True, evaluate=False)
+
+
+def test_a_checkpoint_holding_a_training_part_the_card_has_not_is_refused_naming_it(data_plugin, tmp_path):
+    # a part of another regularizer beside the card's own was left out without a word
+    data = make_card("tiny")
+    data["model"]["regularizers"] = [{"type": "factorvae", "gamma": 10.0, "layers": 1, "hidden": 8}]
+    card, out = Card.model_validate(data), tmp_path / "run"
+    train(card, out, max_steps=2, evaluate=False)
+    checkpoint = torch.load(out / CHECKPOINT, weights_only=True)
+    parts = checkpoint["auxiliary"]["parts"]
+    parts["regularizers.1.critic"] = dict(parts["regularizers.0.discriminator"])
+    torch.save(checkpoint, out / CHECKPOINT)
+    with pytest.raises(TrainingError, match=r"training parts and their optimisers \(it holds regularizers.1.critic, "
+                                            r"which this card's regularizers have not\)"):
+        train(card, out, resume=True, evaluate=False)
+

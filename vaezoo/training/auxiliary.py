@@ -122,9 +122,13 @@ class TrainingParts:
         """Load :meth:`state_dict`'s output back.
 
         Raises:
-            KeyError, ValueError, RuntimeError: ``state`` is not of these parts (a part or optimiser missing,
-                tensors of other shapes).
+            KeyError, ValueError, RuntimeError: ``state`` is not of these parts (a part or optimiser missing or one
+                more, tensors of other shapes).
         """
+        parts = {f"regularizers.{i}.{name}" for i, r in self.regularizers for name in r.training_parts()}
+        others = sorted(set(state["parts"]) - parts) + sorted(set(state["optimizers"]) - set(self.optimizers))
+        if others:  # the state of another card's regularizers: loading the rest would resume a run it is not
+            raise ValueError(f"it holds {', '.join(others)}, which this card's regularizers have not")
         for i, regularizer in self.regularizers:
             prefix = f"regularizers.{i}."
             regularizer.load_training_state_dict({name.removeprefix(prefix): value for name, value in
