@@ -189,6 +189,17 @@ def test_refuses_a_metric_named_like_a_loss(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("name, cls", [("true", "True"), ("none", "None"), ("false", "False")])
+def test_refuses_a_regularizer_whose_class_would_be_a_python_keyword(tmp_path, capsys, name, cls):
+    # 'true' wrote 'class True(Regularizer):', a package that does not import
+    assert main(["new-plugin", name, "--kind", "regularizer", "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        f"error: invalid name '{name}' for a regularizer: the package's vaezoo_{name}/regularizer.py would not be "
+        f"Python (invalid syntax at line 16: class {cls}(Regularizer):); choose another name\n")
+    assert not any(tmp_path.iterdir())
+    assert main(["new-plugin", name, "--kind", "architecture", "--dir", str(tmp_path)]) == 0
+
+
 def test_refuses_a_dir_that_is_a_file(tmp_path, capsys):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")

@@ -77,7 +77,8 @@ def render(name: str, kind: str = "architecture") -> dict[str, str]:
         "vaezoo_version": __version__,
     }
     templates = resources.files("vaezoo.extras") / "templates" / "plugin"
-    files = {**FILES, f"KIND/{module}.py.tmpl": f"{{package}}/{module}.py"}
+    # the part's module first: a name its class cannot take is reported there
+    files = {f"KIND/{module}.py.tmpl": f"{{package}}/{module}.py", **FILES}
     return {destination.format(**names): Template((templates / source.replace("KIND", kind)).read_text(
         encoding="utf-8")).substitute(names) for source, destination in files.items()}
 
@@ -100,12 +101,20 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
     reserved = NAME_CHECKS.get(KINDS[kind][0])
     if reserved is not None and (problem := reserved(name.replace("-", "_"))):
         raise VaezooError(f"invalid name '{name}' for a {KINDS[kind][0]}: {problem}")
+    files = render(name, kind)
+    sources = {relative: text for relative, text in files.items() if relative.endswith(".py")}
+    for relative, text in sources.items():  # a regularizer's class is the name capitalised: 'true' made True
+        try:
+            compile(text, relative, "exec")
+        except SyntaxError as exc:
+            raise VaezooError(f"invalid name '{name}' for a {KINDS[kind][0]}: the package's {relative} would not be "
+                              f"Python ({exc.msg} at line {exc.lineno}: {(exc.text or '').strip()}); choose another "
+                              f"name") from None
     target = parent / f"vaezoo-{name}"
     if os.path.lexists(target):  # a dangling link too
         raise VaezooError(f"{target} already exists; remove it or choose another --dir")
     if parent.exists() and not parent.is_dir():
         raise VaezooError(f"--dir {parent} is a file, not a directory")
-    files = render(name, kind)
     try:
         parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".vaezoo-{name}.", dir=parent))
