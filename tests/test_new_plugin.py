@@ -200,6 +200,18 @@ def test_refuses_a_regularizer_whose_class_would_be_a_python_keyword(tmp_path, c
     assert main(["new-plugin", name, "--kind", "architecture", "--dir", str(tmp_path)]) == 0
 
 
+@pytest.mark.parametrize("length", [195, 300])
+def test_refuses_a_name_too_long_for_its_card_and_takes_the_longest_that_fits(tmp_path, capsys, length):
+    # 195 wrote a package whose card, NAME-mnist, was skipped (over 200 characters); 300 was told to change --dir
+    assert main(["new-plugin", "a" * length, "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"error: invalid plugin name of {length} characters: its card NAME-mnist would "
+                                       f"be longer than a card's name may be (200); give at most 194\n")
+    assert not any(tmp_path.iterdir())
+    assert main(["new-plugin", "a" * 194, "--dir", str(tmp_path)]) == 0
+    package = tmp_path / f"vaezoo-{'a' * 194}" / f"vaezoo_{'a' * 194}"
+    assert parse_card(package / "cards" / f"{'a' * 194}-mnist.toml").name == f"{'a' * 194}-mnist"
+
+
 def test_refuses_a_dir_that_is_a_file(tmp_path, capsys):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")

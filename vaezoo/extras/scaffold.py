@@ -12,10 +12,12 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from string import Template
 
+from vaezoo.entries.schema import MAX_NAME
 from vaezoo.errors import VaezooError
 from vaezoo.store.files import folder_problem, new_folder_mode
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+CARD_SUFFIX = "-mnist"  # the longer of the cards' suffixes (a dataset's card is NAME-data)
 
 # template file -> where it goes in the new package (formatted with the names of render()); KIND/ is the
 # folder of the kind's own templates
@@ -45,6 +47,9 @@ def check_name(name: str) -> None:
     if not NAME.fullmatch(name):
         raise VaezooError(f"invalid plugin name {name!r}: use lowercase letters, digits and single hyphens, "
                           f"starting with a letter (e.g. 'sparse-vae')")
+    if len(name) > MAX_NAME - len(CARD_SUFFIX):
+        raise VaezooError(f"invalid plugin name of {len(name)} characters: its card NAME{CARD_SUFFIX} would be longer "
+                          f"than a card's name may be ({MAX_NAME}); give at most {MAX_NAME - len(CARD_SUFFIX)}")
     if name == "vaezoo" or name.startswith("vaezoo-"):
         raise VaezooError(f"invalid plugin name '{name}': give it without the 'vaezoo-' prefix, which is added "
                           f"to the package's name")
@@ -73,7 +78,7 @@ def render(name: str, kind: str = "architecture") -> dict[str, str]:
         "kind": words,
         "distribution": f"vaezoo-{name}",
         "package": f"vaezoo_{name.replace('-', '_')}",
-        "card": f"{name}-{'data' if kind == 'dataset' else 'mnist'}",
+        "card": f"{name}-data" if kind == "dataset" else f"{name}{CARD_SUFFIX}",
         "vaezoo_version": __version__,
     }
     templates = resources.files("vaezoo.extras") / "templates" / "plugin"
