@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import time
+import weakref
 
 import pytest
 from kit import run_python
@@ -75,6 +76,27 @@ def test_an_error_after_a_swallowed_stop_signal_is_reported_as_the_stop(monkeypa
         raise DataError("unknown dataset 'mnist'. Known: none")
 
     monkeypatch.setattr("vaezoo.cli.list.run", swallowing)
+    assert main(["list"]) == code
+    assert capsys.readouterr().err == line
+
+
+@pytest.mark.parametrize(("signum", "code", "line"), [(signal.SIGINT, 130, "error: interrupted\n"),
+                                                      (signal.SIGTERM, 143, "error: stopped by SIGTERM\n")])
+def test_a_stop_signal_in_a_callback_python_ignores_is_reported_as_the_stop(monkeypatch, capsys, signum, code, line):
+    """A Ctrl-C landing in an import's module-lock callback (a lazy import in 'vaezoo study') was printed as
+    'Exception ignored in ...' with a traceback, and the command went on to exit 0."""
+
+    class Lock:
+        pass
+
+    def struck_in_a_callback(args):
+        lock = Lock()
+        ref = weakref.ref(lock, lambda _: os.kill(os.getpid(), signum) or sum(range(100)))
+        del lock  # the callback runs here; what it raises cannot be raised
+        assert ref() is None
+        return 0
+
+    monkeypatch.setattr("vaezoo.cli.list.run", struck_in_a_callback)
     assert main(["list"]) == code
     assert capsys.readouterr().err == line
 

@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr = StatusStream(stderr if stderr is not None else open(os.devnull, "w"))
     _escape_what_cannot_be_encoded(sys.stdout, stderr)
     stops = StopSignals(defer=False)  # SIGTERM and SIGHUP clean up as Ctrl-C does
+    unraisable, sys.unraisablehook = sys.unraisablehook, _noted_stops(sys.unraisablehook)
     try:
         with warnings.catch_warnings(), stops:
             warnings.showwarning = _show_warning
@@ -181,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             _import_uninterrupted(getattr(args, "imports", []))
             code = args.func(args)
         sys.stdout.flush()  # here, where a closed pipe can still be handled, not at interpreter exit
+        if code == 0 and stops.received is not None:  # a Ctrl-C in a callback, which Python ignores (_noted_stops)
+            return _stopped(stops.received)
         return code
     except BrokenPipeError:
         _discard_stdout()
@@ -212,6 +215,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         sys.stdout, sys.stderr = stdout, stderr
+        sys.unraisablehook = unraisable
+
+
+def _noted_stops(hook: Callable) -> Callable:
+    """``sys.unraisablehook`` that leaves out a stop signal raised where Python cannot raise it, a callback (an
+    import's module lock): :class:`StopSignals` noted it, and :func:`main` ends the command with it."""
+
+    def handle(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, Interrupted):
+            hook(unraisable)
+
+    return handle
 
 
 def console() -> NoReturn:
