@@ -325,6 +325,14 @@ def test_leaderboard_of_a_metric_no_card_records_names_it_and_its_close_match(ca
         1, "", "error: no card records elsewise; 'vaezoo info NAME' lists a card's metrics\n")
 
 
+def test_leaderboard_of_no_card_at_all_says_why_in_one_line(cards, capsys):
+    # VAEZOO_LOAD_PLUGINS='' (the zoo left out) was an AttributeError traceback: no dataset to suggest
+    code, out, err = cli(capsys, "leaderboard", "mig_chen")
+    assert (code, out) == (1, "")
+    assert err.startswith("error: no card found: VAEZOO_LOAD_PLUGINS leaves out the installed plugins ")
+    assert err.endswith("; add those whose cards you want, or unset it\n") and " zoo" in err and err.count("\n") == 1
+
+
 def test_leaderboard_orders_ties_by_name_as_people_sort_names(cards, capsys):
     for name in ("toy-10", "toy-2", "toy-1"):
         write_card(cards, make_card(name=name, metrics={"accuracy": {**METRIC, "value": 0.5}}, headline="accuracy"))

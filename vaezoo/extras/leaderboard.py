@@ -92,6 +92,13 @@ def zoo_leaderboard(metrics: Sequence[str], dataset: str | None = None) -> list[
             would be a blank column), naming the recorded metrics closest to it; one line saying what to do.
     """
     cards = list_cards()
+    if not cards:  # there is no dataset or metric to suggest
+        from vaezoo.plugins import get_plugins
+
+        left_out = get_plugins().left_out
+        raise VaezooError("no card found" + (f": VAEZOO_LOAD_PLUGINS leaves out the installed plugins "
+                                             f"{', '.join(left_out)}; add those whose cards you want, or unset it"
+                                             if left_out else "; 'vaezoo list --skipped' says why any was skipped"))
     chosen = [c for c in cards if dataset in (None, c.dataset)]
     if not chosen:
         known = sorted({c.dataset for c in cards})
