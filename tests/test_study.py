@@ -3,8 +3,11 @@ command's, and its analyses give the answers known for synthetic tables."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
+import signal
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -188,6 +191,27 @@ def test_a_figure_vaezoo_did_not_write_is_refused_before_anything_is_written(tmp
 def _files(folder: Path) -> dict[str, bytes]:
     """Every file in ``folder`` (hidden ones too) with its bytes; empty when there is no folder."""
     return {p.name: p.read_bytes() for p in folder.iterdir()} if folder.exists() else {}
+
+
+def test_a_ctrl_c_that_code_swallowed_leaves_the_earlier_study_as_it_was(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C inside pydantic's validation became a ValidationError: every card was skipped, and the study went
+    on to write an empty table and remove the earlier study's figures."""
+    assert main(["study", str(tmp_path)]) == 0
+    before = _files(tmp_path)
+
+    def swallowing(cards, study=DSPRITES):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            pass
+        return study_table([], study)
+
+    monkeypatch.setattr("vaezoo.extras.study.study_table", swallowing)
+    capsys.readouterr()
+    assert main(["study", str(tmp_path)]) == 130
+    assert capsys.readouterr().err == "error: interrupted\n"
+    assert _files(tmp_path) == before
 
 
 def test_a_table_vaezoo_did_not_write_is_refused_and_nothing_is_written(tmp_path, capsys):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Self
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["STOP_SIGNALS", "Interrupted", "StopSignals"]
+__all__ = ["STOP_SIGNALS", "Interrupted", "StopSignals", "raise_if_stopped"]
 
 
 class Interrupted(KeyboardInterrupt):
@@ -40,6 +40,23 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SI
 """The signals that stop a run (Windows has no SIGHUP)."""
 
 
+_RAISING: list[StopSignals] = []
+"""The :class:`StopSignals` in use that raise at once (not ``defer``): :func:`raise_if_stopped` reads them."""
+
+
+def raise_if_stopped() -> None:
+    """Raise :class:`Interrupted` again if a stop signal raised it once already: before a file is written, so that
+    code which swallowed it (pydantic's validation turns it into a ValidationError, and every card then failed its
+    name pattern) cannot have what it computed since written (a study wrote an empty table and removed its figures).
+
+    Raises:
+        Interrupted: the first stop signal a :class:`StopSignals` in use without ``defer`` raised.
+    """
+    for stops in _RAISING:
+        if stops.received is not None:
+            raise Interrupted(stops.received)
+
+
 class StopSignals:
     """Handles :data:`STOP_SIGNALS` in the main thread while in use, then gives back the previous handlers.
 
@@ -58,11 +75,15 @@ class StopSignals:
     def __enter__(self) -> Self:
         if threading.current_thread() is threading.main_thread():  # Python handles signals there only
             self.previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
+            if not self.defer:
+                _RAISING.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
+        if self in _RAISING:
+            _RAISING.remove(self)
 
     def _handle(self, signum: int, frame) -> None:
         if self.defer and self.received is None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vaezoo.errors import OutputError, Phrase
+from vaezoo.signals import Interrupted, raise_if_stopped
 
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the disk or the user's quota is full; a file size limit
 
@@ -123,8 +124,15 @@ def _full_disk(exc: BaseException) -> OSError | None:
 def commit(staged: Sequence[tuple[Path, Path]], fix: str | Phrase = "choose another output path") -> None:
     """Rename each ``(temporary, target)`` of :func:`stage` over its target, in order and back to back, so that
     files that belong together (a card and its weights) change together but for that instant. An interruption
-    (Ctrl-C) once they are ready lets the renames finish before it is raised; on an error, the temporary files
+    (Ctrl-C) once they are ready lets the renames finish before it is raised; one that struck earlier and was
+    swallowed (:func:`vaezoo.signals.raise_if_stopped`) is raised before any; on an error, the temporary files
     not renamed are removed."""
+    try:
+        raise_if_stopped()  # a stop signal that code swallowed: what it computed since is not written
+    except Interrupted:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
     moved = 0
     try:
         for tmp, target in staged:
