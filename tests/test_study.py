@@ -214,6 +214,29 @@ def test_a_ctrl_c_that_code_swallowed_leaves_the_earlier_study_as_it_was(tmp_pat
     assert _files(tmp_path) == before
 
 
+def test_a_ctrl_c_while_the_files_are_staged_leaves_no_temporary_file(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C once a figure's temporary file was made, before the study listed it for removal, left it there."""
+    from vaezoo.extras import study
+
+    assert main(["study", str(tmp_path)]) == 0
+    before = _files(tmp_path)
+    real, calls = study._stage, []
+
+    def staged_then_interrupted(path, data, *args):
+        tmp = real(path, data, *args)
+        calls.append(path)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(100))  # the handler runs here, before the file is returned
+        return tmp
+
+    monkeypatch.setattr(study, "_stage", staged_then_interrupted)
+    capsys.readouterr()
+    assert main(["study", str(tmp_path)]) == 130
+    assert capsys.readouterr().err == "error: interrupted\n"
+    assert _files(tmp_path) == before
+
+
 def test_a_table_vaezoo_did_not_write_is_refused_and_nothing_is_written(tmp_path, capsys):
     (tmp_path / "dsprites.csv").write_text("my,precious,data\n")
     before = _files(tmp_path)

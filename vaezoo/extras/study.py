@@ -902,6 +902,7 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
         VaezooError: a figure there that vaezoo did not write; another process writes the folder.
         OutputError: the folder or the page's folder takes no file.
     """
+    from vaezoo.signals import Interrupted, StopSignals
     from vaezoo.store.files import commit
     from vaezoo.store.locks import run_lock
 
@@ -933,8 +934,11 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
         with run_lock(directory, "output path"):
             _refuse_foreign(directory, path, drawn)  # again: no other study writes there now
             earlier = WRITTEN.read(directory)
-            for target, content in files.items():
-                staged.append((_stage(target, content), target))
+            with StopSignals(defer=True) as held:  # a Ctrl-C between a file's staging and its listing left it there
+                for target, content in files.items():
+                    staged.append((_stage(target, content), target))
+            if held.received is not None:
+                raise Interrupted(held.received)
             digests = {name: hashlib.sha256(files[directory / name]).hexdigest() for name in drawn}
             WRITTEN.write(directory, {**earlier, **{name: [*earlier.get(name, []), digest]  # a study cut short
                                                    for name, digest in digests.items()}})  # names them
