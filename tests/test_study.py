@@ -352,6 +352,17 @@ def test_the_figures_a_study_no_longer_draws_are_removed_but_not_a_users_file(tm
     assert all((tmp_path / name).read_text() == "<svg>mine</svg>" for name in first - second)
 
 
+@pytest.mark.parametrize("where", ["dangling", "dangling/sub"])
+def test_an_output_path_through_a_link_to_nothing_is_named_as_such(tmp_path, capsys, where):
+    # it was 'cannot write in output path dangling: File exists', mkdir's word for it
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    assert main(["study", str(tmp_path / where)]) == 1
+    assert capsys.readouterr().err == (f"error: cannot write in output path {tmp_path / where}: "
+                                       f"{tmp_path / 'dangling'} is a symbolic link to {tmp_path / 'gone'}, which does "
+                                       f"not exist; choose another output path\n")
+    assert not (tmp_path / "gone").exists()
+
+
 @pytest.mark.parametrize("where", ["afile", "afile/sub"])
 def test_an_output_path_that_is_no_folder_is_named_with_the_fix(tmp_path, capsys, where):
     (tmp_path / "afile").write_text("mine")

@@ -171,7 +171,11 @@ def _not_a_file(path: Path) -> str | None:
 
 
 def folder_problem(folder: Path, exc: OSError) -> str:
-    """Why ``folder`` could not hold a new file (``exc``): a file standing in its path, or the system's reason."""
+    """Why ``folder`` could not hold a new file (``exc``): a file standing in its path, a symbolic link to nothing
+    (which mkdir calls 'File exists'), or the system's reason."""
+    dangling = next((p for p in (folder, *folder.parents) if p.is_symlink() and not p.exists()), None)
+    if dangling is not None:
+        return f"{dangling} is a symbolic link to {os.readlink(dangling)}, which does not exist"
     blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
     return f"{blocker} is a file, not a folder" if blocker else exc.strerror or str(exc)
 
