@@ -22,13 +22,14 @@ from kit import ORIGINAL_JOINTVAE, OpensAFile, make_card, read_metadata, require
 from torch import nn
 
 import vaezoo
-from vaezoo.assemble import build_model, data_info, load_dataset, load_weights
+from vaezoo.assemble import build_model, data_info, load_dataset
 from vaezoo.cli import main
 from vaezoo.entries.catalog import get_card, parse_card
 from vaezoo.entries.entry import load_state_dict
 from vaezoo.errors import VaezooError
 from vaezoo.plugins import registry
 from vaezoo.store.checksums import sha256_of
+from vaezoo.store.weights import load_weights
 from vaezoo.testing import check_card
 
 GEOMETRY = {"mnist": (1, 32), "fashion_mnist": (1, 32), "dsprites": (1, 64), "chairs": (1, 64), "celeba": (3, 64)}

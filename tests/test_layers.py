@@ -145,15 +145,16 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-BASE = ("vaezoo.errors", "vaezoo.terminal", "vaezoo.devices", "vaezoo.version")
-"""The modules every room may import: errors, what goes to a terminal, devices, the version."""
+BASE = ("vaezoo.errors", "vaezoo.terminal", "vaezoo.devices", "vaezoo.signals", "vaezoo.version")
+"""The modules every room may import: errors, what goes to a terminal, devices, stop signals (a file is not
+written after one), the version."""
 FOLDER_RULES = {
     "vaezoo.store": (),
     "vaezoo.entries": ("vaezoo.store", "vaezoo.context", "vaezoo.plugins", "vaezoo.registry"),
     "vaezoo.evaluation": ("vaezoo.entries", "vaezoo.store", "vaezoo.assemble", "vaezoo.model", "vaezoo.plugins",
                           "vaezoo.context", *PARTS),
     "vaezoo.training": ("vaezoo.evaluation", "vaezoo.entries", "vaezoo.store", "vaezoo.assemble", "vaezoo.model",
-                        "vaezoo.signals", "vaezoo.context", *PARTS),
+                        "vaezoo.context", *PARTS),
 }
 """Of the rooms of vaezoo (a folder, or a module at the top), those each folder may import beside :data:`BASE`
 (docs/architecture.md draws them): the store knows nothing of cards, a card entry nothing of training or

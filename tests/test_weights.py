@@ -11,7 +11,8 @@ import torch
 from kit import make_card, read_metadata, serve_entry, weights_entry, write_card, write_entry
 
 import vaezoo
-from vaezoo.assemble import build_model, load_weights
+from vaezoo.assemble import build_model
+from vaezoo.store.weights import load_weights
 from vaezoo.cli import main
 from vaezoo.entries.catalog import get_card
 from vaezoo.errors import WeightsError

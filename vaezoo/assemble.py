@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vaezoo.context import FACTS, BuildContext, check_arguments
-from vaezoo.errors import CardError, DataError, UnknownNameError, VaezooError, WeightsError
+from vaezoo.errors import CardError, DataError, UnknownNameError, VaezooError
 from vaezoo.plugins import PluginInfo, get_plugins, registry
 from vaezoo.store.limits import load_json
 
@@ -173,29 +173,6 @@ def build_model(card: Card, device=None, dtype=None) -> VAE:
     return model.to(device=device, dtype=dtype)
 
 
-def load_weights(model: VAE, state_dict: dict[str, torch.Tensor], source: str) -> None:
-    """Load ``state_dict`` into ``model``; a mismatch lists the missing and unexpected keys and shapes."""
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state_dict))
-    unexpected = sorted(set(state_dict) - set(expected))
-    shapes = [f"{k}: {tuple(state_dict[k].shape)} != {tuple(v.shape)}"
-              for k, v in expected.items() if k in state_dict and state_dict[k].shape != v.shape]
-    if missing or unexpected or shapes:
-        found = {"missing keys": missing, "unexpected keys": unexpected, "wrong shapes": shapes}
-        parts = [f"{what} {_first(names)}" for what, names in found.items() if names]
-        raise WeightsError(f"{source} does not fit the model: {'; '.join(parts)}")
-    from vaezoo.store.weights import check_tensors
-
-    check_tensors(state_dict, expected, source)
-    model.load_state_dict(state_dict)
-
-
-def _first(items: list[str], shown: int = 10) -> str:
-    """``items`` as a list, the first ``shown`` of them and the count of the others: a state dict of 20,000 stray
-    keys made a 449 kB line."""
-    return str(items) if len(items) <= shown else f"{items[:shown]} and {len(items) - shown:,} more"
-
-
 def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
                state_dict: dict[str, torch.Tensor] | None = None, source: str | None = None) -> VAE:
     """The model ``card`` describes, with its weights, in eval mode: the one path from a card to a model.
@@ -240,6 +217,8 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
         model.card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
     else:
         model = model if model.card is card else build_model(card)
+        from vaezoo.store.weights import load_weights
+
         load_weights(model, state_dict, source or "the given weights")
     if entry:
         from vaezoo.store.weights import tensors_digest

@@ -747,7 +747,7 @@ def _check_output(model: VAE, out, x: Tensor, subject: str) -> None:
 
 def _check_round_trip(model: VAE, x: Tensor, expected: Tensor, step: int, subject: str) -> None:
     """Save to safetensors, load into a copy whose weights were scrambled, and compare outputs."""
-    from vaezoo.assemble import load_weights
+    from vaezoo.store.weights import load_weights
     from vaezoo.store.weights import read_safetensors, save_weights
 
     copied = copy.deepcopy(model)
@@ -784,7 +784,7 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
     Returns:
         The model, with the card's weights when they were loaded.
     """
-    from vaezoo.assemble import load_weights
+    from vaezoo.store.weights import load_weights
     from vaezoo.entries.entry import weights_file
     from vaezoo.store.checksums import read_verified
     from vaezoo.store.weights import parse_safetensors

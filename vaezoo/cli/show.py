@@ -1,6 +1,7 @@
 """``vaezoo show``: a pretrained model's latent traversal, reconstructions or samples, as a PNG."""
 
 import sys
+from pathlib import Path
 
 from vaezoo.cli.common import (add_card, add_data_root, add_device, card_arg, nonnegative_arg, path_arg, printable,
                                seed_arg, whole_arg)
@@ -36,14 +37,14 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from vaezoo.evaluation.viz import DEFAULT_SPAN, check_picture_file, show
+    from vaezoo.evaluation.viz import DEFAULT_SPAN, show
 
-    check_picture_file(args.out, args.scale)  # before the model is loaded and the picture drawn
     n = DEFAULT_N[args.what] if args.n is None else args.n
-    grid, notes = show(card_arg(args.name), args.what, n, seed=args.seed, columns=args.columns,
-                       span=tuple(args.span) if args.span else DEFAULT_SPAN, data_root=args.data_root,
-                       use_data=not args.no_data, fold_below=args.fold_below, device=args.device)
+    _, notes = show(card_arg(args.name), args.what, n, seed=args.seed, columns=args.columns,
+                    span=tuple(args.span) if args.span else DEFAULT_SPAN, data_root=args.data_root,
+                    use_data=not args.no_data, fold_below=args.fold_below, device=args.device, out=args.out,
+                    scale=args.scale)
     for line in notes:
         print(printable(line), file=sys.stderr)
-    print(printable(grid.save(args.out, scale=args.scale)))
+    print(printable(Path(args.out)))
     return 0

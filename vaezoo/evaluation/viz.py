@@ -496,8 +496,10 @@ PICTURES = ("traverse", "reconstruct", "sample")
 """What :func:`show` draws."""
 def show(card: Card, what: str, n: int, *, seed: int = 0, columns: int = 10,
          span: tuple[float, float] = DEFAULT_SPAN, data_root=None, use_data: bool = True,
-         fold_below: float | None = None, device=None) -> tuple[Grid, list[str]]:
-    """The picture ``vaezoo show`` draws of ``card``'s pretrained model, and what to say of it.
+         fold_below: float | None = None, device=None, out: str | Path | None = None,
+         scale: int = SCALE) -> tuple[Grid, list[str]]:
+    """The picture ``vaezoo show`` draws of ``card``'s pretrained model, and what to say of it; saved as a PNG at
+    ``out`` too, if given.
 
     Args:
         card: the card whose model is drawn.
@@ -510,12 +512,15 @@ def show(card: Card, what: str, n: int, *, seed: int = 0, columns: int = 10,
         use_data: False traverses without test images (rows in latent order); ``reconstruct`` needs them.
         fold_below: leave out the traversal rows whose KL is below this many nats (needs test images).
         device: where to run the model (``"auto"`` too: :func:`vaezoo.devices.usable_device`).
+        out: where to save the picture (:meth:`Grid.save`), checked before the model is loaded.
+        scale: the picture's upscaling, with ``out``.
 
     Returns:
         The grid, and lines that say how it was drawn (for stderr).
 
     Raises:
-        VaezooError: options that do not go together, checked before the model is loaded.
+        VaezooError: options that do not go together, or an ``out`` or ``scale`` :meth:`Grid.save` refuses,
+            checked before the model is loaded.
     """
     from vaezoo.assemble import card_dataset, load_model
 
@@ -528,6 +533,8 @@ def show(card: Card, what: str, n: int, *, seed: int = 0, columns: int = 10,
                           "without --no-data")
     span = check_span(tuple(span))  # before the model is loaded
     check_data_root(data_root)
+    if out is not None:
+        check_picture_file(out, scale)
     model = load_model(card, device)
     notes: list[str] = []
     if what == "sample":
@@ -544,4 +551,6 @@ def show(card: Card, what: str, n: int, *, seed: int = 0, columns: int = 10,
             notes.append(f"{len(folded)} rows with KL below {fold_below:g} nats left out")
         notes.append(f"rows ordered by KL averaged over {min(KL_IMAGES, len(test_split))} test images (seed {seed}); "
                      f"other dimensions at the code of the first of them")
+    if out is not None:
+        grid.save(out, scale=scale)
     return grid, notes

@@ -122,13 +122,9 @@ class Regularizer(nn.Module):
 
         Raises:
             KeyError: ``state`` lacks a training part.
-            WeightsError: a part's tensors are not its own (names, shapes), or not values it can take (NaN, inf,
-                integers where it has floats), naming them.
         """
-        from vaezoo.assemble import load_weights
-
         for name, part in self.training_parts().items():
-            load_weights(part, state[name], f"training part '{name}'")
+            part.load_state_dict(state[name])
 
     def _apply(self, fn, *args, **kwargs):
         super()._apply(fn, *args, **kwargs)

@@ -1,5 +1,5 @@
-"""safetensors read and written: a state dict's tensors checked against the model's, its digest, and a writer
-for atomic saves.
+"""safetensors read and written: a state dict's tensors checked against the model's and loaded into it, its digest,
+and a writer for atomic saves.
 
 vaezoo reads safetensors only and never unpickles a file it downloaded or found. Which file a card names, and
 where it is, is :mod:`vaezoo.entries.entry`'s; fetching one is :mod:`vaezoo.store.downloads`'.
@@ -73,6 +73,33 @@ def read_safetensors(path: Path, device=None) -> dict[str, torch.Tensor]:
         return load_file(str(path), device=str(device) if device is not None else "cpu")
     except (SafetensorError, OSError, ValueError) as exc:
         raise WeightsError(f"{path} is not a readable safetensors file ({exc})") from None
+
+
+def load_weights(module: torch.nn.Module, state_dict: dict[str, torch.Tensor], source: str) -> None:
+    """Load ``state_dict`` into ``module`` (a model, a regularizer's training part), refused in one line unless it
+    is the module's: a mismatch lists the missing and unexpected keys and the wrong shapes, and tensors that cannot
+    be its values are named (:func:`check_tensors`).
+
+    Raises:
+        WeightsError: naming ``source`` and what does not fit.
+    """
+    expected = module.state_dict()
+    missing = sorted(set(expected) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(expected))
+    shapes = [f"{k}: {tuple(state_dict[k].shape)} != {tuple(v.shape)}"
+              for k, v in expected.items() if k in state_dict and state_dict[k].shape != v.shape]
+    if missing or unexpected or shapes:
+        found = {"missing keys": missing, "unexpected keys": unexpected, "wrong shapes": shapes}
+        parts = [f"{what} {_first(names)}" for what, names in found.items() if names]
+        raise WeightsError(f"{source} does not fit the model: {'; '.join(parts)}")
+    check_tensors(state_dict, expected, source)
+    module.load_state_dict(state_dict)
+
+
+def _first(items: list[str], shown: int = 10) -> str:
+    """``items`` as a list, the first ``shown`` of them and the count of the others: a state dict of 20,000 stray
+    keys made a 449 kB line."""
+    return str(items) if len(items) <= shown else f"{items[:shown]} and {len(items) - shown:,} more"
 
 
 def check_tensors(state_dict: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], source: str) -> None:

@@ -25,6 +25,7 @@ from vaezoo.errors import PluginError
 from vaezoo.model import VAE, VAEOutput
 from vaezoo.regularizers.base import UpdateBatch
 from vaezoo.regularizers.collectives import distributed
+from vaezoo.store.weights import load_weights
 
 __all__ = ["TrainingParts"]
 
@@ -123,16 +124,17 @@ class TrainingParts:
 
         Raises:
             KeyError, ValueError, RuntimeError: ``state`` is not of these parts (a part or optimiser missing or one
-                more, tensors of other shapes).
+                more).
+            WeightsError: a part's tensors are not its own (names, shapes) or values it cannot take (NaN, inf),
+                naming them (:func:`vaezoo.store.weights.load_weights`).
         """
         parts = {f"regularizers.{i}.{name}" for i, r in self.regularizers for name in r.training_parts()}
         others = sorted(set(state["parts"]) - parts) + sorted(set(state["optimizers"]) - set(self.optimizers))
         if others:  # the state of another card's regularizers: loading the rest would resume a run it is not
             raise ValueError(f"it holds {', '.join(others)}, which this card's regularizers have not")
-        for i, regularizer in self.regularizers:
-            prefix = f"regularizers.{i}."
-            regularizer.load_training_state_dict({name.removeprefix(prefix): value for name, value in
-                                                  state["parts"].items() if name.startswith(prefix)})
+        for i, regularizer in self.regularizers:  # each part checked as a model's weights are: names, shapes, values
+            for name, part in regularizer.training_parts().items():
+                load_weights(part, state["parts"][f"regularizers.{i}.{name}"], f"training part '{name}'")
         for name, optimizer in self.optimizers.items():
             optimizer.load_state_dict(state["optimizers"][name])
 

@@ -20,12 +20,12 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from vaezoo.assemble import load_weights
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.errors import InputError, Phrase, TrainingError, TrainingWarning, WeightsError
 from vaezoo.store.files import remove_temporaries
+from vaezoo.store.weights import load_weights
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import check_optimizer_state, check_recipe, read_checkpoint, restore_rng
 
