@@ -409,7 +409,8 @@ def unpack(args) -> int:
     """Write each member of packed files as a run folder ``OUT/NAME/seed-N`` (weights and card)."""
     from safetensors import safe_open
 
-    from vaezoo.assemble import build_model, load_weights
+    from vaezoo.assemble import build_model
+    from vaezoo.store.weights import load_weights
     from vaezoo.entries.schema import Card
     from vaezoo.entries.entry import write_entry
 
