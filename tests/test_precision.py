@@ -74,15 +74,18 @@ def test_bf16_mixed_keeps_the_latent_and_the_regularizers_in_float32(data_plugin
 def test_a_bf16_mixed_member_equals_its_solo_bf16_run(data_plugin, tmp_path, formulation):
     """The loop formulation runs the very operations of the solo run: equal. vmap's grouped convolutions round
     to bfloat16 in another order, so its member differs from the solo bf16 run by bfloat16 rounding, amplified
-    by the training as every rounding is: the tolerance is 2.5 times what bfloat16 itself makes of the same run
-    (its difference from the fp32 run) at the same step. Measured on the CPU (relative, worst tensor): 1.8e-2
-    vs 1.3e-2 after 1 step, 7.6e-2 vs 6.0e-2 after 20, 0.27 vs 0.16 after 100."""
-    [_, member] = train_seeds(card(precision="bf16-mixed"), tmp_path / "ensemble", [0, 1], formulation=formulation)
+    by the training as every rounding is: the tolerance is 4 times what bfloat16 itself makes of the same run
+    (its difference from the fp32 run) at the same step, and a tenth of the member's difference from the other
+    seed's. Measured on the CPU (relative, worst tensor): 1.8e-2 vs 1.3e-2 after 1 step, 7.6e-2 vs 6.0e-2 after
+    20, 0.27 vs 0.16 after 100; on another CPU, 0.257 vs 0.094 after 100 (its bfloat16 kernels round otherwise),
+    and 7.4 from the other seed's member."""
+    [first, member] = train_seeds(card(precision="bf16-mixed"), tmp_path / "ensemble", [0, 1], formulation=formulation)
     bf16 = train(card(precision="bf16-mixed"), tmp_path / "bf16", seed=1)
     fp32 = train(card(precision="fp32"), tmp_path / "fp32", seed=1)
     stacked, rounding = (relative_difference(member.model.state_dict(), bf16.model.state_dict()),
                          relative_difference(fp32.model.state_dict(), bf16.model.state_dict()))
     print(f"{formulation}: member vs solo bf16 {stacked:.2e}; solo fp32 vs solo bf16 {rounding:.2e}")
-    assert stacked <= 2.5 * rounding
+    assert stacked <= 4 * rounding
+    assert stacked <= relative_difference(member.model.state_dict(), first.model.state_dict()) / 10
     if formulation == "loop":
         assert stacked == 0
