@@ -241,3 +241,14 @@ def test_a_card_s_sha256_in_capitals_is_the_same_digest(tmp_path, capsys):
     code, out, err = cli(capsys, "verify", str(path))
     assert code == 0 and "ok" in out, err
 
+
+def test_a_vaezoo_data_that_is_a_file_is_said_so_before_anything_is_read(tmp_path, monkeypatch, capsys):
+    # it was read as the data folder: MNIST's files were reported missing under it
+    setting = tmp_path / "version"
+    setting.write_text("not a folder\n", encoding="utf-8")
+    monkeypatch.setenv("VAEZOO_DATA", str(setting))
+    code, out, err = cli(capsys, "eval", "jointvae-mnist")
+    assert (code, out) == (1, "")
+    assert err.strip().splitlines() == [f"error: VAEZOO_DATA {setting} is a file, not a folder; set it to the folder "
+                                        f"holding the datasets, or unset it to use the default data folder"]
+

@@ -164,12 +164,17 @@ def download_advice(where: DataRoot, leave_out: str | Phrase = "leave out both")
 def check_data_root(root: str | os.PathLike | None, missing: bool = False) -> None:
     """Refuse a ``data_root`` (the CLI's ``--data-root``) that is not a folder, before anything is read from it:
     a file in its place, or, where ``missing``, no such path (else the dataset that reads it names what it looked
-    for there). None (VAEZOO_DATA or the default data folder) passes.
+    for there). None reads ``VAEZOO_DATA``, refused likewise when it names something that is not a folder, or the
+    default data folder.
 
     Raises:
         DataError: naming the path, what it is, and to give the folder holding the datasets.
     """
     if root is None:
+        setting = os.environ.get("VAEZOO_DATA")
+        if setting and os.path.lexists(path := Path(setting).expanduser()) and not path.is_dir():
+            raise DataError(f"VAEZOO_DATA {setting} is {'a file' if path.is_file() else 'something'}, not a folder; "
+                            f"set it to the folder holding the datasets, or unset it to use the default data folder")
         return
     path = Path(root).expanduser()  # as data_root reads it
     if path.is_dir():
