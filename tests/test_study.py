@@ -75,6 +75,10 @@ def test_a_run_folders_card_joins_its_cell_and_a_seed_given_twice_is_refused():
         study_table([zoo, _run_of("betavae-dsprites", 2, "betavae-dsprites-run")])
     with pytest.raises(StudyError, match="card vae-mnist .* is no run of the study's recipes"):
         study_table([get_card("vae-mnist")])
+    # one card given twice (a path and a link to it) was "comes from both card betavae-dsprites and card
+    # betavae-dsprites", as if two cards disagreed
+    with pytest.raises(StudyError, match="^card betavae-dsprites is given twice; give each card once$"):
+        study_table([zoo, zoo])
 
 
 def _row(method: str, value: float, seed: int | None, **metrics: float) -> StudyRow:

@@ -254,6 +254,8 @@ def study_table(cards: Iterable[Card], study: Study = DSPRITES) -> StudyTable:
         method = study.method_of(card)
         for row in card_rows(card, method, study.dataset):
             cell = (row.method, row.value, row.seed)
+            if cell in seen and seen[cell] == row.card:  # one file by two paths, or two copies of one card
+                raise StudyError(f"card {row.card} is given twice; give each card once")
             if cell in seen:
                 raise StudyError(f"{row.method} {method.param}={row.value:g} seed {row.seed} comes from both card "
                                  f"{seen[cell]} and card {row.card}; give one of them")
