@@ -410,9 +410,9 @@ def unpack(args) -> int:
     from safetensors import safe_open
 
     from vaezoo.assemble import build_model
-    from vaezoo.store.weights import load_weights
-    from vaezoo.entries.schema import Card
     from vaezoo.entries.entry import write_entry
+    from vaezoo.entries.schema import Card
+    from vaezoo.store.weights import load_weights
 
     files = sorted(Path(args.packed).glob("*.campaign.safetensors")) if Path(args.packed).is_dir() \
         else [Path(args.packed)]

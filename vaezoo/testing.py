@@ -747,8 +747,7 @@ def _check_output(model: VAE, out, x: Tensor, subject: str) -> None:
 
 def _check_round_trip(model: VAE, x: Tensor, expected: Tensor, step: int, subject: str) -> None:
     """Save to safetensors, load into a copy whose weights were scrambled, and compare outputs."""
-    from vaezoo.store.weights import load_weights
-    from vaezoo.store.weights import read_safetensors, save_weights
+    from vaezoo.store.weights import load_weights, read_safetensors, save_weights
 
     copied = copy.deepcopy(model)
     with torch.no_grad():
@@ -784,10 +783,9 @@ def check_card(card: Card | str | Path, batch: int = 4, seed: int = 0, pretraine
     Returns:
         The model, with the card's weights when they were loaded.
     """
-    from vaezoo.store.weights import load_weights
     from vaezoo.entries.entry import weights_file
     from vaezoo.store.checksums import read_verified
-    from vaezoo.store.weights import parse_safetensors
+    from vaezoo.store.weights import load_weights, parse_safetensors
 
     _require_batch(batch, "check_card")
     if not isinstance(card, Card):

@@ -245,11 +245,10 @@ def convert_original(path: Path, out: Path, dataset: str, name: str | None = Non
         The path of the card, ``out/NAME.toml``.
     """
     from vaezoo.assemble import build_model, data_info, metric_suite
-    from vaezoo.store.weights import load_weights
     from vaezoo.entries.entry import write_entry
     from vaezoo.entries.schema import Card, DataSpec, InputSection, Optimizer, TrainRecipe
     from vaezoo.store.checksums import sha256_of
-    from vaezoo.store.weights import check_tensors
+    from vaezoo.store.weights import check_tensors, load_weights
     from vaezoo.version import __version__
 
     if dataset not in SETUPS:

@@ -172,21 +172,23 @@ def check_data_root(root: str | os.PathLike | None, missing: bool = False) -> No
     """
     if root is None:
         setting = os.environ.get("VAEZOO_DATA")
-        if setting and os.path.lexists(path := Path(setting).expanduser()) and not path.is_dir():
-            raise DataError(f"VAEZOO_DATA {setting} is {'a file' if path.is_file() else 'something'}, not a folder; "
-                            f"set it to the folder holding the datasets, or unset it to use the default data folder")
+        if setting and (why := _not_a_folder(Path(setting).expanduser())):
+            raise DataError(f"VAEZOO_DATA {setting} {why}; set it to the folder holding the datasets, or unset it to "
+                            f"use the default data folder")
         return
     path = Path(root).expanduser()  # as data_root reads it
-    if path.is_dir():
-        return
-    if os.path.lexists(path):
-        why = "is a file, not a folder" if path.is_file() else "is not a folder"
-    elif missing:
-        why = "does not exist"
-    else:
+    why = _not_a_folder(path) or ("does not exist" if missing and not os.path.lexists(path) else None)
+    if why is None:
         return
     raise DataError.about("{data_root} {root} {why}; give the folder holding the datasets, or leave it out to read "
                           "them from VAEZOO_DATA or the default data folder", root=root, why=why)
+
+
+def _not_a_folder(path: Path) -> str | None:
+    """What ``path`` is, in words, where something that is not a folder stands there; None otherwise."""
+    if path.is_dir() or not os.path.lexists(path):
+        return None
+    return "is a file, not a folder" if path.is_file() else "is not a folder"
 
 
 def data_root(root: str | os.PathLike | None) -> DataRoot:

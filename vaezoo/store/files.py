@@ -86,10 +86,10 @@ def check_target(path: Path, fix: str | Phrase = "choose another output path") -
     if standing:
         raise OutputError.about("cannot write {path}: it is {standing}, not a file; {fix}", path=path,
                                 standing=standing, fix=fix)
-    folder = next((p for p in path.parents if os.path.lexists(p)), None)
-    if folder is not None and not folder.is_dir():
-        raise OutputError.about("cannot write {path}: {folder} is a file, not a folder; {fix}", path=path,
-                                folder=folder, fix=fix)
+    blocked = _in_the_way(path.parent)
+    if blocked:
+        raise OutputError.about("cannot write {path}: {blocked}; {fix}", path=path, blocked=blocked, fix=fix)
+    folder = next((p for p in path.parents if p.is_dir()), None)
     longest = _name_max(folder) - len(TEMPORARY_AFFIXES)
     if len(os.fsencode(path.name)) > longest:
         raise OutputError.about("cannot write {path}: its name is {size} bytes, more than the {longest} a file name "
@@ -171,13 +171,19 @@ def _not_a_file(path: Path) -> str | None:
 
 
 def folder_problem(folder: Path, exc: OSError) -> str:
-    """Why ``folder`` could not hold a new file (``exc``): a file standing in its path, a symbolic link to nothing
-    (which mkdir calls 'File exists'), or the system's reason."""
+    """Why ``folder`` could not hold a new file (``exc``): what stands in its path (:func:`_in_the_way`), or the
+    system's reason."""
+    return _in_the_way(folder) or exc.strerror or str(exc)
+
+
+def _in_the_way(folder: Path) -> str | None:
+    """What stands where ``folder`` or a folder above it belongs, in words: a symbolic link to nothing (which mkdir
+    calls 'File exists'), or a file; None when nothing does."""
     dangling = next((p for p in (folder, *folder.parents) if p.is_symlink() and not p.exists()), None)
     if dangling is not None:
         return f"{dangling} is a symbolic link to {os.readlink(dangling)}, which does not exist"
     blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
-    return f"{blocker} is a file, not a folder" if blocker else exc.strerror or str(exc)
+    return f"{blocker} is a file, not a folder" if blocker else None
 
 
 def _mode_for(path: Path) -> int:
