@@ -1134,3 +1134,31 @@ def test_a_hub_path_huggingface_hub_refuses_is_a_one_line_failure(hub, tmp_path,
                          .encode(), weights.name: weights.read_bytes()})
     result = run_vaezoo("verify", f"hf-hub:{REPO_ID}")
     assert result.returncode == 1 and "leaves its Hub repository" in result.stdout
+
+
+@pytest.mark.parametrize("revision", ["..", "."])
+def test_a_revision_that_is_no_branch_tag_or_commit_name_is_refused_before_the_hub_is_asked(hub, tmp_path, revision):
+    card, weights = entry(tmp_path)
+    hub.commit(REPO_ID, as_repo(card, weights))
+    url_card = write_card(tmp_path / "cards", make_card(
+        name="tiny-url", weights=weights_entry(weights, url=f"hf://{REPO_ID}@{revision}/{weights.name}")))
+    def refusal(branch: str) -> str:
+        return f"revision '{branch}' is no branch, tag or commit name (a part of it is empty or starts with '.')"
+
+    refused = refusal(revision)
+
+    # a URL reads '..' as the folder above: the Hub was asked for the repository itself, and main was loaded
+    assert refused in one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}@{revision}"))
+    assert load(f"hf-hub:{REPO_ID}@{revision}", str(weights), str(url_card), str(weights)) == [
+        f"CardError: hf-hub:{REPO_ID}@{revision}: {refused}; give a branch, a tag or a commit",
+        f"WeightsError: weights URL 'hf://{REPO_ID}@{revision}/{weights.name}': {refused}; give a branch, a tag or "
+        f"a commit"]
+    result = run_python("-c", "import sys, vaezoo; vaezoo.from_pretrained(sys.argv[1], revision=sys.argv[2])",
+                        REPO_ID, "")
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "CardError: revision '' is no branch, tag or commit name (a part of it is empty or starts with '.'); give a "
+        "branch, a tag or a commit")
+    for branch in (revision, ""):
+        assert refusal(branch) in one_error_line(run_vaezoo("push", str(card), "owner/pushed", "--revision", branch))
+    assert hub.requests == [] and "owner/pushed" not in hub.repos
+

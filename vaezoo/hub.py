@@ -12,7 +12,7 @@ from vaezoo.assemble import build_model as _build_model
 from vaezoo.assemble import load_model
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import HUB_PREFIX, Card
-from vaezoo.errors import OutputError
+from vaezoo.errors import CardError, OutputError
 
 if TYPE_CHECKING:
     import torch
@@ -132,12 +132,12 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
         The :class:`~vaezoo.model.VAE` in eval mode, its card as ``model.card`` (``card.source`` names the commit).
 
     Raises:
-        VaezooError: as :func:`vaezoo.load`; ``revision`` given for a model that is not on the Hub, or unlike the
-            ``@REVISION`` of the name.
+        VaezooError: as :func:`vaezoo.load`; ``revision`` given for a model that is not on the Hub, unlike the
+            ``@REVISION`` of the name, or no branch, tag or commit name (``""``, ``".."``).
         TypeError: ``name`` is neither a string nor a path, or a Hub option is not of the type it takes;
             ``map_location``, ``device_map`` or ``torch_dtype`` (another library's name for ``device`` or ``dtype``).
     """
-    from vaezoo.entries.huggingface import REPO_ID, Download, downloading
+    from vaezoo.entries.huggingface import REPO_ID, Download, downloading, revision_problem
 
     if not isinstance(name, str | os.PathLike):
         raise TypeError(f"a model is named by a string or a path (e.g. 'OWNER/REPO' or 'runs/mine'), not by "
@@ -159,6 +159,8 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
             raise OutputError(f"revision={revision!r} is for a Hub repository, and '{text}' is not one")
         return load(Path(text) if os.path.isdir(text) else name, device=device, dtype=dtype)  # a folder wins
     if revision is not None:
+        if (problem := revision_problem(revision)) is not None:
+            raise CardError(problem)
         bare, _, pinned = repo.partition("@")
         if pinned and pinned != revision:
             raise OutputError(f"two revisions were given, '{pinned}' in the name '{text}' and revision={revision!r}; "

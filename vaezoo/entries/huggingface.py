@@ -88,11 +88,23 @@ def hub(error: type[VaezooError], subject: str) -> ModuleType:
     return huggingface_hub
 
 
+def revision_problem(revision: str) -> str | None:
+    """Why ``revision`` is no branch, tag or commit name: a part (between slashes) that is empty or starts with
+    ``.``, which git takes in no branch or tag name, and which a URL reads as a folder (``..`` would ask for the
+    repository itself, that is its main branch); None where it may be one."""
+    if any(not part or part.startswith(".") for part in revision.split("/")):
+        return (f"revision '{revision}' is no branch, tag or commit name (a part of it is empty or starts with '.'); "
+                f"give a branch, a tag or a commit")
+    return None
+
+
 def parse_name(name: str) -> tuple[str, str | None]:
     """``(repo_id, revision)`` of ``hf-hub:OWNER/REPO[@REVISION]``; the revision is None when not given."""
     match = _NAME.fullmatch(name)
     if match is None:
         raise CardError(f"'{name}' is not a Hub model; write hf-hub:OWNER/REPO or hf-hub:OWNER/REPO@REVISION")
+    if match["revision"] is not None and (problem := revision_problem(match["revision"])) is not None:
+        raise CardError(f"{name}: {problem}")
     return match["repo"], match["revision"]
 
 
@@ -168,6 +180,8 @@ def _url_parts(weights: Weights) -> tuple[str, str | None, str]:
     match = HF_URL.fullmatch(weights.url or "")
     assert match is not None, "the card's schema checks hf:// URLs"
     revision = unquote(match["revision"]) if match["revision"] else None  # as in HfFileSystem: refs%2Fpr%2F1
+    if revision is not None and (problem := revision_problem(revision)) is not None:
+        raise WeightsError(f"weights URL '{weights.url}': {problem}")
     return match["repo"], revision, _in_repo(match["path"])
 
 

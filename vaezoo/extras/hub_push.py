@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from vaezoo.context import LatentPart
 from vaezoo.entries.catalog import card_reference, check_card, list_cards, parse_card
 from vaezoo.entries.entry import fetch, fetch_verified, write_card, write_entry
-from vaezoo.entries.huggingface import hub, translated
+from vaezoo.entries.huggingface import hub, revision_problem, translated
 from vaezoo.entries.schema import HUB_PREFIX, Card, Weights
 from vaezoo.errors import OutputError, VaezooError, WeightsError
 from vaezoo.extras.hub_card import hub_config, model_card
@@ -87,6 +87,17 @@ def check_repo_id(repo_id: str) -> None:
     problem = repo_problem(repo_id)
     if problem is not None:
         raise OutputError(f"the Hub takes no repository named {repo_id} ({problem}); choose another OWNER/REPO")
+
+
+def check_revision(revision: str | None) -> None:
+    """Refuse a branch to commit to that is no branch name (:func:`~vaezoo.entries.huggingface.revision_problem`),
+    before anything is staged or uploaded.
+
+    Raises:
+        OutputError: naming the problem.
+    """
+    if revision is not None and (problem := revision_problem(revision)) is not None:
+        raise OutputError(problem)
 
 
 def on_hub(card: Card, repo_id: str) -> Card:
@@ -265,13 +276,15 @@ def upload(files: list[Path], repo_id: str, message: str, private: bool = False,
     same commit, so that it holds exactly one card.
 
     Raises:
-        OutputError: the Hub refused (not logged in, no such owner, offline).
+        OutputError: ``revision`` is no branch name (:func:`check_revision`), or the Hub refused (not logged in, no
+            such owner, offline).
     """
     huggingface_hub = hub(OutputError, "pushing to the Hugging Face Hub")
     name = next(f.stem for f in files if f.suffix == ".toml")
     if huggingface_hub.constants.HF_HUB_OFFLINE:
         raise OutputError(f"cannot push '{name}' to {repo_id}: HF_HUB_OFFLINE is set, and a push needs the Hub; "
                           f"unset HF_HUB_OFFLINE")
+    check_revision(revision)
     api = huggingface_hub.HfApi(token=token)
     with translated(OutputError, f"cannot push '{name}' to {repo_id}", huggingface_hub):
         api.create_repo(repo_id, private=private, exist_ok=True)
@@ -315,8 +328,8 @@ def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner
 
     Raises:
         OutputError: the arguments do not go together (one line saying which to give), the Hub would refuse
-            ``repo_id`` or ``owner`` (:func:`check_repo_id`), or ``out`` is not a new or empty folder, or cannot
-            be written.
+            ``repo_id`` or ``owner`` (:func:`check_repo_id`), ``revision`` is no branch name (:func:`check_revision`),
+            or ``out`` is not a new or empty folder, or cannot be written.
     """
     if owner is not None and (card is not None or repo_id):
         raise OutputError("--all OWNER pushes the whole zoo; give no CARD or OWNER/REPO with it")
@@ -329,6 +342,7 @@ def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner
         raise OutputError("--commit-message and --revision go with an upload; --dry-run commits nothing")
     if repo_id:
         check_repo_id(repo_id)  # before any folder is made: a dry run passed names the push then refused
+        check_revision(revision)
     elif (problem := repo_problem(f"{owner}/x")) is not None:
         raise OutputError(f"the Hub takes no user or organisation named {owner} ({problem}); choose another OWNER")
 
