@@ -1162,3 +1162,27 @@ def test_a_revision_that_is_no_branch_tag_or_commit_name_is_refused_before_the_h
         assert refusal(branch) in one_error_line(run_vaezoo("push", str(card), "owner/pushed", "--revision", branch))
     assert hub.requests == [] and "owner/pushed" not in hub.repos
 
+
+@pytest.mark.parametrize("status, said", [(503, "answered HTTP 503 Service Unavailable (busy or failing); try again "
+                                                 "later"),
+                                          (429, "answered HTTP 429 Too Many Requests (busy or failing)"),
+                                          (403, "refused it (HTTP 403): log in with a token allowed to do it")])
+def test_a_hub_that_answers_with_an_error_is_said_to_have_answered_not_to_be_unreachable(hub, tmp_path, monkeypatch,
+                                                                                         status, said):
+    card, weights = entry(tmp_path)
+    hub.commit(REPO_ID, as_repo(card, weights))
+    answer = hub.answer
+    failing = "/api/"
+
+    def answered(method: str, path: str, body: bytes):
+        return (status, {"Content-Type": "text/plain"}, b"not now") if failing in path else answer(method, path, body)
+
+    monkeypatch.setattr(hub, "answer", answered)
+    error = one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}"))
+    assert f"the Hub at {hub.endpoint} {said}" in error and "cannot be reached" not in error
+
+    failing = f"/{weights.name}"  # the card in the cache now; its weights answered with the error
+    assert run_vaezoo("info", f"hf-hub:{REPO_ID}").returncode == 0
+    result = run_vaezoo("verify", f"hf-hub:{REPO_ID}")
+    assert result.returncode == 1 and f"the Hub at {hub.endpoint} {said}" in result.stdout
+

@@ -289,9 +289,12 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
                     "download it")
         if _vaezoo_offline():
             return "VAEZOO_OFFLINE=1 and huggingface_hub's cache lacks it; unset VAEZOO_OFFLINE to download it"
-        return offline if constants.HF_HUB_OFFLINE else (
-            f"the Hub at {constants.ENDPOINT} cannot be reached and huggingface_hub's cache lacks it; "
-            f"check the network (or HF_ENDPOINT)")
+        if constants.HF_HUB_OFFLINE:
+            return offline
+        if isinstance(exc.__cause__, errors.HfHubHTTPError):  # the Hub answered, with an error: say which
+            return _reason(exc.__cause__, errors, constants)
+        return (f"the Hub at {constants.ENDPOINT} cannot be reached and huggingface_hub's cache lacks it; "
+                f"check the network (or HF_ENDPOINT)")
     if isinstance(exc, errors.RepositoryNotFoundError):
         return (f"no such repository on {constants.ENDPOINT}, or it is private or gated: check the name, or log "
                 f"in ('hf auth login' or HF_TOKEN)")
@@ -299,9 +302,13 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
         return "the repository has no such revision (branch, tag or commit)"
     if isinstance(exc, errors.EntryNotFoundError):
         return "the repository has no such file at that revision"
-    code = getattr(getattr(exc, "response", None), "status_code", None)
+    response = getattr(exc, "response", None)
+    code = getattr(response, "status_code", None)
     if code in (401, 403):
         return (f"the Hub at {constants.ENDPOINT} refused it (HTTP {code}): log in with a token allowed to do it "
                 f"('hf auth login' or HF_TOKEN)")
+    if code == 429 or isinstance(code, int) and code >= 500:
+        status = " ".join(filter(None, (str(code), getattr(response, "reason_phrase", None))))
+        return f"the Hub at {constants.ENDPOINT} answered HTTP {status} (busy or failing); try again later"
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return f"{lines[0] if lines else type(exc).__name__} (Hub {constants.ENDPOINT})"
