@@ -111,6 +111,14 @@ def test_chen_two_copies_of_a_factor_score_zero_for_it():
     np.testing.assert_allclose(gaps, [0, 1, 1, 1], atol=1e-3)
 
 
+def test_chen_constant_factor_scores_zero_rather_than_inf():
+    # a factor that takes one value on the dataset (ln |V_k| = 0): the estimate's noise over 0 was inf, or NaN
+    factors = grid_factors((1, 8, 8))
+    mean, logvar = tight_posteriors(factors[:, 1:])
+    gaps = mig.chen_mig_gaps(mean, logvar, torch.tensor(factors), samples=64)
+    np.testing.assert_allclose(gaps, [0, 1, 1], atol=1e-3)
+
+
 def test_total_correlation_of_a_duplicated_dimension_is_the_log_count():
     # z = (v0, v0, v1, v2) + noise: the two copies share log 4 nats; the rest are independent
     factors = grid_factors()

@@ -45,9 +45,14 @@ def gaps(mutual_information: np.ndarray, normaliser: np.ndarray) -> np.ndarray:
 
 
 def chen_gaps(entropies: Entropies) -> np.ndarray:
-    """Chen et al.'s per-factor gaps: mutual information clamped at 0, normalised by ln |V_k|."""
+    """Chen et al.'s per-factor gaps: mutual information clamped at 0, normalised by ln |V_k|.
+
+    A factor with a single value (ln |V_k| = 0) has no gap to measure and scores 0, as in :func:`dlib_mig_gaps`.
+    """
     mi = entropies.mutual_information.clamp(min=0).numpy()
-    return gaps(mi, np.log(entropies.factor_sizes.double().numpy()))
+    sizes = entropies.factor_sizes.double().numpy()
+    constant = sizes < 2
+    return np.where(constant, 0.0, gaps(mi, np.where(constant, 1.0, np.log(sizes))))
 
 
 def chen_mig_gaps(mean: Tensor, logvar: Tensor, factors: Tensor, samples: int = 10_000, seed: Seed = 0) -> np.ndarray:
