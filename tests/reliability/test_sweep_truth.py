@@ -94,3 +94,14 @@ def test_a_key_holding_a_dot_reaches_its_own_field(tiny):
     assert [m.card.model["encoder"]["odd.key"] for m in members(alone, [0], [Sweep("odd.key", (3, 4))])] == [3, 4]
     with pytest.raises(TrainingError, match="no such field; its fields are .*model.encoder.\"odd.key\""):
         members(alone, [0], [Sweep("nothing", (3, 4))])
+
+
+@pytest.mark.parametrize("key, values", [("epochs", (1, 2)), ("batch_size", (4, 8))])
+def test_a_member_of_another_length_drops_the_budget_that_told_the_cards_own_run(key, values):
+    """'--sweep epochs=1,2' on a card whose budget says '2 epochs (16 steps of 8)' wrote that budget on the 1-epoch
+    member's card, as if it had been that run; --epochs drops it, and so does a sweep of the run's length now."""
+    budget = "2 epochs (16 steps of 8): 1 second on a laptop"
+    card = Card.model_validate(make_card("tiny", train={"budget": budget}))
+    shorter, own = members(card, [0, 1], [Sweep(key, values)])[::2]
+    assert shorter.card.train.budget is None
+    assert own.card.train.budget == budget

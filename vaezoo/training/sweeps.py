@@ -112,6 +112,9 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
         varied = card
         for path, value in zip(paths, combo):
             varied = _with_value(varied, path, value)
+        if (varied.train.epochs, varied.train.batch_size) != (card.train.epochs, card.train.batch_size):
+            # the budget told the length of the card's own run, as for --epochs (TrainOptions.recipe)
+            varied = varied.model_copy(update={"train": varied.train.model_copy(update={"budget": None})})
         made = canonical(recipe(varied, RESUMED - {"train.epochs"}))  # what decides the weights it trains
         if made in seen:
             raise TrainingError.about("{sweep} values {one} and {other} make the same card; give each value once",
