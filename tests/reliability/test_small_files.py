@@ -334,3 +334,22 @@ def test_deflated_dsprites_classes_beyond_the_grid_are_refused_before_they_infla
         assert tracemalloc.get_traced_memory()[1] < 10_000_000
     finally:
         tracemalloc.stop()
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_a_damaged_dsprites_npz_member_is_one_line(tmp_path, compression):
+    """One byte of the images changed on disk: its CRC (or its deflate stream) fails while it is read."""
+    path = tmp_path / "dsprites.npz"
+    classes = np.zeros((4, 6), np.int64)
+    classes[:, 1:] = [[0, 0, 0, 0, i] for i in range(4)]
+    with zipfile.ZipFile(path, "w", compression=compression) as archive:
+        for name, array in (("latents_classes", classes), ("imgs", np.arange(4 * 64 * 64, dtype=np.uint8))):
+            member = io.BytesIO()
+            np.save(member, array.reshape(4, 64, 64) if name == "imgs" else array)
+            archive.writestr(f"{name}.npy", member.getvalue())
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(data)
+    with pytest.raises(DataError, match=r"array 'imgs' is damaged \(.*\); download the official file again") as err:
+        load_official(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)

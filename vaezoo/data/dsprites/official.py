@@ -8,6 +8,7 @@ import math
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -73,9 +74,13 @@ def _npz_member(archive: zipfile.ZipFile, name: str, path: Path):
     return stream, shape, dtype
 
 
-def _read_rows(stream, dtype: np.dtype, row_shape: tuple[int, ...], rows: int) -> np.ndarray:
+def _read_rows(stream, dtype: np.dtype, row_shape: tuple[int, ...], rows: int, path: Path) -> np.ndarray:
     count = rows * int(np.prod(row_shape))
-    data = np.frombuffer(stream.read(count * dtype.itemsize), dtype=dtype)
+    try:
+        data = np.frombuffer(stream.read(count * dtype.itemsize), dtype=dtype)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:  # a damaged member: a CRC or deflate error
+        raise DataError(f"{path}: array '{stream.name.removesuffix('.npy')}' is damaged ({exc}); download the "
+                        f"official file again") from None
     if data.size != count:
         raise DataError("the dSprites npz ends early; download it again")
     return data.reshape(rows, *row_shape)
@@ -99,7 +104,7 @@ def load_official(path: Path) -> tuple[np.ndarray, np.ndarray]:
                             f"of shape (N, 6) with N at most the grid's {math.prod(FACTOR_SIZES):,}; download the "
                             f"official file again")
         with stream:
-            classes = _read_rows(stream, dtype, (6,), shape[0])
+            classes = _read_rows(stream, dtype, (6,), shape[0], path)
         if (classes[:, 0] != 0).any() or (classes[:, 1:] < 0).any() or (classes[:, 1:] >= FACTOR_SIZES).any():
             raise DataError(f"{path}: latents_classes holds classes outside the dSprites grid")
         indices = np.ravel_multi_index(tuple(classes[:, 1:].T), FACTOR_SIZES)
@@ -110,7 +115,8 @@ def load_official(path: Path) -> tuple[np.ndarray, np.ndarray]:
         with stream:
             for start in range(0, len(indices), 8192):
                 rows = min(8192, len(indices) - start)
-                packed[start:start + rows] = np.packbits(_read_rows(stream, dtype, (SIZE, SIZE), rows) > 0, axis=-1)
+                images = _read_rows(stream, dtype, (SIZE, SIZE), rows, path)
+                packed[start:start + rows] = np.packbits(images > 0, axis=-1)
     return packed, indices
 
 
