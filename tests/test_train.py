@@ -568,3 +568,15 @@ def test_the_resume_command_of_an_output_folder_holding_control_characters_is_pl
     assert command.isprintable()
     said = subprocess.run(["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, check=True).stdout
     assert said.split(b"\0")[:-1] == [b"vaezoo", b"train", b"card.toml", b"--out", out.encode(), b"--resume"]
+
+
+def test_progress_in_logs_of_a_run_longer_than_a_timedelta_says_so(monkeypatch):
+    """'vaezoo train --epochs 99999999999999999999' stopped at its first log line with an OverflowError traceback
+    from the time left (datetime.timedelta takes at most 999,999,999 days)."""
+    clock = iter(range(100))
+    monkeypatch.setattr("vaezoo.training.progress.time.perf_counter", lambda: float(next(clock)))
+    stream = io.StringIO()
+    reporter = Reporter(total=5 * 10**20, start=0, per_epoch=5, every=1, console=Console(file=stream, width=200),
+                        interval=0)
+    reporter.update(1, 8, lambda: {"loss": 1.0})
+    assert stream.getvalue().rstrip().endswith("| eta over 999,999,999 days")

@@ -21,6 +21,10 @@ from vaezoo.errors import setting_on
 from vaezoo.terminal import PLAIN_INTERVAL, printable
 
 
+_LONGEST_ETA = datetime.timedelta.max.total_seconds() - 1
+"""The longest time left a ``timedelta`` holds, in seconds: a run of 10^20 epochs has more left."""
+
+
 class Reporter:
     """Training progress on stderr: a live display on a terminal; otherwise a line every ``every`` steps, at most
     one every ``interval`` seconds (a fast run's log gets a line every 10 s, not every 200 steps).
@@ -70,7 +74,7 @@ class Reporter:
             self.display.show(epoch, rate, terms)
         else:
             left = (self.total - step) * (now - self.t0) / max(step - self.start, 1)
-            eta = datetime.timedelta(seconds=round(left))
+            eta = datetime.timedelta(seconds=round(left)) if left < _LONGEST_ETA else "over 999,999,999 days"
             self.console.print(f"{epoch} step {step}/{self.total} | {terms} | {rate} | eta {eta}",
                                markup=False, highlight=False, soft_wrap=True)
 
