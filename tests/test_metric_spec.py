@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -44,6 +45,18 @@ def test_a_spec_s_settings_are_its_keyword_defaults_and_measure_passes_them():
     assert spread.measure(evaluation) == 16 and spread.measure(evaluation, seed=4) == 20
     assert dataclasses.replace(spread, settings={"points": 1, "seed": 0}).measure(evaluation) == 7
     assert spread(MODEL, images(2), points=3) == 5  # called alone, on an evaluation of its own
+
+
+@pytest.mark.parametrize("value", [np.True_, np.array(False), torch.tensor(True)], ids=["numpy", "0-d", "torch"])
+def test_a_metric_returning_a_numpy_or_torch_truth_value_is_refused_as_a_bool_is(value):
+    """float() took them as 1.0 and 0.0, and a card recorded the comparison as a measured number."""
+    @metric_spec()
+    def above_chance(evaluation) -> float:
+        return value
+
+    with pytest.raises(TypeError, match=r"^it returned (bool|ndarray|Tensor) .*, not a number \(a metric returns "
+                                        r"one float\)$"):
+        above_chance.measure(Evaluation(MODEL, images()))
 
 
 @pytest.mark.parametrize("arguments, error, message", [

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import annotated_types
+import numpy as np
+import torch
 
 from vaezoo.context import check_arguments
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
@@ -90,7 +92,7 @@ class MetricSpec:
             raise MetricError(str(exc)) from None
         value = self.function(evaluation, **{**self.settings, **settings})
         try:
-            if isinstance(value, bool | str | bytes):  # float() takes them: True as 1, "0.5" as 0.5
+            if isinstance(value, bool | str | bytes) or _truth_values(value):  # float() takes True as 1, "0.5" as 0.5
                 raise TypeError
             return float(value)
         except (TypeError, ValueError):
@@ -144,6 +146,12 @@ def metric_spec(*, higher_is_better: bool = True, needs: Sequence[Requirement] =
                           dict(quick or {}), rounding, not_finite)
 
     return make
+
+
+def _truth_values(value: Any) -> bool:
+    """Whether ``value`` holds numpy's or torch's booleans (``np.True_``, a bool array or tensor)."""
+    dtype = getattr(value, "dtype", None)
+    return dtype is torch.bool or (isinstance(dtype, np.dtype) and dtype.kind == "b")
 
 
 def _defaults(function: Callable, skip: Sequence[str]) -> dict[str, Any]:
