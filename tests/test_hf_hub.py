@@ -1186,3 +1186,22 @@ def test_a_hub_that_answers_with_an_error_is_said_to_have_answered_not_to_be_unr
     result = run_vaezoo("verify", f"hf-hub:{REPO_ID}")
     assert result.returncode == 1 and f"the Hub at {hub.endpoint} {said}" in result.stdout
 
+
+def test_a_hub_cache_that_cannot_be_written_is_one_line_naming_the_setting_to_change(hub, tmp_path, monkeypatch):
+    card, weights = entry(tmp_path)
+    hub.commit(REPO_ID, as_repo(card, weights))
+    file = tmp_path / "not-a-folder"
+    file.write_text("mine\n")
+    monkeypatch.setenv("HF_HOME", str(file))
+    error = one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}"))
+    assert error.endswith(f"huggingface_hub's cache {file}/hub cannot be written ({file}/token: Not a directory); "
+                          f"set HF_HOME (or HF_HUB_CACHE) to a folder you can write to")
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    result = run_python("-c", "import sys, vaezoo; vaezoo.from_pretrained(sys.argv[1], cache_dir=sys.argv[2])",
+                        REPO_ID, str(file / "cache"))
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        f"huggingface_hub's cache {file}/cache cannot be written ({file}/cache: Not a directory); set cache_dir to a "
+        f"folder you can write to")
+    assert "tree cache" not in result.stderr  # huggingface_hub's warnings about its listing: the error says it
+    assert file.read_text() == "mine\n"

@@ -10,6 +10,7 @@ before downloading it and against its sha256 before anything reads it.
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 from collections.abc import Iterator
@@ -129,9 +130,11 @@ def card_file(name: str) -> tuple[Path, str]:
     """
     repo_id, revision = parse_name(name)
     huggingface_hub = hub(CardError, f"'{name}' (a Hugging Face Hub repository)")
-    snapshot_log = logging.getLogger("huggingface_hub._snapshot_download")
-    level = snapshot_log.level
-    snapshot_log.setLevel(logging.ERROR)  # its warning that no file matched: the error below says it in one line
+    # their warnings that no file matched, and that the cache cannot keep the file listing: an error below says it
+    quiet = [logging.getLogger(f"huggingface_hub.{module}") for module in ("_snapshot_download", "_tree_cache")]
+    levels = [log.level for log in quiet]
+    for log in quiet:
+        log.setLevel(logging.ERROR)
     options = _options()
     try:
         with translated(CardError, f"cannot fetch the card of {name}", huggingface_hub):
@@ -140,7 +143,8 @@ def card_file(name: str) -> tuple[Path, str]:
                 cache_dir=options.cache_dir, force_download=options.force_download,
                 local_files_only=options.local_files_only, token=options.token))
     finally:
-        snapshot_log.setLevel(level)
+        for log, level in zip(quiet, levels, strict=True):
+            log.setLevel(level)
     commit = folder.name  # huggingface_hub keeps a revision's files in snapshots/COMMIT
     tomls = sorted(folder.glob("*.toml"))
     if len(tomls) != 1:
@@ -247,6 +251,19 @@ def _cached(repo_id: str, revision: str | None, filename: str, huggingface_hub: 
                                                       revision=revision)
 
 
+def _cache_problem(exc: OSError, constants: ModuleType) -> str | None:
+    """What is wrong with huggingface_hub's cache folder, when ``exc`` is about it (a full disk, or a file beneath the
+    cache or ``HF_HOME``), and what to do; None otherwise."""
+    cache = Path(_DOWNLOAD.get().cache_dir or constants.HF_HUB_CACHE).expanduser()
+    path = Path(exc.filename) if isinstance(exc.filename, str) else None
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    if not (full or path and (path.is_relative_to(cache) or path.is_relative_to(constants.HF_HOME))):
+        return None
+    setting = "cache_dir" if _DOWNLOAD.get().cache_dir is not None else "HF_HOME (or HF_HUB_CACHE)"
+    return (f"huggingface_hub's cache {cache} cannot be written ({f'{path}: ' if path else ''}{exc.strerror}); "
+            f"{'free some space or ' if full else ''}set {setting} to a folder you can write to")
+
+
 @contextmanager
 def _damaged_copy(damaged: WeightsError | None, where: str, huggingface_hub: ModuleType) -> Iterator[None]:
     """When the cached copy of ``where`` failed verification (``damaged``) and the Hub cannot be asked for
@@ -310,5 +327,7 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
     if code == 429 or isinstance(code, int) and code >= 500:
         status = " ".join(filter(None, (str(code), getattr(response, "reason_phrase", None))))
         return f"the Hub at {constants.ENDPOINT} answered HTTP {status} (busy or failing); try again later"
+    if isinstance(exc, OSError) and exc.errno is not None and (problem := _cache_problem(exc, constants)):
+        return problem
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return f"{lines[0] if lines else type(exc).__name__} (Hub {constants.ENDPOINT})"
