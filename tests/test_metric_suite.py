@@ -77,6 +77,15 @@ def test_factor_values_need_not_start_at_zero_or_be_contiguous():
     assert set(factors[drawn[0], 0]) == {9} and set(factors[drawn[1], 1]) == {7}
 
 
+def test_factor_ids_far_apart_or_not_integers_are_grouped_without_a_table_of_their_range():
+    """Ids 10**11 apart asked numpy for a 1.46 TiB table (MemoryError, or the machine's memory); float classes
+    were a TypeError."""
+    codes, seed = PERFECT[:, :2], 3
+    wide = factorvae_score.factorvae_score_from_codes(codes, FACTORS * 10**11, rng(seed), 300, 200, 16, 300)
+    assert wide == factorvae_score.factorvae_score_from_codes(codes, FACTORS, rng(seed), 300, 200, 16, 300)
+    assert beta(codes, FACTORS.astype(float)) == beta(codes, FACTORS)
+
+
 # ---- BetaVAE score ------------------------------------------------------------------------------
 
 def beta(codes, factors=FACTORS, seed=0):

@@ -44,20 +44,19 @@ class FactorGroups:
     """The images of a dataset grouped by the value of each factor, to draw images that share one.
 
     Args:
-        factors: ``(N, K)`` factor classes (any integers).
+        factors: ``(N, K)`` factor classes (any integers, or any values that sort).
     """
 
     def __init__(self, factors: np.ndarray):
         self.factors = np.asarray(factors)
-        self._order, self._start, self._count, self._low = [], [], [], []
+        self._order, self._start, self._count, self._rank = [], [], [], []
         for column in self.factors.T:
-            values, inverse, counts = np.unique(column, return_inverse=True, return_counts=True)
-            count = np.zeros(values[-1] - values[0] + 1, dtype=np.int64)  # by value - lowest value
-            count[values - values[0]] = counts
-            self._order.append(np.argsort(inverse, kind="stable"))
+            # by rank among the column's values, not by value: ids far apart (10**11) need no table of that size
+            _, rank, count = np.unique(column, return_inverse=True, return_counts=True)
+            self._order.append(np.argsort(rank, kind="stable"))
             self._start.append(np.cumsum(count) - count)
             self._count.append(count)
-            self._low.append(values[0])
+            self._rank.append(rank)
 
     @property
     def num_factors(self) -> int:
@@ -78,7 +77,7 @@ class FactorGroups:
         out = np.empty(anchors.shape, dtype=np.int64)
         for k in range(self.num_factors):
             rows = np.flatnonzero(factor == k)
-            value = self.factors[anchors[rows], k] - self._low[k]
+            value = self._rank[k][anchors[rows]]
             position = self._start[k][value] + rng.integers(0, self._count[k][value])
             out[rows] = self._order[k][position]
         return out
