@@ -105,3 +105,16 @@ def test_a_member_of_another_length_drops_the_budget_that_told_the_cards_own_run
     shorter, own = members(card, [0, 1], [Sweep(key, values)])[::2]
     assert shorter.card.train.budget is None
     assert own.card.train.budget == budget
+
+
+@pytest.mark.parametrize("option, sweep", [(["--epochs", "4"], "epochs=1,2"),
+                                           (["--precision", "bf16"], "precision=fp32,bf16-mixed")])
+def test_an_option_and_a_sweep_of_its_field_are_refused_together(tiny, capsys, option, sweep):
+    """'--epochs 4 --sweep epochs=1,2' trained the 1- and 2-epoch members without a word about --epochs 4."""
+    path = write_toml(tiny / "tiny.toml", make_card("tiny"))
+    code, out, err = cli(capsys, "train", str(path), "--out", str(tiny / "out"), *option, "--sweep", sweep)
+    field, _, values = sweep.partition("=")
+    said = values.replace(",", ", ")
+    assert code == 1 and err.strip().splitlines() == [
+        f"error: {' '.join(option)} and --sweep both set train.{field} (the members': {said}); give it once"], err
+    assert not (tiny / "out").exists()

@@ -221,7 +221,14 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
     if isinstance(sweeps, str | Sweep) or not all(isinstance(sweep, Sweep) for sweep in sweeps):
         raise TypeError(f"sweeps takes a list of sweeps, e.g. [parse_sweep('beta=1,4')] "
                         f"(vaezoo.training.sweeps.parse_sweep), got {sweeps!r}")
-    specs = members(options.recipe(card), seeds, sweeps)
+    fixed = options.recipe(card)
+    specs = members(fixed, seeds, sweeps)
+    for option in ("epochs", "precision"):  # the recipe's fields an option sets that a sweep may set too
+        swept = list(dict.fromkeys(getattr(m.card.train, option) for m in specs))
+        if getattr(options, option) is not None and swept != [getattr(fixed.train, option)]:
+            raise TrainingError.about(f"{{{option}:{{given}}}} and {{sweep}} both set train.{option} (the members': "
+                                      f"{{swept}}); give it once", given=getattr(options, option),
+                                      swept=", ".join(map(str, swept)))
     return _train(card, [(m.card, _folder(out) / m.folder, m.label) for m in specs], _folder(out), options)
 
 
