@@ -21,9 +21,9 @@ from vaezoo.data import DataInfo, ImageDataset
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.entry import write_card
 from vaezoo.entries.schema import Card, Metric
-from vaezoo.errors import VaezooError
+from vaezoo.errors import MetricError, VaezooError
 from vaezoo.evaluation.report import as_metrics
-from vaezoo.metrics import betavae_score, dci, factorvae_score, modularity, sampling, sap, unsupervised
+from vaezoo.metrics import betavae_score, dci, factorvae_score, mig, modularity, sampling, sap, unsupervised
 from vaezoo.metrics import evaluation as evaluations
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.provenance import library_versions, metric_parameters
@@ -84,6 +84,31 @@ def test_factor_ids_far_apart_or_not_integers_are_grouped_without_a_table_of_the
     wide = factorvae_score.factorvae_score_from_codes(codes, FACTORS * 10**11, rng(seed), 300, 200, 16, 300)
     assert wide == factorvae_score.factorvae_score_from_codes(codes, FACTORS, rng(seed), 300, 200, 16, 300)
     assert beta(codes, FACTORS.astype(float)) == beta(codes, FACTORS)
+
+
+NOT_FINITE_SCORES = {
+    "betavae": lambda codes: beta(codes),
+    "factorvae": lambda codes: factorvae_score.factorvae_score_from_codes(codes, FACTORS, rng(), 300, 200, 16, 300),
+    "sap": lambda codes: sap.sap_score_from_codes(codes, FACTORS, rng(), 300, 200),
+    "dci": lambda codes: dci.dci_from_codes(codes, FACTORS, rng(), 300, 200),
+    "modularity": lambda codes: modularity.modularity_from_codes(codes, FACTORS, rng(), 300),
+    "explicitness": lambda codes: modularity.explicitness_from_codes(codes, FACTORS, rng(), 300, 200),
+    "mig_dlib": lambda codes: mig.dlib_mig_gaps(codes, FACTORS),
+    "gaussian_total_correlation": lambda codes: unsupervised.gaussian_total_correlation_from_codes(codes, rng(), 300),
+    "mutual_info_score": lambda codes: unsupervised.mutual_info_score_from_codes(codes, rng(), 300),
+}
+
+
+@pytest.mark.parametrize("score", NOT_FINITE_SCORES.values(), ids=NOT_FINITE_SCORES)
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_code_that_is_not_finite_is_refused_by_every_metric_in_one_line(score, bad):
+    """One NaN among the codes: FactorVAE pruned its dimension and scored 0.675 for a perfect code, and the others
+    raised numpy's or scikit-learn's words (``autodetected range of [nan, nan] is not finite``)."""
+    codes = PERFECT.copy()
+    codes[5, 0] = bad
+    with pytest.raises(MetricError, match=r"^\d+ of the [\d,]+ codes drawn hold NaN or infinite values; the metrics "
+                                          r"need finite codes \(check the model's encoder, or the codes given\)$"):
+        score(codes)
 
 
 # ---- BetaVAE score ------------------------------------------------------------------------------

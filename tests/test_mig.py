@@ -119,6 +119,18 @@ def test_chen_constant_factor_scores_zero_rather_than_inf():
     np.testing.assert_allclose(gaps, [0, 1, 1], atol=1e-3)
 
 
+@pytest.mark.parametrize("where", ["mean", "logvar"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_chen_posteriors_that_are_not_finite_are_refused_in_one_line(where, bad):
+    """One image's posterior not finite made every entropy NaN, and mig_chen NaN without a word."""
+    factors = grid_factors((4, 8))
+    mean, logvar = tight_posteriors(factors)
+    (mean if where == "mean" else logvar)[3, 1] = bad
+    with pytest.raises(VaezooError, match=r"^the posteriors of 1 of the 32 images hold NaN or infinite locations or "
+                                          r"scales; the entropies need finite ones"):
+        mig.chen_mig_gaps(mean, logvar, torch.tensor(factors), samples=32)
+
+
 def test_total_correlation_of_a_duplicated_dimension_is_the_log_count():
     # z = (v0, v0, v1, v2) + noise: the two copies share log 4 nats; the rest are independent
     factors = grid_factors()

@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.multiclass import OneVsRestClassifier
 
-from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.codes import finite_codes, require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, Seed, metric_spec
@@ -36,7 +36,7 @@ def betavae_features(codes: Codes, groups: FactorGroups, rng: np.random.Generato
     labels = rng.integers(0, groups.num_factors, points)
     first = rng.integers(0, len(codes), (points, batch))
     second = groups.sharing(labels, first, rng)
-    differences = np.abs(np.asarray(codes[first], dtype=np.float64) - codes[second])
+    differences = np.abs(finite_codes(codes[first]) - finite_codes(codes[second]))
     return differences.mean(1), labels
 
 

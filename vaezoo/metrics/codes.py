@@ -6,13 +6,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.distributions import Distribution
 
 from vaezoo.data.base import ImageDataset
 from vaezoo.devices import usable_device
-from vaezoo.errors import VaezooError
+from vaezoo.errors import MetricError, VaezooError
 
 
 CODES_BATCH_SIZE = 1024
@@ -63,6 +64,18 @@ def require_factors(dataset: ImageDataset, metric: str) -> Tensor:
     if dataset.factors is None:
         raise VaezooError(f"{metric} needs a dataset with ground-truth factors (e.g. dsprites)")
     return dataset.factors
+
+
+def finite_codes(codes) -> np.ndarray:
+    """``codes`` ``(..., D)``, rows of a table of codes, as float64; a clear error when any is NaN or infinite,
+    which the metrics' histograms and classifiers would refuse in their own words, or silently score (FactorVAE's
+    variance of a NaN prunes its dimension)."""
+    codes = np.asarray(codes, dtype=np.float64)
+    broken = ~np.isfinite(codes).all(-1)
+    if broken.any():
+        raise MetricError(f"{int(broken.sum()):,} of the {broken.size:,} codes drawn hold NaN or infinite values; "
+                          f"the metrics need finite codes (check the model's encoder, or the codes given)")
+    return codes
 
 
 class FactorisedPosteriors(NamedTuple):

@@ -27,7 +27,7 @@ from torch.distributions import Distribution, Normal
 
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
-from vaezoo.errors import VaezooError
+from vaezoo.errors import MetricError, VaezooError
 from vaezoo.metrics.codes import has_density_matrix, require_posteriors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.parallel import parallel_map
@@ -123,6 +123,11 @@ def estimate_entropies(mean: Tensor, logvar: Tensor, factors: Tensor | None = No
         The :class:`Entropies`.
     """
     mean, logvar = mean.double(), logvar.double()
+    broken = ~(torch.isfinite(mean) & torch.isfinite(logvar)).all(1)
+    if broken.any():  # the sums would be NaN, and every entropy and MIG with them
+        raise MetricError(f"the posteriors of {int(broken.sum()):,} of the {len(broken):,} images hold NaN or "
+                          f"infinite locations or scales; the entropies need finite ones (check the model's encoder, "
+                          f"or the posteriors given)")
     n, dims = mean.shape
     factors = torch.zeros(n, 0, dtype=torch.long) if factors is None else factors
     columns = [torch.unique(factors[:, k], return_inverse=True) for k in range(factors.shape[1])]

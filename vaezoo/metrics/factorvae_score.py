@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.codes import finite_codes, require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, Seed, metric_spec
@@ -34,7 +34,7 @@ def factorvae_votes(codes: Codes, groups: FactorGroups, rng: np.random.Generator
     """
     labels = rng.integers(0, groups.num_factors, points)
     anchors = np.repeat(rng.integers(0, len(codes), (points, 1)), batch, axis=1)
-    batches = np.asarray(codes[groups.sharing(labels, anchors, rng)], dtype=np.float64)
+    batches = finite_codes(codes[groups.sharing(labels, anchors, rng)])
     relative = batches[..., active].var(1, ddof=1) / global_variances[active]
     winners = np.flatnonzero(active)[relative.argmin(1)]
     votes = np.zeros((groups.num_factors, len(active)), dtype=np.int64)
@@ -60,7 +60,7 @@ def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random
         The evaluation accuracy of the majority-vote classifier, in [0, 1].
     """
     groups = FactorGroups(factors)
-    sample = np.asarray(codes[rng.integers(0, len(codes), variance_points)], dtype=np.float64)
+    sample = finite_codes(codes[rng.integers(0, len(codes), variance_points)])
     global_variances = sample.var(0, ddof=1)
     active = np.sqrt(global_variances) >= prune_std
     if not active.any():

@@ -23,7 +23,7 @@ import numpy as np
 from scipy.special import xlogy
 from torch import Tensor
 
-from vaezoo.metrics.codes import require_factors
+from vaezoo.metrics.codes import finite_codes, require_factors
 from vaezoo.metrics.entropy import Entropies, chen_columns, dataset_entropies, estimate_entropies
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import DENSITY_MATRIX, FACTORS
@@ -62,7 +62,7 @@ def chen_mig_gaps(mean: Tensor, logvar: Tensor, factors: Tensor, samples: int = 
 
 def discretize(codes: np.ndarray, bins: int = 20) -> np.ndarray:
     """Each column of ``codes`` ``(n, D)`` as the index of its equal-width histogram bin (disentanglement_lib)."""
-    codes = np.asarray(codes, dtype=np.float64)
+    codes = finite_codes(codes)
     out = np.empty(codes.shape, dtype=np.int64)
     for j in range(codes.shape[1]):
         edges = np.histogram(codes[:, j], bins)[1]

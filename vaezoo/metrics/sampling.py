@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from vaezoo.data import ImageDataset
-from vaezoo.metrics.codes import CODES_BATCH_SIZE
+from vaezoo.metrics.codes import CODES_BATCH_SIZE, finite_codes
 from vaezoo.metrics.evaluation import CodeTable, Evaluation
 
 
@@ -91,7 +91,7 @@ def draw(codes: Codes, factors: np.ndarray | None, rng: np.random.Generator,
         Their codes ``(points, D)`` float64 and factors ``(points, K)`` (None when ``factors`` is None).
     """
     indices = rng.integers(0, len(codes), points)
-    return np.asarray(codes[indices], dtype=np.float64), None if factors is None else np.asarray(factors)[indices]
+    return finite_codes(codes[indices]), None if factors is None else np.asarray(factors)[indices]
 
 
 QUICK_FIT = {"points": 500, "test_points": 250}
