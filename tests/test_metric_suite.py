@@ -158,6 +158,13 @@ def test_factorvae_dropped_factor_loses_its_votes():
     assert factor(PERFECT[:, :2]) == pytest.approx(2 / 3, abs=0.05)
 
 
+def test_factorvae_leaves_out_a_factor_with_a_single_value():
+    # holding it fixed holds nothing: its votes fell on the other factors' dimensions (0.748 in one probe)
+    constant = np.concatenate([FACTORS, np.full((len(FACTORS), 1), 7)], axis=1)
+    assert factor(PERFECT, constant) == 1.0
+    assert factor(PERFECT, np.full_like(FACTORS, 7)) == 0.0  # no factor to hold: as with no active dimension
+
+
 def test_factorvae_prunes_collapsed_dimensions():
     collapsed = np.concatenate([PERFECT, np.zeros((len(FACTORS), 2))], axis=1)
     assert factor(collapsed) == 1.0

@@ -8,7 +8,8 @@ whose global standard deviation is below ``prune_std`` has collapsed and is left
 disentanglement_lib compares the threshold with the standard deviation, not the variance). One
 vote: pick a factor k uniformly and a value of it (that of a random image); draw ``batch``
 images with that value; the active dimension with the smallest variance over the batch,
-relative to its global variance, votes for k. The classifier maps each dimension to the factor
+relative to its global variance, votes for k (a factor with a single value, which no batch can hold fixed apart
+from the others, is left out, as SAP and DCI leave it out). The classifier maps each dimension to the factor
 it got most training votes for; the score is the share of evaluation votes it classifies right.
 A code that keeps each factor in its own dimensions scores 1. A code with no active dimension
 scores 0.
@@ -32,7 +33,8 @@ def factorvae_votes(codes: Codes, groups: FactorGroups, rng: np.random.Generator
     Returns:
         ``(K, D)`` counts: how often dimension j had the smallest relative variance with factor k fixed.
     """
-    labels = rng.integers(0, groups.num_factors, points)
+    varying = groups.varying  # a factor with a single value has no votes to give (as SAP and DCI leave it out)
+    labels = varying[rng.integers(0, len(varying), points)]
     anchors = np.repeat(rng.integers(0, len(codes), (points, 1)), batch, axis=1)
     batches = finite_codes(codes[groups.sharing(labels, anchors, rng)])
     relative = batches[..., active].var(1, ddof=1) / global_variances[active]
@@ -63,7 +65,7 @@ def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random
     sample = finite_codes(codes[rng.integers(0, len(codes), variance_points)])
     global_variances = sample.var(0, ddof=1)
     active = np.sqrt(global_variances) >= prune_std
-    if not active.any():
+    if not active.any() or not len(groups.varying):
         return 0.0
     train = factorvae_votes(codes, groups, rng, points, batch, global_variances, active)
     test = factorvae_votes(codes, groups, rng, test_points, batch, global_variances, active)

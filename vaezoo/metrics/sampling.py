@@ -63,6 +63,11 @@ class FactorGroups:
         """K, the number of factors."""
         return self.factors.shape[1]
 
+    @property
+    def varying(self) -> np.ndarray:
+        """The factors that take at least two values, in order: holding one of the others fixed holds nothing."""
+        return np.flatnonzero([len(count) > 1 for count in self._count])
+
     def sharing(self, factor: np.ndarray, anchors: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """For each anchor image, an image drawn uniformly among those with its value of a factor.
 
