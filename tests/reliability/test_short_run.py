@@ -69,3 +69,15 @@ def test_each_member_of_a_short_ensemble_keeps_its_model(tiny, tmp_path):
         card = parse_card(result.card_path)
         assert (card.train.steps, card.train.seed) == (4, seed) and card.summary.startswith("Stopped at step 4 of 16")
         assert _same(vaezoo.load(str(result.card_path.parent)).state_dict(), result.model.state_dict())
+
+
+def test_a_run_trained_from_a_stopped_runs_card_says_only_what_it_did(tiny, tmp_path):
+    """'vaezoo train SHORT --out NEW' of a run stopped at step 3 wrote a finished 16-step card whose summary began
+    'Stopped at step 3 of 16 (--max-steps): not the finished run', and stopped again, two such notes."""
+    short = train(parse_card(tiny), tmp_path / "short", max_steps=3)
+    summary = parse_card(tiny).summary
+    finished = parse_card(train(short.card_path, tmp_path / "new", evaluate=False).card_path)
+    assert (finished.train.steps, finished.summary) == (16, summary)
+    stopped = parse_card(train(short.card_path, tmp_path / "again", max_steps=2).card_path)
+    assert stopped.summary == (f"Stopped at step 2 of 16 (--max-steps): not the finished run; resume it with "
+                               f"--resume. {summary}")

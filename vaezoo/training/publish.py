@@ -16,6 +16,7 @@ seeds, plugins' card sections such as label matchings) is copied; the model's ow
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,11 @@ from vaezoo.store.locks import card_lock
 
 if TYPE_CHECKING:
     from vaezoo.model import VAE
+
+
+STOPPED = re.compile(r"^(Stopped at step [\d,]+ of [\d,]+ \(--max-steps\): not the finished run; resume it with "
+                     r"--resume\. )+")
+"""The note :func:`own_card` puts before the summary of a run stopped short of its last step."""
 
 
 def run_name(card: Card, name: str | None = None) -> str:
@@ -94,9 +100,10 @@ def own_card(card: Card, model: VAE, name: str, steps: int, total: int | None = 
     its recipe still names the whole run, and ``train.steps`` the steps it made."""
     from vaezoo.version import __version__
 
-    summary = card.summary if total is None or steps >= total else (
-        f"Stopped at step {steps:,} of {total:,} (--max-steps): not the finished run; resume it with --resume. "
-        f"{card.summary}")
+    summary = STOPPED.sub("", card.summary)  # a card trained from a stopped run's card is not stopped itself
+    if total is not None and steps < total:
+        summary = (f"Stopped at step {steps:,} of {total:,} (--max-steps): not the finished run; resume it with "
+                   f"--resume. {summary}")
     return card.model_copy(update={"name": name, "summary": summary,
                                    "train": card.train.model_copy(update={"steps": steps}),
                                    "vaezoo_version": __version__, "latent": model.latent.layout(),
