@@ -1205,3 +1205,38 @@ def test_a_hub_cache_that_cannot_be_written_is_one_line_naming_the_setting_to_ch
         f"folder you can write to")
     assert "tree cache" not in result.stderr  # huggingface_hub's warnings about its listing: the error says it
     assert file.read_text() == "mine\n"
+
+
+SAVE_INTO_THE_CACHE = """
+import sys, torch, vaezoo
+from vaezoo.errors import OutputError
+default, own = vaezoo.load(sys.argv[1]), vaezoo.from_pretrained(sys.argv[1], cache_dir=sys.argv[2])
+for model, folder in ((default, default.card.path.parent), (default, default.card.path.parent.parent / "beside"),
+                      (own, own.card.path.parent)):
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(1.0)  # fine-tuned
+    try:
+        vaezoo.save_pretrained(model, folder)
+    except OutputError as exc:
+        print(exc)
+"""
+
+
+def test_save_pretrained_into_huggingface_hubs_cache_is_refused_and_the_commit_loads_as_it_was(hub, tmp_path):
+    card, weights = entry(tmp_path / "repo")
+    commit = hub.commit(REPO_ID, as_repo(card, weights))
+    result = run_python("-c", SAVE_INTO_THE_CACHE, f"hf-hub:{REPO_ID}", str(tmp_path / "cache_dir"))
+    assert result.returncode == 0, result.stderr
+    said = "is in huggingface_hub's cache, whose files are a Hub repository's at a commit; save into another folder"
+    snapshots = [tmp_path / "hf_home" / "hub" / "models--owner--tiny" / "snapshots",
+                 tmp_path / "cache_dir" / "models--owner--tiny" / "snapshots"]
+    # the default cache refuses any folder in it; a cache_dir of the caller's, the model's own snapshot
+    assert result.stdout.splitlines() == [f"{snapshots[0] / commit} {said}", f"{snapshots[0] / 'beside'} {said}",
+                                          f"{snapshots[1] / commit} {said}"]
+    for snapshot in snapshots:
+        assert [p.name for p in snapshot.iterdir()] == [commit]
+        assert sorted(p.name for p in (snapshot / commit).iterdir()) == ["tiny.safetensors", "tiny.toml"]
+        assert all((snapshot / commit / name).is_symlink() for name in ("tiny.safetensors", "tiny.toml"))
+    # the commit's name loads the commit's weights, not the fine-tuned ones saved over its snapshot
+    assert load(f"hf-hub:{REPO_ID}@{commit}", str(weights)) == [f"True hf-hub:{REPO_ID}@{commit}"]

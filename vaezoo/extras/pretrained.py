@@ -47,8 +47,8 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
         had one of its own.
 
     Raises:
-        OutputError: the model has no card, the folder is given as an empty path, holds another card, or cannot
-            be written; or the Hub would refuse ``repo_id`` as a repository's name.
+        OutputError: the model has no card, the folder is given as an empty path, holds another card, is in
+            huggingface_hub's cache, or cannot be written; or the Hub would refuse ``repo_id`` as a repository's name.
         VaezooError: ``vaezoo train`` is training into the folder.
         CardError: the model's card would not load back (a name that is no card name, given with ``model_copy``);
             nothing is written.
@@ -61,7 +61,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     from vaezoo.store.files import folder_problem
     from vaezoo.store.locks import RUN_LOCK, card_lock, card_lock_file, folder_lock, run_lock
 
-    hub(OutputError, "save_pretrained")  # the README is a Hub model card
+    huggingface_hub = hub(OutputError, "save_pretrained")  # the README is a Hub model card
     model = _unwrapped(model)
     card = _card_of(model)
     if not isinstance(directory, str | os.PathLike):
@@ -75,6 +75,7 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     check_card(card)  # its name becomes the files' names: refused before anything is written
     folder = Path(directory).expanduser()  # '~/mine' in the home folder, not a folder named '~' here
     try:
+        _refuse_hub_cache(folder, card, Path(huggingface_hub.constants.HF_HUB_CACHE))
         # a run's folder holds the lock 'vaezoo train' keeps while it trains there: refused at once while it does
         training = run_lock(folder, "folder") if (folder / RUN_LOCK).exists() else nullcontext()
         with folder_lock(folder), training:  # another process saving into it finishes first, then is seen here
@@ -97,6 +98,16 @@ def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | Non
     except (OSError, ValueError) as exc:  # ValueError: a path holding a NUL character
         problem = folder_problem(folder, exc) if isinstance(exc, OSError) else str(exc)
         raise OutputError(f"cannot save to {folder}: {problem}; choose another folder") from None
+
+
+def _refuse_hub_cache(folder: Path, card: Card, cache: Path) -> None:
+    """Refuse ``folder`` in huggingface_hub's cache ``cache``, or the snapshot ``card`` was downloaded into: a
+    snapshot's files stand for its commit, and saved over, ``hf-hub:OWNER/REPO@COMMIT`` would load other weights."""
+    where = Path(os.path.realpath(folder))
+    snapshot = card.source is not None and card.path is not None and where == Path(os.path.realpath(card.path.parent))
+    if snapshot or where.is_relative_to(os.path.realpath(cache)):
+        raise OutputError(f"{folder} is in huggingface_hub's cache, whose files are a Hub repository's at a commit; "
+                          f"save into another folder")
 
 
 def _unwrapped(model: object) -> object:
