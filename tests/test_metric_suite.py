@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import warnings
 
 import numpy as np
@@ -111,6 +112,31 @@ def test_a_code_that_is_not_finite_is_refused_by_every_metric_in_one_line(score,
         score(codes)
 
 
+TOO_FEW_POINTS = {
+    "sap points=1": (lambda: sap.sap_score_from_codes(PERFECT, FACTORS, rng(), 1, 200), "no factor takes two values on "
+                     "the 1 training point(s) drawn, so there is nothing to predict; draw more (the metric's points"),
+    "dci points=1": (lambda: dci.dci_from_codes(PERFECT, FACTORS, rng(), 1, 200), "no factor takes two values"),
+    "explicitness points=1": (lambda: modularity.explicitness_from_codes(PERFECT, FACTORS, rng(), 1, 200),
+                              "no factor takes two values"),
+    "explicitness test_points=1": (lambda: modularity.explicitness_from_codes(PERFECT, FACTORS, rng(), 300, 1),
+                                   "no class of factor(s) 0, 1, 2 is both present and absent among the 1 test "
+                                   "point(s) drawn, so no AUC can be measured; draw more (the metric's test_points"),
+    "gaussian_total_correlation points=1": (
+        lambda: unsupervised.gaussian_total_correlation_from_codes(PERFECT, rng(), 1),
+        "the Gaussian total correlation needs the covariance of at least 2 points, got 1; draw more"),
+}
+
+
+@pytest.mark.parametrize("score, message", TOO_FEW_POINTS.values(), ids=TOO_FEW_POINTS)
+def test_too_few_points_to_measure_anything_are_refused_in_one_line(score, message):
+    """``vaezoo eval --set sap_score.points=1``: SAP and explicitness were NaN (``does not say when it gives one``),
+    DCI scipy's ```base` must be a positive number``, the Gaussian TC ``Eigenvalues did not converge``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "Mean of empty slice" came first
+        with pytest.raises(MetricError, match="^" + re.escape(message)):
+            score()
+
+
 # ---- BetaVAE score ------------------------------------------------------------------------------
 
 def beta(codes, factors=FACTORS, seed=0):
@@ -162,7 +188,8 @@ def test_factorvae_leaves_out_a_factor_with_a_single_value():
     # holding it fixed holds nothing: its votes fell on the other factors' dimensions (0.748 in one probe)
     constant = np.concatenate([FACTORS, np.full((len(FACTORS), 1), 7)], axis=1)
     assert factor(PERFECT, constant) == 1.0
-    assert factor(PERFECT, np.full_like(FACTORS, 7)) == 0.0  # no factor to hold: as with no active dimension
+    with pytest.raises(MetricError, match="^no factor of the dataset takes two values, so there is none to hold"):
+        factor(PERFECT, np.full_like(FACTORS, 7))
 
 
 def test_factorvae_prunes_collapsed_dimensions():

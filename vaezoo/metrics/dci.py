@@ -32,7 +32,7 @@ from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, Seed, metric_spec
-from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed
+from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed, varying_factors
 
 
 @dataclass(frozen=True)
@@ -65,16 +65,19 @@ def importance_gbt(train_codes: np.ndarray, train_factors: np.ndarray, test_code
     Returns:
         ``(R, train_accuracy, test_accuracy)``, R of shape ``(D, K')`` for the K' factors with at least
         two values on the training points.
+
+    Raises:
+        MetricError: no factor takes two values on the training points.
     """
     classes = [len(np.unique(column)) for column in train_factors.T]
-    varying = [k for k in range(train_factors.shape[1]) if classes[k] > 1]
+    varying = varying_factors(train_factors)
 
     # a factor's fit costs in proportion to its classes (a tree per class and round): the largest go first,
     # one factor per worker process (vaezoo.metrics.parallel.get_jobs)
     largest_first = sorted(varying, key=lambda k: -classes[k])
     fits = dict(zip(largest_first, process_map(gbt_fit, [
         (train_codes, train_factors[:, k], test_codes, test_factors[:, k], random_state) for k in largest_first])))
-    importance = np.stack([fits[k][0] for k in varying], 1) if varying else np.zeros((train_codes.shape[1], 0))
+    importance = np.stack([fits[k][0] for k in varying], 1)
     return (importance, float(np.mean([fits[k][1] for k in varying])),
             float(np.mean([fits[k][2] for k in varying])))
 

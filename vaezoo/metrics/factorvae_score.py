@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vaezoo.errors import MetricError
 from vaezoo.metrics.codes import finite_codes, require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
@@ -65,7 +66,9 @@ def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random
     sample = finite_codes(codes[rng.integers(0, len(codes), variance_points)])
     global_variances = sample.var(0, ddof=1)
     active = np.sqrt(global_variances) >= prune_std
-    if not active.any() or not len(groups.varying):
+    if not len(groups.varying):
+        raise MetricError("no factor of the dataset takes two values, so there is none to hold fixed")
+    if not active.any():
         return 0.0
     train = factorvae_votes(codes, groups, rng, points, batch, global_variances, active)
     test = factorvae_votes(codes, groups, rng, test_points, batch, global_variances, active)

@@ -28,7 +28,7 @@ def explicitness_auc(train_codes: np.ndarray, train_labels: np.ndarray, test_cod
     aucs = [roc_auc_score(test_labels == label, probabilities[:, c])
             for c, label in enumerate(classifier.classes_)
             if 0 < np.sum(test_labels == label) < len(test_labels)]
-    return float(np.mean(aucs))
+    return float(np.mean(aucs)) if aucs else float("nan")  # no class to rank on these test points
 
 
 def sap_row(train_code: np.ndarray, train_factors: np.ndarray, test_code: np.ndarray, test_factors: np.ndarray,

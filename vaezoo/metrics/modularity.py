@@ -37,7 +37,8 @@ from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, Seed, metric_spec
-from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed
+from vaezoo.errors import MetricError
+from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed, varying_factors
 
 
 def mutual_information_matrix(binned: np.ndarray, factors: np.ndarray) -> np.ndarray:
@@ -61,6 +62,10 @@ def explicitness_of(train_codes: np.ndarray, train_factors: np.ndarray, test_cod
         train_codes, test_codes: ``(n, D)`` codes.
         train_factors, test_factors: ``(n, K)`` their factor classes.
         random_state: the classifiers' seed.
+
+    Raises:
+        MetricError: no factor takes two values on the training points, or a factor has no class that is both
+            present and absent among the test points.
     """
     mean, std = train_codes.mean(0), train_codes.std(0)
     std = np.where(std > 0, std, 1.0)
@@ -68,9 +73,13 @@ def explicitness_of(train_codes: np.ndarray, train_factors: np.ndarray, test_cod
     classes = [len(np.unique(column)) for column in train_factors.T]
 
     # one classifier per class: the factors with the most classes go first, one factor per worker process
-    largest_first = sorted((k for k in range(train_factors.shape[1]) if classes[k] > 1), key=lambda k: -classes[k])
+    largest_first = sorted(varying_factors(train_factors), key=lambda k: -classes[k])
     scores = dict(zip(largest_first, process_map(explicitness_auc, [
         (train_codes, train_factors[:, k], test_codes, test_factors[:, k], random_state) for k in largest_first])))
+    if unmeasured := [k for k in sorted(scores) if np.isnan(scores[k])]:
+        raise MetricError(f"no class of factor(s) {', '.join(map(str, unmeasured))} is both present and absent among "
+                          f"the {len(test_factors):,} test point(s) drawn, so no AUC can be measured; draw more (the "
+                          f"metric's test_points setting)")
     return float(np.mean([scores[k] for k in sorted(scores)]))
 
 

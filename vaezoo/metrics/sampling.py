@@ -21,6 +21,7 @@ import numpy as np
 
 from vaezoo.data import ImageDataset
 from vaezoo.metrics.codes import CODES_BATCH_SIZE, finite_codes
+from vaezoo.errors import MetricError
 from vaezoo.metrics.evaluation import CodeTable, Evaluation
 
 
@@ -97,6 +98,21 @@ def draw(codes: Codes, factors: np.ndarray | None, rng: np.random.Generator,
     """
     indices = rng.integers(0, len(codes), points)
     return finite_codes(codes[indices]), None if factors is None else np.asarray(factors)[indices]
+
+
+def varying_factors(factors: np.ndarray) -> list[int]:
+    """The columns of ``factors`` ``(n, K)``, the factor classes of the training points drawn, that take at least
+    two values: the factors a classifier can learn.
+
+    Raises:
+        MetricError: none does (too few points drawn, e.g. ``points = 1``), where the metric's mean over the
+            factors was NaN or an error of scipy's.
+    """
+    varying = [k for k in range(factors.shape[1]) if len(np.unique(factors[:, k])) > 1]
+    if not varying:
+        raise MetricError(f"no factor takes two values on the {len(factors):,} training point(s) drawn, so there is "
+                          f"nothing to predict; draw more (the metric's points setting)")
+    return varying
 
 
 QUICK_FIT = {"points": 500, "test_points": 250}

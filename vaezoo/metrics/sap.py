@@ -24,7 +24,7 @@ from vaezoo.metrics.fits import sap_row
 from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, Seed, metric_spec
-from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed
+from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed, varying_factors
 
 
 def sap_matrix(train_codes: np.ndarray, train_factors: np.ndarray, test_codes: np.ndarray,
@@ -38,8 +38,11 @@ def sap_matrix(train_codes: np.ndarray, train_factors: np.ndarray, test_codes: n
 
     Returns:
         ``(D, K')``, for the K' factors with at least two values on the training points.
+
+    Raises:
+        MetricError: no factor takes two values on the training points.
     """
-    varying = [k for k in range(train_factors.shape[1]) if len(np.unique(train_factors[:, k])) > 1]
+    varying = varying_factors(train_factors)
     # one code dimension's SVMs per worker process (vaezoo.metrics.parallel.get_jobs): the same fits, the same numbers
     rows = process_map(sap_row, [(train_codes[:, j:j + 1], train_factors[:, varying], test_codes[:, j:j + 1],
                                   test_factors[:, varying], random_state) for j in range(train_codes.shape[1])])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.metrics import mutual_info_score as discrete_mutual_info
 
+from vaezoo.errors import MetricError
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.mig import discretize
 from vaezoo.metrics.sampling import Codes, draw
@@ -29,7 +30,14 @@ from vaezoo.metrics.spec import Bins, Count, Seed, metric_spec
 def gaussian_total_correlation_of(codes: np.ndarray) -> float:
     """The total correlation (nats) of a Gaussian with the sample covariance of ``codes`` ``(n, D)``: minus half
     the log determinant of their correlation matrix. NaN when a dimension is constant; infinite when the
-    correlation matrix is singular to within the rounding of a covariance summed over ``n`` points."""
+    correlation matrix is singular to within the rounding of a covariance summed over ``n`` points.
+
+    Raises:
+        MetricError: fewer than 2 codes, which have no covariance (numpy's was NaN, and the eigenvalues failed).
+    """
+    if len(codes) < 2:
+        raise MetricError(f"the Gaussian total correlation needs the covariance of at least 2 points, got "
+                          f"{len(codes)}; draw more (the metric's points setting)")
     covariance = np.atleast_2d(np.cov(codes, rowvar=False))
     variances = np.diag(covariance)
     if np.any(variances == 0):
