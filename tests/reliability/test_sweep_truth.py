@@ -118,3 +118,23 @@ def test_an_option_and_a_sweep_of_its_field_are_refused_together(tiny, capsys, o
     assert code == 1 and err.strip().splitlines() == [
         f"error: {' '.join(option)} and --sweep both set train.{field} (the members': {said}); give it once"], err
     assert not (tiny / "out").exists()
+
+
+@pytest.mark.parametrize("again, member, old", [("beta=1.0,2.0", "beta=1.0", "beta=1"),
+                                                ("model.regularizers.0.beta=1,2", "model.regularizers.0.beta=1",
+                                                 "beta=1"),
+                                                ("beta=1,2.0", "beta=2.0", "beta=2")])
+def test_a_resume_that_spells_a_sweep_otherwise_is_refused_not_started_afresh(tiny, capsys, again, member, old):
+    """'--sweep beta=1,2' resumed as '--sweep beta=1.0,2.0' (the same values) trained both members again from step 0
+    in new folders beta=1.0/seed-0 and beta=2.0/seed-0, beside the stopped runs, with only a note."""
+    path, out = write_toml(tiny / "tiny.toml", make_card("tiny")), tiny / "out"
+    code, _, err = cli(capsys, "train", str(path), "--out", str(out), "--sweep", "beta=1,2", "--max-steps", "2")
+    assert code == 0, err
+    code, _, err = cli(capsys, "train", str(path), "--out", str(out), "--sweep", again, "--resume")
+    assert code == 1 and err.strip().splitlines() == [
+        f"error: --out {out} holds the run of {member} seed 0 in {out / old / 'seed-0'}, where --sweep now spells it "
+        f"{member}: resumed so, it would start afresh in {out / member / 'seed-0'}; resume with the values spelled "
+        f"as the run was started ({old})"], err
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["beta=1", "beta=2"]
+    code, _, err = cli(capsys, "train", str(path), "--out", str(out), "--sweep", "beta=1,2,3", "--resume")
+    assert code == 0, err  # the runs' own spelling resumes them, and a new value starts beside them

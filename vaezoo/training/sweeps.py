@@ -17,11 +17,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from vaezoo.context import parse_value
+from vaezoo.entries.checkpoints import CHECKPOINT
 from vaezoo.entries.recipe import RECORDS, RESUMED, canonical, recipe
 from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import TrainingError
 
-__all__ = ["Sweep", "MemberSpec", "members", "parse_sweep"]
+__all__ = ["Sweep", "MemberSpec", "check_spelling", "members", "parse_sweep"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,36 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
             folder = Path(tag) / f"seed-{seed}" if tag else Path(f"seed-{seed}")
             out.append(MemberSpec(member, folder, f"{tag} seed {seed}".strip()))
     return out
+
+
+def check_spelling(card: Card, root: Path, specs: Sequence[MemberSpec]) -> None:
+    """Before an ensemble in ``root`` resumes: refuse a member of ``members(card, ...)`` whose folder is new where
+    another folder holds that member's run, its sweep spelled otherwise (``lr=1e-3`` for ``lr=0.001``, ``beta=1``
+    for ``beta=1.0``, ``model.regularizers.0.beta`` for ``beta``): resumed so, it would start afresh beside it.
+
+    Raises:
+        TrainingError: naming both folders and the spelling the run was started with.
+    """
+    same = (RESUMED - {"train.epochs"}) | {"train.seed"}
+    for spec in specs:
+        if len(spec.folder.parts) < 2 or (root / spec.folder).exists():
+            continue
+        made = canonical(recipe(spec.card, same))
+        for other in sorted(root.glob(f"*/{spec.folder.name}/{CHECKPOINT}")):
+            tag = other.parent.parent.name
+            try:
+                varied = card
+                for part in _split(tag):
+                    key, _, value = part.partition("=")
+                    varied = _with_value(varied, _resolve(card, key), parse_value(value))
+            except (TrainingError, ValueError):  # a folder of no sweep of this card
+                continue
+            if canonical(recipe(varied, same)) == made:
+                raise TrainingError.about("{out} {root} holds the run of {label} in {other}, where {sweep} now spells "
+                                          "it {now}: resumed so, it would start afresh in {folder}; resume with the "
+                                          "values spelled as the run was started ({tag})", root=root,
+                                          label=spec.label, other=other.parent, now=spec.folder.parent.name,
+                                          folder=root / spec.folder, tag=tag)
 
 
 def _check_folder_name(tag: str) -> None:

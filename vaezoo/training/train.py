@@ -46,7 +46,7 @@ from vaezoo.training.outputs import check_layout, prepare_out, remove_empty
 from vaezoo.training.publish import publish, published, run_name
 from vaezoo.signals import Interrupted, StopSignals
 from vaezoo.training.single import fit, fit_single
-from vaezoo.training.sweeps import Sweep, members, parse_sweep
+from vaezoo.training.sweeps import Sweep, check_spelling, members, parse_sweep
 
 __all__ = ["CHECKPOINT", "Interrupted", "Run", "TrainOptions", "TrainResult", "fit", "train", "train_seeds"]
 
@@ -210,7 +210,9 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
 
     Raises:
         Interrupted, VaezooError: as :func:`train` does; also when ``seeds`` is empty, names a seed twice,
-            a sweep is unusable, or torchrun starts more processes than there are runs.
+            a sweep is unusable, sets a field ``epochs`` or ``precision`` sets too, or spells a resumed member otherwise
+            than its folder (:func:`~vaezoo.training.sweeps.check_spelling`), or torchrun starts more processes than
+            there are runs.
     """
     card = card if isinstance(card, Card) else get_card(card)
     options = TrainOptions(data_root=data_root, resume=resume, device=device, max_steps=max_steps, name=name,
@@ -229,6 +231,8 @@ def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int],
             raise TrainingError.about(f"{{{option}:{{given}}}} and {{sweep}} both set train.{option} (the members': "
                                       f"{{swept}}); give it once", given=getattr(options, option),
                                       swept=", ".join(map(str, swept)))
+    if resume:
+        check_spelling(fixed, _folder(out), specs)
     return _train(card, [(m.card, _folder(out) / m.folder, m.label) for m in specs], _folder(out), options)
 
 
