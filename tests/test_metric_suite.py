@@ -137,6 +137,23 @@ def test_too_few_points_to_measure_anything_are_refused_in_one_line(score, messa
             score()
 
 
+@pytest.mark.parametrize("name, codes, factors, why", [
+    ("dci_disentanglement", PERFECT, FACTORS[:, :1], "a single factor takes two values"),
+    ("dci_completeness", PERFECT[:, :1], FACTORS, "the code has a single dimension"),
+    ("modularity", PERFECT[:, :1], FACTORS[:, :1], "the dataset has a single factor"),
+])
+def test_a_metric_that_is_nan_for_one_factor_or_one_dimension_says_so(name, codes, factors, why):
+    """The value is undefined (disentanglement_lib's NaN too); vaezoo eval's note said the core did not say why."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if name == "modularity":
+            value = modularity.modularity_from_codes(codes, factors, rng(), 300)
+        else:
+            result = dci.dci_from_codes(codes, factors, rng(), 300, 200)
+            value = result.disentanglement if name == "dci_disentanglement" else result.completeness
+    assert math.isnan(value) and registry("metric")[name].not_finite.startswith("NaN when " + why)
+
+
 # ---- BetaVAE score ------------------------------------------------------------------------------
 
 def beta(codes, factors=FACTORS, seed=0):

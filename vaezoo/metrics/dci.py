@@ -121,6 +121,12 @@ variations of collapsed dimensions, so codes apart by float rounding (the encode
 betatcvae-dsprites' scores by up to 2.2e-3 (docs/metrics.md); ``vaezoo eval --check`` allows this much."""
 
 
+ONE_FACTOR = ("NaN when a single factor takes two values on the training points: the entropy of a dimension's "
+              "importances is taken in base K, the number of such factors, and base 1 has no logarithm")
+ONE_DIMENSION = ("NaN when the code has a single dimension: the entropy of a factor's importances is taken in base D, "
+                 "the number of code dimensions, and base 1 has no logarithm")
+
+
 def dci(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000, seed: Seed = 0) -> DCI:
     """The :class:`DCI` of the mean codes of ``evaluation``'s model on its images, computed once per evaluation
     and settings.
@@ -135,14 +141,16 @@ def dci(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000, 
         evaluation.codes, factors, np.random.default_rng(seed), points, test_points))
 
 
-@metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING, quick=QUICK_FIT)
+@metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING, quick=QUICK_FIT,
+             not_finite=ONE_FACTOR)
 def dci_disentanglement(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
                         seed: Seed = 0) -> float:
     """DCI disentanglement of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
     return dci(evaluation, points, test_points, seed).disentanglement
 
 
-@metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING, quick=QUICK_FIT)
+@metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING, quick=QUICK_FIT,
+             not_finite=ONE_DIMENSION)
 def dci_completeness(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
                      seed: Seed = 0) -> float:
     """DCI completeness of ``evaluation``'s model on its images (arguments as :func:`dci`)."""

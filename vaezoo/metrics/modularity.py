@@ -113,7 +113,9 @@ def explicitness_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Ge
     return explicitness_of(*train, *test, random_state=sklearn_seed(rng))
 
 
-@metric_spec(needs=(FACTORS,), suite="disentanglement")
+@metric_spec(needs=(FACTORS,), suite="disentanglement",
+             not_finite="NaN when the dataset has a single factor: a dimension's deviation from one factor's is "
+                        "divided by K - 1, the number of other factors, which is 0")
 def modularity(evaluation: Evaluation, points: Count = 10_000,
                bins: Count = 20, seed: Seed = 0) -> float:
     """Ridgeway & Mozer's modularity of the mean codes of ``evaluation``'s model on its images (see the module
