@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -41,6 +42,19 @@ def test_pointing_at_the_dataset_folder_itself_gets_a_hint(tmp_path):
     (tmp_path / "MNIST" / "raw").mkdir(parents=True)
     with pytest.raises(DataError, match="looks like the MNIST folder itself: pass the folder that holds it"):
         load_dataset("mnist", tmp_path / "MNIST")
+
+
+@pytest.mark.parametrize("place", ["raw/NAME.gz", "NAME"])
+def test_mnist_files_still_packed_or_beside_raw_get_a_hint(tmp_path, place):
+    """The .gz files the mirror serves, and the files one folder up, were called missing without a word."""
+    (tmp_path / "MNIST" / "raw").mkdir(parents=True)
+    for name in RAW_FILES:
+        (tmp_path / "MNIST" / place.replace("NAME", name)).write_bytes(b"")
+    raw = tmp_path / "MNIST" / "raw"
+    hint = (f"(their .gz files are there: unpack them, e.g. gunzip {raw}/*.gz)" if place.endswith(".gz") else
+            f"({tmp_path / 'MNIST'} holds them: move them into {raw})")
+    with pytest.raises(DataError, match=re.escape(f"is missing {', '.join(RAW_FILES)} {hint}; point data_root")):
+        load_dataset("mnist", tmp_path)
 
 
 def test_offline_a_missing_dataset_is_not_downloaded(tmp_path, monkeypatch):

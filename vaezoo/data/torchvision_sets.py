@@ -131,6 +131,10 @@ def _not_found(cls, name: str, where: DataRoot, exc: Exception) -> DataError:
     hint = ""
     if where.path.name in (cls.__name__, "raw"):
         hint = f" ({where.path} looks like the {cls.__name__} folder itself: pass the folder that holds it)"
+    elif all((raw / f"{f}.gz").is_file() for f in missing):  # downloaded from the mirror, not unpacked
+        hint = f" (their .gz files are there: unpack them, e.g. gunzip {raw}/*.gz)"
+    elif all((raw.parent / f).is_file() for f in missing):
+        hint = f" ({raw.parent} holds them: move them into {raw})"
     return DataError.about("{name} not found: vaezoo looked in {raw} (from {source}) and is missing {missing}{hint}; "
                            "point {data_root} or VAEZOO_DATA at a folder holding {folder}/raw/ in torchvision's "
                            "layout, or {download}", name=name, raw=raw, source=where.source,
