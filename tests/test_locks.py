@@ -367,3 +367,20 @@ def test_eval_write_on_a_run_published_again_after_its_card_was_read_writes_the_
     report = evaluate_card(old, metrics=["elbo"], write=True)
     new = parse_card(path)
     assert report.card.weights == new.weights != old.weights and "elbo" in new.metrics
+
+
+def test_a_run_folder_replaced_by_a_file_under_its_lock_lets_the_blocks_own_error_through(tmp_path):
+    """A run whose --out was removed and a file made in its place stopped with 'error: Not a directory:
+    OUT/.vaezoo.lock.holder', raised while the lock was released, in place of the checkpoint's own error."""
+    folder = tmp_path / "run"
+    with pytest.raises(OutputError, match="cannot write the checkpoint"):
+        with locks.run_lock(folder):
+            for path in folder.iterdir():
+                path.unlink()
+            folder.rmdir()
+            folder.write_text("")
+            raise OutputError("cannot write the checkpoint")
+    with locks.run_lock(tmp_path / "gone"):
+        (tmp_path / "gone" / ".vaezoo.lock.holder").unlink()
+        (tmp_path / "gone" / ".vaezoo.lock").unlink()
+        (tmp_path / "gone").rmdir()

@@ -96,7 +96,9 @@ def _held(lock: Path, guarded: Path, timeout: float, refused: Callable[[str], Va
     try:
         yield
     finally:
-        holder.unlink(missing_ok=True)
+        # the folder may be gone, or a file in its place: the block's own error, if any, is the one to tell
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            holder.unlink()
         file_lock.release()
 
 
