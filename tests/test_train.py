@@ -580,3 +580,15 @@ def test_progress_in_logs_of_a_run_longer_than_a_timedelta_says_so(monkeypatch):
                         interval=0)
     reporter.update(1, 8, lambda: {"loss": 1.0})
     assert stream.getvalue().rstrip().endswith("| eta over 999,999,999 days")
+
+
+def test_fit_on_no_image_is_one_line_before_any_file(data_plugin, tmp_path):
+    """fit(model, dataset, card, out) of a dataset of 0 images stopped with ZeroDivisionError: division by zero."""
+    from vaezoo.assemble import build_model
+    from vaezoo.training.train import fit
+
+    card = Card.model_validate(make_card("tiny"))
+    with pytest.raises(TrainingError, match=r"^dataset 'tiny_blobs' gave 0 training images: nothing to train on; "):
+        fit(build_model(card), ImageDataset(torch.zeros(0, 1, 4, 4, dtype=torch.uint8), scale=1.0), card,
+            tmp_path / "run")
+    assert not (tmp_path / "run" / CHECKPOINT).exists()

@@ -202,6 +202,9 @@ class Plan:
 
     @classmethod
     def of(cls, recipe: TrainRecipe, size: int, world: int) -> Plan:
+        if size < 1:  # an epoch of no step: nothing would train, and the epochs of the progress display divide by it
+            raise TrainingError(f"dataset '{recipe.data.name}' gave 0 training images: nothing to train on; check the "
+                                f"card's [train.data] options, or the dataset given")
         if recipe.batch_size % world:
             raise TrainingError(f"the recipe's batch size {recipe.batch_size} does not split evenly over {world} "
                                 f"processes; run a number of processes that divides it")
