@@ -1240,3 +1240,28 @@ def test_save_pretrained_into_huggingface_hubs_cache_is_refused_and_the_commit_l
         assert all((snapshot / commit / name).is_symlink() for name in ("tiny.safetensors", "tiny.toml"))
     # the commit's name loads the commit's weights, not the fine-tuned ones saved over its snapshot
     assert load(f"hf-hub:{REPO_ID}@{commit}", str(weights)) == [f"True hf-hub:{REPO_ID}@{commit}"]
+
+
+@pytest.mark.parametrize("cuts", [1, 100])
+def test_a_hub_download_cut_short_is_retried_without_a_line_for_each_retry(hub, tmp_path, monkeypatch, cuts):
+    card, weights = entry(tmp_path)
+    hub.commit(REPO_ID, as_repo(card, weights))
+    answer, cut = hub.answer, []
+
+    def cut_short(method: str, path: str, body: bytes):
+        status, headers, payload = answer(method, path, body)
+        if method == "GET" and path.endswith(f"/{weights.name}") and len(cut) < cuts:
+            cut.append(path)
+            return status, headers, payload[:100]  # the Content-Length of the whole file: the rest never comes
+        return status, headers, payload
+
+    monkeypatch.setattr(hub, "answer", cut_short)
+    monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "1")
+    result = run_vaezoo("verify", f"hf-hub:{REPO_ID}")
+    assert hub.downloads(REPO_ID, weights.name) > 1  # huggingface_hub retried
+    if cuts == 1:
+        assert result.returncode == 0 and result.stdout.startswith("tiny: ok ") and result.stderr == ""
+    else:
+        assert result.returncode == 1 and result.stdout.startswith("tiny: FAILED cannot download ")
+        assert len(result.stdout.splitlines()) == 1
+        assert result.stderr == "error: 1 weights file(s) failed verification\n"

@@ -130,21 +130,13 @@ def card_file(name: str) -> tuple[Path, str]:
     """
     repo_id, revision = parse_name(name)
     huggingface_hub = hub(CardError, f"'{name}' (a Hugging Face Hub repository)")
-    # their warnings that no file matched, and that the cache cannot keep the file listing: an error below says it
-    quiet = [logging.getLogger(f"huggingface_hub.{module}") for module in ("_snapshot_download", "_tree_cache")]
-    levels = [log.level for log in quiet]
-    for log in quiet:
-        log.setLevel(logging.ERROR)
     options = _options()
-    try:
-        with translated(CardError, f"cannot fetch the card of {name}", huggingface_hub):
-            folder = Path(huggingface_hub.snapshot_download(
-                repo_id, revision=revision, allow_patterns="*.toml", ignore_patterns="*/*",
-                cache_dir=options.cache_dir, force_download=options.force_download,
-                local_files_only=options.local_files_only, token=options.token))
-    finally:
-        for log, level in zip(quiet, levels, strict=True):
-            log.setLevel(level)
+    with _quiet("_snapshot_download", "_tree_cache", "file_download"), translated(
+            CardError, f"cannot fetch the card of {name}", huggingface_hub):
+        folder = Path(huggingface_hub.snapshot_download(
+            repo_id, revision=revision, allow_patterns="*.toml", ignore_patterns="*/*",
+            cache_dir=options.cache_dir, force_download=options.force_download,
+            local_files_only=options.local_files_only, token=options.token))
     commit = folder.name  # huggingface_hub keeps a revision's files in snapshots/COMMIT
     tomls = sorted(folder.glob("*.toml"))
     if len(tomls) != 1:
@@ -217,8 +209,8 @@ def _download(repo_id: str, revision: str | None, filename: str, weights: Weight
             return Path(cached), read_verified(Path(cached), weights)
         except WeightsError as exc:  # a damaged copy, or the branch moved: ask the Hub again
             damaged = exc
-    with translated(WeightsError, f"cannot download {where}", huggingface_hub), _damaged_copy(
-            damaged, where, huggingface_hub):
+    with _quiet("file_download"), translated(WeightsError, f"cannot download {where}", huggingface_hub), \
+            _damaged_copy(damaged, where, huggingface_hub):
         if options.local_files_only:
             raise huggingface_hub.errors.LocalEntryNotFoundError(where)
         url = huggingface_hub.hf_hub_url(repo_id, filename, revision=revision)
@@ -281,6 +273,22 @@ def _damaged_copy(damaged: WeightsError | None, where: str, huggingface_hub: Mod
                f"the Hub at {constants.ENDPOINT} cannot be reached for a fresh copy; check the network "
                f"(or HF_ENDPOINT)")
         raise WeightsError(f"{damaged}; it is huggingface_hub's cached copy of {where}, and {why}") from None
+
+
+@contextmanager
+def _quiet(*modules: str) -> Iterator[None]:
+    """huggingface_hub's loggers of ``modules`` (``file_download``, ...) at errors only inside the block: their
+    warnings (each retry of a download cut short, no file matched, a file listing the cache cannot keep) are said by
+    the one line of the error that follows, or by nothing when a retry succeeds."""
+    loggers = [logging.getLogger(f"huggingface_hub.{module}") for module in modules]
+    levels = [log.level for log in loggers]
+    for log in loggers:
+        log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for log, level in zip(loggers, levels, strict=True):
+            log.setLevel(level)
 
 
 @contextmanager
