@@ -50,6 +50,21 @@ def test_check_passes_on_a_fresh_card_and_fails_on_a_tampered_metric(trained, ca
     assert "1 metric(s) differ" in line and "cluster_accuracy: card" in line
 
 
+@pytest.mark.parametrize("only", [False, True], ids=["the card's metrics", "--metrics"])
+def test_check_names_a_metric_measured_that_the_card_does_not_hold(trained, capsys, only):
+    """It was measured and left out of the check without a word: 'check: 3 of 3 metrics match', exit 0."""
+    card = tomllib.loads(trained.read_text())
+    if not only:
+        del card["metrics"]["cluster_accuracy"]
+        write_toml(trained, card)
+    capsys.readouterr()
+    assert main(["eval", str(trained), "--check", *(["--metrics", "cluster_accuracy,mutual_info_score"] if only
+                                                    else [])]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == f"note: not on the card, so not checked: {'mutual_info_score' if only else 'cluster_accuracy'}"
+    assert err[-2].startswith(f"check: {1 if only else len(card['metrics'])} of ")
+
+
 def test_check_refuses_a_card_without_metrics(trained, capsys):
     card = tomllib.loads(trained.read_text())
     del card["metrics"]

@@ -97,6 +97,7 @@ def run(args) -> int:
     if comparisons is not None:
         print(f"check: {len(comparisons) - len(failures)} of {len(comparisons)} metrics match the card within "
               f"relative tolerance {args.tolerance:g}{_rounding(comparisons)}", file=sys.stderr)
+        _say_unchecked(report)
     for why in report.failed.values():
         print(printable(f"error: {why}"), file=sys.stderr)
     if failures:
@@ -104,6 +105,13 @@ def run(args) -> int:
                         f"{args.tolerance:g}: " + "; ".join(failures)), file=sys.stderr)
         return 1
     return 1 if report.failed else 0
+
+
+def _say_unchecked(report, run: str = "") -> None:
+    """A note on stderr naming the metrics measured that the card does not hold, which a check cannot compare
+    (``run``: the run it is of, in a batch)."""
+    if unchecked := [name for name in report.results if name not in report.card.metrics]:
+        print(printable(f"note: {run}not on the card, so not checked: {', '.join(unchecked)}"), file=sys.stderr)
 
 
 def _spelled(report) -> dict[str, str]:
@@ -169,6 +177,8 @@ def _print_batch(batch, args) -> int:
     for run in batch.runs:
         if run.report:
             _say_not_finite(run.report, args, f"{run.ref}: ")
+            if args.check:
+                _say_unchecked(run.report, f"{run.ref}: ")
     bad = False
     for run in batch.runs:
         whys = [run.error] if run.error else list(run.report.failed.values()) if run.report else []
