@@ -1265,3 +1265,12 @@ def test_a_hub_download_cut_short_is_retried_without_a_line_for_each_retry(hub, 
         assert result.returncode == 1 and result.stdout.startswith("tiny: FAILED cannot download ")
         assert len(result.stdout.splitlines()) == 1
         assert result.stderr == "error: 1 weights file(s) failed verification\n"
+
+
+@pytest.mark.parametrize("variable, value", [("HF_HUB_ETAG_TIMEOUT", "0.5"), ("HF_HUB_DOWNLOAD_TIMEOUT", "soon")])
+def test_a_huggingface_hub_setting_it_cannot_start_with_is_named(hub, monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    assert one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}")) == (
+        f"error: huggingface_hub cannot start with {variable}='{value}' (invalid literal for int() with base 10: "
+        f"'{value}'); correct or unset it")  # it said to check HF_ENDPOINT and HF_HOME
+    assert hub.requests == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,7 +85,11 @@ def hub(error: type[VaezooError], subject: str) -> ModuleType:
         import huggingface_hub.errors
     except ImportError:
         raise error(f"{subject} needs huggingface_hub, which is not installed; install it with {INSTALL}") from None
-    except ValueError as exc:  # raised as it reads its settings, e.g. an HF_ENDPOINT that is no URL
+    except ValueError as exc:  # raised as it reads its settings, e.g. an HF_HUB_DOWNLOAD_TIMEOUT that is no integer
+        quoted = [f"{name}={value!r}" for name, value in sorted(os.environ.items())
+                  if name.startswith(("HF_", "HUGGINGFACE_")) and value and repr(value) in str(exc)]
+        if quoted:  # the setting whose value the error quotes
+            raise error(f"huggingface_hub cannot start with {', '.join(quoted)} ({exc}); correct or unset it") from None
         raise error(f"huggingface_hub cannot start: {exc}; check its settings (HF_ENDPOINT, HF_HOME)") from None
     return huggingface_hub
 
