@@ -291,3 +291,17 @@ def test_the_members_evaluations_fit_their_metrics_on_one_pool_of_worker_process
     assert [t.card_path is not None for t in trained] == [True, True]
     assert fitted == [1, 2, 3, 4] * 2 and started == [2]
     assert parallel._pool is None
+
+
+def test_the_progress_of_members_of_other_batch_sizes_shows_no_epoch(data_plugin, tmp_path, capsys, monkeypatch):
+    """'--sweep batch_size=8,4' of 64 images showed 'epoch 4/4 step 32/32' where each member trains 2 epochs: the
+    first member's 8 steps an epoch, counted over the 4-image member's 32 steps."""
+    monkeypatch.setenv("VAEZOO_PROGRESS", "1")
+    train_seeds(Card.model_validate(make_card("tiny")), tmp_path / "runs", [0], [Sweep("batch_size", (8, 4))],
+                evaluate=False)
+    last = [line for line in capsys.readouterr().err.splitlines() if " | eta " in line][-1]
+    assert last.startswith("step 32/32 | "), last
+    train_seeds(Card.model_validate(make_card("tiny")), tmp_path / "epochs", [0], [Sweep("epochs", (1, 2))],
+                evaluate=False)
+    last = [line for line in capsys.readouterr().err.splitlines() if " | eta " in line][-1]
+    assert last.startswith("epoch 2/2 step 16/16 | "), last

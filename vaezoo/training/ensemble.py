@@ -722,7 +722,9 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
             reported.add(id(m))
             note(m.error)
 
-    reporter = Reporter(max(s.plan.total for s in stacks), min(m.step for m in members), stacks[0].plan.per_epoch)
+    per_epoch = {s.plan.per_epoch for s in stacks}  # members of other batch sizes count other epochs: none is shown
+    reporter = Reporter(max(s.plan.total for s in stacks), min(m.step for m in members),
+                        per_epoch.pop() if len(per_epoch) == 1 else None)
     with distribution_checks_off(), StopSignals(defer=True) as signals, reporter:
         for s in stacks:
             for m in s.members:

@@ -35,19 +35,20 @@ class Reporter:
     Args:
         total: the run's last step.
         start: the step the run starts from (a resumed run starts past 0).
-        per_epoch: steps per epoch.
+        per_epoch: steps per epoch; None where the runs shown differ in it (an ensemble's sweep of ``batch_size``),
+            which leaves the epoch out.
         every: steps between lines when stderr is not a terminal.
         interval: the fewest seconds between two such lines (the last step's line is always shown).
         refresh: seconds between updates of the values on a terminal.
         console: a rich console (default: stderr).
     """
 
-    def __init__(self, total: int, start: int, per_epoch: int, every: int = 200, refresh: float = 0.5,
+    def __init__(self, total: int, start: int, per_epoch: int | None, every: int = 200, refresh: float = 0.5,
                  console: Console | None = None, interval: float = PLAIN_INTERVAL):
         self.console = console or Console(stderr=True)
         self.total, self.start, self.per_epoch, self.every, self.refresh = total, start, per_epoch, every, refresh
         self.interval = interval
-        self.epochs = math.ceil(total / per_epoch)
+        self.epochs = None if per_epoch is None else math.ceil(total / per_epoch)
         self.t0 = self.shown = time.perf_counter()
         self.images = 0
         self.quiet = not setting_on("VAEZOO_PROGRESS", default=True)
@@ -67,7 +68,7 @@ class Reporter:
         elif (step % self.every or now - self.shown < self.interval) and not last:
             return
         self.shown = now
-        epoch = f"epoch {(step - 1) // self.per_epoch + 1}/{self.epochs}"
+        epoch = "" if self.epochs is None else f"epoch {(step - 1) // self.per_epoch + 1}/{self.epochs} "
         rate = f"{self.images / max(now - self.t0, 1e-9):.0f} img/s"
         terms = printable("  ".join(f"{k} {v:.4g}" for k, v in values().items()))
         if self.display is not None:
@@ -75,7 +76,7 @@ class Reporter:
         else:
             left = (self.total - step) * (now - self.t0) / max(step - self.start, 1)
             eta = datetime.timedelta(seconds=round(left)) if left < _LONGEST_ETA else "over 999,999,999 days"
-            self.console.print(f"{epoch} step {step}/{self.total} | {terms} | {rate} | eta {eta}",
+            self.console.print(f"{epoch}step {step}/{self.total} | {terms} | {rate} | eta {eta}",
                                markup=False, highlight=False, soft_wrap=True)
 
     def close(self) -> None:
