@@ -112,6 +112,41 @@ def test_a_code_that_is_not_finite_is_refused_by_every_metric_in_one_line(score,
         score(codes)
 
 
+TABLE_SCORES = {
+    "betavae": lambda codes, factors: betavae_score.betavae_score_from_codes(codes, factors, rng(), 300, 200, 16),
+    "factorvae": lambda codes, factors: factorvae_score.factorvae_score_from_codes(codes, factors, rng(), 300, 200,
+                                                                                      16, 300),
+    "sap": lambda codes, factors: sap.sap_score_from_codes(codes, factors, rng(), 300, 200),
+    "dci": lambda codes, factors: dci.dci_from_codes(codes, factors, rng(), 300, 200),
+    "modularity": lambda codes, factors: modularity.modularity_from_codes(codes, factors, rng(), 300),
+    "explicitness": lambda codes, factors: modularity.explicitness_from_codes(codes, factors, rng(), 300, 200),
+    "mig_dlib": lambda codes, factors: mig.dlib_mig_gaps(codes, factors),
+    "gaussian_total_correlation": lambda codes, _: unsupervised.gaussian_total_correlation_from_codes(codes, rng(),
+                                                                                                        300),
+    "mutual_info_score": lambda codes, _: unsupervised.mutual_info_score_from_codes(codes, rng(), 300),
+}
+UNSUPERVISED = ("gaussian_total_correlation", "mutual_info_score")
+
+
+@pytest.mark.parametrize("score", [TABLE_SCORES[name] for name in TABLE_SCORES if name not in UNSUPERVISED],
+                         ids=[name for name in TABLE_SCORES if name not in UNSUPERVISED])
+@pytest.mark.parametrize("codes, factors", [(PERFECT[:20], FACTORS), (PERFECT, FACTORS[:20]), (PERFECT, FACTORS[:, 0])],
+                         ids=["fewer codes", "fewer factors", "1-d factors"])
+def test_factors_that_are_not_one_row_per_code_are_refused_in_one_line(score, codes, factors):
+    """20 codes beside 60 rows of factors: SAP, DCI and modularity scored the codes against the first 20 rows without
+    a word; the others raised numpy's IndexError or broadcasting error, or scikit-learn's words."""
+    with pytest.raises(MetricError, match=r"^the factors are the images' factor classes, one row per code, \("):
+        score(codes, factors)
+
+
+@pytest.mark.parametrize("score", TABLE_SCORES.values(), ids=TABLE_SCORES)
+@pytest.mark.parametrize("codes", [PERFECT[:, 0], PERFECT[:, :0]], ids=["1-d codes", "no dimension"])
+def test_codes_that_are_not_a_table_of_rows_are_refused_in_one_line(score, codes):
+    """1-d codes were a Gaussian TC of 0 without a word; the other metrics raised numpy's or scikit-learn's words."""
+    with pytest.raises(MetricError, match=r"^the codes are a table of one row per image, \(N, D\) with D >= 1, got "):
+        score(codes, FACTORS)
+
+
 TOO_FEW_POINTS = {
     "sap points=1": (lambda: sap.sap_score_from_codes(PERFECT, FACTORS, rng(), 1, 200), "no factor takes two values on "
                      "the 1 training point(s) drawn, so there is nothing to predict; draw more (the metric's points"),

@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.multiclass import OneVsRestClassifier
 
-from vaezoo.metrics.codes import finite_codes, require_factors
+from vaezoo.metrics.codes import check_table, finite_codes, require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, Seed, metric_spec
@@ -54,7 +54,7 @@ def betavae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.G
     Returns:
         The evaluation accuracy, in [0, 1].
     """
-    groups = FactorGroups(factors)
+    groups = FactorGroups(check_table(codes, factors))
     train = betavae_features(codes, groups, rng, points, batch)
     test = betavae_features(codes, groups, rng, test_points, batch)
     classifier = OneVsRestClassifier(LogisticRegression(solver="liblinear", random_state=sklearn_seed(rng)))

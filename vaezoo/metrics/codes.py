@@ -78,6 +78,26 @@ def finite_codes(codes) -> np.ndarray:
     return codes
 
 
+def check_table(codes, factors=None) -> np.ndarray | None:
+    """Refuse a table of codes that is not one row of D >= 1 numbers per image, and factor classes that are not one
+    row per code, before a metric draws from them (a shorter table of codes took the first rows of the factors
+    without a word); ``factors`` as an array.
+
+    Raises:
+        MetricError: naming the shapes.
+    """
+    shape = getattr(codes, "shape", None)  # a CodeTable has none, and is (N, D) by construction
+    if shape is not None and (len(shape) != 2 or shape[1] < 1):
+        raise MetricError(f"the codes are a table of one row per image, (N, D) with D >= 1, got shape {tuple(shape)}")
+    if factors is None:
+        return None
+    factors = np.asarray(factors)
+    if factors.ndim != 2 or factors.shape[1] < 1 or len(factors) != len(codes):
+        raise MetricError(f"the factors are the images' factor classes, one row per code, ({len(codes):,}, K) with "
+                          f"K >= 1, got shape {factors.shape}")
+    return factors
+
+
 class FactorisedPosteriors(NamedTuple):
     """The location-scale parts of q(z|x) for every image of a dataset, side by side (each part's
     :meth:`~vaezoo.latents.Posterior.location_scale`).

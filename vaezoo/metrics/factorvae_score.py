@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from vaezoo.errors import MetricError
-from vaezoo.metrics.codes import finite_codes, require_factors
+from vaezoo.metrics.codes import check_table, finite_codes, require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
 from vaezoo.metrics.spec import Count, Seed, metric_spec
@@ -62,7 +62,7 @@ def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random
     Returns:
         The evaluation accuracy of the majority-vote classifier, in [0, 1].
     """
-    groups = FactorGroups(factors)
+    groups = FactorGroups(check_table(codes, factors))
     sample = finite_codes(codes[rng.integers(0, len(codes), variance_points)])
     global_variances = sample.var(0, ddof=1)
     active = np.sqrt(global_variances) >= prune_std

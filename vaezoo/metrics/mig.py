@@ -23,7 +23,7 @@ import numpy as np
 from scipy.special import xlogy
 from torch import Tensor
 
-from vaezoo.metrics.codes import finite_codes, require_factors
+from vaezoo.metrics.codes import check_table, finite_codes, require_factors
 from vaezoo.metrics.entropy import Entropies, chen_columns, dataset_entropies, estimate_entropies
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import DENSITY_MATRIX, FACTORS
@@ -86,7 +86,8 @@ def dlib_mig_gaps(codes: np.ndarray, factors: np.ndarray, bins: int = 20) -> np.
 
     A factor with a single value (zero entropy) has no gap to measure and scores 0.
     """
-    binned, factors = discretize(codes, bins), np.asarray(factors)
+    factors = check_table(codes, factors)
+    binned = discretize(codes, bins)
     mi = np.array([[discrete_mutual_information(factors[:, k], binned[:, j]) for j in range(binned.shape[1])]
                    for k in range(factors.shape[1])])
     entropy = np.array([discrete_mutual_information(f, f) for f in factors.T])

@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from vaezoo.data import ImageDataset
-from vaezoo.metrics.codes import CODES_BATCH_SIZE, finite_codes
+from vaezoo.metrics.codes import CODES_BATCH_SIZE, check_table, finite_codes
 from vaezoo.errors import MetricError
 from vaezoo.metrics.evaluation import CodeTable, Evaluation
 
@@ -96,8 +96,9 @@ def draw(codes: Codes, factors: np.ndarray | None, rng: np.random.Generator,
     Returns:
         Their codes ``(points, D)`` float64 and factors ``(points, K)`` (None when ``factors`` is None).
     """
+    factors = check_table(codes, factors)
     indices = rng.integers(0, len(codes), points)
-    return finite_codes(codes[indices]), None if factors is None else np.asarray(factors)[indices]
+    return finite_codes(codes[indices]), None if factors is None else factors[indices]
 
 
 def varying_factors(factors: np.ndarray) -> list[int]:
