@@ -57,6 +57,39 @@ def test_mnist_files_still_packed_or_beside_raw_get_a_hint(tmp_path, place):
         load_dataset("mnist", tmp_path)
 
 
+@pytest.mark.parametrize("level", ["", "MNIST", "MNIST/raw"], ids=["data folder", "MNIST", "raw"])
+def test_a_data_folder_that_may_not_be_read_is_named_with_what_to_do(tmp_path, monkeypatch, level):
+    """chmod 000 on a folder (as a user without root: the suite runs as root, so the refusal is os.access's): the
+    files under it were called missing, or 'Permission denied' named a file (processed/training.pt) never there."""
+    from vaezoo.data import torchvision_sets
+
+    (tmp_path / "MNIST" / "raw").mkdir(parents=True)
+    locked = tmp_path / level
+    monkeypatch.setattr(torchvision_sets.os, "access", lambda path, mode: os.fspath(path) != os.fspath(locked))
+    with pytest.raises(DataError, match=re.escape(f"mnist: cannot read the folder {locked} (Permission denied); make "
+                                                  f"it readable (chmod u+rx), or point data_root or VAEZOO_DATA at")):
+        load_dataset("mnist", tmp_path, "test")
+
+
+def test_an_mnist_file_that_may_not_be_read_says_so_not_to_replace_it(tmp_path, monkeypatch):
+    from vaezoo.data import torchvision_sets
+
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "t10k-images-idx3-ubyte").write_bytes(b"")
+    opened = torchvision_sets.os.open
+
+    def refuse(path, *args, **kwargs):
+        if os.fspath(path).endswith("t10k-images-idx3-ubyte"):
+            raise PermissionError(13, "Permission denied")
+        return opened(path, *args, **kwargs)
+
+    monkeypatch.setattr(torchvision_sets.os, "open", refuse)
+    with pytest.raises(DataError, match=r"t10k-images-idx3-ubyte cannot be read \(Permission denied\); make it "
+                                        r"readable \(chmod u\+r\), or give a copy you can read$"):
+        load_dataset("mnist", tmp_path, "test")
+
+
 def test_offline_a_missing_dataset_is_not_downloaded(tmp_path, monkeypatch):
     from torchvision.datasets import MNIST
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import struct
@@ -21,6 +22,7 @@ def _load(cls, name: str, root, split: str, image_size: int | None, count: int) 
     if split not in ("train", "test"):
         raise DataError(f"{name} has splits 'train' and 'test', not '{split}'")
     where = data_root(root)
+    _check_folders(where, (where.path, where.path / cls.__name__, where.path / cls.__name__ / "raw"), name)
     _check_idx(where.path / cls.__name__ / "raw", "train" if split == "train" else "t10k", count, name,
                cls.mirrors[0])
     legacy = _legacy_files(where.path / cls.__name__ / "processed", name)
@@ -69,12 +71,26 @@ def _check_idx(raw: Path, prefix: str, count: int, name: str, mirror: str) -> No
                     raise DataError(f"{name} file {path} is not a regular file; {fix}")
                 found = struct.unpack(f">{len(header)}i", file.read(4 * len(header)).ljust(4 * len(header), b"\0"))
         except OSError as exc:
+            if exc.errno == errno.EACCES:  # the file is sound: it is its mode that stops vaezoo
+                fix = "make it readable (chmod u+r), or give a copy you can read"
             raise DataError(f"{name} file {path} cannot be read ({exc.strerror or exc}); {fix}") from None
         size = 4 * len(header) + count * item
         if found != header or info.st_size != size:
             raise DataError(f"{name} file {path} is not the {count:,}-{'image' if item > 1 else 'label'} IDX file "
                             f"of that split (header {found}, {info.st_size:,} bytes; expected {header}, "
                             f"{size:,} bytes); {fix}")
+
+
+def _check_folders(where: DataRoot, folders: tuple[Path, ...], name: str) -> None:
+    """Refuse the first of ``folders`` (each inside the one before) that exists but may not be listed or entered:
+    torchvision and the checks below took its files for missing, or said ``Permission denied`` of a file in it."""
+    for folder in folders:
+        if not folder.is_dir():
+            return
+        if not os.access(folder, os.R_OK | os.X_OK):
+            raise DataError.about("{name}: cannot read the folder {folder} (Permission denied); make it readable "
+                                  "(chmod u+rx), or point {data_root} or VAEZOO_DATA at a copy you can read",
+                                  name=name, folder=folder)
 
 
 def _legacy_files(processed: Path, name: str) -> Path | None:
