@@ -1274,3 +1274,26 @@ def test_a_huggingface_hub_setting_it_cannot_start_with_is_named(hub, monkeypatc
         f"error: huggingface_hub cannot start with {variable}='{value}' (invalid literal for int() with base 10: "
         f"'{value}'); correct or unset it")  # it said to check HF_ENDPOINT and HF_HOME
     assert hub.requests == []
+
+
+FORCED = """
+import sys, vaezoo
+try:
+    vaezoo.from_pretrained(sys.argv[1], force_download=True, local_files_only=sys.argv[2] == "local")
+except vaezoo.errors.VaezooError as exc:
+    print(exc)
+"""
+
+
+def test_force_download_where_the_cache_is_kept_to_says_so_not_that_the_cache_lacks_it(hub, tmp_path):
+    card, weights = entry(tmp_path)
+    hub.commit(REPO_ID, as_repo(card, weights))
+    assert load(f"hf-hub:{REPO_ID}", str(weights))[0].startswith("True")  # in huggingface_hub's cache now
+    hub.requests.clear()
+    for keeping, kept in (("local", "local_files_only is set"), ("HF_HUB_OFFLINE", "HF_HUB_OFFLINE is set"),
+                          ("VAEZOO_OFFLINE", "VAEZOO_OFFLINE=1")):
+        result = run_python("-c", FORCED, REPO_ID, keeping, env={**os.environ, keeping: "1"})
+        assert result.stdout.splitlines() == [
+            f"cannot download {REPO_ID}@{hub.repos[REPO_ID].refs['main']}/{weights.name}: force_download asks for a "
+            f"fresh copy, and {kept}, which keeps to huggingface_hub's cache; give one of them"], result.stderr
+    assert hub.requests == []

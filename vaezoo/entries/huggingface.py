@@ -314,6 +314,10 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
     """Why huggingface_hub failed, in one line, with what to do."""
     offline = "HF_HUB_OFFLINE is set and it is not in huggingface_hub's cache; unset HF_HUB_OFFLINE to download it"
     if isinstance(exc, errors.OfflineModeIsEnabled | errors.LocalEntryNotFoundError):
+        kept = _no_fresh_copy() or ("HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "")
+        if kept and _DOWNLOAD.get().force_download:  # whatever the cache holds, it may not serve it
+            return (f"force_download asks for a fresh copy, and {kept}, which keeps to huggingface_hub's cache; "
+                    f"give one of them")
         if _DOWNLOAD.get().local_files_only:
             return ("local_files_only is set and huggingface_hub's cache lacks it; leave local_files_only unset to "
                     "download it")
