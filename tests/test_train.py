@@ -592,3 +592,32 @@ def test_fit_on_no_image_is_one_line_before_any_file(data_plugin, tmp_path):
         fit(build_model(card), ImageDataset(torch.zeros(0, 1, 4, 4, dtype=torch.uint8), scale=1.0), card,
             tmp_path / "run")
     assert not (tmp_path / "run" / CHECKPOINT).exists()
+
+
+@pytest.mark.parametrize("seeds", [None, [0, 1]])
+def test_a_run_whose_folder_is_removed_while_it_trains_stops_at_its_next_checkpoint(data_plugin, tmp_path,
+                                                                                    monkeypatch, seeds):
+    """A run folder removed between two checkpoints was made again by the next one, without its lock, and the run
+    went on there (where a second run may have started meanwhile); removed during a write, the run said 'No such
+    file or directory; make room' and named the removed checkpoint as the last good one."""
+    import shutil
+
+    from vaezoo.errors import OutputError
+    from vaezoo.training.train import train_seeds
+
+    out = tmp_path / "run"
+    gone = out if seeds is None else out / "seed-1"
+    update = Reporter.update
+
+    def remove_at_step_2(self, step, images, values):
+        if step == 2:
+            shutil.rmtree(gone)
+        update(self, step, images, values)
+
+    monkeypatch.setattr(Reporter, "update", remove_at_step_2)
+    card = Card.model_validate(make_card("tiny"))  # a checkpoint every 4 steps
+    with pytest.raises(OutputError, match=re.escape(
+            f"the run's folder {gone} is gone (removed or moved while the run trained), so the checkpoint of step 4 is "
+            f"not written; where the folder was moved, continue with resume=True")):
+        train(card, out) if seeds is None else train_seeds(card, out, seeds)
+    assert not gone.exists()

@@ -48,9 +48,9 @@ from vaezoo.model import VAE
 from vaezoo.regularizers.base import UpdateBatch
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
-from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, device_store, distribution_checks_off,
-                                  diverged, epoch_order, last_good, make_optimizer, precision_flags, resume_point,
-                                  rng_state, until)
+from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
+                                  distribution_checks_off, diverged, epoch_order, last_good, make_optimizer,
+                                  precision_flags, resume_point, rng_state, until)
 from vaezoo.training.auxiliary import TrainingParts
 from vaezoo.training.compiling import Compiled, step_tensor
 from vaezoo.training.progress import Reporter
@@ -593,6 +593,7 @@ class Stack:
     def _save(self, i: int, rng: dict | None) -> None:
         m = self.members[i]
         self._write_back([i])
+        check_run_folder(m.checkpoint, self.step)
         fix = Phrase("make room, then continue with {resume:True} ({last})", last=last_good(m.checkpoint, m.saved))
         write_checkpoint(m.checkpoint, m.card, m.model, self._optimizer_state(i), self.step, rng, fix,
                          m.parts.state_dict(self._part_states(i)) if m.parts else None)

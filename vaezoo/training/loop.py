@@ -23,7 +23,7 @@ from torch import Tensor
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.schema import Card, TrainRecipe
-from vaezoo.errors import InputError, Phrase, TrainingError, TrainingWarning, WeightsError
+from vaezoo.errors import InputError, OutputError, Phrase, TrainingError, TrainingWarning, WeightsError
 from vaezoo.store.files import remove_temporaries
 from vaezoo.store.weights import load_weights
 from vaezoo.terminal import note
@@ -172,6 +172,19 @@ def same_on_every_rank(find: Callable[[], int | None], run: Run, out: Path) -> i
                                   "every process must resume from the same one: give them one {out} they share",
                                   folder=out, found=found)
     return saved
+
+
+def check_run_folder(checkpoint: Path, step: int) -> None:
+    """Refuse to write the ``checkpoint`` of ``step`` once its run's folder is gone: made again, the folder would take
+    the rest of the run without its lock, where another run may have started meanwhile.
+
+    Raises:
+        OutputError: the folder was removed or moved (or a file put in its place) while the run trained.
+    """
+    if not checkpoint.parent.is_dir():
+        raise OutputError.about("the run's folder {folder} is gone (removed or moved while the run trained), so the "
+                                "checkpoint of step {step} is not written; where the folder was moved, continue with "
+                                "{resume:True}", folder=checkpoint.parent, step=step)
 
 
 def last_good(checkpoint: Path, saved: int | None) -> str:

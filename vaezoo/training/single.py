@@ -25,9 +25,9 @@ from vaezoo.errors import Phrase, TrainingError
 from vaezoo.model import VAE, VAEOutput
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
-from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, device_store, distribution_checks_off,
-                                  diverged, epoch_order, last_good, make_optimizer, precision_flags, resume_point,
-                                  rng_state, same_on_every_rank, until)
+from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
+                                  distribution_checks_off, diverged, epoch_order, last_good, make_optimizer,
+                                  precision_flags, resume_point, rng_state, same_on_every_rank, until)
 from vaezoo.training.auxiliary import TrainingParts
 from vaezoo.training.compiling import Compiled, step_tensor
 from vaezoo.training.progress import Reporter
@@ -147,6 +147,7 @@ class SingleRun:
     def save(self, rng: dict) -> None:
         """Write the checkpoint of the step reached (on rank 0), with the RNG states ``rng``."""
         if self.run.main:
+            check_run_folder(self.checkpoint, self.step)
             fix = Phrase("make room, then continue with {resume:True} ({last})",
                          last=last_good(self.checkpoint, self.saved))
             write_checkpoint(self.checkpoint, self.card, self.model, self.optimizer.state_dict(), self.step, rng, fix,
