@@ -61,14 +61,23 @@ def test_mnist_files_still_packed_or_beside_raw_get_a_hint(tmp_path, place):
 def test_a_data_folder_that_may_not_be_read_is_named_with_what_to_do(tmp_path, monkeypatch, level):
     """chmod 000 on a folder (as a user without root: the suite runs as root, so the refusal is os.access's): the
     files under it were called missing, or 'Permission denied' named a file (processed/training.pt) never there."""
-    from vaezoo.data import torchvision_sets
+    from vaezoo.data import base
 
     (tmp_path / "MNIST" / "raw").mkdir(parents=True)
     locked = tmp_path / level
-    monkeypatch.setattr(torchvision_sets.os, "access", lambda path, mode: os.fspath(path) != os.fspath(locked))
+    monkeypatch.setattr(base.os, "access", lambda path, mode: os.fspath(path) != os.fspath(locked))
     with pytest.raises(DataError, match=re.escape(f"mnist: cannot read the folder {locked} (Permission denied); make "
                                                   f"it readable (chmod u+rx), or point data_root or VAEZOO_DATA at")):
         load_dataset("mnist", tmp_path, "test")
+
+
+def test_a_dsprites_folder_that_may_not_be_read_is_named_with_what_to_do(tmp_path, monkeypatch):
+    """'Permission denied' named DIR/dsprites/dsprites_ndarray_...npz, a path never there."""
+    from vaezoo.data import base
+
+    monkeypatch.setattr(base.os, "access", lambda path, mode: os.fspath(path) != os.fspath(tmp_path))
+    with pytest.raises(DataError, match=re.escape(f"dsprites: cannot read the folder {tmp_path} (Permission denied)")):
+        dsprites(tmp_path, source="official")
 
 
 def test_an_mnist_file_that_may_not_be_read_says_so_not_to_replace_it(tmp_path, monkeypatch):

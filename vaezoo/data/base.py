@@ -191,6 +191,23 @@ def _not_a_folder(path: Path) -> str | None:
     return "is a file, not a folder" if path.is_file() else "is not a folder"
 
 
+def check_folders_readable(folders: tuple[Path, ...], name: str) -> None:
+    """Refuse the first of ``folders`` (each inside the one before) that exists but may not be listed or entered,
+    before a dataset looks for its files there: they were taken for missing, or ``Permission denied`` named a file
+    in it that need not exist.
+
+    Raises:
+        DataError: naming the dataset ``name`` and the folder, and what to do.
+    """
+    for folder in folders:
+        if not folder.is_dir():
+            return
+        if not os.access(folder, os.R_OK | os.X_OK):
+            raise DataError.about("{name}: cannot read the folder {folder} (Permission denied); make it readable "
+                                  "(chmod u+rx), or point {data_root} or VAEZOO_DATA at a copy you can read",
+                                  name=name, folder=folder)
+
+
 def data_root(root: str | os.PathLike | None) -> DataRoot:
     """The directory to read datasets from and whether downloading into it is allowed.
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vaezoo.data.base import DataInfo, DataRoot, Dataset, ImageDataset, data_root, download_advice
+from vaezoo.data.base import (DataInfo, DataRoot, Dataset, ImageDataset, check_folders_readable, data_root,
+                              download_advice)
 from vaezoo.errors import DataError
 from vaezoo.store.limits import check_torch_zip, expanded, not_dense
 
@@ -22,7 +23,7 @@ def _load(cls, name: str, root, split: str, image_size: int | None, count: int) 
     if split not in ("train", "test"):
         raise DataError(f"{name} has splits 'train' and 'test', not '{split}'")
     where = data_root(root)
-    _check_folders(where, (where.path, where.path / cls.__name__, where.path / cls.__name__ / "raw"), name)
+    check_folders_readable((where.path, where.path / cls.__name__, where.path / cls.__name__ / "raw"), name)
     _check_idx(where.path / cls.__name__ / "raw", "train" if split == "train" else "t10k", count, name,
                cls.mirrors[0])
     legacy = _legacy_files(where.path / cls.__name__ / "processed", name)
@@ -79,18 +80,6 @@ def _check_idx(raw: Path, prefix: str, count: int, name: str, mirror: str) -> No
             raise DataError(f"{name} file {path} is not the {count:,}-{'image' if item > 1 else 'label'} IDX file "
                             f"of that split (header {found}, {info.st_size:,} bytes; expected {header}, "
                             f"{size:,} bytes); {fix}")
-
-
-def _check_folders(where: DataRoot, folders: tuple[Path, ...], name: str) -> None:
-    """Refuse the first of ``folders`` (each inside the one before) that exists but may not be listed or entered:
-    torchvision and the checks below took its files for missing, or said ``Permission denied`` of a file in it."""
-    for folder in folders:
-        if not folder.is_dir():
-            return
-        if not os.access(folder, os.R_OK | os.X_OK):
-            raise DataError.about("{name}: cannot read the folder {folder} (Permission denied); make it readable "
-                                  "(chmod u+rx), or point {data_root} or VAEZOO_DATA at a copy you can read",
-                                  name=name, folder=folder)
 
 
 def _legacy_files(processed: Path, name: str) -> Path | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vaezoo.data.base import data_root, download_advice
+from vaezoo.data.base import check_folders_readable, data_root, download_advice
 from vaezoo.data.dsprites.renderer import FACTOR_SIZES, SIZE
 from vaezoo.errors import DataError, Phrase
 from vaezoo.store.files import atomic_save
@@ -125,6 +125,7 @@ def official_path(root) -> Path:
     if root is not None and Path(root).expanduser().is_file():
         return Path(root).expanduser()
     where = data_root(root)
+    check_folders_readable((where.path, where.path / "dsprites"), "dsprites")
     candidates = [where.path / "dsprites" / OFFICIAL_FILE, where.path / OFFICIAL_FILE]
     found = next((c for c in candidates if c.is_file()), None)
     if found is not None:
