@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -1297,3 +1298,17 @@ def test_force_download_where_the_cache_is_kept_to_says_so_not_that_the_cache_la
             f"cannot download {REPO_ID}@{hub.repos[REPO_ID].refs['main']}/{weights.name}: force_download asks for a "
             f"fresh copy, and {kept}, which keeps to huggingface_hub's cache; give one of them"], result.stderr
     assert hub.requests == []
+
+
+@pytest.mark.parametrize("option, instead", [("cache_dir", "None for huggingface_hub's cache (HF_HUB_CACHE)"),
+                                             ("token", "None for the one logged in, or False for none")])
+def test_from_pretrained_refuses_an_empty_cache_dir_or_token(monkeypatch, tmp_path, option, instead):
+    import vaezoo
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("vaezoo.hub.load", lambda *args, **kwargs: pytest.fail("loaded"))
+    said = re.escape(f"from_pretrained's {option} is empty; give one, or {instead}")
+    for empty in ("", " "):  # the cache was made in the current folder; the token sent as 'Bearer '
+        with pytest.raises(OutputError, match=said):
+            vaezoo.from_pretrained("owner/repo", **{option: empty})
+    assert list(tmp_path.iterdir()) == []

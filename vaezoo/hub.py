@@ -133,7 +133,8 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
 
     Raises:
         VaezooError: as :func:`vaezoo.load`; ``revision`` given for a model that is not on the Hub, unlike the
-            ``@REVISION`` of the name, or no branch, tag or commit name (``""``, ``".."``).
+            ``@REVISION`` of the name, or no branch, tag or commit name (``""``, ``".."``); ``cache_dir`` or
+            ``token`` empty.
         TypeError: ``name`` is neither a string nor a path, or a Hub option is not of the type it takes;
             ``map_location``, ``device_map`` or ``torch_dtype`` (another library's name for ``device`` or ``dtype``).
     """
@@ -150,6 +151,11 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
             ("local_files_only", local_files_only, bool, "True or False")):
         if not (isinstance(value, kinds) or value is None and keyword in ("revision", "cache_dir", "token")):
             raise TypeError(f"from_pretrained takes {keyword} as {takes}, not {type(value).__name__}")
+    # huggingface_hub would take an empty cache_dir for the current folder, and send an empty token as 'Bearer '
+    for keyword, value, instead in (("cache_dir", cache_dir, "None for huggingface_hub's cache (HF_HUB_CACHE)"),
+                                    ("token", token, "None for the one logged in, or False for none")):
+        if isinstance(value, str | os.PathLike) and not os.fspath(value).strip():
+            raise OutputError(f"from_pretrained's {keyword} is empty; give one, or {instead}")
     text = os.fspath(name)
     repo = text.removeprefix(HUB_PREFIX)
     here = os.path.isdir(text) or ("@" in text and os.path.lexists(text))  # a folder, or a file no Hub name names
