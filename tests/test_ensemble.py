@@ -305,3 +305,18 @@ def test_the_progress_of_members_of_other_batch_sizes_shows_no_epoch(data_plugin
                 evaluate=False)
     last = [line for line in capsys.readouterr().err.splitlines() if " | eta " in line][-1]
     assert last.startswith("epoch 2/2 step 16/16 | "), last
+
+
+def test_a_members_checkpoint_of_another_seed_is_refused_without_a_single_runs_advice(data_plugin, tmp_path, capsys):
+    """seed-0's checkpoint copied into seed-1 was refused with 'resume with --seed 0', which --seeds does not take."""
+    card = Card.model_validate(make_card("tiny"))
+    train_seeds(card, tmp_path / "runs", [0, 1], max_steps=2)
+    copied = tmp_path / "runs" / "seed-1" / CHECKPOINT
+    copied.write_bytes((tmp_path / "runs" / "seed-0" / CHECKPOINT).read_bytes())
+    before = copied.read_bytes()
+    code = main(["train", str(write_toml(tmp_path / "tiny.toml", make_card("tiny"))), "--out", str(tmp_path / "runs"),
+                 "--seeds", "0,1", "--resume"])
+    assert code == 1 and capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: checkpoint {copied} is of another seed than member seed 1 (train.seed 0 in the checkpoint, 1 in card "
+        f"'tiny-blobs'); put it back in its own seed's folder, or remove it to train this member afresh")
+    assert copied.read_bytes() == before

@@ -166,7 +166,14 @@ class Member:
         parts = TrainingParts(model)
         checkpoint = Path(out) / CHECKPOINT
         torch.manual_seed(card.train.seed)  # the member's stream of sampling noise, as a single run seeds it
-        saved = resume_point(checkpoint, card, model, optimizer, plan, resume, run, parts)
+        try:
+            saved = resume_point(checkpoint, card, model, optimizer, plan, resume, run, parts)
+        except TrainingError as exc:
+            found = exc.phrase.values.get("found") if exc.option == "seed" else None
+            if found is None:  # not the advice of a single run, --seed N, which an ensemble's --seeds does not take
+                raise
+            raise TrainingError(f"checkpoint {checkpoint} is of another seed than member {label} ({found}); put it "
+                                f"back in its own seed's folder, or remove it to train this member afresh") from None
         return cls(card, Path(out), label, model, optimizer, parts, Streams(run.device), torch.Generator(run.device),
                    saved, saved or 0)
 
