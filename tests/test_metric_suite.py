@@ -244,6 +244,13 @@ def test_factorvae_leaves_out_a_factor_with_a_single_value():
         factor(PERFECT, np.full_like(FACTORS, 7))
 
 
+@pytest.mark.parametrize("value", [math.nan, -1.0, math.inf])
+def test_factorvae_refuses_a_pruning_threshold_that_is_no_standard_deviation(value):
+    """--set factorvae_score.prune_std=nan pruned every dimension and scored 0, -1 pruned none, without a word."""
+    with pytest.raises(MetricError, match=r"^metric 'factorvae_score': prune_std = (nan|-1.0|inf) is not a number"):
+        registry("metric")["factorvae_score"].measure(None, prune_std=value)
+
+
 def test_factorvae_prunes_collapsed_dimensions():
     collapsed = np.concatenate([PERFECT, np.zeros((len(FACTORS), 2))], axis=1)
     assert factor(collapsed) == 1.0

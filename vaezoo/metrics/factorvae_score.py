@@ -17,6 +17,10 @@ scores 0.
 
 from __future__ import annotations
 
+import math
+from typing import Annotated
+
+import annotated_types
 import numpy as np
 
 from vaezoo.errors import MetricError
@@ -76,10 +80,15 @@ def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random
     return float(test[classifier, np.arange(test.shape[1])].sum() / test.sum())
 
 
+StandardDeviation = Annotated[float, annotated_types.Interval(ge=0, lt=math.inf)]
+"""The type of ``prune_std``: a standard deviation, 0 (prune nothing) or more; NaN pruned every dimension and -1 none,
+each scored without a word."""
+
+
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
 def factorvae_score(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000, batch: Count = 64,
                     variance_points: Count = 10_000,
-                    prune_std: float = 0.05, seed: Seed = 0) -> float:
+                    prune_std: StandardDeviation = 0.05, seed: Seed = 0) -> float:
     """The FactorVAE score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
 
     Args:
