@@ -1312,3 +1312,16 @@ def test_from_pretrained_refuses_an_empty_cache_dir_or_token(monkeypatch, tmp_pa
         with pytest.raises(OutputError, match=said):
             vaezoo.from_pretrained("owner/repo", **{option: empty})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_push_to_hub_leaves_nothing_in_the_temporary_folder(hub, tmp_path, monkeypatch):
+    card, _ = entry(tmp_path / "cards")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temporary))
+    monkeypatch.setenv("HF_TOKEN", "hf_write")
+    result = run_python("-c", "import sys, vaezoo; vaezoo.push_to_hub(vaezoo.load(sys.argv[1]), 'owner/pushed')",
+                        str(card))
+    assert result.returncode == 0, result.stderr
+    assert "tiny.toml" in hub.files("owner/pushed")
+    assert list(temporary.iterdir()) == []  # the lock file of the folder it staged stayed, one a push

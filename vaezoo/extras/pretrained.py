@@ -222,6 +222,6 @@ def push_to_hub(model: VAE, repo_id: str, *, private: bool = False, token: str |
     card = _card_of(_unwrapped(model))
     if not isinstance(repo_id, str):
         raise TypeError(f"push_to_hub takes the repository 'OWNER/REPO', a string, not {type(repo_id).__name__}")
-    with tempfile.TemporaryDirectory(prefix="vaezoo-push-") as tmp:
-        files = save_pretrained(model, tmp, repo_id)
+    with tempfile.TemporaryDirectory(prefix="vaezoo-push-") as tmp:  # the folder's lock file goes inside it, with it
+        files = save_pretrained(model, Path(tmp) / "model", repo_id)
         return upload(files, repo_id, commit_message or f"vaezoo push {card.name}", private, token, revision)
