@@ -92,7 +92,10 @@ def test_unknown_field(cards_dir, capsys, section, key, field):
     (("name",), "Not A Name!", "name"),
     (("model",), [1, 2], "model"),
     (("sections",), True, "sections"),  # found by the fuzzer: a TypeError before
-], ids=["epochs-text", "negative-batch", "bad-name", "model-list", "sections-bool"])
+    (("train", "epochs"), 2**63, "train.epochs"),  # no TOML integer: other readers of the card refuse it
+    (("train", "checkpoint_every"), 2**64, "train.checkpoint_every"),
+], ids=["epochs-text", "negative-batch", "bad-name", "model-list", "sections-bool", "epochs-past-toml",
+        "checkpoint-every-past-toml"])
 def test_wrong_type(cards_dir, capsys, path, value, field):
     card = make_card("tiny")
     table = card

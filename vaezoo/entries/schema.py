@@ -41,6 +41,7 @@ def _seed(value: Any, where: str = "") -> int:
 
 Seed = Annotated[int, PlainValidator(_seed)]
 """A card field holding a seed: a whole number in [0, :data:`SEED_LIMIT`)."""
+_Count = Annotated[int, Field(gt=0, lt=2**63)]  # TOML's integers are 64-bit: a larger one is no TOML to other readers
 
 
 class _Frozen(BaseModel):
@@ -183,13 +184,13 @@ class TrainRecipe(_Frozen):
     """How the weights were trained. Regularizer schedules live in the card's ``model`` section."""
 
     data: DataSpec
-    epochs: int = Field(gt=0)
-    batch_size: int = Field(gt=0)
+    epochs: _Count
+    batch_size: _Count
     optimizer: Optimizer
     seed: Seed = 0
-    checkpoint_every: int = Field(default=1000, gt=0, description="steps between checkpoints")
+    checkpoint_every: _Count = Field(default=1000, description="steps between checkpoints")
     budget: str | None = Field(default=None, description="wall time of the run on the stated machine")
-    steps: int | None = Field(default=None, ge=0, description="optimizer steps of the run; written by vaezoo train")
+    steps: int | None = Field(default=None, ge=0, lt=2**63, description="optimizer steps of the run; written by vaezoo train")
     precision: Literal["fp32", "tf32", "tf32-conv", "bf16-mixed"] = Field(
         default="tf32-conv", description="the arithmetic of the run on a GPU (the CPU computes float32 for all but "
         "bf16-mixed): fp32 everywhere; tf32: matrix products and convolutions in TF32; tf32-conv: torch's default "
