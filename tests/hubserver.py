@@ -174,15 +174,17 @@ class FakeHub:
 
     def _commit(self, repo_id: str, revision: str, body: bytes):
         self._resolve(repo_id, revision)
-        added, deleted, message = {}, [], ""
+        added, deleted, message, parent = {}, [], "", None
         for line in body.splitlines():
             item = json.loads(line)
             if item["key"] == "header":
-                message = item["value"]["summary"]
+                message, parent = item["value"]["summary"], item["value"].get("parentCommit")
             elif item["key"] == "file":
                 added[item["value"]["path"]] = base64.b64decode(item["value"]["content"])
             elif item["key"] == "deletedFile":
                 deleted.append(item["value"]["path"])
+        if parent is not None and parent != self._resolve(repo_id, revision)[1]:  # 412 Precondition Failed, as the Hub
+            return _json({"error": "A commit has happened since. Please refresh and try again."}, 412)
         commit = self.commit(repo_id, added, deleted, branch=revision)
         self.repos[repo_id].messages[commit] = message
         return _json({"commitUrl": f"{self.endpoint}/{repo_id}/commit/{commit}", "commitOid": commit})

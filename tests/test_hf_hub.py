@@ -1325,3 +1325,26 @@ def test_push_to_hub_leaves_nothing_in_the_temporary_folder(hub, tmp_path, monke
     assert result.returncode == 0, result.stderr
     assert "tiny.toml" in hub.files("owner/pushed")
     assert list(temporary.iterdir()) == []  # the lock file of the folder it staged stayed, one a push
+
+
+def test_a_push_during_which_another_lands_on_the_branch_is_refused_not_left_with_two_cards(hub, tmp_path,
+                                                                                             monkeypatch):
+    card, weights = entry(tmp_path / "mine")
+    other, other_weights = entry(tmp_path / "theirs", seed=1, name="other")
+    hub.commit(REPO_ID, {".gitattributes": b"", "README.md": b"# tiny\n"})
+    answer = hub.answer
+
+    def meanwhile(method: str, path: str, body: bytes):  # another push lands as this one lists the files it replaces
+        if "/tree/" in path and "other.toml" not in hub.files(REPO_ID):
+            hub.commit(REPO_ID, as_repo(other, other_weights))
+        return answer(method, path, body)
+
+    monkeypatch.setattr(hub, "answer", meanwhile)
+    monkeypatch.setenv("HF_TOKEN", "hf_write")
+    error = one_error_line(run_vaezoo("push", str(card), REPO_ID))
+    assert error == (f"error: cannot push 'tiny' to {REPO_ID}: another commit landed on the branch during the push "
+                     f"(another push?); push again")
+    assert [p for p in hub.files(REPO_ID) if p.endswith(".toml")] == ["other.toml"]  # both cards, which nothing loads
+    result = run_vaezoo("push", str(card), REPO_ID)  # again: it replaces the other's card
+    assert result.returncode == 0, result.stderr
+    assert [p for p in hub.files(REPO_ID) if p.endswith(".toml")] == ["tiny.toml"]

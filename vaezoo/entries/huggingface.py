@@ -341,6 +341,8 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
     if code in (401, 403):
         return (f"the Hub at {constants.ENDPOINT} refused it (HTTP {code}): log in with a token allowed to do it "
                 f"('hf auth login' or HF_TOKEN)")
+    if code == 412:  # a commit made on a parent commit the branch no longer points at
+        return "another commit landed on the branch during the push (another push?); push again"
     if code == 429 or isinstance(code, int) and code >= 500:
         status = " ".join(filter(None, (str(code), getattr(response, "reason_phrase", None))))
         return f"the Hub at {constants.ENDPOINT} answered HTTP {status} (busy or failing); try again later"

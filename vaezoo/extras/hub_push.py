@@ -290,11 +290,14 @@ def upload(files: list[Path], repo_id: str, message: str, private: bool = False,
         api.create_repo(repo_id, private=private, exist_ok=True)
         if revision is not None:
             api.create_branch(repo_id, branch=revision, exist_ok=True)
-        replaced = [p for p in api.list_repo_files(repo_id, revision=revision)
+        # the commit whose files are replaced: the Hub refuses the push if another lands on the branch meanwhile, which
+        # would leave two cards (the other's, which this one did not see, and this one)
+        head = api.repo_info(repo_id, revision=revision).sha
+        replaced = [p for p in api.list_repo_files(repo_id, revision=head)
                     if "/" not in p and p.endswith((".toml", ".safetensors")) and p not in {f.name for f in files}]
         operations = [huggingface_hub.CommitOperationAdd(path_in_repo=f.name, path_or_fileobj=str(f)) for f in files]
         operations += [huggingface_hub.CommitOperationDelete(path_in_repo=p) for p in replaced]
-        return api.create_commit(repo_id, operations, commit_message=message, revision=revision)
+        return api.create_commit(repo_id, operations, commit_message=message, revision=revision, parent_commit=head)
 
 
 @dataclass(frozen=True)
