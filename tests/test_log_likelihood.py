@@ -6,10 +6,13 @@ import math
 
 import pytest
 import torch
+from kit import make_card
 
 from vaezoo.assemble import build_part
 from vaezoo.data import ImageDataset
+from vaezoo.entries.schema import Card
 from vaezoo.errors import VaezooError
+from vaezoo.evaluation.measure import evaluate
 from vaezoo.metrics.log_likelihood import elbo, importance_log_likelihood
 
 
@@ -77,3 +80,15 @@ def test_a_bernoulli_model_is_not_scored_on_grey_levels(metric, images):
     with pytest.raises(VaezooError, match=r"^\S+ is a log-likelihood of the images: a Bernoulli likelihood is a "
                                           r"density of binary images only \(pixels 0 or 1\), and these have grey"):
         metric(tiny(), grey)
+
+
+def test_a_sampled_metric_called_alone_gives_vaezoo_eval_s_number(data_plugin):
+    """Samples are drawn batch by batch, so the batch size moves the estimate: called alone, a metric draws in
+    the batches ``vaezoo eval`` uses and gives its number."""
+    generator = torch.Generator().manual_seed(2)
+    images = ImageDataset((torch.rand(150, 1, 8, 8, generator=generator) > 0.5).to(torch.uint8), scale=1.0)
+    model = tiny()
+    card = Card.model_validate(make_card("tiny", eval_settings={"importance_log_likelihood": {"samples": 20}}))
+    measured = evaluate(model, card, metrics=["importance_log_likelihood", "elbo"], dataset=images)
+    assert importance_log_likelihood(model, images, samples=20) == measured["importance_log_likelihood"]
+    assert elbo(model, images) == measured["elbo"]

@@ -16,11 +16,6 @@ from vaezoo.devices import usable_device, usable_dtype
 from vaezoo.errors import DataError, Phrase, setting_on
 
 
-# Small on purpose: on a CPU these nets run 2-3 times faster on a batch whose activations fit the
-# cache (docs/benchmarks.md: `bench_metric_suite.py --metrics mig_chen --batch-size N`); a GPU is still busy at 64.
-EVAL_BATCH_SIZE = 64
-"""Images per forward pass when evaluating (losses, codes, metrics); the results do not depend on it."""
-
 @dataclass
 class ImageDataset:
     """Images kept compactly in memory, converted to float batches on demand.

@@ -17,8 +17,9 @@ from vaezoo.errors import MetricError, VaezooError
 
 
 CODES_BATCH_SIZE = 1024
-"""Images per encoder pass when only codes are wanted (:func:`encode_all`, :func:`mean_codes`): the code of an
-image does not depend on the batch it is encoded in, and large batches keep the encoder's operations large."""
+"""Images per pass of the metrics, in ``vaezoo eval`` and called alone (:func:`encode_all`, :func:`mean_codes`): the
+code of an image does not depend on the batch it is encoded in, and large batches keep the encoder's operations
+large; a metric that draws samples batch by batch draws the same ones in both."""
 
 
 @contextmanager

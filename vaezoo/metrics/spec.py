@@ -3,7 +3,7 @@
 The core's metrics are written as ``function(evaluation, **settings) -> float`` and made specs with
 :func:`metric_spec`; :func:`vaezoo.evaluation.measure.evaluate` hands each one the same
 :class:`~vaezoo.metrics.evaluation.Evaluation`. A spec is also called as a plain metric,
-``spec(model, dataset, device=None, batch_size=64, **settings)``, on an evaluation of its own. A plugin may
+``spec(model, dataset, device=None, batch_size=1024, **settings)``, on an evaluation of its own. A plugin may
 register a plain function of that signature instead (with its needs stated by
 :func:`~vaezoo.metrics.requirements.requires`): :meth:`MetricSpec.of` makes it a spec.
 """
@@ -20,8 +20,9 @@ import numpy as np
 import torch
 
 from vaezoo.context import check_arguments
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.data import ImageDataset
 from vaezoo.errors import MetricError
+from vaezoo.metrics.codes import CODES_BATCH_SIZE
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import Requirement
 
@@ -109,10 +110,12 @@ class MetricSpec:
         evaluation = next(iter(inspect.signature(self.function).parameters))
         check_arguments(self.function, settings, subject, skip=(evaluation,))
 
-    def __call__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
+    def __call__(self, model, dataset: ImageDataset, device=None, batch_size: int = CODES_BATCH_SIZE,
                  **settings: Any) -> float:
         """The metric of ``model`` on ``dataset``, alone (on an :class:`Evaluation` of its own), run on ``device``
-        (``"auto"`` too: :func:`vaezoo.devices.usable_device`)."""
+        (``"auto"`` too: :func:`vaezoo.devices.usable_device`). ``batch_size`` is ``vaezoo eval``'s by default: a
+        metric that draws samples batch by batch (``elbo``, ``importance_log_likelihood``) draws other samples, and
+        gives another estimate, at another batch size."""
         return self.measure(Evaluation(model, dataset, device, batch_size), **settings)
 
     @classmethod
