@@ -190,7 +190,8 @@ class TrainRecipe(_Frozen):
     seed: Seed = 0
     checkpoint_every: _Count = Field(default=1000, description="steps between checkpoints")
     budget: str | None = Field(default=None, description="wall time of the run on the stated machine")
-    steps: int | None = Field(default=None, ge=0, lt=2**63, description="optimizer steps of the run; written by vaezoo train")
+    steps: int | None = Field(default=None, ge=0, lt=2**63,
+                              description="optimizer steps of the run; written by vaezoo train")
     precision: Literal["fp32", "tf32", "tf32-conv", "bf16-mixed"] = Field(
         default="tf32-conv", description="the arithmetic of the run on a GPU (the CPU computes float32 for all but "
         "bf16-mixed): fp32 everywhere; tf32: matrix products and convolutions in TF32; tf32-conv: torch's default "
