@@ -446,3 +446,14 @@ def test_commands_recorded_on_a_card_are_shell_quoted(data_plugin, tmp_path, cap
     rooted = [words for words in given if "--data-root" in words]  # the labels command of a run without one has none
     assert len(rooted) >= 5 and all(words[words.index("--data-root") + 1] == HOSTILE for words in rooted)
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "PWNED #").exists()
+
+
+def test_a_card_records_a_small_value_to_six_significant_digits_and_a_large_one_to_six_decimals():
+    from vaezoo.entries.schema import Card
+    from vaezoo.evaluation.report import as_metrics
+
+    card = Card.model_validate(make_card("mnist"))
+    results = {"reconstruction": -89.744512345, "kl_z": 3.525812345e-05, "objective": 1e-9, "kl_c": math.nan}
+    written = {name: entry.value for name, entry in as_metrics(card, results).items()}
+    assert written["reconstruction"] == -89.744512 and written["kl_z"] == 3.52581e-05 and written["objective"] == 1e-9
+    assert math.isnan(written["kl_c"])

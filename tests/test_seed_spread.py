@@ -66,3 +66,5 @@ def test_the_median_of_the_two_middle_runs_carries_no_float_noise():
 
     runs = [SeedRun(seed=0, value=0.1), SeedRun(seed=1, value=0.2)]  # their float mean is 0.15000000000000002
     assert seed_spread(runs, 0, "seed 0", "vaezoo train CARD --seed N").median == 0.15
+    small = [SeedRun(seed=0, value=3.52581e-05), SeedRun(seed=1, value=3.5259e-05)]  # recorded to 6 digits
+    assert seed_spread(small, 0, "seed 0", "vaezoo train CARD --seed N").median == 3.525855e-05

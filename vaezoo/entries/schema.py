@@ -243,6 +243,12 @@ class SeedSpread(_Frozen):
         return self
 
 
+def recorded(value: float, digits: int = 6) -> float:
+    """``value`` as a card records a metric: to ``digits`` decimals, or to ``digits`` significant digits where that
+    keeps more (a value below 1 in size: a total correlation of 3.5258e-05 is not 3.5e-05, nor 1e-09 zero)."""
+    return float(f"{value:.{digits}g}") if abs(value) < 1 else round(value, digits)
+
+
 class Metric(_Frozen):
     """A number measured by a command anyone can rerun."""
 

@@ -21,7 +21,7 @@ from vaezoo.devices import usable_device
 from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.checkpoints import read_checkpoint
 from vaezoo.entries.entry import check_writable, update_card
-from vaezoo.entries.schema import Card, Metric
+from vaezoo.entries.schema import Card, Metric, recorded
 from vaezoo.errors import CardError, MetricError, VaezooError
 from vaezoo.evaluation.measure import evaluate, failure, why_not_finite
 from vaezoo.metrics import parallel
@@ -246,7 +246,7 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
         spec = metric(name) if name in card.eval_metrics or name in (measured or ()) else None
         registered = spec is not None
         settings = metric_parameters(spec, **card.settings_of(name)) if registered else None
-        return Metric(value=round(value, 6), command=command, vaezoo_version=__version__, note=notes.get(name),
+        return Metric(value=recorded(value), command=command, vaezoo_version=__version__, note=notes.get(name),
                       higher_is_better=spec.higher_is_better if registered else None, parameters=settings or None,
                       data=(card.train.data.options or None) if registered else None,
                       libraries=libraries if registered else None, seeds=seeds.get(name))

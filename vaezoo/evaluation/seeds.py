@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.entry import check_writable, update_card
 from vaezoo.entries.recipe import ABSENT, SEEDED, Difference, check_recipe, differences, recipe
-from vaezoo.entries.schema import Card, SeedRun, SeedSpread
+from vaezoo.entries.schema import Card, SeedRun, SeedSpread, recorded
 from vaezoo.errors import CardError, VaezooError
 from vaezoo.terminal import shell_join, shell_quote
 
@@ -251,8 +251,8 @@ def spread(runs: Sequence[SeedRun], shipped: int, selection: str, command: str) 
         The spread, validated.
     """
     values = [run.value for run in runs]
-    # cards round values to 6 decimals, so the mean of the middle two is exact at 7 (no float noise: 0.3000000001)
-    median = round(statistics.median(values), 7)
+    # cards record values to 6 digits, so the mean of the middle two is exact at 7 (no float noise: 0.3000000001)
+    median = recorded(statistics.median(values), 7)
     return SeedSpread(runs=list(runs), n=len(values), median=median, min=min(values),
                       max=max(values), shipped=shipped, selection=selection, command=command)
 
