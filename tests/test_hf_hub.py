@@ -1348,3 +1348,14 @@ def test_a_push_during_which_another_lands_on_the_branch_is_refused_not_left_wit
     result = run_vaezoo("push", str(card), REPO_ID)  # again: it replaces the other's card
     assert result.returncode == 0, result.stderr
     assert [p for p in hub.files(REPO_ID) if p.endswith(".toml")] == ["tiny.toml"]
+
+
+def test_an_endpoint_that_answers_a_web_page_where_the_hubs_api_belongs_is_said_to(hub, tmp_path, monkeypatch):
+    card, weights = entry(tmp_path)
+    hub.commit(REPO_ID, as_repo(card, weights))
+    monkeypatch.setattr(hub, "answer", lambda method, path, body: (200, {"Content-Type": "text/html"},
+                                                                   b"<html>Sign in to continue</html>"))
+    assert one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}")) == (
+        f"error: cannot fetch the card of hf-hub:{REPO_ID}: the Hub at {hub.endpoint} answered with something other "
+        f"than the Hub's API (not JSON); check HF_ENDPOINT, and any proxy or login page between this machine and the "
+        f"Hub")  # it was json's 'Expecting value: line 1 column 1 (char 0)'

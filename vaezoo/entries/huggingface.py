@@ -11,6 +11,7 @@ before downloading it and against its sha256 before anything reads it.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import re
@@ -346,6 +347,9 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
     if code == 429 or isinstance(code, int) and code >= 500:
         status = " ".join(filter(None, (str(code), getattr(response, "reason_phrase", None))))
         return f"the Hub at {constants.ENDPOINT} answered HTTP {status} (busy or failing); try again later"
+    if isinstance(exc, json.JSONDecodeError):  # a web page where the API's JSON belongs: no Hub, or a portal between
+        return (f"the Hub at {constants.ENDPOINT} answered with something other than the Hub's API (not JSON); check "
+                f"HF_ENDPOINT, and any proxy or login page between this machine and the Hub")
     if isinstance(exc, OSError) and exc.errno is not None and (problem := _cache_problem(exc, constants)):
         return problem
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
