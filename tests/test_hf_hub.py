@@ -1359,3 +1359,11 @@ def test_an_endpoint_that_answers_a_web_page_where_the_hubs_api_belongs_is_said_
         f"error: cannot fetch the card of hf-hub:{REPO_ID}: the Hub at {hub.endpoint} answered with something other "
         f"than the Hub's API (not JSON); check HF_ENDPOINT, and any proxy or login page between this machine and the "
         f"Hub")  # it was json's 'Expecting value: line 1 column 1 (char 0)'
+
+
+@pytest.mark.parametrize("endpoint", ["", "127.0.0.1:9", "ftp://127.0.0.1:9"])
+def test_an_hf_endpoint_that_is_no_http_address_is_named(hub, monkeypatch, endpoint):
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)  # the transport's words: "Request URL is missing ... protocol"
+    assert one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}")) == (
+        f"error: cannot fetch the card of hf-hub:{REPO_ID}: HF_ENDPOINT '{endpoint}' is no http or https address; set "
+        f"it to the Hub's (https://huggingface.co) or a mirror's, or unset it")

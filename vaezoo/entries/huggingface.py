@@ -352,5 +352,8 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
                 f"HF_ENDPOINT, and any proxy or login page between this machine and the Hub")
     if isinstance(exc, OSError) and exc.errno is not None and (problem := _cache_problem(exc, constants)):
         return problem
+    if not constants.ENDPOINT.startswith(("http://", "https://")):
+        return (f"HF_ENDPOINT '{constants.ENDPOINT}' is no http or https address; set it to the Hub's "
+                f"(https://huggingface.co) or a mirror's, or unset it")
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return f"{lines[0] if lines else type(exc).__name__} (Hub {constants.ENDPOINT})"
