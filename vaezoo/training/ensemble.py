@@ -142,6 +142,7 @@ class Member:
         shuffle: the generator of its data order.
         saved: the step of its last checkpoint, None before the first.
         step: the step it reached.
+        had_folder: whether ``out`` was there when the member began (else its first checkpoint makes it).
         error: why it stopped early (its loss became NaN or inf), or None.
     """
 
@@ -155,6 +156,7 @@ class Member:
     shuffle: torch.Generator
     saved: int | None
     step: int
+    had_folder: bool
     error: str | None = None
     epoch: int = -1
     order: Tensor | None = None
@@ -175,7 +177,7 @@ class Member:
             raise TrainingError(f"checkpoint {checkpoint} is of another seed than member {label} ({found}); put it "
                                 f"back in its own seed's folder, or remove it to train this member afresh") from None
         return cls(card, Path(out), label, model, optimizer, parts, Streams(run.device), torch.Generator(run.device),
-                   saved, saved or 0)
+                   saved, saved or 0, Path(out).is_dir())
 
     @property
     def checkpoint(self) -> Path:
@@ -600,7 +602,7 @@ class Stack:
     def _save(self, i: int, rng: dict | None) -> None:
         m = self.members[i]
         self._write_back([i])
-        check_run_folder(m.checkpoint, self.step)
+        check_run_folder(m.checkpoint, self.step, m.had_folder or m.saved is not None)
         fix = Phrase("make room, then continue with {resume:True} ({last})", last=last_good(m.checkpoint, m.saved))
         write_checkpoint(m.checkpoint, m.card, m.model, self._optimizer_state(i), self.step, rng, fix,
                          m.parts.state_dict(self._part_states(i)) if m.parts else None)

@@ -174,14 +174,16 @@ def same_on_every_rank(find: Callable[[], int | None], run: Run, out: Path) -> i
     return saved
 
 
-def check_run_folder(checkpoint: Path, step: int) -> None:
+def check_run_folder(checkpoint: Path, step: int, stood: bool) -> None:
     """Refuse to write the ``checkpoint`` of ``step`` once its run's folder is gone: made again, the folder would take
-    the rest of the run without its lock, where another run may have started meanwhile.
+    the rest of the run without its lock, where another run may have started meanwhile. ``stood`` says that the folder
+    was there (when the run began, or made by an earlier checkpoint); the first checkpoint of a run given a new
+    folder makes it.
 
     Raises:
         OutputError: the folder was removed or moved (or a file put in its place) while the run trained.
     """
-    if not checkpoint.parent.is_dir():
+    if stood and not checkpoint.parent.is_dir():
         raise OutputError.about("the run's folder {folder} is gone (removed or moved while the run trained), so the "
                                 "checkpoint of step {step} is not written; where the folder was moved, continue with "
                                 "{resume:True}", folder=checkpoint.parent, step=step)

@@ -65,6 +65,7 @@ class SingleRun:
         self.optimizer = make_optimizer(recipe, model.parameters())
         self.parts = TrainingParts(model)  # the regularizers' own networks and optimisers (FactorVAE's), if any
         self.checkpoint = Path(out) / CHECKPOINT
+        self.had_folder = Path(out).is_dir()
         torch.manual_seed(recipe.seed + 1_000_003 * run.rank)  # each rank's stream of sampling noise
         self.saved = same_on_every_rank(
             lambda: resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run, self.parts), run, out)
@@ -147,7 +148,7 @@ class SingleRun:
     def save(self, rng: dict) -> None:
         """Write the checkpoint of the step reached (on rank 0), with the RNG states ``rng``."""
         if self.run.main:
-            check_run_folder(self.checkpoint, self.step)
+            check_run_folder(self.checkpoint, self.step, self.had_folder or self.saved is not None)
             fix = Phrase("make room, then continue with {resume:True} ({last})",
                          last=last_good(self.checkpoint, self.saved))
             write_checkpoint(self.checkpoint, self.card, self.model, self.optimizer.state_dict(), self.step, rng, fix,
