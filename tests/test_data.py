@@ -80,6 +80,18 @@ def test_a_dsprites_folder_that_may_not_be_read_is_named_with_what_to_do(tmp_pat
         dsprites(tmp_path, source="official")
 
 
+def test_a_data_folder_that_may_be_entered_but_not_listed_loads(mnist_root, monkeypatch):
+    """chmod 711, as a shared data folder may be: its files are opened by name, and loaded before the check of an
+    unreadable folder refused the folder for its missing read permission."""
+    from vaezoo.data import base
+
+    unlisted = {os.fspath(mnist_root / level) for level in ("", "MNIST", "MNIST/raw")}
+    access = base.os.access
+    monkeypatch.setattr(base.os, "access", lambda path, mode: (
+        not mode & os.R_OK if os.fspath(path) in unlisted else access(path, mode)))
+    assert len(load_dataset("mnist", mnist_root, "test")) == 10_000
+
+
 def test_an_mnist_file_that_may_not_be_read_says_so_not_to_replace_it(tmp_path, monkeypatch):
     from vaezoo.data import torchvision_sets
 

@@ -187,9 +187,10 @@ def _not_a_folder(path: Path) -> str | None:
 
 
 def check_folders_readable(folders: tuple[Path, ...], name: str) -> None:
-    """Refuse the first of ``folders`` (each inside the one before) that exists but may not be listed or entered,
-    before a dataset looks for its files there: they were taken for missing, or ``Permission denied`` named a file
-    in it that need not exist.
+    """Refuse the first of ``folders`` (each inside the one before) that exists but may not be entered, before a
+    dataset looks for its files there: they were taken for missing, or ``Permission denied`` named a file in it that
+    need not exist. A folder that may be entered but not listed (``chmod 711``, as shared folders are) is taken:
+    the datasets open their files by name.
 
     Raises:
         DataError: naming the dataset ``name`` and the folder, and what to do.
@@ -197,7 +198,7 @@ def check_folders_readable(folders: tuple[Path, ...], name: str) -> None:
     for folder in folders:
         if not folder.is_dir():
             return
-        if not os.access(folder, os.R_OK | os.X_OK):
+        if not os.access(folder, os.X_OK):
             raise DataError.about("{name}: cannot read the folder {folder} (Permission denied); make it readable "
                                   "(chmod u+rx), or point {data_root} or VAEZOO_DATA at a copy you can read",
                                   name=name, folder=folder)
