@@ -121,7 +121,7 @@ class MetricSpec:
     @classmethod
     def of(cls, metric: MetricSpec | Callable[..., float]) -> MetricSpec:
         """``metric`` as a spec: a spec as it is; a plain function ``fn(model, dataset, device=None,
-        batch_size=64, **settings)`` with the needs :func:`~vaezoo.metrics.requirements.requires` gave it, its
+        batch_size=1024, **settings)`` with the needs :func:`~vaezoo.metrics.requirements.requires` gave it, its
         keyword defaults as settings, and higher taken as better."""
         if isinstance(metric, MetricSpec):
             return metric
