@@ -25,7 +25,10 @@ from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import DENSITY, NORMALISED_LIKELIHOOD
 from vaezoo.metrics.spec import Count, Seed, metric_spec
 
-CHUNK = 50  # samples decoded together: a batch of 64 images makes 3,200 decoder rows
+CHUNK = 50  # samples whose weights are summed together
+ROWS = 3_200
+"""Decoder rows per pass at most (whole samples of the batch, one at least): the 50 samples of a chunk of a batch
+of 1,024 images, ``vaezoo eval``'s, are 51,200 rows, which took 22 GB for a dSprites model on a CPU."""
 
 
 def _check(model, metric: str) -> None:
@@ -38,12 +41,18 @@ def _log_weights(model, x: torch.Tensor, samples: int) -> Iterator[torch.Tensor]
     """log p(x|z) + log p(z) - log q(z|x) for ``samples`` draws z ~ q(z|x) per image, as ``(S, B)`` chunks of
     at most :data:`CHUNK` draws."""
     posterior = model.encode(x)
+    per_pass = max(1, ROWS // len(x))
     for start in range(0, samples, CHUNK):
         z = torch.stack([posterior.rsample() for _ in range(min(CHUNK, samples - start))])  # (S, B, D)
-        flat = z.flatten(0, 1)
-        images = x.expand(len(z), *x.shape).flatten(0, 1)
-        log_px = -model.likelihood.nll(model.decode_logits(flat), images).flatten(1).sum(1).view(len(z), -1)
+        log_px = torch.cat([_log_px(model, z[s:s + per_pass], x) for s in range(0, len(z), per_pass)])
         yield log_px + posterior.prior_log_prob(z).sum(-1) - posterior.log_prob(z).sum(-1)
+
+
+def _log_px(model, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``(S, B)``: log p(x|z) of the images ``x`` for ``S`` draws ``z`` ``(S, B, D)`` of their codes, decoded in one
+    pass."""
+    images = x.expand(len(z), *x.shape).flatten(0, 1)
+    return -model.likelihood.nll(model.decode_logits(z.flatten(0, 1)), images).flatten(1).sum(1).view(len(z), -1)
 
 
 def _log_mean_weight(model, x: torch.Tensor, samples: int) -> torch.Tensor:
