@@ -251,6 +251,16 @@ def test_factorvae_refuses_a_pruning_threshold_that_is_no_standard_deviation(val
         registry("metric")["factorvae_score"].measure(None, prune_std=value)
 
 
+@pytest.mark.parametrize("setting", ["batch", "variance_points"])
+def test_factorvae_refuses_a_variance_over_a_single_image(setting):
+    """--set factorvae_score.variance_points=1 scored 0 (every variance NaN, every dimension pruned) and batch=1
+    gave every vote to the first active dimension, without a word; 2 is enough to take a variance over."""
+    spec = registry("metric")["factorvae_score"]
+    with pytest.raises(MetricError, match=rf"^metric 'factorvae_score': {setting} = 1 is not a whole number"):
+        spec.measure(None, **{setting: 1})
+    spec.check_settings({setting: 2}, "metric 'factorvae_score'")
+
+
 def test_factorvae_prunes_collapsed_dimensions():
     collapsed = np.concatenate([PERFECT, np.zeros((len(FACTORS), 2))], axis=1)
     assert factor(collapsed) == 1.0

@@ -27,7 +27,7 @@ from vaezoo.errors import MetricError
 from vaezoo.metrics.codes import check_table, finite_codes, require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
-from vaezoo.metrics.spec import Count, Seed, metric_spec
+from vaezoo.metrics.spec import MAX_COUNT, Count, Seed, metric_spec
 from vaezoo.metrics.sampling import Codes, FactorGroups
 
 
@@ -80,14 +80,20 @@ def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random
     return float(test[classifier, np.arange(test.shape[1])].sum() / test.sum())
 
 
+VarianceCount = Annotated[int, annotated_types.Interval(ge=2, le=MAX_COUNT)]
+"""The type of ``batch`` and ``variance_points``: the images a variance is taken over, 2 or more; over one it is NaN
+(variance_points=1 pruned every dimension and scored 0, batch=1 gave every vote to the first active dimension),
+without a word."""
+
+
 StandardDeviation = Annotated[float, annotated_types.Interval(ge=0, lt=math.inf)]
 """The type of ``prune_std``: a standard deviation, 0 (prune nothing) or more; NaN pruned every dimension and -1 none,
 each scored without a word."""
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
-def factorvae_score(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000, batch: Count = 64,
-                    variance_points: Count = 10_000,
+def factorvae_score(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
+                    batch: VarianceCount = 64, variance_points: VarianceCount = 10_000,
                     prune_std: StandardDeviation = 0.05, seed: Seed = 0) -> float:
     """The FactorVAE score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
 
