@@ -1344,7 +1344,7 @@ def test_a_push_during_which_another_lands_on_the_branch_is_refused_not_left_wit
     error = one_error_line(run_vaezoo("push", str(card), REPO_ID))
     assert error == (f"error: cannot push 'tiny' to {REPO_ID}: another commit landed on the branch during the push "
                      f"(another push?); push again")
-    assert [p for p in hub.files(REPO_ID) if p.endswith(".toml")] == ["other.toml"]  # both cards, which nothing loads
+    assert [p for p in hub.files(REPO_ID) if p.endswith(".toml")] == ["other.toml"]  # the other's card alone
     result = run_vaezoo("push", str(card), REPO_ID)  # again: it replaces the other's card
     assert result.returncode == 0, result.stderr
     assert [p for p in hub.files(REPO_ID) if p.endswith(".toml")] == ["tiny.toml"]
