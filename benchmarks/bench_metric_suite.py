@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from vaezoo.metrics.codes import CODES_BATCH_SIZE
+from vaezoo.data import EVAL_BATCH_SIZE
 
 SUITE = ("mig_chen", "total_correlation", "mig_dlib", "betavae_score", "factorvae_score", "sap_score",
          "dci_disentanglement", "dci_completeness", "dci_informativeness", "modularity", "explicitness",
@@ -60,8 +60,8 @@ def main() -> int:
                         help="a dSprites zoo entry (default betatcvae-dsprites)")
     parser.add_argument("--subset", type=int, help="use this many dSprites images (default: all)")
     parser.add_argument("--metrics", default=",".join(SUITE), help="comma-separated metrics (default: the suite)")
-    parser.add_argument("--batch-size", type=int, default=CODES_BATCH_SIZE,
-                        help=f"images per encoder pass of a codes-only encoding (default {CODES_BATCH_SIZE})")
+    parser.add_argument("--batch-size", type=int, default=EVAL_BATCH_SIZE,
+                        help=f"images per encoder pass of a codes-only encoding (default {EVAL_BATCH_SIZE})")
     parser.add_argument("--no-losses", dest="losses", action="store_false",
                         help="leave out the losses' pass: the metrics encode without decoding")
     parser.add_argument("--device", default="cpu", help="where to encode and estimate (default cpu)")

@@ -4,8 +4,8 @@ Plugins register datasets with the ``vaezoo_register_datasets`` hook; a card's r
 gives its options (e.g. ``image_size``). Loading by name goes through :func:`vaezoo.assemble.load_dataset`.
 """
 
-from vaezoo.data.base import (DataInfo, Dataset, DataRoot, ImageDataset, check_data_root, data_root,
+from vaezoo.data.base import (EVAL_BATCH_SIZE, DataInfo, Dataset, DataRoot, ImageDataset, check_data_root, data_root,
                               default_data_dir)
 
-__all__ = ["DataInfo", "Dataset", "DataRoot", "ImageDataset", "check_data_root", "data_root",
+__all__ = ["EVAL_BATCH_SIZE", "DataInfo", "Dataset", "DataRoot", "ImageDataset", "check_data_root", "data_root",
            "default_data_dir"]

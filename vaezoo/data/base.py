@@ -16,6 +16,12 @@ from vaezoo.devices import usable_device, usable_dtype
 from vaezoo.errors import DataError, Phrase, setting_on
 
 
+EVAL_BATCH_SIZE = 1024
+"""Images per pass of the metrics, in ``vaezoo eval`` and called alone: the code of an image does not depend on the
+batch it is encoded in, and large batches keep the encoder's operations large; a metric that draws samples batch by
+batch (``elbo``, ``importance_log_likelihood``) draws the same ones in both, and other ones at another batch size."""
+
+
 @dataclass
 class ImageDataset:
     """Images kept compactly in memory, converted to float batches on demand.

@@ -7,12 +7,12 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from vaezoo.assemble import card_dataset, card_metric, data_info, metric
-from vaezoo.data import ImageDataset
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.schema import Card
 from vaezoo.errors import MetricError, UnknownNameError, VaezooError
 from vaezoo.latents import Posterior
-from vaezoo.metrics.codes import CODES_BATCH_SIZE, EncodingBuilder, inference
+from vaezoo.metrics.codes import EncodingBuilder, inference
 from vaezoo.metrics.evaluation import CountedImages, Evaluation
 from vaezoo.metrics.requirements import unmet
 from vaezoo.model import VAE
@@ -64,7 +64,7 @@ def losses(model: VAE, dataset: ImageDataset | CountedImages, step: int | None, 
     return dict(totals)
 
 
-def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: int = CODES_BATCH_SIZE,
+def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: int = EVAL_BATCH_SIZE,
              metrics: Sequence[str] | None = None,
              on_error: Callable[[str, Exception], None] | None = None,
              dataset: ImageDataset | None = None) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """Evaluation metrics, each a :class:`~vaezoo.metrics.spec.MetricSpec`: its function, whether higher is better,
 what it needs and its settings. ``vaezoo eval`` hands every metric of a card one
 :class:`~vaezoo.metrics.evaluation.Evaluation` (``spec.measure(evaluation)``); alone, a spec is called as
-``metric(model, dataset, device=None, batch_size=CODES_BATCH_SIZE, **settings) -> float``.
+``metric(model, dataset, device=None, batch_size=EVAL_BATCH_SIZE, **settings) -> float``.
 
 Metrics are a registry (``vaezoo_register_metrics``); a card lists those ``vaezoo eval``
 computes in ``eval_metrics``. The core registers the disentanglement metrics of Locatello et

@@ -11,15 +11,11 @@ import torch
 from torch import Tensor
 from torch.distributions import Distribution
 
-from vaezoo.data.base import ImageDataset
+from vaezoo.data.base import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.errors import MetricError, VaezooError
 
 
-CODES_BATCH_SIZE = 1024
-"""Images per pass of the metrics, in ``vaezoo eval`` and called alone (:func:`encode_all`, :func:`mean_codes`): the
-code of an image does not depend on the batch it is encoded in, and large batches keep the encoder's operations
-large; a metric that draws samples batch by batch draws the same ones in both."""
 
 
 @contextmanager
@@ -181,7 +177,7 @@ def has_density_matrix(part) -> bool:
     return True
 
 
-def encode_all(model, dataset: ImageDataset, device=None, batch_size: int = CODES_BATCH_SIZE) -> Encoding:
+def encode_all(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Encoding:
     """Encode every image of ``dataset`` once, without decoding (:func:`inference`): its mode and, for the parts
     whose posterior is a location-scale density (the latent protocol's ``location_scale()``), location and scale.
     A joint latent's categorical parts give no ``posteriors`` columns. ``device`` is where to encode (``"auto"``
@@ -206,7 +202,7 @@ def require_posteriors(encoding: Encoding) -> FactorisedPosteriors:
 
 
 def mean_codes(model, dataset: ImageDataset, indices: Tensor, device=None,
-               batch_size: int = CODES_BATCH_SIZE) -> Tensor:
+               batch_size: int = EVAL_BATCH_SIZE) -> Tensor:
     """The deterministic code (the posterior's mode: the mean, or a one-hot argmax) of the images at ``indices``,
     encoded on ``device`` (``"auto"`` too: :func:`vaezoo.devices.usable_device`) without decoding
     (:func:`inference`).

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from vaezoo.data import ImageDataset
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.errors import MetricError
-from vaezoo.metrics.codes import CODES_BATCH_SIZE, Encoding, encode_all, mean_codes
+from vaezoo.metrics.codes import Encoding, encode_all, mean_codes
 from vaezoo.terminal import Progress
 
 T = TypeVar("T")
@@ -125,7 +125,7 @@ class Evaluation:
         MetricError: ``batch_size`` is not a whole number of at least 1.
     """
 
-    def __init__(self, model, dataset: ImageDataset, device=None, batch_size: int = CODES_BATCH_SIZE) -> None:
+    def __init__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> None:
         if not (isinstance(model, torch.nn.Module) and callable(getattr(model, "encode", None))):
             raise TypeError(f"a metric measures a vaezoo model (vaezoo.load gives one) on an ImageDataset, got "
                             f"{type(model).__name__} as the model")

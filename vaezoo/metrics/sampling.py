@@ -19,8 +19,8 @@ from typing import Protocol
 
 import numpy as np
 
-from vaezoo.data import ImageDataset
-from vaezoo.metrics.codes import CODES_BATCH_SIZE, check_table, finite_codes
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.metrics.codes import check_table, finite_codes
 from vaezoo.errors import MetricError
 from vaezoo.metrics.evaluation import CodeTable, Evaluation
 
@@ -34,7 +34,7 @@ class Codes(Protocol):
     def __getitem__(self, indices: np.ndarray) -> np.ndarray: ...
 
 
-def code_table(model, dataset: ImageDataset, device=None, batch_size: int = CODES_BATCH_SIZE) -> CodeTable:
+def code_table(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> CodeTable:
     """The mean codes of ``model`` on ``dataset``, encoded on first use on ``device`` (``"auto"`` too:
     :func:`vaezoo.devices.usable_device`): the :attr:`~vaezoo.metrics.evaluation.Evaluation.codes` of an
     evaluation of their own."""

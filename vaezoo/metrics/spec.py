@@ -20,9 +20,8 @@ import numpy as np
 import torch
 
 from vaezoo.context import check_arguments
-from vaezoo.data import ImageDataset
+from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import MetricError
-from vaezoo.metrics.codes import CODES_BATCH_SIZE
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import Requirement
 
@@ -110,7 +109,7 @@ class MetricSpec:
         evaluation = next(iter(inspect.signature(self.function).parameters))
         check_arguments(self.function, settings, subject, skip=(evaluation,))
 
-    def __call__(self, model, dataset: ImageDataset, device=None, batch_size: int = CODES_BATCH_SIZE,
+    def __call__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                  **settings: Any) -> float:
         """The metric of ``model`` on ``dataset``, alone (on an :class:`Evaluation` of its own), run on ``device``
         (``"auto"`` too: :func:`vaezoo.devices.usable_device`). ``batch_size`` is ``vaezoo eval``'s by default: a
