@@ -741,3 +741,20 @@ def test_eval_checkpoint_says_what_is_wrong_with_a_missing_or_foreign_file(stopp
     assert_one_line_error(stderr, "was made from card 'tiny-blobs', whose model is not card 'wide''s",
                           "model.encoder.hidden [8] in the checkpoint, [16] in card 'wide'",
                           "give the card the run was started from")
+
+
+@pytest.mark.parametrize("resumed_with, how", [
+    (["--precision", "bf16-mixed"], "without --precision"),
+    (["--seed", "5", "--precision", "fp32"], "with --seed 0 and without --precision"),  # a recipe holds its seed
+])
+def test_a_resume_with_a_precision_the_run_was_started_without_says_to_leave_it_out(data_plugin, tmp_path, capsys,
+                                                                                    resumed_with, how):
+    # it said to resume with the card that started the run, which the user had given, and named bf16-mixed "bf16"
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    out = tmp_path / "run"
+    assert cli(capsys, "train", str(card_path), "--out", str(out), "--max-steps", "2")[0] == 0
+    code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume", *resumed_with)
+    assert code == 1
+    line = assert_one_line_error(stderr, f"checkpoint {out / CHECKPOINT} was made {how}: ", f"; resume {how}")
+    assert '"bf16"' not in line
+    assert cli(capsys, "train", str(card_path), "--out", str(out), "--resume")[0] == 0

@@ -73,11 +73,14 @@ class Checkpoint:
     def refusal(self, card: Card, found: list[Difference]) -> TrainingError:
         """The error refusing to resume this checkpoint with ``card``, whose recipe differs by ``found``; where
         they are fields that an argument of the run sets (its seed, its precision), it names the argument."""
-        overrides = {d.where.removeprefix("train."): PRECISION_NAMES.get(d.other, d.other) for d in found
-                     if d.where in OVERRIDDEN and d.other is not ABSENT}  # a recipe holds bf16-mixed as "bf16"
-        if found and len(overrides) == len(found):
-            given = " and ".join(f"{{{keyword}:{value}}}" for keyword, value in overrides.items())
-            return TrainingError.about("{label} was made with " + given + ": {found}; resume with " + given,
+        if found and all(d.where in OVERRIDDEN for d in found):
+            # the run's value of each argument; absent from its recipe, the argument was not given (the card's)
+            keywords = {d.where.removeprefix("train."): d.other for d in found}
+            given = " and ".join(f"{{{k}:{PRECISION_NAMES.get(v, v)}}}" for k, v in keywords.items()
+                                 if v is not ABSENT)
+            left = " and ".join(f"{{{k}}}" for k, v in keywords.items() if v is ABSENT)
+            how = " and ".join(filter(None, (given and f"with {given}", left and f"without {left}")))
+            return TrainingError.about("{label} was made " + how + ": {found}; resume " + how,
                                        label=self.label, found=_shown(found, card.name))
         return TrainingError.about("{label} was made from card '{made}' with another recipe than card '{card}': "
                                    "{found}; resume with the card that started the run, or choose another {out}",
@@ -334,12 +337,15 @@ def _unfit_state(value: torch.Tensor, param: torch.Tensor, key: str) -> str | No
 
 def _shown(found: list[Difference], name: str) -> str:
     """Where two recipes differ: ``model.hidden 32 in the checkpoint, 64 in card 'NAME'``, the first few."""
-    shown = [f"{d.where} {_show(d.other)} in the checkpoint, {_show(d.card)} in card '{name}'" for d in found]
+    shown = [f"{d.where} {_show(d.other, d.where)} in the checkpoint, {_show(d.card, d.where)} in card '{name}'"
+             for d in found]
     more = f" and {len(shown) - _SHOWN_DIFFERENCES} more" if len(shown) > _SHOWN_DIFFERENCES else ""
     return "; ".join(shown[:_SHOWN_DIFFERENCES]) + more
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, where: str) -> str:
+    if where == "train.precision" and isinstance(value, str):  # a recipe holds bf16-mixed by its old name, "bf16"
+        value = PRECISION_NAMES.get(value, value)
     return "absent" if value is ABSENT else json.dumps(value, ensure_ascii=False)
 
 
