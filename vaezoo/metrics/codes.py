@@ -16,8 +16,6 @@ from vaezoo.devices import usable_device
 from vaezoo.errors import MetricError, VaezooError
 
 
-
-
 @contextmanager
 def eval_mode(model) -> Iterator[None]:
     """``model`` in eval mode, without gradients, for the block; its mode is put back after."""

@@ -28,7 +28,7 @@ from vaezoo.metrics.spec import Count, Seed, metric_spec
 CHUNK = 50  # samples whose weights are summed together
 ROWS = 3_200
 """Decoder rows per pass at most (whole samples of the batch, one at least): the 50 samples of a chunk of a batch
-of 1,024 images, ``vaezoo eval``'s, are 51,200 rows, which took 22 GB for a dSprites model on a CPU."""
+of 1,024 images, ``vaezoo eval``'s, are 51,200 rows, 16 times the activations of a batch of 64 in one pass."""
 
 
 def _check(model, metric: str) -> None:

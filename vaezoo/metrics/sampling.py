@@ -20,8 +20,8 @@ from typing import Protocol
 import numpy as np
 
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
-from vaezoo.metrics.codes import check_table, finite_codes
 from vaezoo.errors import MetricError
+from vaezoo.metrics.codes import check_table, finite_codes
 from vaezoo.metrics.evaluation import CodeTable, Evaluation
 
 
