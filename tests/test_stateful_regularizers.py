@@ -353,3 +353,35 @@ def test_optimiser_settings_torch_refuses_are_one_line_naming_the_regularizer():
     with pytest.raises(PluginError, match=r"regularizer Critic \(regularizers.0\): its optimiser Adam of part 'critic' "
                                           r"refuses its settings \(lr -1.0, .*Invalid learning rate"):
         TrainingParts(SimpleNamespace(regularizers=[Critic()]))
+
+
+def test_a_loop_of_your_own_trains_factorvaes_discriminator_through_training_parts(tmp_path):
+    # the loop docs/plugins.md gives: the model's step, then the parts' step with a second batch of images
+    from vaezoo import load
+    from vaezoo.training.auxiliary import TrainingParts
+
+    recipe = tomllib.loads((REPO / "plugins/vaezoo_methods/recipes/factorvae-dsprites.toml").read_text())
+    recipe["model"]["regularizers"][0].update(layers=2, hidden=16)
+    recipe["model"]["encoder"]["hidden"] = recipe["model"]["decoder"]["hidden"] = 16
+    recipe["train"]["data"] = {"name": "synthetic", "options": {"image_size": 16, "size": 64}}
+    del recipe["train"]["budget"]
+    torch.manual_seed(0)
+    model = load(write_toml(tmp_path / "factorvae-small.toml", recipe), pretrained=False)
+    critic = model.regularizers[0].discriminator
+    before = [p.detach().clone() for p in critic.parameters()]
+    parts = TrainingParts(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    images = torch.rand(32, 1, 16, 16)
+    assert parts.second_batch
+    out = model(images[:8], step=0)
+    with pytest.raises(ValueError, match=r"FactorVAE asks for a second batch of images each step: give step\(\.\.\., "
+                                         r"second=IMAGES\)"):
+        parts.step(model, out, 0)
+    for step in range(3):
+        out = model(images[8 * step:8 * step + 8], step=step)
+        optimizer.zero_grad()
+        out.loss.backward()
+        optimizer.step()
+        losses = parts.step(model, out, step, second=images[torch.randint(32, (8,))])
+        assert losses and all(torch.isfinite(v) for v in losses.values())
+    assert all(not torch.equal(a, b) for a, b in zip(before, critic.parameters()))

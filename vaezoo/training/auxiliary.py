@@ -69,14 +69,28 @@ class TrainingParts:
     def __bool__(self) -> bool:
         return bool(self.regularizers)
 
-    def step(self, model: VAE, out: VAEOutput, store: ImageDataset, batch_size: int, step: int) -> dict[str, Tensor]:
+    @property
+    def second_batch(self) -> bool:
+        """Whether a regularizer asks for a second batch of images each step (FactorVAE's permuted codes)."""
+        return any(r.second_batch for _, r in self.regularizers)
+
+    def step(self, model: VAE, out: VAEOutput, step: int, second: Tensor | None = None) -> dict[str, Tensor]:
         """Train the parts one step after the model's step ``step``, whose forward pass was ``out``.
+
+        In a training loop of your own, call it after the model's optimiser step, with ``second``, a batch drawn
+        at random from the training images, where :attr:`second_batch` says a regularizer asks for one.
 
         Returns:
             Their losses, detached (for a display; never part of the objective).
+
+        Raises:
+            ValueError: :attr:`second_batch` and no ``second`` batch given.
         """
-        second = self.codes(model, self.second_images(store, batch_size))
-        batch = UpdateBatch(out.z.detach(), second, step)
+        if second is None and self.second_batch:
+            names = ", ".join(type(r).__name__ for _, r in self.regularizers if r.second_batch)
+            raise ValueError(f"{names} asks for a second batch of images each step: give step(..., second=IMAGES), "
+                             f"a batch drawn at random from the training images")
+        batch = UpdateBatch(out.z.detach(), self.codes(model, second), step)
         shown = {}
         for i, regularizer in self.regularizers:
             mine = [o for name, o in self.optimizers.items() if name.startswith(f"regularizers.{i}.")]
@@ -96,7 +110,7 @@ class TrainingParts:
         """The images of the step's second batch, ``batch_size`` drawn at random from ``store`` (on the global
         generators, as :meth:`~vaezoo.data.ImageDataset.draw_pixels` draws its pixels), or None when no regularizer
         asks for one (``second_batch``)."""
-        if not any(r.second_batch for _, r in self.regularizers):
+        if not self.second_batch:
             return None
         index = torch.randint(len(store), (batch_size,), device=store.images.device)
         return store.draw_pixels(store.batch(index))

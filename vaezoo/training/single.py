@@ -123,7 +123,7 @@ class SingleRun:
             result.loss.backward()
             self.optimizer.step()
             if self.parts:
-                self.parts.step(self.model, result, store, plan.batch_size, self.step)
+                self.parts.step(self.model, result, self.step, self.parts.second_images(store, plan.batch_size))
         self.step += 1
         self.shown = result
         if self.step % CHECK_EVERY == 0:
