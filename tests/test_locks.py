@@ -384,3 +384,38 @@ def test_a_run_folder_replaced_by_a_file_under_its_lock_lets_the_blocks_own_erro
         (tmp_path / "gone" / ".vaezoo.lock.holder").unlink()
         (tmp_path / "gone" / ".vaezoo.lock").unlink()
         (tmp_path / "gone").rmdir()
+
+
+def test_a_load_of_a_folder_saved_again_meanwhile_waits_for_the_save_and_reads_the_new_pair(tmp_path):
+    """The second save has put its weights in place and not yet its card: the reader, told by the old card that the
+    new weights are not its own, waits for the save (the folder's lock) and loads the new pair."""
+    import shutil
+
+    import torch
+
+    import vaezoo
+
+    first_card, _, _ = write_entry(tmp_path / "a", make_card(name="tiny"))
+    second_card, _, _ = write_entry(tmp_path / "b", make_card(name="tiny"), seed=1)
+    folder = tmp_path / "saved"
+    vaezoo.save_pretrained(vaezoo.load(first_card), folder)
+    second = vaezoo.load(second_card)
+    vaezoo.save_pretrained(second, tmp_path / "saved-b")
+    loaded, failed = [], []
+
+    def load():
+        try:
+            loaded.append(vaezoo.load(folder))
+        except VaezooError as exc:
+            failed.append(exc)
+
+    with locks.folder_lock(folder):  # the second save, under way
+        shutil.copy(tmp_path / "saved-b" / "tiny.safetensors", folder / "tiny.safetensors")
+        reader = threading.Thread(target=load)
+        reader.start()
+        reader.join(1.5)
+        assert reader.is_alive()  # waiting for the save
+        shutil.copy(tmp_path / "saved-b" / "tiny.toml", folder / "tiny.toml")
+    reader.join(30)
+    assert failed == [] and len(loaded) == 1
+    assert all(torch.equal(v, second.state_dict()[k]) for k, v in loaded[0].state_dict().items())

@@ -12,7 +12,7 @@ import os
 import sysconfig
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import nullcontext
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ from vaezoo.errors import CardError, Phrase, VaezooError, WeightsError
 from vaezoo.store.checksums import read_verified, sha256_of, verify
 from vaezoo.store.downloads import cached_path, download
 from vaezoo.store.files import atomic_write, check_beside, commit, file_state, folder_problem, stage
-from vaezoo.store.locks import HOLDER_SUFFIX, card_lock, card_lock_file
+from vaezoo.store.locks import HOLDER_SUFFIX, card_lock, card_lock_file, folder_lock, folder_lock_file
 from vaezoo.store.weights import parse_safetensors, safetensors_writer
 from vaezoo.terminal import shell_join
 
@@ -370,13 +370,17 @@ def load_entry(card: Card) -> tuple[Card, dict[str, torch.Tensor]]:
 
 
 def _card_now(card: Card) -> Card | None:
-    """The card file of ``card`` as it is now, once no process is writing it; None if it still states the weights
-    ``card`` states (or is gone, or unreadable), that is, when ``card``'s weights are not what it says."""
+    """The card file of ``card`` as it is now, once no process is writing it (a run's publication holds the card's
+    lock, ``save_pretrained`` the folder's); None if it still states the weights ``card`` states (or is gone, or
+    unreadable), that is, when ``card``'s weights are not what it says."""
     if card.path is None or card.source is not None or card.weights is None or card.weights.file is None:
         return None
-    guard = card_lock(card.path) if card_lock_file(card.path).exists() else nullcontext()  # a run folder's
     try:
-        with guard:
+        with ExitStack() as held:  # in the order the writers take them
+            if card.path.resolve().parent.name and folder_lock_file(card.path.parent).exists():
+                held.enter_context(folder_lock(card.path.parent))
+            if card_lock_file(card.path).exists():
+                held.enter_context(card_lock(card.path))
             now = parse_card(card.path)
     except (OSError, VaezooError):
         return None

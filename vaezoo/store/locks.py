@@ -198,7 +198,7 @@ def folder_lock(folder: Path) -> Iterator[None]:
         try:
             if folder.name:  # the root folder has no folder beside it
                 held.enter_context(_held(
-                    folder.with_name(f".{folder.name}.lock"), folder, CARD_WAIT, lambda holder: VaezooError(
+                    folder_lock_file(folder), folder, CARD_WAIT, lambda holder: VaezooError(
                         f"folder {folder} was still being written by {holder} after {CARD_WAIT:g} s; try again "
                         f"when it is done"), notice=f"waiting for another vaezoo process writing {folder}",
                     unwritable=lambda exc: _NoRoom()))
@@ -216,6 +216,13 @@ def _unwritable(exc: OSError, guarded: Path, why: str, unwritable: Callable[[OSE
         return unwritable(exc)
     fix = "make room on its disk, then run again" if exc.errno in FULL else "choose a folder you can write in"
     return OutputError(f"cannot write {guarded}: {exc.strerror or exc} ({why}); {fix}")
+
+
+def folder_lock_file(folder: Path) -> Path:
+    """The lock file of the model folder ``folder`` (:func:`folder_lock`): ``.FOLDER.lock`` beside the real
+    folder."""
+    folder = Path(os.path.realpath(folder))
+    return folder.with_name(f".{folder.name}.lock")
 
 
 class _NoRoom(Exception):
