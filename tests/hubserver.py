@@ -1,8 +1,9 @@
 """A stand-in for the Hugging Face Hub on 127.0.0.1, for tests: only the endpoints huggingface_hub calls.
 
-Downloads: repository info at a revision (``/api/models/REPO/revision/REV``), the file tree
-(``/api/models/REPO/tree/REV``) and files (``HEAD``/``GET /REPO/resolve/REV/PATH``, with the ``X-Repo-Commit``,
-``ETag`` and ``Content-Length`` headers huggingface_hub relies on). Uploads: repository creation
+Downloads: repository info at a revision (``/api/models/REPO/revision/REV``, with each file's size and blob id
+when asked ``?blobs=true``), the file tree (``/api/models/REPO/tree/REV``) and files (``HEAD``/``GET
+/REPO/resolve/REV/PATH``, with the ``X-Repo-Commit``, ``ETag`` and ``Content-Length`` headers huggingface_hub
+relies on). Uploads: repository creation
 (``/api/repos/create``), README metadata validation, the upload mode of each file (``preupload``, always
 "regular": contents travel base64-encoded in the commit) and the commit itself (NDJSON). Errors carry the
 ``X-Error-Code`` header (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``) that huggingface_hub maps
@@ -57,6 +58,8 @@ class FakeHub:
         authorizations: the ``Authorization`` header of every request (None where it had none), in order.
         read_only: answer every write (creating a repository, committing) with 401, as the Hub does without
             a token allowed to write.
+        listed_sizes: path -> the size the Hub's listings (the file tree, the repository's files with
+            ``?blobs=true``) give for it instead of its own: a Hub whose listing lies.
         port: the port it listens on, once served.
     """
 
@@ -64,6 +67,7 @@ class FakeHub:
     requests: list[tuple[str, str]] = field(default_factory=list)
     authorizations: list[str | None] = field(default_factory=list)
     read_only: bool = False
+    listed_sizes: dict[str, int] = field(default_factory=dict)
     port: int = 0
 
     @property
@@ -116,7 +120,7 @@ class FakeHub:
             if parts[:2] == ["api", "models"] and len(parts) >= 4:
                 repo_id, rest = "/".join(parts[2:4]), parts[4:]
                 if not rest or rest[0] == "revision":
-                    return self._info(repo_id, rest[1] if rest else "main")
+                    return self._info(repo_id, rest[1] if rest else "main", "blobs=" in urlsplit(path).query)
                 if rest[0] == "tree":
                     return self._tree(repo_id, rest[1])
                 if rest[0] == "preupload":
@@ -140,15 +144,19 @@ class FakeHub:
             return status, {**headers, "Content-Type": "application/json"}, payload
         return _json({"error": f"the fake Hub does not answer {method} {path}"}, 400)
 
-    def _info(self, repo_id: str, revision: str):
+    def _info(self, repo_id: str, revision: str, blobs: bool = False):
         repo, commit = self._resolve(repo_id, revision)
-        return _json({"id": repo_id, "sha": commit, "private": False,
-                      "siblings": [{"rfilename": p} for p in sorted(repo.commits[commit])]})
+        siblings = [{"rfilename": p, **({"size": self._listed_size(p, d), "blobId": git_blob_id(d)} if blobs else {})}
+                    for p, d in sorted(repo.commits[commit].items())]
+        return _json({"id": repo_id, "sha": commit, "private": False, "siblings": siblings})
 
     def _tree(self, repo_id: str, revision: str):
         repo, commit = self._resolve(repo_id, revision)
-        return _json([{"type": "file", "path": p, "size": len(d), "oid": git_blob_id(d)}
+        return _json([{"type": "file", "path": p, "size": self._listed_size(p, d), "oid": git_blob_id(d)}
                       for p, d in sorted(repo.commits[commit].items())])
+
+    def _listed_size(self, path: str, data: bytes) -> int:
+        return self.listed_sizes.get(path, len(data))
 
     def _file(self, method: str, repo_id: str, revision: str, path: str):
         repo, commit = self._resolve(repo_id, revision)

@@ -23,7 +23,7 @@ from kit import (cli, entries, install_plugin, make_card, refuse_writes, run_pyt
 from pydantic import ValidationError
 
 from vaezoo.cli import main
-from vaezoo.entries.catalog import get_card
+from vaezoo.entries.catalog import MAX_CARD_BYTES, get_card
 from vaezoo.entries.entry import fetch
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, OutputError, VaezooError, WeightsError
@@ -219,9 +219,45 @@ def test_push_commits_to_the_branch_with_the_message_asked_for(hub, tmp_path):
     assert repo.messages[repo.refs["trial"]] == "vaezoo push tiny"
     assert one_error_line(run_vaezoo("push", str(card), "owner/branched", "--revision", "x", "--dry-run")) == (
         "error: --commit-message and --revision go with an upload; --dry-run commits nothing")
-    offline = one_error_line(run_vaezoo("push", str(card), "owner/branched", env={**os.environ, "HF_HUB_OFFLINE": "1"}))
-    assert offline == ("error: cannot push 'tiny' to owner/branched: HF_HUB_OFFLINE is set, and a push needs the Hub; "
-                       "unset HF_HUB_OFFLINE")
+
+
+# push_to_hub and hub_push.push of the card argv[1], each printing its error
+PUSH_OFFLINE = """
+import sys, vaezoo
+from vaezoo.entries.catalog import get_card
+from vaezoo.errors import VaezooError
+from vaezoo.extras.hub_push import push
+for call in (lambda: vaezoo.push_to_hub(vaezoo.load(sys.argv[1]), "owner/x"), lambda: push(get_card(sys.argv[1]),
+                                                                                            "owner/x")):
+    try:
+        call()
+    except VaezooError as exc:
+        print(f"{type(exc).__name__}: {exc}")
+"""
+
+
+@pytest.mark.parametrize("setting, said", [("VAEZOO_OFFLINE", "VAEZOO_OFFLINE=1"),
+                                           ("HF_HUB_OFFLINE", "HF_HUB_OFFLINE is set")])
+def test_a_push_offline_is_refused_before_any_request_and_before_anything_is_staged(hub, tmp_path, setting, said):
+    card, _ = entry(tmp_path / "cards")
+    temporary, out = tmp_path / "tmp", tmp_path / "out"
+    temporary.mkdir()
+    offline = {**os.environ, setting: "1", "TMPDIR": str(temporary), "HF_TOKEN": "hf_write"}
+    refused = f"cannot push 'tiny' to owner/x: {said}, and a push needs the Hub; unset {setting} to push"
+
+    error = one_error_line(run_vaezoo("push", str(card), "owner/x", "--out", str(out), env=offline))
+    assert error == f"error: {refused} (--dry-run writes the files without the network)"
+    result = run_python("-c", PUSH_OFFLINE, str(card), env=offline)
+    assert result.stdout.splitlines() == [
+        f"OutputError: {refused} (vaezoo.save_pretrained writes the files without the network)",
+        f"OutputError: {refused} ('vaezoo push --dry-run' writes the files without the network)"], result.stderr
+    assert hub.requests == [] and hub.repos == {}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "hf_home") == ["cards", "tmp"]  # no --out, no lock
+    assert list(temporary.iterdir()) == []
+
+    staged = run_vaezoo("push", str(card), "owner/x", "--dry-run", "--out", str(out), env=offline)
+    assert staged.returncode == 0, staged.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(STAGED)
 
 
 @pytest.mark.slow
@@ -264,6 +300,35 @@ def test_a_hub_model_that_cannot_be_had_is_a_one_line_error(hub, tmp_path, monke
         "bad name": ("hf-hub:tiny", "'hf-hub:tiny' is not a Hub model; write hf-hub:OWNER/REPO"),
     }[case]
     assert expected in one_error_line(run_vaezoo("info", name))
+
+
+@pytest.mark.parametrize("listed", ["its size", "a card's size"])
+def test_a_hub_card_larger_than_a_card_may_be_is_refused_from_the_listing_before_its_download(hub, tmp_path, listed):
+    card, weights = entry(tmp_path)
+    large = card.read_bytes() + b"#" * MAX_CARD_BYTES
+    commit = hub.commit(REPO_ID, {**as_repo(card, weights), card.name: large})
+    if listed == "a card's size":  # a Hub whose listing lies: the card is still refused, once downloaded
+        hub.listed_sizes[card.name] = card.stat().st_size
+
+    error = one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}"))
+    if listed == "its size":
+        assert error == (f"error: hf-hub:{REPO_ID}: the Hub lists its card {card.name} at {len(large):,} bytes, more "
+                         f"than the {MAX_CARD_BYTES:,} a card may have; it is not a card file (commit {commit})")
+        assert hub.downloads(REPO_ID, card.name) == 0
+    else:
+        assert error.endswith(f"{card.name}: is {len(large):,} bytes, more than the {MAX_CARD_BYTES:,} a card may "
+                              f"have; it is not a card file")
+        assert hub.downloads(REPO_ID, card.name) == 1
+
+
+def test_a_hub_root_of_many_cards_is_refused_from_the_listing_naming_the_first_ones(hub, tmp_path):
+    card, weights = entry(tmp_path)
+    cards = {f"c{i:02}.toml": card.read_bytes() for i in range(12)}
+    commit = hub.commit(REPO_ID, {**as_repo(card, weights), **cards})
+    error = one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}"))
+    assert error == (f"error: hf-hub:{REPO_ID} must hold exactly one vaezoo card at its root, found 13 *.toml files: "
+                     f"{', '.join(sorted(cards)[:10])} and 3 more (commit {commit})")
+    assert not any(hub.downloads(REPO_ID, name) for name in [*cards, card.name])
 
 
 @pytest.mark.parametrize("weights_file", ["missing.safetensors", "../tiny.safetensors"])

@@ -29,6 +29,8 @@ from vaezoo.errors import CardError, VaezooError, WeightsError, setting_on
 INSTALL = 'pip install "vaezoo[hub]"'
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # OWNER/REPO
 _NAME = re.compile(rf"{HUB_PREFIX}(?P<repo>{REPO_ID.pattern})(?:@(?P<revision>[^\s@]+))?")
+COMMIT = re.compile(r"[0-9a-f]{40}")  # a commit's hash, which names no branch or tag
+NAMED_CARDS = 10  # a root holding more cards is said to, with the first ones named
 
 @dataclass(frozen=True)
 class Download:
@@ -139,6 +141,7 @@ def card_file(name: str) -> tuple[Path, str]:
     options = _options()
     with _quiet("_snapshot_download", "_tree_cache", "file_download"), translated(
             CardError, f"cannot fetch the card of {name}", huggingface_hub):
+        _refuse_listed_cards(name, repo_id, revision, options, huggingface_hub)
         folder = Path(huggingface_hub.snapshot_download(
             repo_id, revision=revision, allow_patterns="*.toml", ignore_patterns="*/*",
             cache_dir=options.cache_dir, force_download=options.force_download,
@@ -146,9 +149,48 @@ def card_file(name: str) -> tuple[Path, str]:
     commit = folder.name  # huggingface_hub keeps a revision's files in snapshots/COMMIT
     tomls = sorted(folder.glob("*.toml"))
     if len(tomls) != 1:
-        found = ", ".join(p.name for p in tomls) if tomls else "no *.toml file"
-        raise CardError(f"{name} must hold exactly one vaezoo card at its root, found {found} (commit {commit})")
+        raise CardError(_not_one_card(name, [p.name for p in tomls], commit))
     return tomls[0], f"{HUB_PREFIX}{repo_id}@{commit}"
+
+
+def _not_one_card(name: str, cards: list[str], commit: str) -> str:
+    """Why ``name``, whose root holds ``cards`` at ``commit``, is no model: it must hold exactly one."""
+    shown = ", ".join(cards[:NAMED_CARDS]) + (f" and {len(cards) - NAMED_CARDS} more" if len(cards) > NAMED_CARDS
+                                              else "")
+    found = f"{len(cards)} *.toml files: {shown}" if len(cards) > NAMED_CARDS else shown or "no *.toml file"
+    return f"{name} must hold exactly one vaezoo card at its root, found {found} (commit {commit})"
+
+
+def _refuse_listed_cards(name: str, repo_id: str, revision: str | None, options: Download,
+                         huggingface_hub: ModuleType) -> None:
+    """Refuse, before anything is downloaded, a repository whose root the Hub lists with several cards or with a
+    card larger than a card may be (:data:`~vaezoo.entries.catalog.MAX_CARD_BYTES`).
+
+    The card is checked again once downloaded (a Hub may list other sizes than it serves). Nothing is asked where
+    huggingface_hub keeps to its cache (offline, ``local_files_only``, a commit already cached), and a Hub that does
+    not answer is left to ``snapshot_download``, which asks again and serves the cache then, or says why it cannot.
+    """
+    from vaezoo.entries.catalog import MAX_CARD_BYTES
+
+    constants = huggingface_hub.constants
+    if options.local_files_only or constants.HF_HUB_OFFLINE:
+        return
+    if revision is not None and COMMIT.fullmatch(revision) and not options.force_download and (
+            Path(options.cache_dir or constants.HF_HUB_CACHE).expanduser() / f"models--{repo_id.replace('/', '--')}"
+            / "snapshots" / revision).is_dir():
+        return
+    try:  # one request, which huggingface_hub does not retry: a Hub that is down is not waited for twice
+        info = huggingface_hub.HfApi(token=options.token).model_info(repo_id, revision=revision, files_metadata=True)
+    except (OSError, ValueError, *huggingface_hub.errors.HfHubHTTPError.__bases__):
+        return
+    cards = {sibling.rfilename: sibling.lfs.size if sibling.lfs else sibling.size for sibling in info.siblings or []
+             if "/" not in sibling.rfilename and sibling.rfilename.endswith(".toml")}
+    if len(cards) > 1:
+        raise CardError(_not_one_card(name, sorted(cards), info.sha))
+    for path, size in cards.items():
+        if isinstance(size, int) and size > MAX_CARD_BYTES:
+            raise CardError(f"{name}: the Hub lists its card {path} at {size:,} bytes, more than the "
+                            f"{MAX_CARD_BYTES:,} a card may have; it is not a card file (commit {info.sha})")
 
 
 def hub_weights(card: Card) -> tuple[Path, bytes]:

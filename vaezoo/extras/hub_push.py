@@ -19,7 +19,7 @@ from vaezoo.entries.catalog import card_reference, check_card, list_cards, parse
 from vaezoo.entries.entry import fetch, fetch_verified, write_card, write_entry
 from vaezoo.entries.huggingface import hub, revision_problem, translated
 from vaezoo.entries.schema import HUB_PREFIX, Card, Weights
-from vaezoo.errors import OutputError, VaezooError, WeightsError
+from vaezoo.errors import OutputError, VaezooError, WeightsError, setting_on
 from vaezoo.extras.hub_card import hub_config, model_card
 from vaezoo.store.checksums import sha256_of
 from vaezoo.store.files import atomic_write, folder_problem, new_folder_mode, temporaries
@@ -98,6 +98,25 @@ def check_revision(revision: str | None) -> None:
     """
     if revision is not None and (problem := revision_problem(revision)) is not None:
         raise OutputError(problem)
+
+
+def refuse_offline(name: str, repo_id: str, instead: str) -> None:
+    """Refuse a push where the network is kept off (``VAEZOO_OFFLINE=1``, ``HF_HUB_OFFLINE=1``), before any request
+    and before anything is staged: one line naming the setting, and ``instead``, what writes the files without it.
+
+    Raises:
+        OutputError: naming the setting; or huggingface_hub is not installed.
+        VaezooError: ``VAEZOO_OFFLINE`` is neither on nor off.
+    """
+    huggingface_hub = hub(OutputError, "pushing to the Hugging Face Hub")
+    if setting_on("VAEZOO_OFFLINE"):
+        variable, said = "VAEZOO_OFFLINE", "VAEZOO_OFFLINE=1"
+    elif huggingface_hub.constants.HF_HUB_OFFLINE:
+        variable, said = "HF_HUB_OFFLINE", "HF_HUB_OFFLINE is set"
+    else:
+        return
+    raise OutputError(f"cannot push '{name}' to {repo_id}: {said}, and a push needs the Hub; unset {variable} to push "
+                      f"({instead} writes the files without the network)")
 
 
 def on_hub(card: Card, repo_id: str) -> Card:
@@ -259,7 +278,7 @@ def push(card: Card, repo_id: str, folder: Path | None = None, private: bool = F
     Raises:
         OutputError: huggingface_hub is missing, or the Hub refused (not logged in, no such owner, offline).
     """
-    hub(OutputError, "pushing to the Hugging Face Hub")
+    refuse_offline(card.name, repo_id, "'vaezoo push --dry-run'")
     if folder is None:
         with tempfile.TemporaryDirectory(prefix="vaezoo-push-") as tmp:
             return push(card, repo_id, Path(tmp), private, token, commit_message, revision)
@@ -281,9 +300,7 @@ def upload(files: list[Path], repo_id: str, message: str, private: bool = False,
     """
     huggingface_hub = hub(OutputError, "pushing to the Hugging Face Hub")
     name = next(f.stem for f in files if f.suffix == ".toml")
-    if huggingface_hub.constants.HF_HUB_OFFLINE:
-        raise OutputError(f"cannot push '{name}' to {repo_id}: HF_HUB_OFFLINE is set, and a push needs the Hub; "
-                          f"unset HF_HUB_OFFLINE")
+    refuse_offline(name, repo_id, "vaezoo.save_pretrained")
     check_revision(revision)
     api = huggingface_hub.HfApi(token=token)
     with translated(OutputError, f"cannot push '{name}' to {repo_id}", huggingface_hub):
@@ -346,6 +363,8 @@ def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner
     if repo_id:
         check_repo_id(repo_id)  # before any folder is made: a dry run passed names the push then refused
         check_revision(revision)
+        if not dry_run:
+            refuse_offline(card.name, repo_id, "--dry-run")  # before --out is made
     elif (problem := repo_problem(f"{owner}/x")) is not None:
         raise OutputError(f"the Hub takes no user or organisation named {owner} ({problem}); choose another OWNER")
 

@@ -213,15 +213,17 @@ def push_to_hub(model: VAE, repo_id: str, *, private: bool = False, token: str |
         huggingface_hub's ``CommitInfo``: ``hf-hub:OWNER/REPO@{info.oid}`` loads exactly what was pushed.
 
     Raises:
-        OutputError: the model has no card, huggingface_hub is missing, or the Hub refused.
+        OutputError: the model has no card, huggingface_hub is missing, the network is kept off
+            (``VAEZOO_OFFLINE=1``, ``HF_HUB_OFFLINE=1``), or the Hub refused.
         TypeError: ``model`` is not a vaezoo model (one compiled or wrapped in ``DataParallel`` is), or ``repo_id``
             is not a string.
     """
-    from vaezoo.extras.hub_push import upload
+    from vaezoo.extras.hub_push import refuse_offline, upload
 
     card = _card_of(_unwrapped(model))
     if not isinstance(repo_id, str):
         raise TypeError(f"push_to_hub takes the repository 'OWNER/REPO', a string, not {type(repo_id).__name__}")
+    refuse_offline(card.name, repo_id, "vaezoo.save_pretrained")  # before the folder is staged
     with tempfile.TemporaryDirectory(prefix="vaezoo-push-") as tmp:  # the folder's lock file goes inside it, with it
         files = save_pretrained(model, Path(tmp) / "model", repo_id)
         return upload(files, repo_id, commit_message or f"vaezoo push {card.name}", private, token, revision)
