@@ -26,6 +26,7 @@ from vaezoo.errors import MetricError, VaezooError
 from vaezoo.evaluation.report import as_metrics
 from vaezoo.metrics import betavae_score, dci, factorvae_score, mig, modularity, sampling, sap, unsupervised
 from vaezoo.metrics import evaluation as evaluations
+from vaezoo.metrics.codes import finite_codes
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.provenance import library_versions, metric_parameters
 from vaezoo.plugins import registry
@@ -158,7 +159,26 @@ TOO_FEW_POINTS = {
                                    "point(s) drawn, so no AUC can be measured; draw more (the metric's test_points"),
     "gaussian_total_correlation points=1": (
         lambda: unsupervised.gaussian_total_correlation_from_codes(PERFECT, rng(), 1),
-        "the Gaussian total correlation needs the covariance of at least 2 points, got 1; draw more"),
+        "the Gaussian total correlation of a 3-dimensional code needs the covariance of at least 4 points (fewer "
+        "make it singular, the value inf), got 1; draw more (the metric's points setting)"),
+    "gaussian_total_correlation points=D": (
+        lambda: unsupervised.gaussian_total_correlation_from_codes(PERFECT, rng(), 3),
+        "the Gaussian total correlation of a 3-dimensional code needs the covariance of at least 4 points"),
+    "betavae points=1": (lambda: betavae_score.betavae_score_from_codes(PERFECT, FACTORS, rng(), 1, 200, 16),
+                         "the 1 training point(s) drawn all hold factor 2 fixed, so the classifier has one class to "
+                         "learn; draw more (the metric's points setting)"),
+    "modularity points=1": (lambda: modularity.modularity_from_codes(PERFECT, FACTORS, rng(), 1),
+                            "no factor takes two values on the 1 point(s) drawn, so every mutual information is 0; "
+                            "draw more (the metric's points setting)"),
+    "modularity bins=1": (lambda: modularity.modularity_from_codes(PERFECT, FACTORS, rng(), 300, 1),
+                          "bins = 1 puts every value of a dimension in one bin, so every mutual information is 0; "
+                          "give 2 or more (the metric's bins setting)"),
+    "mig_dlib points=1": (lambda: mig.dlib_mig_gaps(PERFECT[:1], FACTORS[:1]),
+                          "no factor takes two values on the 1 point(s) drawn, so there is no gap to measure"),
+    "mig_dlib bins=1": (lambda: mig.dlib_mig_gaps(PERFECT, FACTORS, 1), "bins = 1 puts every value"),
+    "mutual_info_score points=1": (lambda: unsupervised.mutual_info_score_from_codes(PERFECT, rng(), 1),
+                                   "the mutual information score needs at least 2 points, got 1 (one scored 0, the "
+                                   "best, whatever the code); draw more"),
 }
 
 
@@ -170,6 +190,65 @@ def test_too_few_points_to_measure_anything_are_refused_in_one_line(score, messa
         warnings.simplefilter("error")  # numpy's "Mean of empty slice" came first
         with pytest.raises(MetricError, match="^" + re.escape(message)):
             score()
+
+
+ONE_POINT = [("betavae_score", "points"), ("modularity", "points"), ("modularity", "bins"), ("mig_dlib", "points"),
+             ("explicitness", "points"), ("explicitness", "test_points"), ("sap_score", "points"),
+             ("dci_disentanglement", "points"), ("dci_completeness", "points"), ("dci_informativeness", "points"),
+             ("gaussian_total_correlation", "points"), ("mutual_info_score", "points")]
+
+
+@pytest.mark.parametrize("name, setting", ONE_POINT, ids=[f"{name}.{setting}" for name, setting in ONE_POINT])
+def test_a_setting_of_one_point_or_bin_is_refused_before_anything_is_read(name, setting):
+    """``modularity`` and ``betavae_score`` at points=1 gave 0.0 and 0.395, ``mig_dlib`` and ``mutual_info_score`` 0.0
+    (the best), modularity's bins=1 0.0: numbers that looked measured. One point, or one bin, cannot be told from
+    another; the one line names the setting and its smallest value, 2, which runs."""
+    spec = registry("metric")[name]
+    with pytest.raises(MetricError, match=rf"^metric '{name}': {setting} = 1 is not a whole number \(int\), at "
+                                          rf"least 2 and at most 10,000,000$"):
+        spec.measure(None, **{setting: 1})
+    spec.check_settings({setting: 2}, f"metric '{name}'")
+
+
+@pytest.mark.parametrize("score, factors, message", [
+    (lambda factors: beta(PERFECT, factors), FACTORS[:, :1],
+     "the BetaVAE score tells which factor a point held fixed, so it needs a dataset of 2 factors or more, got 1"),
+    (lambda factors: beta(PERFECT, factors), np.full_like(FACTORS, 7),
+     "no factor of the dataset takes two values, so there is none to hold fixed"),
+    (lambda factors: factor(PERFECT, factors), np.c_[FACTORS[:, :1], np.full(len(FACTORS), 7)],
+     "a single factor of the dataset (0) takes two values, so every vote holds it fixed and any code scores 1; the "
+     "FactorVAE score tells 2 or more such factors apart"),
+], ids=["betavae one factor", "betavae no factor varies", "factorvae one factor varies"])
+def test_a_score_that_tells_factors_apart_refuses_a_dataset_with_one_to_tell(score, factors, message):
+    """BetaVAE scored 1.0 on a dataset of one factor and chance (0.317) on one whose factors are all constant; FactorVAE
+    scored 1 on one varying factor, any code: each classifier had a single answer to give."""
+    with pytest.raises(MetricError, match="^" + re.escape(message)):
+        score(factors)
+    assert beta(PERFECT, np.c_[FACTORS[:, :1], np.full(len(FACTORS), 7)]) == 1.0  # one varies, one constant: a measure
+
+
+@pytest.mark.parametrize("score", NOT_FINITE_SCORES.values(), ids=NOT_FINITE_SCORES)
+def test_a_code_beyond_float32_range_is_refused_by_every_metric_in_one_line(score):
+    """A hand-made float64 code of 1e39 met scikit-learn's errors (DCI: ``Input X contains infinity or a value too
+    large for dtype('float32')``, BetaVAE: liblinear's ``frozen fit``), FactorVAE scored 0.66 for a perfect code
+    scaled by 1e200 and the Gaussian TC raised ``Eigenvalues did not converge``."""
+    codes = PERFECT.copy()
+    codes[5, 0] = 1e39
+    with pytest.raises(MetricError, match=r"^\d+ of the [\d,]+ codes drawn hold values beyond float32's range "
+                                          r"\(magnitude above 3\.403e\+38\); the metrics need codes within it "
+                                          r"\(check the model's encoder, or the codes given\)$"):
+        score(codes)
+    codes[5, 0] = -3.4e38  # within it
+    np.testing.assert_array_equal(finite_codes(codes), codes)
+
+
+def test_betavae_refuses_codes_its_classifier_cannot_fit():
+    """Codes of 1e31, within float32's range, met liblinear's ``Using the 'liblinear' solver while X contains a
+    maximum value > 1e30 results in a frozen fit. Please choose another solver or rescale the input X.``"""
+    with pytest.raises(MetricError, match=r"^the codes of a pair of images differ by [\d.]+e\+31 on average, beyond "
+                                          r"the 1e\+30 the BetaVAE score's classifier \(liblinear\) fits; the metric "
+                                          r"needs codes of smaller magnitude"):
+        beta(PERFECT * 1e31)
 
 
 @pytest.mark.parametrize("name, codes, factors, why", [
@@ -422,6 +501,22 @@ def test_explicitness_leaves_out_constant_dimensions_and_factors():
     factors = np.concatenate([BINARY, np.zeros((len(BINARY), 1), int)], axis=1)
     code = np.concatenate([BINARY.astype(float), np.ones((len(BINARY), 1))], axis=1)
     assert explicitness_of(code, factors) == pytest.approx(1.0)
+
+
+def test_explicitness_leaves_out_a_factor_that_takes_one_value_on_the_test_points():
+    """A factor with two values on the training points and one on the test points has no class to rank: explicitness
+    raised ``no class of factor(s) 2 is both present and absent among the 40 test point(s) drawn`` (and was NaN
+    before), where disentanglement_lib's binarised test labels would be narrower than the probabilities. It is left
+    out of the mean, as a factor with one value on the training points is. Known answer: factor 0 ranked right (AUC
+    1), factor 1's code reversed on the test points (AUC 0), factor 2 left out: 1/2."""
+    train_factors = np.tile(grid_factors((2, 2, 2)), (10, 1))
+    test_factors = train_factors[train_factors[:, 2] == 0]
+    test_codes = test_factors.astype(float)
+    test_codes[:, 1] = 1 - test_codes[:, 1]
+    assert modularity.explicitness_of(train_factors.astype(float), train_factors, test_codes, test_factors) == 0.5
+    with pytest.raises(MetricError, match=r"^no class of factor\(s\) 0, 1, 2 is both present and absent among the 1 "
+                                          r"test point\(s\) drawn, so no AUC can be measured; draw more"):
+        modularity.explicitness_of(train_factors.astype(float), train_factors, test_codes[:1], test_factors[:1])
 
 
 # ---- unsupervised scores ------------------------------------------------------------------------

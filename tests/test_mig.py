@@ -10,9 +10,10 @@ import torch
 
 from vaezoo.data import ImageDataset
 from vaezoo.data.dsprites import dsprites
-from vaezoo.errors import VaezooError
+from vaezoo.errors import MetricError, VaezooError
 from vaezoo.metrics import entropy, mig
 from vaezoo.metrics.evaluation import Evaluation
+from vaezoo.metrics.provenance import metric_parameters
 from vaezoo.plugins import registry
 
 SIZES = (4, 8, 8, 8)
@@ -211,6 +212,32 @@ def test_mig_chen_and_total_correlation_share_one_estimate(small_dsprites, monke
 
 def test_chen_leaves_out_the_shape_factor(small_dsprites):
     assert entropy.chen_columns(small_dsprites) == (1, 2, 3, 4)
+
+
+def test_mig_chen_draws_at_most_the_dataset_s_images_and_its_card_records_the_setting(small_dsprites):
+    """``samples`` is an upper bound, as in the reference code (``randperm(N)[:n_samples]``): on 256 images the
+    default 10,000 draws each image once, the value of samples=256, and the recorded setting, 10,000, measures it
+    again. A smaller setting draws fewer."""
+    model = tiny_model()
+    evaluation = Evaluation(model, small_dsprites, batch_size=128)
+    recorded = metric_parameters(mig.mig_chen)
+    assert recorded == {"samples": 10_000, "seed": 0}
+    value = mig.mig_chen.measure(evaluation, **recorded)
+    assert value == mig.mig_chen.measure(evaluation, samples=256) != mig.mig_chen.measure(evaluation, samples=100)
+    assert mig.mig_chen(model, small_dsprites, batch_size=128, **recorded) == value
+
+
+def test_mig_chen_refuses_a_dataset_with_no_ordered_factor_that_varies():
+    """Every factor constant, or every varying one nominal (left out): 0.0 and NaN (numpy's mean of an empty
+    slice), which looked measured or said nothing."""
+    images = torch.zeros(8, 1, 64, 64, dtype=torch.uint8)
+    shape = torch.arange(8)[:, None] % 2
+    for factors, nominal in ((torch.zeros(8, 2, dtype=torch.long), ()),
+                             (torch.cat([shape, torch.zeros_like(shape)], 1), ("shape",))):
+        dataset = ImageDataset(images, factors=factors, factor_names=("shape", "scale"), nominal_factors=nominal)
+        with pytest.raises(MetricError, match=r"^no ordered factor of the dataset takes two values \(Chen et al\.'s "
+                                              r"MIG leaves nominal factors out\), so there is no gap to measure$"):
+            mig.mig_chen(tiny_model(), dataset)
 
 
 def test_metrics_need_factors():

@@ -61,15 +61,26 @@ def require_factors(dataset: ImageDataset, metric: str) -> Tensor:
     return dataset.factors
 
 
+CODE_LIMIT = float(np.finfo(np.float32).max)
+"""The largest magnitude of a code the metrics take: float32's largest number, the most a model's code (float32)
+holds. scikit-learn's trees compute in float32, and larger hand-made codes met its errors (DCI: ``Input X contains
+infinity or a value too large for dtype('float32')``) or a wrong number (FactorVAE's variances overflowed)."""
+
+
 def finite_codes(codes) -> np.ndarray:
     """``codes`` ``(..., D)``, rows of a table of codes, as float64; a clear error when any is NaN or infinite,
     which the metrics' histograms and classifiers would refuse in their own words, or silently score (FactorVAE's
-    variance of a NaN prunes its dimension)."""
+    variance of a NaN prunes its dimension), or beyond float32's range (:data:`CODE_LIMIT`)."""
     codes = np.asarray(codes, dtype=np.float64)
     broken = ~np.isfinite(codes).all(-1)
     if broken.any():
         raise MetricError(f"{int(broken.sum()):,} of the {broken.size:,} codes drawn hold NaN or infinite values; "
                           f"the metrics need finite codes (check the model's encoder, or the codes given)")
+    beyond = (np.abs(codes) > CODE_LIMIT).any(-1)
+    if beyond.any():
+        raise MetricError(f"{int(beyond.sum()):,} of the {beyond.size:,} codes drawn hold values beyond float32's "
+                          f"range (magnitude above {CODE_LIMIT:.4g}); the metrics need codes within it (check the "
+                          f"model's encoder, or the codes given)")
     return codes
 
 

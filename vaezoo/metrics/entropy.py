@@ -335,6 +335,12 @@ def total_correlation(evaluation: Evaluation, samples: Count = 10_000, seed: See
 
     The sampling estimate of KL(q(z) || prod_j q(z_j)) that Chen et al. report; it shares its
     work with ``mig_chen`` when both are computed on one evaluation.
+
+    Args:
+        evaluation: a VAE whose latent (or some of its parts) has a per-dimension density, on any images.
+        samples: codes drawn for the estimate, at most (10,000; a dataset of fewer images gives one code of each,
+            as :func:`~vaezoo.metrics.mig.mig_chen` says).
+        seed: seed of that draw.
     """
     columns = chen_columns(evaluation.dataset)
     return dataset_entropies(evaluation, columns, samples, seed).total_correlation

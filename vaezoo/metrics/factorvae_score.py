@@ -9,8 +9,10 @@ disentanglement_lib compares the threshold with the standard deviation, not the 
 vote: pick a factor k uniformly and a value of it (that of a random image); draw ``batch``
 images with that value; the active dimension with the smallest variance over the batch,
 relative to its global variance, votes for k (a factor with a single value, which no batch can hold fixed apart
-from the others, is left out, as SAP and DCI leave it out). The classifier maps each dimension to the factor
-it got most training votes for; the score is the share of evaluation votes it classifies right.
+from the others, is left out, as SAP and DCI leave it out; a dataset with fewer than two factors that take two
+values is refused, since every vote would name the one factor and any code score 1). The classifier maps each
+dimension to the factor it got most training votes for; the score is the share of evaluation votes it classifies
+right.
 A code that keeps each factor in its own dimensions scores 1. A code with no active dimension
 scores 0.
 """
@@ -72,6 +74,9 @@ def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random
     active = np.sqrt(global_variances) >= prune_std
     if not len(groups.varying):
         raise MetricError("no factor of the dataset takes two values, so there is none to hold fixed")
+    if len(groups.varying) < 2:
+        raise MetricError(f"a single factor of the dataset ({groups.varying[0]}) takes two values, so every vote holds "
+                          f"it fixed and any code scores 1; the FactorVAE score tells 2 or more such factors apart")
     if not active.any():
         return 0.0
     train = factorvae_votes(codes, groups, rng, points, batch, global_variances, active)

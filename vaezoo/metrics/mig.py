@@ -23,11 +23,13 @@ import numpy as np
 from scipy.special import xlogy
 from torch import Tensor
 
+from vaezoo.errors import MetricError
 from vaezoo.metrics.codes import check_table, finite_codes, require_factors
 from vaezoo.metrics.entropy import Entropies, chen_columns, dataset_entropies, estimate_entropies
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import DENSITY_MATRIX, FACTORS
-from vaezoo.metrics.spec import Bins, Count, Seed, metric_spec
+from vaezoo.metrics.sampling import varying_factors
+from vaezoo.metrics.spec import Bins, Count, Points, Seed, metric_spec
 
 
 def gaps(mutual_information: np.ndarray, normaliser: np.ndarray) -> np.ndarray:
@@ -61,7 +63,14 @@ def chen_mig_gaps(mean: Tensor, logvar: Tensor, factors: Tensor, samples: int = 
 
 
 def discretize(codes: np.ndarray, bins: int = 20) -> np.ndarray:
-    """Each column of ``codes`` ``(n, D)`` as the index of its equal-width histogram bin (disentanglement_lib)."""
+    """Each column of ``codes`` ``(n, D)`` as the index of its equal-width histogram bin (disentanglement_lib).
+
+    Raises:
+        MetricError: fewer than 2 bins (one holds every value, and every mutual information read from it is 0).
+    """
+    if bins < 2:
+        raise MetricError(f"bins = {bins} puts every value of a dimension in one bin, so every mutual information "
+                          f"is 0; give 2 or more (the metric's bins setting)")
     codes = finite_codes(codes)
     out = np.empty(codes.shape, dtype=np.int64)
     for j in range(codes.shape[1]):
@@ -85,8 +94,12 @@ def dlib_mig_gaps(codes: np.ndarray, factors: np.ndarray, bins: int = 20) -> np.
     """disentanglement_lib's per-factor gaps from codes ``(n, D)`` and factor classes ``(n, K)``.
 
     A factor with a single value (zero entropy) has no gap to measure and scores 0.
+
+    Raises:
+        MetricError: no factor takes two values on the points (a mean of such zeros looked measured).
     """
     factors = check_table(codes, factors)
+    varying_factors(factors, "point(s)", so="there is no gap to measure")
     binned = discretize(codes, bins)
     mi = np.array([[discrete_mutual_information(factors[:, k], binned[:, j]) for j in range(binned.shape[1])]
                    for k in range(factors.shape[1])])
@@ -102,17 +115,26 @@ def mig_chen(evaluation: Evaluation, samples: Count = 10_000, seed: Seed = 0) ->
     Args:
         evaluation: a VAE whose latent (or some of its parts) has a per-dimension density (the latent protocol),
             on images with ground-truth ``factors``.
-        samples: codes drawn for the entropy estimates (10,000 in the reference code).
+        samples: codes drawn for the entropy estimates, at most (10,000, as in the reference code, which draws
+            ``randperm(N)[:samples]`` too): a dataset of fewer images gives one code of each, the same draw and the
+            same value as ``samples`` = its size. A card records the setting, which measures the value again.
         seed: seed of that draw.
+
+    Raises:
+        MetricError: no factor it scores (the ordered ones) takes two values, so there is no gap to measure.
     """
     dataset = evaluation.dataset
-    require_factors(dataset, "mig_chen")
-    entropies = dataset_entropies(evaluation, chen_columns(dataset), samples, seed)
+    factors = require_factors(dataset, "mig_chen")
+    columns = chen_columns(dataset)
+    if not any(len(factors[:, k].unique()) > 1 for k in columns):
+        raise MetricError("no ordered factor of the dataset takes two values (Chen et al.'s MIG leaves nominal "
+                          "factors out), so there is no gap to measure")
+    entropies = dataset_entropies(evaluation, columns, samples, seed)
     return float(chen_gaps(entropies).mean())
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
-def mig_dlib(evaluation: Evaluation, points: Count = 10_000, bins: Bins = 20, seed: Seed = 0) -> float:
+def mig_dlib(evaluation: Evaluation, points: Points = 10_000, bins: Bins = 20, seed: Seed = 0) -> float:
     """MIG as disentanglement_lib computes it (see the module docstring).
 
     Args:

@@ -22,7 +22,11 @@ Both draw the same training points when given the same seed, as disentanglement_
 from one draw. Conventions where disentanglement_lib would fail: a constant dimension is left
 unscaled (it would divide by 0); a factor with one value on the training points, and a class that
 is absent from the test points or fills them, are left out of explicitness (disentanglement_lib
-would raise).
+would raise). A factor left with no class to rank (one that takes a single value on the test points, though it
+took more on the training points) is left out of the mean over factors, as a factor with a single value on the
+training points is; explicitness is refused only when no factor is left. Modularity is refused when no factor
+takes two values on the points drawn (every mutual information would be 0, and so the score), and both refuse
+settings that cannot measure anything (one point, one bin) before any image is read.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from vaezoo.metrics.fits import explicitness_auc
 from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
-from vaezoo.metrics.spec import Count, Seed, metric_spec
+from vaezoo.metrics.spec import Bins, Points, Seed, metric_spec
 from vaezoo.errors import MetricError
 from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed, varying_factors
 
@@ -63,8 +67,11 @@ def explicitness_of(train_codes: np.ndarray, train_factors: np.ndarray, test_cod
         train_factors, test_factors: ``(n, K)`` their factor classes.
         random_state: the classifiers' seed.
 
+    A factor with no class both present and absent among the test points (it takes one value on them) has no
+    AUC to give and is left out of the mean, as a factor that takes one value on the training points is.
+
     Raises:
-        MetricError: no factor takes two values on the training points, or a factor has no class that is both
+        MetricError: no factor takes two values on the training points, or no factor has a class that is both
             present and absent among the test points.
     """
     mean, std = train_codes.mean(0), train_codes.std(0)
@@ -76,11 +83,12 @@ def explicitness_of(train_codes: np.ndarray, train_factors: np.ndarray, test_cod
     largest_first = sorted(varying_factors(train_factors), key=lambda k: -classes[k])
     scores = dict(zip(largest_first, process_map(explicitness_auc, [
         (train_codes, train_factors[:, k], test_codes, test_factors[:, k], random_state) for k in largest_first])))
-    if unmeasured := [k for k in sorted(scores) if np.isnan(scores[k])]:
-        raise MetricError(f"no class of factor(s) {', '.join(map(str, unmeasured))} is both present and absent among "
-                          f"the {len(test_factors):,} test point(s) drawn, so no AUC can be measured; draw more (the "
-                          f"metric's test_points setting)")
-    return float(np.mean([scores[k] for k in sorted(scores)]))
+    measured = [scores[k] for k in sorted(scores) if not np.isnan(scores[k])]
+    if not measured:
+        raise MetricError(f"no class of factor(s) {', '.join(map(str, sorted(scores)))} is both present and absent "
+                          f"among the {len(test_factors):,} test point(s) drawn, so no AUC can be measured; draw more "
+                          f"(the metric's test_points setting)")
+    return float(np.mean(measured))
 
 
 def modularity_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Generator, points: int = 10_000,
@@ -93,8 +101,12 @@ def modularity_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Gene
         rng: the generator of the draw.
         points: images drawn.
         bins: histogram bins per code dimension.
+
+    Raises:
+        MetricError: no factor takes two values on the points drawn.
     """
     train_codes, train_factors = draw(codes, factors, rng, points)
+    varying_factors(train_factors, "point(s)", so="every mutual information is 0")
     return modularity_of(mutual_information_matrix(discretize(train_codes, bins), train_factors))
 
 
@@ -116,8 +128,8 @@ def explicitness_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Ge
 @metric_spec(needs=(FACTORS,), suite="disentanglement",
              not_finite="NaN when the dataset has a single factor: a dimension's deviation from one factor's is "
                         "divided by K - 1, the number of other factors, which is 0")
-def modularity(evaluation: Evaluation, points: Count = 10_000,
-               bins: Count = 20, seed: Seed = 0) -> float:
+def modularity(evaluation: Evaluation, points: Points = 10_000,
+               bins: Bins = 20, seed: Seed = 0) -> float:
     """Ridgeway & Mozer's modularity of the mean codes of ``evaluation``'s model on its images (see the module
     docstring).
 
@@ -133,7 +145,8 @@ def modularity(evaluation: Evaluation, points: Count = 10_000,
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement", quick=QUICK_FIT)
-def explicitness(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000, seed: Seed = 0) -> float:
+def explicitness(evaluation: Evaluation, points: Points = 10_000, test_points: Points = 5_000,
+                 seed: Seed = 0) -> float:
     """Ridgeway & Mozer's explicitness of the mean codes of ``evaluation``'s model on its images (see the module
     docstring).
 

@@ -24,7 +24,7 @@ from vaezoo.errors import MetricError
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.mig import discretize
 from vaezoo.metrics.sampling import Codes, draw
-from vaezoo.metrics.spec import Bins, Count, Seed, metric_spec
+from vaezoo.metrics.spec import Bins, Points, Seed, metric_spec
 
 
 def gaussian_total_correlation_of(codes: np.ndarray) -> float:
@@ -33,11 +33,14 @@ def gaussian_total_correlation_of(codes: np.ndarray) -> float:
     correlation matrix is singular to within the rounding of a covariance summed over ``n`` points.
 
     Raises:
-        MetricError: fewer than 2 codes, which have no covariance (numpy's was NaN, and the eigenvalues failed).
+        MetricError: no more codes than dimensions, whose covariance is singular whatever the code (one code has
+            none: numpy's was NaN, and the eigenvalues failed; with 2 to D, the value was inf).
     """
-    if len(codes) < 2:
-        raise MetricError(f"the Gaussian total correlation needs the covariance of at least 2 points, got "
-                          f"{len(codes)}; draw more (the metric's points setting)")
+    dims = codes.shape[1] if codes.ndim == 2 else 1
+    if len(codes) <= dims:
+        raise MetricError(f"the Gaussian total correlation of a {dims}-dimensional code needs the covariance of at "
+                          f"least {dims + 1} points (fewer make it singular, the value inf), got {len(codes)}; draw "
+                          f"more (the metric's points setting)")
     covariance = np.atleast_2d(np.cov(codes, rowvar=False))
     variances = np.diag(covariance)
     if np.any(variances == 0):
@@ -49,7 +52,14 @@ def gaussian_total_correlation_of(codes: np.ndarray) -> float:
 
 
 def mean_pairwise_mutual_information(codes: np.ndarray, bins: int = 20) -> float:
-    """The mutual information (nats) of the binned columns of ``codes`` ``(n, D)``, averaged over pairs (0 if D < 2)."""
+    """The mutual information (nats) of the binned columns of ``codes`` ``(n, D)``, averaged over pairs (0 if D < 2).
+
+    Raises:
+        MetricError: fewer than 2 codes, whose every mutual information is 0 (the best score) whatever the code.
+    """
+    if len(codes) < 2:
+        raise MetricError(f"the mutual information score needs at least 2 points, got {len(codes)} (one scored 0, "
+                          f"the best, whatever the code); draw more (the metric's points setting)")
     binned = discretize(codes, bins)
     dims = binned.shape[1]
     pairs = [discrete_mutual_info(binned[:, i], binned[:, j]) for i in range(dims) for j in range(i + 1, dims)]
@@ -71,20 +81,20 @@ def mutual_info_score_from_codes(codes: Codes, rng: np.random.Generator, points:
              not_finite="NaN when a dimension of the mean code is constant over the points drawn (its correlation "
                         "with the others is undefined), inf when the code's correlation matrix is singular (a "
                         "dimension a linear function of others, as a joint latent's one-hot columns, which sum to 1)")
-def gaussian_total_correlation(evaluation: Evaluation, points: Count = 10_000, seed: Seed = 0) -> float:
+def gaussian_total_correlation(evaluation: Evaluation, points: Points = 10_000, seed: Seed = 0) -> float:
     """The Gaussian total correlation of the mean codes of ``evaluation``'s model on its images (see the module
     docstring); lower is better.
 
     Args:
         evaluation: a VAE (its code is the posterior's mode) on any images.
-        points: images drawn (10,000).
+        points: images drawn (10,000), more than the code has dimensions.
         seed: seed of the draw.
     """
     return gaussian_total_correlation_from_codes(evaluation.codes, np.random.default_rng(seed), points)
 
 
 @metric_spec(higher_is_better=False, suite="disentanglement")
-def mutual_info_score(evaluation: Evaluation, points: Count = 10_000, bins: Bins = 20, seed: Seed = 0) -> float:
+def mutual_info_score(evaluation: Evaluation, points: Points = 10_000, bins: Bins = 20, seed: Seed = 0) -> float:
     """The mean mutual information between the dimensions of the mean codes of ``evaluation``'s model (see the
     module docstring); lower is better.
 
