@@ -402,6 +402,19 @@ def test_only_seeds_writes_each_seed_distribution_and_never_a_file_it_did_not_wr
                                        f"write; give another folder, or move them away\n")
 
 
+def test_a_seed_distribution_of_text_with_control_characters_is_well_formed_svg():
+    """A metric named after a plugin's latent part (``kl_PART``) or a card's dataset may hold control characters,
+    which XML does not allow: the SVG writes them as escapes, so that a browser still shows the picture."""
+    from xml.dom.minidom import parseString
+
+    from vaezoo.extras.seedplot import SeedPlot, Strip
+
+    plot = SeedPlot("mnist\x07", "kl_<b>p\x1b[31m", (Strip("tiny", ((0, 0.5), (1, 0.7)), 0.6, 0, 0),))
+    svg = plot.svg()
+    parseString(svg)
+    assert "kl_&lt;b&gt;p\\x1b[31m on mnist\\x07</text>" in svg
+
+
 def test_traversal_folds_inactive_dimensions_and_labels_rows_legibly():
     import numpy as np
     import torch

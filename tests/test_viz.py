@@ -78,6 +78,15 @@ def test_saved_traversal_is_the_grid_with_a_label_margin(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["t.png"]
 
 
+def test_a_label_holding_control_characters_is_drawn_as_its_escapes():
+    """A row label names a latent part, which a plugin names: a newline or an ESC in it is drawn escaped on one line
+    (PIL drew a newline as a second line and an ESC as a box)."""
+    tiles = torch.rand(2, 3, 1, IMAGE_SIZE, IMAGE_SIZE)
+    drawn = viz.Grid(tiles, ("a\nb[0]", "c\x1b[31m[1]")).to_pil()
+    escaped = viz.Grid(tiles, ("a\\nb[0]", "c\\x1b[31m[1]")).to_pil()
+    assert np.array_equal(np.asarray(drawn), np.asarray(escaped))
+
+
 def test_continuous_row_changes_only_the_decoder_input_it_names(monkeypatch):
     model, reference, steps = tiny_vae(), images(1)[0], 7
     calls = record_decoder_inputs(model, monkeypatch)

@@ -31,6 +31,7 @@ from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import InputError, PluginError, VaezooError
 from vaezoo.latents import LatentFamily, Sweep
 from vaezoo.model import VAE
+from vaezoo.terminal import printable
 
 PADDING = 2  # pixels between tiles
 SCALE = 2  # default upscaling of each tile when rendering
@@ -103,7 +104,8 @@ class Grid:
         return grid
 
     def to_pil(self, padding: int = PADDING, scale: int = SCALE):
-        """The grid as a PIL image, with each row's label drawn in a white margin on the left.
+        """The grid as a PIL image, with each row's label drawn in a white margin on the left, on one line: a label
+        may be a plugin's part name, whose control characters are drawn as escapes (``\\x1b``, ``\\n``).
 
         Args:
             padding, scale: as in :meth:`image`.
@@ -119,11 +121,12 @@ class Grid:
             return picture
         row_height = self.tiles.shape[3] * scale + padding
         font = ImageFont.load_default(size=min(max(row_height // 4, LABEL_SIZE[0]), LABEL_SIZE[1]))
-        margin = math.ceil(max(font.getlength(label) for label in self.labels)) + 2 * LABEL_GAP
+        labels = [printable(label) for label in self.labels]  # a plugin's part name: a newline would draw two lines
+        margin = math.ceil(max(font.getlength(label) for label in labels)) + 2 * LABEL_GAP
         canvas = Image.new("RGB", (margin + picture.width, picture.height), "white")
         canvas.paste(picture, (margin, 0))
         draw = ImageDraw.Draw(canvas)
-        for row, label in enumerate(self.labels):
+        for row, label in enumerate(labels):
             _, top, _, bottom = font.getbbox(label)
             middle = padding + row * row_height + (row_height - padding) / 2
             draw.text((LABEL_GAP, middle - (top + bottom) / 2), label, fill="black", font=font)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from vaezoo.entries.schema import Card
 from vaezoo.errors import VaezooError
+from vaezoo.terminal import printable
 
 MARK = "vaezoo seed distribution"  # in every SVG written here: a file vaezoo may overwrite
 WIDTH, LABEL_WIDTH, ROW, TOP, BOTTOM = 640, 210, 26, 30, 34
@@ -63,16 +64,16 @@ class SeedPlot:
 
         height = TOP + ROW * len(self.strips) + BOTTOM
         out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-               f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{escape(self.alt)}" '
+               f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{_text(self.alt)}" '
                f'font-family="sans-serif" font-size="13">',
-               f"<!-- {MARK} -->", f"<title>{escape(self.alt)}</title>",
-               f'<text x="4" y="18" font-weight="bold">{escape(self.metric)} on {escape(self.dataset)}</text>',
+               f"<!-- {MARK} -->", f"<title>{_text(self.alt)}</title>",
+               f'<text x="4" y="18" font-weight="bold">{_text(self.metric)} on {_text(self.dataset)}</text>',
                f'<text x="{right}" y="18" text-anchor="end" fill="#555">points: seeds; bar: median; '
                f'ringed: shipped</text>']
         for row, strip in enumerate(self.strips):
             y = TOP + ROW * row + ROW / 2
             label = strip.name + (f" ({strip.dropped} non-finite)" if strip.dropped else "")
-            out.append(f'<text x="4" y="{y + 4:.1f}">{escape(label)}</text>')
+            out.append(f'<text x="4" y="{y + 4:.1f}">{_text(label)}</text>')
             out.append(f'<line x1="{LABEL_WIDTH}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#ddd"/>')
             out.append(f'<line x1="{x(strip.median):.1f}" y1="{y - 9:.1f}" x2="{x(strip.median):.1f}" '
                        f'y2="{y + 9:.1f}" stroke="#c0392b" stroke-width="3"><title>median {strip.median:.4g}'
@@ -162,6 +163,13 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
             break
     first = math.ceil(low / step) * step
     return [first + i * step for i in range(int((high - first) / step) + 1)]
+
+
+def _text(value: str) -> str:
+    """Text of a card or a plugin (a metric named after a plugin's latent part) as the SVG holds it: its control
+    characters written as escapes (:func:`~vaezoo.terminal.printable`), which XML does not allow (a browser shows
+    no picture of a file holding one), then escaped."""
+    return escape(printable(value))
 
 
 def _slug(text: str) -> str:
