@@ -213,6 +213,21 @@ def test_images_on_the_meta_device_are_named_by_their_device_before_their_values
             call(x)
 
 
+def test_a_model_on_the_meta_device_is_refused_in_one_line(model):
+    """A model moved to the meta device, given images or codes there, was torch's "Tensor.item() cannot be called on
+    meta tensors" from the checks of their values (and from torch.autocast past them)."""
+    on_meta = copy.deepcopy(model).to("meta")
+    x = torch.empty(2, 1, 32, 32, device="meta")
+    z = torch.empty(2, on_meta.code_size, device="meta")
+    calls = (lambda: on_meta.encode(x), lambda: on_meta(x), lambda: on_meta.reconstruct(x),
+             lambda: on_meta.decode(z), lambda: on_meta.sample(2), lambda: on_meta.predict_category(x))
+    for call in calls:
+        with pytest.raises(VaezooError, match=r"^the model is on the meta device, which holds no weights, so it "
+                                              r"computes no images or codes; load it onto a device that holds them: "
+                                              r"vaezoo.load\(NAME, device='cpu'\)$"):
+            call()
+
+
 def test_forward_refuses_a_step_that_is_no_whole_number(model):
     """step=-1 and 1.5 were taken (a capacity's target went below its minimum); step='x' was a TypeError from
     inside the capacity regularizer."""

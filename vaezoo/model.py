@@ -152,6 +152,7 @@ class VAE(nn.Module):
         Raises:
             InputError: ``x`` has another shape or type, or values outside [0, 1], or is on another device than the
                 model.
+            VaezooError: the model is on the meta device, where it computes nothing.
         """
         x = self._input(x, checked)
         features = self.encoder(x)
@@ -178,6 +179,7 @@ class VAE(nn.Module):
 
         Raises:
             InputError: ``z`` is not a float tensor of shape ``(B, code_size)`` on the model's device.
+            VaezooError: the model is on the meta device, where it computes nothing.
         """
         size = self.latent.code_size
         if not isinstance(z, Tensor) or z.dim() != 2 or z.shape[1] != size or not z.is_floating_point():
@@ -350,11 +352,15 @@ class VAE(nn.Module):
 
 def _require_device(x: Tensor, device: torch.device, what: str, name: str) -> None:
     """Refuse ``x`` (``what``: "images") on another device than the model's, naming both and the move (torch's
-    own error named the conv's input and weight types)."""
+    own error named the conv's input and weight types); and a model on the meta device, which computes nothing
+    (torch's error was "Tensor.item() cannot be called on meta tensors", from the checks of the values)."""
     if x.device != device:
         raise InputError(f"the {what} are on {x.device} and the model on {device}; move them there with "
                          f"{name}.to({str(device)!r})" + (" (model.preprocess(images) gives images there)"
                                                           if what == "images" else ""))
+    if device.type == "meta":
+        raise VaezooError("the model is on the meta device, which holds no weights, so it computes no images or "
+                          "codes; load it onto a device that holds them: vaezoo.load(NAME, device='cpu')")
 
 
 def _whole_number(value: object, what: str) -> int:
