@@ -198,6 +198,62 @@ ONE_POINT = [("betavae_score", "points"), ("modularity", "points"), ("modularity
              ("gaussian_total_correlation", "points"), ("mutual_info_score", "points")]
 
 
+class Unused(torch.nn.Module):
+    """Stands for a model that the refusal comes before."""
+
+    def encode(self, x):
+        raise AssertionError("not encoded")
+
+
+def factor_images(factors) -> ImageDataset:
+    return ImageDataset(torch.zeros(len(factors), 1, 4, 4, dtype=torch.uint8), factors=factors)
+
+
+SUPERVISED = ("betavae_score", "factorvae_score", "sap_score", "dci_disentanglement", "modularity", "explicitness",
+              "mig_dlib", "mig_chen")
+ODD_DATASETS = {
+    "no image": (ImageDataset(torch.zeros(0, 1, 4, 4, dtype=torch.uint8), factors=torch.zeros(0, 3, dtype=torch.long)),
+                 r"the dataset holds no image, so there is nothing to measure"),
+    "one image": (factor_images(torch.zeros(1, 3, dtype=torch.long)),
+                  r"no factor of the dataset takes two values \(1 image\(s\)\), so \w+ has nothing to measure"),
+    "1-d factors": (factor_images(torch.arange(6)), r"\w+: the dataset's factors are its images' factor classes, "
+                                                    r"\(6, K\) with K >= 1, got shape \(6,\)"),
+    "fewer factors": (ImageDataset(torch.zeros(6, 1, 4, 4, dtype=torch.uint8), factors=torch.zeros(4, 2)),
+                      r"\w+: the dataset's factors are its images' factor classes, \(6, K\) with K >= 1, got shape "
+                      r"\(4, 2\)"),
+    "NaN factors": (factor_images(torch.tensor([[0.0, 1.0], [math.nan, 2.0], [1.0, 0.0]])),
+                    r"\w+: the dataset's factors hold NaN for 1 of its 3 images; a factor class is a number"),
+}
+
+
+@pytest.mark.parametrize("name", SUPERVISED)
+@pytest.mark.parametrize("dataset, message", ODD_DATASETS.values(), ids=ODD_DATASETS)
+def test_a_metric_called_alone_on_a_dataset_it_cannot_measure_says_so_in_one_line(name, dataset, message):
+    """No image met numpy's ``high <= 0`` (torch.cat's words for Chen's MIG); one image, or factors that never vary,
+    said to draw more points (BetaVAE scored chance); 1-d factors were an IndexError in Chen's MIG and
+    total_correlation; NaN factors were scored by Chen's MIG, each NaN a class of its own."""
+    with pytest.raises(MetricError, match=f"^{message}$"):
+        registry("metric")[name](Unused(), dataset)
+
+
+def test_total_correlation_refuses_factors_that_are_not_a_table_or_hold_nan():
+    for dataset, message in (ODD_DATASETS["1-d factors"], ODD_DATASETS["NaN factors"]):
+        with pytest.raises(MetricError, match=f"^{message}$"):
+            registry("metric")["total_correlation"](Unused(), dataset)
+
+
+def test_factor_classes_that_are_not_integers_are_classified_as_their_ranks():
+    """SAP, DCI and explicitness met scikit-learn's ``Unknown label type: continuous`` for factor classes 0, 1/3, 2/3,
+    which FactorVAE and the BetaVAE score take (by rank); each now scores them as the integer classes."""
+    thirds = FACTORS / 3
+    assert sap.sap_score_from_codes(PERFECT, thirds, rng(), 300, 200) == \
+        sap.sap_score_from_codes(PERFECT, FACTORS, rng(), 300, 200)
+    assert dci.dci_from_codes(PERFECT, thirds, rng(), 300, 200).informativeness == \
+        dci.dci_from_codes(PERFECT, FACTORS, rng(), 300, 200).informativeness
+    assert modularity.explicitness_from_codes(PERFECT, thirds, rng(), 300, 200) == \
+        modularity.explicitness_from_codes(PERFECT, FACTORS, rng(), 300, 200)
+
+
 @pytest.mark.parametrize("name, setting", ONE_POINT, ids=[f"{name}.{setting}" for name, setting in ONE_POINT])
 def test_a_setting_of_one_point_or_bin_is_refused_before_anything_is_read(name, setting):
     """``modularity`` and ``betavae_score`` at points=1 gave 0.0 and 0.395, ``mig_dlib`` and ``mutual_info_score`` 0.0

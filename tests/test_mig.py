@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -232,12 +233,27 @@ def test_mig_chen_refuses_a_dataset_with_no_ordered_factor_that_varies():
     slice), which looked measured or said nothing."""
     images = torch.zeros(8, 1, 64, 64, dtype=torch.uint8)
     shape = torch.arange(8)[:, None] % 2
-    for factors, nominal in ((torch.zeros(8, 2, dtype=torch.long), ()),
-                             (torch.cat([shape, torch.zeros_like(shape)], 1), ("shape",))):
+    for factors, nominal, said in (
+            (torch.zeros(8, 2, dtype=torch.long), (), r"no factor of the dataset takes two values \(8 image\(s\)\), "
+                                                      r"so mig_chen has nothing to measure"),
+            (torch.cat([shape, torch.zeros_like(shape)], 1), ("shape",),
+             r"no ordered factor of the dataset takes two values \(Chen et al\.'s MIG leaves nominal factors out\), "
+             r"so there is no gap to measure")):
         dataset = ImageDataset(images, factors=factors, factor_names=("shape", "scale"), nominal_factors=nominal)
-        with pytest.raises(MetricError, match=r"^no ordered factor of the dataset takes two values \(Chen et al\.'s "
-                                              r"MIG leaves nominal factors out\), so there is no gap to measure$"):
+        with pytest.raises(MetricError, match=f"^{said}$"):
             mig.mig_chen(tiny_model(), dataset)
+
+
+def test_chen_takes_factors_given_as_an_array_or_a_list(small_dsprites):
+    """A dataset made with numpy factors met torch.unique's ``argument 'input' must be Tensor``, a list ``'list' object
+    has no attribute 'shape'``; every other metric took them."""
+    model = tiny_model()
+    expected = (mig.mig_chen(model, small_dsprites, batch_size=128),
+                registry("metric")["total_correlation"](model, small_dsprites, batch_size=128))
+    for factors in (small_dsprites.factors.numpy(), small_dsprites.factors.tolist()):
+        given = dataclasses.replace(small_dsprites, factors=factors)
+        assert (mig.mig_chen(model, given, batch_size=128),
+                registry("metric")["total_correlation"](model, given, batch_size=128)) == expected
 
 
 def test_metrics_need_factors():

@@ -54,11 +54,35 @@ def inference(model) -> Iterator[None]:
         model.train(was_training)
 
 
-def require_factors(dataset: ImageDataset, metric: str) -> Tensor:
-    """The dataset's ``(N, K)`` factor classes; a clear error when it has none."""
+def dataset_factors(dataset: ImageDataset, metric: str) -> Tensor | None:
+    """The dataset's ``(N, K)`` factor classes as a tensor, or None when it has none.
+
+    Raises:
+        MetricError: they are not one row of K >= 1 classes per image (1-d factors met an IndexError inside), or hold
+            NaN (a class no image shares: Chen et al.'s MIG scored them).
+    """
     if dataset.factors is None:
+        return None
+    factors = torch.as_tensor(dataset.factors)
+    if factors.dim() != 2 or factors.shape[1] < 1 or len(factors) != len(dataset):
+        raise MetricError(f"{metric}: the dataset's factors are its images' factor classes, ({len(dataset):,}, K) "
+                          f"with K >= 1, got shape {tuple(factors.shape)}")
+    if factors.is_floating_point() and (missing := int(factors.isnan().any(1).sum())):
+        raise MetricError(f"{metric}: the dataset's factors hold NaN for {missing:,} of its {len(factors):,} images; "
+                          f"a factor class is a number")
+    return factors
+
+
+def require_factors(dataset: ImageDataset, metric: str) -> Tensor:
+    """The dataset's ``(N, K)`` factor classes (:func:`dataset_factors`); a clear error when it has none, or none
+    takes two values (every metric of them scored 0, 1 or chance, or said to draw more points)."""
+    factors = dataset_factors(dataset, metric)
+    if factors is None:
         raise VaezooError(f"{metric} needs a dataset with ground-truth factors (e.g. dsprites)")
-    return dataset.factors
+    if not (factors != factors[:1]).any():
+        raise MetricError(f"no factor of the dataset takes two values ({len(factors):,} image(s)), so {metric} has "
+                          f"nothing to measure")
+    return factors
 
 
 CODE_LIMIT = float(np.finfo(np.float32).max)
@@ -87,7 +111,7 @@ def finite_codes(codes) -> np.ndarray:
 def check_table(codes, factors=None) -> np.ndarray | None:
     """Refuse a table of codes that is not one row of D >= 1 numbers per image, and factor classes that are not one
     row per code, before a metric draws from them (a shorter table of codes took the first rows of the factors
-    without a word); ``factors`` as an array.
+    without a word); ``factors`` as an array, each column's classes as their ranks where they are not integers.
 
     Raises:
         MetricError: naming the shapes.
@@ -101,6 +125,9 @@ def check_table(codes, factors=None) -> np.ndarray | None:
     if factors.ndim != 2 or factors.shape[1] < 1 or len(factors) != len(codes):
         raise MetricError(f"the factors are the images' factor classes, one row per code, ({len(codes):,}, K) with "
                           f"K >= 1, got shape {factors.shape}")
+    if factors.dtype.kind not in "iub":  # classes that are not integers (0.5), as their ranks: scikit-learn's
+        # classifiers took float classes for a regression target ("Unknown label type: continuous")
+        factors = np.stack([np.unique(column, return_inverse=True)[1].reshape(-1) for column in factors.T], 1)
     return factors
 
 

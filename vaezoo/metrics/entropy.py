@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.distributions import Distribution, Normal
@@ -28,7 +29,7 @@ from torch.distributions import Distribution, Normal
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.errors import MetricError, VaezooError
-from vaezoo.metrics.codes import has_density_matrix, require_posteriors
+from vaezoo.metrics.codes import dataset_factors, has_density_matrix, require_posteriors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.parallel import parallel_map
 from vaezoo.metrics.requirements import DENSITY_MATRIX
@@ -47,7 +48,7 @@ def chen_columns(dataset: ImageDataset) -> tuple[int, ...]:
     nominal factor, out), as the dataset's ``nominal_factors`` says."""
     if dataset.factors is None:
         return ()
-    names = dataset.factor_names or tuple(str(k) for k in range(dataset.factors.shape[1]))
+    names = dataset.factor_names or tuple(str(k) for k in range(np.shape(dataset.factors)[1]))
     return tuple(k for k, name in enumerate(names) if name not in dataset.nominal_factors)
 
 
@@ -317,7 +318,7 @@ def dataset_entropies(evaluation: Evaluation, columns: tuple[int, ...], samples:
     one encoding of the dataset and one estimate, and that pass gives the metrics that draw mean codes theirs.
     """
     def estimate() -> Entropies:
-        factors = evaluation.dataset.factors[:, list(columns)] if columns else None
+        factors = torch.as_tensor(evaluation.dataset.factors)[:, list(columns)] if columns else None
         encoding = evaluation.encoding()
         if encoding.batches:  # a part only log_density_matrix reaches: every part through it
             return estimate_entropies_from_posteriors(encoding.batches, factors, samples, seed)
@@ -342,5 +343,6 @@ def total_correlation(evaluation: Evaluation, samples: Count = 10_000, seed: See
             as :func:`~vaezoo.metrics.mig.mig_chen` says).
         seed: seed of that draw.
     """
+    dataset_factors(evaluation.dataset, "total_correlation")  # factors it conditions on, if any, are a table
     columns = chen_columns(evaluation.dataset)
     return dataset_entropies(evaluation, columns, samples, seed).total_correlation

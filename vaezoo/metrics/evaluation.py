@@ -122,7 +122,7 @@ class Evaluation:
 
     Raises:
         DeviceError: ``device`` is not a device this machine has.
-        MetricError: ``batch_size`` is not a whole number of at least 1.
+        MetricError: ``batch_size`` is not a whole number of at least 1, or ``dataset`` holds no image.
     """
 
     def __init__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> None:
@@ -132,6 +132,8 @@ class Evaluation:
         if not isinstance(dataset, ImageDataset):
             raise TypeError(f"a metric measures a model on an ImageDataset (vaezoo.assemble.card_dataset gives a "
                             f"card's), got {type(dataset).__name__} as the dataset")
+        if not len(dataset):  # numpy's "high <= 0" or torch.cat's "expected a non-empty list" inside each metric
+            raise MetricError("the dataset holds no image, so there is nothing to measure")
         device = usable_device(device)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise MetricError.about("{batch_size} must be a whole number >= 1, got {got!r}", got=batch_size)
