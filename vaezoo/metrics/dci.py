@@ -84,7 +84,8 @@ def importance_gbt(train_codes: np.ndarray, train_factors: np.ndarray, test_code
 
 def _weighted_specificity(importance: np.ndarray) -> float:
     """Sum over rows of (1 - entropy of the row, base = its length) times the row's share of the total."""
-    per_row = 1.0 - entropy(importance.T + 1e-11, base=importance.shape[1])
+    with np.errstate(divide="ignore", invalid="ignore"):  # base 1: the NaN ONE_FACTOR and ONE_DIMENSION explain
+        per_row = 1.0 - entropy(importance.T + 1e-11, base=importance.shape[1])
     weights = importance if importance.sum() > 0 else np.ones_like(importance)
     return float(np.sum(per_row * weights.sum(1) / weights.sum()))
 

@@ -54,7 +54,8 @@ def modularity_of(mutual_information: np.ndarray) -> float:
     """Ridgeway & Mozer's modularity of a ``(D, K)`` mutual information matrix, ``K >= 2``."""
     squared = np.square(mutual_information)
     top = squared.max(1)
-    delta = np.divide(squared.sum(1) - top, top * (squared.shape[1] - 1), out=np.ones_like(top), where=top > 0)
+    with np.errstate(invalid="ignore"):  # K = 1: 0 / 0, the NaN the spec's not_finite explains
+        delta = np.divide(squared.sum(1) - top, top * (squared.shape[1] - 1), out=np.ones_like(top), where=top > 0)
     return float(np.mean(np.where(top > 0, 1.0 - delta, 0.0)))
 
 
