@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -98,8 +99,10 @@ def test_jobs_default_to_the_cores_the_process_may_use(monkeypatch):
         monkeypatch.setenv(parallel.JOBS_VARIABLE, wrong)
         with pytest.raises(ValueError, match=f"^VAEZOO_JOBS='{wrong}' is not a whole number of processes >= 1; "):
             parallel.get_jobs()
-    with pytest.raises(ValueError):
-        parallel.set_jobs(0)
+    for wrong in (0, -1, 2.5, "2", True):  # "2" was Python's "'<' not supported", 2.5 the pool's words, True 1
+        with pytest.raises(ValueError, match=rf"^jobs takes a whole number of processes >= 1, e.g. 2, or None for the "
+                                             rf"default, got {re.escape(repr(wrong))}$"):
+            parallel.set_jobs(wrong)
 
 
 def test_loading_a_model_imports_neither_scipy_nor_sklearn():

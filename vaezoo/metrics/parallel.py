@@ -51,8 +51,9 @@ def set_jobs(jobs: int | None) -> None:
     """Set the worker processes of the metrics' fits (``None``: back to the default). The numbers do not depend
     on it: each fit is seeded and runs alone, whichever process runs it."""
     global _jobs
-    if jobs is not None and jobs < 1:
-        raise ValueError(f"jobs must be at least 1, not {jobs}")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        # "2" met Python's "'<' not supported", 2.5 the pool's words, True ran as 1
+        raise ValueError(f"jobs takes a whole number of processes >= 1, e.g. 2, or None for the default, got {jobs!r}")
     _jobs = jobs
 
 
