@@ -64,9 +64,13 @@ def test_a_metric_returning_a_numpy_or_torch_truth_value_is_refused_as_a_bool_is
     ({"batch_size": -1}, MetricError, "got -1"), ({"batch_size": 2.5}, MetricError, "got 2.5"),
     ({"batch_size": True}, MetricError, "got True"),
     ({"device": "bogus"}, DeviceError, "'bogus' is not a device"),
+    ({"device": 500}, DeviceError, r"^device '500' is not available on this machine, which has cpu"),
+    ({"device": 256}, DeviceError, r"^device '256' is not available on this machine, which has cpu"),
 ])
 def test_a_metric_called_alone_refuses_a_batch_size_or_device_it_cannot_use(arguments, error, message):
-    """Called alone, a metric's common arguments met range(), torch.cat or torch.device deep inside."""
+    """Called alone, a metric's common arguments met range(), torch.cat or torch.device deep inside; a points count
+    given as the third argument, the device, was cuda:-12 for 500 (torch keeps the index in 8 bits: "Found no NVIDIA
+    driver" on a CPU, and 256 was cuda:0 on a GPU)."""
     with pytest.raises(error, match=message):
         metric("mutual_info_score")(MODEL, images(), **arguments)
 

@@ -37,7 +37,8 @@ def usable_device(device: str | torch.device | None) -> torch.device | None:
         found = torch.device(device)
     except (RuntimeError, TypeError):
         raise DeviceError(f"'{device}' is not a device; use cpu, cuda, cuda:1, mps or auto") from None
-    if found.type != "cpu" and (found.index or 0) >= _count(found.type):
+    index = device if isinstance(device, int) else found.index  # torch keeps an int in 8 bits: 256 is cuda:0, 500 -12
+    if found.type != "cpu" and not 0 <= (index or 0) < _count(found.type):
         have = ", ".join(["cpu"] + [f"{kind}:{i}" for kind in ACCELERATORS for i in range(_count(kind))])
         raise DeviceError(f"device '{device}' is not available on this machine, which has {have}")
     return found
