@@ -413,6 +413,21 @@ def test_build_model_and_an_untrained_load_take_architecture_arguments_over_the_
     assert vaezoo.get_card("jointvae-mnist").model["continuous"] == 10  # the zoo's card is untouched
 
 
+def test_build_model_s_card_keeps_nothing_measured_on_the_card_s_weights():
+    """vaezoo.build_model(NAME) kept the card's metrics and JointVAE's label matching: the untrained model's card
+    said cluster_accuracy 0.9581, and predict_label gave digits through the pretrained model's matching, where
+    vaezoo.load(NAME, pretrained=False) refuses for want of one."""
+    from vaezoo.errors import VaezooError
+
+    x = torch.rand(2, 1, 32, 32)
+    for built in (vaezoo.build_model("jointvae-mnist"), vaezoo.load("jointvae-mnist", pretrained=False)):
+        assert built.training and built.weights_digest is None
+        assert (built.card.metrics, built.card.sections, built.card.headline) == ({}, {}, None)
+        with pytest.raises(VaezooError, match="stores no category -> label matching for 'discrete0'"):
+            built.predict_label(x)
+    assert vaezoo.get_card("jointvae-mnist").metrics  # the zoo's card is untouched
+
+
 @pytest.mark.parametrize("keyword, ours", [("map_location", "device"), ("device_map", "device"),
                                             ("torch_dtype", "dtype")])
 def test_another_librarys_keyword_for_a_device_or_dtype_names_vaezoos(keyword, ours):

@@ -34,11 +34,13 @@ def build_model(card: Card | str | Path, device: str | torch.device | None = Non
             holds them, and nothing measured on the card's own model.
 
     Returns:
-        The :class:`~vaezoo.model.VAE` in training mode, with its card as ``model.card``.
+        The :class:`~vaezoo.model.VAE` in training mode, with its card as ``model.card``: a card that keeps nothing
+        measured on the card's weights (metrics, plugins' sections such as JointVAE's label matchings), as
+        ``vaezoo.load(card, pretrained=False)`` gives it.
     """
     _refuse_other_spellings(model, "build_model")
     card = card if isinstance(card, Card) else get_card(card)
-    return _build_model(_with_model(card, model) if model else card, device=device, dtype=dtype)
+    return load_model(_with_model(card, model) if model else card, device=device, dtype=dtype, pretrained=False)
 
 
 _OTHER_SPELLINGS = {"map_location": "device", "device_map": "device", "torch_dtype": "dtype"}
