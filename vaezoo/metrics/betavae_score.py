@@ -75,7 +75,7 @@ def betavae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.G
     groups = FactorGroups(check_table(codes, factors))
     if groups.num_factors < 2:
         raise MetricError("the BetaVAE score tells which factor a point held fixed, so it needs a dataset of 2 "
-                          "factors or more, got 1 (every code scored 1)")
+                          "factors or more, got 1 (any code would score 1)")
     if not len(groups.varying):
         raise MetricError("no factor of the dataset takes two values, so there is none to hold fixed")
     train = betavae_features(codes, groups, rng, points, batch)

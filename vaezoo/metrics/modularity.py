@@ -25,8 +25,8 @@ is absent from the test points or fills them, are left out of explicitness (dise
 would raise). A factor left with no class to rank (one that takes a single value on the test points, though it
 took more on the training points) is left out of the mean over factors, as a factor with a single value on the
 training points is; explicitness is refused only when no factor is left. Modularity is refused when no factor
-takes two values on the points drawn (every mutual information would be 0, and so the score), and both refuse
-settings that cannot measure anything (one point, one bin) before any image is read.
+takes two values on the points drawn (every mutual information would be 0, and so the score). Settings that
+cannot measure anything (one point; for modularity, one bin) are refused before any image is read.
 """
 
 from __future__ import annotations
@@ -63,13 +63,13 @@ def explicitness_of(train_codes: np.ndarray, train_factors: np.ndarray, test_cod
                     test_factors: np.ndarray, random_state: int = 0) -> float:
     """Ridgeway & Mozer's explicitness: the mean over factors of a linear classifier's one-vs-rest test AUC.
 
+    A factor with no class both present and absent among the test points (it takes one value on them) has no
+    AUC to give and is left out of the mean, as a factor that takes one value on the training points is.
+
     Args:
         train_codes, test_codes: ``(n, D)`` codes.
         train_factors, test_factors: ``(n, K)`` their factor classes.
         random_state: the classifiers' seed.
-
-    A factor with no class both present and absent among the test points (it takes one value on them) has no
-    AUC to give and is left out of the mean, as a factor that takes one value on the training points is.
 
     Raises:
         MetricError: no factor takes two values on the training points, or no factor has a class that is both

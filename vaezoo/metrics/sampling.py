@@ -101,15 +101,14 @@ def draw(codes: Codes, factors: np.ndarray | None, rng: np.random.Generator,
     return finite_codes(codes[indices]), None if factors is None else factors[indices]
 
 
-def varying_factors(factors: np.ndarray, drawn: str = "training point(s)", setting: str = "points",
+def varying_factors(factors: np.ndarray, drawn: str = "training point(s)",
                     so: str = "there is nothing to predict") -> list[int]:
     """The columns of ``factors`` ``(n, K)``, the factor classes of the points drawn, that take at least two values:
     the factors a classifier can learn, or that a mutual information can be other than 0 for.
 
     Args:
         factors: the factor classes of the points drawn.
-        drawn, setting, so: what the points are, the setting that counts them, and what a single value of every
-            factor leaves, for the message.
+        drawn, so: what the points are, and what a single value of every factor leaves, for the message.
 
     Raises:
         MetricError: none does (too few points drawn, e.g. ``points = 1``), where the metric's mean over the
@@ -118,7 +117,7 @@ def varying_factors(factors: np.ndarray, drawn: str = "training point(s)", setti
     varying = [k for k in range(factors.shape[1]) if len(np.unique(factors[:, k])) > 1]
     if not varying:
         raise MetricError(f"no factor takes two values on the {len(factors):,} {drawn} drawn, so {so}; "
-                          f"draw more (the metric's {setting} setting)")
+                          f"draw more (the metric's points setting)")
     return varying
 
 
