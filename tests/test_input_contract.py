@@ -213,6 +213,33 @@ def test_images_on_the_meta_device_are_named_by_their_device_before_their_values
             call(x)
 
 
+def test_sparse_images_and_codes_are_refused_in_one_line(model):
+    """encode, forward, reconstruct and preprocess of sparse images, and decode of sparse codes, were torch's
+    "Could not run 'aten::aminmax' (or 'aten::ne.Scalar') with arguments from the 'SparseCPU' backend ..." from the
+    checks of their values."""
+    x = torch.rand(2, 1, 32, 32)
+    for name, call in {**public_calls(model), "preprocess": model.preprocess}.items():
+        with pytest.raises(InputError, match=r"^the model takes images as a dense tensor, got a sparse_coo one; "
+                                             r"give x.to_dense\(\)$"):
+            call(x.to_sparse())
+    with pytest.raises(InputError, match=r"^the decoder takes codes as a dense tensor, got a sparse_coo one; give "
+                                         r"z.to_dense\(\)$"):
+        model.decode(torch.zeros(2, model.code_size).to_sparse())
+
+
+def test_forward_refuses_a_step_tensor_of_several_values(model):
+    """step=torch.tensor([1, 2]) was blamed on the capacity regularizer, whose term then held two values ("term
+    'capacity_continuous' is a tensor of shape (2,), not a scalar tensor")."""
+    capacity = build_part("architecture", {"type": "jointvae", "image_size": 32, "channels": 1, "continuous": 2,
+                                           "discrete": [CATEGORIES], "hidden": 16,
+                                           "capacity": {"continuous": [0.0, 5.0, 100, 30.0]}})
+    x = torch.rand(2, 1, 32, 32)
+    with pytest.raises(InputError, match=r"^forward\(\) takes step, the training step, as a whole number >= 0 or a "
+                                         r"0-d tensor, got a tensor of shape \(2,\)$"):
+        capacity(x, step=torch.tensor([1, 2]))
+    assert capacity(x, step=torch.tensor(3.0, dtype=torch.float64)).loss.dim() == 0  # a captured loop's step
+
+
 def test_a_model_on_the_meta_device_is_refused_in_one_line(model):
     """A model moved to the meta device, given images or codes there, was torch's "Tensor.item() cannot be called on
     meta tensors" from the checks of their values (and from torch.autocast past them)."""

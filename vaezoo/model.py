@@ -178,7 +178,7 @@ class VAE(nn.Module):
         are not finite.
 
         Raises:
-            InputError: ``z`` is not a float tensor of shape ``(B, code_size)`` on the model's device.
+            InputError: ``z`` is not a dense float tensor of shape ``(B, code_size)`` on the model's device.
             VaezooError: the model is on the meta device, where it computes nothing.
         """
         size = self.latent.code_size
@@ -186,6 +186,9 @@ class VAE(nn.Module):
             got = (f"{str(z.dtype).removeprefix('torch.')} of shape {tuple(z.shape)}" if isinstance(z, Tensor)
                    else type(z).__name__)
             raise InputError(f"the decoder takes float codes (B, {size}) (code_size {size}), got {got}")
+        if z.layout != torch.strided:  # torch's error came from the check of their values, naming an aten operator
+            raise InputError(f"the decoder takes codes as a dense tensor, got a "
+                             f"{str(z.layout).removeprefix('torch.')} one; give z.to_dense()")
         _require_device(z, self.head.weight.device, "codes", "z")
         dtype = self.head.weight.dtype
         output = self.decoder(z if z.dtype == dtype else z.to(dtype))
@@ -226,7 +229,7 @@ class VAE(nn.Module):
 
         Raises:
             InputError: ``x`` has another shape or type, or values outside [0, 1], or holds no image; ``step`` is
-                not a whole number >= 0.
+                not a whole number >= 0 (nor a 0-d tensor).
             PluginError: a part broke its contract on this batch (a code or a KL of the wrong shape, a term that
                 is not a scalar tensor), naming the part.
         """
@@ -236,6 +239,9 @@ class VAE(nn.Module):
             step = trained or 0
         elif not isinstance(step, Tensor):  # a tensor: the step of a captured training loop, counted by vaezoo
             step = _whole_number(step, "forward() takes step, the training step")
+        elif step.dim() != 0:  # its shape, not its values, which would wait for the device
+            raise InputError(f"forward() takes step, the training step, as a whole number >= 0 or a 0-d tensor, got "
+                             f"a tensor of shape {tuple(step.shape)}")
         if x.shape[0] == 0:
             raise InputError("forward() takes at least one image: its loss is a mean over the batch "
                              "(encode() and reconstruct() take an empty batch)")

@@ -58,6 +58,7 @@ class ModelInput:
         """
         if not isinstance(x, Tensor):
             raise InputError(f"the model takes {self}, got {type(x).__name__}; {HINT}")
+        _require_strided(x)
         expected = (self.channels, self.image_size, self.image_size)
         if x.dim() == 5 and tuple(x.shape[1:]) == (1, *expected):
             raise InputError(f"the model takes {self}, got shape {tuple(x.shape)}: batches of batches of one image, "
@@ -147,6 +148,7 @@ class ModelInput:
         return pixels.unsqueeze(0).to(torch.float32).div_(255)
 
     def _from_tensor(self, x: Tensor) -> Tensor:
+        _require_strided(x)
         if x.dim() == 2:
             x = x[None, None]
         elif x.dim() == 3:
@@ -247,6 +249,14 @@ def for_model(model) -> ModelInput:
     if section is None:
         return ModelInput(model.channels, model.image_size)
     return ModelInput(model.channels, model.image_size, section.interpolation, section.transform)
+
+
+def _require_strided(x: Tensor) -> None:
+    """Refuse a sparse (or other non-dense) tensor of images, whose values the checks cannot read (torch's error was
+    "Could not run 'aten::aminmax' with arguments from the 'SparseCPU' backend")."""
+    if x.layout != torch.strided:
+        raise InputError(f"the model takes images as a dense tensor, got a {str(x.layout).removeprefix('torch.')} "
+                         f"one; give x.to_dense()")
 
 
 def tracing() -> bool:
