@@ -56,12 +56,28 @@ def test_a_traversal_ranked_by_a_kl_that_breaks_the_contract_names_the_family(mo
      "sample_prior() is a tensor of shape (5, 4), not (n, code_size) = (5, 3)"),
 ])
 def test_samples_from_a_prior_that_breaks_the_contract_name_the_family(monkeypatch, prior, message):
-    """A NaN prior drew a PNG of blank tiles with exit code 0; a code of the wrong size blamed the decoder."""
+    """A NaN prior drew a PNG of blank tiles with exit code 0; a code of the wrong size blamed the decoder. model.sample
+    blamed its caller, who gave no codes: "the decoder takes finite codes, ...; give finite codes" and "the decoder
+    takes float codes (B, 3)"."""
     model = tiny_gaussian_vae()
     monkeypatch.setattr(type(model.latent), "sample_prior", prior)
-    with pytest.raises(PluginError) as error:
-        viz.sample(model, n=5)
-    assert str(error.value) == f"latent family Gaussian (vaezoo.latents.gaussian): {message}"
+    for draw in (lambda: viz.sample(model, n=5), lambda: model.sample(5)):
+        with pytest.raises(PluginError) as error:
+            draw()
+        assert str(error.value) == f"latent family Gaussian (vaezoo.latents.gaussian): {message}"
+
+
+def test_samples_from_a_prior_that_ignores_its_device_name_the_family(monkeypatch):
+    """A family whose sample_prior() draws on the CPU whatever device it is given made model.sample on a GPU say
+    "the codes are on cpu and the model on cuda:0; move them there with z.to('cuda:0')", to a caller who gave no
+    codes. The meta device stands for the GPU here."""
+    model = tiny_gaussian_vae().to("meta")
+    drawn_here = Gaussian.sample_prior
+    monkeypatch.setattr(Gaussian, "sample_prior", lambda self, n, generator=None, device=None:
+                        drawn_here(self, n, generator, device="cpu"))
+    with pytest.raises(PluginError, match=r"^latent family Gaussian \(vaezoo.latents.gaussian\): sample_prior\(\) is "
+                                          r"on cpu, not on meta, the device it was given$"):
+        model.sample(5)
 
 
 def test_a_nan_mode_is_refused_by_traversals_and_reconstructions(monkeypatch):

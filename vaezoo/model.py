@@ -343,6 +343,8 @@ class VAE(nn.Module):
         Raises:
             InputError: ``n`` is not a whole number >= 0, or ``generator`` is not a torch.Generator of the model's
                 device type.
+            PluginError: the latent family's ``sample_prior`` gave codes of another shape, on another device than
+                the one it was given, or NaN or infinite ones (checked only when run eagerly), naming the family.
         """
         n = _whole_number(n, "sample takes the number of images")
         device = self.head.weight.device
@@ -352,8 +354,29 @@ class VAE(nn.Module):
         if generator is not None and generator.device.type != device.type:  # torch's error came from the family
             raise InputError(f"sample's generator is on {generator.device} and the model on {device}; make it there: "
                              f"torch.Generator({device.type!r}).manual_seed(0)")
-        z = self.latent.sample_prior(n, generator=generator, device=device).to(self.head.weight.dtype)
-        return self.decode(z)
+        z = checked_codes(self.latent, self.latent.sample_prior(n, generator=generator, device=device), n,
+                          "sample_prior()", device)
+        return self.decode(z.to(self.head.weight.dtype))
+
+
+def checked_codes(family: LatentFamily, codes: object, n: int, what: str, device: torch.device | None = None) -> Tensor:
+    """``codes`` if they are ``n`` finite codes of the family's ``code_size`` (on ``device``, when given), else a
+    :class:`PluginError` naming the family and ``what`` gave them: decoded, they were blamed on the caller, who gave
+    no codes ("the decoder takes finite codes", "move them there with z.to('cuda')"), and a picture of NaN codes is
+    blank tiles. Their values are checked only when run eagerly, on a device that holds them."""
+    expected = (n, family.code_size)
+    if not (isinstance(codes, Tensor) and tuple(codes.shape) == expected):
+        raise PluginError(f"{_part('latent family', family)}: {what} is {_described(codes)}, not (n, code_size) = "
+                          f"{expected}")
+    if device is not None and codes.device != device:
+        raise PluginError(f"{_part('latent family', family)}: {what} is on {codes.device}, not on {device}, the "
+                          f"device it was given")
+    if codes.numel() and not tracing() and not codes.is_meta:
+        finite = torch.isfinite(codes.detach()).all(dim=-1)
+        if not finite.all():
+            raise PluginError(f"{_part('latent family', family)}: {what} is not finite (NaN or inf) for "
+                              f"{int((~finite).sum())} of the {n} codes")
+    return codes
 
 
 def _require_device(x: Tensor, device: torch.device, what: str, name: str) -> None:

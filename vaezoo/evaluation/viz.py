@@ -30,7 +30,7 @@ from vaezoo.data import ImageDataset, check_data_root
 from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import InputError, PluginError, VaezooError
 from vaezoo.latents import LatentFamily, Sweep
-from vaezoo.model import VAE
+from vaezoo.model import VAE, checked_codes
 from vaezoo.terminal import printable
 
 PADDING = 2  # pixels between tiles
@@ -290,7 +290,7 @@ def reconstruct(model: VAE, images: Tensor, columns: int = 10) -> Grid:
     device, dtype = _device_dtype(model)
     with _evaluating(model), torch.no_grad():
         mode = model.encode(images.to(device, dtype), checked=True).mode
-        recon = model.decode(_checked_codes(model.latent, mode, len(images), "the posterior's mode")).cpu()
+        recon = model.decode(checked_codes(model.latent, mode, len(images), "the posterior's mode")).cpu()
     rows: list[Tensor] = []
     for start in range(0, len(images), columns):
         rows += [images[start:start + columns].float().cpu(), recon[start:start + columns].float()]
@@ -320,7 +320,7 @@ def sample(model: VAE, n: int = 64, seed: int = 0, columns: int = 8) -> Grid:
     generator = torch.Generator(device=device).manual_seed(seed)
     with _evaluating(model), torch.no_grad():
         codes = model.latent.sample_prior(n, generator=generator, device=device)
-        images = model.decode(_checked_codes(model.latent, codes, n, "sample_prior()")).float().cpu()
+        images = model.decode(checked_codes(model.latent, codes, n, "sample_prior()", device)).float().cpu()
     return Grid(_layout(list(images.split(columns)), min(columns, n)))
 
 
@@ -395,9 +395,9 @@ def _base_code(model: VAE, reference: Tensor | None) -> Tensor:
             raise InputError(f"a traversal's reference is one image (C, H, W), got a batch of {len(reference)}; "
                              f"give one of them, e.g. images[0]")
         mode = model.encode(reference[:1].to(device, dtype), checked=True).mode
-        return _checked_codes(model.latent, mode, 1, "the posterior's mode")[0]
+        return checked_codes(model.latent, mode, 1, "the posterior's mode")[0]
     code = model.latent.reference_code()
-    return _checked_codes(model.latent, code.unsqueeze(0) if isinstance(code, Tensor) else code, 1,
+    return checked_codes(model.latent, code.unsqueeze(0) if isinstance(code, Tensor) else code, 1,
                           "reference_code()")[0].to(device, dtype)
 
 
@@ -454,19 +454,6 @@ def _checked_sweeps(family: LatentFamily, steps: int, span: tuple[float, float])
         if not torch.isfinite(sweep.values).all():
             raise PluginError(f"{_family(family)}: a sweep's values are not finite (NaN or inf)")
     return list(sweeps)
-
-
-def _checked_codes(family: object, codes: object, n: int, what: str) -> Tensor:
-    """``codes`` if they are ``n`` finite codes of the family's ``code_size``, else a :class:`PluginError` naming
-    the family and ``what`` gave them (a picture of NaN codes is blank tiles, not a picture of the model)."""
-    expected = (n, family.code_size)
-    if not (isinstance(codes, Tensor) and tuple(codes.shape) == expected):
-        raise PluginError(f"{_family(family)}: {what} is {_described(codes)}, not (n, code_size) = {expected}")
-    finite = torch.isfinite(codes).all(dim=-1)
-    if not finite.all():
-        raise PluginError(f"{_family(family)}: {what} is not finite (NaN or inf) for {int((~finite).sum())} of the "
-                          f"{n} codes")
-    return codes
 
 
 def _decode_mean(model: VAE, codes: Tensor) -> Tensor:
