@@ -90,6 +90,18 @@ def test_a_nan_mode_is_refused_by_traversals_and_reconstructions(monkeypatch):
             draw()
 
 
+def test_a_mode_of_another_shape_is_named_by_reconstruct_as_by_forward(monkeypatch):
+    """model.reconstruct(x) of a family whose posterior mode has another shape said "the decoder takes float codes
+    (B, 3) (code_size 3), got float32 of shape (4, 2)", blaming codes its caller never gave."""
+    model = tiny_gaussian_vae()
+    monkeypatch.setattr(posterior_class(model), "mode", property(lambda self: self.mean[:, :2]))
+    for draw in (lambda: model.reconstruct(images(4)), lambda: model(images(4))):
+        with pytest.raises(PluginError, match=r"^latent family Gaussian \(vaezoo.latents.gaussian\): the posterior's "
+                                              r"mode is a tensor of shape \(4, 2\), not \(batch, code_size\) = "
+                                              r"\(4, 3\)$"):
+            draw()
+
+
 def first_sweep_replaced(**changes):
     """A Gaussian's sweeps() with the first row's fields replaced."""
     original = Gaussian.sweeps

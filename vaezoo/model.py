@@ -323,8 +323,10 @@ class VAE(nn.Module):
             InputError: as :meth:`encode` refuses ``x``.
             VaezooError: the model's own codes for some of the images are not finite (NaN or infinite weights, or
                 an encoder or latent family that gives such; checked only when run eagerly).
+            PluginError: the latent family's posterior mode is not ``(batch, code_size)`` on the images' device.
         """
         z = self.encode(x).mode
+        _require_code(z, x, self.latent, "the posterior's mode")  # else the decoder blamed the caller's codes
         if (where := _not_finite(z, "images")) is not None:
             raise VaezooError(f"the model's own codes for these images are not finite: NaN or infinite values for "
                               f"{where}, which are valid images; check the model's weights (a run whose loss became "
