@@ -218,8 +218,9 @@ class LatentFamily(nn.Module):
                 try:
                     values = prior.icdf(quantiles.expand(steps, self.code_size))
                 except NotImplementedError:
-                    raise LatentError(f"{type(self).__name__}'s prior, {type(prior).__name__}, has no icdf, which the "
-                                      f"default sweeps() needs on a bounded support; override sweeps()") from None
+                    raise LatentError(f"latent family {type(self).__qualname__} ({type(self).__module__}): its prior, "
+                                      f"{type(prior).__name__}, has no icdf, which the default sweeps() needs on a "
+                                      f"bounded support; override sweeps()") from None
         return [Sweep(i, slice(i, i + 1), i, values[:, i:i + 1]) for i in range(self.code_size)]
 
     def _prior_per_dimension(self) -> Distribution:
