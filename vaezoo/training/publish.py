@@ -33,9 +33,11 @@ if TYPE_CHECKING:
     from vaezoo.model import VAE
 
 
-STOPPED = re.compile(r"^(Stopped at step [\d,]+ of [\d,]+ \(--max-steps\): not the finished run; resume it with "
-                     r"--resume\. )+")
+STOPPED_NOTE = "Stopped at step {steps:,} of {total:,} (--max-steps): not the finished run; resume it with --resume. "
 """The note :func:`own_card` puts before the summary of a run stopped short of its last step."""
+
+STOPPED = re.compile("^(" + r"[\d,]+".join(map(re.escape, re.split(r"\{\w+:,\}", STOPPED_NOTE))) + ")+")
+"""The notes :data:`STOPPED_NOTE` at the start of a summary, its numbers whatever they are."""
 
 
 def run_name(card: Card, name: str | None = None) -> str:
@@ -102,8 +104,7 @@ def own_card(card: Card, model: VAE, name: str, steps: int, total: int | None = 
 
     summary = STOPPED.sub("", card.summary)  # a card trained from a stopped run's card is not stopped itself
     if total is not None and steps < total:
-        summary = (f"Stopped at step {steps:,} of {total:,} (--max-steps): not the finished run; resume it with "
-                   f"--resume. {summary}")
+        summary = STOPPED_NOTE.format(steps=steps, total=total) + summary
     return card.model_copy(update={"name": name, "summary": summary,
                                    "train": card.train.model_copy(update={"steps": steps}),
                                    "vaezoo_version": __version__, "latent": model.latent.layout(),
