@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import tomllib
 from pathlib import Path
 
@@ -1432,3 +1433,105 @@ def test_an_hf_endpoint_that_is_no_http_address_is_named(hub, monkeypatch, endpo
     assert one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}")) == (
         f"error: cannot fetch the card of hf-hub:{REPO_ID}: HF_ENDPOINT '{endpoint}' is no http or https address; set "
         f"it to the Hub's (https://huggingface.co) or a mirror's, or unset it")
+
+
+def test_a_silent_hub_is_waited_for_as_long_as_huggingface_hub_waits_for_a_files_metadata(hub, tmp_path,
+                                                                                         monkeypatch):
+    card, weights = entry(tmp_path)
+    hub.commit(REPO_ID, as_repo(card, weights))
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "1")
+    answer, silent, released = hub.answer, ["/api/"], threading.Event()
+
+    def unanswered(method: str, path: str, body: bytes):
+        if any(part in path for part in silent):
+            released.wait(120)  # huggingface_hub asks its API with no deadline: it waited this long
+        return answer(method, path, body)
+
+    monkeypatch.setattr(hub, "answer", unanswered)
+    try:
+        error = one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}", timeout=60))
+        assert error == (f"error: cannot fetch the card of hf-hub:{REPO_ID}: the Hub at {hub.endpoint} did not answer "
+                         f"within 1 s and huggingface_hub's cache lacks it; try again later, or give it longer "
+                         f"(HF_HUB_ETAG_TIMEOUT)")
+        silent.clear()
+        commit = run_vaezoo("info", f"hf-hub:{REPO_ID}").stdout.splitlines()[1]
+        silent.append("/api/")  # the card in the cache: served at the commit main had
+        cached = run_vaezoo("info", f"hf-hub:{REPO_ID}", timeout=60)
+        assert cached.returncode == 0 and cached.stdout.splitlines()[1] == commit, cached.stderr
+        silent.append(f"/{weights.name}")
+        result = run_vaezoo("verify", f"hf-hub:{REPO_ID}", timeout=60)
+        assert result.returncode == 1 and (f"the Hub at {hub.endpoint} did not answer in time (1 s for a file's "
+                                           f"metadata, HF_HUB_ETAG_TIMEOUT;") in result.stdout
+    finally:
+        released.set()
+
+
+@pytest.mark.parametrize("answer", [b"[]", b"{}", b"null"])
+def test_a_hub_answering_json_of_another_shape_is_one_line(hub, tmp_path, monkeypatch, answer):
+    card, weights = entry(tmp_path)
+    hub.commit(REPO_ID, as_repo(card, weights))
+    monkeypatch.setattr(hub, "answer", lambda method, path, body: (200, {"Content-Type": "application/json"}, answer))
+    error = one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}"))
+    assert error.startswith(f"error: cannot fetch the card of hf-hub:{REPO_ID}: the Hub at {hub.endpoint} answered "
+                            f"with something other than the Hub's API (JSON of another shape: ")
+
+
+def test_a_repository_name_huggingface_hub_refuses_and_a_token_no_header_carries_are_named(hub, tmp_path,
+                                                                                           monkeypatch):
+    card, weights = entry(tmp_path)
+    hub.commit(REPO_ID, as_repo(card, weights))
+    url_card = write_card(tmp_path / "cards", make_card(
+        name="tiny-url", weights=weights_entry(weights, url=f"hf://owner--x/tiny/{weights.name}")))
+    assert one_error_line(run_vaezoo("info", "hf-hub:owner/tiny.git")) == (
+        "error: cannot fetch the card of hf-hub:owner/tiny.git: the Hub takes no repository named so (Repo_id cannot "
+        "end by '.git': 'owner/tiny.git'); check the name")
+    assert one_error_line(run_vaezoo("eval", str(url_card), "--metrics", "elbo")).endswith(
+        "the Hub takes no repository named so (Cannot have -- or .. in repo_id: 'owner--x/tiny'); check the name")
+
+    pasted = one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}", env={**os.environ, "HF_TOKEN": "hf_\u00e4bc"}))
+    assert pasted.endswith("the Hub token holds 'ä', which is not ASCII and which no HTTP header carries; give the "
+                           "token as the Hub wrote it (HF_TOKEN, token=, or 'hf auth login')")
+    folder = tmp_path / "token"
+    folder.mkdir()
+    unread = one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}", env={**os.environ, "HF_TOKEN_PATH": str(folder)}))
+    assert unread.endswith(f"huggingface_hub's token file HF_TOKEN_PATH={folder} cannot be read (Is a directory); set "
+                           f"HF_TOKEN_PATH to the file 'hf auth login' writes, or unset it")
+    assert hub.requests == []
+
+
+def test_vaezoo_progress_off_turns_huggingface_hubs_progress_bars_off_too(hub, tmp_path, monkeypatch):
+    card, weights = entry(tmp_path)
+    hub.commit(REPO_ID, as_repo(card, weights))
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS")
+    result = run_vaezoo("verify", f"hf-hub:{REPO_ID}", env={**os.environ, "VAEZOO_PROGRESS": "0"})
+    assert result.returncode == 0 and result.stdout.startswith("tiny: ok ") and result.stderr == ""
+    shown = run_vaezoo("verify", f"hf-hub:{REPO_ID}", env={**os.environ, "HF_HUB_CACHE": str(tmp_path / "other")})
+    assert shown.returncode == 0 and "Fetching 1 files" in shown.stderr  # huggingface_hub's own, left as it has them
+
+
+def test_a_request_the_hub_calls_bad_says_the_hubs_reason(hub, tmp_path, monkeypatch):
+    card, _ = entry(tmp_path / "cards")
+    answer = hub.answer
+
+    def refused(method: str, path: str, body: bytes):
+        if "/branch/" in path:
+            return 400, {"Content-Type": "application/json"}, b'{"error": "Invalid reference name: main~1"}'
+        return answer(method, path, body)
+
+    monkeypatch.setattr(hub, "answer", refused)
+    error = one_error_line(run_vaezoo("push", str(card), "owner/x", "--revision", "main~1"))
+    assert error == (f"error: cannot push 'tiny' to owner/x: Bad request: Invalid reference name: main~1 (Hub "
+                     f"{hub.endpoint})")  # it was 'Bad request:' alone
+
+
+@pytest.mark.parametrize("revision", [" main", "main\n", "v1\t"])
+def test_a_revision_pasted_with_a_space_or_control_character_is_named_before_the_hub_is_asked(hub, tmp_path,
+                                                                                             revision):
+    card, _ = entry(tmp_path / "cards")
+    refused = (f"revision {revision!r} is no branch, tag or commit name (it holds a space or a control character); "
+               f"give a branch, a tag or a commit")
+    result = run_python("-c", "import sys, vaezoo; vaezoo.from_pretrained(sys.argv[1], revision=sys.argv[2])",
+                        REPO_ID, revision)
+    assert result.stderr.strip().splitlines()[-1] == f"vaezoo.errors.CardError: {refused}"  # not 'hf-hub:...@ main'
+    assert one_error_line(run_vaezoo("push", str(card), "owner/x", "--revision", revision)) == f"error: {refused}"
+    assert hub.requests == []

@@ -100,7 +100,11 @@ def hub(error: type[VaezooError], subject: str) -> ModuleType:
 def revision_problem(revision: str) -> str | None:
     """Why ``revision`` is no branch, tag or commit name: a part (between slashes) that is empty or starts with
     ``.``, which git takes in no branch or tag name, and which a URL reads as a folder (``..`` would ask for the
-    repository itself, that is its main branch); None where it may be one."""
+    repository itself, that is its main branch), or a space or control character (pasted with the name), which git
+    takes in none either; None where it may be one."""
+    if any(c.isspace() or not c.isprintable() for c in revision):
+        return (f"revision {revision!r} is no branch, tag or commit name (it holds a space or a control character); "
+                f"give a branch, a tag or a commit")
     if any(not part or part.startswith(".") for part in revision.split("/")):
         return (f"revision '{revision}' is no branch, tag or commit name (a part of it is empty or starts with '.'); "
                 f"give a branch, a tag or a commit")
@@ -141,11 +145,16 @@ def card_file(name: str) -> tuple[Path, str]:
     options = _options()
     with _quiet("_snapshot_download", "_tree_cache", "file_download"), translated(
             CardError, f"cannot fetch the card of {name}", huggingface_hub):
-        _refuse_listed_cards(name, repo_id, revision, options, huggingface_hub)
-        folder = Path(huggingface_hub.snapshot_download(
-            repo_id, revision=revision, allow_patterns="*.toml", ignore_patterns="*/*",
-            cache_dir=options.cache_dir, force_download=options.force_download,
-            local_files_only=options.local_files_only, token=options.token))
+        unanswered = _refuse_listed_cards(name, repo_id, revision, options, huggingface_hub)
+        try:  # where the Hub gave no answer, the cache answers: huggingface_hub waits on its API with no deadline
+            folder = Path(huggingface_hub.snapshot_download(
+                repo_id, revision=revision, allow_patterns="*.toml", ignore_patterns="*/*",
+                cache_dir=options.cache_dir, force_download=options.force_download,
+                local_files_only=options.local_files_only or unanswered is not None, token=options.token))
+        except huggingface_hub.errors.LocalEntryNotFoundError as exc:
+            if unanswered is None:
+                raise
+            raise exc from unanswered
     commit = folder.name  # huggingface_hub keeps a revision's files in snapshots/COMMIT
     tomls = sorted(folder.glob("*.toml"))
     if len(tomls) != 1:
@@ -162,27 +171,34 @@ def _not_one_card(name: str, cards: list[str], commit: str) -> str:
 
 
 def _refuse_listed_cards(name: str, repo_id: str, revision: str | None, options: Download,
-                         huggingface_hub: ModuleType) -> None:
+                         huggingface_hub: ModuleType) -> BaseException | None:
     """Refuse, before anything is downloaded, a repository whose root the Hub lists with several cards or with a
     card larger than a card may be (:data:`~vaezoo.entries.catalog.MAX_CARD_BYTES`).
 
     The card is checked again once downloaded (a Hub may list other sizes than it serves). Nothing is asked where
-    huggingface_hub keeps to its cache (offline, ``local_files_only``, a commit already cached), and a Hub that does
-    not answer is left to ``snapshot_download``, which asks again and serves the cache then, or says why it cannot.
+    huggingface_hub keeps to its cache (offline, ``local_files_only``, a commit already cached). The Hub is given
+    ``HF_HUB_ETAG_TIMEOUT`` seconds to answer, as for a file's metadata.
+
+    Returns:
+        The transport's error where the Hub gave no answer (closed, silent, unreachable), for the cache to answer;
+        None otherwise (an answer with an error is left to ``snapshot_download``, which asks again and says why).
     """
     from vaezoo.entries.catalog import MAX_CARD_BYTES
 
     constants = huggingface_hub.constants
     if options.local_files_only or constants.HF_HUB_OFFLINE:
-        return
+        return None
     if revision is not None and COMMIT.fullmatch(revision) and not options.force_download and (
             Path(options.cache_dir or constants.HF_HUB_CACHE).expanduser() / f"models--{repo_id.replace('/', '--')}"
             / "snapshots" / revision).is_dir():
-        return
+        return None
     try:  # one request, which huggingface_hub does not retry: a Hub that is down is not waited for twice
-        info = huggingface_hub.HfApi(token=options.token).model_info(repo_id, revision=revision, files_metadata=True)
-    except (OSError, ValueError, *huggingface_hub.errors.HfHubHTTPError.__bases__):
-        return
+        info = huggingface_hub.HfApi(token=options.token).model_info(
+            repo_id, revision=revision, files_metadata=True, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+    except (OSError, ValueError, *huggingface_hub.errors.HfHubHTTPError.__bases__) as exc:
+        transport = huggingface_hub.errors.HfHubHTTPError.__bases__[0].__module__.partition(".")[0]  # httpx, requests
+        answered = isinstance(exc, huggingface_hub.errors.HfHubHTTPError)
+        return exc if not answered and type(exc).__module__.partition(".")[0] == transport else None
     cards = {sibling.rfilename: sibling.lfs.size if sibling.lfs else sibling.size for sibling in info.siblings or []
              if "/" not in sibling.rfilename and sibling.rfilename.endswith(".toml")}
     if len(cards) > 1:
@@ -191,6 +207,7 @@ def _refuse_listed_cards(name: str, repo_id: str, revision: str | None, options:
         if isinstance(size, int) and size > MAX_CARD_BYTES:
             raise CardError(f"{name}: the Hub lists its card {path} at {size:,} bytes, more than the "
                             f"{MAX_CARD_BYTES:,} a card may have; it is not a card file (commit {info.sha})")
+    return None
 
 
 def hub_weights(card: Card) -> tuple[Path, bytes]:
@@ -327,16 +344,26 @@ def _damaged_copy(damaged: WeightsError | None, where: str, huggingface_hub: Mod
 def _quiet(*modules: str) -> Iterator[None]:
     """huggingface_hub's loggers of ``modules`` (``file_download``, ...) at errors only inside the block: their
     warnings (each retry of a download cut short, no file matched, a file listing the cache cannot keep) are said by
-    the one line of the error that follows, or by nothing when a retry succeeds."""
+    the one line of the error that follows, or by nothing when a retry succeeds. Its progress bars are off inside
+    the block too where ``VAEZOO_PROGRESS`` is off, as vaezoo's own are (unless ``HF_HUB_DISABLE_PROGRESS_BARS=0``
+    asks for them)."""
+    from huggingface_hub import constants, utils
+
+    bars = (not setting_on("VAEZOO_PROGRESS", default=True) and constants.HF_HUB_DISABLE_PROGRESS_BARS is not False
+            and not utils.are_progress_bars_disabled())
     loggers = [logging.getLogger(f"huggingface_hub.{module}") for module in modules]
     levels = [log.level for log in loggers]
     for log in loggers:
         log.setLevel(logging.ERROR)
+    if bars:
+        utils.disable_progress_bars()
     try:
         yield
     finally:
         for log, level in zip(loggers, levels, strict=True):
             log.setLevel(level)
+        if bars:
+            utils.enable_progress_bars()
 
 
 @contextmanager
@@ -351,6 +378,35 @@ def translated(error: type[VaezooError], what: str, huggingface_hub: ModuleType)
         raise
     except failures as exc:
         raise error(f"{what}: {_reason(exc, errors, huggingface_hub.constants)}") from None
+    except (TypeError, KeyError, AttributeError) as exc:  # huggingface_hub reading an answer of another shape
+        if not _raised_in(exc, huggingface_hub):
+            raise
+        raise error(f"{what}: the Hub at {huggingface_hub.constants.ENDPOINT} answered with something other than the "
+                    f"Hub's API (JSON of another shape: {type(exc).__name__}: {exc}); check HF_ENDPOINT, and any proxy "
+                    f"between this machine and the Hub") from None
+
+
+def _endpoint_problem(constants: ModuleType) -> str | None:
+    """Why ``HF_ENDPOINT`` can be no Hub: it is no http or https address; None where it may be one."""
+    if constants.ENDPOINT.startswith(("http://", "https://")):
+        return None
+    return (f"HF_ENDPOINT '{constants.ENDPOINT}' is no http or https address; set it to the Hub's "
+            f"(https://huggingface.co) or a mirror's, or unset it")
+
+
+def _timed_out(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the transport's timeout (httpx's ``TimeoutException``, requests' ``Timeout``, Python's
+    ``TimeoutError``), which huggingface_hub raises as it is."""
+    return exc is not None and any("timeout" in kind.__name__.lower() for kind in type(exc).__mro__)
+
+
+def _raised_in(exc: BaseException, module: ModuleType) -> bool:
+    """Whether ``exc`` was raised in the code of the package ``module`` (its innermost frame)."""
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and Path(frame.tb_frame.f_code.co_filename).is_relative_to(
+        Path(module.__file__).parent)
 
 
 def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> str:
@@ -370,8 +426,18 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
             return offline
         if isinstance(exc.__cause__, errors.HfHubHTTPError):  # the Hub answered, with an error: say which
             return _reason(exc.__cause__, errors, constants)
+        if _timed_out(exc.__cause__):
+            return (f"the Hub at {constants.ENDPOINT} did not answer within {constants.HF_HUB_ETAG_TIMEOUT} s and "
+                    f"huggingface_hub's cache lacks it; try again later, or give it longer (HF_HUB_ETAG_TIMEOUT)")
+        if (problem := _endpoint_problem(constants)) is not None:
+            return problem
         return (f"the Hub at {constants.ENDPOINT} cannot be reached and huggingface_hub's cache lacks it; "
                 f"check the network (or HF_ENDPOINT)")
+    if isinstance(exc, errors.HFValidationError):  # huggingface_hub's check of a repository's name, before any request
+        return f"the Hub takes no repository named so ({str(exc).rstrip('.')}); check the name"
+    if isinstance(exc, UnicodeEncodeError) and isinstance(exc.object, str) and exc.object.startswith("Bearer "):
+        return (f"the Hub token holds {exc.object[exc.start:exc.end]!r}, which is not ASCII and which no HTTP header "
+                f"carries; give the token as the Hub wrote it (HF_TOKEN, token=, or 'hf auth login')")
     if isinstance(exc, errors.RepositoryNotFoundError):
         return (f"no such repository on {constants.ENDPOINT}, or it is private or gated: check the name, or log "
                 f"in ('hf auth login' or HF_TOKEN)")
@@ -389,13 +455,20 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
     if code == 429 or isinstance(code, int) and code >= 500:
         status = " ".join(filter(None, (str(code), getattr(response, "reason_phrase", None))))
         return f"the Hub at {constants.ENDPOINT} answered HTTP {status} (busy or failing); try again later"
+    if _timed_out(exc):
+        return (f"the Hub at {constants.ENDPOINT} did not answer in time ({constants.HF_HUB_ETAG_TIMEOUT} s for a "
+                f"file's metadata, HF_HUB_ETAG_TIMEOUT; {constants.HF_HUB_DOWNLOAD_TIMEOUT} s for its data, "
+                f"HF_HUB_DOWNLOAD_TIMEOUT); try again later, or give it longer")
     if isinstance(exc, json.JSONDecodeError):  # a web page where the API's JSON belongs: no Hub, or a portal between
         return (f"the Hub at {constants.ENDPOINT} answered with something other than the Hub's API (not JSON); check "
                 f"HF_ENDPOINT, and any proxy or login page between this machine and the Hub")
+    if isinstance(exc, OSError) and os.environ.get("HF_TOKEN_PATH") and exc.filename == constants.HF_TOKEN_PATH:
+        return (f"huggingface_hub's token file HF_TOKEN_PATH={exc.filename} cannot be read ({exc.strerror}); set "
+                f"HF_TOKEN_PATH to the file 'hf auth login' writes, or unset it")
     if isinstance(exc, OSError) and exc.errno is not None and (problem := _cache_problem(exc, constants)):
         return problem
-    if not constants.ENDPOINT.startswith(("http://", "https://")):
-        return (f"HF_ENDPOINT '{constants.ENDPOINT}' is no http or https address; set it to the Hub's "
-                f"(https://huggingface.co) or a mirror's, or unset it")
+    if (problem := _endpoint_problem(constants)) is not None:
+        return problem
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return f"{lines[0] if lines else type(exc).__name__} (Hub {constants.ENDPOINT})"
+    said = " ".join(lines[:2]) if lines and lines[0].endswith(":") else lines[0] if lines else type(exc).__name__
+    return f"{said} (Hub {constants.ENDPOINT})"  # huggingface_hub's 'Bad request:' heads the Hub's own words
