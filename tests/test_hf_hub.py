@@ -1427,12 +1427,14 @@ def test_an_endpoint_that_answers_a_web_page_where_the_hubs_api_belongs_is_said_
         f"Hub")  # it was json's 'Expecting value: line 1 column 1 (char 0)'
 
 
-@pytest.mark.parametrize("endpoint", ["", "127.0.0.1:9", "ftp://127.0.0.1:9"])
+@pytest.mark.parametrize("endpoint", ["", "127.0.0.1:9", "ftp://127.0.0.1:9", "HUB ", "HUB\t"])
 def test_an_hf_endpoint_that_is_no_http_address_is_named(hub, monkeypatch, endpoint):
+    endpoint = endpoint.replace("HUB", hub.endpoint)  # pasted with a space: "Port could not be cast to integer"
     monkeypatch.setenv("HF_ENDPOINT", endpoint)  # the transport's words: "Request URL is missing ... protocol"
+    problem = "holds a space or a control character" if endpoint.startswith("http") else "is no http or https address"
     assert one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}")) == (
-        f"error: cannot fetch the card of hf-hub:{REPO_ID}: HF_ENDPOINT '{endpoint}' is no http or https address; set "
-        f"it to the Hub's (https://huggingface.co) or a mirror's, or unset it")
+        f"error: cannot fetch the card of hf-hub:{REPO_ID}: HF_ENDPOINT {endpoint!r} {problem}; set it to the Hub's "
+        f"(https://huggingface.co) or a mirror's, or unset it")
 
 
 def test_a_silent_hub_is_waited_for_as_long_as_huggingface_hub_waits_for_a_files_metadata(hub, tmp_path,

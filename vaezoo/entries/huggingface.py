@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -370,8 +371,10 @@ def _quiet(*modules: str) -> Iterator[None]:
 def translated(error: type[VaezooError], what: str, huggingface_hub: ModuleType) -> Iterator[None]:
     """Turn huggingface_hub's and its transport's exceptions inside the block into one-line ``error``s."""
     errors = huggingface_hub.errors
-    # HfHubHTTPError's bases: OSError and the transport's HTTPError (httpx's, which is no OSError)
-    failures = (OSError, ValueError, *errors.HfHubHTTPError.__bases__)
+    # HfHubHTTPError's bases: OSError and the transport's HTTPError (httpx's, which is no OSError); httpx's InvalidURL
+    # (HF_ENDPOINT pasted with a tab) is neither
+    transport = sys.modules[errors.HfHubHTTPError.__bases__[0].__module__.partition(".")[0]]
+    failures = (OSError, ValueError, *errors.HfHubHTTPError.__bases__, getattr(transport, "InvalidURL", ValueError))
     try:
         yield
     except VaezooError:
@@ -387,11 +390,15 @@ def translated(error: type[VaezooError], what: str, huggingface_hub: ModuleType)
 
 
 def _endpoint_problem(constants: ModuleType) -> str | None:
-    """Why ``HF_ENDPOINT`` can be no Hub: it is no http or https address; None where it may be one."""
-    if constants.ENDPOINT.startswith(("http://", "https://")):
+    """Why ``HF_ENDPOINT`` can be no Hub: it is no http or https address, or holds a space (pasted with it); None
+    where it may be one."""
+    endpoint = constants.ENDPOINT
+    if endpoint.startswith(("http://", "https://")) and not any(c.isspace() for c in endpoint):
         return None
-    return (f"HF_ENDPOINT '{constants.ENDPOINT}' is no http or https address; set it to the Hub's "
-            f"(https://huggingface.co) or a mirror's, or unset it")
+    problem = ("holds a space or a control character" if endpoint.startswith(("http://", "https://")) else
+               "is no http or https address")
+    return (f"HF_ENDPOINT {endpoint!r} {problem}; set it to the Hub's (https://huggingface.co) or a mirror's, or "
+            f"unset it")
 
 
 def _timed_out(exc: BaseException | None) -> bool:
