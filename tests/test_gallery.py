@@ -200,6 +200,23 @@ def test_gallery_escapes_card_text(tiny_zoo, tmp_path):
     assert "\\x1b[31mred\\r" in page and not any(c in page for c in "\x1b\r")
 
 
+def test_a_card_skipped_for_its_own_problem_keeps_its_leaderboard_row_without_a_link_to_nowhere(tiny_zoo, tmp_path,
+                                                                                                 monkeypatch, capsys):
+    """A card whose pictures cannot be drawn (a plugin's family that cannot be traversed, weights that fail their
+    sha256) is left off the page, and its leaderboard row linked to an anchor the page did not have."""
+    from vaezoo.errors import LatentError
+    from vaezoo.extras import gallery as module
+
+    def refused(card, device=None):
+        raise LatentError("latent family Box (box): its prior, Beta, has no icdf")
+
+    monkeypatch.setattr(module, "load_model", refused)
+    page = build_gallery(tmp_path / "site", use_data=False).read_text(encoding="utf-8")
+    assert "card tiny-trained" in capsys.readouterr().err and 'id="tiny-trained"' not in page
+    assert "<tr><td>tiny-trained</td>" in page and 'href="#tiny-trained"' not in page
+    assert '<tr><td><a href="#tiny-untrained">tiny-untrained</a></td>' in page
+
+
 @pytest.mark.slow
 def test_gallery_overwrites_its_own_page_but_never_another_index_html(tiny_zoo, tmp_path, capsys):
     site = tmp_path / "site"
