@@ -220,6 +220,11 @@ def test_push_commits_to_the_branch_with_the_message_asked_for(hub, tmp_path):
     assert repo.messages[repo.refs["trial"]] == "vaezoo push tiny"
     assert one_error_line(run_vaezoo("push", str(card), "owner/branched", "--revision", "x", "--dry-run")) == (
         "error: --commit-message and --revision go with an upload; --dry-run commits nothing")
+    pushed = len(repo.commits)
+    assert one_error_line(run_vaezoo("push", str(card), "owner/branched", "--revision", main_commit)) == (
+        f"error: branch '{main_commit}' is named as a commit is (40 hexadecimal digits): loading it, huggingface_hub "
+        f"would take it for a commit; choose another branch name")  # it made such a branch
+    assert len(repo.commits) == pushed and sorted(repo.refs) == ["main", "trial"]
 
 
 # push_to_hub and hub_push.push of the card argv[1], each printing its error

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from vaezoo.context import LatentPart
 from vaezoo.entries.catalog import card_reference, check_card, list_cards, parse_card
 from vaezoo.entries.entry import fetch, fetch_verified, write_card, write_entry
-from vaezoo.entries.huggingface import hub, revision_problem, translated
+from vaezoo.entries.huggingface import COMMIT, hub, revision_problem, translated
 from vaezoo.entries.schema import HUB_PREFIX, Card, Weights
 from vaezoo.errors import OutputError, VaezooError, WeightsError, setting_on
 from vaezoo.extras.hub_card import hub_config, model_card
@@ -91,13 +91,17 @@ def check_repo_id(repo_id: str) -> None:
 
 def check_revision(revision: str | None) -> None:
     """Refuse a branch to commit to that is no branch name (:func:`~vaezoo.entries.huggingface.revision_problem`),
-    before anything is staged or uploaded.
+    or that is named as a commit is (huggingface_hub would take it for one when it is loaded, and the card would name
+    a branch as its commit), before anything is staged or uploaded.
 
     Raises:
         OutputError: naming the problem.
     """
     if revision is not None and (problem := revision_problem(revision)) is not None:
         raise OutputError(problem)
+    if revision is not None and COMMIT.fullmatch(revision):
+        raise OutputError(f"branch '{revision}' is named as a commit is (40 hexadecimal digits): loading it, "
+                          f"huggingface_hub would take it for a commit; choose another branch name")
 
 
 def refuse_offline(name: str, repo_id: str, instead: str) -> None:
