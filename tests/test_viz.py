@@ -141,6 +141,24 @@ def test_without_data_rows_follow_the_layout_from_the_prior_mean(monkeypatch):
     assert torch.equal(first, expected)
 
 
+def test_a_joint_latent_inside_a_joint_latent_is_traversed_part_by_part():
+    """A joint part of a joint latent (whose layout names its parts inner.a, inner.c) has no prior of its own to
+    sweep: vaezoo show traverse was a NotImplementedError traceback, and the gallery stopped on it."""
+    latent = {"type": "joint", "parts": [
+        {"type": "gaussian", "name": "g", "dim": 2},
+        {"type": "joint", "name": "inner", "parts": [{"type": "gaussian", "name": "a", "dim": 2},
+                                                     {"type": "gumbel_categorical", "name": "c", "categories": 3}]}]}
+    model = tiny_vae(latent=latent)
+    assert [part.name for part in model.latent.layout()] == ["g", "inner.a", "inner.c"]
+    plain = viz.traverse(model, steps=3)
+    assert plain.labels == ("g[0]", "g[1]", "inner.a[0]", "inner.a[1]", "inner.c")
+    assert [row.code for row in plain.dimensions] == [slice(0, 1), slice(1, 2), slice(2, 3), slice(3, 4), slice(4, 7)]
+    data = images(8)
+    ranked = viz.traverse(model, data, reference=data[0], steps=3)
+    assert sorted(row.part for row in ranked.dimensions) == ["g", "g", "inner.a", "inner.a", "inner.c"]
+    assert all(row.kl is not None for row in ranked.dimensions)
+
+
 def test_single_gaussian_latent_is_traversed_as_part_z():
     traversal = viz.traverse(tiny_vae(latent={"type": "gaussian", "dim": 2}), steps=3)
     assert traversal.labels == ("z[0]", "z[1]")

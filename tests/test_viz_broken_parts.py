@@ -90,6 +90,24 @@ def test_a_nan_mode_is_refused_by_traversals_and_reconstructions(monkeypatch):
             draw()
 
 
+def test_a_family_without_a_prior_or_sweeps_is_named_by_a_traversal(monkeypatch):
+    """A family that implements neither prior nor sweeps() raised a bare NotImplementedError: a traceback from
+    vaezoo show, and a gallery that stopped on it instead of skipping the card."""
+    model = tiny_gaussian_vae()
+
+    def no_prior(self):  # what the default sweeps() and reference_code() read, as LatentFamily.prior raises it
+        raise NotImplementedError
+
+    monkeypatch.setattr(Gaussian, "_prior_per_dimension", no_prior)
+    with pytest.raises(PluginError, match=r"^latent family Gaussian \(vaezoo.latents.gaussian\): it has neither "
+                                          r"sweeps\(\) of its own nor the prior the default sweeps\(\) reads; give "
+                                          r"it one of them \(docs/plugins.md\)$"):
+        viz.traverse(model, images(4), reference=images(1)[0], steps=3)
+    with pytest.raises(PluginError, match=r"^latent family Gaussian \(vaezoo.latents.gaussian\): it has neither "
+                                          r"reference_code\(\) of its own nor the prior the default one reads; "):
+        viz.traverse(model, steps=3)  # without an image, the rest of the code is the family's reference code
+
+
 def test_a_mode_of_another_shape_is_named_by_reconstruct_as_by_forward(monkeypatch):
     """model.reconstruct(x) of a family whose posterior mode has another shape said "the decoder takes float codes
     (B, 3) (code_size 3), got float32 of shape (4, 2)", blaming codes its caller never gave."""

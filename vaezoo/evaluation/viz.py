@@ -29,7 +29,7 @@ from vaezoo.context import whole_number
 from vaezoo.data import ImageDataset, check_data_root
 from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import InputError, PluginError, VaezooError
-from vaezoo.latents import LatentFamily, Sweep
+from vaezoo.latents import LatentFamily, Posterior, Sweep
 from vaezoo.model import VAE, checked_codes
 from vaezoo.terminal import printable
 
@@ -173,7 +173,8 @@ class TraversalRow:
     """What one row of a traversal varies.
 
     Attributes:
-        part: the latent part's name (``"z"`` for a single-family latent).
+        part: the latent part's name (``"z"`` for a single-family latent; ``inner.a`` for part ``a`` of a joint
+            part ``inner``, as the card's layout names it).
         index: the dimension within a Gaussian part, or None for a categorical part
             (whose row shows each category in turn).
         code: the columns of the decoder input that the row changes.
@@ -245,16 +246,14 @@ def traverse(model: VAE, data: Tensor | None = None, reference: Tensor | None = 
     _check_tiles(steps)
     low, high = check_span(span)
     device, dtype = _device_dtype(model)
-    slices = model.part_slices
     with _evaluating(model), torch.no_grad():
         base = _base_code(model, reference)
         kl = _mean_kl(model, data) if data is not None else None
         rows: list[TraversalRow] = []
         codes: list[Tensor] = []
-        for name, family in model.latent.parts.items():
-            part = slices[name]
+        for name, family, start in _leaf_parts(model.latent):
             for sweep in _checked_sweeps(family, steps, (low, high)):
-                columns = slice(part.start + sweep.columns.start, part.start + sweep.columns.stop)
+                columns = slice(start + sweep.columns.start, start + sweep.columns.stop)
                 code = base.repeat(len(sweep.values), 1)
                 code[:, columns] = sweep.values.to(device, dtype)
                 if kl is not None and sweep.kl_index >= len(kl[name]):
@@ -396,7 +395,11 @@ def _base_code(model: VAE, reference: Tensor | None) -> Tensor:
                              f"give one of them, e.g. images[0]")
         mode = model.encode(reference[:1].to(device, dtype), checked=True).mode
         return checked_codes(model.latent, mode, 1, "the posterior's mode")[0]
-    code = model.latent.reference_code()
+    try:
+        code = model.latent.reference_code()
+    except NotImplementedError:
+        raise PluginError(f"{_family(model.latent)}: it has neither reference_code() of its own nor the prior the "
+                          f"default one reads; give it one of them (docs/plugins.md)") from None
     return checked_codes(model.latent, code.unsqueeze(0) if isinstance(code, Tensor) else code, 1,
                           "reference_code()")[0].to(device, dtype)
 
@@ -407,21 +410,44 @@ def _mean_kl(model: VAE, data: Tensor) -> dict[str, list[float]]:
     if len(data) == 0:
         raise InputError("no images to average the KL over")
     device, dtype = _device_dtype(model)
+    families = {name: family for name, family, _ in _leaf_parts(model.latent)}
     totals: dict[str, Tensor] = {}
     for chunk in data.split(ENCODE_BATCH):
-        for name, posterior in model.encode(chunk.to(device, dtype), checked=True).parts.items():
+        for name, posterior in _leaf_posteriors(model.encode(chunk.to(device, dtype), checked=True)):
             kl = posterior.kl()
             if not (isinstance(kl, Tensor) and kl.dim() >= 1 and kl.shape[0] == len(chunk)):
-                raise PluginError(f"{_family(model.latent.parts[name])}: kl() is {_described(kl)}, not one row per "
+                raise PluginError(f"{_family(families[name])}: kl() is {_described(kl)}, not one row per "
                                   f"image ({len(chunk)}, ...)")
             totals[name] = totals.get(name, 0) + kl.double().sum(0)
     means = {name: (total / len(data)).tolist() for name, total in totals.items()}
     for name, values in means.items():
         for value in values:
             if not (math.isfinite(value) and value >= -1e-4):  # a KL is >= 0, up to float rounding
-                raise PluginError(f"{_family(model.latent.parts[name])}: kl() averages {value:.6g} over the images; "
+                raise PluginError(f"{_family(families[name])}: kl() averages {value:.6g} over the images; "
                                   f"a KL is a finite number >= 0")
     return means
+
+
+def _leaf_parts(family: LatentFamily, prefix: str = "", start: int = 0) -> Iterator[tuple[str, LatentFamily, int]]:
+    """The parts of ``family`` that have no parts of their own, in code order, each with where its columns start in
+    the code, named as the card's layout names them (``inner.a``: part ``a`` of the joint part ``inner``): a
+    traversal sweeps these, as a joint part has no prior of its own to sweep."""
+    slices = family.part_slices()
+    for name, part in family.parts.items():
+        if part is family or list(part.parts.values()) == [part]:
+            yield prefix + name, part, start + slices[name].start
+        else:
+            yield from _leaf_parts(part, f"{prefix}{name}.", start + slices[name].start)
+
+
+def _leaf_posteriors(posterior: Posterior, prefix: str = "") -> Iterator[tuple[str, Posterior]]:
+    """The parts of ``posterior`` that have no parts of their own, named as :func:`_leaf_parts` names their
+    families."""
+    for name, part in posterior.parts.items():
+        if part is posterior or list(part.parts.values()) == [part]:
+            yield prefix + name, part
+        else:
+            yield from _leaf_posteriors(part, f"{prefix}{name}.")
 
 
 def _family(family: object) -> str:
@@ -436,7 +462,11 @@ def _described(value: object) -> str:
 def _checked_sweeps(family: LatentFamily, steps: int, span: tuple[float, float]) -> list[Sweep]:
     """``family.sweeps(steps, span)`` if they are rows a traversal can draw: at least one, each setting columns of the
     family's code to finite values of their width; else a :class:`PluginError` naming the family."""
-    sweeps = family.sweeps(steps, span)
+    try:
+        sweeps = family.sweeps(steps, span)
+    except NotImplementedError:  # a traceback from vaezoo show, and the gallery stopped on it
+        raise PluginError(f"{_family(family)}: it has neither sweeps() of its own nor the prior the default sweeps() "
+                          f"reads; give it one of them (docs/plugins.md)") from None
     if not (isinstance(sweeps, list | tuple) and all(isinstance(sweep, Sweep) for sweep in sweeps)):
         raise PluginError(f"{_family(family)}: sweeps() returned a {type(sweeps).__name__}, not a list of "
                           f"vaezoo.latents.Sweep")
