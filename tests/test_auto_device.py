@@ -46,6 +46,7 @@ NOT_TAKING_AUTO = {
     "vaezoo.evaluation.report.evaluate_cards":
         "hands the device to evaluate_card for each card, checked with 'auto' here",
     "vaezoo.extras.study.grid_spans": "the device is a word written into the span's commands, run on another machine",
+    "vaezoo.model.checked_codes": "checks that a latent family's codes are on the device it was given, the model's",
     "vaezoo.regularizers.total_correlation.log_importance_weights":
         "a tensor factory inside a regularizer's forward pass (which torch.compile traces), given a tensor's device",
     "vaezoo.training.compiling.step_tensor":
