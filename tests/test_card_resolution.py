@@ -152,7 +152,8 @@ def test_every_command_takes_a_path(run_folder, capsys):
 @pytest.mark.parametrize("device, message", [
     ("cuda:99", "device 'cuda:99' is not available on this machine, which has cpu"),
     ("bogus", "'bogus' is not a device; use cpu, cuda, cuda:1, mps"),
-    ("meta", "device 'meta' is not available on this machine"),
+    ("meta", "device 'meta' holds no values (torch's meta device), so no model is loaded or run there; use cpu, "
+             "cuda, cuda:1, mps or auto"),
 ])
 def test_load_onto_a_device_this_machine_lacks_names_it_before_reading_anything(monkeypatch, device, message):
     import vaezoo.hub  # noqa: F401 - imported under the patch, it would keep the stand-in as its build_model

@@ -27,7 +27,7 @@ def usable_device(device: str | torch.device | None) -> torch.device | None:
     passes it through here before using it or handing it on to a part, so that no part of a plugin sees ``auto``.
 
     Raises:
-        DeviceError: ``device`` is not a device, or this machine does not have it.
+        DeviceError: ``device`` is not a device, or this machine does not have it, or it is torch's meta device.
     """
     if device is None:
         return None
@@ -37,6 +37,9 @@ def usable_device(device: str | torch.device | None) -> torch.device | None:
         found = torch.device(device)
     except (RuntimeError, TypeError):
         raise DeviceError(f"'{device}' is not a device; use cpu, cuda, cuda:1, mps or auto") from None
+    if found.type == "meta":  # on every machine, and no device to compute on: "not available" was a wrong reason
+        raise DeviceError(f"device '{device}' holds no values (torch's meta device), so no model is loaded or run "
+                          f"there; use cpu, cuda, cuda:1, mps or auto")
     index = device if isinstance(device, int) else found.index  # torch keeps an int in 8 bits: 256 is cuda:0, 500 -12
     if found.type != "cpu" and not 0 <= (index or 0) < _count(found.type):
         have = ", ".join(["cpu"] + [f"{kind}:{i}" for kind in ACCELERATORS for i in range(_count(kind))])
