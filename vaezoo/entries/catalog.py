@@ -725,7 +725,7 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
     if isinstance(name_or_path, str) and name_or_path.startswith(HUB_PREFIX):
         from vaezoo.entries.huggingface import card_file
 
-        return parse_card(*card_file(name_or_path))
+        return parse_card(*card_file(name_or_path, MAX_CARD_BYTES))
     if not isinstance(name_or_path, str) or looks_like_path(name_or_path):
         path = Path(name_or_path).expanduser()  # '~/runs/x' in the home folder, as a shell reads it
         if isinstance(name_or_path, str) and not name_or_path.endswith(".toml") and _missing(str(path)):

@@ -122,7 +122,7 @@ def parse_name(name: str) -> tuple[str, str | None]:
     return match["repo"], match["revision"]
 
 
-def card_file(name: str) -> tuple[Path, str]:
+def card_file(name: str, max_bytes: int) -> tuple[Path, str]:
     """The card file of the Hub repository ``hf-hub:OWNER/REPO[@REVISION]``, downloaded into huggingface_hub's cache,
     and where it comes from (:func:`vaezoo.entries.catalog.get_card` reads it).
 
@@ -133,6 +133,7 @@ def card_file(name: str) -> tuple[Path, str]:
 
     Args:
         name: ``"hf-hub:OWNER/REPO"`` or ``"hf-hub:OWNER/REPO@REVISION"``.
+        max_bytes: the most a card file may hold: a root card the Hub lists as larger is refused undownloaded.
 
     Returns:
         ``(path, source)``: the file in the cache, and ``hf-hub:OWNER/REPO@COMMIT``, the card's ``source``.
@@ -146,7 +147,7 @@ def card_file(name: str) -> tuple[Path, str]:
     options = _options()
     with _quiet("_snapshot_download", "_tree_cache", "file_download"), translated(
             CardError, f"cannot fetch the card of {name}", huggingface_hub):
-        unanswered = _refuse_listed_cards(name, repo_id, revision, options, huggingface_hub)
+        unanswered = _refuse_listed_cards(name, repo_id, revision, max_bytes, options, huggingface_hub)
         try:  # where the Hub gave no answer, the cache answers: huggingface_hub waits on its API with no deadline
             folder = Path(huggingface_hub.snapshot_download(
                 repo_id, revision=revision, allow_patterns="*.toml", ignore_patterns="*/*",
@@ -171,10 +172,10 @@ def _not_one_card(name: str, cards: list[str], commit: str) -> str:
     return f"{name} must hold exactly one vaezoo card at its root, found {found} (commit {commit})"
 
 
-def _refuse_listed_cards(name: str, repo_id: str, revision: str | None, options: Download,
+def _refuse_listed_cards(name: str, repo_id: str, revision: str | None, max_bytes: int, options: Download,
                          huggingface_hub: ModuleType) -> BaseException | None:
     """Refuse, before anything is downloaded, a repository whose root the Hub lists with several cards or with a
-    card larger than a card may be (:data:`~vaezoo.entries.catalog.MAX_CARD_BYTES`).
+    card larger than ``max_bytes``, the most a card may hold.
 
     The card is checked again once downloaded (a Hub may list other sizes than it serves). Nothing is asked where
     huggingface_hub keeps to its cache (offline, ``local_files_only``, a commit already cached). The Hub is given
@@ -184,8 +185,6 @@ def _refuse_listed_cards(name: str, repo_id: str, revision: str | None, options:
         The transport's error where the Hub gave no answer (closed, silent, unreachable), for the cache to answer;
         None otherwise (an answer with an error is left to ``snapshot_download``, which asks again and says why).
     """
-    from vaezoo.entries.catalog import MAX_CARD_BYTES
-
     constants = huggingface_hub.constants
     if options.local_files_only or constants.HF_HUB_OFFLINE:
         return None
@@ -205,9 +204,9 @@ def _refuse_listed_cards(name: str, repo_id: str, revision: str | None, options:
     if len(cards) > 1:
         raise CardError(_not_one_card(name, sorted(cards), info.sha))
     for path, size in cards.items():
-        if isinstance(size, int) and size > MAX_CARD_BYTES:
-            raise CardError(f"{name}: the Hub lists its card {path} at {size:,} bytes, more than the "
-                            f"{MAX_CARD_BYTES:,} a card may have; it is not a card file (commit {info.sha})")
+        if isinstance(size, int) and size > max_bytes:
+            raise CardError(f"{name}: the Hub lists its card {path} at {size:,} bytes, more than the {max_bytes:,} a "
+                            f"card may have; it is not a card file (commit {info.sha})")
     return None
 
 
