@@ -139,6 +139,16 @@ def test_weights_that_are_not_the_cards_are_refused(hub, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_load_of_a_cached_hub_model_asks_the_hub_once(hub, tmp_path):
+    card, weights = entry(tmp_path)
+    commit = hub.commit(REPO_ID, as_repo(card, weights))
+    assert load(f"hf-hub:{REPO_ID}", str(weights)) == [f"True hf-hub:{REPO_ID}@{commit}"]
+    asked = len(hub.requests)
+    assert load(f"hf-hub:{REPO_ID}", str(weights)) == [f"True hf-hub:{REPO_ID}@{commit}"]
+    assert len(hub.requests) == asked + 1  # the listing that checks the root's cards gives the commit too
+
+
+@pytest.mark.slow
 def test_offline_mode_is_served_from_the_cache(hub, tmp_path):
     card, weights = entry(tmp_path)
     commit = hub.commit(REPO_ID, as_repo(card, weights))

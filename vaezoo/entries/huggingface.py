@@ -147,10 +147,10 @@ def card_file(name: str, max_bytes: int) -> tuple[Path, str]:
     options = _options()
     with _quiet("_snapshot_download", "_tree_cache", "file_download"), translated(
             CardError, f"cannot fetch the card of {name}", huggingface_hub):
-        unanswered = _refuse_listed_cards(name, repo_id, revision, max_bytes, options, huggingface_hub)
+        listed, unanswered = _refuse_listed_cards(name, repo_id, revision, max_bytes, options, huggingface_hub)
         try:  # where the Hub gave no answer, the cache answers: huggingface_hub waits on its API with no deadline
-            folder = Path(huggingface_hub.snapshot_download(
-                repo_id, revision=revision, allow_patterns="*.toml", ignore_patterns="*/*",
+            folder = Path(huggingface_hub.snapshot_download(  # at the commit listed: the Hub is not asked again
+                repo_id, revision=listed or revision, allow_patterns="*.toml", ignore_patterns="*/*",
                 cache_dir=options.cache_dir, force_download=options.force_download,
                 local_files_only=options.local_files_only or unanswered is not None, token=options.token))
         except huggingface_hub.errors.LocalEntryNotFoundError as exc:
@@ -158,6 +158,8 @@ def card_file(name: str, max_bytes: int) -> tuple[Path, str]:
                 raise
             raise exc from unanswered
     commit = folder.name  # huggingface_hub keeps a revision's files in snapshots/COMMIT
+    if listed is not None and listed != revision:
+        _remember_revision(folder, revision or huggingface_hub.constants.DEFAULT_REVISION, commit)
     tomls = sorted(folder.glob("*.toml"))
     if len(tomls) != 1:
         raise CardError(_not_one_card(name, [p.name for p in tomls], commit))
@@ -173,7 +175,7 @@ def _not_one_card(name: str, cards: list[str], commit: str) -> str:
 
 
 def _refuse_listed_cards(name: str, repo_id: str, revision: str | None, max_bytes: int, options: Download,
-                         huggingface_hub: ModuleType) -> BaseException | None:
+                         huggingface_hub: ModuleType) -> tuple[str | None, BaseException | None]:
     """Refuse, before anything is downloaded, a repository whose root the Hub lists with several cards or with a
     card larger than ``max_bytes``, the most a card may hold.
 
@@ -182,23 +184,26 @@ def _refuse_listed_cards(name: str, repo_id: str, revision: str | None, max_byte
     ``HF_HUB_ETAG_TIMEOUT`` seconds to answer, as for a file's metadata.
 
     Returns:
-        The transport's error where the Hub gave no answer (closed, silent, unreachable), for the cache to answer;
-        None otherwise (an answer with an error is left to ``snapshot_download``, which asks again and says why).
+        ``(commit, unanswered)``: the commit the Hub listed, which the card is downloaded at (asking the Hub for the
+        revision again would double the requests of every load), or None where it was not asked or answered with
+        an error; and the transport's error where the Hub gave no answer (closed, silent, unreachable), for the
+        cache to answer, else None (an answer with an error is left to ``snapshot_download``, which asks again and
+        says why).
     """
     constants = huggingface_hub.constants
     if options.local_files_only or constants.HF_HUB_OFFLINE:
-        return None
+        return None, None
     if revision is not None and COMMIT.fullmatch(revision) and not options.force_download and (
             Path(options.cache_dir or constants.HF_HUB_CACHE).expanduser() / f"models--{repo_id.replace('/', '--')}"
             / "snapshots" / revision).is_dir():
-        return None
+        return None, None
     try:  # one request, which huggingface_hub does not retry: a Hub that is down is not waited for twice
         info = huggingface_hub.HfApi(token=options.token).model_info(
             repo_id, revision=revision, files_metadata=True, timeout=constants.HF_HUB_ETAG_TIMEOUT)
     except (OSError, ValueError, *huggingface_hub.errors.HfHubHTTPError.__bases__) as exc:
         transport = huggingface_hub.errors.HfHubHTTPError.__bases__[0].__module__.partition(".")[0]  # httpx, requests
         answered = isinstance(exc, huggingface_hub.errors.HfHubHTTPError)
-        return exc if not answered and type(exc).__module__.partition(".")[0] == transport else None
+        return None, exc if not answered and type(exc).__module__.partition(".")[0] == transport else None
     cards = {sibling.rfilename: sibling.lfs.size if sibling.lfs else sibling.size for sibling in info.siblings or []
              if "/" not in sibling.rfilename and sibling.rfilename.endswith(".toml")}
     if len(cards) > 1:
@@ -207,7 +212,21 @@ def _refuse_listed_cards(name: str, repo_id: str, revision: str | None, max_byte
         if isinstance(size, int) and size > max_bytes:
             raise CardError(f"{name}: the Hub lists its card {path} at {size:,} bytes, more than the {max_bytes:,} a "
                             f"card may have; it is not a card file (commit {info.sha})")
-    return None
+    return info.sha, None
+
+
+def _remember_revision(snapshot: Path, revision: str, commit: str) -> None:
+    """Record in huggingface_hub's cache (``refs/REVISION``, beside ``snapshots/COMMIT``) that ``revision`` is at
+    ``commit``, as ``snapshot_download`` records a branch or tag it resolved: the card was downloaded at its commit,
+    and offline (``HF_HUB_OFFLINE=1``) the branch or tag is read from this record. A cache that cannot keep it
+    costs only that, as in huggingface_hub."""
+    ref = snapshot.parent.parent / "refs" / revision
+    try:
+        if not ref.is_file() or ref.read_text() != commit:
+            ref.parent.mkdir(parents=True, exist_ok=True)
+            ref.write_text(commit)
+    except OSError:
+        pass
 
 
 def hub_weights(card: Card) -> tuple[Path, bytes]:
