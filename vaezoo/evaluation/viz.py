@@ -317,9 +317,8 @@ def sample(model: VAE, n: int = 64, seed: int = 0, columns: int = 8) -> Grid:
     _check_tiles(n)
     device, _ = _device_dtype(model)
     generator = torch.Generator(device=device).manual_seed(seed)
-    with _evaluating(model), torch.no_grad():
-        codes = model.latent.sample_prior(n, generator=generator, device=device)
-        images = model.decode(checked_codes(model.latent, codes, n, "sample_prior()", device)).float().cpu()
+    with _evaluating(model):
+        images = model.sample(n, generator=generator).float().cpu()
     return Grid(_layout(list(images.split(columns)), min(columns, n)))
 
 
