@@ -103,6 +103,8 @@ def test_jobs_default_to_the_cores_the_process_may_use(monkeypatch):
         with pytest.raises(ValueError, match=rf"^jobs takes a whole number of processes >= 1, e.g. 2, or None for the "
                                              rf"default, got {re.escape(repr(wrong))}$"):
             parallel.set_jobs(wrong)
+    with parallel.jobs(np.int64(2)):  # a whole number from numpy, as before the check
+        assert parallel.get_jobs() == 2 and type(parallel.get_jobs()) is int
 
 
 def test_loading_a_model_imports_neither_scipy_nor_sklearn():

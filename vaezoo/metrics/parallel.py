@@ -12,6 +12,8 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import TypeVar
 
+from vaezoo.context import whole_number
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -51,10 +53,11 @@ def set_jobs(jobs: int | None) -> None:
     """Set the worker processes of the metrics' fits (``None``: back to the default). The numbers do not depend
     on it: each fit is seeded and runs alone, whichever process runs it."""
     global _jobs
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+    count = None if jobs is None else whole_number(jobs)  # a numpy integer too, as the other counts take
+    if jobs is not None and (count is None or count < 1):
         # "2" met Python's "'<' not supported", 2.5 the pool's words, True ran as 1
         raise ValueError(f"jobs takes a whole number of processes >= 1, e.g. 2, or None for the default, got {jobs!r}")
-    _jobs = jobs
+    _jobs = count
 
 
 @contextmanager
