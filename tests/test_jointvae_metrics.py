@@ -128,3 +128,50 @@ def test_shape_accuracy_needs_a_shape_factor_and_a_categorical(mnist_root):
         shape_accuracy(build_part("architecture", {"type": "jointvae", "image_size": 64, "channels": 1,
                                                    "continuous": 2, "discrete": []}),
                        load_dataset("dsprites", subset=10))
+
+
+def test_labels_of_any_whole_numbers_are_matched_without_a_table_up_to_the_largest():
+    big = 10**12  # a table up to the largest label asked for petabytes
+    predicted, labels = np.array([0, 0, 1, 2]), np.array([big, big, 7, 7])
+    assert match_categories(predicted, labels, categories=3).tolist() == [big, 7, -1]
+    assert matched_accuracy(predicted, labels) == pytest.approx(3 / 4)
+
+
+def _labelled(labels):
+    """Eight random 64 x 64 images carrying ``labels``."""
+    import torch
+
+    from vaezoo.data import ImageDataset
+
+    return ImageDataset(torch.rand(8, 1, 64, 64, generator=torch.Generator().manual_seed(0)), scale=1.0,
+                        labels=labels)
+
+
+@pytest.mark.parametrize("labels, message", [
+    ("torch.full((8,), -1)", "needs labels of at least 0, got -1 for 8 images"),  # scored 1.0
+    ("torch.arange(8) % 2 - 1", "needs labels of at least 0, got -1 for 4 images"),
+    ("torch.zeros(8, 1, dtype=torch.long)", r"needs one label per image \(8\); .* shape \(8, 1\)"),  # scored
+    ("torch.zeros(3, dtype=torch.long)", r"needs one label per image \(8\)"),
+    ("torch.zeros(8)", "needs whole-number labels .*, got float32 labels; give class numbers"),
+    ("torch.zeros(8, dtype=torch.bool)", "needs whole-number labels .*, got bool labels"),
+])
+def test_cluster_accuracy_names_labels_it_cannot_score(labels, message):
+    import torch
+
+    from vaezoo.errors import VaezooError
+    from vaezoo_jointvae.metrics import cluster_accuracy
+
+    with pytest.raises(VaezooError, match=f"^cluster_accuracy {message}"):
+        cluster_accuracy(_small_jointvae(), _labelled(eval(labels, {"torch": torch})))
+
+
+def test_cluster_accuracy_takes_labels_of_any_whole_numbers():
+    import torch
+
+    from vaezoo_jointvae.metrics import cluster_accuracy
+
+    digits = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    model = _small_jointvae()
+    assert cluster_accuracy(model, _labelled(digits * 10**9 + 5)) == cluster_accuracy(model, _labelled(digits))
+    assert cluster_accuracy(model, _labelled(digits.numpy())) == cluster_accuracy(model, _labelled(digits))
+

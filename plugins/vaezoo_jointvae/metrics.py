@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 from torch.distributions import Categorical
 
 from vaezoo.context import layout_text
@@ -30,7 +31,8 @@ def match_categories(predicted: np.ndarray, labels: np.ndarray, categories: int 
 
     Args:
         predicted: the category of each example.
-        labels: its label.
+        labels: its label, a whole number of at least 0 (:func:`checked_labels`); any such numbers, not only
+            ``0..k-1``.
         categories: the number of categories; default the largest predicted + 1.
 
     Returns:
@@ -40,12 +42,37 @@ def match_categories(predicted: np.ndarray, labels: np.ndarray, categories: int 
     from scipy.optimize import linear_sum_assignment  # here: loading a model must not import scipy (~0.5 s)
 
     categories = categories or int(predicted.max()) + 1
-    classes = int(labels.max()) + 1
-    rows, cols = linear_sum_assignment(contingency(predicted, labels, max(categories, classes)), maximize=True)
+    # the table has a row per label there is, not per number up to the largest (ids of 10^7 asked for petabytes)
+    values, classes = np.unique(labels, return_inverse=True)
+    size = max(categories, len(values))
+    rows, cols = linear_sum_assignment(contingency(predicted, classes.reshape(-1), size), maximize=True)
     matching = np.full(categories, -1, dtype=np.int64)
-    kept = (rows < categories) & (cols < classes)
-    matching[rows[kept]] = cols[kept]
+    kept = (rows < categories) & (cols < len(values))
+    matching[rows[kept]] = values[cols[kept]]
     return matching
+
+
+def checked_labels(labels, count: int, metric: str) -> np.ndarray:
+    """``labels`` (a tensor or an array) as ``(count,)`` int64, refused in one line unless they are one whole number
+    of at least 0 per image: float or bool labels failed inside numpy's indexing, labels of shape ``(N, 1)`` were
+    scored as a wrong number, and -1 (a split's "no label") was counted as the largest label.
+
+    Args:
+        labels: a dataset's ``labels``.
+        count: the images of the dataset.
+        metric: names the metric (or the command) in the error.
+    """
+    values = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels)
+    if values.shape != (count,):
+        raise VaezooError(f"{metric} needs one label per image ({count:,}); the dataset's labels have shape "
+                          f"{values.shape}")
+    if values.dtype.kind not in "iu":
+        raise VaezooError(f"{metric} needs whole-number labels (an integer tensor), got {values.dtype} labels; "
+                          f"give class numbers, e.g. labels.long()")
+    if count and (low := values.min()) < 0:
+        raise VaezooError(f"{metric} needs labels of at least 0, got {int(low)} for {int((values < 0).sum()):,} "
+                          f"images; leave the images without a label out of the dataset")
+    return values.astype(np.int64)
 
 
 def matched_accuracy(predicted: np.ndarray, labels: np.ndarray) -> float:
@@ -103,9 +130,9 @@ def matching_of(model, dataset, device=None):
         ``(part, matching, accuracy)``: the first categorical part's name, ``(k,)`` labels (-1: none) and the
         fraction of images whose matched category is their label.
     """
+    labels = checked_labels(dataset.labels, len(dataset), "the category -> label matching")
     predicted = predicted_categories(Evaluation(model, dataset, device))
     part = model.discrete_parts[0]
-    labels = dataset.labels.numpy()
     matching = match_categories(predicted, labels, model.part_slices[part].stop - model.part_slices[part].start)
     return part, matching, float(np.mean(matching[predicted] == labels))
 
@@ -116,7 +143,8 @@ def cluster_accuracy(evaluation: Evaluation) -> float:
     labels = evaluation.dataset.labels
     if labels is None:
         raise VaezooError("cluster_accuracy needs a labelled dataset (e.g. mnist)")
-    return matched_accuracy(predicted_categories(evaluation), labels.numpy())
+    labels = checked_labels(labels, len(evaluation.dataset), "cluster_accuracy")  # before the encoding
+    return matched_accuracy(predicted_categories(evaluation), labels)
 
 
 def factor_accuracy(evaluation: Evaluation, factor: str, metric: str = "factor_accuracy") -> float:
