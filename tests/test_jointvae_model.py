@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from pydantic import ValidationError
 from torch import nn
 
 from vaezoo.assemble import build_part
@@ -71,6 +72,8 @@ def test_predicted_labels_are_categories_through_the_cards_matching(tiny):
     ({"discrete0": list(range(10))}, 0, "^0 is not a categorical part of this model; its categorical parts are "
                                         "discrete0, discrete1$"),  # 0 and '' were taken for the first part
     ({"discrete0": list(range(10))}, "", "^'' is not a categorical part of this model"),
+    ({"discrete0": [2] * 9 + [-1]}, None, r"\[labels.discrete0\] gives labels \[2\] to several categories"),
+    ({"discrete0": [4, 4, 0, 0, -1, -1, 1, 2, 3, 5]}, None, r"gives labels \[0, 4\] to several categories"),
 ])
 def test_predict_label_says_what_is_missing(tiny, labels, part, message):
     labels = labels and {k: LabelMatching(category_to_label=v, split="test", command="c", vaezoo_version="0")
@@ -83,3 +86,11 @@ def test_a_model_without_a_card_cannot_name_labels(tiny):
     tiny.card = None
     with pytest.raises(VaezooError, match=r"this model \(built without a card\) stores no category -> label"):
         tiny.predict_label(torch.rand(2, 1, 16, 16))
+
+
+@pytest.mark.parametrize("label", ["2", 2.0, True, -2, 2**63])
+def test_a_matching_holds_whole_numbers_from_minus_one_within_int64(label):
+    with pytest.raises(ValidationError, match="category_to_label.0"):  # "2", 2.0 and True were read as 2, 2, 1
+        LabelMatching(category_to_label=[label, 1], split="test", command="c", vaezoo_version="0")
+    assert LabelMatching(category_to_label=[-1, 2**63 - 1], split="test", command="c",
+                         vaezoo_version="0").category_to_label == [-1, 2**63 - 1]

@@ -78,7 +78,8 @@ class JointVAE(VAE):
             ``(B,)`` int64 labels; -1 for a category the matching gave no label.
 
         Raises:
-            VaezooError: the card stores no matching for the part, or one of another size.
+            VaezooError: the card stores no matching for the part, one of another size, or one that gives a label
+                to several categories (a hand edit: the matching is one-to-one).
         """
         part = (self.discrete_parts or [None])[0] if part is None else part  # 0 or '' is no part's name
         if part not in self.discrete_parts:
@@ -93,6 +94,11 @@ class JointVAE(VAE):
         if len(matching.category_to_label) != categories:
             raise VaezooError(f"{name}: [labels.{part}] maps {len(matching.category_to_label)} categories but the "
                               f"part has {categories}; measure it again with 'python -m vaezoo_jointvae.labels'")
+        labels = matching.category_to_label
+        if repeated := sorted({label for label in labels if label >= 0 and labels.count(label) > 1}):
+            raise VaezooError(f"{name}: [labels.{part}] gives labels {repeated} to several categories, where the "
+                              f"matching gives each label to one category; measure it again with 'python -m "
+                              f"vaezoo_jointvae.labels'")
         table = torch.tensor(matching.category_to_label, device=self.head.weight.device)
         return table[self.encode(x).parts[part].logits.argmax(-1)]
 
