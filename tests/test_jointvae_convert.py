@@ -334,6 +334,10 @@ def _without(key):
     return lambda state: {k: v for k, v in state.items() if k != key}
 
 
+def _rows(count, *heads):
+    return lambda state: {**state, **{f"{h}.{p}": state[f"{h}.{p}"][:count] for h in heads for p in ("weight", "bias")}}
+
+
 def _nan(state):
     return {**state, "features_to_hidden.0.bias": torch.full_like(state["features_to_hidden.0.bias"], float("nan"))}
 
@@ -347,6 +351,10 @@ def _nan(state):
     # these were read as another latent layout, and refused with unrelated keys and "check --dataset"
     (_without("fc_mean.weight"), "lacks the latent heads ['fc_mean.weight']"),
     (_without("fc_alphas.0.weight"), "lacks the latent heads ['fc_alphas.0.weight']"),
+    # these were blamed on the card ("section 'model' does not fit") or on --dataset, not on the checkpoint's heads
+    (_rows(1, "fc_alphas.0"), "model.pt: categorical heads of fewer than 2 rows (fc_alphas.0: 1); a categorical head"),
+    (_rows(0, "fc_alphas.0"), "(fc_alphas.0: 0)"),
+    (_rows(0, "fc_mean", "fc_log_var"), "model.pt: fc_mean has 0 rows; a continuous head has one row per dimension"),
 ])
 def test_state_dicts_that_do_not_fit_are_refused(tmp_path, corrupt, message):
     state = write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10]).state_dict()

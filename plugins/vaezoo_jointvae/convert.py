@@ -177,7 +177,13 @@ def latent_layout(state: dict[str, Tensor]) -> tuple[int, list[int]]:
                            "original JointVAE code")
     _check_heads(state, (["fc_mean", "fc_log_var"] if gaussian else []) + [f"fc_alphas.{i}" for i in indices])
     continuous = _rows(state, "fc_mean.weight") if gaussian else 0
-    return continuous, [_rows(state, f"fc_alphas.{i}.weight") for i in indices]
+    discrete = [_rows(state, f"fc_alphas.{i}.weight") for i in indices]
+    if gaussian and not continuous:  # else blamed on the card ('section model does not fit') or on --dataset
+        raise WeightsError("fc_mean has 0 rows; a continuous head has one row per dimension, at least 1")
+    if few := [f"fc_alphas.{i}: {k}" for i, k in zip(indices, discrete) if k < 2]:
+        raise WeightsError(f"categorical heads of fewer than 2 rows ({', '.join(few)}); a categorical head has one "
+                           f"row per category, at least 2")
+    return continuous, discrete
 
 
 def _check_heads(state: dict[str, Tensor], heads: list[str]) -> None:
