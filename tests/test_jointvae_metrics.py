@@ -77,6 +77,24 @@ def test_the_labels_command_reports_a_bad_card_in_one_line(tmp_path, capsys):
     assert err.startswith("error: ") and err.count("\n") == 1
 
 
+def test_the_labels_command_stopped_by_ctrl_c_says_so_in_one_line_and_leaves_the_card(tmp_path, capsys,
+                                                                                       monkeypatch):
+    import vaezoo_jointvae.labels
+
+    zoo = get_card("jointvae-original-mnist")
+    card = tmp_path / "mine.toml"
+    write_card(zoo.model_copy(update={"name": "mine", "sections": {}}), card)
+    before = card.read_bytes()
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vaezoo_jointvae.labels, "measure_matching", interrupted)
+    assert main([str(card), "--write"]) == 130
+    assert capsys.readouterr().err == "error: interrupted\n"  # was a traceback
+    assert card.read_bytes() == before
+
+
 def _small_jointvae(seed: int = 0):
     import torch
 

@@ -46,7 +46,8 @@ def labels_command(ref: str, data_root=None, split: str = "test") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line: print the matching and its accuracy; ``--write`` stores it on the card."""
+    """The command line: print the matching and its accuracy; ``--write`` stores it on the card. Ctrl-C ends it with
+    one line and exit code 130, as a shell gives."""
     parser = argparse.ArgumentParser(prog="python -m vaezoo_jointvae.labels", description=__doc__.split("\n")[0])
     parser.add_argument("card", help="a zoo name, a card file or a folder holding one card")
     parser.add_argument("--data-root", help="the folder holding the dataset (default: VAEZOO_DATA or vaezoo's)")
@@ -74,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     except VaezooError as exc:
         print(f"error: {printable(str(exc))}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # the card is written whole or not at all (update_card)
+        print("error: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 
