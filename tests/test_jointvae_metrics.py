@@ -7,6 +7,7 @@ import tomllib
 
 import numpy as np
 import pytest
+import torch
 from vaezoo_jointvae.labels import main
 from vaezoo_jointvae.sections import card_labels
 from vaezoo_jointvae.metrics import contingency, match_categories, matched_accuracy
@@ -192,4 +193,23 @@ def test_cluster_accuracy_takes_labels_of_any_whole_numbers():
     model = _small_jointvae()
     assert cluster_accuracy(model, _labelled(digits * 10**9 + 5)) == cluster_accuracy(model, _labelled(digits))
     assert cluster_accuracy(model, _labelled(digits.numpy())) == cluster_accuracy(model, _labelled(digits))
+
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda f: f.float().index_fill_(0, torch.tensor([0]), float("nan")), "factors hold NaN for 1 of its 16 images"),
+    (lambda f: f[:10], r"factors are its images' factor classes, \(16, K\) .* got shape \(10, 3\)"),  # IndexError
+    (lambda f: f[:, 0], r"got shape \(16,\)"),
+    (lambda f: f[:, 1:], r"names 3 factors \(shape, x, y\) but holds 2 per image"),
+])
+def test_shape_accuracy_names_factors_it_cannot_score(change, message):
+    import dataclasses
+
+    from vaezoo.data.synthetic import synthetic
+    from vaezoo.errors import MetricError
+    from vaezoo_jointvae.metrics import shape_accuracy
+
+    data = synthetic("test", image_size=64, size=16)
+    with pytest.raises(MetricError, match=f"^shape_accuracy: .*{message}"):  # a NaN shape was scored as a class
+        shape_accuracy(_small_jointvae(), dataclasses.replace(data, factors=change(data.factors)))
 

@@ -7,7 +7,8 @@ import torch
 from torch.distributions import Categorical
 
 from vaezoo.context import layout_text
-from vaezoo.errors import VaezooError
+from vaezoo.errors import MetricError, VaezooError
+from vaezoo.metrics.codes import dataset_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import Requirement
 from vaezoo.metrics.spec import metric_spec
@@ -157,10 +158,15 @@ def factor_accuracy(evaluation: Evaluation, factor: str, metric: str = "factor_a
         metric: names the metric in errors.
     """
     dataset = evaluation.dataset
-    if dataset.factors is None or factor not in dataset.factor_names:
-        have = f"factors {', '.join(dataset.factor_names)}" if dataset.factor_names else "no factors"
+    factors = dataset_factors(dataset, metric)  # one row per image, no NaN (a class of its own)
+    if factors is None or factor not in dataset.factor_names:
+        have = f"factors {', '.join(dataset.factor_names)}" if factors is not None and dataset.factor_names else (
+            "no factors")
         raise VaezooError(f"{metric} needs a dataset with a '{factor}' factor (e.g. dsprites); this one has {have}")
-    values = dataset.factors[:, dataset.factor_names.index(factor)].numpy()
+    if len(dataset.factor_names) != factors.shape[1]:  # the column of the name would be another factor's
+        raise MetricError(f"{metric}: the dataset names {len(dataset.factor_names)} factors "
+                          f"({', '.join(dataset.factor_names)}) but holds {factors.shape[1]} per image")
+    values = factors[:, dataset.factor_names.index(factor)].cpu().numpy()
     values = np.unique(values, return_inverse=True)[1]  # classes 0..k-1 whatever the dataset numbers them
     return matched_accuracy(predicted_categories(evaluation, metric), values)
 
