@@ -195,6 +195,18 @@ def test_cluster_accuracy_takes_labels_of_any_whole_numbers():
     assert cluster_accuracy(model, _labelled(digits.numpy())) == cluster_accuracy(model, _labelled(digits))
 
 
+def test_cluster_accuracy_of_nan_logits_is_refused_not_scored_as_category_0():
+    import torch
+
+    from vaezoo.errors import MetricError
+    from vaezoo_jointvae.metrics import cluster_accuracy
+
+    model = _small_jointvae()
+    with torch.no_grad():
+        model.head.weight.fill_(float("nan"))  # weights changed by hand: loading checks them, this does not
+    with pytest.raises(MetricError, match="8 of the 8 codes drawn hold NaN or infinite values"):
+        cluster_accuracy(model, _labelled(torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])))
+
 
 @pytest.mark.parametrize("change, message", [
     (lambda f: f.float().index_fill_(0, torch.tensor([0]), float("nan")), "factors hold NaN for 1 of its 16 images"),

@@ -106,6 +106,13 @@ def test_categorical_mode_is_the_argmax_one_hot():
     assert torch.equal(mode, torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]))
 
 
+def test_a_categorical_mode_of_nan_logits_is_nan_not_a_class():
+    # the argmax of NaN logits is a class (0 for all NaN): metrics scored NaN weights' codes as that category
+    logits = torch.tensor([[math.nan, math.nan, math.nan], [0.1, math.nan, 2.0], [5.0, 0.0, 0.0]])
+    mode = GumbelCategorical(3).posterior(logits).mode
+    assert mode[:2].isnan().all() and torch.equal(mode[2], torch.tensor([1.0, 0.0, 0.0]))
+
+
 def test_joint_orders_parts_and_reports_kl_per_part():
     joint = build_part("latent family", {"type": "joint", "parts": [
         {"type": "gaussian", "name": "cont", "dim": 2},

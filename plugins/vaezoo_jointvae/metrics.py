@@ -8,7 +8,7 @@ from torch.distributions import Categorical
 
 from vaezoo.context import layout_text
 from vaezoo.errors import MetricError, VaezooError
-from vaezoo.metrics.codes import dataset_factors
+from vaezoo.metrics.codes import dataset_factors, finite_codes
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import Requirement
 from vaezoo.metrics.spec import metric_spec
@@ -114,13 +114,16 @@ def predicted_categories(evaluation: Evaluation, metric: str = "cluster_accuracy
 
     Returns:
         ``(N,)`` int64 categories.
+
+    Raises:
+        MetricError: a code is NaN or infinite (:func:`vaezoo.metrics.codes.finite_codes`).
     """
     model = evaluation.model
     parts = categorical_parts(model)
     if not parts:
         raise VaezooError(f"{metric} needs a model with a categorical latent part (e.g. a JointVAE)")
     codes = evaluation.codes[np.arange(len(evaluation.dataset))]
-    return codes[:, model.part_slices[parts[0]]].argmax(1)
+    return finite_codes(codes[:, model.part_slices[parts[0]]]).argmax(1)  # NaN codes: refused, not category 0
 
 
 def matching_of(model, dataset, device=None):

@@ -39,7 +39,10 @@ class CategoricalPosterior(Posterior):
 
     @property
     def mode(self) -> Tensor:
-        return F.one_hot(self.logits.argmax(-1), self.code_size).to(self.logits.dtype)
+        """The one-hot of the most probable class; NaN where a logit is NaN, which the argmax alone would hide
+        behind a class (as a Gaussian's mode carries its mean's NaN)."""
+        one_hot = F.one_hot(self.logits.argmax(-1), self.code_size).to(self.logits.dtype)
+        return one_hot.masked_fill(self.logits.isnan().any(-1, keepdim=True), math.nan)
 
     def kl(self) -> Tensor:
         # torch.distributions' categorical KL, less its masks (which torch.func.vmap cannot batch): the uniform
