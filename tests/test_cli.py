@@ -465,6 +465,7 @@ def test_vaezoo_list_group_as_the_readme_writes_it(capsys):
     ["show", "vae-mnist", "traverse", "--out", ""],
     ["convert", "jointvae-original", "x.pt", "--dataset", "mnist", "--out", ""],
     ["gallery", ""],
+    ["study", "out", ""],
 ])
 def test_an_empty_path_is_a_usage_error_not_the_current_folder(tmp_path, monkeypatch, capsys, argv):
     monkeypatch.chdir(tmp_path)

@@ -14,7 +14,7 @@ def add_arguments(p) -> None:
                      "blocks: the variance shares, the released model among the seeds, the seed-selection rule, "
                      "the grid's commands and the weights' sizes.")
     p.add_argument("directory", type=path_arg, metavar="DIR", help="where the table and figures go, e.g. docs/study")
-    p.add_argument("sources", nargs="*", metavar="SOURCE",
+    p.add_argument("sources", nargs="*", type=path_arg, metavar="SOURCE",
                    help="zoo names, card files, run folders or folders of runs (their cards are found below them); "
                         "default: the study's zoo entries")
     p.add_argument("--doc", type=path_arg, metavar="PAGE",
