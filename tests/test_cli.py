@@ -342,9 +342,11 @@ def test_leaderboard_orders_ties_by_name_as_people_sort_names(cards, capsys):
 
 def test_leaderboard_ranks_values_that_are_not_finite_last_and_prints_strict_json(cards, capsys):
     # a hand-edited 'mig_chen = inf' ranked first
-    for name, value in (("toy-nan", math.nan), ("toy-inf", math.inf), ("toy-low", 0.2), ("toy-high", 0.9)):
+    for name, value in (("toy-nan", math.nan), ("toy-inf", math.inf), ("toy-ninf", -math.inf), ("toy-low", 0.2),
+                        ("toy-high", 0.9)):
         write_card(cards, make_card(name=name, metrics={"tc": {**METRIC, "value": value}}, headline="tc"))
-    code, out, _ = cli(capsys, "leaderboard", "tc", "--json")
+    write_card(cards, make_card(name="toy-none", metrics={"other": {**METRIC, "value": 0.5}}))
+    code, out, _ = cli(capsys, "leaderboard", "tc,other", "--json")
 
     def refuse(constant):
         raise ValueError(f"not JSON: {constant}")
@@ -352,9 +354,12 @@ def test_leaderboard_ranks_values_that_are_not_finite_last_and_prints_strict_jso
     rows = json.loads(out, parse_constant=refuse)
     assert code == 0
     assert [(r["name"], r["metrics"]["tc"]) for r in rows] == [
-        ("toy-high", 0.9), ("toy-low", 0.2), ("toy-inf", None), ("toy-nan", None)]
+        ("toy-high", 0.9), ("toy-low", 0.2), ("toy-none", None), ("toy-inf", None), ("toy-nan", None),
+        ("toy-ninf", None)]
+    # null alone said an inf, a NaN and a card without the metric alike
+    assert [r["not_finite"] for r in rows] == [{}, {}, {}, {"tc": "inf"}, {"tc": "nan"}, {"tc": "-inf"}]
     code, out, _ = cli(capsys, "leaderboard", "tc")
-    assert [row[2] for row in table_rows(out)] == ["0.9", "0.2", "inf", "nan"]
+    assert [row[2] for row in table_rows(out)] == ["0.9", "0.2", "inf", "nan", "-inf"]
 
 
 @pytest.mark.parametrize(("metric", "shown"), [("[/]", "[/]"), ("[red]m[/red]", "[red]m[/red]"),

@@ -1,5 +1,7 @@
 """``vaezoo leaderboard``: the zoo's entries side by side on chosen metrics, as their cards record them."""
 
+import math
+
 from vaezoo.cli.common import names_arg, print_json, print_table
 
 HELP = "the zoo's entries side by side on chosen metrics"
@@ -16,7 +18,9 @@ def add_arguments(p) -> None:
     p.add_argument("metrics", type=names_arg, metavar="METRIC[,METRIC...]",
                    help="metrics recorded on the cards, e.g. mig_chen,mig_dlib,betavae_score")
     p.add_argument("--dataset", help="only models trained on this dataset")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON: a value that is not a finite number is null, spelled in the row's not_finite "
+                        "map (nan, inf, -inf)")
 
 
 def run(args) -> int:
@@ -24,9 +28,16 @@ def run(args) -> int:
 
     rows = zoo_leaderboard(args.metrics, args.dataset)
     if args.json:
-        print_json([{"name": r.name, "dataset": r.dataset, "metrics": dict(zip(args.metrics, r.values))}
-                    for r in rows])
+        print_json([_json_row(r, args.metrics) for r in rows])
         return 0
     print_table(("name", "dataset", *args.metrics),
                 [(r.name, r.dataset, *("" if v is None else f"{v:.4g}" for v in r.values)) for r in rows])
     return 0
+
+
+def _json_row(row, metrics: list[str]) -> dict:
+    """A ranked card as JSON: its values, and beside them the ones JSON writes as null though the card records
+    them (NaN, inf), spelled as TOML writes them, as ``vaezoo eval --json`` spells them."""
+    values = dict(zip(metrics, row.values))
+    spelled = {name: str(v) for name, v in values.items() if v is not None and not math.isfinite(v)}
+    return {"name": row.name, "dataset": row.dataset, "metrics": values, "not_finite": spelled}
