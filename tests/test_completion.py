@@ -79,3 +79,10 @@ def test_each_shell_gets_a_script_for_vaezoo(env, shell):
 def test_a_command_runs_where_the_completion_variable_is_left_set(env):
     done = run_vaezoo("list", "jointvae-mnist", env={**env, "_ARGCOMPLETE": "1"})
     assert done.returncode == 0 and "jointvae-mnist" in done.stdout
+
+
+@pytest.mark.parametrize("line", ["vaezoo list --dataset ds", "vaezoo leaderboard mig_chen --dataset ds"])
+def test_a_tab_completes_a_dataset_filter_with_the_zoo_s_datasets_not_paths(env, tmp_path, line):
+    # it offered the folder's files ('dsfile'), which no card is of
+    (tmp_path / "dsfile").write_text("", encoding="utf-8")
+    assert complete(line, env, tmp_path) == ["dsprites"]

@@ -227,3 +227,11 @@ def complete_card(prefix: str, **_) -> list[str]:
 
     names = sorted((name for name in discover() if name.startswith(prefix)), key=natural_key)
     return names + list(FilesCompleter()(prefix))
+
+
+def complete_dataset(prefix: str, **_) -> list[str]:
+    """The completions of a ``--dataset`` filter: the datasets of the zoo's cards that begin with ``prefix`` (a path
+    is never one)."""
+    from vaezoo.entries.catalog import discover
+
+    return sorted({card.dataset for card in discover().values() if card.dataset.startswith(prefix)})

@@ -2,7 +2,7 @@
 
 import sys
 
-from vaezoo.cli.common import filter_arg, print_json, print_table, printable
+from vaezoo.cli.common import complete_dataset, filter_arg, print_json, print_table, printable
 
 
 def add_parser(sub) -> None:
@@ -11,7 +11,8 @@ def add_parser(sub) -> None:
                    help="shell-style wildcards on the name; a name any of them matches is listed (default: *)")
     p.add_argument("--exclude", action="append", metavar="PATTERN",
                    help="leave out the names this wildcard matches (repeatable), e.g. '*-original-*'")
-    p.add_argument("--dataset", type=filter_arg, help="only models trained on this dataset")
+    p.add_argument("--dataset", type=filter_arg, help="only models trained on this dataset").completer = \
+        complete_dataset
     p.add_argument("--arch", type=filter_arg, help="only models of this architecture")
     p.add_argument("--latent", type=filter_arg, metavar="FAMILY",
                    help="only models whose latent has a part of this family (e.g. categorical)")
