@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kit import child_env, install_plugin, run_vaezoo
+from kit import child_env, install_plugin, make_card, run_vaezoo, write_card
 
 GREETER = '''
 import vaezoo
@@ -86,3 +86,9 @@ def test_a_tab_completes_a_dataset_filter_with_the_zoo_s_datasets_not_paths(env,
     # it offered the folder's files ('dsfile'), which no card is of
     (tmp_path / "dsfile").write_text("", encoding="utf-8")
     assert complete(line, env, tmp_path) == ["dsprites"]
+
+
+def test_a_tab_does_not_send_a_card_s_dataset_with_control_characters_to_the_shell(tmp_path):
+    cards = tmp_path / "cards"
+    write_card(cards, make_card(name="toy-odd", dataset="ds\x1b[31m\nx"))
+    assert complete("vaezoo list --dataset ds", child_env(tmp_path / "home", cards=cards), tmp_path) == ["dsprites"]

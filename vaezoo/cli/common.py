@@ -231,7 +231,9 @@ def complete_card(prefix: str, **_) -> list[str]:
 
 def complete_dataset(prefix: str, **_) -> list[str]:
     """The completions of a ``--dataset`` filter: the datasets of the zoo's cards that begin with ``prefix`` (a path
-    is never one)."""
+    is never one); a third-party card's dataset holding a control character (ESC, a newline) is not sent to the
+    shell."""
     from vaezoo.entries.catalog import discover
 
-    return sorted({card.dataset for card in discover().values() if card.dataset.startswith(prefix)})
+    return sorted({card.dataset for card in discover().values()
+                   if card.dataset.startswith(prefix) and card.dataset.isprintable()})
