@@ -198,13 +198,15 @@ def test_show_refuses_what_it_cannot_write_before_the_model_is_loaded(two_runs, 
     assert loaded == [] and not (tmp_path / "x.png").exists() and not (tmp_path / "x.jpg").exists()
 
 
-@pytest.mark.parametrize("option", ["--dataset", "--arch", "--latent"])
+@pytest.mark.parametrize("command, option", [(["list"], "--dataset"), (["list"], "--arch"), (["list"], "--latent"),
+                                             (["leaderboard", "accuracy"], "--dataset")])
 @pytest.mark.parametrize("given", ["", " "])
-def test_an_empty_filter_of_list_is_refused_not_taken_for_no_filter(cards, option, given, capsys):
+def test_an_empty_filter_of_a_listing_is_refused_not_taken_for_no_filter(cards, command, option, given, capsys):
     write_toml(cards / "t.toml", make_card("tiny"))
-    code, out, err = cli(capsys, "list", option, given)
+    code, out, err = cli(capsys, *command, option, given)
     assert code == 2 and out == ""
-    assert err.strip().splitlines()[-1] == f"vaezoo list: error: argument {option}: give a name, not an empty string"
+    assert err.strip().splitlines()[-1] == (f"vaezoo {command[0]}: error: argument {option}: give a name, not an "
+                                            f"empty string")
 
 
 @pytest.mark.parametrize(("given", "written"), [("0-200", "0-200"), ("0-200,300,5,6", "0-200,300,5,6"),

@@ -2,7 +2,7 @@
 
 import math
 
-from vaezoo.cli.common import complete_dataset, names_arg, print_json, print_table
+from vaezoo.cli.common import complete_dataset, filter_arg, names_arg, print_json, print_table
 
 HELP = "the zoo's entries side by side on chosen metrics"
 """What ``vaezoo --help`` says of the command."""
@@ -17,7 +17,8 @@ def add_arguments(p) -> None:
                      "naming the recorded metric closest to it.")
     p.add_argument("metrics", type=names_arg, metavar="METRIC[,METRIC...]",
                    help="metrics recorded on the cards, e.g. mig_chen,mig_dlib,betavae_score")
-    p.add_argument("--dataset", help="only models trained on this dataset").completer = complete_dataset
+    p.add_argument("--dataset", type=filter_arg, help="only models trained on this dataset").completer = \
+        complete_dataset
     p.add_argument("--json", action="store_true",
                    help="print JSON: a value that is not a finite number is null, spelled in the row's not_finite "
                         "map (nan, inf, -inf)")
