@@ -366,13 +366,7 @@ def checked_codes(family: LatentFamily, codes: object, n: int, what: str, device
     :class:`PluginError` naming the family and ``what`` gave them: decoded, they were blamed on the caller, who gave
     no codes ("the decoder takes finite codes", "move them there with z.to('cuda')"), and a picture of NaN codes is
     blank tiles. Their values are checked only when run eagerly, on a device that holds them."""
-    expected = (n, family.code_size)
-    if not (isinstance(codes, Tensor) and tuple(codes.shape) == expected):
-        raise PluginError(f"{_part('latent family', family)}: {what} is {_described(codes)}, not (n, code_size) = "
-                          f"{expected}")
-    if device is not None and codes.device != device:
-        raise PluginError(f"{_part('latent family', family)}: {what} is on {codes.device}, not on {device}, the "
-                          f"device it was given")
+    _require_codes(family, codes, n, what, device, "n", "the device it was given")
     if codes.numel() and not tracing() and not codes.is_meta:
         finite = torch.isfinite(codes.detach()).all(dim=-1)
         if not finite.all():
@@ -428,13 +422,19 @@ def _described(value: object) -> str:
 def _require_code(z: object, x: Tensor, family: LatentFamily, what: str) -> None:
     """Refuse a code that is not ``(batch, code_size)`` on the images' device: the latent family's contract, as the
     decoder needs it."""
-    batch = x.shape[0]
-    if not (isinstance(z, Tensor) and tuple(z.shape) == (batch, family.code_size)):
-        raise PluginError(f"{_part('latent family', family)}: {what} is {_described(z)}, not (batch, code_size) "
-                          f"= {(batch, family.code_size)}")
-    if z.device != x.device:
-        raise PluginError(f"{_part('latent family', family)}: {what} is on {z.device}, not on {x.device}, where "
-                          f"the images and the encoder's parameters are")
+    _require_codes(family, z, x.shape[0], what, x.device, "batch", "where the images and the encoder's parameters are")
+
+
+def _require_codes(family: LatentFamily, codes: object, n: int, what: str, device: torch.device | None, rows: str,
+                   where: str) -> None:
+    """Refuse ``codes`` (``what`` gave them) unless they are ``(n, code_size)`` on ``device`` (any, where None),
+    naming the family; ``rows`` names ``n`` and ``where`` the device in the message."""
+    expected = (n, family.code_size)
+    if not (isinstance(codes, Tensor) and tuple(codes.shape) == expected):
+        raise PluginError(f"{_part('latent family', family)}: {what} is {_described(codes)}, not ({rows}, code_size) "
+                          f"= {expected}")
+    if device is not None and codes.device != device:
+        raise PluginError(f"{_part('latent family', family)}: {what} is on {codes.device}, not on {device}, {where}")
 
 
 def _require_per_image(value: object, batch: int, family: LatentFamily, what: str) -> None:

@@ -201,9 +201,9 @@ def _refuse_listed_cards(name: str, repo_id: str, revision: str | None, max_byte
         info = huggingface_hub.HfApi(token=options.token).model_info(
             repo_id, revision=revision, files_metadata=True, timeout=constants.HF_HUB_ETAG_TIMEOUT)
     except (OSError, ValueError, *huggingface_hub.errors.HfHubHTTPError.__bases__) as exc:
-        transport = huggingface_hub.errors.HfHubHTTPError.__bases__[0].__module__.partition(".")[0]  # httpx, requests
         answered = isinstance(exc, huggingface_hub.errors.HfHubHTTPError)
-        return None, exc if not answered and type(exc).__module__.partition(".")[0] == transport else None
+        raised_by_transport = type(exc).__module__.partition(".")[0] == _transport(huggingface_hub.errors).__name__
+        return None, exc if not answered and raised_by_transport else None
     cards = {sibling.rfilename: sibling.lfs.size if sibling.lfs else sibling.size for sibling in info.siblings or []
              if "/" not in sibling.rfilename and sibling.rfilename.endswith(".toml")}
     if len(cards) > 1:
@@ -391,8 +391,8 @@ def translated(error: type[VaezooError], what: str, huggingface_hub: ModuleType)
     errors = huggingface_hub.errors
     # HfHubHTTPError's bases: OSError and the transport's HTTPError (httpx's, which is no OSError); httpx's InvalidURL
     # (HF_ENDPOINT pasted with a tab) is neither
-    transport = sys.modules[errors.HfHubHTTPError.__bases__[0].__module__.partition(".")[0]]
-    failures = (OSError, ValueError, *errors.HfHubHTTPError.__bases__, getattr(transport, "InvalidURL", ValueError))
+    failures = (OSError, ValueError, *errors.HfHubHTTPError.__bases__,
+                getattr(_transport(errors), "InvalidURL", ValueError))
     try:
         yield
     except VaezooError:
@@ -405,6 +405,12 @@ def translated(error: type[VaezooError], what: str, huggingface_hub: ModuleType)
         raise error(f"{what}: the Hub at {huggingface_hub.constants.ENDPOINT} answered with something other than the "
                     f"Hub's API (JSON of another shape: {type(exc).__name__}: {exc}); check HF_ENDPOINT, and any proxy "
                     f"between this machine and the Hub") from None
+
+
+def _transport(errors: ModuleType) -> ModuleType:
+    """The HTTP package huggingface_hub sends its requests with (httpx, or requests in older versions): the package of
+    the first base of its ``HfHubHTTPError``."""
+    return sys.modules[errors.HfHubHTTPError.__bases__[0].__module__.partition(".")[0]]
 
 
 def _endpoint_problem(constants: ModuleType) -> str | None:
