@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+import torch
 from kit import assert_one_line_error, cli, make_card, write_entry
 
 from vaezoo.assemble import build_model, card_dataset, metric
@@ -165,3 +167,26 @@ def test_evaluate_card_refuses_arguments_of_the_wrong_shape(arguments, problem):
 
     with pytest.raises(TypeError, match=problem):
         evaluate_card(tiny(), **arguments)
+
+
+def test_numpy_integers_are_taken_for_a_metric_s_whole_number_settings_and_recorded_as_plain_ints(data_plugin,
+                                                                                                  tmp_path):
+    """points=np.int64(50) was refused as no whole number, where vaezoo.context.whole_number takes it."""
+    from vaezoo.evaluation.report import evaluate_card
+
+    path, _, _ = write_entry(tmp_path, make_card("tiny", eval_metrics=["elbo"]))
+    card = parse_card(path)
+    model = build_model(card)
+    model.load_state_dict(load_state_dict(card))
+    evaluation = Evaluation(model.eval(), card_dataset(card), batch_size=np.int64(16))
+    spec = metric("importance_log_likelihood")
+    assert spec.measure(evaluation, samples=np.int64(3), seed=np.uint8(1)) == spec.measure(evaluation, samples=3,
+                                                                                            seed=1)
+    report = evaluate_card(path, metrics=["importance_log_likelihood"], write=True,
+                           settings={"importance_log_likelihood": {"samples": np.int32(3), "seed": np.int64(1)}})
+    assert report.settings == {"importance_log_likelihood": {"samples": 3, "seed": 1}}
+    assert all(type(v) is int for v in report.settings["importance_log_likelihood"].values())
+    assert parse_card(path).eval_settings == {"importance_log_likelihood": {"samples": 3, "seed": 1}}
+    for value in (np.True_, torch.tensor(True), np.float64(3.0)):
+        with pytest.raises(MetricError, match=r"samples = .* is not a whole number \(int\), at least 1"):
+            spec.measure(evaluation, samples=value)

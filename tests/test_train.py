@@ -7,6 +7,7 @@ import json
 import re
 import shlex
 
+import numpy as np
 import pytest
 import torch
 from kit import entries, make_card, write_toml
@@ -62,7 +63,10 @@ def interrupt_at_batch(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     ("resume", "no", "true or false (bool)"), ("evaluate", "no", "true or false (bool)"),
     ("compile", "yes", "true or false (bool) or None"), ("max_steps", "5", "a whole number (int) or None"),
     ("max_steps", 2.5, "a whole number (int) or None"), ("max_steps", True, "a whole number (int) or None"),
-    ("epochs", "3", "a whole number (int) or None"), ("name", 5, "a string (str) or None"),
+    ("epochs", "3", "a whole number (int) or None"), ("epochs", np.True_, "a whole number (int) or None"),
+    ("epochs", np.float64(2.0), "a whole number (int) or None"),
+    ("max_steps", torch.tensor(True), "a whole number (int) or None"),
+    ("name", 5, "a string (str) or None"),
     ("data_root", 5, "a string (str) or a path (os.PathLike) or None")])
 def test_an_option_of_the_wrong_type_is_named_before_anything_is_written(tmp_path, option, value, wanted):
     """resume="no" resumed, epochs="3" trained three epochs, name=5 failed inside re."""
@@ -87,6 +91,21 @@ def test_seeds_and_sweeps_of_the_wrong_type_are_named(tmp_path, seeds, sweeps, m
         train_seeds(write_toml(tmp_path / "tiny.toml", make_card("tiny")), tmp_path / "out", seeds, sweeps,
                     compile=False)
     assert str(caught.value).startswith(message) and not (tmp_path / "out").exists()
+
+
+def test_numpy_integers_are_taken_as_the_whole_numbers_they_are_and_written_as_plain_ints(data_plugin, tmp_path):
+    """np.int64(2) epochs were refused as no whole number, where a Python int and vaezoo.context.whole_number
+    take it; the card and the checkpoint's recipe written from it hold a plain int."""
+    from vaezoo.training.train import run_recipe
+
+    given = {"epochs": np.int64(1), "checkpoint_every": np.int32(2), "evaluate": False}
+    result = train(card(), tmp_path / "one", seed=np.int64(3), max_steps=np.uint8(2), **given)
+    written = parse_card(result.card_path)
+    assert (result.step, written.train.epochs, written.train.seed, written.train.checkpoint_every) == (2, 1, 3, 2)
+    state = torch.load(tmp_path / "one" / CHECKPOINT, weights_only=True)
+    assert json.loads(state["recipe"])["train"]["seed"] == 3  # default=str wrote a numpy integer as "3"
+    [member] = run_recipe(card(), tmp_path / "many", seeds=[np.int64(4)], max_steps=np.int64(1), **given)
+    assert member.folder.name == "seed-4" and parse_card(member.card_path).train.seed == 4
 
 
 def test_a_fixed_seed_gives_identical_weights(data_plugin, tmp_path):

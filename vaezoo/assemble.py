@@ -64,7 +64,7 @@ def build_part(kind: str, spec: Mapping[str, Any] | str, context: BuildContext |
     if "context" in accepted:
         spec["context"] = context
     try:
-        check_arguments(factory, spec, f"{kind} '{name}'", skip=("context", *FACTS))
+        spec = check_arguments(factory, spec, f"{kind} '{name}'", skip=("context", *FACTS))
     except ValueError as exc:
         raise CardError(str(exc)) from None
     try:

@@ -85,26 +85,35 @@ def batch_mean(t: Tensor) -> Tensor:
 
 
 def whole_number(value: object) -> int | None:
-    """``value`` as an int when it is a whole number: an int, a numpy integer or a 0-d integer tensor, not a bool;
-    else None (the caller says what it takes)."""
+    """``value`` as an int when it is a whole number: an int, a numpy integer or a 0-d integer tensor, not a bool
+    (nor a bool tensor, which ``operator.index`` takes as 0 or 1); else None (the caller says what it takes)."""
+    if isinstance(value, bool) or str(getattr(value, "dtype", "")) == "torch.bool":
+        return None
     try:
-        return None if isinstance(value, bool) else operator.index(value)
+        return operator.index(value)
     except TypeError:
         return None
 
 
-def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str, skip: tuple[str, ...] = ()) -> None:
+def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str,
+                    skip: tuple[str, ...] = ()) -> dict[str, Any]:
     """Refuse ``arguments`` unless ``func`` takes each of them, with a value of its annotated type.
 
     Annotations that cannot be resolved or checked (a class the value is not an instance of counts as
     checkable) let any value through. Bounds are checked where the annotation states them
     (``Annotated[int, annotated_types.Interval(ge=1, le=100)]``); elsewhere ``func`` checks the ranges itself.
+    Where an annotation takes an int (or a float), a whole number of another type is taken too
+    (:func:`whole_number`: a numpy integer, a 0-d integer tensor), and handed on as the int it is.
 
     Args:
         func: a function or class.
         arguments: the keyword arguments it is to be called with.
         subject: names the callable in messages (e.g. ``"regularizer 'beta'"``).
         skip: arguments vaezoo fills in itself (the facts of the data, ``context``), left unchecked.
+
+    Returns:
+        ``arguments``, each whole number taken for an int as that int (so that a card or a recipe written from
+        them holds plain numbers); the others as given.
 
     Raises:
         ValueError: one line naming the first argument that does not fit, and what ``func`` takes.
@@ -113,6 +122,7 @@ def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str, 
     params = signature.parameters
     takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
     accepted = [n for n, p in params.items() if n not in skip and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    checked = dict(arguments)
     for key, value in arguments.items():
         if key in skip:
             continue
@@ -122,8 +132,10 @@ def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str, 
             raise ValueError(f"{subject} takes no argument {key!r}; accepted arguments: "
                              f"{', '.join(accepted) or 'none'}")
         annotation = _annotation(func, params[key])
-        if not _fits(value, annotation):
+        checked[key] = _fitted(value, annotation)
+        if checked[key] is _MISFIT:
             raise ValueError(f"{subject}: {key} = {value!r} is not {_describe(annotation)}")
+    return checked
 
 
 def _annotation(func: Callable, param: inspect.Parameter) -> Any:
@@ -141,41 +153,64 @@ def _annotation(func: Callable, param: inspect.Parameter) -> Any:
     return annotation
 
 
-def _fits(value: Any, annotation: Any) -> bool:
+_MISFIT = object()
+"""What :func:`_fitted` gives for a value that does not fit the annotation."""
+
+
+def _fitted(value: Any, annotation: Any) -> Any:
+    """``value`` where it fits ``annotation``, a whole number taken for an int as that int (in a list, tuple or dict
+    too); :data:`_MISFIT` where it does not fit."""
     if annotation is Any or annotation is object:
-        return True
+        return value
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
-        return _fits(value, args[0]) and all(_within(value, bound) for bound in _bounds(annotation))
+        fitted = _fitted(value, args[0])
+        return fitted if fitted is _MISFIT or all(_within(fitted, bound) for bound in _bounds(annotation)) \
+            else _MISFIT
     if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, a) for a in args)
+        return next((fitted for a in args if (fitted := _fitted(value, a)) is not _MISFIT), _MISFIT)
     if origin is typing.Literal:
-        return any(value == a and type(value) is type(a) for a in args)
+        plain = value if whole_number(value) is None else whole_number(value)
+        return next((a for a in args if plain == a and type(plain) is type(a)), _MISFIT)
     if annotation is None or annotation is type(None):
-        return value is None
+        return value if value is None else _MISFIT
     if annotation is bool:
-        return isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return value if isinstance(value, bool) else _MISFIT
+    if annotation is int or annotation is float and not isinstance(value, float):
+        number = whole_number(value)
+        return _MISFIT if number is None else number
     if annotation is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
+        return value
     if origin is type:
-        return isinstance(value, type)
+        return value if isinstance(value, type) else _MISFIT
     if origin in (list, tuple, collections.abc.Sequence, collections.abc.Iterable):
         if not isinstance(value, list | tuple):
-            return False
+            return _MISFIT
         if origin is tuple and args and args[-1] is not Ellipsis:
-            return len(value) == len(args) and all(_fits(v, a) for v, a in zip(value, args))
-        return not args or all(_fits(v, args[0]) for v in value)
+            if len(value) != len(args):
+                return _MISFIT
+            items = [_fitted(v, a) for v, a in zip(value, args)]
+        else:
+            items = [_fitted(v, args[0]) if args else v for v in value]
+        if any(item is _MISFIT for item in items):
+            return _MISFIT
+        unchanged = all(item is v for item, v in zip(items, value))
+        return value if unchanged else tuple(items) if isinstance(value, tuple) else items
     if origin in (dict, collections.abc.Mapping):
-        return isinstance(value, dict) and (not args or all(_fits(v, args[1]) for v in value.values()))
+        if not isinstance(value, dict):
+            return _MISFIT
+        items = {k: _fitted(v, args[1]) if args else v for k, v in value.items()}
+        if any(item is _MISFIT for item in items.values()):
+            return _MISFIT
+        return value if all(items[k] is v for k, v in value.items()) else items
     if isinstance(annotation, type):
         if issubclass(annotation, Mapping) and isinstance(value, dict):
-            return True
+            return value
         from pydantic import BaseModel
 
-        return isinstance(value, annotation) or (issubclass(annotation, BaseModel) and isinstance(value, dict))
-    return True
+        fits = isinstance(value, annotation) or (issubclass(annotation, BaseModel) and isinstance(value, dict))
+        return value if fits else _MISFIT
+    return value
 
 
 _BOUNDS = {annotated_types.Gt: ("gt", "greater than", lambda v, b: v > b),

@@ -263,6 +263,7 @@ def _given_settings(card: Card, metrics: Sequence[str] | None,
         raise TypeError(f"settings takes {{metric: {{setting: value}}}}, e.g. "
                         f"{{'importance_log_likelihood': {{'samples': 200}}}}, got {settings!r}")
     measured = list(metrics) if metrics is not None else ["the losses", *card.eval_metrics]
+    checked = {}
     for name, given in (settings or {}).items():
         if name not in measured:
             metric(name)  # a misspelt name is named as such
@@ -270,10 +271,10 @@ def _given_settings(card: Card, metrics: Sequence[str] | None,
                                     "measure ({measured}); name it in {metrics}", name=name,
                                     measured=", ".join(measured))
         try:
-            metric(name).check_settings(given, f"metric '{name}'")
+            checked[name] = metric(name).check_settings(given, f"metric '{name}'")
         except ValueError as exc:
             raise MetricError.about("{settings}: {why}", why=str(exc)) from None
-    return {name: dict(given) for name, given in settings.items()} if settings else None
+    return checked or None
 
 
 def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | os.PathLike | None = None,

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from vaezoo.context import whole_number
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.errors import MetricError
@@ -135,12 +136,12 @@ class Evaluation:
         if not len(dataset):  # numpy's "high <= 0" or torch.cat's "expected a non-empty list" inside each metric
             raise MetricError("the dataset holds no image, so there is nothing to measure")
         device = usable_device(device)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if whole_number(batch_size) is None or batch_size < 1:  # a numpy integer too, as the settings take
             raise MetricError.about("{batch_size} must be a whole number >= 1, got {got!r}", got=batch_size)
         self.model = model
         self.dataset = dataset
         self.device = device
-        self.batch_size = batch_size
+        self.batch_size = whole_number(batch_size)
         self.progress: Progress | None = None
         self._codes: CodeTable | None = None
         self._encoding: Encoding | None = None

@@ -93,7 +93,7 @@ class MetricSpec:
             MetricError: a setting the metric does not take, or a value outside its type (:meth:`check_settings`).
         """
         try:
-            self.check_settings(settings, f"metric '{self.function.__name__}'")
+            settings = self.check_settings(settings, f"metric '{self.function.__name__}'")
         except ValueError as exc:
             raise MetricError(str(exc)) from None
         value = self.function(evaluation, **{**self.settings, **settings})
@@ -106,14 +106,17 @@ class MetricSpec:
             raise TypeError(f"it returned {type(value).__name__} {shown}, not a number (a metric returns one "
                             f"float)") from None
 
-    def check_settings(self, settings: Mapping[str, Any], subject: str) -> None:
+    def check_settings(self, settings: Mapping[str, Any], subject: str) -> dict[str, Any]:
         """Refuse ``settings`` unless the metric takes each of them, with a value of the type it states.
+
+        Returns:
+            ``settings``, a whole number given for an int (``numpy.int64(50)``) as that int, as a card records it.
 
         Raises:
             ValueError: one line naming ``subject`` (e.g. ``"metric 'elbo'"``), the setting and what it takes.
         """
         evaluation = next(iter(inspect.signature(self.function).parameters))
-        check_arguments(self.function, settings, subject, skip=(evaluation,))
+        return check_arguments(self.function, settings, subject, skip=(evaluation,))
 
     def __call__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE,
                  **settings: Any) -> float:

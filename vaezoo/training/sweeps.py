@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from vaezoo.context import parse_value
+from vaezoo.context import parse_value, whole_number
 from vaezoo.entries.checkpoints import CHECKPOINT
 from vaezoo.entries.recipe import RECORDS, RESUMED, canonical, recipe
 from vaezoo.entries.schema import SEED_LIMIT, Card
@@ -95,7 +95,7 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
             a seed is repeated, two values make the same card (``1`` and ``1.0``), a value cannot name a folder
             (``../x``), or a value does not fit its field (one line naming the field and the value).
     """
-    seeds = list(seeds)
+    seeds = [seed if whole_number(seed) is None else whole_number(seed) for seed in seeds]  # numpy's too, as ints
     if not seeds or len(set(seeds)) != len(seeds):
         raise TrainingError.about("{seeds} must name each seed once, got {got}",
                                   got=",".join(map(str, seeds)) or "none")

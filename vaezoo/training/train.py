@@ -87,9 +87,11 @@ class TrainOptions:
         """Refuse values of the wrong type, naming the option: ``resume="no"`` would resume; and a ``data_root``
         that is a file."""
         try:
-            check_arguments(TrainOptions, {f.name: getattr(self, f.name) for f in fields(self)}, "train")
+            checked = check_arguments(TrainOptions, {f.name: getattr(self, f.name) for f in fields(self)}, "train")
         except ValueError as exc:
             raise TypeError(str(exc)) from None
+        for name, value in checked.items():  # numpy.int64(2) epochs as 2, which the recipe written records
+            object.__setattr__(self, name, value)
         check_data_root(self.data_root)  # a file there: before any run folder is made
 
     def recipe(self, card: Card) -> Card:
