@@ -434,7 +434,13 @@ def test_sap_duplicated_factor_has_no_gap():
 
 def test_top_two_gap():
     assert sap.top_two_gap(np.array([[0.9, 0.2], [0.5, 0.6], [0.1, 0.5]])) == pytest.approx((0.4 + 0.1) / 2)
-    assert sap.top_two_gap(np.array([[0.9, 0.2]])) == 0.0
+
+
+def test_sap_of_a_one_dimensional_code_is_refused_as_disentanglement_lib_cannot_take_it():
+    """It was 0.0, a number that looks measured; the reference fails on the second row it looks for."""
+    with pytest.raises(MetricError, match=r"^the SAP score is the gap between the two code dimensions .* needs a code "
+                                          r"of 2 dimensions or more, got 1; leave sap_score out for this model$"):
+        sap_of(BINARY[:, :1].astype(float))
 
 
 # ---- DCI ----------------------------------------------------------------------------------------

@@ -11,13 +11,15 @@ largest S[j, k] over j. Each dimension's SVMs are fitted in a worker process of 
 dimension only scores high, one that spreads a factor over two dimensions scores about 0 for it. A linear
 classifier on one dimension separates two classes but not many, so the best dSprites score is
 far below 1. A factor that takes one value on the training points has nothing to predict and is
-left out.
+left out. A one-dimensional code has no second dimension to measure a gap to, and is refused (disentanglement_lib's
+code fails on it).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from vaezoo.errors import MetricError
 from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.fits import sap_row
@@ -50,9 +52,16 @@ def sap_matrix(train_codes: np.ndarray, train_factors: np.ndarray, test_codes: n
 
 
 def top_two_gap(scores: np.ndarray) -> float:
-    """The mean over columns of the largest minus the second largest entry (0 for a single row)."""
+    """The mean over columns of the largest minus the second largest entry.
+
+    Raises:
+        MetricError: ``scores`` has a single row (a one-dimensional code, whose gap disentanglement_lib's
+            ``_compute_avg_diff_top_two`` cannot take either: it fails on the second row it looks for).
+    """
     if scores.shape[0] < 2:
-        return 0.0
+        raise MetricError(f"the SAP score is the gap between the two code dimensions that best predict each factor, "
+                          f"so it needs a code of 2 dimensions or more, got {scores.shape[0]}; leave sap_score out "
+                          f"for this model")
     top = np.sort(scores, axis=0)
     return float(np.mean(top[-1] - top[-2]))
 
