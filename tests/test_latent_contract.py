@@ -172,8 +172,8 @@ def test_vaezoo_train_refuses_such_a_metric_before_it_reads_the_data(binary, tmp
 
 @pytest.mark.parametrize("latent, error", [
     ({"type": "gumbel_categorical", "categories": 3},  # no density at all
-     "regularizer 'total_correlation' needs densities of the latent: CategoricalPosterior has no per-dimension "
-     "density, so it has no log_density_matrix;"),
+     "regularizer 'total_correlation' needs densities of the latent: CategoricalPosterior sets no 'distribution', "
+     "so it has no log_density_matrix;"),
     # binary-Concrete samples lie in (0, 1), where the Bernoulli prior has no density: training's unchecked
     # distributions would turn that into a finite, meaningless total correlation
     (MODEL["latent"], "card 'bits-bars': its objective takes a distribution outside its support (Expected value "
@@ -361,3 +361,77 @@ def test_a_family_whose_mode_is_nan_for_some_test_images_is_named_and_no_nan_rea
     with pytest.raises(PluginError, match=r"the posterior's mode is not finite \(NaN or inf\) for 1 of the 32 images "
                                           r"of the batch of test images from 0$"):
         evaluate(model, card)
+
+
+NO_PRIOR_PLUGIN = '''
+"""Binary-Concrete units whose posterior sets 'distribution' and no 'prior' (docs/plugins.md: both optional)."""
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_register_latent_families(register):
+    import torch
+    from torch.distributions import Bernoulli, RelaxedBernoulli, kl_divergence
+    from vaezoo.latents import LatentFamily, Posterior
+
+    class NoPriorPosterior(Posterior):
+        def __init__(self, logits):
+            self.logits, self.code_size = logits, logits.shape[-1]
+            self.distribution = RelaxedBernoulli(torch.tensor(0.5).to(logits), logits=logits)
+
+        def rsample(self):
+            return self.distribution.rsample()
+
+        @property
+        def mode(self):
+            return torch.sigmoid(self.logits)
+
+        def kl(self):
+            return kl_divergence(Bernoulli(logits=self.logits), Bernoulli(probs=torch.full_like(self.logits, 0.5)))
+
+    class NoPrior(LatentFamily):
+        example = {"dim": 3}
+
+        def __init__(self, dim):
+            super().__init__()
+            self.dim = self.code_size = self.param_size = dim
+            self.register_buffer("prior_probs", torch.full((), 0.5), persistent=False)
+
+        @property
+        def prior(self):
+            return Bernoulli(probs=self.prior_probs)
+
+        def posterior(self, params):
+            return NoPriorPosterior(params)
+
+        def sample_prior(self, n, generator=None, device=None):
+            device = device or self.prior_probs.device
+            return (torch.rand(n, self.dim, generator=generator, device=device) < 0.5).float()
+
+    register("no_prior_concrete", NoPrior)
+'''
+
+
+def test_a_posterior_with_a_distribution_and_no_prior_has_its_densities_and_passes_the_kit(data_plugin):
+    """log_prob and log_density_matrix read only 'distribution', yet both raised without a 'prior', and the kit
+    failed such a family on them; the entropy metrics, which need no prior density, were refused it."""
+    from vaezoo.errors import LatentError
+
+    install_plugin(data_plugin, "noprior", NO_PRIOR_PLUGIN)
+    family = testing.check_latent_family("no_prior_concrete", dim=3, train=False)
+    posterior = family.posterior(torch.tensor([[0.0, 1.0, -2.0], [3.0, 0.5, 0.0]]))
+    z = torch.tensor([[0.2, 0.7, 0.1], [0.9, 0.4, 0.5]])
+    assert torch.equal(posterior.log_prob(z), posterior.distribution.log_prob(z))
+    assert torch.equal(posterior.log_density_matrix(z)[1, 0], posterior.distribution.log_prob(z[1])[0])
+    with pytest.raises(LatentError, match=r"^NoPriorPosterior sets no 'prior', so it has no prior_log_prob; set "
+                                          r"'prior' \(a torch.distributions object per dimension\) or override "
+                                          r"prior_log_prob\(\)$"):
+        posterior.prior_log_prob(z)
+    model = {**MODEL, "latent": {"type": "no_prior_concrete", "dim": 4}}
+    card = Card.model_validate(make_card("toy", "noprior-bars", model=model, architecture="vae",
+                                         eval_metrics=["total_correlation"], headline=None))
+    check_metrics(build_model(card), card, ["total_correlation"])  # an entropy metric: no prior needed
+    with pytest.raises(MetricError, match=r"metric 'elbo' needs a posterior and a prior density .*NoPriorPosterior\."
+                                          r"prior_log_prob\(\) of part 'z' raised LatentError: NoPriorPosterior "
+                                          r"sets no 'prior'"):
+        check_metrics(build_model(card), card, ["elbo"])

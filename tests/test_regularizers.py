@@ -192,7 +192,8 @@ def test_total_correlation_on_the_continuous_part_of_a_joint_latent():
     alone = TotalCorrelation(50, sampling="mws")(cont, z[:, :2], 0)
     expected = {f"{k}_cont": v.item() for k, v in alone.items()}
     assert {k: v.item() for k, v in on_part.items()} == pytest.approx(expected)
-    with pytest.raises(NotImplementedError, match="CategoricalPosterior has no per-dimension density"):
+    with pytest.raises(NotImplementedError,
+                       match="CategoricalPosterior sets no 'distribution', so it has no log_density_matrix"):
         TotalCorrelation(50, part="cat")(posterior, z, 0)
 
 

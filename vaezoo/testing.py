@@ -312,7 +312,7 @@ def _check_traversal(family: LatentFamily, batch: int, subject: str) -> None:
         _require_tensor(row, (1, batch, width), subject, f"log_density_matrix() of one code of '{name}'")
         _require(torch.allclose(row, matrix[:1], atol=1e-5), subject,
                  f"log_density_matrix() of the codes z[:1] of '{name}' is not the first row of that of z")
-        if bool(piece.prior.support.check(z).all()):  # a prior density is defined on the prior's support only
+        if piece.prior is not None and bool(piece.prior.support.check(z).all()):  # defined on its support only
             with _running(subject, f"prior_log_prob() of part '{name}'"):
                 prior = piece.prior_log_prob(z)
             _require_tensor(prior, (batch, width), subject, f"prior_log_prob() of '{name}'")

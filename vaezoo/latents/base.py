@@ -52,7 +52,8 @@ class Posterior:
     :meth:`log_density_matrix` then work without more code.
 
     Required: ``code_size``, :meth:`rsample`, :attr:`mode`, :meth:`kl`. Optional, with defaults: :meth:`kl_parts`
-    (one part), the densities (from ``distribution`` and ``prior``; without them they raise
+    (one part), the densities (:meth:`log_prob` and :meth:`log_density_matrix` from ``distribution``,
+    :meth:`prior_log_prob` from ``prior``; without the one it reads, each raises a :class:`LatentError`, a
     ``NotImplementedError``), :meth:`location_scale` (None) and :attr:`parts` (itself).
     """
 
@@ -80,12 +81,11 @@ class Posterior:
 
     def log_prob(self, z: Tensor) -> Tensor:
         """log q(z|x) per dimension, shape ``(batch, code_size)``."""
-        return self._factorised("log_prob").log_prob(z)
+        return self._set("distribution", "log_prob").log_prob(z)
 
     def prior_log_prob(self, z: Tensor) -> Tensor:
         """log p(z) per dimension, shape ``(batch, code_size)``."""
-        self._factorised("prior_log_prob")
-        return self.prior.log_prob(z)
+        return self._set("prior", "prior_log_prob").log_prob(z)
 
     def log_density_matrix(self, z: Tensor) -> Tensor:
         """log q(z_i | x_j) per dimension of every code ``z_i`` of ``z`` under every posterior ``j`` of the batch.
@@ -93,7 +93,7 @@ class Posterior:
         ``z`` holds any number of codes (the batch's own, those of a whole DDP batch, or a metric's draws):
         the shape is ``(len(z), batch, code_size)``.
         """
-        return self._factorised("log_density_matrix").log_prob(z.unsqueeze(1))
+        return self._set("distribution", "log_density_matrix").log_prob(z.unsqueeze(1))
 
     def location_scale(self) -> LocationScale | None:
         """This posterior as a :class:`LocationScale` density, or None (the default) when it is not one.
@@ -103,11 +103,13 @@ class Posterior:
         """
         return None
 
-    def _factorised(self, what: str) -> Distribution:
-        if self.distribution is None or self.prior is None:
-            raise LatentError(f"{type(self).__name__} has no per-dimension density, so it has no {what}; "
-                              f"use a family that sets 'distribution' and 'prior'")
-        return self.distribution
+    def _set(self, attribute: str, what: str) -> Distribution:
+        """The per-dimension ``distribution`` or ``prior`` that the default ``what`` reads, refused when unset."""
+        value = getattr(self, attribute)
+        if value is None:
+            raise LatentError(f"{type(self).__name__} sets no '{attribute}', so it has no {what}; set "
+                              f"'{attribute}' (a torch.distributions object per dimension) or override {what}()")
+        return value
 
     @property
     def parts(self) -> dict[str, Posterior]:
