@@ -195,7 +195,10 @@ def test_too_few_points_to_measure_anything_are_refused_in_one_line(score, messa
 ONE_POINT = [("betavae_score", "points"), ("modularity", "points"), ("modularity", "bins"), ("mig_dlib", "points"),
              ("explicitness", "points"), ("explicitness", "test_points"), ("sap_score", "points"),
              ("dci_disentanglement", "points"), ("dci_completeness", "points"), ("dci_informativeness", "points"),
-             ("gaussian_total_correlation", "points"), ("mutual_info_score", "points")]
+             ("gaussian_total_correlation", "points"), ("mutual_info_score", "points"), ("sap_score", "test_points"),
+             ("betavae_score", "test_points"), ("factorvae_score", "test_points"),
+             ("dci_disentanglement", "test_points"), ("dci_completeness", "test_points"),
+             ("dci_informativeness", "test_points")]
 
 
 class Unused(torch.nn.Module):
@@ -257,8 +260,9 @@ def test_factor_classes_that_are_not_integers_are_classified_as_their_ranks():
 @pytest.mark.parametrize("name, setting", ONE_POINT, ids=[f"{name}.{setting}" for name, setting in ONE_POINT])
 def test_a_setting_of_one_point_or_bin_is_refused_before_anything_is_read(name, setting):
     """``modularity`` and ``betavae_score`` at points=1 gave 0.0 and 0.395, ``mig_dlib`` and ``mutual_info_score`` 0.0
-    (the best), modularity's bins=1 0.0: numbers that looked measured. One point, or one bin, cannot be told from
-    another; the one line names the setting and its smallest value, 2, which runs."""
+    (the best), modularity's bins=1 0.0: numbers that looked measured; SAP, the BetaVAE and FactorVAE scores and DCI
+    at test_points=1 a test accuracy of 0 or 1. One point, or one bin, cannot be told from another; the one line names
+    the setting and its smallest value, 2, which runs."""
     spec = registry("metric")[name]
     with pytest.raises(MetricError, match=rf"^metric '{name}': {setting} = 1 is not a whole number \(int\), at "
                                           rf"least 2 and at most 10,000,000$"):

@@ -88,7 +88,7 @@ def betavae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.G
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
-def betavae_score(evaluation: Evaluation, points: Points = 10_000, test_points: Count = 5_000, batch: Count = 64,
+def betavae_score(evaluation: Evaluation, points: Points = 10_000, test_points: Points = 5_000, batch: Count = 64,
                   seed: Seed = 0) -> float:
     """The BetaVAE score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
 

@@ -31,7 +31,7 @@ from vaezoo.metrics.fits import gbt_fit
 from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
-from vaezoo.metrics.spec import Count, Points, Seed, metric_spec
+from vaezoo.metrics.spec import Points, Seed, metric_spec
 from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed, varying_factors
 
 
@@ -144,7 +144,7 @@ def dci(evaluation: Evaluation, points: int = 10_000, test_points: int = 5_000, 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING, quick=QUICK_FIT,
              not_finite=ONE_FACTOR)
-def dci_disentanglement(evaluation: Evaluation, points: Points = 10_000, test_points: Count = 5_000,
+def dci_disentanglement(evaluation: Evaluation, points: Points = 10_000, test_points: Points = 5_000,
                         seed: Seed = 0) -> float:
     """DCI disentanglement of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
     return dci(evaluation, points, test_points, seed).disentanglement
@@ -152,14 +152,14 @@ def dci_disentanglement(evaluation: Evaluation, points: Points = 10_000, test_po
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING, quick=QUICK_FIT,
              not_finite=ONE_DIMENSION)
-def dci_completeness(evaluation: Evaluation, points: Points = 10_000, test_points: Count = 5_000,
+def dci_completeness(evaluation: Evaluation, points: Points = 10_000, test_points: Points = 5_000,
                      seed: Seed = 0) -> float:
     """DCI completeness of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
     return dci(evaluation, points, test_points, seed).completeness
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement", rounding=ROUNDING, quick=QUICK_FIT)
-def dci_informativeness(evaluation: Evaluation, points: Points = 10_000, test_points: Count = 5_000,
+def dci_informativeness(evaluation: Evaluation, points: Points = 10_000, test_points: Points = 5_000,
                         seed: Seed = 0) -> float:
     """DCI informativeness (mean test accuracy) of ``evaluation``'s model on its images (arguments as :func:`dci`)."""
     return dci(evaluation, points, test_points, seed).informativeness

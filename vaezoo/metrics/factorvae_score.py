@@ -29,7 +29,7 @@ from vaezoo.errors import MetricError
 from vaezoo.metrics.codes import check_table, finite_codes, require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
-from vaezoo.metrics.spec import MAX_COUNT, Count, Seed, metric_spec
+from vaezoo.metrics.spec import MAX_COUNT, Count, Points, Seed, metric_spec
 from vaezoo.metrics.sampling import Codes, FactorGroups
 
 
@@ -97,7 +97,7 @@ each scored without a word."""
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
-def factorvae_score(evaluation: Evaluation, points: Count = 10_000, test_points: Count = 5_000,
+def factorvae_score(evaluation: Evaluation, points: Count = 10_000, test_points: Points = 5_000,
                     batch: VarianceCount = 64, variance_points: VarianceCount = 10_000,
                     prune_std: StandardDeviation = 0.05, seed: Seed = 0) -> float:
     """The FactorVAE score of the mean codes of ``evaluation``'s model on its images (see the module docstring).

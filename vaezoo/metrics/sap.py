@@ -25,7 +25,7 @@ from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.fits import sap_row
 from vaezoo.metrics.parallel import process_map
 from vaezoo.metrics.requirements import FACTORS
-from vaezoo.metrics.spec import Count, Points, Seed, metric_spec
+from vaezoo.metrics.spec import Points, Seed, metric_spec
 from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed, varying_factors
 
 
@@ -83,7 +83,7 @@ def sap_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Gener
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement", quick=QUICK_FIT)
 def sap_score(evaluation: Evaluation, points: Points = 10_000,
-              test_points: Count = 5_000, seed: Seed = 0) -> float:
+              test_points: Points = 5_000, seed: Seed = 0) -> float:
     """The SAP score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
 
     Args:

@@ -32,10 +32,10 @@ other settings, before any image is read: 0 fails at once instead of after an en
 extra zeros (a thousand times any protocol's count) are refused instead of running for days."""
 
 Points = Annotated[int, annotated_types.Interval(ge=2, le=MAX_COUNT)]
-"""The type of a metric's setting that counts the points a classifier learns from, or a statistic compares (a mutual
-information, a covariance, a ROC AUC): one point holds one value of every factor and dimension, so that the metric
-could only give a number that looks measured (modularity and the MIG of one point were 0.0, the BetaVAE score of
-one training point 0.395)."""
+"""The type of a metric's setting that counts the points a classifier learns from or is tested on, or a statistic
+compares (a mutual information, a covariance, a ROC AUC): one point holds one value of every factor and dimension, so
+that the metric could only give a number that looks measured (modularity and the MIG of one point were 0.0, the
+BetaVAE score of one training point 0.395, and an accuracy on one test point is 0 or 1 whatever the code)."""
 
 Bins = Annotated[int, annotated_types.Interval(ge=2, le=MAX_COUNT)]
 """The type of a metric's setting that counts a histogram's bins: one bin holds every value, so that every mutual
