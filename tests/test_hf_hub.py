@@ -1553,3 +1553,18 @@ def test_a_revision_pasted_with_a_space_or_control_character_is_named_before_the
     assert result.stderr.strip().splitlines()[-1] == f"vaezoo.errors.CardError: {refused}"  # not 'hf-hub:...@ main'
     assert one_error_line(run_vaezoo("push", str(card), "owner/x", "--revision", revision)) == f"error: {refused}"
     assert hub.requests == []
+
+
+@pytest.mark.parametrize("load, name", [
+    ("from_pretrained", "owner/tiny\n"), ("load", "hf-hub:owner/tiny\n"), ("load", "hf-hub:own\x1ber/tiny"),
+    ("get_card", "owner/tiny@v\u20281"), ("load", "https://example.org/a\nb")])
+def test_a_name_holding_a_control_character_is_escaped_in_the_python_message(load, name):
+    """The Python message held the raw newline (two lines) or ESC, where the CLI escaped it."""
+    import vaezoo
+
+    with pytest.raises(CardError) as caught:
+        getattr(vaezoo, load)(name)
+    message = str(caught.value)
+    assert message.isprintable() and repr(name)[1:-1] in message
+    error = VaezooError.about("{name:{given}} is no model", given=name)  # as the CLI spells its options
+    assert str(error).isprintable() and error.spelled(lambda key, value: f"--{key} {value}").isprintable()

@@ -85,6 +85,9 @@ def _spelled(value: object, spelling: Spelling) -> object:
 class VaezooError(Exception):
     """Base class: the CLI prints these as a one-line error and exits non-zero.
 
+    The message is one line of printable text for a Python caller too: a control character or a line break in a
+    name it quotes (``from_pretrained("owner/tiny\\n")``) is written as its escape (:func:`vaezoo.terminal.printable`).
+
     Attributes:
         phrase: the message, when it names arguments of the call (made by :meth:`about`), else None.
         option: the keyword of the argument the problem is about (the first the message names), or None.
@@ -92,6 +95,11 @@ class VaezooError(Exception):
 
     phrase: Phrase | None = None
     option: str | None = None
+
+    def __init__(self, *args: object) -> None:
+        from vaezoo.terminal import printable  # vaezoo.terminal imports this module
+
+        super().__init__(*(printable(arg) if isinstance(arg, str) else arg for arg in args))
 
     @classmethod
     def about(cls, template: str, **values: object) -> Self:
@@ -108,7 +116,11 @@ class VaezooError(Exception):
 
     def spelled(self, spelling: Spelling) -> str:
         """The message, with the arguments it names spelled by ``spelling`` (as ``str(error)`` when it names none)."""
-        return str(self) if self.phrase is None else self.phrase.spell(spelling)
+        if self.phrase is None:
+            return str(self)
+        from vaezoo.terminal import printable
+
+        return printable(self.phrase.spell(spelling))
 
 
 class UnknownNameError(VaezooError, KeyError):
