@@ -146,7 +146,7 @@ def test_dataset_options_are_checked_against_the_dataset_signature():
 
 def test_a_dataset_bigger_than_memory_is_refused_before_loading(monkeypatch):
     """MNIST at 1024x1024 asks for 59 GiB: refused from its DataInfo, before any file is read."""
-    monkeypatch.setattr(assemble, "_physical_memory", lambda: 8 * 2**30)
+    monkeypatch.setattr(assemble, "physical_memory", lambda: 8 * 2**30)
     card = Card.model_validate(make_card("mnist", name="d"))
     big = card.model_copy(update={"train": card.train.model_copy(update={"data": card.train.data.model_copy(
         update={"options": {"image_size": 1024}})})})

@@ -183,6 +183,21 @@ def test_sample_takes_numpy_and_torch_counts_and_refuses_what_is_no_generator(mo
         model.sample(2, generator=1)
 
 
+def test_sample_checks_its_count_before_the_latent_family_is_asked_for_codes(model, monkeypatch):
+    """A huge n met torch's allocation error (or, beyond 2^63, its overflow) inside the family's sample_prior; a
+    tensor of one element and a 0-d bool tensor were taken as counts; 0 asked the family for no codes."""
+    for n in (torch.tensor([2]), torch.tensor(True), np.array([2])):
+        with pytest.raises(InputError, match="^sample takes the number of images, a whole number >= 0, got "):
+            model.sample(n)
+    monkeypatch.setattr(model.latent, "sample_prior", lambda *a, **k: pytest.fail("the family was asked"))
+    for n in (10**12, 2**63, np.int64(2**62)):
+        with pytest.raises(InputError, match=rf"^sample of {int(n):,} images would take [\d,.]+ GiB for the images "
+                                             rf"alone, more than the [\d,.]+ GiB of memory of cpu; draw fewer at a "
+                                             rf"time$"):
+            model.sample(n)
+    assert model.sample(0).shape == model.sample(torch.tensor(0)).shape == (0, 1, 32, 32)
+
+
 def test_images_codes_and_a_generator_on_another_device_than_the_model_are_named(model):
     """On a GPU, encode(x), model(x), reconstruct(x) and predict_label(x) of CPU images were torch's "Input type
     (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same", decode of CPU codes "Expected

@@ -100,7 +100,7 @@ def data_info(card: Card, split: str = "train") -> DataInfo:
     if not isinstance(info, DataInfo):  # its fields would fail later, inside whatever reads them
         raise DataError(f"dataset '{name}' of plugin '{registry('dataset').plugin_of(name)}' returned "
                         f"{type(info).__name__} from info(), not a vaezoo.data.DataInfo; report it to its author")
-    needed, memory = info.size * info.channels * info.image_size ** 2, _physical_memory()
+    needed, memory = info.size * info.channels * info.image_size ** 2, physical_memory()
     if memory is not None and needed > memory:
         raise DataError(f"dataset '{name}' with the options {options} would hold {needed / 2**30:,.1f} GiB of "
                         f"images, more than this machine's {memory / 2**30:,.1f} GiB of memory; ask for a smaller "
@@ -117,7 +117,7 @@ def _check_options(method: Callable, name: str, options: Mapping[str, Any]) -> N
                         f"[train.data] options") from None
 
 
-def _physical_memory() -> int | None:
+def physical_memory() -> int | None:
     """Bytes of memory this machine has; None where the system does not say."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

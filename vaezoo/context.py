@@ -86,8 +86,9 @@ def batch_mean(t: Tensor) -> Tensor:
 
 def whole_number(value: object) -> int | None:
     """``value`` as an int when it is a whole number: an int, a numpy integer or a 0-d integer tensor, not a bool
-    (nor a bool tensor, which ``operator.index`` takes as 0 or 1); else None (the caller says what it takes)."""
-    if isinstance(value, bool) or str(getattr(value, "dtype", "")) == "torch.bool":
+    (nor a bool tensor, which ``operator.index`` takes as 0 or 1, nor a tensor of one element, which it takes as
+    that element); else None (the caller says what it takes)."""
+    if isinstance(value, bool) or str(getattr(value, "dtype", "")) == "torch.bool" or getattr(value, "ndim", 0):
         return None
     try:
         return operator.index(value)

@@ -339,12 +339,14 @@ class VAE(nn.Module):
         ``torch.no_grad``); ``model.decode(model.latent.sample_prior(n))`` keeps them, to train through samples.
 
         Args:
-            n: the number of images, a whole number >= 0 (a numpy or 0-d torch integer too).
+            n: the number of images, a whole number >= 0 (a numpy or 0-d torch integer too); 0 gives an empty batch
+                without asking the latent family for codes.
             generator: a :class:`torch.Generator` on the model's device, for reproducible samples.
 
         Raises:
-            InputError: ``n`` is not a whole number >= 0, or ``generator`` is not a torch.Generator of the model's
-                device type.
+            InputError: ``n`` is not a whole number >= 0, or its images alone would take more memory than the model's
+                device has (checked before the family is asked: torch's allocation error, or its overflow beyond
+                2^63), or ``generator`` is not a torch.Generator of the model's device type.
             PluginError: the latent family's ``sample_prior`` gave codes of another shape, on another device than
                 the one it was given, or NaN or infinite ones (checked only when run eagerly), naming the family.
         """
@@ -356,9 +358,16 @@ class VAE(nn.Module):
         if generator is not None and generator.device.type != device.type:  # torch's error came from the family
             raise InputError(f"sample's generator is on {generator.device} and the model on {device}; make it there: "
                              f"torch.Generator({device.type!r}).manual_seed(0)")
+        dtype = self.head.weight.dtype
+        size = n * self.channels * self.image_size ** 2 * dtype.itemsize
+        if (memory := _memory(device)) is not None and size > memory:
+            raise InputError(f"sample of {n:,} images would take {size / 2**30:,.1f} GiB for the images alone, more "
+                             f"than the {memory / 2**30:,.1f} GiB of memory of {device}; draw fewer at a time")
+        if n == 0:
+            return self.decode(torch.empty(0, self.code_size, device=device, dtype=dtype))
         z = checked_codes(self.latent, self.latent.sample_prior(n, generator=generator, device=device), n,
                           "sample_prior()", device)
-        return self.decode(z.to(self.head.weight.dtype))
+        return self.decode(z.to(dtype))
 
 
 def checked_codes(family: LatentFamily, codes: object, n: int, what: str, device: torch.device | None = None) -> Tensor:
@@ -386,6 +395,15 @@ def _require_device(x: Tensor, device: torch.device, what: str, name: str) -> No
     if device.type == "meta":
         raise VaezooError("the model is on the meta device, which holds no weights, so it computes no images or "
                           "codes; load it onto a device that holds them: vaezoo.load(NAME, device='cpu')")
+
+
+def _memory(device: torch.device) -> int | None:
+    """Bytes of memory ``device`` has: the machine's for the CPU, the GPU's own for CUDA; None where unknown."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    from vaezoo.assemble import physical_memory  # vaezoo.assemble builds models of this module
+
+    return physical_memory() if device.type == "cpu" else None
 
 
 def _whole_number(value: object, what: str) -> int:
