@@ -306,11 +306,14 @@ def shell(script: str, *argv: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300, env=os.environ)
 
 
-@pytest.mark.parametrize("argv", [["--version"], ["list", "--help"], ["list"]], ids=" ".join)
+@pytest.mark.parametrize("argv", [["--version"], ["list", "--help"], ["list"], ["list", "--json"],
+                                  ["info", "toy-mnist"]], ids=" ".join)
 def test_a_full_disk_on_stdout_is_a_one_line_error_even_for_help_and_version(cards, argv):
+    """The line said "No space left on device" alone, as if a file the command was given had failed."""
     write_card(cards, make_card(name="toy-mnist"))
     result = shell('"$@" > /dev/full', *argv)
-    assert result.returncode == 1 and result.stderr == "error: No space left on device\n"
+    assert (result.returncode, result.stderr) == (1, "error: cannot write to standard output: No space left on "
+                                                     "device\n")
 
 
 SYNTHETIC = {"name": "synthetic-run", "architecture": "vae", "summary": "A run on synthetic images.",

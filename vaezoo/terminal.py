@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from vaezoo.errors import setting_on
+from vaezoo.errors import OutputError, setting_on
 
 
 def printable(value: object) -> str:
@@ -112,6 +112,37 @@ class StatusStream:
             self.gone = True
 
     def __getattr__(self, name: str):  # isatty, fileno, encoding, ...: the stream's own
+        return getattr(self.stream, name)
+
+
+class DataStream:
+    """A command's data stream (stdout) whose failure to take what is written is said as such.
+
+    A write or a flush that fails (a full disk behind ``> file``, ``> /dev/full``) raises
+    :class:`~vaezoo.errors.OutputError` ``cannot write to standard output: REASON``: the system's words alone read
+    as if a file the command was given had failed. A reader gone (``| head``, EPIPE) still raises
+    :class:`BrokenPipeError`, which :func:`vaezoo.cli.main` ends quietly.
+    """
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self._said(self.stream.write, text)
+
+    def flush(self) -> None:
+        self._said(self.stream.flush)
+
+    @staticmethod
+    def _said(call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(f"cannot write to standard output: {exc.strerror or exc}") from exc
+
+    def __getattr__(self, name: str):  # isatty, fileno, encoding, reconfigure...: the stream's own
         return getattr(self.stream, name)
 
 

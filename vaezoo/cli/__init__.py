@@ -25,7 +25,7 @@ from typing import NoReturn
 from vaezoo.errors import VaezooError
 from vaezoo.registry import COMMANDS
 from vaezoo.signals import STOP_SIGNALS, Interrupted, StopSignals
-from vaezoo.terminal import StatusStream
+from vaezoo.terminal import DataStream, StatusStream
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if "_ARGCOMPLETE" in os.environ and "COMP_LINE" in os.environ:  # the shell asks for completions (vaezoo completion)
         _complete()
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout = stdout if stdout is not None else open(os.devnull, "w")  # closed (>&-): as a reader gone
+    sys.stdout = DataStream(stdout if stdout is not None else open(os.devnull, "w"))  # closed (>&-): a reader gone
     sys.stderr = StatusStream(stderr if stderr is not None else open(os.devnull, "w"))
     _escape_what_cannot_be_encoded(sys.stdout, stderr)
     stops = StopSignals(defer=False)  # SIGTERM and SIGHUP clean up as Ctrl-C does
