@@ -20,7 +20,7 @@ from vaezoo.assemble import build_model
 from vaezoo.cli import main
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.schema import Card
-from vaezoo.errors import MetricError, PublishWarning
+from vaezoo.errors import CardError, MetricError, PublishWarning
 from vaezoo.evaluation import viz
 from vaezoo.evaluation.measure import check_metrics, evaluate
 from vaezoo.testing import ConformanceError
@@ -394,6 +394,8 @@ def vaezoo_register_latent_families(register):
 
         def __init__(self, dim):
             super().__init__()
+            if dim < 1:
+                raise ValueError(f"no_prior_concrete needs dim >= 1, got {dim}")
             self.dim = self.code_size = self.param_size = dim
             self.register_buffer("prior_probs", torch.full((), 0.5), persistent=False)
 
@@ -435,3 +437,22 @@ def test_a_posterior_with_a_distribution_and_no_prior_has_its_densities_and_pass
                                           r"prior_log_prob\(\) of part 'z' raised LatentError: NoPriorPosterior "
                                           r"sets no 'prior'"):
         check_metrics(build_model(card), card, ["elbo"])
+
+
+def test_a_part_that_refuses_the_card_s_arguments_is_named_with_its_own_plugin(data_plugin, tmp_path, capsys):
+    """A third-party family's ValueError was blamed on the architecture that built it ('vae' of plugin 'core')."""
+    install_plugin(data_plugin, "noprior", NO_PRIOR_PLUGIN)
+    model = {**MODEL, "latent": {"type": "no_prior_concrete", "dim": 0}}
+    path = write_toml(tmp_path / "card.toml", make_card("toy", "noprior-bars", model=model, architecture="vae",
+                                                        eval_metrics=[]))
+    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: {path}: section 'model' does not fit latent family 'no_prior_concrete' of plugin 'noprior': "
+        f"ValueError: no_prior_concrete needs dim >= 1, got 0")
+    joint = {**MODEL, "latent": {"type": "joint", "parts": [{"type": "gaussian", "dim": 2, "name": "c"},
+                                                            {"type": "no_prior_concrete", "dim": 0, "name": "b"}]}}
+    card = Card.model_validate(make_card("toy", "noprior-bars", model=joint, architecture="vae", eval_metrics=[],
+                                         headline=None))
+    with pytest.raises(CardError, match=r": section 'model' does not fit latent family 'no_prior_concrete' of plugin "
+                                        r"'noprior': ValueError: no_prior_concrete needs dim >= 1, got 0$"):
+        build_model(card)

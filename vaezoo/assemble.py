@@ -72,7 +72,12 @@ def build_part(kind: str, spec: Mapping[str, Any] | str, context: BuildContext |
     except TypeError as exc:  # a required argument left out
         given = [k for k in accepted if k != "context" and k not in FACTS]
         raise CardError(f"{kind} '{name}': {exc}; accepted arguments: {', '.join(given)}") from None
-    part = factory(**spec)
+    try:
+        part = factory(**spec)
+    except Exception as exc:
+        if not hasattr(exc, "_vaezoo_part"):  # the innermost part that raised is the one build_model names
+            exc._vaezoo_part = (kind, name)
+        raise
     from vaezoo.latents import LatentFamily
 
     if isinstance(part, LatentFamily) and part.registered_name is None:
@@ -162,9 +167,9 @@ def build_model(card: Card, device=None, dtype=None) -> VAE:
         raise
     except Exception as exc:  # the card's values are input: whatever the builder trips on is the card's problem
         reason = (str(exc).strip().splitlines() or [""])[0]
-        plugin = registry("architecture").plugin_of(card.architecture)
-        raise CardError(f"{card.path or card.name}: section 'model' does not fit architecture "
-                        f"'{card.architecture}' of plugin '{plugin}': {type(exc).__name__}: {reason}") from exc
+        kind, name = getattr(exc, "_vaezoo_part", ("architecture", card.architecture))
+        raise CardError(f"{card.path or card.name}: section 'model' does not fit {kind} '{name}' of plugin "
+                        f"'{registry(kind).plugin_of(name)}': {type(exc).__name__}: {reason}") from exc
     if not isinstance(model, VAE):
         plugin = registry("architecture").plugin_of(card.architecture)
         raise VaezooError(f"architecture '{card.architecture}' of plugin '{plugin}' returned "
