@@ -289,7 +289,7 @@ def test_a_guide_that_installs_packages_and_runs_pytest_installs_pytest_first(pa
         for command in commands:
             if command.startswith("pip install"):
                 has_pytest |= "[test]" in command or re.search(r"\spytest\b", command) is not None
-            elif command.startswith("python -m pytest"):
+            elif command.startswith(("python -m pytest", "pytest")):
                 assert has_pytest, f"{page.name}: {command!r} runs before any pip install brings pytest"
 
 
