@@ -62,6 +62,11 @@ def family(posterior_cls):
     return Family
 
 
+class NormalNoise(GaussianPosterior):
+    def rsample(self):  # torch.normal: an ensemble cannot hand each member its own draws of it
+        return self.mean + (0.5 * self.logvar).exp() * torch.normal(0.0, 1.0, self.mean.shape)
+
+
 class UnseededPrior(Gaussian):
     def sample_prior(self, n, generator=None, device=None):
         return torch.randn(n, self.dim)
@@ -94,6 +99,11 @@ class Detached(Regularizer):
         return {"kl": batch_mean(posterior.kl()).detach()}
 
 
+class Dropping(Regularizer):
+    def forward(self, posterior, z, step):  # torch.bernoulli: as NormalNoise
+        return {"kl": batch_mean(posterior.kl() * torch.bernoulli(torch.full_like(z, 0.5)))}
+
+
 class Reconstructing(Regularizer):
     def forward(self, posterior, z, step):
         return {"reconstruction": batch_mean(posterior.kl())}
@@ -122,6 +132,7 @@ def vaezoo_register_latent_families(register):
     register("detached_sample", family(DetachedSample))
     register("square_densities", family(SquareDensities))
     register("unseeded_prior", UnseededPrior)
+    register("normal_noise", family(NormalNoise))
 
 
 @vaezoo.hookimpl
@@ -131,6 +142,7 @@ def vaezoo_register_regularizers(register):
     register("detached", Detached)
     register("warmup", Warmup)
     register("reconstructing", Reconstructing)
+    register("dropping", Dropping)
 
 
 @vaezoo.hookimpl
@@ -263,6 +275,8 @@ def test_an_architecture_passes_and_its_model_is_left_as_it_was():
     ("unseeded_prior", "sample_prior() ignores its generator"),
     ("batch_kl", "the mode or kl() of an image changes with the other images of its batch"),
     ("square_densities", "log_density_matrix() of one code of 'z' has shape (1, 1, 2), expected (1, 4, 2)"),
+    ("normal_noise", "rsample() draws random numbers through an operation an ensemble ('vaezoo train --seeds') "
+                     "cannot hand each member its own draws of"),
 ])
 def test_a_broken_latent_family_is_caught_naming_it_and_its_plugin(broken_parts, name, problem):
     with pytest.raises(ConformanceError) as caught:
@@ -276,6 +290,8 @@ def test_a_broken_latent_family_is_caught_naming_it_and_its_plugin(broken_parts,
     ("per_example", "term 'kl' at step 0 has shape (8,), expected ()"),
     ("detached", "the terms depend on the encoder's parameters at none of the steps (0, 1000)"),
     ("reconstructing", "a term is named 'reconstruction', the likelihood's term, which it would replace in the loss"),
+    ("dropping", "forward at step 0 draws random numbers through an operation an ensemble ('vaezoo train --seeds') "
+                 "cannot hand each member its own draws of"),
 ])
 def test_a_broken_regularizer_is_caught_naming_it_and_its_plugin(broken_parts, name, problem):
     with pytest.raises(ConformanceError) as caught:
@@ -477,9 +493,9 @@ def test_check_plugin_lists_what_a_plugin_contributes(broken_parts):
         "dataset": ["from_root", "nominal_in_info_only"],
         "likelihood": ["no_init", "summed_nll"],
         "net": ["half_decoder", "narrow_encoder"],
-        "latent family": ["batch_kl", "detached_sample", "flat_kl", "negative_kl", "square_densities",
-                          "unseeded_prior"],
-        "regularizer": ["counting", "detached", "per_example", "reconstructing", "warmup"],
+        "latent family": ["batch_kl", "detached_sample", "flat_kl", "negative_kl", "normal_noise",
+                          "square_densities", "unseeded_prior"],
+        "regularizer": ["counting", "detached", "dropping", "per_example", "reconstructing", "warmup"],
     }
 
 

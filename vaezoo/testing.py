@@ -27,7 +27,7 @@ import io
 import math
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 from typing import Any
@@ -203,7 +203,8 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, train: bool = 
     shapes and finiteness of ``rsample()``, ``mode``, ``kl()`` (per dimension,
     non-negative, each image's row its own), ``kl_parts()`` (per part, summing to ``kl()``) and
     ``sample_prior()``, that a seeded generator makes ``sample_prior``
-    reproducible, and that gradients flow from samples and KL to the parameters.
+    reproducible, that gradients flow from samples and KL to the parameters, and that ``rsample()`` draws its
+    noise where an ensemble (``vaezoo train --seeds``) hands each member its own draws.
     Then what viz and the metrics rely on: ``parts`` matches the part slices,
     ``reference_code()`` and every part's ``sweeps()`` fit the code and the KL,
     and a posterior with a per-dimension ``distribution`` gives ``log_prob``,
@@ -267,6 +268,7 @@ def _check_posterior(family: LatentFamily, batch: int, subject: str) -> None:
     _require(torch.equal(mode, posterior.mode), subject, "mode is not deterministic")
     weights = torch.randn(z.shape)  # a weighted sum: a one-hot sample sums to 1
     _require_gradient((z * weights).sum(), params, subject, "rsample()")
+    _require_own_draws(lambda: family.posterior(params).rsample(), subject, "rsample()")
     with _running(subject, "kl()"):
         kl = posterior.kl()
     _require(isinstance(kl, Tensor) and kl.dim() == 2 and kl.shape[0] == batch, subject,
@@ -371,6 +373,29 @@ def _check_kl_parts(family: LatentFamily, posterior: Posterior, kl: Tensor, batc
              "kl_parts() does not sum to kl() summed over its dimensions")
 
 
+def _require_own_draws(compute: Callable[[], object], subject: str, what: str) -> None:
+    """``compute`` draws its random numbers only through what an ensemble (``vaezoo train --seeds``, ``--sweep``)
+    hands each member its own draws of; a draw elsewhere (``torch.normal``, ``torch.bernoulli``, a gamma sampler)
+    leaves torch's generator where a replay of the recorded draws does not, and the ensemble refuses the model."""
+    from vaezoo.training.ensemble import NoiseTape
+
+    tape = NoiseTape()
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        before = torch.get_rng_state()
+        with _running(subject, what), tape:
+            compute()
+        after = torch.get_rng_state()
+        torch.set_rng_state(before)
+        for draw in tape.draws:
+            draw()
+        replayed = torch.get_rng_state()
+    _require(torch.equal(after, replayed), subject,
+             f"{what} draws random numbers through an operation an ensemble ('vaezoo train --seeds') cannot hand "
+             f"each member its own draws of, so it would refuse the model; draw through torch.rand, randn, randint, "
+             f"their *_like forms or fills such as normal_ (not torch.normal, torch.bernoulli, a gamma, beta or "
+             f"Dirichlet sampler)")
+
+
 def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch: int = 8,
                       steps: tuple[int, ...] = (0, 1000), seed: int = 0, train: bool = True, *,
                       arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> Regularizer:
@@ -380,7 +405,8 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
     for the same step (a schedule is a function of the step it is given), with a finite
     gradient; at one of them at least (a warm-up may weigh its terms 0 at step 0) the
     gradient must flow to the posterior's parameters; ``targets()`` must return
-    numbers; and a copy restored from its ``state_dict`` must give the same terms.
+    numbers; a random draw of ``forward`` must be one an ensemble (``vaezoo train --seeds``) hands each member its
+    own of; and a copy restored from its ``state_dict`` must give the same terms.
     A regularizer that draws random numbers (FactorVAE permutes codes) is checked with
     torch's generator seeded with ``seed`` before each computation, so it must give the same
     terms under the same random state.
@@ -429,6 +455,7 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
         params = torch.randn(batch, family.param_size, requires_grad=True)
         posterior = family.posterior(params)
         z = posterior.rsample()
+    _require_own_draws(lambda: regularizer(posterior, z, steps[0]), subject, f"forward at step {steps[0]}")
     terms_at, flows = {}, False
     for step in steps:
         with _running(subject, f"forward at step {step}"), _seeded(seed):
