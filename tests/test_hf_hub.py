@@ -15,6 +15,7 @@ import sys
 import threading
 import tomllib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -1416,8 +1417,8 @@ def test_a_push_during_which_another_lands_on_the_branch_is_refused_not_left_wit
     hub.commit(REPO_ID, {".gitattributes": b"", "README.md": b"# tiny\n"})
     answer = hub.answer
 
-    def meanwhile(method: str, path: str, body: bytes):  # another push lands as this one lists the files it replaces
-        if "/tree/" in path and "other.toml" not in hub.files(REPO_ID):
+    def meanwhile(method: str, path: str, body: bytes):  # another push lands once this one has read the branch's head
+        if "/preupload/" in path and "other.toml" not in hub.files(REPO_ID):
             hub.commit(REPO_ID, as_repo(other, other_weights))
         return answer(method, path, body)
 
@@ -1568,3 +1569,30 @@ def test_a_name_holding_a_control_character_is_escaped_in_the_python_message(loa
     assert message.isprintable() and repr(name)[1:-1] in message
     error = VaezooError.about("{name:{given}} is no model", given=name)  # as the CLI spells its options
     assert str(error).isprintable() and error.spelled(lambda key, value: f"--{key} {value}").isprintable()
+
+
+@pytest.mark.parametrize("silent", [r"/api/repos/create$", rf"/api/models/{REPO_ID}$", "/preupload/", "/commit/"],
+                         ids=["create", "head", "preupload", "commit"])
+def test_a_push_to_a_hub_that_never_answers_stops_after_vaezoo_timeout(hub, tmp_path, monkeypatch, silent):
+    """huggingface_hub's commit requests take no timeout: a Hub that took the connection and never answered held the
+    push until Ctrl-C. (huggingface_hub tries the upload modes' request again five times, saying so on stderr.)"""
+    card, _ = entry(tmp_path / "cards")
+    hub.commit(REPO_ID, {".gitattributes": b"", "README.md": b"# tiny\n"})
+    answer, released = hub.answer, threading.Event()
+
+    def unanswered(method: str, path: str, body: bytes):
+        if re.search(silent, urlsplit(path).path):
+            released.wait(120)
+        return answer(method, path, body)
+
+    monkeypatch.setattr(hub, "answer", unanswered)
+    monkeypatch.setenv("VAEZOO_TIMEOUT", "1")
+    try:
+        result = run_vaezoo("push", str(card), REPO_ID, timeout=90)
+    finally:
+        released.set()
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"error: cannot push 'tiny' to {REPO_ID}: the Hub at {hub.endpoint} did not answer a request within 1 s; the "
+        f"push may or may not have landed: check the repository, then push again, or give it longer (VAEZOO_TIMEOUT)")
+    assert "tiny.toml" not in hub.files(REPO_ID)

@@ -425,7 +425,7 @@ def _endpoint_problem(constants: ModuleType) -> str | None:
             f"unset it")
 
 
-def _timed_out(exc: BaseException | None) -> bool:
+def timed_out(exc: BaseException | None) -> bool:
     """Whether ``exc`` is the transport's timeout (httpx's ``TimeoutException``, requests' ``Timeout``, Python's
     ``TimeoutError``), which huggingface_hub raises as it is."""
     return exc is not None and any("timeout" in kind.__name__.lower() for kind in type(exc).__mro__)
@@ -457,7 +457,7 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
             return offline
         if isinstance(exc.__cause__, errors.HfHubHTTPError):  # the Hub answered, with an error: say which
             return _reason(exc.__cause__, errors, constants)
-        if _timed_out(exc.__cause__):
+        if timed_out(exc.__cause__):
             return (f"the Hub at {constants.ENDPOINT} did not answer within {constants.HF_HUB_ETAG_TIMEOUT} s and "
                     f"huggingface_hub's cache lacks it; try again later, or give it longer (HF_HUB_ETAG_TIMEOUT)")
         if (problem := _endpoint_problem(constants)) is not None:
@@ -486,7 +486,7 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
     if code == 429 or isinstance(code, int) and code >= 500:
         status = " ".join(filter(None, (str(code), getattr(response, "reason_phrase", None))))
         return f"the Hub at {constants.ENDPOINT} answered HTTP {status} (busy or failing); try again later"
-    if _timed_out(exc):
+    if timed_out(exc):
         return (f"the Hub at {constants.ENDPOINT} did not answer in time ({constants.HF_HUB_ETAG_TIMEOUT} s for a "
                 f"file's metadata, HF_HUB_ETAG_TIMEOUT; {constants.HF_HUB_DOWNLOAD_TIMEOUT} s for its data, "
                 f"HF_HUB_DOWNLOAD_TIMEOUT); try again later, or give it longer")

@@ -8,20 +8,24 @@ import json
 import shlex
 import shutil
 import stat
+import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from vaezoo.context import LatentPart
 from vaezoo.entries.catalog import card_reference, check_card, list_cards, parse_card
 from vaezoo.entries.entry import fetch, fetch_verified, write_card, write_entry
-from vaezoo.entries.huggingface import COMMIT, hub, revision_problem, translated
+from vaezoo.entries.huggingface import COMMIT, hub, revision_problem, timed_out, translated
 from vaezoo.entries.schema import HUB_PREFIX, Card, Weights
 from vaezoo.errors import OutputError, VaezooError, WeightsError, setting_on
 from vaezoo.extras.hub_card import hub_config, model_card
 from vaezoo.store.checksums import sha256_of
+from vaezoo.store.downloads import read_timeout
 from vaezoo.store.files import atomic_write, folder_problem, new_folder_mode, temporaries
 from vaezoo.store.locks import folder_lock
 from vaezoo.terminal import note, shell_join, shell_quote
@@ -306,19 +310,51 @@ def upload(files: list[Path], repo_id: str, message: str, private: bool = False,
     name = next(f.stem for f in files if f.suffix == ".toml")
     refuse_offline(name, repo_id, "vaezoo.save_pretrained")
     check_revision(revision)
+    seconds = read_timeout()
     api = huggingface_hub.HfApi(token=token)
-    with translated(OutputError, f"cannot push '{name}' to {repo_id}", huggingface_hub):
+    what = f"cannot push '{name}' to {repo_id}"
+    with translated(OutputError, what, huggingface_hub), _reads_bounded(huggingface_hub, seconds, what):
         api.create_repo(repo_id, private=private, exist_ok=True)
         if revision is not None:
             api.create_branch(repo_id, branch=revision, exist_ok=True)
         # the commit whose files are replaced: the Hub refuses the push if another lands on the branch meanwhile, which
         # would leave two cards (the other's, which this one did not see, and this one)
-        head = api.repo_info(repo_id, revision=revision).sha
-        replaced = [p for p in api.list_repo_files(repo_id, revision=head)
+        # (the listing of the commit's files comes with it: huggingface_hub's listing of a tree takes no timeout)
+        info = api.repo_info(repo_id, revision=revision, timeout=seconds)
+        head = info.sha
+        replaced = [p for p in (s.rfilename for s in info.siblings or ())
                     if "/" not in p and p.endswith((".toml", ".safetensors")) and p not in {f.name for f in files}]
         operations = [huggingface_hub.CommitOperationAdd(path_in_repo=f.name, path_or_fileobj=str(f)) for f in files]
         operations += [huggingface_hub.CommitOperationDelete(path_in_repo=p) for p in replaced]
         return api.create_commit(repo_id, operations, commit_message=message, revision=revision, parent_commit=head)
+
+
+@contextmanager
+def _reads_bounded(huggingface_hub: ModuleType, seconds: float, what: str) -> Iterator[None]:
+    """Let each read of huggingface_hub's requests inside the block wait at most ``seconds`` for the Hub, and say so
+    in one line (``what``: ...) when one waited longer.
+
+    huggingface_hub's session has no timeout, and a commit's requests give none: a Hub that took the connection
+    and never answered held a push until Ctrl-C. The session's default timeout is set for the block (for its
+    other users' requests too, in other threads) and restored after it. A session without one (requests',
+    huggingface_hub before 1.0) is left as it is: its requests take a timeout only one by one.
+    """
+    session = huggingface_hub.utils.get_session()
+    transport = sys.modules[type(session).__module__.partition(".")[0]]
+    if not hasattr(transport, "Timeout") or not hasattr(session, "timeout"):
+        yield
+        return
+    before, session.timeout = session.timeout, transport.Timeout(seconds)
+    try:
+        yield
+    except Exception as exc:
+        if not timed_out(exc):
+            raise
+        raise OutputError(f"{what}: the Hub at {huggingface_hub.constants.ENDPOINT} did not answer a request within "
+                          f"{seconds:g} s; the push may or may not have landed: check the repository, then push "
+                          f"again, or give it longer (VAEZOO_TIMEOUT)") from None
+    finally:
+        session.timeout = before
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ def download(url: str, weights: Weights) -> tuple[Path, bytes]:
         WeightsError: the URL, the server, the cache folder or the deadline forbids it; one line naming which.
     """
     check_url(url)
-    timeout, seconds = _timeout(), _deadline(weights)
+    timeout, seconds = read_timeout(), _deadline(weights)
     deadline = time.monotonic() + seconds
     target = cached_path(weights)
     directory = target.parent
@@ -234,8 +234,13 @@ def _seconds(name: str, default: float) -> float:
     return seconds
 
 
-def _timeout() -> float:
-    """``VAEZOO_TIMEOUT``: seconds one read from the server may wait (default 30)."""
+def read_timeout() -> float:
+    """``VAEZOO_TIMEOUT``: seconds one read from the server may wait (default 30): of a download, and of a push's
+    answer from the Hub.
+
+    Raises:
+        WeightsError: it is no number of seconds above 0 and at most :data:`MAX_SECONDS`.
+    """
     return _seconds("VAEZOO_TIMEOUT", 30.0)
 
 
