@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
 import torch.multiprocessing as mp
-from kit import child_env, entries, make_card, write_toml
+from kit import child_env, cli, entries, make_card, write_toml
 
+from vaezoo.errors import TrainingError
+from vaezoo.training import launch
 from vaezoo.training.train import CHECKPOINT
 
 
@@ -121,3 +125,94 @@ def test_whole_batch_terms_under_ddp_are_those_of_the_recipe_batch(tmp_path):
         assert {k: v.item() for k, v in terms.items()} == pytest.approx({k: v.item() for k, v in alone.items()})
     averaged = torch.cat([grad for _, grad in shares]) / 2  # each process's own rows, as DDP averages them
     torch.testing.assert_close(averaged, alone_grad)
+
+
+STALE = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+"""What torchrun sets in rank 0 of two: left in a shell, a lone ``vaezoo train`` reads it."""
+
+
+@pytest.mark.parametrize(("changed", "said"), [
+    ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' in the environment is not a whole number of at least 1"),
+    ({"WORLD_SIZE": "0"}, "WORLD_SIZE='0' in the environment is not a whole number of at least 1"),
+    ({"RANK": None}, "WORLD_SIZE=2 in the environment makes this one of several processes, but RANK is not set"),
+    ({"RANK": "5"}, "RANK='5' in the environment is not a whole number from 0 to 1"),
+    ({"RANK": "x"}, "RANK='x' in the environment is not a whole number from 0 to 1"),
+    ({"LOCAL_RANK": "q"}, "LOCAL_RANK='q' in the environment is not a whole number of at least 0"),
+    ({"MASTER_ADDR": None}, "WORLD_SIZE=2 in the environment makes this one of 2 processes, but MASTER_ADDR (where "
+                            "they meet) is not set"),
+    ({"MASTER_PORT": "abc"}, "MASTER_PORT='abc' in the environment is not a whole number from 1 to 65535"),
+])
+def test_unusable_torchrun_variables_are_one_line_naming_the_variable(data_plugin, tmp_path, monkeypatch, capsys,
+                                                                        changed, said):
+    for name, value in {**STALE, **changed}.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    code, out, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "out"), "--no-eval")
+    assert (code, out) == (1, "")
+    assert err.startswith(f"error: {said}") and err.count("\n") == 1, err
+    assert "unset WORLD_SIZE, RANK and the other variables torchrun sets" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_rank_left_with_a_world_of_one_still_speaks_for_its_run(data_plugin, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("RANK", "3")  # a stale rank beside WORLD_SIZE=1: one process, the run's only one
+    path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    code, _, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "out"), "--no-eval", "--max-steps", "2")
+    assert code == 0
+    assert "stopped at step 2 of 16; continue with: " in err
+
+
+def test_a_lone_process_of_a_launch_waits_for_its_peers_saying_so_and_gives_up(monkeypatch, capsys):
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
+    monkeypatch.setattr(launch, "PEERS_TIMEOUT", 1.0)
+    monkeypatch.setattr(launch, "SAY_AFTER", 0.0)
+    for rank in (0, 1):  # rank 0 hosts the meeting point; rank 1 finds nobody there
+        with pytest.raises(TrainingError, match=f"process {rank} of 2 waited 0.0166667 minutes at 127.0.0.1:"):
+            launch.meet(launch.Launch(rank, 2, rank))
+        said = capsys.readouterr().err
+        assert said.count("\n") == 1 and said.startswith(f"process {rank} of 2 (RANK={rank}, WORLD_SIZE=2 in the "
+                                                          f"environment) waits at 127.0.0.1:"), said
+
+
+def test_a_taken_master_port_is_one_line(monkeypatch):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+        monkeypatch.setenv("MASTER_PORT", str(taken.getsockname()[1]))
+        monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
+        with pytest.raises(TrainingError, match=r"process 0 of 2 cannot open the processes' meeting point at "
+                                                r"127\.0\.0\.1:\d+ \(MASTER_ADDR, MASTER_PORT\): .*; choose a free "
+                                                r"MASTER_PORT$"):
+            launch.meet(launch.Launch(0, 2, 0))
+
+
+def test_a_stop_signal_ends_a_process_waiting_for_peers_that_never_come(data_plugin, tmp_path):
+    """torch's own meeting waits in C for half an hour, where SIGTERM and Ctrl-C do not reach Python."""
+    port = free_port()
+    path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    env = {**child_env(tmp_path / "home", site=data_plugin), **STALE, "MASTER_PORT": str(port)}
+    env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    child = subprocess.Popen([sys.executable, "-m", "vaezoo", "train", str(path), "--out", str(tmp_path / "out")],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while child.poll() is None and time.monotonic() < deadline:  # until it listens for its peers
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=30)
+    finally:
+        child.kill()
+    assert (child.returncode, out) == (128 + signal.SIGTERM, "")
+    assert err.endswith("stopped by SIGTERM before the first checkpoint; nothing to resume\n"), err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()

@@ -83,9 +83,10 @@ def seeds_arg(value: str) -> list[int]:
 
 
 def run(args) -> int:
+    from vaezoo.training.launch import launch
     from vaezoo.training.train import Interrupted, run_recipe
 
-    main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 speaks for the run
+    main_rank = launch().main  # under torchrun, rank 0 speaks for the run
     try:
         results = run_recipe(card_arg(args.card), Path(args.out), seeds=args.seeds, sweeps=args.sweep or [],
                              seed=args.seed, data_root=args.data_root, epochs=args.epochs, resume=args.resume,
@@ -156,9 +157,10 @@ def resume_command(args, until: str | None = "max_steps") -> str:
     none: a virtual environment not activated), ``PYTHON -m vaezoo`` as it was typed, or under torchrun
     ``torchrun --nproc-per-node N -m vaezoo`` (the torchrun options of one machine).
     """
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        program = ["torchrun", "--nproc-per-node", os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]),
-                   "-m", "vaezoo"]
+    from vaezoo.training.launch import launch
+
+    if (world := launch().world) > 1:
+        program = ["torchrun", "--nproc-per-node", os.environ.get("LOCAL_WORLD_SIZE", str(world)), "-m", "vaezoo"]
     elif Path(sys.argv[0]).name == "__main__.py":
         program = [sys.orig_argv[0], "-m", "vaezoo"]
     else:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from vaezoo.errors import InputError, OutputError, Phrase, TrainingError, Traini
 from vaezoo.store.files import remove_temporaries
 from vaezoo.store.weights import load_weights
 from vaezoo.terminal import note
+from vaezoo.training.launch import launch, meet
 from vaezoo.entries.checkpoints import check_optimizer_state, check_recipe, read_checkpoint, restore_rng
 
 
@@ -49,17 +49,18 @@ def start_run(device) -> Run:
 
     Raises:
         DeviceError: ``device`` is not one this machine has.
+        TrainingError: the variables torchrun sets are unusable, or the other processes did not come
+            (:mod:`vaezoo.training.launch`).
     """
     device = usable_device(device)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
+    where = launch()
+    if where.world == 1:
         return Run(device=device or torch.device("cpu"))
-    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
     cuda = device.type == "cuda" if device is not None else torch.cuda.is_available()
     if cuda:
-        torch.cuda.set_device(local)
-    dist.init_process_group("nccl" if cuda else "gloo")
-    return Run(rank, world, torch.device(f"cuda:{local}" if cuda else "cpu"))
+        torch.cuda.set_device(where.local)
+    dist.init_process_group("nccl" if cuda else "gloo", store=meet(where), rank=where.rank, world_size=where.world)
+    return Run(where.rank, where.world, torch.device(f"cuda:{where.local}" if cuda else "cpu"))
 
 
 def make_optimizer(recipe: TrainRecipe, params, **extra) -> torch.optim.Optimizer:

@@ -41,6 +41,7 @@ from vaezoo.store.locks import run_lock
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT
 from vaezoo.training.ensemble import fit_ensemble
+from vaezoo.training.launch import launch
 from vaezoo.training.loop import Plan, Run, start_run
 from vaezoo.training.outputs import check_layout, prepare_out, remove_empty
 from vaezoo.training.publish import publish, published, run_name
@@ -257,7 +258,7 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
     if options.max_steps is not None and options.max_steps < 1:
         raise TrainingError.about("{max_steps} must be at least 1, got {got}", got=options.max_steps)
     options = replace(options, name=run_name(card, options.name))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = launch().world
     if world > len(runs) and not _alone(runs):
         raise TrainingError.about(f"torchrun starts {world} processes for {len(runs)} runs, so some would have none; "
                                   f"run at most {len(runs)} processes (--nproc-per-node)")
