@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 from typing import Annotated
 
+import numpy as np
 import pytest
 import torch
 from annotated_types import Ge, Gt, Interval
@@ -174,3 +175,18 @@ def test_bounds_an_annotation_states_are_checked_with_the_type():
         "part 'p': rate = 0.0 is not a number (float), greater than 0",
         "part 'p': floor = -1.5 is not a number (float), at least -1",
         "part 'p': count = 2.0 is not a whole number (int), at least 1 and at most 100"]
+
+
+def test_numpy_and_torch_numbers_are_taken_as_the_python_numbers_they_are_and_bools_are_not():
+    """np.float32(0.05) and torch.tensor(0.05) were refused as no number (float) where 0.05 is taken (FactorVAE's
+    prune_std); np.int64(2) as no whole number; a card written from them holds plain numbers."""
+    given = {"count": np.int64(7), "rate": np.float32(0.5), "floor": torch.tensor(-1.0, dtype=torch.float64)}
+    checked = check_arguments(_bounded, given, "part 'p'")
+    assert checked == {"count": 7, "rate": 0.5, "floor": -1.0}
+    assert [type(v) for v in checked.values()] == [int, float, float]
+    assert type(check_arguments(_bounded, {"rate": np.float64(2.0)}, "part 'p'")["rate"]) is float
+    assert check_arguments(_bounded, {"rate": torch.tensor(3)}, "part 'p'") == {"rate": 3}  # an int, as 3 is taken
+    for arguments in ({"rate": np.True_}, {"rate": torch.tensor([0.5])}, {"rate": np.float32(0.0)},
+                      {"count": torch.tensor(True)}, {"count": np.float32(2.0)}):
+        with pytest.raises(ValueError, match=r"^part 'p': \w+ = .* is not a (whole )?number"):
+            check_arguments(_bounded, arguments, "part 'p'")

@@ -96,6 +96,17 @@ def whole_number(value: object) -> int | None:
         return None
 
 
+def real_number(value: object) -> float | int | None:
+    """``value`` as a Python number when it is a real one: an int or a float as it is, a whole number
+    (:func:`whole_number`) as an int, a numpy floating scalar or a 0-d floating tensor as a float; else None (a bool,
+    text, an array or a tensor of more than one element)."""
+    if type(value) is float or whole_number(value) is not None:
+        return value if type(value) is float else whole_number(value)
+    dtype = getattr(value, "dtype", None)
+    floating = getattr(dtype, "kind", None) == "f" or getattr(dtype, "is_floating_point", False) is True
+    return float(value) if floating and getattr(value, "ndim", None) == 0 else None
+
+
 def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str,
                     skip: tuple[str, ...] = ()) -> dict[str, Any]:
     """Refuse ``arguments`` unless ``func`` takes each of them, with a value of its annotated type.
@@ -104,7 +115,8 @@ def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str,
     checkable) let any value through. Bounds are checked where the annotation states them
     (``Annotated[int, annotated_types.Interval(ge=1, le=100)]``); elsewhere ``func`` checks the ranges itself.
     Where an annotation takes an int (or a float), a whole number of another type is taken too
-    (:func:`whole_number`: a numpy integer, a 0-d integer tensor), and handed on as the int it is.
+    (:func:`whole_number`: a numpy integer, a 0-d integer tensor), and handed on as the int it is; where it takes a
+    float, a numpy floating scalar or a 0-d floating tensor too, handed on as a float (:func:`real_number`).
 
     Args:
         func: a function or class.
@@ -113,8 +125,8 @@ def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str,
         skip: arguments vaezoo fills in itself (the facts of the data, ``context``), left unchecked.
 
     Returns:
-        ``arguments``, each whole number taken for an int as that int (so that a card or a recipe written from
-        them holds plain numbers); the others as given.
+        ``arguments``, each number taken for an int or a float as a Python int or float (so that a card or a recipe
+        written from them holds plain numbers); the others as given.
 
     Raises:
         ValueError: one line naming the first argument that does not fit, and what ``func`` takes.
@@ -159,8 +171,8 @@ _MISFIT = object()
 
 
 def _fitted(value: Any, annotation: Any) -> Any:
-    """``value`` where it fits ``annotation``, a whole number taken for an int as that int (in a list, tuple or dict
-    too); :data:`_MISFIT` where it does not fit."""
+    """``value`` where it fits ``annotation``, a number taken for an int or a float as a Python one (in a list,
+    tuple or dict too); :data:`_MISFIT` where it does not fit."""
     if annotation is Any or annotation is object:
         return value
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
@@ -177,11 +189,9 @@ def _fitted(value: Any, annotation: Any) -> Any:
         return value if value is None else _MISFIT
     if annotation is bool:
         return value if isinstance(value, bool) else _MISFIT
-    if annotation is int or annotation is float and not isinstance(value, float):
-        number = whole_number(value)
+    if annotation is int or annotation is float:
+        number = whole_number(value) if annotation is int else real_number(value)
         return _MISFIT if number is None else number
-    if annotation is float:
-        return value
     if origin is type:
         return value if isinstance(value, type) else _MISFIT
     if origin in (list, tuple, collections.abc.Sequence, collections.abc.Iterable):
