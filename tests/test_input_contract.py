@@ -252,6 +252,9 @@ def test_forward_refuses_a_step_tensor_of_several_values(model):
     with pytest.raises(InputError, match=r"^forward\(\) takes step, the training step, as a whole number >= 0 or a "
                                          r"0-d tensor, got a tensor of shape \(2,\)$"):
         capacity(x, step=torch.tensor([1, 2]))
+    with pytest.raises(InputError, match=r"^forward\(\) takes step, the training step, as a whole number >= 0 or a "
+                                         r"0-d tensor, got a bool tensor$"):  # it ran as step 1
+        capacity(x, step=torch.tensor(True))
     assert capacity(x, step=torch.tensor(3.0, dtype=torch.float64)).loss.dim() == 0  # a captured loop's step
 
 

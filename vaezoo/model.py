@@ -229,7 +229,7 @@ class VAE(nn.Module):
 
         Raises:
             InputError: ``x`` has another shape or type, or values outside [0, 1], or holds no image; ``step`` is
-                not a whole number >= 0 (nor a 0-d tensor).
+                not a whole number >= 0 (nor a 0-d tensor, of numbers, not bools).
             PluginError: a part broke its contract on this batch (a code or a KL of the wrong shape, a term that
                 is not a scalar tensor), naming the part.
         """
@@ -239,9 +239,10 @@ class VAE(nn.Module):
             step = trained or 0
         elif not isinstance(step, Tensor):  # a tensor: the step of a captured training loop, counted by vaezoo
             step = _whole_number(step, "forward() takes step, the training step")
-        elif step.dim() != 0:  # its shape, not its values, which would wait for the device
+        elif step.dim() != 0 or step.dtype == torch.bool:  # by its shape and type: its values would wait for the device
+            got = "a bool tensor" if step.dim() == 0 else f"a tensor of shape {tuple(step.shape)}"
             raise InputError(f"forward() takes step, the training step, as a whole number >= 0 or a 0-d tensor, got "
-                             f"a tensor of shape {tuple(step.shape)}")
+                             f"{got}")
         if x.shape[0] == 0:
             raise InputError("forward() takes at least one image: its loss is a mean over the batch "
                              "(encode() and reconstruct() take an empty batch)")
