@@ -351,6 +351,36 @@ def test_a_span_that_is_not_finite_and_bounded_is_refused_before_anything_is_dec
     assert all(bool(torch.isfinite(t).all()) for t in traversal.tiles)
 
 
+@pytest.mark.parametrize("span", [(True, 2.0), ("a", 2.0), (-2.0,), (-2.0, 0.0, 2.0), 2.0, torch.tensor(2.0), "ab",
+                                  (torch.tensor([-2.0]), 2.0)])
+def test_a_span_that_is_not_two_numbers_is_refused_in_one_line_before_anything_is_decoded(monkeypatch, span):
+    """(True, 2) ran from 1, ("a", 2) and (-2,) were Python's TypeError and ValueError."""
+    model = tiny_vae()
+    decoded = record_decoder_inputs(model, monkeypatch)
+    with pytest.raises(VaezooError, match=r"^span is a traversal range, two numbers from low to high, e\.g\. "
+                                          r"\(-2\.5, 2\.5\), got "):
+        viz.traverse(model, span=span)
+    assert decoded == []
+
+
+def test_a_span_of_numpy_or_torch_numbers_draws_as_its_python_floats():
+    model = tiny_vae()
+    plain = viz.traverse(model, steps=3, span=(-2.0, 2.0)).tiles
+    for span in ((np.float32(-2), np.int64(2)), (torch.tensor(-2.0), torch.tensor(2)), np.array([-2.0, 2.0]),
+                 torch.tensor([-2.0, 2.0])):
+        assert torch.equal(viz.traverse(model, steps=3, span=span).tiles, plain)
+
+
+@pytest.mark.parametrize("min_kl", [True, "x", math.nan, -1.0, torch.tensor([0.1])])
+def test_fold_inactive_refuses_a_threshold_that_is_no_number_of_nats(min_kl):
+    """NaN folded every row but the first, True folded at 1 nat, "x" was Python's TypeError."""
+    traversal = viz.traverse(tiny_vae(), data=images(4), steps=3)
+    with pytest.raises(VaezooError, match=r"^min_kl is the KL, in nats, below which a row is folded: a number >= 0, "
+                                          r"got "):
+        viz.fold_inactive(traversal, min_kl)
+    assert viz.fold_inactive(traversal, np.float32(0.0))[1] == ()
+
+
 @pytest.mark.parametrize("span", [["0", "inf"], ["0", "1e308"], ["nan", "1"], ["-1e308", "1e308"], ["-inf", "inf"]])
 def test_show_refuses_such_a_span_in_one_line_and_writes_nothing(tmp_path, capsys, span):
     out = tmp_path / "t.png"

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from vaezoo.context import whole_number
+from vaezoo.context import real_number, whole_number
 from vaezoo.data import ImageDataset, check_data_root
 from vaezoo.entries.schema import SEED_LIMIT, Card
 from vaezoo.errors import InputError, PluginError, VaezooError
@@ -201,13 +201,21 @@ class Traversal(Grid):
 
 
 def check_span(span: tuple[float, float]) -> tuple[float, float]:
-    """``span``, a traversal range, if it goes from low to high within :data:`MAX_SPAN` prior standard
+    """``span``, a traversal range, as two floats, if it goes from low to high within :data:`MAX_SPAN` prior standard
     deviations of the prior mean (so every value it gives is a finite number).
 
     Raises:
-        VaezooError: one line giving the range and the bounds it must keep.
+        VaezooError: one line giving the range and the bounds it must keep, or saying that ``span`` is not two
+            numbers (a bool is none: ``(True, 2)`` ran from 1).
     """
-    low, high = span
+    try:
+        bounds = [] if isinstance(span, str | bytes) else [real_number(value) for value in span]
+    except TypeError:  # not a sequence (a number, a 0-d tensor)
+        bounds = []
+    if len(bounds) != 2 or None in bounds:
+        raise VaezooError.about("{span} is a traversal range, two numbers from low to high, e.g. (-2.5, 2.5), got "
+                                "{got!r}", got=span)
+    low, high = map(float, bounds)
     if not -MAX_SPAN <= low < high <= MAX_SPAN:  # false for NaN and for infinities
         raise VaezooError(f"the traversal range must go from low to high within {-MAX_SPAN:g}..{MAX_SPAN:g} prior "
                           f"standard deviations, got {low:g}..{high:g}")
@@ -341,8 +349,14 @@ def fold_inactive(traversal: Traversal, min_kl: float = INACTIVE_KL) -> tuple[Tr
 
     Returns:
         ``(the traversal of the rows kept, the rows folded)``, each in the traversal's order.
+
+    Raises:
+        VaezooError: ``min_kl`` is no number of nats >= 0 (NaN folded every row but the first, True ran as 1).
     """
-    keep = [i for i, row in enumerate(traversal.dimensions) if row.kl is None or row.kl >= min_kl] or [0]
+    if (least := real_number(min_kl)) is None or not least >= 0:
+        raise VaezooError.about("{min_kl} is the KL, in nats, below which a row is folded: a number >= 0, got {got!r}",
+                                got=min_kl)
+    keep = [i for i, row in enumerate(traversal.dimensions) if row.kl is None or row.kl >= least] or [0]
     folded = tuple(row for i, row in enumerate(traversal.dimensions) if i not in keep)
     kept = Traversal(tiles=traversal.tiles[keep], labels=tuple(traversal.labels[i] for i in keep),
                      dimensions=tuple(traversal.dimensions[i] for i in keep))
