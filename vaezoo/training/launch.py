@@ -87,8 +87,10 @@ def _whole(name: str, default: int | None, least: int, most: int | None = None) 
 def meet(where: Launch):
     """A store that every process of the launch has reached (a collective wait), for ``init_process_group``.
 
-    Under torchrun its agent hosts the store and starts every process at once: they meet as torch has them meet.
-    Otherwise rank 0 hosts it at ``MASTER_ADDR:MASTER_PORT``, and each process waits for the others in Python.
+    Under torchrun its agent hosts the store, otherwise rank 0 does, at ``MASTER_ADDR:MASTER_PORT``. Either way
+    each process waits for the others in Python: the process group's own wait for a process that never comes
+    (killed while it started) is in C, where torchrun's SIGTERM does not reach it for the 30 seconds torchrun
+    gives before it kills.
 
     Raises:
         TrainingError: rank 0 cannot host the store there (the port is taken), or the other processes did not
@@ -97,10 +99,11 @@ def meet(where: Launch):
     import torch.distributed as dist
 
     host, port = os.environ["MASTER_ADDR"].strip(), int(os.environ["MASTER_PORT"])
-    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
-        return dist.TCPStore(host, port, where.world, is_master=False, timeout=timedelta(seconds=PEERS_TIMEOUT))
-    deadline, said = time.monotonic() + PEERS_TIMEOUT, False
-    if where.main:
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    deadline, said = time.monotonic() + PEERS_TIMEOUT, agent  # torchrun started them all: no word on a slow one
+    if agent:
+        store = dist.TCPStore(host, port, where.world, is_master=False, timeout=timedelta(seconds=PEERS_TIMEOUT))
+    elif where.main:
         try:
             store = dist.TCPStore(host, port, where.world, is_master=True, wait_for_workers=False,
                                   timeout=timedelta(seconds=PEERS_TIMEOUT))
@@ -112,7 +115,7 @@ def meet(where: Launch):
         while not _listening(host, port):  # process 0 may not have started yet; torch's client would retry in C
             said = _waiting(where, host, port, deadline, said)
         store = dist.TCPStore(host, port, where.world, is_master=False, timeout=timedelta(seconds=PEERS_TIMEOUT))
-    arrived = "vaezoo/arrived"
+    arrived = f"vaezoo/arrived/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"  # torchrun's restarts
     store.add(arrived, 1)
     while store.add(arrived, 0) < where.world:
         said = _waiting(where, host, port, deadline, said)

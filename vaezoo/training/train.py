@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -283,16 +284,38 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
                         held.enter_context(run_lock(folder))
                     check_layout(root, alone=_alone(runs))
                 results = _train_held(runs, options, local)
-        except BaseException:
+            if dist.is_initialized():
+                # Every rank reaches the end before the group goes: a rank that tears it down while another still
+                # talks to it makes gloo abort the process at exit ("terminate called without an active exception").
+                dist.barrier()
+        except BaseException as exc:
             if dist.is_initialized():
                 dist.destroy_process_group()
+                if _lost_touch(exc):
+                    raise _lost_peers(exc, run, runs) from None
             raise
         if dist.is_initialized():
-            # Every rank reaches the end before the group goes: a rank that tears it down while another still
-            # talks to it makes gloo abort the process at exit ("terminate called without an active exception").
-            dist.barrier()
             dist.destroy_process_group()
         return results
+
+
+def _lost_touch(exc: BaseException) -> bool:
+    """Whether ``exc`` is the process group's word that another process is gone, or stuck (a collective that
+    timed out): torch's distributed errors, and gloo's own, which torch raises as a plain RuntimeError."""
+    return isinstance(exc, dist.DistError) or type(exc) is RuntimeError and "/gloo/" in str(exc)
+
+
+def _lost_peers(exc: BaseException, run: Run, runs: list[tuple[Card, Path, str]]) -> TrainingError:
+    """The one line of a process whose collective failed because another process of the run stopped first."""
+    why = re.sub(r"^\[[^\]]*\]\s*", "", (str(exc).strip().splitlines() or [""])[0])  # gloo's [file.cc:line]
+    why = why.split(". ")[0].rstrip(".")
+    kept = [out / CHECKPOINT for _, out, _ in runs if (out / CHECKPOINT).is_file()]
+    left = ("the last checkpoint{s} ({files}) {are} kept, to continue with {resume:True}" if kept
+            else "no checkpoint was written")
+    return TrainingError.about("process {rank} of {world} lost touch with the other processes of this run ({why}): "
+                               f"one of them stopped first (its own lines say why, or it was killed); {left}",
+                               rank=run.rank, world=run.world, why=why, s="s" * (len(kept) > 1),
+                               files=", ".join(map(str, kept)), are="are" if len(kept) > 1 else "is")
 
 
 def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: Run) -> list[TrainResult]:
