@@ -162,6 +162,10 @@ def _bounded(count: Annotated[int, Interval(ge=1, le=100)] = 1, rate: Annotated[
     """A part with bounded arguments (at module level: the annotations are resolved in its globals)."""
 
 
+def _flagged(on: bool = False, off: bool = True) -> None:
+    """A part with flags."""
+
+
 def test_bounds_an_annotation_states_are_checked_with_the_type():
     check_arguments(_bounded, {"count": 100, "rate": 1e-9, "floor": -1}, "part 'p'")
     refusals = []
@@ -179,13 +183,19 @@ def test_bounds_an_annotation_states_are_checked_with_the_type():
 
 def test_numpy_and_torch_numbers_are_taken_as_the_python_numbers_they_are_and_bools_are_not():
     """np.float32(0.05) and torch.tensor(0.05) were refused as no number (float) where 0.05 is taken (FactorVAE's
-    prune_std); np.int64(2) as no whole number; a card written from them holds plain numbers."""
+    prune_std); np.int64(2) as no whole number, np.True_ as no bool (train's resume); a card written from them holds
+    plain values."""
     given = {"count": np.int64(7), "rate": np.float32(0.5), "floor": torch.tensor(-1.0, dtype=torch.float64)}
     checked = check_arguments(_bounded, given, "part 'p'")
     assert checked == {"count": 7, "rate": 0.5, "floor": -1.0}
     assert [type(v) for v in checked.values()] == [int, float, float]
     assert type(check_arguments(_bounded, {"rate": np.float64(2.0)}, "part 'p'")["rate"]) is float
     assert check_arguments(_bounded, {"rate": torch.tensor(3)}, "part 'p'") == {"rate": 3}  # an int, as 3 is taken
+    flags = check_arguments(_flagged, {"on": np.True_, "off": torch.tensor(False)}, "part 'p'")
+    assert flags == {"on": True, "off": False} and [type(v) for v in flags.values()] == [bool, bool]
+    for arguments in ({"on": 1}, {"on": np.int64(1)}, {"on": torch.tensor([True])}, {"on": "true"}):
+        with pytest.raises(ValueError, match=r"^part 'p': on = .* is not true or false \(bool\)$"):
+            check_arguments(_flagged, arguments, "part 'p'")
     for arguments in ({"rate": np.True_}, {"rate": torch.tensor([0.5])}, {"rate": np.float32(0.0)},
                       {"count": torch.tensor(True)}, {"count": np.float32(2.0)}):
         with pytest.raises(ValueError, match=r"^part 'p': \w+ = .* is not a (whole )?number"):

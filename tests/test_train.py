@@ -108,6 +108,22 @@ def test_numpy_integers_are_taken_as_the_whole_numbers_they_are_and_written_as_p
     assert member.folder.name == "seed-4" and parse_card(member.card_path).train.seed == 4
 
 
+def test_numpy_and_torch_values_of_a_sweep_and_of_train_s_flags_are_taken_as_python_s():
+    """A swept beta of np.float32(2.0) reached the card (which TOML cannot hold) and the recipe's JSON as "2.0", a
+    torch one named its folder beta=tensor(2.); resume=np.False_ was refused as no bool."""
+    from vaezoo.training.sweeps import Sweep, members
+    from vaezoo.training.train import TrainOptions
+
+    swept = members(card(), [0], [Sweep("batch_size", (np.int64(16), torch.tensor(8)))])
+    assert [(str(m.folder), type(m.card.train.batch_size)) for m in swept] == [("batch_size=16/seed-0", int),
+                                                                            ("batch_size=8/seed-0", int)]
+    [member] = members(card(), [0], [Sweep("lr", (np.float32(0.5),))])
+    assert str(member.folder) == "lr=0.5/seed-0" and type(member.card.train.optimizer.lr) is float
+    options = TrainOptions(resume=np.False_, evaluate=np.True_, compile=torch.tensor(False))
+    assert (options.resume, options.evaluate, options.compile) == (False, True, False)
+    assert all(type(v) is bool for v in (options.resume, options.evaluate, options.compile))
+
+
 def test_a_fixed_seed_gives_identical_weights(data_plugin, tmp_path):
     first = train(card(), tmp_path / "a", max_steps=5).model.state_dict()
     second = train(card(), tmp_path / "b", max_steps=5).model.state_dict()

@@ -96,6 +96,15 @@ def whole_number(value: object) -> int | None:
         return None
 
 
+def truth_value(value: object) -> bool | None:
+    """``value`` as a bool when it is one: True or False, numpy's ``np.True_`` and ``np.False_``, a 0-d bool tensor;
+    else None (a number is none: 1 is no True)."""
+    if isinstance(value, bool):
+        return value
+    is_bool = str(getattr(value, "dtype", "")) in ("bool", "torch.bool") and getattr(value, "ndim", None) == 0
+    return bool(value) if is_bool else None
+
+
 def real_number(value: object) -> float | int | None:
     """``value`` as a Python number when it is a real one: an int or a float as it is, a whole number
     (:func:`whole_number`) as an int, a numpy floating scalar or a 0-d floating tensor as a float; else None (a bool,
@@ -116,7 +125,8 @@ def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str,
     (``Annotated[int, annotated_types.Interval(ge=1, le=100)]``); elsewhere ``func`` checks the ranges itself.
     Where an annotation takes an int (or a float), a whole number of another type is taken too
     (:func:`whole_number`: a numpy integer, a 0-d integer tensor), and handed on as the int it is; where it takes a
-    float, a numpy floating scalar or a 0-d floating tensor too, handed on as a float (:func:`real_number`).
+    float, a numpy floating scalar or a 0-d floating tensor too, handed on as a float (:func:`real_number`); where it
+    takes a bool, numpy's and a 0-d bool tensor, handed on as a bool (:func:`truth_value`).
 
     Args:
         func: a function or class.
@@ -125,8 +135,8 @@ def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str,
         skip: arguments vaezoo fills in itself (the facts of the data, ``context``), left unchecked.
 
     Returns:
-        ``arguments``, each number taken for an int or a float as a Python int or float (so that a card or a recipe
-        written from them holds plain numbers); the others as given.
+        ``arguments``, each number or truth value taken for an int, a float or a bool as a Python one (so that a
+        card or a recipe written from them holds plain values); the others as given.
 
     Raises:
         ValueError: one line naming the first argument that does not fit, and what ``func`` takes.
@@ -188,7 +198,7 @@ def _fitted(value: Any, annotation: Any) -> Any:
     if annotation is None or annotation is type(None):
         return value if value is None else _MISFIT
     if annotation is bool:
-        return value if isinstance(value, bool) else _MISFIT
+        return _MISFIT if truth_value(value) is None else truth_value(value)
     if annotation is int or annotation is float:
         number = whole_number(value) if annotation is int else real_number(value)
         return _MISFIT if number is None else number

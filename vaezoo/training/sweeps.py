@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from vaezoo.context import parse_value, whole_number
+from vaezoo.context import parse_value, real_number, whole_number
 from vaezoo.entries.checkpoints import CHECKPOINT
 from vaezoo.entries.recipe import RECORDS, RESUMED, canonical, recipe
 from vaezoo.entries.schema import SEED_LIMIT, Card
@@ -96,6 +96,8 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
             (``../x``), or a value does not fit its field (one line naming the field and the value).
     """
     seeds = [seed if whole_number(seed) is None else whole_number(seed) for seed in seeds]  # numpy's too, as ints
+    # a numpy or torch number as the Python one it is: the cards are written as TOML, their recipes as JSON
+    sweeps = [Sweep(s.key, tuple(v if real_number(v) is None else real_number(v) for v in s.values)) for s in sweeps]
     if not seeds or len(set(seeds)) != len(seeds):
         raise TrainingError.about("{seeds} must name each seed once, got {got}",
                                   got=",".join(map(str, seeds)) or "none")
