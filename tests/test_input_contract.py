@@ -183,6 +183,16 @@ def test_sample_takes_numpy_and_torch_counts_and_refuses_what_is_no_generator(mo
         model.sample(2, generator=1)
 
 
+@pytest.mark.parametrize("checked", ["no", 0, None, torch.tensor([True])])
+def test_checked_that_is_no_truth_value_is_refused_not_taken_as_one(model, checked):
+    """checked="no" skipped the check of the images, as True does."""
+    for call in (model.encode, model):
+        with pytest.raises(InputError, match=r"^checked is True or False \(whether the images are known to fit\), "
+                                             r"got "):
+            call(torch.rand(2, 1, 32, 32), checked=checked)
+    assert model.encode(torch.rand(2, 1, 32, 32), checked=np.True_).mode.shape == (2, model.code_size)
+
+
 def test_sample_checks_its_count_before_the_latent_family_is_asked_for_codes(model, monkeypatch):
     """A huge n met torch's allocation error (or, beyond 2^63, its overflow) inside the family's sample_prior; a
     tensor of one element and a 0-d bool tensor were taken as counts; 0 asked the family for no codes."""

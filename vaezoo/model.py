@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from vaezoo.context import BuildContext, batch_mean, whole_number
+from vaezoo.context import BuildContext, batch_mean, truth_value, whole_number
 from vaezoo.data.transforms import for_model, tracing
 from vaezoo.errors import InputError, PluginError, VaezooError
 from vaezoo.latents.base import LatentFamily, Posterior
@@ -117,7 +117,9 @@ class VAE(nn.Module):
         bfloat16 images for a float32 model, float32 images for one loaded with ``dtype=torch.float16``)."""
         if isinstance(x, Tensor):  # before the check reads its values, which a meta tensor does not have
             _require_device(x, self.head.weight.device, "images", "x")
-        if not checked:
+        if (known := truth_value(checked)) is None:  # a truthy "no" skipped the check
+            raise InputError(f"checked is True or False (whether the images are known to fit), got {checked!r}")
+        if not known:
             self.check_input(x)
         dtype = self.head.weight.dtype
         return x if x.dtype == dtype else x.to(dtype)
