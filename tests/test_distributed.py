@@ -283,3 +283,26 @@ def test_a_process_whose_peer_is_killed_stops_with_one_line_and_keeps_the_checkp
                          f"checkpoint ({out / CHECKPOINT}) is kept, to continue with --resume")
     assert "Traceback" not in said[0][1]
     assert torch.load(out / CHECKPOINT, weights_only=True)["step"] == 4
+
+
+@pytest.mark.parametrize("local", ["0", "1", "2"])
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--seeds", "0,1"], "error: torchrun starts 3 processes for 2 runs, so some would have none; run at most 2 "
+                         "processes (--nproc-per-node)\n"),
+    ([], "error: the recipe's batch size 8 does not split evenly over 3 processes; run a number of processes that "
+         "divides it\n"),
+    (["--max-steps", "x"], "vaezoo train: error: argument --max-steps: give a whole number, e.g. 10, got 'x'\n"),
+])
+def test_under_torchrun_an_error_every_process_meets_alike_is_said_once(data_plugin, tmp_path, monkeypatch, capsys,
+                                                                       local, argv, said):
+    """torchrun runs one command line in one environment in each process: the first process of the machine says
+    what all of them find before they part ways, and the others stay quiet."""
+    monkeypatch.setattr(launch, "_ALIKE", [True])
+    for name, value in {**STALE, "WORLD_SIZE": "3", "RANK": local, "LOCAL_RANK": local,
+                        "TORCHELASTIC_RUN_ID": "none"}.items():
+        monkeypatch.setenv(name, value)
+    path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    code, out, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "out"), *argv)
+    assert code in (1, 2) and out == ""
+    assert err.endswith(said) if local == "0" else err == ""
+    assert not (tmp_path / "out").exists()

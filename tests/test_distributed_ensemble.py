@@ -44,7 +44,8 @@ def test_torchrun_shares_the_seeds_out_and_each_folder_is_its_solo_run(data_plug
 
 
 def test_more_processes_than_runs_is_a_one_line_error(data_plugin, tmp_path, monkeypatch):
-    monkeypatch.setenv("WORLD_SIZE", "3")
+    for name, value in {"WORLD_SIZE": "3", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(name, value)  # what torchrun sets in process 0 of 3
     with pytest.raises(TrainingError, match="torchrun starts 3 processes for 2 runs, so some would have none; run at "
                                             "most 2 processes"):
         train_seeds(Card.model_validate(make_card("toy")), tmp_path / "out", [0, 1])

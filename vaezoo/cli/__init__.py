@@ -9,10 +9,12 @@ commands of their own (:class:`Command`, hook ``vaezoo_register_commands``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import errno
 import functools
 import importlib
+import io
 import os
 import re
 import signal
@@ -26,6 +28,7 @@ from vaezoo.errors import VaezooError
 from vaezoo.registry import COMMANDS
 from vaezoo.signals import STOP_SIGNALS, Interrupted, StopSignals
 from vaezoo.terminal import DataStream, StatusStream
+from vaezoo.training.launch import said_by_another
 
 
 @dataclass(frozen=True)
@@ -175,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = _show_warning
             words = sys.argv[1:] if argv is None else argv
             try:
-                args = build_parser(plugin_commands=next(iter(words), None) not in COMMANDS).parse_args(argv)
+                with contextlib.redirect_stderr(io.StringIO()) if said_by_another() else contextlib.nullcontext():
+                    args = build_parser(plugin_commands=next(iter(words), None) not in COMMANDS).parse_args(argv)
             except SystemExit:
                 sys.stdout.flush()  # --help and --version succeed only once their text is written
                 raise
@@ -282,8 +286,11 @@ def _escape_what_cannot_be_encoded(*streams) -> None:
 
 
 def _error(message: str) -> None:
+    """Say ``message`` as the command's one error line (unless another process of a torchrun launch says it)."""
     from vaezoo.terminal import printable
 
+    if said_by_another():
+        return
     print(f"error: {printable(message)}", file=sys.stderr)
 
 

@@ -20,7 +20,7 @@ from datetime import timedelta
 from vaezoo.errors import TrainingError
 from vaezoo.terminal import note
 
-__all__ = ["PEERS_TIMEOUT", "Launch", "launch", "meet"]
+__all__ = ["PEERS_TIMEOUT", "Launch", "launch", "meet", "said_by_another", "set_apart"]
 
 PEERS_TIMEOUT = 30 * 60.0
 """Seconds a process waits for the other processes of its launch before giving up (torch's own default)."""
@@ -30,6 +30,25 @@ SAY_AFTER = 5.0
 
 _UNSET = ("unset WORLD_SIZE, RANK and the other variables torchrun sets (left from an earlier job?) to train in one "
           "process, or launch the run with torchrun")
+
+
+_ALIKE = [True]
+"""Whether this process has done only what every process of its launch does alike (reading its command line, the
+card, the options), not yet its rank's own part (its device, its meeting with the others): :func:`set_apart`."""
+
+
+def set_apart() -> None:
+    """Note that this process now does its rank's own part: an error from here on is its own to say."""
+    _ALIKE[0] = False
+
+
+def said_by_another() -> bool:
+    """Whether an error of this process is one that another process of its launch says as well, word for word, so
+    that this one stays quiet: under torchrun (every process it starts runs one command line in one environment,
+    but for its ranks) each machine's first process (``LOCAL_RANK`` 0) speaks for the others, until they set
+    apart (:func:`set_apart`)."""
+    return (_ALIKE[0] and bool(os.environ.get("TORCHELASTIC_RUN_ID"))
+            and os.environ.get("LOCAL_RANK", "0").strip() not in ("", "0"))
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from vaezoo.errors import InputError, OutputError, Phrase, TrainingError, Traini
 from vaezoo.store.files import remove_temporaries
 from vaezoo.store.weights import load_weights
 from vaezoo.terminal import note
-from vaezoo.training.launch import launch, meet
+from vaezoo.training.launch import launch, meet, set_apart
 from vaezoo.entries.checkpoints import check_optimizer_state, check_recipe, read_checkpoint, restore_rng
 
 
@@ -52,6 +52,7 @@ def start_run(device) -> Run:
         TrainingError: the variables torchrun sets are unusable, or the other processes did not come
             (:mod:`vaezoo.training.launch`).
     """
+    set_apart()
     device = usable_device(device)
     where = launch()
     if where.world == 1:
@@ -221,12 +222,21 @@ class Plan:
         if size < 1:  # an epoch of no step: nothing would train, and the epochs of the progress display divide by it
             raise TrainingError(f"dataset '{recipe.data.name}' gave 0 training images: nothing to train on; check the "
                                 f"card's [train.data] options, or the dataset given")
-        if recipe.batch_size % world:
-            raise TrainingError(f"the recipe's batch size {recipe.batch_size} does not split evenly over {world} "
-                                f"processes; run a number of processes that divides it")
+        check_split(recipe, world)
         batch_size, share = recipe.batch_size // world, math.ceil(size / world)  # DistributedSampler pads shares
         per_epoch = math.ceil(share / batch_size)
         return cls(batch_size, per_epoch, recipe.epochs * per_epoch, share - (per_epoch - 1) * batch_size)
+
+
+def check_split(recipe: TrainRecipe, world: int) -> None:
+    """Refuse a recipe whose batch does not split evenly over the ``world`` processes of a DDP run.
+
+    Raises:
+        TrainingError: naming the batch size and the processes.
+    """
+    if recipe.batch_size % world:
+        raise TrainingError(f"the recipe's batch size {recipe.batch_size} does not split evenly over {world} "
+                            f"processes; run a number of processes that divides it")
 
 
 TF32 = {"fp32": (False, False), "tf32": (True, True), "tf32-conv": (False, True), "bf16-mixed": (False, False)}

@@ -43,7 +43,7 @@ from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT
 from vaezoo.training.ensemble import fit_ensemble
 from vaezoo.training.launch import launch
-from vaezoo.training.loop import Plan, Run, start_run
+from vaezoo.training.loop import Plan, Run, check_split, start_run
 from vaezoo.training.outputs import check_layout, prepare_out, remove_empty
 from vaezoo.training.publish import publish, published, run_name
 from vaezoo.signals import Interrupted, StopSignals
@@ -263,6 +263,8 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
     if world > len(runs) and not _alone(runs):
         raise TrainingError.about(f"torchrun starts {world} processes for {len(runs)} runs, so some would have none; "
                                   f"run at most {len(runs)} processes (--nproc-per-node)")
+    if _alone(runs):  # before the processes part ways, while each says what the others say
+        check_split(runs[0][0].train, world)
     with StopSignals(defer=False):
         run = start_run(options.device)
         try:
