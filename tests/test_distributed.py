@@ -306,3 +306,24 @@ def test_under_torchrun_an_error_every_process_meets_alike_is_said_once(data_plu
     assert code in (1, 2) and out == ""
     assert err.endswith(said) if local == "0" else err == ""
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_processes_given_different_options_are_refused_by_every_process(data_plugin, tmp_path):
+    path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    env = {**child_env(tmp_path / "home", site=data_plugin), **STALE, "MASTER_PORT": str(free_port())}
+    env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    ranks = [subprocess.Popen([sys.executable, "-m", "vaezoo", "train", str(path), "--out", str(tmp_path / "out"),
+                               "--no-eval", "--max-steps", steps], env={**env, "RANK": str(rank)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank, steps in enumerate(["4", "8"])]
+    try:
+        said = [rank.communicate(timeout=120) for rank in ranks]
+    finally:
+        for rank in ranks:
+            rank.kill()
+    assert [rank.returncode for rank in ranks] == [1, 1]
+    for _, err in said:
+        assert err == ("error: process 1 of this run was given another max_steps than process 0 (8, not 4); start "
+                       "every process with the same command line and card\n")
+    assert not (tmp_path / "out").exists()

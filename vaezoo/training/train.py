@@ -268,6 +268,7 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
     with StopSignals(defer=False):
         run = start_run(options.device)
         try:
+            _same_command(runs, options, run)
             with contextlib.ExitStack() as held:
                 local = run
                 if run.world > 1 and not _alone(runs):  # each process trains its share of the runs as one process
@@ -299,6 +300,38 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
         if dist.is_initialized():
             dist.destroy_process_group()
         return results
+
+
+def _same_command(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: Run) -> None:
+    """Refuse a DDP run whose processes were given different cards or options (a collective call): left to go on,
+    they would average the gradients of different models, or wait for each other forever where one stops first.
+
+    Raises:
+        TrainingError: naming the first setting that differs, and the process that has it.
+    """
+    if run.world == 1:
+        return
+    mine = {"card": [each.model_dump(mode="json") for each, _, _ in runs], "run": [label for _, _, label in runs],
+            "max_steps": options.max_steps, "resume": options.resume, "evaluate": options.evaluate,
+            "name": options.name, "formulation": options.formulation}
+    told: list[dict | None] = [None] * run.world
+    dist.all_gather_object(told, mine)
+    for rank, other in enumerate(told):
+        if other != told[0]:
+            where, first, then = _difference(told[0], other)
+            raise TrainingError(f"process {rank} of this run was given another {where} than process 0 ({then!r}, not "
+                                f"{first!r}); start every process with the same command line and card")
+
+
+def _difference(a: object, b: object, where: str = "") -> tuple[str, object, object]:
+    """The first place where ``a`` and ``b`` (JSON-like values) differ: its dotted path, and the two values there."""
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        key = next(k for k in a if a[k] != b[k])
+        return _difference(a[key], b[key], f"{where}.{key}" if where else str(key))
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        i = next(i for i in range(len(a)) if a[i] != b[i])
+        return _difference(a[i], b[i], where if len(a) == 1 else f"{where}[{i}]")
+    return where, a, b
 
 
 def _lost_touch(exc: BaseException) -> bool:
