@@ -43,12 +43,18 @@ def test_torchrun_shares_the_seeds_out_and_each_folder_is_its_solo_run(data_plug
             assert (out / f"seed-{seed}" / name).read_bytes() == (alone / name).read_bytes(), (seed, name)
 
 
-def test_more_processes_than_runs_is_a_one_line_error(data_plugin, tmp_path, monkeypatch):
-    for name, value in {"WORLD_SIZE": "3", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
-        monkeypatch.setenv(name, value)  # what torchrun sets in process 0 of 3
-    with pytest.raises(TrainingError, match="torchrun starts 3 processes for 2 runs, so some would have none; run at "
-                                            "most 2 processes"):
-        train_seeds(Card.model_validate(make_card("toy")), tmp_path / "out", [0, 1])
+@pytest.mark.parametrize(("world", "seeds", "said"), [
+    (3, [0, 1], "torchrun starts 3 processes for 2 runs, so some would have none; run at most 2 processes "
+                "(--nproc-per-node)"),
+    (2, [0], "torchrun starts 2 processes for 1 run, so some would have none; run it without torchrun"),
+])
+def test_more_processes_than_runs_is_a_one_line_error(data_plugin, tmp_path, monkeypatch, world, seeds, said):
+    for name, value in {"WORLD_SIZE": str(world), "RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(name, value)  # what torchrun sets in process 0
+    with pytest.raises(TrainingError) as raised:
+        train_seeds(Card.model_validate(make_card("toy")), tmp_path / "out", seeds)
+    assert str(raised.value) == said
     assert not (tmp_path / "out").exists()
 
 

@@ -261,8 +261,9 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
     options = replace(options, name=run_name(card, options.name))
     world = launch().world
     if world > len(runs) and not _alone(runs):
-        raise TrainingError.about(f"torchrun starts {world} processes for {len(runs)} runs, so some would have none; "
-                                  f"run at most {len(runs)} processes (--nproc-per-node)")
+        fix = "run it without torchrun" if len(runs) == 1 else f"run at most {len(runs)} processes (--nproc-per-node)"
+        raise TrainingError.about(f"torchrun starts {world} processes for {len(runs)} run{'s' * (len(runs) > 1)}, so "
+                                  f"some would have none; {fix}")
     if _alone(runs):  # before the processes part ways, while each says what the others say
         check_split(runs[0][0].train, world)
     with StopSignals(defer=False):
