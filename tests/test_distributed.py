@@ -327,3 +327,71 @@ def test_processes_given_different_options_are_refused_by_every_process(data_plu
         assert err == ("error: process 1 of this run was given another max_steps than process 0 (8, not 4); start "
                        "every process with the same command line and card\n")
     assert not (tmp_path / "out").exists()
+
+
+WAITS = '''
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_register_datasets(register):
+    from vaezoo.data import DataInfo, Dataset
+
+    class WaitsForPeer(Dataset):
+        """tiny_blobs, whose test split (read by the finished run's evaluation) is given once the process
+        PEER_PID has ended, or after a minute: an evaluation that takes as long as the other process lives."""
+
+        def info(self, split="train"):
+            return DataInfo(size=64, image_size=4, channels=1)
+
+        def load(self, root=None, split="train"):
+            import os
+            import time
+
+            import torch
+            from vaezoo.data import ImageDataset
+
+            if split == "test":
+                status, deadline = f"/proc/{os.environ['PEER_PID']}/status", time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    try:
+                        with open(status) as lines:
+                            if any(line.split()[:2] == ["State:", "Z"] for line in lines):
+                                break  # ended, not yet reaped
+                    except FileNotFoundError:
+                        break
+                    time.sleep(0.1)
+                else:
+                    raise RuntimeError("the other process waited for this one's evaluation")
+            g = torch.Generator().manual_seed(0 if split == "train" else 1)
+            return ImageDataset((torch.rand(64, 1, 4, 4, generator=g) > 0.5).to(torch.uint8), scale=1.0)
+
+    register("waits_for_peer", WaitsForPeer())
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the plugin reads whether a process ended in /proc")
+def test_the_other_processes_leave_once_trained_while_process_0_evaluates(data_plugin, tmp_path):
+    """Process 0 alone publishes and evaluates the run, which may take longer than a collective waits (30 minutes
+    with gloo, 10 with nccl): the others do not wait for it at a barrier, which would time out and have torchrun
+    kill process 0 in mid-evaluation."""
+    install_plugin(data_plugin, "waits", WAITS)
+    card = make_card("tiny", dataset="waits_for_peer")
+    card["train"]["data"] = {"name": "waits_for_peer"}
+    path, out = write_toml(tmp_path / "tiny.toml", card), tmp_path / "out"
+    env = {**child_env(tmp_path / "home", site=data_plugin), **STALE, "MASTER_PORT": str(free_port())}
+    env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    command = [sys.executable, "-m", "vaezoo", "train", str(path), "--out", str(out)]
+    other = subprocess.Popen(command, env={**env, "RANK": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    first = subprocess.Popen(command, env={**env, "PEER_PID": str(other.pid)}, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        said = [rank.communicate(timeout=180) for rank in (first, other)]
+    finally:
+        for rank in (first, other):
+            rank.kill()
+    assert (first.returncode, other.returncode) == (0, 0), said
+    assert said[0][0] == f"{out / 'tiny-blobs-run.toml'}\n"
+    assert "warning" not in said[0][1] and "measured reconstruction" in said[0][1], said[0][1]

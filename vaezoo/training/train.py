@@ -288,18 +288,12 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
                         held.enter_context(run_lock(folder))
                     check_layout(root, alone=_alone(runs))
                 results = _train_held(runs, options, local)
-            if dist.is_initialized():
-                # Every rank reaches the end before the group goes: a rank that tears it down while another still
-                # talks to it makes gloo abort the process at exit ("terminate called without an active exception").
-                dist.barrier()
         except BaseException as exc:
             if dist.is_initialized():
                 dist.destroy_process_group()
                 if _lost_touch(exc):
                     raise _lost_peers(exc, run, runs) from None
             raise
-        if dist.is_initialized():
-            dist.destroy_process_group()
         return results
 
 
@@ -378,6 +372,13 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
         else:
             trained = fit_ensemble([(m, c, out, label) for m, (c, out, label) in zip(models, runs)], dataset,
                                    options.resume, options.max_steps, run, options.formulation)
+        if dist.is_initialized():
+            # Trained, the processes part: process 0 alone publishes and evaluates, for longer than a collective
+            # waits (30 minutes with gloo, 10 with nccl), so the others do not wait for it. Every process reaches
+            # this point before the group goes: one that tears it down while another still talks to it makes gloo
+            # abort the process at exit ("terminate called without an active exception").
+            dist.barrier()
+            dist.destroy_process_group()
         results = []
         with worker_pool():  # the members' evaluations fit their metrics on one pool of worker processes
             for t, (member_card, out, _) in zip(trained, runs):
