@@ -13,7 +13,7 @@ from annotated_types import Ge, Gt, Interval
 from kit import cli, make_card, write_card, write_toml
 
 import vaezoo
-from vaezoo import assemble
+from vaezoo import assemble, devices
 from vaezoo.context import check_arguments
 from vaezoo.entries.catalog import parse_card, scan
 from vaezoo.entries.schema import OPTIMIZER_OPTIONS, SEED_LIMIT, Card
@@ -147,7 +147,7 @@ def test_dataset_options_are_checked_against_the_dataset_signature():
 
 def test_a_dataset_bigger_than_memory_is_refused_before_loading(monkeypatch):
     """MNIST at 1024x1024 asks for 59 GiB: refused from its DataInfo, before any file is read."""
-    monkeypatch.setattr(assemble, "physical_memory", lambda: 8 * 2**30)
+    monkeypatch.setattr(devices, "physical_memory", lambda: 8 * 2**30)
     card = Card.model_validate(make_card("mnist", name="d"))
     big = card.model_copy(update={"train": card.train.model_copy(update={"data": card.train.data.model_copy(
         update={"options": {"image_size": 1024}})})})

@@ -10,7 +10,6 @@ and a ``build`` for sub-parts.
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -101,6 +100,7 @@ def data_info(card: Card, split: str = "train") -> DataInfo:
         raise DataError(f"dataset '{name}' does not take the options {options} ({exc}); check the card's "
                         f"[train.data] options") from None
     from vaezoo.data import DataInfo
+    from vaezoo.devices import physical_memory
 
     if not isinstance(info, DataInfo):  # its fields would fail later, inside whatever reads them
         raise DataError(f"dataset '{name}' of plugin '{registry('dataset').plugin_of(name)}' returned "
@@ -120,14 +120,6 @@ def _check_options(method: Callable, name: str, options: Mapping[str, Any]) -> N
     except ValueError as exc:
         raise DataError(f"dataset '{name}' does not take the options {options} ({exc}); check the card's "
                         f"[train.data] options") from None
-
-
-def physical_memory() -> int | None:
-    """Bytes of memory this machine has; None where the system does not say."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
 
 
 def model_context(card: Card) -> BuildContext:

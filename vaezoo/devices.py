@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from vaezoo.errors import DeviceError, DtypeError
@@ -69,3 +71,11 @@ def usable_dtype(dtype: torch.dtype | str) -> torch.dtype:
         raise DtypeError(f"dtype {dtype!r} cannot be a model's parameters' type; use one of {names} (or its name, "
                          f"'float16')")
     return dtype
+
+
+def physical_memory() -> int | None:
+    """Bytes of memory this machine has; None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None

@@ -21,6 +21,22 @@ def keyword_spelling(keyword: str, value: str) -> str:
     return f"{keyword}={value}" if value else keyword
 
 
+def printable(value: object) -> str:
+    """``str(value)`` with every non-printable character written as its Python escape (``\\x1b``, ``\\r``, ``\\n``).
+
+    Control characters (ESC sequences, carriage return, backspace, BEL), line and paragraph separators and
+    invisible format characters (bidirectional overrides) would otherwise move the cursor, rewrite what is
+    already shown, break one line into several or retitle the terminal; escaped, they show as themselves.
+
+    Args:
+        value: anything; it is turned into text with ``str``.
+
+    Returns:
+        The text, on one line, with only printable characters.
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
+
+
 class Phrase:
     """Text that names arguments of a call, spelled when it is shown (:func:`keyword_spelling`, or the CLI's flags).
 
@@ -86,7 +102,7 @@ class VaezooError(Exception):
     """Base class: the CLI prints these as a one-line error and exits non-zero.
 
     The message is one line of printable text for a Python caller too: a control character or a line break in a
-    name it quotes (``from_pretrained("owner/tiny\\n")``) is written as its escape (:func:`vaezoo.terminal.printable`).
+    name it quotes (``from_pretrained("owner/tiny\\n")``) is written as its escape (:func:`printable`).
 
     Attributes:
         phrase: the message, when it names arguments of the call (made by :meth:`about`), else None.
@@ -97,8 +113,6 @@ class VaezooError(Exception):
     option: str | None = None
 
     def __init__(self, *args: object) -> None:
-        from vaezoo.terminal import printable  # vaezoo.terminal imports this module
-
         super().__init__(*(printable(arg) if isinstance(arg, str) else arg for arg in args))
 
     @classmethod
@@ -118,8 +132,6 @@ class VaezooError(Exception):
         """The message, with the arguments it names spelled by ``spelling`` (as ``str(error)`` when it names none)."""
         if self.phrase is None:
             return str(self)
-        from vaezoo.terminal import printable
-
         return printable(self.phrase.spell(spelling))
 
 

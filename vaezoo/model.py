@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from vaezoo.context import BuildContext, batch_mean, truth_value, whole_number
 from vaezoo.data.transforms import for_model, tracing
+from vaezoo.devices import physical_memory
 from vaezoo.errors import InputError, PluginError, VaezooError
 from vaezoo.latents.base import LatentFamily, Posterior
 from vaezoo.likelihoods import Likelihood
@@ -404,8 +405,6 @@ def _memory(device: torch.device) -> int | None:
     """Bytes of memory ``device`` has: the machine's for the CPU, the GPU's own for CUDA; None where unknown."""
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory
-    from vaezoo.assemble import physical_memory  # vaezoo.assemble builds models of this module
-
     return physical_memory() if device.type == "cpu" else None
 
 
