@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from kit import REPO
 
 SOURCES = (REPO / "vaezoo", REPO / "plugins")
@@ -86,7 +87,13 @@ def _imports_by_string(tree: ast.AST) -> bool:
 
 
 def longest_chain(graph: dict[str, set[str]]) -> list[str]:
-    """The longest chain of imports ``a -> b -> ...`` in an acyclic ``graph``, as the modules it passes through."""
+    """The longest chain of imports ``a -> b -> ...`` in an acyclic ``graph``, as the modules it passes through.
+
+    A cycle has no longest chain (the walk below would go round it, growing until memory runs out): refused.
+    """
+    looped = cycles(graph) + [[m] for m in sorted(graph) if m in graph[m]]
+    if looped:
+        raise ValueError(f"the imports go round in a cycle, so no chain is the longest: {looped}")
     best: dict[str, list[str]] = {}
 
     def chain(module: str) -> list[str]:  # iterative depth-first, so a deep graph needs no deep recursion
@@ -232,6 +239,9 @@ def test_vaezoo_has_no_import_cycle():
 def test_the_chain_finder_finds_the_longest_chain():
     assert longest_chain({"a": {"b", "d"}, "b": {"c"}, "c": set(), "d": set(), "e": {"a"}}) == ["e", "a", "b", "c"]
     assert longest_chain({"a": set()}) == ["a"]
+    for looped in ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, {"a": {"a"}}):
+        with pytest.raises(ValueError, match="cycle"):
+            longest_chain(looped)
 
 
 def test_no_chain_of_imports_is_longer_than_the_layers_allow():
