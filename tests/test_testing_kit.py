@@ -104,6 +104,14 @@ class Dropping(Regularizer):
         return {"kl": batch_mean(posterior.kl() * torch.bernoulli(torch.full_like(z, 0.5)))}
 
 
+class Smoothing(Regularizer):
+    """A penalty on the KL's gradient with respect to the codes: its forward differentiates, as training allows."""
+
+    def forward(self, posterior, z, step):
+        (slope,) = torch.autograd.grad(batch_mean(posterior.log_prob(z)), z, create_graph=True)
+        return {"kl": batch_mean(posterior.kl()) + slope.square().mean()}
+
+
 class Reconstructing(Regularizer):
     def forward(self, posterior, z, step):
         return {"reconstruction": batch_mean(posterior.kl())}
@@ -143,6 +151,7 @@ def vaezoo_register_regularizers(register):
     register("warmup", Warmup)
     register("reconstructing", Reconstructing)
     register("dropping", Dropping)
+    register("smoothing", Smoothing)
 
 
 @vaezoo.hookimpl
@@ -303,6 +312,12 @@ def test_a_broken_regularizer_is_caught_naming_it_and_its_plugin(broken_parts, n
 def test_a_warm_up_whose_terms_weigh_nothing_at_step_0_passes(broken_parts):
     """It failed with "the terms at step 0 does not depend on the encoder's parameters"."""
     assert testing.check_regularizer("warmup", train=False).__class__.__name__ == "Warmup"
+
+
+def test_a_regularizer_whose_forward_differentiates_passes(broken_parts):
+    """Its forward takes a gradient of the codes, as it may in training: the kit's check of its random draws ran it
+    without autograd, where torch.autograd.grad fails."""
+    assert testing.check_regularizer("smoothing", train=False).__class__.__name__ == "Smoothing"
 
 
 NAMED_LIKE_THE_KIT = '''
@@ -495,7 +510,8 @@ def test_check_plugin_lists_what_a_plugin_contributes(broken_parts):
         "net": ["half_decoder", "narrow_encoder"],
         "latent family": ["batch_kl", "detached_sample", "flat_kl", "negative_kl", "normal_noise",
                           "square_densities", "unseeded_prior"],
-        "regularizer": ["counting", "detached", "dropping", "per_example", "reconstructing", "warmup"],
+        "regularizer": ["counting", "detached", "dropping", "per_example", "reconstructing", "smoothing",
+                        "warmup"],
     }
 
 

@@ -380,7 +380,7 @@ def _require_own_draws(compute: Callable[[], object], subject: str, what: str) -
     from vaezoo.training.ensemble import NoiseTape
 
     tape = NoiseTape()
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
+    with torch.random.fork_rng(devices=[]):  # with autograd: a forward may differentiate (a gradient penalty)
         before = torch.get_rng_state()
         with _running(subject, what), tape:
             compute()
