@@ -308,6 +308,18 @@ def test_under_torchrun_an_error_every_process_meets_alike_is_said_once(data_plu
     assert not (tmp_path / "out").exists()
 
 
+def test_a_command_after_one_that_set_apart_is_said_once_again(data_plugin, tmp_path, monkeypatch, capsys):
+    """An earlier command of this process (a run, in a notebook or a test) set it apart: the next command's error
+    that every process meets alike is still the first process's alone to say."""
+    launch.set_apart()
+    for name, value in {**STALE, "WORLD_SIZE": "3", "RANK": "1", "LOCAL_RANK": "1",
+                        "TORCHELASTIC_RUN_ID": "none"}.items():
+        monkeypatch.setenv(name, value)
+    path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    code, out, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "out"), "--seeds", "0,1")
+    assert (code, out, err) == (1, "", "")
+
+
 @pytest.mark.slow
 def test_processes_given_different_options_are_refused_by_every_process(data_plugin, tmp_path):
     path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))

@@ -28,7 +28,7 @@ from vaezoo.errors import VaezooError
 from vaezoo.registry import COMMANDS
 from vaezoo.signals import STOP_SIGNALS, Interrupted, StopSignals
 from vaezoo.terminal import DataStream, StatusStream
-from vaezoo.training.launch import said_by_another
+from vaezoo.training.launch import said_by_another, start_alike
 
 
 @dataclass(frozen=True)
@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     if "_ARGCOMPLETE" in os.environ and "COMP_LINE" in os.environ:  # the shell asks for completions (vaezoo completion)
         _complete()
+    start_alike()
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout = DataStream(stdout if stdout is not None else open(os.devnull, "w"))  # closed (>&-): a reader gone
     sys.stderr = StatusStream(stderr if stderr is not None else open(os.devnull, "w"))

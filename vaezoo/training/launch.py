@@ -20,7 +20,7 @@ from datetime import timedelta
 from vaezoo.errors import TrainingError
 from vaezoo.terminal import note
 
-__all__ = ["PEERS_TIMEOUT", "Launch", "launch", "meet", "said_by_another", "set_apart"]
+__all__ = ["PEERS_TIMEOUT", "Launch", "launch", "meet", "said_by_another", "set_apart", "start_alike"]
 
 PEERS_TIMEOUT = 30 * 60.0
 """Seconds a process waits for the other processes of its launch before giving up (torch's own default)."""
@@ -35,6 +35,12 @@ _UNSET = ("unset WORLD_SIZE, RANK and the other variables torchrun sets (left fr
 _ALIKE = [True]
 """Whether this process has done only what every process of its launch does alike (reading its command line, the
 card, the options), not yet its rank's own part (its device, its meeting with the others): :func:`set_apart`."""
+
+
+def start_alike() -> None:
+    """Note that this process starts a command, which every process of its launch does alike until it sets apart
+    (:func:`set_apart`): a command before it in this process (an earlier ``vaezoo.cli.main``) may have set apart."""
+    _ALIKE[0] = True
 
 
 def set_apart() -> None:
