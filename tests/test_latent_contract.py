@@ -170,6 +170,19 @@ def test_vaezoo_train_refuses_such_a_metric_before_it_reads_the_data(binary, tmp
     assert not (tmp_path / "out").exists()
 
 
+def test_vaezoo_train_refuses_sap_of_a_one_dimensional_code_before_it_reads_the_data(binary, tmp_path,
+                                                                                      monkeypatch, capsys):
+    """The metric refused such a code only once the run had trained: the card was written without it."""
+    card = Card.model_validate(make_card("toy", "binary-bars", architecture="vae", eval_metrics=["sap_score"],
+                                         headline=None, model={**MODEL, "latent": {"type": "gaussian", "dim": 1}}))
+    path = write_toml(tmp_path / "one.toml", card.model_dump(exclude_none=True))
+    monkeypatch.setattr("vaezoo.training.train.load_dataset", lambda *a, **k: pytest.fail("data was read"))
+    assert main(["train", str(path), "--out", str(tmp_path / "out")]) == 1
+    assert "metric 'sap_score' needs a code of 2 dimensions or more (a gap between the two that best predict a " \
+           "factor); its code has 1 dimension" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("latent, error", [
     ({"type": "gumbel_categorical", "categories": 3},  # no density at all
      "regularizer 'total_correlation' needs densities of the latent: CategoricalPosterior sets no 'distribution', "

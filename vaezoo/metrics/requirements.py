@@ -123,9 +123,15 @@ def _likelihood_missing(model, info: DataInfo) -> str | None:
     return f"{type(model.likelihood).__name__} scores images up to a constant"
 
 
+def _second_dimension_missing(model, info: DataInfo) -> str | None:
+    return None if model.code_size >= 2 else f"its code has {model.code_size} dimension"
+
+
 FACTORS = Requirement("a dataset with ground-truth factors (e.g. dsprites)", _factors_missing)
 DENSITY_MATRIX = Requirement("a latent part whose posterior has a density at any code (Posterior.location_scale() "
                              "or log_density_matrix())", _density_matrix_missing)
 DENSITY = Requirement("a posterior and a prior density at the posterior's samples "
                       "(Posterior.log_prob() and prior_log_prob(), finite)", _density_missing)
+TWO_DIMENSIONS = Requirement("a code of 2 dimensions or more (a gap between the two that best predict a factor)",
+                             _second_dimension_missing)
 NORMALISED_LIKELIHOOD = Requirement("a likelihood whose nll is a log-density (e.g. bernoulli)", _likelihood_missing)

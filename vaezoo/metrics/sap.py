@@ -24,7 +24,7 @@ from vaezoo.metrics.codes import require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.fits import sap_row
 from vaezoo.metrics.parallel import process_map
-from vaezoo.metrics.requirements import FACTORS
+from vaezoo.metrics.requirements import FACTORS, TWO_DIMENSIONS
 from vaezoo.metrics.spec import Points, Seed, metric_spec
 from vaezoo.metrics.sampling import QUICK_FIT, Codes, draw, sklearn_seed, varying_factors
 
@@ -81,7 +81,7 @@ def sap_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random.Gener
     return top_two_gap(sap_matrix(*train, *test, random_state=sklearn_seed(rng)))
 
 
-@metric_spec(needs=(FACTORS,), suite="disentanglement", quick=QUICK_FIT)
+@metric_spec(needs=(FACTORS, TWO_DIMENSIONS), suite="disentanglement", quick=QUICK_FIT)
 def sap_score(evaluation: Evaluation, points: Points = 10_000,
               test_points: Points = 5_000, seed: Seed = 0) -> float:
     """The SAP score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
