@@ -320,6 +320,20 @@ def test_a_command_after_one_that_set_apart_is_said_once_again(data_plugin, tmp_
     assert (code, out, err) == (1, "", "")
 
 
+def test_torchrun_variables_left_in_a_shell_do_not_silence_a_lone_process(data_plugin, tmp_path, monkeypatch,
+                                                                          capsys):
+    """LOCAL_RANK and TORCHELASTIC_RUN_ID from an earlier job, no WORLD_SIZE: the one process says its error."""
+    monkeypatch.setattr(launch, "_ALIKE", [True])
+    for name in ("WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
+    path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    code, out, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "out"), "--max-steps", "x")
+    assert code == 2 and out == ""
+    assert err.endswith("argument --max-steps: give a whole number, e.g. 10, got 'x'\n")
+
+
 @pytest.mark.slow
 def test_processes_given_different_options_are_refused_by_every_process(data_plugin, tmp_path):
     path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))

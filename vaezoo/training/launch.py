@@ -52,8 +52,10 @@ def said_by_another() -> bool:
     """Whether an error of this process is one that another process of its launch says as well, word for word, so
     that this one stays quiet: under torchrun (every process it starts runs one command line in one environment,
     but for its ranks) each machine's first process (``LOCAL_RANK`` 0) speaks for the others, until they set
-    apart (:func:`set_apart`)."""
+    apart (:func:`set_apart`). Not where ``WORLD_SIZE`` says one process: torchrun's variables left in a shell
+    would silence the only process there is."""
     return (_ALIKE[0] and bool(os.environ.get("TORCHELASTIC_RUN_ID"))
+            and os.environ.get("WORLD_SIZE", "1").strip() not in ("", "1")
             and os.environ.get("LOCAL_RANK", "0").strip() not in ("", "0"))
 
 
