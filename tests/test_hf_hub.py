@@ -793,6 +793,22 @@ def test_from_pretrained_refuses_a_hub_option_of_another_type(monkeypatch, optio
         vaezoo.from_pretrained("owner/repo", **{option: value})
 
 
+def test_from_pretrained_takes_numpy_and_torch_truth_values_as_bools(monkeypatch):
+    """np.True_ and a 0-d bool tensor are True (they were refused as 'not bool_' and 'not Tensor')."""
+    import numpy as np
+    import torch
+
+    import vaezoo
+    from vaezoo.entries import huggingface
+
+    seen = []
+    monkeypatch.setattr("vaezoo.hub.load", lambda *args, **kwargs: seen.append(huggingface._DOWNLOAD.get()))
+    vaezoo.from_pretrained("owner/repo", force_download=np.True_, local_files_only=torch.tensor(False),
+                           token=np.False_)
+    assert [(o.force_download, o.local_files_only, o.token) for o in seen] == [(True, False, False)]
+    assert all(type(value) is bool for value in (seen[0].force_download, seen[0].local_files_only, seen[0].token))
+
+
 def test_the_hub_api_given_no_model_or_name_says_what_it_takes(tmp_path):
     """save_pretrained(None) and of a torch module said 'this model has no card (it was built from parts)';
     from_pretrained(None) was os.fspath's bare TypeError."""

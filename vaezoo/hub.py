@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from vaezoo.assemble import build_model as _build_model
 from vaezoo.assemble import load_model
+from vaezoo.context import truth_value
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import HUB_PREFIX, Card
 from vaezoo.errors import CardError, OutputError
@@ -145,6 +146,9 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
     if not isinstance(name, str | os.PathLike):
         raise TypeError(f"a model is named by a string or a path (e.g. 'OWNER/REPO' or 'runs/mine'), not by "
                         f"{type(name).__name__}")
+    # numpy's and torch's truth values are the bools they are
+    token, force_download, local_files_only = (value if truth_value(value) is None else truth_value(value)
+                                               for value in (token, force_download, local_files_only))
     for keyword, value, kinds, takes in (
             ("revision", revision, str, "a branch, tag or commit (a string)"),
             ("cache_dir", cache_dir, str | os.PathLike, "a folder (a string or a path)"),
