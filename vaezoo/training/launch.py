@@ -20,7 +20,7 @@ from datetime import timedelta
 from vaezoo.errors import TrainingError
 from vaezoo.terminal import note
 
-__all__ = ["PEERS_TIMEOUT", "Launch", "launch", "meet", "said_by_another", "set_apart", "start_alike"]
+__all__ = ["PEERS_TIMEOUT", "Launch", "launch", "meet", "part", "said_by_another", "set_apart", "start_alike"]
 
 PEERS_TIMEOUT = 30 * 60.0
 """Seconds a process waits for the other processes of its launch before giving up (torch's own default)."""
@@ -146,7 +146,34 @@ def meet(where: Launch):
     store.add(arrived, 1)
     while store.add(arrived, 0) < where.world:
         said = _waiting(where, host, port, deadline, said)
+    _MEETING[:] = [(store, where)]
     return store
+
+
+_MEETING: list = []
+"""The store of this process's meeting (:func:`meet`) and its place there, kept past the process group for
+:func:`part`."""
+
+PART_TIMEOUT = 60.0
+"""Seconds process 0 keeps the meeting point for the others to part (:func:`part`)."""
+
+
+def part() -> None:
+    """Once this process's group is destroyed: say so at the meeting point, and on process 0, which hosts it when
+    torchrun does not, keep it until every process has (at most :data:`PART_TIMEOUT` seconds).
+
+    Process 0's store goes with its process group; another process still tearing its own group down when it went
+    was aborted by gloo ("terminate called without an active exception").
+    """
+    if not _MEETING:
+        return
+    [(store, where)] = _MEETING
+    _MEETING.clear()
+    parted = f"vaezoo/parted/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    store.add(parted, 1)
+    deadline = time.monotonic() + PART_TIMEOUT
+    while where.main and store.add(parted, 0) < where.world and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _waiting(where: Launch, host: str, port: int, deadline: float, said: bool) -> bool:

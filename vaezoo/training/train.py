@@ -42,7 +42,7 @@ from vaezoo.store.locks import run_lock
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT
 from vaezoo.training.ensemble import fit_ensemble
-from vaezoo.training.launch import launch
+from vaezoo.training.launch import launch, part
 from vaezoo.training.loop import Plan, Run, check_split, start_run
 from vaezoo.training.outputs import check_layout, prepare_out, remove_empty
 from vaezoo.training.publish import publish, published, run_name
@@ -280,6 +280,7 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
                     # regularizer's whole-batch gather) may join them
                     dist.barrier()
                     dist.destroy_process_group()
+                    part()
                     runs, local = runs[run.rank::run.world], Run(device=run.device)
                     for folder in dict.fromkeys(out for _, out, _ in runs):
                         held.enter_context(run_lock(folder))
@@ -379,6 +380,7 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
             # abort the process at exit ("terminate called without an active exception").
             dist.barrier()
             dist.destroy_process_group()
+            part()
         results = []
         with worker_pool():  # the members' evaluations fit their metrics on one pool of worker processes
             for t, (member_card, out, _) in zip(trained, runs):
