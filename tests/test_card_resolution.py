@@ -8,6 +8,7 @@ import os
 import re
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from kit import cli, make_card, write_card, write_entry
@@ -164,6 +165,35 @@ def test_load_onto_a_device_this_machine_lacks_names_it_before_reading_anything(
     monkeypatch.undo()
     model = vaezoo.load("jointvae-mnist", device=torch.device("cpu"), pretrained=False)
     assert {p.device for p in model.parameters()} == {torch.device("cpu")}
+
+
+@pytest.mark.parametrize("device", [0, np.int64(0), np.array(0), torch.tensor(0), torch.tensor(0, dtype=torch.uint8)])
+def test_a_device_index_is_cuda_of_that_index_whatever_integer_type_holds_it(monkeypatch, device):
+    """torch.device took 0 and np.int64(0) as cuda:0 but not a 0-d tensor or array, which were "'0' is not a
+    device"; each is the index it holds."""
+    from vaezoo import devices
+
+    monkeypatch.setattr(devices, "_count", lambda kind: 0)
+    with pytest.raises(DeviceError, match=re.escape("device '0' is not available on this machine, which has cpu")):
+        devices.usable_device(device)
+    monkeypatch.setattr(devices, "_count", lambda kind: 1 if kind == "cuda" else 0)
+    assert devices.usable_device(device) == torch.device("cuda", 0)
+
+
+@pytest.mark.parametrize("device, shown", [(True, "True (bool)"), (np.True_, "np.True_ (bool)"),
+                                           (torch.tensor(True), "tensor(True) (Tensor)"),
+                                           (1.0, "1.0 (float)"), (torch.tensor([0]), "tensor([0]) (Tensor)"),
+                                           (np.array([0, 1]), "array([0, 1]) (ndarray)"),
+                                           (np.array("cpu"), "array('cpu', dtype='<U3') (ndarray)"),
+                                           (torch.zeros(100, dtype=torch.long), "tensor([0, 0, 0,")])
+def test_a_value_that_is_no_device_is_named_as_it_is_in_one_line(device, shown):
+    """np.array([0, 1]) raised numpy's "truth value of an array ... is ambiguous", np.array('cpu') was "'cpu' is not a
+    device" and True was cuda:1; each is named as what it is."""
+    from vaezoo import devices
+
+    with pytest.raises(DeviceError, match=f"^{re.escape(shown)}.*is not a device; use cpu, cuda") as caught:
+        devices.usable_device(device)
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 140
 
 
 def test_auto_is_the_first_accelerator_the_machine_has_else_the_cpu(monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import os
 
 import torch
@@ -22,8 +23,8 @@ ACCELERATORS = ("cuda", "mps", "xpu")
 def usable_device(device: str | torch.device | None) -> torch.device | None:
     """``device`` as a :class:`torch.device`: ``cpu``, or an accelerator this machine has (``cuda:1``, ``mps``,
     ``xpu``: any type whose ``torch.<type>`` module reports it available and counts its devices). ``"auto"`` is
-    the first accelerator of :data:`ACCELERATORS` this machine has, else the CPU. None (no device chosen) stays
-    None: the caller's default.
+    the first accelerator of :data:`ACCELERATORS` this machine has, else the CPU. An index (``0``, a numpy integer, a
+    0-d integer tensor) is ``cuda:INDEX``, as torch's. None (no device chosen) stays None: the caller's default.
 
     Every public function of vaezoo and its built-in plugins that takes a ``device`` takes what this takes, and
     passes it through here before using it or handing it on to a part, so that no part of a plugin sees ``auto``.
@@ -33,6 +34,8 @@ def usable_device(device: str | torch.device | None) -> torch.device | None:
     """
     if device is None:
         return None
+    if isinstance(device, bool) or not isinstance(device, (str, torch.device, int)):  # torch took np.int64(0) only
+        device = _index(device)
     if device == "auto":
         return torch.device(next((kind for kind in ACCELERATORS if _count(kind)), "cpu"))
     try:
@@ -47,6 +50,20 @@ def usable_device(device: str | torch.device | None) -> torch.device | None:
         have = ", ".join(["cpu"] + [f"{kind}:{i}" for kind in ACCELERATORS for i in range(_count(kind))])
         raise DeviceError(f"device '{device}' is not available on this machine, which has {have}")
     return found
+
+
+def _index(device: object) -> int:
+    """``device`` as the device index it is: a numpy integer, or a 0-d integer tensor or array (what the index of
+    ``torch.device(0)`` takes); anything else (a bool, a float, a tensor of several values) is refused by name."""
+    is_bool = isinstance(device, bool) or str(getattr(device, "dtype", "")) in ("bool", "torch.bool")
+    if not is_bool and getattr(device, "ndim", 0) == 0:
+        try:
+            return operator.index(device)
+        except TypeError:
+            pass
+    shown = " ".join(repr(device).split())
+    shown = shown if len(shown) <= 60 else f"{shown[:57]}..."
+    raise DeviceError(f"{shown} ({type(device).__name__}) is not a device; use cpu, cuda, cuda:1, mps or auto")
 
 
 def _count(kind: str) -> int:
