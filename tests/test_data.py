@@ -356,6 +356,44 @@ def test_a_split_is_a_map_style_dataset_that_a_dataloader_batches_as_batch_does(
         labelled[2:4]
 
 
+@pytest.mark.parametrize("index", [True, np.True_, torch.tensor(True), 1.0, np.float32(1), None, "0",
+                                   torch.tensor([0.0, 1.0]), torch.zeros(2, 2, dtype=torch.long), slice(0, 3, -1),
+                                   slice(0.5, 2)])
+def test_a_batch_at_an_index_that_is_none_is_refused_in_one_line(index):
+    """batch(True) and batch(torch.tensor(True)) were every image in a batch of one, batch(np.True_) and
+    batch(1.0) torch's IndexError about "long or byte Variables", dataset[torch.tensor(True)] image 1."""
+    from vaezoo.data import ImageDataset
+
+    images = torch.randint(0, 256, (10, 1, 4, 4), dtype=torch.uint8)
+    for dataset in (ImageDataset(images), dsprites(split="test", subset=10)):
+        with pytest.raises(TypeError, match=r"^a dataset's batch (is taken at an int, a slice, a sequence or 1-D "
+                                            r"tensor of ints, or a bool mask of one value per image|takes a slice "
+                                            r"of whole numbers with a step of 1 or more), got [^\n]+$"):
+            dataset.batch(index)
+    with pytest.raises(TypeError, match="^a dataset's item is one image, at an int index, not Tensor"):
+        ImageDataset(images, labels=torch.arange(10))[torch.tensor(True)]
+
+
+def test_a_batch_out_of_range_names_the_range_and_a_batch_at_ints_or_a_mask_is_taken():
+    from vaezoo.data import ImageDataset
+
+    images = torch.randint(0, 256, (10, 1, 4, 4), dtype=torch.uint8)
+    dataset = ImageDataset(images, labels=torch.arange(10))
+    for index in (10, -11, np.int64(100), torch.tensor([0, 10]), [3, 12]):
+        with pytest.raises(IndexError, match=r"out of range for a dataset of 10 images; use 0 to 9 \(or -10 to -1 "
+                                             r"from the end\)$"):
+            dataset.batch(index)
+    with pytest.raises(IndexError, match=r"^index 10 is out of range for a dataset of 10 images"):
+        dataset[10]
+    with pytest.raises(IndexError, match=r"^a mask picks images with one truth value per image, 10, got 3$"):
+        dataset.batch(torch.tensor([True, False, True]))
+    mask = torch.arange(10) % 3 == 0
+    assert torch.equal(dataset.batch(mask), dataset.batch(torch.tensor([0, 3, 6, 9])))
+    assert torch.equal(dataset.batch(torch.tensor([1, 2], dtype=torch.uint8)), dataset.batch([1, 2]))  # no mask
+    assert torch.equal(dataset.batch(np.array([1, 2])), dataset.batch((1, 2)))
+    assert dataset.batch([]).shape == (0, 1, 4, 4) and dataset.batch(-1).shape == (1, 4, 4)
+
+
 def test_batches_of_no_whole_number_of_images_and_batches_of_no_model_dtype_are_refused():
     """batches(0) was range()'s ValueError and batches(-1) yielded nothing (a metric over no image); batch(dtype=
     torch.int64) was torch's cast error, and dSprites' gave integer images."""

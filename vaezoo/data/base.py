@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,18 +52,34 @@ class ImageDataset:
         torchvision's tools take the split: ``(image, label)``, the float32 image ``(C, H, W)`` in [0, 1] (as
         :meth:`batch` gives it) and its label, or ``-1`` where the split has none (its factors are
         :attr:`factors`)."""
-        try:
-            index = operator.index(index)  # an int, a numpy integer, a 0-d integer tensor
-        except TypeError:
+        number = whole_number(index)  # an int, a numpy integer, a 0-d integer tensor; not a bool (operator.index's 1)
+        if number is None:
             raise TypeError(f"a dataset's item is one image, at an int index, not {type(index).__name__}; take "
-                            f"several with dataset.batch(indices)") from None
-        label = self.labels[index] if self.labels is not None else torch.tensor(-1)
-        return self.batch(index), label
+                            f"several with dataset.batch(indices)")
+        image = self.batch(number)  # an index out of range is refused here, before the labels are read
+        return image, self.labels[number] if self.labels is not None else torch.tensor(-1)
 
     def batch(self, index: Tensor | slice, device=None, dtype=torch.float32) -> Tensor:
         """Images at ``index`` as floats in [0, 1] on ``device`` (``"auto"`` too: :func:`vaezoo.devices.usable_device`;
-        default: where the images are), of ``dtype``, a model's (:func:`vaezoo.devices.usable_dtype`)."""
-        return self.images[index].to(device=usable_device(device), dtype=usable_dtype(dtype)).div_(self.scale)
+        default: where the images are), of ``dtype``, a model's (:func:`vaezoo.devices.usable_dtype`).
+
+        ``index`` is an int (one image, ``(C, H, W)``; negative counts from the end), a slice, a sequence, array or
+        1-D tensor of ints, or a bool mask of one value per image (a batch, ``(B, C, H, W)``).
+
+        Raises:
+            TypeError: ``index`` is none of these (a bool, a float, None, a float or 2-D tensor).
+            IndexError: an index is out of range, or a mask does not have one value per image.
+        """
+        return self._stored(index).to(device=usable_device(device), dtype=usable_dtype(dtype)).div_(self.scale)
+
+    def _stored(self, index: Tensor | slice) -> Tensor:
+        """The stored values of the images at ``index`` (as :meth:`batch` takes it), unconverted."""
+        rows = _rows(index, len(self))
+        try:
+            return self.images[rows]
+        except IndexError:  # an index tensor with an entry out of range (on the CPU; on a GPU, a device assert)
+            raise IndexError(f"an index in {_described(index)} is out of range for a dataset of {len(self)} "
+                             f"images; use 0 to {len(self) - 1} (or -{len(self)} to -1 from the end)") from None
 
     def draw_pixels(self, x: Tensor) -> Tensor:
         """A training batch ``x`` (from :meth:`batch`) as the step sees it: when :attr:`binarize` is set, each
@@ -83,6 +98,43 @@ class ImageDataset:
         device = usable_device(device)
         for start in range(0, len(self), batch_size):
             yield start, self.batch(slice(start, start + batch_size), device, dtype)
+
+
+def _rows(index: object, size: int) -> int | slice | Tensor:
+    """``index`` as the images' first dimension takes it, or refused in one line (see :meth:`ImageDataset.batch`):
+    torch read a bool as a new dimension (``batch(True)`` was every image in a batch of one), and a float or a bool
+    numpy scalar was its IndexError about "long or byte Variables"."""
+    if isinstance(index, slice):
+        bounds = (index.start, index.stop, index.step)
+        if all(b is None or whole_number(b) is not None for b in bounds) and (index.step is None or index.step >= 1):
+            return index
+        raise TypeError(f"a dataset's batch takes a slice of whole numbers with a step of 1 or more, got {index}")
+    number = whole_number(index)
+    if number is not None:
+        if not -size <= number < size:
+            raise IndexError(f"index {number} is out of range for a dataset of {size} images; use 0 to {size - 1} "
+                             f"(or -{size} to -1 from the end)")
+        return number
+    try:
+        rows = torch.as_tensor(index)
+    except (TypeError, ValueError, RuntimeError):
+        rows = None
+    if rows is not None and rows.shape == (0,):  # no image: [] reads as float32
+        return rows.long()
+    if rows is not None and rows.ndim == 1 and not (rows.is_floating_point() or rows.is_complex()):
+        if rows.dtype == torch.bool and len(rows) != size:
+            raise IndexError(f"a mask picks images with one truth value per image, {size}, got {len(rows)}")
+        return rows if rows.dtype in (torch.bool, torch.int64) else rows.long()  # uint8 would read as a mask
+    raise TypeError(f"a dataset's batch is taken at an int, a slice, a sequence or 1-D tensor of ints, or a bool "
+                    f"mask of one value per image, got {_described(index)}")
+
+
+def _described(index: object) -> str:
+    """``index`` in a few words: its type, and a tensor's or an array's dtype and shape."""
+    if hasattr(index, "dtype") and hasattr(index, "shape"):
+        return f"{type(index).__name__} of {str(index.dtype).removeprefix('torch.')}, shape {tuple(index.shape)}"
+    shown = " ".join(repr(index).split())
+    return f"{type(index).__name__} {shown if len(shown) <= 40 else shown[:37] + '...'}"
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ class DSprites(ImageDataset):
         """Images at ``index`` as floats in {0, 1} on ``device`` (``"auto"`` too:
         :func:`vaezoo.devices.usable_device`), shape ``(B, 1, 64, 64)``, of ``dtype``, a model's
         (:func:`vaezoo.devices.usable_dtype`)."""
-        packed = self.images[index].to(usable_device(device))
+        packed = self._stored(index).to(usable_device(device))
         shifts = torch.arange(7, -1, -1, dtype=torch.uint8, device=packed.device)
         return ((packed.unsqueeze(-1) >> shifts) & 1).flatten(-2).to(usable_dtype(dtype))
 
