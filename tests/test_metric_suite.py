@@ -196,7 +196,7 @@ ONE_POINT = [("betavae_score", "points"), ("modularity", "points"), ("modularity
              ("explicitness", "points"), ("explicitness", "test_points"), ("sap_score", "points"),
              ("dci_disentanglement", "points"), ("dci_completeness", "points"), ("dci_informativeness", "points"),
              ("gaussian_total_correlation", "points"), ("mutual_info_score", "points"), ("sap_score", "test_points"),
-             ("betavae_score", "test_points"), ("factorvae_score", "test_points"),
+             ("betavae_score", "test_points"), ("factorvae_score", "points"), ("factorvae_score", "test_points"),
              ("dci_disentanglement", "test_points"), ("dci_completeness", "test_points"),
              ("dci_informativeness", "test_points")]
 
@@ -382,6 +382,16 @@ def test_factorvae_leaves_out_a_factor_with_a_single_value():
     assert factor(PERFECT, constant) == 1.0
     with pytest.raises(MetricError, match="^no factor of the dataset takes two values, so there is none to hold"):
         factor(PERFECT, np.full_like(FACTORS, 7))
+
+
+def test_factorvae_refuses_training_votes_that_all_hold_one_factor_fixed():
+    """points=1 scored a perfect code 0.33 to 0.67 by the seed (one vote names one factor; every other dimension
+    fell to factor 0): training votes that hold a single factor fixed give the classifier one class to learn."""
+    score = factorvae_score.factorvae_score_from_codes
+    with pytest.raises(MetricError, match=r"^the 2 training vote\(s\) drawn all hold factor 2 fixed, so the "
+                                          r"classifier has one class to learn; draw more \(the metric's points"):
+        score(PERFECT, FACTORS, rng(5), 2, 300, 16, 500)
+    assert score(PERFECT, FACTORS, rng(3), 2, 300, 16, 500) == 1.0  # two votes holding two factors fixed: a score
 
 
 @pytest.mark.parametrize("value", [math.nan, -1.0, math.inf])

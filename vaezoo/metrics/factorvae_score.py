@@ -12,7 +12,8 @@ relative to its global variance, votes for k (a factor with a single value, whic
 from the others, is left out, as SAP and DCI leave it out; a dataset with fewer than two factors that take two
 values is refused, since every vote would name the one factor and any code score 1). The classifier maps each
 dimension to the factor it got most training votes for; the score is the share of evaluation votes it classifies
-right.
+right. Training votes that all hold one factor fixed (``points`` 2 at least; one vote, or an unlucky draw of a few)
+are refused: the classifier would have one class, and a perfect code scored 0.33 to 0.67 on one vote.
 A code that keeps each factor in its own dimensions scores 1. A code with no active dimension
 scores 0.
 """
@@ -29,7 +30,7 @@ from vaezoo.errors import MetricError
 from vaezoo.metrics.codes import check_table, finite_codes, require_factors
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import FACTORS
-from vaezoo.metrics.spec import MAX_COUNT, Count, Points, Seed, metric_spec
+from vaezoo.metrics.spec import MAX_COUNT, Points, Seed, metric_spec
 from vaezoo.metrics.sampling import Codes, FactorGroups
 
 
@@ -67,6 +68,10 @@ def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random
 
     Returns:
         The evaluation accuracy of the majority-vote classifier, in [0, 1].
+
+    Raises:
+        MetricError: fewer than two factors take two values, or the training votes drawn all hold one factor fixed
+            (every dimension's vote would name it, and any code score the share of that factor's test votes).
     """
     groups = FactorGroups(check_table(codes, factors))
     sample = finite_codes(codes[rng.integers(0, len(codes), variance_points)])
@@ -80,6 +85,9 @@ def factorvae_score_from_codes(codes: Codes, factors: np.ndarray, rng: np.random
     if not active.any():
         return 0.0
     train = factorvae_votes(codes, groups, rng, points, batch, global_variances, active)
+    if len(held := np.flatnonzero(train.sum(1))) < 2:  # every dimension would name that factor: ~1 / K, any code
+        raise MetricError(f"the {points:,} training vote(s) drawn all hold factor {held[0]} fixed, so the classifier "
+                          f"has one class to learn; draw more (the metric's points setting)")
     test = factorvae_votes(codes, groups, rng, test_points, batch, global_variances, active)
     classifier = train.argmax(0)  # per dimension, the factor it votes for most
     return float(test[classifier, np.arange(test.shape[1])].sum() / test.sum())
@@ -97,7 +105,7 @@ each scored without a word."""
 
 
 @metric_spec(needs=(FACTORS,), suite="disentanglement")
-def factorvae_score(evaluation: Evaluation, points: Count = 10_000, test_points: Points = 5_000,
+def factorvae_score(evaluation: Evaluation, points: Points = 10_000, test_points: Points = 5_000,
                     batch: VarianceCount = 64, variance_points: VarianceCount = 10_000,
                     prune_std: StandardDeviation = 0.05, seed: Seed = 0) -> float:
     """The FactorVAE score of the mean codes of ``evaluation``'s model on its images (see the module docstring).
