@@ -184,6 +184,8 @@ def test_a_sweep_trains_the_seed_that_seed_names(data_plugin, tmp_path, capsys):
     ("steps=1,2", "--sweep steps: train.steps records how a run went or how often it saved, and does not change"),
     ("budget=a,b", "--sweep budget: train.budget records how a run went"),
     ("batch_size=0,4", "--sweep train.batch_size=0: input should be greater than 0"),
+    # the values a field takes are quoted as the card spells them (all lower case, 'adam' was refused as not 'adam')
+    ("optimizer.name=SGD,sgd", "--sweep train.optimizer.name=sgd: input should be 'Adam', 'AdamW', 'SGD' or 'RMSprop'"),
     ("hidden=16,-4", "error: hidden=-4 seed 0: "),  # the schema takes it, the model's nets refuse it
 ])
 def test_a_bad_sweep_is_a_one_line_error(data_plugin, tmp_path, capsys, sweep, message):

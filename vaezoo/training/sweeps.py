@@ -224,7 +224,8 @@ def _with_value(card: Card, path: tuple[str | int, ...], value: Any) -> Card:
     try:
         varied = Card.model_validate(data)
     except ValidationError as exc:
+        message = exc.errors()[0]["msg"]  # its first letter only: it may quote the values the field takes ('Adam')
         raise TrainingError.about("{sweep} {path}={value}: {problem}", path=".".join(map(str, path)),
-                                  value=_show(value), problem=exc.errors()[0]["msg"].lower()) from None
+                                  value=_show(value), problem=message[:1].lower() + message[1:]) from None
     varied._path, varied._source = card._path, card._source
     return varied
