@@ -182,6 +182,16 @@ def test_refuses_a_name_a_plugin_already_registers(tmp_path, capsys, name, kind,
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("name, taken", [("mlp", "mlp_encoder"), ("conv", "conv_encoder")])
+def test_refuses_a_net_plugin_whose_encoder_or_decoder_name_is_taken(tmp_path, capsys, name, taken):
+    # 'mlp' wrote a package registering mlp_encoder beside the core's: installed, the plugin failed to load
+    assert main(["new-plugin", name, "--kind", "net", "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"error: the name '{name}' is taken: the package would register the net "
+                                       f"'{taken}', which plugin 'core' registers; choose another name\n")
+    assert not any(tmp_path.iterdir())
+    assert main(["new-plugin", name, "--kind", "architecture", "--dir", str(tmp_path)]) == 0
+
+
 def test_refuses_a_metric_named_like_a_loss(tmp_path, capsys):
     assert main(["new-plugin", "objective", "--kind", "metric", "--dir", str(tmp_path)]) == 1
     assert capsys.readouterr().err.startswith("error: invalid name 'objective' for a metric: the name is one of the "

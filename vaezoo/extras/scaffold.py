@@ -66,6 +66,30 @@ def check_name(name: str) -> None:
                               f"'{registry(kind).plugin_of(taken[0])}'; choose another name")
 
 
+def _ident(name: str, kind: str) -> str:
+    """The name the part of plugin ``name`` registers: hyphens as underscores but for an architecture."""
+    return name if kind == "architecture" else name.replace("-", "_")
+
+
+def _registered_names(name: str, kind: str) -> list[str]:
+    """The names the package of plugin ``name`` registers in the registry of ``kind``: a net plugin registers an
+    encoder and a decoder, ``NAME_encoder`` and ``NAME_decoder``."""
+    ident = _ident(name, kind)
+    return [f"{ident}_encoder", f"{ident}_decoder"] if kind == "net" else [ident]
+
+
+def _refuse_taken_parts(name: str, kind: str) -> None:
+    """Refuse a plugin whose part would register a name its registry already holds: the package would be
+    discovered and then failed, its name registered by two plugins."""
+    from vaezoo.plugins import registry
+
+    words = KINDS[kind][0]
+    for registered in _registered_names(name, kind):
+        if registered in registry(words):
+            raise VaezooError(f"the name '{name}' is taken: the package would register the {words} '{registered}', "
+                              f"which plugin '{registry(words).plugin_of(registered)}' registers; choose another name")
+
+
 def render(name: str, kind: str = "architecture") -> dict[str, str]:
     """The new package's files, ``{relative path: text}``, for plugin ``name`` registering a part of ``kind``."""
     from vaezoo.version import __version__
@@ -73,7 +97,7 @@ def render(name: str, kind: str = "architecture") -> dict[str, str]:
     words, module = KINDS[kind]
     names = {
         "name": name,
-        "ident": name if kind == "architecture" else name.replace("-", "_"),  # the part's registered name
+        "ident": _ident(name, kind),
         "cls": "".join(word.capitalize() for word in name.split("-")),  # the part's class, e.g. SparseKl
         "kind": words,
         "distribution": f"vaezoo-{name}",
@@ -101,6 +125,7 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
         The new package's directory.
     """
     check_name(name)
+    _refuse_taken_parts(name, kind)
     from vaezoo.plugins import NAME_CHECKS
 
     reserved = NAME_CHECKS.get(KINDS[kind][0])
