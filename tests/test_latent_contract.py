@@ -452,6 +452,22 @@ def test_a_posterior_with_a_distribution_and_no_prior_has_its_densities_and_pass
         check_metrics(build_model(card), card, ["elbo"])
 
 
+def test_a_metric_refused_to_a_family_without_a_prior_advises_only_what_its_user_can_do(data_plugin):
+    """The refusal passed on the family author's fix ("set 'prior' ... or override prior_log_prob()") and a card's
+    ended "or give the model what it needs": neither is open to whoever evaluates a third-party family."""
+    install_plugin(data_plugin, "noprior", NO_PRIOR_PLUGIN)
+    model = {**MODEL, "latent": {"type": "no_prior_concrete", "dim": 1}}
+    card = Card.model_validate(make_card("toy", "noprior-bars", model=model, architecture="vae",
+                                         eval_metrics=["elbo", "sap_score"], headline=None))
+    for metrics, fix in ((None, "(remove it from eval_metrics)"), (["elbo"], "(leave it out of metrics)")):
+        with pytest.raises(MetricError) as caught:
+            check_metrics(build_model(card), card, metrics)
+        message = str(caught.value)
+        assert "raised LatentError: NoPriorPosterior sets no 'prior', so it has no prior_log_prob" in message
+        assert "set 'prior'" not in message and "override" not in message and "give the model" not in message
+        assert message.endswith(fix)
+
+
 def test_a_part_that_refuses_the_card_s_arguments_is_named_with_its_own_plugin(data_plugin, tmp_path, capsys):
     """A third-party family's ValueError was blamed on the architecture that built it ('vae' of plugin 'core')."""
     install_plugin(data_plugin, "noprior", NO_PRIOR_PLUGIN)

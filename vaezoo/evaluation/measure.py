@@ -173,7 +173,7 @@ def check_metrics(model: VAE, card: Card, metrics: Sequence[str] | None = None) 
     if refused:
         if metrics is None:
             raise MetricError(f"card '{card.name}': " + ". ".join(refused)
-                              + " (remove it from eval_metrics, or give the model what it needs)")
+                              + " (remove it from eval_metrics)")
         raise MetricError.about("card '{name}': {refused} (leave it out of {metrics})", name=card.name,
                                 refused=". ".join(refused))
 

@@ -20,6 +20,7 @@ import torch
 
 from vaezoo.data import DataInfo
 from vaezoo.context import layout_text
+from vaezoo.errors import VaezooError
 
 M = TypeVar("M", bound=Callable[..., float])
 
@@ -108,13 +109,20 @@ def _density_missing(model, info: DataInfo) -> str | None:
                     value = getattr(part, method)(z)
                 except Exception as exc:  # noqa: BLE001 - a plugin's family may raise anything; report it
                     problems.append(f"{type(part).__name__}.{method}() of part {name!r} raised "
-                                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                                    f"{type(exc).__name__}: {_problem(exc)}")
                     break
                 if not bool(torch.isfinite(value).all()):
                     problems.append(f"{type(part).__name__}.{method}() of part {name!r} is not finite at the "
                                     f"posterior's samples")
                     break
     return "; ".join(problems) or None
+
+
+def _problem(exc: Exception) -> str:
+    """The first line of ``exc``'s message; of vaezoo's own ("problem; fix"), the problem only: its fix is for the
+    family's author ("set 'prior' ... or override prior_log_prob()"), which a user of the family cannot do."""
+    line = str(exc).splitlines()[0] if str(exc) else ""
+    return line.split("; ")[0] if isinstance(exc, VaezooError) else line
 
 
 def _likelihood_missing(model, info: DataInfo) -> str | None:
