@@ -199,6 +199,16 @@ def test_refuses_a_metric_named_like_a_loss(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
+def test_refuses_a_regularizer_whose_term_would_be_the_likelihoods(tmp_path, capsys):
+    # 'reconstruction' wrote a package whose own tests failed: the model refused its term of the likelihood's name
+    assert main(["new-plugin", "reconstruction", "--kind", "regularizer", "--dir", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        "error: invalid name 'reconstruction' for a regularizer: its loss term would be named 'reconstruction', the "
+        "likelihood's term, which a model refuses to replace; choose another name\n")
+    assert not any(tmp_path.iterdir())
+    assert main(["new-plugin", "reconstruction", "--kind", "architecture", "--dir", str(tmp_path)]) == 0
+
+
 @pytest.mark.parametrize("name, cls", [("true", "True"), ("none", "None"), ("false", "False")])
 def test_refuses_a_regularizer_whose_class_would_be_a_python_keyword(tmp_path, capsys, name, cls):
     # 'true' wrote 'class True(Regularizer):', a package that does not import

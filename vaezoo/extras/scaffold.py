@@ -131,6 +131,9 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
     reserved = NAME_CHECKS.get(KINDS[kind][0])
     if reserved is not None and (problem := reserved(name.replace("-", "_"))):
         raise VaezooError(f"invalid name '{name}' for a {KINDS[kind][0]}: {problem}")
+    if kind == "regularizer" and _ident(name, kind) == "reconstruction":  # the template names its term after it
+        raise VaezooError(f"invalid name '{name}' for a regularizer: its loss term would be named 'reconstruction', "
+                          f"the likelihood's term, which a model refuses to replace; choose another name")
     files = render(name, kind)
     sources = {relative: text for relative, text in files.items() if relative.endswith(".py")}
     for relative, text in sources.items():  # a regularizer's class is the name capitalised: 'true' made True
