@@ -41,6 +41,12 @@ SHA = "ab" * 32
      "Adam option 'weight_decay': Input should be a finite number"),
     (lambda c: c["train"].update(compile="yes"), "train.compile", "Input should be a valid boolean"),
     (lambda c: c["train"].update(compile=1), "train.compile", "Input should be a valid boolean"),
+    # a recipe's numbers as strict as its options: these trained an lr of 1.0, 3 epochs, batches of 1, 2 epochs
+    (lambda c: c["train"]["optimizer"].update(lr=True), "train.optimizer.lr", "Input should be a valid number"),
+    (lambda c: c["train"].update(epochs="3"), "train.epochs", "Input should be a valid integer"),
+    (lambda c: c["train"].update(batch_size=True), "train.batch_size", "Input should be a valid integer"),
+    (lambda c: c["train"].update(epochs=2.0), "train.epochs", "Input should be a valid integer"),
+    (lambda c: c["train"].update(steps="5"), "train.steps", "Input should be a valid integer"),
     (lambda c: c["train"]["optimizer"].update(options={"amsgrad": "true"}), "train.optimizer",
      "Adam option 'amsgrad': Input should be a valid boolean"),
     (lambda c: c.update(metrics={"elbo": {"value": 1.0, "command": "vaezoo eval toy-mnist", "vaezoo_version": "0.1",

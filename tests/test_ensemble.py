@@ -185,7 +185,13 @@ def test_a_sweep_trains_the_seed_that_seed_names(data_plugin, tmp_path, capsys):
     ("budget=a,b", "--sweep budget: train.budget records how a run went"),
     ("batch_size=0,4", "--sweep train.batch_size=0: input should be greater than 0"),
     # the values a field takes are quoted as the card spells them (all lower case, 'adam' was refused as not 'adam')
-    ("optimizer.name=SGD,sgd", "--sweep train.optimizer.name=sgd: input should be 'Adam', 'AdamW', 'SGD' or 'RMSprop'"),
+    ("optimizer.name=SGD,sgd",
+     '--sweep train.optimizer.name="sgd": input should be \'Adam\', \'AdamW\', \'SGD\' or \'RMSprop\''),
+    # a recipe's numbers are strict, as its optimiser options are: they trained an lr of 1.0, 1 epoch, 3 epochs
+    ("lr=1e-3,true", "--sweep train.optimizer.lr=true: input should be a valid number"),
+    ("epochs=1,true", "--sweep train.epochs=true: input should be a valid integer"),
+    ('epochs=1,"3"', '--sweep train.epochs="3": input should be a valid integer'),
+    ("epochs=1,2.0", "--sweep train.epochs=2.0: input should be a valid integer"),
     ("hidden=16,-4", "error: hidden=-4 seed 0: "),  # the schema takes it, the model's nets refuse it
 ])
 def test_a_bad_sweep_is_a_one_line_error(data_plugin, tmp_path, capsys, sweep, message):

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr, SerializationInfo, StrictBool,
-                      ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr, SerializationInfo, Strict,
+                      StrictBool, ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
 
 from vaezoo.context import LatentPart, layout_text
 
@@ -41,7 +41,9 @@ def _seed(value: Any, where: str = "") -> int:
 
 Seed = Annotated[int, PlainValidator(_seed)]
 """A card field holding a seed: a whole number in [0, :data:`SEED_LIMIT`)."""
-_Count = Annotated[int, Field(gt=0, lt=2**63)]  # TOML's integers are 64-bit: a larger one is no TOML to other readers
+# TOML's integers are 64-bit: a larger one is no TOML to other readers. Strict, as a recipe's numbers are: a card's
+# `true` or "2" is refused, not trained as 1 or 2 (nor `2.0`, which no run of whole epochs or batches holds)
+_Count = Annotated[int, Strict(), Field(gt=0, lt=2**63)]
 
 
 class _Frozen(BaseModel):
@@ -157,7 +159,7 @@ class Optimizer(_Frozen):
     """The optimiser: a ``torch.optim`` class name and its keyword arguments (checked: :data:`OPTIMIZER_OPTIONS`)."""
 
     name: Literal["Adam", "AdamW", "SGD", "RMSprop"] = "Adam"
-    lr: float = Field(gt=0, allow_inf_nan=False)
+    lr: Annotated[float, Strict()] = Field(gt=0, allow_inf_nan=False)  # as its options are: `true` is no rate
     options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -190,7 +192,7 @@ class TrainRecipe(_Frozen):
     seed: Seed = 0
     checkpoint_every: _Count = Field(default=1000, description="steps between checkpoints")
     budget: str | None = Field(default=None, description="wall time of the run on the stated machine")
-    steps: int | None = Field(default=None, ge=0, lt=2**63,
+    steps: Annotated[int, Strict()] | None = Field(default=None, ge=0, lt=2**63,
                               description="optimizer steps of the run; written by vaezoo train")
     precision: Literal["fp32", "tf32", "tf32-conv", "bf16-mixed"] = Field(
         default="tf32-conv", description="the arithmetic of the run on a GPU (the CPU computes float32 for all but "

@@ -9,6 +9,7 @@ array's commas (``betas=[0.5,0.9],[0.9,0.99]``) and a string's apart.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,7 +226,8 @@ def _with_value(card: Card, path: tuple[str | int, ...], value: Any) -> Card:
         varied = Card.model_validate(data)
     except ValidationError as exc:
         message = exc.errors()[0]["msg"]  # its first letter only: it may quote the values the field takes ('Adam')
+        shown = json.dumps(value) if isinstance(value, str) else _show(value)  # "3" is no integer, 3 would be
         raise TrainingError.about("{sweep} {path}={value}: {problem}", path=".".join(map(str, path)),
-                                  value=_show(value), problem=message[:1].lower() + message[1:]) from None
+                                  value=shown, problem=message[:1].lower() + message[1:]) from None
     varied._path, varied._source = card._path, card._source
     return varied
