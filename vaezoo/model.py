@@ -154,7 +154,9 @@ class VAE(nn.Module):
 
         Raises:
             InputError: ``x`` has another shape or type, or values outside [0, 1], or is on another device than the
-                model.
+                model. The values are read only when the model runs eagerly: under ``torch.compile`` or
+                ``torch.export``, which cannot branch on them, images outside [0, 1] give a wrong loss and code
+                (check a batch first with :meth:`check_input`).
             VaezooError: the model is on the meta device, where it computes nothing.
         """
         x = self._input(x, checked)
