@@ -421,6 +421,26 @@ def test_the_hub_model_card_carries_the_cards_metadata_and_metrics(tmp_path, lic
     assert 'vaezoo.load("hf-hub:owner/tiny")' in readme
 
 
+@pytest.mark.parametrize("text", ["~~struck~~ out", "- a list item", "+ a list item", "1. an ordered item",
+                                  "2) an ordered item", "---", "    indented like code", "=== a <b>tag</b> & *x*"])
+def test_the_hub_model_card_shows_card_text_as_written_where_markdown_would_format_it(tmp_path, text):
+    """GitHub-flavoured Markdown, as the Hub renders it: the summary '- a list item' was a list, '~~struck~~' struck
+    through (here and in a metric's note, in the table), '    indented' a code block."""
+    from markdown_it import MarkdownIt
+
+    card, _ = entry(tmp_path)
+    metric = {**METRIC, "note": text}
+    vaezoo_card = Card.model_validate({**tomllib.loads(card.read_text()), "summary": text, "metrics": {"m": metric}})
+    body = model_card(vaezoo_card, "owner/tiny").split("---\n", 2)[2]
+    tokens = MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(body)
+    opened = [i for i, token in enumerate(tokens) if token.level == 0 and token.nesting == 1]
+    assert [tokens[i].type for i in opened[:3]] == ["heading_open", "paragraph_open", "paragraph_open"]
+    cells = [t for t, before in zip(tokens[1:], tokens) if before.type == "td_open"]
+    for inline in (tokens[opened[1] + 1], cells[-1]):  # the summary (after the name), the note
+        assert [child.type for child in inline.children] == ["text"]
+        assert inline.children[0].content == text.lstrip(" ")
+
+
 @pytest.mark.slow
 def test_a_tampered_file_in_the_hub_cache_loaded_offline_is_reported_as_tampered(hub, tmp_path):
     card, weights = entry(tmp_path)

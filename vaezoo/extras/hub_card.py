@@ -151,14 +151,21 @@ def written_by_vaezoo(text: str) -> bool:
     return match is not None and hashlib.sha256(text[:match.start()].encode()).hexdigest() == match[1]
 
 
-_MARKDOWN_SPECIAL = set("\\`*_[]<>|&#")
+_MARKDOWN_SPECIAL = set("\\`*_[]<>|&#~")
+_BLOCK_START = re.compile(r"[-+]|\d{1,9}[.)]")
+"""What makes a line that begins with it a list item (``- x``, ``+ x``, ``1. x``, ``1) x``) or a thematic break
+(``---``): escaped where the text begins a line, as a card's summary does."""
 
 
 def _markdown(value: object) -> str:
-    """``value`` as Markdown showing it as written, on one line (formatting characters escaped)."""
+    """``value`` as Markdown showing it as written, on one line: formatting characters escaped, and so is a list
+    marker that begins it; leading spaces, which Markdown drops or reads as a code block, are left out."""
     from vaezoo.terminal import printable
 
-    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in printable(value))
+    text = "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in printable(value)).lstrip(" ")
+    if marker := _BLOCK_START.match(text):
+        return f"{text[:marker.end() - 1]}\\{text[marker.end() - 1:]}"
+    return text
 
 
 def _code(value: object) -> str:
