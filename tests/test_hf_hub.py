@@ -441,6 +441,20 @@ def test_the_hub_model_card_shows_card_text_as_written_where_markdown_would_form
         assert inline.children[0].content == text.lstrip(" ")
 
 
+def test_the_hub_model_card_metadata_shows_a_metric_name_holding_control_characters_as_text(tmp_path):
+    """A hand-edited card's metric name went raw into the model-index: U+202E (which reverses the text after it) as
+    itself, ESC as YAML's \\e, which the Hub reads back as ESC."""
+    card, _ = entry(tmp_path)
+    names = ["acc\u202eycarucca", "red\x1b[31m", "two\nlines\a"]
+    vaezoo_card = Card.model_validate({**tomllib.loads(card.read_text()), "metrics": dict.fromkeys(names, METRIC)})
+    readme = model_card(vaezoo_card, "owner/tiny")
+    assert all(c.isprintable() or c == "\n" for c in readme)
+    [index] = yaml.safe_load(readme.split("---\n")[1])["model-index"]
+    [result] = index["results"]
+    shown = ["acc\\u202eycarucca", "red\\x1b[31m", "two\\nlines\\x07"]
+    assert [(m["type"], m["name"]) for m in result["metrics"]] == [(name, name) for name in shown]
+
+
 @pytest.mark.slow
 def test_a_tampered_file_in_the_hub_cache_loaded_offline_is_reported_as_tampered(hub, tmp_path):
     card, weights = entry(tmp_path)

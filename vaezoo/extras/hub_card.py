@@ -17,7 +17,7 @@ from vaezoo.context import layout_text
 from vaezoo.entries.huggingface import INSTALL, hub
 from vaezoo.entries.schema import HUB_PREFIX, Card
 from vaezoo.errors import OutputError
-from vaezoo.terminal import shell_quote
+from vaezoo.terminal import printable, shell_quote
 
 # Hub licence identifiers a card's licence maps to by case alone; any other is "other", named by license_name.
 LICENSES = frozenset({"mit", "apache-2.0", "bsd-2-clause", "bsd-3-clause", "cc0-1.0", "cc-by-4.0", "cc-by-sa-4.0",
@@ -95,8 +95,9 @@ def model_card(card: Card, repo_id: str | None = None) -> str:
         "license": "other", "license_name": re.sub(r"[^a-z0-9]+", "-", licence).strip("-") or "unknown"}
     results = [huggingface_hub.EvalResult(task_type="image-feature-extraction",
                                           task_name="disentangled representation learning",
-                                          dataset_type=card.dataset, dataset_name=card.dataset, metric_type=name,
-                                          metric_name=name, metric_value=metric.value)
+                                          dataset_type=card.dataset, dataset_name=card.dataset,
+                                          metric_type=printable(name), metric_name=printable(name),
+                                          metric_value=metric.value)
                for name, metric in card.metrics.items() if math.isfinite(metric.value)]
     plugins = plugin_requirements(card)
     links = paper_links(card)
@@ -160,8 +161,6 @@ _BLOCK_START = re.compile(r"[-+]|\d{1,9}[.)]")
 def _markdown(value: object) -> str:
     """``value`` as Markdown showing it as written, on one line: formatting characters escaped, and so is a list
     marker that begins it; leading spaces, which Markdown drops or reads as a code block, are left out."""
-    from vaezoo.terminal import printable
-
     text = "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in printable(value)).lstrip(" ")
     if marker := _BLOCK_START.match(text):
         return f"{text[:marker.end() - 1]}\\{text[marker.end() - 1:]}"
@@ -170,6 +169,4 @@ def _markdown(value: object) -> str:
 
 def _code(value: object) -> str:
     """``value`` inside a Markdown code span: a backtick would end the span, so it is dropped."""
-    from vaezoo.terminal import printable
-
     return printable(value).replace("`", "'")
