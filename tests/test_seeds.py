@@ -263,6 +263,16 @@ def test_a_run_of_another_recipe_is_an_error_naming_the_field(work, capsys, chan
     assert get_card(work / "cards" / "toy.toml").metrics["acc"].seeds is None
 
 
+def test_a_run_of_another_recipe_with_the_cards_seed_is_named_by_its_recipe_not_its_seed(work, capsys):
+    # a sweep's members share the seed: they were told to spread the runs around the other member's card
+    run = write_run("runs/beta-4", 0, model={**make_card("tiny")["model"], "regularizers": [{"type": "beta",
+                                                                                            "beta": 4.0}]})
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", run)
+    assert code == 1
+    assert_one_line_error(err, "run runs/beta-4: model.regularizers.0.beta is 4.0, the card's is 1.0; seeds must "
+                               "share the recipe")
+
+
 def test_steps_budget_and_checkpoints_are_not_the_recipe(work, capsys):
     run = write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3},
                     train={"steps": 5, "budget": "1 minute on 2 cores", "checkpoint_every": 2})

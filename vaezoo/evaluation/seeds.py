@@ -93,6 +93,7 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
         if twin is not None:
             also = "" if twin.path == run.path else f" (as {twin.label})"
             raise CardError(f"{run.label} is the same run given twice{also}; give each run once")
+        check_recipe(run, card)  # before its seed: a run of another recipe is no seed of this one, whatever its seed
         same = next((other for other in runs if other.seed == run.seed), None)
         if same is runs[0]:
             raise CardError(f"{run.label} has seed {run.seed}, the seed of card {card.name}, which counts as the run "
@@ -104,7 +105,6 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
             raise CardError(f"{run.label} has the weights of {copy.label} (sha256 {run.card.weights.sha256[:12]}...), "
                             f"so it is a copy of that run, not a run of seed {run.seed}; give runs each trained "
                             f"with its own seed")
-        check_recipe(run, card)
         other = next((o for o in runs if None not in (o.card.train.steps, run.card.train.steps)
                       and o.card.train.steps != run.card.train.steps), None)
         if other is not None:  # one recipe, one number of steps: the fewer were stopped short (--max-steps)
