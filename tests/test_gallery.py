@@ -560,3 +560,20 @@ def test_gallery_writes_beside_toml_files_that_are_no_cards(cards, tmp_path):
     written = gallery(tmp_path, only_seeds=True)
     assert all(path.parent == tmp_path for path in written)
     assert (tmp_path / "pyproject.toml").read_text() == '[project]\nname = "mine"\n'
+
+
+def test_a_full_disk_names_the_picture_where_the_gallery_puts_it_not_its_hidden_staging_folder(
+        tiny_zoo, tmp_path, monkeypatch, capsys):
+    """The error named DIR/.gallery.XXXXXXXX.tmp/NAME.png, a folder removed as the gallery stopped."""
+    import errno
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Image.Image, "save", full)
+    site = tmp_path / "site"
+    assert main(["gallery", str(site), "--no-data"]) == 1
+    err = capsys.readouterr().err
+    assert re.fullmatch(rf"error: cannot write {re.escape(str(site))}/[a-z0-9.-]+\.traverse\.png: No space left on "
+                        rf"device; choose another output path\n", err), err
+    assert not site.exists()

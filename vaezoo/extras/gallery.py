@@ -172,7 +172,8 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
         _refuse_foreign(directory, cards, _files_of_page(path) | set(earlier))  # again: no other gallery writes now
         plots = _nameable(seed_plots(cards))
         refuse_foreign_plots(plots, directory)
-        with _staging(directory) as stage:  # a gallery cut short leaves the one there as it was
+        # a gallery cut short leaves the one there as it was
+        with _staging(directory) as stage, _named_in(directory, stage):
             write_seed_plots(plots, stage)
             painter = _Painter(stage, data_root, use_data, device, seed, steps, samples, scale)
             painter.load_test_images(cards)  # before the cards' bar, whose time left then measures drawing alone
@@ -267,6 +268,20 @@ def _staging(directory: Path) -> Iterator[Path]:
         yield stage
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+@contextmanager
+def _named_in(directory: Path, stage: Path) -> Iterator[None]:
+    """Name a file that cannot be written (a full disk) at its place in ``directory``, not in the hidden ``stage``
+    folder it was drawn in, which is gone once the gallery stops."""
+    try:
+        yield
+    except OutputError as exc:
+        path = exc.phrase.values.get("path") if exc.phrase is not None else None
+        if path is None or Path(path).parent != stage:
+            raise
+        raise OutputError.about(exc.phrase.template, **{**exc.phrase.values, "path": directory / Path(path).name}) \
+            from None
 
 
 def _move(drawn: Path, target: Path) -> None:
