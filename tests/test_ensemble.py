@@ -201,6 +201,16 @@ def test_a_bad_sweep_is_a_one_line_error(data_plugin, tmp_path, capsys, sweep, m
     assert code != 0 and "Traceback" not in err and message in err and not (tmp_path / "out").exists()
 
 
+def test_a_swept_part_no_plugin_registers_names_the_member_that_needs_it(data_plugin, tmp_path, capsys):
+    # it said "card 'tiny-blobs' needs the latent family 'nosuch'", of a card whose latent is gaussian
+    path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    code = main(["train", str(path), "--out", str(tmp_path / "out"), "--sweep", "model.latent.type=gaussian,nosuch"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and not (tmp_path / "out").exists()
+    assert err.startswith("error: model.latent.type=nosuch seed 0: card 'tiny-blobs' needs the latent family "
+                          "'nosuch', which no installed plugin registers")
+
+
 def test_a_sweep_of_a_setting_left_at_its_default_says_to_write_it_on_the_card(data_plugin):
     # regularizers = [{ type = "beta" }] has a beta (1.0) but the card does not state it: '--sweep beta=1,4' said
     # the card had no such field, as of a typo

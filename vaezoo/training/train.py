@@ -33,7 +33,7 @@ from vaezoo.context import check_arguments
 from vaezoo.data import check_data_root
 from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.schema import Card, TrainRecipe
-from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError
+from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError, UnknownNameError
 from vaezoo.evaluation.measure import check_metrics
 from vaezoo.evaluation.report import eval_command, evaluate_card
 from vaezoo.metrics.parallel import worker_pool
@@ -361,10 +361,10 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
             torch.manual_seed(each.train.seed)  # the model's initial weights
             try:
                 models.append(build_model(each, device=run.device))
-            except CardError as exc:  # a swept value the card's schema takes and its model's parts refuse
-                if not label:
+            except (CardError, UnknownNameError) as exc:  # a swept value the card's schema takes and its model's
+                if not label:  # parts refuse, or a part no plugin registers (the card itself was blamed)
                     raise
-                raise CardError(f"{label}: {exc}") from None
+                raise type(exc)(f"{label}: {exc}") from None
         check_metrics(models[0], runs[0][0])  # before the data is read, not after training: every metric asked for
         data = runs[0][0].train.data
         dataset = load_dataset(data.name, options.data_root, "train", **data.options)
