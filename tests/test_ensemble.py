@@ -175,6 +175,9 @@ def test_a_sweep_trains_the_seed_that_seed_names(data_plugin, tmp_path, capsys):
 @pytest.mark.parametrize(("sweep", "message"), [
     ("nothing=1,2", "--sweep nothing: the card has no such field"),
     ("max", "--sweep takes KEY=V1,V2,..., got 'max'"),
+    # a comma too many: '' was swept, refused as the field's value ("beta = '' is not a number", "latent family ''")
+    ("lr=1e-3,", "--sweep lr=1e-3,: value 2 is empty; give the values separated by single commas"),
+    ("lr=1e-3, ,1e-2", "--sweep lr=1e-3, ,1e-2: value 2 is empty"),
     ("lr=1,1", "--sweep values lr=1 and lr=1 make the same card"),
     ("lr=1,1.0", "--sweep values lr=1 and lr=1.0 make the same card"),
     ('lr=1e-3,"../../escaped"', "--sweep lr=../../escaped: a swept value names its member's folder"),

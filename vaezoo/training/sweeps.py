@@ -52,12 +52,16 @@ def parse_sweep(text: str) -> Sweep:
     """``KEY=V1,V2,...`` as a :class:`Sweep`.
 
     Raises:
-        TrainingError: no ``=``, no key, no value, or a value that is not one TOML value.
+        TrainingError: no ``=``, no key, no value, an empty value (``1,,2``), or a value that is not one TOML value.
     """
     key, sep, values = text.partition("=")
     key = key.strip()
     if not sep or not key or not values.strip():
         raise TrainingError.about("{sweep} takes KEY=V1,V2,..., got '{text}'", text=text)
+    empty = next((i for i, v in enumerate(_split(values), 1) if not v.strip()), None)
+    if empty is not None:  # a comma too many: '' was swept, and refused as the field's value ("beta = ''")
+        raise TrainingError.about("{sweep} {text}: value {n} is empty; give the values separated by single commas",
+                                  text=text, n=empty)
     try:
         parsed = tuple(parse_value(v.strip()) for v in _split(values))
     except ValueError as e:
