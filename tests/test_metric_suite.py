@@ -239,6 +239,25 @@ def test_a_metric_called_alone_on_a_dataset_it_cannot_measure_says_so_in_one_lin
         registry("metric")[name](Unused(), dataset)
 
 
+class Sized(Unused):
+    """Stands for a model of images ``channels`` x ``image_size`` x ``image_size`` that the refusal comes before."""
+
+    def __init__(self, channels: int, image_size: int):
+        super().__init__()
+        self.channels, self.image_size = channels, image_size
+
+
+@pytest.mark.parametrize("name", SUPERVISED)
+def test_a_metric_called_alone_on_images_of_another_size_than_the_model_s_names_both(name):
+    """A model of MNIST measured on dSprites was refused by its input check on a batch, "got shape (47, 1, 64, 64);
+    turn images into model input with model.preprocess(images)", which is no fix for a dataset."""
+    dataset = factor_images(torch.tensor(FACTORS[:6]))
+    for model, got in ((Sized(1, 28), "1 x 28 x 28"), (Sized(3, 4), "3 x 4 x 4")):
+        with pytest.raises(MetricError, match=rf"^the dataset's images are 1 x 4 x 4 \(channels, height, width\) and "
+                                              rf"the model takes {got}; measure it on its own dataset"):
+            registry("metric")[name](model, dataset)
+
+
 def test_total_correlation_refuses_factors_that_are_not_a_table_or_hold_nan():
     for dataset, message in (ODD_DATASETS["1-d factors"], ODD_DATASETS["NaN factors"]):
         with pytest.raises(MetricError, match=f"^{message}$"):

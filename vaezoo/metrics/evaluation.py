@@ -107,6 +107,18 @@ class CodeTable:
         self._encoded[:] = True
 
 
+def _require_geometry(model, dataset: ImageDataset) -> None:
+    """Refuse a dataset of images another size or channel count than ``model`` takes (a model of MNIST on
+    dSprites), before any is encoded: the model's own input check said "got shape (47, 1, 64, 64)" on a batch and
+    pointed to ``model.preprocess``, which is for images, not for a dataset."""
+    channels, size = getattr(model, "channels", None), getattr(model, "image_size", None)
+    got = tuple(dataset.batch(slice(0, 1)).shape[1:])
+    if isinstance(channels, int) and isinstance(size, int) and got != (channels, size, size):
+        raise MetricError(f"the dataset's images are {got[0]} x {got[1]} x {got[2]} (channels, height, width) and the "
+                          f"model takes {channels} x {size} x {size}; measure it on its own dataset "
+                          f"(vaezoo.assemble.card_dataset(model.card))")
+
+
 class Evaluation:
     """A model on a dataset, as every metric of one evaluation reads it.
 
@@ -123,7 +135,8 @@ class Evaluation:
 
     Raises:
         DeviceError: ``device`` is not a device this machine has.
-        MetricError: ``batch_size`` is not a whole number of at least 1, or ``dataset`` holds no image.
+        MetricError: ``batch_size`` is not a whole number of at least 1, or ``dataset`` holds no image, or images
+            of another size or channel count than ``model`` takes.
     """
 
     def __init__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> None:
@@ -135,6 +148,7 @@ class Evaluation:
                             f"card's), got {type(dataset).__name__} as the dataset")
         if not len(dataset):  # numpy's "high <= 0" or torch.cat's "expected a non-empty list" inside each metric
             raise MetricError("the dataset holds no image, so there is nothing to measure")
+        _require_geometry(model, dataset)
         device = usable_device(device)
         if whole_number(batch_size) is None or batch_size < 1:  # a numpy integer too, as the settings take
             raise MetricError.about("{batch_size} must be a whole number >= 1, got {got!r}", got=batch_size)
