@@ -394,6 +394,16 @@ def test_a_batch_out_of_range_names_the_range_and_a_batch_at_ints_or_a_mask_is_t
     assert dataset.batch([]).shape == (0, 1, 4, 4) and dataset.batch(-1).shape == (1, 4, 4)
 
 
+@pytest.mark.parametrize("name", ["mnist", "fashion_mnist", "celeba"])
+@pytest.mark.parametrize("size", [0, -1])
+def test_an_image_size_below_one_is_refused_before_any_file_is_read(tmp_path, name, size):
+    """load_dataset("mnist", image_size=0) read the files, then met the resize's "height and width must be > 0" (a
+    card's options were refused already, by the card's schema)."""
+    with pytest.raises(DataError, match=rf"dataset '{name}': image_size = {size} is not a whole number \(int\), at "
+                                        rf"least 1"):
+        load_dataset(name, tmp_path / "nothing here", "test", image_size=size)
+
+
 def test_batches_of_no_whole_number_of_images_and_batches_of_no_model_dtype_are_refused():
     """batches(0) was range()'s ValueError and batches(-1) yielded nothing (a metric over no image); batch(dtype=
     torch.int64) was torch's cast error, and dSprites' gave integer images."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
+
+import annotated_types
 
 import torch
 from torch import Tensor
@@ -14,6 +16,10 @@ from vaezoo.context import whole_number
 from vaezoo.devices import usable_device, usable_dtype
 from vaezoo.errors import DataError, Phrase, setting_on
 
+
+ImageSize = Annotated[int, annotated_types.Ge(1)]
+"""The type of a dataset's ``image_size`` option, its images' height and width: 1 or more (0 or -1 was an error of
+the resize deep inside the loading, "height and width must be > 0", after the files were read)."""
 
 EVAL_BATCH_SIZE = 1024
 """Images per pass of the metrics, in ``vaezoo eval`` and called alone: the code of an image does not depend on the

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from vaezoo.data.base import DataInfo, Dataset, DataRoot, ImageDataset, data_root, download_advice
+from vaezoo.data.base import DataInfo, Dataset, DataRoot, ImageDataset, ImageSize, data_root, download_advice
 from vaezoo.data.images import read_images
 from vaezoo.errors import DataError
 
@@ -24,11 +24,11 @@ SIZE = 64
 class CelebA(Dataset):
     """The registered ``celeba`` dataset: the aligned faces, RGB, resized to ``image_size`` (default 64)."""
 
-    def info(self, split: str = "train", image_size: int = SIZE) -> DataInfo:
+    def info(self, split: str = "train", image_size: ImageSize = SIZE) -> DataInfo:
         _check_split(split)
         return DataInfo(size=SPLITS[split], image_size=image_size, channels=3)
 
-    def load(self, root=None, split: str = "train", image_size: int = SIZE) -> ImageDataset:
+    def load(self, root=None, split: str = "train", image_size: ImageSize = SIZE) -> ImageDataset:
         import torchvision.datasets
 
         _check_split(split)

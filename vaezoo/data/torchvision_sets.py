@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vaezoo.data.base import (DataInfo, DataRoot, Dataset, ImageDataset, check_folders_readable, data_root,
+from vaezoo.data.base import (DataInfo, DataRoot, Dataset, ImageDataset, ImageSize, check_folders_readable, data_root,
                               download_advice)
 from vaezoo.errors import DataError
 from vaezoo.store.limits import check_torch_zip, expanded, not_dense
@@ -168,13 +168,13 @@ class TorchvisionDigits(Dataset):
     def __init__(self, name: str, torchvision_class: str, sizes: dict[str, int]):
         self.name, self.torchvision_class, self.sizes = name, torchvision_class, sizes
 
-    def info(self, split: str = "train", image_size: int | None = None, binarize: str | None = None) -> DataInfo:
+    def info(self, split: str = "train", image_size: ImageSize | None = None, binarize: str | None = None) -> DataInfo:
         if split not in self.sizes:
             raise DataError(f"{self.name} has splits {' and '.join(map(repr, self.sizes))}, not '{split}'")
         _check_binarize(self.name, binarize)
         return DataInfo(size=self.sizes[split], image_size=image_size or 28, channels=1)
 
-    def load(self, root=None, split: str = "train", image_size: int | None = None,
+    def load(self, root=None, split: str = "train", image_size: ImageSize | None = None,
              binarize: str | None = None) -> ImageDataset:
         """Load ``split``; ``binarize="dynamic"`` binarises it (see :data:`BINARIZE_SEED`)."""
         import torchvision.datasets
