@@ -92,3 +92,19 @@ def test_a_tab_does_not_send_a_card_s_dataset_with_control_characters_to_the_she
     cards = tmp_path / "cards"
     write_card(cards, make_card(name="toy-odd", dataset="ds\x1b[31m\nx"))
     assert complete("vaezoo list --dataset ds", child_env(tmp_path / "home", cards=cards), tmp_path) == ["dsprites"]
+
+
+@pytest.mark.parametrize("line, offered", [("vaezoo leaderboard mig_c", ["mig_chen"]),
+                                           ("vaezoo leaderboard mig_chen,mig_", ["mig_chen,mig_dlib"]),
+                                           ("vaezoo leaderboard --dataset dsprites mig_c", ["mig_chen"])])
+def test_a_tab_completes_the_leaderboard_s_metrics_with_those_the_cards_record_not_paths(env, tmp_path, line, offered):
+    # it offered the folder's files ('mig_cfile'), which no card records
+    (tmp_path / "mig_cfile").write_text("", encoding="utf-8")
+    assert complete(line, env, tmp_path) == offered
+
+
+def test_a_tab_does_not_send_a_card_s_metric_with_control_characters_or_a_comma_to_the_shell(tmp_path):
+    cards = tmp_path / "cards"
+    metric = {"value": 0.5, "command": "vaezoo eval toy-odd", "vaezoo_version": "0.1.0"}
+    write_card(cards, make_card(name="toy-odd", metrics={"mig_c\x1b[31m": metric, "mig_c,x": metric}))
+    assert complete("vaezoo leaderboard mig_c", child_env(tmp_path / "home", cards=cards), tmp_path) == ["mig_chen"]

@@ -16,12 +16,25 @@ def add_arguments(p) -> None:
                      "with one; ties in name order. A metric that no card (of --dataset) records is an error "
                      "naming the recorded metric closest to it.")
     p.add_argument("metrics", type=names_arg, metavar="METRIC[,METRIC...]",
-                   help="metrics recorded on the cards, e.g. mig_chen,mig_dlib,betavae_score")
+                   help="metrics recorded on the cards, e.g. mig_chen,mig_dlib,betavae_score").completer = \
+        complete_metrics
     p.add_argument("--dataset", type=filter_arg, help="only models trained on this dataset").completer = \
         complete_dataset
     p.add_argument("--json", action="store_true",
                    help="print JSON: a value that is not a finite number is null, spelled in the row's not_finite "
                         "map (nan, inf, -inf)")
+
+
+def complete_metrics(prefix: str, **_) -> list[str]:
+    """The completions of ``METRIC[,METRIC...]``: the metrics the zoo's cards record that begin the last name of
+    ``prefix`` and are not given before it (a path is never one); a third-party card's metric whose name holds a
+    control character or a comma is not sent to the shell."""
+    from vaezoo.entries.catalog import discover
+
+    given, comma, last = prefix.rpartition(",")
+    names = {name for card in discover().values() for name in card.metrics}
+    return sorted(given + comma + name for name in names if name.startswith(last) and name.isprintable()
+                  and "," not in name and name not in given.split(","))
 
 
 def run(args) -> int:
