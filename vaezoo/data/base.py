@@ -84,7 +84,7 @@ class ImageDataset:
         try:
             return self.images[rows]
         except IndexError:  # an index tensor with an entry out of range (on the CPU; on a GPU, a device assert)
-            raise IndexError(f"an index in {_described(index)} is out of range for a dataset of {len(self)} "
+            raise IndexError(f"an index given ({_described(index)}) is out of range for a dataset of {len(self)} "
                              f"images; use 0 to {len(self) - 1} (or -{len(self)} to -1 from the end)") from None
 
     def draw_pixels(self, x: Tensor) -> Tensor:
@@ -136,11 +136,13 @@ def _rows(index: object, size: int) -> int | slice | Tensor:
 
 
 def _described(index: object) -> str:
-    """``index`` in a few words: its type, and a tensor's or an array's dtype and shape."""
+    """``index`` in a few words: a tensor's, an array's or a numpy scalar's dtype and shape; else its value and type."""
     if hasattr(index, "dtype") and hasattr(index, "shape"):
-        return f"{type(index).__name__} of {str(index.dtype).removeprefix('torch.')}, shape {tuple(index.shape)}"
+        kind = "tensor" if isinstance(index, Tensor) else "array" if type(index).__name__ == "ndarray" else "scalar"
+        shape = f" of shape {tuple(index.shape)}" if tuple(index.shape) else ""
+        return f"{str(index.dtype).removeprefix('torch.')} {kind}{shape}"
     shown = " ".join(repr(index).split())
-    return f"{type(index).__name__} {shown if len(shown) <= 40 else shown[:37] + '...'}"
+    return f"{shown if len(shown) <= 40 else shown[:37] + '...'} ({type(index).__name__})"
 
 
 @dataclass(frozen=True)
