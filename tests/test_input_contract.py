@@ -130,6 +130,9 @@ def test_grey_images_become_rgb_for_a_colour_model():
     (Image.new("L", (0, 0)), "the PIL image is 0x0 pixels"),
     (Image.new("I;16", (28, 28)), "a PIL image of mode 'I;16' holds integers of no fixed range"),
     (Image.new("F", (28, 28), 2.0), r"float images must be in \[0, 1\], got values in \[2, 2\]"),
+    # a rounding above 1 read "[1, 1]" (the range the message says is taken) and was told to divide by 255
+    (torch.full((1, 1, 28, 28), 1.0000001), r"got values in \[1\.0000001\d*, 1\.0000001\d*\]; clamp values just "
+                                           r"outside it \(a rounding's, a resize's\) with x\.clamp\(0, 1\), or pass"),
     (torch.full((28, 28), float("nan")), r"float images hold NaN or infinite values; give finite values in \[0, 1\]$"),
     (torch.full((28, 28), float("inf")), r"float images hold NaN or infinite values"),
     (torch.rand(1, 1, 28, 28, requires_grad=True), r"float images of 28x28 that require grad: resizing them to the "
@@ -340,6 +343,8 @@ def public_calls(model):
     (torch.rand(2, 1, 32, 32) * 255, r"got values in \[0\.\d+, 2\d\d\.\d+\]"),
     (torch.rand(2, 1, 32, 32) - 0.5, r"got values in \[-0\.\d+, 0\.\d+\]"),
     (torch.full((2, 1, 32, 32), float("nan")), r"got values in \[nan, nan\]"),
+    (torch.full((2, 1, 32, 32), -1e-9, dtype=torch.float64), r"got values in \[-1e-09, -1e-09\]"),
+    (torch.full((2, 1, 32, 32), 1 + 1e-12, dtype=torch.float64), r"got values in \[1\.000000000001, 1\.000000000001\]"),
     ([[0.5]], "got list"),
 ])
 def test_public_methods_refuse_what_the_model_does_not_take(model, given, got):

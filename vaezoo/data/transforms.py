@@ -71,7 +71,7 @@ class ModelInput:
         if x.numel() and not tracing():  # the values are data a traced program cannot branch on
             low, high = torch.aminmax(x.detach())
             if not (low >= LOW and high <= HIGH):  # also refuses NaN, for which both comparisons are false
-                raise InputError(f"the model takes {self}, got values in [{low.item():g}, {high.item():g}]; {HINT}")
+                raise InputError(f"the model takes {self}, got values in {_range(low.item(), high.item())}; {HINT}")
 
     def __call__(self, image: Any) -> Tensor:
         """Turn ``image`` into a batch this model takes.
@@ -193,8 +193,10 @@ class ModelInput:
                     raise InputError("float images hold NaN or infinite values; give finite values in "
                                      f"[{LOW:g}, {HIGH:g}]")
                 fix = "map images in [-1, 1] with (x + 1) / 2" if low < LOW else "divide 0-255 floats by 255"
+                if low >= LOW - ROUNDING and high <= HIGH + ROUNDING:
+                    fix = f"clamp values just outside it (a rounding's, a resize's) with x.clamp({LOW:g}, {HIGH:g})"
                 raise InputError(f"float images must be in [{LOW:g}, {HIGH:g}], got values in "
-                                 f"[{low.item():g}, {high.item():g}]; {fix}, or pass uint8")
+                                 f"{_range(low.item(), high.item())}; {fix}, or pass uint8")
         x = x.to(torch.float32)
         if tuple(x.shape[2:]) == (self.image_size, self.image_size):
             return x
@@ -249,6 +251,21 @@ def for_model(model) -> ModelInput:
     if section is None:
         return ModelInput(model.channels, model.image_size)
     return ModelInput(model.channels, model.image_size, section.interpolation, section.transform)
+
+
+ROUNDING = 0.01
+"""How far outside [0, 1] float images may be for the fix their refusal gives to be a clamp (an overshoot of a
+resize or a rounding), not a rescaling."""
+
+
+def _range(low: float, high: float) -> str:
+    """``[low, high]`` as a message shows the range of refused images: to 6 digits, but an end outside [0, 1] that
+    those would round into it in full (1.0000001 read "[1, 1]", a range the message says is taken)."""
+    def shown(value: float) -> str:
+        text = f"{value:g}"
+        return text if LOW <= value <= HIGH or not LOW <= float(text) <= HIGH else repr(value)
+
+    return f"[{shown(low)}, {shown(high)}]"
 
 
 def _require_strided(x: Tensor) -> None:
