@@ -252,10 +252,13 @@ def test_a_metric_called_alone_on_images_of_another_size_than_the_model_s_names_
     """A model of MNIST measured on dSprites was refused by its input check on a batch, "got shape (47, 1, 64, 64);
     turn images into model input with model.preprocess(images)", which is no fix for a dataset."""
     dataset = factor_images(torch.tensor(FACTORS[:6]))
-    for model, got in ((Sized(1, 28), "1 x 28 x 28"), (Sized(3, 4), "3 x 4 x 4")):
-        with pytest.raises(MetricError, match=rf"^the dataset's images are 1 x 4 x 4 \(channels, height, width\) and "
-                                              rf"the model takes {got}; measure it on its own dataset"):
-            registry("metric")[name](model, dataset)
+    flat = ImageDataset(torch.zeros(6, 4, 4, dtype=torch.uint8), factors=torch.tensor(FACTORS[:6]))  # no channels
+    for model, images, got, takes in ((Sized(1, 28), dataset, "1, 4, 4", "1, 28, 28"),
+                                      (Sized(3, 4), dataset, "1, 4, 4", "3, 4, 4"),
+                                      (Sized(1, 4), flat, "4, 4", "1, 4, 4")):
+        with pytest.raises(MetricError, match=rf"^the dataset's images are \({got}\) and the model takes \({takes}\) "
+                                              rf"\(channels, height, width\); measure it on its own dataset"):
+            registry("metric")[name](model, images)
 
 
 def test_total_correlation_refuses_factors_that_are_not_a_table_or_hold_nan():

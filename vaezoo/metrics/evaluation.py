@@ -114,9 +114,8 @@ def _require_geometry(model, dataset: ImageDataset) -> None:
     channels, size = getattr(model, "channels", None), getattr(model, "image_size", None)
     got = tuple(dataset.batch(slice(0, 1)).shape[1:])
     if isinstance(channels, int) and isinstance(size, int) and got != (channels, size, size):
-        raise MetricError(f"the dataset's images are {got[0]} x {got[1]} x {got[2]} (channels, height, width) and the "
-                          f"model takes {channels} x {size} x {size}; measure it on its own dataset "
-                          f"(vaezoo.assemble.card_dataset(model.card))")
+        raise MetricError(f"the dataset's images are {got} and the model takes {(channels, size, size)} (channels, "
+                          f"height, width); measure it on its own dataset (vaezoo.assemble.card_dataset(model.card))")
 
 
 class Evaluation:
