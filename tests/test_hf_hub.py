@@ -455,6 +455,27 @@ def test_the_hub_model_card_metadata_shows_a_metric_name_holding_control_charact
     assert [(m["type"], m["name"]) for m in result["metrics"]] == [(name, name) for name in shown]
 
 
+def test_a_dry_run_onto_a_full_disk_names_the_file_in_out_not_in_its_hidden_staging_folder(
+        tmp_path, monkeypatch, capsys):
+    """The error named DIR/.upload.XXXXXXXX.tmp/config.json, a folder removed as the push stopped."""
+    import errno
+
+    card, _ = entry(tmp_path / "cards")
+    out = tmp_path / "upload"
+    written = Path.write_bytes
+
+    def write_bytes(self, data):
+        if self.name.startswith(".config.json."):  # atomic_write's temporary file of config.json
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return written(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    assert main(["push", str(card), "owner/dry", "--dry-run", "--out", str(out)]) == 1
+    assert capsys.readouterr().err == (f"error: cannot write {out / 'config.json'}: No space left on device; choose "
+                                       f"another output path\n")
+    assert not out.exists() and [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
 @pytest.mark.slow
 def test_a_tampered_file_in_the_hub_cache_loaded_offline_is_reported_as_tampered(hub, tmp_path):
     card, weights = entry(tmp_path)

@@ -44,7 +44,7 @@ from vaezoo.extras.seedplot import (
     seed_plots,
     write_seed_plots,
 )
-from vaezoo.store.files import RECORD_LIMIT, WrittenRecord
+from vaezoo.store.files import RECORD_LIMIT, WrittenRecord, named_in
 from vaezoo.terminal import note, printable, progress, shell_quote
 
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
         plots = _nameable(seed_plots(cards))
         refuse_foreign_plots(plots, directory)
         # a gallery cut short leaves the one there as it was
-        with _staging(directory) as stage, _named_in(directory, stage):
+        with _staging(directory) as stage, named_in(directory, stage):
             write_seed_plots(plots, stage)
             painter = _Painter(stage, data_root, use_data, device, seed, steps, samples, scale)
             painter.load_test_images(cards)  # before the cards' bar, whose time left then measures drawing alone
@@ -268,20 +268,6 @@ def _staging(directory: Path) -> Iterator[Path]:
         yield stage
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-
-
-@contextmanager
-def _named_in(directory: Path, stage: Path) -> Iterator[None]:
-    """Name a file that cannot be written (a full disk) at its place in ``directory``, not in the hidden ``stage``
-    folder it was drawn in, which is gone once the gallery stops."""
-    try:
-        yield
-    except OutputError as exc:
-        path = exc.phrase.values.get("path") if exc.phrase is not None else None
-        if path is None or Path(path).parent != stage:
-            raise
-        raise OutputError.about(exc.phrase.template, **{**exc.phrase.values, "path": directory / Path(path).name}) \
-            from None
 
 
 def _move(drawn: Path, target: Path) -> None:

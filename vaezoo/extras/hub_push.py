@@ -26,7 +26,7 @@ from vaezoo.errors import OutputError, VaezooError, WeightsError, setting_on
 from vaezoo.extras.hub_card import hub_config, model_card
 from vaezoo.store.checksums import sha256_of
 from vaezoo.store.downloads import read_timeout
-from vaezoo.store.files import atomic_write, folder_problem, new_folder_mode, temporaries
+from vaezoo.store.files import atomic_write, folder_problem, named_in, new_folder_mode, temporaries
 from vaezoo.store.locks import folder_lock
 from vaezoo.terminal import note, shell_join, shell_quote
 
@@ -443,7 +443,8 @@ def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner
             raise unwritable(exc) from None
         staging.chmod(stat.S_IMODE(folder.stat().st_mode) if folder.is_dir() else new_folder_mode())
         try:  # staged beside, then moved in whole
-            report = into(staging)
+            with named_in(folder, staging):
+                report = into(staging)
             if folder.is_dir():
                 folder.rmdir()
             staging.rename(folder)

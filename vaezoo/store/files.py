@@ -9,7 +9,8 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +72,24 @@ def stage(path: Path, write: Callable[[Path], None], fix: str | Phrase = "choose
         Path(tmp).unlink(missing_ok=True)
         raise
     return Path(tmp)
+
+
+@contextmanager
+def named_in(folder: Path, staging: Path) -> Iterator[None]:
+    """Name a file that cannot be written in the hidden ``staging`` folder (a full disk) at its place in ``folder``,
+    where it was to go: the staging folder is gone by the time the error is read.
+
+    Raises:
+        OutputError: what the block raised, naming the path under ``folder``.
+    """
+    try:
+        yield
+    except OutputError as exc:
+        path = exc.phrase.values.get("path") if exc.phrase is not None else None
+        if path is None or not Path(path).is_relative_to(staging):
+            raise
+        raise OutputError.about(exc.phrase.template,
+                                **{**exc.phrase.values, "path": folder / Path(path).relative_to(staging)}) from None
 
 
 def check_target(path: Path, fix: str | Phrase = "choose another output path") -> None:
