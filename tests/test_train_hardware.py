@@ -141,6 +141,18 @@ def test_seeds_on_the_command_line(data_plugin, tmp_path, capsys):
     assert capsys.readouterr().out.split() == [str(out / f"seed-{s}" / "toyvae-bars-run.toml") for s in (3, 4)]
 
 
+def test_a_single_run_into_a_sweeps_folder_is_told_to_give_the_sweep(data_plugin, tmp_path, capsys):
+    # it was told to train the ensemble with --seeds, which a sweep's folder refuses too
+    path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    out = tmp_path / "out"
+    assert main(["train", str(path), "--out", str(out), "--sweep", "beta=1,2", "--max-steps", "1", "--no-eval"]) == 0
+    capsys.readouterr()
+    assert main(["train", str(path), "--out", str(out), "--resume"]) == 1
+    assert capsys.readouterr().err == (f"error: --out {out} holds the members of an ensemble (beta=1/seed-0, "
+                                       "beta=2/seed-0); choose another --out, or train the ensemble with the --sweep "
+                                       "(and --seeds) it was started with\n")
+
+
 def test_a_single_run_and_an_ensemble_do_not_share_a_folder(data_plugin, tmp_path, capsys):
     path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
     ensemble, single = tmp_path / "ensemble", tmp_path / "single"

@@ -82,8 +82,10 @@ def check_layout(root: Path, alone: bool) -> None:
         members = sorted({str(p.parent.relative_to(root)) for pattern in ("seed-*/*", "*=*/seed-*/*")
                           for p in root.glob(pattern) if p.name == CHECKPOINT or p.suffix == ".toml"})
         if members:
+            # a sweep's members (KEY=VALUE/seed-N) are trained again only with the sweep: --seeds alone refuses them
+            how = "the {sweep} (and {seeds}) it was started with" if any("=" in m for m in members) else "{seeds}"
             raise OutputError.about("{out} {path} holds the members of an ensemble ({members}); choose another "
-                                    "{out}, or train the ensemble with {seeds}", path=root, members=", ".join(members))
+                                    "{out}, or train the ensemble with " + how, path=root, members=", ".join(members))
     else:
         files = sorted(p.name for p in root.glob("*") if p.name == CHECKPOINT or p.suffix == ".toml")
         if files:
