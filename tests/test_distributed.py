@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,7 +27,8 @@ def free_port() -> int:
 
 
 def train_as_rank(rank: int, world: int, port: int, card: dict, tmp) -> None:
-    """One process of a DDP run (what torchrun sets up), each rank with its own --out to see who writes."""
+    """One process of a DDP run (what torchrun sets up), each rank with its own --out to see who writes; the
+    names of the threads the process is left with in ``threads{rank}.txt``."""
     from vaezoo.entries.schema import Card
     from vaezoo.training.train import train
 
@@ -34,6 +36,8 @@ def train_as_rank(rank: int, world: int, port: int, card: dict, tmp) -> None:
                       LOCAL_RANK=str(rank))
     result = train(Card.model_validate(card), tmp / f"out{rank}")
     torch.save(result.model.state_dict(), tmp / f"weights{rank}.pt")
+    tasks = Path("/proc/self/task")
+    (tmp / f"threads{rank}.txt").write_text("\n".join((t / "comm").read_text().strip() for t in tasks.iterdir()))
 
 
 def resume_as_rank(rank: int, world: int, port: int, card: dict, tmp) -> None:
@@ -51,7 +55,11 @@ def resume_as_rank(rank: int, world: int, port: int, card: dict, tmp) -> None:
 
 
 @pytest.mark.slow
-def test_two_processes_end_with_identical_weights_and_only_rank_0_writes(data_plugin, tmp_path):
+def test_two_processes_end_with_identical_weights_only_rank_0_writing_and_their_process_group_gone(data_plugin,
+                                                                                                     tmp_path):
+    """Their process group gone with its threads: gloo's, left alive (torch kept the group past
+    ``destroy_process_group``), aborted a process at exit one run in tens when one let go of a tensor once Python
+    had begun to shut down ("terminate called without an active exception")."""
     mp.spawn(train_as_rank, args=(2, free_port(), make_card("toy", train={"epochs": 2}), tmp_path), nprocs=2)
     rank0 = torch.load(tmp_path / "weights0.pt", weights_only=True)
     rank1 = torch.load(tmp_path / "weights1.pt", weights_only=True)
@@ -63,6 +71,8 @@ def test_two_processes_end_with_identical_weights_and_only_rank_0_writes(data_pl
     assert len(checkpoint["rng_ranks"]) == 2
     assert entries(tmp_path / "out0") == [CHECKPOINT, "toyvae-bars-run.safetensors", "toyvae-bars-run.toml"]
     assert not (tmp_path / "out1").exists()
+    for rank in range(2):
+        assert "gloo" not in (tmp_path / f"threads{rank}.txt").read_text()
 
 
 @pytest.mark.slow

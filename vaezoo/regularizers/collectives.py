@@ -1,12 +1,16 @@
-"""The rows of a batch from every process of a distributed (DDP) run, for estimators of the whole batch.
+"""The collectives of a distributed (DDP) run: the processes' gradients averaged, and the rows of a batch from
+every process for estimators of the whole batch.
 
 Under ``torchrun`` each process holds its share of the recipe's batch. A loss term that is a mean over
-examples needs nothing more: DDP averages the gradients. A term that is not (a total-correlation estimate,
-which sums densities over the whole batch; a capacity's ``|KL - C|`` of the batch's mean KL) must be taken
-over the recipe's batch to train the recipe's objective, so its inputs are gathered first.
+examples needs nothing more: the processes' gradients are averaged (:func:`average_gradients`). A term that is
+not (a total-correlation estimate, which sums densities over the whole batch; a capacity's ``|KL - C|`` of the
+batch's mean KL) must be taken over the recipe's batch to train the recipe's objective, so its inputs are
+gathered first.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import torch
 import torch.distributed as dist
@@ -18,12 +22,35 @@ def distributed() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
+def average_gradients(params: Iterable[torch.nn.Parameter]) -> None:
+    """The gradients of ``params`` averaged over the processes, in place: one ``all_reduce`` for each dtype of
+    them (a parameter without a gradient, in every process alike, is left out), as DDP averages them."""
+    grads: dict[torch.dtype, list[Tensor]] = {}
+    for p in params:
+        if p.grad is not None:
+            grads.setdefault(p.grad.dtype, []).append(p.grad)
+    world = dist.get_world_size()
+    for same in grads.values():
+        flat = torch.cat([g.reshape(-1) for g in same])
+        dist.all_reduce(flat)
+        flat /= world
+        for g, part in zip(same, flat.split([g.numel() for g in same])):
+            g.copy_(part.view_as(g))
+
+
+def same_weights(module: torch.nn.Module) -> None:
+    """``module``'s parameters and buffers made those of process 0 in every process, in place (as DDP starts)."""
+    with torch.no_grad():
+        for t in [*module.parameters(), *module.buffers()]:
+            dist.broadcast(t, 0)
+
+
 def gather_rows(t: Tensor) -> Tensor:
     """``t`` (equal shapes in every process) concatenated over the processes along its first dimension, in rank
     order; a single process gets ``t`` itself.
 
     Gradients reach each process's own rows: the gradient of the rows of process ``r`` is the sum of what every
-    process's loss sends them, so that DDP's average of the processes' gradients is the gradient of a term that
+    process's loss sends them, so that the average of the processes' gradients is the gradient of a term that
     every process computes alike from the gathered rows.
     """
     return _GatherRows.apply(t) if distributed() else t

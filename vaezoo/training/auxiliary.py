@@ -17,14 +17,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import Tensor
 
 from vaezoo.data import ImageDataset
 from vaezoo.errors import PluginError
 from vaezoo.model import VAE, VAEOutput
 from vaezoo.regularizers.base import UpdateBatch
-from vaezoo.regularizers.collectives import distributed
+from vaezoo.regularizers.collectives import average_gradients, distributed
 from vaezoo.store.weights import load_weights
 
 __all__ = ["TrainingParts"]
@@ -100,7 +99,7 @@ class TrainingParts:
             if losses:
                 sum(losses.values()).backward()
                 if distributed():
-                    _average_gradients(mine)
+                    average_gradients(p for o in mine for group in o.param_groups for p in group["params"])
             for o in mine:
                 o.step()
             shown.update({name: value.detach() for name, value in losses.items()})
@@ -152,13 +151,3 @@ class TrainingParts:
         for name, optimizer in self.optimizers.items():
             optimizer.load_state_dict(state["optimizers"][name])
 
-
-def _average_gradients(optimizers: list[torch.optim.Optimizer]) -> None:
-    """The gradients of ``optimizers``' parameters averaged over the processes of a DDP run."""
-    world = dist.get_world_size()
-    for optimizer in optimizers:
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    dist.all_reduce(p.grad)
-                    p.grad /= world

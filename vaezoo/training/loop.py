@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -60,6 +61,10 @@ def start_run(device) -> Run:
     cuda = device.type == "cuda" if device is not None else torch.cuda.is_available()
     if cuda:
         torch.cuda.set_device(where.local)
+    # torch.distributed.nn.functional's defaults hold the process group that exists when it is first imported
+    # (torch.optim imports it): imported after the group, it keeps it past destroy_process_group, with its
+    # gloo threads, which abort the process at exit if they let go of a tensor once Python has begun to shut down
+    importlib.import_module("torch.distributed.nn.functional")
     dist.init_process_group("nccl" if cuda else "gloo", store=meet(where), rank=where.rank, world_size=where.world)
     return Run(where.rank, where.world, torch.device(f"cuda:{where.local}" if cuda else "cpu"))
 

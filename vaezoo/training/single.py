@@ -1,9 +1,13 @@
 """One run's training loop: one model, or one model per process under DDP (``torchrun``).
 
-Under ``torchrun`` (``WORLD_SIZE`` > 1) the model is wrapped in DistributedDataParallel (gloo on CPU, nccl
-on CUDA) and each rank takes its share of every epoch's order, the order of a DistributedSampler; only rank
-0 writes files. Every ``checkpoint_every`` steps a checkpoint (:mod:`vaezoo.entries.checkpoints`) saves the model,
-the optimiser, the step and the RNG states at the start of that step, once that step's loss is known to be
+Under ``torchrun`` (``WORLD_SIZE`` > 1) every process starts from process 0's weights and averages its
+gradients with the others' each step, as DistributedDataParallel does (gloo on CPU, nccl on CUDA), and each
+rank takes its share of every epoch's order, the order of a DistributedSampler; only rank 0 writes files. Not
+DDP itself: a process group it has used outlives ``destroy_process_group``, and its gloo threads, still alive
+when the process exits, abort it if they let go of a tensor after Python has begun to shut down.
+
+Every ``checkpoint_every`` steps a checkpoint (:mod:`vaezoo.entries.checkpoints`) saves the model, the optimiser,
+the step and the RNG states at the start of that step, once that step's loss is known to be
 finite, so the one a diverged run names is good to resume from. Regularizer schedules are pure functions
 of the step, so resuming (``resume``) continues exactly where the checkpoint was taken. The recipe's ``precision``
 sets torch's TF32 flags for the whole step (:func:`~vaezoo.training.loop.precision_flags`); ``bf16-mixed`` runs
@@ -23,6 +27,7 @@ from vaezoo.data import ImageDataset
 from vaezoo.entries.schema import Card
 from vaezoo.errors import Phrase, TrainingError
 from vaezoo.model import VAE, VAEOutput
+from vaezoo.regularizers.collectives import average_gradients, same_weights
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
@@ -79,9 +84,10 @@ class SingleRun:
         self.bad_terms: Tensor | None = None  # whether each loss term was not finite at that step
         self.term_names: list[str] = []
         self.bf16 = recipe.precision == "bf16-mixed"
-        net = model if run.world == 1 else torch.nn.parallel.DistributedDataParallel(model)
+        if run.world > 1:
+            same_weights(model)
         self.compiled = recipe.compile
-        self.net = Compiled(net) if recipe.compile else net  # the parameters are shared: checkpoints keep their names
+        self.net = Compiled(model) if recipe.compile else model  # the parameters are shared: checkpoints keep names
 
     @property
     def seed(self) -> int:
@@ -121,6 +127,8 @@ class SingleRun:
                 return 0
             self.optimizer.zero_grad(set_to_none=True)
             result.loss.backward()
+            if run.world > 1:
+                average_gradients(self.model.parameters())
             self.optimizer.step()
             if self.parts:
                 self.parts.step(self.model, result, self.step, self.parts.second_images(store, plan.batch_size))
