@@ -6,7 +6,7 @@ A regularizer declares them (:class:`vaezoo.regularizers.base.Regularizer`): the
 After each step of the model, :meth:`TrainingParts.step` draws a second batch where a regularizer asks for one
 (at random from the training set, from the run's own random streams, so that a resumed run draws the same), runs
 each regularizer's update, back-propagates its losses into its own parts and steps their optimisers. Under DDP
-their gradients are averaged over the processes, as DDP averages the model's. A stacked ensemble
+their gradients are averaged over the processes, as the model's are. A stacked ensemble
 (:class:`vaezoo.training.ensemble.Stack`) gives the optimisers its members' parts stacked, and draws each member's
 second batch (:meth:`TrainingParts.second_images`) from the member's own streams.
 """
