@@ -162,8 +162,8 @@ def part() -> None:
     """Once this process's group is destroyed: say so at the meeting point, and on process 0, which hosts it when
     torchrun does not, keep it until every process has (at most :data:`PART_TIMEOUT` seconds).
 
-    Process 0's store goes with its process group; another process still tearing its own group down when it went
-    was aborted by gloo ("terminate called without an active exception").
+    The store goes with process 0's process group: kept until every process has destroyed its own, none finds
+    it gone while tearing its group down.
     """
     if not _MEETING:
         return
