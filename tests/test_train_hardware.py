@@ -142,7 +142,7 @@ def test_seeds_on_the_command_line(data_plugin, tmp_path, capsys):
 
 
 def test_a_single_run_into_a_sweeps_folder_is_told_to_give_the_sweep(data_plugin, tmp_path, capsys):
-    # it was told to train the ensemble with --seeds, which a sweep's folder refuses too
+    # it was told to train the ensemble with --seeds: '--seeds 0 --resume' then trained a new seed-0 beside them
     path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
     out = tmp_path / "out"
     assert main(["train", str(path), "--out", str(out), "--sweep", "beta=1,2", "--max-steps", "1", "--no-eval"]) == 0
