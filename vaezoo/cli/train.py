@@ -83,9 +83,9 @@ def seeds_arg(value: str) -> list[int]:
 
 
 def run(args) -> int:
-    from vaezoo.training.launch import launch
     from vaezoo.training.train import Interrupted, run_recipe
 
+    main_rank = _world() == "1" or os.environ.get("RANK", "0").strip() == "0"  # under torchrun, rank 0 speaks
     try:
         results = run_recipe(card_arg(args.card), Path(args.out), seeds=args.seeds, sweeps=args.sweep or [],
                              seed=args.seed, data_root=args.data_root, epochs=args.epochs, resume=args.resume,
@@ -93,7 +93,7 @@ def run(args) -> int:
                              name=args.name, precision=args.precision, compile=args.compile,
                              evaluate=not args.no_eval)
     except Interrupted as stop:
-        if launch().main:  # under torchrun, rank 0 speaks for the run
+        if main_rank:
             _report_stop(stop, args)
         return 128 + stop.signal
     for result in results:
@@ -105,10 +105,16 @@ def run(args) -> int:
                         f"others finished"), file=sys.stderr)
         return 1
     stopped = [r for r in results if r.step < r.total]
-    if stopped and launch().main:
+    if main_rank and stopped:
         print(printable(f"stopped at {_where_stopped(stopped, len(results))}; continue with: "
                         f"{resume_command(args, until=None)}"), file=sys.stderr)
     return 0
+
+
+def _world() -> str:
+    """The processes of this run, as torchrun sets them in ``WORLD_SIZE`` ("1" where unset): the run has checked
+    it (:func:`vaezoo.training.launch.launch`) before anything is reported."""
+    return os.environ.get("WORLD_SIZE", "").strip() or "1"
 
 
 def _where_stopped(stopped, runs: int) -> str:
@@ -156,10 +162,8 @@ def resume_command(args, until: str | None = "max_steps") -> str:
     none: a virtual environment not activated), ``PYTHON -m vaezoo`` as it was typed, or under torchrun
     ``torchrun --nproc-per-node N -m vaezoo`` (the torchrun options of one machine).
     """
-    from vaezoo.training.launch import launch
-
-    if (world := launch().world) > 1:
-        program = ["torchrun", "--nproc-per-node", os.environ.get("LOCAL_WORLD_SIZE", str(world)), "-m", "vaezoo"]
+    if (world := _world()) != "1":
+        program = ["torchrun", "--nproc-per-node", os.environ.get("LOCAL_WORLD_SIZE", world), "-m", "vaezoo"]
     elif Path(sys.argv[0]).name == "__main__.py":
         program = [sys.orig_argv[0], "-m", "vaezoo"]
     else:
