@@ -21,7 +21,7 @@ from vaezoo.entries.catalog import parse_card
 from vaezoo.errors import OutputError, VaezooError
 from vaezoo.extras import gallery
 from vaezoo.store import locks
-from vaezoo.store.files import SMALL_FILE, read_beside, temporaries, write_beside
+from vaezoo.store.files import SMALL_FILE, atomic_save, read_beside, temporaries, write_beside
 
 PRECIOUS = b"the user's own file\n"
 
@@ -260,3 +260,19 @@ def test_push_dry_run_out_with_glob_characters_removes_nothing_beside_it(tmp_pat
         assert code == 0, err
         assert (tmp_path / beside / "mine.txt").read_bytes() == PRECIOUS
         assert (tmp_path / pattern / "tiny.toml").is_file() and parse_card(tmp_path / pattern / "tiny.toml")
+
+
+def test_a_file_written_over_a_link_to_a_device_takes_a_new_files_permissions(tmp_path):
+    # `vaezoo show -o out.png` where out.png linked to /dev/null made a PNG that everyone could write (0666)
+    (tmp_path / "out.png").symlink_to("/dev/null")
+    (tmp_path / "kept.png").write_bytes(b"old")
+    (tmp_path / "kept.png").chmod(0o640)
+    mask = os.umask(0o022)
+    try:
+        for name in ("out.png", "kept.png"):
+            atomic_save(tmp_path / name, lambda tmp: tmp.write_bytes(b"new"))
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "out.png").read_bytes() == b"new" and not (tmp_path / "out.png").is_symlink()
+    assert oct((tmp_path / "out.png").stat().st_mode & 0o777) == oct(0o644)
+    assert oct((tmp_path / "kept.png").stat().st_mode & 0o777) == oct(0o640)  # a regular file keeps its own

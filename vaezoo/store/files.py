@@ -206,12 +206,14 @@ def _in_the_way(folder: Path) -> str | None:
 
 
 def _mode_for(path: Path) -> int:
-    """The permissions the new file takes: those of the file it replaces, else those open() would give (mkstemp
-    makes 0600), so that a replaced file is no more and no less readable than it was."""
+    """The permissions the new file takes: those of the regular file it replaces (or that a link there names),
+    else those open() would give (mkstemp makes 0600), so that a replaced file is no more and no less readable than
+    it was. A link to a device gives nothing: /dev/null's 0666 would make the new file writable by everyone."""
     try:
-        return stat.S_IMODE(os.stat(path).st_mode)
+        found = os.stat(path).st_mode
     except OSError:
-        return 0o666 & ~_umask()
+        found = None
+    return stat.S_IMODE(found) if found is not None and stat.S_ISREG(found) else 0o666 & ~_umask()
 
 
 def new_folder_mode() -> int:
