@@ -101,7 +101,8 @@ def test_markdown_table_shows_card_text_as_written(monkeypatch, tmp_path, capsys
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "")
     monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path))
     metric = {"value": 0.25, "command": "vaezoo eval toy-b", "vaezoo_version": "0.1.0"}
-    write_card(tmp_path, make_card(name="toy-b", summary="a | b <img src=x> *bold* `code` [link](y) \x1b[31mred\nnext",
+    summary = "a | b <img src=x> *bold* `code` [link](y) ~~gone~~ \x1b[31mred\nnext"
+    write_card(tmp_path, make_card(name="toy-b", summary=summary,
                                    latent="gaussian(3)", parameters=1234, metrics={"my_metric": metric},
                                    headline="my_metric"))
     write_card(tmp_path, make_card(name="toy-a", dataset="dsprites"))
@@ -111,7 +112,7 @@ def test_markdown_table_shows_card_text_as_written(monkeypatch, tmp_path, capsys
                          "| --- | --- | --- | --- | --- |"]
     assert lines[2] == "| `toy-a` | test card toy-a |  |  |  |"
     # Control characters are shown as their escapes (\x1b, \n), with the backslash escaped for Markdown.
-    assert lines[3] == ("| `toy-b` | a \\| b \\<img src=x\\> \\*bold\\* \\`code\\` \\[link\\](y) "
+    assert lines[3] == ("| `toy-b` | a \\| b \\<img src=x\\> \\*bold\\* \\`code\\` \\[link\\](y) \\~\\~gone\\~\\~ "
                         "\\\\x1b\\[31mred\\\\nnext | gaussian(3) | 1,234 | my\\_metric 0.25 |")
     assert len(lines) == 4
     assert main(["list", "--markdown", "--dataset", "dsprites"]) == 0

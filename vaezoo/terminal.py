@@ -8,6 +8,7 @@ never gets progress.
 from __future__ import annotations
 
 import errno
+import re
 import shlex
 import sys
 import time
@@ -56,6 +57,24 @@ def _bytes_escaped(character: str) -> str:
 def shell_join(words: Iterable[str]) -> str:
     """``words`` as one command line, each :func:`shell_quote`-d (:func:`shlex.join`, control characters escaped)."""
     return " ".join(map(shell_quote, words))
+
+
+_MARKDOWN_SPECIAL = set("\\`*_[]<>|&#~")
+"""Characters Markdown reads as formatting, a table's cell border, an HTML tag, an entity or a heading."""
+
+_BLOCK_START = re.compile(r"[-+]|\d{1,9}[.)]")
+"""What makes a line that begins with it a list item (``- x``, ``+ x``, ``1. x``, ``1) x``) or a thematic break
+(``---``): escaped where the text begins, as a card's summary begins a line."""
+
+
+def markdown_text(value: object) -> str:
+    """``value`` as Markdown showing it as written, on one line (:func:`printable`): formatting characters
+    escaped, and so is a list marker that begins it; leading spaces, which Markdown drops or reads as a code
+    block, are left out."""
+    text = "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in printable(value)).lstrip(" ")
+    if marker := _BLOCK_START.match(text):
+        return f"{text[:marker.end() - 1]}\\{text[marker.end() - 1:]}"
+    return text
 
 
 def printable_lines(text: str) -> str:

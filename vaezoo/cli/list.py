@@ -3,6 +3,7 @@
 import sys
 
 from vaezoo.cli.common import complete_dataset, filter_arg, print_json, print_table, printable
+from vaezoo.terminal import markdown_text
 
 
 def add_parser(sub) -> None:
@@ -113,15 +114,6 @@ def _entry(card) -> dict:
             "metrics": {k: m.value for k, m in card.metrics.items()}}
 
 
-# Characters Markdown would read as formatting, a table's cell border, an HTML tag or an entity.
-_MARKDOWN_SPECIAL = set("\\`*_[]<>|&")
-
-
-def _markdown_text(value: object) -> str:
-    """``value`` as Markdown that shows it as written, on one line (:func:`printable`, formatting escaped)."""
-    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in printable(value))
-
-
 def markdown_table(cards) -> str:
     """The cards as a Markdown table: name, summary, latent layout, parameter count and headline metric.
 
@@ -133,8 +125,8 @@ def markdown_table(cards) -> str:
     """
     lines = ["| name | what it is | latent | parameters | headline metric |", "| --- | --- | --- | --- | --- |"]
     for c in cards:
-        cells = [f"`{c.name}`", _markdown_text(c.summary), _markdown_text(c.latent_text),
-                 f"{c.parameters:,}" if c.parameters else "", _markdown_text(headline(c))]
+        cells = [f"`{c.name}`", markdown_text(c.summary), markdown_text(c.latent_text),
+                 f"{c.parameters:,}" if c.parameters else "", markdown_text(headline(c))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -17,7 +17,7 @@ from vaezoo.context import layout_text
 from vaezoo.entries.huggingface import INSTALL, hub
 from vaezoo.entries.schema import HUB_PREFIX, Card
 from vaezoo.errors import OutputError
-from vaezoo.terminal import printable, shell_quote
+from vaezoo.terminal import markdown_text, printable, shell_quote
 
 # Hub licence identifiers a card's licence maps to by case alone; any other is "other", named by license_name.
 LICENSES = frozenset({"mit", "apache-2.0", "bsd-2-clause", "bsd-3-clause", "cc0-1.0", "cc-by-4.0", "cc-by-sa-4.0",
@@ -105,12 +105,12 @@ def model_card(card: Card, repo_id: str | None = None) -> str:
     tags = list(dict.fromkeys(["vaezoo", "vae", "disentanglement", card.architecture, *card.latent_families, *arxiv]))
     metadata = huggingface_hub.ModelCardData(library_name="vaezoo", tags=tags, datasets=[card.dataset],
                                              model_name=card.name, eval_results=results or None, **licence_fields)
-    lines = ["---", metadata.to_yaml(), "---", "", f"# {_markdown(card.name)}", "", _markdown(card.summary), "",
-             f"Paper: {_markdown(card.paper)}", ""]
+    lines = ["---", metadata.to_yaml(), "---", "", f"# {markdown_text(card.name)}", "", markdown_text(card.summary), "",
+             f"Paper: {markdown_text(card.paper)}", ""]
     lines += [f"- <{link}>" for link in links] + ([""] if links else [])
     lines += [f"A [vaezoo](https://pypi.org/project/vaezoo/) model: architecture `{_code(card.architecture)}`, "
               f"trained on `{_code(card.dataset)}`"
-              + (f", latent {_markdown(card.latent_text)}" if card.latent else "")
+              + (f", latent {markdown_text(card.latent_text)}" if card.latent else "")
               + (f", {card.parameters:,} parameters" if card.parameters else "") + ".", "",
               "## Use", "", "```python", "import vaezoo", "", f'model = vaezoo.load("{HUB_PREFIX}{repo}")',
               "# or, with the options of PyTorchModelHubMixin's from_pretrained:",
@@ -124,17 +124,17 @@ def model_card(card: Card, repo_id: str | None = None) -> str:
                      f"`{card.weights.sha256}`, checked before loading.")
     if card.metrics:
         lines += ["", "## Metrics", "", "| metric | value | command | note |", "| --- | --- | --- | --- |"]
-        lines += [f"| {_markdown(name)} | {metric.value:.6g} | {_markdown(metric.command)} | "
-                  f"{_markdown(metric.note or '')} |" for name, metric in card.metrics.items()]
+        lines += [f"| {markdown_text(name)} | {metric.value:.6g} | {markdown_text(metric.command)} | "
+                  f"{markdown_text(metric.note or '')} |" for name, metric in card.metrics.items()]
     spreads = {name: metric.seeds for name, metric in card.metrics.items() if metric.seeds is not None}
     if spreads:
         lines += ["", "## Seeds", "", "Each metric over every complete run of the recipe, one per seed: the shipped "
                   "weights are one of them.", "",
                   "| metric | runs | median | min | max | each seed | shipped seed |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
-        lines += [f"| {_markdown(name)} | {s.n} | {s.median:.4g} | {s.min:.4g} | {s.max:.4g} | "
+        lines += [f"| {markdown_text(name)} | {s.n} | {s.median:.4g} | {s.min:.4g} | {s.max:.4g} | "
                   + ", ".join(f"{run.seed}: {run.value:.4g}" for run in s.runs)
-                  + f" | {s.shipped} ({_markdown(s.selection)}) |" for name, s in spreads.items()]
+                  + f" | {s.shipped} ({markdown_text(s.selection)}) |" for name, s in spreads.items()]
         commands = dict.fromkeys(s.command for s in spreads.values())
         lines += ["", "Made by " + "; ".join(f"`{_code(command)}`" for command in commands) + "."]
     text = "\n".join(lines) + "\n"
@@ -150,21 +150,6 @@ def written_by_vaezoo(text: str) -> bool:
     """Whether ``text`` is a README :func:`model_card` wrote and nobody has edited since."""
     match = re.search(rf"\n<!-- {re.escape(STAMP)} ([0-9a-f]{{64}}) -->\n\Z", text)
     return match is not None and hashlib.sha256(text[:match.start()].encode()).hexdigest() == match[1]
-
-
-_MARKDOWN_SPECIAL = set("\\`*_[]<>|&#~")
-_BLOCK_START = re.compile(r"[-+]|\d{1,9}[.)]")
-"""What makes a line that begins with it a list item (``- x``, ``+ x``, ``1. x``, ``1) x``) or a thematic break
-(``---``): escaped where the text begins a line, as a card's summary does."""
-
-
-def _markdown(value: object) -> str:
-    """``value`` as Markdown showing it as written, on one line: formatting characters escaped, and so is a list
-    marker that begins it; leading spaces, which Markdown drops or reads as a code block, are left out."""
-    text = "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in printable(value)).lstrip(" ")
-    if marker := _BLOCK_START.match(text):
-        return f"{text[:marker.end() - 1]}\\{text[marker.end() - 1:]}"
-    return text
 
 
 def _code(value: object) -> str:
