@@ -137,6 +137,64 @@ def test_whole_batch_terms_under_ddp_are_those_of_the_recipe_batch(tmp_path):
     torch.testing.assert_close(averaged, alone_grad)
 
 
+RUNNING = '''
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_register_regularizers(register):
+    import os
+
+    import torch
+    from vaezoo.regularizers import Regularizer
+
+    class Running(Regularizer):
+        """Weighs its term by a mean of the codes it saw last, kept in a buffer; writes the weight it uses at each
+        step to ``$USED_BY.RANK``."""
+
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("level", torch.ones(()))
+
+        def forward(self, posterior, z, step):
+            used = self.level.clone()
+            if self.training:
+                with open(f"{os.environ['USED_BY']}.{torch.distributed.get_rank()}", "a") as f:
+                    f.write(f"{step} {used.item()!r}\\n")
+                self.level.copy_(z.detach().abs().mean())
+            return {"running": used * z.square().mean()}
+
+    register("running", Running)
+'''
+
+
+@pytest.mark.slow
+def test_every_process_of_a_run_uses_process_0s_buffers_as_ddp_did(data_plugin, tmp_path):
+    """A regularizer's state kept in a buffer from the codes it sees (its docs say to keep state in buffers) is
+    process 0's in every process at each step, as DistributedDataParallel broadcast it: each process went on with
+    its own, so the processes' averaged gradients were of different objectives."""
+    install_plugin(data_plugin, "running", RUNNING)
+    model = make_card("tiny")["model"]
+    path = write_toml(tmp_path / "tiny.toml", make_card("tiny", model={
+        **model, "regularizers": [*model["regularizers"], {"type": "running"}]}))
+    port, used = free_port(), tmp_path / "used"
+    env = {**child_env(tmp_path / "home", site=data_plugin), **STALE, "MASTER_PORT": str(port), "USED_BY": str(used)}
+    env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    command = [sys.executable, "-m", "vaezoo", "train", str(path), "--out", str(tmp_path / "out"), "--no-eval",
+               "--max-steps", "5"]
+    ranks = [subprocess.Popen(command, env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    try:
+        said = [rank.communicate(timeout=120) for rank in ranks]
+    finally:
+        for rank in ranks:
+            rank.kill()
+    assert [rank.returncode for rank in ranks] == [0, 0], said
+    by_rank = [used.with_name(f"used.{rank}").read_text().splitlines() for rank in range(2)]
+    assert len(by_rank[0]) >= 5 and len({line.split()[1] for line in by_rank[0]}) > 1  # the weight changes
+    assert by_rank[1] == by_rank[0]
+
+
 STALE = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 """What torchrun sets in rank 0 of two: left in a shell, a lone ``vaezoo train`` reads it."""
 

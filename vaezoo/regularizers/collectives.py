@@ -40,9 +40,26 @@ def average_gradients(params: Iterable[torch.nn.Parameter]) -> None:
 
 def same_weights(module: torch.nn.Module) -> None:
     """``module``'s parameters and buffers made those of process 0 in every process, in place (as DDP starts)."""
+    _from_process_0([*module.parameters(), *module.buffers()])
+
+
+def same_buffers(module: torch.nn.Module) -> None:
+    """``module``'s buffers made those of process 0 in every process, in place, as DDP does before each forward pass
+    in training: state a part keeps in a buffer from the data it sees (a running mean) is process 0's in all."""
+    _from_process_0(list(module.buffers()))
+
+
+def _from_process_0(tensors: list[Tensor]) -> None:
+    """``tensors`` set to process 0's, in place: one ``broadcast`` for each dtype and device of them."""
+    alike: dict[tuple[torch.dtype, torch.device], list[Tensor]] = {}
+    for t in tensors:
+        alike.setdefault((t.dtype, t.device), []).append(t)
     with torch.no_grad():
-        for t in [*module.parameters(), *module.buffers()]:
-            dist.broadcast(t, 0)
+        for same in alike.values():
+            flat = torch.cat([t.reshape(-1) for t in same])
+            dist.broadcast(flat, 0)
+            for t, part in zip(same, flat.split([t.numel() for t in same])):
+                t.copy_(part.view_as(t))
 
 
 def gather_rows(t: Tensor) -> Tensor:

@@ -1,10 +1,11 @@
 """One run's training loop: one model, or one model per process under DDP (``torchrun``).
 
-Under ``torchrun`` (``WORLD_SIZE`` > 1) every process starts from process 0's weights and averages its
-gradients with the others' each step, as DistributedDataParallel does (gloo on CPU, nccl on CUDA), and each
-rank takes its share of every epoch's order, the order of a DistributedSampler; only rank 0 writes files. Not
-DDP itself: a process group it has used outlives ``destroy_process_group``, and its gloo threads, still alive
-when the process exits, abort it if they let go of a tensor after Python has begun to shut down.
+Under ``torchrun`` (``WORLD_SIZE`` > 1) every process starts from process 0's weights, takes process 0's buffers
+before each step and averages its gradients with the others' after it, as DistributedDataParallel does (gloo on
+CPU, nccl on CUDA), and each rank takes its share of every epoch's order, the order of a DistributedSampler; only
+rank 0 writes files. Not DDP itself: a process group it has used outlives ``destroy_process_group``, and its
+gloo threads, still alive when the process exits, abort it if they let go of a tensor after Python has begun to
+shut down.
 
 Every ``checkpoint_every`` steps a checkpoint (:mod:`vaezoo.entries.checkpoints`) saves the model, the optimiser,
 the step and the RNG states at the start of that step, once that step's loss is known to be
@@ -27,7 +28,7 @@ from vaezoo.data import ImageDataset
 from vaezoo.entries.schema import Card
 from vaezoo.errors import Phrase, TrainingError
 from vaezoo.model import VAE, VAEOutput
-from vaezoo.regularizers.collectives import average_gradients, same_weights
+from vaezoo.regularizers.collectives import average_gradients, same_buffers, same_weights
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
@@ -111,6 +112,8 @@ class SingleRun:
                 stopping is not None or self.step > 0 and self.step % recipe.checkpoint_every == 0)
             rng = rng_state(run) if due else None
             x = store.draw_pixels(store.batch(self.order[b * plan.batch_size:(b + 1) * plan.batch_size]))
+            if run.world > 1:
+                same_buffers(self.model)
             with torch.autocast(run.device.type, torch.bfloat16, enabled=self.bf16):
                 result = self._forward(x)
             bad = ~torch.isfinite(result.loss.detach()) & (self.first_bad < 0)
