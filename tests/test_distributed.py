@@ -137,6 +137,34 @@ def test_whole_batch_terms_under_ddp_are_those_of_the_recipe_batch(tmp_path):
     torch.testing.assert_close(averaged, alone_grad)
 
 
+def same_weights_as_rank(rank: int, world: int, port: int, tmp) -> None:
+    """Process ``rank`` of ``world`` making a net process 1 builds wider its weights as process 0's: what it said,
+    or its weights, in ``tmp/said{rank}.pt``."""
+    from vaezoo.regularizers.collectives import same_weights
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4 + rank), torch.nn.Linear(4 + rank, 2))
+    try:
+        same_weights(net)
+        said = net.state_dict()
+    except TrainingError as exc:
+        said = str(exc)
+    torch.distributed.destroy_process_group()
+    torch.save(said, tmp / f"said{rank}.pt")
+
+
+def test_processes_building_other_models_are_refused_by_every_process(tmp_path):
+    """A process whose model is not process 0's (another plugin's version on another machine) is refused in one
+    line, as DDP refused it: process 0's weights broadcast into tensors of other sizes aborted a process with
+    gloo's "Received data size doesn't match expected size"."""
+    mp.spawn(same_weights_as_rank, args=(2, free_port(), tmp_path), nprocs=2)
+    for rank in range(2):
+        assert torch.load(tmp_path / f"said{rank}.pt", weights_only=True) == (
+            "process 1 of this run builds another model than process 0 (0.weight (5, 3) float32 where process 0 has "
+            "0.weight (4, 3) float32); install the same versions of vaezoo and its plugins for every process")
+
+
 RUNNING = '''
 import vaezoo
 

@@ -10,11 +10,14 @@ gathered first.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
+
+from vaezoo.errors import TrainingError
 
 
 def distributed() -> bool:
@@ -39,8 +42,23 @@ def average_gradients(params: Iterable[torch.nn.Parameter]) -> None:
 
 
 def same_weights(module: torch.nn.Module) -> None:
-    """``module``'s parameters and buffers made those of process 0 in every process, in place (as DDP starts)."""
-    _from_process_0([*module.parameters(), *module.buffers()])
+    """``module``'s parameters and buffers made those of process 0 in every process, in place (as DDP starts).
+
+    Raises:
+        TrainingError: a process's module has other parameters or buffers than process 0's (by name, shape or
+            dtype), as DDP refused it: a broadcast of other sizes aborted a process.
+    """
+    named = [*module.named_parameters(), *module.named_buffers()]
+    mine = [f"{name} {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}" for name, t in named]
+    told: list[list[str] | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(told, mine)
+    for rank, other in enumerate(told):
+        if other != told[0]:
+            first, then = next((a, b) for a, b in itertools.zip_longest(told[0], other) if a != b)
+            raise TrainingError(f"process {rank} of this run builds another model than process 0 ({then or 'nothing'}"
+                                f" where process 0 has {first or 'nothing'}); install the same versions of vaezoo "
+                                f"and its plugins for every process")
+    _from_process_0([t for _, t in named])
 
 
 def same_buffers(module: torch.nn.Module) -> None:
