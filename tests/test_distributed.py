@@ -137,6 +137,34 @@ def test_whole_batch_terms_under_ddp_are_those_of_the_recipe_batch(tmp_path):
     torch.testing.assert_close(averaged, alone_grad)
 
 
+def averaged_as_rank(rank: int, world: int, port: int, tmp) -> None:
+    """Process ``rank`` of ``world`` averaging gradients of its own (``rank + 1`` times a float32, a float64 and a
+    bfloat16 parameter's; a fourth without one): the gradients in ``tmp/grads{rank}.pt``."""
+    from vaezoo.regularizers.collectives import average_gradients
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    params = [torch.nn.Parameter(torch.ones(shape, dtype=dtype)) for shape, dtype in
+              (((2, 3), torch.float32), ((4,), torch.float64), ((3,), torch.bfloat16), ((2,), torch.float32))]
+    for i, p in enumerate(params[:3]):
+        p.grad = torch.arange(p.numel(), dtype=p.dtype).view_as(p) * (rank + 1) + i
+    average_gradients(params)
+    torch.distributed.destroy_process_group()
+    torch.save([p.grad for p in params], tmp / f"grads{rank}.pt")
+
+
+def test_gradients_are_averaged_over_the_processes_dtype_by_dtype_as_ddp_averages_them(tmp_path):
+    """Each of 3 processes gets the mean of the three's gradients, in each parameter's dtype; a parameter without a
+    gradient keeps none (DistributedDataParallel averaged them; a sum trained at 3 times the rate)."""
+    mp.spawn(averaged_as_rank, args=(3, free_port(), tmp_path), nprocs=3)
+    for rank in range(3):
+        grads = torch.load(tmp_path / f"grads{rank}.pt", weights_only=True)
+        assert grads[3] is None
+        for i, (grad, dtype) in enumerate(zip(grads[:3], (torch.float32, torch.float64, torch.bfloat16))):
+            assert grad.dtype == dtype
+            torch.testing.assert_close(grad, torch.arange(grad.numel(), dtype=dtype).view_as(grad) * 2 + i)
+
+
 def same_weights_as_rank(rank: int, world: int, port: int, tmp) -> None:
     """Process ``rank`` of ``world`` making a net process 1 builds wider its weights as process 0's: what it said,
     or its weights, in ``tmp/said{rank}.pt``."""
