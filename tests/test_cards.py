@@ -64,6 +64,22 @@ def test_invalid_card_names_the_file_and_the_field(tmp_path, change, field, mess
     assert "\n" not in text
 
 
+def test_a_recipe_s_whole_numbers_given_as_numpy_or_torch_integers_are_taken_as_the_ints_they_are():
+    """Strict against a card's `true`, "3" and 2.0, the recipe's counts refused np.int64(3) from Python as "Input
+    should be a valid integer", which they took before; a bool is still no count."""
+    import numpy as np
+    import torch
+
+    given = {"epochs": np.int64(3), "batch_size": np.int32(8), "checkpoint_every": torch.tensor(5),
+             "steps": np.uint8(7)}
+    recipe = Card.model_validate(make_card(name="toy-mnist", train=given)).train
+    assert [(type(v), v) for v in (recipe.epochs, recipe.batch_size, recipe.checkpoint_every, recipe.steps)] == [
+        (int, 3), (int, 8), (int, 5), (int, 7)]
+    for value in (np.True_, torch.tensor(True), np.array(True)):
+        with pytest.raises(ValidationError, match="train.epochs\n  Input should be a valid integer"):
+            Card.model_validate(make_card(name="toy-mnist", train={"epochs": value}))
+
+
 def test_a_field_unknown_to_this_vaezoo_on_a_card_of_a_newer_one_says_to_upgrade(tmp_path):
     data = make_card(name="toy-mnist", license_url="https://example.org/licence")
     path = write_toml(tmp_path / "toy-mnist.toml", {**data, "vaezoo_version": "3.2.0"})

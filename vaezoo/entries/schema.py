@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (BaseModel, ConfigDict, Field, PlainValidator, PrivateAttr, SerializationInfo, Strict,
-                      StrictBool, ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, PrivateAttr, SerializationInfo,
+                      Strict, StrictBool, ValidationError, ValidationInfo, field_validator, model_serializer,
+                      model_validator)
 
-from vaezoo.context import LatentPart, layout_text
+from vaezoo.context import LatentPart, layout_text, whole_number
 
 NAME_PATTERN = r"^[a-z0-9]+(?:[-_.][a-z0-9]+)*$"
 MAX_NAME = 200  # the files named after a card (NAME.toml, .NAME.toml.lock, NAME.traverse.png) fit in 255 bytes
@@ -41,9 +42,18 @@ def _seed(value: Any, where: str = "") -> int:
 
 Seed = Annotated[int, PlainValidator(_seed)]
 """A card field holding a seed: a whole number in [0, :data:`SEED_LIMIT`)."""
+
+
+def _plain_int(value: Any) -> Any:
+    """A numpy or 0-d torch integer as the int it is (taken before the recipe's numbers were strict); any other
+    value as given, for the strict check."""
+    number = whole_number(value)
+    return value if number is None else number
+
+
 # TOML's integers are 64-bit: a larger one is no TOML to other readers. Strict, as a recipe's numbers are: a card's
 # `true` or "2" is refused, not trained as 1 or 2 (nor `2.0`, which no run of whole epochs or batches holds)
-_Count = Annotated[int, Strict(), Field(gt=0, lt=2**63)]
+_Count = Annotated[int, BeforeValidator(_plain_int), Strict(), Field(gt=0, lt=2**63)]
 
 
 class _Frozen(BaseModel):
@@ -192,7 +202,7 @@ class TrainRecipe(_Frozen):
     seed: Seed = 0
     checkpoint_every: _Count = Field(default=1000, description="steps between checkpoints")
     budget: str | None = Field(default=None, description="wall time of the run on the stated machine")
-    steps: Annotated[int, Strict()] | None = Field(default=None, ge=0, lt=2**63,
+    steps: Annotated[int, BeforeValidator(_plain_int), Strict()] | None = Field(default=None, ge=0, lt=2**63,
                               description="optimizer steps of the run; written by vaezoo train")
     precision: Literal["fp32", "tf32", "tf32-conv", "bf16-mixed"] = Field(
         default="tf32-conv", description="the arithmetic of the run on a GPU (the CPU computes float32 for all but "
