@@ -140,7 +140,7 @@ def test_shape_accuracy_needs_a_shape_factor_and_a_categorical(mnist_root):
     from vaezoo.errors import VaezooError
     from vaezoo_jointvae.metrics import shape_accuracy
 
-    digits = load_dataset("mnist", mnist_root, "test", image_size=32)
+    digits = load_dataset("mnist", mnist_root, "test", image_size=64)  # the model's size: only the factors are missing
     with pytest.raises(VaezooError, match="shape_accuracy needs a dataset with a 'shape' factor .* has no factors"):
         shape_accuracy(_small_jointvae(), digits)
     with pytest.raises(VaezooError, match="shape_accuracy needs a model with a categorical latent part"):
