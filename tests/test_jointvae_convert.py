@@ -266,6 +266,20 @@ def test_cli_refuses_an_unknown_dataset_in_one_line(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_cli_says_an_out_folder_of_links_in_a_loop_is_one_not_that_its_target_does_not_exist(tmp_path, capsys):
+    """``ln -s loop2 loop1; ln -s loop1 loop2``: ``--out loop1`` said that loop1 links to loop2, which does not
+    exist."""
+    write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10])
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    for out in (tmp_path / "loop1", tmp_path / "loop1" / "sub"):
+        assert main(["convert", "jointvae-original", str(tmp_path / "model.pt"), "--dataset", "mnist",
+                     "--out", str(out)]) == 1
+        assert capsys.readouterr().err == (f"error: cannot write in --out {out}: {tmp_path / 'loop1'} is a symbolic "
+                                           f"link to loop2, and the links from there lead back in a loop; choose "
+                                           f"another --out\n")
+
+
 @pytest.mark.slow
 def test_cli_refuses_a_pickle_that_is_not_weights_only(tmp_path):
     marker = tmp_path / "unpickled"

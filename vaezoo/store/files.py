@@ -197,12 +197,24 @@ def folder_problem(folder: Path, exc: OSError) -> str:
 
 def _in_the_way(folder: Path) -> str | None:
     """What stands where ``folder`` or a folder above it belongs, in words: a symbolic link to nothing (which mkdir
-    calls 'File exists'), or a file; None when nothing does."""
+    calls 'File exists') or one of links that lead back to themselves, or a file; None when nothing does."""
     dangling = next((p for p in (folder, *folder.parents) if p.is_symlink() and not p.exists()), None)
     if dangling is not None:
+        if _link_loop(dangling):
+            return (f"{dangling} is a symbolic link to {os.readlink(dangling)}, and the links from there lead back "
+                    f"in a loop")
         return f"{dangling} is a symbolic link to {os.readlink(dangling)}, which does not exist"
     blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
     return f"{blocker} is a file, not a folder" if blocker else None
+
+
+def _link_loop(link: Path) -> bool:
+    """Whether following the symbolic link ``link`` never ends (ELOOP): links that lead back to themselves."""
+    try:
+        os.stat(link)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def _mode_for(path: Path) -> int:
