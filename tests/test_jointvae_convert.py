@@ -280,6 +280,18 @@ def test_cli_says_an_out_folder_of_links_in_a_loop_is_one_not_that_its_target_do
                                            f"another --out\n")
 
 
+def test_cli_says_an_empty_checkpoint_is_empty(tmp_path, capsys):
+    """A 0-byte ``.pt`` file was refused as not a state dict torch.load reads (EOFError)."""
+    (tmp_path / "empty.pt").touch()
+    out = tmp_path / "out"
+    assert main(["convert", "jointvae-original", str(tmp_path / "empty.pt"), "--dataset", "mnist",
+                 "--out", str(out)]) == 1
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'empty.pt'} is not a checkpoint torch.save wrote: it is "
+                                       f"an empty file (0 bytes); give the file the original code saved with "
+                                       f"torch.save(model.state_dict(), path)\n")
+    assert not out.exists()
+
+
 @pytest.mark.slow
 def test_cli_refuses_a_pickle_that_is_not_weights_only(tmp_path):
     marker = tmp_path / "unpickled"

@@ -123,7 +123,8 @@ def read_original(path: Path) -> dict[str, Tensor]:
     try:
         check_torch_zip(path)
     except ValueError as exc:
-        raise WeightsError(f"{path} is not a checkpoint torch.save wrote: {exc}; refusing to read it") from None
+        raise WeightsError(f"{path} is not a checkpoint torch.save wrote: {exc}; give the file the original code "
+                           f"saved with torch.save(model.state_dict(), path)") from None
     try:
         with warnings.catch_warnings():  # torch warns of a pickle protocol, then refuses the file: one line says it
             warnings.simplefilter("ignore")

@@ -53,12 +53,14 @@ def check_torch_zip(path: Path) -> None:
 
     ``torch.save`` stores its records uncompressed, so together they are never larger than the file;
     ``torch.load`` allocates each record's declared size before reading it. A file of another format (the
-    legacy one) is left to ``torch.load``.
+    legacy one) is left to ``torch.load``. An empty file is refused: ``torch.load`` says only ``EOFError``.
 
     Raises:
-        ValueError: naming the record and its declared size.
+        ValueError: naming the record and its declared size, or that the file is empty.
     """
     size = Path(path).stat().st_size
+    if size == 0:
+        raise ValueError("it is an empty file (0 bytes)")
     if not zipfile.is_zipfile(path):
         return
     try:
