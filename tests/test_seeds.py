@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,20 @@ def test_write_records_the_spreads_and_keeps_the_rest_of_the_card(work, capsys):
         unseeded["metrics"][name]["seeds"] = None
     assert unseeded == before.model_dump()
     assert after.weights.sha256 == WEIGHTS["sha256"] and after.metrics["acc"].note == "seed 0"
+
+
+def test_an_interruption_after_the_card_is_written_says_it_was_written(work, capsys, monkeypatch):
+    """Ctrl-C while the table was printed, the card already written whole, said only 'error: interrupted'."""
+    import vaezoo.cli.seeds
+
+    monkeypatch.setattr(vaezoo.cli.seeds, "_print", lambda *_: signal.raise_signal(signal.SIGINT))
+    runs = [write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3})]
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", *runs, "--write")
+    assert code == 130
+    assert err.splitlines()[-2:] == [f"the spread over 2 seeds of acc, mig was written to "
+                                     f"{work / 'cards' / 'toy.toml'} before the interruption; the card is whole",
+                                     "error: interrupted"]
+    assert get_card(work / "cards" / "toy.toml").metrics["acc"].seeds.n == 2
 
 
 def test_without_runs_it_prints_the_spreads_the_card_records(work, capsys):

@@ -4,7 +4,7 @@ import sys
 
 from vaezoo.cli.common import add_card, names_arg, print_json, print_table, printable
 from vaezoo.evaluation.seeds import DEFAULT_SELECTION
-from vaezoo.terminal import shell_join
+from vaezoo.terminal import note, shell_join
 
 
 def add_parser(sub) -> None:
@@ -30,6 +30,17 @@ def run(args) -> int:
     from vaezoo.evaluation.seeds import seed_report
 
     report = seed_report(args.card, args.runs, args.metrics, args.selection, measured_by(args), write=args.write)
+    try:
+        _report(args, report)
+    except KeyboardInterrupt:  # the card is written whole (atomic_write) before this: say so, or it seems lost
+        if report.written is not None:
+            note(f"the spread over {len(report.runs)} seeds of {', '.join(report.metrics)} was written to "
+                 f"{report.card.path} before the interruption; the card is whole")
+        raise
+    return 0
+
+
+def _report(args, report) -> None:
     card, found = report.card, report.spreads
     if report.left_out:
         print(printable(f"left out, not a finite number in every run (missing, NaN or infinite): "
@@ -40,7 +51,6 @@ def run(args) -> int:
     if args.write:
         print(printable(f"wrote the spread over {len(report.runs)} seeds of {', '.join(report.metrics)} to "
                         f"{card.path}"), file=sys.stderr)
-    return 0
 
 
 def _print(args, card, found: dict, title: str) -> None:
