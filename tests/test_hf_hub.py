@@ -1468,6 +1468,42 @@ def test_from_pretrained_refuses_an_empty_cache_dir_or_token(monkeypatch, tmp_pa
     assert list(tmp_path.iterdir()) == []
 
 
+def test_from_pretrained_refuses_hub_options_for_a_model_not_on_the_hub_as_it_refuses_revision(tmp_path):
+    """``from_pretrained("jointvae-mnist", cache_dir=..., force_download=True, token=...)`` loaded the zoo entry
+    as if they had been applied; ``local_files_only=True`` and ``token=False`` ask nothing of the Hub, and load."""
+    import vaezoo
+
+    card, _ = entry(tmp_path / "mine")
+    for name in ("jointvae-mnist", str(card.parent), str(card)):
+        for options, said in (({"cache_dir": tmp_path / "cache"}, "cache_dir is"),
+                              ({"force_download": True}, "force_download is"), ({"token": "hf_secret"}, "token is"),
+                              ({"token": True}, "token is"),
+                              ({"cache_dir": tmp_path / "cache", "force_download": True, "token": "hf_secret"},
+                               "cache_dir, force_download and token are")):
+            with pytest.raises(OutputError) as refused:
+                vaezoo.from_pretrained(name, **options)
+            them = "them" if said.endswith("are") else "it"
+            assert str(refused.value) == (f"{said} for a model on the Hub, and '{name}' is neither a Hub repository "
+                                          f"nor a card whose weights are there; leave {them} out")
+        assert vaezoo.from_pretrained(name, local_files_only=True, token=False).card.weights.sha256
+    assert not (tmp_path / "cache").exists()
+
+
+def test_from_pretrained_applies_hub_options_to_a_card_whose_weights_are_on_the_hub(hub, tmp_path):
+    """A card of its own whose weights are at an hf:// URL fetches them through huggingface_hub: its cache_dir was
+    left for HF_HOME's cache."""
+    card, weights = entry(tmp_path / "repo")
+    hub.commit(REPO_ID, as_repo(card, weights))
+    url_card = write_card(tmp_path / "cards", make_card(
+        name="tiny-url", weights=weights_entry(weights, url=f"hf://{REPO_ID}/{weights.name}")))
+    cache = tmp_path / "own-cache"
+    result = run_python("-c", "import sys, vaezoo; vaezoo.from_pretrained(sys.argv[1], cache_dir=sys.argv[2])",
+                        str(url_card), str(cache))
+    assert result.returncode == 0, result.stderr
+    assert [path.name for path in cache.rglob(weights.name)] == [weights.name]
+    assert not list((tmp_path / "hf_home").rglob(weights.name))
+
+
 def test_push_to_hub_leaves_nothing_in_the_temporary_folder(hub, tmp_path, monkeypatch):
     card, _ = entry(tmp_path / "cards")
     temporary = tmp_path / "tmp"

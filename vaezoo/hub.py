@@ -120,6 +120,8 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
     ``name`` is a folder (as :func:`save_pretrained` writes it) when one exists by that name, else a Hub repository
     ``OWNER/REPO`` (or ``OWNER/REPO@REVISION``, ``hf-hub:OWNER/REPO``), else what :func:`vaezoo.load` takes (a zoo
     name, a card file). The Hub options are huggingface_hub's; the card's size and sha256 are checked whatever they say.
+    They apply to a Hub repository and to a card whose weights are on the Hub (an ``hf://`` URL); for any other
+    model ``cache_dir``, ``force_download=True`` and a ``token`` are refused, as they would change nothing.
 
     Args:
         name: ``"runs/mine"``, ``"OWNER/REPO"``, ``"OWNER/REPO@v1.0"`` or ``"jointvae-mnist"``.
@@ -137,7 +139,7 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
     Raises:
         VaezooError: as :func:`vaezoo.load`; ``revision`` given for a model that is not on the Hub, unlike the
             ``@REVISION`` of the name, or no branch, tag or commit name (``""``, ``".."``); ``cache_dir`` or
-            ``token`` empty.
+            ``token`` empty; ``cache_dir``, ``force_download=True`` or a ``token`` for a model that is not on the Hub.
         TypeError: ``name`` is neither a string nor a path, or a Hub option is not of the type it takes;
             ``map_location``, ``device_map`` or ``torch_dtype`` (another library's name for ``device`` or ``dtype``).
     """
@@ -166,10 +168,22 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
     repo = text.removeprefix(HUB_PREFIX)
     here = os.path.isdir(text) or ("@" in text and os.path.lexists(text))  # a folder, or a file no Hub name names
     on_hub = text.startswith(HUB_PREFIX) or (not here and REPO_ID.fullmatch(text.partition("@")[0]) is not None)
+    options = Download(cache_dir=cache_dir, force_download=force_download, local_files_only=local_files_only,
+                       token=token)
     if not on_hub:
         if revision is not None:
             raise OutputError(f"revision={revision!r} is for a Hub repository, and '{text}' is not one")
-        return load(Path(text) if os.path.isdir(text) else name, device=device, dtype=dtype)  # a folder wins
+        target = Path(text) if os.path.isdir(text) else name  # a folder wins
+        # local_files_only=True and token=False ask nothing of the Hub: they hold for any model
+        given = [keyword for keyword, value in (("cache_dir", cache_dir), ("force_download", force_download or None),
+                                                ("token", token or None)) if value is not None]
+        if given and not _weights_on_hub(get_card(target)):
+            named = f"{', '.join(given[:-1])} and {given[-1]}" if len(given) > 1 else given[0]
+            raise OutputError(f"{named} {'are' if len(given) > 1 else 'is'} for a model on the Hub, and "
+                              f"'{text}' is neither a Hub repository nor a card whose weights are there; leave "
+                              f"{'them' if len(given) > 1 else 'it'} out")
+        with downloading(options):  # weights at an hf:// URL come through huggingface_hub
+            return load(target, device=device, dtype=dtype)
     if revision is not None:
         if (problem := revision_problem(revision)) is not None:
             raise CardError(problem)
@@ -178,10 +192,13 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
             raise OutputError(f"two revisions were given, '{pinned}' in the name '{text}' and revision={revision!r}; "
                               f"give one")
         repo = f"{bare}@{revision}"
-    options = Download(cache_dir=cache_dir, force_download=force_download, local_files_only=local_files_only,
-                       token=token)
     with downloading(options):
         return load(f"{HUB_PREFIX}{repo}", device=device, dtype=dtype)
+
+
+def _weights_on_hub(card: Card) -> bool:
+    """Whether ``card`` (no Hub repository's) has its weights at an ``hf://`` URL, fetched through huggingface_hub."""
+    return card.weights is not None and card.weights.url is not None and card.weights.url.startswith("hf://")
 
 
 def convert(converter: str, checkpoint: str | os.PathLike, dataset: str, out: str | os.PathLike,
