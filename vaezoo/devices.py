@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from vaezoo.errors import DeviceError, DtypeError
+from vaezoo.errors import DeviceError, DtypeError, in_brief
 
 DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 """The dtypes a model's parameters may have."""
@@ -61,9 +61,7 @@ def _index(device: object) -> int:
             return operator.index(device)
         except TypeError:
             pass
-    shown = " ".join(repr(device).split())
-    shown = shown if len(shown) <= 60 else f"{shown[:57]}..."
-    raise DeviceError(f"{shown} ({type(device).__name__}) is not a device; use cpu, cuda, cuda:1, mps or auto")
+    raise DeviceError(f"{in_brief(device, 60)} is not a device; use cpu, cuda, cuda:1, mps or auto")
 
 
 def _count(kind: str) -> int:

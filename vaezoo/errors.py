@@ -37,6 +37,13 @@ def printable(value: object) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
 
 
+def in_brief(value: object, most: int) -> str:
+    """``value`` as an error names it: its repr on one line, cut to ``most`` characters, and its type
+    (``array([0, 1]) (ndarray)``)."""
+    shown = " ".join(repr(value).split())
+    return f"{shown if len(shown) <= most else shown[:most - 3] + '...'} ({type(value).__name__})"
+
+
 class Phrase:
     """Text that names arguments of a call, spelled when it is shown (:func:`keyword_spelling`, or the CLI's flags).
 

@@ -143,6 +143,7 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
         TypeError: ``name`` is neither a string nor a path, or a Hub option is not of the type it takes;
             ``map_location``, ``device_map`` or ``torch_dtype`` (another library's name for ``device`` or ``dtype``).
     """
+    from vaezoo.entries.entry import weights_on_hub
     from vaezoo.entries.huggingface import REPO_ID, Download, downloading, revision_problem
 
     if not isinstance(name, str | os.PathLike):
@@ -177,7 +178,7 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
         # local_files_only=True and token=False ask nothing of the Hub: they hold for any model
         given = [keyword for keyword, value in (("cache_dir", cache_dir), ("force_download", force_download or None),
                                                 ("token", token or None)) if value is not None]
-        if given and not _weights_on_hub(get_card(target)):
+        if given and not weights_on_hub(get_card(target)):
             named = f"{', '.join(given[:-1])} and {given[-1]}" if len(given) > 1 else given[0]
             raise OutputError(f"{named} {'are' if len(given) > 1 else 'is'} for a model on the Hub, and "
                               f"'{text}' is neither a Hub repository nor a card whose weights are there; leave "
@@ -194,11 +195,6 @@ def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
         repo = f"{bare}@{revision}"
     with downloading(options):
         return load(f"{HUB_PREFIX}{repo}", device=device, dtype=dtype)
-
-
-def _weights_on_hub(card: Card) -> bool:
-    """Whether ``card`` (no Hub repository's) has its weights at an ``hf://`` URL, fetched through huggingface_hub."""
-    return card.weights is not None and card.weights.url is not None and card.weights.url.startswith("hf://")
 
 
 def convert(converter: str, checkpoint: str | os.PathLike, dataset: str, out: str | os.PathLike,

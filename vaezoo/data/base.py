@@ -14,7 +14,7 @@ from torch import Tensor
 
 from vaezoo.context import whole_number
 from vaezoo.devices import usable_device, usable_dtype
-from vaezoo.errors import DataError, Phrase, setting_on
+from vaezoo.errors import DataError, Phrase, in_brief, setting_on
 
 
 ImageSize = Annotated[int, annotated_types.Ge(1)]
@@ -141,8 +141,7 @@ def _described(index: object) -> str:
         kind = "tensor" if isinstance(index, Tensor) else "array" if type(index).__name__ == "ndarray" else "scalar"
         shape = f" of shape {tuple(index.shape)}" if tuple(index.shape) else ""
         return f"{str(index.dtype).removeprefix('torch.')} {kind}{shape}"
-    shown = " ".join(repr(index).split())
-    return f"{shown if len(shown) <= 40 else shown[:37] + '...'} ({type(index).__name__})"
+    return in_brief(index, 40)
 
 
 @dataclass(frozen=True)

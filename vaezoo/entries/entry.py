@@ -331,7 +331,7 @@ def fetch_verified(card: Card) -> tuple[Path, bytes]:
     if card.weights is None:
         raise WeightsError(f"card '{card.name}' has no weights; train it with 'vaezoo train' (in Python, "
                            f"pretrained=False builds it untrained)")
-    if _on_hub(card):
+    if weights_on_hub(card):
         from vaezoo.entries.huggingface import hub_weights
 
         return hub_weights(card)
@@ -341,9 +341,11 @@ def fetch_verified(card: Card) -> tuple[Path, bytes]:
     return download(card.weights.url, card.weights)
 
 
-def _on_hub(card: Card) -> bool:
-    """Whether ``card``'s weights are on the Hugging Face Hub: a file of its Hub repository, or at an ``hf://`` URL."""
-    assert card.weights is not None
+def weights_on_hub(card: Card) -> bool:
+    """Whether ``card``'s weights are on the Hugging Face Hub, fetched through huggingface_hub: a file of its Hub
+    repository, or at an ``hf://`` URL (False for a card without weights)."""
+    if card.weights is None:
+        return False
     if card.weights.file is not None:
         return card.source is not None
     return card.weights.url.startswith("hf://")

@@ -71,23 +71,19 @@ def _ident(name: str, kind: str) -> str:
     return name if kind == "architecture" else name.replace("-", "_")
 
 
-def _registered_names(name: str, kind: str) -> list[str]:
-    """The names the package of plugin ``name`` registers in the registry of ``kind``: a net plugin registers an
-    encoder and a decoder, ``NAME_encoder`` and ``NAME_decoder``."""
-    ident = _ident(name, kind)
-    return [f"{ident}_encoder", f"{ident}_decoder"] if kind == "net" else [ident]
-
-
-def _refuse_taken_parts(name: str, kind: str) -> None:
-    """Refuse a plugin whose part would register a name its registry already holds: the package would be
-    discovered and then failed, its name registered by two plugins."""
+def _refuse_taken_nets(name: str, kind: str) -> None:
+    """Refuse a net plugin whose encoder or decoder name (``NAME_encoder``, ``NAME_decoder``) a plugin registers,
+    which :func:`check_name` (the plugin's own name) does not see: the package would be discovered and then failed,
+    its nets registered by two plugins."""
+    if kind != "net":
+        return
     from vaezoo.plugins import registry
 
-    words = KINDS[kind][0]
-    for registered in _registered_names(name, kind):
-        if registered in registry(words):
-            raise VaezooError(f"the name '{name}' is taken: the package would register the {words} '{registered}', "
-                              f"which plugin '{registry(words).plugin_of(registered)}' registers; choose another name")
+    ident = _ident(name, kind)
+    for registered in (f"{ident}_encoder", f"{ident}_decoder"):
+        if registered in registry("net"):
+            raise VaezooError(f"the name '{name}' is taken: the package would register the net '{registered}', "
+                              f"which plugin '{registry('net').plugin_of(registered)}' registers; choose another name")
 
 
 def render(name: str, kind: str = "architecture") -> dict[str, str]:
@@ -125,7 +121,7 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
         The new package's directory.
     """
     check_name(name)
-    _refuse_taken_parts(name, kind)
+    _refuse_taken_nets(name, kind)
     from vaezoo.plugins import NAME_CHECKS
 
     reserved = NAME_CHECKS.get(KINDS[kind][0])

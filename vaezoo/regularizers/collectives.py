@@ -11,7 +11,7 @@ gathered first.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.distributed as dist
@@ -28,17 +28,13 @@ def distributed() -> bool:
 def average_gradients(params: Iterable[torch.nn.Parameter]) -> None:
     """The gradients of ``params`` averaged over the processes, in place: one ``all_reduce`` for each dtype of
     them (a parameter without a gradient, in every process alike, is left out), as DDP averages them."""
-    grads: dict[torch.dtype, list[Tensor]] = {}
-    for p in params:
-        if p.grad is not None:
-            grads.setdefault(p.grad.dtype, []).append(p.grad)
     world = dist.get_world_size()
-    for same in grads.values():
-        flat = torch.cat([g.reshape(-1) for g in same])
+
+    def average(flat: Tensor) -> None:
         dist.all_reduce(flat)
         flat /= world
-        for g, part in zip(same, flat.split([g.numel() for g in same])):
-            g.copy_(part.view_as(g))
+
+    _flattened([p.grad for p in params if p.grad is not None], average)
 
 
 def same_weights(module: torch.nn.Module) -> None:
@@ -69,15 +65,21 @@ def same_buffers(module: torch.nn.Module) -> None:
 
 def _from_process_0(tensors: list[Tensor]) -> None:
     """``tensors`` set to process 0's, in place: one ``broadcast`` for each dtype and device of them."""
+    with torch.no_grad():
+        _flattened(tensors, lambda flat: dist.broadcast(flat, 0))
+
+
+def _flattened(tensors: list[Tensor], collective: Callable[[Tensor], object]) -> None:
+    """``collective`` applied in place to ``tensors``, as one flat tensor for each dtype and device of them (one
+    message each, not one per tensor), the result copied back into them."""
     alike: dict[tuple[torch.dtype, torch.device], list[Tensor]] = {}
     for t in tensors:
         alike.setdefault((t.dtype, t.device), []).append(t)
-    with torch.no_grad():
-        for same in alike.values():
-            flat = torch.cat([t.reshape(-1) for t in same])
-            dist.broadcast(flat, 0)
-            for t, part in zip(same, flat.split([t.numel() for t in same])):
-                t.copy_(part.view_as(t))
+    for same in alike.values():
+        flat = torch.cat([t.reshape(-1) for t in same])
+        collective(flat)
+        for t, part in zip(same, flat.split([t.numel() for t in same])):
+            t.copy_(part.view_as(t))
 
 
 def gather_rows(t: Tensor) -> Tensor:

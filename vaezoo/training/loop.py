@@ -27,7 +27,7 @@ from vaezoo.errors import InputError, OutputError, Phrase, TrainingError, Traini
 from vaezoo.store.files import remove_temporaries
 from vaezoo.store.weights import load_weights
 from vaezoo.terminal import note
-from vaezoo.training.launch import launch, meet, set_apart
+from vaezoo.training.launch import launch, meet, part, set_apart
 from vaezoo.entries.checkpoints import check_optimizer_state, check_recipe, read_checkpoint, restore_rng
 
 
@@ -67,6 +67,14 @@ def start_run(device) -> Run:
     importlib.import_module("torch.distributed.nn.functional")
     dist.init_process_group("nccl" if cuda else "gloo", store=meet(where), rank=where.rank, world_size=where.world)
     return Run(where.rank, where.world, torch.device(f"cuda:{where.local}" if cuda else "cpu"))
+
+
+def end_run() -> None:
+    """Leave the process group :func:`start_run` joined, once every process of the run has reached this point with
+    its collectives done, and then their meeting point (:func:`vaezoo.training.launch.part`)."""
+    dist.barrier()
+    dist.destroy_process_group()
+    part()
 
 
 def make_optimizer(recipe: TrainRecipe, params, **extra) -> torch.optim.Optimizer:

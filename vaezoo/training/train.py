@@ -42,8 +42,8 @@ from vaezoo.store.locks import run_lock
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT
 from vaezoo.training.ensemble import fit_ensemble
-from vaezoo.training.launch import launch, part
-from vaezoo.training.loop import Plan, Run, check_split, start_run
+from vaezoo.training.launch import launch
+from vaezoo.training.loop import Plan, Run, check_split, end_run, start_run
 from vaezoo.training.outputs import check_layout, prepare_out, remove_empty
 from vaezoo.training.publish import publish, published, run_name
 from vaezoo.signals import Interrupted, StopSignals
@@ -278,9 +278,7 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
                         check_layout(root, alone=False)
                     # once the folder is checked the processes are each a run of their own: no collective (a
                     # regularizer's whole-batch gather) may join them
-                    dist.barrier()
-                    dist.destroy_process_group()
-                    part()
+                    end_run()
                     runs, local = runs[run.rank::run.world], Run(device=run.device)
                     for folder in dict.fromkeys(out for _, out, _ in runs):
                         held.enter_context(run_lock(folder))
@@ -376,11 +374,8 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
         if dist.is_initialized():
             # Trained, the processes part: process 0 alone publishes and evaluates, for longer than a collective
             # waits (30 minutes with gloo, 10 with nccl), so the others do not wait for it. Every process reaches
-            # this point before the group goes: one that tears it down while another still talks to it makes gloo
-            # abort the process at exit ("terminate called without an active exception").
-            dist.barrier()
-            dist.destroy_process_group()
-            part()
+            # this point, its collectives done, before the group goes.
+            end_run()
         results = []
         with worker_pool():  # the members' evaluations fit their metrics on one pool of worker processes
             for t, (member_card, out, _) in zip(trained, runs):
