@@ -4,6 +4,7 @@ checkpoints."""
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,20 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # and fits their metrics in the worker itself: a pool of fit processes per metric took most of a small
     # evaluation's time (tests/test_metric_speed.py sets its own jobs, to check that they change no score)
     os.environ.setdefault("VAEZOO_JOBS", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def temporary_folder(tmp_path_factory) -> Path:
+    """The temporary folder of the tests and of every process they start (``tempfile``, and ``TMPDIR``, which the
+    processes inherit): a folder of pytest's own for the session, which pytest removes with its old sessions. The
+    system's kept what the tests left there: ``vaezoo push --dry-run``'s staged folders (kept for the user by
+    design), ``torch.multiprocessing.spawn``'s error files of the processes that raised, torchrun's logs, torch's
+    compile caches."""
+    folder = tmp_path_factory.mktemp("tmp", numbered=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(folder))
+        patch.setattr(tempfile, "tempdir", str(folder))
+        yield folder
 
 
 @pytest.fixture
