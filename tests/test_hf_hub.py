@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import tomllib
 from pathlib import Path
@@ -299,6 +300,21 @@ def test_push_dry_run_writes_the_folder_and_uploads_nothing(hub, tmp_path):
     error = one_error_line(run_vaezoo("push", str(card), "owner/dry", "--dry-run", "--out", str(out)))
     assert error == f"error: --out {out} is not an empty folder; give a new or empty one"
     assert hub.requests == []
+
+
+def test_a_dry_run_that_fails_leaves_no_folder_in_the_temporary_folder(tmp_path, capsys, monkeypatch):
+    """Without --out a dry run stages into a new folder of the temporary folder, and names it once the files are
+    staged; one that failed (weights that do not match the card) left that folder there, named nowhere."""
+    card, weights = entry(tmp_path / "cards")
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    code, stdout, stderr = cli(capsys, "push", str(card), "owner/dry", "--dry-run")
+    assert code == 1 and stdout == "" and "does not match the card's" in stderr
+    assert list(temporary.iterdir()) == []
 
 
 @pytest.mark.parametrize("case", ["no repository", "no revision", "no card", "two cards", "no Hub", "bad name"])

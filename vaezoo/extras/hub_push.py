@@ -408,12 +408,20 @@ def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner
     elif (problem := repo_problem(f"{owner}/x")) is not None:
         raise OutputError(f"the Hub takes no user or organisation named {owner} ({problem}); choose another OWNER")
 
+    def staged(folder: Path) -> PushReport:
+        files = stage_collection(list_cards(), owner, folder) if owner is not None else stage(card, repo_id, folder)
+        return PushReport(folder, files, repo_id, owner)
+
     def into(folder: Path | None) -> PushReport:
         if owner is not None or dry_run:
-            folder = folder or Path(tempfile.mkdtemp(prefix="vaezoo-push-"))
-            files = (stage_collection(list_cards(), owner, folder) if owner is not None
-                     else stage(card, repo_id, folder))
-            return PushReport(folder, files, repo_id, owner)
+            if folder is not None:
+                return staged(folder)
+            folder = Path(tempfile.mkdtemp(prefix="vaezoo-push-"))  # kept, and named, once the files are staged
+            try:
+                return staged(folder)
+            except BaseException:  # a staging that failed would leave its folder in the temporary folder, unnamed
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
         commit = push(card, repo_id, folder, private=private, commit_message=commit_message, revision=revision)
         return PushReport(folder, [], repo_id, None, commit)
 
