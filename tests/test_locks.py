@@ -16,7 +16,7 @@ from kit import cli, install_package, make_card, refuse_writes, write_card, writ
 
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.entry import update_card
-from vaezoo.entries.schema import Metric
+from vaezoo.entries.schema import Metric, SeedRun, SeedSpread
 from vaezoo.errors import OutputError, VaezooError
 from vaezoo.store import locks
 
@@ -80,6 +80,30 @@ def test_eval_write_keeps_an_update_made_while_it_computed(cards_dir, capsys, mo
     assert code == 0, err
     metrics = parse_card(path).metrics
     assert "other" in metrics and "reconstruction" in metrics
+
+
+@pytest.mark.usefixtures("data_plugin")
+def test_eval_write_keeps_a_spread_and_a_note_recorded_on_a_metric_while_it_computed(cards_dir, capsys,
+                                                                                     monkeypatch):
+    """`seeds --write` recorded the spread of a metric `eval --write` was measuring: eval wrote the metric over it
+    from the card as it had read it, and the spread was lost, both commands saying they had written it."""
+    from vaezoo.evaluation import report as eval_report
+
+    path, _, _ = write_entry(cards_dir, make_card("tiny"))
+    spread = SeedSpread(runs=[SeedRun(seed=0, value=1.0), SeedRun(seed=1, value=3.0)], n=2, median=2.0, min=1.0,
+                        max=3.0, shipped=0, selection="the first seed", command="vaezoo seeds tiny runs/s1 --write")
+    real = eval_report.evaluate
+
+    def evaluate_while_seeds_writes(*args, **kwargs):
+        update_card(path, lambda card: card.model_copy(update={"metrics": {"reconstruction": _metric(1.0).model_copy(
+            update={"note": "seed 0 of 2", "seeds": spread})}}))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(eval_report, "evaluate", evaluate_while_seeds_writes)
+    code, _, err = cli(capsys, "eval", str(path), "--write")
+    assert code == 0, err
+    written = parse_card(path).metrics["reconstruction"]
+    assert written.value != 1.0 and written.seeds == spread and written.note == "seed 0 of 2"
 
 
 HOLD = """

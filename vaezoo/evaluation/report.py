@@ -173,7 +173,8 @@ class EvalReport:
         """Record the measured metrics, each with the command that measures it again, and the :attr:`sections`
         measured on the card's file.
 
-        The file is updated under its lock: a metric another writer recorded meanwhile is kept. The metrics asked
+        The file is updated under its lock: a metric another writer recorded meanwhile is kept, and so are the note
+        and the spread over seeds recorded meanwhile on a metric measured (``seeds --write``). The metrics asked
         for (:attr:`metrics`) join the card's ``eval_metrics``, and the :attr:`settings` they ran with its
         ``eval_settings``, so that the command recorded beside each value measures it again as it was measured.
 
@@ -201,7 +202,10 @@ class EvalReport:
                                 f"written again meanwhile; measure it again")
             measured_now = [n for n in self.metrics or () if n in self.results]  # a metric that failed stays off
             eval_metrics = now.eval_metrics + [n for n in measured_now if n not in now.eval_metrics]
-            metrics = {**now.metrics, **measured}
+            # a note or a spread over seeds recorded meanwhile ('seeds --write') is kept as a sequential run keeps it
+            kept = {name: entry.model_copy(update={"note": now.metrics[name].note, "seeds": now.metrics[name].seeds})
+                    for name, entry in measured.items() if name in now.metrics}
+            metrics = {**now.metrics, **measured, **kept}
             return now.with_settings(self.settings or {}).model_copy(update={
                 "metrics": metrics, "eval_metrics": eval_metrics, "sections": {**now.sections, **self.sections},
                 "headline": now.headline if now.headline in metrics else None})  # a headline names a number held
