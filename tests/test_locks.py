@@ -106,6 +106,30 @@ def test_eval_write_keeps_a_spread_and_a_note_recorded_on_a_metric_while_it_comp
     assert written.value != 1.0 and written.seeds == spread and written.note == "seed 0 of 2"
 
 
+@pytest.mark.usefixtures("data_plugin")
+def test_eval_write_records_the_settings_its_values_were_measured_with_over_those_written_meanwhile(
+        cards_dir, capsys, monkeypatch):
+    """Another `eval --write --set` recorded a metric's settings while this one measured it with its defaults: the
+    value written was the defaults' and the settings left on the card the other's, so that the card's command no
+    longer measured its own value."""
+    from vaezoo.evaluation import report as eval_report
+
+    path, _, _ = write_entry(cards_dir, make_card("tiny", eval_metrics=["gaussian_total_correlation"]))
+    real = eval_report.evaluate
+
+    def evaluate_while_another_sets(*args, **kwargs):
+        update_card(path, lambda card: card.model_copy(update={
+            "eval_settings": {"gaussian_total_correlation": {"points": 30}}}))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(eval_report, "evaluate", evaluate_while_another_sets)
+    code, _, err = cli(capsys, "eval", str(path), "--write")
+    assert code == 0, err
+    card = parse_card(path)
+    assert card.metrics["gaussian_total_correlation"].parameters["points"] == 10_000
+    assert card.eval_settings == {}
+
+
 HOLD = """
 import sys, time
 from pathlib import Path

@@ -176,7 +176,9 @@ class EvalReport:
         The file is updated under its lock: a metric another writer recorded meanwhile is kept, and so are the note
         and the spread over seeds recorded meanwhile on a metric measured (``seeds --write``). The metrics asked
         for (:attr:`metrics`) join the card's ``eval_metrics``, and the :attr:`settings` they ran with its
-        ``eval_settings``, so that the command recorded beside each value measures it again as it was measured.
+        ``eval_settings`` (each metric written with the settings it was measured with, over any that another command
+        recorded for it meanwhile), so that the command recorded beside each value measures it again as it was
+        measured.
 
         Args:
             path: the card file; default the file the card was read from.
@@ -206,8 +208,14 @@ class EvalReport:
             kept = {name: entry.model_copy(update={"note": now.metrics[name].note, "seeds": now.metrics[name].seeds})
                     for name, entry in measured.items() if name in now.metrics}
             metrics = {**now.metrics, **measured, **kept}
-            return now.with_settings(self.settings or {}).model_copy(update={
+            # each metric written runs again with the settings it was measured with, not those another command
+            # recorded for it meanwhile, which its value does not follow
+            settings = {**now.with_settings(self.settings or {}).eval_settings,
+                        **{name: self.card.settings_of(name) for name, entry in measured.items()
+                           if entry.parameters is not None}}
+            return now.model_copy(update={
                 "metrics": metrics, "eval_metrics": eval_metrics, "sections": {**now.sections, **self.sections},
+                "eval_settings": {name: given for name, given in settings.items() if given},
                 "headline": now.headline if now.headline in metrics else None})  # a headline names a number held
 
         return update_card(path, record)
