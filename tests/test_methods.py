@@ -14,10 +14,12 @@ the (batch, latent) variance matrix, a scalar added to every entry: not the pape
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
-from kit import make_card
+from kit import cli, make_card, write_toml
 
 from vaezoo import testing
 from vaezoo.assemble import build_part
@@ -268,3 +270,23 @@ def test_a_checkpoint_holding_a_training_part_the_card_has_not_is_refused_naming
                                             r"which this card's regularizers have not\)"):
         train(card, out, resume=True, evaluate=False)
 
+
+
+@pytest.mark.parametrize("seeds", [[], ["--seeds", "0,1"]], ids=["single", "ensemble"])
+@pytest.mark.parametrize("where, said", [
+    ("discriminator", r"regularizer FactorVAE \(regularizers.0\): its optimiser Adam of part 'discriminator'"),
+    ("model", r"the recipe's optimiser \(train.optimizer\)")], ids=["discriminator", "model"])
+def test_a_learning_rate_whose_step_overflows_the_floats_is_one_line(data_plugin, tmp_path, capsys, seeds, where,
+                                                                      said):
+    # 1e39 is a finite float but no float32: torch's Adam raised "value cannot be converted to type float without
+    # overflow" with a traceback at the first step
+    data = make_card("tiny")
+    data["model"]["regularizers"] = [{"type": "factorvae", "gamma": 10.0, "layers": 1, "hidden": 8,
+                                      **({"lr": 1e39} if where == "discriminator" else {})}]
+    if where == "model":
+        data["train"]["optimizer"]["lr"] = 1e39
+    path = write_toml(tmp_path / "card.toml", data)
+    code, _, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "run"), "--no-eval", *seeds)
+    assert code == 1 and "Traceback" not in err
+    assert re.fullmatch(f"error: {said}: learning rate 1e\\+39 is too large, its step overflows the parameters' "
+                        f"floating-point range; lower it", err.splitlines()[-1])

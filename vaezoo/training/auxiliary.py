@@ -25,6 +25,7 @@ from vaezoo.model import VAE, VAEOutput
 from vaezoo.regularizers.base import UpdateBatch
 from vaezoo.regularizers.collectives import average_gradients, distributed
 from vaezoo.store.weights import load_weights
+from vaezoo.training.loop import optimizer_step
 
 __all__ = ["TrainingParts"]
 
@@ -46,6 +47,7 @@ class TrainingParts:
     def __init__(self, model: VAE, parameters: Mapping[str, list[Tensor]] | None = None):
         self.regularizers = [(i, r) for i, r in enumerate(model.regularizers) if r.training_parts()]
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.named: dict[str, str] = {}
         for i, regularizer in self.regularizers:
             parts = regularizer.training_parts()
             for group in regularizer.optimizers():
@@ -58,6 +60,7 @@ class TrainingParts:
                     raise PluginError(f"{where}: its optimiser '{group.name}' is not a torch.optim optimiser")
                 name = f"regularizers.{i}.{group.part}"
                 tensors = parts[group.part].parameters() if parameters is None else parameters[name]
+                self.named[name] = f"{where}: its optimiser {group.name} of part '{group.part}'"
                 try:
                     self.optimizers[name] = optimizer(tensors, lr=group.lr, **dict(group.options))
                 except (TypeError, ValueError) as exc:  # torch.optim refuses a learning rate, a beta, an option
@@ -92,16 +95,16 @@ class TrainingParts:
         batch = UpdateBatch(out.z.detach(), self.codes(model, second), step)
         shown = {}
         for i, regularizer in self.regularizers:
-            mine = [o for name, o in self.optimizers.items() if name.startswith(f"regularizers.{i}.")]
+            mine = {name: o for name, o in self.optimizers.items() if name.startswith(f"regularizers.{i}.")}
             losses = regularizer.update(batch)
-            for o in mine:
+            for o in mine.values():
                 o.zero_grad(set_to_none=True)  # the model's loss reached them too (a term computed with a part)
             if losses:
                 sum(losses.values()).backward()
                 if distributed():
-                    average_gradients(p for o in mine for group in o.param_groups for p in group["params"])
-            for o in mine:
-                o.step()
+                    average_gradients(p for o in mine.values() for group in o.param_groups for p in group["params"])
+            for name, o in mine.items():
+                optimizer_step(o, self.named[name])
             shown.update({name: value.detach() for name, value in losses.items()})
         return shown
 

@@ -50,7 +50,7 @@ from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
                                   distribution_checks_off, diverged, epoch_order, last_good, make_optimizer,
-                                  precision_flags, resume_point, rng_state, until)
+                                  optimizer_step, precision_flags, RECIPE_OPTIMIZER, resume_point, rng_state, until)
 from vaezoo.training.auxiliary import TrainingParts
 from vaezoo.training.compiling import Compiled, step_tensor
 from vaezoo.training.progress import Reporter
@@ -384,11 +384,11 @@ class Stack:
     def optimizer_step(self) -> None:
         """The optimiser's step of every member, each at its own learning rate."""
         if self.rates is None:
-            self.optimizer.step()
+            optimizer_step(self.optimizer, RECIPE_OPTIMIZER)
             return
         with torch.no_grad():
             before = [p.detach().clone() for p in self.params.values()]
-        self.optimizer.step()
+        optimizer_step(self.optimizer, RECIPE_OPTIMIZER)
         with torch.no_grad():
             for p, old in zip(self.params.values(), before):
                 rate = self.rates.view(-1, *[1] * (p.dim() - 1))
@@ -456,8 +456,8 @@ class Stack:
             optimizer.zero_grad(set_to_none=True)  # the model's loss reached them too (a term computed with a part)
         if losses.requires_grad:
             losses.sum().backward()
-        for optimizer in self.parts.optimizers.values():
-            optimizer.step()
+        for name, optimizer in self.parts.optimizers.items():
+            optimizer_step(optimizer, self.parts.named[name])
 
     def _update(self, step: int) -> Callable[..., tuple[Tensor]]:
         """One member's update of its training parts at ``step``, as a function of its codes and its second batch's

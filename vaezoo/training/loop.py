@@ -83,6 +83,31 @@ def make_optimizer(recipe: TrainRecipe, params, **extra) -> torch.optim.Optimize
     return getattr(torch.optim, spec.name)(params, lr=spec.lr, **spec.options, **extra)
 
 
+RECIPE_OPTIMIZER = "the recipe's optimiser (train.optimizer)"
+"""How :func:`optimizer_step`'s error names the model's optimiser."""
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, whose: str) -> None:
+    """``optimizer.step()``, a step too large for the parameters' floats refused in one line.
+
+    Args:
+        optimizer: the optimiser.
+        whose: names it and where its settings are, e.g. ``"the recipe's optimiser (train.optimizer)"``.
+
+    Raises:
+        TrainingError: its learning rate (or an option scaled by it, such as ``weight_decay``) makes a step size
+            that the parameters' dtype cannot hold: torch raised a ``RuntimeError`` with a traceback.
+    """
+    try:
+        optimizer.step()
+    except RuntimeError as exc:
+        if "without overflow" not in str(exc):
+            raise
+        rates = ", ".join(f"{lr:g}" for lr in dict.fromkeys(group["lr"] for group in optimizer.param_groups))
+        raise TrainingError(f"{whose}: learning rate {rates} is too large, its step overflows the parameters' "
+                            f"floating-point range; lower it") from None
+
+
 def rng_state(run: Run) -> dict:
     """The RNG states a checkpoint keeps: this process's, and under DDP every rank's (a collective call)."""
     state = {"rng_cpu": torch.get_rng_state()}
