@@ -575,7 +575,8 @@ def test_a_family_that_would_crash_vaezoo_train_at_its_end_fails_the_kit(breaks_
 
 
 def test_a_metric_that_raises_after_training_fails_the_kit_quoting_vaezoo_train(breaks_after_training, tmp_path):
-    path = write_card(tmp_path, make_card(name="kit-card", eval_metrics=["mig_chen", "explodes"], input=INPUT))
+    path = write_card(tmp_path, make_card(name="kit-card", eval_metrics=["mutual_info_score", "explodes"],
+                                          input=INPUT))
     with pytest.raises(ConformanceError) as caught:
         testing.check_training(path)
     message = str(caught.value)
@@ -603,13 +604,13 @@ def test_a_parts_run_measures_no_other_third_partys_metric(site):
 
 
 def test_check_training_runs_the_recipe_on_synthetic_data_and_returns_the_run_loaded_back(tmp_path):
-    path = write_card(tmp_path, make_card(name="kit-card", eval_metrics=["mig_chen", "mutual_info_score"],
+    path = write_card(tmp_path, make_card(name="kit-card", eval_metrics=["total_correlation", "mutual_info_score"],
                                           input=INPUT))
     model = testing.check_training(path, steps=3)
     assert not model.training and model.card.name == "kit-card-run"
     assert model.card.train.data.name == "synthetic" and model.card.train.steps == 3
     assert model.card.train.data.options == {"image_size": 16, "channels": 1, "size": 24}  # the card's geometry
-    assert {"reconstruction", "objective", "mig_chen", "mutual_info_score"} <= set(model.card.metrics)
+    assert {"reconstruction", "objective", "total_correlation", "mutual_info_score"} <= set(model.card.metrics)
     assert not tmp_path.joinpath("run").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["kit-card.toml"]
 
 
@@ -620,6 +621,18 @@ def test_a_metric_the_model_cannot_serve_fails_the_kit_before_training(tmp_path,
     with pytest.raises(ConformanceError, match=r"card 'kit-card', trained as 'vaezoo train' does: matching its "
                                                r"metrics against the model \(the check at step 0\) raised "
                                                r"MetricError: card 'kit-card': metric 'total_correlation' needs"):
+        testing.check_training(write_card(tmp_path, card))
+
+
+def test_a_metric_the_cards_own_dataset_cannot_serve_fails_the_kit_as_vaezoo_train_refuses_it(tmp_path, monkeypatch):
+    # the kit trains on the synthetic dataset, which has factors; the card's MNIST has none
+    card = make_card(name="kit-card", eval_metrics=["mutual_info_score", "mig_chen"], input=INPUT)
+    monkeypatch.setattr("vaezoo.training.train.train", lambda *a, **k: pytest.fail("it trained"))
+    with pytest.raises(ConformanceError, match=r"card 'kit-card', trained as 'vaezoo train' does: matching its "
+                                               r"metrics against the model \(the check at step 0\) raised "
+                                               r"MetricError: card 'kit-card': metric 'mig_chen' needs a dataset "
+                                               r"with ground-truth factors .*; its dataset has none \(remove it "
+                                               r"from eval_metrics\)$"):
         testing.check_training(write_card(tmp_path, card))
 
 
