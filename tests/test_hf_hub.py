@@ -31,6 +31,7 @@ from vaezoo.entries.entry import fetch
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, OutputError, VaezooError, WeightsError
 from vaezoo.extras.hub_card import model_card
+from vaezoo.terminal import shell_join
 
 REPO_ID = "owner/tiny"
 STAGED = ["tiny.toml", "tiny.safetensors", "config.json", "README.md"]  # what vaezoo push uploads, in order
@@ -546,6 +547,20 @@ def test_push_writes_config_json_and_a_model_card_with_links_tags_and_the_seed_s
     # the command beside each number names the repository, which a Hub user has, not the card's path here
     assert tomllib.loads((out / "tiny.toml").read_text())["metrics"]["accuracy"]["command"] == (
         "vaezoo eval hf-hub:owner/tiny --check")
+
+
+@pytest.mark.parametrize("root", ["/home/me/data", "/home/me/my data", "/home/me/it's\x1bhere"])
+def test_a_pushed_card_s_commands_name_no_data_folder_of_the_machine_that_measured_it(tmp_path, capsys, root):
+    _, weights = entry(tmp_path / "cards")
+    measured = shell_join(["vaezoo", "eval", "runs/x", "--data-root", root, "--metrics", "accuracy"])
+    card = write_card(tmp_path / "cards", make_card(
+        name="tiny", metrics={"accuracy": {**METRIC, "command": measured}}, weights=weights_entry(weights)))
+    out = tmp_path / "upload"
+    assert main(["push", str(card), "owner/tiny", "--dry-run", "--out", str(out)]) == 0
+    capsys.readouterr()
+    # a Hub user has the repository and a data folder of their own (--data-root or VAEZOO_DATA), not that one
+    assert tomllib.loads((out / "tiny.toml").read_text())["metrics"]["accuracy"]["command"] == (
+        "vaezoo eval hf-hub:owner/tiny --metrics accuracy")
 
 
 WIDE_PLUGIN = """

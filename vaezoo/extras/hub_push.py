@@ -5,6 +5,7 @@ its weights)."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import stat
@@ -127,10 +128,14 @@ def refuse_offline(name: str, repo_id: str, instead: str) -> None:
                       f"({instead} writes the files without the network)")
 
 
+_DATA_ROOT = re.compile(r"""(?:^|\s+)--data-root(?:=|\s+)(?:[^\s'"\\$]+|'[^']*'|"[^"]*"|\$'(?:[^'\\]|\\.)*')+""")
+"""A ``--data-root DIR`` of a recorded command, ``DIR`` one word as :func:`vaezoo.terminal.shell_quote` writes it."""
+
+
 def on_hub(card: Card, repo_id: str) -> Card:
     """``card`` as the Hub repository ``repo_id`` holds it: each metric's ``vaezoo eval`` command names the
-    repository (``hf-hub:OWNER/REPO``), where it named the card where it was measured (a path of that machine,
-    which a Hub user does not have)."""
+    repository (``hf-hub:OWNER/REPO``), where it named the card where it was measured, and gives no
+    ``--data-root`` (paths of that machine, which a Hub user does not have; their data folder is their own)."""
     def hub_command(command: str) -> str:
         words = shlex.shlex(command, posix=True)
         words.whitespace_split, words.commenters = True, ""  # as shlex.split reads it
@@ -140,7 +145,8 @@ def on_hub(card: Card, repo_id: str) -> Card:
             return command
         if named[:2] != ["vaezoo", "eval"] or named[2] is None:
             return command
-        rest = words.instream.read()  # as written: shlex reads no $'...' (a word shell_quote escaped)
+        # as written (shlex reads no $'...', a word shell_quote escaped), less the data folder of that machine
+        rest = _DATA_ROOT.sub("", words.instream.read()).strip()
         return " ".join(["vaezoo", "eval", shell_quote(f"{HUB_PREFIX}{repo_id}"), *([rest] if rest else [])])
 
     metrics = {name: metric.model_copy(update={"command": hub_command(metric.command)})
