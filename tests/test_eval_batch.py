@@ -5,6 +5,7 @@ the others."""
 from __future__ import annotations
 
 import shlex
+import signal
 import shutil
 import tomllib
 
@@ -234,3 +235,18 @@ def test_the_runs_of_a_batch_fit_their_metrics_on_one_pool_of_worker_processes(r
     assert main(["eval", str(runs[0]), str(runs[1]), "--jobs", "2"]) == 0
     assert fitted == [1, 2, 3, 4] * 2 and started == [2]
     assert parallel._pool is None  # stopped with the batch
+
+
+@pytest.mark.parametrize("several", [False, True], ids=["one run", "two runs"])
+def test_an_interruption_after_the_cards_are_written_says_they_were_written(runs, capsys, monkeypatch, several):
+    """Ctrl-C while the table was printed, the cards already written whole, said only 'error: interrupted'."""
+    import vaezoo.cli.eval
+
+    given = runs if several else runs[:1]
+    monkeypatch.setattr(vaezoo.cli.eval, "print_table", lambda *_, **__: signal.raise_signal(signal.SIGINT))
+    code, _, err = cli(capsys, "eval", *map(str, given), "--write")
+    assert code == 130
+    cards = ", ".join(str(folder / "toyvae-bars-run.toml") for folder in given)
+    assert err.splitlines()[-2:] == [f"{len(given)} card(s) written before the interruption, each whole: {cards}",
+                                     "error: interrupted"]
+    assert all("reconstruction" in metrics_of(folder) for folder in given)

@@ -5,6 +5,7 @@ import sys
 
 from vaezoo.cli.common import (add_card, add_data_root, add_device, names_arg, nonnegative_arg, path_arg, print_json,
                                print_table, printable)
+from vaezoo.terminal import note
 
 
 def add_parser(sub) -> None:
@@ -72,9 +73,17 @@ def run(args) -> int:
     batch = evaluate_cards(args.card, checkpoint=args.checkpoint, data_root=args.data_root, device=args.device,
                            metrics=args.metrics, settings=settings, write=args.write, force=args.force,
                            jobs=args.jobs)
-    if len(batch.runs) > 1:
-        return _print_batch(batch, args)
-    report = batch.runs[0].report
+    try:
+        return _print_batch(batch, args) if len(batch.runs) > 1 else _print_one(batch.runs[0].report, args)
+    except KeyboardInterrupt:  # the cards were written whole (atomic_write) before this: say so, or they seem lost
+        if written := [run.report.written for run in batch.runs if run.report and run.report.written]:
+            note(f"{len(written)} card(s) written before the interruption, each whole: "
+                 f"{', '.join(str(card.path) for card in written)}")
+        raise
+
+
+def _print_one(report, args) -> int:
+    """Print one card's report, then its notes and errors; 1 when a metric failed, or a check disagreed."""
     card = report.card
     comparisons = report.check(args.tolerance) if args.check else None
     failures = [str(c) for c in comparisons or () if not c.agrees]
