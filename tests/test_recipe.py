@@ -8,9 +8,9 @@ from kit import make_card
 
 from vaezoo.entries.recipe import ABSENT, RESUMED, SEEDED, Difference, check_recipe, differences, fingerprint, recipe
 from vaezoo.entries.schema import Card
-from vaezoo.errors import CardError
+from vaezoo.errors import CardError, TrainingError
 from vaezoo.evaluation.seeds import Run
-from vaezoo.entries.checkpoints import Checkpoint
+from vaezoo.entries.checkpoints import Checkpoint, check_model
 
 
 def card(**train) -> Card:
@@ -54,3 +54,19 @@ def test_a_checkpoint_older_than_recipes_resumes_with_a_warning(tmp_path):
     older = Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, None, None)
     with pytest.warns(UserWarning, match=r"checkpoint .*checkpoint\.pt holds no recipe .* card 'tiny-blobs'"):
         check_recipe(older, card())
+
+
+def test_a_value_written_as_an_equal_number_of_another_type_is_the_same_recipe(tmp_path):
+    # beta = 1 beside a checkpoint of beta = 1.0: the fingerprints differed and the values did not, and the run was
+    # refused "with another recipe than card 'tiny-blobs': ; resume with the card that started the run"
+    made, data = card(), make_card("tiny")
+    data["model"]["regularizers"][0]["beta"] = 1
+    written = Card.model_validate(data)
+    assert fingerprint(recipe(written)) != fingerprint(recipe(made))
+    check_recipe(Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, made.name, recipe(made)), written)
+    check_recipe(Run("run a", made), written)
+    check_model(Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, made.name, recipe(made)), written)
+    data["model"]["regularizers"][0]["beta"] = 2
+    with pytest.raises(TrainingError, match=r"model.regularizers.0.beta 1.0 in the checkpoint, 2 in card"):
+        check_recipe(Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, made.name, recipe(made)),
+                     Card.model_validate(data))

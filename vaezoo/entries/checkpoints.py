@@ -271,9 +271,9 @@ def check_model(checkpoint: Checkpoint, card: Card) -> None:
         return  # loading the weights still checks every tensor's name and shape
     theirs = {k: checkpoint.recipe[k] for k in ("architecture", "model") if k in checkpoint.recipe}
     mine = card_recipe(card, RESUMED | {"train"})
-    if fingerprint(mine) != fingerprint(theirs):
+    if fingerprint(mine) != fingerprint(theirs) and (found := differences(theirs, mine)):  # 10 and 10.0 are one
         raise TrainingError(f"{checkpoint.label} was made from card '{checkpoint.card}', whose model is "
-                            f"not card '{card.name}''s: {_shown(differences(theirs, mine), card.name)}; "
+                            f"not card '{card.name}''s: {_shown(found, card.name)}; "
                             f"give the card the run was started from")
 
 
