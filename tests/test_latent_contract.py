@@ -159,7 +159,9 @@ def test_a_metric_the_family_cannot_serve_is_refused_naming_it_before_any_data_i
         message = str(caught.value)
         assert "\n" not in message and "mutual_info_score" not in message and "total_correlation" not in message
         assert message.startswith("card 'binary-bars': metric 'elbo' needs a posterior and a prior density")
-        assert "BinaryConcretePosterior.prior_log_prob() of part 'z' raised ValueError" in message
+        assert ("BinaryConcretePosterior.prior_log_prob() of part 'z' raised LatentError: BinaryConcretePosterior "
+                "has no prior_log_prob at these codes: they lie outside the support of its 'prior' (Bernoulli, "
+                "support Boolean())") in message and "override" not in message
 
 
 def test_vaezoo_train_refuses_such_a_metric_before_it_reads_the_data(binary, tmp_path, monkeypatch, capsys):
@@ -188,9 +190,11 @@ def test_vaezoo_train_refuses_sap_of_a_one_dimensional_code_before_it_reads_the_
      "regularizer 'total_correlation' needs densities of the latent: CategoricalPosterior sets no 'distribution', "
      "so it has no log_density_matrix;"),
     # binary-Concrete samples lie in (0, 1), where the Bernoulli prior has no density: training's unchecked
-    # distributions would turn that into a finite, meaningless total correlation
-    (MODEL["latent"], "card 'bits-bars': its objective takes a distribution outside its support (Expected value "
-                      "argument"),
+    # distributions would turn that into a finite, meaningless total correlation; named as a missing density is
+    (MODEL["latent"], "regularizer 'total_correlation' needs densities of the latent: BinaryConcretePosterior has "
+                      "no prior_log_prob at these codes: they lie outside the support of its 'prior' (Bernoulli, "
+                      "support Boolean()); override prior_log_prob() to give one; or give it a part that has them "
+                      "with 'part'"),
 ])
 def test_a_regularizer_given_a_latent_without_the_densities_it_needs_stops_the_run_in_one_line(
         binary, tmp_path, capsys, latent, error):
@@ -201,6 +205,20 @@ def test_a_regularizer_given_a_latent_without_the_densities_it_needs_stops_the_r
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.splitlines()[-1].startswith(f"error: {error}")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_kit_names_the_family_whose_prior_has_no_density_at_its_samples_in_one_line(binary):
+    """vaezoo train sends its author to the kit, which quoted torch's support error, a dump of the codes, and
+    blamed the regularizer alone."""
+    with pytest.raises(ConformanceError) as caught:
+        testing.check_regularizer("total_correlation", latent={"type": "binary_concrete", "dim": 3},
+                                  dataset_size=100, train=False)
+    message = str(caught.value)
+    assert "\\n" not in message and "tensor(" not in message
+    assert message.endswith("forward at step 0 raised LatentError: regularizer 'total_correlation' needs densities "
+                            "of the latent: BinaryConcretePosterior has no prior_log_prob at these codes: they lie "
+                            "outside the support of its 'prior' (Bernoulli, support Boolean()); override "
+                            "prior_log_prob() to give one; or give it a part that has them with 'part'")
 
 
 def test_a_latent_without_densities_is_refused_the_entropy_metrics(binary):

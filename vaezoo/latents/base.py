@@ -81,11 +81,11 @@ class Posterior:
 
     def log_prob(self, z: Tensor) -> Tensor:
         """log q(z|x) per dimension, shape ``(batch, code_size)``."""
-        return self._set("distribution", "log_prob").log_prob(z)
+        return self._log_prob("distribution", "log_prob", z)
 
     def prior_log_prob(self, z: Tensor) -> Tensor:
         """log p(z) per dimension, shape ``(batch, code_size)``."""
-        return self._set("prior", "prior_log_prob").log_prob(z)
+        return self._log_prob("prior", "prior_log_prob", z)
 
     def log_density_matrix(self, z: Tensor) -> Tensor:
         """log q(z_i | x_j) per dimension of every code ``z_i`` of ``z`` under every posterior ``j`` of the batch.
@@ -93,7 +93,7 @@ class Posterior:
         ``z`` holds any number of codes (the batch's own, those of a whole DDP batch, or a metric's draws):
         the shape is ``(len(z), batch, code_size)``.
         """
-        return self._set("distribution", "log_density_matrix").log_prob(z.unsqueeze(1))
+        return self._log_prob("distribution", "log_density_matrix", z.unsqueeze(1))
 
     def location_scale(self) -> LocationScale | None:
         """This posterior as a :class:`LocationScale` density, or None (the default) when it is not one.
@@ -102,6 +102,20 @@ class Posterior:
         sums the densities of every posterior, which a location-scale family makes fast and exact.
         """
         return None
+
+    def _log_prob(self, attribute: str, what: str, z: Tensor) -> Tensor:
+        """The default ``what``: ``log_prob(z)`` of the ``distribution`` or ``prior``. Codes outside its support (a
+        Bernoulli prior at relaxed samples), which torch refuses while its argument checks are on, are a
+        :class:`LatentError` naming this posterior, as a missing density is."""
+        distribution = self._set(attribute, what)
+        try:
+            return distribution.log_prob(z)
+        except ValueError:
+            if not _outside_support(distribution, z):
+                raise
+            raise LatentError(f"{type(self).__name__} has no {what} at these codes: they lie outside the support "
+                              f"of its '{attribute}' ({type(distribution).__name__}, support "
+                              f"{distribution.support}); override {what}() to give one") from None
 
     def _set(self, attribute: str, what: str) -> Distribution:
         """The per-dimension ``distribution`` or ``prior`` that the default ``what`` reads, refused when unset."""
@@ -121,6 +135,15 @@ class Posterior:
         inner = "" if list(parts.values()) == [self] else ", parts={" + ", ".join(
             f"{name!r}: {part!r}" for name, part in parts.items()) + "}"
         return f"{type(self).__name__}(batch={self.mode.shape[0]}, code_size={self.code_size}{inner})"
+
+
+def _outside_support(distribution: Distribution, z: Tensor) -> bool:
+    """Whether some of ``z`` lies outside ``distribution``'s support; False when that cannot be told (a support that
+    depends on the value, or ``z`` of another shape: torch's own error says more)."""
+    try:
+        return not bool(distribution.support.check(z).all())
+    except (ValueError, RuntimeError, NotImplementedError):
+        return False
 
 
 @dataclass(frozen=True)
