@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import signal
 from pathlib import Path
@@ -212,6 +213,21 @@ def test_no_eval_metric_on_every_run_is_an_error(work, capsys):
     assert code == 1
     assert_one_line_error(err, "run runs/s1 records none of card toy's eval_metrics (acc, mig); measure them with "
                           "'vaezoo eval runs/s1 --write', or name others with --metrics")
+
+
+def test_eval_metrics_missing_or_not_finite_in_some_run_each_are_named_with_why(work, capsys):
+    """A run that records a metric as NaN was told to measure it again ('none ... is on every run; measure them with
+    vaezoo eval RUN --write'), which gives the NaN again, and neither the run nor the metric was named."""
+    runs = [write_run("runs/s1", 1, {"acc": math.nan, "mig": 0.3}), write_run("runs/s2", 2, {"acc": 0.6})]
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", *runs)
+    assert code == 1
+    assert_one_line_error(err, "none of card toy's eval_metrics is a finite number on every run (acc: run runs/s1 "
+                          "records nan; mig: run runs/s2 records none); measure one a run lacks with 'vaezoo eval "
+                          "RUN --write', or name others with --metrics")
+    code, _, err = cli(capsys, "seeds", "cards/toy.toml", write_run("runs/s3", 3, {"acc": math.inf, "mig": math.nan}))
+    assert code == 1
+    assert_one_line_error(err, "none of card toy's eval_metrics is a finite number on every run (acc: run runs/s3 "
+                          "records inf; mig: run runs/s3 records nan)")
 
 
 def test_a_seed_given_twice_is_an_error_naming_both(work, capsys):

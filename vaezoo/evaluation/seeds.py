@@ -186,14 +186,15 @@ def choose_metrics(card: Card, runs: Sequence[Run],
                 f"; or measure the card with 'vaezoo eval {shell_quote(card_reference(card))} --write'"
             raise CardError(f"card {card.name} records none of its eval_metrics ({listed}), so it is no measured run; "
                             f"{_instead(card, paths, around=paths[0] if paths else None)}{measure}")
-        lacking = next((run for run in runs[1:] if not any(_measured(run, m) for m in card.eval_metrics)), None)
+        lacking = next((run for run in runs[1:] if not any(m in run.card.metrics for m in card.eval_metrics)), None)
         if lacking is not None:
             raise CardError.about("{run} records none of card {card}'s eval_metrics ({listed}); measure them with "
                                   "'vaezoo eval {path} --write', or name others with {metrics}", run=lacking.label,
                                   card=card.name, listed=listed, path=shell_quote(lacking.path or lacking.card.name))
-        raise CardError.about("none of card {card}'s eval_metrics ({listed}) is on every run; measure them with "
-                              "'vaezoo eval RUN --write', or name others with {metrics}", card=card.name,
-                              listed=listed)
+        why = "; ".join(_unmeasured(runs, m) for m in card.eval_metrics)
+        raise CardError.about("none of card {card}'s eval_metrics is a finite number on every run ({why}); measure "
+                              "one a run lacks with 'vaezoo eval RUN --write', or name others with {metrics}",
+                              card=card.name, why=why)
     return everywhere, [m for m in card.eval_metrics if m not in everywhere]
 
 
@@ -210,6 +211,15 @@ def _instead(card: Card, paths: Sequence[str], around: str | None) -> str:
     if others and any(name in card.metrics for name in card.eval_metrics):
         said.append(f"leave that run out: '{shell_join(['vaezoo', 'seeds', card_reference(card), *others])}'")
     return "; or ".join(said) or "give runs of the card's recipe with other seeds"
+
+
+def _unmeasured(runs: Sequence[Run], name: str) -> str:
+    """Why the metric ``name`` is not spread over ``runs``: the first run that lacks it, or records it as NaN or
+    infinite (a run that measures it again gets that again)."""
+    run = next(run for run in runs if not _measured(run, name))
+    if name not in run.card.metrics:
+        return f"{name}: {run.label} records none"
+    return f"{name}: {run.label} records {run.card.metrics[name].value}"
 
 
 def _measured(run: Run, name: str) -> bool:
