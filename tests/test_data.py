@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -420,3 +421,77 @@ def test_batches_of_no_whole_number_of_images_and_batches_of_no_model_dtype_are_
         with pytest.raises(DtypeError, match=r"^dtype torch.int64 cannot be a model's parameters' type"):
             dataset.batch(slice(0, 2), dtype=torch.int64)
         assert dataset.batch(slice(0, 2), dtype="bf16").dtype == torch.bfloat16
+
+
+BINARY = (torch.rand(8, 1, 4, 4, generator=torch.Generator().manual_seed(0)) > 0.5).to(torch.uint8)
+FACTORS = torch.arange(16).reshape(8, 2) % 3
+MISBUILT = {  # each met a deep torch error at its first batch, or trained or scored silently
+    "numpy images": (dict(images=BINARY.numpy()), r"a dataset's images are a torch tensor \(N, C, H, W\), got "
+                                                  r"ndarray; convert them \(torch.from_numpy\(array\)"),
+    "a list": (dict(images=BINARY.tolist()), r"a dataset's images are a torch tensor \(N, C, H, W\), got list"),
+    "no channels": (dict(images=BINARY[:, 0]), r"a dataset's images are \(N, C, H, W\), got shape \(8, 4, 4\); add "
+                                               r"the channel dimension \(images.unsqueeze\(1\)\)"),
+    "5-d": (dict(images=BINARY[:, None]), r"a dataset's images are \(N, C, H, W\), got shape \(8, 1, 1, 4, 4\); "
+                                          r"reshape them"),
+    "complex": (dict(images=BINARY.to(torch.complex64)), r"a dataset's images are real numbers, got complex64; give "
+                                                         r"their real values"),
+    "bool at 255": (dict(images=BINARY.bool()), r"a dataset of bool images holds 0 and 1: give it scale=1.0, not "
+                                                r"255.0 \(their pixels would be 0 and 1/255\)"),
+    **{f"scale {scale!r}": (dict(images=BINARY, scale=scale),
+                            rf"a dataset's scale, what its stored values are divided by to lie in \[0, 1\], is a "
+                            rf"number > 0 \(255 for 8-bit images, 1 for images in \[0, 1\]\), got {re.escape(said)}")
+       for scale, said in ((0, "0 (int)"), (-1.0, "-1.0 (float)"), (math.nan, "nan (float)"),
+                           (math.inf, "inf (float)"), ("255", "'255' (str)"), (True, "True (bool)"))},
+    "labels of 3": (dict(images=BINARY, labels=torch.arange(3)),
+                    r"a dataset's labels are \(N,\), one per image, and it holds 8 images, got shape \(3,\)"),
+    "labels of 2 columns": (dict(images=BINARY, labels=FACTORS),
+                            r"a dataset's labels are \(N,\), one per image, and it holds 8 images, got shape \(8, 2\)"),
+    "factors of 5": (dict(images=BINARY, factors=FACTORS[:5]),
+                     r"a dataset's factors are \(N, K\) with K >= 1, one per image, and it holds 8 images, got shape "
+                     r"\(5, 2\)"),
+    "1-d factors": (dict(images=BINARY, factors=FACTORS[:, 0]),
+                    r"a dataset's factors are \(N, K\) with K >= 1, one per image, and it holds 8 images, got shape "
+                    r"\(8,\)"),
+    "no factors": (dict(images=BINARY, factors=FACTORS[:, :0]), r"a dataset's factors are \(N, K\) with K >= 1, "),
+    "text factors": (dict(images=BINARY, factors="shape"), r"a dataset's factors are a tensor \(N, K\) with K >= 1, "
+                                                           r"one per image, got 'shape' \(str\)"),
+    "one name for 2 factors": (dict(images=BINARY, factors=FACTORS, factor_names=("shape",)),
+                               r"a dataset's factor_names name 1 factor\(s\) \('shape',\) and it holds factors of 2 "
+                               r"column\(s\); give one name per column of its factors"),
+    "names without factors": (dict(images=BINARY, factor_names=("shape", "x")),
+                              r"a dataset's factor_names name 2 factor\(s\) \('shape', 'x'\) and it holds no factors"),
+    "names as a string": (dict(images=BINARY, factors=FACTORS, factor_names="xy"),
+                          r"a dataset's factor_names are a tuple of names, one per column of its factors, got 'xy' "
+                          r"\(str\)"),
+    "nominal as a string": (dict(images=BINARY, factors=FACTORS, factor_names=("shape", "x"), nominal_factors="shape"),
+                            r"a dataset's nominal_factors are a tuple of names, each one of its factor_names, got "
+                            r"'shape' \(str\)"),
+    "nominal unknown": (dict(images=BINARY, factors=FACTORS, factor_names=("shape", "x"), nominal_factors=("colour",)),
+                        r"a dataset's nominal_factors \['colour'\] are not among its factor_names \('shape', 'x'\); "
+                        r"name factors of the dataset"),
+    "binarize 'yes'": (dict(images=BINARY, binarize="yes"), r"a dataset's binarize is True or False, got 'yes'"),
+}
+
+
+@pytest.mark.parametrize("fields, message", MISBUILT.values(), ids=MISBUILT)
+def test_a_dataset_built_by_hand_wrongly_is_refused_when_it_is_made(fields, message):
+    """Numpy or complex images met "'numpy.ndarray' object has no attribute 'to'" or trained on their real part;
+    labels or factors of another length trained, and scored where their names or lengths did not match; bool images
+    at the default scale trained on pixels of 0 and 1/255."""
+    from vaezoo.data import ImageDataset
+
+    with pytest.raises(DataError, match=f"^{message}"):
+        ImageDataset(**fields)
+
+
+def test_a_dataset_built_by_hand_takes_its_labels_and_factors_as_arrays_and_any_real_images():
+    from vaezoo.data import ImageDataset
+
+    made = ImageDataset(BINARY.bool(), scale=1, labels=np.arange(8), factors=FACTORS.numpy(), factor_names=["a", "b"],
+                        nominal_factors=["a"])
+    assert torch.equal(made.labels, torch.arange(8)) and torch.equal(made.factors, FACTORS)
+    assert (made.factor_names, made.nominal_factors) == (("a", "b"), ("a",))
+    assert torch.equal(made.batch(slice(None)), BINARY.float())
+    assert len(ImageDataset(BINARY[:0], factors=FACTORS[:0])) == 0  # refused where it is used (nothing to measure)
+    for images in (BINARY.long() * 255, BINARY.double() * 255, BINARY.to(torch.int16) * 255):
+        assert torch.equal(ImageDataset(images).batch(slice(None)), BINARY.float())

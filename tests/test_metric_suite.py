@@ -212,6 +212,14 @@ def factor_images(factors) -> ImageDataset:
     return ImageDataset(torch.zeros(len(factors), 1, 4, 4, dtype=torch.uint8), factors=factors)
 
 
+def changed(dataset: ImageDataset, **fields) -> ImageDataset:
+    """``dataset`` with ``fields`` set after it was made: its construction refuses them (tests/test_data.py), a
+    metric still must."""
+    for name, value in fields.items():
+        setattr(dataset, name, value)
+    return dataset
+
+
 SUPERVISED = ("betavae_score", "factorvae_score", "sap_score", "dci_disentanglement", "modularity", "explicitness",
               "mig_dlib", "mig_chen")
 ODD_DATASETS = {
@@ -219,9 +227,10 @@ ODD_DATASETS = {
                  r"the dataset holds no image, so there is nothing to measure"),
     "one image": (factor_images(torch.zeros(1, 3, dtype=torch.long)),
                   r"no factor of the dataset takes two values \(1 image\(s\)\), so \w+ has nothing to measure"),
-    "1-d factors": (factor_images(torch.arange(6)), r"\w+: the dataset's factors are its images' factor classes, "
-                                                    r"\(6, K\) with K >= 1, got shape \(6,\)"),
-    "fewer factors": (ImageDataset(torch.zeros(6, 1, 4, 4, dtype=torch.uint8), factors=torch.zeros(4, 2)),
+    "1-d factors": (changed(factor_images(torch.arange(6)[:, None]), factors=torch.arange(6)),
+                    r"\w+: the dataset's factors are its images' factor classes, \(6, K\) with K >= 1, got shape "
+                    r"\(6,\)"),
+    "fewer factors": (changed(factor_images(torch.zeros(6, 2)), factors=torch.zeros(4, 2)),
                       r"\w+: the dataset's factors are its images' factor classes, \(6, K\) with K >= 1, got shape "
                       r"\(4, 2\)"),
     "NaN factors": (factor_images(torch.tensor([[0.0, 1.0], [math.nan, 2.0], [1.0, 0.0]])),
@@ -252,7 +261,7 @@ def test_a_metric_called_alone_on_images_of_another_size_than_the_model_s_names_
     """A model of MNIST measured on dSprites was refused by its input check on a batch, "got shape (47, 1, 64, 64);
     turn images into model input with model.preprocess(images)", which is no fix for a dataset."""
     dataset = factor_images(torch.tensor(FACTORS[:6]))
-    flat = ImageDataset(torch.zeros(6, 4, 4, dtype=torch.uint8), factors=torch.tensor(FACTORS[:6]))  # no channels
+    flat = changed(factor_images(torch.tensor(FACTORS[:6])), images=torch.zeros(6, 4, 4, dtype=torch.uint8))
     for model, images, got, takes in ((Sized(1, 28), dataset, "1, 4, 4", "1, 28, 28"),
                                       (Sized(3, 4), dataset, "1, 4, 4", "3, 4, 4"),
                                       (Sized(1, 4), flat, "4, 4", "1, 4, 4")):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +51,51 @@ class ImageDataset:
     factor_names: tuple[str, ...] = ()
     nominal_factors: tuple[str, ...] = ()
     binarize: bool = False
+
+    def __post_init__(self) -> None:
+        """Refuse, in one line, what a dataset built by hand gets wrong (checked without reading a pixel): a numpy
+        array, a list or a complex tensor of images, a tensor of other than 4 dimensions, a scale that is not a
+        finite number > 0, labels or factors of another length than the images, factor names that do not name the
+        factors' columns. Each met a deep torch error at the first batch, or trained or scored silently (the
+        imaginary part dropped, labels of 10 images on 64, bool images as 1/255).
+
+        Raises:
+            DataError: naming the field, what it holds and what to give.
+        """
+        images = self.images
+        if not isinstance(images, Tensor):
+            raise DataError(f"a dataset's images are a torch tensor (N, C, H, W), got {type(images).__name__}; "
+                            f"convert them (torch.from_numpy(array) or torch.as_tensor)")
+        if images.ndim != 4:
+            fix = "add the channel dimension (images.unsqueeze(1))" if images.ndim == 3 else "reshape them"
+            raise DataError(f"a dataset's images are (N, C, H, W), got shape {tuple(images.shape)}; {fix}")
+        if images.is_complex():
+            raise DataError(f"a dataset's images are real numbers, got {str(images.dtype).removeprefix('torch.')}; "
+                            f"give their real values (images.real or images.abs())")
+        scale = self.scale
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 < scale < math.inf:
+            raise DataError(f"a dataset's scale, what its stored values are divided by to lie in [0, 1], is a number "
+                            f"> 0 (255 for 8-bit images, 1 for images in [0, 1]), got {in_brief(scale, 40)}")
+        if images.dtype == torch.bool and scale != 1:
+            raise DataError(f"a dataset of bool images holds 0 and 1: give it scale=1.0, not {scale} (their pixels "
+                            f"would be 0 and 1/{scale:g})")
+        size = len(images)
+        if self.labels is not None:
+            self.labels = _per_image(self.labels, "labels", size, 1)
+        if self.factors is not None:
+            self.factors = _per_image(self.factors, "factors", size, 2)
+        self.factor_names = names = _names(self.factor_names, "factor_names", "one per column of its factors")
+        self.nominal_factors = _names(self.nominal_factors, "nominal_factors", "each one of its factor_names")
+        columns = None if self.factors is None else self.factors.shape[1]
+        if names and columns != len(names):
+            held, fix = (("no factors", "give its factors too, or no factor_names") if columns is None else
+                         (f"factors of {columns} column(s)", "give one name per column of its factors"))
+            raise DataError(f"a dataset's factor_names name {len(names)} factor(s) {names} and it holds {held}; {fix}")
+        if unknown := [name for name in self.nominal_factors if name not in names]:
+            raise DataError(f"a dataset's nominal_factors {unknown} are not among its factor_names {names}; "
+                            f"name factors of the dataset")
+        if not isinstance(self.binarize, bool):
+            raise DataError(f"a dataset's binarize is True or False, got {in_brief(self.binarize, 40)}")
 
     def __len__(self) -> int:
         return self.images.shape[0]
@@ -104,6 +151,31 @@ class ImageDataset:
         device = usable_device(device)
         for start in range(0, len(self), batch_size):
             yield start, self.batch(slice(start, start + batch_size), device, dtype)
+
+
+def _names(names: object, field: str, what: str) -> tuple[str, ...]:
+    """A dataset's ``factor_names`` or ``nominal_factors``, a tuple or list of names, as a tuple; refused in one
+    line otherwise (a string was taken as its letters)."""
+    if not isinstance(names, (tuple, list)) or not all(isinstance(name, str) for name in names):
+        raise DataError(f"a dataset's {field} are a tuple of names, {what}, got {in_brief(names, 60)}")
+    return tuple(names)
+
+
+def _per_image(values: object, field: str, size: int, ndim: int) -> Tensor:
+    """A dataset's ``labels`` (``ndim`` 1: ``(N,)``) or ``factors`` (``ndim`` 2: ``(N, K)``, K >= 1) as a tensor, a
+    numpy array taken as one; refused in one line unless real numbers with one row per image of ``size``."""
+    shape = "(N,)" if ndim == 1 else "(N, K) with K >= 1"
+    try:
+        tensor = torch.as_tensor(values)
+    except (TypeError, ValueError, RuntimeError):
+        raise DataError(f"a dataset's {field} are a tensor {shape}, one per image, got "
+                        f"{in_brief(values, 40)}") from None
+    if tensor.ndim != ndim or len(tensor) != size or (ndim == 2 and tensor.shape[1] < 1):
+        raise DataError(f"a dataset's {field} are {shape}, one per image, and it holds {size:,} images, got "
+                        f"shape {tuple(tensor.shape)}")
+    if tensor.is_complex():
+        raise DataError(f"a dataset's {field} are real numbers, got {str(tensor.dtype).removeprefix('torch.')}")
+    return tensor
 
 
 def _rows(index: object, size: int) -> int | slice | Tensor:
