@@ -7,7 +7,7 @@ import shlex
 
 import numpy as np
 import pytest
-from kit import make_card, write_entry
+from kit import cli, make_card, write_entry
 from vaezoo_jointvae.sections import card_labels
 
 import vaezoo
@@ -63,3 +63,32 @@ def test_the_commands_a_run_records_run_as_written(zoo_entry, tmp_path, capsys):
     assert label_command[:3] == ["python", "-m", "vaezoo_jointvae.labels"]
     assert labels.main(label_command[3:]) == 0
     assert f"category -> label {card_labels(written)['discrete0'].category_to_label}" in capsys.readouterr().out
+
+
+def test_a_run_s_card_records_the_plugin_distributions_it_was_made_with(data_plugin, tmp_path, capsys):
+    """A run's card named its architecture and dataset but not the distributions that provide them: a user without
+    the plugin was told to "install the plugin that registers it", not which one."""
+    import shutil
+
+    from pydantic import ValidationError
+
+    from vaezoo.entries.schema import Card
+    from vaezoo.errors import UnknownNameError
+    from vaezoo.plugins import get_plugins
+
+    distribution = get_plugins().info["testdata"].distribution
+    out = tmp_path / "run"
+    written = parse_card(train(Card.model_validate(make_card("tiny")), out).card_path)
+    assert written.plugins == {distribution: "1.0"}  # the dataset's; the architecture is vaezoo's own
+    code, shown, _ = cli(capsys, "info", str(out))
+    assert code == 0 and f'[plugins]\n{distribution} = "1.0"\n' in shown
+
+    for installed in data_plugin.glob(f"{distribution}*"):  # uninstalled, as pip would
+        shutil.rmtree(installed) if installed.is_dir() else installed.unlink()
+    vaezoo.plugins.reset()
+    with pytest.raises(UnknownNameError, match=rf"^card 'tiny-blobs-run' needs the dataset 'tiny_blobs', which no "
+                                               rf"installed plugin registers \(it was made with {distribution} 1\.0\); "
+                                               rf"install the plugin"):
+        vaezoo.load(out)
+    with pytest.raises(ValidationError, match="plugins"):  # printed by vaezoo info and in errors: printable text only
+        Card.model_validate(make_card("tiny", plugins={distribution: "1.0\x1b[2J"}))

@@ -317,19 +317,14 @@ def card_dataset(card: Card, root=None, split: str = "test") -> ImageDataset:
 
 
 def _not_installed(card: Card, exc: UnknownNameError) -> UnknownNameError:
-    """``exc`` (no plugin registers a part of ``card``) said as a plugin the card needs, naming the plugins its
-    folder's ``config.json`` records (a Hub folder's) where it has one."""
+    """``exc`` (no plugin registers a part of ``card``) said as a plugin the card needs, naming the plugins the card
+    records (``plugins``, written by ``vaezoo train``), else those its folder's ``config.json`` records (a Hub
+    folder's), where it has them."""
     if getattr(exc, "missing", None) is None:
         return exc
     kind, name = exc.missing
-    made_with = ""
-    config = card.path.parent / "config.json" if card.path is not None else None
-    try:
-        plugins = load_json(config.read_text(encoding="utf-8")[:MAX_CONFIG]).get("plugins") if config else None
-        if isinstance(plugins, dict) and plugins:
-            made_with = " (it was made with " + ", ".join(f"{d} {v}" for d, v in plugins.items()) + ")"
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        pass
+    plugins = card.plugins or _config_plugins(card)
+    made_with = " (it was made with " + ", ".join(f"{d} {v}" for d, v in plugins.items()) + ")" if plugins else ""
     broken = [info for info in get_plugins().info.values() if info.status != "ok"]
     left_out = get_plugins().left_out
     if left_out and not broken:  # installed, maybe, but not loaded: installing would change nothing
@@ -348,6 +343,16 @@ def _not_installed(card: Card, exc: UnknownNameError) -> UnknownNameError:
                                  f"installed)")
     error.missing = exc.missing
     return error
+
+
+def _config_plugins(card: Card) -> dict[str, str]:
+    """The ``plugins`` of the ``config.json`` beside ``card`` (a Hub folder's), or nothing where it has none."""
+    config = card.path.parent / "config.json" if card.path is not None else None
+    try:
+        plugins = load_json(config.read_text(encoding="utf-8")[:MAX_CONFIG]).get("plugins") if config else None
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return {}
+    return plugins if isinstance(plugins, dict) else {}
 
 
 MAX_CONFIG = 1 << 20

@@ -157,7 +157,7 @@ def _not_a_loss(name: str) -> str | None:
 
 CARD_FIELDS = frozenset({"name", "architecture", "summary", "dataset", "paper", "license", "vaezoo_version", "model",
                          "train", "weights", "metrics", "eval_metrics", "eval_settings", "headline", "latent",
-                         "parameters", "training_parameters", "input", "sections"})
+                         "parameters", "training_parameters", "plugins", "input", "sections"})
 """The fields of :class:`vaezoo.entries.schema.Card`, which the plugin manager, below the card schema, names here
 (tests/test_layers.py holds the two equal)."""
 

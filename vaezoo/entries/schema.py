@@ -56,6 +56,11 @@ def _plain_int(value: Any) -> Any:
 _Count = Annotated[int, BeforeValidator(_plain_int), Strict(), Field(gt=0, lt=2**63)]
 
 
+_Token = Annotated[str, Field(pattern=r"^[!-~]{1,100}$")]
+"""A distribution's name or version as a card records it: 1 to 100 printable ASCII characters, no space (PEP 508
+names and PEP 440 versions are; anything else would print as other text)."""
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -348,6 +353,10 @@ class Card(_Frozen):
         default=None, description="parameter counts of the training-only parts (e.g. FactorVAE's discriminator), by "
                                   "their place in the model: trained beside it, in its checkpoints, not in its "
                                   "weights nor in 'parameters'; written by vaezoo train")
+    plugins: dict[_Token, _Token] | None = Field(
+        default=None, description="{ distribution = version } of the plugins other than vaezoo whose code the model, "
+                                  "its dataset and its eval_metrics use, as installed when it was trained; written by "
+                                  "vaezoo train")
     input: InputSection | None = Field(default=None, description="how dataset images became the model's input")
     sections: dict[str, Any] = Field(
         default_factory=dict, description="plugins' tables (vaezoo_register_card_sections) by name, e.g. JointVAE's "

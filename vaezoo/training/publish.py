@@ -97,9 +97,11 @@ def published(out: Path, name: str, steps: int, stopped: bool = False) -> Path |
 
 def own_card(card: Card, model: VAE, name: str, steps: int, total: int | None = None) -> Card:
     """The run's own card, before evaluation: ``card``'s recipe and model under ``name``, what the run did
-    (``steps``, the latent layout, the parameter count of the model alone and of each training-only part), and
-    nothing measured on ``card``. A run stopped short of its last step ``total`` says so first in its summary:
-    its recipe still names the whole run, and ``train.steps`` the steps it made."""
+    (``steps``, the latent layout, the parameter count of the model alone and of each training-only part, the
+    distributions and versions of the plugins whose code it used), and nothing measured on ``card``. A run stopped
+    short of its last step ``total`` says so first in its summary: its recipe still names the whole run, and
+    ``train.steps`` the steps it made."""
+    from vaezoo.assemble import third_party_plugins
     from vaezoo.version import __version__
 
     summary = STOPPED.sub("", card.summary)  # a card trained from a stopped run's card is not stopped itself
@@ -111,4 +113,6 @@ def own_card(card: Card, model: VAE, name: str, steps: int, total: int | None = 
                                    "parameters": sum(p.numel() for p in model.parameters()),
                                    "training_parameters": {name: sum(p.numel() for p in part.parameters())
                                                            for name, part in model.training_parts().items()} or None,
+                                   "plugins": {info.distribution: info.version
+                                               for info in third_party_plugins(card, model)} or None,
                                    "metrics": {}, "sections": {}, "weights": None})
