@@ -288,5 +288,27 @@ def test_a_learning_rate_whose_step_overflows_the_floats_is_one_line(data_plugin
     path = write_toml(tmp_path / "card.toml", data)
     code, _, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "run"), "--no-eval", *seeds)
     assert code == 1 and "Traceback" not in err
-    assert re.fullmatch(f"error: {said}: learning rate 1e\\+39 is too large, its step overflows the parameters' "
-                        f"floating-point range; lower it", err.splitlines()[-1])
+    why = f"{said}: learning rate 1e\\+39 is too large, its step overflows the parameters' floating-point range; " \
+          f"lower it"
+    if not seeds:
+        assert re.fullmatch(f"error: {why}", err.splitlines()[-1])
+        return
+    assert [line for line in err.splitlines() if re.fullmatch(f"seed [01]: {why}; no checkpoint has been written "
+                                                              f"yet", line)]
+    assert err.splitlines()[-1] == "2 of 2 runs stopped early (their lines above name them); the others finished"
+
+
+def test_a_sweep_member_whose_step_overflows_stops_alone(data_plugin, tmp_path, capsys):
+    # the members of another discriminator's learning rate are stacks of their own: the overflow of one stopped
+    # every stack with it
+    data = make_card("tiny")
+    data["model"]["regularizers"] = [{"type": "factorvae", "gamma": 10.0, "layers": 1, "hidden": 8, "lr": 1e-4}]
+    path = write_toml(tmp_path / "card.toml", data)
+    code, out, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "run"), "--no-eval",
+                         "--sweep", "model.regularizers.0.lr=1e-4,1e39")
+    assert code == 1 and "Traceback" not in err
+    assert "model.regularizers.0.lr=1e+39 seed 0: regularizer FactorVAE (regularizers.0): its optimiser Adam of part " \
+           "'discriminator': learning rate 1e+39 is too large" in err
+    assert err.splitlines()[-1] == "1 of 2 runs stopped early (their lines above name them); the others finished"
+    assert (tmp_path / "run" / "model.regularizers.0.lr=0.0001" / "seed-0" / "tiny-blobs-run.toml").is_file()
+    assert not (tmp_path / "run" / "model.regularizers.0.lr=1e+39" / "seed-0" / "tiny-blobs-run.toml").exists()

@@ -50,7 +50,8 @@ from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
                                   distribution_checks_off, diverged, epoch_order, last_good, make_optimizer,
-                                  optimizer_step, precision_flags, RECIPE_OPTIMIZER, resume_point, rng_state, until)
+                                  optimizer_step, precision_flags, RECIPE_OPTIMIZER, resume_point, rng_state,
+                                  StepOverflow, until)
 from vaezoo.training.auxiliary import TrainingParts
 from vaezoo.training.compiling import Compiled, step_tensor
 from vaezoo.training.progress import Reporter
@@ -536,9 +537,13 @@ class Stack:
             return 0
         self.optimizer.zero_grad(set_to_none=self.graph is None)  # a captured graph keeps its gradients
         losses.sum().backward()
-        self.optimizer_step()
-        if self.parts:
-            self._update_parts(store, z)
+        try:
+            self.optimizer_step()
+            if self.parts:
+                self._update_parts(store, z)
+        except StepOverflow as exc:  # the stack's optimisers are its members' alike: each stops, the other stacks go on
+            self._stop_all(str(exc))
+            return 0
         self.shown = losses.detach()
         return self._stepped(x)
 
@@ -577,6 +582,14 @@ class Stack:
         else:
             self.members = []
         return kept
+
+    def _stop_all(self, why: str) -> None:
+        """Stop every member, each at its last checkpoint, ``why`` (one line) saying what stopped them."""
+        for m in self.members:
+            m.error = f"{m.label}: {why}; {last_good(m.checkpoint, m.saved)}"
+            m.step = m.saved or 0  # its model holds the weights of its last checkpoint
+            self.stopped.append(m)
+        self.members = []
 
     def _write_back(self, indices: Sequence[int]) -> None:
         """Copy the stacked weights of the members at ``indices`` into their own models and training parts."""

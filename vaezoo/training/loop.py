@@ -83,6 +83,10 @@ def make_optimizer(recipe: TrainRecipe, params, **extra) -> torch.optim.Optimize
     return getattr(torch.optim, spec.name)(params, lr=spec.lr, **spec.options, **extra)
 
 
+class StepOverflow(TrainingError):
+    """An optimiser's step whose size its parameters' floats cannot hold (:func:`optimizer_step`)."""
+
+
 RECIPE_OPTIMIZER = "the recipe's optimiser (train.optimizer)"
 """How :func:`optimizer_step`'s error names the model's optimiser."""
 
@@ -95,7 +99,7 @@ def optimizer_step(optimizer: torch.optim.Optimizer, whose: str) -> None:
         whose: names it and where its settings are, e.g. ``"the recipe's optimiser (train.optimizer)"``.
 
     Raises:
-        TrainingError: its learning rate (or an option scaled by it, such as ``weight_decay``) makes a step size
+        StepOverflow: its learning rate (or an option scaled by it, such as ``weight_decay``) makes a step size
             that the parameters' dtype cannot hold: torch raised a ``RuntimeError`` with a traceback.
     """
     try:
@@ -104,7 +108,7 @@ def optimizer_step(optimizer: torch.optim.Optimizer, whose: str) -> None:
         if "without overflow" not in str(exc):
             raise
         rates = ", ".join(f"{lr:g}" for lr in dict.fromkeys(group["lr"] for group in optimizer.param_groups))
-        raise TrainingError(f"{whose}: learning rate {rates} is too large, its step overflows the parameters' "
+        raise StepOverflow(f"{whose}: learning rate {rates} is too large, its step overflows the parameters' "
                             f"floating-point range; lower it") from None
 
 
