@@ -626,14 +626,16 @@ def test_a_metric_the_model_cannot_serve_fails_the_kit_before_training(tmp_path,
 
 def test_a_metric_the_cards_own_dataset_cannot_serve_fails_the_kit_as_vaezoo_train_refuses_it(tmp_path, monkeypatch):
     # the kit trains on the synthetic dataset, which has factors; the card's MNIST has none
-    card = make_card(name="kit-card", eval_metrics=["mutual_info_score", "mig_chen"], input=INPUT)
+    path = write_card(tmp_path, make_card(name="kit-card", eval_metrics=["mutual_info_score", "mig_chen"],
+                                          input=INPUT))
     monkeypatch.setattr("vaezoo.training.train.train", lambda *a, **k: pytest.fail("it trained"))
-    with pytest.raises(ConformanceError, match=r"card 'kit-card', trained as 'vaezoo train' does: matching its "
-                                               r"metrics against the model \(the check at step 0\) raised "
-                                               r"MetricError: card 'kit-card': metric 'mig_chen' needs a dataset "
-                                               r"with ground-truth factors .*; its dataset has none \(remove it "
-                                               r"from eval_metrics\)$"):
-        testing.check_training(write_card(tmp_path, card))
+    refused = (r"card 'kit-card', trained as 'vaezoo train' does: matching its metrics against the model \(the check "
+               r"at step 0\) raised MetricError: card 'kit-card': metric 'mig_chen' needs a dataset with ground-truth "
+               r"factors .*; its dataset has none ")
+    with pytest.raises(ConformanceError, match=refused + r"\(remove it from eval_metrics\)$"):
+        testing.check_training(path)
+    with pytest.raises(ConformanceError, match=refused + r"\(leave it out of metrics\)$"):
+        testing.check_training(path, metrics=["mig_chen"])
 
 
 def test_the_synthetic_dataset_has_factors_labels_and_any_geometry():

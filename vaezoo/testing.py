@@ -909,7 +909,7 @@ def _trial(card: Card, subject: str, steps: int, seed: int, metrics: Sequence[st
         model = build_model(trial)
     # against the card's own dataset, as 'vaezoo train' checks at step 0: the synthetic one has every factor
     with _running(subject, "matching its metrics against the model (the check at step 0)"):
-        check_metrics(model, card.model_copy(update={"eval_metrics": names, "eval_settings": quick}))
+        check_metrics(model, card.model_copy(update={"eval_metrics": names, "eval_settings": quick}), metrics)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
         said = io.StringIO()
