@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kit import assert_one_line_error, cli, write_card
 from test_gallery import tiny_zoo  # noqa: F401  (a fixture)
-from test_seeds import card_dict, work, write_run  # noqa: F401  (work is a fixture)
+from test_seeds import WEIGHTS, card_dict, work, write_run  # noqa: F401  (work is a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 ZOO = ROOT / "zoo_cards"
@@ -73,6 +73,23 @@ def test_a_card_with_weights_but_no_metrics_is_told_how_to_measure_it(work, caps
     assert code == 1
     assert_one_line_error(err, "card toy records none of its eval_metrics", "; or measure the card with "
                           "'vaezoo eval toy --write'")
+
+
+def test_runs_none_of_which_is_measured_are_told_to_measure_them_not_to_spread_around_one(work, capsys):
+    """Over runs trained with --no-eval it suggested 'vaezoo seeds' around the second run, which records no metric
+    either: that command failed alike, suggesting the third. The runs need measuring first."""
+    for seed in (0, 1, 2):  # each run its own weights, as training writes them
+        write_run(f"runs/x/seed-{seed}", seed, {}, weights={**WEIGHTS, "sha256": f"{seed}" * 64})
+    code, out, err = cli(capsys, "seeds", "runs/x/seed-0", "runs/x/seed-1", "runs/x/seed-2")
+    assert (code, out) == (1, "")
+    line = assert_one_line_error(err, "card toy-run records none of its eval_metrics (acc, mig), nor does any run "
+                                 "given; measure them first: 'vaezoo eval ")
+    assert "vaezoo seeds" not in line
+    [command] = _typed(line)
+    assert command[:2] == ["vaezoo", "eval"] and command[-1] == "--write"
+    assert [Path(p).resolve() for p in command[2:-1]] == [
+        (work / "runs/x/seed-0/toy-run.toml").resolve(), (work / "runs/x/seed-1").resolve(),
+        (work / "runs/x/seed-2").resolve()]
 
 
 def _strings(value) -> list[str]:

@@ -182,10 +182,17 @@ def choose_metrics(card: Card, runs: Sequence[Run],
         listed = ", ".join(card.eval_metrics)
         if not any(_measured(runs[0], m) for m in card.eval_metrics):  # the card, not a run, lacks them
             paths = [run.path for run in runs[1:] if run.path is not None]
+            measured = [run.path for run in runs[1:]
+                        if run.path is not None and any(_measured(run, m) for m in card.eval_metrics)]
+            if paths and not measured:  # no run to spread around (trained with --no-eval): measure them all first
+                own = [] if card.weights is None else [card_reference(card)]
+                command = shell_join(["vaezoo", "eval", *own, *paths, "--write"])
+                raise CardError(f"card {card.name} records none of its eval_metrics ({listed}), nor does any run "
+                                f"given; measure them first: '{command}'")
             measure = "" if card.weights is None else \
                 f"; or measure the card with 'vaezoo eval {shell_quote(card_reference(card))} --write'"
             raise CardError(f"card {card.name} records none of its eval_metrics ({listed}), so it is no measured run; "
-                            f"{_instead(card, paths, around=paths[0] if paths else None)}{measure}")
+                            f"{_instead(card, paths, around=measured[0] if measured else None)}{measure}")
         lacking = next((run for run in runs[1:] if not any(m in run.card.metrics for m in card.eval_metrics)), None)
         if lacking is not None:
             raise CardError.about("{run} records none of card {card}'s eval_metrics ({listed}); measure them with "
