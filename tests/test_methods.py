@@ -26,7 +26,7 @@ from vaezoo.assemble import build_part
 from vaezoo.context import BuildContext
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import Card
-from vaezoo.errors import CardError, TrainingError
+from vaezoo.errors import CardError, TrainingError, VaezooError
 from vaezoo.latents import Gaussian, LocationScale
 from vaezoo.plugins import registry
 from vaezoo.training.train import CHECKPOINT, train
@@ -312,3 +312,19 @@ def test_a_sweep_member_whose_step_overflows_stops_alone(data_plugin, tmp_path, 
     assert err.splitlines()[-1] == "1 of 2 runs stopped early (their lines above name them); the others finished"
     assert (tmp_path / "run" / "model.regularizers.0.lr=0.0001" / "seed-0" / "tiny-blobs-run.toml").is_file()
     assert not (tmp_path / "run" / "model.regularizers.0.lr=1e+39" / "seed-0" / "tiny-blobs-run.toml").exists()
+
+
+@pytest.mark.parametrize("regularizers, fix", [
+    ([{"type": "factorvae", "layers": 1, "hidden": 8}, {"type": "dipvae"}],
+     "DIPVAE takes no 'part' to act on a part of the latent of its own: keep one of the two on the card"),
+    ([{"type": "beta", "beta": 4.0}, {"type": "dipvae"}],
+     "DIPVAE takes no 'part' to act on a part of the latent of its own: keep one of the two on the card")],
+                         ids=["factorvae-dipvae", "beta-dipvae"])
+def test_two_regularizers_that_each_add_the_kl_are_refused_with_a_fix_the_card_can_make(data_plugin, tmp_path,
+                                                                                        regularizers, fix):
+    # FactorVAE beside DIP-VAE was told to give each its own 'part', which neither takes
+    data = make_card("tiny")
+    data["model"]["regularizers"] = regularizers
+    with pytest.raises(VaezooError, match=rf"its term 'kl' has the name of an earlier regularizer's term, which it "
+                                          rf"would replace in the loss; give each term a name of its own \({fix}\)"):
+        train(Card.model_validate(data), tmp_path / "run", evaluate=False)

@@ -479,9 +479,13 @@ def _scalar_terms(regularizer: Regularizer, terms: object, before: Mapping[str, 
                               f"scalar tensor")
         if name in before:
             owner = "the likelihood's" if name == "reconstruction" else "an earlier regularizer's"
+            kind = type(regularizer).__name__
+            fix = ("two regularizers of one type: give each its own 'part'"
+                   if "part" in inspect.signature(type(regularizer)).parameters else
+                   f"{kind} takes no 'part' to act on a part of the latent of its own: keep one of the two on the card")
             raise PluginError(f"{_part('regularizer', regularizer)}: its term '{name}' has the name of "
                               f"{owner} term, which it would replace in the loss; give each term a name of its own "
-                              f"(two regularizers of one type: give each its own 'part')")
+                              f"({fix})")
     return terms
 
 
