@@ -230,6 +230,16 @@ def test_eval_metrics_missing_or_not_finite_in_some_run_each_are_named_with_why(
                           "records inf; mig: run runs/s3 records nan)")
 
 
+def test_an_empty_run_is_refused_not_read_as_the_current_folder(work, capsys, monkeypatch):
+    # "$RUN" of an unset variable, in a run's folder: the run was spread over without a word
+    write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3})
+    monkeypatch.chdir(work / "runs" / "s1")
+    code, out, err = cli(capsys, "seeds", str(work / "cards" / "toy.toml"), "", "--write")
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1].endswith("error: argument RUN: give a path, not an empty string")
+    assert get_card(work / "cards" / "toy.toml").metrics["acc"].seeds is None
+
+
 def test_a_seed_given_twice_is_an_error_naming_both(work, capsys):
     code, _, err = cli(capsys, "seeds", "cards/toy.toml", write_run("runs/a", 0))
     assert code == 1

@@ -2,7 +2,7 @@
 
 import sys
 
-from vaezoo.cli.common import add_card, names_arg, print_json, print_table, printable
+from vaezoo.cli.common import add_card, names_arg, path_arg, print_json, print_table, printable
 from vaezoo.evaluation.seeds import DEFAULT_SELECTION
 from vaezoo.terminal import note, shell_join
 
@@ -14,7 +14,7 @@ def add_parser(sub) -> None:
                                    "each RUN must be the card's recipe with another seed (vaezoo train CARD "
                                    "--seed N --out DIR writes one). With no RUN: the spreads the card records.")
     add_card(p)
-    p.add_argument("runs", nargs="*", metavar="RUN",
+    p.add_argument("runs", nargs="*", metavar="RUN", type=path_arg,
                    help="a run folder holding one completed card (as vaezoo train writes it) or a card file; none: "
                         "print the spreads recorded on the card")
     p.add_argument("--metrics", type=names_arg, metavar="A,B",
