@@ -3,6 +3,8 @@ and seeds."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from kit import make_card
 
@@ -68,5 +70,25 @@ def test_a_value_written_as_an_equal_number_of_another_type_is_the_same_recipe(t
     check_model(Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, made.name, recipe(made)), written)
     data["model"]["regularizers"][0]["beta"] = 2
     with pytest.raises(TrainingError, match=r"model.regularizers.0.beta 1.0 in the checkpoint, 2 in card"):
+        check_recipe(Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, made.name, recipe(made)),
+                     Card.model_validate(data))
+
+
+def test_a_setting_written_at_the_default_its_part_declares_is_the_same_recipe_as_one_left_out(tmp_path):
+    # FactorVAE's lr = 1e-4 and betas = [0.5, 0.9] written on the card, left out where the run started: --resume,
+    # vaezoo seeds and eval --checkpoint refused it ("model.regularizers.0.lr absent in the checkpoint, 0.0001")
+    data = make_card("tiny")
+    data["model"]["regularizers"] = [{"type": "factorvae", "gamma": 10.0, "layers": 2, "hidden": 8}]
+    made = Card.model_validate(copy.deepcopy(data))
+    data["model"]["regularizers"][0].update(lr=1e-4, betas=[0.5, 0.9])
+    data["model"]["likelihood"] = "bernoulli"  # the architecture's own default
+    written = Card.model_validate(copy.deepcopy(data))
+    for left, right in ((made, written), (written, made)):
+        check_recipe(Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, left.name, recipe(left)), right)
+        check_recipe(Run("run a", left), right)
+        check_model(Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, left.name, recipe(left)), right)
+    data["model"]["regularizers"][0]["lr"] = 1e-3
+    with pytest.raises(TrainingError, match=r"another recipe than card 'tiny-blobs': model.regularizers.0.lr absent "
+                                            r"in the checkpoint, 0.001 in card 'tiny-blobs'; resume"):
         check_recipe(Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, made.name, recipe(made)),
                      Card.model_validate(data))

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import torch
 
 from vaezoo.devices import usable_device
-from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, differences, fingerprint
+from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, fingerprint, recipe_differences
 from vaezoo.entries.recipe import recipe as card_recipe
 from vaezoo.entries.schema import PRECISION_NAMES, Card
 from vaezoo.errors import Phrase, TrainingError, WeightsError
@@ -271,7 +271,7 @@ def check_model(checkpoint: Checkpoint, card: Card) -> None:
         return  # loading the weights still checks every tensor's name and shape
     theirs = {k: checkpoint.recipe[k] for k in ("architecture", "model") if k in checkpoint.recipe}
     mine = card_recipe(card, RESUMED | {"train"})
-    if fingerprint(mine) != fingerprint(theirs) and (found := differences(theirs, mine)):  # 10 and 10.0 are one
+    if fingerprint(mine) != fingerprint(theirs) and (found := recipe_differences(theirs, mine)):  # 10 and 10.0 are one
         raise TrainingError(f"{checkpoint.label} was made from card '{checkpoint.card}', whose model is "
                             f"not card '{card.name}''s: {_shown(found, card.name)}; "
                             f"give the card the run was started from")

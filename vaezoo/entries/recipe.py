@@ -16,12 +16,15 @@ so that recipes recorded before the field existed still fit; any other precision
 fingerprint is the sha256 of a recipe's canonical JSON (keys sorted, no spaces): checkpoints store both.
 
 :func:`check_recipe` is the one check that something recorded (a training checkpoint, a completed run) was
-made from a card's recipe; what it records says which fields it leaves out and how its refusal reads.
+made from a card's recipe; what it records says which fields it leaves out and how its refusal reads. A part's
+setting written at the default the part declares is the same recipe as the setting left out
+(:func:`recipe_differences`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import warnings
 from collections.abc import Iterable
@@ -130,6 +133,66 @@ def _join(where: str, key: Any) -> str:
     return f"{where}.{key}" if where else str(key)
 
 
+_PART_KINDS = {"latent": "latent family", "parts": "latent family", "encoder": "net", "decoder": "net",
+               "likelihood": "likelihood", "regularizers": "regularizer"}
+"""The registry kind of the part specs a model section holds under each key (the ``vae`` architecture's, a joint
+latent's ``parts``)."""
+
+
+def recipe_differences(other: dict[str, Any], card: dict[str, Any]) -> list[Difference]:
+    """Where recipe ``other`` differs from ``card``'s, a setting of a part written on one side at the value the part
+    declares as its default and left out on the other aside (it is the same recipe).
+
+    Returns:
+        :func:`differences` of the two recipes as written, less those that vanish once every part's declared
+        defaults are filled in (:func:`with_defaults`); the others read as written.
+    """
+    found = differences(other, card)
+    real = {d.where for d in differences(with_defaults(other), with_defaults(card))}
+    return [d for d in found if d.where in real]
+
+
+def with_defaults(recipe: dict[str, Any]) -> dict[str, Any]:
+    """``recipe`` with each setting its ``model`` leaves out that the architecture, or a part it names (a latent
+    family, a net, a likelihood, a regularizer), declares with a default written out at that default, as JSON.
+
+    A part that is not installed, and a default that is not a JSON value, are left as written.
+    """
+    model, architecture = recipe.get("model"), recipe.get("architecture")
+    if not isinstance(model, dict) or not isinstance(architecture, str):
+        return recipe
+    return {**recipe, "model": _filled("architecture", architecture, model)}
+
+
+def _filled(kind: str, name: str, settings: dict[str, Any]) -> dict[str, Any]:
+    from vaezoo.context import FACTS
+    from vaezoo.plugins import registry
+
+    parts = registry(kind)
+    if name not in parts:
+        return settings
+    filled = dict(settings)
+    for key, param in inspect.signature(parts[name]).parameters.items():
+        if key in filled or key == "context" or key in FACTS or param.default is param.empty:
+            continue
+        try:
+            filled[key] = json.loads(json.dumps(param.default))
+        except (TypeError, ValueError):  # a class, a function: no card writes it
+            continue
+    for key, sub in _PART_KINDS.items():
+        if isinstance(filled.get(key), list):
+            filled[key] = [_filled_spec(sub, spec) for spec in filled[key]]
+        elif key in filled:
+            filled[key] = _filled_spec(sub, filled[key])
+    return filled
+
+
+def _filled_spec(kind: str, spec: Any) -> Any:
+    if isinstance(spec, dict) and isinstance(spec.get("type"), str):
+        return _filled(kind, spec["type"], spec)
+    return spec
+
+
 class Recorded(Protocol):
     """Something made from a recipe that records it: a training checkpoint, a completed run."""
 
@@ -162,6 +225,7 @@ def check_recipe(recorded: Recorded, card: Card) -> None:
                       f"against card '{card.name}'", stacklevel=2)
         return
     mine = recipe(card, recorded.leave_out)
-    # equal values written otherwise (10 and 10.0, as --sweep takes them to be one card) are the same recipe
-    if fingerprint(theirs) != fingerprint(mine) and (found := differences(theirs, mine)):
+    # equal values written otherwise (10 and 10.0, as --sweep takes them to be one card), and a part's setting
+    # written at its default or left out, are the same recipe
+    if fingerprint(theirs) != fingerprint(mine) and (found := recipe_differences(theirs, mine)):
         raise recorded.refusal(card, found)
