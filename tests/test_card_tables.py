@@ -4,7 +4,7 @@ assembled: one line naming the field, before any value reaches a builder, a data
 from __future__ import annotations
 
 import inspect
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 import pytest
@@ -126,6 +126,8 @@ def test_seed_options_of_the_cli_refuse_seeds_of_2_64(capsys, argv):
     (lambda m: m["encoder"].update(hidden="8"), "net 'mlp_encoder': hidden = '8' is not"),
     (lambda m: m["latent"].update(dim=2.5), "latent family 'gaussian': dim = 2.5 is not a whole number (int)"),
     (lambda m: m["regularizers"][0].update(weight=1), "regularizer 'beta' takes no argument 'weight'"),
+    (lambda m: m["regularizers"].__setitem__(0, {"type": "dipvae", "dip_type": "iii"}),
+     "regularizer 'dipvae': dip_type = 'iii' must be one of 'i', 'ii'"),
 ])
 def test_part_arguments_are_checked_against_the_signature(cards_dir, capsys, change, fragment):
     data = make_card("tiny")
@@ -164,6 +166,19 @@ def _bounded(count: Annotated[int, Interval(ge=1, le=100)] = 1, rate: Annotated[
 
 def _flagged(on: bool = False, off: bool = True) -> None:
     """A part with flags."""
+
+
+def _chosen(kind: Literal["i", "ii"] = "i", size: Literal[1, 2] | None = None) -> None:
+    """A part with settings that take one of a few values."""
+
+
+def test_a_setting_that_takes_one_of_a_few_values_names_them():
+    # refused as "kind = 'iii' is not of type Literal['i', 'ii']", the annotation's spelling
+    assert check_arguments(_chosen, {"kind": "ii", "size": None}, "part 'p'") == {"kind": "ii", "size": None}
+    with pytest.raises(ValueError, match=r"^part 'p': kind = 'iii' must be one of 'i', 'ii'$"):
+        check_arguments(_chosen, {"kind": "iii"}, "part 'p'")
+    with pytest.raises(ValueError, match=r"^part 'p': size = 3 is not one of 1, 2 or None$"):
+        check_arguments(_chosen, {"size": 3}, "part 'p'")
 
 
 def test_bounds_an_annotation_states_are_checked_with_the_type():

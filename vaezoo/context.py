@@ -157,7 +157,8 @@ def check_arguments(func: Callable, arguments: Mapping[str, Any], subject: str,
         annotation = _annotation(func, params[key])
         checked[key] = _fitted(value, annotation)
         if checked[key] is _MISFIT:
-            raise ValueError(f"{subject}: {key} = {value!r} is not {_describe(annotation)}")
+            verb = "must be" if typing.get_origin(annotation) is typing.Literal else "is not"
+            raise ValueError(f"{subject}: {key} = {value!r} {verb} {_describe(annotation)}")
     return checked
 
 
@@ -257,8 +258,8 @@ def _within(value: Any, bound: Any) -> bool:
 
 
 def _describe(annotation: Any) -> str:
-    """``annotation`` in words for a message: ``a number (float)``, ``a whole number (int), at least 1``, or
-    its spelling."""
+    """``annotation`` in words for a message: ``a number (float)``, ``a whole number (int), at least 1``,
+    ``one of 'i', 'ii'``, or its spelling."""
     if typing.get_origin(annotation) is typing.Annotated:
         bounds = [f"{_BOUNDS[type(b)][1]} {getattr(b, _BOUNDS[type(b)][0]):,}" for b in _bounds(annotation)]
         return ", ".join([_describe(typing.get_args(annotation)[0]), *([" and ".join(bounds)] if bounds else [])])
@@ -266,6 +267,8 @@ def _describe(annotation: Any) -> str:
         members = [a for a in typing.get_args(annotation) if a is not type(None)]
         optional = len(members) < len(typing.get_args(annotation))
         return " or ".join([*(_describe(a) for a in members), *(["None"] if optional else [])])
+    if typing.get_origin(annotation) is typing.Literal:
+        return f"one of {', '.join(map(repr, typing.get_args(annotation)))}"
     words = {bool: "true or false (bool)", int: "a whole number (int)", float: "a number (float)",
              str: "a string (str)", os.PathLike: "a path (os.PathLike)"}
     if annotation in words:
