@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -263,6 +264,18 @@ def test_a_term_named_like_an_earlier_one_is_refused_instead_of_replacing_it_in_
     model = _joint_model([{"type": "beta", "beta": 4.0}, {"type": "beta", "beta": 1.0}])
     with pytest.raises(VaezooError, match=r"its term 'kl' has the name of an earlier regularizer's term, which it "
                                           r"would replace in the loss"):
+        model(torch.rand(4, 1, 16, 16).round(), step=0)
+
+
+@pytest.mark.parametrize("regularizers, fix", [
+    ([{"type": "factorvae", "layers": 1, "hidden": 8}, {"type": "beta", "beta": 1.0}],
+     "FactorVAE takes no 'part' to act on a part of the latent of its own: keep one of the two on the card"),
+    ([{"type": "beta", "beta": 4.0, "part": "cont"}, {"type": "beta", "beta": 1.0, "part": "cont"}],
+     "two regularizers of one type: give each its own 'part'")], ids=["factorvae-beta", "beta-beta"])
+def test_a_term_named_like_an_earlier_one_is_told_a_fix_that_fits_both_regularizers(regularizers, fix):
+    # beta after FactorVAE was told "two regularizers of one type: give each its own 'part'": FactorVAE takes none
+    model = _joint_model(regularizers)
+    with pytest.raises(VaezooError, match=rf"give each term a name of its own \({re.escape(fix)}\)$"):
         model(torch.rand(4, 1, 16, 16).round(), step=0)
 
 

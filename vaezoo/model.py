@@ -263,9 +263,12 @@ class VAE(nn.Module):
         for name, value in kl_parts.items():  # before the regularizers, which would trip on a KL of another shape
             _require_per_image(value, x.shape[0], self.latent, f"kl_parts()['{name}']")
         terms = {"reconstruction": batch_mean(nll)}
+        owners: dict[str, Regularizer] = {}  # the regularizer of each term but the likelihood's
         with torch.autocast(x.device.type, enabled=False):  # regularizers compute in their inputs' float32
             for regularizer in self.regularizers:
-                terms.update(_scalar_terms(regularizer, regularizer(posterior, z, step), terms))
+                made = _scalar_terms(regularizer, regularizer(posterior, z, step), terms, owners)
+                terms.update(made)
+                owners.update(dict.fromkeys(made, regularizer))
         kl = {name: batch_mean(value) for name, value in kl_parts.items()}
         return VAEOutput(sum(terms.values()), terms, kl, output, posterior, z)
 
@@ -466,10 +469,11 @@ def _require_per_image(value: object, batch: int, family: LatentFamily, what: st
                           f"image ({batch}, ...)")
 
 
-def _scalar_terms(regularizer: Regularizer, terms: object, before: Mapping[str, Tensor]) -> Mapping[str, Tensor]:
+def _scalar_terms(regularizer: Regularizer, terms: object, before: Mapping[str, Tensor],
+                  owners: Mapping[str, Regularizer]) -> Mapping[str, Tensor]:
     """A regularizer's terms, refused unless they are named scalar tensors (the loss is their sum) named unlike
-    the terms ``before`` them: a term of the same name would replace one, and the model would train on another
-    objective."""
+    the terms ``before`` them (``owners`` names the regularizer of each, the likelihood's aside): a term of the same
+    name would replace one, and the model would train on another objective."""
     if not isinstance(terms, Mapping):
         raise PluginError(f"{_part('regularizer', regularizer)}: forward() returned a {type(terms).__name__}, "
                           f"not a dict of named scalar tensors")
@@ -478,15 +482,22 @@ def _scalar_terms(regularizer: Regularizer, terms: object, before: Mapping[str, 
             raise PluginError(f"{_part('regularizer', regularizer)}: term '{name}' is {_described(value)}, not a "
                               f"scalar tensor")
         if name in before:
-            owner = "the likelihood's" if name == "reconstruction" else "an earlier regularizer's"
-            kind = type(regularizer).__name__
-            fix = ("two regularizers of one type: give each its own 'part'"
-                   if "part" in inspect.signature(type(regularizer)).parameters else
-                   f"{kind} takes no 'part' to act on a part of the latent of its own: keep one of the two on the card")
+            earlier = owners.get(name)
+            fix = "" if earlier is None else f" ({_clash_fix(regularizer, earlier)})"
             raise PluginError(f"{_part('regularizer', regularizer)}: its term '{name}' has the name of "
-                              f"{owner} term, which it would replace in the loss; give each term a name of its own "
-                              f"({fix})")
+                              f"{'the likelihood' if earlier is None else 'an earlier regularizer'}'s term, which it "
+                              f"would replace in the loss; give each term a name of its own{fix}")
     return terms
+
+
+def _clash_fix(regularizer: Regularizer, earlier: Regularizer) -> str:
+    """What a card can do about ``regularizer`` adding a term of the name of ``earlier``'s: give each a latent part
+    of its own where both take a ``part``, else keep one of the two."""
+    without = [type(r).__name__ for r in (regularizer, earlier) if "part" not in inspect.signature(type(r)).parameters]
+    if without:
+        return (f"{without[0]} takes no 'part' to act on a part of the latent of its own: keep one of the two on "
+                f"the card")
+    return f"{'two regularizers of one type: ' if type(regularizer) is type(earlier) else ''}give each its own 'part'"
 
 
 def build_vae(context: BuildContext, image_size: int, channels: int, latent: Mapping[str, Any],
