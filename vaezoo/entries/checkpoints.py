@@ -72,16 +72,21 @@ class Checkpoint:
 
     def refusal(self, card: Card, found: list[Difference]) -> TrainingError:
         """The error refusing to resume this checkpoint with ``card``, whose recipe differs by ``found``; where
-        they are fields that an argument of the run sets (its seed, its precision), it names the argument."""
+        they are fields that an argument of the run sets (its seed, its precision), it names what the run was made
+        with and the arguments that resume it."""
         if found and all(d.where in OVERRIDDEN for d in found):
-            # the run's value of each argument; absent from its recipe, the argument was not given (the card's)
-            keywords = {d.where.removeprefix("train."): d.other for d in found}
-            given = " and ".join(f"{{{k}:{PRECISION_NAMES.get(v, v)}}}" for k, v in keywords.items()
-                                 if v is not ABSENT)
-            left = " and ".join(f"{{{k}}}" for k, v in keywords.items() if v is ABSENT)
-            how = " and ".join(filter(None, (given and f"with {given}", left and f"without {left}")))
-            return TrainingError.about("{label} was made " + how + ": {found}; resume " + how,
-                                       label=self.label, found=_shown(found, card.name))
+            # a field left out of a recipe is at its default (precision: tf32-conv, which recipes leave out)
+            fields = type(card.train).model_fields
+
+            def value(side: Any, where: str) -> Any:
+                key = where.removeprefix("train.")
+                held = fields[key].default if side is ABSENT else side
+                return PRECISION_NAMES.get(held, held) if key == "precision" else held
+
+            made = " and ".join(f"{{{d.where.removeprefix('train.')}:{value(d.other, d.where)}}}" for d in found)
+            asked = " and ".join(f"{d.where.removeprefix('train.')} {value(d.card, d.where)}" for d in found)
+            return TrainingError.about("{label} was made with " + made + ", where this run asks for {asked}; resume "
+                                       "with " + made, label=self.label, asked=asked)
         return TrainingError.about("{label} was made from card '{made}' with another recipe than card '{card}': "
                                    "{found}; resume with the card that started the run, or choose another {out}",
                                    label=self.label, made=self.card, card=card.name, found=_shown(found, card.name))
