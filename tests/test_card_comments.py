@@ -15,7 +15,7 @@ from tomlkit.exceptions import TOMLKitError
 from vaezoo.entries.catalog import parse_card
 from vaezoo.entries.entry import update_card
 from vaezoo.entries.schema import Metric
-from vaezoo.entries.toml_update import same
+from vaezoo.entries.toml_update import BOM, same, with_line_ends
 
 ZOO = Path(__file__).resolve().parents[1] / "zoo_cards"
 
@@ -86,6 +86,22 @@ def test_an_update_that_changes_nothing_leaves_the_file_as_it_was(tmp_path):
     path = _card_file(tmp_path)
     update_card(path, lambda card: card)
     assert path.read_text(encoding="utf-8") == HAND_EDITED
+
+
+def test_a_card_that_starts_with_a_byte_order_mark_is_read_and_keeps_it_when_updated(tmp_path):
+    # a Windows editor's card was refused as "not valid TOML (Invalid statement (at line 1, column 1))"
+    path = tmp_path / "tiny-blobs.toml"
+    path.write_bytes(HAND_EDITED.replace("\n", "\r\n").encode("utf-8-sig"))
+    assert parse_card(path).metrics["elbo"].value == -12.5
+    update_card(path, lambda card: card)
+    assert path.read_bytes() == HAND_EDITED.replace("\n", "\r\n").encode("utf-8-sig")
+    written = update_card(path, _measured)
+    data = path.read_bytes()
+    assert data.startswith(BOM.encode() + b"# A card edited by hand: this header stays.\r\n")
+    assert data.count(BOM.encode()) == 1
+    assert b"[metrics.mig]\r\nvalue = 0.25\r\n" in data and parse_card(path).model_dump() == written.model_dump()
+    # the plain TOML a card is written as where an edit would not load back keeps the mark and the line ends too
+    assert with_line_ends("a = 1\n", BOM + "b = 2\r\n") == BOM + "a = 1\r\n"
 
 
 def test_a_dotted_key_table_takes_a_new_key(tmp_path):

@@ -113,10 +113,10 @@ def _read_text(path: Path) -> str:
 
 
 def _parse(text: str) -> dict[str, Any]:
-    """The TOML table of a card file's ``text``."""
+    """The TOML table of a card file's ``text``, which may start with a byte-order mark (read as 'utf-8-sig' does)."""
     deep = _Unfit(f"nests tables or arrays deeper than {MAX_DEPTH} levels; it is not a card file")
     try:
-        raw = tomllib.loads(text)
+        raw = tomllib.loads(text.removeprefix("\ufeff"))  # a byte-order mark, as Windows editors write one
     except tomllib.TOMLDecodeError as exc:
         raise _Unfit(f"not valid TOML ({exc})") from None
     except RecursionError:  # tomllib parses nested inline tables and arrays recursively

@@ -8,10 +8,11 @@ comments and layout; :func:`vaezoo.entries.entry.update_card` checks what it ret
 added to a table goes where tomlkit puts it: after the table's last line, below a comment that ends the table's
 lines (one written above the next table, say).
 
-Two things keep the user's text where tomlkit alone would not: a file whose lines end in CRLF gets CRLF on the lines
-the edit adds too (:func:`with_line_ends`), never a mix; and a table written as dotted keys (``metrics.mig.value = 1``
-among top-level keys) takes a new key as one more dotted line after its last one, never as a ``[table]`` header
-dropped among those lines (which would take the keys after it).
+Three things keep the user's text where tomlkit alone would not: a file whose lines end in CRLF gets CRLF on the
+lines the edit adds too (:func:`with_line_ends`), never a mix; a file that starts with a byte-order mark keeps it (as
+:func:`with_line_ends` writes it); and a table written as dotted keys (``metrics.mig.value = 1`` among top-level keys)
+takes a new key as one more dotted line after its last one, never as a ``[table]`` header dropped among those lines
+(which would take the keys after it).
 """
 
 from __future__ import annotations
@@ -40,18 +41,24 @@ def updated_text(text: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> s
     Raises:
         tomlkit.exceptions.TOMLKitError: tomlkit cannot parse ``text`` or make an edit.
     """
-    document = tomlkit.parse(text)
+    document = tomlkit.parse(text.removeprefix(BOM))
     _merge(document, old, new, dotted=False)
     edited = document.as_string()
     edited = edited.rstrip("\r\n") + text[len(text.rstrip("\r\n")):]  # a new last table ends as the file did
     return with_line_ends(edited, text)
 
 
+BOM = "\ufeff"
+"""The byte-order mark a card file may start with (Windows editors write one): read past, and kept on rewrite."""
+
+
 def with_line_ends(text: str, like: str) -> str:
     """``text`` with its lines ending as ``like``'s first line does: every line break CRLF where that one is
-    CRLF, ``text`` as it is otherwise (a TOML reader reads a multi-line string's CRLF as LF, so values stay)."""
+    CRLF, ``text`` as it is otherwise (a TOML reader reads a multi-line string's CRLF as LF, so values stay); and
+    starting with a byte-order mark (:data:`BOM`) where ``like`` does."""
     first = like.find("\n")
-    return re.sub(r"\r?\n", "\r\n", text) if first > 0 and like[first - 1] == "\r" else text
+    text = re.sub(r"\r?\n", "\r\n", text) if first > 0 and like[first - 1] == "\r" else text
+    return BOM + text.removeprefix(BOM) if like.startswith(BOM) else text
 
 
 def same(a: Any, b: Any) -> bool:
