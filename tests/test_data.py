@@ -495,3 +495,19 @@ def test_a_dataset_built_by_hand_takes_its_labels_and_factors_as_arrays_and_any_
     assert len(ImageDataset(BINARY[:0], factors=FACTORS[:0])) == 0  # refused where it is used (nothing to measure)
     for images in (BINARY.long() * 255, BINARY.double() * 255, BINARY.to(torch.int16) * 255):
         assert torch.equal(ImageDataset(images).batch(slice(None)), BINARY.float())
+
+
+def test_a_dataset_built_by_hand_takes_a_flag_a_scale_and_nominal_factors_computed_with_numpy_or_torch():
+    # each trained before the dataset was checked when made, and was then refused: np.True_ as "binarize is True or
+    # False, got np.True_ (bool)"
+    from vaezoo.data import ImageDataset
+
+    made = ImageDataset(BINARY * 255, scale=(BINARY * 255).max(), binarize=np.bool_(True), factors=FACTORS,
+                        factor_names=("a", "b"), nominal_factors={"b", "a"})
+    assert made.binarize is True and made.scale == 255 and not isinstance(made.scale, torch.Tensor)
+    assert made.nominal_factors == ("a", "b") and torch.equal(made.batch(slice(None)), BINARY.float())
+    with pytest.raises(DataError, match=r"^a dataset's scale, .* got tensor\(True\)"):
+        ImageDataset(BINARY, scale=torch.tensor(True))
+    with pytest.raises(DataError, match=r"^a dataset's factor_names are a tuple of names, one per column of its "
+                                        r"factors, got \{'a'\} \(set\)"):  # a set has no order to name columns by
+        ImageDataset(BINARY, factors=FACTORS[:, :1], factor_names={"a"})

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, NamedTuple
 
 import annotated_types
-
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -72,6 +72,8 @@ class ImageDataset:
         if images.is_complex():
             raise DataError(f"a dataset's images are real numbers, got {str(images.dtype).removeprefix('torch.')}; "
                             f"give their real values (images.real or images.abs())")
+        if isinstance(self.scale, Tensor) and self.scale.ndim == 0 and self.scale.dtype != torch.bool:
+            self.scale = self.scale.item()  # a scale computed with torch (images.max()), as the division took it
         scale = self.scale
         if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 < scale < math.inf:
             raise DataError(f"a dataset's scale, what its stored values are divided by to lie in [0, 1], is a number "
@@ -85,7 +87,8 @@ class ImageDataset:
         if self.factors is not None:
             self.factors = _per_image(self.factors, "factors", size, 2)
         self.factor_names = names = _names(self.factor_names, "factor_names", "one per column of its factors")
-        self.nominal_factors = _names(self.nominal_factors, "nominal_factors", "each one of its factor_names")
+        self.nominal_factors = _names(self.nominal_factors, "nominal_factors", "each one of its factor_names",
+                                      unordered=True)
         columns = None if self.factors is None else self.factors.shape[1]
         if names and columns != len(names):
             held, fix = (("no factors", "give its factors too, or no factor_names") if columns is None else
@@ -94,6 +97,8 @@ class ImageDataset:
         if unknown := [name for name in self.nominal_factors if name not in names]:
             raise DataError(f"a dataset's nominal_factors {unknown} are not among its factor_names {names}; "
                             f"name factors of the dataset")
+        if isinstance(self.binarize, np.bool_):  # a flag computed with numpy, which 'if binarize' read as one
+            self.binarize = bool(self.binarize)
         if not isinstance(self.binarize, bool):
             raise DataError(f"a dataset's binarize is True or False, got {in_brief(self.binarize, 40)}")
 
@@ -153,12 +158,13 @@ class ImageDataset:
             yield start, self.batch(slice(start, start + batch_size), device, dtype)
 
 
-def _names(names: object, field: str, what: str) -> tuple[str, ...]:
-    """A dataset's ``factor_names`` or ``nominal_factors``, a tuple or list of names, as a tuple; refused in one
-    line otherwise (a string was taken as its letters)."""
-    if not isinstance(names, (tuple, list)) or not all(isinstance(name, str) for name in names):
+def _names(names: object, field: str, what: str, unordered: bool = False) -> tuple[str, ...]:
+    """A dataset's ``factor_names`` or ``nominal_factors``, a tuple or list of names (or, ``unordered``, a set of
+    them, as sorted), as a tuple; refused in one line otherwise (a string was taken as its letters)."""
+    kinds = (tuple, list, set, frozenset) if unordered else (tuple, list)
+    if not isinstance(names, kinds) or not all(isinstance(name, str) for name in names):
         raise DataError(f"a dataset's {field} are a tuple of names, {what}, got {in_brief(names, 60)}")
-    return tuple(names)
+    return tuple(sorted(names)) if isinstance(names, (set, frozenset)) else tuple(names)
 
 
 def _per_image(values: object, field: str, size: int, ndim: int) -> Tensor:
