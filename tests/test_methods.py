@@ -26,7 +26,7 @@ from vaezoo.assemble import build_part
 from vaezoo.context import BuildContext
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import Card
-from vaezoo.errors import CardError, TrainingError, VaezooError
+from vaezoo.errors import CardError, LatentError, TrainingError, VaezooError
 from vaezoo.latents import Gaussian, LocationScale
 from vaezoo.plugins import registry
 from vaezoo.training.train import CHECKPOINT, train
@@ -77,6 +77,71 @@ def test_dip_vae_ii_is_disentanglement_libs(batch, lambda_od):
     cov_enc = np.stack([np.diag(np.exp(row)) for row in logvar])  # tf.matrix_diag(tf.exp(z_logvar))
     cov_z = np.mean(cov_enc, axis=0) + dlib_covariance_z_mean(mean)
     assert terms["dip_ii"].item() == pytest.approx(dlib_dip(cov_z, lambda_od, lambda_od), rel=1e-10)
+
+
+def joint_batch():
+    """A joint latent's posterior: the Gaussian part ``continuous`` of ``batch``'s shape beside a categorical
+    ``discrete``; and the Gaussian's means and log-variances."""
+    joint = build_part("latent family", {"type": "joint", "parts": [
+        {"type": "gaussian", "name": "continuous", "dim": 10},
+        {"type": "gumbel_categorical", "name": "discrete", "categories": 3}]})
+    gaussian = torch.randn(64, 20) * torch.tensor([1.5] * 10 + [0.7] * 10)
+    posterior = joint.posterior(torch.cat([gaussian, torch.randn(64, 3)], 1))
+    return posterior, posterior.rsample(), gaussian[:, :10].numpy(), gaussian[:, 10:].numpy()
+
+
+@pytest.mark.parametrize("dip_type, factor", [("i", 10.0), ("ii", 1.0)])
+def test_dip_vae_on_the_gaussian_part_of_a_joint_latent_is_disentanglement_libs_on_that_part(float64_seeded,
+                                                                                            dip_type, factor):
+    posterior, z, mean, logvar = joint_batch()
+    terms = build_part("regularizer", {"type": "dipvae", "lambda_od": 5.0, "lambda_d_factor": factor,
+                                       "dip_type": dip_type, "part": "continuous"})(posterior, z, 0)
+    assert terms.keys() == {"kl_continuous", f"dip_{dip_type}_continuous"}  # as beta's kl_PART, beside a capacity
+    assert terms["kl_continuous"].item() == pytest.approx(dlib_kl(mean, logvar), rel=1e-12)
+    cov = dlib_covariance_z_mean(mean)
+    if dip_type == "ii":
+        cov = cov + np.mean(np.stack([np.diag(np.exp(row)) for row in logvar]), axis=0)
+    assert terms[f"dip_{dip_type}_continuous"].item() == pytest.approx(dlib_dip(cov, 5.0, 5.0 * factor), rel=1e-10)
+
+
+@pytest.mark.parametrize("part, message", [
+    ("discrete", "; the latent's part 'discrete' has none: give 'part' a Gaussian part (continuous)"),
+    (None, "; the latent is joint (continuous, discrete): give 'part' its Gaussian part (continuous)")],
+                         ids=["categorical-part", "whole-joint-latent"])
+def test_dip_vae_refuses_a_categorical_part_and_a_whole_joint_latent_naming_the_gaussian_part(float64_seeded, part,
+                                                                                             message):
+    posterior, z, _, _ = joint_batch()
+    dip = build_part("regularizer", {"type": "dipvae", "part": part} if part else {"type": "dipvae"})
+    with pytest.raises(LatentError) as caught:
+        dip(posterior, z, 0)
+    assert str(caught.value) == ("regularizer 'dipvae' needs a posterior with a location and a scale per dimension "
+                                 "(a Gaussian latent)" + message)
+
+
+def test_a_dip_vae_card_on_a_joint_latents_gaussian_part_trains_resumes_sweeps_and_evaluates(data_plugin, tmp_path,
+                                                                                              capsys):
+    data = make_card("tiny")
+    data["model"]["latent"] = {"type": "joint", "parts": [
+        {"type": "gaussian", "name": "continuous", "dim": 2},
+        {"type": "gumbel_categorical", "name": "discrete", "categories": 3}]}
+    data["model"]["regularizers"] = [{"type": "dipvae", "lambda_od": 2.0, "dip_type": "ii", "part": "continuous"},
+                                     {"type": "capacity", "groups": [{"name": "discrete", "parts": ["discrete"],
+                                                                      "max": 1.0, "iterations": 10, "gamma": 5.0}]}]
+    write_toml(tmp_path / "card.toml", data)
+    run = tmp_path / "run"
+    common = [str(tmp_path / "card.toml"), "--out", str(run), "--seeds", "0,1", "--sweep",
+              "model.regularizers.0.lambda_od=1,5", "--no-eval"]
+    assert cli(capsys, "train", *common, "--max-steps", "1")[0] == 0
+    code, out, err = cli(capsys, "train", *common, "--resume")
+    assert code == 0, err
+    for value in (1.0, 5.0):
+        folder = run / f"model.regularizers.0.lambda_od={value:g}" / "seed-1"
+        card = get_card(folder)
+        assert card.model["regularizers"][0] == {"type": "dipvae", "lambda_od": value, "dip_type": "ii",
+                                                 "part": "continuous"}
+    code, out, err = cli(capsys, "eval", str(folder))
+    assert code == 0, err
+    assert "kl_continuous" in out
 
 
 def dlib_fc_discriminator(z, linears, slope=0.2):
@@ -316,13 +381,13 @@ def test_a_sweep_member_whose_step_overflows_stops_alone(data_plugin, tmp_path, 
 
 @pytest.mark.parametrize("regularizers, fix", [
     ([{"type": "factorvae", "layers": 1, "hidden": 8}, {"type": "dipvae"}],
-     "DIPVAE takes no 'part' to act on a part of the latent of its own: keep one of the two on the card"),
-    ([{"type": "beta", "beta": 4.0}, {"type": "dipvae"}],
-     "DIPVAE takes no 'part' to act on a part of the latent of its own: keep one of the two on the card")],
+     "FactorVAE takes no 'part' to act on a part of the latent of its own: keep one of the two on the card"),
+    ([{"type": "beta", "beta": 4.0}, {"type": "dipvae"}], "give each its own 'part'")],
                          ids=["factorvae-dipvae", "beta-dipvae"])
 def test_two_regularizers_that_each_add_the_kl_are_refused_with_a_fix_the_card_can_make(data_plugin, tmp_path,
                                                                                         regularizers, fix):
-    # FactorVAE beside DIP-VAE was told to give each its own 'part', which neither takes
+    # FactorVAE beside DIP-VAE was told to give each its own 'part', which FactorVAE does not take; beta and DIP-VAE
+    # both take one (beta on a categorical part, DIP-VAE on the Gaussian one)
     data = make_card("tiny")
     data["model"]["regularizers"] = regularizers
     with pytest.raises(VaezooError, match=rf"its term 'kl' has the name of an earlier regularizer's term, which it "

@@ -3,7 +3,8 @@ Mnih, 2018), DIP-VAE-I and DIP-VAE-II (Kumar, Sattigeri & Balakrishnan, 2018); A
 is a recipe of the core's ``capacity`` regularizer.
 
 Registers the regularizers ``factorvae`` (a discriminator of its own, trained by its own Adam: the stateful
-regularizer interface of :class:`vaezoo.regularizers.base.Regularizer`) and ``dipvae``. Recipes at Locatello et
+regularizer interface of :class:`vaezoo.regularizers.base.Regularizer`) and ``dipvae`` (on the whole latent, or
+with ``part`` on the Gaussian part of a joint one). Recipes at Locatello et
 al.'s dSprites settings, with their grid, are in ``recipes/``. Heavy imports happen inside the hooks.
 """
 

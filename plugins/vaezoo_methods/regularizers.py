@@ -14,7 +14,7 @@ from torch.distributions import Normal
 from vaezoo.context import batch_mean
 from vaezoo.errors import InputError, LatentError
 from vaezoo.latents import LocationScale
-from vaezoo.regularizers.base import OptimizerGroup, Regularizer, UpdateBatch, check_weight
+from vaezoo.regularizers.base import OptimizerGroup, Regularizer, UpdateBatch, check_weight, select_part
 from vaezoo.regularizers.collectives import gather_rows
 
 
@@ -137,12 +137,18 @@ class DIPVAE(Regularizer):
         lambda_od: weight of the off-diagonal terms (Locatello et al.'s grid: 1, 2, 5, 10, 20, 50).
         lambda_d_factor: ``lambda_d / lambda_od``.
         dip_type: "i" or "ii".
+        part: apply to this part of a joint latent only, a Gaussian (location-scale) one (default: the whole
+            latent); its terms are then ``kl_PART`` and ``dip_TYPE_PART``, as beta's ``kl_PART``.
     """
 
-    example = {"lambda_od": 2.0, "dip_type": "ii"}
+    example = {"lambda_od": 2.0, "dip_type": "ii", "part": "cont",
+               "latent": {"type": "joint", "parts": [{"type": "gaussian", "name": "cont", "dim": 2},
+                                                     {"type": "gumbel_categorical", "name": "cat", "categories": 3}]}}
 
-    def __init__(self, lambda_od: float = 1.0, lambda_d_factor: float = 10.0, dip_type: Literal["i", "ii"] = "i"):
+    def __init__(self, lambda_od: float = 1.0, lambda_d_factor: float = 10.0, dip_type: Literal["i", "ii"] = "i",
+                 part: str | None = None):
         super().__init__()
+        self.part = part
         if dip_type not in ("i", "ii"):
             raise ValueError(f"regularizer 'dipvae': dip_type must be 'i' or 'ii', got {dip_type!r}")
         self.lambda_od = check_weight("dipvae", "lambda_od", lambda_od)
@@ -151,10 +157,12 @@ class DIPVAE(Regularizer):
         self.dip_type = dip_type
 
     def forward(self, posterior, z, step) -> dict[str, Tensor]:
+        whole = posterior
+        posterior, _ = select_part(posterior, z, self.part)
         shape = posterior.location_scale()
         if shape is None:
-            raise LatentError("regularizer 'dipvae' needs a posterior with a location and a scale per dimension "
-                              "(a Gaussian latent)")
+            raise LatentError(f"regularizer 'dipvae' needs a posterior with a location and a scale per dimension "
+                              f"(a Gaussian latent){self._fix(whole)}")
         loc, var = shape.loc, variance(shape)
         if self.training:  # under DDP, the covariance of the recipe's whole batch
             loc, var = gather_rows(loc), gather_rows(var)
@@ -165,7 +173,19 @@ class DIPVAE(Regularizer):
         diagonal = cov.diagonal()
         off = cov - torch.diag(diagonal)
         dip = self.lambda_od * (off ** 2).sum() + self.lambda_d * ((diagonal - 1) ** 2).sum()
-        return {"kl": batch_mean(posterior.kl()), f"dip_{self.dip_type}": dip}
+        suffix = f"_{self.part}" if self.part else ""  # as beta's kl_PART: one such regularizer a part
+        return {f"kl{suffix}": batch_mean(posterior.kl()), f"dip_{self.dip_type}{suffix}": dip}
+
+    def _fix(self, whole) -> str:
+        """What to do about a posterior without a location-scale form: name, with 'part', a part of the joint
+        latent ``whole`` that has one (its Gaussian part)."""
+        fitting = [name for name, p in whole.parts.items() if p.location_scale() is not None]
+        named = ", ".join(fitting) or "none of its parts has one"
+        if self.part is not None:
+            return f"; the latent's part '{self.part}' has none: give 'part' a Gaussian part ({named})"
+        if len(whole.parts) > 1:
+            return f"; the latent is joint ({', '.join(whole.parts)}): give 'part' its Gaussian part ({named})"
+        return ""
 
     def extra_repr(self) -> str:
-        return f"lambda_od={self.lambda_od}, lambda_d={self.lambda_d}, dip_type={self.dip_type}"
+        return f"lambda_od={self.lambda_od}, lambda_d={self.lambda_d}, dip_type={self.dip_type}, part={self.part}"
