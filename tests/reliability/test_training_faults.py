@@ -30,7 +30,8 @@ from kit import (OpensAFile, assert_one_line_error, child_env, cli, entries, fil
 
 import vaezoo
 from vaezoo.entries.catalog import parse_card
-from vaezoo.entries.schema import PRECISION_NAMES, Card
+from vaezoo.entries.entry import update_card
+from vaezoo.entries.schema import PRECISION_NAMES, Card, SeedRun, SeedSpread
 from vaezoo.errors import TrainingError
 from vaezoo.store.weights import read_safetensors
 from vaezoo.training.train import CHECKPOINT, train
@@ -525,6 +526,29 @@ def test_resume_may_change_epochs_and_checkpoint_every_and_extends_a_finished_ru
     reference = tmp_path / "reference"
     train(_card(epochs=3), reference)
     _same_weights(out / "tiny-blobs-run.safetensors", reference / "tiny-blobs-run.safetensors")
+
+
+def test_extending_a_finished_run_names_what_its_card_held_by_hand_that_the_new_card_drops(data_plugin, tmp_path,
+                                                                                           capsys):
+    # the card was published anew from the training card without a word: a headline, a note, a metric measured
+    # elsewhere and a spread over seeds were gone
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny", eval_metrics=["elbo"]))
+    out = tmp_path / "run"
+    assert cli(capsys, "train", str(card_path), "--out", str(out))[0] == 0
+    elbo = parse_card(out / "tiny-blobs-run.toml").metrics["elbo"]
+    spread = SeedSpread(runs=[SeedRun(seed=0, value=elbo.value)], n=1, median=elbo.value, min=elbo.value,
+                        max=elbo.value, shipped=0, selection="the only seed", command="vaezoo seeds")
+    update_card(out / "tiny-blobs-run.toml", lambda card: card.model_copy(update={"headline": "elbo", "metrics": {
+        **card.metrics, "elbo": elbo.model_copy(update={"note": "by hand", "seeds": spread}),
+        "mine": elbo.model_copy(update={"value": 1.5})}}))
+    code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume", "--epochs", "3")
+    assert code == 0 and "Traceback" not in stderr
+    assert (f"warning: {out / 'tiny-blobs-run.toml'} was written anew for the run's new weights, from its training "
+            "card: it no longer holds its headline, the note of metric 'elbo', the spread over seeds of metric 'elbo', "
+            "metric 'mine', which it held before this resume; copy back by hand what still holds") in stderr
+    assert parse_card(out / "tiny-blobs-run.toml").train.steps == 24
+    code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume", "--epochs", "4")
+    assert code == 0 and "no longer holds" not in stderr  # a card with nothing of its own: nothing to name
 
 
 def _edit(edit):

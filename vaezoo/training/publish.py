@@ -11,7 +11,9 @@ A finished run never loses its work: the weights and a card without metrics are 
 evaluated (then :mod:`vaezoo.training.train` records its metrics as ``vaezoo eval OUT --write`` does). The
 card is the run's own: nothing measured on the card it was trained from (metrics, their notes and spreads over
 seeds, plugins' card sections such as label matchings) is copied; the model's own sections
-(:meth:`vaezoo.model.VAE.card_sections`) are measured again on the run's own model.
+(:meth:`vaezoo.model.VAE.card_sections`) are measured again on the run's own model. A resumed run that writes its
+card anew (new weights: an extended run) warns of what its card held that the new one does not (:func:`dropped`):
+its metrics are measured again, but a hand's edits, notes and spreads over seeds are not.
 """
 
 from __future__ import annotations
@@ -93,6 +95,42 @@ def published(out: Path, name: str, steps: int, stopped: bool = False) -> Path |
     except (OSError, VaezooError):
         return None
     return path if complete else None
+
+
+def previous_card(out: Path, name: str) -> Card | None:
+    """The card a run published before in ``out`` (``out/NAME.toml``), as it is now; None when there is none that
+    reads."""
+    try:
+        return parse_card(Path(out) / f"{name}.toml")
+    except (OSError, VaezooError):
+        return None
+
+
+_WRITTEN_FIELDS = ("summary", "headline", "paper", "license", "eval_metrics", "eval_settings", "input")
+"""The fields of a run's card that its training card gives and a hand may edit since."""
+
+
+def dropped(old: Card, new: Card) -> list[str]:
+    """What the run's card ``old`` held that the card ``new`` published over it does not, in words: a field of
+    :data:`_WRITTEN_FIELDS` edited (a headline, a summary), a metric ``new`` does not hold, a metric's note or spread
+    over seeds; a metric's value measured again (new weights make the old one stale) is not named."""
+    found = [f"its {field}" for field in _WRITTEN_FIELDS
+             if _unstopped(field, getattr(old, field)) != _unstopped(field, getattr(new, field))]
+    for metric, held in old.metrics.items():
+        now = new.metrics.get(metric)
+        if now is None:
+            found.append(f"metric '{metric}'")
+            continue
+        if held.note is not None and held.note != now.note:
+            found.append(f"the note of metric '{metric}'")
+        if held.seeds is not None and now.seeds is None:
+            found.append(f"the spread over seeds of metric '{metric}'")
+    return found
+
+
+def _unstopped(field: str, value: object) -> object:
+    """A summary without the notes :data:`STOPPED` finds: a stopped run's card says so, its finished card not."""
+    return STOPPED.sub("", value) if field == "summary" and isinstance(value, str) else value
 
 
 def own_card(card: Card, model: VAE, name: str, steps: int, total: int | None = None) -> Card:

@@ -45,7 +45,7 @@ from vaezoo.training.ensemble import fit_ensemble
 from vaezoo.training.launch import launch
 from vaezoo.training.loop import Plan, Run, check_split, end_run, start_run
 from vaezoo.training.outputs import check_layout, prepare_out, remove_empty
-from vaezoo.training.publish import publish, published, run_name
+from vaezoo.training.publish import dropped, previous_card, publish, published, run_name
 from vaezoo.signals import Interrupted, StopSignals
 from vaezoo.training.single import fit, fit_single
 from vaezoo.training.sweeps import Sweep, check_spelling, members, parse_sweep
@@ -402,11 +402,13 @@ def _completed_card(trained, out: Path, options: TrainOptions, run: Run) -> Path
     kept = _kept(out, options, trained.step, stopped=False)
     if kept is not None:
         return kept
+    before = previous_card(out, options.name) if options.resume else None
     with trained.streams.active():  # what the evaluation draws, too, is what this run alone draws
         written = publish(trained.card, trained.model, out, options.name, trained.step)
         if options.evaluate:
             _record(written, options.data_root, run.device)
-        return written
+    _say_dropped(before, written)
+    return written
 
 
 def _stopped_card(trained, out: Path, options: TrainOptions, total: int) -> Path:
@@ -416,8 +418,22 @@ def _stopped_card(trained, out: Path, options: TrainOptions, total: int) -> Path
     kept = _kept(out, options, trained.step, stopped=True)
     if kept is not None:
         return kept
+    before = previous_card(out, options.name) if options.resume else None
     with trained.streams.active():
-        return publish(trained.card, trained.model, out, options.name, trained.step, total)
+        written = publish(trained.card, trained.model, out, options.name, trained.step, total)
+    _say_dropped(before, written)
+    return written
+
+
+def _say_dropped(before: Card | None, written: Path) -> None:
+    """Warn, naming it, of what the card ``before`` of a resumed run held and its new card ``written`` does not
+    (hand edits, notes, spreads over seeds: :func:`~vaezoo.training.publish.dropped`)."""
+    after = previous_card(written.parent, written.stem)
+    found = dropped(before, after) if before is not None and after is not None else []
+    if found:
+        warnings.warn(f"{written} was written anew for the run's new weights, from its training card: it no longer "
+                      f"holds {', '.join(found)}, which it held before this resume; copy back by hand what still "
+                      f"holds", PublishWarning, stacklevel=2)
 
 
 def _kept(out: Path, options: TrainOptions, step: int, stopped: bool) -> Path | None:
