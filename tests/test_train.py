@@ -656,3 +656,15 @@ def test_a_run_whose_folder_is_removed_while_it_trains_stops_at_its_next_checkpo
             f"not written; where the folder was moved, continue with resume=True")):
         train(card, out) if seeds is None else train_seeds(card, out, seeds)
     assert not gone.exists()
+
+
+def test_an_optimiser_option_whose_step_overflows_the_floats_is_named_not_the_learning_rate(data_plugin, tmp_path,
+                                                                                            capsys):
+    # a weight_decay of 1e39 overflowed the step and the error said "learning rate 0.01 is too large; lower it"
+    data = make_card("tiny")
+    data["train"]["optimizer"]["options"] = {"weight_decay": 1e39}
+    path = write_toml(tmp_path / "card.toml", data)
+    assert main(["train", str(path), "--out", str(tmp_path / "run"), "--no-eval"]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: the recipe's optimiser (train.optimizer): option weight_decay 1e+39 is too large, its step overflows "
+        "the parameters' floating-point range; lower it")

@@ -99,17 +99,24 @@ def optimizer_step(optimizer: torch.optim.Optimizer, whose: str) -> None:
         whose: names it and where its settings are, e.g. ``"the recipe's optimiser (train.optimizer)"``.
 
     Raises:
-        StepOverflow: its learning rate (or an option scaled by it, such as ``weight_decay``) makes a step size
-            that the parameters' dtype cannot hold: torch raised a ``RuntimeError`` with a traceback.
+        StepOverflow: its learning rate, or an option larger than the parameters' dtype holds (a ``weight_decay``
+            of 1e39), makes a step that dtype cannot hold: torch raised a ``RuntimeError`` with a traceback.
     """
     try:
         optimizer.step()
     except RuntimeError as exc:
         if "without overflow" not in str(exc):
             raise
-        rates = ", ".join(f"{lr:g}" for lr in dict.fromkeys(group["lr"] for group in optimizer.param_groups))
-        raise StepOverflow(f"{whose}: learning rate {rates} is too large, its step overflows the parameters' "
-                            f"floating-point range; lower it") from None
+        groups = optimizer.param_groups
+        largest = min((torch.finfo(p.dtype).max for group in groups for p in group["params"] if p.is_floating_point()),
+                      default=math.inf)
+        options = [f"{key} {value:g}" for key, value in dict.fromkeys(
+            (k, v) for group in groups for k, v in group.items() if k != "lr" and type(v) in (int, float)
+            and abs(v) > largest)]
+        rates = ", ".join(f"{lr:g}" for lr in dict.fromkeys(group["lr"] for group in groups))
+        said = f"option {', '.join(options)}" if options else f"learning rate {rates}"
+        raise StepOverflow(f"{whose}: {said} is too large, its step overflows the parameters' floating-point range; "
+                           f"lower it") from None
 
 
 def rng_state(run: Run) -> dict:
