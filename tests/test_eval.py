@@ -47,7 +47,7 @@ def test_check_passes_on_a_fresh_card_and_fails_on_a_tampered_metric(trained, ca
     write_toml(trained, card)
     assert main(["eval", str(trained), "--check"]) == 1
     [line] = error_lines(capsys.readouterr().err)
-    assert "1 metric(s) differ" in line and "cluster_accuracy: card" in line
+    assert "error: 1 metric differs from the card" in line and "cluster_accuracy: card" in line
 
 
 @pytest.mark.parametrize("only", [False, True], ids=["the card's metrics", "--metrics"])
@@ -284,6 +284,7 @@ def test_metrics_option_computes_only_those_and_write_adds_them(tmp_path, capsys
     assert main(["eval", str(card_path), "--metrics", "nope", *small]) == 1
     assert "unknown metric 'nope'" in capsys.readouterr().err
     assert main(["eval", str(card_path), "--metrics", "mutual_info_score", "--write", *small]) == 0
+    assert f"wrote 1 metric to {card_path}\n" in capsys.readouterr().err  # it said "wrote 1 metrics"
     after = parse_card(card_path)
     assert after.metrics.keys() == before.metrics.keys() | {"mutual_info_score"}
     assert after.eval_metrics == [*before.eval_metrics, "mutual_info_score"]

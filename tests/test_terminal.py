@@ -23,7 +23,7 @@ from vaezoo import terminal as progress_module
 from vaezoo.cli import main
 from vaezoo.cli.common import print_table
 from vaezoo.entries.catalog import get_card
-from vaezoo.terminal import printable, progress, shell_quote
+from vaezoo.terminal import counted, printable, progress, shell_quote
 
 # rich markup, an emoji code, an OSC that retitles the terminal, a screen clear, a carriage return, a backspace,
 # an 8-bit CSI and a right-to-left override
@@ -48,6 +48,12 @@ def hostile(cards):
                                 latent=[{"family": "gaussian", "size": 3, "name": HOSTILE}],
                                 headline=HOSTILE))
     return cards
+
+
+def test_a_count_names_one_thing_in_the_singular_and_any_other_count_in_the_plural():
+    # 'vaezoo eval --write' said "wrote 1 metrics", 'vaezoo list' "1 card(s) skipped"
+    assert [counted(n, "metric") for n in (0, 1, 2, 1200)] == ["0 metrics", "1 metric", "2 metrics", "1,200 metrics"]
+    assert counted(1, "weights file") == "1 weights file" and counted(3, "index", "indices") == "3 indices"
 
 
 def test_printable_escapes_what_would_act_on_the_terminal():

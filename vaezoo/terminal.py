@@ -153,6 +153,17 @@ PLAIN_INTERVAL = 10.0
 """Seconds between two plain progress lines when stderr is not a terminal."""
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun``, singular for one and plural otherwise: ``1 metric``, ``3 metrics``, ``1,200 images``.
+
+    Args:
+        count: how many.
+        noun: the noun for one.
+        plural: the noun for any other count; default ``noun`` with an ``s``.
+    """
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
 def note(line: str) -> None:
     """Say ``line`` on stderr at once: the status of long work (what a run starts, what it waits for).
 

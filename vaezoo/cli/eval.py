@@ -5,7 +5,7 @@ import sys
 
 from vaezoo.cli.common import (add_card, add_data_root, add_device, names_arg, nonnegative_arg, path_arg, print_json,
                                print_table, printable)
-from vaezoo.terminal import note
+from vaezoo.terminal import counted, note
 
 
 def add_parser(sub) -> None:
@@ -77,7 +77,7 @@ def run(args) -> int:
         return _print_batch(batch, args) if len(batch.runs) > 1 else _print_one(batch.runs[0].report, args)
     except KeyboardInterrupt:  # the cards were written whole (atomic_write) before this: say so, or they seem lost
         if written := [run.report.written for run in batch.runs if run.report and run.report.written]:
-            note(f"{len(written)} card(s) written before the interruption, each whole: "
+            note(f"{counted(len(written), 'card')} written before the interruption, each whole: "
                  f"{', '.join(str(card.path) for card in written)}")
         raise
 
@@ -102,7 +102,7 @@ def _print_one(report, args) -> int:
         print(printable(f"note: {name} ran with {_settings(measured)}; the card's value was measured with "
                         f"{_settings(recorded)}"), file=sys.stderr)
     if args.write:
-        print(printable(f"wrote {len(report.results)} metrics to {report.written.path}"), file=sys.stderr)
+        print(printable(f"wrote {counted(len(report.results), 'metric')} to {report.written.path}"), file=sys.stderr)
     if comparisons is not None:
         print(f"check: {len(comparisons) - len(failures)} of {len(comparisons)} metrics match the card within "
               f"relative tolerance {args.tolerance:g}{_rounding(comparisons)}", file=sys.stderr)
@@ -110,10 +110,15 @@ def _print_one(report, args) -> int:
     for why in report.failed.values():
         print(printable(f"error: {why}"), file=sys.stderr)
     if failures:
-        print(printable(f"error: {len(failures)} metric(s) differ from the card beyond relative tolerance "
+        print(printable(f"error: {_differ(len(failures))} from the card beyond relative tolerance "
                         f"{args.tolerance:g}: " + "; ".join(failures)), file=sys.stderr)
         return 1
     return 1 if report.failed else 0
+
+
+def _differ(count: int) -> str:
+    """``1 metric differs``, ``3 metrics differ``."""
+    return f"{counted(count, 'metric')} {'differs' if count == 1 else 'differ'}"
 
 
 def _say_unchecked(report, run: str = "") -> None:
@@ -192,7 +197,7 @@ def _print_batch(batch, args) -> int:
     for run in batch.runs:
         whys = [run.error] if run.error else list(run.report.failed.values()) if run.report else []
         if failures.get(run.ref):
-            whys.append(f"{len(failures[run.ref])} metric(s) differ from the card beyond relative tolerance "
+            whys.append(f"{_differ(len(failures[run.ref]))} from the card beyond relative tolerance "
                         f"{args.tolerance:g}: " + "; ".join(failures[run.ref]))
         for why in whys:  # a card that could not be read is named at the start of its error already
             named = why.startswith(f"{run.ref}: ")

@@ -3,7 +3,7 @@
 import sys
 
 from vaezoo.cli.common import complete_dataset, filter_arg, print_json, print_table, printable
-from vaezoo.terminal import markdown_text
+from vaezoo.terminal import counted, markdown_text
 
 
 def add_parser(sub) -> None:
@@ -65,7 +65,7 @@ def run(args) -> int:
     if args.skipped:
         return _print_skipped(found.skipped, args.json)
     if found.skipped:
-        print(f"{len(found.skipped)} card(s) skipped; run 'vaezoo list --skipped' to see why", file=sys.stderr)
+        print(f"{counted(len(found.skipped), 'card')} skipped; run 'vaezoo list --skipped' to see why", file=sys.stderr)
     if not cards and found.cards:
         print(f"no card of the {len(found.cards)} found matches; 'vaezoo list' with no pattern or filter lists them "
               f"all", file=sys.stderr)

@@ -4,7 +4,7 @@ import sys
 
 from vaezoo.cli.common import add_card, names_arg, path_arg, print_json, print_table, printable
 from vaezoo.evaluation.seeds import DEFAULT_SELECTION
-from vaezoo.terminal import note, shell_join
+from vaezoo.terminal import counted, note, shell_join
 
 
 def add_parser(sub) -> None:
@@ -34,7 +34,7 @@ def run(args) -> int:
         _report(args, report)
     except KeyboardInterrupt:  # the card is written whole (atomic_write) before this: say so, or it seems lost
         if report.written is not None:
-            note(f"the spread over {len(report.runs)} seeds of {', '.join(report.metrics)} was written to "
+            note(f"the spread over {counted(len(report.runs), 'seed')} of {', '.join(report.metrics)} was written to "
                  f"{report.card.path} before the interruption; the card is whole")
         raise
     return 0
@@ -45,11 +45,11 @@ def _report(args, report) -> None:
     if report.left_out:
         print(printable(f"left out, not a finite number in every run (missing, NaN or infinite): "
                         f"{', '.join(report.left_out)}"), file=sys.stderr)
-    title = (f"{card.name}: {len(report.runs)} seeds, the card's is {card.train.seed}" if report.runs else
+    title = (f"{card.name}: {counted(len(report.runs), 'seed')}, the card's is {card.train.seed}" if report.runs else
              f"{card.name}: the spreads over seeds the card records, its seed is {card.train.seed}")
     _print(args, card, found, title)
     if args.write:
-        print(printable(f"wrote the spread over {len(report.runs)} seeds of {', '.join(report.metrics)} to "
+        print(printable(f"wrote the spread over {counted(len(report.runs), 'seed')} of {', '.join(report.metrics)} to "
                         f"{card.path}"), file=sys.stderr)
 
 

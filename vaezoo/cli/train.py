@@ -9,7 +9,7 @@ from pathlib import Path
 
 from vaezoo.cli.common import (add_card, add_data_root, add_device, card_arg, path_arg, printable, seed_arg,
                                whole_arg)
-from vaezoo.terminal import shell_join
+from vaezoo.terminal import counted, shell_join
 
 
 def add_parser(sub) -> None:
@@ -101,8 +101,8 @@ def run(args) -> int:
             _report_metrics(result)
             print(printable(result.card_path))
     if failed := [r.error for r in results if r.error]:
-        print(printable(f"{len(failed)} of {len(results)} runs stopped early (their lines above name them); the "
-                        f"others finished"), file=sys.stderr)
+        print(printable(f"{len(failed)} of {counted(len(results), 'run')} stopped early (their lines above name them); "
+                        f"the others finished"), file=sys.stderr)
         return 1
     stopped = [r for r in results if r.step < r.total]
     if main_rank and stopped:
