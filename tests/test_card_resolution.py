@@ -483,3 +483,33 @@ def test_an_architecture_argument_that_does_not_fit_is_named_not_blamed_on_the_c
         said = str(caught.value)
         assert said.startswith("jointvae-mnist: ") and "continuous is a number of Gaussian dimensions, at least 0, " \
             "got -1" in said and ".toml" not in said
+
+
+def test_a_recipe_a_plugin_ships_is_named_by_plugin_and_file_from_any_folder(tmp_path, monkeypatch, capsys):
+    # a pip-installed user has no checkout path (plugins/vaezoo_methods/recipes/...) to the recipes
+    monkeypatch.chdir(tmp_path)
+    card = get_card("methods:recipes/dipvae1-dsprites.toml")
+    assert card.name == "dipvae1-dsprites" and card.path.parent.name == "recipes"
+    assert card.path.parent.parent.name == "vaezoo_methods"
+    code, out, err = cli(capsys, "info", "betatcvae:recipes/betavae-dsprites.toml")
+    assert code == 0 and 'name = "betavae-dsprites"' in out, err
+
+
+@pytest.mark.parametrize("given, message", [
+    ("method:recipes/x.toml", "'method:recipes/x.toml' names a file of plugin 'method', and no plugin loaded is "
+                              "called that; the plugins are "),
+    ("methods:recipes/x.toml", "plugin 'methods' has no file recipes/x.toml; its recipes: "
+                               "methods:recipes/annealedvae-dsprites.toml, methods:recipes/dipvae1-dsprites.toml, "),
+    ("methods:recipes/../../vaezoo/x.toml", "'recipes/../../vaezoo/x.toml' is not a path inside plugin 'methods'; "
+                                            "give one such as recipes/NAME.toml")],
+                         ids=["no-such-plugin", "no-such-file", "outside-the-plugin"])
+def test_a_plugin_file_that_is_not_one_is_a_one_line_error(tmp_path, monkeypatch, capsys, given, message):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(capsys, "info", given)
+    assert code == 1 and err.startswith(f"error: {message}") and err.count("\n") == 1
+
+
+def test_a_file_here_named_as_a_plugin_file_is_that_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_card(tmp_path / "methods:mine", make_card(name="mine"))
+    assert get_card("methods:mine/mine.toml").name == "mine"

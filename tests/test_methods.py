@@ -224,7 +224,9 @@ def test_each_recipe_is_locatello_et_al_with_its_grid():
         assert card.train.data.name == "dsprites" and card.model["latent"] == {"type": "gaussian", "dim": 10}
         assert card.model["likelihood"] == "bernoulli" and card.train.epochs == 26  # 299,520 steps of 64
         text = open(path, encoding="utf-8").read()
-        assert f"vaezoo train {path} --seeds 0,1,2,3,4 --sweep {grid}" in text
+        named = f"methods:recipes/{name}.toml"  # as an installed vaezoo names it, from any folder
+        assert get_card(named).path.samefile(path)
+        assert f"vaezoo train {named} --seeds 0,1,2,3,4 --sweep {grid}" in text
 
 
 def test_a_card_never_states_the_latent_size():

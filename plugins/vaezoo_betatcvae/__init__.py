@@ -3,7 +3,7 @@ Autoencoders") and its baseline beta-VAE (Higgins et al., 2017, "beta-VAE: Learn
 with a Constrained Variational Framework").
 
 Registers the ``betatcvae`` and ``betavae`` architectures. Training recipes for dSprites are in
-``recipes/`` (``vaezoo train plugins/vaezoo_betatcvae/recipes/betatcvae-dsprites.toml --out DIR``).
+``recipes/`` (``vaezoo train betatcvae:recipes/betatcvae-dsprites.toml --out DIR``).
 Heavy imports happen inside the hooks.
 """
 

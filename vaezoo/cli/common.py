@@ -69,7 +69,8 @@ def nonnegative_arg(value: str) -> float:
     return number
 
 
-CARD_HELP = "a zoo name, a card's TOML file, a folder holding one card, or hf-hub:OWNER/REPO[@REVISION]"
+CARD_HELP = ("a zoo name, a card's TOML file, a folder holding one card, PLUGIN:FILE (a card file an installed plugin "
+             "ships, such as the recipe methods:recipes/dipvae1-dsprites.toml), or hf-hub:OWNER/REPO[@REVISION]")
 
 
 def add_card(parser, dest: str = "card", **kwargs) -> None:

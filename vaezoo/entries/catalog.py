@@ -601,6 +601,48 @@ def _hub_hint(text: str) -> None:
                         f"{HUB_PREFIX}{repo}")
 
 
+PLUGIN_FILE = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):([^:/\\].*)", re.DOTALL)
+"""``PLUGIN:FILE``, a file of an installed plugin's package (``methods:recipes/dipvae1-dsprites.toml``)."""
+
+
+def plugin_file(text: str) -> Path | None:
+    """The file ``text`` names as ``PLUGIN:FILE``: FILE, a path inside the package of the installed plugin called
+    PLUGIN (as ``vaezoo plugins`` lists it), such as one of the recipes a plugin ships; a pip-installed user has no
+    checkout path to them. None when ``text`` is not of that form, is a file or folder here, or its PLUGIN is
+    neither a loaded plugin's name nor close to one (a path then).
+
+    Raises:
+        CardError: PLUGIN is close to a loaded plugin's name but none's, FILE leaves its package, or the package
+            holds no such file (the message lists its recipes).
+    """
+    match = PLUGIN_FILE.fullmatch(text)
+    if match is None or os.path.lexists(text):
+        return None
+    from vaezoo.plugins import get_plugins
+
+    name, file = match.groups()
+    plugins = {n: info for n, info in get_plugins().info.items() if info.status == "ok"}
+    if name not in plugins:
+        if not close_matches(name, list(plugins)):
+            return None  # a path, or another library's spelling (hf_hub:, local-dir:) that the path's error names
+        raise CardError(f"'{text}' names a file of plugin '{name}', and no plugin loaded is called that; the plugins "
+                        f"are {', '.join(sorted(plugins))} (run 'vaezoo plugins')")
+    from importlib.util import find_spec
+
+    spec = find_spec(plugins[name].package)
+    root = Path(next(iter(spec.submodule_search_locations or ()), "")) if spec else None
+    if root is None or not root.is_dir():
+        raise CardError(f"plugin '{name}' is no package with files of its own, so '{text}' names none")
+    path = root / file
+    if Path(file).is_absolute() or ".." in Path(file).parts:
+        raise CardError(f"'{file}' is not a path inside plugin '{name}'; give one such as recipes/NAME.toml")
+    if not path.is_file():
+        recipes = sorted(f"{name}:recipes/{p.name}" for p in (root / "recipes").glob("*.toml"))
+        held = f"; its recipes: {', '.join(recipes)}" if recipes else "; it ships no recipes"
+        raise CardError(f"plugin '{name}' has no file {file}{held}")
+    return path
+
+
 def looks_like_path(text: str) -> bool:
     """Whether ``text``, as given for a card, is a path: it holds a path separator or ends in ``.toml``."""
     separators = [os.sep] + ([os.altsep] if os.altsep else [])
@@ -686,9 +728,10 @@ def _runs_in(folder: Path, depth: int) -> list[Path]:
 
 
 def get_card(name_or_path: str | os.PathLike) -> Card:
-    """A card by zoo name, by the path of its TOML file, by a folder holding exactly one card, or by
-    ``hf-hub:OWNER/REPO[@REVISION]``, the card at the root of a Hugging Face Hub repository (needs the
-    ``vaezoo[hub]`` extra; see :func:`vaezoo.entries.huggingface.card_file`).
+    """A card by zoo name, by the path of its TOML file, by a folder holding exactly one card, by ``PLUGIN:FILE``, a
+    card file of an installed plugin (a recipe it ships, such as ``methods:recipes/dipvae1-dsprites.toml``; see
+    :func:`plugin_file`), or by ``hf-hub:OWNER/REPO[@REVISION]``, the card at the root of a Hugging Face Hub
+    repository (needs the ``vaezoo[hub]`` extra; see :func:`vaezoo.entries.huggingface.card_file`).
 
     A zoo name always means the zoo entry, even where the current folder holds a file or folder of that
     name (an :class:`AmbiguousNameWarning` says so; ``./NAME`` names the file). A path means a path when
@@ -698,8 +741,8 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
     holds its name.
 
     Args:
-        name_or_path: ``"jointvae-mnist"``, ``"runs/mine/mine.toml"``, ``"runs/mine"`` (``~`` is the home folder) or
-            ``"hf-hub:me/mine@v1"``.
+        name_or_path: ``"jointvae-mnist"``, ``"runs/mine/mine.toml"``, ``"runs/mine"`` (``~`` is the home folder),
+            ``"methods:recipes/dipvae1-dsprites.toml"`` or ``"hf-hub:me/mine@v1"``.
 
     Returns:
         The card.
@@ -726,6 +769,8 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
         from vaezoo.entries.huggingface import card_file
 
         return parse_card(*card_file(name_or_path, MAX_CARD_BYTES))
+    if isinstance(name_or_path, str) and (file := plugin_file(name_or_path)) is not None:
+        return parse_card(file)
     if not isinstance(name_or_path, str) or looks_like_path(name_or_path):
         path = Path(name_or_path).expanduser()  # '~/runs/x' in the home folder, as a shell reads it
         if isinstance(name_or_path, str) and not name_or_path.endswith(".toml") and _missing(str(path)):

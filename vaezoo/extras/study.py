@@ -74,7 +74,8 @@ class Method:
         label: how figures name it.
         param: the swept hyperparameter's name (``beta``).
         key: its card field, a dotted path into ``model`` (list items by index).
-        recipe: the recipe the grid trains, a path from the repository's root.
+        recipe: the recipe the grid trains, as an installed plugin's file (``PLUGIN:recipes/FILE``), which
+            ``vaezoo train`` reads from a pip install as from a checkout.
         grid: the values the grid trains; empty for a method trained at its recipe's value only.
         paper_value: the value the method's paper uses on the dataset, where known; the entry's value.
         paper: where ``paper_value`` comes from.
@@ -145,24 +146,24 @@ DSPRITES = Study(
     retrained="jointvae",
     published=("betavae", "betatcvae", "jointvae", "betatcvae-joint"),
     methods=(
-        Method("betavae", "beta-VAE", "beta", "model.beta", "plugins/vaezoo_betatcvae/recipes/betavae-dsprites.toml",
+        Method("betavae", "beta-VAE", "beta", "model.beta", "betatcvae:recipes/betavae-dsprites.toml",
                (1, 2, 4, 6, 8, 16), 4, "Higgins et al., 2017, on dSprites"),
         Method("betatcvae", "beta-TCVAE", "beta", "model.beta",
-               "plugins/vaezoo_betatcvae/recipes/betatcvae-dsprites.toml", (1, 2, 4, 6, 8, 10), 6,
+               "betatcvae:recipes/betatcvae-dsprites.toml", (1, 2, 4, 6, 8, 10), 6,
                "Chen et al., 2018, on dSprites"),
         Method("factorvae", "FactorVAE", "gamma", "model.regularizers.0.gamma",
-               "plugins/vaezoo_methods/recipes/factorvae-dsprites.toml", (10, 20, 30, 40, 50, 100)),
+               "methods:recipes/factorvae-dsprites.toml", (10, 20, 30, 40, 50, 100)),
         Method("dipvae1", "DIP-VAE-I", "lambda_od", "model.regularizers.0.lambda_od",
-               "plugins/vaezoo_methods/recipes/dipvae1-dsprites.toml", (1, 2, 5, 10, 20, 50)),
+               "methods:recipes/dipvae1-dsprites.toml", (1, 2, 5, 10, 20, 50)),
         Method("dipvae2", "DIP-VAE-II", "lambda_od", "model.regularizers.0.lambda_od",
-               "plugins/vaezoo_methods/recipes/dipvae2-dsprites.toml", (1, 2, 5, 10, 20, 50)),
+               "methods:recipes/dipvae2-dsprites.toml", (1, 2, 5, 10, 20, 50)),
         Method("annealedvae", "AnnealedVAE", "c_max", "model.regularizers.0.groups.0.max",
-               "plugins/vaezoo_methods/recipes/annealedvae-dsprites.toml", (5, 10, 25, 50, 75, 100), 25,
+               "methods:recipes/annealedvae-dsprites.toml", (5, 10, 25, 50, 75, 100), 25,
                "Burgess et al., 2018, on dSprites"),
         Method("jointvae", "JointVAE", "c_max", "model.capacity.continuous.1",
-               "plugins/vaezoo_jointvae/recipes/jointvae-dsprites.toml"),
+               "jointvae:recipes/jointvae-dsprites.toml"),
         Method("betatcvae-joint", "beta-TCVAE joint", "beta", "model.regularizers.0.beta",
-               "plugins/vaezoo_betatcvae/recipes/betatcvae-joint-dsprites.toml"),
+               "betatcvae:recipes/betatcvae-joint-dsprites.toml"),
         Method("jointvae-original", "JointVAE (Dupont's release)", "c_max", "model.capacity.continuous.1",
                released=True),
     ),
