@@ -86,7 +86,8 @@ class Checkpoint:
             made = " and ".join(f"{{{d.where.removeprefix('train.')}:{value(d.other, d.where)}}}" for d in found)
             asked = " and ".join(f"{d.where.removeprefix('train.')} {value(d.card, d.where)}" for d in found)
             return TrainingError.about("{label} was made with " + made + ", where this run asks for {asked}; resume "
-                                       "with " + made, label=self.label, asked=asked)
+                                       "with " + made, label=self.label, asked=asked,
+                                       found=_shown(found, card.name))  # an ensemble member words it otherwise
         return TrainingError.about("{label} was made from card '{made}' with another recipe than card '{card}': "
                                    "{found}; resume with the card that started the run, or choose another {out}",
                                    label=self.label, made=self.card, card=card.name, found=_shown(found, card.name))
