@@ -220,7 +220,8 @@ def test_bf16_autocast_changes_the_numbers_and_the_recipe(data_plugin, tmp_path)
     assert same_weights(bf16.model, again.model)
     assert not same_weights(bf16.model, float32.model)
     assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in bf16.model.parameters())
-    with pytest.raises(TrainingError, match=r"train\.precision \"bf16-mixed\" in the checkpoint"):
+    with pytest.raises(TrainingError, match=r"was made with precision=bf16-mixed, where this run asks for precision "
+                                            r"tf32-conv; resume with precision=bf16-mixed"):
         train(card(), tmp_path / "bf16", resume=True, max_steps=6)
 
 
