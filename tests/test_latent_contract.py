@@ -207,12 +207,16 @@ def test_a_regularizer_given_a_latent_without_the_densities_it_needs_stops_the_r
     assert not (tmp_path / "out").exists()
 
 
-def test_the_kit_names_the_family_whose_prior_has_no_density_at_its_samples_in_one_line(binary):
+@pytest.mark.parametrize("checks", [True, False], ids=["checks-on", "checks-off-as-torch-compile-leaves-them"])
+def test_the_kit_names_the_family_whose_prior_has_no_density_at_its_samples_in_one_line(binary, monkeypatch, checks):
     """vaezoo train sends its author to the kit, which quoted torch's support error, a dump of the codes, and
-    blamed the regularizer alone."""
+    blamed the regularizer alone; and passed the family in a process where torch.compile had run, which turns
+    torch.distributions' argument checks off for good."""
+    monkeypatch.setattr(torch.distributions.Distribution, "_validate_args", checks)
     with pytest.raises(ConformanceError) as caught:
         testing.check_regularizer("total_correlation", latent={"type": "binary_concrete", "dim": 3},
                                   dataset_size=100, train=False)
+    assert torch.distributions.Distribution._validate_args is checks  # left as it was
     message = str(caught.value)
     assert "\\n" not in message and "tensor(" not in message
     assert message.endswith("forward at step 0 raised LatentError: regularizer 'total_correlation' needs densities "

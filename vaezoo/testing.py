@@ -43,6 +43,7 @@ from vaezoo.entries.schema import Card
 from vaezoo.errors import PublishWarning
 from vaezoo.terminal import printable
 from vaezoo.latents import LatentFamily, Posterior
+from vaezoo.latents.base import distribution_checks
 from vaezoo.likelihoods import Bernoulli, Likelihood
 from vaezoo.model import VAE, latent_sizes
 from vaezoo.plugins import KINDS, PluginWarning, get_plugins, registry
@@ -71,8 +72,9 @@ def _require(condition: bool, subject: str, problem: str) -> None:
 
 @contextmanager
 def _seeded(seed: int) -> Iterator[None]:
-    """Seed torch's global generator for the block and restore its state afterwards."""
-    with torch.random.fork_rng(devices=[]):
+    """Seed torch's global generator for the block, with ``torch.distributions``' argument checks on (a density
+    asked outside its support raises, whatever ``torch.compile`` left them at), and restore both afterwards."""
+    with torch.random.fork_rng(devices=[]), distribution_checks(True):
         torch.manual_seed(seed)
         yield
 

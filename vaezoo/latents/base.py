@@ -19,6 +19,8 @@ Nothing here reduces over the batch: that happens once, in
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -281,3 +283,20 @@ def require_params(family: LatentFamily, params: Tensor, reads: int, counted: st
         raise PluginError(f"latent family {type(family).__qualname__} ({type(family).__module__}): posterior() reads "
                           f"{counted} = {reads} parameters per image, got {params.shape[-1]}{declared}; param_size "
                           f"must be {reads}")
+
+
+@contextmanager
+def distribution_checks(on: bool) -> Iterator[None]:
+    """``torch.distributions``' argument checks on or off for the block, whatever they were, restored after it.
+
+    On, a value outside a distribution's support raises, which is how a family's default densities find codes
+    they have none at; checks that rely on that turn them on, since the first ``torch.compile`` of a process
+    turns them off for the rest of it. Off, training saves their cost each step, and a loss gone NaN is named by
+    the training loop with its step and last good checkpoint rather than raised from inside the model.
+    """
+    previous = Distribution._validate_args
+    Distribution.set_default_validate_args(on)
+    try:
+        yield
+    finally:
+        Distribution.set_default_validate_args(previous)

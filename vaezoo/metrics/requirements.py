@@ -21,6 +21,7 @@ import torch
 from vaezoo.data import DataInfo
 from vaezoo.context import layout_text
 from vaezoo.errors import VaezooError
+from vaezoo.latents.base import distribution_checks
 
 M = TypeVar("M", bound=Callable[..., float])
 
@@ -67,14 +68,9 @@ def _probe(model) -> Iterator[Any]:
     ``torch.distributions``' argument checks on, whatever they were, so a density outside its support raises."""
     parameter = next(model.parameters())
     devices = [parameter.device] if parameter.device.type == "cuda" else []
-    validating = torch.distributions.Distribution._validate_args
-    torch.distributions.Distribution.set_default_validate_args(True)  # a value outside a support must raise
-    try:
-        with torch.random.fork_rng(devices=devices), torch.no_grad():
-            yield model.latent.posterior(torch.zeros(2, model.latent.param_size, device=parameter.device,
-                                                     dtype=parameter.dtype))
-    finally:
-        torch.distributions.Distribution.set_default_validate_args(validating)
+    with torch.random.fork_rng(devices=devices), torch.no_grad(), distribution_checks(True):
+        yield model.latent.posterior(torch.zeros(2, model.latent.param_size, device=parameter.device,
+                                                 dtype=parameter.dtype))
 
 
 def _factors_missing(model, info: DataInfo) -> str | None:

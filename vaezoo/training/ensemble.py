@@ -48,8 +48,9 @@ from vaezoo.model import VAE
 from vaezoo.regularizers.base import UpdateBatch
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
+from vaezoo.latents.base import distribution_checks
 from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
-                                  distribution_checks_off, diverged, epoch_order, last_good, make_optimizer,
+                                  diverged, epoch_order, last_good, make_optimizer,
                                   optimizer_step, precision_flags, RECIPE_OPTIMIZER, resume_point, rng_state,
                                   StepOverflow, until)
 from vaezoo.training.auxiliary import TrainingParts
@@ -748,7 +749,7 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
     per_epoch = {s.plan.per_epoch for s in stacks}  # members of other batch sizes count other epochs: none is shown
     reporter = Reporter(max(s.plan.total for s in stacks), min(m.step for m in members),
                         per_epoch.pop() if len(per_epoch) == 1 else None)
-    with distribution_checks_off(), StopSignals(defer=True) as signals, reporter:
+    with distribution_checks(False), StopSignals(defer=True) as signals, reporter:
         for s in stacks:
             for m in s.members:
                 begin = f"resuming at step {m.step} of" if m.saved is not None else "training"

@@ -24,6 +24,7 @@ from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.errors import InputError, OutputError, Phrase, TrainingError, TrainingWarning, WeightsError
+from vaezoo.latents.base import distribution_checks
 from vaezoo.store.files import remove_temporaries
 from vaezoo.store.weights import load_weights
 from vaezoo.terminal import note
@@ -309,21 +310,6 @@ def precision_flags(precision: str):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
-@contextlib.contextmanager
-def distribution_checks_off():
-    """Turn off ``torch.distributions``' argument checks while training.
-
-    They cost time every step, and once a loss goes NaN they raise from inside the
-    model, before the loop can name the step and the last good checkpoint.
-    """
-    previous = torch.distributions.Distribution._validate_args
-    torch.distributions.Distribution.set_default_validate_args(False)
-    try:
-        yield
-    finally:
-        torch.distributions.Distribution.set_default_validate_args(previous)
-
-
 def until(stop: int, total: int, step: int) -> str:
     """What the start of a run at ``step`` says of a stop short of its last step (``max_steps``): ``, this time up
     to step N``, or that it has no step to make."""
@@ -402,8 +388,6 @@ def _check_last_batch(model: torch.nn.Module, x: Tensor, who: str, plan: Plan, m
 
 def _check_objective(model: torch.nn.Module, x: Tensor, who: str, member: bool) -> None:
     trial = copy.deepcopy(model).train()
-    previous = torch.distributions.Distribution._validate_args
-    torch.distributions.Distribution.set_default_validate_args(True)
     try:
         owners = {"reconstruction": f"the likelihood {type(trial.likelihood).__name__}"}
         for i, regularizer in enumerate(trial.regularizers):  # which part makes each term, as the pass runs
@@ -411,7 +395,8 @@ def _check_objective(model: torch.nn.Module, x: Tensor, who: str, member: bool) 
             regularizer.register_forward_hook(
                 lambda _, __, terms, where=where: owners.update(dict.fromkeys(terms, where))
                 if isinstance(terms, Mapping) else None)
-        with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []), torch.no_grad():
+        with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []), torch.no_grad(), \
+                distribution_checks(True):
             for mode in (True, False):
                 out = trial.train(mode)(x, step=0)
                 trial.check_output(out)
@@ -422,8 +407,6 @@ def _check_objective(model: torch.nn.Module, x: Tensor, who: str, member: bool) 
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TrainingError(f"{who}: its objective takes a distribution outside its support ({first}); "
                             f"vaezoo.testing.check_regularizer and check_latent_family name the part") from None
-    finally:
-        torch.distributions.Distribution.set_default_validate_args(previous)
 
 
 def _raised_in_distributions(exc: BaseException) -> bool:

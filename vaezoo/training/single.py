@@ -27,12 +27,13 @@ from torch import Tensor
 from vaezoo.data import ImageDataset
 from vaezoo.entries.schema import Card
 from vaezoo.errors import Phrase, TrainingError
+from vaezoo.latents.base import distribution_checks
 from vaezoo.model import VAE, VAEOutput
 from vaezoo.regularizers.collectives import average_gradients, same_buffers, same_weights
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
-                                  distribution_checks_off, diverged, epoch_order, last_good, make_optimizer,
+                                  diverged, epoch_order, last_good, make_optimizer,
                                   optimizer_step, precision_flags, RECIPE_OPTIMIZER, resume_point, rng_state,
                                   same_on_every_rank, until)
 from vaezoo.training.auxiliary import TrainingParts
@@ -215,7 +216,7 @@ def fit_single(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume:
     stop = plan.total if max_steps is None else min(plan.total, max_steps)
     model.train()
     reporter = Reporter(plan.total, seed.step, plan.per_epoch) if run.main else contextlib.nullcontext()
-    with distribution_checks_off(), StopSignals(defer=True) as signals, reporter:
+    with distribution_checks(False), StopSignals(defer=True) as signals, reporter:
         if run.main:  # from here on a signal stops the run with a checkpoint of the step it reached
             begin = f"resuming at step {seed.step} of" if seed.saved is not None else "training"
             note(f"{begin} {plan.total:,} steps ({plan.per_epoch:,} per epoch){until(stop, plan.total, seed.step)}, a "
