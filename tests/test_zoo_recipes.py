@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import vaezoo
@@ -49,3 +51,18 @@ def test_a_trained_entry_is_its_recipe_with_weights_and_metrics(recipe):
     assert not missing, f"measured by vaezoo eval but not on the card: {missing}"
     assert LOSSES <= set(entry.metrics)
     assert entry.weights is not None
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda path: path.stem)
+def test_the_train_command_a_recipe_shows_names_it_as_an_installed_vaezoo_finds_it(recipe, tmp_path, monkeypatch):
+    """A recipe's comments showed checkout paths (plugins/vaezoo_core/recipes/...), which a pip user does not have."""
+    from vaezoo.entries.catalog import get_card
+
+    comments = " ".join(line.lstrip("#").strip() for line in recipe.read_text(encoding="utf-8").splitlines()
+                        if line.startswith("#"))
+    named = re.findall(r"vaezoo train (\S+)", comments)
+    assert named, "the recipe shows no command that trains it"
+    monkeypatch.chdir(tmp_path)  # any folder but the checkout
+    for name in named:
+        assert not name.startswith("plugins/"), name
+        assert get_card(name).path.read_bytes() == recipe.read_bytes(), name  # the installed copy of this recipe
