@@ -572,9 +572,7 @@ class Stack:
         for i in sorted(set(range(len(first))) - set(kept)):
             m = self.members[i]
             terms = [name for name, bad in zip(self.term_names, flags[i]) if bad]
-            m.error = f"{m.label}: {diverged(values[i], first[i], self.plan, terms, m.checkpoint, m.saved)}"
-            m.step = m.saved or 0  # its model holds the weights of its last checkpoint
-            self.stopped.append(m)
+            self._stop(m, diverged(values[i], first[i], self.plan, terms, m.checkpoint, m.saved))
         states = [self._optimizer_state(i) for i in kept]
         part_states = [self._part_states(i) for i in kept]
         self._write_back(kept)
@@ -587,10 +585,14 @@ class Stack:
     def _stop_all(self, why: str) -> None:
         """Stop every member, each at its last checkpoint, ``why`` (one line) saying what stopped them."""
         for m in self.members:
-            m.error = f"{m.label}: {why}; {last_good(m.checkpoint, m.saved)}"
-            m.step = m.saved or 0  # its model holds the weights of its last checkpoint
-            self.stopped.append(m)
+            self._stop(m, f"{why}; {last_good(m.checkpoint, m.saved)}")
         self.members = []
+
+    def _stop(self, m: Member, why: str) -> None:
+        """Stop member ``m`` at its last checkpoint, ``why`` saying what stopped it."""
+        m.error = f"{m.label}: {why}"
+        m.step = m.saved or 0  # its model holds the weights of its last checkpoint
+        self.stopped.append(m)
 
     def _write_back(self, indices: Sequence[int]) -> None:
         """Copy the stacked weights of the members at ``indices`` into their own models and training parts."""
