@@ -51,7 +51,7 @@ from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.latents.base import distribution_checks
 from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
                                   diverged, epoch_order, last_good, make_optimizer,
-                                  optimizer_step, precision_flags, RECIPE_OPTIMIZER, resume_point, rng_state,
+                                  optimizer_step, precision_flags, resume_point, rng_state,
                                   StepOverflow, until)
 from vaezoo.training.auxiliary import TrainingParts
 from vaezoo.training.compiling import Compiled, step_tensor
@@ -386,11 +386,11 @@ class Stack:
     def optimizer_step(self) -> None:
         """The optimiser's step of every member, each at its own learning rate."""
         if self.rates is None:
-            optimizer_step(self.optimizer, RECIPE_OPTIMIZER)
+            optimizer_step(self.optimizer)
             return
         with torch.no_grad():
             before = [p.detach().clone() for p in self.params.values()]
-        optimizer_step(self.optimizer, RECIPE_OPTIMIZER)
+        optimizer_step(self.optimizer)
         with torch.no_grad():
             for p, old in zip(self.params.values(), before):
                 rate = self.rates.view(-1, *[1] * (p.dim() - 1))

@@ -92,12 +92,12 @@ RECIPE_OPTIMIZER = "the recipe's optimiser (train.optimizer)"
 """How :func:`optimizer_step`'s error names the model's optimiser."""
 
 
-def optimizer_step(optimizer: torch.optim.Optimizer, whose: str) -> None:
+def optimizer_step(optimizer: torch.optim.Optimizer, whose: str = RECIPE_OPTIMIZER) -> None:
     """``optimizer.step()``, a step too large for the parameters' floats refused in one line.
 
     Args:
         optimizer: the optimiser.
-        whose: names it and where its settings are, e.g. ``"the recipe's optimiser (train.optimizer)"``.
+        whose: names it and where its settings are (by default, the recipe's optimiser: :data:`RECIPE_OPTIMIZER`).
 
     Raises:
         StepOverflow: its learning rate, or an option larger than the parameters' dtype holds (a ``weight_decay``

@@ -34,7 +34,7 @@ from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
                                   diverged, epoch_order, last_good, make_optimizer,
-                                  optimizer_step, precision_flags, RECIPE_OPTIMIZER, resume_point, rng_state,
+                                  optimizer_step, precision_flags, resume_point, rng_state,
                                   same_on_every_rank, until)
 from vaezoo.training.auxiliary import TrainingParts
 from vaezoo.training.compiling import Compiled, step_tensor
@@ -134,7 +134,7 @@ class SingleRun:
             result.loss.backward()
             if run.world > 1:
                 average_gradients(self.model.parameters())
-            optimizer_step(self.optimizer, RECIPE_OPTIMIZER)
+            optimizer_step(self.optimizer)
             if self.parts:
                 self.parts.step(self.model, result, self.step, self.parts.second_images(store, plan.batch_size))
         self.step += 1
