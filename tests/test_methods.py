@@ -339,7 +339,7 @@ def test_a_checkpoint_holding_a_training_part_the_card_has_not_is_refused_naming
 
 
 
-@pytest.mark.parametrize("seeds", [[], ["--seeds", "0,1"]], ids=["single", "ensemble"])
+@pytest.mark.parametrize("seeds", [[], ["--seeds", "0"], ["--seeds", "0,1"]], ids=["single", "one-seed", "ensemble"])
 @pytest.mark.parametrize("where, said", [
     ("discriminator", r"regularizer FactorVAE \(regularizers.0\): its optimiser Adam of part 'discriminator'"),
     ("model", r"the recipe's optimiser \(train.optimizer\)")], ids=["discriminator", "model"])
@@ -362,21 +362,26 @@ def test_a_learning_rate_whose_step_overflows_the_floats_is_one_line(data_plugin
         return
     assert [line for line in err.splitlines() if re.fullmatch(f"seed [01]: {why}; no checkpoint has been written "
                                                               f"yet", line)]
-    assert err.splitlines()[-1] == "2 of 2 runs stopped early (their lines above name them); the others finished"
+    # every run stopped: none finished, which "2 of 2 runs stopped early ...; the others finished" said they had
+    assert err.splitlines()[-1] == ("the run stopped early (its line above says why)" if seeds[1] == "0" else
+                                    "all 2 runs stopped early (their lines above say why); none finished")
 
 
-def test_a_sweep_member_whose_step_overflows_stops_alone(data_plugin, tmp_path, capsys):
+@pytest.mark.parametrize("max_steps, other", [([], "the other finished"),
+                                               (["--max-steps", "1"], "the other stopped at --max-steps")],
+                         ids=["finished", "max-steps"])
+def test_a_sweep_member_whose_step_overflows_stops_alone(data_plugin, tmp_path, capsys, max_steps, other):
     # the members of another discriminator's learning rate are stacks of their own: the overflow of one stopped
     # every stack with it
     data = make_card("tiny")
     data["model"]["regularizers"] = [{"type": "factorvae", "gamma": 10.0, "layers": 1, "hidden": 8, "lr": 1e-4}]
     path = write_toml(tmp_path / "card.toml", data)
     code, out, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "run"), "--no-eval",
-                         "--sweep", "model.regularizers.0.lr=1e-4,1e39")
+                         "--sweep", "model.regularizers.0.lr=1e-4,1e39", *max_steps)
     assert code == 1 and "Traceback" not in err
     assert "model.regularizers.0.lr=1e+39 seed 0: regularizer FactorVAE (regularizers.0): its optimiser Adam of part " \
            "'discriminator': learning rate 1e+39 is too large" in err
-    assert err.splitlines()[-1] == "1 of 2 runs stopped early (their lines above name them); the others finished"
+    assert err.splitlines()[-1] == f"1 of 2 runs stopped early (its line above names it); {other}"
     assert (tmp_path / "run" / "model.regularizers.0.lr=0.0001" / "seed-0" / "tiny-blobs-run.toml").is_file()
     assert not (tmp_path / "run" / "model.regularizers.0.lr=1e+39" / "seed-0" / "tiny-blobs-run.toml").exists()
 

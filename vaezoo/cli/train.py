@@ -9,7 +9,7 @@ from pathlib import Path
 
 from vaezoo.cli.common import (add_card, add_data_root, add_device, card_arg, path_arg, printable, seed_arg,
                                whole_arg)
-from vaezoo.terminal import counted, shell_join
+from vaezoo.terminal import shell_join
 
 
 def add_parser(sub) -> None:
@@ -101,14 +101,32 @@ def run(args) -> int:
             _report_metrics(result)
             print(printable(result.card_path))
     if failed := [r.error for r in results if r.error]:
-        print(printable(f"{len(failed)} of {counted(len(results), 'run')} stopped early (their lines above name them); "
-                        f"the others finished"), file=sys.stderr)
+        short = sum(r.error is None and r.step < r.total for r in results)
+        print(printable(_stopped_early(len(failed), short, len(results))), file=sys.stderr)
         return 1
     stopped = [r for r in results if r.step < r.total]
     if main_rank and stopped:
         print(printable(f"stopped at {_where_stopped(stopped, len(results))}; continue with: "
                         f"{resume_command(args, until=None)}"), file=sys.stderr)
     return 0
+
+
+def _stopped_early(failed: int, short: int, runs: int) -> str:
+    """The closing line of a command whose ``failed`` of ``runs`` runs stopped early (a loss that became NaN, a step
+    that overflowed), each named on its own line above, and ``short`` others stopped at ``--max-steps``."""
+    if failed == runs:
+        return ("the run stopped early (its line above says why)" if runs == 1
+                else f"all {runs:,} runs stopped early (their lines above say why); none finished")
+    which = "its line above names it" if failed == 1 else "their lines above name them"
+    rest = runs - failed
+    others = "the other" if rest == 1 else f"the other {rest:,}"
+    if short == 0:
+        went = f"{others} finished"
+    elif short == rest:
+        went = f"{others} stopped at --max-steps"
+    else:
+        went = f"of the other {rest:,}, {rest - short:,} finished and {short:,} stopped at --max-steps"
+    return f"{failed:,} of {runs:,} runs stopped early ({which}); {went}"
 
 
 def _world() -> str:
