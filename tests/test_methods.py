@@ -241,14 +241,25 @@ def test_a_card_never_states_the_latent_size():
     ({"lr": float("nan")}, "lr must be a finite number"), ({"lr": float("inf")}, "lr must be a finite number"),
     ({"betas": [2.0, 0.9]}, "betas must each be from 0 to below 1"),
     ({"betas": [float("nan"), 0.9]}, "betas must each be from 0 to below 1"),
-    ({"betas": [0.5, -0.1]}, "betas must each be from 0 to below 1")])
+    ({"betas": [0.5, -0.1]}, "betas must each be from 0 to below 1"),
+    ({"layers": 100_000}, "layers must be at most 100, got 100,000"),
+    ({"layers": 6, "hidden": 10_000_000}, "layers = 6 of hidden = 10,000,000 units make 500,000,110,000,002 "
+                                         "parameters, more than the 1,073,741,824 it may hold"),
+    ({"layers": 100, "hidden": 4_000}, "layers = 100 of hidden = 4,000 units make 1,5")])
 def test_factorvae_refuses_a_discriminator_that_cannot_train_naming_the_setting(setting, problem):
     # layers -1 built the discriminator of layers 0 and hidden 0 one that reads nothing, silently; lr 0 never
     # trained it; a negative or NaN lr and betas outside [0, 1) were a traceback from torch.optim.Adam at the
-    # first step
+    # first step; a typo's width or depth (hidden 10,000,000, layers 100,000) was refused, or not, only when
+    # memory ran out
     with pytest.raises(ValueError, match=f"regularizer 'factorvae': {problem}"):
         build_part("regularizer", {"type": "factorvae", "hidden": 8, **setting},
                    BuildContext(builder=build_part, code_size=3))
+
+
+def test_factorvae_builds_the_published_discriminator_and_the_deepest_it_takes():
+    built = [build_part("regularizer", {"type": "factorvae", **setting}, BuildContext(builder=build_part, code_size=10))
+             for setting in ({"layers": 6, "hidden": 1000}, {"layers": 100, "hidden": 8})]
+    assert [sum(p.numel() for p in r.discriminator.parameters()) for r in built] == [5_018_002, 7_234]
 
 
 def test_dipvae_refuses_a_lambda_d_that_overflows():

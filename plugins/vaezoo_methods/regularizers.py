@@ -18,6 +18,22 @@ from vaezoo.regularizers.base import OptimizerGroup, Regularizer, UpdateBatch, c
 from vaezoo.regularizers.collectives import gather_rows
 
 
+MOST_LAYERS = 100
+"""The most hidden layers FactorVAE's discriminator takes (Kim & Mnih's has 6): more is a typo, not a recipe."""
+
+MOST_PARAMETERS = 1 << 30
+"""The most parameters FactorVAE's discriminator may hold (4 GiB in float32; Kim & Mnih's 6 layers of 1,000 hold
+5 million): a width or depth beyond it is a typo, refused when the card is read rather than when memory runs out."""
+
+
+def discriminator_parameters(code_size: int, layers: int, hidden: int) -> int:
+    """The parameters of :class:`Discriminator` ``(code_size, layers, hidden)``, counted without building it (in
+    a time that does not grow with ``layers``)."""
+    if layers == 0:
+        return (code_size + 1) * 2
+    return (code_size + 1) * hidden + (layers - 1) * (hidden + 1) * hidden + (hidden + 1) * 2
+
+
 class Discriminator(nn.Sequential):
     """FactorVAE's discriminator: ``layers`` fully connected layers of ``hidden`` units with LeakyReLU(``slope``),
     then 2 logits (class 0: a code of q(z); class 1: a code with its dimensions permuted across the batch).
@@ -67,7 +83,8 @@ class FactorVAE(Regularizer):
     Args:
         code_size: the code's size (given by the latent, never on a card).
         gamma: weight of the TC term (Locatello et al.'s grid: 10, 20, 30, 40, 50, 100).
-        layers, hidden: the discriminator's hidden layers (0: a linear discriminator) and their width (at least 1).
+        layers, hidden: the discriminator's hidden layers (0: a linear discriminator, at most :data:`MOST_LAYERS`)
+            and their width (at least 1); together at most :data:`MOST_PARAMETERS` parameters.
         lr, betas: its Adam's learning rate (finite, above 0: at 0 the discriminator never learns, and the TC term
             estimates nothing) and betas (each from 0 to below 1) (Kim & Mnih: 1e-4, (0.5, 0.9)).
     """
@@ -81,6 +98,11 @@ class FactorVAE(Regularizer):
         self.gamma = check_weight("factorvae", "gamma", gamma)
         for bad, what in ((layers < 0, f"layers must be at least 0, got {layers}"),
                           (hidden < 1, f"hidden must be at least 1, got {hidden}"),
+                          (layers > MOST_LAYERS, f"layers must be at most {MOST_LAYERS}, got {layers:,}"),
+                          ((size := discriminator_parameters(code_size, layers, hidden)) > MOST_PARAMETERS,
+                           f"layers = {layers:,} of hidden = {hidden:,} units make {size:,} parameters, more than "
+                           f"the {MOST_PARAMETERS:,} it may hold (Kim & Mnih's 6 layers of 1,000 make about 5 "
+                           f"million); lower them"),
                           (not (math.isfinite(lr) and lr > 0), f"lr must be a finite number above 0, got {lr}"),
                           (not all(0 <= b < 1 for b in betas), f"betas must each be from 0 to below 1, got {betas}")):
             if bad:
