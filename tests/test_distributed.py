@@ -251,6 +251,67 @@ def test_every_process_of_a_run_uses_process_0s_buffers_as_ddp_did(data_plugin, 
     assert by_rank[1] == by_rank[0]
 
 
+INTERRUPTS = '''
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_register_regularizers(register):
+    import os
+    import signal
+
+    import torch
+    from vaezoo.regularizers import Regularizer
+
+    class InterruptsAt(Regularizer):
+        """Sends its own process SIGINT at step ``at`` of training, as a Ctrl-C reaches every process torchrun
+        started."""
+
+        def __init__(self, at: int):
+            super().__init__()
+            self.at = at
+
+        def forward(self, posterior, z, step):
+            if self.training and step == self.at:
+                os.kill(os.getpid(), signal.SIGINT)
+            return {"interrupts_at": torch.zeros(())}
+
+    register("interrupts_at", InterruptsAt)
+'''
+
+
+def reports_as_rank(rank: int, world: int, ports: list[int], cards: list[dict], tmp) -> None:
+    """One process of two DDP runs, the first stopped by ``--max-steps``, the second by SIGINT: whether this
+    process is the one to report each (the result's, the Interrupted's) in ``tmp/reports{rank}.pt``."""
+    from vaezoo.entries.schema import Card
+    from vaezoo.signals import Interrupted
+    from vaezoo.training.train import run_recipe
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank))
+    os.environ["MASTER_PORT"] = str(ports[0])
+    [result] = run_recipe(Card.model_validate(cards[0]), tmp / "stopped", max_steps=2, evaluate=False)
+    os.environ["MASTER_PORT"] = str(ports[1])
+    try:
+        run_recipe(Card.model_validate(cards[1]), tmp / "interrupted", evaluate=False)
+        interrupted = None
+    except Interrupted as stop:
+        interrupted = (stop.step, stop.reports)
+    torch.save([(result.step, result.reports), interrupted], tmp / f"reports{rank}.pt")
+
+
+@pytest.mark.slow
+def test_the_training_result_and_its_interruption_say_that_process_0_alone_reports(data_plugin, tmp_path):
+    """vaezoo train prints what the library says of the process (it read RANK and WORLD_SIZE itself)."""
+    install_plugin(data_plugin, "interrupts", INTERRUPTS)
+    model = make_card("tiny")["model"]
+    interrupting = make_card("tiny", model={**model, "regularizers": [*model["regularizers"],
+                                                                      {"type": "interrupts_at", "at": 3}]})
+    mp.spawn(reports_as_rank, args=(2, [free_port(), free_port()], [make_card("tiny"), interrupting], tmp_path),
+             nprocs=2)
+    said = [torch.load(tmp_path / f"reports{rank}.pt", weights_only=True) for rank in range(2)]
+    assert said == [[(2, True), (4, True)], [(2, False), (4, False)]]
+
+
 STALE = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
 """What torchrun sets in rank 0 of two: left in a shell, a lone ``vaezoo train`` reads it."""
 

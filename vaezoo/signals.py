@@ -28,12 +28,15 @@ class Interrupted(KeyboardInterrupt):
             run outside the loop or a second SIGINT stopped it at once (the last checkpoint, if any, stays).
         checkpoint: the checkpoint file of the run.
         checkpoints: the checkpoint files of every run the command trains (one, or an ensemble's).
+        reports: whether this process is the one that says where the run stopped: under torchrun, process 0
+            alone (training sets it from :func:`vaezoo.training.launch.launch`); a lone process always.
     """
 
     def __init__(self, signum: int, step: int | None = None, checkpoint: Path | None = None):
         super().__init__(signal.Signals(signum).name)
         self.signal, self.step, self.checkpoint = signum, step, checkpoint
         self.checkpoints = [checkpoint] if checkpoint is not None else []
+        self.reports = True
 
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))

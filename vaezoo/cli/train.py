@@ -85,7 +85,6 @@ def seeds_arg(value: str) -> list[int]:
 def run(args) -> int:
     from vaezoo.training.train import Interrupted, run_recipe
 
-    main_rank = _world() == "1" or os.environ.get("RANK", "0").strip() == "0"  # under torchrun, rank 0 speaks
     try:
         results = run_recipe(card_arg(args.card), Path(args.out), seeds=args.seeds, sweeps=args.sweep or [],
                              seed=args.seed, data_root=args.data_root, epochs=args.epochs, resume=args.resume,
@@ -93,7 +92,7 @@ def run(args) -> int:
                              name=args.name, precision=args.precision, compile=args.compile,
                              evaluate=not args.no_eval)
     except Interrupted as stop:
-        if main_rank:
+        if stop.reports:
             _report_stop(stop, args)
         return 128 + stop.signal
     for result in results:
@@ -105,7 +104,7 @@ def run(args) -> int:
         print(printable(_stopped_early(len(failed), short, len(results))), file=sys.stderr)
         return 1
     stopped = [r for r in results if r.step < r.total]
-    if main_rank and stopped:
+    if stopped and stopped[0].reports:
         print(printable(f"stopped at {_where_stopped(stopped, len(results))}; continue with: "
                         f"{resume_command(args, until=None)}"), file=sys.stderr)
     return 0

@@ -119,6 +119,8 @@ class TrainResult:
             None on ranks other than 0 and for a run whose loss became NaN or inf.
         error: why a run of an ensemble stopped before the others (its loss became NaN or inf), or None.
         folder: the run's folder (``out``, or ``out/seed-N`` of an ensemble), holding its checkpoint.
+        reports: whether this process is the one that says where the run stopped and how to continue it: under
+            torchrun, process 0 alone (:func:`vaezoo.training.launch.launch`); a lone process always.
     """
 
     model: VAE
@@ -127,6 +129,7 @@ class TrainResult:
     card_path: Path | None
     error: str | None = None
     folder: Path | None = None
+    reports: bool = True
 
     @property
     def card(self) -> Card | None:
@@ -259,7 +262,8 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
     if options.max_steps is not None and options.max_steps < 1:
         raise TrainingError.about("{max_steps} must be at least 1, got {got}", got=options.max_steps)
     options = replace(options, name=run_name(card, options.name))
-    world = launch().world
+    where = launch()
+    world = where.world
     if world > len(runs) and not _alone(runs):
         fix = "run it without torchrun" if len(runs) == 1 else f"run at most {len(runs)} processes (--nproc-per-node)"
         raise TrainingError.about(f"torchrun starts {world} processes for {len(runs)} run{'s' * (len(runs) > 1)}, so "
@@ -288,12 +292,14 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
                     check_layout(root, alone=_alone(runs))
                 results = _train_held(runs, options, local)
         except BaseException as exc:
+            if isinstance(exc, Interrupted):
+                exc.reports = where.main
             if dist.is_initialized():
                 dist.destroy_process_group()
                 if _lost_touch(exc):
                     raise _lost_peers(exc, run, runs) from None
             raise
-        return results
+        return [replace(result, reports=where.main) for result in results]
 
 
 def _same_command(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: Run) -> None:
