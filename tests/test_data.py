@@ -349,6 +349,8 @@ def test_a_split_is_a_map_style_dataset_that_a_dataloader_batches_as_batch_does(
 
     images = torch.randint(0, 256, (10, 1, 4, 4), dtype=torch.uint8)
     labelled = ImageDataset(images, labels=torch.arange(10) % 3)
+    assert isinstance(labelled, torch.utils.data.Dataset)  # as a type checker takes it for DataLoader's argument
+    assert len(labelled + labelled) == 20  # torch's datasets concatenate
     x, y = next(iter(torch.utils.data.DataLoader(labelled, batch_size=4)))
     assert torch.equal(x, labelled.batch(slice(0, 4))) and y.tolist() == [0, 1, 2, 0]
     image, label = ImageDataset(images)[torch.tensor(7)]

@@ -7,12 +7,14 @@ import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, NamedTuple
+from collections.abc import Iterator, Sequence
+from typing import Annotated, Any, NamedTuple
 
 import annotated_types
 import numpy as np
 import torch
 from torch import Tensor
+from torch.utils.data import Dataset as TorchDataset
 
 from vaezoo.context import whole_number
 from vaezoo.devices import usable_device, usable_dtype
@@ -30,8 +32,9 @@ batch (``elbo``, ``importance_log_likelihood``) draws the same ones in both, and
 
 
 @dataclass
-class ImageDataset:
-    """Images kept compactly in memory, converted to float batches on demand.
+class ImageDataset(TorchDataset[tuple[Tensor, Tensor]]):
+    """Images kept compactly in memory, converted to float batches on demand; a map-style torch ``Dataset`` of
+    ``(image, label)`` (:meth:`__getitem__`), which ``torch.utils.data.DataLoader`` batches.
 
     Attributes:
         images: ``(N, C, H, W)`` tensor, usually uint8.
@@ -117,7 +120,8 @@ class ImageDataset:
         image = self.batch(number)  # an index out of range is refused here, before the labels are read
         return image, self.labels[number] if self.labels is not None else torch.tensor(-1)
 
-    def batch(self, index: Tensor | slice, device=None, dtype=torch.float32) -> Tensor:
+    def batch(self, index: int | slice | Sequence[int] | np.ndarray | Tensor, device: str | torch.device | None = None,
+              dtype: torch.dtype | str = torch.float32) -> Tensor:
         """Images at ``index`` as floats in [0, 1] on ``device`` (``"auto"`` too: :func:`vaezoo.devices.usable_device`;
         default: where the images are), of ``dtype``, a model's (:func:`vaezoo.devices.usable_dtype`).
 
@@ -130,7 +134,7 @@ class ImageDataset:
         """
         return self._stored(index).to(device=usable_device(device), dtype=usable_dtype(dtype)).div_(self.scale)
 
-    def _stored(self, index: Tensor | slice) -> Tensor:
+    def _stored(self, index: object) -> Tensor:
         """The stored values of the images at ``index`` (as :meth:`batch` takes it), unconverted."""
         rows = _rows(index, len(self))
         try:
@@ -144,7 +148,8 @@ class ImageDataset:
         pixel drawn afresh as Bernoulli(grey level) on the global generator of ``x``'s device; else ``x``."""
         return torch.bernoulli(x) if self.binarize else x
 
-    def batches(self, batch_size: int, device=None, dtype=torch.float32):
+    def batches(self, batch_size: int, device: str | torch.device | None = None,
+                dtype: torch.dtype | str = torch.float32) -> Iterator[tuple[int, Tensor]]:
         """Yield ``(start, images)`` over the whole dataset in order, ``batch_size`` (a whole number >= 1) at a time,
         on ``device`` (``"auto"`` too, as :meth:`batch` takes it).
 
@@ -249,11 +254,11 @@ class Dataset:
     and gives its ``options`` (e.g. ``image_size``), passed to both methods.
     """
 
-    def info(self, split: str = "train", **options) -> DataInfo:
+    def info(self, split: str = "train", **options: Any) -> DataInfo:
         """The :class:`DataInfo` of ``split`` with ``options``, without reading any file."""
         raise NotImplementedError
 
-    def load(self, root=None, split: str = "train", **options) -> ImageDataset:
+    def load(self, root: str | os.PathLike[str] | None = None, split: str = "train", **options: Any) -> ImageDataset:
         """Load ``split`` from ``root`` (see :func:`data_root`), as an :class:`ImageDataset`."""
         raise NotImplementedError
 

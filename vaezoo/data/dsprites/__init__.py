@@ -7,6 +7,7 @@ Images are kept bit-packed in memory and unpacked per batch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,8 @@ class DSprites(ImageDataset):
     factor_values: Tensor | None = None
     indices: Tensor | None = None
 
-    def batch(self, index: Tensor | slice, device=None, dtype=torch.float32) -> Tensor:
+    def batch(self, index: int | slice | Sequence[int] | np.ndarray | Tensor, device: str | torch.device | None = None,
+              dtype: torch.dtype | str = torch.float32) -> Tensor:
         """Images at ``index`` as floats in {0, 1} on ``device`` (``"auto"`` too:
         :func:`vaezoo.devices.usable_device`), shape ``(B, 1, 64, 64)``, of ``dtype``, a model's
         (:func:`vaezoo.devices.usable_dtype`)."""
