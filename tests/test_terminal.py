@@ -345,6 +345,15 @@ def test_a_closed_stderr_silences_the_status_lines_and_the_run_goes_on(tmp_path)
     assert (tmp_path / "out" / "synthetic-run-run.toml").is_file()
 
 
+@pytest.mark.slow
+def test_a_stderr_on_a_full_disk_silences_the_status_lines_and_the_run_goes_on(tmp_path):
+    """The first status line raised ENOSPC: the run stopped before its first step, exit 1 and no word anywhere."""
+    card = write_toml(tmp_path / "card.toml", SYNTHETIC)
+    result = shell('"$@" 2>/dev/full; echo "rc=$?"', "train", str(card), "--out", str(tmp_path / "out"))
+    assert result.stdout.splitlines() == [str(tmp_path / "out" / "synthetic-run-run.toml"), "rc=0"]
+    assert (tmp_path / "out" / "synthetic-run-run.safetensors").is_file()
+
+
 def test_text_the_terminals_encoding_cannot_hold_is_escaped(cards, tmp_path):
     card = write_card(tmp_path / "d\u00e9", make_card(name="toy-mnist", summary="caf\u00e9 \u2265 1"))
     result = subprocess.run([sys.executable, "-m", "vaezoo", "info", str(card)], capture_output=True,

@@ -82,12 +82,17 @@ def printable_lines(text: str) -> str:
     return "\n".join(printable(line) for line in text.split("\n"))
 
 
+_READER_GONE = (errno.EPIPE, errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+"""The errors of a write to stderr after which :class:`StatusStream` drops the status lines that follow."""
+
+
 class StatusStream:
     """A stream of status lines (stderr) that goes quiet once nobody reads it, instead of raising.
 
-    A write to a terminal that was closed fails with EIO, and to a pipe whose reader ended
-    (``vaezoo train ... 2>&1 | head``) with EPIPE. Status lines are not the work: a run whose progress
-    cannot be shown any more keeps training and writes its checkpoints and card. Other errors still raise.
+    A write to a terminal that was closed fails with EIO, to a pipe whose reader ended
+    (``vaezoo train ... 2>&1 | head``) with EPIPE, and to a log on a full disk (``2> log``, ``2> /dev/full``) with
+    ENOSPC (EDQUOT, EFBIG). Status lines are not the work: a run whose progress cannot be shown any more keeps
+    training and writes its checkpoints and card. Other errors still raise.
 
     Attributes:
         gone: whether a write has found the reader gone (later writes are dropped).
@@ -110,7 +115,7 @@ class StatusStream:
         try:
             call(*args)
         except OSError as exc:
-            if exc.errno not in (errno.EPIPE, errno.EIO):
+            if exc.errno not in _READER_GONE:
                 raise
             self.gone = True
 
