@@ -21,6 +21,8 @@ from vaezoo.plugins import PluginInfo, get_plugins, registry
 from vaezoo.store.limits import load_json
 
 if TYPE_CHECKING:
+    import os
+
     import torch
 
     from vaezoo.data import DataInfo, ImageDataset
@@ -129,7 +131,8 @@ def model_context(card: Card) -> BuildContext:
                         dataset_size=info.size, factor_names=info.factor_names)
 
 
-def build_model(card: Card, device=None, dtype=None) -> VAE:
+def build_model(card: Card, device: str | torch.device | None = None,
+                dtype: torch.dtype | str | None = None) -> VAE:
     """Build the model ``card`` describes, with freshly initialised weights.
 
     Args:
@@ -170,7 +173,8 @@ def build_model(card: Card, device=None, dtype=None) -> VAE:
     return model.to(device=device, dtype=dtype)
 
 
-def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
+def load_model(card: Card, device: str | torch.device | None = None, dtype: torch.dtype | str | None = None,
+               pretrained: bool = True,
                state_dict: dict[str, torch.Tensor] | None = None, source: str | None = None) -> VAE:
     """The model ``card`` describes, with its weights, in eval mode: the one path from a card to a model.
 
@@ -225,7 +229,8 @@ def load_model(card: Card, device=None, dtype=None, pretrained: bool = True,
     return model.eval() if pretrained or state_dict is not None else model
 
 
-def load_dataset(name: str, root=None, split: str = "train", **options) -> ImageDataset:
+def load_dataset(name: str, root: str | os.PathLike[str] | None = None, split: str = "train",
+                 **options: Any) -> ImageDataset:
     """Load the registered dataset ``name``.
 
     Args:
@@ -308,7 +313,7 @@ def third_party_plugins(card: Card, model: VAE | None = None) -> list[PluginInfo
     return [found[name] for name in sorted(found)]
 
 
-def card_dataset(card: Card, root=None, split: str = "test") -> ImageDataset:
+def card_dataset(card: Card, root: str | os.PathLike[str] | None = None, split: str = "test") -> ImageDataset:
     """The ``split`` of the dataset ``card``'s recipe trains on."""
     try:
         return load_dataset(card.train.data.name, root, split, **card.train.data.options)
@@ -320,7 +325,7 @@ def _not_installed(card: Card, exc: UnknownNameError) -> UnknownNameError:
     """``exc`` (no plugin registers a part of ``card``) said as a plugin the card needs, naming the plugins the card
     records (``plugins``, written by ``vaezoo train``), else those its folder's ``config.json`` records (a Hub
     folder's), where it has them."""
-    if getattr(exc, "missing", None) is None:
+    if exc.missing is None:
         return exc
     kind, name = exc.missing
     plugins = card.plugins or _config_plugins(card)

@@ -145,6 +145,9 @@ class VaezooError(Exception):
 class UnknownNameError(VaezooError, KeyError):
     """A name that no registry or card holds."""
 
+    missing: tuple[str, str] | None = None
+    """The part no plugin registers, ``(kind, name)``, when a registry lookup raised it."""
+
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
 

@@ -73,7 +73,7 @@ def _with_model(card: Card, model: dict[str, Any]) -> Card:
                                 "metrics": {}, "sections": {}, "headline": None})
 
 
-def load(name: str | Path, device: str | torch.device | None = None, dtype: torch.dtype | None = None,
+def load(name: str | os.PathLike[str], device: str | torch.device | None = None, dtype: torch.dtype | None = None,
          pretrained: bool = True, **model: Any) -> VAE:
     """Load a model, in eval mode, with its weights verified by sha256.
 

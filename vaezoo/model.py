@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -219,7 +220,11 @@ class VAE(nn.Module):
                              f"codes")
         return self.likelihood.mean(output)
 
-    def forward(self, x: Tensor, step: int | None = None, checked: bool = False) -> VAEOutput:
+    if TYPE_CHECKING:  # what model(x) returns, which nn.Module's __call__ (typed to return Any) does not say
+        def __call__(self, x: Tensor, step: int | Tensor | None = None, checked: bool = False) -> VAEOutput:
+            """:meth:`forward` through ``nn.Module``'s hooks."""
+
+    def forward(self, x: Tensor, step: int | Tensor | None = None, checked: bool = False) -> VAEOutput:
         """Encode, sample, decode and score a batch.
 
         Every term is a per-example quantity summed over its pixels or latent
@@ -307,7 +312,8 @@ class VAE(nn.Module):
         return {k: v for r in self.regularizers for k, v in r.targets(posterior, step).items()}
 
     @torch.no_grad()
-    def card_sections(self, card: Card, ref: str, data_root=None, device=None) -> dict[str, Any]:
+    def card_sections(self, card: Card, ref: str, data_root: str | os.PathLike[str] | None = None,
+                      device: torch.device | None = None) -> dict[str, Any]:
         """The plugin card sections (``vaezoo_register_card_sections``) this model measures of itself for its card,
         e.g. JointVAE's ``[labels]``; :func:`vaezoo.training.publish.publish` calls it on a finished run and writes
         them; none by default.

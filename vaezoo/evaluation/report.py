@@ -120,7 +120,7 @@ class EvalReport:
     card: Card
     results: dict[str, float]
     metrics: list[str] | None = None
-    data_root: str | Path | None = None
+    data_root: str | os.PathLike[str] | None = None
     checkpoint: Path | None = None
     written: Card | None = None
     settings: dict[str, dict[str, Any]] | None = None
@@ -138,7 +138,7 @@ class EvalReport:
                 if not math.isfinite(value)}
 
     @property
-    def checked(self) -> dict:
+    def checked(self) -> dict[str, Metric]:
         """The card's metrics a check compares: all of them, or those of :attr:`metrics` the card records."""
         if self.metrics is None:
             return dict(self.card.metrics)
@@ -363,7 +363,8 @@ def _run_folder(given: Card | str | os.PathLike) -> Path | None:
     return Path(given) if isinstance(given, str | os.PathLike) and os.path.isdir(given) else None
 
 
-def _evaluate(card: Card, named: Path | None, *, checkpoint: str | Path | None, data_root: str | Path | None,
+def _evaluate(card: Card, named: Path | None, *, checkpoint: str | os.PathLike[str] | None,
+              data_root: str | os.PathLike[str] | None,
               device: torch.device, metrics: list[str] | None, settings: Mapping[str, Mapping[str, Any]] | None,
               write: bool, jobs: int | None, dataset: ImageDataset | None) -> EvalReport:
     """:func:`evaluate_card` of a card read already, named by the folder ``named`` if by one, with its

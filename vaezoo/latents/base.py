@@ -186,7 +186,8 @@ class LatentFamily(nn.Module):
         """Build q(z|x) from the encoder's parameters, shape ``(batch, param_size)``."""
         raise NotImplementedError
 
-    def sample_prior(self, n: int, generator: torch.Generator | None = None, device=None) -> Tensor:
+    def sample_prior(self, n: int, generator: torch.Generator | None = None,
+                     device: torch.device | None = None) -> Tensor:
         """Draw ``n`` codes from the prior, shape ``(n, code_size)``, on ``device`` (a torch device, as torch's
         factories take it: vaezoo passes the model's, never ``"auto"``)."""
         raise NotImplementedError

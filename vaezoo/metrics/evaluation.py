@@ -10,9 +10,9 @@ evaluation keeps lives as long as the object, so nothing can outlive the model i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
@@ -24,6 +24,9 @@ from vaezoo.devices import usable_device
 from vaezoo.errors import MetricError
 from vaezoo.metrics.codes import Encoding, encode_all, mean_codes
 from vaezoo.terminal import Progress
+
+if TYPE_CHECKING:
+    from vaezoo.model import VAE
 
 T = TypeVar("T")
 
@@ -46,7 +49,8 @@ class CountedImages:
     def __len__(self) -> int:
         return len(self._dataset)
 
-    def batch(self, index, device=None, dtype=torch.float32) -> Tensor:
+    def batch(self, index: int | slice | Sequence[int] | np.ndarray | Tensor, device: str | torch.device | None = None,
+              dtype: torch.dtype | str = torch.float32) -> Tensor:
         """The images at ``index`` (:meth:`vaezoo.data.ImageDataset.batch`) on ``device`` (``"auto"`` too:
         :func:`vaezoo.devices.usable_device`), counted."""
         images = self._dataset.batch(index, usable_device(device), dtype)
@@ -54,7 +58,8 @@ class CountedImages:
             self._progress.advance(len(images))
         return images
 
-    def batches(self, batch_size: int, device=None, dtype=torch.float32) -> Iterator[tuple[int, Tensor]]:
+    def batches(self, batch_size: int, device: str | torch.device | None = None,
+                dtype: torch.dtype | str = torch.float32) -> Iterator[tuple[int, Tensor]]:
         """``(start, images)`` over every image in order (:meth:`vaezoo.data.ImageDataset.batches`) on ``device``
         (``"auto"`` too: :func:`vaezoo.devices.usable_device`), counted."""
         device = usable_device(device)
@@ -138,7 +143,8 @@ class Evaluation:
             of another size or channel count than ``model`` takes.
     """
 
-    def __init__(self, model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> None:
+    def __init__(self, model: VAE, dataset: ImageDataset, device: str | torch.device | None = None,
+                 batch_size: int = EVAL_BATCH_SIZE) -> None:
         if not (isinstance(model, torch.nn.Module) and callable(getattr(model, "encode", None))):
             raise TypeError(f"a metric measures a vaezoo model (vaezoo.load gives one) on an ImageDataset, got "
                             f"{type(model).__name__} as the model")
@@ -148,13 +154,13 @@ class Evaluation:
         if not len(dataset):  # numpy's "high <= 0" or torch.cat's "expected a non-empty list" inside each metric
             raise MetricError("the dataset holds no image, so there is nothing to measure")
         _require_geometry(model, dataset)
-        device = usable_device(device)
-        if whole_number(batch_size) is None or batch_size < 1:  # a numpy integer too, as the settings take
+        self.device = usable_device(device)
+        number = whole_number(batch_size)  # a numpy integer too, as the settings take
+        if number is None or number < 1:
             raise MetricError.about("{batch_size} must be a whole number >= 1, got {got!r}", got=batch_size)
         self.model = model
         self.dataset = dataset
-        self.device = device
-        self.batch_size = whole_number(batch_size)
+        self.batch_size = number
         self.progress: Progress | None = None
         self._codes: CodeTable | None = None
         self._encoding: Encoding | None = None

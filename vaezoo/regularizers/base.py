@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from torch import Tensor, nn
 
@@ -81,7 +81,7 @@ class Regularizer(nn.Module):
     example: ClassVar[dict[str, Any] | None] = None
     second_batch: ClassVar[bool] = False
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         # a plain dict, not submodules: kept out of the model's parameters() and state_dict()
         self.__dict__["_training_parts"] = {}
@@ -94,7 +94,7 @@ class Regularizer(nn.Module):
         self.training_parts()[name] = module
         return module
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         parts = self.__dict__.get("_training_parts", {})
         return parts[name] if name in parts else super().__getattr__(name)
 
@@ -132,7 +132,7 @@ class Regularizer(nn.Module):
             part._apply(fn, *args, **kwargs)
         return self
 
-    def train(self, mode: bool = True):
+    def train(self, mode: bool = True) -> Self:
         super().train(mode)
         for part in self.training_parts().values():
             part.train(mode)
@@ -172,15 +172,14 @@ def check_weight(regularizer: str, name: str, value: float) -> float:
     return value
 
 
-def select_part(posterior: Posterior, z: Tensor, part: str | None):
+def select_part(posterior: Posterior, z: Tensor, part: str | None) -> tuple[Posterior, Tensor]:
     """The posterior (and code) of one part of a joint latent, or the whole thing when ``part`` is None."""
     if part is None:
         return posterior, z
-    if part not in posterior.parts:
-        raise VaezooError(f"the latent has no part '{part}'; its parts are {', '.join(posterior.parts)}")
     start = 0
     for name, p in posterior.parts.items():
         if name == part:
             return p, z[:, start : start + p.code_size]
         start += p.code_size
+    raise VaezooError(f"the latent has no part '{part}'; its parts are {', '.join(posterior.parts)}")
 
