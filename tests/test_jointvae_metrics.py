@@ -3,6 +3,8 @@
 import itertools
 import shlex
 import shutil
+import subprocess
+import sys
 import tomllib
 
 import numpy as np
@@ -49,6 +51,14 @@ def test_the_matching_is_the_best_one_to_one_assignment(seed):
     matching = match_categories(predicted, labels, categories=4)
     assert np.mean(matching[predicted] == labels) == pytest.approx(best)
     assert matched_accuracy(predicted, labels) == pytest.approx(best)
+
+
+def test_the_labels_command_has_its_help_under_python_OO():
+    """Its description was the module's docstring, which -OO strips: an AttributeError traceback."""
+    result = subprocess.run([sys.executable, "-OO", "-m", "vaezoo_jointvae.labels", "--help"], capture_output=True,
+                            text=True, timeout=120)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "Measure which dataset label each category of a JointVAE stands for" in " ".join(result.stdout.split())
 
 
 def test_the_labels_command_writes_the_matching_that_the_zoo_card_holds(mnist_root, tmp_path, capsys):

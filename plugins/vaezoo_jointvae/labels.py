@@ -15,6 +15,9 @@ import sys
 from vaezoo.errors import DataError, VaezooError
 from vaezoo.terminal import printable, shell_join
 
+SUMMARY = "Measure which dataset label each category of a JointVAE stands for, and write it on the card."
+"""The command's description in its --help (the module's docstring is gone under ``python -OO``)."""
+
 
 def measure_matching(card, data_root=None, split: str = "test", device=None):
     """The category -> label matching of ``card``'s model on ``split`` of its dataset.
@@ -48,7 +51,7 @@ def labels_command(ref: str, data_root=None, split: str = "test") -> str:
 def main(argv: list[str] | None = None) -> int:
     """The command line: print the matching and its accuracy; ``--write`` stores it on the card. Ctrl-C ends it with
     one line and exit code 130, as a shell gives."""
-    parser = argparse.ArgumentParser(prog="python -m vaezoo_jointvae.labels", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m vaezoo_jointvae.labels", description=SUMMARY)
     parser.add_argument("card", help="a zoo name, a card file or a folder holding one card")
     parser.add_argument("--data-root", help="the folder holding the dataset (default: VAEZOO_DATA or vaezoo's)")
     parser.add_argument("--split", default="test", help="the split to match on (default: test)")
