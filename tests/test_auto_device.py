@@ -51,6 +51,9 @@ NOT_TAKING_AUTO = {
         "a tensor factory inside a regularizer's forward pass (which torch.compile traces), given a tensor's device",
     "vaezoo.training.compiling.step_tensor":
         "the step number as a tensor beside the model's parameters, given the device the trainer already resolved",
+    "vaezoo.metrics.codes.Images.batch": "a protocol, the type of the images the metrics' encoding reads: the methods "
+                                         "of ImageDataset and CountedImages, each checked here",
+    "vaezoo.metrics.codes.Images.batches": "as Images.batch",
 }
 
 

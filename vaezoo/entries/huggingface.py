@@ -44,7 +44,7 @@ class Download:
         token: a Hub token (or False for none); None for the one logged in (``HF_TOKEN``).
     """
 
-    cache_dir: str | Path | None = None
+    cache_dir: str | os.PathLike[str] | None = None
     force_download: bool = False
     local_files_only: bool = False
     token: str | bool | None = None

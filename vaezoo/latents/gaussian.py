@@ -12,6 +12,9 @@ from vaezoo.latents.base import LatentFamily, LocationScale, Posterior, require_
 class GaussianPosterior(Posterior):
     """N(mean, diag(exp(logvar))) with a standard-normal prior object."""
 
+    distribution: Normal
+    prior: Normal
+
     def __init__(self, mean: Tensor, logvar: Tensor, prior: Normal):
         self.mean, self.logvar = mean, logvar
         self.code_size = mean.shape[-1]

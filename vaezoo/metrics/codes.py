@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -14,6 +14,17 @@ from torch.distributions import Distribution
 from vaezoo.data.base import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.errors import MetricError, VaezooError
+
+
+class Images(Protocol):
+    """Images read in batches: an :class:`~vaezoo.data.ImageDataset`, or an evaluation's view of one that counts
+    the images read (:class:`vaezoo.metrics.evaluation.CountedImages`)."""
+
+    def batch(self, index: Tensor, device: torch.device | None = None) -> Tensor:
+        """The images at ``index``, on ``device``."""
+
+    def batches(self, batch_size: int, device: torch.device | None = None) -> Iterator[tuple[int, Tensor]]:
+        """``(start, images)`` over every image in order, ``batch_size`` at a time, on ``device``."""
 
 
 @contextmanager
@@ -213,7 +224,7 @@ def has_density_matrix(part) -> bool:
     return True
 
 
-def encode_all(model, dataset: ImageDataset, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Encoding:
+def encode_all(model, dataset: Images, device=None, batch_size: int = EVAL_BATCH_SIZE) -> Encoding:
     """Encode every image of ``dataset`` once, without decoding (:func:`inference`): its mode and, for the parts
     whose posterior is a location-scale density (the latent protocol's ``location_scale()``), location and scale.
     A joint latent's categorical parts give no ``posteriors`` columns. ``device`` is where to encode (``"auto"``
@@ -237,7 +248,7 @@ def require_posteriors(encoding: Encoding) -> FactorisedPosteriors:
     return encoding.posteriors
 
 
-def mean_codes(model, dataset: ImageDataset, indices: Tensor, device=None,
+def mean_codes(model, dataset: Images, indices: Tensor, device=None,
                batch_size: int = EVAL_BATCH_SIZE) -> Tensor:
     """The deterministic code (the posterior's mode: the mean, or a one-hot argmax) of the images at ``indices``,
     encoded on ``device`` (``"auto"`` too: :func:`vaezoo.devices.usable_device`) without decoding

@@ -20,7 +20,7 @@ from vaezoo.signals import Interrupted, raise_if_stopped
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the disk or the user's quota is full; a file size limit
 
 
-def atomic_save(path: Path, write: Callable[[Path], None], fix: str | Phrase = "choose another output path") -> None:
+def atomic_save(path: Path, write: Callable[[Path], object], fix: str | Phrase = "choose another output path") -> None:
     """Call ``write(tmp)`` on a temporary file beside ``path``, fsync it, then rename it over ``path``.
 
     On any failure the temporary file is removed and ``path`` keeps its previous contents.
@@ -40,7 +40,7 @@ def atomic_save(path: Path, write: Callable[[Path], None], fix: str | Phrase = "
     commit([(stage(path, write, fix), Path(path))], fix)
 
 
-def stage(path: Path, write: Callable[[Path], None], fix: str | Phrase = "choose another output path") -> Path:
+def stage(path: Path, write: Callable[[Path], object], fix: str | Phrase = "choose another output path") -> Path:
     """The temporary file beside ``path`` that ``write`` filled, fsynced, with the permissions ``path`` will have:
     :func:`commit` puts it in place. On any failure it is removed; errors as :func:`atomic_save` raises them."""
     path = Path(path)

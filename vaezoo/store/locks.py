@@ -58,7 +58,7 @@ def _describe_self() -> str:
 
 @contextmanager
 def _held(lock: Path, guarded: Path, timeout: float, refused: Callable[[str], VaezooError],
-          notice: str | None = None, unwritable: Callable[[OSError], OutputError] | None = None) -> Iterator[None]:
+          notice: str | None = None, unwritable: Callable[[OSError], Exception] | None = None) -> Iterator[None]:
     """Hold the file lock ``lock`` of ``guarded`` for the block, its holder file naming this process.
 
     Waits up to ``timeout`` seconds (0: not at all), saying ``notice`` on stderr after :data:`NOTICE` seconds;

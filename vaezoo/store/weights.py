@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -155,7 +155,8 @@ def save_weights(state_dict: dict[str, torch.Tensor], path: Path, metadata: dict
     atomic_save(Path(path), safetensors_writer(state_dict, metadata))
 
 
-def safetensors_writer(state_dict: dict[str, torch.Tensor], metadata: dict | None = None) -> Callable[[Path], None]:
+def safetensors_writer(state_dict: Mapping[str, torch.Tensor],
+                       metadata: dict | None = None) -> Callable[[Path], object]:
     """What writes ``state_dict`` as a safetensors file at the path it is given (:func:`vaezoo.store.files.stage`)."""
     from safetensors.torch import save
 
