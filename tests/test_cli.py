@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tomllib
 from pathlib import Path
 
 import pytest
-from kit import cli, make_card, run_python, run_vaezoo, write_card, write_entry
+from kit import assert_one_line_error, cli, make_card, run_python, run_vaezoo, write_card, write_entry
 
 from vaezoo.cli import COMMANDS
 from vaezoo.entries.catalog import get_card
@@ -536,3 +537,12 @@ def test_a_count_that_is_no_whole_number_says_what_to_give(argv, capsys, tmp_pat
     code, _, err = cli(capsys, *argv)
     assert code == 2 and err.strip().splitlines()[-1].endswith(f"give a whole number, e.g. 10, got '{argv[-1]}'")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_warning_made_an_error_by_the_warnings_filter_is_a_one_line_error(tmp_path):
+    """PYTHONWARNINGS=error turned vaezoo's own warning (a VAEZOO_CARDS_PATH entry skipped) into a traceback."""
+    env = {**os.environ, "PYTHONWARNINGS": "error", "VAEZOO_CARDS_PATH": str(tmp_path / "missing")}
+    result = run_vaezoo("list", env=env)
+    assert result.returncode == 1
+    assert_one_line_error(result.stderr, f"VAEZOO_CARDS_PATH entry {tmp_path / 'missing'} skipped",
+                          "CardWarning, a warning that the warnings filter makes an error: PYTHONWARNINGS")

@@ -205,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as exc:
         return _stopped(getattr(exc, "signal", signal.SIGINT))
+    except Warning as exc:  # raised, not shown: PYTHONWARNINGS=error or python -W error made warnings errors
+        if stops.received is not None:
+            return _stopped(stops.received)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        _error(f"{first} ({type(exc).__name__}, a warning that the warnings filter makes an error: PYTHONWARNINGS "
+               f"or python -W)")
+        return 1
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a third-party plugin's error, its sys.exit too, is one line
         if stops.received is not None:
             return _stopped(stops.received)
