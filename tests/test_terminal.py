@@ -83,6 +83,17 @@ def test_a_word_is_quoted_as_plain_text_that_bash_reads_back_exactly(word):
         assert quoted == shlex.quote(word)
 
 
+def test_a_word_the_terminals_encoding_cannot_hold_is_quoted_as_its_bytes(cards, tmp_path):
+    """Under PYTHONIOENCODING=ascii the command read 'd\\xe9/...': pasted, bash gave a path with a backslash."""
+    card = write_card(tmp_path / "d\u00e9", make_card(weights={"file": "gone.safetensors", "sha256": "0" * 64,
+                                                                "size": 1}))
+    result = subprocess.run([sys.executable, "-m", "vaezoo", "eval", str(card.parent)], capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    command = result.stderr.strip().partition("check it with: ")[2]
+    assert command.startswith("vaezoo verify $'"), result.stderr
+    assert bash_words(command) == [b"vaezoo", b"verify", os.fsencode(card)]
+
+
 def test_a_lone_surrogate_no_path_holds_is_quoted_as_its_bytes_not_an_error():
     assert shell_quote("a\ud800") == r"$'a\xed\xa0\x80'"
 

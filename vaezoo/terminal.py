@@ -32,7 +32,9 @@ def shell_quote(word: str) -> str:
 
     A command vaezoo prints for a user to run is then plain text, carries no terminal control sequence, and pasted
     into bash gives the program ``word`` exactly; an undecodable byte of a path (a lone surrogate, as
-    :func:`os.fsdecode` reads it) is that byte again.
+    :func:`os.fsdecode` reads it) is that byte again. A character that stdout's or stderr's encoding cannot hold
+    (``PYTHONIOENCODING=ascii``, a latin-1 terminal) is written as its bytes too: the stream would show ``é`` as
+    ``\xe9``, which inside ``'...'`` bash reads as four characters.
 
     Args:
         word: one word of the command, e.g. a path.
@@ -40,9 +42,21 @@ def shell_quote(word: str) -> str:
     Returns:
         The word as the shell reads it back.
     """
-    if word.isprintable():
+    if _shown(word):
         return shlex.quote(word)
-    return "$'" + "".join(_SHELL_ESCAPES.get(c) or (c if c.isprintable() else _bytes_escaped(c)) for c in word) + "'"
+    return "$'" + "".join(_SHELL_ESCAPES.get(c) or (c if _shown(c) else _bytes_escaped(c)) for c in word) + "'"
+
+
+def _shown(text: str) -> bool:
+    """Whether ``text`` is printable and both stdout's and stderr's encodings hold it."""
+    if not text.isprintable():
+        return False
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            text.encode(getattr(stream, "encoding", None) or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            return False
+    return True
 
 
 def _bytes_escaped(character: str) -> str:
