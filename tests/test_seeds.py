@@ -251,6 +251,19 @@ def test_a_seed_given_twice_is_an_error_naming_both(work, capsys):
     assert_one_line_error(err, "run runs/c has seed 3, as has run runs/b")
 
 
+def test_runs_given_as_paths_are_named_in_the_advice_as_the_same_runs_given_as_strings(work):
+    from vaezoo.errors import CardError
+    from vaezoo.evaluation.seeds import seed_report
+
+    runs = [write_run("runs/a", 0), write_run("runs/b", 1)]
+    said = []
+    for given in (runs, [Path(run) for run in runs]):  # the paths were an AttributeError traceback
+        with pytest.raises(CardError, match="the seed of card toy, which counts as the run of its own seed") as caught:
+            seed_report("cards/toy.toml", given)
+        said.append(str(caught.value))
+    assert said[1] == said[0] and "'vaezoo seeds runs/a runs/b'" in said[0]
+
+
 def test_a_run_given_twice_is_named_as_such(work, capsys):
     run = write_run("runs/a", 1)
     code, _, err = cli(capsys, "seeds", "cards/toy.toml", run, run)

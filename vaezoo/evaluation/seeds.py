@@ -86,8 +86,8 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
             made different numbers of steps (one stopped short: the message names both), or a run's recipe differs
             from the card's (:func:`vaezoo.entries.recipe.check_recipe`).
     """
-    runs, paths = [Run(f"card {card.name}", card)], list(paths)
-    for path in paths:
+    runs, named = [Run(f"card {card.name}", card)], [os.fspath(path) for path in paths]  # as the runs name them
+    for path in named:
         run = read_run(path)
         twin = next((other for other in runs if _same_card_file(other, run)), None)
         if twin is not None:
@@ -97,7 +97,7 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
         same = next((other for other in runs if other.seed == run.seed), None)
         if same is runs[0]:
             raise CardError(f"{run.label} has seed {run.seed}, the seed of card {card.name}, which counts as the run "
-                            f"of its own seed; {_instead(card, paths, around=run.path)}")
+                            f"of its own seed; {_instead(card, named, around=run.path)}")
         if same is not None:
             raise CardError(f"{run.label} has seed {run.seed}, as has {same.label}; give each seed once")
         copy = next((other for other in runs if _same_weights(other, run)), None)
