@@ -53,6 +53,7 @@ def stage(path: Path, write: Callable[[Path], object], fix: str | Phrase = "choo
                                 problem=folder_problem(path.parent, exc), fix=fix) from None
     os.close(fd)
     try:
+        os.chmod(tmp, 0o600)  # writable by ``write``, which opens it by name, under a umask such as 277 (mkstemp: 0400)
         try:
             write(Path(tmp))
         except Exception as exc:
