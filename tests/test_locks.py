@@ -252,6 +252,24 @@ def test_a_card_in_an_unwritable_folder_is_one_line(tmp_path, monkeypatch):
         update_card(path, lambda card: card)
 
 
+@pytest.mark.parametrize("mask,said", [(0o277, "Permission denied (the umask 277 makes the files and folders vaezoo "
+                                                "creates read-only to their owner; set one such as 022 with 'umask "
+                                                "022'); choose another out"),
+                                       (0o077, "Permission denied; choose another out")])
+def test_a_run_folder_refused_under_a_umask_that_takes_the_owners_write_permission_names_it(tmp_path, monkeypatch,
+                                                                                            mask, said):
+    """Under umask 277 the --out folder vaezoo made was 0500: 'Permission denied; choose another --out', and every
+    other --out failed alike (the tests run as root, which the mode does not stop: the refusal is simulated)."""
+    refuse_writes(monkeypatch, tmp_path / "run", errno.EACCES)
+    old = os.umask(mask)
+    try:
+        with pytest.raises(OutputError) as refused, locks.run_lock(tmp_path / "run"):
+            pass
+    finally:
+        os.umask(old)
+    assert str(refused.value) == f"cannot write in out {tmp_path / 'run'}: {said}"
+
+
 def test_names_given_twice_are_kept_once():
     """`eval --metrics elbo,elbo --write` records elbo once."""
     from vaezoo.cli.common import names_arg

@@ -192,8 +192,14 @@ def _not_a_file(path: Path) -> str | None:
 
 def folder_problem(folder: Path, exc: OSError) -> str:
     """Why ``folder`` could not hold a new file (``exc``): what stands in its path (:func:`_in_the_way`), or the
-    system's reason."""
-    return _in_the_way(folder) or exc.strerror or str(exc)
+    system's reason, with the umask when it takes the owner's write permission (a folder vaezoo made is then one it
+    cannot write in)."""
+    reason = _in_the_way(folder) or exc.strerror or str(exc)
+    mask = _umask()
+    if exc.errno == errno.EACCES and mask & 0o200:
+        return (f"{reason} (the umask {mask:03o} makes the files and folders vaezoo creates read-only to their owner; "
+                f"set one such as 022 with 'umask 022')")
+    return reason
 
 
 def _in_the_way(folder: Path) -> str | None:

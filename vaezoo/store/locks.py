@@ -128,13 +128,13 @@ def run_lock(folder: Path, what: str = "{out}") -> Iterator[None]:
             (COMMAND), since TIME; wait for it to finish, or choose another out``.
         OutputError: the lock file cannot be created there.
     """
+    from vaezoo.store.files import folder_problem
+
     folder = Path(folder)
     made = [p for p in (folder, *folder.parents) if not p.exists()]
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        from vaezoo.store.files import folder_problem
-
         raise OutputError.about(f"cannot write in {what} {{folder}}: {{problem}}; choose another {what}",
                                 folder=folder, problem=folder_problem(folder, exc)) from None
     try:
@@ -143,7 +143,7 @@ def run_lock(folder: Path, what: str = "{out}") -> Iterator[None]:
                 folder=folder, holder=holder),
                 unwritable=lambda exc: OutputError.about(
                     f"cannot write in {what} {{folder}}: {{problem}}; choose another {what}", folder=folder,
-                    problem=exc.strerror or exc)):
+                    problem=folder_problem(folder, exc))):
             yield
     finally:
         _remove_if_unused(made, folder)
