@@ -270,6 +270,19 @@ def test_a_run_folder_refused_under_a_umask_that_takes_the_owners_write_permissi
     assert str(refused.value) == f"cannot write in out {tmp_path / 'run'}: {said}"
 
 
+def test_a_read_only_lock_file_left_in_a_run_folder_is_named_with_the_command_that_mends_it(tmp_path, monkeypatch):
+    """A run under umask 277 leaves its lock file 0400; under any umask after it the next run in the folder said
+    'Permission denied; choose another --out' of a folder it can write in (the refusal is simulated: root)."""
+    lock = tmp_path / "run" / locks.RUN_LOCK
+    lock.parent.mkdir()
+    lock.touch(mode=0o400)
+    refuse_writes(monkeypatch, lock, errno.EACCES)
+    with pytest.raises(OutputError) as refused, locks.run_lock(tmp_path / "run"):
+        pass
+    assert str(refused.value) == (f"cannot lock {tmp_path / 'run'}: its lock file {lock} is read-only; make it "
+                                  f"writable with 'chmod u+w {lock}' and run again")
+
+
 def test_names_given_twice_are_kept_once():
     """`eval --metrics elbo,elbo --write` records elbo once."""
     from vaezoo.cli.common import names_arg

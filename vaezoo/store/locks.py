@@ -16,8 +16,10 @@ The locks are ``filelock`` locks on hidden files beside what they guard (``DIR/.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from vaezoo.errors import OutputError, VaezooError
-from vaezoo.terminal import note, printable
+from vaezoo.terminal import note, printable, shell_quote
 
 RUN_LOCK = ".vaezoo.lock"
 """The lock file of a run folder."""
@@ -83,6 +85,9 @@ def _held(lock: Path, guarded: Path, timeout: float, refused: Callable[[str], Va
     except Timeout:
         raise refused(_holder(lock)) from None
     except OSError as exc:
+        if exc.errno == errno.EACCES and _read_only(lock):  # left so by a run under a umask such as 277
+            raise OutputError(f"cannot lock {guarded}: its lock file {lock} is read-only; make it writable with "
+                              f"'chmod u+w {shell_quote(str(lock))}' and run again") from None
         raise _unwritable(exc, guarded, f"its lock file {lock} cannot be created", unwritable) from None
     try:
         write_beside(holder, (_describe_self() + "\n").encode("utf-8", "backslashreplace"))  # argv: any bytes
@@ -205,6 +210,15 @@ def folder_lock(folder: Path) -> Iterator[None]:
         except _NoRoom:  # a read-only parent (a container's volume): the folder is written unguarded
             pass
         yield
+
+
+def _read_only(lock: Path) -> bool:
+    """Whether ``lock`` is a regular file its owner may not write (a lock file cannot be opened to lock it)."""
+    try:
+        mode = lock.lstat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) and not mode & stat.S_IWUSR
 
 
 def _unwritable(exc: OSError, guarded: Path, why: str, unwritable: Callable[[OSError], Exception] | None) -> Exception:
