@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -546,3 +549,17 @@ def test_a_warning_made_an_error_by_the_warnings_filter_is_a_one_line_error(tmp_
     assert result.returncode == 1
     assert_one_line_error(result.stderr, f"VAEZOO_CARDS_PATH entry {tmp_path / 'missing'} skipped",
                           "CardWarning, a warning that the warnings filter makes an error: PYTHONWARNINGS")
+
+
+def test_torch_that_cannot_load_under_a_memory_limit_is_a_one_line_error():
+    """Under ulimit -v 1 GiB torch's shared library fails to map: eval, train and show were an ImportError
+    traceback."""
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 ** 30, resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+    result = subprocess.run([sys.executable, "-m", "vaezoo", "eval", "no-such-card"], capture_output=True, text=True,
+                            timeout=300, preexec_fn=limited)
+    assert result.returncode == 1
+    assert_one_line_error(result.stderr, "cannot import torch: ", "may use 1.0 GiB of memory (ulimit -v)",
+                          "raise the limit")

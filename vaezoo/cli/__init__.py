@@ -277,12 +277,30 @@ def _import_uninterrupted(modules: list[str]) -> None:
 
     Raises:
         Interrupted: a stop signal arrived during the imports.
+        VaezooError: a library does not import (not installed, or its shared libraries cannot be loaded, as under a
+            low ``ulimit -v``).
     """
     with StopSignals(defer=True) as held:
         for module in modules:
-            importlib.import_module(module)
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise VaezooError(f"cannot import {module}: {(str(exc).strip().splitlines() or [''])[0]}; "
+                                  f"{_import_fix(module)}") from None
     if held.received is not None:
         raise Interrupted(held.received)
+
+
+def _import_fix(module: str) -> str:
+    """What to do about a library that does not import: the memory limit when the process has one (a library's
+    shared objects fail to map under it), else installing the library again."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit != resource.RLIM_INFINITY:
+        return (f"this process may use {limit / 2 ** 30:.1f} GiB of memory (ulimit -v), which may be too little to "
+                f"load it; raise the limit")
+    return f"install it again in the Python environment running vaezoo ({sys.executable} -m pip install {module})"
 
 
 def _escape_what_cannot_be_encoded(*streams) -> None:
