@@ -165,6 +165,31 @@ def test_gradients_are_averaged_over_the_processes_dtype_by_dtype_as_ddp_average
             torch.testing.assert_close(grad, torch.arange(grad.numel(), dtype=dtype).view_as(grad) * 2 + i)
 
 
+def partly_averaged_as_rank(rank: int, world: int, port: int, tmp) -> None:
+    """Process ``rank`` of 2 averaging the gradients of 4 parameters: the first has one in both processes
+    (``rank + 1``), the second in process 0 only (2), the third in process 1 only (4), the fourth in none; the
+    gradients in ``tmp/grads{rank}.pt``."""
+    from vaezoo.regularizers.collectives import average_gradients
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    params = [torch.nn.Parameter(torch.ones(2)) for _ in range(4)]
+    params[0].grad = torch.full((2,), rank + 1.0)
+    params[1 + rank].grad = torch.full((2,), 2.0 * (rank + 1))
+    average_gradients(params)
+    torch.distributed.destroy_process_group()
+    torch.save([p.grad for p in params], tmp / f"grads{rank}.pt")
+
+
+def test_a_gradient_only_some_processes_have_is_averaged_with_zeros_for_the_others(tmp_path):
+    """As DDP averages a parameter one process's step left unused: each process reduced the gradients it had, so
+    that process 0's gradient of the second parameter was averaged with process 1's of the third."""
+    mp.spawn(partly_averaged_as_rank, args=(2, free_port(), tmp_path), nprocs=2)
+    for rank in range(2):
+        grads = torch.load(tmp_path / f"grads{rank}.pt", weights_only=True)
+        assert [g.tolist() for g in grads[:3]] == [[1.5, 1.5], [1.0, 1.0], [2.0, 2.0]] and grads[3] is None
+
+
 def same_weights_as_rank(rank: int, world: int, port: int, tmp) -> None:
     """Process ``rank`` of ``world`` making a net process 1 builds wider its weights as process 0's: what it said,
     or its weights, in ``tmp/said{rank}.pt``."""

@@ -313,6 +313,57 @@ def test_ddp_processes_that_find_different_checkpoints_stop_saying_so_rather_tha
         _ddp(third_party, tmp_path, 12, resume=True, run="out{rank}")
 
 
+RANKED = """
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from vaezoo.hookspecs import hookimpl
+from vaezoo.regularizers.base import OptimizerGroup, Regularizer
+
+
+class Ranked(Regularizer):
+    \"\"\"Nets that only some processes' steps use: the model's term goes through net ``a`` on process 0 and net
+    ``b`` on the others; the critic has a loss on process 0 alone.\"\"\"
+
+    def __init__(self, code_size: int):
+        super().__init__()
+        self.a, self.b = nn.Linear(code_size, 1), nn.Linear(code_size, 1)
+        self.add_training_part("critic", nn.Linear(code_size, 1))
+
+    def forward(self, posterior, z, step):
+        first = not dist.is_initialized() or dist.get_rank() == 0
+        return {"ranked": 0.1 * (self.a if first else self.b)(z).square().mean()}
+
+    def optimizers(self):
+        return [OptimizerGroup("critic", "Adam", 1e-3, {})]
+
+    def update(self, batch):
+        return {"critic": self.critic(batch.z).square().mean()} if dist.get_rank() == 0 else {}
+
+
+@hookimpl
+def vaezoo_register_regularizers(register):
+    register("ranked", Ranked)
+"""
+
+
+@pytest.mark.slow
+def test_gradients_only_some_processes_have_are_averaged_alike_in_every_process(site, tmp_path):
+    """A parameter whose gradient only some processes' step gives (a branch taken on process 0, a critic's loss on
+    process 0 alone) is averaged with zeros for the others, as DDP averages an unused parameter's: each process
+    reduced the gradients it had, so that net ``a``'s gradient was averaged with ``b``'s (the processes' weights
+    parted silently), and the critic's reduction met the model's (gloo aborted a process)."""
+    install_plugin(site, "ranked", RANKED)
+    card = tmp_path / "ranked-synthetic.toml"
+    card.write_text(textwrap.dedent(CARD).replace('name = "thirdfactor-synthetic"', 'name = "ranked-synthetic"')
+                    .replace('[{ type = "thirdfactor", gamma = 5.0, hidden = 32 }]',
+                             '[{ type = "beta", beta = 1.0 }, { type = "ranked" }]'), encoding="utf-8")
+    _ddp(card, tmp_path, 6)
+    ranks = [torch.load(tmp_path / f"rank{rank}.pt", weights_only=True) for rank in range(2)]
+    assert _equal(ranks[0], ranks[1])  # the model (nets a and b too) and the critic alike, bit for bit
+
+
 @pytest.mark.slow
 def test_torchrun_shares_the_members_out_each_process_stacks_its_share(third_party, site, tmp_path):
     out = tmp_path / "out"

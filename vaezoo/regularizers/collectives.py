@@ -27,8 +27,22 @@ def distributed() -> bool:
 
 def average_gradients(params: Iterable[torch.nn.Parameter]) -> None:
     """The gradients of ``params`` averaged over the processes, in place: one ``all_reduce`` for each dtype of
-    them (a parameter without a gradient, in every process alike, is left out), as DDP averages them."""
+    them, as DDP averages them. A parameter without a gradient in any process is left out; one that has a gradient
+    in some processes only (a branch one process's step took, a part another's left unused) is averaged with zeros
+    for the processes without one, which then have that gradient too.
+
+    Every process of the run calls it with the same parameters, in the same order (one model's, built alike).
+    """
+    params = list(params)
     world = dist.get_world_size()
+    device = params[0].device if params else torch.device("cpu")
+    # the processes agree first on which gradients there are: reduced as each has them, one process's flat tensor
+    # would meet another's of other parameters (averaged silently) or of another size (gloo aborts)
+    having = torch.tensor([p.grad is not None for p in params], dtype=torch.int32, device=device)
+    dist.all_reduce(having)
+    for p, have in zip(params, having.tolist()):
+        if have and p.grad is None:
+            p.grad = torch.zeros_like(p)
 
     def average(flat: Tensor) -> None:
         dist.all_reduce(flat)

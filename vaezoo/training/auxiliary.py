@@ -101,8 +101,8 @@ class TrainingParts:
                 o.zero_grad(set_to_none=True)  # the model's loss reached them too (a term computed with a part)
             if losses:
                 sum(losses.values()).backward()
-                if distributed():
-                    average_gradients(p for o in mine.values() for group in o.param_groups for p in group["params"])
+            if distributed():  # in every process, as the others may have losses where this one has none
+                average_gradients(p for o in mine.values() for group in o.param_groups for p in group["params"])
             for name, o in mine.items():
                 optimizer_step(o, self.named[name])
             shown.update({name: value.detach() for name, value in losses.items()})
