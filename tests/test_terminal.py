@@ -284,9 +284,14 @@ def test_a_wide_terminal_gets_the_table(listed):
     assert rows[0] == [LONG_NAME, "vae", "mnist", LATENT_SHOWN, "1,234,567", "accuracy 0.8873"]
 
 
-def test_off_a_terminal_values_are_never_cut_whatever_columns_says(listed, monkeypatch, capsys):
+@pytest.mark.parametrize("color", [None, "1"], ids=["", "FORCE_COLOR=1"])
+def test_off_a_terminal_values_are_never_cut_whatever_columns_says(listed, monkeypatch, capsys, color):
+    # FORCE_COLOR=1, which asks for colours, made rich take the pipe for an 80-column terminal: one block per card
     monkeypatch.setenv("COLUMNS", "40")
+    if color:
+        monkeypatch.setenv("FORCE_COLOR", color)
     code, out, _ = cli(capsys, "list")
+    out = ANSI.sub("", out)
     assert code == 0 and "…" not in out
     rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
     assert rows == [[LONG_NAME, "vae", "mnist", LATENT_SHOWN, "1,234,567", "accuracy 0.8873"],

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+import sys
 from collections.abc import Iterable, Sequence
 
 from vaezoo.terminal import printable  # noqa: F401  (commands import it from here)
@@ -183,7 +184,7 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
     cells = [[value if isinstance(value, Text) else text(value) for value in row] for row in rows]
     heading = None if title is None else text(title)
     out = Console()
-    if not out.is_terminal:
+    if not (out.is_terminal and sys.stdout.isatty()):  # FORCE_COLOR makes rich take a pipe for one: colours alone
         out = Console(width=UNBOUNDED_WIDTH)
         if heading is not None:  # one line however much wider than the table (a checkpoint's path in eval's)
             heading.no_wrap, heading.overflow = True, "ignore"
