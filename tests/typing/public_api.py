@@ -49,6 +49,8 @@ def the_zoo() -> list[object]:
     built: VAE = vaezoo.build_model(card, device=torch.device("cpu"), dtype=torch.float32)
     hub: VAE = vaezoo.from_pretrained("OWNER/REPO", revision="v1.0", cache_dir=None, local_files_only=False)
     written: list[Path] = vaezoo.save_pretrained(model, "mine/")
+    vaezoo.save_pretrained(torch.compile(model), Path("compiled/"))  # unwrapped, as timm's unwrap_model does
+    vaezoo.push_to_hub(torch.nn.DataParallel(model), "OWNER/REPO", private=True)
     return [names, some, from_folder, untrained, built, hub, written, vaezoo.__version__]
 
 

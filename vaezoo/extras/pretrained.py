@@ -17,12 +17,16 @@ from vaezoo.entries.schema import Card
 from vaezoo.errors import OutputError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from huggingface_hub import CommitInfo
+    from torch import nn
 
-    from vaezoo.model import VAE
+    from vaezoo.model import VAE, VAEOutput
 
 
-def save_pretrained(model: VAE, directory: str | os.PathLike, repo_id: str | None = None) -> list[Path]:
+def save_pretrained(model: VAE | nn.Module | Callable[..., VAEOutput], directory: str | os.PathLike,
+                    repo_id: str | None = None) -> list[Path]:
     """Write ``model`` as a folder that :func:`from_pretrained` and :func:`vaezoo.load` read back.
 
     When the model's parameters are still its card's weights, the card's verified file is written byte for byte
@@ -110,27 +114,31 @@ def _refuse_hub_cache(folder: Path, card: Card, cache: Path) -> None:
                           f"save into another folder")
 
 
-def _unwrapped(model: object) -> object:
+def _unwrapped(model: object) -> VAE:
     """``model`` out of the wrappers a training script puts around it, as timm's ``unwrap_model`` takes it out:
     torch.compile's and ``DataParallel``'s or ``DistributedDataParallel``'s, whose state dicts' names carry a
-    prefix."""
+    prefix.
+
+    Raises:
+        TypeError: there is no vaezoo model inside.
+    """
     from torch import nn
+
+    from vaezoo.model import VAE
 
     while True:
         if isinstance(model, nn.DataParallel | nn.parallel.DistributedDataParallel):
             model = model.module
         elif hasattr(model, "_orig_mod"):
             model = model._orig_mod
+        elif not isinstance(model, VAE):  # None or a torch module was said to be "built from parts"
+            raise TypeError(f"save_pretrained saves a vaezoo model (vaezoo.load or vaezoo.build_model gives one), not "
+                            f"{type(model).__name__}")
         else:
             return model
 
 
 def _card_of(model: VAE) -> Card:
-    from vaezoo.model import VAE
-
-    if not isinstance(model, VAE):  # None or a torch module was said to be "built from parts"
-        raise TypeError(f"save_pretrained saves a vaezoo model (vaezoo.load or vaezoo.build_model gives one), not "
-                        f"{type(model).__name__}")
     card = getattr(model, "card", None)
     if card is None:
         raise OutputError("this model has no card (it was built from parts); build it from a card with "
@@ -197,7 +205,8 @@ def _as_loaded(model: VAE) -> bool:
     return model.weights_digest is not None and model.weights_digest == tensors_digest(model.state_dict())
 
 
-def push_to_hub(model: VAE, repo_id: str, *, private: bool = False, token: str | bool | None = None,
+def push_to_hub(model: VAE | nn.Module | Callable[..., VAEOutput], repo_id: str, *, private: bool = False,
+                token: str | bool | None = None,
                 commit_message: str | None = None, revision: str | None = None) -> CommitInfo:
     """Upload ``model`` to ``repo_id`` as :func:`save_pretrained` writes it, in one commit, as ``vaezoo push`` does.
 
