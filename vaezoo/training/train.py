@@ -145,8 +145,9 @@ class TrainResult:
         return f"{eval_command(card_reference(card, self.card_path.parent))} --write"
 
 
-def train(card: Card | str | os.PathLike, out: Path, data_root=None, epochs: int | None = None,
-          resume: bool = False, seed: int | None = None, device=None, max_steps: int | None = None,
+def train(card: Card | str | os.PathLike, out: str | os.PathLike[str], data_root: str | os.PathLike[str] | None = None,
+          epochs: int | None = None, resume: bool = False, seed: int | None = None,
+          device: str | torch.device | None = None, max_steps: int | None = None,
           checkpoint_every: int | None = None, name: str | None = None, precision: str | None = None,
           compile: bool | None = None, evaluate: bool = True) -> TrainResult:
     """Train the model ``card`` describes from its recipe and write its weights and completed card.
@@ -182,8 +183,9 @@ def train(card: Card | str | os.PathLike, out: Path, data_root=None, epochs: int
     return result
 
 
-def train_seeds(card: Card | str | os.PathLike, out: Path, seeds: Sequence[int], sweeps: Sequence[Sweep] = (),
-                data_root=None, epochs: int | None = None, resume: bool = False, device=None,
+def train_seeds(card: Card | str | os.PathLike, out: str | os.PathLike[str], seeds: Sequence[int],
+                sweeps: Sequence[Sweep] = (), data_root: str | os.PathLike[str] | None = None,
+                epochs: int | None = None, resume: bool = False, device: str | torch.device | None = None,
                 max_steps: int | None = None, checkpoint_every: int | None = None, name: str | None = None,
                 precision: str | None = None, compile: bool | None = None,
                 formulation: str | None = None, evaluate: bool = True) -> list[TrainResult]:
