@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from kit import assert_one_line_error, cli, make_card, write_entry
+from kit import assert_one_line_error, cli, install_plugin, make_card, write_entry
 
 from vaezoo.assemble import build_model, card_dataset, metric
 from vaezoo.entries.catalog import parse_card
@@ -16,7 +16,7 @@ from vaezoo.entries.entry import load_state_dict, write_card
 from vaezoo.entries.schema import Card
 from vaezoo.errors import MetricError
 from vaezoo.evaluation.measure import evaluate
-from vaezoo.evaluation.report import as_metrics
+from vaezoo.evaluation.report import as_metrics, evaluate_card
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.spec import MetricSpec
 
@@ -132,6 +132,48 @@ def test_vaezoo_eval_set_runs_a_metric_with_a_setting_and_write_records_it_so_th
     code, _, err = cli(capsys, "eval", str(path), *ill[:-2], "importance_log_likelihood.samples=4")
     assert code == 0 and ("note: importance_log_likelihood ran with samples = 4, seed = 0; the card's value was "
                           "measured with samples = 3, seed = 0") in err
+
+
+UNSET = """
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_register_metrics(register):
+    def scaled_mean(model, dataset, device=None, batch_size=64, scale: float | None = None):
+        return float(dataset.batch(slice(0, 8)).float().mean()) * (1.0 if scale is None else scale)
+
+    def constant(model, dataset, device=None, batch_size=64):
+        return 1.0
+
+    register("scaled_mean", scaled_mean)
+    register("constant", constant)
+"""
+
+
+def test_a_metric_whose_defaults_are_all_none_records_them_so_that_other_settings_are_told_apart(
+        data_plugin, tmp_path, capsys):
+    # its settings were {} and recorded as none at all, which no comparison reads: --set gave no note, and a
+    # --write measured with the defaults kept settings another command had recorded meanwhile beside its value
+    install_plugin(data_plugin, "unset", UNSET)
+    path, _, _ = write_entry(tmp_path, make_card("tiny", eval_metrics=["elbo"]))
+    assert cli(capsys, "eval", str(path), "--metrics", "scaled_mean", "--write")[0] == 0
+    assert parse_card(path).metrics["scaled_mean"].parameters == {}  # [metrics.scaled_mean.parameters], empty
+    scaled = ["--metrics", "scaled_mean", "--set", "scaled_mean.scale=2"]
+    code, _, err = cli(capsys, "eval", str(path), *scaled)
+    assert code == 0 and ("note: scaled_mean ran with scale = 2; the card's value was measured with the "
+                          "metric's defaults") in err
+    defaults = evaluate_card(path, metrics=["scaled_mean"])  # measured with the defaults; written after
+    assert cli(capsys, "eval", str(path), *scaled, "--write")[0] == 0  # another command, meanwhile
+    assert parse_card(path).metrics["scaled_mean"].parameters == {"scale": 2}
+    code, _, err = cli(capsys, "eval", str(path), "--metrics", "scaled_mean")  # with the card's settings now
+    assert code == 0 and "note:" not in err
+    defaults.write()
+    written = parse_card(path)
+    assert written.metrics["scaled_mean"].parameters == {} and "scaled_mean" not in written.eval_settings
+    assert written.metrics["scaled_mean"].value == pytest.approx(defaults.results["scaled_mean"], rel=1e-5)
+    assert as_metrics(written, {"constant": 1.0}, measured=["constant"])["constant"].parameters is None  # a metric
+    # that takes no setting records none, as the zoo's cards record cluster_accuracy
 
 
 @pytest.mark.parametrize("given, problem, code", [

@@ -155,7 +155,9 @@ def _rounding(comparisons) -> str:
 
 
 def _settings(settings: dict) -> str:
-    return ", ".join(f"{key} = {value!r}" for key, value in settings.items())
+    """``settings`` as a note says them, ``samples = 4, seed = 0``; none (a metric whose defaults are all None) as
+    its defaults."""
+    return ", ".join(f"{key} = {value!r}" for key, value in settings.items()) or "the metric's defaults"
 
 
 def _print_batch(batch, args) -> int:

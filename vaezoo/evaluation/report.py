@@ -237,7 +237,7 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
     :func:`vaezoo.training.publish.publish` starts it empty). A registered metric (one of the card's ``eval_metrics``,
     or of ``measured``: those ``vaezoo eval --metrics`` computed) also records its direction (its spec's
     ``higher_is_better``), the settings it ran with (its defaults,
-    updated with the card's ``eval_settings``), the recipe's
+    updated with the card's ``eval_settings``; ``{}`` where all are None, unset), the recipe's
     dataset options (e.g. a binarisation) and the versions of the libraries behind it
     (:mod:`vaezoo.metrics.provenance`).
 
@@ -257,9 +257,11 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
         # a registered metric has settings, data and libraries; a loss has not
         spec = metric(name) if name in card.eval_metrics or name in (measured or ()) else None
         registered = spec is not None
-        settings = metric_parameters(spec, **card.settings_of(name)) if registered else None
+        # {} where every setting ran at a default of None: a card cannot hold None, and none at all compares with
+        # nothing; a metric that takes no setting records none
+        settings = metric_parameters(spec, **card.settings_of(name)) if registered and spec.takes_settings else None
         return Metric(value=recorded(value), command=command, vaezoo_version=__version__, note=notes.get(name),
-                      higher_is_better=spec.higher_is_better if registered else None, parameters=settings or None,
+                      higher_is_better=spec.higher_is_better if registered else None, parameters=settings,
                       data=(card.train.data.options or None) if registered else None,
                       libraries=libraries if registered else None, seeds=seeds.get(name))
 

@@ -106,6 +106,13 @@ class MetricSpec:
             raise TypeError(f"it returned {type(value).__name__} {shown}, not a number (a metric returns one "
                             f"float)") from None
 
+    @property
+    def takes_settings(self) -> bool:
+        """Whether the metric takes any setting (an argument after the evaluation), defaulting to a value or to None
+        alike: a card records the settings such a metric's value was measured with, ``{}`` for defaults that are all
+        None (unset), which :attr:`settings` leaves out."""
+        return len(inspect.signature(self.function).parameters) > 1
+
     def check_settings(self, settings: Mapping[str, Any], subject: str) -> dict[str, Any]:
         """Refuse ``settings`` unless the metric takes each of them, with a value of the type it states.
 
