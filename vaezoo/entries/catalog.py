@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from vaezoo.entries.schema import HUB_PREFIX, MAX_NAME, NAME_PATTERN, Card
 from vaezoo.errors import CardError, UnknownNameError
@@ -143,7 +143,7 @@ def _validate(raw: dict[str, Any], path: Path, source: str | None = None) -> Car
     return card
 
 
-def _isolated_section(name: str, model: type, value: Any) -> Any:
+def _isolated_section(name: str, model: type[BaseModel], value: Any) -> Any:
     """The card section ``name`` of a card, validated by its plugin's ``model`` under the isolation plugin code
     runs in (:meth:`vaezoo.plugins.Plugins.guarded`): a model that raises anything but a validation error, or calls
     ``sys.exit``, marks its plugin failed and makes the card holding the section unusable, naming both; the other

@@ -196,8 +196,9 @@ def _filled_spec(kind: str, spec: Any) -> Any:
 class Recorded(Protocol):
     """Something made from a recipe that records it: a training checkpoint, a completed run."""
 
-    leave_out: frozenset[str]
-    """The fields it may differ from the card in (:data:`RESUMED`, :data:`SEEDED`)."""
+    @property
+    def leave_out(self) -> frozenset[str]:
+        """The fields it may differ from the card in (:data:`RESUMED`, :data:`SEEDED`); a class's constant."""
 
     @property
     def label(self) -> str:
