@@ -6,7 +6,7 @@ import inspect
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import torch
 from torch import Tensor, nn
@@ -504,6 +504,22 @@ def _clash_fix(regularizer: Regularizer, earlier: Regularizer) -> str:
         return (f"{without[0]} takes no 'part' to act on a part of the latent of its own: keep one of the two on "
                 f"the card")
     return f"{'two regularizers of one type: ' if type(regularizer) is type(earlier) else ''}give each its own 'part'"
+
+
+V = TypeVar("V", bound=VAE)
+
+
+@overload
+def build_vae(context: BuildContext, image_size: int, channels: int, latent: Mapping[str, Any],
+              regularizers: Sequence[Mapping[str, Any]] = ..., encoder: Mapping[str, Any] | str = ...,
+              decoder: Mapping[str, Any] | str = ..., likelihood: Mapping[str, Any] | str = ...) -> VAE: ...
+
+
+@overload  # a VAE subclass's builder (JointVAE's) gets its class back
+def build_vae(context: BuildContext, image_size: int, channels: int, latent: Mapping[str, Any],
+              regularizers: Sequence[Mapping[str, Any]] = ..., encoder: Mapping[str, Any] | str = ...,
+              decoder: Mapping[str, Any] | str = ..., likelihood: Mapping[str, Any] | str = ..., *,
+              cls: type[V]) -> V: ...
 
 
 def build_vae(context: BuildContext, image_size: int, channels: int, latent: Mapping[str, Any],
