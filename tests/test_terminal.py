@@ -94,6 +94,25 @@ def test_a_word_the_terminals_encoding_cannot_hold_is_quoted_as_its_bytes(cards,
     assert bash_words(command) == [b"vaezoo", b"verify", os.fsencode(card)]
 
 
+def test_a_command_recorded_in_a_file_does_not_depend_on_the_terminals_encoding(monkeypatch, tmp_path):
+    """Under PYTHONIOENCODING=ascii a card recorded 'vaezoo eval $'d\\xc3\\xa9'': its text followed the terminal it
+    was written from; a command printed there is still escaped."""
+    import io
+
+    from vaezoo.entries.schema import Card
+    from vaezoo.evaluation.report import as_metrics
+    from vaezoo_jointvae.labels import labels_command
+
+    for stream in ("stdout", "stderr"):
+        monkeypatch.setattr(sys, stream, io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    path = str(tmp_path / "d\u00e9")
+    command = as_metrics(Card.model_validate(make_card()), {"loss": 1.0}, data_root=path, ref=path)["loss"].command
+    assert command == f"vaezoo eval {shlex.quote(path)} --data-root {shlex.quote(path)}"
+    assert labels_command(path, data_root=path) == shlex.join(["python", "-m", "vaezoo_jointvae.labels", path,
+                                                               "--data-root", path])
+    assert shell_quote(path).startswith("$'") and bash_words(shell_quote(path)) == [os.fsencode(path)]
+
+
 def test_a_lone_surrogate_no_path_holds_is_quoted_as_its_bytes_not_an_error():
     assert shell_quote("a\ud800") == r"$'a\xed\xa0\x80'"
 

@@ -25,26 +25,30 @@ r"""How bash's ``$'...'`` writes a character; ``'`` as ``\x27``, so that the wor
 :mod:`shlex` would read as the end of its quoting."""
 
 
-def shell_quote(word: str) -> str:
+def shell_quote(word: str, *, for_terminal: bool = True) -> str:
     r"""``word`` quoted for a POSIX shell as :func:`shlex.quote` does; a word holding a control character (ESC, a
     newline, a carriage return, BEL) or another non-printable one, as bash's ``$'...'`` with escapes (``\e``,
     ``\n``, ``\x27``), each non-printable character beyond ASCII as its UTF-8 bytes (``\xe2\x80\xae``).
 
     A command vaezoo prints for a user to run is then plain text, carries no terminal control sequence, and pasted
     into bash gives the program ``word`` exactly; an undecodable byte of a path (a lone surrogate, as
-    :func:`os.fsdecode` reads it) is that byte again. A character that stdout's or stderr's encoding cannot hold
-    (``PYTHONIOENCODING=ascii``, a latin-1 terminal) is written as its bytes too: the stream would show ``é`` as
-    ``\xe9``, which inside ``'...'`` bash reads as four characters.
+    :func:`os.fsdecode` reads it) is that byte again. For a terminal, a character that stdout's or stderr's encoding
+    cannot hold (``PYTHONIOENCODING=ascii``, a latin-1 terminal) is written as its bytes too: the stream would show
+    ``é`` as ``\xe9``, which inside ``'...'`` bash reads as four characters.
 
     Args:
         word: one word of the command, e.g. a path.
+        for_terminal: whether the command is printed in this process (escape what its streams cannot hold), rather
+            than recorded in a file (a card's command), whose text must not depend on the terminal it was
+            written from.
 
     Returns:
         The word as the shell reads it back.
     """
-    if _shown(word):
+    shown = _shown if for_terminal else str.isprintable
+    if shown(word):
         return shlex.quote(word)
-    return "$'" + "".join(_SHELL_ESCAPES.get(c) or (c if _shown(c) else _bytes_escaped(c)) for c in word) + "'"
+    return "$'" + "".join(_SHELL_ESCAPES.get(c) or (c if shown(c) else _bytes_escaped(c)) for c in word) + "'"
 
 
 def _shown(text: str) -> bool:
@@ -68,9 +72,10 @@ def _bytes_escaped(character: str) -> str:
     return "".join(f"\\x{byte:02x}" for byte in data)
 
 
-def shell_join(words: Iterable[str]) -> str:
-    """``words`` as one command line, each :func:`shell_quote`-d (:func:`shlex.join`, control characters escaped)."""
-    return " ".join(map(shell_quote, words))
+def shell_join(words: Iterable[str], *, for_terminal: bool = True) -> str:
+    """``words`` as one command line, each :func:`shell_quote`-d (:func:`shlex.join`, control characters escaped),
+    for a terminal or for a file as ``for_terminal`` says."""
+    return " ".join(shell_quote(word, for_terminal=for_terminal) for word in words)
 
 
 _MARKDOWN_SPECIAL = set("\\`*_[]<>|&#~")

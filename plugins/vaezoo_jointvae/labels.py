@@ -45,7 +45,7 @@ def labels_command(ref: str, data_root=None, split: str = "test") -> str:
     """The shell-quoted command that measures the matching of the card ``ref`` names (as a card records it)."""
     return shell_join(["python", "-m", "vaezoo_jointvae.labels", ref]
                       + (["--data-root", str(data_root)] if data_root else [])
-                      + (["--split", split] if split != "test" else []))
+                      + (["--split", split] if split != "test" else []), for_terminal=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -221,12 +221,13 @@ class EvalReport:
         return update_card(path, record)
 
 
-def eval_command(ref: str, data_root=None, metrics: Sequence[str] | None = None) -> str:
+def eval_command(ref: str, data_root=None, metrics: Sequence[str] | None = None, *, for_terminal: bool = True) -> str:
     """The ``vaezoo eval`` command that measures ``metrics`` (default: the card's) of the card ``ref`` names,
-    shell-quoted, so that it runs as written (``ref``: see :func:`vaezoo.entries.catalog.card_reference`)."""
+    shell-quoted, so that it runs as written (``ref``: see :func:`vaezoo.entries.catalog.card_reference`), printed
+    or, with ``for_terminal`` False, recorded (:func:`vaezoo.terminal.shell_quote`)."""
     words = ["vaezoo", "eval", ref] + (["--data-root", str(data_root)] if data_root else []) + (
         ["--metrics", ",".join(metrics)] if metrics else [])
-    return shell_join(words)
+    return shell_join(words, for_terminal=for_terminal)
 
 
 def as_metrics(card: Card, results: dict[str, float], data_root=None,
@@ -248,7 +249,7 @@ def as_metrics(card: Card, results: dict[str, float], data_root=None,
         measured: the metrics ``--metrics`` asked for, if any.
         ref: how the command names the card (default its name; see :func:`vaezoo.entries.catalog.card_reference`).
     """
-    command = eval_command(ref or card.name, data_root, measured)
+    command = eval_command(ref or card.name, data_root, measured, for_terminal=False)
     notes = {name: entry.note for name, entry in card.metrics.items()}
     seeds = {name: entry.seeds for name, entry in card.metrics.items()}
     libraries = library_versions()

@@ -115,7 +115,8 @@ def model_card(card: Card, repo_id: str | None = None) -> str:
               "## Use", "", "```python", "import vaezoo", "", f'model = vaezoo.load("{HUB_PREFIX}{repo}")',
               "# or, with the options of PyTorchModelHubMixin's from_pretrained:",
               f'model = vaezoo.from_pretrained("{repo}", revision="main")', "```", "", "```bash",
-              " ".join([INSTALL, *map(shell_quote, plugins)]), f"vaezoo info {HUB_PREFIX}{repo}", "```", ""]
+              " ".join([INSTALL, *(shell_quote(name, for_terminal=False) for name in plugins)]),
+              f"vaezoo info {HUB_PREFIX}{repo}", "```", ""]
     if plugins:
         lines += ["It needs the vaezoo plugin " + ", ".join(f"`{_code(name)}` (made with `{_code(version)}`)"
                                                           for name, version in plugins.items()) + ".", ""]

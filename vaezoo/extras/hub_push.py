@@ -147,7 +147,8 @@ def on_hub(card: Card, repo_id: str) -> Card:
             return command
         # as written (shlex reads no $'...', a word shell_quote escaped), less the data folder of that machine
         rest = _DATA_ROOT.sub("", words.instream.read()).strip()
-        return " ".join(["vaezoo", "eval", shell_quote(f"{HUB_PREFIX}{repo_id}"), *([rest] if rest else [])])
+        return " ".join(["vaezoo", "eval", shell_quote(f"{HUB_PREFIX}{repo_id}", for_terminal=False),
+                         *([rest] if rest else [])])
 
     metrics = {name: metric.model_copy(update={"command": hub_command(metric.command)})
                for name, metric in card.metrics.items()}
@@ -246,7 +247,7 @@ def stage_collection(cards: Iterable[Card], owner: str, folder: Path) -> list[Pa
         shown.insert(1, {"path": f"{card.name}.safetensors", "size": card.weights.size,
                          "sha256": card.weights.sha256, "source": str(source)})
         manifest[repo_id] = {"folder": card.name, "push": shell_join(["vaezoo", "push", card_reference(card),
-                                                                      repo_id]), "files": shown}
+                                                                      repo_id], for_terminal=False), "files": shown}
         files += written
     collection = {"title": COLLECTION_TITLE, "namespace": owner,
                   "description": "Every model of the vaezoo zoo: disentangled VAEs with their cards, verified "
