@@ -165,6 +165,21 @@ def test_gradients_are_averaged_over_the_processes_dtype_by_dtype_as_ddp_average
             torch.testing.assert_close(grad, torch.arange(grad.numel(), dtype=dtype).view_as(grad) * 2 + i)
 
 
+def test_no_parameters_to_average_make_no_collective(monkeypatch):
+    """A regularizer's training parts that no optimiser steps give every process an empty list: its agreement on
+    which gradients there are was an all_reduce of a CPU tensor, which NCCL refuses, at every step."""
+    from vaezoo.regularizers.collectives import average_gradients
+
+    reduced = []
+    torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
+    try:
+        monkeypatch.setattr(torch.distributed, "all_reduce", lambda tensor, *args, **kwargs: reduced.append(tensor))
+        average_gradients([])
+    finally:
+        torch.distributed.destroy_process_group()
+    assert reduced == []
+
+
 def partly_averaged_as_rank(rank: int, world: int, port: int, tmp) -> None:
     """Process ``rank`` of 2 averaging the gradients of 4 parameters: the first has one in both processes
     (``rank + 1``), the second in process 0 only (2), the third in process 1 only (4), the fourth in none; the

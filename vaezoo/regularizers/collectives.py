@@ -34,8 +34,10 @@ def average_gradients(params: Iterable[torch.nn.Parameter]) -> None:
     Every process of the run calls it with the same parameters, in the same order (one model's, built alike).
     """
     params = list(params)
+    if not params:  # a training part no optimiser steps: no collective (NCCL takes no CPU tensor)
+        return
     world = dist.get_world_size()
-    device = params[0].device if params else torch.device("cpu")
+    device = params[0].device
     # the processes agree first on which gradients there are: reduced as each has them, one process's flat tensor
     # would meet another's of other parameters (averaged silently) or of another size (gloo aborts)
     having = torch.tensor([p.grad is not None for p in params], dtype=torch.int32, device=device)
