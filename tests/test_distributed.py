@@ -356,6 +356,24 @@ STALE = {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.
 """What torchrun sets in rank 0 of two: left in a shell, a lone ``vaezoo train`` reads it."""
 
 
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_stop_while_the_processes_meet_is_said_by_process_0_alone(data_plugin, tmp_path, monkeypatch, capsys, rank):
+    """Ctrl-C reaches every process torchrun started while they wait for each other: each said where it stopped."""
+    from vaezoo.signals import Interrupted
+    from vaezoo.training import train
+
+    def interrupted(device):
+        raise Interrupted(signal.SIGINT)
+
+    for name, value in {**STALE, "RANK": str(rank), "LOCAL_RANK": str(rank)}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(train, "start_run", interrupted)
+    path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    code, out, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "out"), "--no-eval")
+    assert (code, out) == (130, "")
+    assert err == ("stopped by SIGINT before the first checkpoint; nothing to resume\n" if rank == 0 else ""), err
+
+
 @pytest.mark.parametrize(("changed", "said"), [
     ({"WORLD_SIZE": "two"}, "WORLD_SIZE='two' in the environment is not a whole number of at least 1"),
     ({"WORLD_SIZE": "0"}, "WORLD_SIZE='0' in the environment is not a whole number of at least 1"),

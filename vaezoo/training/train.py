@@ -272,36 +272,38 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
                                   f"some would have none; {fix}")
     if _alone(runs):  # before the processes part ways, while each says what the others say
         check_split(runs[0][0].train, world)
-    with StopSignals(defer=False):
-        run = start_run(options.device)
-        try:
-            _same_command(runs, options, run)
-            with contextlib.ExitStack() as held:
-                local = run
-                if run.world > 1 and not _alone(runs):  # each process trains its share of the runs as one process
-                    if run.main:
-                        held.enter_context(run_lock(root))
-                        check_layout(root, alone=False)
-                    # once the folder is checked the processes are each a run of their own: no collective (a
-                    # regularizer's whole-batch gather) may join them
-                    end_run()
-                    runs, local = runs[run.rank::run.world], Run(device=run.device)
-                    for folder in dict.fromkeys(out for _, out, _ in runs):
-                        held.enter_context(run_lock(folder))
-                elif run.main:
-                    for folder in dict.fromkeys([root, *(out for _, out, _ in runs)]):
-                        held.enter_context(run_lock(folder))
-                    check_layout(root, alone=_alone(runs))
-                results = _train_held(runs, options, local)
-        except BaseException as exc:
-            if isinstance(exc, Interrupted):
-                exc.reports = where.main
-            if dist.is_initialized():
-                dist.destroy_process_group()
-                if _lost_touch(exc):
-                    raise _lost_peers(exc, run, runs) from None
-            raise
-        return [replace(result, reports=where.main) for result in results]
+    try:
+        with StopSignals(defer=False):
+            run = start_run(options.device)
+            try:
+                _same_command(runs, options, run)
+                with contextlib.ExitStack() as held:
+                    local = run
+                    if run.world > 1 and not _alone(runs):  # each process trains its share of the runs as one process
+                        if run.main:
+                            held.enter_context(run_lock(root))
+                            check_layout(root, alone=False)
+                        # once the folder is checked the processes are each a run of their own: no collective (a
+                        # regularizer's whole-batch gather) may join them
+                        end_run()
+                        runs, local = runs[run.rank::run.world], Run(device=run.device)
+                        for folder in dict.fromkeys(out for _, out, _ in runs):
+                            held.enter_context(run_lock(folder))
+                    elif run.main:
+                        for folder in dict.fromkeys([root, *(out for _, out, _ in runs)]):
+                            held.enter_context(run_lock(folder))
+                        check_layout(root, alone=_alone(runs))
+                    results = _train_held(runs, options, local)
+            except BaseException as exc:
+                if dist.is_initialized():
+                    dist.destroy_process_group()
+                    if _lost_touch(exc):
+                        raise _lost_peers(exc, run, runs) from None
+                raise
+            return [replace(result, reports=where.main) for result in results]
+    except Interrupted as stop:  # waiting for the other processes in start_run too
+        stop.reports = where.main
+        raise
 
 
 def _same_command(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: Run) -> None:
