@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -285,6 +286,26 @@ def test_gallery_with_test_images_orders_rows_by_kl(tiny_zoo, tmp_path, mnist_ro
     index = build_gallery(tmp_path / "site", data_root=mnist_root, seed=1)
     shown = {card["name"]: card for card in check_gallery_in_browser(index, tmp_path)["cards"]}
     assert "ordered by KL averaged over 1000 test images (seed 1)" in shown["tiny-trained"]["text"]
+
+
+def test_the_traversals_command_on_the_page_does_not_depend_on_the_terminals_encoding(tiny_zoo, tmp_path,
+                                                                                      monkeypatch):
+    """Under PYTHONIOENCODING=ascii the page said '--data-root $'d\\xc3\\xa9'' of the data folder 'dé'."""
+    import io
+    import shlex
+
+    import torch
+
+    from vaezoo.assemble import build_model
+    from vaezoo.extras.gallery import _Painter
+
+    for stream in ("stdout", "stderr"):
+        monkeypatch.setattr(sys, stream, io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    card, root = tiny_zoo["tiny-trained"], str(tmp_path / "d\u00e9")
+    painter = _Painter(tmp_path, root, True, None, 0, 3, 4, 1)
+    monkeypatch.setattr(painter, "_test_images", lambda card: torch.rand(4, 1, 16, 16))
+    _, picture = painter._traversal(card, build_model(card).eval())
+    assert picture.command.endswith(f" --data-root {shlex.quote(root)}"), picture.command
 
 
 def test_show_draws_each_picture_at_its_promised_size(tiny_zoo, tmp_path, mnist_root, capsys):

@@ -413,7 +413,7 @@ class _Painter:
                           f"{viz.INACTIVE_KL:g} nats) folded away: {', '.join(row.label for row in folded)}")
             command += f" --seed {self.seed} --fold-below {viz.INACTIVE_KL:g}"
             if self.data_root is not None:  # the command draws from the data this page was drawn from
-                command += f" --data-root {shell_quote(os.fspath(self.data_root))}"
+                command += f" --data-root {shell_quote(os.fspath(self.data_root), for_terminal=False)}"
         else:
             traversal = viz.traverse(model, steps=self.steps)
             order = f"in the latent's order (drawn without data); the rest of the code stays at each family's " \
