@@ -418,6 +418,33 @@ def vaezoo_register_latent_families(register):
 '''
 
 
+TYPED_PRIOR = '''
+import torch
+
+import vaezoo
+from vaezoo.latents import Gaussian
+
+
+class TypedPrior(Gaussian):
+    def sample_prior(self, n: int, generator: torch.Generator | None = None,
+                     device: torch.device | None = None) -> torch.Tensor:
+        where = device.type if device is not None else "cpu"  # as LatentFamily.sample_prior's hint allows
+        return torch.randn(n, self.dim, generator=generator, device=where)
+
+
+@vaezoo.hookimpl
+def vaezoo_register_latent_families(register):
+    register("typed_prior", TypedPrior)
+'''
+
+
+def test_the_kit_draws_from_the_prior_with_the_device_a_family_is_hinted_to_take(site):
+    """LatentFamily.sample_prior is hinted to take a torch device, as the model passes its own: the kit passed the
+    text "cpu", and a family written to its hint failed the check ('str' object has no attribute 'type')."""
+    install_plugin(site, "typed_prior", TYPED_PRIOR)
+    assert testing.check_latent_family("typed_prior", dim=3, train=False).dim == 3
+
+
 def test_a_part_argument_named_like_the_kits_own_keyword_is_given_through_arguments(site):
     """A warm-up's ``steps`` went to check_regularizer's own ``steps`` (a raw "TypeError: 'int' object is not
     iterable"), and a family's, a builder's or a dataset's ``seed`` to the check's own, so such a part could not be

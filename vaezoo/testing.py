@@ -242,8 +242,9 @@ def check_latent_family(name: str, batch: int = 4, seed: int = 0, train: bool = 
         _check_posterior(family, batch, subject)
         _check_traversal(family, batch, subject)
     with _running(subject, "sample_prior()"):
-        first = family.sample_prior(batch, generator=torch.Generator().manual_seed(seed), device="cpu")
-        again = family.sample_prior(batch, generator=torch.Generator().manual_seed(seed), device="cpu")
+        cpu = torch.device("cpu")  # a torch device, as the model passes its own and LatentFamily's hint says
+        first = family.sample_prior(batch, generator=torch.Generator().manual_seed(seed), device=cpu)
+        again = family.sample_prior(batch, generator=torch.Generator().manual_seed(seed), device=cpu)
     _require_tensor(first, (batch, family.code_size), subject, "sample_prior()")
     _require(torch.equal(first, again), subject, "sample_prior() ignores its generator: one seed gave two samples")
     if train:
