@@ -563,3 +563,16 @@ def test_torch_that_cannot_load_under_a_memory_limit_is_a_one_line_error():
     assert result.returncode == 1
     assert_one_line_error(result.stderr, "cannot import torch: ", "may use 1.0 GiB of memory (ulimit -v)",
                           "raise the limit")
+
+
+def test_a_library_not_installed_under_a_memory_limit_is_said_to_be_missing_not_short_of_memory(monkeypatch):
+    """A cluster's login node sets ulimit -v: a library that is not installed was said to need a higher limit."""
+    from vaezoo.cli import _import_uninterrupted
+    from vaezoo.errors import VaezooError
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (16 * 2 ** 30, resource.RLIM_INFINITY))
+    with pytest.raises(VaezooError) as caught:
+        _import_uninterrupted(["vaezoo_no_such_library"])
+    assert str(caught.value) == (f"cannot import vaezoo_no_such_library: No module named 'vaezoo_no_such_library'; "
+                                 f"install it again in the Python environment running vaezoo ({sys.executable} -m "
+                                 f"pip install vaezoo_no_such_library)")

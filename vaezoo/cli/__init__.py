@@ -286,18 +286,18 @@ def _import_uninterrupted(modules: list[str]) -> None:
                 importlib.import_module(module)
             except ImportError as exc:
                 raise VaezooError(f"cannot import {module}: {(str(exc).strip().splitlines() or [''])[0]}; "
-                                  f"{_import_fix(module)}") from None
+                                  f"{_import_fix(module, exc)}") from None
     if held.received is not None:
         raise Interrupted(held.received)
 
 
-def _import_fix(module: str) -> str:
-    """What to do about a library that does not import: the memory limit when the process has one (a library's
-    shared objects fail to map under it), else installing the library again."""
+def _import_fix(module: str, exc: ImportError) -> str:
+    """What to do about a library that does not import (``exc``): the memory limit when the process has one and the
+    library is there (its shared objects fail to map under it), else installing the library again."""
     import resource
 
     limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-    if limit != resource.RLIM_INFINITY:
+    if limit != resource.RLIM_INFINITY and not isinstance(exc, ModuleNotFoundError):
         return (f"this process may use {limit / 2 ** 30:.1f} GiB of memory (ulimit -v), which may be too little to "
                 f"load it; raise the limit")
     return f"install it again in the Python environment running vaezoo ({sys.executable} -m pip install {module})"
