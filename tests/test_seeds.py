@@ -251,6 +251,24 @@ def test_a_seed_given_twice_is_an_error_naming_both(work, capsys):
     assert_one_line_error(err, "run runs/c has seed 3, as has run runs/b")
 
 
+def test_the_command_recorded_with_a_spread_does_not_depend_on_the_terminals_encoding(work, monkeypatch):
+    """Under PYTHONIOENCODING=ascii the card recorded 'vaezoo train $'cart\\xc3\\xa9s/toy.toml' ...'."""
+    import io
+    import shutil
+    import sys
+
+    from vaezoo.cli import main
+
+    shutil.copytree("cards", "cart\u00e9s")
+    runs = [write_run("runs/s\u00e91", 1, {"acc": 0.7, "mig": 0.3}), write_run("runs/s\u00e92", 2, {"acc": 0.6})]
+    for stream in ("stdout", "stderr"):
+        monkeypatch.setattr(sys, stream, io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    assert main(["seeds", "cart\u00e9s/toy.toml", *runs, "--metrics", "acc", "--write"]) == 0
+    assert get_card(work / "cart\u00e9s" / "toy.toml").metrics["acc"].seeds.command == (
+        "vaezoo train 'cart\u00e9s/toy.toml' --seed N --out DIR for each run, then vaezoo seeds "
+        "'cart\u00e9s/toy.toml' 'runs/s\u00e91' 'runs/s\u00e92' --metrics acc --write")
+
+
 def test_runs_given_as_paths_are_named_in_the_advice_as_the_same_runs_given_as_strings(work):
     from vaezoo.errors import CardError
     from vaezoo.evaluation.seeds import seed_report

@@ -65,10 +65,11 @@ def _print(args, card, found: dict, title: str) -> None:
 
 
 def measured_by(args) -> str:
-    """The ``vaezoo seeds`` command line that was run (its ``--selection`` and ``--json`` aside)."""
+    """The ``vaezoo seeds`` command line that was run (its ``--selection`` and ``--json`` aside), as the card
+    records it."""
     seeds = ["vaezoo", "seeds", args.card, *args.runs]
     if args.metrics:
         seeds += ["--metrics", ",".join(args.metrics)]
     if args.write:
         seeds.append("--write")
-    return shell_join(seeds)
+    return shell_join(seeds, for_terminal=False)

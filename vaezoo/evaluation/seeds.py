@@ -396,7 +396,7 @@ def seed_report(card: Card | str | os.PathLike, runs: Iterable[str | os.PathLike
     chosen, left_out = choose_metrics(card, found_runs, metrics)
     inside = card.source is None and card.path is not None and card.path.is_relative_to(Path.cwd())
     ref = str(card.path.relative_to(Path.cwd())) if inside else card_reference(card)
-    command = f"vaezoo train {shell_quote(ref)} --seed N --out DIR for each run" + (
+    command = f"vaezoo train {shell_quote(ref, for_terminal=False)} --seed N --out DIR for each run" + (
         f", then {measured_by}" if measured_by else "")
     found = spreads(card, found_runs, chosen, selection, command)
     written = update_card(card.path, lambda now: with_spreads(_as_read(card, now, chosen), found)) if write else None
