@@ -20,7 +20,7 @@ from kit import assert_one_line_error, cli, make_card, write_card, write_entry
 from vaezoo.entries.catalog import parse_card
 from vaezoo.errors import OutputError, VaezooError
 from vaezoo.extras import gallery
-from vaezoo.store import locks
+from vaezoo.store import files, locks
 from vaezoo.store.files import SMALL_FILE, atomic_save, read_beside, temporaries, write_beside
 
 PRECIOUS = b"the user's own file\n"
@@ -293,3 +293,36 @@ def test_a_file_is_written_under_a_umask_that_takes_the_owners_write_permission(
         os.umask(mask)
     assert (tmp_path / "out.bin").read_bytes() == b"data"
     assert oct((tmp_path / "out.bin").stat().st_mode & 0o777) == oct(0o400)  # the umask's mode, once written
+
+
+def test_a_file_system_that_refuses_to_change_a_files_mode_under_such_a_umask_is_one_line(tmp_path, monkeypatch):
+    """A mount that takes no chmod (a vfat or CIFS folder, say) refused the temporary file's 0600 with the raw
+    PermissionError naming the hidden file; it is the output's error, naming the file to be written, and nothing
+    is left beside it."""
+    def refuse(path, mode):
+        raise PermissionError(1, "Operation not permitted", str(path))
+
+    monkeypatch.setattr(os, "chmod", refuse)
+    mask = os.umask(0o277)
+    try:
+        with pytest.raises(OutputError) as caught:
+            atomic_save(tmp_path / "out.bin", lambda tmp: tmp.write_bytes(b"data"))
+    finally:
+        os.umask(mask)
+    message = str(caught.value)
+    assert "\n" not in message and f"cannot write {tmp_path / 'out.bin'}: Operation not permitted" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_umask_is_read_without_being_set(monkeypatch):
+    """Setting the umask to 0 to read it back gave a file another thread created meanwhile umask 0's permissions;
+    where the system says the umask, it is read from there."""
+    mask = os.umask(0o027)
+    try:
+        set_to = []
+        monkeypatch.setattr(os, "umask", lambda value: set_to.append(value) or 0o027)
+        assert files._umask() == 0o027
+        assert set_to == []
+    finally:
+        monkeypatch.undo()
+        os.umask(mask)

@@ -53,7 +53,12 @@ def stage(path: Path, write: Callable[[Path], object], fix: str | Phrase = "choo
                                 problem=folder_problem(path.parent, exc), fix=fix) from None
     os.close(fd)
     try:
-        os.chmod(tmp, 0o600)  # writable by ``write``, which opens it by name, under a umask such as 277 (mkstemp: 0400)
+        if _umask() & 0o200:  # writable by ``write``, which opens it by name, under a umask such as 277 (mkstemp: 0400)
+            try:
+                os.chmod(tmp, 0o600)
+            except OSError as exc:
+                raise OutputError.about("cannot write {path}: {problem}; {fix}", path=path,
+                                        problem=folder_problem(path.parent, exc), fix=fix) from None
         try:
             write(Path(tmp))
         except Exception as exc:
@@ -242,9 +247,15 @@ def new_folder_mode() -> int:
 
 
 def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    """The process's umask, read without setting it where the system says it (Linux's ``/proc``): setting it to
+    read it back would give a file another thread creates meanwhile the permissions of umask 0."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            return next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0)
+        os.umask(mask)
+        return mask
 
 
 def remove_temporaries(path: Path) -> None:
