@@ -209,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         if stops.received is not None:
             return _stopped(stops.received)
         first = (str(exc).strip().splitlines() or [""])[0]
-        _error(f"{first} ({type(exc).__name__}, a warning that the warnings filter makes an error: PYTHONWARNINGS "
-               f"or python -W)")
+        _error(f"{first} ({type(exc).__name__}, a warning that the warnings filter makes an error: do what it says, "
+               f"or let it pass with PYTHONWARNINGS=default or python -W default)")
         return 1
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a third-party plugin's error, its sys.exit too, is one line
         if stops.received is not None:
