@@ -257,10 +257,10 @@ def build_plain_vae(context: BuildContext, image_size: int, channels: int) -> VA
 
 
 class Squares(Dataset):
-    """A synthetic dataset of blank squares."""
+    """A synthetic dataset of blank squares; a card's options are keyword parameters (``size``) or ``**options``."""
 
-    def info(self, split: str = "train", **options: object) -> DataInfo:
-        return DataInfo(size=16, image_size=8, channels=1)
+    def info(self, split: str = "train", size: int = 16) -> DataInfo:
+        return DataInfo(size=size, image_size=8, channels=1)
 
     def load(self, root: str | os.PathLike[str] | None = None, split: str = "train",
              **options: object) -> ImageDataset:

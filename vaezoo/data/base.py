@@ -251,14 +251,17 @@ class Dataset:
     """A registered dataset: describes a split without loading it, and loads it.
 
     Register an instance with the ``vaezoo_register_datasets`` hook; a card's ``[train.data]`` names it
-    and gives its ``options`` (e.g. ``image_size``), passed to both methods.
+    and gives its ``options`` (e.g. ``image_size``), passed to both methods as keywords, which a subclass
+    declares as its own keyword parameters (``image_size: int = 32``).
     """
 
-    def info(self, split: str = "train", **options: Any) -> DataInfo:
+    # ``*args: Any, **options: Any`` lets a type checker accept a subclass's own keyword parameters as an override
+    def info(self, split: str = "train", *args: Any, **options: Any) -> DataInfo:
         """The :class:`DataInfo` of ``split`` with ``options``, without reading any file."""
         raise NotImplementedError
 
-    def load(self, root: str | os.PathLike[str] | None = None, split: str = "train", **options: Any) -> ImageDataset:
+    def load(self, root: str | os.PathLike[str] | None = None, split: str = "train", *args: Any,
+             **options: Any) -> ImageDataset:
         """Load ``split`` from ``root`` (see :func:`data_root`), as an :class:`ImageDataset`."""
         raise NotImplementedError
 
