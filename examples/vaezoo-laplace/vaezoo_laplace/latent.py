@@ -31,7 +31,10 @@ class LaplacePosterior(Posterior):
         prior: the prior p(z), broadcastable to ``(batch, dim)``.
     """
 
-    def __init__(self, loc: Tensor, log_scale: Tensor, prior: LaplaceDistribution):
+    distribution: LaplaceDistribution  # a Posterior's may be None; this one always has both
+    prior: LaplaceDistribution
+
+    def __init__(self, loc: Tensor, log_scale: Tensor, prior: LaplaceDistribution) -> None:
         self.loc, self.log_scale = loc, log_scale
         self.code_size = loc.shape[-1]
         self.distribution = LaplaceDistribution(loc, log_scale.exp())
@@ -45,7 +48,7 @@ class LaplacePosterior(Posterior):
         return self.loc
 
     def kl(self) -> Tensor:
-        return kl_divergence(self.distribution, self.prior.expand(self.loc.shape))
+        return kl_divergence(self.distribution, self.prior)  # broadcast to (batch, dim)
 
     def location_scale(self) -> LocationScale:
         """Laplace(loc, scale): the entropy metrics (``mig_chen``, ``total_correlation``) need it."""
@@ -60,8 +63,9 @@ class Laplace(LatentFamily):
     """
 
     example = {"dim": 3}  # vaezoo's registry-driven tests check the family built with these arguments
+    prior_loc: Tensor  # a buffer, which nn.Module's attribute lookup would type as Tensor | Module
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int) -> None:
         super().__init__()
         if dim < 1:
             raise ValueError(f"a Laplace latent needs dim >= 1, got {dim}")
@@ -75,10 +79,11 @@ class Laplace(LatentFamily):
         return LaplaceDistribution(self.prior_loc, torch.ones_like(self.prior_loc))
 
     def posterior(self, params: Tensor) -> LaplacePosterior:
-        loc, log_scale = params.split(self.dim, dim=-1)
+        loc, log_scale = params.chunk(2, dim=-1)
         return LaplacePosterior(loc, log_scale, self.prior)
 
-    def sample_prior(self, n, generator=None, device=None) -> Tensor:
+    def sample_prior(self, n: int, generator: torch.Generator | None = None,
+                     device: torch.device | None = None) -> Tensor:
         # The difference of two Exponential(1) variables is Laplace(0, 1); torch's Laplace.sample takes no generator.
         device = device or self.prior_loc.device
         e = torch.empty(2, n, self.dim, device=device).exponential_(generator=generator)
