@@ -44,7 +44,8 @@ def test_writes_a_complete_package(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == str(root)
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     assert files == ["README.md", "pyproject.toml", "tests/test_vaezoo_demo_vae.py", "vaezoo_demo_vae/__init__.py",
-                     "vaezoo_demo_vae/cards/demo-vae-mnist.toml", "vaezoo_demo_vae/model.py"]
+                     "vaezoo_demo_vae/cards/demo-vae-mnist.toml", "vaezoo_demo_vae/model.py",
+                     "vaezoo_demo_vae/py.typed"]
     project = tomllib.loads((root / "pyproject.toml").read_text())
     assert project["project"]["name"] == "vaezoo-demo-vae"
     assert project["project"]["entry-points"]["vaezoo"] == {"demo-vae": "vaezoo_demo_vae"}
@@ -60,6 +61,7 @@ def test_the_package_installs_passes_its_own_tests_and_is_discovered(tmp_path, c
     root = tmp_path / "src" / "vaezoo-demo-vae"
     site = tmp_path / "site"
     pip_install(root, site)
+    assert (site / "vaezoo_demo_vae" / "py.typed").is_file()  # its hints are its users' too
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
 
     # -P: import the installed copy, not the source tree in the working directory
@@ -110,6 +112,22 @@ def test_each_kind_of_package_passes_its_own_tests_which_run_the_kit(tmp_path, c
                             text=True, env=child_env(tmp_path / "home", site=site), timeout=300)
     kind_words, name = REGISTERS[kind]
     assert {"kind": kind_words, "name": name, "plugin": "demo-part"} in json.loads(listed.stdout)
+
+
+@pytest.mark.slow
+def test_every_kind_of_package_and_the_example_plugin_pass_a_strict_type_check(tmp_path):
+    """The packages authors start from ship ``py.typed`` and hold to ``mypy --strict`` against vaezoo's hints, as
+    vaezoo's public API does (tests/test_typing.py): one mypy run over every kind's package and tests, and
+    examples/vaezoo-laplace's, with vaezoo's own modules silenced as an installed package's are."""
+    sources = [REPO / "examples" / "vaezoo-laplace" / "vaezoo_laplace", REPO / "examples" / "vaezoo-laplace" / "tests"]
+    for kind in sorted(KINDS):
+        assert main(["new-plugin", f"demo-{kind}", "--kind", kind, "--dir", str(tmp_path / "src")]) == 0
+        root = tmp_path / "src" / f"vaezoo-demo-{kind}"
+        sources += [root / f"vaezoo_demo_{kind}", root / "tests"]
+    result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--cache-dir",
+                             str(tmp_path / "cache"), *map(str, sources)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("name, problem", [
@@ -215,7 +233,7 @@ def test_refuses_a_regularizer_whose_class_would_be_a_python_keyword(tmp_path, c
     assert main(["new-plugin", name, "--kind", "regularizer", "--dir", str(tmp_path)]) == 1
     assert capsys.readouterr().err == (
         f"error: invalid name '{name}' for a regularizer: the package's vaezoo_{name}/regularizer.py would not be "
-        f"Python (invalid syntax at line 16: class {cls}(Regularizer):); choose another name\n")
+        f"Python (invalid syntax at line 17: class {cls}(Regularizer):); choose another name\n")
     assert not any(tmp_path.iterdir())
     assert main(["new-plugin", name, "--kind", "architecture", "--dir", str(tmp_path)]) == 0
 

@@ -27,6 +27,7 @@ FILES = {
     "KIND/__init__.py.tmpl": "{package}/__init__.py",
     "KIND/card.toml.tmpl": "{package}/cards/{card}.toml",
     "KIND/test_plugin.py.tmpl": "tests/test_{package}.py",
+    "py.typed.tmpl": "{package}/py.typed",  # PEP 561: the package's hints are for its users' type checkers
 }
 
 # kind -> (what it is in words, the module of its part)
