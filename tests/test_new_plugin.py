@@ -233,7 +233,7 @@ def test_refuses_a_regularizer_whose_class_would_be_a_python_keyword(tmp_path, c
     assert main(["new-plugin", name, "--kind", "regularizer", "--dir", str(tmp_path)]) == 1
     assert capsys.readouterr().err == (
         f"error: invalid name '{name}' for a regularizer: the package's vaezoo_{name}/regularizer.py would not be "
-        f"Python (invalid syntax at line 17: class {cls}(Regularizer):); choose another name\n")
+        f"Python (invalid syntax at line 19: class {cls}(Regularizer):); choose another name\n")
     assert not any(tmp_path.iterdir())
     assert main(["new-plugin", name, "--kind", "architecture", "--dir", str(tmp_path)]) == 0
 
