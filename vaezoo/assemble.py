@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vaezoo.context import FACTS, BuildContext, check_arguments
-from vaezoo.errors import CardError, DataError, UnknownNameError, VaezooError
+from vaezoo.errors import CardError, DataError, UnknownNameError, VaezooError, first_line
 from vaezoo.plugins import PluginInfo, get_plugins, registry
 from vaezoo.store.limits import load_json
 
@@ -161,7 +161,7 @@ def build_model(card: Card, device: str | torch.device | None = None,
     except VaezooError:
         raise
     except Exception as exc:  # the card's values are input: whatever the builder trips on is the card's problem
-        reason = (str(exc).strip().splitlines() or [""])[0]
+        reason = first_line(exc)
         kind, name = getattr(exc, "_vaezoo_part", ("architecture", card.architecture))
         raise CardError(f"{card.path or card.name}: section 'model' does not fit {kind} '{name}' of plugin "
                         f"'{registry(kind).plugin_of(name)}': {type(exc).__name__}: {reason}") from exc

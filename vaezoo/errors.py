@@ -37,6 +37,12 @@ def printable(value: object) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message, stripped ('' where it has none): what a one-line error quotes of an
+    error raised by code vaezoo does not own (a plugin, torch, a compiler)."""
+    return (str(error).strip().splitlines() or [""])[0]
+
+
 def in_brief(value: object, most: int) -> str:
     """``value`` as an error names it: its repr on one line, cut to ``most`` characters, and its type
     (``array([0, 1]) (ndarray)``)."""

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from vaezoo.errors import VaezooError
+from vaezoo.errors import VaezooError, first_line
 from vaezoo.registry import COMMANDS
 from vaezoo.signals import STOP_SIGNALS, Interrupted, StopSignals
 from vaezoo.terminal import DataStream, StatusStream
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     except Warning as exc:  # raised, not shown: PYTHONWARNINGS=error or python -W error made warnings errors
         if stops.received is not None:
             return _stopped(stops.received)
-        first = (str(exc).strip().splitlines() or [""])[0]
+        first = first_line(exc)
         _error(f"{first} ({type(exc).__name__}, a warning that the warnings filter makes an error: do what it says, "
                f"or let it pass with PYTHONWARNINGS=default or python -W default)")
         return 1
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         culprit = raised_in(exc)
         if culprit is None:  # vaezoo's own error keeps its traceback; argparse's exit (--help) stays an exit
             raise
-        first = (str(exc).strip().splitlines() or [""])[0]
+        first = first_line(exc)
         _error(f"plugin '{culprit.name}' ({culprit.distribution} {culprit.version}) raised {type(exc).__name__}"
                f"{': ' + first if first else ''}; report it to its author, or leave the plugin out with "
                f"VAEZOO_LOAD_PLUGINS")

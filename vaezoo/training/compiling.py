@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from vaezoo.errors import TrainingError
+from vaezoo.errors import TrainingError, first_line
 
 __all__ = ["Compiled", "step_tensor"]
 
@@ -44,7 +44,7 @@ class Compiled:
             return self.fn(*args, **kwargs)
         except torch._dynamo.exc.BackendCompilerFailed as exc:  # its own first line is only "backend=... raised:"
             cause = getattr(exc, "inner_exception", exc)
-            said = (str(cause).strip().splitlines() or [""])[0]
+            said = first_line(cause)
             problem = f"{getattr(exc, 'backend_name', 'the backend')} raised {type(cause).__name__}" + (
                 f": {said}" if said else "")
             raise TrainingError.about("torch.compile cannot compile the model here ({problem}); train without it: "

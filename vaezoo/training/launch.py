@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from vaezoo.errors import TrainingError
+from vaezoo.errors import TrainingError, first_line
 from vaezoo.terminal import note
 
 __all__ = ["PEERS_TIMEOUT", "Launch", "launch", "meet", "part", "said_by_another", "set_apart", "start_alike"]
@@ -136,8 +136,8 @@ def meet(where: Launch):
                                   timeout=timedelta(seconds=PEERS_TIMEOUT))
         except (RuntimeError, ValueError) as exc:
             raise TrainingError(f"process 0 of {where.world} cannot open the processes' meeting point at "
-                                f"{host}:{port} (MASTER_ADDR, MASTER_PORT): {_first_line(exc)}; choose a free "
-                                f"MASTER_PORT") from None
+                                f"{host}:{port} (MASTER_ADDR, MASTER_PORT): {first_line(exc) or type(exc).__name__}; "
+                                f"choose a free MASTER_PORT") from None
     else:
         while not _listening(host, port):  # process 0 may not have started yet; torch's client would retry in C
             said = _waiting(where, host, port, deadline, said)
@@ -199,7 +199,3 @@ def _listening(host: str, port: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

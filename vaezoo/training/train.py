@@ -33,7 +33,7 @@ from vaezoo.context import check_arguments
 from vaezoo.data import check_data_root
 from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.schema import Card, TrainRecipe
-from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError, UnknownNameError
+from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError, UnknownNameError, first_line
 from vaezoo.evaluation.measure import check_metrics
 from vaezoo.evaluation.report import eval_command, evaluate_card
 from vaezoo.metrics.parallel import worker_pool
@@ -346,7 +346,7 @@ def _lost_touch(exc: BaseException) -> bool:
 
 def _lost_peers(exc: BaseException, run: Run, runs: list[tuple[Card, Path, str]]) -> TrainingError:
     """The one line of a process whose collective failed because another process of the run stopped first."""
-    why = re.sub(r"^\[[^\]]*\]\s*", "", (str(exc).strip().splitlines() or [""])[0])  # gloo's [file.cc:line]
+    why = re.sub(r"^\[[^\]]*\]\s*", "", first_line(exc))  # gloo's [file.cc:line]
     why = why.split(". ")[0].rstrip(".")
     kept = [out / CHECKPOINT for _, out, _ in runs if (out / CHECKPOINT).is_file()]
     left = ("the last checkpoint{s} ({files}) {are} kept, to continue with {resume:True}" if kept
