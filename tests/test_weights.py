@@ -64,6 +64,22 @@ def test_tiny_entry_loads_pretrained_in_eval_mode(cards):
     assert cache_contents() == []  # a file beside its card loads in place
 
 
+def test_loading_weights_leaves_torch_random_stream_as_it_was(cards):
+    write_entry(cards, make_card(name="tiny-local"))
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    vaezoo.load("tiny-local")
+    assert torch.equal(torch.rand(4), expected)
+
+    torch.manual_seed(123)  # a fresh model draws its initial weights from it, reproducibly
+    first = vaezoo.load("tiny-local", pretrained=False).state_dict()
+    torch.manual_seed(123)
+    again = vaezoo.load("tiny-local", pretrained=False).state_dict()
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert not torch.equal(torch.rand(4), expected)
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda data: data[:-1] + bytes([data[-1] ^ 1]), "does not match the card's"),
     (lambda data: data[:-10], "the file is truncated"),

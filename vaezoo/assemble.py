@@ -207,7 +207,8 @@ def load_model(card: Card, device: str | torch.device | None = None, dtype: torc
     device = usable_device(device)
     if dtype is not None:
         dtype = usable_dtype(dtype)
-    model = build_model(card)  # a card that cannot be built is refused before its weights are fetched
+    weighted = state_dict is not None or pretrained
+    model = _initialised(card, weighted)  # a card that cannot be built is refused before its weights are fetched
     entry = state_dict is None and pretrained
     if entry:
         from vaezoo.entries.entry import load_entry
@@ -217,7 +218,7 @@ def load_model(card: Card, device: str | torch.device | None = None, dtype: torc
     if state_dict is None:  # what was measured on the card's weights (metrics, label matchings) is not this model's
         model.card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
     else:
-        model = model if model.card is card else build_model(card)
+        model = model if model.card is card else _initialised(card, weighted)
         from vaezoo.store.weights import load_weights
 
         load_weights(model, state_dict, source or "the given weights")
@@ -227,6 +228,18 @@ def load_model(card: Card, device: str | torch.device | None = None, dtype: torc
         model.weights_digest = tensors_digest(model.state_dict())
     model = model.to(device=device, dtype=dtype)
     return model.eval() if pretrained or state_dict is not None else model
+
+
+def _initialised(card: Card, weighted: bool) -> VAE:
+    """:func:`build_model` of ``card``; when its weights are to be replaced (``weighted``) the initial values are
+    drawn from a copy of torch's random state, so that loading weights leaves the caller's ``torch.randn`` as it
+    was (as ``torch.manual_seed(0); vaezoo.load(...)`` followed by a draw expects)."""
+    import torch
+
+    if not weighted:
+        return build_model(card)
+    with torch.random.fork_rng(devices=[]):
+        return build_model(card)
 
 
 def load_dataset(name: str, root: str | os.PathLike[str] | None = None, split: str = "train",
