@@ -266,6 +266,8 @@ def run_campaign(args) -> int:
         print(f"{name}: finished in an earlier span ({Path(args.state) / name / FINISHED})", flush=True)
     if finished == {card.name for card in cards}:
         print("campaign: every recipe of the plan has finished", flush=True)
+        report["seconds"] = round(time.perf_counter() - start, 1)
+        _write_report(out, report)  # the span's report, which `keep` reads, even when it trained nothing
         return 0
     cards, seeds = zip(*[(card, s) for card, s in zip(cards, seeds) if card.name not in finished])
     data = cards[0].train.data
@@ -375,6 +377,10 @@ def keep(args) -> int:
     the recipes it finished (their checkpoints removed, ``NAME/finished.json`` written) so later spans skip them."""
     from vaezoo.entries.checkpoints import read_checkpoint
 
+    if not (Path(args.returned) / "campaign.json").is_file():
+        print(f"{Path(args.returned) / 'campaign.json'}: not found; keep takes the folder a span's files came back "
+              f"in, its campaign.json among them", file=sys.stderr)
+        return 2
     for path in sorted(Path(args.returned).glob("*.checkpoint.pt")):
         name, seed = path.name.removesuffix(".checkpoint.pt").rsplit(".", 1)
         target = Path(args.state) / name / seed / "checkpoint.pt"

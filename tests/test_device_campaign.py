@@ -115,3 +115,19 @@ def test_a_recipe_a_span_finished_is_skipped_by_later_spans(data_plugin, tmp_pat
     assert again.returncode == 0, again.stderr
     assert "toy-done: finished in an earlier span" in again.stdout
     assert "every recipe of the plan has finished" in again.stdout and not (tmp_path / "work").exists()
+    assert json.loads((tmp_path / "out" / "campaign.json").read_text())["recipes"] == []
+    nothing = run_python(SCRIPT, "keep", str(tmp_path / "out"), "--state", str(state), env=env)
+    assert nothing.returncode == 0, nothing.stderr
+    assert sorted(p.name for p in (state / "toy-done").iterdir()) == ["finished.json"]
+
+
+def test_keep_refuses_a_folder_without_the_spans_report(tmp_path):
+    returned = tmp_path / "span"
+    returned.mkdir()
+    (returned / "toy.seed-0.checkpoint.pt").write_bytes(b"a checkpoint without its span's campaign.json")
+    done = run_python(SCRIPT, "keep", str(returned), "--state", str(tmp_path / "state"),
+                      env=child_env(tmp_path / "home"))
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"{returned / 'campaign.json'}: not found; keep takes the folder a span's files came back in, its "
+        "campaign.json among them"]
+    assert not (tmp_path / "state").exists()
