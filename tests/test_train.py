@@ -132,6 +132,19 @@ def test_a_fixed_seed_gives_identical_weights(data_plugin, tmp_path):
     assert not all(torch.equal(first[k], other[k]) for k in first)
 
 
+@pytest.mark.parametrize("mode", [torch.no_grad, lambda: torch.set_grad_enabled(False), torch.inference_mode],
+                         ids=["no_grad", "set_grad_enabled", "inference_mode"])
+def test_a_caller_without_gradients_trains_as_any_other_and_keeps_its_mode(data_plugin, tmp_path, mode):
+    from vaezoo.training.train import train_seeds
+
+    alone = train(card(), tmp_path / "a", max_steps=3).model.state_dict()
+    together = train_seeds(card(), tmp_path / "b", [0, 1], max_steps=3)[0].model.state_dict()
+    with mode():
+        assert_same_weights(alone, train(card(), tmp_path / "c", max_steps=3).model.state_dict())
+        assert_same_weights(together, train_seeds(card(), tmp_path / "d", [0, 1], max_steps=3)[0].model.state_dict())
+        assert not torch.is_grad_enabled()
+
+
 def test_resume_after_an_interruption_matches_an_uninterrupted_run(data_plugin, tmp_path):
     uninterrupted = train(card(), tmp_path / "whole", max_steps=10).model.state_dict()
 

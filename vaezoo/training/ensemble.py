@@ -751,7 +751,8 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
     per_epoch = {s.plan.per_epoch for s in stacks}  # members of other batch sizes count other epochs: none is shown
     reporter = Reporter(max(s.plan.total for s in stacks), min(m.step for m in members),
                         per_epoch.pop() if len(per_epoch) == 1 else None)
-    with distribution_checks(False), StopSignals(defer=True) as signals, reporter:
+    # a caller's torch.no_grad() or set_grad_enabled(False) holds no sway over the steps
+    with torch.enable_grad(), distribution_checks(False), StopSignals(defer=True) as signals, reporter:
         for s in stacks:
             for m in s.members:
                 begin = f"resuming at step {m.step} of" if m.saved is not None else "training"

@@ -216,7 +216,8 @@ def fit_single(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume:
     stop = plan.total if max_steps is None else min(plan.total, max_steps)
     model.train()
     reporter = Reporter(plan.total, seed.step, plan.per_epoch) if run.main else contextlib.nullcontext()
-    with distribution_checks(False), StopSignals(defer=True) as signals, reporter:
+    # a caller's torch.no_grad() or set_grad_enabled(False) holds no sway over the steps
+    with torch.enable_grad(), distribution_checks(False), StopSignals(defer=True) as signals, reporter:
         if run.main:  # from here on a signal stops the run with a checkpoint of the step it reached
             begin = f"resuming at step {seed.step} of" if seed.saved is not None else "training"
             note(f"{begin} {plan.total:,} steps ({plan.per_epoch:,} per epoch){until(stop, plan.total, seed.step)}, a "

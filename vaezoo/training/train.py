@@ -293,7 +293,9 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
                         for folder in dict.fromkeys([root, *(out for _, out, _ in runs)]):
                             held.enter_context(run_lock(folder))
                         check_layout(root, alone=_alone(runs))
-                    results = _train_held(runs, options, local)
+                    # under a caller's torch.inference_mode() the weights built here would be tensors no step changes
+                    with torch.inference_mode(False):
+                        results = _train_held(runs, options, local)
             except BaseException as exc:
                 if dist.is_initialized():
                     dist.destroy_process_group()
