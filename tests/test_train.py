@@ -145,6 +145,29 @@ def test_a_caller_without_gradients_trains_as_any_other_and_keeps_its_mode(data_
         assert not torch.is_grad_enabled()
 
 
+def test_training_leaves_the_callers_random_stream_as_it_found_it(data_plugin, tmp_path):
+    from vaezoo.assemble import build_model, load_dataset
+    from vaezoo.training.train import fit, train_seeds
+
+    toy = card()
+    model, images = build_model(toy), load_dataset(toy.train.data.name, split="train")
+    runs = {"train": lambda: train(toy, tmp_path / "a", max_steps=3),
+            "train_seeds": lambda: train_seeds(toy, tmp_path / "b", [0, 1], max_steps=3),
+            "fit": lambda: fit(model, images, toy, tmp_path / "c", max_steps=3)}
+    for name, run in runs.items():
+        torch.manual_seed(123)
+        expected = torch.rand(4)
+        torch.manual_seed(123)
+        run()
+        assert torch.equal(torch.rand(4), expected), name
+
+    torch.manual_seed(123)
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(Interrupt):
+        interrupt_at_batch(patch, 2)
+        train(toy, tmp_path / "d")
+    assert torch.equal(torch.rand(4), expected)
+
+
 def test_resume_after_an_interruption_matches_an_uninterrupted_run(data_plugin, tmp_path):
     uninterrupted = train(card(), tmp_path / "whole", max_steps=10).model.state_dict()
 

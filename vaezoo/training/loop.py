@@ -70,6 +70,12 @@ def start_run(device) -> Run:
     return Run(where.rank, where.world, torch.device(f"cuda:{where.local}" if cuda else "cpu"))
 
 
+def callers_rng_kept(device: torch.device) -> contextlib.AbstractContextManager:
+    """``torch.random.fork_rng`` of the CPU's random state and ``device``'s if it is a GPU: a run seeds them with
+    its recipe's seed and draws from them, and the caller finds them as they were once it returns or raises."""
+    return torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
+
+
 def end_run() -> None:
     """Leave the process group :func:`start_run` joined, once every process of the run has reached this point with
     its collectives done, and then their meeting point (:func:`vaezoo.training.launch.part`)."""

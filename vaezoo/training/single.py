@@ -32,8 +32,8 @@ from vaezoo.model import VAE, VAEOutput
 from vaezoo.regularizers.collectives import average_gradients, same_buffers, same_weights
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
-from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
-                                  diverged, epoch_order, last_good, make_optimizer,
+from vaezoo.training.loop import (Plan, Run, Streams, callers_rng_kept, check_before_training, check_run_folder,
+                                  device_store, diverged, epoch_order, last_good, make_optimizer,
                                   optimizer_step, precision_flags, resume_point, rng_state,
                                   same_on_every_rank, until)
 from vaezoo.training.auxiliary import TrainingParts
@@ -203,7 +203,9 @@ def fit(model: VAE, dataset: ImageDataset, card: Card, out: Path, resume: bool =
         TrainingError: the loss became NaN or inf, or the checkpoint cannot be resumed with this card.
         OutputError: a checkpoint cannot be written (e.g. the disk is full); the previous one stays.
     """
-    return fit_single(model, card, Path(out), dataset, resume, max_steps, run or Run()).step
+    run = run or Run()
+    with callers_rng_kept(run.device):
+        return fit_single(model, card, Path(out), dataset, resume, max_steps, run).step
 
 
 def fit_single(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume: bool, max_steps: int | None,
