@@ -168,6 +168,24 @@ def test_training_leaves_the_callers_random_stream_as_it_found_it(data_plugin, t
     assert torch.equal(torch.rand(4), expected)
 
 
+def test_a_caller_s_float64_default_trains_the_recipe_in_float32_and_stays_the_default(data_plugin, tmp_path):
+    from vaezoo.training.train import train_seeds
+
+    alone = train(card(), tmp_path / "a", max_steps=3)
+    together = train_seeds(card(), tmp_path / "b", [0, 1], max_steps=3)[0]
+    torch.set_default_dtype(torch.float64)
+    try:
+        wide_alone = train(card(), tmp_path / "c", max_steps=3)
+        wide_together = train_seeds(card(), tmp_path / "d", [0, 1], max_steps=3)[0]
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert_same_weights(alone.model.state_dict(), wide_alone.model.state_dict())
+    assert_same_weights(together.model.state_dict(), wide_together.model.state_dict())
+    with safe_open(next((tmp_path / "c").glob("*.safetensors")), "pt") as weights:
+        assert {weights.get_tensor(k).dtype for k in weights.keys()} == {torch.float32}
+
+
 def test_resume_after_an_interruption_matches_an_uninterrupted_run(data_plugin, tmp_path):
     uninterrupted = train(card(), tmp_path / "whole", max_steps=10).model.state_dict()
 

@@ -76,6 +76,19 @@ def callers_rng_kept(device: torch.device) -> contextlib.AbstractContextManager:
     return torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
 
 
+@contextlib.contextmanager
+def float32_default():
+    """torch's default dtype float32 for the block, put back after it: a recipe's run is built and steps in float32
+    (its ``precision`` says how a GPU computes that) whatever a caller's ``torch.set_default_dtype`` made it, so
+    that its weights, checkpoints and card are the recipe's."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def end_run() -> None:
     """Leave the process group :func:`start_run` joined, once every process of the run has reached this point with
     its collectives done, and then their meeting point (:func:`vaezoo.training.launch.part`)."""

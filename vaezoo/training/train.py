@@ -43,7 +43,7 @@ from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT
 from vaezoo.training.ensemble import fit_ensemble
 from vaezoo.training.launch import launch
-from vaezoo.training.loop import Plan, Run, callers_rng_kept, check_split, end_run, start_run
+from vaezoo.training.loop import Plan, Run, callers_rng_kept, check_split, end_run, float32_default, start_run
 from vaezoo.training.outputs import check_layout, prepare_out, remove_empty
 from vaezoo.training.publish import dropped, previous_card, publish, published, run_name
 from vaezoo.signals import Interrupted, StopSignals
@@ -295,7 +295,7 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
                         check_layout(root, alone=_alone(runs))
                     # under a caller's torch.inference_mode() the weights built here would be tensors no step changes;
                     # the recipe's seeds replace the random state only until the run returns
-                    with torch.inference_mode(False), callers_rng_kept(local.device):
+                    with torch.inference_mode(False), callers_rng_kept(local.device), float32_default():
                         results = _train_held(runs, options, local)
             except BaseException as exc:
                 if dist.is_initialized():
