@@ -818,6 +818,20 @@ def test_save_pretrained_writes_a_folder_that_loads_back(tmp_path):
         vaezoo.save_pretrained(other, tmp_path / "saved")
 
 
+def test_save_pretrained_leaves_torch_random_stream_as_it_was(tmp_path):
+    import torch
+
+    import vaezoo
+
+    card, _ = entry(tmp_path / "cards")
+    model = vaezoo.load(card)
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    vaezoo.save_pretrained(model, tmp_path / "saved")  # its config.json reads the latent's layout off a built model
+    assert torch.equal(torch.rand(4), expected)
+
+
 def test_from_pretrained_reads_the_folder_even_where_its_name_is_a_zoo_name(tmp_path, monkeypatch):
     """As documented (and as huggingface_hub does): a folder that exists by that name is read, not the zoo entry."""
     import warnings

@@ -230,16 +230,21 @@ def load_model(card: Card, device: str | torch.device | None = None, dtype: torc
     return model.eval() if pretrained or state_dict is not None else model
 
 
-def _initialised(card: Card, weighted: bool) -> VAE:
-    """:func:`build_model` of ``card``; when its weights are to be replaced (``weighted``) the initial values are
-    drawn from a copy of torch's random state, so that loading weights leaves the caller's ``torch.randn`` as it
-    was (as ``torch.manual_seed(0); vaezoo.load(...)`` followed by a draw expects)."""
+def build_aside(card: Card) -> VAE:
+    """:func:`build_model` of ``card`` with its initial values drawn from a copy of torch's random state: for a model
+    whose weights are to be replaced, or that is built only to read its structure, so that the caller's
+    ``torch.rand`` stream is left as it was (as ``torch.manual_seed(0); vaezoo.load(...)`` followed by a draw
+    expects)."""
     import torch
 
-    if not weighted:
-        return build_model(card)
     with torch.random.fork_rng(devices=[]):
         return build_model(card)
+
+
+def _initialised(card: Card, weighted: bool) -> VAE:
+    """:func:`build_model` of ``card``, aside (:func:`build_aside`) when its weights are to be replaced
+    (``weighted``): a fresh model draws its initial weights from the caller's stream, reproducibly."""
+    return build_aside(card) if weighted else build_model(card)
 
 
 def load_dataset(name: str, root: str | os.PathLike[str] | None = None, split: str = "train",
@@ -317,7 +322,7 @@ def third_party_plugins(card: Card, model: VAE | None = None) -> list[PluginInfo
         card: the card.
         model: the model ``card`` describes, if built already (else it is built, without weights).
     """
-    model = model if model is not None else build_model(card)
+    model = model if model is not None else build_aside(card)
     metrics = [registry("metric")[name] for name in card.eval_metrics]
     code = [registry("architecture")[card.architecture], registry("dataset")[card.train.data.name],
             *(getattr(m, "function", m) for m in metrics), *model.modules()]

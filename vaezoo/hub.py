@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vaezoo.assemble import build_model as _build_model
+from vaezoo.assemble import build_aside
 from vaezoo.assemble import load_model
 from vaezoo.context import truth_value
 from vaezoo.entries.catalog import get_card
@@ -104,7 +104,7 @@ def load(name: str | os.PathLike[str], device: str | torch.device | None = None,
     _refuse_other_spellings(model, "load")
     card = get_card(name)
     if model and pretrained is not False:
-        _build_model(_with_model(card, model))  # an argument the architecture does not take is named as such first
+        build_aside(_with_model(card, model))  # an argument the architecture does not take is named as such first
         raise TypeError(f"arguments {', '.join(model)} change the model the card's weights were trained as; give them "
                         f"with pretrained=False for a freshly initialised model")
     return load_model(_with_model(card, model) if model else card, device=device, dtype=dtype, pretrained=pretrained)

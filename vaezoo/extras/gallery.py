@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from vaezoo.assemble import build_model, card_dataset, load_model
+from vaezoo.assemble import build_aside, card_dataset, load_model
 from vaezoo.context import layout_text
 from vaezoo.data import check_data_root
 from vaezoo.entries.catalog import list_cards, parse_card
@@ -558,7 +558,7 @@ def _loss_marks(cards: list[Card]) -> dict[str, str]:
 
 def _latent_layout(card: Card) -> str:
     """The latent layout of the model ``card`` describes, from a freshly built (untrained) model."""
-    return layout_text(build_model(card).latent.layout())
+    return layout_text(build_aside(card).latent.layout())
 
 
 def _shown(value: object) -> object:

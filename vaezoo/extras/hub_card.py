@@ -44,9 +44,9 @@ def hub_config(card: Card) -> dict[str, Any]:
         (``{distribution: version}`` of the third-party plugins the model needs, :func:`plugin_requirements`),
         ``card`` (the card's file) and ``weights`` (file, sha256, size).
     """
-    from vaezoo.assemble import build_model, data_info
+    from vaezoo.assemble import build_aside, data_info
 
-    model = build_model(card)
+    model = build_aside(card)
     info = data_info(card)
     structure = model.latent.layout()
     layout = {"layout": layout_text(structure), "structure": [p.model_dump(exclude_none=True) for p in structure],
