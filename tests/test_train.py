@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shlex
+import signal
 
 import numpy as np
 import pytest
@@ -25,7 +27,7 @@ from vaezoo.errors import CardError, TrainingError
 from vaezoo.model import VAE
 from vaezoo.store.checksums import sha256_of
 from vaezoo.training.progress import Reporter
-from vaezoo.training.train import CHECKPOINT, train
+from vaezoo.training.train import CHECKPOINT, Interrupted, train
 
 
 def card(**train) -> Card:
@@ -184,6 +186,28 @@ def test_a_caller_s_float64_default_trains_the_recipe_in_float32_and_stays_the_d
     assert_same_weights(together.model.state_dict(), wide_together.model.state_dict())
     with safe_open(next((tmp_path / "c").glob("*.safetensors")), "pt") as weights:
         assert {weights.get_tensor(k).dtype for k in weights.keys()} == {torch.float32}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT], ids=["SIGHUP under nohup", "SIGINT of a job"])
+def test_a_stop_signal_the_process_ignores_stays_ignored_and_the_run_goes_on(data_plugin, tmp_path, monkeypatch,
+                                                                               signum):
+    batch, calls = ImageDataset.batch, []
+
+    def signalled(self, index, *args, **kwargs):
+        calls.append(index)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signum)
+        return batch(self, index, *args, **kwargs)
+
+    monkeypatch.setattr(ImageDataset, "batch", signalled)
+    before = signal.signal(signum, signal.SIG_IGN)
+    try:
+        assert train(card(), tmp_path / "a", max_steps=5).step == 5
+        assert signal.getsignal(signum) is signal.SIG_IGN
+    except Interrupted as stop:  # a KeyboardInterrupt, which would end the whole test session
+        pytest.fail(f"the ignored {stop} stopped the run")
+    finally:
+        signal.signal(signum, before)
 
 
 def test_resume_after_an_interruption_matches_an_uninterrupted_run(data_plugin, tmp_path):

@@ -1,5 +1,6 @@
 """Stop signals of a training run: SIGINT (Ctrl-C), SIGTERM and SIGHUP (its terminal closed) end the step under
-way, then the run. Every command stops on them as on Ctrl-C, so that what it was writing is cleaned up.
+way, then the run. Every command stops on them as on Ctrl-C, so that what it was writing is cleaned up. A signal
+the process was started ignoring stays ignored (``nohup vaezoo train ...`` goes on when its terminal closes).
 
 While the loop runs (:class:`StopSignals` with ``defer``), the first signal is only noted: the loop ends the
 step under way, writes a checkpoint of the step reached and raises :class:`Interrupted`. A second SIGINT
@@ -61,7 +62,8 @@ def raise_if_stopped() -> None:
 
 
 class StopSignals:
-    """Handles :data:`STOP_SIGNALS` in the main thread while in use, then gives back the previous handlers.
+    """Handles :data:`STOP_SIGNALS` in the main thread while in use, those the process does not ignore, then gives
+    back the previous handlers.
 
     With ``defer``, the first signal is only noted (``received``) for the loop to stop at the end of its
     step; a second SIGINT raises :class:`Interrupted` at once, a second SIGTERM or SIGHUP is ignored (the run
@@ -77,7 +79,9 @@ class StopSignals:
 
     def __enter__(self) -> Self:
         if threading.current_thread() is threading.main_thread():  # Python handles signals there only
-            self.previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
+            # one the process ignores stays ignored: SIGHUP under nohup, SIGINT of a shell script's background job
+            self.previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS
+                             if signal.getsignal(s) is not signal.SIG_IGN}
             if not self.defer:
                 _RAISING.append(self)
         return self
