@@ -83,8 +83,9 @@ def load(name: str | os.PathLike[str], device: str | torch.device | None = None,
             ``hf-hub:OWNER/REPO@REVISION`` (:func:`vaezoo.from_pretrained` takes the options of the Hub's).
         device: where to put the model (``"cpu"``, ``"cuda"``, ``torch.device``; ``"auto"``: the first
             accelerator this machine has, else the CPU); default CPU.
-        dtype: floating-point type of the parameters: ``torch.float32`` (default), ``float64``, ``float16`` or
-            ``bfloat16``; :meth:`~vaezoo.model.VAE.encode` converts images of any float dtype to it.
+        dtype: floating-point type of the parameters: ``torch.float32``, ``float64``, ``float16`` or ``bfloat16``;
+            default torch's default dtype (float32 unless ``torch.set_default_dtype`` changed it), as a
+            ``torch.nn`` module's; :meth:`~vaezoo.model.VAE.encode` converts images of any float dtype to it.
         pretrained: load the card's weights; False gives a freshly initialised model, in training mode.
         model: with ``pretrained=False``, arguments of the architecture over the card's ``[model]``, as
             :func:`build_model` takes them.
