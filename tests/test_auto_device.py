@@ -49,6 +49,8 @@ NOT_TAKING_AUTO = {
     "vaezoo.model.checked_codes": "checks that a latent family's codes are on the device it was given, the model's",
     "vaezoo.regularizers.total_correlation.log_importance_weights":
         "a tensor factory inside a regularizer's forward pass (which torch.compile traces), given a tensor's device",
+    "vaezoo.training.loop.callers_rng_kept":
+        "keeps the random state of the device a run already resolved, as a torch.device, across the run",
     "vaezoo.training.compiling.step_tensor":
         "the step number as a tensor beside the model's parameters, given the device the trainer already resolved",
     "vaezoo.metrics.codes.Images.batch": "a protocol, the type of the images the metrics' encoding reads: the methods "
