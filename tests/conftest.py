@@ -4,6 +4,7 @@ checkpoints."""
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -20,6 +21,16 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # and fits their metrics in the worker itself: a pool of fit processes per metric took most of a small
     # evaluation's time (tests/test_metric_speed.py sets its own jobs, to check that they change no score)
     os.environ.setdefault("VAEZOO_JOBS", "1")
+
+# The processes the tests start and stop with signals meet them as a terminal user's command does. A suite started
+# as a script's background job (`cmd &`) or under nohup inherits SIGINT or SIGHUP ignored, and vaezoo keeps a stop
+# signal its process was started ignoring ignored (tests/test_train.py checks that): a handler here instead (the
+# default's for SIGINT, none for SIGHUP, so that the suite still outlives a hangup) is reset to the default in
+# every program the tests start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
 
 @pytest.fixture(scope="session", autouse=True)
