@@ -285,7 +285,7 @@ def _import_uninterrupted(modules: list[str]) -> None:
             try:
                 importlib.import_module(module)
             except ImportError as exc:
-                raise VaezooError(f"cannot import {module}: {(str(exc).strip().splitlines() or [''])[0]}; "
+                raise VaezooError(f"cannot import {module}: {first_line(exc)}; "
                                   f"{_import_fix(module, exc)}") from None
     if held.received is not None:
         raise Interrupted(held.received)

@@ -13,7 +13,7 @@ import sys
 
 from vaezoo.data.base import DataInfo, Dataset, DataRoot, ImageDataset, ImageSize, data_root, download_advice
 from vaezoo.data.images import read_images
-from vaezoo.errors import DataError
+from vaezoo.errors import DataError, first_line
 
 URL = "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html"
 SPLITS = {"train": 162_770, "valid": 19_867, "test": 19_962, "all": 202_599}
@@ -49,7 +49,7 @@ def _not_found(where: DataRoot, exc: Exception) -> DataError:
     from torchvision.datasets import CelebA as Torchvision
 
     folder = where.path / Torchvision.base_folder
-    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    reason = first_line(exc) or type(exc).__name__
     if where.download:
         return DataError.about("could not download celeba into {folder} ({reason}); Google Drive often refuses it: "
                                "get img_align_celeba.zip and the list_*.txt and identity_CelebA.txt files from {url}, "

@@ -22,7 +22,7 @@ from vaezoo.devices import usable_device
 from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, fingerprint, recipe_differences
 from vaezoo.entries.recipe import recipe as card_recipe
 from vaezoo.entries.schema import PRECISION_NAMES, Card
-from vaezoo.errors import Phrase, TrainingError, WeightsError
+from vaezoo.errors import Phrase, TrainingError, WeightsError, first_line
 from vaezoo.store.files import atomic_save
 from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense, unusable
 from vaezoo.store.weights import is_safetensors
@@ -182,7 +182,7 @@ def read_checkpoint(path: Path, fix: str | Phrase, card: Card | None = None) -> 
         raise refused("cannot read checkpoint {path}: it is not a file of tensors and plain values saved by torch "
                       "(vaezoo never unpickles other Python objects)") from None
     except Exception as exc:  # noqa: BLE001 (a damaged or foreign file makes torch.load raise many kinds of errors)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc) or type(exc).__name__
         raise refused("cannot read checkpoint {path}: it is not a file torch.save wrote, or it is damaged "
                       "({problem})", problem=first) from None
 

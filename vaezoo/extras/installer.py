@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from vaezoo.errors import InstallError
+from vaezoo.errors import InstallError, first_line
 from vaezoo.terminal import note, shell_quote
 
 GROUP = "vaezoo"
@@ -170,7 +170,7 @@ def _package(package: object) -> str:
     try:
         Requirement(text)
     except InvalidRequirement as exc:
-        why = (str(exc).strip().splitlines() or ["not a requirement"])[0]
+        why = first_line(exc) or "not a requirement"
         raise InstallError(f"PACKAGE {package!r} is not a requirement pip can read ({why}), a URL or a path that "
                            f"exists; {fix}") from None
     return text

@@ -43,7 +43,7 @@ from torch.overrides import TorchFunctionMode
 
 from vaezoo.data import ImageDataset
 from vaezoo.entries.schema import Card
-from vaezoo.errors import Phrase, TrainingError, TrainingWarning
+from vaezoo.errors import Phrase, TrainingError, TrainingWarning, first_line
 from vaezoo.model import VAE
 from vaezoo.regularizers.base import UpdateBatch
 from vaezoo.terminal import note
@@ -693,7 +693,7 @@ class _CapturedStep:
                 stack.optimizer_step()
             captured = cls(graph, x, noise, step, losses.detach())
         except Exception as exc:  # noqa: BLE001 - whatever stops the capture, the step can still run eagerly
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            first = first_line(exc) or type(exc).__name__
             warnings.warn(f"the ensemble's step cannot be captured as a CUDA graph ({first}); it runs eagerly",
                           TrainingWarning, stacklevel=2)
             stack.graphs, captured = False, None

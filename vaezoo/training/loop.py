@@ -23,7 +23,8 @@ from torch import Tensor
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.schema import Card, TrainRecipe
-from vaezoo.errors import InputError, OutputError, Phrase, TrainingError, TrainingWarning, WeightsError
+from vaezoo.errors import (InputError, OutputError, Phrase, TrainingError, TrainingWarning, WeightsError,
+                           first_line)
 from vaezoo.latents.base import distribution_checks
 from vaezoo.store.files import remove_temporaries
 from vaezoo.store.weights import load_weights
@@ -166,7 +167,7 @@ def _refusal(load, state) -> str | None:
     try:
         load(state)
     except (KeyError, IndexError, TypeError, ValueError, RuntimeError, WeightsError) as exc:
-        return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return first_line(exc) or type(exc).__name__
     return None
 
 
@@ -414,7 +415,7 @@ def _check_objective(model: torch.nn.Module, x: Tensor, who: str, member: bool) 
             regularizer.register_forward_hook(
                 lambda _, __, terms, where=where: owners.update(dict.fromkeys(terms, where))
                 if isinstance(terms, Mapping) else None)
-        with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []), torch.no_grad(), \
+        with callers_rng_kept(x.device), torch.no_grad(), \
                 distribution_checks(True):
             for mode in (True, False):
                 out = trial.train(mode)(x, step=0)
@@ -423,7 +424,7 @@ def _check_objective(model: torch.nn.Module, x: Tensor, who: str, member: bool) 
     except ValueError as exc:
         if not _raised_in_distributions(exc):  # a part's own error (a param_size unlike what its posterior reads)
             raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc) or type(exc).__name__
         raise TrainingError(f"{who}: its objective takes a distribution outside its support ({first}); "
                             f"vaezoo.testing.check_regularizer and check_latent_family name the part") from None
 
