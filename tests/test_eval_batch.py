@@ -251,3 +251,15 @@ def test_an_interruption_after_the_cards_are_written_says_they_were_written(runs
     assert err.splitlines()[-2:] == [f"{count} written before the interruption, each whole: {cards}",
                                      "error: interrupted"]
     assert all("reconstruction" in metrics_of(folder) for folder in given)
+
+
+def test_a_batch_reads_the_zoo_once_to_name_the_runs_in_the_commands_it_records(runs, capsys, monkeypatch):
+    import vaezoo.entries.catalog as catalog
+
+    scans = []
+    scan = catalog._scan
+    monkeypatch.setattr(catalog, "_scan", lambda: scans.append(1) or scan())
+    code, _, err = cli(capsys, "eval", *map(str, runs), "--write")
+    assert code == 0, err
+    assert len(scans) == 1  # not one per run written: a zoo of thousands of cards would be read again per run
+    assert all("cluster_accuracy" in metrics_of(folder) for folder in runs)

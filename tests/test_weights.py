@@ -212,3 +212,18 @@ def test_a_damaged_weights_file_that_pip_installed_says_to_reinstall_its_distrib
         vaezoo.load(card)
     assert main(["verify", str(card)]) == 1
     assert remedy in capsys.readouterr().out
+
+
+def test_verify_of_many_names_reads_the_card_folders_once_not_once_per_name(cards, monkeypatch, capsys):
+    import vaezoo.entries.catalog as catalog
+
+    names = [f"tiny-{i}" for i in range(4)]
+    for seed, name in enumerate(names):
+        write_entry(cards, make_card(name=name), seed=seed)
+    looked_at = []
+    scan_one = catalog._scan_one
+    monkeypatch.setattr(catalog, "_scan_one", lambda path, *rest: looked_at.append(path.name) or scan_one(path, *rest))
+    assert main(["verify", *names]) == 0
+    assert capsys.readouterr().out.count(": ok ") == len(names)
+    assert {f"{name}.toml" for name in names} <= set(looked_at)
+    assert len(looked_at) == len(set(looked_at))  # each card file looked at once, not once per name given

@@ -17,7 +17,8 @@ import re
 import stat
 import tomllib
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -336,12 +337,38 @@ def card_dirs() -> list[Path]:
     return [directory for directory, _ in _sources()]
 
 
+_batch: list[Discovery | None] = []  # the scans of the open one_scan blocks, innermost last
+
+
+@contextmanager
+def one_scan() -> Iterator[None]:
+    """Within the block, every :func:`scan` (each lookup of a zoo name, each command recorded on a card) answers with
+    what the first one in it found: a command given many names, or writing many runs' cards, reads the card folders
+    once, not once per name, which grows as the names times the cards. A card written in the block is not seen by a
+    lookup in it; blocks nest, the outermost scan serving them all."""
+    _batch.append(_batch[-1] if _batch else None)
+    try:
+        yield
+    finally:
+        _batch.pop()
+
+
 def scan() -> Discovery:
     """Read every card of every card folder, keeping the usable ones and listing the others; never raises for a card.
 
     A card is skipped when it cannot be read, parsed or validated, or when an earlier card in search order
-    holds its name: a card outside the built-in zoo never shadows a built-in entry.
+    holds its name: a card outside the built-in zoo never shadows a built-in entry. Inside a :func:`one_scan`
+    block, the block's first scan.
     """
+    if not _batch:
+        return _scan()
+    if _batch[-1] is None:
+        _batch[:] = [_scan()] * len(_batch)
+    return _batch[-1]
+
+
+def _scan() -> Discovery:
+    """:func:`scan`, reading the card folders now."""
     from vaezoo.plugins import get_plugins
 
     global _scanned

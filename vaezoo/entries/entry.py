@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, checked_toml, differences, get_card,
-                                    parse_card, read_card, scan)
+                                    one_scan, parse_card, read_card, scan)
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, Phrase, VaezooError, WeightsError
@@ -308,7 +308,8 @@ def verify_names(names: Iterable[str] | None = None) -> list[tuple[str, str, str
     file that cannot be read (a :class:`~vaezoo.entries.catalog.CardWarning`) is a row too, :data:`SKIPPED`, its
     detail naming the file and why: its weights were not verified, and the others are."""
     if names:
-        cards, skipped = [get_card(n) for n in names], []
+        with one_scan():  # each name looked up in one read of the card folders
+            cards, skipped = [get_card(n) for n in names], []
     else:
         found = scan()  # the skipped are rows, not warnings
         cards, skipped = list(found.cards.values()), found.skipped

@@ -1,0 +1,93 @@
+"""Seconds per zoo name looked up by ``vaezoo verify NAME ...`` over a folder of thousands of cards.
+
+A command given many names reads the card folders once (:func:`vaezoo.entries.catalog.one_scan`), so the cost of
+one more name must not grow with the cards beside it. The cards are copies of a small card with one weights file,
+made in a temporary folder on ``VAEZOO_CARDS_PATH``.
+
+    python benchmarks/bench_lookups.py                      # 1,000 and 5,000 cards, 10 and 200 names
+    python benchmarks/bench_lookups.py --cards 20000 --names 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CARD = """\
+name = "{name}"
+architecture = "vae"
+summary = "a copy, for timing lookups"
+dataset = "mnist"
+paper = "none"
+license = "MIT"
+vaezoo_version = "0.1.0"
+
+[model]
+latent = {{ type = "gaussian", dim = 2 }}
+regularizers = [{{ type = "beta", beta = 1.0 }}]
+encoder = {{ type = "mlp_encoder", hidden = [8] }}
+decoder = {{ type = "mlp_decoder", hidden = [8] }}
+likelihood = "bernoulli"
+
+[train]
+epochs = 1
+batch_size = 128
+seed = 0
+
+[train.data]
+name = "mnist"
+
+[train.optimizer]
+name = "Adam"
+lr = 0.001
+
+[weights]
+file = "weights.safetensors"
+sha256 = "{sha256}"
+size = {size}
+"""
+WEIGHTS = b"not a model: verify only hashes it"
+
+
+def make_cards(folder: Path, count: int) -> list[str]:
+    """``count`` cards named ``lab-NNNNN`` in ``folder``, all naming one weights file there; their names."""
+    (folder / "weights.safetensors").write_bytes(WEIGHTS)
+    sha256 = hashlib.sha256(WEIGHTS).hexdigest()
+    names = [f"lab-{i:05d}" for i in range(count)]
+    for name in names:
+        (folder / f"{name}.toml").write_text(CARD.format(name=name, sha256=sha256, size=len(WEIGHTS)))
+    return names
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cards", type=int, nargs="+", default=[1000, 5000], help="cards in the folder")
+    parser.add_argument("--names", type=int, nargs="+", default=[10, 200], help="names given to one verify")
+    args = parser.parse_args()
+
+    from vaezoo.entries.entry import verify_names
+
+    for cards in args.cards:
+        with tempfile.TemporaryDirectory() as folder:
+            names = make_cards(Path(folder), cards)
+            os.environ["VAEZOO_CARDS_PATH"] = folder
+            verify_names(names[:1])  # every card read and validated once, as a first lookup does
+            times = []
+            for count in args.names:
+                start = time.perf_counter()
+                verify_names(names[:count])
+                times.append((count, time.perf_counter() - start))
+            said = "   ".join(f"{count} names {seconds:.3f} s" for count, seconds in times)
+            (few, first), (many, last) = times[0], times[-1]
+            per_name = (last - first) / (many - few) if many > few else float("nan")
+            print(f"{cards:>6} cards: {said}   each name more {per_name * 1000:.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
