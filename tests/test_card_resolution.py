@@ -74,6 +74,7 @@ def test_on_the_cards_path_the_run_lists_beside_the_whole_zoo(run_folder, monkey
 @pytest.mark.parametrize("cards, found", [
     ([], "found no *.toml file"),
     (["a", "b"], "found a.toml, b.toml"),
+    ([f"c{i}" for i in range(1200)], "found c0.toml, c1.toml, c10.toml and 1,197 more"),  # a folder of a lab's cards
 ])
 def test_a_folder_without_exactly_one_card_is_a_one_line_error(tmp_path, capsys, cards, found):
     folder = tmp_path / "folder"

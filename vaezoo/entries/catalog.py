@@ -720,19 +720,28 @@ def _no_single_card(folder: Path, tomls: list[Path]) -> str:
     """Why ``folder``, holding the card files ``tomls``, names no card, and what to give instead: the runs in it
     (the folder of ``vaezoo train --seeds`` or ``--sweep``), or the checkpoint of a run not finished yet."""
     if tomls:
-        return (f"folder {folder} must hold exactly one card, found {', '.join(p.name for p in tomls)}; give the "
-                f"card file's path")
+        return (f"folder {folder} must hold exactly one card, found {_first_few(p.name for p in tomls)}; give the "
+                f"card file's path, or put the folder on VAEZOO_CARDS_PATH to give its cards by name")
     runs = _runs_in(folder, RUN_DEPTH)
     if runs:
-        shown = ", ".join(str(folder / run) for run in runs[:3])
-        shown += f" and {len(runs) - 3} more" if len(runs) > 3 else ""
         return (f"folder {folder} holds no card of its own but {len(runs)} folder(s) holding one (as 'vaezoo train "
-                f"--seeds' or '--sweep' writes its runs): {shown}; give those")
+                f"--seeds' or '--sweep' writes its runs): {_first_few(str(folder / run) for run in runs)}; give those")
     if (folder / "checkpoint.pt").is_file():  # vaezoo.entries.checkpoints.CHECKPOINT (this module imports no torch)
         return (f"folder {folder} holds no card yet, only the checkpoint of a run that has not finished: finish it "
                 f"with 'vaezoo train CARD --out {folder} --resume', or measure the checkpoint with 'vaezoo eval CARD "
                 f"--checkpoint {folder / 'checkpoint.pt'}'")
     return f"folder {folder} must hold exactly one card, found no *.toml file; give the card file's path"
+
+
+NAMED_FILES = 3
+"""Files or folders an error names; a folder of thousands is said to hold that many more, not listed whole."""
+
+
+def _first_few(names: Iterable[str]) -> str:
+    """The first :data:`NAMED_FILES` of ``names`` joined by commas, and how many more there are."""
+    names = list(names)
+    more = len(names) - NAMED_FILES
+    return ", ".join(names[:NAMED_FILES]) + (f" and {more:,} more" if more > 0 else "")
 
 
 def _runs_in(folder: Path, depth: int) -> list[Path]:
