@@ -8,6 +8,7 @@ import copy
 import pytest
 from kit import make_card
 
+from vaezoo.cli import _show_warning
 from vaezoo.entries.recipe import ABSENT, RESUMED, SEEDED, Difference, check_recipe, differences, fingerprint, recipe
 from vaezoo.entries.schema import Card
 from vaezoo.errors import CardError, TrainingError
@@ -52,10 +53,14 @@ def test_one_check_for_every_recorded_run_in_its_own_words(tmp_path):
         check_recipe(Run("run b", card(batch_size=64)), mine)
 
 
-def test_a_checkpoint_older_than_recipes_resumes_with_a_warning(tmp_path):
+def test_a_checkpoint_older_than_recipes_resumes_with_a_warning_of_one_line(tmp_path, capsys):
     older = Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, None, None)
-    with pytest.warns(UserWarning, match=r"checkpoint .*checkpoint\.pt holds no recipe .* card 'tiny-blobs'"):
+    with pytest.warns(UserWarning, match=r"checkpoint .*checkpoint\.pt holds no recipe .* card 'tiny-blobs'") as said:
         check_recipe(older, card())
+    # the command line shows vaezoo's own warnings as one line: this one, a plain UserWarning, was shown as Python
+    # shows a library's, with the file, line number and source line of vaezoo's code that warned
+    _show_warning(said[0].message, said[0].category, said[0].filename, said[0].lineno)
+    assert capsys.readouterr().err.splitlines() == [f"warning: {said[0].message}"]
 
 
 def test_a_value_written_as_an_equal_number_of_another_type_is_the_same_recipe(tmp_path):

@@ -216,6 +216,11 @@ class TrainingWarning(UserWarning):
     eagerly rather than as a captured CUDA graph)."""
 
 
+class RecipeWarning(UserWarning):
+    """Something made from a recipe that records none (a checkpoint or run an older vaezoo wrote), taken as made from
+    the card's recipe since it cannot be checked against it."""
+
+
 class PublishWarning(UserWarning):
     """A finished run's card written without something that failed: a metric, or the label matching."""
 

@@ -222,8 +222,11 @@ def check_recipe(recorded: Recorded, card: Card) -> None:
     """
     theirs = recorded.recipe
     if theirs is None:
+        from vaezoo.errors import RecipeWarning
+
         warnings.warn(f"{recorded.label} holds no recipe (an older vaezoo wrote it), so it cannot be checked "
-                      f"against card '{card.name}'", stacklevel=2)
+                      f"against card '{card.name}'; it is taken as made from that card's recipe", RecipeWarning,
+                      stacklevel=2)
         return
     mine = recipe(card, recorded.leave_out)
     # equal values written otherwise (10 and 10.0, as --sweep takes them to be one card), and a part's setting
