@@ -236,3 +236,36 @@ def test_shape_accuracy_names_factors_it_cannot_score(change, message):
     with pytest.raises(MetricError, match=f"^shape_accuracy: .*{message}"):  # a NaN shape was scored as a class
         shape_accuracy(_small_jointvae(), data)
 
+
+
+def _labels_in_a_process(script: str, tmp_path):
+    """Run ``script`` in a fresh Python process in ``tmp_path``: the command's signal handling is process-wide."""
+    return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+
+def test_the_labels_command_stopped_by_sigterm_while_writing_says_so_and_leaves_the_card_whole(tmp_path):
+    """SIGTERM killed it with the default action (exit -15, no word), leaving the card's temporary file beside it."""
+    zoo = get_card("jointvae-original-mnist")
+    card = tmp_path / "mine.toml"
+    write_card(zoo.model_copy(update={"name": "mine", "sections": {}}), card)
+    before = card.read_bytes()
+    result = _labels_in_a_process(
+        "import os, signal, sys, numpy\n"
+        "import vaezoo.store.files as files, vaezoo_jointvae.labels as labels\n"
+        "labels.measure_matching = lambda *args: ('discrete0', numpy.arange(10), 0.5)\n"
+        "files.os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGTERM)  # while the card's new text is written\n"
+        "sys.exit(labels.main(['mine.toml', '--write']))\n", tmp_path)
+    assert (result.returncode, result.stderr) == (143, "error: stopped by SIGTERM\n")
+    assert card.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+
+
+def test_a_ctrl_c_once_the_labels_command_is_done_leaves_its_exit_code(tmp_path):
+    """A Ctrl-C during the interpreter's shutdown (torch's takes about a second) made a finished command fail."""
+    result = _labels_in_a_process(
+        "import atexit, os, runpy, signal, sys, time\n"
+        "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(0.2)))\n"
+        "sys.argv = ['labels', 'missing.toml']\n"
+        "runpy.run_module('vaezoo_jointvae.labels', run_name='__main__')\n", tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr

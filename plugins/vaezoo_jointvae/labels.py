@@ -10,9 +10,11 @@ card's ``cluster_accuracy``. ``--write`` stores it as ``[labels.PART]`` with thi
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from vaezoo.errors import DataError, VaezooError
+from vaezoo.signals import STOP_SIGNALS, StopSignals
 from vaezoo.terminal import printable, shell_join
 
 SUMMARY = "Measure which dataset label each category of a JointVAE stands for, and write it on the card."
@@ -49,8 +51,9 @@ def labels_command(ref: str, data_root=None, split: str = "test") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line: print the matching and its accuracy; ``--write`` stores it on the card. Ctrl-C ends it with
-    one line and exit code 130, as a shell gives."""
+    """The command line: print the matching and its accuracy; ``--write`` stores it on the card. Ctrl-C, SIGTERM and
+    SIGHUP end it as they end a ``vaezoo`` command: one line, exit code 128 + the signal's number (130 for Ctrl-C),
+    the card written whole or not at all."""
     parser = argparse.ArgumentParser(prog="python -m vaezoo_jointvae.labels", description=SUMMARY)
     parser.add_argument("card", help="a zoo name, a card file or a folder holding one card")
     parser.add_argument("--data-root", help="the folder holding the dataset (default: VAEZOO_DATA or vaezoo's)")
@@ -58,31 +61,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", help="torch device (default: cpu)")
     parser.add_argument("--write", action="store_true", help="store the matching on the card as [labels.PART]")
     args = parser.parse_args(argv)
+    stops = StopSignals(defer=False)  # SIGTERM and SIGHUP clean up as Ctrl-C does
     try:
-        from vaezoo.entries.catalog import card_reference, get_card
-        from vaezoo.entries.entry import check_writable, update_card
-        from vaezoo.version import __version__
-        from vaezoo_jointvae.sections import LabelMatching, Labels, card_labels
-
-        card = get_card(args.card)
-        path = check_writable(card) if args.write else None  # before the measuring, not after
-        part, matching, accuracy = measure_matching(card, args.data_root, args.split, args.device)
-        print(f"{card.name} {part}: category -> label {matching.tolist()}; accuracy on {args.split} {accuracy:.4f}")
-        if args.write:
-            command = labels_command(card_reference(card), args.data_root, args.split)
-            entry = LabelMatching(category_to_label=matching.tolist(), split=args.split, command=command,
-                                  vaezoo_version=__version__)
-            update_card(path, lambda now: now.model_copy(update={"sections": {
-                **now.sections, "labels": Labels({**card_labels(now), part: entry})}}))
-            print(f"wrote [labels.{part}] to {printable(str(path))}", file=sys.stderr)
+        with stops:
+            _run(args)
     except VaezooError as exc:
-        print(f"error: {printable(str(exc))}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # the card is written whole or not at all (update_card)
-        print("error: interrupted", file=sys.stderr)
-        return 130
+        if stops.received is None:
+            print(f"error: {printable(str(exc))}", file=sys.stderr)
+            return 1
+    except KeyboardInterrupt as exc:  # the card is written whole or not at all (update_card)
+        stops.received = stops.received or getattr(exc, "signal", signal.SIGINT)
+    if stops.received is not None:  # raised, or swallowed by code that caught it
+        said = "interrupted" if stops.received == signal.SIGINT else f"stopped by {signal.Signals(stops.received).name}"
+        print(f"error: {said}", file=sys.stderr)
+        return 128 + stops.received
     return 0
 
 
+def _run(args: argparse.Namespace) -> None:
+    """Measure the matching of the card ``args`` name, print it, and with ``--write`` store it on the card."""
+    from vaezoo.entries.catalog import card_reference, get_card
+    from vaezoo.entries.entry import check_writable, update_card
+    from vaezoo.version import __version__
+    from vaezoo_jointvae.sections import LabelMatching, Labels, card_labels
+
+    card = get_card(args.card)
+    path = check_writable(card) if args.write else None  # before the measuring, not after
+    part, matching, accuracy = measure_matching(card, args.data_root, args.split, args.device)
+    print(f"{card.name} {part}: category -> label {matching.tolist()}; accuracy on {args.split} {accuracy:.4f}")
+    if args.write:
+        command = labels_command(card_reference(card), args.data_root, args.split)
+        entry = LabelMatching(category_to_label=matching.tolist(), split=args.split, command=command,
+                              vaezoo_version=__version__)
+        update_card(path, lambda now: now.model_copy(update={"sections": {
+            **now.sections, "labels": Labels({**card_labels(now), part: entry})}}))
+        print(f"wrote [labels.{part}] to {printable(str(path))}", file=sys.stderr)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    for signum in STOP_SIGNALS:  # the interpreter's shutdown has nothing to clean up: a finished command stays so
+        signal.signal(signum, signal.SIG_IGN)
+    sys.exit(code)
