@@ -464,6 +464,25 @@ def test_resume_into_a_folder_holding_another_runs_card_is_refused(data_plugin, 
                           "resume with the --name the run was started with")
 
 
+def test_resume_of_a_run_an_earlier_vaezoo_named_after_its_card_names_the_name_to_resume_with(
+        data_plugin, tmp_path, capsys):
+    # vaezoo before --name wrote a run as CARD.toml beside a checkpoint of model, optimizer, rng_cpu and step; its
+    # resume with more epochs was told to give "the --name the run was started with", which that user never gave
+    card_path = write_toml(tmp_path / "tiny.toml", make_card("tiny"))
+    out = tmp_path / "run"
+    train(_card(), out, name="tiny-blobs", evaluate=False)
+    state = torch.load(out / CHECKPOINT, weights_only=True)
+    torch.save({key: state[key] for key in ("model", "optimizer", "rng_cpu", "step")}, out / CHECKPOINT)
+    code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume", "--epochs", "3")
+    assert code == 1
+    assert_one_line_error(stderr, "holds the card tiny-blobs.toml, not this run's tiny-blobs-run.toml",
+                          "resume with the --name tiny-blobs, the run was started with, or choose another --out")
+    code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume", "--epochs", "3",
+                          "--name", "tiny-blobs", "--no-eval")
+    assert code == 0, stderr
+    assert parse_card(out / "tiny-blobs.toml").train.epochs == 3
+
+
 # --- checkpoints that do not fit ------------------------------------------------------------------------------
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from pathlib import Path
 from vaezoo.entries.schema import Card
 from vaezoo.errors import OutputError, Phrase
 from vaezoo.store.files import folder_problem
+from vaezoo.terminal import shell_quote
 from vaezoo.entries.checkpoints import CHECKPOINT, check_recipe, read_checkpoint
 from vaezoo.training.loop import checkpoint_exists_error
 
@@ -47,12 +48,16 @@ def prepare_out(out: Path, name: str, resume: bool, card: Card | None = None) ->
     if resume:
         others = [c for c in cards if c != f"{name}.toml"]
         if others:
-            if card is not None and (out / CHECKPOINT).is_file():  # another card's run: say so as the resume would
+            resumable = card is not None and (out / CHECKPOINT).is_file()
+            if resumable:  # another card's run: say so as the resume would
                 fix = Phrase("remove it to start over, or choose another {out}")
                 check_recipe(read_checkpoint(out / CHECKPOINT, fix=fix), card)
+            # the one card beside a checkpoint of this recipe names the run (an earlier vaezoo, which had no --name,
+            # named it after its card): it is the name to resume with
+            started = f" {shell_quote(Path(others[0]).stem)}," if resumable and len(others) == 1 else ""
             raise OutputError.about("{out} {path} holds the card {others}, not this run's {card}.toml; resume with "
-                                    "the {name} the run was started with, or choose another {out}", path=out,
-                                    others=", ".join(others), card=name)
+                                    "the {name}{started} the run was started with, or choose another {out}",
+                                    path=out, others=", ".join(others), card=name, started=started)
         published = [f for f in (f"{name}.toml", f"{name}.safetensors") if (out / f).exists()]
         if published and not (out / CHECKPOINT).exists():  # starting afresh would replace them, metrics and all
             raise OutputError.about("{out} {path} holds the run's {published} but no {checkpoint} to resume from "
