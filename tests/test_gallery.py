@@ -367,6 +367,55 @@ def test_gallery_never_replaces_a_picture_it_did_not_write(tiny_zoo, tmp_path, c
     assert {"index.html", "tiny-trained.sample.png", "tiny-trained.traverse.png"} <= {p.name for p in site.iterdir()}
 
 
+EARLIER_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>vaezoo gallery</title>
+<style>
+  body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+  img { max-width: 100%; image-rendering: pixelated; }
+</style>
+</head>
+<body>
+<header>
+  <h1>vaezoo gallery</h1>
+  <p>2 models in the zoo, drawn with vaezoo 0.1.0.</p>
+  <nav>
+    <a href="#tiny-trained">tiny-trained</a>
+  </nav>
+</header>
+<article id="tiny-trained">
+  <figure>
+    <img src="tiny-trained.traverse.png" alt="Latent traversal of tiny-trained">
+  </figure>
+  <figure>
+    <img src="tiny-trained.sample.png" alt="Samples of tiny-trained">
+  </figure>
+</article>
+</body>
+</html>
+"""
+"""The page vaezoo gallery wrote before its pages carried a generator tag (2026-11-25), as it began."""
+
+
+def test_gallery_overwrites_the_page_and_pictures_an_earlier_vaezoo_gallery_wrote(tiny_zoo, tmp_path, capsys):
+    # the folder of a gallery drawn before the page had its generator tag was refused as "not a page vaezoo gallery
+    # wrote", so that the user's gallery could not be drawn again where it was
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text(EARLIER_PAGE)
+    for kind in ("traverse", "sample"):
+        (site / f"tiny-trained.{kind}.png").write_bytes(b"drawn by the earlier gallery")
+    assert main(["gallery", str(site), "--no-data"]) == 0, capsys.readouterr().err
+    assert 'content="vaezoo gallery ' in (site / "index.html").read_text()
+    assert (site / "tiny-trained.sample.png").read_bytes().startswith(b"\x89PNG")
+    (site / "index.html").write_text(EARLIER_PAGE.replace("<h1>vaezoo gallery</h1>", "<h1>my gallery</h1>"))
+    assert main(["gallery", str(site), "--no-data"]) == 1
+    assert "is not a page vaezoo gallery wrote" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_gallery_removes_the_pictures_an_earlier_gallery_drew_of_cards_it_no_longer_draws(tiny_zoo, tmp_path,
                                                                                          monkeypatch):

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 
 TEMPLATE = "gallery.html"
 GENERATOR = "vaezoo gallery"  # in the page's <meta name="generator">: a page vaezoo may overwrite
+EARLIER_PAGE = re.compile(rb"<title>vaezoo gallery</title>\n.*\n<header>\n  <h1>vaezoo gallery</h1>\n"
+                          rb"  <p>\d+ models? in the zoo, drawn with vaezoo [^<]*</p>\n", re.DOTALL)
+"""The head of a page an earlier vaezoo gallery wrote, before its pages carried the generator tag."""
 RECORD = ".vaezoo-gallery.json"
 """Beside the page: ``{"files": {NAME: [SHA256, ...]}}``, the files galleries wrote there and what each held."""
 SAMPLE_COLUMNS = 10
@@ -313,7 +316,8 @@ def _files_of_page(index: Path) -> set[str]:
         page = read_beside(index, RECORD_LIMIT) or b""
     except (OSError, VaezooError):  # a link, a FIFO, huge, unreadable: not known to be a gallery
         page = b""
-    if f'<meta name="generator" content="{GENERATOR} '.encode() not in page[:2048]:
+    head = page[:2048]
+    if f'<meta name="generator" content="{GENERATOR} '.encode() not in head and not EARLIER_PAGE.search(head):
         raise VaezooError(f"{index} exists and is not a page vaezoo gallery wrote; give a new or empty folder, "
                           f"or move that file away")
     return {unquote(name) for name in re.findall(r'<img src="([^"/]+)"', page.decode("utf-8", "replace"))}
