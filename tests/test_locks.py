@@ -498,3 +498,31 @@ def test_a_load_of_a_folder_saved_again_meanwhile_waits_for_the_save_and_reads_t
     reader.join(30)
     assert failed == [] and len(loaded) == 1
     assert all(torch.equal(v, second.state_dict()[k]) for k, v in loaded[0].state_dict().items())
+
+
+RUN_LOCKS = """
+import contextlib, resource, sys
+from pathlib import Path
+from vaezoo.errors import OutputError
+from vaezoo.store.locks import run_lock
+
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+with contextlib.ExitStack() as held:
+    try:
+        for cell in range(100):  # as a sweep holds its runs' folders
+            held.enter_context(run_lock(Path(sys.argv[1]) / f"beta={cell}" / "seed-0"))
+    except OutputError as exc:
+        print(exc)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_NOFILE is POSIX")
+def test_a_sweep_past_the_open_files_limit_names_the_limit_not_a_lock_file(tmp_path):
+    """Each run folder's lock file stays open while its run trains: 100 runs under 'ulimit -n 64' ran out of
+    descriptors, and the error said the lock's holder file was 'Too many open files, not a file vaezoo wrote'."""
+    done = subprocess.run([sys.executable, "-c", RUN_LOCKS, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    said = done.stdout.strip()
+    assert done.returncode == 0 and said.startswith("cannot lock "), done.stderr
+    assert "Too many open files (this process may hold 64 files open" in said and "'ulimit -n'" in said
+    assert "not a file vaezoo wrote" not in said and "move it away" not in said

@@ -18,6 +18,7 @@ from vaezoo.errors import OutputError, Phrase
 from vaezoo.signals import Interrupted, raise_if_stopped
 
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the disk or the user's quota is full; a file size limit
+TOO_MANY_OPEN = (errno.EMFILE, errno.ENFILE)  # the process's or the system's limit of open files: no file's fault
 
 
 def atomic_save(path: Path, write: Callable[[Path], object], fix: str | Phrase = "choose another output path") -> None:
@@ -337,7 +338,8 @@ def _open_beside(path: Path, flags: int) -> int:
 
     Raises:
         FileNotFoundError, NotADirectoryError: nothing is there (the caller says what that means).
-        OSError: the path is too long (the system's own words name it).
+        OSError: the path is too long, or the process or the system has as many files open as it may (the system's
+            own words name it).
         OutputError: something other than a file vaezoo may open stands there.
     """
     try:
@@ -345,7 +347,7 @@ def _open_beside(path: Path, flags: int) -> int:
     except (FileNotFoundError, NotADirectoryError):
         raise
     except OSError as exc:
-        if exc.errno == errno.ENAMETOOLONG:
+        if exc.errno == errno.ENAMETOOLONG or exc.errno in TOO_MANY_OPEN:
             raise
         raise _unreachable_folder(path) or _not_ours(path, _open_problem(path, exc)) from None
 

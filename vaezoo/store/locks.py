@@ -224,12 +224,26 @@ def _read_only(lock: Path) -> bool:
 def _unwritable(exc: OSError, guarded: Path, why: str, unwritable: Callable[[OSError], Exception] | None) -> Exception:
     """The error of a lock of ``guarded`` whose file cannot be made (``exc``; ``why`` says which file):
     ``unwritable``'s, or one naming the files and what to do."""
-    from vaezoo.store.files import FULL
+    from vaezoo.store.files import FULL, TOO_MANY_OPEN
 
+    if exc.errno in TOO_MANY_OPEN:  # no folder's fault: any other would fail alike
+        return OutputError(f"cannot lock {guarded}: {exc.strerror or exc} (this process may hold {_open_files_limit()} "
+                           f"files open, and it holds a lock file open for each run folder it writes, one per --seeds "
+                           f"and --sweep run); raise the limit with 'ulimit -n', or train fewer runs at once")
     if unwritable is not None:
         return unwritable(exc)
     fix = "make room on its disk, then run again" if exc.errno in FULL else "choose a folder you can write in"
     return OutputError(f"cannot write {guarded}: {exc.strerror or exc} ({why}); {fix}")
+
+
+def _open_files_limit() -> str:
+    """How many files this process may hold open ('ulimit -n'), in words."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return "only so many"
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return "any number of" if soft == resource.RLIM_INFINITY else f"{soft:,}"
 
 
 def folder_lock_file(folder: Path) -> Path:
