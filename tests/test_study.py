@@ -7,6 +7,8 @@ import os
 import shlex
 import shutil
 import signal
+import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -242,6 +244,20 @@ def test_a_ctrl_c_while_the_files_are_staged_leaves_no_temporary_file(tmp_path, 
     assert main(["study", str(tmp_path)]) == 130
     assert capsys.readouterr().err == "error: interrupted\n"
     assert _files(tmp_path) == before
+
+
+def test_the_temporary_files_of_a_study_killed_while_writing_are_removed_by_the_next(tmp_path):
+    """A study killed once its files were staged left each one's temporary file; the next never removed them, and
+    every kill added more (17 after 20 kills)."""
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, signal\n"
+        "from vaezoo.cli import main\n"
+        "os.replace = lambda *args: os.kill(os.getpid(), signal.SIGKILL)  # at the first rename\n"
+        f"main(['study', {str(tmp_path)!r}])\n")], capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # what the killed study left
+    assert main(["study", str(tmp_path)]) == 0
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
 def test_a_table_vaezoo_did_not_write_is_refused_and_nothing_is_written(tmp_path, capsys):

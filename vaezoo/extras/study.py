@@ -890,7 +890,8 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
 
     Everything is computed and checked before the first file is written, then written under the folder's run lock
     (:func:`vaezoo.store.locks.run_lock`; a second study into it is refused), each file through a temporary one
-    beside it, the files renamed into place back to back. The figures an earlier study drew there and this one does
+    beside it, the files renamed into place back to back; the temporary files a study killed there left are
+    removed first. The figures an earlier study drew there and this one does
     not are removed, as long as they hold what it wrote (:data:`RECORD`).
 
     Args:
@@ -906,7 +907,7 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
         OutputError: the folder or the page's folder takes no file.
     """
     from vaezoo.signals import Interrupted, StopSignals
-    from vaezoo.store.files import commit
+    from vaezoo.store.files import commit, remove_temporaries
     from vaezoo.store.locks import run_lock
 
     directory = Path(directory)
@@ -937,6 +938,8 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
         with run_lock(directory, "output path"):
             _refuse_foreign(directory, path, drawn)  # again: no other study writes there now
             earlier = WRITTEN.read(directory)
+            for target in [*files, *(directory / name for name in earlier), directory / RECORD]:
+                remove_temporaries(target)  # those a study killed while writing left: no other study writes here now
             with StopSignals(defer=True) as held:  # a Ctrl-C between a file's staging and its listing left it there
                 for target, content in files.items():
                     staged.append((_stage(target, content), target))
