@@ -494,6 +494,23 @@ def stopped_run(data_plugin, tmp_path):
     return card_path, out
 
 
+def test_resume_refuses_a_checkpoint_a_newer_vaezoo_wrote_with_what_it_holds_more_saying_to_upgrade(stopped_run,
+                                                                                                    capsys):
+    # a checkpoint holding state this vaezoo does not know (a newer one's scheduler, say) resumed without it, and
+    # its next checkpoint dropped it: a resumed run unlike the uninterrupted one, and no word of it
+    card_path, out = stopped_run
+    state = torch.load(out / CHECKPOINT, weights_only=True)
+    assert state["vaezoo_version"] == vaezoo.__version__
+    torch.save({**state, "scheduler": {"last_epoch": 5}, "vaezoo_version": "9.0.0"}, out / CHECKPOINT)
+    before = (out / CHECKPOINT).read_bytes()
+    code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume")
+    assert code == 1
+    assert_one_line_error(stderr, f"checkpoint {out / CHECKPOINT} holds 'scheduler', which this vaezoo "
+                                  f"{vaezoo.__version__} does not know: vaezoo 9.0.0 wrote it; upgrade vaezoo to "
+                                  f"read it")
+    assert (out / CHECKPOINT).read_bytes() == before
+
+
 @pytest.mark.parametrize(("change", "fragments"), [
     (lambda c: c["model"]["encoder"].update(hidden=[16]),
      ["was made from card 'tiny-blobs' with another recipe than card 'other'",

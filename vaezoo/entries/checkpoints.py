@@ -27,6 +27,7 @@ from vaezoo.store.files import atomic_save
 from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense, unusable
 from vaezoo.store.weights import is_safetensors
 from vaezoo.terminal import shell_quote
+from vaezoo.version import __version__
 
 CHECKPOINT = "checkpoint.pt"
 """The checkpoint's file name in a run's folder (``out``)."""
@@ -93,6 +94,10 @@ class Checkpoint:
                                    label=self.label, made=self.card, card=card.name, found=_shown(found, card.name))
 
 
+KEYS = frozenset({"model", "optimizer", "step", "rng_cpu", "rng_cuda", "rng_ranks", "card", "recipe", "fingerprint",
+                  "auxiliary", "vaezoo_version"})
+"""What a checkpoint holds; one of another key was written by a vaezoo that holds more in it."""
+
 OVERRIDDEN = frozenset({"train.seed", "train.precision"})
 """Recipe fields that an argument of a run sets over the card's (``--seed``, ``--precision``)."""
 
@@ -117,7 +122,8 @@ def write_checkpoint(path: Path, card: Card, model: torch.nn.Module, optimizer: 
     """
     recipe = card_recipe(card, RESUMED)
     state = {"model": model.state_dict(), "optimizer": optimizer, "step": step, **rng,
-             "card": card.name, "recipe": canonical(recipe), "fingerprint": fingerprint(recipe)}
+             "card": card.name, "recipe": canonical(recipe), "fingerprint": fingerprint(recipe),
+             "vaezoo_version": __version__}
     if auxiliary:
         state["auxiliary"] = auxiliary
 
@@ -194,6 +200,13 @@ def read_checkpoint(path: Path, fix: str | Phrase, card: Card | None = None) -> 
     for key in ("model", "optimizer", "step"):
         if key not in state:
             raise bad(f"it holds no '{key}'")
+    if unknown := [key for key in state if key not in KEYS]:
+        # what a newer vaezoo added to its checkpoints (a schedule's state, say) would be dropped by this one's resume
+        written = state.get("vaezoo_version")
+        by = f"vaezoo {written}" if isinstance(written, str) and written.isprintable() else "a newer vaezoo"
+        raise TrainingError.about("checkpoint {path} holds {unknown}, which this vaezoo {version} does not know: "
+                                  "{by} wrote it; upgrade vaezoo to read it", path=path, by=by, version=__version__,
+                                  unknown=", ".join(repr(key) for key in unknown))
     model = state["model"]
     if not isinstance(model, dict) or not all(isinstance(k, str) and torch.is_tensor(v) for k, v in model.items()):
         raise bad("its 'model' is not a state dict of tensors")
