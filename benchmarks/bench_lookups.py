@@ -1,8 +1,9 @@
-"""Seconds per zoo name looked up by ``vaezoo verify NAME ...`` over a folder of thousands of cards.
+"""Seconds per zoo name looked up by ``vaezoo verify NAME ...``, and by one ``get_card`` each, beside many cards.
 
 A command given many names reads the card folders once (:func:`vaezoo.entries.catalog.one_scan`), so the cost of
-one more name must not grow with the cards beside it. The cards are copies of a small card with one weights file,
-made in a temporary folder on ``VAEZOO_CARDS_PATH``.
+one more name must not grow with the cards beside it. A lookup on its own (``vaezoo.load(NAME)`` in a loop) looks at
+every card file again, to see changes, but reads only those that changed. The cards are copies of a small card with
+one weights file, made in a temporary folder on ``VAEZOO_CARDS_PATH``.
 
     python benchmarks/bench_lookups.py                      # 1,000 and 5,000 cards, 10 and 200 names
     python benchmarks/bench_lookups.py --cards 20000 --names 1000
@@ -52,6 +53,7 @@ sha256 = "{sha256}"
 size = {size}
 """
 WEIGHTS = b"not a model: verify only hashes it"
+LOOKUPS = 20
 
 
 def make_cards(folder: Path, count: int) -> list[str]:
@@ -70,6 +72,7 @@ def main() -> int:
     parser.add_argument("--names", type=int, nargs="+", default=[10, 200], help="names given to one verify")
     args = parser.parse_args()
 
+    from vaezoo.entries.catalog import get_card
     from vaezoo.entries.entry import verify_names
 
     for cards in args.cards:
@@ -85,7 +88,12 @@ def main() -> int:
             said = "   ".join(f"{count} names {seconds:.3f} s" for count, seconds in times)
             (few, first), (many, last) = times[0], times[-1]
             per_name = (last - first) / (many - few) if many > few else float("nan")
-            print(f"{cards:>6} cards: {said}   each name more {per_name * 1000:.2f} ms")
+            start = time.perf_counter()
+            for name in names[:LOOKUPS]:
+                get_card(name)
+            alone = (time.perf_counter() - start) / LOOKUPS
+            print(f"{cards:>6} cards: {said}   each name more {per_name * 1000:.2f} ms   one get_card "
+                  f"{alone * 1000:.1f} ms")
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from pathlib import Path
 
@@ -222,7 +223,8 @@ def test_verify_of_many_names_reads_the_card_folders_once_not_once_per_name(card
         write_entry(cards, make_card(name=name), seed=seed)
     looked_at = []
     scan_one = catalog._scan_one
-    monkeypatch.setattr(catalog, "_scan_one", lambda path, *rest: looked_at.append(path.name) or scan_one(path, *rest))
+    monkeypatch.setattr(catalog, "_scan_one",
+                        lambda path, *rest: looked_at.append(os.path.basename(path)) or scan_one(path, *rest))
     assert main(["verify", *names]) == 0
     assert capsys.readouterr().out.count(": ok ") == len(names)
     assert {f"{name}.toml" for name in names} <= set(looked_at)

@@ -376,16 +376,16 @@ def _scan() -> Discovery:
     cards: dict[str, Card] = {}
     builtin: set[str] = set()
     skipped: list[SkippedCard] = []
-    seen: dict[Path, _Scanned] = {}
+    seen: dict[str, _Scanned] = {}
     for directory, is_builtin in _sources():
-        for path in sorted(directory.glob("*.toml")):
+        for path in _card_files(directory):
             card = _scan_one(path, sections, seen)
             if isinstance(card, SkippedCard):
                 skipped.append(card)
                 continue
             if card.name in cards:
                 kept = "the built-in zoo entry" if card.name in builtin else "the card found first"
-                skipped.append(SkippedCard(path, card.name, f"name '{card.name}' is already taken by "
+                skipped.append(SkippedCard(Path(path), card.name, f"name '{card.name}' is already taken by "
                                                             f"{cards[card.name].path}; {kept} is kept"))
                 continue
             cards[card.name] = card
@@ -393,6 +393,18 @@ def _scan() -> Discovery:
                 builtin.add(card.name)
     _scanned = seen
     return Discovery(cards, skipped, frozenset(builtin))
+
+
+def _card_files(directory: Path) -> list[str]:
+    """The paths of the ``*.toml`` entries of ``directory`` in name order, as ``sorted(directory.glob("*.toml"))``
+    lists them (none where it cannot be listed), but as text: a lookup by name lists every card folder, and making
+    and sorting a ``Path`` for each of thousands of unchanged cards cost more than looking at the files."""
+    try:
+        with os.scandir(directory) as entries:
+            names = [entry.name for entry in entries if entry.name.endswith(".toml")]
+    except OSError:
+        return []
+    return [os.path.join(directory, name) for name in sorted(names, key=os.path.normcase)]
 
 
 class _Scanned(NamedTuple):
@@ -404,10 +416,10 @@ class _Scanned(NamedTuple):
     card: Card | SkippedCard
 
 
-_scanned: dict[Path, _Scanned] = {}  # a lookup by name scans every folder; an unchanged file is not read again
+_scanned: dict[str, _Scanned] = {}  # a lookup by name scans every folder; an unchanged file is not read again
 
 
-def _scan_one(path: Path, sections: object, seen: dict[Path, _Scanned]) -> Card | SkippedCard:
+def _scan_one(path: str, sections: object, seen: dict[str, _Scanned]) -> Card | SkippedCard:
     """The card in ``path``, or why it is skipped: read again only where the file changed since the last scan
     (its device, inode, size, modification or change time) or the plugins' card sections did."""
     try:
@@ -419,14 +431,15 @@ def _scan_one(path: Path, sections: object, seen: dict[Path, _Scanned]) -> Card 
     if last is not None and last.stat == now and last.sections is sections:
         seen[path] = last
         return last.card
-    name = path.stem
+    file = Path(path)
+    name = file.stem
     try:
-        raw = _read(path)
+        raw = _read(file)
         if isinstance(raw.get("name"), str):
             name = raw["name"]
-        card: Card | SkippedCard = _validate(raw, path)
+        card: Card | SkippedCard = _validate(raw, file)
     except _Unfit as exc:
-        card = SkippedCard(path, name, str(exc))
+        card = SkippedCard(file, name, str(exc))
     if info is not None and stat.S_ISREG(info.st_mode):
         seen[path] = _Scanned(now, sections, card)
     return card
