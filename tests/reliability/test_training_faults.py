@@ -476,7 +476,7 @@ def test_resume_of_a_run_an_earlier_vaezoo_named_after_its_card_names_the_name_t
     code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume", "--epochs", "3")
     assert code == 1
     assert_one_line_error(stderr, "holds the card tiny-blobs.toml, not this run's tiny-blobs-run.toml",
-                          "resume with the --name tiny-blobs, the run was started with, or choose another --out")
+                          "resume with --name tiny-blobs, the run's name, or choose another --out")
     code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume", "--epochs", "3",
                           "--name", "tiny-blobs", "--no-eval")
     assert code == 0, stderr

@@ -54,10 +54,11 @@ def prepare_out(out: Path, name: str, resume: bool, card: Card | None = None) ->
                 check_recipe(read_checkpoint(out / CHECKPOINT, fix=fix), card)
             # the one card beside a checkpoint of this recipe names the run (an earlier vaezoo, which had no --name,
             # named it after its card): it is the name to resume with
-            started = f" {shell_quote(Path(others[0]).stem)}," if resumable and len(others) == 1 else ""
+            how = "{name} {run}, the run's name," if resumable and len(others) == 1 else \
+                "the {name} the run was started with,"
             raise OutputError.about("{out} {path} holds the card {others}, not this run's {card}.toml; resume with "
-                                    "the {name}{started} the run was started with, or choose another {out}",
-                                    path=out, others=", ".join(others), card=name, started=started)
+                                    + how + " or choose another {out}", path=out, others=", ".join(others), card=name,
+                                    run=shell_quote(Path(others[0]).stem))
         published = [f for f in (f"{name}.toml", f"{name}.safetensors") if (out / f).exists()]
         if published and not (out / CHECKPOINT).exists():  # starting afresh would replace them, metrics and all
             raise OutputError.about("{out} {path} holds the run's {published} but no {checkpoint} to resume from "
