@@ -269,6 +269,28 @@ def test_a_gallery_cut_short_leaves_the_gallery_there_as_it_was(tiny_zoo, tmp_pa
     assert not [p for p in site.iterdir() if p.name.startswith(".gallery.")]
 
 
+def test_the_temporary_files_of_a_gallery_killed_while_moving_its_files_in_are_removed_by_the_next(tiny_zoo,
+                                                                                                     tmp_path):
+    """A gallery killed once its pictures were in place, writing its page, left the page's temporary file, and
+    the next gallery never removed it (nor those of its pictures and record)."""
+    site = tmp_path / "site"
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, signal\n"
+        "import vaezoo.store.files as files\n"
+        "from vaezoo.extras.gallery import build_gallery\n"
+        "real = files.commit\n"
+        "def commit(staged, *args):\n"
+        "    if staged[0][1].name == 'index.html':\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return real(staged, *args)\n"
+        "files.commit = commit\n"
+        f"build_gallery({str(site)!r}, use_data=False)\n")], capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr
+    assert [p.name for p in site.iterdir() if p.name.startswith(".index.html.")]  # what the killed gallery left
+    build_gallery(site, use_data=False)
+    assert [p.name for p in site.iterdir() if p.name.endswith(".tmp")] == []
+
+
 @pytest.mark.slow
 def test_gallery_images_match_vaezoo_show(tiny_zoo, tmp_path):
     site = tmp_path / "site"

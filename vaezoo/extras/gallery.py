@@ -160,7 +160,7 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     """
     from vaezoo.devices import usable_device
     from vaezoo.store.checksums import sha256_of
-    from vaezoo.store.files import atomic_write
+    from vaezoo.store.files import atomic_write, remove_temporaries
     from vaezoo.store.locks import run_lock
     from vaezoo.version import __version__
 
@@ -175,6 +175,9 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
         _refuse_foreign(directory, cards, _files_of_page(path) | set(earlier))  # again: no other gallery writes now
         plots = _nameable(seed_plots(cards))
         refuse_foreign_plots(plots, directory)
+        pictures = [f"{card.name}.{kind}.png" for card in cards if card.weights is not None for kind in PICTURES]
+        for name in {*earlier, *pictures, *(plot.file for plot in plots), path.name, RECORD}:
+            remove_temporaries(directory / name)  # those a gallery killed while moving its files in left
         # a gallery cut short leaves the one there as it was
         with _staging(directory) as stage, named_in(directory, stage):
             write_seed_plots(plots, stage)
