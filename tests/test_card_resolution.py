@@ -514,3 +514,24 @@ def test_a_file_here_named_as_a_plugin_file_is_that_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_card(tmp_path / "methods:mine", make_card(name="mine"))
     assert get_card("methods:mine/mine.toml").name == "mine"
+
+
+def test_one_scan_serves_the_lookups_of_its_block_and_thread_only(cards, monkeypatch):
+    """A batch's lookups share one read of the card folders; another thread's, and those after the block, see a
+    card written meanwhile."""
+    import threading
+
+    from vaezoo.entries import catalog
+
+    write_card(cards, make_card(name="first"))
+    with catalog.one_scan():
+        assert "first" in catalog.scan().cards
+        write_card(cards, make_card(name="second"))
+        with catalog.one_scan():
+            assert "second" not in catalog.scan().cards
+        seen = []
+        thread = threading.Thread(target=lambda: seen.append("second" in catalog.scan().cards))
+        thread.start()
+        thread.join()
+        assert seen == [True]
+    assert "second" in catalog.scan().cards

@@ -19,6 +19,7 @@ import tomllib
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -337,7 +338,8 @@ def card_dirs() -> list[Path]:
     return [directory for directory, _ in _sources()]
 
 
-_batch: list[Discovery | None] = []  # the scans of the open one_scan blocks, innermost last
+_held_scan: ContextVar[list[Discovery] | None] = ContextVar("vaezoo_one_scan", default=None)
+"""The open :func:`one_scan` block's scan, once made; per thread, so that another thread's lookups stay fresh."""
 
 
 @contextmanager
@@ -345,12 +347,15 @@ def one_scan() -> Iterator[None]:
     """Within the block, every :func:`scan` (each lookup of a zoo name, each command recorded on a card) answers with
     what the first one in it found: a command given many names, or writing many runs' cards, reads the card folders
     once, not once per name, which grows as the names times the cards. A card written in the block is not seen by a
-    lookup in it; blocks nest, the outermost scan serving them all."""
-    _batch.append(_batch[-1] if _batch else None)
+    lookup in it; a block inside another is served by the outer one's scan."""
+    if _held_scan.get() is not None:
+        yield
+        return
+    token = _held_scan.set([])
     try:
         yield
     finally:
-        _batch.pop()
+        _held_scan.reset(token)
 
 
 def scan() -> Discovery:
@@ -360,11 +365,12 @@ def scan() -> Discovery:
     holds its name: a card outside the built-in zoo never shadows a built-in entry. Inside a :func:`one_scan`
     block, the block's first scan.
     """
-    if not _batch:
+    held = _held_scan.get()
+    if held is None:
         return _scan()
-    if _batch[-1] is None:
-        _batch[:] = [_scan()] * len(_batch)
-    return _batch[-1]
+    if not held:
+        held.append(_scan())
+    return held[0]
 
 
 def _scan() -> Discovery:
