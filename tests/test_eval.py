@@ -72,7 +72,7 @@ def test_check_refuses_a_card_without_metrics(trained, capsys):
     capsys.readouterr()
     assert main(["eval", str(trained), "--check"]) == 1
     [line] = error_lines(capsys.readouterr().err)
-    assert "has no metrics to check against" in line
+    assert line.endswith(f"has no metrics to check against; record them first with vaezoo eval {trained} --write")
 
 
 def metric(value: float) -> Metric:

@@ -153,7 +153,9 @@ class EvalReport:
             MetricError: ``tolerance`` is not a finite number of at least 0.
         """
         if not self.card.metrics:
-            raise CardError(f"card '{self.card.name}' has no metrics to check against; 'vaezoo train' writes them")
+            record = eval_command(card_reference(self.card, self.named), self.data_root, self.metrics)
+            raise CardError(f"card '{self.card.name}' has no metrics to check against; record them first with "
+                            f"{record} --write")
         checked = self.checked
         if not checked:
             raise CardError(f"card '{self.card.name}' has none of {', '.join(self.metrics or ())} to check against; "
