@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from vaezoo.context import LatentPart
-from vaezoo.entries.catalog import card_reference, check_card, list_cards, parse_card
+from vaezoo.entries.catalog import card_reference, check_card, list_cards, one_scan, parse_card
 from vaezoo.entries.entry import fetch, fetch_verified, write_card, write_entry
 from vaezoo.entries.huggingface import COMMIT, hub, revision_problem, timed_out, translated
 from vaezoo.entries.schema import HUB_PREFIX, Card, Weights
@@ -221,34 +221,35 @@ def stage_collection(cards: Iterable[Card], owner: str, folder: Path) -> list[Pa
     """
     hub(OutputError, "vaezoo push")  # said before any download: the model card needs huggingface_hub
     files, manifest, staged = [], {}, []
-    for card in cards:
-        if card.weights is None:
-            continue
-        if card.name in (COLLECTION_FILE, MANIFEST_FILE):
-            note(f"push --all: card {card.name} ({card.path}) skipped: its folder would take the place of the "
-                 f"collection's {card.name}; rename the card to stage it")
-            continue
-        repo_id = f"{owner}/{card.name}"
-        problem = repo_problem(repo_id)
-        if problem is not None:
-            note(f"push --all: card {card.name} ({card.path}) skipped: the Hub takes no repository named {repo_id} "
-                 f"({problem}); rename the card to stage it")
-            continue
-        try:
-            source = fetch(card)  # verified: the bytes an upload reads are the card's
-            written = write_folder(card, None, folder / card.name, repo_id)
-        except OutputError:  # the folder refuses files: no other card fares better
-            raise
-        except VaezooError as exc:  # this card's own problem: the others are staged
-            note(f"push --all: card {card.name} ({card.path}) skipped: {exc}")
-            continue
-        staged.append(card)
-        shown = [_described(path) for path in written]
-        shown.insert(1, {"path": f"{card.name}.safetensors", "size": card.weights.size,
-                         "sha256": card.weights.sha256, "source": str(source)})
-        manifest[repo_id] = {"folder": card.name, "push": shell_join(["vaezoo", "push", card_reference(card),
-                                                                      repo_id], for_terminal=False), "files": shown}
-        files += written
+    with one_scan():  # each card's push command named after one read of the zoo, not one per card
+        for card in cards:
+            if card.weights is None:
+                continue
+            if card.name in (COLLECTION_FILE, MANIFEST_FILE):
+                note(f"push --all: card {card.name} ({card.path}) skipped: its folder would take the place of the "
+                     f"collection's {card.name}; rename the card to stage it")
+                continue
+            repo_id = f"{owner}/{card.name}"
+            problem = repo_problem(repo_id)
+            if problem is not None:
+                note(f"push --all: card {card.name} ({card.path}) skipped: the Hub takes no repository named {repo_id} "
+                     f"({problem}); rename the card to stage it")
+                continue
+            try:
+                source = fetch(card)  # verified: the bytes an upload reads are the card's
+                written = write_folder(card, None, folder / card.name, repo_id)
+            except OutputError:  # the folder refuses files: no other card fares better
+                raise
+            except VaezooError as exc:  # this card's own problem: the others are staged
+                note(f"push --all: card {card.name} ({card.path}) skipped: {exc}")
+                continue
+            staged.append(card)
+            shown = [_described(path) for path in written]
+            shown.insert(1, {"path": f"{card.name}.safetensors", "size": card.weights.size,
+                             "sha256": card.weights.sha256, "source": str(source)})
+            manifest[repo_id] = {"folder": card.name, "push": shell_join(["vaezoo", "push", card_reference(card),
+                                                                          repo_id], for_terminal=False), "files": shown}
+            files += written
     collection = {"title": COLLECTION_TITLE, "namespace": owner,
                   "description": "Every model of the vaezoo zoo: disentangled VAEs with their cards, verified "
                                  "weights and the commands that measured their metrics.",
