@@ -424,3 +424,53 @@ def test_a_conversion_stopped_before_its_card_leaves_no_weights_and_runs_again(t
     capsys.readouterr()
     assert main(args) == 0
     assert parse_card(Path(capsys.readouterr().out.strip())).name == "jointvae-original-mnist-converted"
+
+
+def _convert_killed_at_rename(number: int, checkpoint: Path, out: Path) -> None:
+    """Run ``vaezoo convert`` in a process killed (SIGKILL) at its ``number``-th rename: 1 puts the weights in place,
+    2 the card."""
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, signal\n"
+        "from vaezoo.cli import main\n"
+        "real, renames = os.replace, []\n"
+        "def replace(*args):\n"
+        "    renames.append(args)\n"
+        f"    if len(renames) == {number}:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return real(*args)\n"
+        "os.replace = replace\n"
+        f"main(['convert', 'jointvae-original', {str(checkpoint)!r}, '--dataset', 'mnist', '--out', {str(out)!r}])\n"
+    )], capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -9, killed.stderr
+
+
+def test_a_convert_killed_before_its_renames_leaves_temporary_files_the_next_one_removes(tmp_path, capsys):
+    """Each kill left the weights' temporary file (2.7 MB for MNIST) and the card's in --out, and the convert run
+    again there kept them."""
+    write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10])
+    out = tmp_path / "out"
+    _convert_killed_at_rename(1, tmp_path / "model.pt", out)
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")]  # what the killed convert left
+    assert main(["convert", "jointvae-original", str(tmp_path / "model.pt"), "--dataset", "mnist", "--out",
+                 str(out)]) == 0
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []
+    assert vaezoo.load(out) is not None
+
+
+def test_a_convert_killed_between_its_weights_and_its_card_is_named_so_by_the_next(tmp_path, capsys):
+    """The next convert said the folder held 'the files of another run'."""
+    write_checkpoint(tmp_path / "model.pt", "mnist", 10, [10])
+    out = tmp_path / "out"
+    _convert_killed_at_rename(2, tmp_path / "model.pt", out)
+    capsys.readouterr()
+    assert main(["convert", "jointvae-original", str(tmp_path / "model.pt"), "--dataset", "mnist", "--out",
+                 str(out)]) == 1
+    weights = "jointvae-original-mnist-converted.safetensors"
+    assert capsys.readouterr().err == (
+        f"error: --out {out} holds {weights} without its card jointvae-original-mnist-converted.toml (a run stopped "
+        f"between writing the two, or another file of that name); remove that file, or choose another --out\n")
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [weights]
+    (out / weights).unlink()  # as the message says
+    assert main(["convert", "jointvae-original", str(tmp_path / "model.pt"), "--dataset", "mnist", "--out",
+                 str(out)]) == 0
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []

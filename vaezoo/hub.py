@@ -220,6 +220,7 @@ def convert(converter: str, checkpoint: str | os.PathLike, dataset: str, out: st
     from vaezoo.assemble import converter as registered
     from vaezoo.entries.catalog import new_card_name
     from vaezoo.entries.checkpoints import refuse_training_checkpoint
+    from vaezoo.store.files import remove_temporaries
     from vaezoo.store.locks import refuse_finished_run, run_lock
 
     default = f"{converter}-{dataset}-converted".lower().replace("_", "-")
@@ -230,5 +231,8 @@ def convert(converter: str, checkpoint: str | os.PathLike, dataset: str, out: st
     out = Path(out).expanduser()  # '~/runs/x' in the home folder, as a card's path reads it
     refuse_finished_run(out, name)  # before the folder is made: a file in its place is named as such
     with run_lock(out):
+        if not (out / f"{name}.toml").exists():  # no card there, so no card update either: nobody else writes these
+            for target in (out / f"{name}.safetensors", out / f"{name}.toml"):
+                remove_temporaries(target)  # those a convert killed while writing left
         refuse_finished_run(out, name)  # again, now that no other run can write there
         return convert_with(checkpoint, out, dataset=dataset, name=name)

@@ -167,6 +167,7 @@ def _remove_if_unused(made: list[Path], folder: Path) -> None:
 
 def refuse_finished_run(out: Path, name: str, what: str = "{out}") -> None:
     """Refuse ``out`` if it holds a run already: a card (``*.toml``), ``NAME.safetensors`` or a checkpoint.
+    ``NAME.safetensors`` alone is named as what a run stopped between writing its weights and its card leaves.
 
     ``what`` names the folder in messages, as for :func:`run_lock`.
 
@@ -179,6 +180,10 @@ def refuse_finished_run(out: Path, name: str, what: str = "{out}") -> None:
     found = sorted(p.name for p in out.glob("*.toml")) + [
         # checkpoint.pt: vaezoo.entries.checkpoints.CHECKPOINT
         f for f in (f"{name}.safetensors", "checkpoint.pt") if (out / f).exists()]
+    if found == [f"{name}.safetensors"]:  # the weights are renamed into place just before their card
+        raise OutputError.about(f"{what} {{path}} holds {{weights}} without its card {{card}} (a run stopped between "
+                                f"writing the two, or another file of that name); remove that file, or choose "
+                                f"another {what}", path=out, weights=found[0], card=f"{name}.toml")
     if found:
         raise OutputError.about(f"{what} {{path}} already holds {{found}}, the files of another run; choose "
                                 f"another {what}", path=out, found=", ".join(found))
