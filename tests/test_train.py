@@ -464,6 +464,24 @@ def test_name_names_the_completed_card(data_plugin, tmp_path, capsys):
     assert parse_card(tmp_path / "out" / "my-bars.toml").name == "my-bars"
 
 
+
+def test_the_runs_of_a_sweep_left_unmeasured_are_named_after_one_read_of_the_zoo(data_plugin, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """Each run's line gives the command that measures it, which names the run as the zoo finds it: the card
+    folders were read twice for each run, beside thousands of cards a cost that grew as the runs times the cards."""
+    from vaezoo.entries import catalog
+
+    path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
+    out = tmp_path / "out"
+    scans = []
+    scan_now = catalog._scan
+    monkeypatch.setattr(catalog, "_scan", lambda: scans.append(1) or scan_now())
+    assert main(["train", str(path), "--out", str(out), "--seeds", "0-3", "--no-eval"]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "not evaluated" in line]
+    assert said == [f"{out / f'seed-{seed}'}: not evaluated; measure it with: vaezoo eval {out / f'seed-{seed}'} "
+                    f"--write" for seed in range(4)]
+    assert len(scans) == 2  # the run's new card name checked, then every run's line: not two reads per run
+
 def test_no_eval_leaves_the_metrics_to_the_command_it_prints(data_plugin, tmp_path, capsys):
     path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
     out = tmp_path / "out"
