@@ -393,3 +393,15 @@ def test_an_output_path_that_is_no_folder_is_named_with_the_fix(tmp_path, capsys
     assert capsys.readouterr().err == (f"error: cannot write in output path {tmp_path / where}: {tmp_path / 'afile'} "
                                        f"is a file, not a folder; choose another output path\n")
     assert (tmp_path / "afile").read_text() == "mine"
+
+
+def test_the_sources_are_looked_up_in_one_read_of_the_zoo(tmp_path, monkeypatch):
+    """Each source was looked up in the card folders twice (is it a zoo name? then its card): 'vaezoo study DIR
+    runs/*/*/' of 200 run folders beside 5,000 cards read them 200 times, 13.6 of its 14.2 s."""
+    from vaezoo.entries import catalog
+
+    scans = []
+    scan = catalog._scan
+    monkeypatch.setattr(catalog, "_scan", lambda: scans.append(1) or scan())
+    build_study(tmp_path)
+    assert len(scans) == 1

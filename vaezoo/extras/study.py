@@ -906,6 +906,7 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
         VaezooError: a figure there that vaezoo did not write; another process writes the folder.
         OutputError: the folder or the page's folder takes no file.
     """
+    from vaezoo.entries.catalog import one_scan
     from vaezoo.signals import Interrupted, StopSignals
     from vaezoo.store.files import commit, remove_temporaries
     from vaezoo.store.locks import run_lock
@@ -913,7 +914,8 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
     directory = Path(directory)
     page = None if doc is None else Path(doc)
     text = None if page is None else _read_page(page)
-    cards = [c for source in (sources or study.entries()) for c in _cards_of(source)]
+    with one_scan():  # each source looked up in one read of the card folders, not one per run folder given
+        cards = [c for source in (sources or study.entries()) for c in _cards_of(source)]
     path = directory / f"{study.dataset}.csv"
     data = table_text(study_table(cards, study))
     table = parse_table(data, path)
