@@ -5,7 +5,9 @@ mistyped, the conformance kit given a name where it takes a model. Each is one l
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 
 import pytest
 from kit import child_env, cli, make_card, run_python, write_entry, write_toml
@@ -41,6 +43,24 @@ def test_a_card_whose_folder_was_removed_since_it_was_read_is_said_gone(two_runs
                                         r"nothing was written") as caught:
         check_writable(card)
     assert "copy the card" not in str(caught.value)
+
+
+def test_a_ctrl_c_while_the_cards_folder_is_checked_leaves_no_file_there(two_runs, monkeypatch):
+    """The check that the folder takes a new file (before a card is measured) left its hidden probe file
+    (.NAME.toml.XXXXXXXX.tmp) when a Ctrl-C or SIGTERM struck between making and removing it."""
+    card = get_card(two_runs[0])
+    close = os.close
+
+    def interrupted(fd):
+        os.kill(os.getpid(), signal.SIGINT)
+        sum(range(100))  # the handler runs here, before the file is closed and removed
+        return close(fd)
+
+    monkeypatch.setattr(os, "close", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        check_writable(card)
+    monkeypatch.undo()
+    assert sorted(p.name for p in two_runs[0].iterdir() if p.name.endswith(".tmp")) == []
 
 
 def test_an_interrupted_batch_says_which_cards_it_wrote(two_runs, monkeypatch, capsys):

@@ -21,6 +21,7 @@ from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, 
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, Phrase, VaezooError, WeightsError
+from vaezoo.signals import Interrupted, StopSignals
 from vaezoo.store.checksums import read_verified, sha256_of, verify
 from vaezoo.store.downloads import cached_path, download
 from vaezoo.store.files import atomic_write, check_beside, commit, file_state, folder_problem, stage
@@ -112,9 +113,10 @@ def check_writable(card: Card) -> Path:
         raise CardError(f"card {card.name}: its file {card.path} is read-only; make it writable (chmod u+w) to record "
                         f"metrics on it, or give the path of a copy")
     try:  # the write replaces the file through a new one beside it, under a lock file beside it
-        fd, probe = tempfile.mkstemp(prefix=f".{card.path.name}.", suffix=".tmp", dir=card.path.parent)
-        os.close(fd)
-        os.unlink(probe)
+        with StopSignals(defer=True) as held:  # a Ctrl-C or SIGTERM waits until the probe is gone: none is left
+            fd, probe = tempfile.mkstemp(prefix=f".{card.path.name}.", suffix=".tmp", dir=card.path.parent)
+            os.close(fd)
+            os.unlink(probe)
     except FileNotFoundError:
         raise CardError(f"card {card.name}: its folder {card.path.parent} is gone (moved or removed since the card "
                         f"was read); nothing was written: give the card's path where it is now") from None
@@ -122,6 +124,8 @@ def check_writable(card: Card) -> Path:
         raise CardError(f"card {card.name}: its folder {card.path.parent} takes no new file "
                         f"({folder_problem(card.path.parent, exc)}); copy the card with its weights where you can "
                         f"write and give the copy's path") from None
+    if held.received is not None:
+        raise Interrupted(held.received)
     lock = card_lock_file(card.path)
     for beside in (lock, Path(f"{lock}{HOLDER_SUFFIX}")):  # what card_lock opens: a folder there refuses it
         check_beside(beside)
