@@ -83,7 +83,6 @@ def seeds_arg(value: str) -> list[int]:
 
 
 def run(args) -> int:
-    from vaezoo.entries.catalog import one_scan
     from vaezoo.training.train import Interrupted, run_recipe
 
     try:
@@ -96,11 +95,10 @@ def run(args) -> int:
         if stop.reports:
             _report_stop(stop, args)
         return 128 + stop.signal
-    with one_scan():  # the command each run's line gives names it after one read of the zoo, not one per run
-        for result in results:
-            if result.card_path is not None:
-                _report_metrics(result)
-                print(printable(result.card_path))
+    for result in results:
+        if result.card_path is not None:
+            _report_metrics(result)
+            print(printable(result.card_path))
     if failed := [r.error for r in results if r.error]:
         short = sum(r.error is None and r.step < r.total for r in results)
         print(printable(_stopped_early(len(failed), short, len(results))), file=sys.stderr)
@@ -148,9 +146,8 @@ def _where_stopped(stopped, runs: int) -> str:
 def _report_metrics(result) -> None:
     """Say on stderr what the finished run measured, one line: its card's metrics, or the command that measures
     them (``--no-eval``, or a run stopped early)."""
-    command = result.measure_command
-    if command is not None:
-        print(printable(f"{result.folder}: not evaluated; measure it with: {command}"), file=sys.stderr)
+    if result.measure_command is not None:
+        print(printable(f"{result.folder}: not evaluated; measure it with: {result.measure_command}"), file=sys.stderr)
         return
     shown = ", ".join(f"{name} {metric.value:.4g}" for name, metric in result.card.metrics.items())
     print(printable(f"{result.folder}: measured {shown}"), file=sys.stderr)

@@ -22,6 +22,7 @@ import re
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -31,7 +32,7 @@ from pydantic import ValidationError
 from vaezoo.assemble import build_model, load_dataset
 from vaezoo.context import check_arguments
 from vaezoo.data import check_data_root
-from vaezoo.entries.catalog import card_reference, get_card
+from vaezoo.entries.catalog import card_reference, get_card, one_scan
 from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError, UnknownNameError, first_line
 from vaezoo.evaluation.measure import check_metrics
@@ -136,9 +137,9 @@ class TrainResult:
         """The run's card as written (None where :attr:`card_path` is)."""
         return None if self.card_path is None else get_card(self.card_path)
 
-    @property
+    @cached_property
     def measure_command(self) -> str | None:
-        """The command that measures a run written without metrics (``evaluate=False``), else None."""
+        """The command that measures a run written without metrics (``evaluate=False``), else None; named once."""
         card = self.card
         if card is None or card.metrics:
             return None
@@ -517,9 +518,12 @@ def run_recipe(card: Card | str | os.PathLike, out: str | os.PathLike, *, seeds:
         seeds = seeds or [card.train.seed if seed is None else seed]
         folders = [Path(out).expanduser() / m.folder for m in members(card, seeds, sweeps)]
     try:
-        if seeds or sweeps:
-            return train_seeds(card, out, seeds, sweeps, **options)
-        return [train(card, out, seed=seed, **options)]
+        results = train_seeds(card, out, seeds, sweeps, **options) if seeds or sweeps else [
+            train(card, out, seed=seed, **options)]
     except Interrupted as stop:
         stop.checkpoints = [folder / CHECKPOINT for folder in folders]
         raise
+    with one_scan():  # each run's measure command named after one read of the zoo, not one per run
+        for result in results:
+            _ = result.measure_command
+    return results
