@@ -837,6 +837,22 @@ def test_save_pretrained_writes_a_folder_that_loads_back(tmp_path):
         vaezoo.save_pretrained(other, tmp_path / "saved")
 
 
+def test_save_pretrained_removes_the_temporary_files_a_killed_save_left_in_its_folder(tmp_path):
+    """A save killed once its files were staged left their temporary files in the folder (a whole copy of the
+    weights among them), which the next save kept, and an upload of the folder would have sent."""
+    import vaezoo
+
+    card, _ = entry(tmp_path / "cards")
+    killed = run_python(
+        "-c", "import os, signal, sys, vaezoo\n"
+        "os.replace = lambda *args: os.kill(os.getpid(), signal.SIGKILL)  # at the first rename\n"
+        "vaezoo.save_pretrained(vaezoo.load(sys.argv[1]), sys.argv[2])\n", str(card), str(tmp_path / "saved"))
+    assert killed.returncode == -9, killed.stderr
+    assert [p.name for p in (tmp_path / "saved").iterdir() if p.name.endswith(".tmp")]  # what the killed save left
+    vaezoo.save_pretrained(vaezoo.load(card), tmp_path / "saved")
+    assert sorted(p.name for p in (tmp_path / "saved").iterdir()) == sorted(STAGED)
+
+
 def test_save_pretrained_leaves_torch_random_stream_as_it_was(tmp_path):
     import torch
 

@@ -62,7 +62,7 @@ def save_pretrained(model: VAE | nn.Module | Callable[..., VAEOutput], directory
     from vaezoo.entries.catalog import check_card
     from vaezoo.entries.huggingface import hub
     from vaezoo.extras.hub_push import check_repo_id, write_folder
-    from vaezoo.store.files import folder_problem
+    from vaezoo.store.files import folder_problem, remove_temporaries
     from vaezoo.store.locks import RUN_LOCK, card_lock, card_lock_file, folder_lock, run_lock
 
     huggingface_hub = hub(OutputError, "save_pretrained")  # the README is a Hub model card
@@ -93,6 +93,8 @@ def save_pretrained(model: VAE | nn.Module | Callable[..., VAEOutput], directory
             # where 'vaezoo eval DIR --write' has taken the card's lock, an update under way finishes first (and
             # is kept, or then sees the new weights); none is made here: a file in the folder is uploaded with it
             with card_lock(card_path) if card_lock_file(card_path).exists() else nullcontext():
+                for name in (card_path.name, f"{card.name}.safetensors", "config.json", "README.md"):
+                    remove_temporaries(folder / name)  # a killed save's: the folder is uploaded whole
                 if data is None and not _as_loaded(model):
                     card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
                 else:
