@@ -27,7 +27,7 @@ from vaezoo.errors import CardError, TrainingError
 from vaezoo.model import VAE
 from vaezoo.store.checksums import sha256_of
 from vaezoo.training.progress import Reporter
-from vaezoo.training.train import CHECKPOINT, Interrupted, train
+from vaezoo.training.train import CHECKPOINT, Interrupted, run_recipe, train
 
 
 def card(**train) -> Card:
@@ -481,6 +481,18 @@ def test_the_runs_of_a_sweep_left_unmeasured_are_named_after_one_read_of_the_zoo
     assert said == [f"{out / f'seed-{seed}'}: not evaluated; measure it with: vaezoo eval {out / f'seed-{seed}'} "
                     f"--write" for seed in range(4)]
     assert len(scans) == 2  # the run's new card name checked, then every run's line: not two reads per run
+
+def test_a_result_names_no_measure_command_once_its_card_holds_metrics(data_plugin, tmp_path):
+    """The command that measures a run is named once, but whether the run still needs it is read from its card: a
+    run measured after train returned names none, as its card says."""
+    path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))
+    out = tmp_path / "out"
+    [result] = run_recipe(path, out, evaluate=False)
+    assert result.measure_command == f"vaezoo eval {out} --write"
+    assert main(shlex.split(result.measure_command)[1:]) == 0
+    assert result.card.metrics
+    assert result.measure_command is None
+
 
 def test_no_eval_leaves_the_metrics_to_the_command_it_prints(data_plugin, tmp_path, capsys):
     path = write_toml(tmp_path / "toy.toml", make_card("toy", train={"epochs": 1}))

@@ -137,13 +137,19 @@ class TrainResult:
         """The run's card as written (None where :attr:`card_path` is)."""
         return None if self.card_path is None else get_card(self.card_path)
 
-    @cached_property
+    @property
     def measure_command(self) -> str | None:
-        """The command that measures a run written without metrics (``evaluate=False``), else None; named once."""
+        """The command that measures a run whose card holds no metrics (``evaluate=False``), else None."""
         card = self.card
         if card is None or card.metrics:
             return None
-        return f"{eval_command(card_reference(card, self.card_path.parent))} --write"
+        return f"{eval_command(self._reference)} --write"
+
+    @cached_property
+    def _reference(self) -> str:
+        """How :attr:`measure_command` names the run: named once, as the zoo finds it (a read of every card folder),
+        while whether the card holds metrics is read from it each time."""
+        return card_reference(get_card(self.card_path), self.card_path.parent)
 
 
 def train(card: Card | str | os.PathLike, out: str | os.PathLike[str], data_root: str | os.PathLike[str] | None = None,
