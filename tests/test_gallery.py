@@ -291,6 +291,29 @@ def test_the_temporary_files_of_a_gallery_killed_while_moving_its_files_in_are_r
     assert [p.name for p in site.iterdir() if p.name.endswith(".tmp")] == []
 
 
+def test_a_gallery_lists_its_folder_as_often_whatever_the_cards_it_draws(tiny_zoo, tmp_path, monkeypatch):
+    """The temporary files killed galleries left are looked for in one listing of the folder: one listing per
+    picture, page and record made a gallery of 5,000 cards list its folder of 10,000 pictures 10,000 times."""
+    import os
+
+    listings = []
+    listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path=".": listings.append(Path(path)) or listdir(path))
+    left = [tmp_path / "site" / ".tiny-trained.sample.png.abcd_123.tmp", tmp_path / "site" / ".index.html.zz9y8x7w.tmp"]
+    kept = tmp_path / "site" / ".tiny-trained.sample.png.abcd_1234.tmp"
+    for path in [*left, kept]:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"")
+    build_gallery(tmp_path / "site", use_data=False)
+    assert not any(path.exists() for path in left) and kept.exists()
+    few = listings.count(tmp_path / "site")
+    for name in ("tiny-more-1", "tiny-more-2", "tiny-more-3"):
+        tiny_card(name, True, tiny_zoo["tiny-trained"].path.parent)
+    listings.clear()
+    build_gallery(tmp_path / "site", use_data=False)
+    assert listings.count(tmp_path / "site") == few
+
+
 @pytest.mark.slow
 def test_gallery_images_match_vaezoo_show(tiny_zoo, tmp_path):
     site = tmp_path / "site"

@@ -176,8 +176,9 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
         plots = _nameable(seed_plots(cards))
         refuse_foreign_plots(plots, directory)
         pictures = [f"{card.name}.{kind}.png" for card in cards if card.weights is not None for kind in PICTURES]
-        for name in {*earlier, *pictures, *(plot.file for plot in plots), path.name, RECORD}:
-            remove_temporaries(directory / name)  # those a gallery killed while moving its files in left
+        # those a gallery killed while moving its files in left
+        remove_temporaries(*(directory / name for name in {*earlier, *pictures, *(p.file for p in plots), path.name,
+                                                            RECORD}))
         # a gallery cut short leaves the one there as it was
         with _staging(directory) as stage, named_in(directory, stage):
             write_seed_plots(plots, stage)

@@ -259,21 +259,37 @@ def _umask() -> int:
         return mask
 
 
-def remove_temporaries(path: Path) -> None:
-    """Remove the temporary files that processes killed inside :func:`atomic_save` of ``path`` left beside it.
+RANDOM = "[a-z0-9_]{8}"
+"""The characters ``tempfile`` puts between a temporary file's prefix and suffix, as a regular expression."""
 
-    Call it only where no other process can be writing ``path`` (under the lock that guards it).
+
+def remove_temporaries(*paths: Path) -> None:
+    """Remove the temporary files that processes killed inside :func:`atomic_save` of ``paths`` left beside them,
+    listing each folder once: a gallery of thousands of pictures would otherwise list its folder once per picture.
+
+    Call it only where no other process can be writing ``paths`` (under the lock that guards them).
     """
-    for stale in temporaries(Path(path).parent, f".{Path(path).name}.", ".tmp"):
-        if stale.is_file() and not stale.is_symlink():
-            stale.unlink(missing_ok=True)
+    names: dict[Path, set[str]] = {}
+    for path in map(Path, paths):
+        names.setdefault(path.parent, set()).add(path.name)
+    temporary = re.compile(r"\.(.+)\." + RANDOM + r"\.tmp", re.DOTALL)  # temporaries(folder, f".{name}.", ".tmp")
+    for folder, targets in names.items():
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for entry in entries:
+            if (found := temporary.fullmatch(entry)) and found[1] in targets:
+                stale = folder / entry
+                if stale.is_file() and not stale.is_symlink():
+                    stale.unlink(missing_ok=True)
 
 
 def temporaries(folder: Path, prefix: str, suffix: str) -> list[Path]:
     """The entries of ``folder`` that ``tempfile.mkstemp``/``mkdtemp`` could have named with ``prefix`` and
     ``suffix`` (the prefix, eight of its random characters, the suffix), compared as text: a glob or regex character
     in a user's folder name matches only itself, so no other entry beside it is ever taken for one."""
-    name = re.compile(re.escape(prefix) + "[a-z0-9_]{8}" + re.escape(suffix))
+    name = re.compile(re.escape(prefix) + RANDOM + re.escape(suffix))
     try:
         entries = os.listdir(folder)
     except OSError:
