@@ -178,9 +178,11 @@ def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder:
     """Write ``folder/NAME.safetensors`` and ``folder/NAME.toml``, the card naming the weights with their sha256
     and size.
 
-    Both files are written beside their targets first, then renamed over them back to back (an interruption
+    Both files are written beside their targets first, then renamed over them back to back (a stop signal
     once they are ready lets both renames finish), so that a folder holding an entry holds the old pair or the
-    new one, never new weights beside the old card. The folder then loads like a zoo entry (``vaezoo.load(folder)``).
+    new one. Only a kill that no signal handler sees (SIGKILL, a power cut) between the two renames leaves new
+    weights beside the old card, whose sha256 then refuses them on load. The folder loads like a zoo entry
+    (``vaezoo.load(folder)``).
 
     Args:
         card: the card; its ``weights`` entry is replaced by the file written here.
