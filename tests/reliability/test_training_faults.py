@@ -511,6 +511,23 @@ def test_resume_refuses_a_checkpoint_a_newer_vaezoo_wrote_with_what_it_holds_mor
     assert (out / CHECKPOINT).read_bytes() == before
 
 
+@pytest.mark.parametrize("version", [vaezoo.__version__, None])
+def test_resume_refuses_a_checkpoint_holding_what_no_vaezoo_up_to_this_one_writes_without_saying_to_upgrade(
+        stopped_run, capsys, version):
+    # a key this vaezoo does not know is a newer vaezoo's only where the checkpoint records a newer one: 'vaezoo
+    # 0.1.0 wrote it; upgrade vaezoo' was said to vaezoo 0.1.0 itself, and 'a newer vaezoo' of no version at all
+    card_path, out = stopped_run
+    state = torch.load(out / CHECKPOINT, weights_only=True)
+    del state["vaezoo_version"]
+    torch.save({**state, "scheduler": {"last_epoch": 5}, **({} if version is None else {"vaezoo_version": version})},
+               out / CHECKPOINT)
+    code, _, stderr = cli(capsys, "train", str(card_path), "--out", str(out), "--resume")
+    assert code == 1
+    line = assert_one_line_error(stderr, f"{out / CHECKPOINT} is not a checkpoint written by 'vaezoo train' (it holds "
+                                         f"'scheduler', which vaezoo {vaezoo.__version__} and earlier never write)")
+    assert "upgrade" not in line
+
+
 @pytest.mark.parametrize(("change", "fragments"), [
     (lambda c: c["model"]["encoder"].update(hidden=[16]),
      ["was made from card 'tiny-blobs' with another recipe than card 'other'",

@@ -180,13 +180,21 @@ def _newer_writer(raw: dict[str, Any]) -> str:
     does not know is likely one the newer version added."""
     from vaezoo.version import __version__
 
+    written = raw.get("vaezoo_version")
+    if newer_release(written):
+        return f"; the card was written by vaezoo {written}, newer than this vaezoo {__version__}: upgrade vaezoo"
+    return ""
+
+
+def newer_release(written: object) -> bool:
+    """Whether ``written``, the ``vaezoo_version`` a card or a checkpoint records, is a later release than this
+    vaezoo (their first three numbers compared); False for anything but such a text."""
+    from vaezoo.version import __version__
+
     def release(version: str) -> tuple[int, ...]:
         return tuple(int(part) for part in re.findall(r"\d+", version.partition("+")[0])[:3])
 
-    written = raw.get("vaezoo_version")
-    if isinstance(written, str) and release(written) > release(__version__):
-        return f"; the card was written by vaezoo {written}, newer than this vaezoo {__version__}: upgrade vaezoo"
-    return ""
+    return isinstance(written, str) and release(written) > release(__version__)
 
 
 def parse_card(path: Path, source: str | None = None) -> Card:

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import torch
 
 from vaezoo.devices import usable_device
+from vaezoo.entries.catalog import newer_release
 from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, fingerprint, recipe_differences
 from vaezoo.entries.recipe import recipe as card_recipe
 from vaezoo.entries.schema import PRECISION_NAMES, Card
@@ -201,12 +202,14 @@ def read_checkpoint(path: Path, fix: str | Phrase, card: Card | None = None) -> 
         if key not in state:
             raise bad(f"it holds no '{key}'")
     if unknown := [key for key in state if key not in KEYS]:
+        written, held = state.get("vaezoo_version"), ", ".join(repr(key) for key in unknown)
+        if not newer_release(written):  # this vaezoo and the earlier ones, which recorded no version, write none
+            raise bad(f"it holds {held}, which vaezoo {__version__} and earlier never write")
         # what a newer vaezoo added to its checkpoints (a schedule's state, say) would be dropped by this one's resume
-        written = state.get("vaezoo_version")
-        by = f"vaezoo {written}" if isinstance(written, str) and written.isprintable() else "a newer vaezoo"
+        by = f"vaezoo {written}" if written.isprintable() else "a newer vaezoo"
         raise TrainingError.about("checkpoint {path} holds {unknown}, which this vaezoo {version} does not know: "
                                   "{by} wrote it; upgrade vaezoo to read it", path=path, by=by, version=__version__,
-                                  unknown=", ".join(repr(key) for key in unknown))
+                                  unknown=held)
     model = state["model"]
     if not isinstance(model, dict) or not all(isinstance(k, str) and torch.is_tensor(v) for k, v in model.items()):
         raise bad("its 'model' is not a state dict of tensors")
