@@ -651,7 +651,6 @@ def test_push_all_dry_run_copies_no_weights_and_its_manifest_is_what_each_push_u
     assert {name: path.read_bytes() for name, path in installed.items()} == before
 
 
-
 def test_push_all_reads_the_zoo_once_to_name_each_entry_in_its_push_command(cards, tmp_path, capsys, monkeypatch):
     """Each entry's push command names it as the zoo finds it: the card folders were read again for every entry,
     a cost that grew as the entries times the cards (10 s of the 34 s that 1,000 cards took)."""

@@ -237,7 +237,6 @@ def test_shape_accuracy_names_factors_it_cannot_score(change, message):
         shape_accuracy(_small_jointvae(), data)
 
 
-
 def _labels_in_a_process(script: str, tmp_path):
     """Run ``script`` in a fresh Python process in ``tmp_path``: the command's signal handling is process-wide."""
     return subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)

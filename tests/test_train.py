@@ -464,7 +464,6 @@ def test_name_names_the_completed_card(data_plugin, tmp_path, capsys):
     assert parse_card(tmp_path / "out" / "my-bars.toml").name == "my-bars"
 
 
-
 def test_the_runs_of_a_sweep_left_unmeasured_are_named_after_one_read_of_the_zoo(data_plugin, tmp_path, capsys,
                                                                                  monkeypatch):
     """Each run's line gives the command that measures it, which names the run as the zoo finds it: the card

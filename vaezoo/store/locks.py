@@ -233,8 +233,9 @@ def _unwritable(exc: OSError, guarded: Path, why: str, unwritable: Callable[[OSE
 
     if exc.errno in TOO_MANY_OPEN:  # no folder's fault: any other would fail alike
         return OutputError(f"cannot lock {guarded}: {exc.strerror or exc} (this process may hold {_open_files_limit()} "
-                           f"files open, and it holds a lock file open for each run folder it writes, one per --seeds "
-                           f"and --sweep run); raise the limit with 'ulimit -n', or train fewer runs at once")
+                           f"files open, and a training holds a lock file open for each run folder it writes, one per "
+                           f"--seeds and --sweep run); raise the limit with 'ulimit -n', or open fewer files at once "
+                           f"(train fewer runs together)")
     if unwritable is not None:
         return unwritable(exc)
     fix = "make room on its disk, then run again" if exc.errno in FULL else "choose a folder you can write in"
