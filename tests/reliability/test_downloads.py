@@ -19,6 +19,7 @@ from kit import assert_one_line_error, child_env, cli, files_under, make_card, s
 
 import vaezoo
 from vaezoo.errors import VaezooError, WeightsError
+from vaezoo.store import downloads
 from vaezoo.store.downloads import MAX_REDIRECTS, cache_dir
 
 PROCESSES = 8
@@ -328,12 +329,15 @@ def test_waiting_on_another_download_is_said_and_bounded(url_card, server, monke
     assert server.gets == {}
 
 
-def test_waiting_ends_with_the_file_the_other_process_downloaded(url_card, server, capsys):
+def test_waiting_ends_with_the_file_the_other_process_downloaded(url_card, server, capsys, monkeypatch):
     target = cache_dir() / f"{_sha256(url_card)}.safetensors"
     holder = _hold(target.with_name(target.name + ".lock"))
+    waiting = threading.Event()
+    said = downloads.note
+    monkeypatch.setattr(downloads, "note", lambda text: (said(text), waiting.set()))
 
-    def finish_other_download():
-        time.sleep(1.0)
+    def finish_other_download():  # once the load waits for the lock, however long a loaded machine took to get there
+        waiting.wait(timeout=120)
         target.write_bytes(url_card)
         holder.close()
 
