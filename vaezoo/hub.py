@@ -232,7 +232,6 @@ def convert(converter: str, checkpoint: str | os.PathLike, dataset: str, out: st
     refuse_finished_run(out, name)  # before the folder is made: a file in its place is named as such
     with run_lock(out):
         if not (out / f"{name}.toml").exists():  # no card there, so no card update either: nobody else writes these
-            for target in (out / f"{name}.safetensors", out / f"{name}.toml"):
-                remove_temporaries(target)  # those a convert killed while writing left
+            remove_temporaries(out / f"{name}.safetensors", out / f"{name}.toml")  # a killed convert's
         refuse_finished_run(out, name)  # again, now that no other run can write there
         return convert_with(checkpoint, out, dataset=dataset, name=name)

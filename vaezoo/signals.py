@@ -10,9 +10,10 @@ stops at once. Outside the loop every signal stops at once.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, NoReturn, Self
 
 if TYPE_CHECKING:
     import torch
@@ -42,6 +43,21 @@ class Interrupted(KeyboardInterrupt):
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 """The signals that stop a run (Windows has no SIGHUP)."""
+
+
+def exit_finished(code: int) -> NoReturn:
+    """Exit a finished command with ``code``, the stop signals ignored from now on: the interpreter's shutdown
+    (about a second, torch's and the threads') has nothing to clean up, and a Ctrl-C then would make a command that
+    succeeded fail."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    sys.exit(code)
+
+
+def stopped_words(signum: int) -> str:
+    """What a command says when the stop signal ``signum`` ended it: ``interrupted`` (Ctrl-C) or ``stopped by
+    SIGTERM``; its exit code is 128 + ``signum``, as shells give."""
+    return "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
 
 
 _RAISING: list[StopSignals] = []

@@ -14,7 +14,7 @@ import signal
 import sys
 
 from vaezoo.errors import DataError, VaezooError
-from vaezoo.signals import STOP_SIGNALS, StopSignals
+from vaezoo.signals import StopSignals, exit_finished, stopped_words
 from vaezoo.terminal import printable, shell_join
 
 SUMMARY = "Measure which dataset label each category of a JointVAE stands for, and write it on the card."
@@ -72,8 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # the card is written whole or not at all (update_card)
         stops.received = stops.received or getattr(exc, "signal", signal.SIGINT)
     if stops.received is not None:  # raised, or swallowed by code that caught it
-        said = "interrupted" if stops.received == signal.SIGINT else f"stopped by {signal.Signals(stops.received).name}"
-        print(f"error: {said}", file=sys.stderr)
+        print(f"error: {stopped_words(stops.received)}", file=sys.stderr)
         return 128 + stops.received
     return 0
 
@@ -99,7 +98,4 @@ def _run(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    code = main()
-    for signum in STOP_SIGNALS:  # the interpreter's shutdown has nothing to clean up: a finished command stays so
-        signal.signal(signum, signal.SIG_IGN)
-    sys.exit(code)
+    exit_finished(main())

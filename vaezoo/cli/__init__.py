@@ -26,7 +26,7 @@ from typing import NoReturn
 
 from vaezoo.errors import VaezooError, first_line
 from vaezoo.registry import COMMANDS
-from vaezoo.signals import STOP_SIGNALS, Interrupted, StopSignals
+from vaezoo.signals import Interrupted, StopSignals, exit_finished, stopped_words
 from vaezoo.terminal import DataStream, StatusStream
 from vaezoo.training.launch import said_by_another, start_alike
 
@@ -242,15 +242,9 @@ def _noted_stops(hook: Callable) -> Callable:
 
 
 def console() -> NoReturn:
-    """The ``vaezoo`` console script (and ``python -m vaezoo``): :func:`main`, then exit with its code.
-
-    Once the command is done, the stop signals are ignored: the interpreter's shutdown (about a second, torch's
-    and the threads') has nothing to clean up, and a Ctrl-C then would make a command that succeeded fail.
-    """
-    code = main()
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
-    sys.exit(code)
+    """The ``vaezoo`` console script (and ``python -m vaezoo``): :func:`main`, then exit with its code, the stop
+    signals ignored once the command is done (:func:`vaezoo.signals.exit_finished`)."""
+    exit_finished(main())
 
 
 def _complete() -> None:
@@ -266,7 +260,7 @@ def _complete() -> None:
 
 def _stopped(signum: int) -> int:
     """Say that a stop signal ended the command; its exit code (130 for Ctrl-C, as shells give)."""
-    _error("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}")
+    _error(stopped_words(signum))
     return 128 + signum
 
 

@@ -93,8 +93,9 @@ def save_pretrained(model: VAE | nn.Module | Callable[..., VAEOutput], directory
             # where 'vaezoo eval DIR --write' has taken the card's lock, an update under way finishes first (and
             # is kept, or then sees the new weights); none is made here: a file in the folder is uploaded with it
             with card_lock(card_path) if card_lock_file(card_path).exists() else nullcontext():
-                for name in (card_path.name, f"{card.name}.safetensors", "config.json", "README.md"):
-                    remove_temporaries(folder / name)  # a killed save's: the folder is uploaded whole
+                # a killed save's: the folder is uploaded whole
+                remove_temporaries(*(folder / name for name in (card_path.name, f"{card.name}.safetensors",
+                                                                "config.json", "README.md")))
                 if data is None and not _as_loaded(model):
                     card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
                 else:

@@ -940,8 +940,8 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
         with run_lock(directory, "output path"):
             _refuse_foreign(directory, path, drawn)  # again: no other study writes there now
             earlier = WRITTEN.read(directory)
-            for target in [*files, *(directory / name for name in earlier), directory / RECORD]:
-                remove_temporaries(target)  # those a study killed while writing left: no other study writes here now
+            # those a study killed while writing left: no other study writes here now
+            remove_temporaries(*files, *(directory / name for name in earlier), directory / RECORD)
             with StopSignals(defer=True) as held:  # a Ctrl-C between a file's staging and its listing left it there
                 for target, content in files.items():
                     staged.append((_stage(target, content), target))
