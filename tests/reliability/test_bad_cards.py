@@ -84,7 +84,36 @@ def test_unknown_field(cards_dir, capsys, section, key, field):
     write_toml(cards_dir / "tiny.toml", card)
     code, _, stderr = cli(capsys, "info", "tiny-blobs")
     assert code == 1
-    assert_one_line_error(stderr, "tiny.toml", f"field '{field}'", "Extra inputs are not permitted")
+    assert_one_line_error(stderr, "tiny.toml", f"'{field}' is no field of", "remove it or correct its name")
+
+
+@pytest.mark.parametrize("section, key, near", [
+    ((), "licence", "license"),
+    (("train",), "epoch", "epochs"),
+    (("train", "optimizer"), "Lr", "lr"),
+    (("metrics", "mig"), "valu", "value"),
+    (("latent", 0), "sise", "size"),
+    (("labels", "part"), "splitt", "split"),
+], ids=["top-level", "table", "nested-table", "named-table", "list-item", "plugin-section"])
+def test_a_misspelt_field_is_said_first_with_the_field_meant(cards_dir, capsys, section, key, near):
+    """A misspelt key was pydantic's "Extra inputs are not permitted", after the "Field required" of the key meant
+    where that one is required: the misspelling comes first now, with the name it is close to."""
+    card = make_card("tiny")
+    card["metrics"] = {"mig": {"value": 0.5, "command": "vaezoo eval tiny"}}
+    card["latent"] = [{"family": "gaussian", "size": 4}]
+    card["labels"] = {"part": {"category_to_label": [0], "split": "test", "command": "c", "vaezoo_version": "0.1.0"}}
+    table = card
+    for name in section:
+        table = table[name]
+    if near in table:
+        table[key] = table.pop(near)
+    else:
+        table[key] = 1
+    write_toml(cards_dir / "tiny.toml", card)
+    code, _, stderr = cli(capsys, "info", "tiny-blobs")
+    assert code == 1
+    where = ".".join(str(part) for part in (*section, key))
+    assert_one_line_error(stderr, f"'{where}' is no field of", f"(did you mean '{near}'?)")
 
 
 @pytest.mark.parametrize("path, value, field", [

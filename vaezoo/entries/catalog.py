@@ -22,15 +22,17 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+import typing
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, RootModel, ValidationError
 
 from vaezoo.entries.schema import HUB_PREFIX, MAX_NAME, NAME_PATTERN, Card
 from vaezoo.errors import CardError, UnknownNameError
 from vaezoo.registry import close_matches, closest
 from vaezoo.store.files import FILE_KINDS, file_state
 from vaezoo.store.limits import MAX_DEPTH, too_deep
+from vaezoo.terminal import counted
 
 MAX_CARD_BYTES = 4 << 20
 """A card file may not be larger: cards are a few kilobytes, and one is read whole."""
@@ -135,14 +137,60 @@ def _validate(raw: dict[str, Any], path: Path, source: str | None = None) -> Car
         card = Card.model_validate(raw, context={"sections": get_plugins().registry("card section"),
                                                  "validate_section": _isolated_section})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "(card)"
-        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise _Unfit(f"field {field!r}: {err['msg']}{more}{_newer_writer(raw)}") from None  # repr: keys may hold \n
+        # a misspelt key is also a required one missing: the misspelling, said first, says what to correct
+        errors = sorted(exc.errors(), key=lambda err: err["type"] != "extra_forbidden")
+        more = f" (and {counted(len(errors) - 1, 'more problem')})" if len(errors) > 1 else ""
+        newer = _newer_writer(raw)
+        raise _Unfit(f"{_problem(errors[0], bool(newer))}{more}{newer}") from None
     # a download cache may link the file elsewhere: a downloaded card stays where its weights are looked for
     card._path = path.resolve() if source is None else path.absolute()
     card._source = source
     return card
+
+
+def _problem(err: Any, newer: bool) -> str:
+    """One of pydantic's errors of a card, said as a card's author reads it: the field by its dotted name (as a
+    repr: keys may hold newlines), an unknown key as no field of its table with the nearest known one (``newer``:
+    the card is a newer vaezoo's, whose fields this one need not know), and a validator's words without
+    pydantic's ``Value error,`` before them."""
+    loc = [str(part) for part in err["loc"]]
+    field = ".".join(loc)
+    if err["type"] == "extra_forbidden":
+        table = f"[{'.'.join(loc[:-1])}]" if len(loc) > 1 else "a card"
+        if newer:
+            return f"{field!r} is no field of {table} to this vaezoo"
+        near = closest(loc[-1], _known_keys(loc[:-1]))
+        return (f"{field!r} is no field of {table}" + (f" (did you mean {near[0]!r}?)" if near else "")
+                + "; remove it or correct its name")
+    message = err["msg"].removeprefix("Value error, ")
+    return f"field {field!r}: {message}" if field else message
+
+
+def _known_keys(loc: list[str]) -> list[str]:
+    """The field names of the card's table at ``loc`` (``["metrics", "mig_dlib"]``), a plugin section's too;
+    none where no model says."""
+    from vaezoo.plugins import get_plugins
+
+    sections = get_plugins().registry("card section")
+    model: Any = Card
+    if loc and loc[0] not in Card.model_fields and loc[0] in sections:
+        model, loc = sections[loc[0]], loc[1:]
+    for key in loc:
+        if _is_model(model) and issubclass(model, RootModel):  # a table of named tables, as [labels] is
+            model = model.model_fields["root"].annotation
+        if typing.get_origin(model) in (dict, list):  # the key is a name or a place, as a metric's or a part's
+            model = typing.get_args(model)[-1]
+            continue
+        field = model.model_fields.get(key) if _is_model(model) else None
+        if field is None:
+            return []
+        model = next((a for a in (field.annotation, *typing.get_args(field.annotation))
+                      if _is_model(a) or typing.get_origin(a) in (dict, list)), None)
+    return list(model.model_fields) if _is_model(model) else []
+
+
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)
 
 
 def _isolated_section(name: str, model: type[BaseModel], value: Any) -> Any:

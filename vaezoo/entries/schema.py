@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, PrivateAttr, SerializationInfo,
                       Strict, StrictBool, ValidationError, ValidationInfo, field_validator, model_serializer,
                       model_validator)
+from pydantic_core import PydanticCustomError
 
 from vaezoo.context import LatentPart, layout_text, whole_number
 
@@ -391,7 +392,12 @@ class Card(_Frozen):
         validate = (info.context or {}).get("validate_section") or _validate_section
         for key, value in sections.items():
             if models is not None and key in models:
-                sections[key] = validate(key, models[key], value)
+                try:
+                    sections[key] = validate(key, models[key], value)
+                except ValidationError as exc:  # its fields named from the card's top, [labels.discrete0]'s too
+                    raise ValidationError.from_exception_data(exc.title, [
+                        {"type": PydanticCustomError(err["type"], err["msg"]), "loc": (key, *err["loc"]),
+                         "input": err["input"]} for err in exc.errors()]) from None
         return {**fields, "sections": sections}
 
     def settings_of(self, metric: str) -> dict[str, Any]:
