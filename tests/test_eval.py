@@ -75,6 +75,43 @@ def test_check_refuses_a_card_without_metrics(trained, capsys):
     assert line.endswith(f"has no metrics to check against; record them first with vaezoo eval {trained} --write")
 
 
+def test_check_refuses_a_card_without_metrics_before_measuring_it(trained, capsys, monkeypatch):
+    """The check measured the whole suite first (20 minutes on a dSprites card) to say that nothing could be
+    compared; in a batch, one such card lost every other run's table."""
+    import vaezoo.evaluation.report as report
+
+    card = tomllib.loads(trained.read_text())
+    del card["metrics"]
+    bare = write_toml(trained.parent / "bare.toml", card)
+    measured = []
+    monkeypatch.setattr(report, "load_model", lambda card, *a, **k: measured.append(card.name) or
+                        pytest.fail("a card without metrics was loaded to be checked"))
+    capsys.readouterr()
+    assert main(["eval", str(bare), "--check"]) == 1
+    [line] = error_lines(capsys.readouterr().err)
+    assert line.endswith(f"has no metrics to check against; record them first with vaezoo eval {bare} --write")
+    with pytest.raises(CardError, match="has no metrics to check against"):
+        evaluate_card(bare, check=True)
+    assert measured == []
+
+    monkeypatch.undo()
+    assert main(["eval", str(trained), str(bare), "--check"]) == 1
+    out, err = capsys.readouterr()
+    assert str(trained) in out and "checked against their cards" in err
+    assert error_lines(err) == [f"error: {bare}: card 'toyvae-bars-run' has no metrics to check against; record "
+                                f"them first with vaezoo eval {bare} --write"]
+
+
+def test_check_of_a_card_without_metrics_that_cannot_record_them_says_why(trained, capsys):
+    """It advised --write, which refuses a downloaded card and an installed package's."""
+    card = get_card(trained).model_copy(update={"metrics": {}})
+    card._source = "hf-hub:owner/tiny"
+    with pytest.raises(CardError, match=r"^card 'toyvae-bars-run' has no metrics to check against, and cannot "
+                                        r"record them: card toyvae-bars-run comes from hf-hub:owner/tiny, not from "
+                                        r"a local card file; give the path of a copy to record metrics on$"):
+        evaluate_card(card, check=True)
+
+
 def metric(value: float) -> Metric:
     return Metric(value=value, command="vaezoo eval x", vaezoo_version="0")
 

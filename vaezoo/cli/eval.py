@@ -71,8 +71,8 @@ def run(args) -> int:
     for metric, setting, value in args.settings or ():
         settings.setdefault(metric, {})[setting] = value
     batch = evaluate_cards(args.card, checkpoint=args.checkpoint, data_root=args.data_root, device=args.device,
-                           metrics=args.metrics, settings=settings, write=args.write, force=args.force,
-                           jobs=args.jobs)
+                           metrics=args.metrics, settings=settings, write=args.write, check=args.check,
+                           force=args.force, jobs=args.jobs)
     try:
         return _print_batch(batch, args) if len(batch.runs) > 1 else _print_one(batch.runs[0].report, args)
     except KeyboardInterrupt:  # the cards were written whole (atomic_write) before this: say so, or they seem lost

@@ -152,14 +152,8 @@ class EvalReport:
             CardError: the card records no metrics, or none of the :attr:`metrics` measured.
             MetricError: ``tolerance`` is not a finite number of at least 0.
         """
-        if not self.card.metrics:
-            record = eval_command(card_reference(self.card, self.named), self.data_root, self.metrics)
-            raise CardError(f"card '{self.card.name}' has no metrics to check against; record them first with "
-                            f"{record} --write")
+        refuse_unchecked(self.card, self.metrics, self.named, self.data_root)
         checked = self.checked
-        if not checked:
-            raise CardError(f"card '{self.card.name}' has none of {', '.join(self.metrics or ())} to check against; "
-                            f"writing the report records them")
         return compare(checked, self.results, tolerance, metric_rounding(checked))
 
     def unlike_card(self) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
@@ -221,6 +215,28 @@ class EvalReport:
                 "headline": now.headline if now.headline in metrics else None})  # a headline names a number held
 
         return update_card(path, record)
+
+
+def refuse_unchecked(card: Card, metrics: Sequence[str] | None, named: Path | None = None,
+                     data_root: str | os.PathLike[str] | None = None) -> None:
+    """Refuse to check ``card``'s ``metrics`` (default its own) where it records none of them, saying how to record
+    them, or why they cannot be recorded on it (a Hub card, an installed package's).
+
+    Raises:
+        CardError: the card records no metrics, or none of ``metrics``.
+    """
+    if not card.metrics:
+        try:
+            check_writable(card)
+        except CardError as exc:
+            raise CardError(f"card '{card.name}' has no metrics to check against, and cannot record them: "
+                            f"{exc}") from None
+        record = eval_command(card_reference(card, named), data_root, metrics)
+        raise CardError(f"card '{card.name}' has no metrics to check against; record them first with {record} "
+                        f"--write")
+    if metrics is not None and not any(name in card.metrics for name in metrics):
+        raise CardError(f"card '{card.name}' has none of {', '.join(metrics)} to check against; writing the report "
+                        f"records them")
 
 
 def eval_command(ref: str, data_root=None, metrics: Sequence[str] | None = None, *, for_terminal: bool = True) -> str:
@@ -297,7 +313,8 @@ def _given_settings(card: Card, metrics: Sequence[str] | None,
 def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | os.PathLike | None = None,
                   data_root: str | os.PathLike | None = None, device: str | torch.device | None = None,
                   metrics: Sequence[str] | None = None, settings: Mapping[str, Mapping[str, Any]] | None = None,
-                  write: bool = False, jobs: int | None = None, dataset: ImageDataset | None = None) -> EvalReport:
+                  write: bool = False, check: bool = False, jobs: int | None = None,
+                  dataset: ImageDataset | None = None) -> EvalReport:
     """Measure a card's model on its dataset's test split.
 
     Args:
@@ -314,6 +331,8 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | os.PathLi
         write: also record the measured metrics on the card's file (:meth:`EvalReport.write`), and, without
             ``metrics``, the model's card sections (:attr:`EvalReport.sections`); a card that cannot be written is
             refused before anything is measured.
+        check: the values will be checked against the card's (:meth:`EvalReport.check`): a card that records
+            none of them is refused before anything is measured.
         jobs: worker processes of the metrics' scikit-learn fits (:func:`vaezoo.metrics.parallel.jobs`); default:
             ``VAEZOO_JOBS``, else the cores the process may use. The numbers do not depend on it.
         dataset: the card's test split, already read (:func:`vaezoo.assemble.card_dataset`); default: read it.
@@ -332,13 +351,14 @@ def evaluate_card(card: Card | str | os.PathLike, *, checkpoint: str | os.PathLi
         WeightsError, UnknownNameError, MetricError: as :func:`vaezoo.assemble.load_model` and
             :func:`vaezoo.evaluation.measure.evaluate` raise them.
     """
-    device, metrics = _checked(device, metrics, checkpoint=checkpoint, data_root=data_root, write=write, jobs=jobs)
+    device, metrics = _checked(device, metrics, checkpoint=checkpoint, data_root=data_root, write=write, check=check,
+                               jobs=jobs)
     return _evaluate(card if isinstance(card, Card) else get_card(card), _run_folder(card), checkpoint=checkpoint,
-                     data_root=data_root, device=device, metrics=metrics, settings=settings, write=write, jobs=jobs,
-                     dataset=dataset)
+                     data_root=data_root, device=device, metrics=metrics, settings=settings, write=write, check=check,
+                     jobs=jobs, dataset=dataset)
 
 
-def _checked(device, metrics: Sequence[str] | None, *, checkpoint, data_root, write, jobs,
+def _checked(device, metrics: Sequence[str] | None, *, checkpoint, data_root, write, check, jobs,
              force: bool = False) -> tuple[torch.device, list[str] | None]:
     """The options :func:`evaluate_card` takes, checked before anything is read: the device it names and
     ``metrics`` as a list (None for the card's)."""
@@ -349,7 +369,7 @@ def _checked(device, metrics: Sequence[str] | None, *, checkpoint, data_root, wr
         raise MetricError.about("{metrics} is empty: name at least one metric, or leave it out for the card's")
     try:  # write="no" would write
         check_arguments(evaluate_cards, {"checkpoint": checkpoint, "data_root": data_root, "write": write,
-                                         "force": force, "jobs": jobs}, "evaluate")
+                                         "check": check, "force": force, "jobs": jobs}, "evaluate")
     except ValueError as exc:
         raise TypeError(str(exc)) from None
     check_data_root(data_root)
@@ -371,7 +391,7 @@ def _run_folder(given: Card | str | os.PathLike) -> Path | None:
 def _evaluate(card: Card, named: Path | None, *, checkpoint: str | os.PathLike[str] | None,
               data_root: str | os.PathLike[str] | None,
               device: torch.device, metrics: list[str] | None, settings: Mapping[str, Mapping[str, Any]] | None,
-              write: bool, jobs: int | None, dataset: ImageDataset | None) -> EvalReport:
+              write: bool, check: bool, jobs: int | None, dataset: ImageDataset | None) -> EvalReport:
     """:func:`evaluate_card` of a card read already, named by the folder ``named`` if by one, with its
     ``device`` and ``metrics`` checked."""
     settings = _given_settings(card, metrics, settings)
@@ -384,6 +404,8 @@ def _evaluate(card: Card, named: Path | None, *, checkpoint: str | os.PathLike[s
                               "{checkpoint}")
     if write:
         path = check_writable(card)  # before the evaluation, not after it
+    if check:
+        refuse_unchecked(card, metrics, named, data_root)
     found = None
     if checkpoint is not None:
         checkpoint = Path(checkpoint)
@@ -460,7 +482,8 @@ def holds_metrics(card: Card, metrics: Sequence[str] | None = None) -> bool:
 def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str | os.PathLike | None = None,
                    data_root: str | os.PathLike | None = None, device: str | torch.device | None = None,
                    metrics: Sequence[str] | None = None, settings: Mapping[str, Mapping[str, Any]] | None = None,
-                   write: bool = False, force: bool = False, jobs: int | None = None) -> BatchReport:
+                   write: bool = False, check: bool = False, force: bool = False,
+                   jobs: int | None = None) -> BatchReport:
     """Measure several runs' cards, one after another, reading each dataset once (``vaezoo eval RUN [RUN ...]``).
 
     One card is :func:`evaluate_card` (its errors raised). With several, each is measured as :func:`evaluate_card`
@@ -472,8 +495,9 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
 
     Args:
         cards: what names each card (as :func:`evaluate_card` takes it).
-        checkpoint, data_root, device, metrics, settings, write, jobs: as :func:`evaluate_card` takes them
-            (``checkpoint`` for one card only).
+        checkpoint, data_root, device, metrics, settings, write, check, jobs: as :func:`evaluate_card` takes
+            them (``checkpoint`` for one card only); with several cards, one that ``check`` refuses is named in its
+            :attr:`RunReport.error`.
         force: with several cards and ``write``, measure a card that already holds the metrics too.
 
     Returns:
@@ -494,8 +518,8 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
     several = len(cards) > 1
     if several and checkpoint is not None:
         raise CardError.about("{checkpoint} is a checkpoint of one card's model: give one card with it")
-    device, metrics = _checked(device, metrics, checkpoint=checkpoint, data_root=data_root, write=write, jobs=jobs,
-                               force=force)  # once, before any card is read
+    device, metrics = _checked(device, metrics, checkpoint=checkpoint, data_root=data_root, write=write, check=check,
+                               jobs=jobs, force=force)  # once, before any card is read
     refs = [str(given.name if several and isinstance(given, Card) else given) for given in cards]
     read: list[Card | VaezooError] = []
     with one_scan():  # every name looked up in one read of the card folders
@@ -526,7 +550,8 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
                         datasets[key] = card_dataset(card, data_root, "test")
                     dataset = datasets[key]
                 report = _evaluate(card, _run_folder(given), checkpoint=checkpoint, data_root=data_root, device=device,
-                                   metrics=metrics, settings=settings, write=write, jobs=jobs, dataset=dataset)
+                                   metrics=metrics, settings=settings, write=write, check=check, jobs=jobs,
+                                   dataset=dataset)
             except VaezooError as exc:
                 if not several:
                     raise
