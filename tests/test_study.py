@@ -83,6 +83,19 @@ def test_a_run_folders_card_joins_its_cell_and_a_seed_given_twice_is_refused():
         study_table([zoo, zoo])
 
 
+def test_a_run_folders_card_that_records_a_spread_gives_its_own_row_beside_the_other_seeds_runs():
+    # after 'vaezoo seeds RUN... --write' on the folder of seed 2, the study of the folders was refused: "card
+    # betavae-dsprites-run is given twice", the spread's seeds 0 and 1 clashing with their own run folders
+    zoo = get_card("betavae-dsprites")
+    spread = zoo.model_copy(update={"name": "betavae-dsprites-run"})
+    table = study_table([spread, _run_of("betavae-dsprites", 0, "betavae-dsprites-run"),
+                         _run_of("betavae-dsprites", 1, "betavae-dsprites-run")])
+    cell = table.cells()[("betavae", 6.0)]
+    assert [r.seed for r in cell] == [0, 1, 2] and not any(r.shipped for r in cell)
+    assert all(r.metrics["mig_dlib"] == zoo.metrics["mig_dlib"].value for r in cell)
+    assert [r.seed for r in study_table([spread]).rows] == [zoo.train.seed]
+
+
 def _row(method: str, value: float, seed: int | None, **metrics: float) -> StudyRow:
     return StudyRow(f"{method}-x", method, "model.beta", value, seed, seed == 0, 10, "fp32", metrics)
 

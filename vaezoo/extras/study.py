@@ -216,15 +216,18 @@ def _field(card: Card, key: str) -> float:
 
 
 def card_rows(card: Card, method: Method, dataset: str) -> list[StudyRow]:
-    """The rows of one card: one per seed of its recorded spreads, else one for the card itself.
+    """The rows of one card: a zoo entry's (a card named as the method's entry, ``METHOD-DATASET``) one per seed of
+    its recorded spreads, a run's (``METHOD-DATASET-*``) its own row alone.
 
-    A metric without a spread is the card's own seed's value, so it fills that seed's row only. A released model's
-    row has no seed. A row is ``shipped`` when its weights are a zoo entry's: the card's own seed, on a card named
-    as the method's entry (``METHOD-DATASET``; a run is ``METHOD-DATASET-*``).
+    A metric without a spread is the card's own seed's value, so it fills that seed's row only. A run's spread
+    (``vaezoo seeds RUN... --write`` on a run folder's card) is left out: its other seeds are run folders of their
+    own, which give their rows. A released model's row has no seed. A row is ``shipped`` when its weights are a zoo
+    entry's: the entry's own seed.
     """
     metrics = [m for m in card.eval_metrics if m in card.metrics]
+    entry = card.name == f"{method.name}-{dataset}"
     runs: dict[int, dict[str, float]] = {}
-    for name in metrics:
+    for name in metrics if entry else ():
         spread = card.metrics[name].seeds
         for run in spread.runs if spread else ():
             runs.setdefault(run.seed, {})[name] = run.value
@@ -233,7 +236,6 @@ def card_rows(card: Card, method: Method, dataset: str) -> list[StudyRow]:
     for name in metrics:
         runs[own].setdefault(name, card.metrics[name].value)
     value = _field(card, method.key)
-    entry = card.name == f"{method.name}-{dataset}"
     return [StudyRow(card.name, method.name, method.key, value, None if method.released else seed,
                      entry and seed == own,
                      card.train.steps, card.train.precision, {m: found[m] for m in metrics if m in found})
