@@ -96,6 +96,27 @@ def test_a_run_folders_card_that_records_a_spread_gives_its_own_row_beside_the_o
     assert [r.seed for r in study_table([spread]).rows] == [zoo.train.seed]
 
 
+def _in_folder(card, folder: Path):
+    """``card`` as read from its file in ``folder``."""
+    from vaezoo.entries.entry import write_card
+
+    folder.mkdir(parents=True)
+    write_card(card, folder / f"{card.name}.toml")
+    return get_card(folder / f"{card.name}.toml")
+
+
+def test_two_runs_of_one_seed_are_named_by_their_folders_and_not_called_one_card_given_twice(tmp_path):
+    # every run of a method is named METHOD-DATASET-run: two folders trained with one seed were "card
+    # betavae-dsprites-run is given twice; give each card once"
+    run = _run_of("betavae-dsprites", 3, "betavae-dsprites-run")
+    one, two = (_in_folder(run, tmp_path / name) for name in ("a", "b"))
+    with pytest.raises(StudyError, match=f"^betavae beta=6 seed 3 comes from both {one.path} and {two.path}, two "
+                                         f"cards named betavae-dsprites-run; give one of them$"):
+        study_table([one, two])
+    with pytest.raises(StudyError, match="^card betavae-dsprites-run is given twice; give each card once$"):
+        study_table([one, get_card(tmp_path / "a")])
+
+
 def _row(method: str, value: float, seed: int | None, **metrics: float) -> StudyRow:
     return StudyRow(f"{method}-x", method, "model.beta", value, seed, seed == 0, 10, "fp32", metrics)
 

@@ -249,7 +249,8 @@ def study_table(cards: Iterable[Card], study: Study = DSPRITES) -> StudyTable:
     the order they first appear.
 
     Raises:
-        StudyError: a card of no method, or two cards giving the same method, value and seed.
+        StudyError: a card of no method; two cards giving the same method, value and seed (one card file given
+            twice, or two runs of one seed: every run of a method has one name, so they are named by their files).
     """
     rows, metrics, seen = [], [], {}
     order = {m.name: i for i, m in enumerate(study.methods)}
@@ -257,12 +258,17 @@ def study_table(cards: Iterable[Card], study: Study = DSPRITES) -> StudyTable:
         method = study.method_of(card)
         for row in card_rows(card, method, study.dataset):
             cell = (row.method, row.value, row.seed)
-            if cell in seen and seen[cell] == row.card:  # one file by two paths, or two copies of one card
-                raise StudyError(f"card {row.card} is given twice; give each card once")
             if cell in seen:
-                raise StudyError(f"{row.method} {method.param}={row.value:g} seed {row.seed} comes from both card "
-                                 f"{seen[cell]} and card {row.card}; give one of them")
-            seen[cell] = row.card
+                other = seen[cell]
+                where = f"{method.name} {method.param}={row.value:g} seed {row.seed}"
+                if other.name != card.name:
+                    raise StudyError(f"{where} comes from both card {other.name} and card {card.name}; give one of "
+                                     f"them")
+                if None in (other.path, card.path) or other.path.resolve() == card.path.resolve():
+                    raise StudyError(f"card {card.name} is given twice; give each card once")
+                raise StudyError(f"{where} comes from both {other.path} and {card.path}, two cards named "
+                                 f"{card.name}; give one of them")
+            seen[cell] = card
             rows.append(row)
             metrics += [m for m in row.metrics if m not in metrics]
     rows.sort(key=lambda r: (order[r.method], r.value, -1 if r.seed is None else r.seed))
