@@ -117,6 +117,21 @@ def test_two_runs_of_one_seed_are_named_by_their_folders_and_not_called_one_card
         study_table([one, get_card(tmp_path / "a")])
 
 
+def test_a_cell_whose_runs_made_other_steps_or_trained_in_another_precision_is_refused_naming_both():
+    # a run stopped short (--max-steps) or trained in bf16 joined its cell, whose row on the page said the first
+    # run's steps alone, and moved its median and spread; vaezoo seeds refuses both
+    runs = [_run_of("betavae-dsprites", seed, "betavae-dsprites-run") for seed in (3, 4)]
+    short = runs[1].model_copy(update={"train": runs[1].train.model_copy(update={"steps": 10})})
+    with pytest.raises(StudyError, match=r"^betavae beta=6: seed 4 \(.*\) made 10 steps, seed 3 \(.*\) 299,520: the "
+                                         r"runs of a cell make their recipe's steps; finish the run stopped short "):
+        study_table([runs[0], short])
+    bf16 = runs[1].model_copy(update={"train": runs[1].train.model_copy(update={"precision": "bf16-mixed"})})
+    with pytest.raises(StudyError, match=r"^betavae beta=6: seed 3 \(.*\) trained in tf32-conv, seed 4 \(.*\) in "
+                                         r"bf16-mixed: the runs of a cell share one precision"):
+        study_table([runs[0], bf16])
+    assert len(study_table(runs).rows) == 2
+
+
 def _row(method: str, value: float, seed: int | None, **metrics: float) -> StudyRow:
     return StudyRow(f"{method}-x", method, "model.beta", value, seed, seed == 0, 10, "fp32", metrics)
 

@@ -250,7 +250,8 @@ def study_table(cards: Iterable[Card], study: Study = DSPRITES) -> StudyTable:
 
     Raises:
         StudyError: a card of no method; two cards giving the same method, value and seed (one card file given
-            twice, or two runs of one seed: every run of a method has one name, so they are named by their files).
+            twice, or two runs of one seed: every run of a method has one name, so they are named by their files);
+            the runs of a cell trained for different numbers of steps or in different precisions.
     """
     rows, metrics, seen = [], [], {}
     order = {m.name: i for i, m in enumerate(study.methods)}
@@ -272,7 +273,38 @@ def study_table(cards: Iterable[Card], study: Study = DSPRITES) -> StudyTable:
             rows.append(row)
             metrics += [m for m in row.metrics if m not in metrics]
     rows.sort(key=lambda r: (order[r.method], r.value, -1 if r.seed is None else r.seed))
-    return StudyTable(tuple(rows), tuple(metrics))
+    table = StudyTable(tuple(rows), tuple(metrics))
+    for (name, value), cell in table.cells().items():
+        _check_alike(study.method(name), value, cell, {r.seed: _source(seen[name, value, r.seed]) for r in cell})
+    return table
+
+
+def _source(card: Card) -> str:
+    """How a message names the card a row came from: its file (the runs of a method share one name)."""
+    return f"card {card.name}" if card.path is None else str(card.path)
+
+
+def _check_alike(method: Method, value: float, cell: Sequence[StudyRow], sources: Mapping[int, str]) -> None:
+    """Refuse a cell whose runs made different numbers of steps or trained in different precisions: a cell is one
+    recipe and its budget over seeds, so its spread would mix a stopped or another training with the seed's effect.
+
+    Raises:
+        StudyError: naming the two runs and what differs.
+    """
+    where = f"{method.name} {method.param}={value:g}"
+    steps = sorted((r for r in cell if r.steps is not None), key=lambda r: r.steps)
+    if steps and steps[0].steps != steps[-1].steps:
+        short, whole = steps[0], steps[-1]
+        raise StudyError(f"{where}: seed {short.seed} ({sources[short.seed]}) made {short.steps:,} steps, seed "
+                         f"{whole.seed} ({sources[whole.seed]}) {whole.steps:,}: the runs of a cell make their "
+                         f"recipe's steps; finish the run stopped short with 'vaezoo train ... --resume', or leave it "
+                         f"out")
+    first = cell[0]
+    other = next((r for r in cell if r.precision != first.precision), None)
+    if other is not None:
+        raise StudyError(f"{where}: seed {first.seed} ({sources[first.seed]}) trained in {first.precision}, seed "
+                         f"{other.seed} ({sources[other.seed]}) in {other.precision}: the runs of a cell share one "
+                         f"precision; leave out the runs of the other")
 
 
 def _number(value: float) -> str:
