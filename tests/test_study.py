@@ -3,6 +3,7 @@ command's, and its analyses give the answers known for synthetic tables."""
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import shutil
@@ -19,7 +20,8 @@ from vaezoo.cli import build_parser, main
 from vaezoo.entries.catalog import get_card
 from vaezoo.extras.study import (
     DSPRITES, GRID_DEPENDENT, SEEDS, StudyError, StudyRow, StudyTable, build_study, fill_doc, grid_spans,
-    median_seed, mig_figure, place_among_seeds, read_table, rule_metric, study_table, variance_shares, write_table)
+    median_seed, mig_figure, place_among_seeds, read_table, render_sections, rule_metric, study_table, variance_shares,
+    write_table)
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "docs" / "study" / "dsprites.csv"
@@ -167,6 +169,18 @@ def test_the_rule_takes_the_score_least_moved_by_the_seed_but_never_a_grid_depen
     rows = [_row(m, 1.0, s, **{grid: base, steady: base + 0.01 * s, noisy: base + 0.3 * s})
             for m, base in (("one", 0.0), ("two", 1.0)) for s in (0, 1)]
     assert rule_metric(StudyTable(tuple(rows), (grid, steady, noisy))) == steady
+
+
+def test_the_page_says_no_rule_can_be_chosen_when_every_score_has_a_run_that_is_not_finite():
+    # one run's NaN on the only score of the latent's match to the factors made 'vaezoo study --doc' fail: "no metric
+    # is recorded finite on every run", though total_correlation was, and nothing was written
+    rows = [_row("betavae", v, s, mig_dlib=math.nan if (v, s) == (4.0, 1) else 0.1 * s + v, total_correlation=v + s)
+            for v in (4.0, 6.0) for s in (0, 1)]
+    table = StudyTable(tuple(rows), ("mig_dlib", "total_correlation"))
+    assert rule_metric(table) is None
+    rule = render_sections(table, [], "t.csv", {})["rule"]
+    assert "| total_correlation |" in rule and "| mig_dlib |" not in rule
+    assert "**No rule's metric**: no score of the latent's match to the factors" in rule and "ship the" not in rule
 
 
 def test_the_mig_figure_says_when_each_method_has_one_value():

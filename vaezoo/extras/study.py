@@ -487,18 +487,11 @@ def seed_robustness(table: StudyTable) -> list[Shares]:
     return sorted((s for s in found if s is not None), key=lambda s: (s.seed, s.metric))
 
 
-def rule_metric(table: StudyTable) -> str:
+def rule_metric(table: StudyTable) -> str | None:
     """The selection rule's metric: the most robust across seeds (:func:`seed_robustness`) of the scores of the
     latent's match to the factors that do not depend on the grid's density (neither :data:`GRID_DEPENDENT` nor
-    :data:`LATENT_STATISTICS`).
-
-    Raises:
-        StudyError: no metric qualifies.
-    """
-    for shares in seed_robustness(table):
-        if not _excluded(shares.metric):
-            return shares.metric
-    raise StudyError("no metric is recorded finite on every run; the study table needs runs measured alike")
+    :data:`LATENT_STATISTICS`); None when no such score is recorded finite on every run of known seed."""
+    return next((s.metric for s in seed_robustness(table) if not _excluded(s.metric)), None)
 
 
 def _excluded(metric: str) -> str:
@@ -724,19 +717,26 @@ def render_sections(table: StudyTable, cards: Sequence[Card], table_file: str, f
 
     robust = seed_robustness(table)
     chosen = rule_metric(table)
-    checked = selection_check(table, [chosen, "mig_dlib", "mig_chen"])
     sections["rule"] = (
         f"Metrics recorded finite on all {len(trained)} runs of known seed, least moved by the seed first (the seed "
         f"share of the decomposition above):\n\n"
         + _md_table(("metric", "seed share", "excluded"), ((s.metric, _pct(s.seed), _excluded(s.metric) or "")
-                                                           for s in robust))
-        + f"\n\n**Rule: ship the median seed on {chosen}**, the score least moved by the seed among those of the "
-          f"latent's match to the factors that do not depend on the grid's density.\n\n"
-        + _md_table(("card", "shipped", f"median on {chosen}", "median on mig_dlib", "median on mig_chen",
-                     "follows the rule"),
-                    ((card, seed, med.get(chosen, ""), med.get("mig_dlib", ""), med.get("mig_chen", ""),
-                      "yes" if med.get(chosen) == seed else "no")
-                     for card, seed, med in checked)))
+                                                           for s in robust)))
+    if chosen is None:
+        sections["rule"] += (
+            "\n\n**No rule's metric**: no score of the latent's match to the factors that does not depend on the "
+            "grid's density is recorded finite on every run of known seed: a run that lacks one (measure it with "
+            "'vaezoo eval RUN --write'), or records it as NaN or infinite, leaves it out.")
+    else:
+        checked = selection_check(table, [chosen, "mig_dlib", "mig_chen"])
+        sections["rule"] += (
+            f"\n\n**Rule: ship the median seed on {chosen}**, the score least moved by the seed among those of the "
+            f"latent's match to the factors that do not depend on the grid's density.\n\n"
+            + _md_table(("card", "shipped", f"median on {chosen}", "median on mig_dlib", "median on mig_chen",
+                         "follows the rule"),
+                        ((card, seed, med.get(chosen, ""), med.get("mig_dlib", ""), med.get("mig_chen", ""),
+                          "yes" if med.get(chosen) == seed else "no")
+                         for card, seed, med in checked)))
 
     entries = []
     for m in study.methods:
