@@ -20,8 +20,8 @@ from vaezoo.cli import build_parser, main
 from vaezoo.entries.catalog import get_card
 from vaezoo.extras.study import (
     DSPRITES, GRID_DEPENDENT, SEEDS, StudyError, StudyRow, StudyTable, build_study, fill_doc, grid_spans,
-    median_seed, mig_figure, place_among_seeds, read_table, render_sections, rule_metric, study_table, variance_shares,
-    write_table)
+    median_seed, mig_figure, place_among_seeds, read_table, render_sections, rule_metric, selection_check, study_table,
+    variance_shares, write_table)
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "docs" / "study" / "dsprites.csv"
@@ -162,6 +162,14 @@ def test_a_released_model_is_placed_among_the_seeds_in_each_metrics_direction():
 def test_the_median_seed_is_the_middle_run_and_the_lower_middle_of_an_even_count():
     assert median_seed([(0, 0.3), (1, 0.1), (2, 0.2)]) == 2
     assert median_seed([(0, 0.4), (1, 0.1), (2, 0.2), (3, 0.3)]) == 2
+
+
+def test_the_shipped_seeds_median_is_taken_over_the_runs_that_record_the_metric_finite():
+    # a NaN among the five seeds made seed 3, the lowest of the others, the median seed (2 is)
+    values = (0.5, math.nan, 0.3, 0.1, 0.4)
+    rows = [_row("betavae", 6.0, s, score=v, other=0.1 * s) for s, v in enumerate(values)]
+    assert selection_check(StudyTable(tuple(rows), ("score", "other")), ["score", "other", "absent"]) == [
+        ("betavae-x", 0, {"score": 2, "other": 2})]
 
 
 def test_the_rule_takes_the_score_least_moved_by_the_seed_but_never_a_grid_dependent_one():

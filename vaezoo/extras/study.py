@@ -503,13 +503,14 @@ def _excluded(metric: str) -> str:
 
 def selection_check(table: StudyTable, metrics: Sequence[str]) -> list[tuple[str, int, dict[str, int]]]:
     """For each card that ships one of the table's cells: the card, its shipped seed and, for each of ``metrics``,
-    the cell's median seed on it (:func:`median_seed`)."""
+    the cell's median seed on it (:func:`median_seed`) over the runs that record it finite (a NaN sorts nowhere)."""
     out = []
     for cell in table.cells().values():
         shipped = [r for r in cell if r.shipped]
         if shipped and len(cell) > 1:
-            medians = {m: median_seed([(r.seed, r.metrics[m]) for r in cell if m in r.metrics]) for m in metrics
-                       if any(m in r.metrics for r in cell)}
+            finite = {m: [(r.seed, r.metrics[m]) for r in cell if math.isfinite(r.metrics.get(m, math.nan))]
+                      for m in metrics}
+            medians = {m: median_seed(runs) for m, runs in finite.items() if runs}
             out.append((shipped[0].card, shipped[0].seed, medians))
     return out
 
