@@ -19,9 +19,9 @@ import pytest
 from vaezoo.cli import build_parser, main
 from vaezoo.entries.catalog import get_card
 from vaezoo.extras.study import (
-    DSPRITES, GRID_DEPENDENT, SEEDS, StudyError, StudyRow, StudyTable, build_study, fill_doc, grid_spans,
-    median_seed, mig_figure, place_among_seeds, read_table, render_sections, rule_metric, selection_check, study_table,
-    variance_shares, write_table)
+    DSPRITES, GRID_DEPENDENT, SEEDS, StudyError, StudyRow, StudyTable, build_study, distribution_plots, fill_doc,
+    grid_spans, median_seed, mig_figure, place_among_seeds, read_table, render_sections, rule_metric, selection_check,
+    study_table, variance_shares, write_table)
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "docs" / "study" / "dsprites.csv"
@@ -200,6 +200,20 @@ def test_the_mig_figure_says_when_each_method_has_one_value():
     two = StudyTable(one.rows + tuple(_row("betavae", 2.0, s, mig_dlib=0.2) for s in (0, 1)), ("mig_dlib",))
     svg = mig_figure(two, "mig_dlib")
     assert "one value per method so far" not in svg and "<polyline" in svg
+
+
+def test_a_distribution_names_its_cells_runs_not_drawn_as_non_finite_or_not_measured():
+    # a cell whose only value was NaN or infinite had no row (the shipped gaussian_total_correlation figure left out
+    # both joint models), and a run that did not measure the metric was counted "non-finite"
+    rows = [_row("betavae", 4.0, s, score=0.1 * s) for s in (0, 1)] + [_row("betavae", 4.0, 2)]
+    rows += [_row("betavae", 6.0, 0, score=math.inf), _row("betavae", 6.0, 1)]
+    [plot] = distribution_plots(StudyTable(tuple(rows), ("score",)))
+    assert [(s.label, len(s.values)) for s in plot.strips] == [
+        ("beta-VAE beta=4 (1 not measured)", 2), ("beta-VAE beta=6 (1 non-finite, 1 not measured)", 0)]
+    svg = ET.fromstring(plot.svg())
+    texts = [e.text for e in svg.iter("{http://www.w3.org/2000/svg}text")]
+    assert "beta-VAE beta=6 (1 non-finite, 1 not measured)" in texts
+    assert len(list(svg.iter("{http://www.w3.org/2000/svg}circle"))) == 2
 
 
 def test_each_grid_command_parses_and_its_sweep_names_a_field_of_its_recipe(tmp_path, monkeypatch):

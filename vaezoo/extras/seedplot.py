@@ -22,13 +22,22 @@ WIDTH, LABEL_WIDTH, ROW, TOP, BOTTOM = 640, 210, 26, 30, 34
 
 @dataclass(frozen=True)
 class Strip:
-    """One entry's runs of a metric: the finite values by seed, their median, and the seed it ships."""
+    """One entry's runs of a metric: the finite values by seed, their median (NaN when none is finite), and the seed
+    it ships."""
 
     name: str
     values: tuple[tuple[int, float], ...]
     median: float
     shipped: int
     dropped: int  # runs with a non-finite value, not drawn
+    missing: int = 0  # runs that do not record the metric, not drawn
+
+    @property
+    def label(self) -> str:
+        """The row's name, with the runs it does not draw: ``beta-VAE beta=6 (1 non-finite, 2 not measured)``."""
+        left = [f"{count} {why}" for count, why in ((self.dropped, "non-finite"), (self.missing, "not measured"))
+                if count]
+        return self.name + (f" ({', '.join(left)})" if left else "")
 
 
 @dataclass(frozen=True)
@@ -51,7 +60,7 @@ class SeedPlot:
 
     def svg(self) -> str:
         """The picture: one row per entry, its seeds as points, its median as a bar, on a shared axis."""
-        values = [v for strip in self.strips for _, v in strip.values]
+        values = [v for strip in self.strips for _, v in strip.values] or [0.0]  # rows of non-finite runs alone
         low, high = min(values), max(values)
         if high == low:
             low, high = low - 0.5 * (abs(low) or 1), high + 0.5 * (abs(high) or 1)
@@ -72,9 +81,10 @@ class SeedPlot:
                f'ringed: shipped</text>']
         for row, strip in enumerate(self.strips):
             y = TOP + ROW * row + ROW / 2
-            label = strip.name + (f" ({strip.dropped} non-finite)" if strip.dropped else "")
-            out.append(f'<text x="4" y="{y + 4:.1f}">{_text(label)}</text>')
+            out.append(f'<text x="4" y="{y + 4:.1f}">{_text(strip.label)}</text>')
             out.append(f'<line x1="{LABEL_WIDTH}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#ddd"/>')
+            if not strip.values:
+                continue
             out.append(f'<line x1="{x(strip.median):.1f}" y1="{y - 9:.1f}" x2="{x(strip.median):.1f}" '
                        f'y2="{y + 9:.1f}" stroke="#c0392b" stroke-width="3"><title>median {strip.median:.4g}'
                        f'</title></line>')

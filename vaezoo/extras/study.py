@@ -516,20 +516,23 @@ def selection_check(table: StudyTable, metrics: Sequence[str]) -> list[tuple[str
 
 
 def distribution_plots(table: StudyTable, study: Study = DSPRITES) -> list:
-    """One :class:`vaezoo.extras.seedplot.SeedPlot` per metric: a row per cell (method, value), its seeds as points
-    and its median as a bar, the shipped seed ringed (Locatello et al.'s figures)."""
+    """One :class:`vaezoo.extras.seedplot.SeedPlot` per metric: a row per cell (method, value) that measured it, its
+    seeds as points and its median as a bar, the shipped seed ringed (Locatello et al.'s figures); the row's label
+    counts its runs that record the metric as NaN or infinite, or do not record it, which it does not draw."""
     from vaezoo.extras.seedplot import SeedPlot, Strip
 
     plots = []
     for metric in table.metrics:
         strips = []
         for (name, value), cell in table.cells().items():
-            finite = tuple((r.seed, r.metrics[metric]) for r in cell if math.isfinite(r.metrics.get(metric, math.nan)))
-            if finite:
+            measured = [r for r in cell if metric in r.metrics]
+            finite = tuple((r.seed, r.metrics[metric]) for r in measured if math.isfinite(r.metrics[metric]))
+            if measured:
                 method = study.method(name)
                 shipped = next((r.seed for r in cell if r.shipped), -1)
-                strips.append(Strip(f"{method.label} {method.param}={value:g}", finite,
-                                    statistics.median(v for _, v in finite), shipped, len(cell) - len(finite)))
+                median = statistics.median(v for _, v in finite) if finite else math.nan
+                strips.append(Strip(f"{method.label} {method.param}={value:g}", finite, median, shipped,
+                                    len(measured) - len(finite), len(cell) - len(measured)))
         if strips:
             plots.append(SeedPlot(study.dataset, metric, tuple(strips)))
     return plots
