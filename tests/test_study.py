@@ -159,6 +159,15 @@ def test_a_released_model_is_placed_among_the_seeds_in_each_metrics_direction():
     assert (down.beats, down.rank, down.position) == (3, 1, "below")
 
 
+def test_the_page_says_so_when_the_released_model_is_not_in_the_table():
+    # a study of runs alone said "JointVAE (Dupont's release) against the 0 seeds of jointvae-dsprites ... (rank 1
+    # is the best of the 1)" over an empty table, and "better than the median seed on 0 of 0 metrics"
+    table = StudyTable(tuple(_row("jointvae", 40.0, s, mig_dlib=0.1 * s) for s in (0, 1)), ("mig_dlib",))
+    original = render_sections(table, [], "t.csv", {})["original"]
+    assert original == ("Nothing to place: the table holds 0 rows of JointVAE (Dupont's release) and 2 runs of known "
+                        "seed of jointvae-dsprites, and no metric that both record finite.")
+
+
 def test_the_median_seed_is_the_middle_run_and_the_lower_middle_of_an_even_count():
     assert median_seed([(0, 0.3), (1, 0.1), (2, 0.2)]) == 2
     assert median_seed([(0, 0.4), (1, 0.1), (2, 0.2), (3, 0.3)]) == 2

@@ -652,6 +652,10 @@ def grid_spans(study: Study = DSPRITES, out: str = "runs/study", device: str = "
             Span("3. FactorVAE, DIP-VAE-I, DIP-VAE-II and AnnealedVAE across their grids", tuple(rest))]
 
 
+def _plural(count: int, word: str) -> str:
+    return word if count == 1 else word + "s"
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
@@ -708,7 +712,12 @@ def render_sections(table: StudyTable, cards: Sequence[Card], table_file: str, f
     directions = {m: higher_is_better(m, cards) for m in table.metrics}
     placed = place_among_seeds(table, study.original, study.retrained, directions)
     n = max((len(p.seeds) for p in placed), default=0)
+    releases = sum(r.method == study.original for r in table.rows)
+    seeds = sum(r.method == study.retrained for r in trained)
     sections["original"] = (
+        f"Nothing to place: the table holds {releases} {_plural(releases, 'row')} of "
+        f"{study.method(study.original).label} and {seeds} {_plural(seeds, 'run')} of known seed of "
+        f"{study.retrained}-{study.dataset}, and no metric that both record finite." if not placed else
         f"{study.method(study.original).label} against the {n} seeds of {study.retrained}-{study.dataset}, metric "
         f"by metric (rank 1 is the best of the {n + 1}).\n\n"
         + _md_table(("metric", "better", "original", "seeds (by seed)", "rank", "beats", "range"),
