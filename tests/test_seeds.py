@@ -314,6 +314,9 @@ def test_a_copy_of_a_run_under_another_seed_is_an_error_naming_both(work, capsys
     ({"train": {"batch_size": 64}}, "train.batch_size is 64, the card's is 8"),
     ({"train": {"optimizer": {"name": "SGD", "lr": 0.01}}}, "train.optimizer.name is 'SGD', the card's is 'Adam'"),
     ({"train": {"epochs": 3}}, "train.epochs is 3, the card's is 2"),
+    # the recipe's own spelling was shown: "train.precision is 'bf16', the card sets none"
+    ({"train": {"precision": "bf16-mixed"}}, "train.precision is 'bf16-mixed', the card's is 'tf32-conv'"),
+    ({"train": {"precision": "fp32"}}, "train.precision is 'fp32', the card's is 'tf32-conv'"),
     ({"dataset": "toy_bars"}, "dataset is 'toy_bars', the card's is 'tiny_blobs'"),
     ({"model": {"image_size": 4, "channels": 1, "latent": {"type": "gaussian", "dim": 3},
                 "encoder": {"type": "mlp_encoder", "hidden": [8]}, "decoder": {"type": "mlp_decoder", "hidden": [8]},
