@@ -12,10 +12,10 @@ import threading
 import time
 
 import pytest
-from kit import cli, install_package, make_card, refuse_writes, write_card, write_entry, write_toml
+from kit import cli, install_package, make_card, refuse_writes, run_python, write_card, write_entry, write_toml
 
 from vaezoo.entries.catalog import parse_card
-from vaezoo.entries.entry import update_card
+from vaezoo.entries.entry import update_card, verify_entries
 from vaezoo.entries.schema import Metric, SeedRun, SeedSpread
 from vaezoo.errors import OutputError, VaezooError
 from vaezoo.store import locks
@@ -526,3 +526,41 @@ def test_a_sweep_past_the_open_files_limit_names_the_limit_not_a_lock_file(tmp_p
     assert done.returncode == 0 and said.startswith("cannot lock "), done.stderr
     assert "Too many open files (this process may hold 64 files open" in said and "'ulimit -n'" in said
     assert "not a file vaezoo wrote" not in said and "move it away" not in said
+
+
+def test_a_pair_written_up_to_a_kill_between_its_renames_is_finished_by_the_next_load(tmp_path):
+    """A SIGKILL between the weights' rename and the card's left new weights beside the old card, which refused
+    them (their sha256) until the entry was written again: the next load finishes the write from the card the
+    writer had staged, under the writers' locks."""
+    import torch
+
+    import vaezoo
+
+    card, _, _ = write_entry(tmp_path / "entry", make_card(name="tiny"))
+    killed = run_python("-c", (
+        "import os, signal, sys, torch, vaezoo\n"
+        "from vaezoo.entries.entry import write_entry\n"
+        "model = vaezoo.load(sys.argv[1])\n"
+        "with torch.no_grad():\n"
+        "    model.head.bias.add_(1.0)\n"
+        "real, renames = os.replace, []\n"
+        "def replace(source, target):  # killed at the second rename: the card's\n"
+        "    renames.append(target)\n"
+        "    if len(renames) == 2:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    real(source, target)\n"
+        "os.replace = replace\n"
+        "torch.save(model.head.bias, sys.argv[3])\n"
+        "write_entry(model.card, model.state_dict(), sys.argv[2])\n"), str(card), str(card.parent),
+        str(tmp_path / "bias.pt"))
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert [p.name for p in card.parent.iterdir() if p.name.endswith(".tmp")]  # the staged card
+    [(status, detail)] = verify_entries([parse_card(card)])  # a check writes nothing: it says what finishes it
+    assert status == "FAILED" and detail.endswith("; a write of the entry was cut short between its weights and its "
+                                                  "card: loading it (vaezoo.load, vaezoo eval) finishes that write")
+
+    model = vaezoo.load(card)
+    assert torch.equal(model.head.bias, torch.load(tmp_path / "bias.pt"))
+    assert parse_card(card).weights == model.card.weights  # the card file holds the new pair's
+    assert not [p.name for p in card.parent.iterdir() if p.name.endswith(".tmp")]
+    assert verify_entries([parse_card(card)]) == [("ok", str(card.parent / "tiny.safetensors"))]

@@ -24,7 +24,8 @@ from vaezoo.errors import CardError, Phrase, VaezooError, WeightsError
 from vaezoo.signals import Interrupted, StopSignals
 from vaezoo.store.checksums import read_verified, sha256_of, verify
 from vaezoo.store.downloads import cached_path, download
-from vaezoo.store.files import atomic_write, check_beside, commit, file_state, folder_problem, stage
+from vaezoo.store.files import (atomic_write, check_beside, commit, file_state, folder_problem, stage,
+                                temporaries)
 from vaezoo.store.locks import HOLDER_SUFFIX, card_lock, card_lock_file, folder_lock, folder_lock_file
 from vaezoo.store.weights import parse_safetensors, safetensors_writer
 from vaezoo.terminal import shell_join
@@ -180,9 +181,9 @@ def write_entry(card: Card, weights: Mapping[str, torch.Tensor] | bytes, folder:
 
     Both files are written beside their targets first, then renamed over them back to back (a stop signal
     once they are ready lets both renames finish), so that a folder holding an entry holds the old pair or the
-    new one. Only a kill that no signal handler sees (SIGKILL, a power cut) between the two renames leaves new
-    weights beside the old card, whose sha256 then refuses them on load. The folder loads like a zoo entry
-    (``vaezoo.load(folder)``).
+    new one. A kill that no signal handler sees (SIGKILL, a power cut) between the two renames leaves new
+    weights beside the old card and the new card staged: the next load of the card finishes the write
+    (:func:`load_entry`). The folder loads like a zoo entry (``vaezoo.load(folder)``).
 
     Args:
         card: the card; its ``weights`` entry is replaced by the file written here.
@@ -297,7 +298,10 @@ def verify_entries(cards: Iterable[Card]) -> list[tuple[str, str]]:
                     verify(path, card.weights)
                     hashed[key] = None
                 except WeightsError as exc:
-                    hashed[key] = str(_remedied(card, exc))
+                    cut = card.source is None and _staged_card(card) is not None
+                    hashed[key] = str(_remedied(card, exc)) + (
+                        "; a write of the entry was cut short between its weights and its card: loading it "
+                        "(vaezoo.load, vaezoo eval) finishes that write" if cut else "")
             results.append(("ok", str(path)) if hashed[key] is None else ("FAILED", hashed[key]))
         except WeightsError as exc:
             results.append(("FAILED", str(exc)))
@@ -364,7 +368,7 @@ def load_entry(card: Card) -> tuple[Card, dict[str, torch.Tensor]]:
     That card is ``card``, unless its run was published again (``vaezoo train --resume`` for more epochs)
     between the reading of ``card`` and of its weights: then the new weights do not match ``card``, and the
     card on disk is read again, under its lock (the publisher holds it while it writes the weights and the
-    card), and returned with its weights.
+    card), and returned with its weights. A write of the pair killed between its renames is finished there.
 
     Raises:
         WeightsError: the weights are not what the card on disk states.
@@ -380,7 +384,8 @@ def load_entry(card: Card) -> tuple[Card, dict[str, torch.Tensor]]:
 
 def _card_now(card: Card) -> Card | None:
     """The card file of ``card`` as it is now, once no process is writing it (a run's publication holds the card's
-    lock, ``save_pretrained`` the folder's); None if it still states the weights ``card`` states (or is gone, or
+    lock, ``save_pretrained`` the folder's), with a write of the pair that a kill cut short between its two renames
+    finished (:func:`_finish_write`); None if it still states the weights ``card`` states (or is gone, or
     unreadable), that is, when ``card``'s weights are not what it says."""
     if card.path is None or card.source is not None or card.weights is None or card.weights.file is None:
         return None
@@ -391,9 +396,46 @@ def _card_now(card: Card) -> Card | None:
             if card_lock_file(card.path).exists():
                 held.enter_context(card_lock(card.path))
             now = parse_card(card.path)
+            if now.weights == card.weights:
+                now = _finish_write(now)
     except (OSError, VaezooError):
         return None
-    return now if now.weights != card.weights else None
+    return now if now is not None and now.weights != card.weights else None
+
+
+def _finish_write(card: Card) -> Card | None:
+    """``card`` as a write of its pair that a kill (SIGKILL, a power cut) cut short between its two renames
+    meant it (:func:`_staged_card`), renamed over ``card``'s file, which then holds the new pair whole; None where
+    no write was cut short so.
+
+    Call it only under the locks the writers hold.
+    """
+    staged = _staged_card(card)
+    if staged is None:
+        return None
+    os.replace(staged, card.path)
+    return parse_card(card.path)
+
+
+def _staged_card(card: Card) -> Path | None:
+    """The card :func:`write_entry` left staged beside ``card``'s file when it was killed between renaming the new
+    weights over the old and the new card over ``card``: the staged card that states the weights file now there.
+    None where there is none (the writer was killed before its renames, or the weights are damaged)."""
+    if card.path is None or card.weights is None or card.weights.file is None:
+        return None
+    weights = card.path.parent / card.weights.file
+    try:
+        there = Weights(file=card.weights.file, sha256=sha256_of(weights), size=weights.stat().st_size)
+    except OSError:
+        return None
+    for staged in temporaries(card.path.parent, f".{card.path.name}.", ".tmp"):
+        try:
+            meant = parse_card(staged)
+        except (OSError, VaezooError):
+            continue  # cut short while it was written: the weights were not renamed yet
+        if meant.name == card.name and meant.weights == there:
+            return staged
+    return None
 
 
 def load_state_dict(card: Card, device=None) -> dict[str, torch.Tensor]:
