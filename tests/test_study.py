@@ -225,6 +225,18 @@ def test_a_distribution_names_its_cells_runs_not_drawn_as_non_finite_or_not_meas
     assert len(list(svg.iter("{http://www.w3.org/2000/svg}circle"))) == 2
 
 
+def test_the_mig_figure_names_the_runs_it_does_not_draw_and_draws_beside_a_value_of_zero():
+    # beta=0 (a sweep's plain autoencoder) was a ValueError traceback (math domain error), and runs whose MIG was
+    # NaN, or not measured, were left out without a word
+    rows = [_row("betavae", 0.0, s, mig_dlib=0.1) for s in (0, 1)]
+    rows += [_row("betavae", 4.0, 0, mig_dlib=0.2), _row("betavae", 4.0, 1, mig_dlib=math.nan), _row("betavae", 4.0, 2)]
+    svg = ET.fromstring(mig_figure(StudyTable(tuple(rows), ("mig_dlib",)), "mig_dlib"))
+    texts = [e.text for e in svg.iter("{http://www.w3.org/2000/svg}text")]
+    assert "not drawn: beta-VAE beta 0 (2 off the log axis); beta-VAE beta 4 (1 non-finite, 1 not measured)" in texts
+    assert [e.find("{http://www.w3.org/2000/svg}title").text for e in svg.iter("{http://www.w3.org/2000/svg}circle")] \
+        == ["beta-VAE beta 4 seed 0: 0.2"]
+
+
 def test_each_grid_command_parses_and_its_sweep_names_a_field_of_its_recipe(tmp_path, monkeypatch):
     from vaezoo.training.sweeps import members, parse_sweep
 

@@ -544,14 +544,27 @@ COLOURS = ("#2c7fb8", "#d95f0e", "#31a354", "#756bb1", "#e7298a", "#666666")
 def mig_figure(table: StudyTable, metric: str, study: Study = DSPRITES, param: str = "beta") -> str:
     """Chen et al.'s figure: ``metric`` against the methods' ``param`` (log axis), one colour per method: each seed a
     point, each value's median a bar joined across values, its range a line. With one value per method the
-    figure says so: no trend can be read from it."""
+    figure says so: no trend can be read from it. A line under the axis names the runs it does not draw: those that
+    record the metric as NaN or infinite or do not record it, and those at a value a log axis has no place for (0)."""
     from vaezoo.extras.seedplot import MARK, _ticks
 
     methods = [m for m in study.methods if m.param == param and not m.released
                and any(r.method == m.name and metric in r.metrics for r in table.trained())]
-    cells = {key: [r for r in cell if math.isfinite(r.metrics.get(metric, math.nan))]
-             for key, cell in table.cells().items() if key[0] in {m.name for m in methods}}
-    cells = {key: cell for key, cell in cells.items() if cell}
+    labels = {m.name: m.label for m in methods}
+    cells, left_out = {}, []
+    for (name, value), cell in table.cells().items():
+        if name not in labels:
+            continue
+        finite = [r for r in cell if math.isfinite(r.metrics.get(metric, math.nan))]
+        measured = sum(metric in r.metrics for r in cell)
+        why = [f"{count} {what}" for count, what in ((measured - len(finite), "non-finite"),
+                                                     (len(cell) - measured, "not measured")) if count]
+        if value <= 0 and finite:
+            why.append(f"{len(finite)} off the log axis")
+        elif finite:
+            cells[name, value] = finite
+        if why:
+            left_out.append(f"{labels[name]} {param} {value:g} ({', '.join(why)})")
     xs = sorted({v for m in methods for v in m.grid} | {v for _, v in cells})
     ys = [r.metrics[metric] for cell in cells.values() for r in cell] or [0.0, 1.0]
     width, height, left, right, top, bottom = 640, 360, 60, 620, 60, 300
@@ -605,6 +618,8 @@ def mig_figure(table: StudyTable, metric: str, study: Study = DSPRITES, param: s
                            f'{r.metrics[metric]:.4g}</title></circle>')
         out.append(f'<rect x="{left + 10 + 160 * i}" y="{top - 14}" width="10" height="10" fill="{colour}"/>')
         out.append(f'<text x="{left + 24 + 160 * i}" y="{top - 5}">{escape(method.label)}</text>')
+    if left_out:
+        out.append(f'<text x="4" y="{height - 4}" fill="#555">not drawn: {escape("; ".join(left_out))}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
