@@ -168,6 +168,13 @@ def test_the_page_says_so_when_the_released_model_is_not_in_the_table():
                         "seed of jointvae-dsprites, and no metric that both record finite.")
 
 
+def test_the_tables_steps_are_listed_in_numeric_order():
+    # they were sorted as text: "steps 299520, 30"
+    rows = [StudyRow("betavae-x", "betavae", "model.beta", v, s, False, steps, "fp32", {"mig_dlib": 0.1 * s + v})
+            for v, steps in ((4.0, 299520), (6.0, 30)) for s in (0, 1)]
+    assert "; steps 30, 299520; " in render_sections(StudyTable(tuple(rows), ("mig_dlib",)), [], "t.csv", {})["table"]
+
+
 def test_the_median_seed_is_the_middle_run_and_the_lower_middle_of_an_even_count():
     assert median_seed([(0, 0.3), (1, 0.1), (2, 0.2)]) == 2
     assert median_seed([(0, 0.4), (1, 0.1), (2, 0.2), (3, 0.3)]) == 2

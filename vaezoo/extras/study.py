@@ -704,7 +704,7 @@ def render_sections(table: StudyTable, cards: Sequence[Card], table_file: str, f
     sections = {"table": (
         f"[{table_file}]({table_file}): {len(table.rows)} rows, {len(trained)} of them runs of known seed in "
         f"{len(cells)} cells (method, value) of {'/'.join(map(str, counts))} seeds each, {len(table.metrics)} "
-        f"metrics; steps {', '.join(sorted({str(r.steps) for r in table.rows if r.steps}))}; precision "
+        f"metrics; steps {', '.join(map(str, sorted({r.steps for r in table.rows if r.steps})))}; precision "
         f"{', '.join(sorted({r.precision for r in table.rows}))}.\n\n"
         + _md_table(("cell", "card", "seeds (shipped)", "steps"),
                     ((f"{study.method(n).label} {study.method(n).param}={v:g}", c[0].card,
