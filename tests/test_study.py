@@ -134,6 +134,20 @@ def test_a_cell_whose_runs_made_other_steps_or_trained_in_another_precision_is_r
     assert len(study_table(runs).rows) == 2
 
 
+def test_a_metric_measured_with_other_settings_on_two_cards_is_refused_naming_both():
+    # a run measured with 'vaezoo eval --set mig_dlib.points=500 --write' joined the others' 10,000 points in its
+    # cell, its median and the variance shares; vaezoo seeds refuses it
+    runs = [_run_of("betavae-dsprites", seed, "betavae-dsprites-run") for seed in (3, 4)]
+    mig = runs[1].metrics["mig_dlib"]
+    fewer = runs[1].model_copy(update={"metrics": {**runs[1].metrics, "mig_dlib": mig.model_copy(
+        update={"parameters": {**mig.parameters, "points": 500}})}})
+    with pytest.raises(StudyError, match=r"^mig_dlib is measured with points = 500 on \S+ and 10000 on \S+: the study "
+                                         r"compares runs measured alike; measure them alike with 'vaezoo eval RUN "
+                                         r"--metrics mig_dlib --write --force' \(and --set mig_dlib.points=VALUE"):
+        study_table([runs[0], fewer])
+    assert len(study_table([get_card("betavae-dsprites"), get_card("betatcvae-dsprites"), runs[0]]).rows) == 7
+
+
 def _row(method: str, value: float, seed: int | None, **metrics: float) -> StudyRow:
     return StudyRow(f"{method}-x", method, "model.beta", value, seed, seed == 0, 10, "fp32", metrics)
 

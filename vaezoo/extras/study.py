@@ -251,12 +251,14 @@ def study_table(cards: Iterable[Card], study: Study = DSPRITES) -> StudyTable:
     Raises:
         StudyError: a card of no method; two cards giving the same method, value and seed (one card file given
             twice, or two runs of one seed: every run of a method has one name, so they are named by their files);
-            the runs of a cell trained for different numbers of steps or in different precisions.
+            the runs of a cell trained for different numbers of steps or in different precisions; a metric measured
+            with other settings on two cards.
     """
-    rows, metrics, seen = [], [], {}
+    rows, metrics, seen, measured = [], [], {}, {}
     order = {m.name: i for i, m in enumerate(study.methods)}
     for card in cards:
         method = study.method_of(card)
+        _check_measured_alike(card, measured)
         for row in card_rows(card, method, study.dataset):
             cell = (row.method, row.value, row.seed)
             if cell in seen:
@@ -277,6 +279,30 @@ def study_table(cards: Iterable[Card], study: Study = DSPRITES) -> StudyTable:
     for (name, value), cell in table.cells().items():
         _check_alike(study.method(name), value, cell, {r.seed: _source(seen[name, value, r.seed]) for r in cell})
     return table
+
+
+def _check_measured_alike(card: Card, measured: dict[str, Card]) -> None:
+    """Refuse ``card`` if it measured one of its evaluated metrics with other settings than the first card of
+    ``measured`` that records it (``vaezoo eval --set``): the study compares every run on each metric, as measured
+    alike. ``measured`` gains the card's metrics that it does not hold yet.
+
+    Raises:
+        StudyError: naming both cards, the metric and the first setting that differs.
+    """
+    from vaezoo.entries.recipe import ABSENT, differences
+
+    for name in card.eval_metrics:
+        if name not in card.metrics:
+            continue
+        first = measured.setdefault(name, card)
+        found = differences(card.metrics[name].parameters or {}, first.metrics[name].parameters or {})
+        if found:
+            setting, mine, theirs = found[0].where, found[0].other, found[0].card
+            raise StudyError(
+                f"{name} is measured with {setting} = {'(not set)' if mine is ABSENT else mine} on {_source(card)} "
+                f"and {'(not set)' if theirs is ABSENT else theirs} on {_source(first)}: the study compares runs "
+                f"measured alike; measure them alike with 'vaezoo eval RUN --metrics {name} --write --force' (and "
+                f"--set {name}.{setting}=VALUE for a setting other than its default)")
 
 
 def _source(card: Card) -> str:
