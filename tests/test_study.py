@@ -189,6 +189,18 @@ def test_the_tables_steps_are_listed_in_numeric_order():
     assert "; steps 30, 299520; " in render_sections(StudyTable(tuple(rows), ("mig_dlib",)), [], "t.csv", {})["table"]
 
 
+def test_the_page_names_the_zoos_entries_when_the_study_is_of_runs_alone():
+    # span 2's study reads the beta-VAE runs in place of the entry: the page said the zoo had "(no entry yet)" of
+    # beta-VAE and beta-TCVAE, and counted them among the new entries (6, not 4)
+    runs = [_run_of("betavae-dsprites", seed, "betavae-dsprites-run") for seed in (3, 4)]
+    sections = render_sections(study_table(runs), runs, "t.csv", {})
+    assert "| beta-VAE | beta | 1,2,4,6,8,16 | 4 | the paper's (Higgins et al., 2017, on dSprites) | 6 |" in \
+        sections["entries"]
+    assert "| beta-TCVAE | beta | 1,2,4,6,8,10 | 6 | the paper's (Chen et al., 2018, on dSprites) | 6 |" in \
+        sections["entries"]
+    assert "| new zoo entries (one per new method) | 4: " in sections["weights"]
+
+
 def test_the_median_seed_is_the_middle_run_and_the_lower_middle_of_an_even_count():
     assert median_seed([(0, 0.3), (1, 0.1), (2, 0.2)]) == 2
     assert median_seed([(0, 0.4), (1, 0.1), (2, 0.2), (3, 0.3)]) == 2

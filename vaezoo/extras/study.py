@@ -792,12 +792,15 @@ def render_sections(table: StudyTable, cards: Sequence[Card], table_file: str, f
                           "yes" if med.get(chosen) == seed else "no")
                          for card, seed, med in checked)))
 
+    from vaezoo.entries.catalog import discover
+
+    zoo = discover()  # the entries the zoo holds, whether or not the study was given them (a span's runs instead)
     entries = []
     for m in study.methods:
         if m.grid:
             value, why = m.entry_value()
-            recipe = next((c for c in cards if c.name == f"{m.name}-{study.dataset}"), None)
-            today = _g(_field(recipe, m.key)) if recipe else "(no entry yet)"
+            entry = zoo.get(f"{m.name}-{study.dataset}")
+            today = _g(_field(entry, m.key)) if entry else "(no entry yet)"
             entries.append((m.label, m.param, _values(m.grid), f"{value:g}", why, today))
     sections["entries"] = _md_table(("method", "parameter", "grid", "entry value", "rule", "zoo entry today"), entries)
 
@@ -807,13 +810,10 @@ def render_sections(table: StudyTable, cards: Sequence[Card], table_file: str, f
     sizes = [c.weights.size for c in cards if c.weights and not study.method_of(c).released]
     size = int(statistics.median(sizes)) if sizes else 0
     runs = sum(len(m.grid) * len(SEEDS) for m in study.methods) + len(SEEDS[3:]) * len(study.published_methods())
-    have = {c.name for c in cards}
-    new_entries = sum(1 for m in study.methods if m.grid and f"{m.name}-{study.dataset}" not in have)
-    from vaezoo.entries.catalog import discover
-
-    zoo = [c.weights.size for c in discover().values() if c.weights and c.weights.file]
+    new_entries = sum(1 for m in study.methods if m.grid and f"{m.name}-{study.dataset}" not in zoo)
+    weights = [c.weights.size for c in zoo.values() if c.weights and c.weights.file]
     sections["weights"] = _md_table(("quantity", "value"), (
-        (f"the zoo's weights today ({len(zoo)} entries)", f"{sum(zoo) / MiB:.1f} MiB"),
+        (f"the zoo's weights today ({len(weights)} entries)", f"{sum(weights) / MiB:.1f} MiB"),
         ("one model's weights (median of the study's cards)", f"{size / MiB:.2f} MiB ({size:,} bytes)"),
         ("runs the three spans train", runs),
         ("all their weights", f"{runs * size / MiB:,.0f} MiB"),
