@@ -232,4 +232,18 @@ def check_recipe(recorded: Recorded, card: Card) -> None:
     # equal values written otherwise (10 and 10.0, as --sweep takes them to be one card), and a part's setting
     # written at its default or left out, are the same recipe
     if fingerprint(theirs) != fingerprint(mine) and (found := recipe_differences(theirs, mine)):
-        raise recorded.refusal(card, found)
+        raise recorded.refusal(card, [_as_named(d) for d in found])
+
+
+def _as_named(difference: Difference) -> Difference:
+    """``difference`` of a train field that recipes write otherwise than cards (left out at its default, or by an
+    older name) with both sides as a card names them: ``tf32-conv`` and ``bf16-mixed``, not absent and ``bf16``."""
+    key = difference.where.removeprefix("train.")
+    if difference.where == key or key not in _LEGACY_DEFAULTS:
+        return difference
+    names = {old: new for new, old in _LEGACY_VALUES.get(key, {}).items()}
+
+    def named(value: Any) -> Any:
+        return _LEGACY_DEFAULTS[key] if value is ABSENT else names.get(value, value)
+
+    return Difference(difference.where, named(difference.other), named(difference.card))
