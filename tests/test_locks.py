@@ -564,3 +564,31 @@ def test_a_pair_written_up_to_a_kill_between_its_renames_is_finished_by_the_next
     assert parse_card(card).weights == model.card.weights  # the card file holds the new pair's
     assert not [p.name for p in card.parent.iterdir() if p.name.endswith(".tmp")]
     assert verify_entries([parse_card(card)]) == [("ok", str(card.parent / "tiny.safetensors"))]
+
+
+@pytest.mark.parametrize("when", ["listed", "read"])
+def test_a_cut_short_write_finished_by_another_load_at_the_same_time_loads(tmp_path, monkeypatch, when):
+    """Two loads of an entry whose folder holds no lock file ran unguarded: the one that found the staged card gone
+    (renamed by the other, once it listed it or once it read it) said the weights were not the card's, though the
+    other had just made the pair whole."""
+    import shutil
+
+    import vaezoo
+    from vaezoo.entries import entry
+
+    card, _, weights = write_entry(tmp_path / "entry", make_card(name="tiny"))
+    new, _, _ = write_entry(tmp_path / "new", make_card(name="tiny"), seed=1)
+    shutil.copy(new.with_suffix(".safetensors"), weights)  # killed between the renames: new weights, old card
+    staged = card.parent / ".tiny.toml.a1b2c3d4.tmp"
+    shutil.copy(new, staged)
+    real = {"listed": entry.temporaries, "read": entry.parse_card}
+
+    def other_load_first(path, *args):
+        found = real[when](path, *args)
+        if staged.exists() and (when == "listed" or path == staged):
+            os.replace(staged, card)  # the other load's rename
+        return found
+
+    monkeypatch.setattr(entry, "temporaries" if when == "listed" else "parse_card", other_load_first)
+    model = vaezoo.load(card)
+    assert model.card.weights == parse_card(new).weights == parse_card(card).weights

@@ -12,7 +12,7 @@ import os
 import sysconfig
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -397,24 +397,24 @@ def _card_now(card: Card) -> Card | None:
                 held.enter_context(card_lock(card.path))
             now = parse_card(card.path)
             if now.weights == card.weights:
-                now = _finish_write(now)
+                _finish_write(now)
+                now = parse_card(card.path)  # finished here, or by a load at the same time (no lock file to wait on)
     except (OSError, VaezooError):
         return None
-    return now if now is not None and now.weights != card.weights else None
+    return now if now.weights != card.weights else None
 
 
-def _finish_write(card: Card) -> Card | None:
-    """``card`` as a write of its pair that a kill (SIGKILL, a power cut) cut short between its two renames
-    meant it (:func:`_staged_card`), renamed over ``card``'s file, which then holds the new pair whole; None where
-    no write was cut short so.
+def _finish_write(card: Card) -> None:
+    """Finish a write of ``card``'s pair that a kill (SIGKILL, a power cut) cut short between its two renames: the
+    card it staged (:func:`_staged_card`) is renamed over ``card``'s file, which then holds the new pair whole.
+    Nothing is done where no write was cut short so, or another load renamed that card first.
 
     Call it only under the locks the writers hold.
     """
     staged = _staged_card(card)
-    if staged is None:
-        return None
-    os.replace(staged, card.path)
-    return parse_card(card.path)
+    if staged is not None:
+        with suppress(FileNotFoundError):  # another load's rename came first
+            os.replace(staged, card.path)
 
 
 def _staged_card(card: Card) -> Path | None:
