@@ -112,6 +112,34 @@ def test_check_of_a_card_without_metrics_that_cannot_record_them_says_why(traine
         evaluate_card(card, check=True)
 
 
+def test_check_of_a_card_without_the_metrics_asked_says_how_to_record_them_or_why_it_cannot(trained, capsys,
+                                                                                          monkeypatch):
+    """A card that held other metrics was told "writing the report records them", a downloaded one too, whose
+    --write is refused; and a folder where the card's lock file belongs made the check of a card without metrics
+    an error about that folder alone."""
+    import vaezoo.evaluation.report as report
+
+    monkeypatch.setattr(report, "load_model", lambda *a, **k: pytest.fail("a card that cannot be checked was loaded"))
+    capsys.readouterr()
+    assert main(["eval", str(trained), "--metrics", "mutual_info_score", "--check"]) == 1
+    [line] = error_lines(capsys.readouterr().err)
+    assert line.endswith(f"card 'toyvae-bars-run' has none of mutual_info_score to check against; record them first "
+                         f"with vaezoo eval {trained} --metrics mutual_info_score --write")
+    card = get_card(trained)
+    card._source = "hf-hub:owner/tiny"
+    with pytest.raises(CardError, match=r"^card 'toyvae-bars-run' has none of mutual_info_score to check against, "
+                                        r"and cannot record them: card toyvae-bars-run comes from hf-hub:owner/tiny"):
+        evaluate_card(card, metrics=["mutual_info_score"], check=True)
+
+    lock = trained.parent / f".{trained.name}.lock"
+    lock.unlink()
+    lock.mkdir()
+    bare = get_card(trained).model_copy(update={"metrics": {}})
+    with pytest.raises(CardError, match=r"^card 'toyvae-bars-run' has no metrics to check against, and cannot record "
+                                        r"them: .*\.toyvae-bars-run\.toml\.lock"):
+        evaluate_card(bare, check=True)
+
+
 def metric(value: float) -> Metric:
     return Metric(value=value, command="vaezoo eval x", vaezoo_version="0")
 

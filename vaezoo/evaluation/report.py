@@ -226,17 +226,17 @@ def refuse_unchecked(card: Card, metrics: Sequence[str] | None, named: Path | No
         CardError: the card records no metrics, or none of ``metrics``.
     """
     if not card.metrics:
-        try:
-            check_writable(card)
-        except CardError as exc:
-            raise CardError(f"card '{card.name}' has no metrics to check against, and cannot record them: "
-                            f"{exc}") from None
-        record = eval_command(card_reference(card, named), data_root, metrics)
-        raise CardError(f"card '{card.name}' has no metrics to check against; record them first with {record} "
-                        f"--write")
-    if metrics is not None and not any(name in card.metrics for name in metrics):
-        raise CardError(f"card '{card.name}' has none of {', '.join(metrics)} to check against; writing the report "
-                        f"records them")
+        lacks = "no metrics"
+    elif metrics is not None and not any(name in card.metrics for name in metrics):
+        lacks = f"none of {', '.join(metrics)}"
+    else:
+        return
+    try:
+        check_writable(card)
+    except VaezooError as exc:  # OutputError too: something in the place of the card's lock file
+        raise CardError(f"card '{card.name}' has {lacks} to check against, and cannot record them: {exc}") from None
+    record = eval_command(card_reference(card, named), data_root, metrics)
+    raise CardError(f"card '{card.name}' has {lacks} to check against; record them first with {record} --write")
 
 
 def eval_command(ref: str, data_root=None, metrics: Sequence[str] | None = None, *, for_terminal: bool = True) -> str:
