@@ -87,6 +87,22 @@ def test_the_loop_formulation_is_the_solo_run_bit_for_bit(data_plugin, tmp_path)
     assert relative_difference(member.model.state_dict(), alone.model.state_dict()) == 0
 
 
+def test_the_help_of_seeds_promises_an_mlp_member_its_solo_run_to_float_rounding_not_bit_for_bit(
+        data_plugin, tmp_path, capsys):
+    card = toy("vae", {"image_size": 16, "channels": 1, "latent": {"type": "gaussian", "dim": 2},
+                       "encoder": {"type": "mlp_encoder", "hidden": [16]},
+                       "decoder": {"type": "mlp_decoder", "hidden": [16]}})
+    [_, member] = train_seeds(card, tmp_path / "ensemble", [0, 1], max_steps=10, evaluate=False)
+    alone = train(card, tmp_path / "alone", seed=1, max_steps=10, evaluate=False)
+    assert 0 < relative_difference(member.model.state_dict(), alone.model.state_dict()) < 1e-4
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "each ends as training that seed alone would, to float rounding (bit for bit for a convolutional " \
+           "model on the CPU, whose members run in turn)" in help_text
+
+
 @pytest.mark.parametrize("formulation", ["loop", "vmap"])
 def test_an_ensemble_resumed_mid_run_ends_as_one_never_interrupted(data_plugin, tmp_path, formulation):
     whole = train_seeds(toy(), tmp_path / "whole", [1, 2], max_steps=10, formulation=formulation)

@@ -31,7 +31,9 @@ def add_parser(sub) -> None:
     seed.add_argument("--seed", type=seed_arg, metavar="N", help="override the recipe's seed")
     seed.add_argument("--seeds", type=seeds_arg, metavar="N,N-M,...",
                       help="train one model per seed as an ensemble (one step for all), seed N in OUT/seed-N; "
-                           "each ends as training that seed alone would; N-M is every seed from N to M; under "
+                           "each ends as training that seed alone would, to float rounding (bit for bit for a "
+                           "convolutional model on the CPU, whose members run in turn); N-M is every seed from N "
+                           "to M; under "
                            "torchrun the seeds are shared out over the processes")
     p.add_argument("--sweep", action="append", metavar="KEY=V1,V2,...",
                    help="also train each value of the card field KEY (a dotted path such as "
