@@ -566,21 +566,28 @@ def test_a_pair_written_up_to_a_kill_between_its_renames_is_finished_by_the_next
     assert verify_entries([parse_card(card)]) == [("ok", str(card.parent / "tiny.safetensors"))]
 
 
+def _cut_short(tmp_path):
+    """An entry ``tiny`` as a write killed between its renames leaves it: the new weights beside the old card, the new
+    card staged. Returns the card's path, the new card's (in another folder) and the staged card's."""
+    import shutil
+
+    card, _, weights = write_entry(tmp_path / "entry", make_card(name="tiny"))
+    new, _, _ = write_entry(tmp_path / "new", make_card(name="tiny"), seed=1)
+    shutil.copy(new.with_suffix(".safetensors"), weights)
+    staged = card.parent / ".tiny.toml.a1b2c3d4.tmp"
+    shutil.copy(new, staged)
+    return card, new, staged
+
+
 @pytest.mark.parametrize("when", ["listed", "read"])
 def test_a_cut_short_write_finished_by_another_load_at_the_same_time_loads(tmp_path, monkeypatch, when):
     """Two loads of an entry whose folder holds no lock file ran unguarded: the one that found the staged card gone
     (renamed by the other, once it listed it or once it read it) said the weights were not the card's, though the
     other had just made the pair whole."""
-    import shutil
-
     import vaezoo
     from vaezoo.entries import entry
 
-    card, _, weights = write_entry(tmp_path / "entry", make_card(name="tiny"))
-    new, _, _ = write_entry(tmp_path / "new", make_card(name="tiny"), seed=1)
-    shutil.copy(new.with_suffix(".safetensors"), weights)  # killed between the renames: new weights, old card
-    staged = card.parent / ".tiny.toml.a1b2c3d4.tmp"
-    shutil.copy(new, staged)
+    card, new, staged = _cut_short(tmp_path)
     real = {"listed": entry.temporaries, "read": entry.parse_card}
 
     def other_load_first(path, *args):
@@ -592,3 +599,23 @@ def test_a_cut_short_write_finished_by_another_load_at_the_same_time_loads(tmp_p
     monkeypatch.setattr(entry, "temporaries" if when == "listed" else "parse_card", other_load_first)
     model = vaezoo.load(card)
     assert model.card.weights == parse_card(new).weights == parse_card(card).weights
+
+
+def test_a_cut_short_write_that_a_read_only_folder_keeps_from_finishing_is_said_on_load(tmp_path, monkeypatch, capsys):
+    """vaezoo verify said that loading the entry finishes the write; in a folder that refuses the rename, the load
+    said only that the weights were not the card's."""
+    card, _, staged = _cut_short(tmp_path)
+    real = os.replace
+
+    def replace(source, target):
+        if os.path.dirname(target) == str(card.parent):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(target))
+        return real(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    code, _, err = cli(capsys, "eval", str(card))
+    assert code == 1 and "Traceback" not in err
+    assert err.strip() == (f"error: {card}: a write of the entry was cut short between its weights and its card, and "
+                           f"this load cannot finish it (Read-only file system); load it where its folder can be "
+                           f"written, or write the entry again")
+    assert staged.exists()

@@ -12,7 +12,7 @@ import os
 import sysconfig
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -399,6 +399,8 @@ def _card_now(card: Card) -> Card | None:
             if now.weights == card.weights:
                 _finish_write(now)
                 now = parse_card(card.path)  # finished here, or by a load at the same time (no lock file to wait on)
+    except WeightsError:  # a write cut short that this load cannot finish: why
+        raise
     except (OSError, VaezooError):
         return None
     return now if now.weights != card.weights else None
@@ -410,11 +412,21 @@ def _finish_write(card: Card) -> None:
     Nothing is done where no write was cut short so, or another load renamed that card first.
 
     Call it only under the locks the writers hold.
+
+    Raises:
+        WeightsError: the card's folder refuses the rename (read-only), naming why.
     """
     staged = _staged_card(card)
-    if staged is not None:
-        with suppress(FileNotFoundError):  # another load's rename came first
-            os.replace(staged, card.path)
+    if staged is None:
+        return
+    try:
+        os.replace(staged, card.path)
+    except FileNotFoundError:  # another load's rename came first
+        pass
+    except OSError as exc:
+        raise WeightsError(f"{card.path}: a write of the entry was cut short between its weights and its card, and "
+                           f"this load cannot finish it ({folder_problem(card.path.parent, exc)}); load it where its "
+                           f"folder can be written, or write the entry again") from None
 
 
 def _staged_card(card: Card) -> Path | None:
