@@ -1,10 +1,8 @@
 """``vaezoo seeds``: a card's metrics over runs of its recipe with other seeds, optionally written on the card."""
 
-import os
 import sys
-from pathlib import Path
 
-from vaezoo.cli.common import add_card, names_arg, path_arg, print_json, print_table, printable
+from vaezoo.cli.common import add_card, names_arg, path_arg, print_json, print_table, printable, recorded_path
 from vaezoo.evaluation.seeds import DEFAULT_SELECTION
 from vaezoo.terminal import counted, note, shell_join
 
@@ -69,20 +67,10 @@ def _print(args, card, found: dict, title: str) -> None:
 def measured_by(args) -> str:
     """The ``vaezoo seeds`` command line that was run (its ``--selection`` and ``--json`` aside), as the card
     records it."""
-    seeds = ["vaezoo", "seeds", *(_recorded_path(path) for path in (args.card, *args.runs))]
+    seeds = ["vaezoo", "seeds", *(recorded_path(path) for path in (args.card, *args.runs))]
     if args.metrics:
         seeds += ["--metrics", ",".join(args.metrics)]
     if args.write:
         seeds.append("--write")
     return shell_join(seeds, for_terminal=False)
 
-
-def _recorded_path(path: str) -> str:
-    """``path`` as the recorded command names it: relative to the current folder when it is an absolute path inside
-    it, as the command's ``vaezoo train`` part names the card, so that the card records no folder of this machine
-    above it (the user's home, a temporary folder), which a copy pushed to the Hub would carry too."""
-    from vaezoo.entries.catalog import as_path_text
-
-    if not os.path.isabs(path) or not Path(path).is_relative_to(Path.cwd()):
-        return path
-    return as_path_text(Path(path).relative_to(Path.cwd()))
