@@ -98,6 +98,19 @@ def card_arg(name_or_path: str):
     return get_card(name_or_path)
 
 
+def recorded_path(path: str) -> str:
+    """``path`` as a command line recorded on a card names it: relative to the current folder when it is an absolute
+    path inside it, as the recorded ``vaezoo train`` part names the card, so that the card records no folder of this
+    machine above it (the user's home, a temporary folder), which a copy pushed to the Hub would carry too; a bare
+    name as ``./NAME``, which would otherwise name a zoo entry."""
+    from pathlib import Path
+
+    if not os.path.isabs(path) or not Path(path).is_relative_to(Path.cwd()):
+        return path
+    relative = str(Path(path).relative_to(Path.cwd()))
+    return relative if os.sep in relative or relative == os.curdir else os.path.join(os.curdir, relative)
+
+
 def names_arg(value: str) -> list[str]:
     """argparse type of a comma-separated list of names (``--metrics a,b``), each kept once, in order."""
     import argparse
