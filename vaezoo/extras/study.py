@@ -37,6 +37,7 @@ from typing import Any
 from vaezoo.entries.schema import Card
 from vaezoo.errors import VaezooError
 from vaezoo.store.files import WrittenRecord
+from vaezoo.terminal import counted
 
 __all__ = ["Method", "Study", "DSPRITES", "StudyRow", "StudyTable", "Shares", "Placement", "Span", "StudyResult",
            "study_table", "table_text", "write_table", "read_table", "parse_table", "variance_shares",
@@ -693,10 +694,6 @@ def grid_spans(study: Study = DSPRITES, out: str = "runs/study", device: str = "
             Span("3. FactorVAE, DIP-VAE-I, DIP-VAE-II and AnnealedVAE across their grids", tuple(rest))]
 
 
-def _plural(count: int, word: str) -> str:
-    return word if count == 1 else word + "s"
-
-
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
@@ -756,8 +753,8 @@ def render_sections(table: StudyTable, cards: Sequence[Card], table_file: str, f
     releases = sum(r.method == study.original for r in table.rows)
     seeds = sum(r.method == study.retrained for r in trained)
     sections["original"] = (
-        f"Nothing to place: the table holds {releases} {_plural(releases, 'row')} of "
-        f"{study.method(study.original).label} and {seeds} {_plural(seeds, 'run')} of known seed of "
+        f"Nothing to place: the table holds {counted(releases, 'row')} of "
+        f"{study.method(study.original).label} and {counted(seeds, 'run')} of known seed of "
         f"{study.retrained}-{study.dataset}, and no metric that both record finite." if not placed else
         f"{study.method(study.original).label} against the {n} seeds of {study.retrained}-{study.dataset}, metric "
         f"by metric (rank 1 is the best of the {n + 1}).\n\n"
