@@ -73,4 +73,3 @@ def measured_by(args) -> str:
     if args.write:
         seeds.append("--write")
     return shell_join(seeds, for_terminal=False)
-
