@@ -24,6 +24,7 @@ from vaezoo.cli import main
 from vaezoo.cli.common import print_table
 from vaezoo.entries.catalog import get_card
 from vaezoo.terminal import counted, printable, progress, shell_quote
+from vaezoo.training.progress import Reporter
 
 # rich markup, an emoji code, an OSC that retitles the terminal, a screen clear, a carriage return, a backspace,
 # an 8-bit CSI and a right-to-left override
@@ -476,6 +477,39 @@ def test_vaezoo_progress_0_turns_progress_off(every_advance, monkeypatch, capsys
     assert capsys.readouterr() == ("", "")
 
 
+@pytest.mark.parametrize("term", ["xterm-256color", "dumb"])
+def test_forced_colour_off_a_terminal_gets_plain_lines_not_a_redrawn_bar(every_advance, monkeypatch, capsys, term):
+    # FORCE_COLOR=1, as CI services set it, made rich take the log for a terminal: a live bar redrawn with carriage
+    # returns and cursor moves (ten a second), and under TERM=dumb nothing until the work ended
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("TERM", term)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    with progress("eval card: losses", total=3) as task:
+        for _ in range(3):
+            task.advance()
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\r" not in err
+    lines = err.splitlines()
+    assert [line.split(" (")[0] for line in lines[:3]] == ["eval card: losses: 33%", "eval card: losses: 67%",
+                                                           "eval card: losses: 100%"]
+    assert lines[3].startswith("eval card: losses: 3 images in ") and len(lines) == 4
+
+
+@pytest.mark.parametrize("term", ["xterm-256color", "dumb"])
+def test_forced_colour_off_a_terminal_gets_the_training_lines(monkeypatch, capsys, term):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("TERM", term)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("VAEZOO_PROGRESS", raising=False)
+    with Reporter(total=6, start=0, per_epoch=3, every=2, interval=0) as reporter:
+        for step in range(1, 7):
+            reporter.update(step, 32, lambda: {"loss": 1.5})
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\r" not in err
+    assert [line.split(" |")[0] for line in err.splitlines()] == ["epoch 1/2 step 2/6", "epoch 2/2 step 4/6",
+                                                                  "epoch 2/2 step 6/6"]
+
+
 BAR_SCRIPT = """
 import sys
 from vaezoo.terminal import progress
@@ -492,7 +526,8 @@ def test_a_terminal_gets_a_bar_and_stdout_only_data(tmp_path):
     controller, terminal = pty.openpty()
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 100, 0, 0))
     child = subprocess.Popen([sys.executable, "-c", BAR_SCRIPT], stdout=subprocess.PIPE, stderr=terminal,
-                             env={k: v for k, v in os.environ.items() if k != "VAEZOO_PROGRESS"})
+                             env={**{k: v for k, v in os.environ.items() if k != "VAEZOO_PROGRESS"},
+                                  "TERM": "xterm-256color"})  # a terminal that redraws (TERM=dumb gets lines)
     os.close(terminal)
     stdout = child.stdout.read()
     assert child.wait(timeout=300) == 0

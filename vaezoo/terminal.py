@@ -261,7 +261,7 @@ def progress(description: str, total: int | None = None, unit: str = "images") -
     if not setting_on("VAEZOO_PROGRESS", default=True):
         yield Progress(description, total, unit)
         return
-    if _bar is None and not _stderr_console().is_terminal:
+    if _bar is None and not status_console().is_interactive:
         task = Progress(description, total, unit, lines=True)
         yield task
         print(task.line(finished=True), file=sys.stderr, flush=True)
@@ -290,13 +290,29 @@ def _new_bar():
 
     return Bar(TextColumn("{task.description}", markup=False), BarColumn(), TaskProgressColumn(),
                MofNCompleteColumn(), TextColumn("{task.fields[unit]}", markup=False), TimeElapsedColumn(),
-               TimeRemainingColumn(), console=_stderr_console(), redirect_stdout=False)
+               TimeRemainingColumn(), console=status_console(), redirect_stdout=False)
 
 
-def _stderr_console():
+def status_console():
+    """A rich console on stderr for status and progress, interactive (a live bar redrawn in place) only where
+    stderr is a terminal that redraws.
+
+    ``FORCE_COLOR`` (which CI services set for coloured logs) makes rich take a pipe or a file for a terminal:
+    a live bar there wrote its cursor moves and carriage returns into the log ten times a second, and under
+    ``TERM=dumb`` nothing until the work ended. Off a terminal the progress is a plain line every
+    :data:`PLAIN_INTERVAL` seconds instead.
+    """
     from rich.console import Console
 
-    return Console(stderr=True)
+    return Console(stderr=True, force_interactive=None if _is_terminal(sys.stderr) else False)
+
+
+def _is_terminal(stream) -> bool:
+    """Whether ``stream`` is a terminal (False for a closed stream, or one without ``isatty``)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _duration(seconds: float) -> str:

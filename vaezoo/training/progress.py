@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from vaezoo.errors import setting_on
-from vaezoo.terminal import PLAIN_INTERVAL, printable
+from vaezoo.terminal import PLAIN_INTERVAL, printable, status_console
 
 
 _LONGEST_ETA = datetime.timedelta.max.total_seconds() - 1
@@ -40,19 +40,20 @@ class Reporter:
         every: steps between lines when stderr is not a terminal.
         interval: the fewest seconds between two such lines (the last step's line is always shown).
         refresh: seconds between updates of the values on a terminal.
-        console: a rich console (default: stderr).
+        console: a rich console (default: :func:`vaezoo.terminal.status_console`, on stderr); the live display is
+            shown where it is interactive (a terminal that redraws), the lines elsewhere.
     """
 
     def __init__(self, total: int, start: int, per_epoch: int | None, every: int = 200, refresh: float = 0.5,
                  console: Console | None = None, interval: float = PLAIN_INTERVAL):
-        self.console = console or Console(stderr=True)
+        self.console = console or status_console()
         self.total, self.start, self.per_epoch, self.every, self.refresh = total, start, per_epoch, every, refresh
         self.interval = interval
         self.epochs = None if per_epoch is None else math.ceil(total / per_epoch)
         self.t0 = self.shown = time.perf_counter()
         self.images = 0
         self.quiet = not setting_on("VAEZOO_PROGRESS", default=True)
-        self.display = _Display(self.console, total, start) if self.console.is_terminal and not self.quiet else None
+        self.display = _Display(self.console, total, start) if self.console.is_interactive and not self.quiet else None
 
     def update(self, step: int, images: int, values: Callable[[], dict[str, float]]) -> None:
         """Record that ``step`` is done after ``images`` more images; show ``values()`` when it is time to."""
