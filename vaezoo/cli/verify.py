@@ -6,7 +6,9 @@ from vaezoo.cli.common import print_json, printable
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("verify", help="check the sha256 of models' weights files")
+    p = sub.add_parser("verify", help="check the sha256 of models' weights files",
+                       description="Check the size and sha256 of models' weights files, without downloading any. "
+                                   "Exit code 1 when a file fails, a card cannot be read, or no card is found.")
     p.add_argument("names", nargs="*", help="zoo names, card files or folders holding one card (default: every card)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
@@ -23,6 +25,15 @@ def run(args) -> int:
     else:
         for r in rows:
             print(printable(f"{r['name']}: {r['status']} {r['detail']}"))
+    if not rows:  # no name given and no card found: a check that verified nothing must not pass
+        from vaezoo.plugins import get_plugins
+
+        left_out = get_plugins().left_out
+        print("error: no card found, so no weights file was verified" + (
+            f": VAEZOO_LOAD_PLUGINS leaves out the installed plugins {', '.join(left_out)}; add those whose cards "
+            f"you want, or unset it" if left_out else "; put a folder of cards on VAEZOO_CARDS_PATH, or name the "
+                                                      "cards"), file=sys.stderr)
+        return 1
     if failed or skipped:
         said = [f"{failed} weights file(s) failed verification"] if failed else []
         said += [f"{skipped} card(s) could not be read, so their weights were not verified ('vaezoo list --skipped' "
