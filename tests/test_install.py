@@ -26,13 +26,15 @@ from vaezoo.extras.installer import uninstall
 FAKE_PIP = '''
 """A fake pip: records its interpreter and arguments; ``install NAME`` writes NAME's dist-info (with a ``vaezoo`` entry
 point when NAME starts with ``vaezoo-``), ``uninstall NAME`` removes it (a NAME of letters, digits and hyphens);
-exits with $FAKE_PIP_EXIT."""
+prints $FAKE_PIP_SAY on stdout; exits with $FAKE_PIP_EXIT."""
 import json, os, re, shutil, sys
 from pathlib import Path
 
 site = Path(os.environ["FAKE_PIP_SITE"])
 with open(site.parent / "pip-calls.jsonl", "a") as log:
     log.write(json.dumps([sys.executable, *sys.argv[1:]]) + "\\n")
+if "FAKE_PIP_SAY" in os.environ:
+    print(os.environ["FAKE_PIP_SAY"])
 code = int(os.environ.get("FAKE_PIP_EXIT", "0"))
 if code:
     print("ERROR: No matching distribution found for " + sys.argv[-1], file=sys.stderr)
@@ -101,6 +103,16 @@ def test_install_names_the_plugins_it_added_and_uninstall_those_it_removed(fake_
         0, "no plugin added: what pip installed registers no new entry point in the group 'vaezoo'\n", "")
     assert cli(capfd, "uninstall", "-y", "numpy-helper") == (0, "no plugin removed\n", "")
     assert cli(capfd, "uninstall", "-y", "vaezoo-hello") == (0, "plugin removed: hello (vaezoo-hello 1.0)\n", "")
+
+
+def test_pip_s_messages_go_to_stderr_and_stdout_holds_only_the_plugins(fake_pip, capfd, monkeypatch):
+    # pip's lines (Collecting ..., Successfully installed ..., 10 kB for a plugin) came before the plugins on stdout
+    monkeypatch.setenv("FAKE_PIP_SAY", "Successfully installed vaezoo-hello-1.0")
+    assert cli(capfd, "install", "vaezoo-hello") == (
+        0, "plugin added: hello (vaezoo-hello 1.0, module vaezoo_hello)\n", "Successfully installed vaezoo-hello-1.0\n")
+    monkeypatch.setenv("FAKE_PIP_SAY", "Successfully uninstalled vaezoo-hello-1.0")
+    assert cli(capfd, "uninstall", "-y", "vaezoo-hello") == (
+        0, "plugin removed: hello (vaezoo-hello 1.0)\n", "Successfully uninstalled vaezoo-hello-1.0\n")
 
 
 def test_pip_s_failure_is_its_message_and_one_line_of_vaezoo(fake_pip, monkeypatch, capfd):
@@ -304,9 +316,8 @@ def test_a_package_is_installed_into_vaezoo_s_environment_seen_and_uninstalled(t
     assert "hello-pip" not in plugins()
     installed = vaezoo("install", str(package))
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    assert "Successfully installed vaezoo-hello-pip-0.1.0" in installed.stdout
-    assert installed.stdout.splitlines()[-1] == (
-        "plugin added: hello-pip (vaezoo-hello-pip 0.1.0, module vaezoo_hello_pip)")
+    assert "Successfully installed vaezoo-hello-pip-0.1.0" in installed.stderr
+    assert installed.stdout == "plugin added: hello-pip (vaezoo-hello-pip 0.1.0, module vaezoo_hello_pip)\n"
     assert list(venv_site.glob("vaezoo_hello_pip-0.1.0.dist-info"))  # in the venv, not in this environment
     assert not any(Path(folder, "vaezoo_hello_pip").exists() for folder in python_site.getsitepackages())
     row = plugins()["hello-pip"]
@@ -315,6 +326,6 @@ def test_a_package_is_installed_into_vaezoo_s_environment_seen_and_uninstalled(t
 
     removed = vaezoo("uninstall", "vaezoo-hello-pip", "-y")
     assert removed.returncode == 0, removed.stdout + removed.stderr
-    assert removed.stdout.splitlines()[-1] == "plugin removed: hello-pip (vaezoo-hello-pip 0.1.0)"
+    assert removed.stdout == "plugin removed: hello-pip (vaezoo-hello-pip 0.1.0)\n"
     assert "hello-pip" not in plugins()
     assert not list(venv_site.glob("vaezoo_hello_pip*"))

@@ -363,8 +363,9 @@ def needed_by_vaezoo() -> dict[str, str]:
 
 
 def _run_pip(arguments: list[str], found: _Environment | None = None) -> PipRun:
-    """Run ``python -m pip ARGUMENTS`` in the environment running vaezoo (``found``, else read now), its input and
-    output vaezoo's; the plugins that run added and removed."""
+    """Run ``python -m pip ARGUMENTS`` in the environment running vaezoo (``found``, else read now), its input
+    vaezoo's and its messages (its question before an uninstall among them) on vaezoo's stderr, stdout keeping the
+    command's data; the plugins that run added and removed."""
     found = found or _environment()
     before = found.plugins
     if not found.has_pip:
@@ -372,12 +373,21 @@ def _run_pip(arguments: list[str], found: _Environment | None = None) -> PipRun:
                            f"add it with '{_python()} -m ensurepip', or install plugins with "
                            f"'uv pip install --python {_python()} PACKAGE'")
     command = [sys.executable, "-P", "-m", "pip", *arguments]  # -P: never a pip.py or pip/ of the current folder
-    code = subprocess.run(command, check=False).returncode
+    code = subprocess.run(command, stdout=_stderr_fd(), check=False).returncode
     if code != 0:
         raise InstallError(f"pip {arguments[0]} failed with exit code {code}; pip's messages above say why")
     after = _environment().plugins
     return PipRun(command=command, added=[after[key] for key in sorted(after.keys() - before.keys())],
                   removed=[before[key] for key in sorted(before.keys() - after.keys())])
+
+
+def _stderr_fd() -> int | None:
+    """The file descriptor of stderr, for pip's messages; None (pip writes to the stdout it inherits) where stderr
+    has none, as a stream in memory."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def _environment() -> _Environment:
