@@ -399,10 +399,13 @@ def _card_now(card: Card) -> Card | None:
             if now.weights == card.weights:
                 _finish_write(now)
                 now = parse_card(card.path)  # finished here, or by a load at the same time (no lock file to wait on)
-    except WeightsError:  # a write cut short that this load cannot finish: why
-        raise
-    except (OSError, VaezooError):
-        return None
+    except (OSError, VaezooError) as exc:
+        if _staged_card(card) is None:
+            return None
+        why = folder_problem(card.path.parent, exc) if isinstance(exc, OSError) else str(exc)
+        raise WeightsError(f"{card.path}: a write of the entry was cut short between its weights and its card, and "
+                           f"this load cannot finish it ({why}); load it where its folder can be written, or write "
+                           f"the entry again") from None
     return now if now.weights != card.weights else None
 
 
@@ -412,9 +415,6 @@ def _finish_write(card: Card) -> None:
     Nothing is done where no write was cut short so, or another load renamed that card first.
 
     Call it only under the locks the writers hold.
-
-    Raises:
-        WeightsError: the card's folder refuses the rename (read-only), naming why.
     """
     staged = _staged_card(card)
     if staged is None:
@@ -423,10 +423,6 @@ def _finish_write(card: Card) -> None:
         os.replace(staged, card.path)
     except FileNotFoundError:  # another load's rename came first
         pass
-    except OSError as exc:
-        raise WeightsError(f"{card.path}: a write of the entry was cut short between its weights and its card, and "
-                           f"this load cannot finish it ({folder_problem(card.path.parent, exc)}); load it where its "
-                           f"folder can be written, or write the entry again") from None
 
 
 def _staged_card(card: Card) -> Path | None:
