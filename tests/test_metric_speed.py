@@ -9,6 +9,7 @@ import math
 import re
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -134,3 +135,53 @@ def test_a_worker_pool_block_starts_the_fits_processes_once_and_changes_no_score
     np.testing.assert_array_equal(kept[0][0], alone[0][0])
     assert (kept[0][1:], kept[1]) == (alone[0][1:], alone[1])
     assert parallel._pool is None  # stopped at the block's end
+
+
+def in_two_threads(first, second):
+    """Run ``first`` and ``second`` each on a thread of its own; re-raise what either raised."""
+    errors = []
+
+    def guarded(work):
+        try:
+            work()
+        except BaseException as exc:  # handed to the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(work,)) for work in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads), "a thread is still waiting"
+    if errors:
+        raise errors[0]
+
+
+WAIT = 30  # seconds an event is waited for before the test fails rather than hangs
+
+
+def test_jobs_blocks_of_two_threads_each_count_their_own_and_leave_the_setting_as_it_was(monkeypatch):
+    """A thread's block set the count of every thread, and the blocks ending in the order they started left the
+    second's 'before' (2) as the process's setting: every later evaluation used 2 workers."""
+    monkeypatch.delenv(parallel.JOBS_VARIABLE, raising=False)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with parallel.jobs(2):
+            first_in.set()
+            assert second_in.wait(WAIT)
+            seen["first"] = parallel.get_jobs()
+        first_out.set()
+
+    def second():
+        assert first_in.wait(WAIT)
+        with parallel.jobs(3):
+            second_in.set()
+            assert first_out.wait(WAIT)
+            seen["second"] = parallel.get_jobs()
+
+    in_two_threads(first, second)
+    assert seen == {"first": 2, "second": 3}
+    assert parallel.get_jobs() == parallel.default_jobs()
+

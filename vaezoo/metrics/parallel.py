@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TypeVar
 
 from vaezoo.context import whole_number
@@ -21,6 +22,9 @@ JOBS_VARIABLE = "VAEZOO_JOBS"
 _jobs: int | None = None  # set_jobs' setting; None: VAEZOO_JOBS, else the cores the process may use
 _kept = False  # within worker_pool(): process_map keeps its pool for the next call
 _pool: tuple[ProcessPoolExecutor, int] | None = None  # the kept pool and its number of workers
+_block_jobs: ContextVar[tuple[int | None] | None] = ContextVar("vaezoo_jobs", default=None)
+"""The count of the innermost :func:`jobs` block under way in this thread (None in it: the default), over
+:func:`set_jobs`' setting: a block in one thread leaves another thread's count, and the setting, as they were."""
 
 
 def default_jobs() -> int:
@@ -34,8 +38,10 @@ def default_jobs() -> int:
 def get_jobs() -> int:
     """How many worker processes the metrics' fits use: :func:`set_jobs`'s setting, else ``VAEZOO_JOBS``, else
     :func:`default_jobs`."""
-    if _jobs is not None:
-        return _jobs
+    block = _block_jobs.get()
+    chosen = block[0] if block is not None else _jobs
+    if chosen is not None:
+        return chosen
     text = os.environ.get(JOBS_VARIABLE, "").strip()
     if not text:
         return default_jobs()
@@ -53,23 +59,27 @@ def set_jobs(jobs: int | None) -> None:
     """Set the worker processes of the metrics' fits (``None``: back to the default). The numbers do not depend
     on it: each fit is seeded and runs alone, whichever process runs it."""
     global _jobs
+    _jobs = _checked_jobs(jobs)
+
+
+def _checked_jobs(jobs: int | None) -> int | None:
+    """``jobs`` as a count of worker processes (None: the default), or a ValueError saying what to give."""
     count = None if jobs is None else whole_number(jobs)  # a numpy integer too, as the other counts take
     if jobs is not None and (count is None or count < 1):
         # "2" met Python's "'<' not supported", 2.5 the pool's words, True ran as 1
         raise ValueError(f"jobs takes a whole number of processes >= 1, e.g. 2, or None for the default, got {jobs!r}")
-    _jobs = count
+    return count
 
 
 @contextmanager
 def jobs(count: int | None) -> Iterator[None]:
-    """:func:`set_jobs` for the duration of a block."""
-    global _jobs
-    before = _jobs
-    set_jobs(count)
+    """:func:`set_jobs` for the duration of a block, in this thread only: the threads of one process may each
+    evaluate with their own number of jobs."""
+    token = _block_jobs.set((_checked_jobs(count),))
     try:
         yield
     finally:
-        _jobs = before
+        _block_jobs.reset(token)
 
 
 @contextmanager
