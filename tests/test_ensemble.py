@@ -327,7 +327,7 @@ def test_the_members_evaluations_fit_their_metrics_on_one_pool_of_worker_process
         trained = train_seeds(toy(), tmp_path / "ensemble", [0, 1], formulation="loop")
     assert [t.card_path is not None for t in trained] == [True, True]
     assert fitted == [1, 2, 3, 4] * 2 and started == [2]
-    assert parallel._pool is None
+    assert parallel._here.pool is None
 
 
 def test_the_progress_of_members_of_other_batch_sizes_shows_no_epoch(data_plugin, tmp_path, capsys, monkeypatch):

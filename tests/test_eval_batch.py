@@ -234,7 +234,7 @@ def test_the_runs_of_a_batch_fit_their_metrics_on_one_pool_of_worker_processes(r
     started, fitted = count_fit_pools(monkeypatch)
     assert main(["eval", str(runs[0]), str(runs[1]), "--jobs", "2"]) == 0
     assert fitted == [1, 2, 3, 4] * 2 and started == [2]
-    assert parallel._pool is None  # stopped with the batch
+    assert parallel._here.pool is None  # stopped with the batch
 
 
 @pytest.mark.parametrize("several", [False, True], ids=["one run", "two runs"])

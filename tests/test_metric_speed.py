@@ -134,7 +134,7 @@ def test_a_worker_pool_block_starts_the_fits_processes_once_and_changes_no_score
         assert started == [2, 2, 2]
     np.testing.assert_array_equal(kept[0][0], alone[0][0])
     assert (kept[0][1:], kept[1]) == (alone[0][1:], alone[1])
-    assert parallel._pool is None  # stopped at the block's end
+    assert parallel._here.pool is None  # stopped at the block's end
 
 
 def in_two_threads(first, second):
@@ -184,4 +184,35 @@ def test_jobs_blocks_of_two_threads_each_count_their_own_and_leave_the_setting_a
     in_two_threads(first, second)
     assert seen == {"first": 2, "second": 3}
     assert parallel.get_jobs() == parallel.default_jobs()
+
+
+def test_a_threads_worker_pool_block_ending_leaves_another_threads_pool_running(monkeypatch):
+    """The first thread's block owned the one pool of the process: its end stopped the pool the other thread was
+    fitting on (its waiting fits cancelled), and that thread's next call started a pool of its own."""
+    started = []
+
+    class Counted(parallel.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            started.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", Counted)
+    first_in, second_fitted, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        with parallel.worker_pool():
+            first_in.set()
+            assert second_fitted.wait(WAIT)
+        first_out.set()
+
+    def second():
+        assert first_in.wait(WAIT)
+        with parallel.worker_pool():
+            assert parallel.process_map(abs, [(-1,), (-2,)], jobs=2) == [1, 2]
+            second_fitted.set()
+            assert first_out.wait(WAIT)
+            assert parallel.process_map(abs, [(-3,), (-4,)], jobs=2) == [3, 4]
+
+    in_two_threads(first, second)
+    assert started == [2]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -20,11 +21,20 @@ R = TypeVar("R")
 
 JOBS_VARIABLE = "VAEZOO_JOBS"
 _jobs: int | None = None  # set_jobs' setting; None: VAEZOO_JOBS, else the cores the process may use
-_kept = False  # within worker_pool(): process_map keeps its pool for the next call
-_pool: tuple[ProcessPoolExecutor, int] | None = None  # the kept pool and its number of workers
 _block_jobs: ContextVar[tuple[int | None] | None] = ContextVar("vaezoo_jobs", default=None)
 """The count of the innermost :func:`jobs` block under way in this thread (None in it: the default), over
 :func:`set_jobs`' setting: a block in one thread leaves another thread's count, and the setting, as they were."""
+
+
+class _KeptPool(threading.local):
+    """This thread's :func:`worker_pool` block: whether one is under way, and the pool it keeps with its number
+    of workers. Per thread, so that the end of one thread's block never stops a pool another thread is using."""
+
+    kept = False
+    pool: tuple[ProcessPoolExecutor, int] | None = None
+
+
+_here = _KeptPool()
 
 
 def default_jobs() -> int:
@@ -86,19 +96,19 @@ def jobs(count: int | None) -> Iterator[None]:
 def worker_pool() -> Iterator[None]:
     """Within the block, :func:`process_map` keeps its worker processes for its next call rather than starting new
     ones for each (a start is fresh interpreters importing scikit-learn: seconds); they stop at the block's end. An
-    evaluation's metrics, or a batch of evaluations, share them so. A block within another is the outer one's."""
-    global _kept, _pool
-    if _kept:
+    evaluation's metrics, or a batch of evaluations, share them so. A block within another is the outer one's; each
+    thread keeps its own pool."""
+    if _here.kept:
         yield
         return
-    _kept = True
+    _here.kept = True
     try:
         yield
     finally:
-        _kept = False
-        if _pool is not None:
-            _pool[0].shutdown(cancel_futures=True)
-            _pool = None
+        _here.kept = False
+        if _here.pool is not None:
+            _here.pool[0].shutdown(cancel_futures=True)
+            _here.pool = None
 
 
 def _spawned(workers: int) -> ProcessPoolExecutor:
@@ -109,12 +119,11 @@ def _spawned(workers: int) -> ProcessPoolExecutor:
 def _kept_pool(jobs: int) -> ProcessPoolExecutor:
     """The pool :func:`worker_pool` keeps, of ``jobs`` processes (each started when first needed); one of another
     number is stopped first."""
-    global _pool
-    if _pool is None or _pool[1] != jobs:
-        if _pool is not None:
-            _pool[0].shutdown()
-        _pool = (_spawned(jobs), jobs)
-    return _pool[0]
+    if _here.pool is None or _here.pool[1] != jobs:
+        if _here.pool is not None:
+            _here.pool[0].shutdown()
+        _here.pool = (_spawned(jobs), jobs)
+    return _here.pool[0]
 
 
 def process_map(function: Callable[..., R], arguments: Sequence[tuple], jobs: int | None = None) -> list[R]:
@@ -125,19 +134,18 @@ def process_map(function: Callable[..., R], arguments: Sequence[tuple], jobs: in
     within :func:`worker_pool`. With one job, or one item, everything runs in this process. Each call is
     independent of which process runs it, so the results are the same for any ``jobs``.
     """
-    global _pool
     jobs = jobs or get_jobs()
     workers = min(jobs, len(arguments))
     if workers <= 1:
         return [function(*args) for args in arguments]
-    if not _kept:
+    if not _here.kept:
         with _spawned(workers) as pool:
             return _submitted(pool, function, arguments)
     pool = _kept_pool(jobs)
     try:
         return _submitted(pool, function, arguments)
     except BrokenProcessPool:  # a worker died (killed, out of memory): the next call starts a new pool
-        _pool = None
+        _here.pool = None
         raise
 
 
