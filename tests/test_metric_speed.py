@@ -216,3 +216,35 @@ def test_a_threads_worker_pool_block_ending_leaves_another_threads_pool_running(
     in_two_threads(first, second)
     assert started == [2]
 
+
+def test_the_script_stays_left_out_until_the_last_threads_workers_have_started():
+    """The first thread to end its block gave ``__main__`` its file back while another thread's workers were
+    starting, and they ran the user's script (one without ``if __name__ == "__main__":``) again."""
+    main = sys.modules["__main__"]
+    had = main.__dict__.get("__file__")
+    main.__file__ = "script.py"
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with parallel._script_left_out():
+            first_in.set()
+            assert second_in.wait(WAIT)
+        first_out.set()
+
+    def second():
+        assert first_in.wait(WAIT)
+        with parallel._script_left_out():
+            second_in.set()
+            assert first_out.wait(WAIT)
+            seen["inside"] = main.__dict__.get("__file__")
+
+    try:
+        in_two_threads(first, second)
+        assert seen == {"inside": None}
+        assert main.__file__ == "script.py"
+    finally:
+        if had is None:
+            main.__dict__.pop("__file__", None)
+        else:
+            main.__file__ = had

@@ -157,23 +157,37 @@ def _submitted(pool: ProcessPoolExecutor, function: Callable[..., R], arguments:
     return [future.result() for future in futures]
 
 
+_main_lock = threading.Lock()
+_main_blocks = 0  # the _script_left_out blocks under way, in any thread
+_main_saved: dict[str, object] = {}  # the names the first of them took from __main__
+
+
 @contextmanager
 def _script_left_out() -> Iterator[None]:
     """Within the block, a spawned process does not import ``__main__`` (the user's script) before it starts: the
     workers run vaezoo's functions only, and a script without ``if __name__ == "__main__":`` ran its whole top level
-    again in each worker (its prints, its writes), which then failed starting workers of its own."""
+    again in each worker (its prints, its writes), which then failed starting workers of its own. The blocks of
+    several threads at once share one: ``__main__`` gets its names back when the last of them ends, not while
+    another thread's workers may still be starting."""
+    global _main_blocks, _main_saved
     main = sys.modules.get("__main__")
-    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if main is not None
-             and name in main.__dict__}
-    if "__spec__" in saved:
-        main.__spec__ = None
-    if "__file__" in saved:
-        del main.__file__
+    with _main_lock:
+        if not _main_blocks and main is not None:
+            saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if name in main.__dict__}
+            if "__spec__" in saved:
+                main.__spec__ = None
+            if "__file__" in saved:
+                del main.__file__
+            _main_saved = saved
+        _main_blocks += 1
     try:
         yield
     finally:
-        if main is not None:
-            main.__dict__.update(saved)
+        with _main_lock:
+            _main_blocks -= 1
+            if not _main_blocks and main is not None:
+                main.__dict__.update(_main_saved)
+                _main_saved = {}
 
 
 def parallel_map(function: Callable[[T], R], items: Sequence[T]) -> list[R]:
