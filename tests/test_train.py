@@ -566,6 +566,18 @@ def test_progress_in_logs_of_a_fast_run_is_a_line_every_interval_not_every_n_ste
     assert shown == [10, 20, 30, 40]
 
 
+def test_progress_in_logs_of_a_slow_run_is_a_line_a_minute_not_every_n_steps(monkeypatch):
+    # 30 s a step: a line every 200 steps was one every 100 minutes, and CI services stop a job silent for ten
+    clock = iter(range(0, 10_000, 30))
+    monkeypatch.setattr("vaezoo.training.progress.time.perf_counter", lambda: float(next(clock)))
+    stream = io.StringIO()
+    reporter = Reporter(total=9, start=0, per_epoch=9, console=Console(file=stream, width=200))
+    for step in range(1, 10):
+        reporter.update(step, 32, lambda: {"loss": 1.0})
+    shown = [int(line.split()[3].split("/")[0]) for line in stream.getvalue().splitlines()]
+    assert shown == [2, 4, 6, 8, 9]
+
+
 @pytest.mark.parametrize("terminal", [False, True])
 def test_progress_shows_the_names_of_terms_as_text(terminal):
     stream = io.StringIO()

@@ -21,13 +21,18 @@ from vaezoo.errors import setting_on
 from vaezoo.terminal import PLAIN_INTERVAL, printable, status_console
 
 
+LONGEST_SILENCE = 60.0
+"""The most seconds between two progress lines when stderr is not a terminal, however few steps were made: a slow
+run's log (seconds a step) still gets a line a minute, where a CI service stops a job silent for ten."""
+
 _LONGEST_ETA = datetime.timedelta.max.total_seconds() - 1
 """The longest time left a ``timedelta`` holds, in seconds: a run of 10^20 epochs has more left."""
 
 
 class Reporter:
     """Training progress on stderr: a live display on a terminal; otherwise a line every ``every`` steps, at most
-    one every ``interval`` seconds (a fast run's log gets a line every 10 s, not every 200 steps).
+    one every ``interval`` seconds (a fast run's log gets a line every 10 s, not every 200 steps) and at least one
+    every ``longest`` seconds (a slow run's log gets a line a minute, not one every 200 steps).
 
     Values come as a callable read only when shown, so the loop does not wait for every step's numbers.
     Their names come from plugins (regularizers' terms): they are shown as text, never as markup.
@@ -39,16 +44,17 @@ class Reporter:
             which leaves the epoch out.
         every: steps between lines when stderr is not a terminal.
         interval: the fewest seconds between two such lines (the last step's line is always shown).
+        longest: the most seconds between two such lines, at the first step that ends past them.
         refresh: seconds between updates of the values on a terminal.
         console: a rich console (default: :func:`vaezoo.terminal.status_console`, on stderr); the live display is
             shown where it is interactive (a terminal that redraws), the lines elsewhere.
     """
 
     def __init__(self, total: int, start: int, per_epoch: int | None, every: int = 200, refresh: float = 0.5,
-                 console: Console | None = None, interval: float = PLAIN_INTERVAL):
+                 console: Console | None = None, interval: float = PLAIN_INTERVAL, longest: float = LONGEST_SILENCE):
         self.console = console or status_console()
         self.total, self.start, self.per_epoch, self.every, self.refresh = total, start, per_epoch, every, refresh
-        self.interval = interval
+        self.interval, self.longest = interval, longest
         self.epochs = None if per_epoch is None else math.ceil(total / per_epoch)
         self.t0 = self.shown = time.perf_counter()
         self.images = 0
@@ -66,8 +72,10 @@ class Reporter:
             self.display.advance_to(step)
             if now - self.shown < self.refresh and not last:
                 return
-        elif (step % self.every or now - self.shown < self.interval) and not last:
-            return
+        else:
+            due = step % self.every == 0 and now - self.shown >= self.interval
+            if not (due or last or now - self.shown >= self.longest):
+                return
         self.shown = now
         epoch = "" if self.epochs is None else f"epoch {(step - 1) // self.per_epoch + 1}/{self.epochs} "
         rate = f"{self.images / max(now - self.t0, 1e-9):.0f} img/s"
