@@ -11,6 +11,7 @@ The zoo pages are model cards of one template (docs/zoo/TEMPLATE.md); the docs h
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -173,6 +174,60 @@ def test_readme_links_every_zoo_page():
     linked = {(README.parent / m["target"]).resolve() for m in LINK.finditer(README.read_text(encoding="utf-8"))}
     unlinked = [p.name for p in sorted((REPO / "docs" / "zoo").glob("*.md")) if p.resolve() not in linked]
     assert not unlinked, f"README.md links no zoo page {unlinked}: add it to the list under the zoo table"
+
+
+def _json_table() -> dict[str, set[str]]:
+    """The README's table of what ``--json`` prints: each command, as its row names it, with the words of its
+    row's code spans (the keys, and the values it lists)."""
+    section = README.read_text(encoding="utf-8").partition("## Scripts and CI")[2].partition("\n## ")[0]
+    rows = re.findall(r"^\| `(vaezoo [^`]+)` \| (.*) \|$", section, re.MULTILINE)
+    return {command: {word for span in re.findall(r"`([^`]+)`", cell) for word in re.findall(r"\w+", span)}
+            for command, cell in rows}
+
+
+def _keys(document) -> set[str]:
+    """The keys of ``document``, an object or a list of objects."""
+    return set().union(*(item.keys() for item in (document if isinstance(document, list) else [document])))
+
+
+def test_the_scripts_section_names_every_key_each_json_prints(data_plugin, tmp_path, monkeypatch, capsys):
+    from vaezoo.cli import build_parser
+
+    monkeypatch.delenv("VAEZOO_LOAD_PLUGINS", raising=False)
+    toy = write_card(tmp_path, make_card("toy"))
+    assert main(["train", str(toy), "--out", str(tmp_path / "run")]) == 0
+    (tmp_path / "cards").mkdir()
+    (tmp_path / "cards" / "broken.toml").write_text("not [toml", encoding="utf-8")
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path / "cards"))
+    capsys.readouterr()
+
+    def printed(*argv: str):
+        main([*argv, "--json"])
+        return json.loads(capsys.readouterr().out)
+
+    spread = printed("seeds", "jointvae-mnist")
+    shown = {
+        "vaezoo list": _keys(printed("list")) | _keys(printed("list", "--group", "dataset")["mnist"]),
+        "vaezoo list --skipped": _keys(printed("list", "--skipped")),
+        "vaezoo info": {"path", "source"},  # and the card's own fields
+        "vaezoo plugins": _keys(printed("plugins")),
+        "vaezoo plugins --parts": _keys(printed("plugins", "--parts")),
+        "vaezoo verify": _keys(printed("verify", "vae-mnist")),
+        "vaezoo eval": _keys(printed("eval", str(tmp_path / "run"))) | _keys(
+            printed("eval", str(tmp_path / "run"), "nosuch")),
+        "vaezoo seeds": _keys(spread) | _keys(list(spread["metrics"].values()))
+                        | _keys(spread["metrics"]["cluster_accuracy"]["runs"]),
+        "vaezoo leaderboard": _keys(printed("leaderboard", "mig_chen")),
+    }
+    documented = _json_table()
+    assert set(documented) == set(shown), "README.md's Scripts and CI table names other commands"
+    for command, keys in shown.items():
+        assert keys <= documented[command], f"README.md's --json table lacks {sorted(keys - documented[command])} " \
+                                            f"of {command}"
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    with_json = {name for name, parser in sub.choices.items()
+                 if any("--json" in a.option_strings for a in parser._actions)}
+    assert with_json == {command.split()[1] for command in documented}
 
 
 def test_the_environment_table_names_every_variable_vaezoo_reads():
