@@ -88,6 +88,17 @@ def vaezoo_register_metrics(register):
     register("constant_metric", lambda model, dataset, device=None: 1.0)
 """
 
+PRINTS = """
+import vaezoo
+
+print("chatty: imported")
+
+@vaezoo.hookimpl
+def vaezoo_card_dirs():
+    print("chatty: card folders")
+    return []
+"""
+
 CLASHES_IN_ONE_HOOK = """
 from pathlib import Path
 
@@ -150,6 +161,17 @@ def test_list_of_no_card_says_when_the_allow_list_leaves_the_zoo_out(monkeypatch
     err = capsys.readouterr().err
     assert err.startswith("no card found: VAEZOO_LOAD_PLUGINS leaves out the installed plugins ")
     assert "zoo" in err.partition("plugins ")[2].partition(" (")[0].split(", ")
+
+
+@pytest.mark.parametrize("argv", [["list", "--json"], ["plugins", "--json"], ["info", "tiny", "--json"]])
+def test_what_a_plugin_prints_as_it_loads_goes_to_stderr_not_into_the_json(site, cards_dir, capsys, argv):
+    # its lines came on stdout before the JSON, which no reader then took
+    write_card(cards_dir, make_card(name="tiny"))
+    install_plugin(site, "chatty", PRINTS)
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)
+    assert "chatty: imported\n" in err and "chatty: card folders\n" in err
 
 
 def test_an_unknown_part_names_the_installed_plugins_the_allow_list_leaves_out(monkeypatch, site):

@@ -25,6 +25,7 @@ named on stderr with the ``VAEZOO_LOAD_PLUGINS`` setting that skips it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -308,7 +309,9 @@ class Plugins:
             self._guarded(info, f"registration of {ep.value!r}", self.manager.register, module, name=ep.name)
 
     def _guarded(self, info: PluginInfo, what: str, function, /, *args, **kwargs) -> tuple[bool, object]:
-        """Run plugin code, ``function(*args, **kwargs)``; if it raises anything, mark the plugin failed.
+        """Run plugin code, ``function(*args, **kwargs)``; if it raises anything, mark the plugin failed. What it
+        prints goes to stderr: stdout carries the command's data (``vaezoo list --json``), which a plugin's
+        ``print`` at import or in a hook came before.
 
         Args:
             info: the plugin whose code runs.
@@ -328,7 +331,7 @@ class Plugins:
             watchdog.start()
         watch = _SignalWatch()
         try:
-            with watch:
+            with watch, contextlib.redirect_stdout(sys.stderr):
                 return True, function(*args, **kwargs)
         except VaezooError as exc:  # a rule the plugin broke, already worded
             if watch.received is None:
