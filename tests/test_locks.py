@@ -625,3 +625,19 @@ def test_a_cut_short_write_that_a_read_only_folder_keeps_from_finishing_is_said_
                            f"this load cannot finish it (") and "Read-only file system" in said, said
     assert said.endswith("); load it where its folder can be written, or write the entry again")
     assert staged.exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero"])
+def test_a_weights_file_that_is_no_regular_file_is_refused_on_load_without_being_read(tmp_path, kind):
+    """A failed load looked for a write cut short by hashing the weights file beside the card: a FIFO there blocked it
+    for ever, a link to /dev/zero read without end."""
+    card = write_card(tmp_path, make_card(name="tiny", weights={"file": "tiny.safetensors", "sha256": "0" * 64,
+                                                                "size": 10}))
+    weights = tmp_path / "tiny.safetensors"
+    os.mkfifo(weights) if kind == "fifo" else weights.symlink_to("/dev/zero")
+    (tmp_path / ".tiny.toml.a1b2c3d4.tmp").write_text("")  # what a write killed while it staged its card leaves
+    done = run_python("-c", "import sys, vaezoo\nfrom vaezoo.errors import WeightsError\ntry:\n"
+                      "    vaezoo.load(sys.argv[1])\nexcept WeightsError as exc:\n    print(exc)\n", str(card),
+                      timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert ("is not a regular file" if kind == "fifo" else "is a link to /dev/zero") in done.stdout

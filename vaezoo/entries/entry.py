@@ -9,6 +9,7 @@ one finds its weights through :func:`weights_file` or :func:`fetch_verified`.
 from __future__ import annotations
 
 import os
+import stat
 import sysconfig
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
@@ -431,12 +432,15 @@ def _staged_card(card: Card) -> Path | None:
     None where there is none (the writer was killed before its renames, or the weights are damaged)."""
     if card.path is None or card.weights is None or card.weights.file is None:
         return None
+    candidates = temporaries(card.path.parent, f".{card.path.name}.", ".tmp")
     weights = card.path.parent / card.weights.file
-    try:
+    try:  # the file a writer renamed there, not read otherwise: a FIFO would block, a link to /dev/zero never end
+        if not candidates or weights.name != card.weights.file or not stat.S_ISREG(os.lstat(weights).st_mode):
+            return None
         there = Weights(file=card.weights.file, sha256=sha256_of(weights), size=weights.stat().st_size)
     except OSError:
         return None
-    for staged in temporaries(card.path.parent, f".{card.path.name}.", ".tmp"):
+    for staged in candidates:
         try:
             meant = parse_card(staged)
         except (OSError, VaezooError):
