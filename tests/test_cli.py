@@ -239,6 +239,18 @@ def test_verify(cards, capsys):
     assert code == 0 and out.startswith("tiny-good: ok ")
 
 
+def test_what_else_prints_on_stdout_during_a_json_command_goes_to_stderr(cards, capsys, monkeypatch):
+    # a plugin's metric or architecture that prints as it runs (eval --json) put its lines before the JSON
+    import vaezoo.entries.catalog
+
+    write_card(cards, make_card(name="tiny-good"))
+    listing = vaezoo.entries.catalog.listing
+    monkeypatch.setattr(vaezoo.entries.catalog, "listing", lambda *a: print("chatty") or listing(*a))
+    code, out, err = cli(capsys, "list", "--json")
+    assert (code, [card["name"] for card in json.loads(out)], err) == (0, ["tiny-good"], "chatty\n")
+    assert cli(capsys, "list")[1].startswith("chatty\n")  # without --json stdout is the command's, as it was
+
+
 def test_verify_of_no_card_at_all_fails_saying_why(cards, capsys):
     # VAEZOO_LOAD_PLUGINS='' (the zoo left out) and no card on the path: exit 0 and not a word, a CI step that
     # verified nothing passing

@@ -185,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.flush()  # --help and --version succeed only once their text is written
                 raise
             _import_uninterrupted(getattr(args, "imports", []))
-            code = args.func(args)
+            from vaezoo.cli.common import json_alone_on_stdout
+
+            with json_alone_on_stdout() if getattr(args, "json", False) is True else contextlib.nullcontext():
+                code = args.func(args)
         sys.stdout.flush()  # here, where a closed pipe can still be handled, not at interpreter exit
         if code == 0 and stops.received is not None:  # a Ctrl-C in a callback, which Python ignores (_noted_stops)
             return _stopped(stops.received)

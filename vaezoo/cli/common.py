@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TextIO
 
 from vaezoo.terminal import printable  # noqa: F401  (commands import it from here)
 
@@ -148,10 +150,29 @@ def device_arg(value: str) -> str:
     return str(device) if value == "auto" else value
 
 
+_json_stdout: TextIO | None = None
+"""The command's stdout while a ``--json`` command runs (:func:`json_alone_on_stdout`), where :func:`print_json`
+writes; None otherwise."""
+
+
 def print_json(data) -> None:
     """Print ``data`` as strict JSON on stdout: a NaN or infinite number (a metric that is not a number) is
     null, as JavaScript's ``JSON.stringify`` writes it, so that every JSON reader takes the output."""
-    print(json.dumps(_finite_or_null(data), indent=2, allow_nan=False))
+    print(json.dumps(_finite_or_null(data), indent=2, allow_nan=False), file=_json_stdout or sys.stdout)
+
+
+@contextlib.contextmanager
+def json_alone_on_stdout() -> Iterator[None]:
+    """Run a ``--json`` command with :func:`print_json` alone writing to stdout: what else prints there meanwhile
+    (a plugin's metric or architecture, a library) goes to stderr, where it came before the JSON document on
+    stdout and no JSON reader took it."""
+    global _json_stdout
+    _json_stdout = sys.stdout
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _json_stdout = None
 
 
 def _finite_or_null(data):
