@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,6 +23,7 @@ from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_
 from vaezoo.entries.recipe import recipe as card_recipe
 from vaezoo.entries.schema import PRECISION_NAMES, Card
 from vaezoo.errors import Phrase, TrainingError, WeightsError, first_line
+from vaezoo.ignored_warnings import ignoring
 from vaezoo.store.files import atomic_save
 from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense, unusable
 from vaezoo.store.weights import is_safetensors
@@ -179,8 +179,7 @@ def read_checkpoint(path: Path, fix: str | Phrase, card: Card | None = None) -> 
     except ValueError as exc:
         raise refused("cannot read checkpoint {path}: {problem}", problem=exc) from None
     try:
-        with warnings.catch_warnings():  # torch warns of a pickle protocol, then refuses the file: one line says it
-            warnings.simplefilter("ignore")
+        with ignoring(Warning):  # torch warns of a pickle protocol, then refuses the file: one line says it
             state = torch.load(path, map_location="cpu", weights_only=True)
     except PermissionError as exc:  # the file is fine: the caller's fix (remove it, start over) would lose it
         raise TrainingError.about("cannot read checkpoint {path}: {problem}; make it readable (chmod u+r), or give a "

@@ -35,15 +35,14 @@ def sap_row(train_code: np.ndarray, train_factors: np.ndarray, test_code: np.nda
             random_state: int) -> np.ndarray:
     """SAP's row for one code dimension: for each factor (a column of ``train_factors``), the test accuracy of a
     linear SVM predicting it from that dimension alone (``train_code``, ``test_code``: ``(n, 1)``)."""
-    import warnings
-
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.svm import LinearSVC
 
+    from vaezoo.ignored_warnings import ignoring
+
     scores = np.zeros(train_factors.shape[1])
-    with warnings.catch_warnings():
-        # disentanglement_lib ran the same solver with the same iteration limit, warnings and all
-        warnings.simplefilter("ignore", ConvergenceWarning)
+    # disentanglement_lib ran the same solver with the same iteration limit, warnings and all
+    with ignoring(ConvergenceWarning):
         for k in range(train_factors.shape[1]):
             svm = LinearSVC(C=0.01, class_weight="balanced", dual=True, random_state=random_state)
             svm.fit(train_code, train_factors[:, k])
