@@ -387,7 +387,12 @@ def _card_now(card: Card) -> Card | None:
     """The card file of ``card`` as it is now, once no process is writing it (a run's publication holds the card's
     lock, ``save_pretrained`` the folder's), with a write of the pair that a kill cut short between its two renames
     finished (:func:`_finish_write`); None if it still states the weights ``card`` states (or is gone, or
-    unreadable), that is, when ``card``'s weights are not what it says."""
+    unreadable), that is, when ``card``'s weights are not what it says.
+
+    Raises:
+        WeightsError: a write cut short so that this process cannot finish (the folder refuses the rename or the
+            lock), naming why.
+    """
     if card.path is None or card.source is not None or card.weights is None or card.weights.file is None:
         return None
     try:
