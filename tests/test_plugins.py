@@ -410,3 +410,32 @@ def test_a_missing_core_entry_point_is_a_clear_error(monkeypatch):
                                           "incomplete; reinstall vaezoo"):
         get_plugins()
     plugins.reset()
+
+
+def test_plugin_code_run_by_two_threads_at_once_leaves_stdout_as_it_was():
+    """Each run sent stdout to stderr and put back what it had found: a run that began while another's was under way
+    found stderr, and ending last, left every later print of the process on stderr."""
+    import threading
+
+    found = plugins.get_plugins()
+    zoo = found.info["zoo"]
+    stdout = sys.stdout
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        first_in.set()
+        second_in.wait(10)
+
+    def second():
+        second_in.set()
+        first_out.wait(10)
+
+    one = threading.Thread(target=found._guarded, args=(zoo, "hook a", first))
+    two = threading.Thread(target=found._guarded, args=(zoo, "hook b", second))
+    one.start()
+    first_in.wait(10)
+    two.start()
+    one.join(10)
+    first_out.set()
+    two.join(10)
+    assert sys.stdout is stdout

@@ -33,6 +33,7 @@ import signal
 import sys
 import threading
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -331,7 +332,7 @@ class Plugins:
             watchdog.start()
         watch = _SignalWatch()
         try:
-            with watch, contextlib.redirect_stdout(sys.stderr):
+            with watch, _prints_to_stderr():
                 return True, function(*args, **kwargs)
         except VaezooError as exc:  # a rule the plugin broke, already worded
             if watch.received is None:
@@ -464,6 +465,30 @@ class Plugins:
 
 
 _plugins: Plugins | None = None
+_stdout_lock = threading.Lock()
+_stdout_runs = 0  # the _prints_to_stderr blocks under way, in any thread
+_stdout_found: object = None  # sys.stdout as the first of them found it
+
+
+@contextlib.contextmanager
+def _prints_to_stderr() -> Iterator[None]:
+    """Send what is printed to stdout to stderr for the block (sys.stdout is the process's, not a thread's): blocks
+    of several threads at once share one, and stdout is put back when the last of them ends, not set to stderr by a
+    block that began while another's was under way."""
+    global _stdout_runs, _stdout_found
+    with _stdout_lock:
+        if not _stdout_runs:
+            _stdout_found, sys.stdout = sys.stdout, sys.stderr
+        _stdout_runs += 1
+    try:
+        yield
+    finally:
+        with _stdout_lock:
+            _stdout_runs -= 1
+            if not _stdout_runs:
+                sys.stdout, _stdout_found = _stdout_found, None
+
+
 _plugins_lock = threading.Lock()
 
 
