@@ -4,6 +4,7 @@ the others."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import signal
 import shutil
@@ -76,6 +77,20 @@ def test_several_runs_are_written_in_one_table_and_a_second_call_skips_them(runs
     assert code == 0 and out.count("checked") == 2, err
     assert err.splitlines()[-1] == ("2 of 2 runs measured, checked against their cards within relative tolerance "
                                     "0.0001; cluster_accuracy within 0.02 (float rounding alone moves it that far)")
+
+
+def test_the_json_of_a_batch_names_each_runs_card_as_the_json_of_one_run_does(runs, capsys, tmp_path):
+    # a row gave only the run as given: a script had to read each card again to learn its name
+    missing = tmp_path / "nosuch.toml"
+    code, out, _ = cli(capsys, "eval", *map(str, runs), str(missing), "--write", "--json")
+    assert code == 1
+    assert [(row["run"], row["name"], row["skipped"]) for row in json.loads(out)] == [
+        (str(runs[0]), "toyvae-bars-run", False), (str(runs[1]), "toyvae-bars-run", False), (str(missing), None, False)]
+    code, out, _ = cli(capsys, "eval", *map(str, runs), "--write", "--json")
+    assert code == 0
+    assert [(row["name"], row["skipped"]) for row in json.loads(out)] == [("toyvae-bars-run", True)] * 2
+    code, out, _ = cli(capsys, "eval", str(runs[0]), "--json")
+    assert json.loads(out)["name"] == "toyvae-bars-run"
 
 
 def test_each_run_of_a_batch_records_the_command_that_names_its_folder_as_one_run_does(runs, capsys):

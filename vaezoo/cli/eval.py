@@ -167,7 +167,7 @@ def _print_batch(batch, args) -> int:
     checks = batch.check(args.tolerance) if args.check else {}
     failures = {ref: [str(c) for c in compared if not c.agrees] for ref, compared in checks.items()}
     if args.json:
-        print_json([{"run": run.ref, "skipped": run.skipped, "error": run.error,
+        print_json([{"run": run.ref, "name": run.name, "skipped": run.skipped, "error": run.error,
                      "metrics": run.report.results if run.report else None,
                      "not_finite": _spelled(run.report) if run.report else None,
                      "failed": run.report.failed if run.report else None,

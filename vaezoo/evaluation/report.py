@@ -436,6 +436,7 @@ class RunReport:
     Attributes:
         ref: the card as it was given (a path, a folder, a zoo name).
         report: what was measured; None when the run was skipped or could not be measured.
+        name: the card's name; None when the card could not be read.
         skipped: its card already held the metrics (a resumed batch), so nothing was measured.
         error: one line saying why it could not be measured (its card unreadable, a metric its model cannot
             serve, ...); None when it was.
@@ -445,6 +446,7 @@ class RunReport:
     report: EvalReport | None = None
     skipped: bool = False
     error: str | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -543,7 +545,7 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
                 dataset = None
                 if several:  # its dataset read once for all the cards of the same one
                     if write and not force and holds_metrics(card, metrics):
-                        runs.append(RunReport(ref, skipped=True))
+                        runs.append(RunReport(ref, skipped=True, name=card.name))
                         continue
                     key = (card.train.data.model_dump_json(), str(data_root))
                     if key not in datasets:
@@ -555,9 +557,9 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
             except VaezooError as exc:
                 if not several:
                     raise
-                runs.append(RunReport(ref, error=str(exc)))
+                runs.append(RunReport(ref, error=str(exc), name=card.name))
                 continue
-            runs.append(RunReport(ref, report))
+            runs.append(RunReport(ref, report, name=card.name))
     return BatchReport(runs)
 
 
