@@ -11,6 +11,7 @@ from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.schema import Card
 from vaezoo.errors import MetricError, UnknownNameError, VaezooError
+from vaezoo.generators import HELD
 from vaezoo.latents import Posterior
 from vaezoo.metrics.codes import EncodingBuilder, inference
 from vaezoo.metrics.evaluation import CountedImages, Evaluation
@@ -98,24 +99,25 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
     names = list(metrics) if metrics is not None else card.eval_metrics
     # an unknown or unservable metric fails here, before any data is read; with on_error, as vaezoo eval names it
     check_metrics(model, card, names if on_error is None else metrics)
-    dataset = card_dataset(card, data_root, "test") if dataset is None else dataset
-    evaluation = Evaluation(model, dataset, device, batch_size)
-    results: dict[str, float] = {}
-    if metrics is None:
-        encoding = EncodingBuilder()
-        with progress(f"eval {card.name}: losses", len(evaluation.dataset)) as task, evaluation.reporting(task):
-            results = losses(model, evaluation.images, card.train.steps, card.train.batch_size, evaluation.device,
-                             encoding.add)
-        _share(encoding, evaluation)
-    for name in names:
-        try:
-            with progress(f"eval {card.name}: {name}") as task, evaluation.reporting(task):
-                results[name] = metric(name).measure(evaluation, **card.settings_of(name))
-        except Exception as exc:
-            if on_error is None:
-                raise MetricError(failure(name, exc)) from exc
-            on_error(name, exc)
-    return results
+    with HELD:  # seeded draws from torch's global generators: one evaluation or run at a time in the process
+        dataset = card_dataset(card, data_root, "test") if dataset is None else dataset
+        evaluation = Evaluation(model, dataset, device, batch_size)
+        results: dict[str, float] = {}
+        if metrics is None:
+            encoding = EncodingBuilder()
+            with progress(f"eval {card.name}: losses", len(evaluation.dataset)) as task, evaluation.reporting(task):
+                results = losses(model, evaluation.images, card.train.steps, card.train.batch_size, evaluation.device,
+                                 encoding.add)
+            _share(encoding, evaluation)
+        for name in names:
+            try:
+                with progress(f"eval {card.name}: {name}") as task, evaluation.reporting(task):
+                    results[name] = metric(name).measure(evaluation, **card.settings_of(name))
+            except Exception as exc:
+                if on_error is None:
+                    raise MetricError(failure(name, exc)) from exc
+                on_error(name, exc)
+        return results
 
 
 def failure(name: str, exc: Exception) -> str:

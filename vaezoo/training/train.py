@@ -37,6 +37,7 @@ from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError, UnknownNameError, first_line
 from vaezoo.evaluation.measure import check_metrics
 from vaezoo.evaluation.report import eval_command, evaluate_card
+from vaezoo.generators import HELD
 from vaezoo.metrics.parallel import worker_pool
 from vaezoo.model import VAE
 from vaezoo.store.locks import run_lock
@@ -266,8 +267,16 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
     """Train each ``(card, out, label)`` of ``runs``: alone when it is one unlabelled run, else as an ensemble.
 
     The output folder ``root`` (``out``) and each run's folder are locked for the whole run: a second run into
-    any of them (``out/seed-0`` of a running ensemble too) is refused.
+    any of them (``out/seed-0`` of a running ensemble too) is refused. Runs and evaluations of other threads of the
+    process wait for it (:data:`vaezoo.generators.HELD`).
     """
+    with HELD:  # the run seeds and draws from torch's global generators, which another thread's run would move
+        return _train_in_turn(card, runs, root, options)
+
+
+def _train_in_turn(card: Card, runs: list[tuple[Card, Path, str]], root: Path,
+                   options: TrainOptions) -> list[TrainResult]:
+    """:func:`_train`, holding torch's global generators."""
     if options.max_steps is not None and options.max_steps < 1:
         raise TrainingError.about("{max_steps} must be at least 1, got {got}", got=options.max_steps)
     options = replace(options, name=run_name(card, options.name))
