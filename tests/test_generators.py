@@ -1,4 +1,4 @@
-"""Seeded work on torch's global generators runs one at a time in a process (`vaezoo.generators.HELD`): a metric
+"""Seeded work on torch's global generators runs one at a time in a process (`vaezoo.store.locks.GENERATORS`): a metric
 measured, an evaluation and a training run on two threads at once drew from each other's streams, so that an
 evaluation on 4 threads gave none of the values the card records, and a seeded run trained apart from the same run
 alone."""
@@ -20,7 +20,7 @@ WAIT = 30  # seconds an event is waited for before the test fails rather than ha
 
 
 class Watched:
-    """A lock standing for ``HELD`` that says when a thread asks for it while another holds it."""
+    """A lock standing for ``GENERATORS`` that says when a thread asks for it while another holds it."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -52,7 +52,7 @@ class Watched:
 
 def test_seeded_metrics_of_two_threads_draw_what_each_draws_alone(monkeypatch):
     watched, second_done = Watched(), threading.Event()
-    monkeypatch.setattr(spec, "HELD", watched, raising=False)
+    monkeypatch.setattr(spec, "GENERATORS", watched, raising=False)
     pause = threading.local()
 
     @metric_spec()
@@ -88,7 +88,7 @@ def test_seeded_metrics_of_two_threads_draw_what_each_draws_alone(monkeypatch):
 
 def test_a_training_run_waits_for_seeded_work_under_way_in_another_thread(tmp_path, monkeypatch):
     watched, done = Watched(), threading.Event()
-    monkeypatch.setattr(training, "HELD", watched, raising=False)
+    monkeypatch.setattr(training, "GENERATORS", watched, raising=False)
     data = {"name": "synthetic", "options": {"image_size": 4, "size": 16}}
     card = Card.model_validate(make_card("tiny", dataset="synthetic", train={"data": data}))
     training.train(card, tmp_path / "alone", evaluate=False)

@@ -1,6 +1,6 @@
 """Warnings vaezoo ignores for a moment (SAP's convergence warnings, torch's words on a refused checkpoint) are ignored
 for that moment only, whichever threads do so at once: ``warnings.catch_warnings`` in two threads left the process
-ignoring them for good (`vaezoo.ignored_warnings`)."""
+ignoring them for good (`vaezoo.errors.ignoring`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from vaezoo.entries import checkpoints
-from vaezoo.errors import TrainingError
-from vaezoo.ignored_warnings import ignoring
+from vaezoo.errors import TrainingError, ignoring
 from vaezoo.metrics import fits
 
 WAIT = 30  # seconds an event is waited for before the test fails rather than hangs

@@ -3,13 +3,18 @@
 A message about the arguments of a call names them through a :class:`Phrase`: ``str(error)`` spells them as the
 call's keyword arguments (``max_steps must be at least 1``, ``pass resume=True``), and the CLI, through
 :meth:`VaezooError.spelled`, as its options (``--max-steps must be at least 1``, ``pass --resume``).
+
+Warnings vaezoo silences for a moment are silenced with :func:`ignoring`, which threads may use at once.
 """
 
 from __future__ import annotations
 
 import os
 import string
-from collections.abc import Callable
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Self
 
 Spelling = Callable[[str, str], str]
@@ -247,3 +252,38 @@ def setting_on(name: str, default: bool = False) -> bool:
         return False
     raise VaezooError(f"{name}={value!r} is neither on nor off; set it to 1 (or yes, true, on) or 0 (or no, false, "
                       f"off), or unset it")
+
+
+_ignoring_lock = threading.Lock()
+_ignoring_blocks: dict[type[Warning], tuple[int, bool]] = {}  # per category: blocks under way, whether they added it
+
+
+@contextmanager
+def ignoring(category: type[Warning] = Warning) -> Iterator[None]:
+    """Ignore the warnings of ``category`` (its subclasses too) within the block.
+
+    :class:`warnings.catch_warnings` saves the whole list of filters and puts that copy back when its block ends:
+    two threads in such blocks at once undo each other, and the one that ends last puts back the list the other had
+    changed, so that its ``ignore`` filter stayed for the rest of the process (a long-lived process evaluating
+    checkpoints on 8 threads ignored every warning from then on). Here the filter goes in with the first block of
+    its category and out with the last; the filters added meanwhile (by the caller, another thread, an import) stay.
+    Python's filters are the process's: while a block runs, a warning of ``category`` from any thread is ignored. A
+    filter ignoring ``category`` that was there before the first block stays after the last.
+    """
+    entry = ("ignore", None, category, None, 0)
+    with _ignoring_lock:
+        count, added = _ignoring_blocks.get(category, (0, False))
+        if not count and entry not in warnings.filters:
+            warnings.filterwarnings("ignore", category=category)
+            added = True
+        _ignoring_blocks[category] = (count + 1, added)
+    try:
+        yield
+    finally:
+        with _ignoring_lock:
+            count, added = _ignoring_blocks.pop(category)
+            if count > 1:
+                _ignoring_blocks[category] = (count - 1, added)
+            elif added and entry in warnings.filters:  # warnings.resetwarnings() may have removed it meanwhile
+                # an ignored warning is never noted in a module's registry, so no cached decision outlives it
+                warnings.filters.remove(entry)

@@ -22,8 +22,7 @@ from vaezoo.entries.catalog import newer_release
 from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, fingerprint, recipe_differences
 from vaezoo.entries.recipe import recipe as card_recipe
 from vaezoo.entries.schema import PRECISION_NAMES, Card
-from vaezoo.errors import Phrase, TrainingError, WeightsError, first_line
-from vaezoo.ignored_warnings import ignoring
+from vaezoo.errors import Phrase, TrainingError, WeightsError, first_line, ignoring
 from vaezoo.store.files import atomic_save
 from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense, unusable
 from vaezoo.store.weights import is_safetensors

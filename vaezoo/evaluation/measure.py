@@ -11,13 +11,13 @@ from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.devices import usable_device
 from vaezoo.entries.schema import Card
 from vaezoo.errors import MetricError, UnknownNameError, VaezooError
-from vaezoo.generators import HELD
 from vaezoo.latents import Posterior
 from vaezoo.metrics.codes import EncodingBuilder, inference
 from vaezoo.metrics.evaluation import CountedImages, Evaluation
 from vaezoo.metrics.requirements import unmet
 from vaezoo.model import VAE
 from vaezoo.plugins import registry
+from vaezoo.store.locks import GENERATORS
 from vaezoo.terminal import progress
 
 
@@ -99,7 +99,7 @@ def evaluate(model: VAE, card: Card, data_root=None, device=None, batch_size: in
     names = list(metrics) if metrics is not None else card.eval_metrics
     # an unknown or unservable metric fails here, before any data is read; with on_error, as vaezoo eval names it
     check_metrics(model, card, names if on_error is None else metrics)
-    with HELD:  # seeded draws from torch's global generators: one evaluation or run at a time in the process
+    with GENERATORS:  # seeded draws from torch's global generators: one evaluation or run at a time in the process
         dataset = card_dataset(card, data_root, "test") if dataset is None else dataset
         evaluation = Evaluation(model, dataset, device, batch_size)
         results: dict[str, float] = {}

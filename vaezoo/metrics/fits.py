@@ -38,7 +38,7 @@ def sap_row(train_code: np.ndarray, train_factors: np.ndarray, test_code: np.nda
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.svm import LinearSVC
 
-    from vaezoo.ignored_warnings import ignoring
+    from vaezoo.errors import ignoring
 
     scores = np.zeros(train_factors.shape[1])
     # disentanglement_lib ran the same solver with the same iteration limit, warnings and all

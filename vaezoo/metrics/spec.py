@@ -22,9 +22,9 @@ import torch
 from vaezoo.context import check_arguments
 from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
 from vaezoo.errors import MetricError
-from vaezoo.generators import HELD
 from vaezoo.metrics.evaluation import Evaluation
 from vaezoo.metrics.requirements import Requirement
+from vaezoo.store.locks import GENERATORS
 
 MAX_COUNT = 10_000_000
 Count = Annotated[int, annotated_types.Interval(ge=1, le=MAX_COUNT)]
@@ -97,7 +97,7 @@ class MetricSpec:
             settings = self.check_settings(settings, f"metric '{self.function.__name__}'")
         except ValueError as exc:
             raise MetricError(str(exc)) from None
-        with HELD:  # the metric's seeded draws, from torch's global generators: one at a time in the process
+        with GENERATORS:  # the metric's seeded draws, from torch's global generators: one at a time in the process
             value = self.function(evaluation, **{**self.settings, **settings})
         try:
             if isinstance(value, bool | str | bytes) or _truth_values(value):  # float() takes True as 1, "0.5" as 0.5

@@ -11,6 +11,8 @@ A folder written to be uploaded whole (``save_pretrained``'s, ``push --out``'s) 
 whose file stands beside the folder.
 The locks are ``filelock`` locks on hidden files beside what they guard (``DIR/.vaezoo.lock``,
 ``DIR/.NAME.toml.lock``, ``.DIR.lock``); the operating system frees them when their process ends, however it ends.
+
+Within one process, :data:`GENERATORS` keeps two threads' seeded work from drawing on each other's streams.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 import socket
 import stat
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -281,3 +284,12 @@ def card_lock(path: Path) -> Iterator[None]:
             f"card {path} was still being updated by {holder} after {CARD_WAIT:g} s; try again when it is done"),
             notice=f"waiting for another vaezoo process updating {path}"):
         yield
+
+
+GENERATORS = threading.RLock()
+"""Held by a training run and by an evaluation (each metric measured) for their whole length, so that they run one
+at a time in a process. torch's global random generators belong to the process: such work seeds them, draws from
+them and gives the caller's state back, and two threads doing so at once drew from each other's streams (an
+evaluation of one card on 4 threads gave 12 values, none the one the card records; two seeded runs on 2 threads
+trained apart from the same run alone). The threads one evaluation starts for itself, and worker processes, are
+not held back; the thread that holds it may take it again (a run evaluates its model at its end)."""

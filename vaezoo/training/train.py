@@ -37,10 +37,9 @@ from vaezoo.entries.schema import Card, TrainRecipe
 from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError, UnknownNameError, first_line
 from vaezoo.evaluation.measure import check_metrics
 from vaezoo.evaluation.report import eval_command, evaluate_card
-from vaezoo.generators import HELD
 from vaezoo.metrics.parallel import worker_pool
 from vaezoo.model import VAE
-from vaezoo.store.locks import run_lock
+from vaezoo.store.locks import GENERATORS, run_lock
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT
 from vaezoo.training.ensemble import fit_ensemble
@@ -268,9 +267,9 @@ def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: 
 
     The output folder ``root`` (``out``) and each run's folder are locked for the whole run: a second run into
     any of them (``out/seed-0`` of a running ensemble too) is refused. Runs and evaluations of other threads of the
-    process wait for it (:data:`vaezoo.generators.HELD`).
+    process wait for it (:data:`vaezoo.store.locks.GENERATORS`).
     """
-    with HELD:  # the run seeds and draws from torch's global generators, which another thread's run would move
+    with GENERATORS:  # the run seeds and draws from torch's global generators, which another thread's run would move
         return _train_in_turn(card, runs, root, options)
 
 
