@@ -261,6 +261,22 @@ def test_verify_of_no_card_at_all_fails_saying_why(cards, capsys):
     assert cli(capsys, "verify")[:2] == (1, "")
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (["gallery", "{out}", "--only-seeds"], "error: no card found, so there is nothing to draw: "),
+    (["gallery", "{out}", "--no-data"], "error: no card found, so there is nothing to draw: "),
+    (["push", "--all", "me", "--dry-run", "--out", "{out}"], "error: no card found, so there is nothing to stage: "),
+    (["study", "{out}"], "error: the zoo holds none of the study's entries (betavae-dsprites, "),
+])
+def test_a_command_over_the_zoo_that_finds_no_card_fails_saying_why_and_writes_nothing(cards, capsys, tmp_path, argv,
+                                                                                        said):
+    # each wrote an empty page, collection or table (or nothing) and exited 0 without a word
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, *(word.format(out=out) for word in argv))
+    assert (code, stdout, err.count("\n")) == (1, "", 1)
+    assert err.startswith(said) and "VAEZOO_LOAD_PLUGINS leaves out the installed plugins" in err, err
+    assert not out.exists()
+
+
 def test_verify_hashes_a_weights_file_that_several_cards_state_alike_once(cards, capsys, monkeypatch):
     import vaezoo.entries.entry
 

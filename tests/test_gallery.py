@@ -671,6 +671,7 @@ def test_gallery_refuses_a_run_s_folder_and_writes_nothing_there(cards, tmp_path
 
 
 def test_gallery_writes_beside_toml_files_that_are_no_cards(cards, tmp_path):
+    write_card(cards, make_card(name="tiny"))  # a zoo of no card is refused
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "mine"\n')
     written = gallery(tmp_path, only_seeds=True)
     assert all(path.parent == tmp_path for path in written)

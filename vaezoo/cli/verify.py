@@ -26,13 +26,9 @@ def run(args) -> int:
         for r in rows:
             print(printable(f"{r['name']}: {r['status']} {r['detail']}"))
     if not rows:  # no name given and no card found: a check that verified nothing must not pass
-        from vaezoo.plugins import get_plugins
+        from vaezoo.entries.catalog import no_card_found
 
-        left_out = get_plugins().left_out
-        print("error: no card found, so no weights file was verified" + (
-            f": VAEZOO_LOAD_PLUGINS leaves out the installed plugins {', '.join(left_out)}; add those whose cards "
-            f"you want, or unset it" if left_out else "; put a folder of cards on VAEZOO_CARDS_PATH, or name the "
-                                                      "cards"), file=sys.stderr)
+        print(printable(f"error: {no_card_found('no weights file was verified')}"), file=sys.stderr)
         return 1
     if failed or skipped:
         said = [f"{failed} weights file(s) failed verification"] if failed else []

@@ -917,6 +917,21 @@ def _spelled_otherwise(name: str, names: list[str]) -> str:
     return close_matches(name, names)
 
 
+def no_card_found(consequence: str) -> CardError:
+    """The error of a command over the zoo that found no card at all: ``no card found, so CONSEQUENCE``, and why
+    (the installed plugins ``VAEZOO_LOAD_PLUGINS`` leaves out, whose cards the zoo's are) or where cards come from.
+
+    Args:
+        consequence: what the command therefore did not do, e.g. ``"there is nothing to draw"``.
+    """
+    from vaezoo.plugins import get_plugins
+
+    left_out = get_plugins().left_out
+    return CardError(f"no card found, so {consequence}" + (
+        f": VAEZOO_LOAD_PLUGINS leaves out the installed plugins {', '.join(left_out)}; add those whose cards you "
+        f"want, or unset it" if left_out else "; put a folder of cards on VAEZOO_CARDS_PATH"))
+
+
 def _left_out_hint() -> str:
     """Where an unknown card may come from: the installed plugins ``VAEZOO_LOAD_PLUGINS`` leaves out, if any."""
     from vaezoo.plugins import get_plugins

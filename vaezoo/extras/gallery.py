@@ -33,7 +33,7 @@ from urllib.parse import unquote
 from vaezoo.assemble import build_aside, card_dataset, load_model
 from vaezoo.context import layout_text
 from vaezoo.data import check_data_root
-from vaezoo.entries.catalog import list_cards, parse_card
+from vaezoo.entries.catalog import list_cards, no_card_found, parse_card
 from vaezoo.entries.schema import Card
 from vaezoo.errors import DataError, OutputError, VaezooError
 from vaezoo.extras.leaderboard import LOSSES, leaderboard, shared_metrics
@@ -157,6 +157,7 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
         DataError: ``data_root`` is not a folder (else every card's pictures would say its data is missing).
         VaezooError: ``directory`` holds an ``index.html`` that is not a vaezoo gallery (checked before anything
             is drawn, so that nothing of the user's is overwritten).
+        CardError: no card found at all (an empty page said nothing).
     """
     from vaezoo.devices import usable_device
     from vaezoo.store.checksums import sha256_of
@@ -168,7 +169,10 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     check_data_root(data_root, missing=True)  # else every card's pictures would say its data is missing
     directory = Path(directory)
     path = directory / "index.html"
-    cards = [card for card in list_cards() if _nameable_card(card)]
+    zoo = list_cards()
+    if not zoo:  # an empty page said nothing
+        raise no_card_found("there is nothing to draw")
+    cards = [card for card in zoo if _nameable_card(card)]
     _refuse_foreign(directory, cards, _files_of_page(path) | set(WRITTEN.read(directory)))  # before the lock (mkdir)
     with run_lock(directory, "output path"):
         earlier = WRITTEN.read(directory)
@@ -294,8 +298,12 @@ def build_seed_plots(directory: str | Path) -> list[Path]:
 
     Raises:
         VaezooError: a file of the same name there is not one vaezoo wrote.
+        CardError: no card found at all (nothing was written, and nothing said).
     """
-    return write_seed_plots(_nameable(seed_plots(list_cards())), Path(directory))
+    cards = list_cards()
+    if not cards:
+        raise no_card_found("there is nothing to draw")
+    return write_seed_plots(_nameable(seed_plots(cards)), Path(directory))
 
 
 PICTURES = ("traverse", "sample")

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from vaezoo.context import LatentPart
-from vaezoo.entries.catalog import card_reference, check_card, list_cards, one_scan, parse_card
+from vaezoo.entries.catalog import card_reference, check_card, list_cards, no_card_found, one_scan, parse_card
 from vaezoo.entries.entry import fetch, fetch_verified, write_card, write_entry
 from vaezoo.entries.huggingface import COMMIT, hub, revision_problem, timed_out, translated
 from vaezoo.entries.schema import HUB_PREFIX, Card, Weights
@@ -398,6 +398,7 @@ def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner
         OutputError: the arguments do not go together (one line saying which to give), the Hub would refuse
             ``repo_id`` or ``owner`` (:func:`check_repo_id`), ``revision`` is no branch name (:func:`check_revision`),
             or ``out`` is not a new or empty folder, or cannot be written.
+        CardError: ``owner`` is given and no card is found.
     """
     if owner is not None and (card is not None or repo_id):
         raise OutputError("--all OWNER pushes the whole zoo; give no CARD or OWNER/REPO with it")
@@ -415,9 +416,12 @@ def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner
             refuse_offline(card.name, repo_id, "--dry-run")  # before --out is made
     elif (problem := repo_problem(f"{owner}/x")) is not None:
         raise OutputError(f"the Hub takes no user or organisation named {owner} ({problem}); choose another OWNER")
+    zoo = list_cards() if owner is not None else []
+    if owner is not None and not zoo:  # before any folder is made: an empty collection said nothing
+        raise no_card_found("there is nothing to stage")
 
     def staged(folder: Path) -> PushReport:
-        files = stage_collection(list_cards(), owner, folder) if owner is not None else stage(card, repo_id, folder)
+        files = stage_collection(zoo, owner, folder) if owner is not None else stage(card, repo_id, folder)
         return PushReport(folder, files, repo_id, owner)
 
     def into(folder: Path | None) -> PushReport:

@@ -133,12 +133,16 @@ class Study:
         """The method named ``name``."""
         return next(m for m in self.methods if m.name == name)
 
+    def names(self) -> list[str]:
+        """The names of the zoo entries of the study's methods, in the methods' order."""
+        return [f"{m.name}-{self.dataset}" for m in self.methods]
+
     def entries(self) -> list[str]:
         """The zoo entries of the study's methods that the zoo holds, in the methods' order."""
         from vaezoo.entries.catalog import discover
 
         zoo = discover()
-        return [f"{m.name}-{self.dataset}" for m in self.methods if f"{m.name}-{self.dataset}" in zoo]
+        return [name for name in self.names() if name in zoo]
 
 
 DSPRITES = Study(
@@ -993,7 +997,7 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
 
     Raises:
         StudyError: see :func:`study_table`, :func:`fill_doc`; a page that cannot be read or is read-only; a table
-            there that is no study table.
+            there that is no study table; no source given, and the zoo holds none of the study's entries.
         VaezooError: a figure there that vaezoo did not write; another process writes the folder.
         OutputError: the folder or the page's folder takes no file.
     """
@@ -1007,6 +1011,14 @@ def build_study(directory: str | os.PathLike, sources: Sequence[str | os.PathLik
     text = None if page is None else _read_page(page)
     with one_scan():  # each source looked up in one read of the card folders, not one per run folder given
         cards = [c for source in (sources or study.entries()) for c in _cards_of(source)]
+    if not cards:  # no source given, and the zoo holds none of the study's entries: an empty table said nothing
+        from vaezoo.plugins import get_plugins
+
+        left_out = get_plugins().left_out
+        raise StudyError(f"the zoo holds none of the study's entries ({', '.join(study.names())}), so there is no "
+                         f"run to gather; give the runs as SOURCE" + (
+                             f", or add the plugins whose cards you want: VAEZOO_LOAD_PLUGINS leaves out the "
+                             f"installed plugins {', '.join(left_out)}" if left_out else ""))
     path = directory / f"{study.dataset}.csv"
     data = table_text(study_table(cards, study))
     table = parse_table(data, path)
