@@ -255,7 +255,7 @@ def test_verify_of_no_card_at_all_fails_saying_why(cards, capsys):
     # VAEZOO_LOAD_PLUGINS='' (the zoo left out) and no card on the path: exit 0 and not a word, a CI step that
     # verified nothing passing
     code, out, err = cli(capsys, "verify", "--json")
-    assert (code, json.loads(out)) == (1, [])
+    assert (code, out) == (1, "")
     assert err.startswith("error: no card found, so no weights file was verified: VAEZOO_LOAD_PLUGINS leaves out "
                           "the installed plugins ") and err.count("\n") == 1
     assert cli(capsys, "verify")[:2] == (1, "")

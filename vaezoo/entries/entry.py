@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, checked_toml, differences, get_card,
-                                    one_scan, parse_card, read_card, scan)
+                                    no_card_found, one_scan, parse_card, read_card, scan)
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, Phrase, VaezooError, WeightsError
@@ -317,13 +317,19 @@ def verify_names(names: Iterable[str] | None = None) -> list[tuple[str, str, str
     """:func:`verify_entries` of the cards ``names`` names (:func:`vaezoo.entries.catalog.get_card`), or of every
     card in the zoo when ``names`` is empty or None: ``(card name, status, detail)`` per card. Over the zoo, a card
     file that cannot be read (a :class:`~vaezoo.entries.catalog.CardWarning`) is a row too, :data:`SKIPPED`, its
-    detail naming the file and why: its weights were not verified, and the others are."""
+    detail naming the file and why: its weights were not verified, and the others are.
+
+    Raises:
+        CardError: no name given and no card found (a check that verified nothing passed without a word).
+    """
     if names:
         with one_scan():  # each name looked up in one read of the card folders
             cards, skipped = [get_card(n) for n in names], []
     else:
         found = scan()  # the skipped are rows, not warnings
         cards, skipped = list(found.cards.values()), found.skipped
+        if not cards and not skipped:
+            raise no_card_found("no weights file was verified")
     rows = [(card.name, status, detail) for card, (status, detail) in zip(cards, verify_entries(cards), strict=True)]
     return rows + [(bad.name, SKIPPED, f"{bad.path}: {bad.reason}") for bad in skipped]
 
