@@ -168,8 +168,10 @@ def test_eval_write_and_train_out_refuse_a_linked_holder_note_in_one_line(tmp_pa
 
 @pytest.fixture
 def zoo(cards, data_plugin, monkeypatch) -> Path:
-    """The test's cards only, with the extras' commands (gallery, push) and the kit's datasets."""
+    """The test's cards only (one tiny entry: a gallery of no card is refused), with the extras' commands (gallery,
+    push) and the kit's datasets."""
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "core,extras,testdata")
+    write_entry(cards, make_card("tiny"))
     return cards
 
 

@@ -170,11 +170,11 @@ def build_gallery(directory: str | Path, data_root=None, use_data: bool = True, 
     directory = Path(directory)
     path = directory / "index.html"
     zoo = list_cards()
-    if not zoo:  # an empty page said nothing
-        raise no_card_found("there is nothing to draw")
     cards = [card for card in zoo if _nameable_card(card)]
     _refuse_foreign(directory, cards, _files_of_page(path) | set(WRITTEN.read(directory)))  # before the lock (mkdir)
-    with run_lock(directory, "output path"):
+    with run_lock(directory, "output path"):  # the folder said first: it is the user's argument
+        if not zoo:  # an empty page said nothing
+            raise no_card_found("there is nothing to draw")
         earlier = WRITTEN.read(directory)
         _refuse_foreign(directory, cards, _files_of_page(path) | set(earlier))  # again: no other gallery writes now
         plots = _nameable(seed_plots(cards))
