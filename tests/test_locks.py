@@ -641,3 +641,27 @@ def test_a_weights_file_that_is_no_regular_file_is_refused_on_load_without_being
                       timeout=60)
     assert done.returncode == 0, done.stderr
     assert ("is not a regular file" if kind == "fifo" else "is a link to /dev/zero") in done.stdout
+
+
+def test_a_card_written_after_the_kill_is_not_replaced_by_the_older_staged_card(tmp_path):
+    """The card staged before a kill between the renames, renamed over a card updated since (seeds --write, say),
+    dropped that update: only a staged card newer than the card's file finishes the write."""
+    import shutil
+
+    import vaezoo
+    from vaezoo.errors import WeightsError
+
+    card, _, weights = write_entry(tmp_path / "entry", make_card(name="tiny"), seed=1)
+    new_card, _, new_weights = write_entry(tmp_path / "new", make_card(name="tiny"), seed=2)
+    shutil.copyfile(new_weights, weights)  # what the kill left: the new weights renamed, the new card staged
+    staged = card.parent / f".{card.name}.k1ll3d00.tmp"
+    shutil.copyfile(new_card, staged)
+    at = os.stat(staged).st_mtime
+    os.utime(card, (at + 5, at + 5))  # the card written again after the kill
+    with pytest.raises(WeightsError, match="not the one the card describes|does not match"):
+        vaezoo.load(card)
+    assert staged.exists()
+
+    os.utime(card, (at - 5, at - 5))  # the card as the killed writer found it
+    assert vaezoo.load(card).card.weights == parse_card(new_card).weights
+    assert not staged.exists()

@@ -454,9 +454,11 @@ def _staged_card(card: Card) -> Path | None:
     for staged in candidates:
         try:
             meant = parse_card(staged)
+            # staged before the card was last written: the card's file was updated since (seeds --write, say)
+            newer = os.stat(staged).st_mtime_ns >= os.stat(card.path).st_mtime_ns
         except (OSError, VaezooError):
             continue  # cut short while it was written: the weights were not renamed yet
-        if meant.name == card.name and meant.weights == there:
+        if newer and meant.name == card.name and meant.weights == there:
             return staged
     return None
 
