@@ -116,15 +116,21 @@ def test_loading_a_model_imports_neither_scipy_nor_sklearn():
     assert json.loads(result.stdout.splitlines()[-1]) == []
 
 
-def test_a_worker_pool_block_starts_the_fits_processes_once_and_changes_no_score(monkeypatch):
-    started = []
+@pytest.fixture
+def started(monkeypatch) -> list[int]:
+    """The worker counts of the pools of fit workers started during the test, in order."""
+    counts = []
 
     class Counted(parallel.ProcessPoolExecutor):
         def __init__(self, *args, **kwargs):
-            started.append(args[0])
+            counts.append(args[0])
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(parallel, "ProcessPoolExecutor", Counted)
+    return counts
+
+
+def test_a_worker_pool_block_starts_the_fits_processes_once_and_changes_no_score(started):
     problem = small_problem()
     with parallel.jobs(2):
         alone = [dci.importance_gbt(*problem, random_state=5), modularity.explicitness_of(*problem, random_state=5)]
@@ -135,6 +141,29 @@ def test_a_worker_pool_block_starts_the_fits_processes_once_and_changes_no_score
     np.testing.assert_array_equal(kept[0][0], alone[0][0])
     assert (kept[0][1:], kept[1]) == (alone[0][1:], alone[1])
     assert parallel._here.pool is None  # stopped at the block's end
+
+
+def overlapping(block, during=lambda: None, after=lambda: None) -> None:
+    """Run the context manager ``block()`` in two threads, the second entering while the first is in it and staying
+    after the first has left: ``during()`` runs in the second's block while both are in theirs, ``after()`` once
+    the first has left."""
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        with block():
+            first_in.set()
+            assert second_in.wait(WAIT)
+        first_out.set()
+
+    def second():
+        assert first_in.wait(WAIT)
+        with block():
+            during()
+            second_in.set()
+            assert first_out.wait(WAIT)
+            after()
+
+    in_two_threads(first, second)
 
 
 def in_two_threads(first, second):
@@ -186,34 +215,16 @@ def test_jobs_blocks_of_two_threads_each_count_their_own_and_leave_the_setting_a
     assert parallel.get_jobs() == parallel.default_jobs()
 
 
-def test_a_threads_worker_pool_block_ending_leaves_another_threads_pool_running(monkeypatch):
+def test_a_threads_worker_pool_block_ending_leaves_another_threads_pool_running(started):
     """The first thread's block owned the one pool of the process: its end stopped the pool the other thread was
     fitting on (its waiting fits cancelled), and that thread's next call started a pool of its own."""
-    started = []
+    def fit_while_both_are_in():
+        assert parallel.process_map(abs, [(-1,), (-2,)], jobs=2) == [1, 2]
 
-    class Counted(parallel.ProcessPoolExecutor):
-        def __init__(self, *args, **kwargs):
-            started.append(args[0])
-            super().__init__(*args, **kwargs)
+    def fit_once_the_first_has_left():
+        assert parallel.process_map(abs, [(-3,), (-4,)], jobs=2) == [3, 4]
 
-    monkeypatch.setattr(parallel, "ProcessPoolExecutor", Counted)
-    first_in, second_fitted, first_out = threading.Event(), threading.Event(), threading.Event()
-
-    def first():
-        with parallel.worker_pool():
-            first_in.set()
-            assert second_fitted.wait(WAIT)
-        first_out.set()
-
-    def second():
-        assert first_in.wait(WAIT)
-        with parallel.worker_pool():
-            assert parallel.process_map(abs, [(-1,), (-2,)], jobs=2) == [1, 2]
-            second_fitted.set()
-            assert first_out.wait(WAIT)
-            assert parallel.process_map(abs, [(-3,), (-4,)], jobs=2) == [3, 4]
-
-    in_two_threads(first, second)
+    overlapping(parallel.worker_pool, during=fit_while_both_are_in, after=fit_once_the_first_has_left)
     assert started == [2]
 
 
@@ -223,24 +234,9 @@ def test_the_script_stays_left_out_until_the_last_threads_workers_have_started()
     main = sys.modules["__main__"]
     had = main.__dict__.get("__file__")
     main.__file__ = "script.py"
-    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
     seen = {}
-
-    def first():
-        with parallel._script_left_out():
-            first_in.set()
-            assert second_in.wait(WAIT)
-        first_out.set()
-
-    def second():
-        assert first_in.wait(WAIT)
-        with parallel._script_left_out():
-            second_in.set()
-            assert first_out.wait(WAIT)
-            seen["inside"] = main.__dict__.get("__file__")
-
     try:
-        in_two_threads(first, second)
+        overlapping(parallel._script_left_out, after=lambda: seen.update(inside=main.__dict__.get("__file__")))
         assert seen == {"inside": None}
         assert main.__file__ == "script.py"
     finally:
