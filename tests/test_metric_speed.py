@@ -236,7 +236,7 @@ def test_the_script_stays_left_out_until_the_last_threads_workers_have_started()
     main.__file__ = "script.py"
     seen = {}
     try:
-        overlapping(parallel._script_left_out, after=lambda: seen.update(inside=main.__dict__.get("__file__")))
+        overlapping(lambda: parallel._script_left_out, after=lambda: seen.update(inside=main.__dict__.get("__file__")))
         assert seen == {"inside": None}
         assert main.__file__ == "script.py"
     finally:

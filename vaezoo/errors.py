@@ -4,7 +4,8 @@ A message about the arguments of a call names them through a :class:`Phrase`: ``
 call's keyword arguments (``max_steps must be at least 1``, ``pass resume=True``), and the CLI, through
 :meth:`VaezooError.spelled`, as its options (``--max-steps must be at least 1``, ``pass --resume``).
 
-Warnings vaezoo silences for a moment are silenced with :func:`ignoring`, which threads may use at once.
+Warnings vaezoo silences for a moment are silenced with :func:`ignoring`, which threads may use at once, as
+any :class:`SharedChange` of the process's state.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import os
 import string
 import threading
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Self
 
 Spelling = Callable[[str, str], str]
@@ -254,36 +254,64 @@ def setting_on(name: str, default: bool = False) -> bool:
                       f"off), or unset it")
 
 
-_ignoring_lock = threading.Lock()
-_ignoring_blocks: dict[type[Warning], tuple[int, bool]] = {}  # per category: blocks under way, whether they added it
+class SharedChange:
+    """A change to the process's state (a warning filter, ``sys.stdout``, ``__main__``'s names) made for blocks
+    that several threads may be in at once (``with change:``): the first block makes it, the last one undoes it,
+    and a block that begins while another's is under way neither makes it again nor has it undone early. (Saving
+    and restoring the state per block, two threads undid each other, and the one that ended last left its change
+    in place for good.)
+
+    Args:
+        make: makes the change; what it returns is given to ``undo``.
+        undo: undoes it.
+    """
+
+    def __init__(self, make: Callable[[], object], undo: Callable[[object], None]):
+        self._make, self._undo = make, undo
+        self._lock = threading.Lock()
+        self._blocks = 0
+        self._made: object = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if not self._blocks:
+                self._made = self._make()
+            self._blocks += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self._blocks -= 1
+            if not self._blocks:
+                self._undo(self._made)
+                self._made = None
 
 
-@contextmanager
-def ignoring(category: type[Warning] = Warning) -> Iterator[None]:
-    """Ignore the warnings of ``category`` (its subclasses too) within the block.
+_ignored: dict[type[Warning], SharedChange] = {}
+_ignored_lock = threading.Lock()
 
-    :class:`warnings.catch_warnings` saves the whole list of filters and puts that copy back when its block ends:
-    two threads in such blocks at once undo each other, and the one that ends last puts back the list the other had
-    changed, so that its ``ignore`` filter stayed for the rest of the process (a long-lived process evaluating
-    checkpoints on 8 threads ignored every warning from then on). Here the filter goes in with the first block of
-    its category and out with the last; the filters added meanwhile (by the caller, another thread, an import) stay.
-    Python's filters are the process's: while a block runs, a warning of ``category`` from any thread is ignored. A
-    filter ignoring ``category`` that was there before the first block stays after the last.
+
+def ignoring(category: type[Warning] = Warning) -> SharedChange:
+    """Ignore the warnings of ``category`` (its subclasses too) within the block (``with ignoring(C):``).
+
+    Unlike :class:`warnings.catch_warnings`, which puts back the whole list of filters it found, threads may be in
+    such blocks at once (a long-lived process evaluating checkpoints on 8 threads was left ignoring every warning):
+    the filter goes in with the first block of its category and out with the last, and the filters added meanwhile
+    (by the caller, another thread, an import) stay. Python's filters are the process's: while a block runs, a
+    warning of ``category`` from any thread is ignored. A filter ignoring ``category`` that was there before the
+    first block stays after the last.
     """
     entry = ("ignore", None, category, None, 0)
-    with _ignoring_lock:
-        count, added = _ignoring_blocks.get(category, (0, False))
-        if not count and entry not in warnings.filters:
-            warnings.filterwarnings("ignore", category=category)
-            added = True
-        _ignoring_blocks[category] = (count + 1, added)
-    try:
-        yield
-    finally:
-        with _ignoring_lock:
-            count, added = _ignoring_blocks.pop(category)
-            if count > 1:
-                _ignoring_blocks[category] = (count - 1, added)
-            elif added and entry in warnings.filters:  # warnings.resetwarnings() may have removed it meanwhile
-                # an ignored warning is never noted in a module's registry, so no cached decision outlives it
-                warnings.filters.remove(entry)
+
+    def make() -> bool:
+        if entry in warnings.filters:
+            return False
+        warnings.filterwarnings("ignore", category=category)
+        return True
+
+    def undo(added: object) -> None:
+        if added and entry in warnings.filters:  # warnings.resetwarnings() may have removed it meanwhile
+            # an ignored warning is never noted in a module's registry, so no cached decision outlives it
+            warnings.filters.remove(entry)
+
+    with _ignored_lock:
+        return _ignored.setdefault(category, SharedChange(make, undo))

@@ -25,7 +25,6 @@ named on stderr with the ``VAEZOO_LOAD_PLUGINS`` setting that skips it.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
@@ -33,7 +32,6 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -41,7 +39,7 @@ from pathlib import Path
 import pluggy
 
 import vaezoo.hookspecs as hookspecs
-from vaezoo.errors import PluginError, VaezooError
+from vaezoo.errors import PluginError, SharedChange, VaezooError
 from vaezoo.registry import Registry
 from vaezoo.signals import STOP_SIGNALS, Interrupted
 
@@ -332,7 +330,7 @@ class Plugins:
             watchdog.start()
         watch = _SignalWatch()
         try:
-            with watch, _prints_to_stderr():
+            with watch, _prints_to_stderr:
                 return True, function(*args, **kwargs)
         except VaezooError as exc:  # a rule the plugin broke, already worded
             if watch.received is None:
@@ -465,28 +463,15 @@ class Plugins:
 
 
 _plugins: Plugins | None = None
-_stdout_lock = threading.Lock()
-_stdout_runs = 0  # the _prints_to_stderr blocks under way, in any thread
-_stdout_found: object = None  # sys.stdout as the first of them found it
 
 
-@contextlib.contextmanager
-def _prints_to_stderr() -> Iterator[None]:
-    """Send what is printed to stdout to stderr for the block (sys.stdout is the process's, not a thread's): blocks
-    of several threads at once share one, and stdout is put back when the last of them ends, not set to stderr by a
-    block that began while another's was under way."""
-    global _stdout_runs, _stdout_found
-    with _stdout_lock:
-        if not _stdout_runs:
-            _stdout_found, sys.stdout = sys.stdout, sys.stderr
-        _stdout_runs += 1
-    try:
-        yield
-    finally:
-        with _stdout_lock:
-            _stdout_runs -= 1
-            if not _stdout_runs:
-                sys.stdout, _stdout_found = _stdout_found, None
+def _stdout_to_stderr() -> object:
+    found, sys.stdout = sys.stdout, sys.stderr
+    return found
+
+
+_prints_to_stderr = SharedChange(_stdout_to_stderr, lambda found: setattr(sys, "stdout", found))
+"""Send what is printed to stdout to stderr for the block (``sys.stdout`` is the process's, not a thread's)."""
 
 
 _plugins_lock = threading.Lock()

@@ -16,13 +16,13 @@ import os
 import re
 import stat
 import tomllib
+import typing
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-import typing
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, RootModel, ValidationError

@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from typing import TypeVar
 
 from vaezoo.context import whole_number
+from vaezoo.errors import SharedChange
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -152,42 +153,33 @@ def process_map(function: Callable[..., R], arguments: Sequence[tuple], jobs: in
 def _submitted(pool: ProcessPoolExecutor, function: Callable[..., R], arguments: Sequence[tuple]) -> list[R]:
     """The results of ``function(*args)`` for each of ``arguments``, run on ``pool``, whose workers start (spawned)
     on the first submit without running the user's script (:func:`_script_left_out`)."""
-    with _script_left_out():
+    with _script_left_out:
         futures = [pool.submit(function, *args) for args in arguments]
     return [future.result() for future in futures]
 
 
-_main_lock = threading.Lock()
-_main_blocks = 0  # the _script_left_out blocks under way, in any thread
-_main_saved: dict[str, object] = {}  # the names the first of them took from __main__
-
-
-@contextmanager
-def _script_left_out() -> Iterator[None]:
-    """Within the block, a spawned process does not import ``__main__`` (the user's script) before it starts: the
-    workers run vaezoo's functions only, and a script without ``if __name__ == "__main__":`` ran its whole top level
-    again in each worker (its prints, its writes), which then failed starting workers of its own. The blocks of
-    several threads at once share one: ``__main__`` gets its names back when the last of them ends, not while
-    another thread's workers may still be starting."""
-    global _main_blocks, _main_saved
+def _leave_script_out() -> tuple[object, dict[str, object]]:
     main = sys.modules.get("__main__")
-    with _main_lock:
-        if not _main_blocks and main is not None:
-            saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if name in main.__dict__}
-            if "__spec__" in saved:
-                main.__spec__ = None
-            if "__file__" in saved:
-                del main.__file__
-            _main_saved = saved
-        _main_blocks += 1
-    try:
-        yield
-    finally:
-        with _main_lock:
-            _main_blocks -= 1
-            if not _main_blocks and main is not None:
-                main.__dict__.update(_main_saved)
-                _main_saved = {}
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if name in main.__dict__} \
+        if main is not None else {}
+    if "__spec__" in saved:
+        main.__spec__ = None
+    if "__file__" in saved:
+        del main.__file__
+    return main, saved
+
+
+def _put_script_back(left_out: object) -> None:
+    main, saved = left_out
+    if main is not None:
+        main.__dict__.update(saved)
+
+
+_script_left_out = SharedChange(_leave_script_out, _put_script_back)
+"""Within the block, a spawned process does not import ``__main__`` (the user's script) before it starts: the
+workers run vaezoo's functions only, and a script without ``if __name__ == "__main__":`` ran its whole top level
+again in each worker (its prints, its writes), which then failed starting workers of its own. The blocks of several
+threads share one: ``__main__`` gets its names back when the last ends, not while another's workers still start."""
 
 
 def parallel_map(function: Callable[[T], R], items: Sequence[T]) -> list[R]:
