@@ -76,7 +76,7 @@ def test_check_refuses_a_card_without_metrics(trained, capsys):
 
 
 def test_check_refuses_a_card_without_metrics_before_measuring_it(trained, capsys, monkeypatch):
-    """The check measured the whole suite first (20 minutes on a dSprites card) to say that nothing could be
+    """The check measured the whole suite first (503 s on a dSprites card: benchmarks/bench_metric_suite.py) to say that nothing could be
     compared; in a batch, one such card lost every other run's table."""
     import vaezoo.evaluation.report as report
 
