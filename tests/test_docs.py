@@ -1,4 +1,4 @@
-"""The README and docs as a reader uses them: the zoo table is the cards', the examples run, the links resolve.
+"""The README and docs as a reader uses them: the zoo table is the cards', the examples run, links and anchors resolve.
 
 A code block is run unless an HTML comment ``<!-- no-run: reason -->`` stands right before it. A block
 that reads ``../shared/...`` is skipped, with a message, where that path is absent; one that reads a card's
@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -38,6 +39,7 @@ NO_RUN = re.compile(r"<!-- no-run: (?P<reason>[^>]*\S) -->\s*\Z")
 ZOO_TABLE = re.compile(r"<!-- zoo-table\b[^>]*-->\n(?P<table>.*?)<!-- /zoo-table -->", re.DOTALL)
 SHARED_PATH = re.compile(r"\.\./shared/[\w./-]*")
 LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?:#[^)]*)?\)")
+ANCHORED_LINK = re.compile(r"\]\((?P<target>[^)#\s]*)#(?P<anchor>[^)\s]+)\)")
 # README commands that are fast and change nothing: they run as written.
 SAFE_COMMAND = re.compile(r"^vaezoo (list|info|plugins|verify)\b")
 
@@ -246,10 +248,32 @@ def test_relative_links_resolve(page):
     assert not missing, f"{page.relative_to(REPO)} links to missing files: {missing}"
 
 
+@pytest.mark.parametrize("page", [*PAGES, REPO / "CONTRIBUTING.md"], ids=lambda p: str(p.relative_to(REPO)))
+def test_links_to_a_heading_name_one_the_page_has(page):
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    broken = []
+    for link in ANCHORED_LINK.finditer(text):
+        target = page.parent / link["target"] if link["target"] else page
+        if "://" not in link["target"] and target.suffix == ".md" and target.exists():
+            if link["anchor"] not in heading_anchors(target):
+                broken.append(link[0])
+    assert not broken, f"{page.relative_to(REPO)} links to headings its targets lack: {broken}"
+
+
 def _headings(page: Path) -> list[str]:
     """The page's headings outside code blocks, as ``"## Title"``."""
     text = FENCE.sub("", page.read_text(encoding="utf-8"))
     return [line.strip() for line in text.splitlines() if re.match(r"#{1,6} ", line)]
+
+
+def heading_anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives the page's headings: lower case, no punctuation, spaces as ``-``, a repeat ``-N``."""
+    anchors, seen = set(), Counter()
+    for heading in _headings(page):
+        slug = re.sub(r"[^\w\- ]", "", heading.lstrip("#").strip().lower()).replace(" ", "-")
+        anchors.add(f"{slug}-{seen[slug]}" if seen[slug] else slug)
+        seen[slug] += 1
+    return anchors
 
 
 @pytest.mark.parametrize("page", ZOO_PAGES, ids=lambda p: p.name)
