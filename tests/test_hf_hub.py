@@ -214,6 +214,18 @@ def test_a_push_the_hub_refuses_is_a_one_line_error(hub, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_push_to_a_hub_that_cannot_be_reached_says_so_in_one_line(tmp_path, monkeypatch):
+    """Its request failed with the transport's bare words ('[Errno -2] Name or service not known'), where a load
+    said that the Hub cannot be reached and what to check."""
+    card, _ = entry(tmp_path / "cards")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
+    error = one_error_line(run_vaezoo("push", str(card), "owner/unreached"))
+    assert error.startswith("error: cannot push 'tiny' to owner/unreached: the Hub at http://127.0.0.1:9 cannot be "
+                            "reached (")
+    assert error.endswith("); check the network (or HF_ENDPOINT)")
+
+
+@pytest.mark.slow
 def test_push_commits_to_the_branch_with_the_message_asked_for(hub, tmp_path):
     card, weights = entry(tmp_path / "cards")
     first = run_vaezoo("push", str(card), "owner/branched")

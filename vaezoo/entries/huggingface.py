@@ -413,6 +413,14 @@ def _transport(errors: ModuleType) -> ModuleType:
     return sys.modules[errors.HfHubHTTPError.__bases__[0].__module__.partition(".")[0]]
 
 
+def _connection_errors(errors: ModuleType) -> tuple[type[BaseException], ...]:
+    """The transport's errors of a connection that could not be made (no such host, nothing listening, no network):
+    httpx's ``ConnectError``, requests' ``ConnectionError``."""
+    transport = _transport(errors)
+    kinds = (getattr(transport, "ConnectError", None), getattr(transport, "ConnectionError", None))
+    return tuple(kind for kind in kinds if isinstance(kind, type))
+
+
 def _endpoint_problem(constants: ModuleType) -> str | None:
     """Why ``HF_ENDPOINT`` can be no Hub: it is no http or https address, or holds a space (pasted with it); None
     where it may be one."""
@@ -490,6 +498,9 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
         return (f"the Hub at {constants.ENDPOINT} did not answer in time ({constants.HF_HUB_ETAG_TIMEOUT} s for a "
                 f"file's metadata, HF_HUB_ETAG_TIMEOUT; {constants.HF_HUB_DOWNLOAD_TIMEOUT} s for its data, "
                 f"HF_HUB_DOWNLOAD_TIMEOUT); try again later, or give it longer")
+    if isinstance(exc, _connection_errors(errors)):  # a push's request to no Hub (a download's comes wrapped, above)
+        return (f"the Hub at {constants.ENDPOINT} cannot be reached ({str(exc).strip() or type(exc).__name__}); check "
+                f"the network (or HF_ENDPOINT)")
     if isinstance(exc, json.JSONDecodeError):  # a web page where the API's JSON belongs: no Hub, or a portal between
         return (f"the Hub at {constants.ENDPOINT} answered with something other than the Hub's API (not JSON); check "
                 f"HF_ENDPOINT, and any proxy or login page between this machine and the Hub")
