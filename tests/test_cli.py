@@ -261,6 +261,26 @@ def test_verify_of_no_card_at_all_fails_saying_why(cards, capsys):
     assert cli(capsys, "verify")[:2] == (1, "")
 
 
+def test_verify_of_several_names_gives_a_row_per_name_an_unknown_one_an_error_row(cards, capsys, tmp_path):
+    # 'verify GOOD nosuch' failed whole on the unknown name: the good card's check was never reported
+    write_entry(cards, make_card(name="tiny-good"))
+    (tmp_path / "broken.toml").write_text("not [toml", encoding="utf-8")
+    given = ["tiny-good", "tiny-goood", str(tmp_path / "broken.toml")]
+    code, out, err = cli(capsys, "verify", *given, "--json")
+    rows = json.loads(out)
+    assert code == 1 and [(r["name"], r["status"]) for r in rows] == [
+        ("tiny-good", "ok"), ("tiny-goood", "ERROR"), (given[2], "ERROR")]
+    assert rows[1]["detail"].startswith("no zoo card named 'tiny-goood'. Did you mean 'tiny-good'? Run 'vaezoo list' "
+                                        "to see the zoo")
+    assert rows[2]["detail"].startswith(f"{given[2]}: not valid TOML")
+    assert_one_line_error(err, "2 name(s) could not be read as a card, so nothing was verified for them")
+
+    code, out, err = cli(capsys, "verify", "nosuch", "tiny-good")
+    assert code == 1 and out.splitlines()[0].startswith("nosuch: ERROR no zoo card named 'nosuch'")
+    assert out.splitlines()[1].startswith("tiny-good: ok ") and len(out.splitlines()) == 2
+    assert_one_line_error(err, "1 name(s) could not be read as a card")
+
+
 @pytest.mark.parametrize(("argv", "said"), [
     (["gallery", "{out}", "--only-seeds"], "error: no card found, so there is nothing to draw: "),
     (["gallery", "{out}", "--no-data"], "error: no card found, so there is nothing to draw: "),

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, RootModel, ValidationError
 
 from vaezoo.entries.schema import HUB_PREFIX, MAX_NAME, NAME_PATTERN, Card
-from vaezoo.errors import CardError, UnknownNameError
+from vaezoo.errors import CardError, UnknownNameError, VaezooError
 from vaezoo.registry import close_matches, closest
 from vaezoo.store.files import FILE_KINDS, file_state
 from vaezoo.store.limits import MAX_DEPTH, too_deep
@@ -905,6 +905,32 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
         raise CardError(f"card '{name}' in {why.path} was skipped: {why.reason}{hint}")
     raise UnknownNameError(f"no zoo card named {name!r}.{_spelled_otherwise(name, list(found.cards))} "
                            f"Run 'vaezoo list' to see the zoo{_left_out_hint()}")
+
+
+def read_cards(given: Sequence[Card | str | os.PathLike]) -> list[Card | VaezooError]:
+    """The card each of ``given`` names (:func:`get_card`; a :class:`Card` as it is), every name looked up in one
+    read of the card folders: a command given several names reports on each (``vaezoo verify``, ``vaezoo eval``).
+
+    Args:
+        given: names, paths or cards.
+
+    Returns:
+        One item per item of ``given``, in order: its card, or, with several given, the error that names why it
+        names no card (an unknown name, a card file that cannot be read).
+
+    Raises:
+        VaezooError: with one given, as :func:`get_card` raises.
+    """
+    read: list[Card | VaezooError] = []
+    with one_scan():
+        for item in given:
+            try:
+                read.append(item if isinstance(item, Card) else get_card(item))
+            except VaezooError as exc:
+                if len(given) == 1:
+                    raise
+                read.append(exc)
+    return read
 
 
 def _spelled_otherwise(name: str, names: list[str]) -> str:

@@ -17,8 +17,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, checked_toml, differences, get_card,
-                                    no_card_found, one_scan, parse_card, read_card, scan)
+from vaezoo.entries.catalog import (card_from_text, card_reference, check_card, checked_toml, differences,
+                                    no_card_found, parse_card, read_card, read_cards, scan)
 from vaezoo.entries.recipe import RECORDS, canonical, recipe
 from vaezoo.entries.schema import Card, Weights
 from vaezoo.errors import CardError, Phrase, VaezooError, WeightsError
@@ -312,24 +312,31 @@ def verify_entries(cards: Iterable[Card]) -> list[tuple[str, str]]:
 SKIPPED = "SKIPPED"
 """:func:`verify_names`' status of a card file that could not be read, so whose weights were not verified."""
 
+ERROR = "ERROR"
+""":func:`verify_names`' status of a name given among several that names no card that can be read."""
+
 
 def verify_names(names: Iterable[str] | None = None) -> list[tuple[str, str, str]]:
-    """:func:`verify_entries` of the cards ``names`` names (:func:`vaezoo.entries.catalog.get_card`), or of every
-    card in the zoo when ``names`` is empty or None: ``(card name, status, detail)`` per card. Over the zoo, a card
-    file that cannot be read (a :class:`~vaezoo.entries.catalog.CardWarning`) is a row too, :data:`SKIPPED`, its
-    detail naming the file and why: its weights were not verified, and the others are.
+    """:func:`verify_entries` of the cards ``names`` names (:func:`vaezoo.entries.catalog.read_cards`), or of every
+    card in the zoo when ``names`` is empty or None: ``(card name, status, detail)`` per card. Among several names,
+    one that names no card that can be read is a row too, :data:`ERROR`, the name as given and why (the others are
+    verified); over the zoo, a card file that cannot be read (a :class:`~vaezoo.entries.catalog.CardWarning`) is
+    a row, :data:`SKIPPED`, its detail naming the file and why: its weights were not verified, and the others are.
 
     Raises:
         CardError: no name given and no card found (a check that verified nothing passed without a word).
+        VaezooError: one name given, which names no card that can be read.
     """
     if names:
-        with one_scan():  # each name looked up in one read of the card folders
-            cards, skipped = [get_card(n) for n in names], []
-    else:
-        found = scan()  # the skipped are rows, not warnings
-        cards, skipped = list(found.cards.values()), found.skipped
-        if not cards and not skipped:
-            raise no_card_found("no weights file was verified")
+        names = list(names)
+        read = read_cards(names)
+        verified = iter(verify_entries([card for card in read if isinstance(card, Card)]))
+        return [(card.name, *next(verified)) if isinstance(card, Card) else (str(name), ERROR, str(card))
+                for name, card in zip(names, read, strict=True)]
+    found = scan()  # the skipped are rows, not warnings
+    cards, skipped = list(found.cards.values()), found.skipped
+    if not cards and not skipped:
+        raise no_card_found("no weights file was verified")
     rows = [(card.name, status, detail) for card, (status, detail) in zip(cards, verify_entries(cards), strict=True)]
     return rows + [(bad.name, SKIPPED, f"{bad.path}: {bad.reason}") for bad in skipped]
 

@@ -18,7 +18,7 @@ from vaezoo.assemble import card_dataset, load_model, metric, metric_rounding
 from vaezoo.context import check_arguments
 from vaezoo.data import ImageDataset, check_data_root
 from vaezoo.devices import usable_device
-from vaezoo.entries.catalog import card_reference, get_card, one_scan
+from vaezoo.entries.catalog import card_reference, get_card, one_scan, read_cards
 from vaezoo.entries.checkpoints import read_checkpoint
 from vaezoo.entries.entry import check_writable, update_card
 from vaezoo.entries.schema import Card, Metric, recorded
@@ -523,15 +523,7 @@ def evaluate_cards(cards: Sequence[Card | str | os.PathLike], *, checkpoint: str
     device, metrics = _checked(device, metrics, checkpoint=checkpoint, data_root=data_root, write=write, check=check,
                                jobs=jobs, force=force)  # once, before any card is read
     refs = [str(given.name if several and isinstance(given, Card) else given) for given in cards]
-    read: list[Card | VaezooError] = []
-    with one_scan():  # every name looked up in one read of the card folders
-        for given in cards:  # all read before any is measured: one given twice is refused first
-            try:
-                read.append(given if isinstance(given, Card) else get_card(given))
-            except VaezooError as exc:
-                if not several:
-                    raise
-                read.append(exc)
+    read = read_cards(cards)  # all read before any is measured: one given twice is refused first
     _refuse_twice(refs, read)
     datasets: dict[tuple, ImageDataset] = {}
     runs: list[RunReport] = []
