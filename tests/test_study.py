@@ -134,6 +134,25 @@ def test_a_cell_whose_runs_made_other_steps_or_trained_in_another_precision_is_r
     assert len(study_table(runs).rows) == 2
 
 
+def test_a_cell_whose_runs_trained_on_other_kinds_of_device_is_refused_and_other_thread_counts_join_it():
+    from vaezoo.entries.schema import Machine
+
+    def on(card, *machines: Machine):
+        return card.model_copy(update={"train": card.train.model_copy(update={"machine": list(machines)})})
+
+    cpu, gpu = (Machine(step=0, device=kind, torch="2.14.1", threads=1) for kind in ("cpu", "cuda"))
+    runs = [_run_of("betavae-dsprites", seed, "betavae-dsprites-run") for seed in (3, 4, 5)]
+    with pytest.raises(StudyError, match=r"^betavae beta=6: seed 3 \(.*\) trained on cpu, seed 4 \(.*\) on cuda: the "
+                                         r"runs of a cell train on one kind of device"):
+        study_table([on(runs[0], cpu), on(runs[1], gpu)])
+    with pytest.raises(StudyError, match=r"seed 3 \(.*\) trained on cpu, seed 4 \(.*\) on cpu then cuda"):
+        study_table([on(runs[0], cpu), on(runs[1], cpu, gpu.model_copy(update={"step": 8}))])
+    # the zoo's entry records no machine; another thread count rounds otherwise, as another seed draws otherwise
+    table = study_table([get_card("betavae-dsprites"), on(runs[0], cpu),
+                         on(runs[1], cpu.model_copy(update={"threads": 16})), runs[2]])
+    assert [r.seed for r in table.cells()[("betavae", 6.0)]] == [0, 1, 2, 3, 4, 5]
+
+
 def test_a_metric_measured_with_other_settings_on_two_cards_is_refused_naming_both():
     # a run measured with 'vaezoo eval --set mig_dlib.points=500 --write' joined the others' 10,000 points in its
     # cell, its median and the variance shares; vaezoo seeds refuses it

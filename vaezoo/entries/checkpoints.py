@@ -1,10 +1,11 @@
 """Training checkpoints: what one holds, writing it atomically, and reading it back only when it fits.
 
 A checkpoint (``OUT/checkpoint.pt``, read with ``weights_only``) holds the model, the optimiser, the
-step and the RNG states at the start of that step (every rank's under DDP), and the card's recipe
+step and the RNG states at the start of that step (every rank's under DDP), the card's recipe
 (:func:`vaezoo.entries.recipe.recipe` less :data:`~vaezoo.entries.recipe.RESUMED`, the fields a resumed run may change)
-with its fingerprint. Resuming (``resume``) refuses a checkpoint whose fingerprint is not the card's
-(:func:`~vaezoo.entries.recipe.check_recipe`, re-exported here), naming both cards and the fields that differ.
+with its fingerprint, and the machines the run trained on (the card's ``train.machine``). Resuming (``resume``)
+refuses a checkpoint whose fingerprint is not the card's (:func:`~vaezoo.entries.recipe.check_recipe`, re-exported
+here), naming both cards and the fields that differ.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
+from pydantic import TypeAdapter, ValidationError
 
 from vaezoo.devices import usable_device
 from vaezoo.entries.catalog import newer_release
 from vaezoo.entries.recipe import ABSENT, RESUMED, Difference, canonical, check_recipe, fingerprint, recipe_differences
 from vaezoo.entries.recipe import recipe as card_recipe
-from vaezoo.entries.schema import PRECISION_NAMES, Card
+from vaezoo.entries.schema import PRECISION_NAMES, Card, Machine, Machines
 from vaezoo.errors import Phrase, TrainingError, WeightsError, first_line, ignoring
 from vaezoo.store.files import atomic_save
 from vaezoo.store.limits import check_torch_zip, expanded, load_json, not_dense, unusable
@@ -53,6 +55,8 @@ class Checkpoint:
             checkpoints written before vaezoo stored it.
         auxiliary: the regularizers' training parts and their optimisers' states
             (:meth:`vaezoo.training.auxiliary.TrainingParts.state_dict`); empty for a model without any.
+        machine: the machines the run trained on up to :attr:`step` (:class:`~vaezoo.entries.schema.Machine`);
+            None in checkpoints written before vaezoo stored them.
     """
 
     leave_out: ClassVar[frozenset[str]] = RESUMED
@@ -65,6 +69,7 @@ class Checkpoint:
     card: str | None
     recipe: dict[str, Any] | None
     auxiliary: dict[str, Any] = field(default_factory=dict)
+    machine: list[Machine] | None = None
 
     @property
     def label(self) -> str:
@@ -95,7 +100,7 @@ class Checkpoint:
 
 
 KEYS = frozenset({"model", "optimizer", "step", "rng_cpu", "rng_cuda", "rng_ranks", "card", "recipe", "fingerprint",
-                  "auxiliary", "vaezoo_version"})
+                  "auxiliary", "vaezoo_version", "machine"})
 """What a checkpoint holds; one of another key was written by a vaezoo that holds more in it."""
 
 OVERRIDDEN = frozenset({"train.seed", "train.precision"})
@@ -108,7 +113,8 @@ def write_checkpoint(path: Path, card: Card, model: torch.nn.Module, optimizer: 
 
     Args:
         path: the checkpoint file.
-        card: the card the run was started from (its name and recipe are stored).
+        card: the card the run was started from (its name and recipe are stored), with the machines the run
+            trained on in its ``train.machine`` (stored too, where it holds them).
         model: the model to save.
         optimizer: the optimiser's ``state_dict()``.
         step: the step the run continues from.
@@ -126,6 +132,8 @@ def write_checkpoint(path: Path, card: Card, model: torch.nn.Module, optimizer: 
              "vaezoo_version": __version__}
     if auxiliary:
         state["auxiliary"] = auxiliary
+    if card.train.machine:
+        state["machine"] = [m.model_dump(exclude_none=True) for m in card.train.machine]
 
     def write(tmp: Path) -> None:
         # Through a Python file, whose full disk is an OSError that torch's zip writer then carries as the context
@@ -232,7 +240,13 @@ def read_checkpoint(path: Path, fix: str | Phrase, card: Card | None = None) -> 
     auxiliary = state.get("auxiliary", {})
     if not isinstance(auxiliary, dict) or not {"parts", "optimizers"} <= auxiliary.keys() and auxiliary:
         raise bad("its 'auxiliary' is not the state of the regularizers' training parts")
-    found = Checkpoint(path, step, model, optimizer, rng, name, recipe, auxiliary)
+    machine = state.get("machine")
+    if machine is not None:
+        try:
+            machine = TypeAdapter(Machines).validate_python(machine)
+        except ValidationError:
+            raise bad("its 'machine' is not a list of the machines the run trained on") from None
+    found = Checkpoint(path, step, model, optimizer, rng, name, recipe, auxiliary, machine)
     if card is not None:
         check_model(found, card)
     return found

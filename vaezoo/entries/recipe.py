@@ -3,7 +3,8 @@
 A card's recipe is its ``architecture``, ``dataset``, ``model`` and ``train`` sections as JSON values, less
 the fields a question leaves out (dotted names):
 
-- :data:`RECORDS` are never part of it: they say how a run went (``steps``, ``budget``) or how often it saved.
+- :data:`RECORDS` are never part of it: they say how a run went (``steps``, ``budget``), where it ran
+  (``machine``) or how often it saved.
 - :data:`RESUMED` is what a resumed run may change besides: ``epochs`` extends or shortens the run, ``compile``
   computes the same function in another way (it changes the numbers only at float rounding, as the device
   does), and ``dataset``, the name listings show, which checkpoints never stored (``train.data`` is what
@@ -34,8 +35,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from vaezoo.entries.schema import Card
 
-RECORDS = frozenset({"train.steps", "train.budget", "train.checkpoint_every"})
-"""Fields that record how a run went or how often it saved: left out of every recipe."""
+RECORDS = frozenset({"train.steps", "train.budget", "train.checkpoint_every", "train.machine"})
+"""Fields that record how a run went, where it ran or how often it saved: left out of every recipe."""
 
 RESUMED = RECORDS | {"dataset", "train.epochs", "train.compile"}
 """Fields left out when a checkpoint is resumed: the resumed run may change them."""

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, PrivateAttr, SerializationInfo,
-                      Strict, StrictBool, ValidationError, ValidationInfo, field_validator, model_serializer,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, PrivateAttr,
+                      SerializationInfo, Strict, StrictBool, ValidationError, ValidationInfo, field_validator,
+                      model_serializer, model_validator)
 from pydantic_core import PydanticCustomError
 
 from vaezoo.context import LatentPart, layout_text, whole_number
@@ -198,6 +198,60 @@ PRECISION_NAMES = {"float32": "tf32-conv", "bf16": "bf16-mixed"}
 its convolutions on a GPU in TF32 (``torch.backends.cudnn.allow_tf32``) and its matrix products in float32."""
 
 
+_Step = Annotated[int, BeforeValidator(_plain_int), Strict(), Field(ge=0, lt=2**63)]
+
+
+class Machine(_Frozen):
+    """Where a run trained from its step ``step`` on: what makes its bits besides its recipe and seed.
+
+    A run's weights depend on the device and the torch that computed them, on the number of torch's CPU threads (a
+    convolution's weight gradient is summed in one piece a thread) and on how its step was run (processes under
+    torchrun, members of an ensemble stacked under ``torch.func.vmap`` or in turn): another machine gives another
+    float rounding, which grows over the run. Written by ``vaezoo train``.
+    """
+
+    step: _Step = Field(description="the run's step this machine trained from: 0, or the step a resume on another "
+                                    "machine continued from")
+    device: _Token = Field(description="torch's device type the run computed on: cpu, cuda, mps, ...")
+    gpu: str | None = Field(default=None, pattern=r"^[ -~]{1,100}$",
+                            description="the accelerator's name as torch gives it, e.g. 'NVIDIA H200'")
+    torch: _Token = Field(description="torch's version")
+    threads: _Count = Field(description="torch's CPU threads (torch.get_num_threads(): OMP_NUM_THREADS, or "
+                                        "MKL_NUM_THREADS where set)")
+    processes: _Count | None = Field(default=None, description="the torchrun processes that shared each batch, "
+                                                               "where more than one")
+    ensemble: Literal["vmap", "loop"] | None = Field(
+        default=None, description="trained as a member of an ensemble (--seeds, --sweep), of 'members' runs stacked "
+                                  "into one step, their forward passes under torch.func.vmap or in turn (loop)")
+    members: _Count | None = Field(default=None, description="the runs of the ensemble's step, this one among them")
+
+    @model_validator(mode="after")
+    def _ensemble_and_members(self) -> Machine:
+        if (self.ensemble is None) != (self.members is None):
+            raise ValueError("ensemble and members go together: an ensemble member records both, a run alone neither")
+        return self
+
+    def differences(self, other: Machine) -> list[str]:
+        """What differs between this machine and ``other`` (the step each began at aside), in words:
+        ``threads 1 -> 2``."""
+        def said(value: Any) -> str:
+            return "none" if value is None else str(value)
+
+        return [f"{key} {said(getattr(self, key))} -> {said(getattr(other, key))}" for key in type(self).model_fields
+                if key != "step" and getattr(self, key) != getattr(other, key)]
+
+
+def _rising(machines: list[Machine]) -> list[Machine]:
+    steps = [m.step for m in machines]
+    if steps != sorted(set(steps)):
+        raise ValueError(f"the machines' steps {steps} do not rise: each machine trained from a later step")
+    return machines
+
+
+Machines = Annotated[list[Machine], Field(min_length=1), AfterValidator(_rising)]
+"""A run's machines (``train.machine``): at least one, each from a later step than the one before."""
+
+
 class TrainRecipe(_Frozen):
     """How the weights were trained. Regularizer schedules live in the card's ``model`` section."""
 
@@ -217,6 +271,14 @@ class TrainRecipe(_Frozen):
         "from the old name 'float32'); bf16-mixed: the forward pass under torch.autocast in bfloat16, float32 "
         "weights and regularizer arithmetic (the old name 'bf16')")
     compile: StrictBool = Field(default=False, description="run the forward pass through torch.compile")
+    machine: Machines | None = Field(
+        default=None, description="where the run trained: the machine it began on, then each other machine a resume "
+                                  "continued it on; written by vaezoo train")
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """The device types the run trained on (``train.machine``), each once, in order; empty where unrecorded."""
+        return tuple(dict.fromkeys(m.device for m in self.machine or ()))
 
     @field_validator("precision", mode="before")
     @classmethod

@@ -83,8 +83,9 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
 
     Raises:
         CardError: a path holds no usable card, a run is given twice, two runs share a seed or their weights or
-            made different numbers of steps (one stopped short: the message names both), or a run's recipe differs
-            from the card's (:func:`vaezoo.entries.recipe.check_recipe`).
+            made different numbers of steps (one stopped short: the message names both) or trained on different
+            kinds of device (``train.machine``, where both record it), or a run's recipe differs from the card's
+            (:func:`vaezoo.entries.recipe.check_recipe`).
     """
     runs, named = [Run(f"card {card.name}", card)], [os.fspath(path) for path in paths]  # as the runs name them
     for path in named:
@@ -113,8 +114,27 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
             raise CardError(f"{short.label} stopped at step {short.card.train.steps:,}, where {whole.label} made "
                             f"{whole.card.train.steps:,}: a run stopped short of its recipe's steps is not its "
                             f"result; finish it with 'vaezoo train ... --resume', or {instead}")
+        _check_devices(run, runs)
         runs.append(run)
     return runs
+
+
+def _check_devices(run: Run, runs: Sequence[Run]) -> None:
+    """Refuse ``run`` where it trained on other kinds of device than one of ``runs`` (``train.machine``; a run that
+    records none is not compared): a GPU computes a recipe otherwise than the CPU (a ``tf32-conv`` recipe's
+    convolutions in TF32), as another precision does. Another thread count or GPU only rounds otherwise, as a seed
+    draws otherwise: such runs are gathered.
+
+    Raises:
+        CardError: naming both runs and their devices.
+    """
+    mine = run.card.train.devices
+    other = next((o for o in runs if mine and o.card.train.devices and o.card.train.devices != mine), None)
+    if other is not None:
+        raise CardError(f"{run.label} trained on {' then '.join(mine)}, {other.label} on "
+                        f"{' then '.join(other.card.train.devices)}: the runs of one recipe train on one kind of "
+                        f"device (a GPU computes it otherwise than the CPU, as another precision does); leave out the "
+                        f"runs of the other")
 
 
 def _same_card_file(one: Run, other: Run) -> bool:

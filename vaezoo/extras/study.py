@@ -189,6 +189,7 @@ class StudyRow:
     steps: int | None
     precision: str
     metrics: Mapping[str, float] = field(default_factory=dict)
+    devices: tuple[str, ...] = ()  # the kinds of device it trained on, where its card records them; not in the CSV
 
 
 @dataclass(frozen=True)
@@ -243,7 +244,8 @@ def card_rows(card: Card, method: Method, dataset: str) -> list[StudyRow]:
     value = _field(card, method.key)
     return [StudyRow(card.name, method.name, method.key, value, None if method.released else seed,
                      entry and seed == own,
-                     card.train.steps, card.train.precision, {m: found[m] for m in metrics if m in found})
+                     card.train.steps, card.train.precision, {m: found[m] for m in metrics if m in found},
+                     card.train.devices if seed == own else ())
             for seed, found in sorted(runs.items())]
 
 
@@ -256,8 +258,8 @@ def study_table(cards: Iterable[Card], study: Study = DSPRITES) -> StudyTable:
     Raises:
         StudyError: a card of no method; two cards giving the same method, value and seed (one card file given
             twice, or two runs of one seed: every run of a method has one name, so they are named by their files);
-            the runs of a cell trained for different numbers of steps or in different precisions; a metric measured
-            with other settings on two cards.
+            the runs of a cell trained for different numbers of steps, in different precisions or on different
+            kinds of device; a metric measured with other settings on two cards.
     """
     rows, metrics, seen, measured = [], [], {}, {}
     order = {m.name: i for i, m in enumerate(study.methods)}
@@ -316,7 +318,8 @@ def _source(card: Card) -> str:
 
 
 def _check_alike(method: Method, value: float, cell: Sequence[StudyRow], sources: Mapping[int, str]) -> None:
-    """Refuse a cell whose runs made different numbers of steps or trained in different precisions: a cell is one
+    """Refuse a cell whose runs made different numbers of steps, or trained in different precisions or on different
+    kinds of device (where their cards record it: a GPU computes a recipe otherwise than the CPU): a cell is one
     recipe and its budget over seeds, so its spread would mix a stopped or another training with the seed's effect.
 
     Raises:
@@ -336,6 +339,14 @@ def _check_alike(method: Method, value: float, cell: Sequence[StudyRow], sources
         raise StudyError(f"{where}: seed {first.seed} ({sources[first.seed]}) trained in {first.precision}, seed "
                          f"{other.seed} ({sources[other.seed]}) in {other.precision}: the runs of a cell share one "
                          f"precision; leave out the runs of the other")
+    known = [r for r in cell if r.devices]
+    other = next((r for r in known if r.devices != known[0].devices), None)
+    if other is not None:
+        first = known[0]
+        raise StudyError(f"{where}: seed {first.seed} ({sources[first.seed]}) trained on "
+                         f"{' then '.join(first.devices)}, seed {other.seed} ({sources[other.seed]}) on "
+                         f"{' then '.join(other.devices)}: the runs of a cell train on one kind of device (a GPU "
+                         f"computes a recipe otherwise than the CPU); leave out the runs of the other")
 
 
 def _number(value: float) -> str:

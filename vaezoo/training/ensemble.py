@@ -42,7 +42,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from torch.overrides import TorchFunctionMode
 
 from vaezoo.data import ImageDataset
-from vaezoo.entries.schema import Card
+from vaezoo.entries.schema import Card, Machine
 from vaezoo.errors import Phrase, TrainingError, TrainingWarning, first_line
 from vaezoo.model import VAE
 from vaezoo.regularizers.base import UpdateBatch
@@ -50,9 +50,9 @@ from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.latents.base import distribution_checks
 from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
-                                  diverged, epoch_order, last_good, make_optimizer,
+                                  diverged, epoch_order, last_good, make_optimizer, on_machines,
                                   optimizer_step, precision_flags, resume_point, rng_state,
-                                  StepOverflow, until)
+                                  StepOverflow, this_machine, until)
 from vaezoo.training.auxiliary import TrainingParts
 from vaezoo.training.compiling import Compiled, step_tensor
 from vaezoo.training.progress import Reporter
@@ -144,6 +144,9 @@ class Member:
         shuffle: the generator of its data order.
         saved: the step of its last checkpoint, None before the first.
         step: the step it reached.
+        began: the step it began at in this process: 0, or its checkpoint's.
+        machines: the machines it trained on before (its checkpoint's); its card records them, and the stack's
+            machine once it has trained there.
         had_folder: whether ``out`` was there when the member began (else its first checkpoint makes it).
         error: why it stopped early (its loss became NaN or inf), or None.
     """
@@ -158,6 +161,8 @@ class Member:
     shuffle: torch.Generator
     saved: int | None
     step: int
+    began: int
+    machines: tuple[Machine, ...]
     had_folder: bool
     error: str | None = None
     epoch: int = -1
@@ -171,15 +176,16 @@ class Member:
         checkpoint = Path(out) / CHECKPOINT
         torch.manual_seed(card.train.seed)  # the member's stream of sampling noise, as a single run seeds it
         try:
-            saved = resume_point(checkpoint, card, model, optimizer, plan, resume, run, parts)
+            resumed = resume_point(checkpoint, card, model, optimizer, plan, resume, run, parts)
         except TrainingError as exc:
             found = exc.phrase.values.get("found") if exc.option == "seed" else None
             if found is None:  # not the advice of a single run, --seed N, which an ensemble's --seeds does not take
                 raise
             raise TrainingError(f"checkpoint {checkpoint} is of another seed than member {label} ({found}); put it "
                                 f"back in its own seed's folder, or remove it to train this member afresh") from None
-        return cls(card, Path(out), label, model, optimizer, parts, Streams(run.device), torch.Generator(run.device),
-                   saved, saved or 0, Path(out).is_dir())
+        saved, machines = (None, ()) if resumed is None else (resumed.step, resumed.machines)
+        return cls(on_machines(card, machines), Path(out), label, model, optimizer, parts, Streams(run.device),
+                   torch.Generator(run.device), saved, saved or 0, saved or 0, machines, Path(out).is_dir())
 
     @property
     def checkpoint(self) -> Path:
@@ -261,6 +267,7 @@ class Stack:
         self.graphs = graphs and run.device.type == "cuda" and not members[0].parts  # parts: eager (above)
         self.members, self.plan, self.run, self.check_every = members, plan, run, check_every
         self.step = members[0].step
+        self.size = len(members)  # the members its step began with, which its checkpoints record
         self.precision = members[0].card.train.precision
         self.bf16 = self.precision == "bf16-mixed"
         self.base = copy.deepcopy(members[0].model).to("meta").train()
@@ -620,6 +627,7 @@ class Stack:
         self._write_back([i])
         check_run_folder(m.checkpoint, self.step, m.had_folder or m.saved is not None)
         fix = Phrase("make room, then continue with {resume:True} ({last})", last=last_good(m.checkpoint, m.saved))
+        m.card = on_machines(m.card, m.machines, this_machine(self.run, m.began, self.formulation, self.size))
         write_checkpoint(m.checkpoint, m.card, m.model, self._optimizer_state(i), self.step, rng, fix,
                          m.parts.state_dict(self._part_states(i)) if m.parts else None)
         m.saved = self.step

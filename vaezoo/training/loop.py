@@ -1,5 +1,6 @@
-"""What every training loop shares: where the run is, its plan through the data, the order of each epoch,
-its random streams and its resume point (its stop signals are :mod:`vaezoo.signals`).
+"""What every training loop shares: where the run is (its rank, its device and the machine it records), its plan
+through the data, the order of each epoch, its random streams and its resume point (its stop signals are
+:mod:`vaezoo.signals`).
 
 :mod:`vaezoo.training.single` (one model, or one per DDP rank) and :mod:`vaezoo.training.ensemble` (several
 runs stacked into one step) both step through a dataset with these.
@@ -22,7 +23,7 @@ from torch import Tensor
 
 from vaezoo.data import ImageDataset
 from vaezoo.devices import usable_device
-from vaezoo.entries.schema import Card, TrainRecipe
+from vaezoo.entries.schema import Card, Machine, TrainRecipe
 from vaezoo.errors import (InputError, OutputError, Phrase, TrainingError, TrainingWarning, WeightsError,
                            first_line)
 from vaezoo.latents.base import distribution_checks
@@ -44,6 +45,26 @@ class Run:
     @property
     def main(self) -> bool:
         return self.rank == 0
+
+
+def this_machine(run: Run, step: int, ensemble: str | None = None, members: int | None = None) -> Machine:
+    """The machine this process trains on from ``step``: ``run``'s device type (and its accelerator's name, where
+    torch gives one), torch's version, its CPU threads and the processes of the run; ``ensemble`` (``vmap`` or
+    ``loop``) and ``members`` for a member of an ensemble's stacked step."""
+    name = getattr(getattr(torch, run.device.type, None), "get_device_name", None)
+    gpu = "".join(c for c in name(run.device) if " " <= c <= "~").strip()[:100] if name is not None else ""
+    return Machine(step=step, device=run.device.type, gpu=gpu or None, torch=torch.__version__,
+                   threads=torch.get_num_threads(), processes=run.world if run.world > 1 else None,
+                   ensemble=ensemble, members=members)
+
+
+def on_machines(card: Card, history: Sequence[Machine], now: Machine | None = None) -> Card:
+    """``card`` recording in its ``train.machine`` the machines a run trained on: ``history`` (its checkpoint's),
+    then ``now``, the machine it trains on since, where that is another than the last of ``history``."""
+    machines = list(history)
+    if now is not None and not (machines and not machines[-1].differences(now)):
+        machines.append(now)
+    return card.model_copy(update={"train": card.train.model_copy(update={"machine": machines or None})})
 
 
 def start_run(device) -> Run:
@@ -171,11 +192,21 @@ def _refusal(load, state) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Resumed:
+    """Where a resumed run continues: the checkpoint's step, and the machines the run trained on before it (the
+    checkpoint's; empty where an older vaezoo wrote it)."""
+
+    step: int
+    machines: tuple[Machine, ...] = ()
+
+
 def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan: Plan, resume: bool, run: Run,
-                 parts=None) -> int | None:
+                 parts=None) -> Resumed | None:
     """Restore model, optimiser and RNG states from the checkpoint ``path``, and the regularizers' training parts
     and their optimisers into ``parts`` (a :class:`~vaezoo.training.auxiliary.TrainingParts`) when the model has
-    any: its step, or None to start afresh."""
+    any: where the run continues, or None to start afresh. A checkpoint made on another machine than this one (device,
+    torch, threads, processes) is resumed with a :class:`TrainingWarning` naming what differs."""
     if not path.exists():
         if resume and run.main:
             note(f"no checkpoint in {path.parent}; starting from step 0")
@@ -207,12 +238,20 @@ def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan
             warnings.warn(f"{path} holds no RNG states for {run.world} processes; the sampling noise is reseeded, "
                           f"so the resumed run will not match an uninterrupted one bit for bit", TrainingWarning,
                           stacklevel=2)
-    return checkpoint.step
+    machines = tuple(checkpoint.machine or ())
+    if machines and run.main:
+        # how an ensemble stacks its members is the stack's to say, after this: compared as a run alone
+        last = machines[-1].model_copy(update={"ensemble": None, "members": None})
+        if moved := last.differences(this_machine(run, checkpoint.step)):
+            warnings.warn(f"{path} was made on another machine than this one ({', '.join(moved)}): the run "
+                          f"continues, but its weights will differ from an uninterrupted run's by float rounding, "
+                          f"and its card records both machines", TrainingWarning, stacklevel=2)
+    return Resumed(checkpoint.step, machines)
 
 
-def same_on_every_rank(find: Callable[[], int | None], run: Run, out: Path) -> int | None:
-    """The step this process resumes from (None: afresh), as ``find`` restores it, once every process of a DDP run
-    is found to resume from it too (a collective call).
+def same_on_every_rank(find: Callable[[], Resumed | None], run: Run, out: Path) -> Resumed | None:
+    """Where this process resumes (None: afresh), as ``find`` restores it, once every process of a DDP run is found
+    to resume from the same step (a collective call).
 
     Raises:
         TrainingError: the processes found different checkpoints, as where ``out`` is a folder of each machine's
@@ -229,7 +268,7 @@ def same_on_every_rank(find: Callable[[], int | None], run: Run, out: Path) -> i
         failed = exc
     why = None if failed is None else getattr(failed, "phrase", None) or str(failed)  # a phrase keeps its options
     told: list[tuple[int | None, Phrase | str | None]] = [(None, None)] * run.world
-    dist.all_gather_object(told, (saved, why))
+    dist.all_gather_object(told, (None if saved is None else saved.step, why))
     if failed is not None:
         raise failed
     for rank, (_, other) in enumerate(told):

@@ -35,7 +35,7 @@ from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
 from vaezoo.training.loop import (Plan, Run, Streams, callers_rng_kept, check_before_training, check_run_folder,
                                   device_store, diverged, epoch_order, last_good, make_optimizer,
                                   optimizer_step, precision_flags, resume_point, rng_state,
-                                  same_on_every_rank, until)
+                                  on_machines, same_on_every_rank, this_machine, until)
 from vaezoo.training.auxiliary import TrainingParts
 from vaezoo.training.compiling import Compiled, step_tensor
 from vaezoo.training.progress import Reporter
@@ -60,9 +60,10 @@ class SingleRun:
     """One run in the loop: model, optimiser, random streams, shuffle, step and checkpoint.
 
     It seeds its random streams with the recipe's seed, then, resuming, restores them, the model and the
-    optimiser from the checkpoint in ``out``. A non-finite loss is noted on the device, with its step, and
-    read every :data:`CHECK_EVERY` steps and before each checkpoint: the loop never waits for the device
-    otherwise.
+    optimiser from the checkpoint in ``out``. Its card records in ``train.machine`` where the run trained (the
+    checkpoint's machines, and this one from the step it began at once it has trained). A non-finite loss is noted
+    on the device, with its step, and read every :data:`CHECK_EVERY` steps and before each checkpoint: the loop
+    never waits for the device otherwise.
     """
 
     error: str | None = None  # a single run raises its error instead of stopping with it, as a member does
@@ -75,9 +76,12 @@ class SingleRun:
         self.checkpoint = Path(out) / CHECKPOINT
         self.had_folder = Path(out).is_dir()
         torch.manual_seed(recipe.seed + 1_000_003 * run.rank)  # each rank's stream of sampling noise
-        self.saved = same_on_every_rank(
+        resumed = same_on_every_rank(
             lambda: resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run, self.parts), run, out)
-        self.step = self.saved or 0
+        self.saved = None if resumed is None else resumed.step
+        self.step = self.began = self.saved or 0
+        self.machines = () if resumed is None else resumed.machines  # where the run trained before this process
+        self.card = on_machines(card, self.machines)
         self.streams = Streams(run.device)
         self.shuffle = torch.Generator(run.device)
         self.epoch, self.order = -1, None
@@ -164,6 +168,7 @@ class SingleRun:
             check_run_folder(self.checkpoint, self.step, self.had_folder or self.saved is not None)
             fix = Phrase("make room, then continue with {resume:True} ({last})",
                          last=last_good(self.checkpoint, self.saved))
+            self.card = on_machines(self.card, self.machines, this_machine(self.run, self.began))
             write_checkpoint(self.checkpoint, self.card, self.model, self.optimizer.state_dict(), self.step, rng, fix,
                              self.parts.state_dict() if self.parts else None)
         self.saved = self.step

@@ -197,7 +197,7 @@ def _resolve(card: Card, key: str) -> tuple[str | int, ...]:
     name = named[found[0]]
     if name == "train.seed":
         raise TrainingError.about("{sweep} {key}: give the seeds with {seeds}", key=key)
-    if name in RECORDS:
+    if any(name == record or name.startswith(f"{record}.") for record in RECORDS):  # train.machine.0.threads
         raise TrainingError.about("{sweep} {key}: {path} records how a run went or how often it saved, and does not "
                                   "change what it trains; sweep a field of the recipe", key=key, path=name)
     if name == "train.compile":  # it computes the same weights in another way, and every member shares one step
