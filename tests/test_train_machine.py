@@ -171,3 +171,13 @@ def test_a_sweep_of_the_machine_is_refused_as_a_record_of_the_run(data_plugin, t
                        "--sweep", "threads=1,2")
     assert code == 1 and "Traceback" not in err and not (tmp_path / "out").exists()
     assert "--sweep threads: train.machine.0.threads records how a run went" in err
+
+
+def test_a_gpu_run_records_the_gpu_by_name_as_plain_text(monkeypatch):
+    # no GPU here: torch's name of one, as a driver could give it, holding a terminal's escape sequence
+    from vaezoo.training.loop import Run, this_machine
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H200\x1b[2J\u00e9 ")
+    machine = this_machine(Run(rank=0, world=2, device=torch.device("cuda:1")), 8, "vmap", 4)
+    assert machine == Machine(step=8, device="cuda", gpu="NVIDIA H200[2J", torch=torch.__version__,
+                              threads=torch.get_num_threads(), processes=2, ensemble="vmap", members=4)
