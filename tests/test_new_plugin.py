@@ -272,7 +272,7 @@ def test_a_dir_that_may_not_be_written_is_named_not_a_temporary_folder(tmp_path,
     assert not any(folder.iterdir())
 
 
-def test_a_full_disk_while_writing_leaves_nothing_behind(tmp_path, capsys, monkeypatch):
+def test_a_full_disk_while_writing_leaves_nothing_behind_but_the_package_s_lock(tmp_path, capsys, monkeypatch):
     from pathlib import Path
 
     write_text = Path.write_text
@@ -286,7 +286,59 @@ def test_a_full_disk_while_writing_leaves_nothing_behind(tmp_path, capsys, monke
     assert main(["new-plugin", "demo", "--dir", str(tmp_path)]) == 1
     assert capsys.readouterr().err == (f"error: cannot create {tmp_path / 'vaezoo-demo'}: No space left on device; "
                                        f"make room on its disk or choose another --dir\n")
-    assert not any(tmp_path.iterdir())
+    assert [p.name for p in tmp_path.iterdir()] == [".vaezoo-demo.lock"]  # lock files stay beside what they guard
+
+
+KILLED_WHILE_STAGING = """
+import os, pathlib, signal, sys
+from vaezoo.extras.scaffold import create_plugin
+
+write_text = pathlib.Path.write_text
+
+
+def write_then_die(self, *args, **kwargs):
+    write_text(self, *args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+pathlib.Path.write_text = write_then_die
+create_plugin(sys.argv[2], pathlib.Path(sys.argv[1]))
+"""
+
+STAGING_LIVE = """
+import pathlib, sys
+from vaezoo.store.locks import folder_lock
+
+with folder_lock(pathlib.Path(sys.argv[1]) / "vaezoo-busy"):
+    (pathlib.Path(sys.argv[1]) / ".vaezoo-busy.live1234").mkdir()
+    print("staging", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_staging_folder_a_killed_new_plugin_left_is_removed_by_the_next_and_a_live_one_kept(tmp_path, capsys):
+    # SIGKILL while staging left .vaezoo-NAME.XXXXXXXX in --dir for good: nothing removed it
+    parent, env = tmp_path / "dir", child_env(tmp_path / "home")
+
+    def folders() -> list[str]:
+        return sorted(re.sub(r"\.[a-z0-9_]{8}$", ".X", p.name) for p in parent.iterdir() if p.is_dir())
+
+    for name, left in (("demo", [".vaezoo-demo.X"]), ("other", [".vaezoo-other.X"])):  # other's run removed demo's
+        killed = subprocess.run([sys.executable, "-c", KILLED_WHILE_STAGING, str(parent), name], env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert killed.returncode == -9, killed.stderr
+        assert folders() == left
+    (parent / ".vaezoo-demo.keep").mkdir()  # a name mkdtemp does not give: the user's
+    live = subprocess.Popen([sys.executable, "-c", STAGING_LIVE, str(parent)], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert live.stdout.readline() == "staging\n"
+        assert main(["new-plugin", "demo", "--dir", str(parent)]) == 0
+        assert folders() == [".vaezoo-busy.X", ".vaezoo-demo.keep", "vaezoo-demo"]
+    finally:
+        live.communicate("", timeout=60)
+    assert (parent / "vaezoo-demo" / "pyproject.toml").is_file()
+    assert capsys.readouterr().out == f"{parent / 'vaezoo-demo'}\n"
 
 
 @pytest.mark.parametrize("folder", ["src", "my dir"])

@@ -14,7 +14,8 @@ from string import Template
 
 from vaezoo.entries.schema import MAX_NAME
 from vaezoo.errors import VaezooError
-from vaezoo.store.files import folder_problem, new_folder_mode
+from vaezoo.store.files import RANDOM, folder_problem, new_folder_mode, temporaries
+from vaezoo.store.locks import folder_lock
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 CARD_SUFFIX = "-mnist"  # the longer of the cards' suffixes (a dataset's card is NAME-data)
@@ -147,7 +148,41 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
         raise VaezooError(f"--dir {parent} is a file, not a directory")
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".vaezoo-{name}.", dir=parent))
+    except OSError as exc:
+        raise VaezooError(f"cannot create {target}: {folder_problem(parent, exc)}; choose another --dir") from None
+    _remove_dead_stagings(parent)
+    with folder_lock(target):  # held while staging, so that a staging folder whose package's lock is free is dead
+        _stage(files, parent, target)
+    return target
+
+
+STAGING = re.compile(r"\.vaezoo-([a-z0-9-]+)\." + RANDOM)
+"""The staging folder of a package ``vaezoo-NAME`` (``tempfile.mkdtemp``'s name), its group the NAME."""
+
+
+def _remove_dead_stagings(parent: Path) -> None:
+    """Remove the staging folders that ``new-plugin`` runs killed while staging (SIGKILL, a power cut) left in
+    ``parent``, of any package: each under its package's lock, which a live run holds while it stages, so that a
+    live run's folder, whose lock is held, is left to it."""
+    try:
+        names = sorted({found[1] for entry in os.listdir(parent) if (found := STAGING.fullmatch(entry))})
+    except OSError:
+        return
+    for name in names:
+        try:
+            with folder_lock(parent / f"vaezoo-{name}", wait=0):
+                for stale in temporaries(parent, f".vaezoo-{name}.", ""):
+                    if stale.is_dir() and not stale.is_symlink():
+                        shutil.rmtree(stale, ignore_errors=True)
+        except VaezooError:  # held by a live run (or its lock may not be taken): its folder is left to it
+            continue
+
+
+def _stage(files: dict[str, str], parent: Path, target: Path) -> None:
+    """Write ``files`` into a staging folder in ``parent``, then rename it ``target``: nothing is left behind when
+    it fails."""
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
     except OSError as exc:  # a folder that may not be written: named, not the staging folder's random name
         raise VaezooError(f"cannot create {target}: {folder_problem(parent, exc)}; choose another --dir") from None
     try:
@@ -169,5 +204,4 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return target
 

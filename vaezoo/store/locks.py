@@ -193,17 +193,17 @@ def refuse_finished_run(out: Path, name: str, what: str = "{out}") -> None:
 
 
 @contextmanager
-def folder_lock(folder: Path) -> Iterator[None]:
-    """Hold the lock of the model folder ``folder`` (``save_pretrained``'s, ``push --out``'s) for the block,
-    waiting up to :data:`CARD_WAIT` seconds for another process writing it. Its lock file stands beside the
-    folder (``.FOLDER.lock``, beside the real folder where a link names it), not in it: the folder is uploaded
-    whole.
+def folder_lock(folder: Path, wait: float = CARD_WAIT) -> Iterator[None]:
+    """Hold the lock of the model folder ``folder`` (``save_pretrained``'s, ``push --out``'s, ``new-plugin``'s
+    package's) for the block, waiting up to ``wait`` seconds for another process writing it. Its lock file stands
+    beside the folder (``.FOLDER.lock``, beside the real folder where a link names it), not in it: the folder is
+    uploaded whole.
 
     Where no file can be made beside the folder (its parent is read-only, as a container's mounted volume's
     often is), the block runs without the lock.
 
     Raises:
-        VaezooError: the other process still held it after :data:`CARD_WAIT` seconds, naming it.
+        VaezooError: the other process still held it after ``wait`` seconds, naming it.
     """
     folder = Path(os.path.realpath(folder))  # one lock per real folder, however a link names it
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -211,8 +211,8 @@ def folder_lock(folder: Path) -> Iterator[None]:
         try:
             if folder.name:  # the root folder has no folder beside it
                 held.enter_context(_held(
-                    folder_lock_file(folder), folder, CARD_WAIT, lambda holder: VaezooError(
-                        f"folder {folder} was still being written by {holder} after {CARD_WAIT:g} s; try again "
+                    folder_lock_file(folder), folder, wait, lambda holder: VaezooError(
+                        f"folder {folder} was still being written by {holder} after {wait:g} s; try again "
                         f"when it is done"), notice=f"waiting for another vaezoo process writing {folder}",
                     unwritable=lambda exc: _NoRoom()))
         except _NoRoom:  # a read-only parent (a container's volume): the folder is written unguarded
