@@ -254,6 +254,22 @@ def setting_on(name: str, default: bool = False) -> bool:
                       f"off), or unset it")
 
 
+SWITCHES = ("VAEZOO_OFFLINE", "VAEZOO_ALLOW_HTTP", "VAEZOO_PROGRESS", "HF_HUB_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS")
+"""The on/off environment variables a vaezoo command may read (huggingface_hub's two through it)."""
+
+
+def check_switches() -> None:
+    """Refuse an on/off variable of :data:`SWITCHES` set to neither on nor off before a command does anything: each
+    is read only where it matters (a download, a progress line), so ``VAEZOO_OFFLINE=maybe vaezoo list`` passed and
+    the mistake showed only later, in another command (huggingface_hub takes any word but its on words for off).
+
+    Raises:
+        VaezooError: one of them is malformed, naming it, its value and the accepted words.
+    """
+    for name in SWITCHES:
+        setting_on(name)
+
+
 class SharedChange:
     """A change to the process's state (a warning filter, ``sys.stdout``, ``__main__``'s names) made for blocks
     that several threads may be in at once (``with change:``): the first block makes it, the last one undoes it,

@@ -15,7 +15,7 @@ import threading
 import time
 
 import pytest
-from kit import assert_one_line_error, child_env, cli, files_under, make_card, serve_entry
+from kit import assert_one_line_error, child_env, cli, files_under, make_card, serve_entry, write_card
 
 import vaezoo
 from vaezoo.errors import VaezooError, WeightsError
@@ -223,6 +223,23 @@ def test_an_offline_setting_that_is_neither_on_nor_off_is_refused_before_going_o
     assert code == 1
     assert_one_line_error(stderr, "VAEZOO_OFFLINE='maybe' is neither on nor off")
     assert server.gets == {}
+
+
+@pytest.mark.parametrize("variable", ["VAEZOO_OFFLINE", "VAEZOO_ALLOW_HTTP", "VAEZOO_PROGRESS", "HF_HUB_OFFLINE",
+                                      "HF_HUB_DISABLE_PROGRESS_BARS"])
+@pytest.mark.parametrize("argv", [["list"], ["info", "tiny-blobs"], ["plugins"]])
+def test_an_on_off_variable_that_is_neither_is_refused_by_any_command_up_front(cards, monkeypatch, capsys, variable,
+                                                                                argv):
+    # read only where a download or a progress line reads it: 'VAEZOO_OFFLINE=maybe vaezoo list' passed, and the
+    # mistake showed in a later command (huggingface_hub reads any word but its on words as off, and goes online)
+    write_card(cards, make_card("tiny", name="tiny-blobs"))
+    monkeypatch.setenv(variable, "Maybe\x1b[2J")
+    code, out, stderr = cli(capsys, *argv)
+    assert (code, out) == (1, "")
+    assert_one_line_error(stderr, f"{variable}='Maybe\\x1b[2J' is neither on nor off; set it to 1 (or yes, true, on) "
+                                  f"or 0 (or no, false, off), or unset it")
+    monkeypatch.setenv(variable, " Off ")
+    assert cli(capsys, *argv)[0] == 0
 
 
 def test_offline_with_a_damaged_copy_in_the_cache_says_so(url_card, server, monkeypatch):

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from vaezoo.errors import VaezooError, first_line
+from vaezoo.errors import VaezooError, check_switches, first_line
 from vaezoo.registry import COMMANDS
 from vaezoo.signals import Interrupted, StopSignals, exit_finished, stopped_words
 from vaezoo.terminal import DataStream, StatusStream
@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             except SystemExit:
                 sys.stdout.flush()  # --help and --version succeed only once their text is written
                 raise
+            check_switches()
             _import_uninterrupted(getattr(args, "imports", []))
             from vaezoo.cli.common import json_alone_on_stdout
 
