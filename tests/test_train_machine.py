@@ -181,3 +181,17 @@ def test_a_gpu_run_records_the_gpu_by_name_as_plain_text(monkeypatch):
     machine = this_machine(Run(rank=0, world=2, device=torch.device("cuda:1")), 8, "vmap", 4)
     assert machine == Machine(step=8, device="cuda", gpu="NVIDIA H200[2J", torch=torch.__version__,
                               threads=torch.get_num_threads(), processes=2, ensemble="vmap", members=4)
+
+
+def test_members_resumed_from_other_machines_still_share_one_step(data_plugin, tmp_path):
+    # the machines a member trained on before are no part of what stacks it with the others
+    train_seeds(tiny(tmp_path), tmp_path / "runs", [0, 1], max_steps=4, formulation="loop", evaluate=False)
+    checkpoint = tmp_path / "runs" / "seed-1" / CHECKPOINT
+    state = torch.load(checkpoint, weights_only=True)
+    state["machine"] = [{**state["machine"][0], "threads": 99}]
+    torch.save(state, checkpoint)
+    with pytest.warns(TrainingWarning, match="threads 99 -> "):
+        members = train_seeds(tiny(tmp_path), tmp_path / "runs", [0, 1], resume=True, formulation="loop",
+                              evaluate=False)
+    assert [m.card.train.machine[-1] for m in members] == [here(ensemble="loop", members=2),
+                                                           here(4, ensemble="loop", members=2)]

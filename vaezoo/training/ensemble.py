@@ -473,7 +473,7 @@ class Stack:
         images: the sum of its regularizers' update losses."""
         def update(z: Tensor, images: Tensor | None = None) -> tuple[Tensor]:
             batch = UpdateBatch(z, self.parts.codes(self.base, images), step)
-            losses = [loss for _, r in self.parts.regularizers for loss in r.update(batch).values()]
+            losses = [loss for i, r in self.parts.regularizers for loss in self.parts.losses(i, r, batch).values()]
             return (sum(losses) if losses else z.new_zeros(()),)
         return update
 
