@@ -352,7 +352,8 @@ def test_a_checkpoint_holding_a_training_part_the_card_has_not_is_refused_naming
 
 @pytest.mark.parametrize("seeds", [[], ["--seeds", "0"], ["--seeds", "0,1"]], ids=["single", "one-seed", "ensemble"])
 @pytest.mark.parametrize("where, said", [
-    ("discriminator", r"regularizer FactorVAE \(regularizers.0\): its optimiser Adam of part 'discriminator'"),
+    ("discriminator", r"regularizer FactorVAE \(regularizers.0, vaezoo_methods.regularizers\): its optimiser Adam "
+                      r"of part 'discriminator'"),
     ("model", r"the recipe's optimiser \(train.optimizer\)")], ids=["discriminator", "model"])
 def test_a_learning_rate_whose_step_overflows_the_floats_is_one_line(data_plugin, tmp_path, capsys, seeds, where,
                                                                       said):
@@ -390,7 +391,8 @@ def test_a_sweep_member_whose_step_overflows_stops_alone(data_plugin, tmp_path, 
     code, out, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "run"), "--no-eval",
                          "--sweep", "model.regularizers.0.lr=1e-4,1e39", *max_steps)
     assert code == 1 and "Traceback" not in err
-    assert "model.regularizers.0.lr=1e+39 seed 0: regularizer FactorVAE (regularizers.0): its optimiser Adam of part " \
+    assert "model.regularizers.0.lr=1e+39 seed 0: regularizer FactorVAE (regularizers.0, " \
+           "vaezoo_methods.regularizers): its optimiser Adam of part " \
            "'discriminator': learning rate 1e+39 is too large" in err
     assert err.splitlines()[-1] == f"1 of 2 runs stopped early (its line above names it); {other}"
     assert (tmp_path / "run" / "model.regularizers.0.lr=0.0001" / "seed-0" / "tiny-blobs-run.toml").is_file()

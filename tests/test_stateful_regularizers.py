@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from kit import REPO, child_env, install_plugin, write_toml
+from kit import REPO, child_env, cli, install_plugin, write_toml
 from test_distributed import free_port
 
 from vaezoo import testing
@@ -143,6 +143,25 @@ def test_a_critic_assigned_to_an_attribute_is_refused_by_the_kit_and_by_vaezoo_t
     assert main(["train", str(card), "--out", str(tmp_path / "run"), "--max-steps", "1"]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(problem)
 
+
+
+
+@pytest.mark.parametrize("seeds", [[], ["--seeds", "0,1"]], ids=["single", "ensemble"])
+@pytest.mark.parametrize("returned, said", [
+    ("real.mean()", "update() returned a Tensor, not a dict of named scalar losses of its training parts"),
+    ("{'critic': 0.5}", "update()'s loss 'critic' is a float, not a scalar tensor of its training parts"),
+    ("{'critic': real}", "update()'s loss 'critic' is a tensor of shape (8, 2), not a scalar tensor"),
+    ("None", "update() returned a NoneType, not a dict")], ids=["tensor", "float", "per-image", "none"])
+def test_an_update_that_returns_no_dict_of_scalars_stops_training_in_one_line_naming_it(site, tmp_path, capsys,
+                                                                                       seeds, returned, said):
+    # the kit refuses it, but vaezoo train met it in the backward pass: torch's traceback, naming no part
+    careless = FACTOR.replace('return {"critic": 0.5 * (F.cross_entropy(real, zeros) + F.cross_entropy(fake, 1 - '
+                              'zeros))}', f"return {returned}")
+    module = install_plugin(site, "thirdfactor", careless)
+    card = write_toml(tmp_path / "thirdfactor-synthetic.toml", tomllib.loads(CARD))
+    code, _, err = cli(capsys, "train", str(card), "--out", str(tmp_path / "run"), "--max-steps", "2", *seeds)
+    assert code == 1 and "Traceback" not in err
+    assert f"error: regularizer ThirdFactor (regularizers.0, {module}): {said}" in err.strip().splitlines()[-1]
 
 
 def _equal(a, b, atol: float | None = None) -> bool:
@@ -401,7 +420,8 @@ def test_optimiser_settings_torch_refuses_are_one_line_naming_the_regularizer():
         def optimizers(self):
             return [OptimizerGroup("critic", "Adam", -1.0, {"betas": (0.5, 0.9)})]
 
-    with pytest.raises(PluginError, match=r"regularizer Critic \(regularizers.0\): its optimiser Adam of part 'critic' "
+    with pytest.raises(PluginError, match=r"regularizer Critic \(regularizers.0, test_stateful_regularizers\): its "
+                                          r"optimiser Adam of part 'critic' "
                                           r"refuses its settings \(lr -1.0, .*Invalid learning rate"):
         TrainingParts(SimpleNamespace(regularizers=[Critic()]))
 

@@ -22,7 +22,7 @@ from torch import Tensor
 from vaezoo.data import ImageDataset
 from vaezoo.errors import PluginError
 from vaezoo.model import VAE, VAEOutput
-from vaezoo.regularizers.base import UpdateBatch
+from vaezoo.regularizers.base import Regularizer, UpdateBatch
 from vaezoo.regularizers.collectives import average_gradients, distributed
 from vaezoo.store.weights import load_weights
 from vaezoo.training.loop import optimizer_step
@@ -48,10 +48,12 @@ class TrainingParts:
         self.regularizers = [(i, r) for i, r in enumerate(model.regularizers) if r.training_parts()]
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.named: dict[str, str] = {}
+        self.where = {i: f"regularizer {type(r).__name__} (regularizers.{i}, {type(r).__module__})"
+                      for i, r in self.regularizers}
         for i, regularizer in self.regularizers:
             parts = regularizer.training_parts()
             for group in regularizer.optimizers():
-                where = f"regularizer {type(regularizer).__name__} (regularizers.{i})"
+                where = self.where[i]
                 if group.part not in parts:
                     raise PluginError(f"{where}: its optimiser is of part '{group.part}', which it does not have; "
                                       f"its training parts are {', '.join(parts)}")
@@ -96,7 +98,7 @@ class TrainingParts:
         shown = {}
         for i, regularizer in self.regularizers:
             mine = {name: o for name, o in self.optimizers.items() if name.startswith(f"regularizers.{i}.")}
-            losses = regularizer.update(batch)
+            losses = self.losses(i, regularizer, batch)
             for o in mine.values():
                 o.zero_grad(set_to_none=True)  # the model's loss reached them too (a term computed with a part)
             if losses:
@@ -107,6 +109,25 @@ class TrainingParts:
                 optimizer_step(o, self.named[name])
             shown.update({name: value.detach() for name, value in losses.items()})
         return shown
+
+    def losses(self, index: int, regularizer: Regularizer, batch: UpdateBatch) -> Mapping[str, Tensor]:
+        """``regularizer.update(batch)`` (the regularizer at ``index`` of the model), refused unless it is a dict of
+        named scalar tensors: anything else would reach the backward pass and stop training with torch's traceback.
+
+        Raises:
+            PluginError: naming the regularizer, its module and what its update returned.
+        """
+        losses = regularizer.update(batch)
+        if not isinstance(losses, Mapping):
+            raise PluginError(f"{self.where[index]}: update() returned a {type(losses).__name__}, not a dict of "
+                              f"named scalar losses of its training parts; fix its update()")
+        for name, value in losses.items():
+            if not (isinstance(value, Tensor) and value.dim() == 0):
+                said = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, Tensor) else (
+                    f"a {type(value).__name__}")
+                raise PluginError(f"{self.where[index]}: update()'s loss '{name}' is {said}, not a scalar tensor "
+                                  f"of its training parts; fix its update()")
+        return losses
 
     def second_images(self, store: ImageDataset, batch_size: int) -> Tensor | None:
         """The images of the step's second batch, ``batch_size`` drawn at random from ``store`` (on the global
