@@ -381,6 +381,31 @@ def test_a_card_whose_plugin_is_not_installed_names_what_it_needs(tmp_path):
         vaezoo.load(tmp_path / "gone")
 
 
+
+def test_a_card_a_plugin_ships_naming_a_part_no_plugin_registers_names_that_plugin(tmp_path, site, capsys):
+    """It said "install the plugin that registers it" to a user who had installed the plugin that ships the card,
+    naming neither that plugin nor whom to tell."""
+    from kit import install_plugin
+
+    cards = tmp_path / "cards"
+    card, _, _ = write_entry(cards, make_card(name="careless-mnist"), seed=4)
+    card.write_text(card.read_text().replace('type = "gaussian"', 'type = "laplace"'))
+    module = install_plugin(site, "careless", f"""
+        import vaezoo
+
+        @vaezoo.hookimpl
+        def vaezoo_card_dirs():
+            return [{str(cards)!r}]
+    """)
+    for command in (["eval", "careless-mnist"], ["train", "careless-mnist", "--out", str(tmp_path / "run")],
+                    ["show", "careless-mnist", "sample", "-o", str(tmp_path / "x.png")]):
+        code, _, err = cli(capsys, *command)
+        assert code == 1 and err.strip().splitlines() == [
+            f"error: card 'careless-mnist' of plugin 'careless' ({module} 1.0) needs the latent family 'laplace', "
+            f"which neither it nor any other installed plugin registers; install the plugin that registers it, or "
+            f"report it to {module}'s author"], command
+
+
 def test_a_card_whose_metrics_plugin_is_not_installed_names_what_it_needs(tmp_path, capsys):
     """It said "unknown metric 'my_metric'. Known: ..." with no fix, where a missing family names its plugin."""
     card, _, _ = write_entry(tmp_path / "gone", make_card(name="gone"), seed=4)

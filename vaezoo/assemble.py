@@ -360,12 +360,27 @@ def _not_installed(card: Card, exc: UnknownNameError) -> UnknownNameError:
         error = UnknownNameError(f"card '{card.name}' needs the {kind} '{name}', which no loaded plugin registers"
                                  f"{made_with}; installed plugins did not load: {said}; fix or reinstall the one that "
                                  f"registers it")
+    elif (shipper := _shipped_by(card)) is not None:  # installed and loaded: installing it changes nothing
+        error = UnknownNameError(f"card '{card.name}' of plugin '{shipper.name}' ({shipper.distribution} "
+                                 f"{shipper.version}) needs the {kind} '{name}', which neither it nor any other "
+                                 f"installed plugin registers{made_with}; install the plugin that registers it, or "
+                                 f"report it to {shipper.distribution}'s author")
     else:
         error = UnknownNameError(f"card '{card.name}' needs the {kind} '{name}', which no installed plugin registers"
                                  f"{made_with}; install the plugin that registers it ('vaezoo plugins' lists those "
                                  f"installed)")
     error.missing = exc.missing
     return error
+
+
+def _shipped_by(card: Card) -> PluginInfo | None:
+    """The plugin whose card folder (``vaezoo_card_dirs``) holds ``card``'s file, if any."""
+    if card.path is None:
+        return None
+    plugins = get_plugins()
+    folder = card.path.parent.resolve()
+    return next((plugins.info[owner] for owner, directory in plugins.card_dirs()
+                 if Path(directory).resolve() == folder), None)
 
 
 def _config_plugins(card: Card) -> dict[str, str]:
