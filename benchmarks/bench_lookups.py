@@ -1,9 +1,12 @@
-"""Seconds per zoo name looked up by ``vaezoo verify NAME ...``, and by one ``get_card`` each, beside many cards.
+"""Seconds per zoo name looked up by ``vaezoo verify NAME ...``, by one ``get_card`` each, and by a Tab press that
+completes a zoo name, beside many cards.
 
 A command given many names reads the card folders once (:func:`vaezoo.entries.catalog.one_scan`), so the cost of
 one more name must not grow with the cards beside it. A lookup on its own (``vaezoo.load(NAME)`` in a loop) looks at
-every card file again, to see changes, but reads only those that changed. The cards are copies of a small card with
-one weights file, made in a temporary folder on ``VAEZOO_CARDS_PATH``.
+every card file again, to see changes, but reads only those that changed. A Tab press is a fresh ``vaezoo`` process
+(argcomplete's protocol, as the script of ``vaezoo completion bash`` starts it) that lists the names; the median of
+:data:`TAB_PRESSES`. The cards are copies of a small card with one weights file, made in a temporary folder on
+``VAEZOO_CARDS_PATH``.
 
     python benchmarks/bench_lookups.py                      # 1,000 and 5,000 cards, 10 and 200 names
     python benchmarks/bench_lookups.py --cards 20000 --names 1000
@@ -14,10 +17,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_list import vaezoo_command
 
 CARD = """\
 name = "{name}"
@@ -54,6 +61,7 @@ size = {size}
 """
 WEIGHTS = b"not a model: verify only hashes it"
 LOOKUPS = 20
+TAB_PRESSES = 5
 
 
 def make_cards(folder: Path, count: int) -> list[str]:
@@ -64,6 +72,21 @@ def make_cards(folder: Path, count: int) -> list[str]:
     for name in names:
         (folder / f"{name}.toml").write_text(CARD.format(name=name, sha256=sha256, size=len(WEIGHTS)))
     return names
+
+
+def tab_press(line: str, expected: str) -> float:
+    """Seconds a shell's Tab at the end of ``line`` takes to get its completions, ``expected`` among them."""
+    with tempfile.TemporaryDirectory() as folder:
+        answer = Path(folder) / "completions"
+        env = {**os.environ, "_ARGCOMPLETE": "1", "COMP_LINE": line, "COMP_POINT": str(len(line)),
+               "COMP_TYPE": "9", "_ARGCOMPLETE_STDOUT_FILENAME": str(answer)}
+        start = time.perf_counter()
+        subprocess.run(vaezoo_command(), env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       cwd=folder)
+        seconds = time.perf_counter() - start
+        if expected not in answer.read_text().split():
+            raise SystemExit(f"a Tab after {line!r} did not offer {expected!r}: {answer.read_text()[:200]!r}")
+    return seconds
 
 
 def main() -> int:
@@ -92,8 +115,9 @@ def main() -> int:
             for name in names[:LOOKUPS]:
                 get_card(name)
             alone = (time.perf_counter() - start) / LOOKUPS
+            tab = statistics.median(tab_press(f"vaezoo info {names[-1][:-1]}", names[-1]) for _ in range(TAB_PRESSES))
             print(f"{cards:>6} cards: {said}   each name more {per_name * 1000:.2f} ms   one get_card "
-                  f"{alone * 1000:.1f} ms")
+                  f"{alone * 1000:.1f} ms   one Tab press {tab:.2f} s")
     return 0
 
 

@@ -108,3 +108,20 @@ def test_a_tab_does_not_send_a_card_s_metric_with_control_characters_or_a_comma_
     metric = {"value": 0.5, "command": "vaezoo eval toy-odd", "vaezoo_version": "0.1.0"}
     write_card(cards, make_card(name="toy-odd", metrics={"mig_c\x1b[31m": metric, "mig_c,x": metric}))
     assert complete("vaezoo leaderboard mig_c", child_env(tmp_path / "home", cards=cards), tmp_path) == ["mig_chen"]
+
+
+def test_a_tab_offers_the_card_files_names_without_reading_a_card(cards, tmp_path, monkeypatch):
+    # each Tab read and validated every card of every card folder: 12.3 s a Tab beside 5,000 cards
+    # (benchmarks/bench_lookups.py), now the names of the files alone
+    import vaezoo.entries.catalog as catalog
+    from vaezoo.cli.common import complete_card
+
+    for name in ("lab-10", "lab-2", "other"):
+        write_card(cards, make_card(name=name))
+    (cards / "lab-1.toml").write_text("not [toml", encoding="utf-8")  # offered: no card is read to know better
+    (cards / "lab-\x1b[31m.toml").write_text("", encoding="utf-8")  # no card's name: never sent to the shell
+    read, read_text = [], catalog._read_text
+    monkeypatch.setattr(catalog, "_read_text", lambda path: read.append(path) or read_text(path))
+    monkeypatch.chdir(tmp_path)
+    assert complete_card("lab-") == ["lab-1", "lab-2", "lab-10"]
+    assert read == []

@@ -256,12 +256,13 @@ def _print_records(out, columns: Sequence[str], cells: list[list], title: str | 
 
 
 def complete_card(prefix: str, **_) -> list[str]:
-    """The completions of a CARD argument: the zoo names that begin with ``prefix``, then the paths that do."""
+    """The completions of a CARD argument: the zoo names that begin with ``prefix``, then the paths that do. The
+    names are those of the card files (:func:`vaezoo.entries.catalog.card_file_names`), no card read."""
     from argcomplete.completers import FilesCompleter
 
-    from vaezoo.entries.catalog import discover, natural_key
+    from vaezoo.entries.catalog import card_file_names, natural_key
 
-    names = sorted((name for name in discover() if name.startswith(prefix)), key=natural_key)
+    names = sorted((name for name in card_file_names() if name.startswith(prefix)), key=natural_key)
     return names + list(FilesCompleter()(prefix))
 
 

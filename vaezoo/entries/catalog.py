@@ -469,6 +469,15 @@ def _card_files(directory: Path) -> list[str]:
     return [os.path.join(directory, name) for name in sorted(names, key=os.path.normcase)]
 
 
+def card_file_names() -> set[str]:
+    """The names the card files of every card folder bear (``NAME.toml`` gives ``NAME``), none of them read: what a
+    shell's Tab offers as zoo names, at once however many cards there are (reading and validating each took the
+    time of a whole ``vaezoo list`` at every Tab). A card bears its own name wherever vaezoo writes one; a file
+    that holds no usable card, or a card named otherwise, is offered by its file's name all the same."""
+    return {name for directory in card_dirs() for path in _card_files(directory)
+            if re.fullmatch(NAME_PATTERN, name := os.path.basename(path).removesuffix(".toml"))}
+
+
 class _Scanned(NamedTuple):
     """A card file as the last scan read it: its ``os.stat`` then, the card sections it was validated with,
     and the card, or why it was skipped."""
