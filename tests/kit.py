@@ -601,6 +601,23 @@ def fill_disk(monkeypatch, folder: Path, error: int, room: int) -> None:
     monkeypatch.setattr(os, "write", write)
 
 
+def assert_member_checkpoint_is_the_solo_runs(member: Path, alone: Path, formulation: str, members: int) -> None:
+    """Assert that the checkpoint ``member`` of an ensemble's member holds the bytes of ``alone``, its seed's run
+    alone, but where each says it ran (``machine``): the member in a stack of ``members`` runs by ``formulation``."""
+    import io
+
+    import torch
+
+    together, solo = (torch.load(path, weights_only=True) for path in (member, alone))
+    assert [{**m, "ensemble": formulation, "members": members} for m in solo.pop("machine")] == together.pop("machine")
+    written = []
+    for state in (together, solo):
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        written.append(buffer.getvalue())
+    assert written[0] == written[1]
+
+
 def files_under(directory: Path) -> list[str]:
     """Every file below ``directory`` (relative paths, sorted); lock files of filelock excluded."""
     return sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()

@@ -7,7 +7,6 @@ second member is compared with that seed trained alone.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import signal
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from kit import count_fit_pools, make_card, write_toml
+from kit import assert_member_checkpoint_is_the_solo_runs, count_fit_pools, make_card, write_toml
 
 from vaezoo.cli import main
 from vaezoo.data import ImageDataset
@@ -59,13 +58,6 @@ def small(architecture: str, model: dict) -> Card:
                data={"name": "toy_bars", "options": {"size": 16}})
 
 
-def saved_bytes(state: dict) -> bytes:
-    """``state`` as torch.save writes it."""
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    return buffer.getvalue()
-
-
 def relative_difference(a: dict, b: dict) -> float:
     assert a.keys() == b.keys()
     return max(((a[k].float() - b[k].float()).norm() / b[k].float().norm().clamp_min(1e-12)).item() for k in a)
@@ -90,11 +82,8 @@ def test_a_member_equals_its_solo_run(data_plugin, tmp_path, name, formulation):
 def test_the_loop_formulation_is_the_solo_run_bit_for_bit(data_plugin, tmp_path):
     [_, member] = train_seeds(toy(), tmp_path / "ensemble", [0, 1], max_steps=10, formulation="loop")
     alone = train(toy(), tmp_path / "alone", seed=1, max_steps=10)
-    together, solo = (torch.load(path, weights_only=True)
-                      for path in (tmp_path / "ensemble" / "seed-1" / CHECKPOINT, tmp_path / "alone" / CHECKPOINT))
-    # the same bytes but where each says it ran: the member in a stack of two, in turn
-    assert [{**m, "ensemble": "loop", "members": 2} for m in solo.pop("machine")] == together.pop("machine")
-    assert saved_bytes(together) == saved_bytes(solo)
+    assert_member_checkpoint_is_the_solo_runs(tmp_path / "ensemble" / "seed-1" / CHECKPOINT,
+                                              tmp_path / "alone" / CHECKPOINT, "loop", 2)
     assert relative_difference(member.model.state_dict(), alone.model.state_dict()) == 0
 
 
