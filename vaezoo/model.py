@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import torch
 from torch import Tensor, nn
 
-from vaezoo.context import BuildContext, batch_mean, truth_value, whole_number
+from vaezoo.context import BuildContext, LatentPart, batch_mean, layout_text, truth_value, whole_number
 from vaezoo.data.transforms import for_model, tracing
 from vaezoo.devices import physical_memory
 from vaezoo.errors import InputError, PluginError, VaezooError
@@ -87,6 +87,7 @@ class VAE(nn.Module):
                                   f"forward(posterior, z, step) ({exc})") from None
             if problem := unregistered_parts(regularizer):
                 raise PluginError(f"{_part('regularizer', regularizer)}: {problem}")
+        _require_layout(latent)
         self.encoder, self.decoder, self.latent, self.likelihood = encoder, decoder, latent, likelihood
         self.head = nn.Linear(features, latent.param_size)
         self.regularizers = nn.ModuleList(regularizers)
@@ -466,6 +467,20 @@ def _require_codes(family: LatentFamily, codes: object, n: int, what: str, devic
                           f"= {expected}")
     if device is not None and codes.device != device:
         raise PluginError(f"{_part('latent family', family)}: {what} is on {codes.device}, not on {device}, {where}")
+
+
+def _require_layout(family: LatentFamily) -> None:
+    """Refuse a family whose ``layout()`` is not a list of ``LatentPart`` whose sizes add up to its ``code_size``:
+    ``vaezoo train`` writes it as the card's ``latent`` after the last step, where a layout of another type stopped
+    the run without its card, and one of other sizes was written as it came, a card stating another latent."""
+    layout = family.layout()
+    if not (isinstance(layout, list) and layout and all(isinstance(part, LatentPart) for part in layout)):
+        raise PluginError(f"{_part('latent family', family)}: layout() returned {layout!r:.80}, not a non-empty list "
+                          f"of vaezoo.entries.schema.LatentPart (family, size, name) in code order")
+    if sum(part.size for part in layout) != family.code_size:
+        raise PluginError(f"{_part('latent family', family)}: layout() gives {layout_text(layout)}, "
+                          f"{sum(part.size for part in layout)} dimensions, for a code of code_size "
+                          f"{family.code_size}; its parts' sizes must add up to the code's")
 
 
 def _require_per_image(value: object, batch: int, family: LatentFamily, what: str) -> None:
