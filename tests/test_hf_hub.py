@@ -1368,6 +1368,19 @@ def test_vaezoo_offline_keeps_to_huggingface_hubs_cache_and_verify_finds_hf_urls
     assert load(f"hf-hub:{REPO_ID}", str(weights), env=offline) == [line]
 
 
+def test_verify_of_a_hub_model_downloads_its_weights_as_its_help_says(hub, tmp_path):
+    """The help said 'without downloading any', where the weights of a Hub repository's card are downloaded (its
+    file in that repository, as docs/hub.md says); weights at a URL are not."""
+    card, weights = entry(tmp_path)
+    hub.commit(REPO_ID, as_repo(card, weights))
+    result = run_vaezoo("verify", f"hf-hub:{REPO_ID}")
+    assert result.returncode == 0 and result.stdout.startswith("tiny: ok ")
+    assert hub.downloads(REPO_ID, weights.name) == 1
+    described = "".join(run_vaezoo("verify", "--help").stdout.split())  # as argparse wraps it, at spaces or hyphens
+    assert "withoutdownloadingany" not in described
+    assert "thoseofaHubrepository'scard(hf-hub:OWNER/REPO)are" in described
+
+
 @pytest.mark.parametrize("named", ["..\\tiny.safetensors", "hf://owner/../tiny.safetensors"])
 def test_a_hub_path_huggingface_hub_refuses_is_a_one_line_failure(hub, tmp_path, named):
     card, weights = entry(tmp_path)

@@ -7,9 +7,11 @@ from vaezoo.cli.common import print_json, printable
 
 def add_parser(sub) -> None:
     p = sub.add_parser("verify", help="check the sha256 of models' weights files",
-                       description="Check the size and sha256 of models' weights files, without downloading any: a row "
-                                   "per card. Exit code 1 when a file fails, a card cannot be read, a name names no "
-                                   "card, or no card is found.")
+                       description="Check the size and sha256 of models' weights files: a row per card. Weights at "
+                                   "a URL are not downloaded (their row says 'not cached' until a load fetches them); "
+                                   "those of a Hub repository's card (hf-hub:OWNER/REPO) are, as a load would. Exit "
+                                   "code 1 when a file fails, a card cannot be read, a name names no card, or no card "
+                                   "is found.")
     p.add_argument("names", nargs="*", help="zoo names, card files or folders holding one card (default: every card)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)

@@ -250,9 +250,9 @@ def local_path(card: Card) -> Path:
 
 
 def weights_file(card: Card) -> Path | None:
-    """Where ``card``'s weights are on this machine, without downloading anything: the file beside the card (for a
-    card from a Hub repository, its file in that repository, downloaded if need be), the download cache's copy of
-    its URL, or huggingface_hub's of an ``hf://`` URL; None when the card has no weights or they are not
+    """Where ``card``'s weights are on this machine, downloading none at a URL: the file beside the card (for a card
+    from a Hub repository, its file in that repository, downloaded if need be), the download cache's copy of its
+    URL, or huggingface_hub's of an ``hf://`` URL; None when the card has no weights or they are not
     downloaded yet.
 
     Raises:
@@ -275,7 +275,8 @@ def weights_file(card: Card) -> Path | None:
 
 
 def verify_entries(cards: Iterable[Card]) -> list[tuple[str, str]]:
-    """Whether each card's weights are what it states, without downloading anything; a weights file that
+    """Whether each card's weights are what it states, downloading none at a URL (a Hub repository's card's are, as
+    :func:`weights_file` says); a weights file that
     several cards state alike (the same sha256 and size of one unchanged file) is read and hashed once.
 
     Returns:
