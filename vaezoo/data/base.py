@@ -27,8 +27,9 @@ the resize deep inside the loading, "height and width must be > 0", after the fi
 
 EVAL_BATCH_SIZE = 1024
 """Images per pass of the metrics, in ``vaezoo eval`` and called alone: the code of an image does not depend on the
-batch it is encoded in, and large batches keep the encoder's operations large; a metric that draws samples batch by
-batch (``elbo``, ``importance_log_likelihood``) draws the same ones in both, and other ones at another batch size."""
+batch it is encoded in, and large batches keep an accelerator's operations large (a CPU encodes them in slices side by
+side: ``vaezoo.metrics.codes.CPU_SLICE``); a metric that draws samples batch by batch (``elbo``,
+``importance_log_likelihood``) draws the same ones in both, and other ones at another batch size."""
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""Running a metric's independent pieces of work on the cores the process may use: blocks of the entropy sums on
-threads (torch releases the GIL), scikit-learn fits (a classifier per factor) in worker processes."""
+"""Running a metric's independent pieces of work on the cores the process may use: blocks of the entropy sums and
+slices of images to encode on threads (torch releases the GIL), scikit-learn fits (a classifier per factor) in
+worker processes."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import multiprocessing
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -183,18 +185,27 @@ threads share one: ``__main__`` gets its names back when the last ends, not whil
 
 
 def parallel_map(function: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """``[function(item) for item in items]``, on as many threads as torch uses (``torch.get_num_threads()``,
-    which ``OMP_NUM_THREADS`` sets).
+    """``[function(item) for item in items]``, on as many threads as torch uses (:func:`parallel_imap`); a single
+    item on all of them, in torch's own operations."""
+    if len(items) <= 1:
+        return [function(item) for item in items]
+    return list(parallel_imap(function, items))
+
+
+def parallel_imap(function: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+    """``function(item)`` for each of ``items``, yielded in order, computed on as many threads as torch uses
+    (``torch.get_num_threads()``, which ``OMP_NUM_THREADS`` sets).
 
     The work must release the GIL (torch operations do). While it runs, torch's own operations use one thread
-    each, so that the threads do not oversubscribe the cores.
+    each, so that the threads do not oversubscribe the cores. ``items`` is read as the work goes: at most two items
+    a thread ahead of the result yielded (an iterator of batches of images is never held whole).
     """
     import torch
 
     threads = torch.get_num_threads()
-    workers = min(threads, len(items))
-    if workers <= 1:
-        return [function(item) for item in items]
+    if threads <= 1:
+        yield from map(function, items)
+        return
 
     def one_thread(item: T) -> R:
         torch.set_num_threads(1)  # per thread: OpenMP keeps the setting of the thread that made it
@@ -202,7 +213,13 @@ def parallel_map(function: Callable[[T], R], items: Sequence[T]) -> list[R]:
 
     torch.set_num_threads(1)
     try:
-        with ThreadPoolExecutor(workers, thread_name_prefix="vaezoo-metric") as pool:
-            return list(pool.map(one_thread, items))
+        with ThreadPoolExecutor(threads, thread_name_prefix="vaezoo-metric") as pool:
+            pending: deque[Future[R]] = deque()
+            for item in items:
+                pending.append(pool.submit(one_thread, item))
+                if len(pending) >= 2 * threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
     finally:
         torch.set_num_threads(threads)
