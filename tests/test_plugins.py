@@ -174,6 +174,26 @@ def test_what_a_plugin_prints_as_it_loads_goes_to_stderr_not_into_the_json(site,
     assert "chatty: imported\n" in err and "chatty: card folders\n" in err
 
 
+
+@pytest.mark.parametrize("folder", ["missing", "a file"])
+def test_a_card_folder_of_a_plugin_that_is_no_folder_is_named_once(site, capsys, folder):
+    """A plugin built without its cards (no package-data), or returning a misspelt folder, had its cards left out of
+    every listing without a word."""
+    install_plugin(site, "cardy", ADDS_CARDS)  # its folder: site/cards
+    if folder == "a file":
+        (site / "cards").write_text("not a folder")
+    said = ""
+    for _ in range(2):
+        assert main(["list", "--json"]) == 0
+        out, err = capsys.readouterr()
+        assert "vae-mnist" in {card["name"] for card in json.loads(out)}
+        said += err
+    why = "it is not a folder" if folder == "a file" else "no such folder"
+    assert said.count(f"warning: card folder {site / 'cards'} of plugin 'cardy' (vaezoo_card_dirs) skipped: {why}; "
+                     f"its cards are not listed: ship the folder in the plugin's package (its package-data) or "
+                     f"return the folder that holds them\n") == 1
+
+
 def test_an_unknown_part_names_the_installed_plugins_the_allow_list_leaves_out(monkeypatch, site):
     install_plugin(site, "cardy", ADDS_CARDS)
     monkeypatch.setenv("VAEZOO_LOAD_PLUGINS", "jointvae")

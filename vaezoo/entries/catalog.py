@@ -347,7 +347,7 @@ def _sources() -> list[tuple[Path, bool]]:
     from vaezoo.plugins import get_plugins
 
     plugins = get_plugins()
-    plugin_dirs = [(d, plugins.info[owner].builtin) for owner, d in plugins.card_dirs()]
+    plugin_dirs = [(d, plugins.info[owner].builtin) for owner, d in plugins.card_dirs() if _is_plugin_folder(owner, d)]
     found = sorted(plugin_dirs, key=lambda source: not source[1])  # stable: plugins' order within each group
     found += [(Path(p), False) for p in os.environ.get("VAEZOO_CARDS_PATH", "").split(os.pathsep)
               if p and _is_folder_entry(p)]
@@ -386,6 +386,21 @@ def _is_folder_entry(entry: str) -> bool:
     if (entry, why) not in _warned_entries:
         _warned_entries.add((entry, why))
         warnings.warn(f"VAEZOO_CARDS_PATH entry {entry} skipped: {why}", CardWarning, stacklevel=4)
+    return False
+
+
+def _is_plugin_folder(plugin: str, directory: Path) -> bool:
+    """Whether the card folder ``directory`` that ``plugin`` gave (``vaezoo_card_dirs``) is a folder; if not, a
+    :class:`CardWarning` says so, the first time only: a package built without its cards (no ``package-data``), or
+    a misspelt path, left the plugin's cards out of every listing without a word."""
+    if directory.is_dir():
+        return True
+    why = (f"card folder {directory} of plugin '{plugin}' (vaezoo_card_dirs) skipped: "
+           f"{'it is not a folder' if directory.exists() else 'no such folder'}; its cards are not listed: ship the "
+           f"folder in the plugin's package (its package-data) or return the folder that holds them")
+    if (str(directory), why) not in _warned_entries:
+        _warned_entries.add((str(directory), why))
+        warnings.warn(why, CardWarning, stacklevel=4)
     return False
 
 
