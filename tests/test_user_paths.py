@@ -102,6 +102,15 @@ def test_an_empty_card_file_is_called_empty(tmp_path, capsys, cards, text):
     assert code == 0 and "mine.toml: is an empty file, not a card" in out
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_list_skipped_of_no_skipped_card_says_so(capsys, cards, as_json):
+    """It printed nothing at all, where a list that matches no card says so on stderr (README, Scripts and CI)."""
+    write_card(cards, make_card(name="fine"))
+    code, out, err = cli(capsys, "list", "--skipped", *(["--json"] if as_json else []))
+    assert code == 0 and out == ("[]\n" if as_json else "")
+    assert err == "no card was skipped: the 1 card found all read\n"
+
+
 def test_resume_of_a_run_whose_checkpoint_was_removed_keeps_its_card_and_weights(tmp_path, data_plugin, capsys):
     """A finished run's folder after its user removed the big checkpoint.pt: ``train --resume`` said 'no checkpoint;
     starting from step 0', trained afresh and replaced the run's weights and card (its metrics with it)."""

@@ -63,7 +63,7 @@ def run(args) -> int:
     shown = listing(args.pattern or "*", args.dataset, args.arch, _where(args.where), args.latent, args.exclude)
     found, cards = shown.found, shown.cards
     if args.skipped:
-        return _print_skipped(found.skipped, args.json)
+        return _print_skipped(found.skipped, len(found.cards), args.json)
     if found.skipped:
         print(f"{counted(len(found.skipped), 'card')} skipped; run 'vaezoo list --skipped' to see why", file=sys.stderr)
     if not cards and found.cards:
@@ -131,11 +131,13 @@ def markdown_table(cards) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _print_skipped(skipped, as_json: bool) -> int:
-    """One line per skipped card: its file and why it was left out."""
+def _print_skipped(skipped, read: int, as_json: bool) -> int:
+    """One line per skipped card: its file and why it was left out; none skipped, a note on stderr saying so."""
     if as_json:
         print_json([{"file": str(s.path), "name": s.name, "error": s.reason} for s in skipped])
     else:
         for s in skipped:
             print(printable(f"{s.path}: {s.reason}"))
+    if not skipped:
+        print(f"no card was skipped: the {counted(read, 'card')} found all read", file=sys.stderr)
     return 0
