@@ -393,6 +393,15 @@ def test_the_contract_takes_geometry_from_the_dataset_and_the_rest_from_the_card
     assert str(contract) == "float images (N, 1, 32, 32) in [0, 1]"
 
 
+@pytest.mark.parametrize("given", [get_card("jointvae-mnist"), "jointvae-mnist"], ids=["card", "name"])
+def test_the_contract_of_a_card_is_asked_of_a_model_built_from_it(given):
+    """torchvision's weights.transforms() comes without a model: for_model(card) said only that a Card has no
+    attribute 'channels'; it names what to give instead, which works."""
+    with pytest.raises(TypeError, match=r"^for_model takes a model .* for_model\(vaezoo.build_model\(card\)\)$"):
+        for_model(given)
+    assert str(for_model(vaezoo.build_model(given))) == "float images (N, 1, 32, 32) in [0, 1]"
+
+
 # --- raw MNIST through the transform, and answers in digits -------------------------------------------------
 
 MNIST_CARDS = ["jointvae-mnist", "jointvae-original-mnist"]
@@ -416,6 +425,19 @@ def test_raw_mnist_through_the_transform_is_what_eval_sees(name, raw_mnist_test)
     assert torch.equal(given, evaluated.batch(slice(None)))  # the same bits: the same predictions as vaezoo eval
     samples = [raw_mnist_test[i] for i in range(8)]  # (PIL image, digit), as torchvision hands them out
     assert torch.equal(torch.cat([model.preprocess(sample) for sample in samples]), given[:8])
+
+
+def test_the_dataset_a_model_expects_is_read_from_what_names_its_card():
+    """card_dataset took only a Card: its zoo name, as build_model and load take, failed with "'str' object has no
+    attribute 'train'"."""
+    require_shared(MNIST_ROOT / "MNIST" / "raw")
+    by_card = card_dataset(get_card("vae-mnist"), MNIST_ROOT, "test")
+    for name in ("vae-mnist", get_card("vae-mnist").path):
+        by_name = card_dataset(name, MNIST_ROOT, "test")
+        assert len(by_name) == len(by_card) == 10_000
+        assert torch.equal(by_name.batch(slice(0, 64)), by_card.batch(slice(0, 64)))
+    with pytest.raises(TypeError, match="a model's card is model.card"):
+        card_dataset(load_model(get_card("vae-mnist"), pretrained=False))
 
 
 @pytest.mark.parametrize("name", MNIST_CARDS)

@@ -331,8 +331,20 @@ def third_party_plugins(card: Card, model: VAE | None = None) -> list[PluginInfo
     return [found[name] for name in sorted(found)]
 
 
-def card_dataset(card: Card, root: str | os.PathLike[str] | None = None, split: str = "test") -> ImageDataset:
-    """The ``split`` of the dataset ``card``'s recipe trains on."""
+def card_dataset(card: Card | str | os.PathLike[str], root: str | os.PathLike[str] | None = None,
+                 split: str = "test") -> ImageDataset:
+    """The ``split`` of the dataset ``card``'s recipe trains on, as the model takes it.
+
+    Args:
+        card: a :class:`~vaezoo.entries.schema.Card` (``model.card``), or what names one: a zoo name, a card's TOML
+            file or a folder holding one card.
+        root: the folder holding the dataset; None reads ``$VAEZOO_DATA``, or downloads it.
+        split: ``"test"`` or ``"train"`` (the splits the dataset has).
+    """
+    from vaezoo.entries.catalog import get_card
+    from vaezoo.entries.schema import Card
+
+    card = card if isinstance(card, Card) else get_card(card)
     try:
         return load_dataset(card.train.data.name, root, split, **card.train.data.options)
     except UnknownNameError as exc:

@@ -246,7 +246,14 @@ def for_model(model) -> ModelInput:
     Returns:
         Its :class:`ModelInput`: ``for_model(model)(pil_image)`` is a batch ``model`` takes, and
         ``for_model(model).per_image`` a dataset's transform (one image in, one image out).
+
+    Raises:
+        TypeError: ``model`` is not a model (a card, a name): for a card's transform without its weights,
+            ``for_model(vaezoo.build_model(card))``.
     """
+    if not (hasattr(model, "channels") and hasattr(model, "image_size")):  # a card's geometry is its dataset's
+        raise TypeError(f"for_model takes a model (vaezoo.load(NAME)), not {type(model).__name__}; for a card's "
+                        f"transform without loading its weights: for_model(vaezoo.build_model(card))")
     section = getattr(getattr(model, "card", None), "input", None)
     if section is None:
         return ModelInput(model.channels, model.image_size)
