@@ -213,6 +213,16 @@ def test_many_skipped_cards_are_one_warning_and_a_few_one_each(cards, broken):
                         f"--skipped' to see why each was"]
 
 
+def test_pretrained_lists_the_models_with_weights(cards):
+    """timm's list_models(pretrained=True): list_models refused the keyword ("unexpected keyword argument")."""
+    write_card(cards, make_card(name="toy-recipe"))
+    write_card(cards, make_card(name="toy-trained", weights={"file": "toy-trained.safetensors", "sha256": "0" * 64,
+                                                             "size": 8}))
+    assert vaezoo.list_models() == vaezoo.list_models(pretrained=False) == ["toy-recipe", "toy-trained"]
+    assert vaezoo.list_models(pretrained=True) == ["toy-trained"]
+    assert vaezoo.list_models("toy-r*", pretrained=True) == []
+
+
 def test_a_card_outside_the_zoo_never_shadows_a_zoo_card(monkeypatch, tmp_path):
     monkeypatch.delenv("VAEZOO_LOAD_PLUGINS", raising=False)
     monkeypatch.delenv("VAEZOO_CARDS_PATH", raising=False)

@@ -46,7 +46,7 @@ def __dir__() -> list[str]:
 
 def list_models(pattern: str | list[str] | None = "*", dataset: str | None = None, architecture: str | None = None,
                 where: dict[str, str] | None = None, latent: str | None = None,
-                exclude: str | list[str] | None = None) -> list[str]:
+                exclude: str | list[str] | None = None, pretrained: bool = False) -> list[str]:
     """Names of the zoo's models matching a shell-style ``pattern``, naturally sorted.
 
     Args:
@@ -57,7 +57,10 @@ def list_models(pattern: str | list[str] | None = "*", dataset: str | None = Non
         where: ``{field: value}`` filters on the cards' ``model``/``train`` fields, e.g. ``{"beta": "6"}``.
         latent: keep models whose latent has a part of this family, e.g. ``"categorical"``.
         exclude: leave out the names this pattern, or any of these, matches (as timm's ``exclude_filters``).
+        pretrained: keep only the models that have weights, which :func:`load` loads (as timm's
+            ``pretrained=True``); False lists recipe cards without weights too (one of yours on ``VAEZOO_CARDS_PATH``).
     """
     from vaezoo.entries.catalog import list_cards
 
-    return [c.name for c in list_cards(pattern, dataset, architecture, where, latent, exclude)]
+    return [c.name for c in list_cards(pattern, dataset, architecture, where, latent, exclude)
+            if not pretrained or c.weights is not None]
