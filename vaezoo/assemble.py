@@ -175,7 +175,7 @@ def build_model(card: Card, device: str | torch.device | None = None,
 
 def load_model(card: Card, device: str | torch.device | None = None, dtype: torch.dtype | str | None = None,
                pretrained: bool = True,
-               state_dict: dict[str, torch.Tensor] | None = None, source: str | None = None) -> VAE:
+               state_dict: dict[str, torch.Tensor] | None = None, source: str | None = None) -> VAE[Card]:
     """The model ``card`` describes, with its weights, in eval mode: the one path from a card to a model.
 
     Args:

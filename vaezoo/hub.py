@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from vaezoo.assemble import build_aside
 from vaezoo.assemble import load_model
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def build_model(card: Card | str | Path, device: str | torch.device | None = None,
-                dtype: torch.dtype | None = None, **model: Any) -> VAE:
+                dtype: torch.dtype | None = None, **model: Any) -> VAE[Card]:
     """Build the model a card describes, with freshly initialised weights.
 
     Args:
@@ -56,11 +57,16 @@ def _refuse_other_spellings(model: dict[str, Any], function: str) -> None:
             raise TypeError(f"{function} takes {ours}=, not {keyword}= (what torch.load or transformers call it)")
 
 
-def _naming_other_spellings(function):
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _naming_other_spellings(function: Callable[P, R]) -> Callable[P, R]:
     """``function``, refusing as :func:`_refuse_other_spellings` does another library's keyword for a device or
-    dtype (for a function without ``**model``, which would otherwise say Python's "unexpected keyword argument")."""
+    dtype (for a function without ``**model``, which would otherwise say Python's "unexpected keyword argument");
+    typed as ``function`` is, so that a type checker reads its signature."""
     @functools.wraps(function)
-    def checked(*args, **kwargs):
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
         _refuse_other_spellings(kwargs, function.__name__)
         return function(*args, **kwargs)
     return checked
@@ -74,7 +80,7 @@ def _with_model(card: Card, model: dict[str, Any]) -> Card:
 
 
 def load(name: str | os.PathLike[str], device: str | torch.device | None = None, dtype: torch.dtype | None = None,
-         pretrained: bool = True, **model: Any) -> VAE:
+         pretrained: bool = True, **model: Any) -> VAE[Card]:
     """Load a model, in eval mode, with its weights verified by sha256.
 
     Args:
@@ -115,7 +121,7 @@ def load(name: str | os.PathLike[str], device: str | torch.device | None = None,
 def from_pretrained(name: str | os.PathLike, *, revision: str | None = None,
                     cache_dir: str | os.PathLike | None = None, force_download: bool = False,
                     local_files_only: bool = False, token: str | bool | None = None,
-                    device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> VAE:
+                    device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> VAE[Card]:
     """Load a model as ``PyTorchModelHubMixin.from_pretrained`` does, through :func:`vaezoo.load`.
 
     ``name`` is a folder (as :func:`save_pretrained` writes it) when one exists by that name, else a Hub repository

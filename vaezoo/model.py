@@ -6,10 +6,11 @@ import inspect
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, cast, overload
 
 import torch
 from torch import Tensor, nn
+from typing_extensions import TypeVar  # a default (PEP 696) before Python 3.13
 
 from vaezoo.context import BuildContext, LatentPart, batch_mean, layout_text, truth_value, whole_number
 from vaezoo.data.transforms import for_model, tracing
@@ -49,7 +50,13 @@ class VAEOutput:
     z: Tensor
 
 
-class VAE(nn.Module):
+CardT = TypeVar("CardT", bound="Card | None", default="Card | None", covariant=True)
+"""The type of a model's ``card``: ``VAE[Card]`` is a model vaezoo made from a card (:func:`vaezoo.load`,
+:func:`vaezoo.build_model`, :func:`vaezoo.from_pretrained`), whose ``card`` a type checker knows is there; a bare
+``VAE`` may have been built from parts directly, without one."""
+
+
+class VAE(nn.Module, Generic[CardT]):
     """A variational autoencoder made of interchangeable parts.
 
     ``x -> encoder -> head -> latent.posterior -> z -> decoder -> likelihood``.
@@ -66,11 +73,13 @@ class VAE(nn.Module):
 
     Attributes:
         card: the zoo card the model was built from (set by :mod:`vaezoo.assemble`); None for a model
-            built from parts directly.
+            built from parts directly. A model from :func:`vaezoo.load` is typed ``VAE[Card]``, with a ``Card``.
         weights_digest: :func:`vaezoo.store.weights.tensors_digest` of the card's weights as loaded (set by
             :func:`vaezoo.assemble.load_model`), so that a save can tell whether the parameters are still the
             ones the card's metrics were measured on; None for a model not loaded from its card's weights.
     """
+
+    card: CardT
 
     def __init__(self, encoder: nn.Module, decoder: nn.Module, latent: LatentFamily, likelihood: Likelihood,
                  regularizers: Sequence[Regularizer], image_size: int, channels: int):
@@ -92,7 +101,7 @@ class VAE(nn.Module):
         self.head = nn.Linear(features, latent.param_size)
         self.regularizers = nn.ModuleList(regularizers)
         self.image_size, self.channels = image_size, channels
-        self.card: Card | None = None
+        self.card = cast(CardT, None)  # until vaezoo.assemble gives a model built from a card its card
         self.weights_digest: str | None = None
 
     @property

@@ -48,10 +48,15 @@ def the_zoo() -> list[object]:
     untrained: VAE = vaezoo.load("jointvae-mnist", pretrained=False, continuous=5)
     built: VAE = vaezoo.build_model(card, device=torch.device("cpu"), dtype=torch.float32)
     hub: VAE = vaezoo.from_pretrained("OWNER/REPO", revision="v1.0", cache_dir=None, local_files_only=False)
+    # a model made from a card has it: no None check (README's Quickstart)
+    loaded = vaezoo.load("jointvae-mnist")
+    headline: Metric = loaded.card.metrics["cluster_accuracy"]
+    test: ImageDataset = card_dataset(loaded.card, None, "test")
+    cards = [assert_type(vaezoo.build_model(card).card, Card), assert_type(vaezoo.from_pretrained("mine/").card, Card)]
     written: list[Path] = vaezoo.save_pretrained(model, "mine/")
     vaezoo.save_pretrained(torch.compile(model), Path("compiled/"))  # unwrapped, as timm's unwrap_model does
     vaezoo.push_to_hub(torch.nn.DataParallel(model), "OWNER/REPO", private=True)
-    return [names, some, from_folder, untrained, built, hub, written, vaezoo.__version__]
+    return [names, some, from_folder, untrained, built, hub, headline, test, cards, written, vaezoo.__version__]
 
 
 def the_model(model: VAE, card: Card) -> list[object]:
