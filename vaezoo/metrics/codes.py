@@ -17,10 +17,10 @@ from vaezoo.errors import MetricError, VaezooError
 from vaezoo.metrics.parallel import parallel_imap
 
 CPU_SLICE = 64
-"""Images the encoder takes at a time on a CPU when the metrics encode without decoding: slices of 64, side by side
-on torch's threads (one thread each), encoded 1,024 dSprites images at a time in a third of the time of one batch on
-two threads, whose small operations left most of the cores' time to OpenMP's waits (docs/benchmarks.md). An image's
-code does not depend on the images encoded beside it, nor on the threads."""
+"""Images the encoder takes at a time on a CPU when the metrics encode without decoding, the slices side by side on
+torch's threads, one thread each: a batch of 1,024 dSprites images on two threads left most of the cores' time to
+OpenMP's waits and to memory (docs/benchmarks.md: a third less time and CPU). An image's code does not depend on the
+images encoded beside it, nor on the threads."""
 
 
 class Images(Protocol):
