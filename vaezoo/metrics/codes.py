@@ -235,7 +235,8 @@ def encode_all(model, dataset: Images, device=None, batch_size: int = EVAL_BATCH
     """Encode every image of ``dataset`` once, without decoding (:func:`inference`): its mode and, for the parts
     whose posterior is a location-scale density (the latent protocol's ``location_scale()``), location and scale.
     A joint latent's categorical parts give no ``posteriors`` columns. ``device`` is where to encode (``"auto"``
-    too: :func:`vaezoo.devices.usable_device`).
+    too: :func:`vaezoo.devices.usable_device`); on a CPU the images are encoded :data:`CPU_SLICE` at a time, so
+    the posteriors an encoding keeps whole (``Encoding.batches``) are of that many images each.
 
     Raises:
         VaezooError: when the location-scale parts are of different families.
