@@ -161,6 +161,7 @@ def test_list_of_no_card_says_when_the_allow_list_leaves_the_zoo_out(monkeypatch
     err = capsys.readouterr().err
     assert err.startswith("no card found: VAEZOO_LOAD_PLUGINS leaves out the installed plugins ")
     assert "zoo" in err.partition("plugins ")[2].partition(" (")[0].split(", ")
+    assert err.endswith(" (plugin 'zoo' holds the built-in entries); add those whose cards you want\n")  # not 'zoo''s
 
 
 @pytest.mark.parametrize("argv", [["list", "--json"], ["plugins", "--json"], ["info", "tiny", "--json"]])

@@ -69,9 +69,9 @@ def run(args) -> int:
     if not cards and found.cards:
         print(f"no card of the {len(found.cards)} found matches; 'vaezoo list' with no pattern or filter lists them "
               f"all", file=sys.stderr)
-    elif not found.cards:  # the zoo's cards are plugin 'zoo''s: an allow-list may leave them out
+    elif not found.cards:  # plugin 'zoo' holds the zoo's cards: an allow-list may leave them out
         print("no card found" + (f": VAEZOO_LOAD_PLUGINS leaves out the installed plugins {', '.join(shown.left_out)} "
-                                 f"(the built-in entries are plugin 'zoo''s); add those whose cards you want"
+                                 f"(plugin 'zoo' holds the built-in entries); add those whose cards you want"
                                  if shown.left_out else ""), file=sys.stderr)
     groups = _groups(cards, args.group)
     if args.json:
