@@ -7,6 +7,7 @@ import os
 import re
 import tomllib
 
+import numpy as np
 import pytest
 from kit import GAUSSIAN_MLP_RGB, install_plugin, make_card, write_card, write_toml
 from pydantic import ValidationError
@@ -221,6 +222,10 @@ def test_pretrained_lists_the_models_with_weights(cards):
     assert vaezoo.list_models() == vaezoo.list_models(pretrained=False) == ["toy-recipe", "toy-trained"]
     assert vaezoo.list_models(pretrained=True) == ["toy-trained"]
     assert vaezoo.list_models("toy-r*", pretrained=True) == []
+    assert vaezoo.list_models(pretrained=np.True_) == ["toy-trained"]
+    for given in ("no", 1, None):
+        with pytest.raises(TypeError, match=rf"^list_models takes pretrained as True or False, not {given!r}$"):
+            vaezoo.list_models(pretrained=given)
 
 
 def test_a_card_outside_the_zoo_never_shadows_a_zoo_card(monkeypatch, tmp_path):

@@ -60,7 +60,10 @@ def list_models(pattern: str | list[str] | None = "*", dataset: str | None = Non
         pretrained: keep only the models that have weights, which :func:`load` loads (as timm's
             ``pretrained=True``); False lists recipe cards without weights too (one of yours on ``VAEZOO_CARDS_PATH``).
     """
+    from vaezoo.context import truth_value
     from vaezoo.entries.catalog import list_cards
 
+    if (weighted := truth_value(pretrained)) is None:  # a truthy "no" would list the models with weights
+        raise TypeError(f"list_models takes pretrained as True or False, not {pretrained!r}")
     return [c.name for c in list_cards(pattern, dataset, architecture, where, latent, exclude)
-            if not pretrained or c.weights is not None]
+            if not weighted or c.weights is not None]
