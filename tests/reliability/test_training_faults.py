@@ -816,7 +816,7 @@ def test_eval_checkpoint_says_what_is_wrong_with_a_missing_or_foreign_file(stopp
     other_path = write_toml(card_path.parent / "wide.toml", other)
     code, _, stderr = cli(capsys, "eval", str(other_path), "--checkpoint", str(out / CHECKPOINT))
     assert code == 1
-    assert_one_line_error(stderr, "was made from card 'tiny-blobs', whose model is not card 'wide''s",
+    assert_one_line_error(stderr, "was made from card 'tiny-blobs', whose model is not that of card 'wide'",
                           "model.encoder.hidden [8] in the checkpoint, [16] in card 'wide'",
                           "give the card the run was started from")
 

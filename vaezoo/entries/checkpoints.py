@@ -307,7 +307,7 @@ def check_model(checkpoint: Checkpoint, card: Card) -> None:
     mine = card_recipe(card, RESUMED | {"train"})
     if fingerprint(mine) != fingerprint(theirs) and (found := recipe_differences(theirs, mine)):  # 10 and 10.0 are one
         raise TrainingError(f"{checkpoint.label} was made from card '{checkpoint.card}', whose model is "
-                            f"not card '{card.name}''s: {_shown(found, card.name)}; "
+                            f"not that of card '{card.name}': {_shown(found, card.name)}; "
                             f"give the card the run was started from")
 
 

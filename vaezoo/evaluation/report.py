@@ -188,7 +188,7 @@ class EvalReport:
                 measured (another run was published there meanwhile).
         """
         if self.checkpoint is not None:
-            raise CardError(f"the metrics of checkpoint {self.checkpoint} are not card '{self.card.name}''s; "
+            raise CardError(f"the metrics of checkpoint {self.checkpoint} are not those of card '{self.card.name}'; "
                             f"measure the card's own weights to record them")
         path = Path(path) if path is not None else check_writable(self.card)
         measured = as_metrics(self.card, self.results, self.data_root, self.metrics,

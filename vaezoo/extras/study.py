@@ -57,8 +57,6 @@ methods is partly a difference in what is measured; never a selection rule's met
 SEEDS = (0, 1, 2, 3, 4)
 """The study's seeds: five per cell."""
 MiB = 1 << 20
-CARRY_LIMIT = 64 * MiB
-"""What a GPU run carries beside the checkout (the lent machine's limit)."""
 
 
 class StudyError(VaezooError):
@@ -829,7 +827,6 @@ def render_sections(table: StudyTable, cards: Sequence[Card], table_file: str, f
         ("one model's weights (median of the study's cards)", f"{size / MiB:.2f} MiB ({size:,} bytes)"),
         ("runs the three spans train", runs),
         ("all their weights", f"{runs * size / MiB:,.0f} MiB"),
-        ("a GPU run's carry limit", f"{CARRY_LIMIT / MiB:.0f} MiB"),
         ("new zoo entries (one per new method)", f"{new_entries}: {new_entries * size / MiB:.1f} MiB"),
         ("the study table", f"{len(table.rows)} rows"),
     ))
