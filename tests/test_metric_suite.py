@@ -860,6 +860,18 @@ def test_an_evaluation_keeps_one_code_table_and_counts_the_images_it_reads(small
     assert (task.done, evaluation.codes.encoded) == (3, 3)
 
 
+def test_reads_of_the_code_table_show_a_total_and_reads_beyond_what_was_announced_show_none(small_dataset):
+    evaluation = Evaluation(tiny_model(), small_dataset, batch_size=16)
+    task = Progress("codes", None, "images")
+    with evaluation.reporting(task):
+        evaluation.codes[np.arange(40)]
+        assert (task.done, task.total) == (40, 40)  # a line of percent and time left, not a bare count
+        assert "100% (40/40 images)" in task.line()
+        evaluation.images.batch(slice(0, 5))  # a metric's own sample, more than the table announced
+        assert (task.done, task.total) == (45, None)
+        assert task.line().startswith("codes: 45 images")
+
+
 def test_supervised_metrics_need_factors_and_unsupervised_ones_do_not():
     images = image_dataset(None)
     for name in SUITE[:8]:

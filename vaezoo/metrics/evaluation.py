@@ -34,8 +34,8 @@ T = TypeVar("T")
 class CountedImages:
     """The images of a dataset, each read counted on a progress display when there is one.
 
-    A pass over every image (:meth:`batches`) makes the total known; images drawn by index (:meth:`batch`, e.g. a
-    metric's random sample) are counted as they come.
+    A pass over every image (:meth:`batches`), or reads announced by :meth:`expect`, make the total known; other
+    images drawn by index (:meth:`batch`, e.g. a metric's random sample) are counted as they come.
 
     Args:
         dataset: the images.
@@ -55,16 +55,23 @@ class CountedImages:
         :func:`vaezoo.devices.usable_device`), counted."""
         images = self._dataset.batch(index, usable_device(device), dtype)
         if self._progress is not None:
+            if self._progress.total is not None and self._progress.done + len(images) > self._progress.total:
+                self._progress.total = None  # more than announced: a count and a rate, not a wrong time left
             self._progress.advance(len(images))
         return images
+
+    def expect(self, count: int) -> None:
+        """Announce that the next ``count`` images read are the work's whole remainder, so the display shows a total
+        and the time left."""
+        if self._progress is not None:
+            self._progress.total = self._progress.done + count
 
     def batches(self, batch_size: int, device: str | torch.device | None = None,
                 dtype: torch.dtype | str = torch.float32) -> Iterator[tuple[int, Tensor]]:
         """``(start, images)`` over every image in order (:meth:`vaezoo.data.ImageDataset.batches`) on ``device``
         (``"auto"`` too: :func:`vaezoo.devices.usable_device`), counted."""
         device = usable_device(device)
-        if self._progress is not None:
-            self._progress.total = self._progress.done + len(self._dataset)
+        self.expect(len(self._dataset))
         for start, images in self._dataset.batches(batch_size, device, dtype):
             if self._progress is not None:
                 self._progress.advance(len(images))
@@ -97,6 +104,7 @@ class CodeTable:
         missing = np.unique(indices[~self._encoded[indices]])
         if len(missing):
             e = self._evaluation
+            e.images.expect(len(missing))
             codes = mean_codes(e.model, e.images, torch.from_numpy(missing), e.device, e.batch_size).numpy()
             if self._rows is None:
                 self._rows = np.empty((len(self), codes.shape[1]), dtype=np.float32)
