@@ -598,7 +598,7 @@ def test_a_family_that_would_crash_vaezoo_train_at_its_end_fails_the_kit(breaks_
         testing.check_latent_family("indescribable", dim=2)
     message = str(caught.value)
     assert message.startswith("latent family 'indescribable' of plugin 'late'")
-    assert message.endswith("raised RuntimeError: no words for it")
+    assert message.endswith("layout() raised RuntimeError: no words for it")
 
 
 def test_a_metric_that_raises_after_training_fails_the_kit_quoting_vaezoo_train(breaks_after_training, tmp_path):

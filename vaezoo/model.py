@@ -482,7 +482,10 @@ def _require_layout(family: LatentFamily) -> None:
     """Refuse a family whose ``layout()`` is not a list of ``LatentPart`` whose sizes add up to its ``code_size``:
     ``vaezoo train`` writes it as the card's ``latent`` after the last step, where a layout of another type stopped
     the run without its card, and one of other sizes was written as it came, a card stating another latent."""
-    layout = family.layout()
+    try:
+        layout = family.layout()
+    except Exception as exc:
+        raise PluginError(f"{_part('latent family', family)}: layout() raised {type(exc).__name__}: {exc}") from exc
     if not (isinstance(layout, list) and layout and all(isinstance(part, LatentPart) for part in layout)):
         raise PluginError(f"{_part('latent family', family)}: layout() returned {layout!r:.80}, not a non-empty list "
                           f"of vaezoo.entries.schema.LatentPart (family, size, name) in code order")
