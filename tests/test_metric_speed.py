@@ -262,7 +262,7 @@ def test_a_codes_only_encoding_on_the_cpu_encodes_slices_on_the_threads_and_give
     with torch.no_grad():
         plain = [model.encode(x) for _, x in images.batches(300, torch.device("cpu"))][0]
     real, sizes, threads = model.encode, [], set()
-    model.encode = lambda x: sizes.append(len(x)) or threads.add(threading.get_ident()) or real(x)
+    model.encode = lambda x: sizes.append(len(x)) or len(x) > 1 and threads.add(threading.get_ident()) or real(x)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -271,7 +271,7 @@ def test_a_codes_only_encoding_on_the_cpu_encodes_slices_on_the_threads_and_give
         codes = mean_codes(model, images, drawn, "cpu", batch_size=1024)
     finally:
         torch.set_num_threads(before)
-    assert max(sizes) == CPU_SLICE and sum(sizes) == 300 + 160 and len(threads) == 2
+    assert max(sizes) == CPU_SLICE and sum(sizes) == 1 + 300 + 160 and len(threads) == 2  # 1: the probe of kept_whole
     assert torch.get_num_threads() == before
     assert torch.equal(encoding.modes, plain.mode)
     assert torch.equal(encoding.posteriors.scale, plain.location_scale().scale)
@@ -299,3 +299,33 @@ def test_parallel_imap_reads_its_items_as_the_work_goes_and_yields_in_order():
     assert first == (0, 1) and ahead <= 4  # two threads, two items each
     assert [i for i, _ in [first, *rest]] == list(range(50)) and {n for _, n in rest} == {1}
     assert torch.get_num_threads() == before
+
+
+def test_posteriors_kept_whole_stay_in_the_batches_asked_for_and_their_entropies_are_a_plain_encodings(monkeypatch):
+    """A family reached only through log_density_matrix (no location_scale) keeps each batch's posterior whole: the
+    estimator sums over those batches, so slices of CPU_SLICE changed its entropies' rounding and made it slower."""
+    from vaezoo.assemble import build_part
+    from vaezoo.data import ImageDataset
+    from vaezoo.latents.gaussian import GaussianPosterior
+    from vaezoo.metrics.codes import encode_all
+    from vaezoo.metrics.entropy import estimate_entropies_from_posteriors
+
+    monkeypatch.setattr(GaussianPosterior, "location_scale", lambda self: None)
+    torch.manual_seed(0)
+    model = build_part("architecture", {"type": "vae", "image_size": 64, "channels": 1,
+                                        "latent": {"type": "gaussian", "dim": 3}}).eval()
+    images = ImageDataset(torch.randint(0, 256, (300, 1, 64, 64), dtype=torch.uint8,
+                                        generator=torch.Generator().manual_seed(0)))
+    with torch.no_grad():
+        plain = [dict(model.encode(x).parts) for _, x in images.batches(128, torch.device("cpu"))]
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        encoding = encode_all(model, images, "cpu", batch_size=128)
+    finally:
+        torch.set_num_threads(before)
+    assert [len(batch["z"].mode) for batch in encoding.batches] == [128, 128, 44]
+    factors = torch.arange(300)[:, None] % 3
+    kept, expected = (estimate_entropies_from_posteriors(batches, factors, 200, 0)
+                      for batches in (encoding.batches, plain))
+    assert torch.equal(kept.marginal, expected.marginal) and kept.joint == expected.joint

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from itertools import chain
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -197,14 +198,12 @@ class EncodingBuilder:
         that reach the densities through ``log_density_matrix`` leave out no part that has one.
         """
         self._modes.append(posterior.mode.float().cpu())
-        located = {name: p.location_scale() for name, p in posterior.parts.items()}
-        parts = [density for density in located.values() if density is not None]
+        parts = [density for p in posterior.parts.values() if (density := p.location_scale()) is not None]
         if parts:
             self._families.update(d.family for d in parts)
             self._locs.append(torch.cat([d.loc for d in parts], -1).float().cpu())
             self._scales.append(torch.cat([d.scale for d in parts], -1).float().cpu())
-        if not parts or any(density is None and has_density_matrix(posterior.parts[name])
-                            for name, density in located.items()):
+        if kept_whole(posterior):
             self._batches.append(dict(posterior.parts))
 
     def encoding(self) -> Encoding:
@@ -222,6 +221,14 @@ class EncodingBuilder:
         return Encoding(torch.cat(self._modes), posteriors, tuple(self._batches))
 
 
+def kept_whole(posterior) -> bool:
+    """Whether an :class:`EncodingBuilder` keeps ``posterior``'s parts whole (``Encoding.batches``): when no part is
+    location-scale, or a part has a density but no location-scale form."""
+    located = {name: p.location_scale() for name, p in posterior.parts.items()}
+    return all(density is None for density in located.values()) or any(
+        density is None and has_density_matrix(posterior.parts[name]) for name, density in located.items())
+
+
 def has_density_matrix(part) -> bool:
     """Whether the posterior ``part`` gives ``log_density_matrix`` (a latent family with densities does)."""
     try:
@@ -235,8 +242,8 @@ def encode_all(model, dataset: Images, device=None, batch_size: int = EVAL_BATCH
     """Encode every image of ``dataset`` once, without decoding (:func:`inference`): its mode and, for the parts
     whose posterior is a location-scale density (the latent protocol's ``location_scale()``), location and scale.
     A joint latent's categorical parts give no ``posteriors`` columns. ``device`` is where to encode (``"auto"``
-    too: :func:`vaezoo.devices.usable_device`); on a CPU the images are encoded :data:`CPU_SLICE` at a time, so
-    the posteriors an encoding keeps whole (``Encoding.batches``) are of that many images each.
+    too: :func:`vaezoo.devices.usable_device`). On a CPU the images are encoded :data:`CPU_SLICE` at a time, unless
+    the encoding keeps its posteriors whole (``Encoding.batches``): those stay of ``batch_size`` images each.
 
     Raises:
         VaezooError: when the location-scale parts are of different families.
@@ -244,19 +251,25 @@ def encode_all(model, dataset: Images, device=None, batch_size: int = EVAL_BATCH
     device = usable_device(device)
     builder = EncodingBuilder()
     with inference(model):
-        for posterior in _encoded(model, (x for _, x in dataset.batches(batch_size, device)), device):
-            builder.add(posterior)
+        batches = (x for _, x in dataset.batches(batch_size, device))
+        first = next(batches, None)
+        if first is not None:
+            # the estimator over posteriors kept whole sums them batch by batch: slices would change its rounding
+            # and cost a pass of Python per slice
+            whole = kept_whole(model.encode(first[:1]))
+            for posterior in _encoded(model, chain([first], batches), device, whole):
+                builder.add(posterior)
     return builder.encoding()
 
 
-def _encoded(model, batches: Iterable[Tensor], device: torch.device | None) -> Iterator:
+def _encoded(model, batches: Iterable[Tensor], device: torch.device | None, whole: bool = False) -> Iterator:
     """``model.encode`` of each batch of images in order, in inference mode: on a CPU, of each :data:`CPU_SLICE`
-    images, the slices side by side on torch's threads; on another device, of each batch whole."""
+    images, the slices side by side on torch's threads; on another device, or where ``whole``, of each batch."""
     def encode(x: Tensor):
         with torch.inference_mode():  # per thread
             return model.encode(x)
 
-    if device is not None and device.type != "cpu":
+    if whole or (device is not None and device.type != "cpu"):
         return map(encode, batches)
     return parallel_imap(encode, (piece for x in batches for piece in x.split(CPU_SLICE)))
 
