@@ -247,9 +247,9 @@ def test_the_script_stays_left_out_until_the_last_threads_workers_have_started()
 
 
 def test_a_codes_only_encoding_on_the_cpu_encodes_slices_on_the_threads_and_gives_a_plain_encodings_codes():
-    """On a CPU the encoder takes CPU_SLICE images at a time, the slices side by side on torch's threads (one
-    batch of 1,024 on two threads spent most of the cores' time in OpenMP's waits); the codes, the posteriors and
-    the table of mean codes are a plain encoding's, bit for bit."""
+    """On a CPU the encoder takes CPU_SLICE images at a time after the first batch, the slices side by side on
+    torch's threads (one batch of 1,024 on two threads spent most of the cores' time in OpenMP's waits); the codes,
+    the posteriors and the table of mean codes are a plain encoding's, bit for bit."""
     from vaezoo.assemble import build_part
     from vaezoo.data import ImageDataset
     from vaezoo.metrics.codes import CPU_SLICE, encode_all, mean_codes
@@ -261,17 +261,19 @@ def test_a_codes_only_encoding_on_the_cpu_encodes_slices_on_the_threads_and_give
                                         generator=torch.Generator().manual_seed(0)))
     with torch.no_grad():
         plain = [model.encode(x) for _, x in images.batches(300, torch.device("cpu"))][0]
-    real, sizes, threads = model.encode, [], set()
-    model.encode = lambda x: sizes.append(len(x)) or len(x) > 1 and threads.add(threading.get_ident()) or real(x)
+    real, calls = model.encode, []
+    model.encode = lambda x: calls.append((len(x), threading.get_ident())) or real(x)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        encoding = encode_all(model, images, "cpu", batch_size=1024)
+        encoding = encode_all(model, images, "cpu", batch_size=128)
         drawn = torch.tensor([299, 0, 150, 7] * 40)
         codes = mean_codes(model, images, drawn, "cpu", batch_size=1024)
     finally:
         torch.set_num_threads(before)
-    assert max(sizes) == CPU_SLICE and sum(sizes) == 1 + 300 + 160 and len(threads) == 2  # 1: the probe of kept_whole
+    sizes = [n for n, _ in calls]  # the first batch whole, then slices, then those of the drawn codes
+    assert sizes[0] == 128 and max(sizes[1:]) == CPU_SLICE and sum(sizes) == 300 + 160
+    assert len({thread for _, thread in calls[1:]}) == 2
     assert torch.get_num_threads() == before
     assert torch.equal(encoding.modes, plain.mode)
     assert torch.equal(encoding.posteriors.scale, plain.location_scale().scale)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from itertools import chain
+from itertools import islice
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -198,13 +198,20 @@ class EncodingBuilder:
         that reach the densities through ``log_density_matrix`` leave out no part that has one.
         """
         self._modes.append(posterior.mode.float().cpu())
-        parts = [density for p in posterior.parts.values() if (density := p.location_scale()) is not None]
+        located = {name: p.location_scale() for name, p in posterior.parts.items()}
+        parts = [density for density in located.values() if density is not None]
         if parts:
             self._families.update(d.family for d in parts)
             self._locs.append(torch.cat([d.loc for d in parts], -1).float().cpu())
             self._scales.append(torch.cat([d.scale for d in parts], -1).float().cpu())
-        if kept_whole(posterior):
+        if not parts or any(density is None and has_density_matrix(posterior.parts[name])
+                            for name, density in located.items()):
             self._batches.append(dict(posterior.parts))
+
+    @property
+    def keeps_batches(self) -> bool:
+        """Whether it keeps each batch's posterior parts whole (``Encoding.batches``), as the batches taken say."""
+        return bool(self._batches)
 
     def encoding(self) -> Encoding:
         """The batches taken so far, as one :class:`Encoding`.
@@ -221,14 +228,6 @@ class EncodingBuilder:
         return Encoding(torch.cat(self._modes), posteriors, tuple(self._batches))
 
 
-def kept_whole(posterior) -> bool:
-    """Whether an :class:`EncodingBuilder` keeps ``posterior``'s parts whole (``Encoding.batches``): when no part is
-    location-scale, or a part has a density but no location-scale form."""
-    located = {name: p.location_scale() for name, p in posterior.parts.items()}
-    return all(density is None for density in located.values()) or any(
-        density is None and has_density_matrix(posterior.parts[name]) for name, density in located.items())
-
-
 def has_density_matrix(part) -> bool:
     """Whether the posterior ``part`` gives ``log_density_matrix`` (a latent family with densities does)."""
     try:
@@ -242,8 +241,9 @@ def encode_all(model, dataset: Images, device=None, batch_size: int = EVAL_BATCH
     """Encode every image of ``dataset`` once, without decoding (:func:`inference`): its mode and, for the parts
     whose posterior is a location-scale density (the latent protocol's ``location_scale()``), location and scale.
     A joint latent's categorical parts give no ``posteriors`` columns. ``device`` is where to encode (``"auto"``
-    too: :func:`vaezoo.devices.usable_device`). On a CPU the images are encoded :data:`CPU_SLICE` at a time, unless
-    the encoding keeps its posteriors whole (``Encoding.batches``): those stay of ``batch_size`` images each.
+    too: :func:`vaezoo.devices.usable_device`). On a CPU the images after the first batch are encoded
+    :data:`CPU_SLICE` at a time, unless the encoding keeps its posteriors whole (``Encoding.batches``): those stay
+    of ``batch_size`` images each.
 
     Raises:
         VaezooError: when the location-scale parts are of different families.
@@ -252,13 +252,12 @@ def encode_all(model, dataset: Images, device=None, batch_size: int = EVAL_BATCH
     builder = EncodingBuilder()
     with inference(model):
         batches = (x for _, x in dataset.batches(batch_size, device))
-        first = next(batches, None)
-        if first is not None:
-            # the estimator over posteriors kept whole sums them batch by batch: slices would change its rounding
-            # and cost a pass of Python per slice
-            whole = kept_whole(model.encode(first[:1]))
-            for posterior in _encoded(model, chain([first], batches), device, whole):
-                builder.add(posterior)
+        for x in islice(batches, 1):
+            # the first batch, whole, tells whether the posteriors are kept: the estimator over them sums batch by
+            # batch, which slices would round otherwise and slow down (a pass of Python per slice)
+            builder.add(model.encode(x))
+        for posterior in _encoded(model, batches, device, whole=builder.keeps_batches):
+            builder.add(posterior)
     return builder.encoding()
 
 
