@@ -20,7 +20,7 @@ from vaezoo.metrics.parallel import parallel_imap
 CPU_SLICE = 64
 """Images the encoder takes at a time on a CPU when the metrics encode without decoding, the slices side by side on
 torch's threads, one thread each: a batch of 1,024 dSprites images on two threads left most of the cores' time to
-OpenMP's waits and to memory (docs/benchmarks.md: a third less time and CPU). An image's code does not depend on the
+OpenMP's waits and to memory (notes/timings.md: a third less time and CPU). An image's code does not depend on the
 images encoded beside it, nor on the threads."""
 
 
