@@ -203,8 +203,9 @@ def stack_key(member: Member) -> str:
     """What members must share to be stacked: everything of the card but the seed, the floats of its ``model``
     table and the learning rate (each member's own, :mod:`vaezoo.training.settings`), the model's
     :func:`~vaezoo.training.settings.structure`, its training parts' structures, float settings and optimisers
-    (the stacked parts step with one optimiser each, of one group's settings), and the step."""
-    train = member.card.train.model_dump(mode="json", exclude={"seed"})
+    (the stacked parts step with one optimiser each, of one group's settings), and the step. The machines a member
+    trained on before are no part of it: the stack trains them all on this one."""
+    train = member.card.train.model_dump(mode="json", exclude={"seed", "machine"})
     train["optimizer"]["lr"] = float
     model = member.model
     parts = ([(where, structure(part), float_settings(part)) for where, part in model.training_parts().items()],
