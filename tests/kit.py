@@ -609,7 +609,9 @@ def assert_member_checkpoint_is_the_solo_runs(member: Path, alone: Path, formula
     import torch
 
     together, solo = (torch.load(path, weights_only=True) for path in (member, alone))
-    assert [{**m, "ensemble": formulation, "members": members} for m in solo.pop("machine")] == together.pop("machine")
+    expected = [{**m, "ensemble": formulation, "members": members} for m in solo.pop("machine")]
+    recorded = together.pop("machine")
+    assert expected == recorded, (expected, recorded)  # kit.py's asserts are not rewritten by pytest
     written = []
     for state in (together, solo):
         buffer = io.BytesIO()

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from kit import child_env, make_card, write_toml
+from kit import assert_member_checkpoint_is_the_solo_runs, child_env, make_card, write_toml
 
 from vaezoo.cli.train import MOST_SEEDS, seeds_arg
 from vaezoo.entries.schema import Card
@@ -39,8 +39,9 @@ def test_torchrun_shares_the_seeds_out_and_each_folder_is_its_solo_run(data_plug
         torch.set_num_threads(threads)
     for seed in range(4):
         alone = tmp_path / f"alone-{seed}"
-        for name in (CHECKPOINT, "toyvae-bars-run.safetensors"):
-            assert (out / f"seed-{seed}" / name).read_bytes() == (alone / name).read_bytes(), (seed, name)
+        name = "toyvae-bars-run.safetensors"
+        assert (out / f"seed-{seed}" / name).read_bytes() == (alone / name).read_bytes(), seed
+        assert_member_checkpoint_is_the_solo_runs(out / f"seed-{seed}" / CHECKPOINT, alone / CHECKPOINT, "loop", 2)
 
 
 @pytest.mark.parametrize(("world", "seeds", "said"), [

@@ -357,11 +357,11 @@ def test_write_refuses_a_card_file_its_owner_made_read_only_before_measuring(tmp
 
 def test_eval_write_refuses_a_card_from_the_hub_cache(cards_dir, capsys, monkeypatch):
     """A card whose file is huggingface_hub's cached snapshot is not written, as `seeds --write` refuses it."""
-    import vaezoo.evaluation.report
+    import vaezoo.entries.catalog
 
     path = write_card(cards_dir, make_card("tiny"))
     card = parse_card(path, source="hf-hub:me/tiny@0123")
-    monkeypatch.setattr(vaezoo.evaluation.report, "get_card", lambda name: card)
+    monkeypatch.setattr(vaezoo.entries.catalog, "get_card", lambda name: card)  # as if fetched from the Hub
     before = path.read_bytes()
     code, _, err = cli(capsys, "eval", "hf-hub:me/tiny", "--write")
     assert code == 1 and "comes from hf-hub:me/tiny@0123, not from a local card file" in err
