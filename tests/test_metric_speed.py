@@ -246,19 +246,25 @@ def test_the_script_stays_left_out_until_the_last_threads_workers_have_started()
             main.__file__ = had
 
 
-def test_a_codes_only_encoding_on_the_cpu_encodes_slices_on_the_threads_and_gives_a_plain_encodings_codes():
-    """On a CPU the encoder takes CPU_SLICE images at a time after the first batch, the slices side by side on
-    torch's threads (one batch of 1,024 on two threads spent most of the cores' time in OpenMP's waits); the codes,
-    the posteriors and the table of mean codes are a plain encoding's, bit for bit."""
+def _conv_model_and_images():
+    """A convolutional VAE of 3 Gaussian dimensions, in eval mode, and 300 random 64x64 images."""
     from vaezoo.assemble import build_part
     from vaezoo.data import ImageDataset
-    from vaezoo.metrics.codes import CPU_SLICE, encode_all, mean_codes
 
     torch.manual_seed(0)
     model = build_part("architecture", {"type": "vae", "image_size": 64, "channels": 1,
                                         "latent": {"type": "gaussian", "dim": 3}}).eval()
-    images = ImageDataset(torch.randint(0, 256, (300, 1, 64, 64), dtype=torch.uint8,
-                                        generator=torch.Generator().manual_seed(0)))
+    return model, ImageDataset(torch.randint(0, 256, (300, 1, 64, 64), dtype=torch.uint8,
+                                             generator=torch.Generator().manual_seed(0)))
+
+
+def test_a_codes_only_encoding_on_the_cpu_encodes_slices_on_the_threads_and_gives_a_plain_encodings_codes():
+    """On a CPU the encoder takes CPU_SLICE images at a time after the first batch, the slices side by side on
+    torch's threads (one batch of 1,024 on two threads spent most of the cores' time in OpenMP's waits); the codes,
+    the posteriors and the table of mean codes are a plain encoding's, bit for bit."""
+    from vaezoo.metrics.codes import CPU_SLICE, encode_all, mean_codes
+
+    model, images = _conv_model_and_images()
     with torch.no_grad():
         plain = [model.encode(x) for _, x in images.batches(300, torch.device("cpu"))][0]
     real, calls = model.encode, []
@@ -306,18 +312,12 @@ def test_parallel_imap_reads_its_items_as_the_work_goes_and_yields_in_order():
 def test_posteriors_kept_whole_stay_in_the_batches_asked_for_and_their_entropies_are_a_plain_encodings(monkeypatch):
     """A family reached only through log_density_matrix (no location_scale) keeps each batch's posterior whole: the
     estimator sums over those batches, so slices of CPU_SLICE changed its entropies' rounding and made it slower."""
-    from vaezoo.assemble import build_part
-    from vaezoo.data import ImageDataset
     from vaezoo.latents.gaussian import GaussianPosterior
     from vaezoo.metrics.codes import encode_all
     from vaezoo.metrics.entropy import estimate_entropies_from_posteriors
 
     monkeypatch.setattr(GaussianPosterior, "location_scale", lambda self: None)
-    torch.manual_seed(0)
-    model = build_part("architecture", {"type": "vae", "image_size": 64, "channels": 1,
-                                        "latent": {"type": "gaussian", "dim": 3}}).eval()
-    images = ImageDataset(torch.randint(0, 256, (300, 1, 64, 64), dtype=torch.uint8,
-                                        generator=torch.Generator().manual_seed(0)))
+    model, images = _conv_model_and_images()
     with torch.no_grad():
         plain = [dict(model.encode(x).parts) for _, x in images.batches(128, torch.device("cpu"))]
     before = torch.get_num_threads()
