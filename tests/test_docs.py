@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -163,6 +164,54 @@ def test_readme_shows_the_user_commands_and_loads_a_trained_folder():
     assert 'device="cpu"' in python and 'vaezoo.load("runs/x")' in python
     assert any(line.startswith("vaezoo train ") and "--out runs/x" in line and "--name " in line
                for b in README_BLOCKS for line in b.code.splitlines())
+
+
+# A command line of a shell block: what follows a shell's `&&`, `;` or `|`, after any VAR=value, up to a comment.
+SHELL_COMMAND = re.compile(r"(?:^|&&|;|\|)\s*(?:[A-Z_]+=\S*\s+)*(?P<command>vaezoo [^#&;|]*)")
+# A word in capitals alone (N, DATA, DIR) stands for a value the reader gives.
+PLACEHOLDER = re.compile(r"[A-Z]+")
+DOC_COMMANDS = [pytest.param(m["command"].strip(), id=f"{b.id}:{m['command'].split()[1]}")
+                for page in [*PAGES, REPO / "CONTRIBUTING.md"] for b in code_blocks(page) if b.lang == "bash"
+                for line in b.code.splitlines() for m in SHELL_COMMAND.finditer(line)]
+# An inline command of the prose, such as `vaezoo eval RUN --write`: its options are checked, not its arguments.
+INLINE_COMMAND = re.compile(r"`(?:python -m )?vaezoo (?P<command>[a-z][a-z-]*)(?P<rest>[^`]*)`")
+OPTION = re.compile(r"(?<![\w-])--?[a-zA-Z][\w-]*")
+
+
+def _subcommands() -> dict:
+    """``name -> argparse parser`` of every command, the extras' included."""
+    from vaezoo.cli import build_parser
+
+    return next(a for a in build_parser()._actions if a.dest == "command").choices
+
+
+@pytest.mark.parametrize("command", DOC_COMMANDS)
+def test_every_command_a_shell_block_shows_is_one_vaezoo_understands(command, monkeypatch, capsys):
+    """Each command of a README, docs/ or CONTRIBUTING shell block, run or not, parses as written: its command, its
+    options and their values, on any machine (one without the GPU a `--device cuda` names too)."""
+    from vaezoo import devices
+    from vaezoo.cli import build_parser
+
+    monkeypatch.setattr(devices, "_count", lambda kind: 1)
+    argv = ["1" if PLACEHOLDER.fullmatch(word) else word for word in shlex.split(command)[1:]]
+    try:
+        build_parser().parse_args(argv)
+    except SystemExit:
+        pytest.fail(f"{command!r} is not understood: {capsys.readouterr().err.strip().splitlines()[-1]}")
+
+
+@pytest.mark.parametrize("page", [*PAGES, REPO / "CONTRIBUTING.md"], ids=lambda p: str(p.relative_to(REPO)))
+def test_every_option_the_prose_names_in_a_command_is_one_that_command_has(page):
+    commands = _subcommands()
+    unknown = []
+    for match in INLINE_COMMAND.finditer(FENCE.sub("", page.read_text(encoding="utf-8"))):
+        parser = commands.get(match["command"])
+        if parser is None:  # `vaezoo --help`, `vaezoo train/eval/show`: no one command
+            continue
+        options = {option for action in parser._actions for option in action.option_strings}
+        own = re.split(r"\\?\||\s--\s", match["rest"])[0]  # up to a pipe into another program, or `--`
+        unknown += [f"{match[0]}: {option}" for option in OPTION.findall(own) if option not in options]
+    assert not unknown, f"{page.relative_to(REPO)} names options its commands lack: {unknown}"
 
 
 def test_no_run_marks_only_a_code_block():
