@@ -124,6 +124,17 @@ def _check_options(method: Callable, name: str, options: Mapping[str, Any]) -> N
                         f"[train.data] options") from None
 
 
+def recorded_data(card: Card) -> Card:
+    """``card`` with its dataset's options as a run's card records them (:meth:`vaezoo.data.Dataset.record`): with
+    what its dataset needs to describe itself where its files are not, so the run's card loads anywhere."""
+    data = card.train.data
+    options = registry("dataset")[data.name].record(**data.options)
+    if options == data.options:
+        return card
+    train = card.train.model_copy(update={"data": data.model_copy(update={"options": options})})
+    return card.model_copy(update={"train": train})
+
+
 def model_context(card: Card) -> BuildContext:
     """The :class:`BuildContext` of ``card``'s model: the facts of its training split."""
     info = data_info(card, "train")

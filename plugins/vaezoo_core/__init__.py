@@ -54,6 +54,7 @@ def vaezoo_register_datasets(register):
     from vaezoo.data.celeba import CelebA
     from vaezoo.data.chairs import Chairs
     from vaezoo.data.dsprites import DSpritesDataset
+    from vaezoo.data.folder import ImageFolder
     from vaezoo.data.synthetic import Synthetic
     from vaezoo.data.torchvision_sets import fashion_mnist, mnist
 
@@ -63,6 +64,7 @@ def vaezoo_register_datasets(register):
     register("celeba", CelebA())
     register("chairs", Chairs())
     register("synthetic", Synthetic())
+    register("image_folder", ImageFolder())
 
 
 @hookimpl

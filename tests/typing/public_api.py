@@ -271,6 +271,10 @@ class Squares(Dataset):
              **options: object) -> ImageDataset:
         return ImageDataset(torch.zeros(16, 1, 8, 8, dtype=torch.uint8), scale=255.0)
 
+    def record(self, **options: object) -> dict[str, object]:
+        """What a run's card records: the size, which its card may leave to the default."""
+        return {"size": 16, **options}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("card", help="a zoo name or a card's TOML file")

@@ -266,6 +266,12 @@ class Dataset:
         """Load ``split`` from ``root`` (see :func:`data_root`), as an :class:`ImageDataset`."""
         raise NotImplementedError
 
+    def record(self, **options: Any) -> dict[str, Any]:
+        """The options a run's card records: ``options`` and what else :meth:`info` needs to answer without the
+        dataset's files (a folder's number of images), so that the card loads with its weights where they are not.
+        By default ``options`` as they are."""
+        return options
+
 
 class DataRoot(NamedTuple):
     """Where datasets are read from.

@@ -10,11 +10,10 @@ and no test split: "test" is the same images, as the original code evaluated non
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from vaezoo.data.base import DataInfo, Dataset, ImageDataset, data_root
-from vaezoo.data.images import read_images
+from vaezoo.data.images import class_folders, read_images
 from vaezoo.errors import DataError
 
 URL = "https://www.di.ens.fr/willow/research/seeing3Dchairs/"
@@ -54,7 +53,7 @@ def image_files(root=None) -> list[Path]:
                               "subfolder per chair, into DIR/{name}/ and pass {data_root:DIR} or set VAEZOO_DATA",
                               folder=folder, source=where.source, hint=hint, prepare=PREPARE, name=FOLDER)
     try:
-        files = _image_folder_files(folder)
+        files = [file for files in class_folders(folder).values() for file in files]
     except OSError as exc:
         raise DataError(f"chairs: {folder} cannot be read ({exc.strerror or exc}); {PREPARE} into it") from None
     if not files:
@@ -62,28 +61,6 @@ def image_files(root=None) -> list[Path]:
     if len(files) != IMAGES:
         raise DataError(f"chairs: found {len(files):,} images in {folder}, expected {IMAGES:,} (1,393 chairs x 62 "
                         f"views); {PREPARE}, every render of rendered_chairs.tar")
-    return files
-
-
-def _image_folder_files(folder: Path) -> list[Path]:
-    """The image files ``torchvision.datasets.ImageFolder(folder)`` lists, in its order (class folders by name,
-    then each one's folders, links followed, by path, and their files by name), but each real folder once:
-    ImageFolder follows a link back up the tree until the path is too long, and two such links make its walk
-    exponential."""
-    from torchvision.datasets.folder import IMG_EXTENSIONS
-
-    files = []
-    for chair in sorted(entry.name for entry in os.scandir(folder) if entry.is_dir()):
-        seen, walked = set(), []
-        for base, folders, names in os.walk(folder / chair, followlinks=True):
-            info = os.stat(base)
-            if (info.st_dev, info.st_ino) in seen:
-                folders[:] = []
-                continue
-            seen.add((info.st_dev, info.st_ino))
-            walked.append((base, names))
-        files += [Path(base, name) for base, names in sorted(walked) for name in sorted(names)
-                  if name.lower().endswith(IMG_EXTENSIONS)]
     return files
 
 

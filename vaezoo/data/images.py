@@ -1,4 +1,5 @@
-"""Reading a list of image files into one uint8 tensor, for datasets stored as folders of images."""
+"""Folders of image files: listing them as ``torchvision.datasets.ImageFolder`` does, and reading them into one uint8
+tensor."""
 
 from __future__ import annotations
 
@@ -12,6 +13,41 @@ import torch
 
 from vaezoo.errors import DataError
 from vaezoo.terminal import progress
+
+
+def class_folders(folder: Path) -> dict[str, list[Path]]:
+    """The image files ``torchvision.datasets.ImageFolder(folder)`` lists, by class, in its order: class folders by
+    name, then each one's folders, links followed, by path, and their files by name. Each real folder is walked
+    once: ImageFolder follows a link back up the tree until the path is too long, and two such links make its walk
+    exponential.
+
+    Args:
+        folder: the folder holding one subfolder per class.
+
+    Returns:
+        ``{class folder's name: its image files}``, every class folder, those without images too.
+
+    Raises:
+        OSError: ``folder`` or a folder inside it cannot be listed (ImageFolder left such a folder out).
+    """
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+
+    def refuse(error: OSError) -> None:
+        raise error
+
+    classes = {}
+    for name in sorted(entry.name for entry in os.scandir(folder) if entry.is_dir()):
+        seen, walked = set(), []
+        for base, folders, names in os.walk(folder / name, onerror=refuse, followlinks=True):
+            info = os.stat(base)
+            if (info.st_dev, info.st_ino) in seen:
+                folders[:] = []
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            walked.append((base, names))
+        classes[name] = [Path(base, file) for base, files in sorted(walked) for file in sorted(files)
+                         if file.lower().endswith(IMG_EXTENSIONS)]
+    return classes
 
 
 def read_images(paths: Sequence[Path], mode: str, size: int, resize: bool, name: str, how: str = "") -> torch.Tensor:

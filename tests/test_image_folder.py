@@ -1,0 +1,235 @@
+"""The built-in ``image_folder`` dataset: a folder of your own images read as torchvision's ImageFolder reads it,
+split deterministically, refused in one line where it does not fit, and a card trained on it that loads where the
+folder is not."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from kit import assert_one_line_error, cli, write_toml
+
+import vaezoo
+from vaezoo.assemble import data_info, load_dataset
+from vaezoo.entries.catalog import parse_card
+from vaezoo.errors import DataError
+
+
+def draw(folder, names, size=(12, 10), mode="RGB", seed=0):
+    """Random PNGs at ``folder/NAME`` (``NAME`` may hold a class folder), of PIL ``mode`` and ``size``."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for name in names:
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pixels = rng.integers(0, 256, (size[1], size[0], len(mode)), dtype=np.uint8)
+        Image.fromarray(pixels[..., 0] if mode == "L" else pixels, mode).save(path)
+
+
+def card(folder, name="betatcvae-mine", **options):
+    """A beta-TCVAE card on ``folder``, small enough to train a step in a moment."""
+    return {"name": name, "architecture": "betatcvae", "summary": "beta-TCVAE on my images.",
+            "dataset": "image_folder", "paper": "Chen et al. (2018). https://arxiv.org/abs/1802.04942",
+            "license": "MIT", "vaezoo_version": vaezoo.__version__,
+            "model": {"latent_dim": 2, "hidden": 8},
+            "train": {"epochs": 1, "batch_size": 8,
+                      "data": {"name": "image_folder",
+                               "options": {"folder": str(folder), "image_size": 16, "channels": 1, **options}},
+                      "optimizer": {"name": "Adam", "lr": 1e-3}}}
+
+
+def test_class_folders_are_read_as_torchvision_imagefolder_reads_them(tmp_path):
+    from PIL import Image
+    from torchvision.datasets import ImageFolder
+
+    draw(tmp_path, [f"{label}/{i}.png" for label in ("dogs", "cats") for i in range(10)], size=(20, 14))
+    reference = ImageFolder(str(tmp_path))
+    expected = {}
+    for path, target in reference.samples:
+        image = Image.open(path).convert("RGB").resize((8, 8), Image.LANCZOS)
+        expected[path] = (np.asarray(image).transpose(2, 0, 1), target)
+    seen = {}
+    for split in ("train", "test"):
+        data = load_dataset("image_folder", split=split, folder=str(tmp_path), image_size=8)
+        assert data.images.shape[1:] == (3, 8, 8) and data.images.dtype == torch.uint8
+        for image, label in zip(data.images.numpy(), data.labels.tolist()):
+            found = [path for path, (pixels, target) in expected.items()
+                     if np.array_equal(pixels, image) and target == label]
+            assert len(found) == 1
+            seen[found[0]] = split
+    assert sorted(seen) == sorted(expected)  # every image once, in one split
+    assert list(seen.values()).count("test") == 2  # 10% of 20
+
+
+def plain(folder, names):
+    """A grey PNG of one level per name, 8 times its index: the level says which file an image was."""
+    from PIL import Image
+
+    folder.mkdir(parents=True)
+    for name in names:
+        Image.new("L", (6, 6), 8 * names.index(name)).save(folder / name)
+
+
+def test_the_held_out_images_depend_on_their_names_not_on_the_order_the_folder_lists_them(tmp_path, monkeypatch):
+    names = [f"img{i:02d}.png" for i in range(30)]
+    plain(tmp_path / "a", names)
+    # the rule the docs state: the share of the images whose paths inside the folder have the lowest sha256
+    expected = sorted(names, key=lambda name: hashlib.sha256(name.encode()).hexdigest())[:6]
+    real_scandir = os.scandir
+    monkeypatch.setattr("vaezoo.data.folder.os.scandir",  # listed backwards, as another file system may
+                        lambda path: iter(sorted(real_scandir(path), key=lambda entry: entry.name, reverse=True)))
+    splits = {split: load_dataset("image_folder", split=split, folder=str(tmp_path / "a"), image_size=2,
+                                  channels=1, test_share=0.2) for split in ("train", "test")}
+    held = sorted(names[int(image[0, 0, 0]) // 8] for image in splits["test"].images)
+    assert held == sorted(expected) and splits["test"].labels is None
+    assert len(splits["train"]) == 24 and not set(held) & {names[int(image[0, 0, 0]) // 8]
+                                                           for image in splits["train"].images}
+
+
+def test_train_and_test_folders_are_the_splits(tmp_path):
+    draw(tmp_path, [f"train/{c}/{i}.png" for c in ("a", "b") for i in range(3)] + ["test/b/0.png"])
+    train = load_dataset("image_folder", split="train", folder=str(tmp_path), image_size=4, channels=1)
+    test = load_dataset("image_folder", split="test", folder=str(tmp_path), image_size=4, channels=1)
+    assert (len(train), len(test)) == (6, 1) and train.images.shape[1] == 1
+    assert train.labels.tolist() == [0, 0, 0, 1, 1, 1] and test.labels.tolist() == [1]
+
+
+def test_images_of_every_size_and_mode_are_resized_and_converted(tmp_path):
+    draw(tmp_path, ["grey.png"], (30, 20), "L")
+    draw(tmp_path, ["rgba.png"], (5, 9), "RGBA")
+    draw(tmp_path, ["rgb.jpg"], (64, 64), "RGB")
+    draw(tmp_path, [f"{i}.png" for i in range(7)], (16, 16))
+    both = [load_dataset("image_folder", split=split, folder=str(tmp_path), image_size=16, channels=3)
+            for split in ("train", "test")]
+    assert [len(data) for data in both] == [9, 1] and all(data.images.shape[1:] == (3, 16, 16) for data in both)
+
+
+def test_links_back_up_the_folder_are_walked_once(tmp_path):
+    draw(tmp_path, [f"c/{i}.png" for i in range(10)])
+    (tmp_path / "c" / "up").symlink_to("..")
+    (tmp_path / "c" / "here").symlink_to(".")
+    assert data_info_of(tmp_path, "train").size == 9
+
+
+def data_info_of(folder, split, **options):
+    from vaezoo.entries.schema import Card
+
+    return data_info(Card.model_validate(card(folder, **options)), split)
+
+
+def careless(tmp_path):
+    """Folders that do not fit, each with what its one-line error says."""
+    tmp_path.mkdir()
+    yield "missing", tmp_path / "nowhere", {}, "{folder} does not exist; set folder in the card's [train.data]"
+    (tmp_path / "file").write_text("x")
+    yield "a file", tmp_path / "file", {}, "{folder} is a file, not a folder"
+    yield "relative", "faces", {}, "folder 'faces' is a relative path"
+    (tmp_path / "empty").mkdir()
+    yield "empty", tmp_path / "empty", {}, "{folder} holds no images (files ending .jpg"
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "readme.txt").write_text("x")
+    yield "no images", tmp_path / "notes", {}, "{folder} holds no images"
+    draw(tmp_path / "mixed", ["a.png", "cls/b.png"])
+    yield "images and subfolders", tmp_path / "mixed", {}, "{folder} holds both images (a.png) and subfolders (cls/)"
+    draw(tmp_path / "hollow", ["a/1.png", "a/2.png"])
+    (tmp_path / "hollow" / "b").mkdir()
+    yield "a class without images", tmp_path / "hollow", {}, "the class folder {folder}/b holds no images"
+    draw(tmp_path / "few", [f"{i}.png" for i in range(4)])
+    yield "a share leaving no test image", tmp_path / "few", {}, \
+        "a test_share of 0.1 of the 4 images in {folder} leaves no test image"
+    yield "a share of 1", tmp_path / "few", {"test_share": 1.0}, "between 0 and 1, got 1.0"
+    draw(tmp_path / "half", ["train/1.png"])
+    yield "train/ without test/", tmp_path / "half", {}, "{folder} holds train/ but no test/"
+    draw(tmp_path / "split", ["train/1.png", "test/1.png"])
+    yield "a share beside train/ and test/", tmp_path / "split", {"test_share": 0.2}, \
+        "{folder} holds train/ and test/, which are its splits; remove test_share"
+    yield "four channels", tmp_path / "split", {"channels": 4}, "channels is 1 (grey levels) or 3 (RGB), got 4"
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_a_folder_that_does_not_fit_is_refused_in_one_line_by_the_cli(tmp_path, capsys, case):
+    what, folder, options, message = list(careless(tmp_path / "data"))[case]
+    path = write_toml(tmp_path / "mine.toml", card(folder, **options))
+    code, out, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "out"), "--max-steps", "1")
+    assert code != 0 and out == "", what
+    assert_one_line_error(err, "image_folder", message.format(folder=folder))
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_corrupt_or_unreadable_image_is_named(tmp_path, monkeypatch):
+    draw(tmp_path, [f"{i}.png" for i in range(10)])
+    (tmp_path / "3.png").write_bytes(b"\x89PNG not an image")
+    with pytest.raises(DataError, match=f"image {tmp_path / '3.png'} cannot be read .*replace it"):
+        load_dataset("image_folder", split="train", folder=str(tmp_path), image_size=8)
+
+
+def test_a_class_folder_that_cannot_be_listed_is_refused_not_left_out(tmp_path, monkeypatch):
+    """os.walk leaves out a folder it cannot list unless told otherwise: its images would be missing silently."""
+    draw(tmp_path, [f"{c}/{i}.png" for c in ("a", "b") for i in range(5)])
+    real_scandir = os.scandir
+
+    def no_entry(path):
+        if os.fspath(path) == str(tmp_path / "b"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", no_entry)
+    with pytest.raises(DataError) as info:
+        load_dataset("image_folder", split="train", folder=str(tmp_path), image_size=8)
+    assert str(info.value) == (f"image_folder: {tmp_path / 'b'} cannot be read (Permission denied); make it readable "
+                               f"(chmod -R u+rX {tmp_path})")
+
+
+def test_a_folder_too_large_for_memory_is_refused_before_a_file_is_read(tmp_path, monkeypatch):
+    draw(tmp_path, [f"{i}.png" for i in range(20)])
+    monkeypatch.setattr("vaezoo.devices.physical_memory", lambda: 18 * 64 * 64 - 1)
+    with pytest.raises(DataError, match="dataset 'image_folder' .* more than this machine's"):
+        data_info_of(tmp_path, "train", image_size=64)
+
+
+def test_a_run_on_a_folder_loads_shows_and_measures_where_the_folder_is_not(tmp_path, capsys):
+    draw(tmp_path / "mine", [f"{c}/{i}.png" for c in ("a", "b") for i in range(10)], (20, 20))
+    path = write_toml(tmp_path / "mine.toml", card(tmp_path / "mine"))
+    code, _, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "run"), "--name", "mine")
+    assert code == 0, err
+    recorded = parse_card(tmp_path / "run" / "mine.toml").train.data.options
+    assert recorded["split_sizes"] == {"train": 18, "test": 2}
+    trained = vaezoo.load(tmp_path / "run")
+
+    shutil.move(tmp_path / "mine", tmp_path / "moved")  # another machine: the folder is not there
+    model = vaezoo.load(tmp_path / "run")
+    assert model.regularizers[0].dataset_size == 18  # the estimator's N is the run's
+    for name, value in trained.state_dict().items():
+        assert torch.equal(model.state_dict()[name], value), name
+    code, out, err = cli(capsys, "show", str(tmp_path / "run"), "sample", "-n", "4", "-o", str(tmp_path / "s.png"))
+    assert code == 0 and (tmp_path / "s.png").stat().st_size > 0, err
+    code, out, err = cli(capsys, "eval", str(tmp_path / "run"))
+    assert_one_line_error(err, f"image_folder: {tmp_path / 'mine'} does not exist")
+
+    shutil.move(tmp_path / "moved", tmp_path / "mine")
+    draw(tmp_path / "mine", ["a/new.png"], seed=1)  # the folder holds other images than the run's card says
+    code, out, err = cli(capsys, "eval", str(tmp_path / "run"))
+    assert_one_line_error(err, f"image_folder: {tmp_path / 'mine'} holds 21 (19 train, 2 test) images now, and the "
+                               f"card was trained on 20 (18 train, 2 test); put back the images")
+
+
+def test_a_card_on_a_folder_refuses_metrics_of_factors_it_has_not(tmp_path, capsys):
+    draw(tmp_path / "mine", [f"{i}.png" for i in range(20)])
+    path = write_toml(tmp_path / "mine.toml", card(tmp_path / "mine"))
+    assert cli(capsys, "train", str(path), "--out", str(tmp_path / "run"), "--no-eval")[0] == 0
+    code, out, err = cli(capsys, "eval", str(tmp_path / "run"), "--metrics", "mig_chen")
+    assert_one_line_error(err, "metric 'mig_chen' needs a dataset with ground-truth factors", "its dataset has none")
+    code, out, err = cli(capsys, "eval", str(tmp_path / "run"))
+    assert code == 0 and "reconstruction" in out, err
+
+
+def test_the_conformance_kit_passes_a_folder(tmp_path):
+    from vaezoo import testing
+
+    draw(tmp_path, [f"{c}/{i}.png" for c in ("a", "b") for i in range(10)])
+    testing.check_dataset("image_folder", folder=str(tmp_path), image_size=16, channels=1)
