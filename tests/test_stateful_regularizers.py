@@ -127,6 +127,19 @@ def test_the_kit_refuses_an_update_that_trains_the_encoder(site):
         testing.check_regularizer("thirdfactor", train=False, gamma=5.0, hidden=16)
 
 
+def test_the_kit_refuses_an_update_whose_draws_an_ensemble_would_refuse(site, tmp_path, capsys):
+    # Kim & Mnih's own code permutes each dimension with torch.randperm: the kit passed it and 'vaezoo train
+    # --seeds' then stopped, after loading the data, with "the model draws random numbers through an operation..."
+    permuted = FACTOR.replace("order = torch.rand(batch.second.shape).argsort(0)",
+                              "order = torch.stack([torch.randperm(len(batch.second))\n"
+                              "                             for _ in range(batch.second.shape[1])], 1)")
+    assert permuted != FACTOR
+    install_plugin(site, "thirdfactor", permuted)
+    with pytest.raises(testing.ConformanceError, match=r"update\(\) at step 1000 draws random numbers through an "
+                                                       r"operation an ensemble \('vaezoo train --seeds'\) cannot"):
+        testing.check_regularizer("thirdfactor", train=False, gamma=5.0, hidden=16)
+
+
 def test_a_critic_assigned_to_an_attribute_is_refused_by_the_kit_and_by_vaezoo_train(site, tmp_path, capsys):
     """``self.critic = nn.Sequential(...)``, as in a plain nn.Module, passed the kit and trained: its update() never
     ran, the model's optimiser trained the critic to shrink the TC term, and the critic was published with the

@@ -417,7 +417,8 @@ def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch:
     It is built knowing the latent's sizes (``code_size``, ``part_sizes``), as in a model. A
     regularizer with training parts (:meth:`~vaezoo.regularizers.Regularizer.add_training_part`)
     must name an existing ``torch.optim`` optimiser for parts it has, and its :meth:`update` must
-    give named finite scalar losses whose gradient reaches its training parts and nothing else;
+    give named finite scalar losses whose gradient reaches its training parts and nothing else, drawing its random
+    numbers (a permutation) as ``forward`` must;
     in eval mode its terms must not depend on its training parts (a published model has none);
     and a copy restored from its ``training_state_dict`` must give the same terms and losses.
 
@@ -519,6 +520,7 @@ def _check_training_parts(regularizer: Regularizer, restored: Regularizer, poste
     with _seeded(seed):
         second = posterior.rsample().detach() if regularizer.second_batch else None
     batch = UpdateBatch(z.detach(), second, step)
+    _require_own_draws(lambda: regularizer.update(batch), subject, f"update() at step {step}")
     with _running(subject, f"update() at step {step}"), _seeded(seed):
         losses = regularizer.update(batch)
     _require(isinstance(losses, dict) and bool(losses), subject,
