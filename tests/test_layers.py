@@ -219,6 +219,33 @@ def test_the_plugin_manager_names_the_card_fields_the_schema_has():
     assert CARD_FIELDS == set(Card.model_fields)
 
 
+def drawn_rows(rooms: set[str]) -> list[list[str]]:
+    """The rooms of docs/architecture.md's drawing of the house, row by row from the top: a row names its rooms
+    first (``hub   training/   evaluation/``, folders with their ``/``), then says what they hold; a line that
+    starts with spaces goes on saying it."""
+    drawing = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8").partition("## Rooms")[2].split("```")[1]
+    rows = []
+    for line in drawing.splitlines():
+        if line[:1].strip():
+            names = []
+            for word in line.split():
+                if f"vaezoo.{word.rstrip('/')}" not in rooms:
+                    break
+                names.append(f"vaezoo.{word.rstrip('/')}")
+            rows.append(names)
+    return rows
+
+
+def test_the_drawing_of_the_house_draws_every_room_once_above_the_rooms_it_imports():
+    """docs/architecture.md draws the rooms in rows; a room imports only rooms of its own row or of rows below."""
+    rooms = room_graph(import_graph(types=True))
+    ours = {r for r in rooms if r.startswith("vaezoo.")} - {"vaezoo.__main__"}  # the package's face is above all
+    rows = drawn_rows(ours)
+    assert sorted(r for row in rows for r in row) == sorted(ours)
+    level = {r: i for i, row in enumerate(rows) for r in row}
+    assert sorted(f"{r} -> {i}" for r in ours for i in rooms[r] if i in level and level[i] < level[r]) == []
+
+
 def test_the_room_finder_finds_a_room_cycle():
     assert cycles(room_graph({"vaezoo.a.x": {"vaezoo.b.y"}, "vaezoo.b.y": {"vaezoo.a.z"}, "vaezoo.a.z": set()})) \
         == [["vaezoo.a", "vaezoo.b"]]
