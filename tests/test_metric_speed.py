@@ -309,6 +309,46 @@ def test_parallel_imap_reads_its_items_as_the_work_goes_and_yields_in_order():
     assert torch.get_num_threads() == before
 
 
+def test_parallel_imap_leaves_the_callers_thread_count_as_it_was_between_items_and_after_an_early_stop():
+    """Only the work on the pool's threads runs on one torch thread each: the caller's own torch work between items,
+    a thread it starts meanwhile, and everything after a consumer stops early (a break, a metric raising mid-way, a
+    generator left suspended) run on the threads they had (they ran on one while the generator was suspended)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = []
+        results = parallel.parallel_imap(lambda i: torch.get_num_threads(), range(20))
+        for inside in results:
+            seen.append((inside, torch.get_num_threads()))
+            if len(seen) == 3:
+                break  # left suspended, not closed
+        started = []
+        thread = threading.Thread(target=lambda: started.append(torch.get_num_threads()))
+        thread.start()
+        thread.join()
+        suspended = torch.get_num_threads()
+        results.close()
+
+        def fails(i):
+            if i == 5:
+                raise ValueError("mid-way")
+            return i
+
+        with pytest.raises(ValueError, match="mid-way"):
+            for _ in parallel.parallel_imap(fails, range(20)):
+                pass
+        after_error = torch.get_num_threads()
+        with pytest.raises(KeyError):  # the consumer's own error
+            for _ in parallel.parallel_imap(lambda i: i, range(20)):
+                raise KeyError
+        after_consumer_error = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [(1, 2)] * 3
+    assert started == [2] and suspended == 2
+    assert after_error == 2 and after_consumer_error == 2
+
+
 def test_posteriors_kept_whole_stay_in_the_batches_asked_for_and_their_entropies_are_a_plain_encodings(monkeypatch):
     """A family reached only through log_density_matrix (no location_scale) keeps each batch's posterior whole: the
     estimator sums over those batches, so slices of CPU_SLICE changed its entropies' rounding and made it slower."""

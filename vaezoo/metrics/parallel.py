@@ -196,9 +196,10 @@ def parallel_imap(function: Callable[[T], R], items: Iterable[T]) -> Iterator[R]
     """``function(item)`` for each of ``items``, yielded in order, computed on as many threads as torch uses
     (``torch.get_num_threads()``, which ``OMP_NUM_THREADS`` sets).
 
-    The work must release the GIL (torch operations do). While it runs, torch's own operations use one thread
-    each, so that the threads do not oversubscribe the cores. ``items`` is read as the work goes: at most two items
-    a thread ahead of the result yielded (an iterator of batches of images is never held whole).
+    The work must release the GIL (torch operations do). Each item's torch operations use one thread, so that the
+    threads do not oversubscribe the cores; the calling thread's count is left as it was, so the caller's own torch
+    work between items, and after it stops reading early, uses all of them. ``items`` is read as the work goes: at
+    most two items a thread ahead of the result yielded (an iterator of batches of images is never held whole).
     """
     import torch
 
@@ -208,18 +209,19 @@ def parallel_imap(function: Callable[[T], R], items: Iterable[T]) -> Iterator[R]
         return
 
     def one_thread(item: T) -> R:
-        torch.set_num_threads(1)  # per thread: OpenMP keeps the setting of the thread that made it
-        return function(item)
+        # per worker thread (OpenMP keeps the setting of the thread that made it), and only for the item's work:
+        # set_num_threads also sets the count a thread new to torch starts with, which is put back at once
+        torch.set_num_threads(1)
+        try:
+            return function(item)
+        finally:
+            torch.set_num_threads(threads)
 
-    torch.set_num_threads(1)
-    try:
-        with ThreadPoolExecutor(threads, thread_name_prefix="vaezoo-metric") as pool:
-            pending: deque[Future[R]] = deque()
-            for item in items:
-                pending.append(pool.submit(one_thread, item))
-                if len(pending) >= 2 * threads:
-                    yield pending.popleft().result()
-            while pending:
+    with ThreadPoolExecutor(threads, thread_name_prefix="vaezoo-metric") as pool:
+        pending: deque[Future[R]] = deque()
+        for item in items:
+            pending.append(pool.submit(one_thread, item))
+            if len(pending) >= 2 * threads:
                 yield pending.popleft().result()
-    finally:
-        torch.set_num_threads(threads)
+        while pending:
+            yield pending.popleft().result()
