@@ -115,3 +115,37 @@ def test_a_training_run_waits_for_seeded_work_under_way_in_another_thread(tmp_pa
     name = "tiny-blobs-run.safetensors"
     alone, threaded = load_file(tmp_path / "alone" / name), load_file(tmp_path / "thread" / name)
     assert all(torch.equal(alone[key], threaded[key]) for key in alone)
+
+
+def test_a_thread_waiting_for_seeded_work_names_the_thread_that_holds_it(monkeypatch):
+    """A metric that waits on a thread of its own that measures a metric never finishes: that thread waits for the
+    metric's hold of torch's generators (which cannot tell it from another evaluation's thread, which must wait). It
+    hung without a word; the waiting thread now says on stderr what it waits for, naming the holder's thread."""
+    from vaezoo.store import locks
+
+    said, noticed = [], threading.Event()
+    monkeypatch.setattr(locks, "note", lambda line: (said.append(line), noticed.set()))
+
+    @metric_spec()
+    def inner(evaluation, seed: int = 0) -> float:
+        torch.manual_seed(seed)
+        return torch.rand(()).item()
+
+    alone = inner.measure(None)
+    got, helpers = {}, []
+
+    @metric_spec()
+    def outer(evaluation) -> float:
+        helper = threading.Thread(target=lambda: got.update(inner=inner.measure(None)), name="helper")
+        helpers.append(helper)
+        helper.start()
+        got["noticed"] = noticed.wait(WAIT)  # where a plugin's metric joins its helper, and hangs
+        return 0.0
+
+    caller = threading.Thread(target=lambda: got.update(outer=outer.measure(None)), name="evaluation")
+    caller.start()
+    caller.join(2 * WAIT)
+    helpers[0].join(WAIT)
+    assert got == {"noticed": True, "outer": 0.0, "inner": alone}
+    assert len(said) == 1 and said[0].startswith("waiting for the seeded work under way in thread 'evaluation' to "
+                                                 "finish: torch's global generators serve one thread at a time")

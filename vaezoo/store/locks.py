@@ -286,10 +286,33 @@ def card_lock(path: Path) -> Iterator[None]:
         yield
 
 
-GENERATORS = threading.RLock()
+class _SeededWork:
+    """A re-entrant lock of the threads of one process (:data:`GENERATORS`) whose waiters say on stderr, after
+    :data:`NOTICE` seconds, which thread holds it: a wait that never ends names what it waits for."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._holder = ""
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(timeout=NOTICE):
+            note(f"waiting for the seeded work under way in thread {self._holder!r} to finish: torch's global "
+                 f"generators serve one thread at a time (a metric that waits on a thread of its own that measures "
+                 f"a metric or trains never finishes)")
+            self._lock.acquire()
+        self._holder = threading.current_thread().name
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+
+GENERATORS = _SeededWork()
 """Held by a training run and by an evaluation (each metric measured) for their whole length, so that they run one
 at a time in a process. torch's global random generators belong to the process: such work seeds them, draws from
 them and gives the caller's state back, and two threads doing so at once drew from each other's streams (an
 evaluation of one card on 4 threads gave 12 values, none the one the card records; two seeded runs on 2 threads
 trained apart from the same run alone). The threads one evaluation starts for itself, and worker processes, are
-not held back; the thread that holds it may take it again (a run evaluates its model at its end)."""
+not held back; the thread that holds it may take it again (a run evaluates its model at its end). A thread an
+evaluation starts that itself measures a metric or trains waits for that evaluation: if the evaluation waits for it,
+neither ends (a thread cannot be told to be the evaluation's own rather than another's, which must wait); the
+waiting thread says so on stderr."""
