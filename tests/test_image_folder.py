@@ -233,3 +233,20 @@ def test_the_conformance_kit_passes_a_folder(tmp_path):
 
     draw(tmp_path, [f"{c}/{i}.png" for c in ("a", "b") for i in range(10)])
     testing.check_dataset("image_folder", folder=str(tmp_path), image_size=16, channels=1)
+
+
+def test_the_readme_card_trains_on_a_folder(tmp_path, capsys):
+    import re
+    import tomllib
+
+    from kit import REPO
+
+    blocks = re.findall(r"```toml\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S)
+    readme = tomllib.loads(next(block for block in blocks if 'name = "image_folder"' in block))
+    assert readme["train"]["data"]["options"]["folder"].startswith("~/")
+    readme["train"]["data"]["options"]["folder"] = str(tmp_path / "mine")
+    draw(tmp_path / "mine", [f"{i}.png" for i in range(10)], (70, 50))
+    path = write_toml(tmp_path / "mine.toml", readme)
+    code, out, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "run"), "--max-steps", "1")
+    assert code == 0, err
+    assert vaezoo.load(tmp_path / "run").card.train.data.options["split_sizes"] == {"train": 9, "test": 1}

@@ -59,7 +59,7 @@ class ImageFolder(Dataset):
         import torch
 
         images = read_images([file for file, _ in files], "L" if channels == 1 else "RGB", image_size, resize=True,
-                             name=f"image_folder {path}")
+                             name="image_folder")
         labels = torch.tensor([label for _, label in files]) if classes else None
         return ImageDataset(images, labels=labels)
 
