@@ -395,7 +395,9 @@ def test_a_metric_measured_with_other_settings_is_an_error(work, capsys):
     run = write_run("runs/s1", 1, metrics={"acc": metric(0.7, parameters={"points": 100}), "mig": metric(0.2)})
     code, _, err = cli(capsys, "seeds", "cards/toy.toml", run)
     assert code == 1
-    assert_one_line_error(err, "run runs/s1: metric acc's parameters.points is 100, the card's is 1000")
+    assert_one_line_error(err, "acc is measured with points = 100 on run runs/s1 and 1000 on card toy: runs measured "
+                               "otherwise are not compared; measure them alike with 'vaezoo eval RUN --metrics acc "
+                               "--write --force' (and --set acc.points=VALUE")
 
 
 @pytest.mark.parametrize("run, fragment", [

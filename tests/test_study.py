@@ -124,12 +124,13 @@ def test_a_cell_whose_runs_made_other_steps_or_trained_in_another_precision_is_r
     # run's steps alone, and moved its median and spread; vaezoo seeds refuses both
     runs = [_run_of("betavae-dsprites", seed, "betavae-dsprites-run") for seed in (3, 4)]
     short = runs[1].model_copy(update={"train": runs[1].train.model_copy(update={"steps": 10})})
-    with pytest.raises(StudyError, match=r"^betavae beta=6: seed 4 \(.*\) made 10 steps, seed 3 \(.*\) 299,520: the "
-                                         r"runs of a cell make their recipe's steps; finish the run stopped short "):
+    with pytest.raises(StudyError, match=r"^betavae beta=6: seed 4 \(.*\) stopped at step 10, where seed 3 \(.*\) made "
+                                         r"299,520: a run stopped short of its recipe's steps is not its result; "
+                                         r"finish it with 'vaezoo train \.\.\. --resume', or leave it out$"):
         study_table([runs[0], short])
     bf16 = runs[1].model_copy(update={"train": runs[1].train.model_copy(update={"precision": "bf16-mixed"})})
     with pytest.raises(StudyError, match=r"^betavae beta=6: seed 3 \(.*\) trained in tf32-conv, seed 4 \(.*\) in "
-                                         r"bf16-mixed: the runs of a cell share one precision"):
+                                         r"bf16-mixed: the runs of one recipe share one precision"):
         study_table([runs[0], bf16])
     assert len(study_table(runs).rows) == 2
 
@@ -143,7 +144,7 @@ def test_a_cell_whose_runs_trained_on_other_kinds_of_device_is_refused_and_other
     cpu, gpu = (Machine(step=0, device=kind, torch="2.14.1", threads=1) for kind in ("cpu", "cuda"))
     runs = [_run_of("betavae-dsprites", seed, "betavae-dsprites-run") for seed in (3, 4, 5)]
     with pytest.raises(StudyError, match=r"^betavae beta=6: seed 3 \(.*\) trained on cpu, seed 4 \(.*\) on cuda: the "
-                                         r"runs of a cell train on one kind of device"):
+                                         r"runs of one recipe train on one kind of device"):
         study_table([on(runs[0], cpu), on(runs[1], gpu)])
     with pytest.raises(StudyError, match=r"seed 3 \(.*\) trained on cpu, seed 4 \(.*\) on cpu then cuda"):
         study_table([on(runs[0], cpu), on(runs[1], cpu, gpu.model_copy(update={"step": 8}))])
@@ -160,8 +161,8 @@ def test_a_metric_measured_with_other_settings_on_two_cards_is_refused_naming_bo
     mig = runs[1].metrics["mig_dlib"]
     fewer = runs[1].model_copy(update={"metrics": {**runs[1].metrics, "mig_dlib": mig.model_copy(
         update={"parameters": {**mig.parameters, "points": 500}})}})
-    with pytest.raises(StudyError, match=r"^mig_dlib is measured with points = 500 on \S+ and 10000 on \S+: the study "
-                                         r"compares runs measured alike; measure them alike with 'vaezoo eval RUN "
+    with pytest.raises(StudyError, match=r"^mig_dlib is measured with points = 500 on \S+ and 10000 on \S+: runs "
+                                         r"measured otherwise are not compared; measure them alike with 'vaezoo eval RUN "
                                          r"--metrics mig_dlib --write --force' \(and --set mig_dlib.points=VALUE"):
         study_table([runs[0], fewer])
     assert len(study_table([get_card("betavae-dsprites"), get_card("betatcvae-dsprites"), runs[0]]).rows) == 7

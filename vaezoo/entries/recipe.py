@@ -20,6 +20,10 @@ fingerprint is the sha256 of a recipe's canonical JSON (keys sorted, no spaces):
 made from a card's recipe; what it records says which fields it leaves out and how its refusal reads. A part's
 setting written at the default the part declares is the same recipe as the setting left out
 (:func:`recipe_differences`).
+
+Runs of one recipe over several seeds (``vaezoo seeds``, a study's cells) are refused in one wording wherever they
+trained otherwise (:func:`trained_otherwise`: steps, precision, kinds of device) or were measured otherwise
+(:func:`measured_otherwise`).
 """
 
 from __future__ import annotations
@@ -132,6 +136,72 @@ def differences(other: Any, card: Any, where: str = "") -> list[Difference]:
 
 def _join(where: str, key: Any) -> str:
     return f"{where}.{key}" if where else str(key)
+
+
+class Trained(Protocol):
+    """How a run of a recipe trained, as a card's ``train`` section (:class:`~vaezoo.entries.schema.TrainRecipe`)
+    or a row of a study records it."""
+
+    @property
+    def steps(self) -> int | None:
+        """The steps it made; None where unrecorded."""
+
+    @property
+    def precision(self) -> str:
+        """The precision it trained in."""
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """The kinds of device it trained on (``train.machine``), in order; empty where unrecorded."""
+
+
+def trained_otherwise(one: Trained, other: Trained, names: tuple[str, str], fixed: str = "") -> str | None:
+    """What makes two runs of one recipe other than two seeds' draws of one result, in one line naming each: the
+    steps they made (one stopped short), their precision, or the kinds of device they trained on (a GPU computes a
+    recipe otherwise than the CPU). Another thread count or GPU only rounds otherwise, as another seed draws
+    otherwise: such runs are alike. Each is compared where both record it.
+
+    Args:
+        one, other: the runs.
+        names: how the line names ``one`` and ``other`` (``run PATH``, ``seed 3 (PATH)``).
+        fixed: the name of a run that cannot be left out (the card the others repeat): stopped short, it is said to
+            be given finished instead.
+
+    Returns:
+        The line, what differs first, then what to do; None when they trained alike.
+    """
+    (a, b), (name_a, name_b) = (one, other), names
+    if None not in (a.steps, b.steps) and a.steps != b.steps:
+        (short, short_name), (whole, whole_name) = sorted(((a, name_a), (b, name_b)), key=lambda r: r[0].steps)
+        instead = "give a finished run's card" if short_name == fixed else "leave it out"
+        return (f"{short_name} stopped at step {short.steps:,}, where {whole_name} made {whole.steps:,}: a run stopped "
+                f"short of its recipe's steps is not its result; finish it with 'vaezoo train ... --resume', or "
+                f"{instead}")
+    if a.precision != b.precision:
+        return (f"{name_a} trained in {a.precision}, {name_b} in {b.precision}: the runs of one recipe share one "
+                f"precision; leave out the runs of the other")
+    if a.devices and b.devices and a.devices != b.devices:
+        return (f"{name_a} trained on {' then '.join(a.devices)}, {name_b} on {' then '.join(b.devices)}: the runs "
+                f"of one recipe train on one kind of device (a GPU computes it otherwise than the CPU, as another "
+                f"precision does); leave out the runs of the other")
+    return None
+
+
+def measured_otherwise(metric: str, one: dict[str, Any], other: dict[str, Any], names: tuple[str, str]) -> str | None:
+    """The first setting metric ``metric`` was measured with otherwise on two runs (their cards'
+    ``[metrics.NAME] parameters``), in one line naming each run by ``names``, with the command that measures them
+    alike; None when they were measured alike."""
+    found = differences(one, other)
+    if not found:
+        return None
+    setting, mine, theirs = found[0].where, found[0].other, found[0].card
+
+    def shown(value: Any) -> str:
+        return "(not set)" if value is ABSENT else repr(value) if isinstance(value, str) else str(value)
+
+    return (f"{metric} is measured with {setting} = {shown(mine)} on {names[0]} and {shown(theirs)} on {names[1]}: "
+            f"runs measured otherwise are not compared; measure them alike with 'vaezoo eval RUN --metrics {metric} "
+            f"--write --force' (and --set {metric}.{setting}=VALUE for a setting other than its default)")
 
 
 _PART_KINDS = {"latent": "latent family", "parts": "latent family", "encoder": "net", "decoder": "net",

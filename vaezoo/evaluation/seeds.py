@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 
 from vaezoo.entries.catalog import card_reference, get_card
 from vaezoo.entries.entry import check_writable, update_card
-from vaezoo.entries.recipe import ABSENT, SEEDED, Difference, check_recipe, differences, recipe
+from vaezoo.entries.recipe import (ABSENT, SEEDED, Difference, check_recipe, measured_otherwise, recipe,
+                                   trained_otherwise)
 from vaezoo.entries.schema import Card, SeedRun, SeedSpread, recorded
 from vaezoo.errors import CardError, VaezooError
 from vaezoo.terminal import shell_join, shell_quote
@@ -106,35 +107,12 @@ def collect_runs(card: Card, paths: Iterable[str | os.PathLike]) -> list[Run]:
             raise CardError(f"{run.label} has the weights of {copy.label} (sha256 {run.card.weights.sha256[:12]}...), "
                             f"so it is a copy of that run, not a run of seed {run.seed}; give runs each trained "
                             f"with its own seed")
-        other = next((o for o in runs if None not in (o.card.train.steps, run.card.train.steps)
-                      and o.card.train.steps != run.card.train.steps), None)
-        if other is not None:  # one recipe, one number of steps: the fewer were stopped short (--max-steps)
-            short, whole = sorted((run, other), key=lambda r: r.card.train.steps)
-            instead = "give a finished run's card" if short is runs[0] else "leave it out"
-            raise CardError(f"{short.label} stopped at step {short.card.train.steps:,}, where {whole.label} made "
-                            f"{whole.card.train.steps:,}: a run stopped short of its recipe's steps is not its "
-                            f"result; finish it with 'vaezoo train ... --resume', or {instead}")
-        _check_devices(run, runs)
+        otherwise = next((said for other in runs if (said := trained_otherwise(
+            run.card.train, other.card.train, (run.label, other.label), fixed=runs[0].label))), None)
+        if otherwise is not None:
+            raise CardError(otherwise)
         runs.append(run)
     return runs
-
-
-def _check_devices(run: Run, runs: Sequence[Run]) -> None:
-    """Refuse ``run`` where it trained on other kinds of device than one of ``runs`` (``train.machine``; a run that
-    records none is not compared): a GPU computes a recipe otherwise than the CPU (a ``tf32-conv`` recipe's
-    convolutions in TF32), as another precision does. Another thread count or GPU only rounds otherwise, as a seed
-    draws otherwise: such runs are gathered.
-
-    Raises:
-        CardError: naming both runs and their devices.
-    """
-    mine = run.card.train.devices
-    other = next((o for o in runs if mine and o.card.train.devices and o.card.train.devices != mine), None)
-    if other is not None:
-        raise CardError(f"{run.label} trained on {' then '.join(mine)}, {other.label} on "
-                        f"{' then '.join(other.card.train.devices)}: the runs of one recipe train on one kind of "
-                        f"device (a GPU computes it otherwise than the CPU, as another precision does); leave out the "
-                        f"runs of the other")
 
 
 def _same_card_file(one: Run, other: Run) -> bool:
@@ -262,11 +240,10 @@ def check_measured_alike(card: Card, runs: Sequence[Run], metrics: Sequence[str]
     """
     for run in runs:
         for name in metrics:
-            found = differences(run.card.metrics[name].parameters or {}, card.metrics[name].parameters or {},
-                                "parameters")
-            if found:
-                raise CardError(f"{run.label}: metric {name}'s {said(found[0])}; measure every run as the card is "
-                                f"measured")
+            otherwise = measured_otherwise(name, run.card.metrics[name].parameters or {},
+                                           card.metrics[name].parameters or {}, (run.label, f"card {card.name}"))
+            if otherwise is not None:
+                raise CardError(otherwise)
 
 
 def seed_runs(runs: Sequence[Run], metric: str) -> list[SeedRun]:

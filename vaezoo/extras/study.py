@@ -294,20 +294,16 @@ def _check_measured_alike(card: Card, measured: dict[str, Card]) -> None:
     Raises:
         StudyError: naming both cards, the metric and the first setting that differs.
     """
-    from vaezoo.entries.recipe import ABSENT, differences
+    from vaezoo.entries.recipe import measured_otherwise
 
     for name in card.eval_metrics:
         if name not in card.metrics:
             continue
         first = measured.setdefault(name, card)
-        found = differences(card.metrics[name].parameters or {}, first.metrics[name].parameters or {})
-        if found:
-            setting, mine, theirs = found[0].where, found[0].other, found[0].card
-            raise StudyError(
-                f"{name} is measured with {setting} = {'(not set)' if mine is ABSENT else mine} on {_source(card)} "
-                f"and {'(not set)' if theirs is ABSENT else theirs} on {_source(first)}: the study compares runs "
-                f"measured alike; measure them alike with 'vaezoo eval RUN --metrics {name} --write --force' (and "
-                f"--set {name}.{setting}=VALUE for a setting other than its default)")
+        otherwise = measured_otherwise(name, card.metrics[name].parameters or {}, first.metrics[name].parameters or {},
+                                       (_source(card), _source(first)))
+        if otherwise is not None:
+            raise StudyError(otherwise)
 
 
 def _source(card: Card) -> str:
@@ -323,28 +319,14 @@ def _check_alike(method: Method, value: float, cell: Sequence[StudyRow], sources
     Raises:
         StudyError: naming the two runs and what differs.
     """
-    where = f"{method.name} {method.param}={value:g}"
-    steps = sorted((r for r in cell if r.steps is not None), key=lambda r: r.steps)
-    if steps and steps[0].steps != steps[-1].steps:
-        short, whole = steps[0], steps[-1]
-        raise StudyError(f"{where}: seed {short.seed} ({sources[short.seed]}) made {short.steps:,} steps, seed "
-                         f"{whole.seed} ({sources[whole.seed]}) {whole.steps:,}: the runs of a cell make their "
-                         f"recipe's steps; finish the run stopped short with 'vaezoo train ... --resume', or leave it "
-                         f"out")
-    first = cell[0]
-    other = next((r for r in cell if r.precision != first.precision), None)
-    if other is not None:
-        raise StudyError(f"{where}: seed {first.seed} ({sources[first.seed]}) trained in {first.precision}, seed "
-                         f"{other.seed} ({sources[other.seed]}) in {other.precision}: the runs of a cell share one "
-                         f"precision; leave out the runs of the other")
-    known = [r for r in cell if r.devices]
-    other = next((r for r in known if r.devices != known[0].devices), None)
-    if other is not None:
-        first = known[0]
-        raise StudyError(f"{where}: seed {first.seed} ({sources[first.seed]}) trained on "
-                         f"{' then '.join(first.devices)}, seed {other.seed} ({sources[other.seed]}) on "
-                         f"{' then '.join(other.devices)}: the runs of a cell train on one kind of device (a GPU "
-                         f"computes a recipe otherwise than the CPU); leave out the runs of the other")
+    from vaezoo.entries.recipe import trained_otherwise
+
+    for i, row in enumerate(cell):
+        for other in cell[:i]:
+            otherwise = trained_otherwise(other, row, (f"seed {other.seed} ({sources[other.seed]})",
+                                                       f"seed {row.seed} ({sources[row.seed]})"))
+            if otherwise is not None:
+                raise StudyError(f"{method.name} {method.param}={value:g}: {otherwise}")
 
 
 def _number(value: float) -> str:
