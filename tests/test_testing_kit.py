@@ -489,6 +489,38 @@ def test_a_dataset_whose_info_and_loaded_data_differ_on_nominal_factors_is_caugh
         testing.check_dataset("nominal_in_info_only")
 
 
+@pytest.mark.parametrize("requirement, admitted", [
+    ("vaezoo>=0.1", False), ("vaezoo>=0.1.0,<1", False), ("vaezoo~=0.1", False), ("vaezoo>=0.2", True),
+    ("vaezoo>=0.2.0,<1", True), ("vaezoo==0.2.*", True),
+])
+def test_check_plugin_fails_cards_an_older_vaezoo_its_distribution_admits_may_refuse(site, tmp_path, requirement,
+                                                                                     admitted):
+    # a card vaezoo 0.2.0 wrote holds train.machine, which vaezoo 0.1.0 refuses; a plugin shipping it that requires
+    # 'vaezoo>=0.1' (as the example plugin, written under 0.1.0, does) installs beside a vaezoo that cannot read it
+    cards = tmp_path / "cards"
+    write_card(cards, {**make_card(name="dated-mnist"), "vaezoo_version": "0.2.0"})
+    write_card(cards, make_card(name="older-mnist"))
+    module = install_plugin(site, "dated", f"""
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_card_dirs():
+    return [{str(cards)!r}]
+""")
+    metadata = site / f"{module}-1.0.dist-info" / "METADATA"
+    metadata.write_text(metadata.read_text(encoding="utf-8") + f"Requires-Dist: {requirement}\n", encoding="utf-8")
+    if admitted:
+        assert testing.check_plugin("dated") == {"card": ["dated-mnist", "older-mnist"]}
+        return
+    with pytest.raises(ConformanceError) as caught:
+        testing.check_plugin("dated")
+    assert str(caught.value) == (f"plugin 'dated': card 'dated-mnist' was written by vaezoo 0.2.0, but distribution "
+                                 f"{module} requires '{requirement}', which admits an older vaezoo that may refuse "
+                                 f"what the card holds; declare 'vaezoo>=0.2.0' in the dependencies of its "
+                                 f"pyproject.toml")
+
+
 def test_check_plugin_fails_a_card_that_every_command_skips(site, tmp_path):
     cards = tmp_path / "cards"
     write_card(cards, make_card(name="vae-mnist"))  # a built-in zoo entry's name: the built-in is kept

@@ -145,7 +145,8 @@ def check_plugin(name: str) -> dict[str, list[str]]:
 
     Every registry is filled and every card directory read, so a duplicate
     name, a registration of the wrong type or a card that does not validate
-    fails here with the core's message.
+    fails here with the core's message; so does a card written by a vaezoo newer than the oldest that the
+    plugin's distribution requires (an older vaezoo may refuse what the card holds).
 
     Args:
         name: the plugin's name in the ``vaezoo`` entry-point group.
@@ -174,15 +175,54 @@ def check_plugin(name: str) -> dict[str, list[str]]:
         _require(directory.is_dir(), f"plugin '{name}'", f"card directory {directory} does not exist")
         for path in sorted(directory.glob("*.toml")):
             with _running(f"plugin '{name}'", f"reading card {path}"):
-                cards.append(parse_card(path).name)
+                cards.append(parse_card(path))
+    if not info.builtin:
+        _check_vaezoo_requirement(info.distribution, cards, f"plugin '{name}'")
     found = scan()  # what every command sees: a card that takes a name found before it is left out
     for skipped in found.skipped:
         _require(not any(Path(skipped.path).parent.resolve() == d.resolve() for d in card_dirs), f"plugin '{name}'",
                  f"card {skipped.path} is skipped: {skipped.reason}")
     if cards:
-        contributed["card"] = cards
+        contributed["card"] = [card.name for card in cards]
     _require(bool(contributed), f"plugin '{name}'", f"registers nothing and has no cards (hooks: {info.hooks})")
     return contributed
+
+
+def _check_vaezoo_requirement(distribution: str, cards: list[Card], subject: str) -> None:
+    """The vaezoo ``distribution`` requires admits no release older than the newest that wrote one of ``cards``: an
+    older vaezoo may refuse what such a card holds (a release that changes what a card holds raises the version, as
+    0.2.0 added ``train.machine``), and pip would install the plugin beside it. A distribution that declares no
+    requirement on vaezoo is not checked."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+
+    written = []
+    for card in cards:
+        try:
+            written.append((Version(card.vaezoo_version), card.name))
+        except InvalidVersion:
+            continue
+    try:
+        declared = requires(distribution) or []
+    except PackageNotFoundError:
+        return
+    for line in declared:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) != "vaezoo" or requirement.marker is not None or not written:
+            continue
+        newest, card = max(written)
+        floors = [Version(spec.version.removesuffix(".*")) for spec in requirement.specifier
+                  if spec.operator in (">=", ">", "~=", "==")]
+        _require(bool(floors) and max(floors) >= newest, subject,
+                 f"card '{card}' was written by vaezoo {newest}, but distribution {distribution} requires "
+                 f"'{line.strip()}', which admits an older vaezoo that may refuse what the card holds; declare "
+                 f"'vaezoo>={newest}' in the dependencies of its pyproject.toml")
 
 
 def _part_arguments(subject: str, check: str, arguments: Mapping[str, Any] | None,
