@@ -171,12 +171,12 @@ def trained_otherwise(one: Trained, other: Trained, names: tuple[str, str], fixe
         The line, what differs first, then what to do; None when they trained alike.
     """
     (a, b), (name_a, name_b) = (one, other), names
-    if None not in (a.steps, b.steps) and a.steps != b.steps:
-        (short, short_name), (whole, whole_name) = sorted(((a, name_a), (b, name_b)), key=lambda r: r[0].steps)
+    steps_a, steps_b = a.steps, b.steps
+    if steps_a is not None and steps_b is not None and steps_a != steps_b:
+        (short_name, short), (whole_name, whole) = sorted(((name_a, steps_a), (name_b, steps_b)), key=lambda r: r[1])
         instead = "give a finished run's card" if short_name == fixed else "leave it out"
-        return (f"{short_name} stopped at step {short.steps:,}, where {whole_name} made {whole.steps:,}: a run stopped "
-                f"short of its recipe's steps is not its result; finish it with 'vaezoo train ... --resume', or "
-                f"{instead}")
+        return (f"{short_name} stopped at step {short:,}, where {whole_name} made {whole:,}: a run stopped short of "
+                f"its recipe's steps is not its result; finish it with 'vaezoo train ... --resume', or {instead}")
     if a.precision != b.precision:
         return (f"{name_a} trained in {a.precision}, {name_b} in {b.precision}: the runs of one recipe share one "
                 f"precision; leave out the runs of the other")
