@@ -521,6 +521,34 @@ def vaezoo_card_dirs():
                                  f"pyproject.toml")
 
 
+@pytest.mark.parametrize("command, shipped", [
+    ("vaezoo eval runs/measured-mnist --data-root /home/me/data", False),  # what 'vaezoo train' wrote
+    ("vaezoo eval measured-mnist-run", False), ("vaezoo eval measured-mnist", True),
+    ("vaezoo eval measured-mnist --data-root DATA --metrics elbo", True), ("python -m my_plugin.measure", True),
+])
+def test_check_plugin_fails_a_shipped_card_whose_commands_name_a_run(site, tmp_path, command, shipped):
+    cards = tmp_path / "cards"
+    metric = {"value": 1.0, "command": command, "vaezoo_version": "0.1.0"}
+    write_card(cards, {**make_card(name="measured-mnist"), "metrics": {"elbo": metric}})
+    install_plugin(site, "measured", f"""
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_card_dirs():
+    return [{str(cards)!r}]
+""")
+    if shipped:
+        assert testing.check_plugin("measured") == {"card": ["measured-mnist"]}
+        return
+    with pytest.raises(ConformanceError) as caught:
+        testing.check_plugin("measured")
+    assert str(caught.value) == (f"plugin 'measured': card 'measured-mnist' records metric 'elbo' as measured by "
+                                 f"'{command}', which names another card than 'measured-mnist' (a run's folder its "
+                                 f"users do not have); measure the shipped card again with 'vaezoo eval "
+                                 f"measured-mnist --write' (CONTRIBUTING.md, Train and ship weights)")
+
+
 def test_check_plugin_fails_a_card_that_every_command_skips(site, tmp_path):
     cards = tmp_path / "cards"
     write_card(cards, make_card(name="vae-mnist"))  # a built-in zoo entry's name: the built-in is kept

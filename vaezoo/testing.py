@@ -146,7 +146,8 @@ def check_plugin(name: str) -> dict[str, list[str]]:
     Every registry is filled and every card directory read, so a duplicate
     name, a registration of the wrong type or a card that does not validate
     fails here with the core's message; so does a card written by a vaezoo newer than the oldest that the
-    plugin's distribution requires (an older vaezoo may refuse what the card holds).
+    plugin's distribution requires (an older vaezoo may refuse what the card holds), and a card whose metrics
+    were measured by a ``vaezoo eval`` of another card or a run's folder (a command its users cannot run).
 
     Args:
         name: the plugin's name in the ``vaezoo`` entry-point group.
@@ -176,6 +177,8 @@ def check_plugin(name: str) -> dict[str, list[str]]:
         for path in sorted(directory.glob("*.toml")):
             with _running(f"plugin '{name}'", f"reading card {path}"):
                 cards.append(parse_card(path))
+    for card in cards:
+        _check_commands(card, f"plugin '{name}'")
     if not info.builtin:
         _check_vaezoo_requirement(info.distribution, cards, f"plugin '{name}'")
     found = scan()  # what every command sees: a card that takes a name found before it is left out
@@ -186,6 +189,22 @@ def check_plugin(name: str) -> dict[str, list[str]]:
         contributed["card"] = [card.name for card in cards]
     _require(bool(contributed), f"plugin '{name}'", f"registers nothing and has no cards (hooks: {info.hooks})")
     return contributed
+
+
+def _check_commands(card: Card, subject: str) -> None:
+    """Each ``vaezoo eval`` command a shipped card records names the card, so that its users can run it: the card
+    ``vaezoo train`` wrote names the run's folder, which only the machine that trained it has."""
+    import shlex
+
+    for metric_name, measured in card.metrics.items():
+        try:
+            words = shlex.split(measured.command)
+        except ValueError:
+            continue
+        _require(words[:2] != ["vaezoo", "eval"] or words[2:3] == [card.name], subject,
+                 f"card '{card.name}' records metric '{metric_name}' as measured by '{printable(measured.command)}', "
+                 f"which names another card than '{card.name}' (a run's folder its users do not have); measure the "
+                 f"shipped card again with 'vaezoo eval {card.name} --write' (CONTRIBUTING.md, Train and ship weights)")
 
 
 def _check_vaezoo_requirement(distribution: str, cards: list[Card], subject: str) -> None:
