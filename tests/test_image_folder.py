@@ -208,6 +208,9 @@ def test_a_run_on_a_folder_loads_shows_and_measures_where_the_folder_is_not(tmp_
         assert torch.equal(model.state_dict()[name], value), name
     code, out, err = cli(capsys, "show", str(tmp_path / "run"), "sample", "-n", "4", "-o", str(tmp_path / "s.png"))
     assert code == 0 and (tmp_path / "s.png").stat().st_size > 0, err
+    code, out, err = cli(capsys, "push", str(tmp_path / "run"), "me/mine", "--dry-run", "--out", str(tmp_path / "hub"))
+    assert code == 0, err
+    assert vaezoo.load(tmp_path / "hub").regularizers[0].dataset_size == 18  # as a Hub repository gives it
     code, out, err = cli(capsys, "eval", str(tmp_path / "run"))
     assert_one_line_error(err, f"image_folder: {tmp_path / 'mine'} does not exist")
 
