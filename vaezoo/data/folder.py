@@ -20,6 +20,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from vaezoo.data.base import DataInfo, Dataset, ImageDataset, ImageSize
 from vaezoo.data.images import class_folders, read_images
 from vaezoo.errors import DataError
@@ -56,8 +58,6 @@ class ImageFolder(Dataset):
             raise DataError(f"image_folder: {path} holds {_sizes(sizes)} images now, and the card was trained on "
                             f"{_sizes(split_sizes)}; put back the images it was trained on, or remove split_sizes "
                             f"from the card's [train.data] options to train on what the folder holds")
-        import torch
-
         images = read_images([file for file, _ in files], "L" if channels == 1 else "RGB", image_size, resize=True,
                              name="image_folder")
         labels = torch.tensor([label for _, label in files]) if classes else None
