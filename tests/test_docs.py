@@ -281,6 +281,21 @@ def test_the_scripts_section_names_every_key_each_json_prints(data_plugin, tmp_p
     assert with_json == {command.split()[1] for command in documented}
 
 
+def test_contributing_s_table_of_card_keys_names_every_field_a_card_has():
+    """Each field of a card (a plugin's section is the row `[NAME]` of a plugin), and in the `[train]` row each
+    field of the recipe and of a machine it records."""
+    from vaezoo.entries.schema import Card, Machine, TrainRecipe
+
+    text = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    table = text.partition("Its keys:")[2].lstrip().partition("\n\n")[0]
+    rows = re.findall(r"^\s*\| (.*?) \| (.*) \|$", table, re.MULTILINE)
+    named = {word for key, _ in rows for word in re.findall(r"`\[?([a-z_]+)", key)}
+    assert sorted(set(Card.model_fields) - {"sections"} - named) == [], "CONTRIBUTING's table of card keys lacks them"
+    train = next(cell for key, cell in rows if key == "`[train]`")
+    words = {word for span in re.findall(r"`([^`]+)`", train) for word in re.findall(r"\w+", span)}
+    assert set(TrainRecipe.model_fields) | set(Machine.model_fields) <= words
+
+
 def test_the_environment_table_names_every_variable_vaezoo_reads():
     sources = [*(REPO / "vaezoo").rglob("*.py"), *(REPO / "plugins").rglob("*.py")]
     read = {name for path in sources for name in re.findall(r"VAEZOO_[A-Z_]+", path.read_text(encoding="utf-8"))}
