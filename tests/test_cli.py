@@ -193,7 +193,7 @@ def test_a_headline_with_seeds_shows_their_range(cards, capsys):
 
 def test_bad_where_is_a_one_line_error(listed, capsys):
     code, out, err = cli(capsys, "list", "--where", "beta")
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")
     assert err == "error: --where takes KEY=VALUE, got 'beta'\n"
 
 

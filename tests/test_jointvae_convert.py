@@ -247,9 +247,9 @@ def test_cli_names_the_card_and_refuses_a_zoo_name(tmp_path, capsys):
     assert card_path == tmp_path / "mine" / "my-jointvae.toml"
     assert parse_card(card_path).name == "my-jointvae" and (tmp_path / "mine" / "my-jointvae.safetensors").is_file()
     assert vaezoo.load(card_path).card.name == "my-jointvae"
-    for name, message in [("jointvae-original-mnist", "is the name of a built-in zoo entry"),
-                          ("My Model", "is not a card name"), ("", "is not a card name")]:
-        assert main([*args, "--out", str(tmp_path / "refused"), "--name", name]) == 1
+    for name, message, code in [("jointvae-original-mnist", "is the name of a built-in zoo entry", 1),
+                                ("My Model", "is not a card name", 2), ("", "is not a card name", 2)]:
+        assert main([*args, "--out", str(tmp_path / "refused"), "--name", name]) == code
         out, err = capsys.readouterr()
         assert out == "" and err.startswith(f"error: --name '{name}' {message}")
         assert err.count("\n") == 1 and "--name" in err

@@ -130,16 +130,16 @@ def test_every_kind_of_package_and_the_example_plugin_pass_a_strict_type_check(t
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("name, problem", [
-    ("demo\n", "invalid plugin name 'demo\\n': use lowercase letters"),
-    ("demo ", "invalid plugin name 'demo ': use lowercase letters"),
-    ("vae", "the name 'vae' is taken: architecture 'vae' is registered by plugin 'core'; choose another name"),
+@pytest.mark.parametrize("name, problem, code", [
+    ("demo\n", "invalid plugin name 'demo\\n': use lowercase letters", 2),
+    ("demo ", "invalid plugin name 'demo ': use lowercase letters", 2),
+    ("vae", "the name 'vae' is taken: architecture 'vae' is registered by plugin 'core'; choose another name", 1),
     ("gumbel-categorical", "the name 'gumbel-categorical' is taken: latent family 'gumbel_categorical' is "
-                           "registered by plugin 'core'"),
-    ("mnist", "the name 'mnist' is taken: dataset 'mnist' is registered by plugin 'core'"),
+                           "registered by plugin 'core'", 1),
+    ("mnist", "the name 'mnist' is taken: dataset 'mnist' is registered by plugin 'core'", 1),
 ])
-def test_refuses_a_name_with_trailing_whitespace_or_one_core_owns_in_one_line(tmp_path, capsys, name, problem):
-    assert main(["new-plugin", "--kind", "latent", "--dir", str(tmp_path), "--", name]) == 1
+def test_refuses_a_name_with_trailing_whitespace_or_one_core_owns_in_one_line(tmp_path, capsys, name, problem, code):
+    assert main(["new-plugin", "--kind", "latent", "--dir", str(tmp_path), "--", name]) == code
     err = capsys.readouterr().err
     assert err.startswith("error: ") and problem in err and err.count("\n") == 1, err
     assert not any(tmp_path.iterdir())
@@ -163,25 +163,25 @@ def test_refuses_to_overwrite_an_existing_directory(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["Demo", "demo_vae", "1demo", "demo--vae", "demo-", "-demo", "demo vae", ""])
 def test_refuses_an_invalid_name(tmp_path, capsys, name):
-    assert main(["new-plugin", "--dir", str(tmp_path), "--", name]) == 1
+    assert main(["new-plugin", "--dir", str(tmp_path), "--", name]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: invalid plugin name '{name}': use lowercase letters") and err.count("\n") == 1
     assert not any(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("name, problem", [
-    ("vaezoo-demo", "give it without the 'vaezoo-' prefix"),
-    ("jointvae", "a plugin named 'jointvae' is already installed; choose another name"),
+@pytest.mark.parametrize("name, problem, code", [
+    ("vaezoo-demo", "give it without the 'vaezoo-' prefix", 2),
+    ("jointvae", "a plugin named 'jointvae' is already installed; choose another name", 1),
 ])
-def test_refuses_a_name_that_would_clash(tmp_path, capsys, name, problem):
-    assert main(["new-plugin", name, "--dir", str(tmp_path)]) == 1
+def test_refuses_a_name_that_would_clash(tmp_path, capsys, name, problem, code):
+    assert main(["new-plugin", name, "--dir", str(tmp_path)]) == code
     assert problem in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("name", ["demo\n", "demo\r\n", "demo ", "demo\t", " demo"])
 def test_refuses_a_name_ending_or_starting_in_whitespace(tmp_path, capsys, name):
-    assert main(["new-plugin", "--dir", str(tmp_path), "--", name]) == 1
+    assert main(["new-plugin", "--dir", str(tmp_path), "--", name]) == 2
     err = capsys.readouterr().err
     shown = name.encode("unicode_escape").decode()
     assert err.startswith(f"error: invalid plugin name '{shown}': use lowercase letters") and err.count("\n") == 1
@@ -241,7 +241,7 @@ def test_refuses_a_regularizer_whose_class_would_be_a_python_keyword(tmp_path, c
 @pytest.mark.parametrize("length", [195, 300])
 def test_refuses_a_name_too_long_for_its_card_and_takes_the_longest_that_fits(tmp_path, capsys, length):
     # 195 wrote a package whose card, NAME-mnist, was skipped (over 200 characters); 300 was told to change --dir
-    assert main(["new-plugin", "a" * length, "--dir", str(tmp_path)]) == 1
+    assert main(["new-plugin", "a" * length, "--dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err == (f"error: invalid plugin name of {length} characters: its card NAME-mnist would "
                                        f"be longer than a card's name may be (200); give at most 194\n")
     assert not any(tmp_path.iterdir())

@@ -291,11 +291,12 @@ def test_errors_name_keywords_to_a_python_caller_and_flags_to_a_cli_user(data_pl
 
     path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     capsys.readouterr()
-    for args, said in [(["--out", str(tmp_path / "zero"), "--max-steps", "0"], "--max-steps must be at least 1, got 0"),
-                       (["--out", str(tmp_path / "sweep"), "--sweep", "max"], "--sweep takes KEY=V1,V2,..., got 'max'"),
-                       (["--out", str(out), "--max-steps", "4"],
-                        "; pass --resume to continue it, or choose another --out to start afresh")]:
-        assert main(["train", str(path), *args]) == 1
+    for args, said, code in [
+            (["--out", str(tmp_path / "zero"), "--max-steps", "0"], "--max-steps must be at least 1, got 0", 2),
+            (["--out", str(tmp_path / "sweep"), "--sweep", "max"], "--sweep takes KEY=V1,V2,..., got 'max'", 2),
+            (["--out", str(out), "--max-steps", "4"],
+             "; pass --resume to continue it, or choose another --out to start afresh", 1)]:
+        assert main(["train", str(path), *args]) == code
         [line] = capsys.readouterr().err.splitlines()[-1:]
         assert line.startswith("error: ") and line.endswith(said), line
 
@@ -515,18 +516,18 @@ def test_no_eval_leaves_the_metrics_to_the_command_it_prints(data_plugin, tmp_pa
     assert get_card(named).path.resolve() == card_path.resolve()
 
 
-@pytest.mark.parametrize(("name", "message"), [
-    ("jointvae-mnist", "--name 'jointvae-mnist' is the name of a built-in zoo entry"),
-    ("My Run", "--name 'My Run' is not a card name"),
-    ("", "--name '' is not a card name"),
-    ("a" * 201, "--name has 201 characters, more than the 200 a card name may have"),
+@pytest.mark.parametrize(("name", "message", "exit_code"), [
+    ("jointvae-mnist", "--name 'jointvae-mnist' is the name of a built-in zoo entry", 1),
+    ("My Run", "--name 'My Run' is not a card name", 2),
+    ("", "--name '' is not a card name", 2),
+    ("a" * 201, "--name has 201 characters, more than the 200 a card name may have", 2),
 ])
 def test_name_of_a_zoo_entry_or_not_a_card_name_is_refused_before_anything_runs(data_plugin, tmp_path, capsys, name,
-                                                                                 message):
+                                                                                 message, exit_code):
     path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     code = main(["train", str(path), "--out", str(tmp_path / "out"), "--name", name])
     err = capsys.readouterr().err
-    assert code == 1 and "Traceback" not in err
+    assert code == exit_code and "Traceback" not in err
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert message in line and not (tmp_path / "out").exists()
     with pytest.raises(CardError, match=message.removeprefix("--name ")):
@@ -612,7 +613,7 @@ def test_a_bad_override_is_a_one_line_cli_error(tmp_path, capsys, option, value,
     path = write_toml(tmp_path / "toy.toml", make_card("toy"))
     code = main(["train", str(path), "--out", str(tmp_path / "out"), option, value])
     err = capsys.readouterr().err
-    assert code == 1 and "Traceback" not in err
+    assert code == 2 and "Traceback" not in err
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert line == said and not (tmp_path / "out").exists()
 

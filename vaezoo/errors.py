@@ -125,10 +125,13 @@ class VaezooError(Exception):
     Attributes:
         phrase: the message, when it names arguments of the call (made by :meth:`about`), else None.
         option: the keyword of the argument the problem is about (the first the message names), or None.
+        usage: the call itself is wrong, whatever the files, cards and machine (made by :meth:`of_value`): the CLI
+            ends it with exit code 2, as argparse's usage errors, where any other ends with 1.
     """
 
     phrase: Phrase | None = None
     option: str | None = None
+    usage: bool = False
 
     def __init__(self, *args: object) -> None:
         super().__init__(*(printable(arg) if isinstance(arg, str) else arg for arg in args))
@@ -144,6 +147,18 @@ class VaezooError(Exception):
         error = cls(str(phrase))
         error.phrase = phrase
         error.option = next(iter(phrase.arguments), None)
+        return error
+
+    @classmethod
+    def of_value(cls, template: str, **values: object) -> Self:
+        """An error of a value given to the call that the call alone shows wrong (out of its range, of the wrong
+        form, or two values that exclude each other), as :meth:`about`, marked :attr:`usage`.
+
+        Example: ``TrainingError.of_value("{max_steps} must be at least 1, got {got}", got=0)``: in the CLI
+        ``error: --max-steps must be at least 1, got 0`` and exit code 2.
+        """
+        error = cls.about(template, **values)
+        error.usage = True
         return error
 
     def spelled(self, spelling: Spelling) -> str:

@@ -256,7 +256,7 @@ def test_entries_that_are_not_regular_files_are_never_opened(tmp_path):
 def test_where_without_a_key_is_refused(cards_dir, capsys, where):
     write_toml(cards_dir / "tiny.toml", make_card("tiny"))
     code, out, err = cli(capsys, "list", "--where", where)
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")
     assert_one_line_error(err, "--where")
 
 

@@ -197,24 +197,25 @@ def test_a_script_without_a_main_guard_runs_once_when_the_metrics_fit_on_worker_
     assert done.stdout.splitlines() == ["top level ran", "[3, 7]"], done.stdout + done.stderr
 
 
-@pytest.mark.parametrize(("options", "said"), [
-    (["-o", "{tmp}/x.jpg"], "images are written as PNG; give a .png file name, not '{tmp}/x.jpg'"),
-    (["-o", "{tmp}/taken.png"], "cannot write {tmp}/taken.png: it is a folder, not a file; choose another output path"),
-    (["-o", "{tmp}/x.png", "--scale", "0"], "--scale must be at least 1, got 0"),
+@pytest.mark.parametrize(("options", "said", "code"), [
+    (["-o", "{tmp}/x.jpg"], "images are written as PNG; give a .png file name, not '{tmp}/x.jpg'", 1),
+    (["-o", "{tmp}/taken.png"], "cannot write {tmp}/taken.png: it is a folder, not a file; choose another output path",
+     1),
+    (["-o", "{tmp}/x.png", "--scale", "0"], "--scale must be at least 1, got 0", 2),
     (["-o", "{tmp}/a-file/x.png"], "cannot write {tmp}/a-file/x.png: {tmp}/a-file is a file, not a folder; choose "
-                                   "another output path"),
+                                   "another output path", 1),
     (["-o", "{tmp}/new/" + "x" * 300 + ".png"], "cannot write {tmp}/new/" + "x" * 300 + ".png: its name is 304 "
                                                 "bytes, more than the 241 a file name may have there; choose another "
-                                                "output path")],
+                                                "output path", 1)],
     ids=["jpg", "folder", "scale-0", "a-file-as-folder", "long-name"])
 def test_show_refuses_what_it_cannot_write_before_the_model_is_loaded(two_runs, tmp_path, monkeypatch, capsys,
-                                                                       options, said):
+                                                                       options, said, code):
     (tmp_path / "taken.png").mkdir()
     (tmp_path / "a-file").write_text("", encoding="utf-8")
     loaded = []
     monkeypatch.setattr("vaezoo.assemble.load_model", lambda *args, **kwargs: loaded.append(args))
-    code, _, err = cli(capsys, "show", str(two_runs[0]), "sample", *(o.format(tmp=tmp_path) for o in options))
-    assert code == 1 and err.strip().splitlines() == [f"error: {said.format(tmp=tmp_path)}"], err
+    got, _, err = cli(capsys, "show", str(two_runs[0]), "sample", *(o.format(tmp=tmp_path) for o in options))
+    assert got == code and err.strip().splitlines() == [f"error: {said.format(tmp=tmp_path)}"], err
     assert loaded == [] and not (tmp_path / "x.png").exists() and not (tmp_path / "x.jpg").exists()
 
 

@@ -41,7 +41,9 @@ class Command:
             opens with it as a sentence. Shown as text, ``%`` included.
         run: ``run(args) -> int | None``, called with the parsed :class:`argparse.Namespace`; returns the exit
             code, None for 0. What it raises ends the command as a built-in's does: a
-            :class:`vaezoo.errors.VaezooError` is one line ``error: ...`` and exit code 1, a Ctrl-C exit code 130.
+            :class:`vaezoo.errors.VaezooError` is one line ``error: ...`` and exit code 1 (2 for one made by
+            :meth:`~vaezoo.errors.VaezooError.of_value`, a value the command line gives that cannot be), a Ctrl-C
+            exit code 130.
         add_arguments: ``add_arguments(parser)`` adds the command's arguments to its :class:`argparse.ArgumentParser`;
             None when it takes none. ``parser.set_defaults(imports=["torch"])`` imports those modules before
             ``run``, a Ctrl-C during the import stopping the command cleanly.
@@ -50,6 +52,11 @@ class Command:
     help: str
     run: Callable[[argparse.Namespace], int | None]
     add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
+
+
+USAGE = 2
+"""The exit code of a command line that asks for what cannot be (argparse's, and a :attr:`VaezooError.usage` error's);
+1 is that of work that failed or was refused."""
 
 
 def build_parser(plugin_commands: bool = True) -> argparse.ArgumentParser:
@@ -206,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             _error(exc.spelled(flag_spelling))
         else:  # the system refused a path given on the command line
             _error(_os_error(exc))
-        return 1
+        return USAGE if isinstance(exc, VaezooError) and exc.usage else 1
     except KeyboardInterrupt as exc:
         return _stopped(getattr(exc, "signal", signal.SIGINT))
     except Warning as exc:  # raised, not shown: PYTHONWARNINGS=error or python -W error made warnings errors

@@ -40,9 +40,9 @@ def _where(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise VaezooError(f"--where takes KEY=VALUE, got '{item}'")
+            raise VaezooError.of_value("{where} takes KEY=VALUE, got {got!r}", got=item)
         if not key.strip():
-            raise VaezooError(f"--where needs a field name before '=', got '{item}'")
+            raise VaezooError.of_value("{where} needs a field name before '=', got {got!r}", got=item)
         out[key.strip()] = value.strip()
     return out
 

@@ -1030,12 +1030,12 @@ def new_card_name(name: str, made: str) -> str:
             ``name`` argument.
     """
     if not re.fullmatch(NAME_PATTERN, name):
-        raise CardError.about("{name} '{given}' is not a card name: use lowercase letters and digits joined by "
-                              "'-', '_' or '.'; give {made} one with {name}", given=name, made=made)
+        raise CardError.of_value("{name} '{given}' is not a card name: use lowercase letters and digits joined by "
+                                 "'-', '_' or '.'; give {made} one with {name}", given=name, made=made)
     if len(name) > MAX_NAME:
-        raise CardError.about("{name} has {length} characters, more than the {most} a card name may have (files are "
-                              "named after it); give {made} a shorter one with {name}", length=len(name),
-                              most=MAX_NAME, made=made)
+        raise CardError.of_value("{name} has {length} characters, more than the {most} a card name may have (files "
+                                 "are named after it); give {made} a shorter one with {name}", length=len(name),
+                                 most=MAX_NAME, made=made)
     if name in scan().builtin:
         raise CardError.about("{name} '{given}' is the name of a built-in zoo entry; give {made} another name with "
                               "{name}", given=name, made=made)

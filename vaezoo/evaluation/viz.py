@@ -89,7 +89,7 @@ class Grid:
 
         _check_scale(scale)
         if padding < 0:
-            raise VaezooError.about("{padding} must be at least 0, got {got}", got=padding)
+            raise VaezooError.of_value("{padding} must be at least 0, got {got}", got=padding)
         height = self.rows * (self.tiles.shape[3] * scale + padding) + padding
         width = self.columns * (self.tiles.shape[4] * scale + padding) + padding
         if height * width > MAX_PIXELS:
@@ -165,7 +165,7 @@ def check_picture_file(path: str | Path, scale: int = SCALE) -> Path:
 
 def _check_scale(scale: int) -> None:
     if scale < 1:
-        raise VaezooError.about("{scale} must be at least 1, got {got}", got=scale)
+        raise VaezooError.of_value("{scale} must be at least 1, got {got}", got=scale)
 
 
 @dataclass(frozen=True)
@@ -377,14 +377,14 @@ def _whole(keyword: str, value: object, least: int) -> int:
     """``value`` as an int, refused unless it is a whole number of at least ``least`` (``keyword`` names it)."""
     number = whole_number(value)
     if number is None or number < least:
-        raise VaezooError.about(f"{{{keyword}}} must be a whole number >= {least}, got {{got!r}}", got=value)
+        raise VaezooError.of_value(f"{{{keyword}}} must be a whole number >= {least}, got {{got!r}}", got=value)
     return number
 
 
 def _check_seed(seed: object) -> int:
     number = whole_number(seed)
     if number is None or not 0 <= number < SEED_LIMIT:
-        raise VaezooError.about("{seed} must be a whole number from 0 to 2^63 - 1, got {got!r}", got=seed)
+        raise VaezooError.of_value("{seed} must be a whole number from 0 to 2^63 - 1, got {got!r}", got=seed)
     return number
 
 

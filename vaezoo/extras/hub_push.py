@@ -395,20 +395,21 @@ def push_or_stage(card: Card | None = None, repo_id: str | None = None, *, owner
     its lock, and moved in whole, so that an error, a Ctrl-C or a kill leaves ``out`` as it was.
 
     Raises:
-        OutputError: the arguments do not go together (one line saying which to give), the Hub would refuse
+        OutputError: the arguments do not go together (one line saying which to give; a usage error, exit code 2
+            in the CLI), the Hub would refuse
             ``repo_id`` or ``owner`` (:func:`check_repo_id`), ``revision`` is no branch name (:func:`check_revision`),
             or ``out`` is not a new or empty folder, or cannot be written.
         CardError: ``owner`` is given and no card is found.
     """
     if owner is not None and (card is not None or repo_id):
-        raise OutputError("--all OWNER pushes the whole zoo; give no CARD or OWNER/REPO with it")
+        raise OutputError.of_value("--all OWNER pushes the whole zoo; give no CARD or OWNER/REPO with it")
     if owner is None and not (card is not None and repo_id):
-        raise OutputError("give CARD and OWNER/REPO (vaezoo push CARD OWNER/REPO), or --all OWNER --dry-run")
+        raise OutputError.of_value("give CARD and OWNER/REPO (vaezoo push CARD OWNER/REPO), or --all OWNER --dry-run")
     if owner is not None and not dry_run:
-        raise OutputError("--all stages the zoo with --dry-run only; upload each entry with "
-                          "'vaezoo push NAME OWNER/NAME'")
+        raise OutputError.of_value("--all stages the zoo with --dry-run only; upload each entry with "
+                                   "'vaezoo push NAME OWNER/NAME'")
     if dry_run and (commit_message is not None or revision is not None):
-        raise OutputError("--commit-message and --revision go with an upload; --dry-run commits nothing")
+        raise OutputError.of_value("--commit-message and --revision go with an upload; --dry-run commits nothing")
     if repo_id:
         check_repo_id(repo_id)  # before any folder is made: a dry run passed names the push then refused
         check_revision(revision)

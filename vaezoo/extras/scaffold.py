@@ -47,14 +47,15 @@ def check_name(name: str) -> None:
     """Refuse a plugin name that is not a lowercase, hyphenated word, that an installed plugin already uses,
     or that names a part some plugin (the core included) registers: the new part would clash with it."""
     if not NAME.fullmatch(name):
-        raise VaezooError(f"invalid plugin name {name!r}: use lowercase letters, digits and single hyphens, "
-                          f"starting with a letter (e.g. 'sparse-vae')")
+        raise VaezooError.of_value("invalid plugin name {name!r}: use lowercase letters, digits and single hyphens, "
+                                   "starting with a letter (e.g. 'sparse-vae')", name=name)
     if len(name) > MAX_NAME - len(CARD_SUFFIX):
-        raise VaezooError(f"invalid plugin name of {len(name)} characters: its card NAME{CARD_SUFFIX} would be longer "
-                          f"than a card's name may be ({MAX_NAME}); give at most {MAX_NAME - len(CARD_SUFFIX)}")
+        raise VaezooError.of_value("invalid plugin name of {length} characters: its card NAME{suffix} would be longer "
+                                   "than a card's name may be ({most}); give at most {fits}", length=len(name),
+                                   suffix=CARD_SUFFIX, most=MAX_NAME, fits=MAX_NAME - len(CARD_SUFFIX))
     if name == "vaezoo" or name.startswith("vaezoo-"):
-        raise VaezooError(f"invalid plugin name '{name}': give it without the 'vaezoo-' prefix, which is added "
-                          f"to the package's name")
+        raise VaezooError.of_value("invalid plugin name '{name}': give it without the 'vaezoo-' prefix, which is "
+                                   "added to the package's name", name=name)
     installed = {ep.name for ep in entry_points(group="vaezoo")}
     if name in installed:
         raise VaezooError(f"a plugin named '{name}' is already installed; choose another name")

@@ -57,15 +57,15 @@ def parse_sweep(text: str) -> Sweep:
     key, sep, values = text.partition("=")
     key = key.strip()
     if not sep or not key or not values.strip():
-        raise TrainingError.about("{sweep} takes KEY=V1,V2,..., got '{text}'", text=text)
+        raise TrainingError.of_value("{sweep} takes KEY=V1,V2,..., got '{text}'", text=text)
     empty = next((i for i, v in enumerate(_split(values), 1) if not v.strip()), None)
     if empty is not None:  # a comma too many: '' was swept, and refused as the field's value ("beta = ''")
-        raise TrainingError.about("{sweep} {text}: value {n} is empty; give the values separated by single commas",
-                                  text=text, n=empty)
+        raise TrainingError.of_value("{sweep} {text}: value {n} is empty; give the values separated by single commas",
+                                     text=text, n=empty)
     try:
         parsed = tuple(parse_value(v.strip()) for v in _split(values))
     except ValueError as e:
-        raise TrainingError.about("{sweep} {key}: {why}", key=key, why=str(e)) from None
+        raise TrainingError.of_value("{sweep} {key}: {why}", key=key, why=str(e)) from None
     return Sweep(key, parsed)
 
 
@@ -104,15 +104,15 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
     # a numpy or torch number as the Python one it is: the cards are written as TOML, their recipes as JSON
     sweeps = [Sweep(s.key, tuple(v if real_number(v) is None else real_number(v) for v in s.values)) for s in sweeps]
     if not seeds or len(set(seeds)) != len(seeds):
-        raise TrainingError.about("{seeds} must name each seed once, got {got}",
-                                  got=",".join(map(str, seeds)) or "none")
+        raise TrainingError.of_value("{seeds} must name each seed once, got {got}",
+                                     got=",".join(map(str, seeds)) or "none")
     for seed in seeds:
         if type(seed) is not int or not 0 <= seed < SEED_LIMIT:
-            raise TrainingError.about("{seeds}: {seed!r} is not a seed; give whole numbers from 0 to 2^63 - 1",
-                                      seed=seed)
+            raise TrainingError.of_value("{seeds}: {seed!r} is not a seed; give whole numbers from 0 to 2^63 - 1",
+                                         seed=seed)
     paths = [_resolve(card, s.key) for s in sweeps]
     if len(set(paths)) != len(paths):
-        raise TrainingError.about("two {sweep} options name the same field; give each field once")
+        raise TrainingError.of_value("two {sweep} options name the same field; give each field once")
     out, seen = [], {}
     for combo in itertools.product(*(s.values for s in sweeps)):
         tag = ",".join(f"{s.key}={_show(v)}" for s, v in zip(sweeps, combo))
@@ -125,8 +125,8 @@ def members(card: Card, seeds: Sequence[int], sweeps: Sequence[Sweep]) -> list[M
             varied = varied.model_copy(update={"train": varied.train.model_copy(update={"budget": None})})
         made = canonical(recipe(varied, RESUMED - {"train.epochs"}))  # what decides the weights it trains
         if made in seen:
-            raise TrainingError.about("{sweep} values {one} and {other} make the same card; give each value once",
-                                      one=seen[made], other=tag)
+            raise TrainingError.of_value("{sweep} values {one} and {other} make the same card; give each value once",
+                                         one=seen[made], other=tag)
         seen[made] = tag
         for seed in seeds:
             member = varied.model_copy(update={"train": varied.train.model_copy(update={"seed": seed})})
@@ -169,8 +169,8 @@ def _check_folder_name(tag: str) -> None:
     """Refuse a member's folder name that is not one plain file name (a value holding ``/``, a control
     character, ...), so that every member's run stays inside the ensemble's folder."""
     if any(c in "/\\" or not c.isprintable() for c in tag) or len(tag.encode()) > 255:
-        raise TrainingError.about("{sweep} {tag}: a swept value names its member's folder, so it must be a plain file "
-                                  "name (no '/', '\\' or control characters, at most 255 bytes)", tag=tag)
+        raise TrainingError.of_value("{sweep} {tag}: a swept value names its member's folder, so it must be a plain "
+                                     "file name (no '/', '\\' or control characters, at most 255 bytes)", tag=tag)
 
 
 def _show(value: Any) -> str:
@@ -196,7 +196,7 @@ def _resolve(card: Card, key: str) -> tuple[str | int, ...]:
                                   found=", ".join(named[path] for path in found))
     name = named[found[0]]
     if name == "train.seed":
-        raise TrainingError.about("{sweep} {key}: give the seeds with {seeds}", key=key)
+        raise TrainingError.of_value("{sweep} {key}: give the seeds with {seeds}", key=key)
     if any(name == record or name.startswith(f"{record}.") for record in RECORDS):  # train.machine.0.threads
         raise TrainingError.about("{sweep} {key}: {path} records how a run went or how often it saved, and does not "
                                   "change what it trains; sweep a field of the recipe", key=key, path=name)
@@ -231,7 +231,7 @@ def _with_value(card: Card, path: tuple[str | int, ...], value: Any) -> Card:
     except ValidationError as exc:
         message = exc.errors()[0]["msg"]  # its first letter only: it may quote the values the field takes ('Adam')
         shown = json.dumps(value) if isinstance(value, str) else _show(value)  # "3" is no integer, 3 would be
-        raise TrainingError.about("{sweep} {path}={value}: {problem}", path=".".join(map(str, path)),
-                                  value=shown, problem=message[:1].lower() + message[1:]) from None
+        raise TrainingError.of_value("{sweep} {path}={value}: {problem}", path=".".join(map(str, path)),
+                                     value=shown, problem=message[:1].lower() + message[1:]) from None
     varied._path, varied._source = card._path, card._source
     return varied

@@ -277,7 +277,7 @@ def _train_in_turn(card: Card, runs: list[tuple[Card, Path, str]], root: Path,
                    options: TrainOptions) -> list[TrainResult]:
     """:func:`_train`, holding torch's global generators."""
     if options.max_steps is not None and options.max_steps < 1:
-        raise TrainingError.about("{max_steps} must be at least 1, got {got}", got=options.max_steps)
+        raise TrainingError.of_value("{max_steps} must be at least 1, got {got}", got=options.max_steps)
     options = replace(options, name=run_name(card, options.name))
     where = launch()
     world = where.world
@@ -497,10 +497,10 @@ def _override(recipe: TrainRecipe, **values) -> TrainRecipe:
         error = exc.errors()[0]
         field, message = str(error["loc"][0]), error["msg"]
         if message.startswith("Input should be "):  # "Input should be greater than 0": as vaezoo says a bound
-            raise TrainingError.about(f"{{{field}}} must be {{bound}}, got {{value}}", value=given.get(field),
-                                      bound=message.removeprefix("Input should be ")) from None
-        raise TrainingError.about(f"{{{field}:{{value}}}}: {{problem}}", value=given.get(field),
-                                  problem=message.lower()) from None
+            raise TrainingError.of_value(f"{{{field}}} must be {{bound}}, got {{value}}", value=given.get(field),
+                                         bound=message.removeprefix("Input should be ")) from None
+        raise TrainingError.of_value(f"{{{field}:{{value}}}}: {{problem}}", value=given.get(field),
+                                     problem=message.lower()) from None
 
 
 def run_recipe(card: Card | str | os.PathLike, out: str | os.PathLike, *, seeds: Sequence[int] | None = None,
