@@ -341,6 +341,28 @@ def test_a_staging_folder_a_killed_new_plugin_left_is_removed_by_the_next_and_a_
     assert capsys.readouterr().out == f"{parent / 'vaezoo-demo'}\n"
 
 
+def test_two_new_plugins_of_one_name_at_once_make_one_package_and_leave_no_lock_file(tmp_path):
+    # the package's lock file, .vaezoo-NAME.lock, stayed beside every package made: a stray file in the user's project
+    from vaezoo.store.locks import folder_lock
+
+    parent, env = tmp_path / "dir", child_env(tmp_path / "home")
+    parent.mkdir()
+    runs = []
+    with folder_lock(parent / "vaezoo-demo"):  # both runs wait for it, then for each other
+        for _ in range(2):
+            run = subprocess.Popen([sys.executable, "-m", "vaezoo", "new-plugin", "demo", "--dir", str(parent)],
+                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            runs.append(run)
+            assert "waiting for another vaezoo process writing" in run.stderr.readline()
+    results = sorted((run.wait(timeout=300), run.stdout.read(), run.stderr.read()) for run in runs)
+    made, refused = results
+    assert made[:2] == (0, f"{parent / 'vaezoo-demo'}\n"), made
+    assert refused[:2] == (1, "") and refused[2].endswith(
+        f"error: {parent / 'vaezoo-demo'} already exists; remove it or choose another --dir\n"), refused
+    assert sorted(os.listdir(parent)) == ["vaezoo-demo"]
+    assert (parent / "vaezoo-demo" / "pyproject.toml").is_file()
+
+
 @pytest.mark.parametrize("folder", ["src", "my dir"])
 def test_the_next_step_installs_the_test_extra_that_brings_pytest(tmp_path, monkeypatch, capsys, folder):
     monkeypatch.chdir(tmp_path)

@@ -15,7 +15,7 @@ from string import Template
 from vaezoo.entries.schema import MAX_NAME
 from vaezoo.errors import VaezooError
 from vaezoo.store.files import RANDOM, folder_problem, new_folder_mode, temporaries
-from vaezoo.store.locks import folder_lock
+from vaezoo.store.locks import folder_lock, folder_lock_file
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 CARD_SUFFIX = "-mnist"  # the longer of the cards' suffixes (a dataset's card is NAME-data)
@@ -143,8 +143,7 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
                               f"Python ({exc.msg} at line {exc.lineno}: {(exc.text or '').strip()}); choose another "
                               f"name") from None
     target = parent / f"vaezoo-{name}"
-    if os.path.lexists(target):  # a dangling link too
-        raise VaezooError(f"{target} already exists; remove it or choose another --dir")
+    _refuse_taken(target)
     if parent.exists() and not parent.is_dir():
         raise VaezooError(f"--dir {parent} is a file, not a directory")
     try:
@@ -153,8 +152,26 @@ def create_plugin(name: str, parent: Path, kind: str = "architecture") -> Path:
         raise VaezooError(f"cannot create {target}: {folder_problem(parent, exc)}; choose another --dir") from None
     _remove_dead_stagings(parent)
     with folder_lock(target):  # held while staging, so that a staging folder whose package's lock is free is dead
-        _stage(files, parent, target)
+        try:
+            _refuse_taken(target)  # made by a run this one waited for
+            _stage(files, parent, target)
+        finally:
+            _remove_lock_of_made(target)
     return target
+
+
+def _remove_lock_of_made(target: Path) -> None:
+    """Remove the lock file of the package ``target`` (held by this process) once the package stands: every run is
+    refused then, before it stages (a run that waited on the lock, and takes it, or a new one, once it is gone), so
+    the file guards nothing more, and a user would see it beside the package, and commit it."""
+    if os.path.lexists(target):
+        folder_lock_file(target).unlink(missing_ok=True)
+
+
+def _refuse_taken(target: Path) -> None:
+    """Refuse to write the package ``target`` where something stands already (a dangling link too)."""
+    if os.path.lexists(target):
+        raise VaezooError(f"{target} already exists; remove it or choose another --dir")
 
 
 STAGING = re.compile(r"\.vaezoo-([a-z0-9-]+)\." + RANDOM)
@@ -196,8 +213,7 @@ def _stage(files: dict[str, str], parent: Path, target: Path) -> None:
         except OSError as exc:  # a full disk or quota; nothing is left behind
             raise VaezooError(f"cannot create {target}: {exc.strerror or exc}; make room on its disk or choose "
                               f"another --dir") from None
-        if os.path.lexists(target):  # created while we were writing
-            raise VaezooError(f"{target} already exists; remove it or choose another --dir")
+        _refuse_taken(target)  # created while we were writing
         try:
             os.rename(staging, target)
         except OSError as exc:
