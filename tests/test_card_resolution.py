@@ -381,6 +381,18 @@ def test_a_card_whose_plugin_is_not_installed_names_what_it_needs(tmp_path):
         vaezoo.load(tmp_path / "gone")
 
 
+def test_a_card_of_a_newer_vaezoo_naming_a_part_no_plugin_registers_says_to_upgrade(tmp_path, capsys):
+    """A part that a later vaezoo's built-in plugins add (as 0.3.0 added the dataset image_folder) was said as a
+    plugin to install, which a user could not find: the card records the vaezoo that wrote it."""
+    card, _, _ = write_entry(tmp_path / "later", make_card(name="later", vaezoo_version="99.0.0"), seed=4)
+    card.write_text(card.read_text().replace('[train.data]\nname = "mnist"', '[train.data]\nname = "clock"'))
+    code, _, err = cli(capsys, "eval", str(tmp_path / "later"))
+    assert code == 1 and err.strip().splitlines() == [
+        f"error: card 'later' needs the dataset 'clock', which no installed plugin registers; the card was written by "
+        f"vaezoo 99.0.0, newer than this vaezoo {vaezoo.__version__}: upgrade vaezoo, or install the plugin that "
+        f"registers it"]
+
+
 
 def test_a_card_a_plugin_ships_naming_a_part_no_plugin_registers_names_that_plugin(tmp_path, site, capsys):
     """It said "install the plugin that registers it" to a user who had installed the plugin that ships the card,

@@ -368,6 +368,9 @@ def _not_installed(card: Card, exc: UnknownNameError) -> UnknownNameError:
     folder's), where it has them."""
     if exc.missing is None:
         return exc
+    from vaezoo.entries.catalog import newer_release
+    from vaezoo.version import __version__
+
     kind, name = exc.missing
     plugins = card.plugins or _config_plugins(card)
     made_with = " (it was made with " + ", ".join(f"{d} {v}" for d, v in plugins.items()) + ")" if plugins else ""
@@ -388,6 +391,10 @@ def _not_installed(card: Card, exc: UnknownNameError) -> UnknownNameError:
                                  f"{shipper.version}) needs the {kind} '{name}', which neither it nor any other "
                                  f"installed plugin registers{made_with}; install the plugin that registers it, or "
                                  f"report it to {shipper.distribution}'s author")
+    elif newer_release(card.vaezoo_version):  # a part a later vaezoo's built-in plugins added, maybe
+        error = UnknownNameError(f"card '{card.name}' needs the {kind} '{name}', which no installed plugin registers"
+                                 f"{made_with}; the card was written by vaezoo {card.vaezoo_version}, newer than this "
+                                 f"vaezoo {__version__}: upgrade vaezoo, or install the plugin that registers it")
     else:
         error = UnknownNameError(f"card '{card.name}' needs the {kind} '{name}', which no installed plugin registers"
                                  f"{made_with}; install the plugin that registers it ('vaezoo plugins' lists those "

@@ -1,3 +1,3 @@
 """vaezoo's version, in a module that imports nothing so that anything can import it."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
