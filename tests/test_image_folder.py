@@ -161,6 +161,22 @@ def test_a_folder_that_does_not_fit_is_refused_in_one_line_by_the_cli(tmp_path, 
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+def test_hidden_files_and_folders_are_neither_images_nor_classes(tmp_path):
+    """macOS leaves ``._NAME`` beside each file it copies to another file system, and Jupyter a
+    ``.ipynb_checkpoints/`` in each folder it opens: ImageFolder took the first for images (which cannot be read)
+    and the second for a class."""
+    draw(tmp_path / "loose", [f"{i}.png" for i in range(20)] + [".ipynb_checkpoints/0-checkpoint.png"])
+    (tmp_path / "loose" / "._3.png").write_bytes(b"\0\5\26\7Mac OS X")
+    draw(tmp_path / "classes", [f"{c}/{i}.png" for c in ("a", "b") for i in range(10)]
+         + [".ipynb_checkpoints/0.png", "a/.ipynb_checkpoints/0-checkpoint.png"])
+    (tmp_path / "classes" / "b" / "._3.png").write_bytes(b"\0\5\26\7Mac OS X")
+    for folder in ("loose", "classes"):
+        train = load_dataset("image_folder", split="train", folder=str(tmp_path / folder), image_size=8)
+        test = load_dataset("image_folder", split="test", folder=str(tmp_path / folder), image_size=8)
+        assert len(train) + len(test) == 20, folder
+    assert sorted(set(train.labels.tolist()) | set(test.labels.tolist())) == [0, 1]
+
+
 def test_a_corrupt_or_unreadable_image_is_named(tmp_path, monkeypatch):
     draw(tmp_path, [f"{i}.png" for i in range(10)])
     (tmp_path / "3.png").write_bytes(b"\x89PNG not an image")

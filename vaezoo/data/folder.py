@@ -7,6 +7,7 @@ to (``image_size``) and their colours (``channels``: 1 for grey levels, 3 for RG
 chosen by a hash of each file's path inside the folder, so the split depends on neither the file system's order nor
 the machine. Class subfolders (``cats/``, ``dogs/``, in each split folder where there are ones) give labels as
 ImageFolder gives them, their indices in the sorted class names; images with no class subfolder have no labels.
+Hidden files and folders (``._photo.jpg``, ``.ipynb_checkpoints/``) are neither images nor classes.
 
 A run's card records the number of images of each split (``split_sizes``, :meth:`ImageFolder.record`), the fact a
 model is built from (beta-TCVAE's estimator weighs its batches by it), so the card loads with its weights where the
@@ -23,7 +24,7 @@ from typing import Any
 import torch
 
 from vaezoo.data.base import DataInfo, Dataset, ImageDataset, ImageSize
-from vaezoo.data.images import class_folders, read_images
+from vaezoo.data.images import class_folders, hidden, read_images
 from vaezoo.errors import DataError
 
 SPLITS = ("train", "test")
@@ -158,8 +159,8 @@ def _files(folder: Path) -> dict[str, list[Path]]:
 
     try:
         classes = class_folders(folder)
-        loose = sorted(entry.name for entry in os.scandir(folder)
-                       if not entry.is_dir() and entry.name.lower().endswith(IMG_EXTENSIONS))
+        loose = sorted(entry.name for entry in os.scandir(folder) if not entry.is_dir() and not hidden(entry.name)
+                       and entry.name.lower().endswith(IMG_EXTENSIONS))
     except OSError as exc:
         raise DataError(f"image_folder: {exc.filename or folder} cannot be read ({exc.strerror or exc}); make it "
                         f"readable (chmod -R u+rX {folder})") from None

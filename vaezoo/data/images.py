@@ -19,7 +19,8 @@ def class_folders(folder: Path) -> dict[str, list[Path]]:
     """The image files ``torchvision.datasets.ImageFolder(folder)`` lists, by class, in its order: class folders by
     name, then each one's folders, links followed, by path, and their files by name. Each real folder is walked
     once: ImageFolder follows a link back up the tree until the path is too long, and two such links make its walk
-    exponential.
+    exponential. Hidden files and folders are left out (:func:`hidden`), which ImageFolder takes for images and
+    classes.
 
     Args:
         folder: the folder holding one subfolder per class.
@@ -36,7 +37,7 @@ def class_folders(folder: Path) -> dict[str, list[Path]]:
         raise error
 
     classes = {}
-    for name in sorted(entry.name for entry in os.scandir(folder) if entry.is_dir()):
+    for name in sorted(entry.name for entry in os.scandir(folder) if entry.is_dir() and not hidden(entry.name)):
         seen, walked = set(), []
         for base, folders, names in os.walk(folder / name, onerror=refuse, followlinks=True):
             info = os.stat(base)
@@ -44,10 +45,17 @@ def class_folders(folder: Path) -> dict[str, list[Path]]:
                 folders[:] = []
                 continue
             seen.add((info.st_dev, info.st_ino))
+            folders[:] = [sub for sub in folders if not hidden(sub)]
             walked.append((base, names))
         classes[name] = [Path(base, file) for base, files in sorted(walked) for file in sorted(files)
-                         if file.lower().endswith(IMG_EXTENSIONS)]
+                         if file.lower().endswith(IMG_EXTENSIONS) and not hidden(file)]
     return classes
+
+
+def hidden(name: str) -> bool:
+    """Whether a file or folder named ``name`` is hidden (its name starts with a dot), and so not an image or a
+    class: the ``._photo.jpg`` beside each photo macOS copies to another file system, ``.ipynb_checkpoints/``."""
+    return name.startswith(".")
 
 
 def read_images(paths: Sequence[Path], mode: str, size: int, resize: bool, name: str, how: str = "") -> torch.Tensor:
