@@ -489,6 +489,18 @@ def test_a_dataset_whose_info_and_loaded_data_differ_on_nominal_factors_is_caugh
         testing.check_dataset("nominal_in_info_only")
 
 
+def install_card_plugin(site, entry_name: str, cards) -> str:
+    """Install a plugin ``entry_name`` whose one hook gives the card folder ``cards``; returns its module's name."""
+    return install_plugin(site, entry_name, f"""
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_card_dirs():
+    return [{str(cards)!r}]
+""")
+
+
 @pytest.mark.parametrize("requirement, admitted", [
     ("vaezoo>=0.1", False), ("vaezoo>=0.1.0,<1", False), ("vaezoo~=0.1", False), ("vaezoo>=0.2", True),
     ("vaezoo>=0.2.0,<1", True), ("vaezoo==0.2.*", True),
@@ -500,14 +512,7 @@ def test_check_plugin_fails_cards_an_older_vaezoo_its_distribution_admits_may_re
     cards = tmp_path / "cards"
     write_card(cards, {**make_card(name="dated-mnist"), "vaezoo_version": "0.2.0"})
     write_card(cards, make_card(name="older-mnist"))
-    module = install_plugin(site, "dated", f"""
-import vaezoo
-
-
-@vaezoo.hookimpl
-def vaezoo_card_dirs():
-    return [{str(cards)!r}]
-""")
+    module = install_card_plugin(site, "dated", cards)
     metadata = site / f"{module}-1.0.dist-info" / "METADATA"
     metadata.write_text(metadata.read_text(encoding="utf-8") + f"Requires-Dist: {requirement}\n", encoding="utf-8")
     if admitted:
@@ -530,14 +535,7 @@ def test_check_plugin_fails_a_shipped_card_whose_commands_name_a_run(site, tmp_p
     cards = tmp_path / "cards"
     metric = {"value": 1.0, "command": command, "vaezoo_version": "0.1.0"}
     write_card(cards, {**make_card(name="measured-mnist"), "metrics": {"elbo": metric}})
-    install_plugin(site, "measured", f"""
-import vaezoo
-
-
-@vaezoo.hookimpl
-def vaezoo_card_dirs():
-    return [{str(cards)!r}]
-""")
+    install_card_plugin(site, "measured", cards)
     if shipped:
         assert testing.check_plugin("measured") == {"card": ["measured-mnist"]}
         return
@@ -552,14 +550,7 @@ def vaezoo_card_dirs():
 def test_check_plugin_fails_a_card_that_every_command_skips(site, tmp_path):
     cards = tmp_path / "cards"
     write_card(cards, make_card(name="vae-mnist"))  # a built-in zoo entry's name: the built-in is kept
-    install_plugin(site, "shadow", f"""
-import vaezoo
-
-
-@vaezoo.hookimpl
-def vaezoo_card_dirs():
-    return [{str(cards)!r}]
-""")
+    install_card_plugin(site, "shadow", cards)
     with pytest.raises(ConformanceError, match=r"plugin 'shadow': card .*vae-mnist.toml is skipped: name 'vae-mnist' "
                                                r"is already taken"):
         testing.check_plugin("shadow")
