@@ -501,6 +501,16 @@ def vaezoo_card_dirs():
 """)
 
 
+def assert_check_plugin(entry_name: str, cards: list[str], problem: str | None) -> None:
+    """``check_plugin(entry_name)`` passes, listing ``cards``, where ``problem`` is None; else it fails saying it."""
+    if problem is None:
+        assert testing.check_plugin(entry_name) == {"card": cards}
+        return
+    with pytest.raises(ConformanceError) as caught:
+        testing.check_plugin(entry_name)
+    assert str(caught.value) == f"plugin '{entry_name}': {problem}"
+
+
 @pytest.mark.parametrize("requirement, admitted", [
     ("vaezoo>=0.1", False), ("vaezoo>=0.1.0,<1", False), ("vaezoo~=0.1", False), ("vaezoo>=0.2", True),
     ("vaezoo>=0.2.0,<1", True), ("vaezoo==0.2.*", True),
@@ -515,15 +525,10 @@ def test_check_plugin_fails_cards_an_older_vaezoo_its_distribution_admits_may_re
     module = install_card_plugin(site, "dated", cards)
     metadata = site / f"{module}-1.0.dist-info" / "METADATA"
     metadata.write_text(metadata.read_text(encoding="utf-8") + f"Requires-Dist: {requirement}\n", encoding="utf-8")
-    if admitted:
-        assert testing.check_plugin("dated") == {"card": ["dated-mnist", "older-mnist"]}
-        return
-    with pytest.raises(ConformanceError) as caught:
-        testing.check_plugin("dated")
-    assert str(caught.value) == (f"plugin 'dated': card 'dated-mnist' was written by vaezoo 0.2.0, but distribution "
-                                 f"{module} requires '{requirement}', which admits an older vaezoo that may refuse "
-                                 f"what the card holds; declare 'vaezoo>=0.2.0' in the dependencies of its "
-                                 f"pyproject.toml")
+    assert_check_plugin("dated", ["dated-mnist", "older-mnist"], None if admitted else (
+        f"card 'dated-mnist' was written by vaezoo 0.2.0, but distribution {module} requires '{requirement}', which "
+        f"admits an older vaezoo that may refuse what the card holds; declare 'vaezoo>=0.2.0' in the dependencies of "
+        f"its pyproject.toml"))
 
 
 @pytest.mark.parametrize("command, shipped", [
@@ -536,15 +541,10 @@ def test_check_plugin_fails_a_shipped_card_whose_commands_name_a_run(site, tmp_p
     metric = {"value": 1.0, "command": command, "vaezoo_version": "0.1.0"}
     write_card(cards, {**make_card(name="measured-mnist"), "metrics": {"elbo": metric}})
     install_card_plugin(site, "measured", cards)
-    if shipped:
-        assert testing.check_plugin("measured") == {"card": ["measured-mnist"]}
-        return
-    with pytest.raises(ConformanceError) as caught:
-        testing.check_plugin("measured")
-    assert str(caught.value) == (f"plugin 'measured': card 'measured-mnist' records metric 'elbo' as measured by "
-                                 f"'{command}', which names another card than 'measured-mnist' (a run's folder its "
-                                 f"users do not have); measure the shipped card again with 'vaezoo eval "
-                                 f"measured-mnist --write' (CONTRIBUTING.md, Train and ship weights)")
+    assert_check_plugin("measured", ["measured-mnist"], None if shipped else (
+        f"card 'measured-mnist' records metric 'elbo' as measured by '{command}', which names another card than "
+        f"'measured-mnist' (a run's folder its users do not have); measure the shipped card again with 'vaezoo eval "
+        f"measured-mnist --write' (CONTRIBUTING.md, Train and ship weights)"))
 
 
 def test_check_plugin_fails_a_card_that_every_command_skips(site, tmp_path):
