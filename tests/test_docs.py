@@ -227,6 +227,13 @@ def test_readme_links_every_zoo_page():
     assert not unlinked, f"README.md links no zoo page {unlinked}: add it to the list under the zoo table"
 
 
+def test_readme_s_documentation_section_links_every_page_of_docs():
+    section = README.read_text(encoding="utf-8").partition("## Documentation")[2].partition("\n## ")[0]
+    linked = {(README.parent / m["target"]).resolve() for m in LINK.finditer(section)}
+    unlinked = [p.name for p in sorted((REPO / "docs").glob("*.md")) if p.resolve() not in linked]
+    assert not unlinked, f"README.md's Documentation section links no {unlinked}"
+
+
 def _json_table() -> dict[str, set[str]]:
     """The README's table of what ``--json`` prints: each command, as its row names it, with the words of its
     row's code spans (the keys, and the values it lists)."""
