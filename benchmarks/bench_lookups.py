@@ -1,12 +1,12 @@
 """Seconds per zoo name looked up by ``vaezoo verify NAME ...``, by one ``get_card`` each, and by a Tab press that
-completes a zoo name, beside many cards.
+completes a zoo name, a ``--dataset`` or a metric of ``leaderboard``, beside many cards.
 
 A command given many names reads the card folders once (:func:`vaezoo.entries.catalog.one_scan`), so the cost of
 one more name must not grow with the cards beside it. A lookup on its own (``vaezoo.load(NAME)`` in a loop) looks at
 every card file again, to see changes, but reads only those that changed. A Tab press is a fresh ``vaezoo`` process
-(argcomplete's protocol, as the script of ``vaezoo completion bash`` starts it) that lists the names; the median of
-:data:`TAB_PRESSES`. The cards are copies of a small card with one weights file, made in a temporary folder on
-``VAEZOO_CARDS_PATH``.
+(argcomplete's protocol, as the script of ``vaezoo completion bash`` starts it) that lists the completions of one of
+:data:`TABS`; the median of :data:`TAB_PRESSES`. The cards are copies of a small card with one weights file, made in
+a temporary folder on ``VAEZOO_CARDS_PATH``.
 
     python benchmarks/bench_lookups.py                      # 1,000 and 5,000 cards, 10 and 200 names
     python benchmarks/bench_lookups.py --cards 20000 --names 1000
@@ -62,6 +62,11 @@ size = {size}
 WEIGHTS = b"not a model: verify only hashes it"
 LOOKUPS = 20
 TAB_PRESSES = 5
+TABS = {  # what a Tab completes -> the line typed before it, and a completion it must offer ({last}: the last card)
+    "a zoo name": ("vaezoo info {last}", "{last}"),
+    "--dataset": ("vaezoo list --dataset mni", "mnist"),
+    "a metric of leaderboard": ("vaezoo leaderboard mig_c", "mig_chen"),  # the zoo's cards record it
+}
 
 
 def make_cards(folder: Path, count: int) -> list[str]:
@@ -87,6 +92,13 @@ def tab_press(line: str, expected: str) -> float:
         if expected not in answer.read_text().split():
             raise SystemExit(f"a Tab after {line!r} did not offer {expected!r}: {answer.read_text()[:200]!r}")
     return seconds
+
+
+def tab_seconds(line: str, expected: str, last: str) -> float:
+    """The median of :data:`TAB_PRESSES` Tabs at the end of ``line`` offering ``expected``, ``{last}`` in either
+    standing for the last card's name (cut by its last character in the line)."""
+    typed, offered = line.format(last=last[:-1]), expected.format(last=last)
+    return statistics.median(tab_press(typed, offered) for _ in range(TAB_PRESSES))
 
 
 def main() -> int:
@@ -115,9 +127,10 @@ def main() -> int:
             for name in names[:LOOKUPS]:
                 get_card(name)
             alone = (time.perf_counter() - start) / LOOKUPS
-            tab = statistics.median(tab_press(f"vaezoo info {names[-1][:-1]}", names[-1]) for _ in range(TAB_PRESSES))
+            tabs = "   ".join(f"{what} {tab_seconds(line, expected, names[-1]):.2f} s"
+                               for what, (line, expected) in TABS.items())
             print(f"{cards:>6} cards: {said}   each name more {per_name * 1000:.2f} ms   one get_card "
-                  f"{alone * 1000:.1f} ms   one Tab press {tab:.2f} s")
+                  f"{alone * 1000:.1f} ms   one Tab press completing {tabs}")
     return 0
 
 

@@ -267,10 +267,10 @@ def complete_card(prefix: str, **_) -> list[str]:
 
 
 def complete_dataset(prefix: str, **_) -> list[str]:
-    """The completions of a ``--dataset`` filter: the datasets of the zoo's cards that begin with ``prefix`` (a path
-    is never one); a third-party card's dataset holding a control character (ESC, a newline) is not sent to the
-    shell."""
-    from vaezoo.entries.catalog import discover
+    """The completions of a ``--dataset`` filter: the datasets the card files record that begin with ``prefix`` (a path
+    is never one), read off their text (:func:`vaezoo.entries.catalog.card_glances`); a third-party card's dataset
+    holding a control character (ESC, a newline) is not sent to the shell."""
+    from vaezoo.entries.catalog import card_glances
 
-    return sorted({card.dataset for card in discover().values()
-                   if card.dataset.startswith(prefix) and card.dataset.isprintable()})
+    return sorted({card.dataset for card in card_glances()
+                   if card.dataset is not None and card.dataset.startswith(prefix) and card.dataset.isprintable()})

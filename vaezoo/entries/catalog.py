@@ -493,6 +493,38 @@ def card_file_names() -> set[str]:
             if re.fullmatch(NAME_PATTERN, name := os.path.basename(path).removesuffix(".toml"))}
 
 
+_DATASET_LINE = re.compile(r"""^dataset[ \t]*=[ \t]*(?:"([^"\\\n]*)"|'([^'\n]*)')[ \t]*(?:#.*)?$""", re.MULTILINE)
+"""A card's ``dataset = "NAME"`` (or ``'NAME'``), as vaezoo writes it: a string without escapes, on its own line."""
+_METRIC_TABLE = re.compile(r"^[ \t]*\[[ \t]*metrics[ \t]*\.[ \t]*([A-Za-z0-9_-]+)[ \t]*[.\]]", re.MULTILINE)
+"""The header of a card's ``[metrics.NAME]`` table (or of one inside it), its NAME a bare key."""
+_TABLE = re.compile(r"^[ \t]*\[", re.MULTILINE)
+
+
+class Glance(NamedTuple):
+    """What a card file records of its dataset and metrics, read off its text (:func:`card_glances`)."""
+
+    dataset: str | None
+    metrics: frozenset[str]
+
+
+def card_glances() -> Iterator[Glance]:
+    """The dataset and metrics each card file of every card folder records, read off its text as vaezoo lays a card
+    out (``dataset = "NAME"`` before the first table, a ``[metrics.NAME]`` table for each metric), neither parsed
+    as TOML nor validated: what a shell's Tab offers of them, in a fraction of the time parsing thousands of cards
+    takes. A card laid out otherwise (its metrics an inline table, a name written with an escape) shows nothing of
+    it; a file that is no card may show what it seems to record (the command given it then says why it is none)."""
+    for directory in card_dirs():
+        for path in _card_files(directory):
+            try:
+                text = _read_text(Path(path))
+            except _Unfit:
+                continue
+            top = _TABLE.split(text, maxsplit=1)[0]  # the top-level keys stand before the first table
+            dataset = _DATASET_LINE.search(top)
+            yield Glance(None if dataset is None else dataset[1] if dataset[1] is not None else dataset[2],
+                         frozenset(_METRIC_TABLE.findall(text)))
+
+
 class _Scanned(NamedTuple):
     """A card file as the last scan read it: its ``os.stat`` then, the card sections it was validated with,
     and the card, or why it was skipped."""

@@ -26,15 +26,15 @@ def add_arguments(p) -> None:
 
 
 def complete_metrics(prefix: str, **_) -> list[str]:
-    """The completions of ``METRIC[,METRIC...]``: the metrics the zoo's cards record that begin the last name of
-    ``prefix`` and are not given before it (a path is never one); a third-party card's metric whose name holds a
-    control character or a comma is not sent to the shell."""
-    from vaezoo.entries.catalog import discover
+    """The completions of ``METRIC[,METRIC...]``: the metrics the card files record that begin the last name of
+    ``prefix`` and are not given before it (a path is never one), read off their text
+    (:func:`vaezoo.entries.catalog.card_glances`: a metric's name is a bare TOML key, so never holds a control
+    character or a comma)."""
+    from vaezoo.entries.catalog import card_glances
 
     given, comma, last = prefix.rpartition(",")
-    names = {name for card in discover().values() for name in card.metrics}
-    return sorted(given + comma + name for name in names if name.startswith(last) and name.isprintable()
-                  and "," not in name and name not in given.split(","))
+    names = {name for card in card_glances() for name in card.metrics}
+    return sorted(given + comma + name for name in names if name.startswith(last) and name not in given.split(","))
 
 
 def run(args) -> int:
