@@ -248,7 +248,8 @@ def test_what_else_prints_on_stdout_during_a_json_command_goes_to_stderr(cards, 
     monkeypatch.setattr(vaezoo.entries.catalog, "listing", lambda *a: print("chatty") or listing(*a))
     code, out, err = cli(capsys, "list", "--json")
     assert (code, [card["name"] for card in json.loads(out)], err) == (0, ["tiny-good"], "chatty\n")
-    assert cli(capsys, "list")[1].startswith("chatty\n")  # without --json stdout is the command's, as it was
+    code, out, err = cli(capsys, "list")  # without --json too: the table alone on stdout
+    assert (code, err) == (0, "chatty\n") and "chatty" not in out and "tiny-good" in out
 
 
 def test_verify_of_no_card_at_all_fails_saying_why(cards, capsys):
@@ -635,3 +636,36 @@ def test_a_library_not_installed_under_a_memory_limit_is_said_to_be_missing_not_
     assert str(caught.value) == (f"cannot import vaezoo_no_such_library: No module named 'vaezoo_no_such_library'; "
                                  f"install it again in the Python environment running vaezoo ({sys.executable} -m "
                                  f"pip install vaezoo_no_such_library)")
+
+
+LOUD = '''
+import vaezoo
+
+
+@vaezoo.hookimpl
+def vaezoo_register_architectures(register):
+    from vaezoo.model import build_vae
+
+    def loud_vae(context, image_size, channels, **model):
+        print("loud: building the model")
+        return build_vae(context, image_size, channels, **model)
+
+    register("loud_vae", loud_vae)
+'''
+
+
+@pytest.mark.parametrize("command", [["eval", "CARD"], ["show", "CARD", "sample", "-o", "OUT/x.png"],
+                                     ["verify", "CARD"], ["info", "CARD"]])
+def test_what_a_plugin_prints_while_a_command_runs_goes_to_stderr_without_json_too(data_plugin, tmp_path, capsys,
+                                                                                   command):
+    # without --json, the builder's print stood on stdout above eval's table, in a script's data
+    from kit import install_plugin
+
+    install_plugin(data_plugin, "loud", LOUD)
+    card = write_entry(tmp_path / "entry", make_card("tiny", architecture="loud_vae"))[0].parent
+    capsys.readouterr()
+    code, out, err = cli(capsys, *(word.replace("CARD", str(card)).replace("OUT", str(tmp_path)) for word in command))
+    assert code == 0, err
+    assert "loud:" not in out and out.strip()
+    if command[0] in ("eval", "show"):  # the commands that build the model
+        assert "loud: building the model" in err

@@ -193,9 +193,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             check_switches()
             _import_uninterrupted(getattr(args, "imports", []))
-            from vaezoo.cli.common import json_alone_on_stdout
+            from vaezoo.cli.common import data_alone_on_stdout
 
-            with json_alone_on_stdout() if getattr(args, "json", False) is True else contextlib.nullcontext():
+            # the core's commands print their data with cli.common's printers, as does a --json command with
+            # print_json; a plugin's command prints its data as it likes
+            data_alone = args.command in COMMANDS or getattr(args, "json", False) is True
+            with data_alone_on_stdout() if data_alone else contextlib.nullcontext():
                 code = args.func(args)
         sys.stdout.flush()  # here, where a closed pipe can still be handled, not at interpreter exit
         if code == 0 and stops.received is not None:  # a Ctrl-C in a callback, which Python ignores (_noted_stops)

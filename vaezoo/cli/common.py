@@ -150,29 +150,34 @@ def device_arg(value: str) -> str:
     return str(device) if value == "auto" else value
 
 
-_json_stdout: TextIO | None = None
-"""The command's stdout while a ``--json`` command runs (:func:`json_alone_on_stdout`), where :func:`print_json`
-writes; None otherwise."""
+_data_stdout: TextIO | None = None
+"""The command's stdout while :func:`data_alone_on_stdout` holds it, where :func:`print_data` writes; None
+otherwise."""
+
+
+def print_data(*values: object, end: str = "\n") -> None:
+    """``print`` the command's data on its stdout, where :func:`data_alone_on_stdout` keeps what else prints."""
+    print(*values, end=end, file=_data_stdout or sys.stdout)
 
 
 def print_json(data) -> None:
     """Print ``data`` as strict JSON on stdout: a NaN or infinite number (a metric that is not a number) is
     null, as JavaScript's ``JSON.stringify`` writes it, so that every JSON reader takes the output."""
-    print(json.dumps(_finite_or_null(data), indent=2, allow_nan=False), file=_json_stdout or sys.stdout)
+    print_data(json.dumps(_finite_or_null(data), indent=2, allow_nan=False))
 
 
 @contextlib.contextmanager
-def json_alone_on_stdout() -> Iterator[None]:
-    """Run a ``--json`` command with :func:`print_json` alone writing to stdout: what else prints there meanwhile
-    (a plugin's metric or architecture, a library) goes to stderr, where it came before the JSON document on
-    stdout and no JSON reader took it."""
-    global _json_stdout
-    _json_stdout = sys.stdout
+def data_alone_on_stdout() -> Iterator[None]:
+    """Run a command with :func:`print_data` (and :func:`print_json`, :func:`print_table`) alone writing to stdout:
+    what else prints there meanwhile (a plugin's metric, architecture or converter, a library) goes to stderr, where
+    it stands beside the status lines and no script reading the command's data takes it."""
+    global _data_stdout
+    _data_stdout = sys.stdout
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
-        _json_stdout = None
+        _data_stdout = None
 
 
 def _finite_or_null(data):
@@ -217,14 +222,15 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
 
     cells = [[value if isinstance(value, Text) else text(value) for value in row] for row in rows]
     heading = None if title is None else text(title)
-    out = Console()
-    if not (out.is_terminal and sys.stdout.isatty()):  # FORCE_COLOR makes rich take a pipe for one: colours alone
-        out = Console(width=UNBOUNDED_WIDTH)
+    stdout = _data_stdout or sys.stdout
+    out = Console(file=stdout)
+    if not (out.is_terminal and stdout.isatty()):  # FORCE_COLOR makes rich take a pipe for one: colours alone
+        out = Console(file=stdout, width=UNBOUNDED_WIDTH)
         if heading is not None:  # one line however much wider than the table (a checkpoint's path in eval's)
             heading.no_wrap, heading.overflow = True, "ignore"
     else:  # COLUMNS, or the terminal's width where COLUMNS is no width (0); at least a record's label and a character
         label = max(map(len, columns[1:]), default=0)
-        out = Console(width=max(shutil.get_terminal_size().columns, 2 + label + 2 + 1))
+        out = Console(file=stdout, width=max(shutil.get_terminal_size().columns, 2 + label + 2 + 1))
     table = Table(Column(text(columns[0]), no_wrap=True), *(Column(text(c), overflow="fold") for c in columns[1:]),
                   title=heading)
     for row in cells:
@@ -234,7 +240,7 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
             out.print(table)
         else:
             _print_records(out, columns, cells, title)
-    print(captured.get(), end="")
+    print_data(captured.get(), end="")
 
 
 def _print_records(out, columns: Sequence[str], cells: list[list], title: str | None) -> None:

@@ -1,6 +1,6 @@
 """``vaezoo convert``: turn a checkpoint of another codebase into safetensors plus a card."""
 
-from vaezoo.cli.common import path_arg, printable
+from vaezoo.cli.common import path_arg, print_data, printable
 
 
 def add_parser(sub) -> None:
@@ -18,5 +18,5 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from vaezoo.hub import convert
 
-    print(printable(convert(args.converter, args.path, args.dataset, args.out, args.name)))
+    print_data(printable(convert(args.converter, args.path, args.dataset, args.out, args.name)))
     return 0

@@ -1,6 +1,6 @@
 """``vaezoo info``: a whole card."""
 
-from vaezoo.cli.common import add_card, card_arg, print_json, printable
+from vaezoo.cli.common import add_card, card_arg, print_data, print_json, printable
 
 
 def add_parser(sub) -> None:
@@ -16,10 +16,10 @@ def run(args) -> int:
         print_json({**card.model_dump(mode="json", exclude_none=True),  # and what the text's header says
                     "path": str(card.path) if card.path else None, "source": card.source})
         return 0
-    print(f"# {printable(card.path)}")
+    print_data(f"# {printable(card.path)}")
     if card.source is not None:  # the commit a Hub revision resolved to
-        print(f"# source: {printable(card.source)}")
-    print(toml_escaped(card.toml()), end="")
+        print_data(f"# source: {printable(card.source)}")
+    print_data(toml_escaped(card.toml()), end="")
     return 0
 
 

@@ -2,7 +2,7 @@
 
 import sys
 
-from vaezoo.cli.common import complete_dataset, filter_arg, print_json, print_table, printable
+from vaezoo.cli.common import complete_dataset, filter_arg, print_data, print_json, print_table, printable
 from vaezoo.terminal import counted, markdown_text
 
 
@@ -80,9 +80,9 @@ def run(args) -> int:
         return 0
     for n, (group, members) in enumerate(groups.items()):
         if group is not None:
-            print(("\n" if n else "") + printable(f"{args.group} {group} ({len(members)})"))
+            print_data(("\n" if n else "") + printable(f"{args.group} {group} ({len(members)})"))
         if args.markdown:
-            print(markdown_table(members), end="")
+            print_data(markdown_table(members), end="")
         else:
             print_table(COLUMNS, [(c.name, c.architecture, c.dataset, c.latent_text,
                                    f"{c.parameters:,}" if c.parameters else "", headline(c)) for c in members])
@@ -137,7 +137,7 @@ def _print_skipped(skipped, read: int, as_json: bool) -> int:
         print_json([{"file": str(s.path), "name": s.name, "error": s.reason} for s in skipped])
     else:
         for s in skipped:
-            print(printable(f"{s.path}: {s.reason}"))
+            print_data(printable(f"{s.path}: {s.reason}"))
     if not skipped:
         print(f"no card was skipped: the {counted(read, 'card')} found all read", file=sys.stderr)
     return 0

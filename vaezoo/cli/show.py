@@ -3,8 +3,8 @@
 import sys
 from pathlib import Path
 
-from vaezoo.cli.common import (add_card, add_data_root, add_device, card_arg, nonnegative_arg, path_arg, printable,
-                               seed_arg, whole_arg)
+from vaezoo.cli.common import (add_card, add_data_root, add_device, card_arg, nonnegative_arg, path_arg, print_data,
+                               printable, seed_arg, whole_arg)
 
 DEFAULT_N = {"traverse": 10, "reconstruct": 20, "sample": 100}
 
@@ -46,5 +46,5 @@ def run(args) -> int:
                     scale=args.scale)
     for line in notes:
         print(printable(line), file=sys.stderr)
-    print(printable(Path(args.out)))
+    print_data(printable(Path(args.out)))
     return 0

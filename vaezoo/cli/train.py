@@ -7,8 +7,8 @@ import signal
 import sys
 from pathlib import Path
 
-from vaezoo.cli.common import (add_card, add_data_root, add_device, card_arg, path_arg, printable, seed_arg,
-                               whole_arg)
+from vaezoo.cli.common import (add_card, add_data_root, add_device, card_arg, path_arg, print_data, printable,
+                               seed_arg, whole_arg)
 from vaezoo.terminal import shell_join
 
 
@@ -100,7 +100,7 @@ def run(args) -> int:
     for result in results:
         if result.card_path is not None:
             _report_metrics(result)
-            print(printable(result.card_path))
+            print_data(printable(result.card_path))
     if failed := [r.error for r in results if r.error]:
         short = sum(r.error is None and r.step < r.total for r in results)
         print(printable(_stopped_early(len(failed), short, len(results))), file=sys.stderr)

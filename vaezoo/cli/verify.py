@@ -2,7 +2,7 @@
 
 import sys
 
-from vaezoo.cli.common import print_json, printable
+from vaezoo.cli.common import print_data, print_json, printable
 
 
 def add_parser(sub) -> None:
@@ -28,7 +28,7 @@ def run(args) -> int:
         print_json(rows)
     else:
         for r in rows:
-            print(printable(f"{r['name']}: {r['status']} {r['detail']}"))
+            print_data(printable(f"{r['name']}: {r['status']} {r['detail']}"))
     if failed or skipped or unread:
         said = [f"{failed} weights file(s) failed verification"] if failed else []
         said += [f"{skipped} card(s) could not be read, so their weights were not verified ('vaezoo list --skipped' "
