@@ -455,7 +455,7 @@ def _require_own_draws(compute: Callable[[], object], subject: str, what: str) -
              f"{what} draws random numbers through an operation an ensemble ('vaezoo train --seeds') cannot hand "
              f"each member its own draws of, so it would refuse the model; draw through torch.rand, randn, randint, "
              f"their *_like forms or fills such as normal_ (not torch.normal, torch.bernoulli, a gamma, beta or "
-             f"Dirichlet sampler)")
+             f"Dirichlet sampler, nor torch.randperm: argsort torch.rand instead)")
 
 
 def check_regularizer(name: str, latent: Mapping[str, Any] | None = None, batch: int = 8,
