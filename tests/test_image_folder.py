@@ -237,6 +237,24 @@ def test_a_run_on_a_folder_loads_shows_and_measures_where_the_folder_is_not(tmp_
                                f"card was trained on 20 (18 train, 2 test); put back the images")
 
 
+def test_a_run_shared_on_the_hub_leaves_out_the_path_of_its_folder(tmp_path, capsys):
+    """The folder's path names the user's machine and files (/home/alice/patients/...): neither the card pushed
+    nor its weights' header hold it, the pusher is told, and the Hub's copy still loads the run's weights."""
+    folder = tmp_path / "patients" / "scans"
+    draw(folder, [f"{i}.png" for i in range(20)])
+    path = write_toml(tmp_path / "mine.toml", card(folder))
+    assert cli(capsys, "train", str(path), "--out", str(tmp_path / "run"), "--max-steps", "1", "--no-eval")[0] == 0
+    code, out, err = cli(capsys, "push", str(tmp_path / "run"), "me/mine", "--dry-run", "--out", str(tmp_path / "hub"))
+    assert code == 0, err
+    assert f"leaves out what names this machine's files: image_folder's folder ({folder})" in err
+    for file in (tmp_path / "hub").iterdir():
+        assert b"patients" not in file.read_bytes(), file.name
+    shared, trained = vaezoo.load(tmp_path / "hub"), vaezoo.load(tmp_path / "run")
+    assert shared.card.train.data.options == {"image_size": 16, "channels": 1, "split_sizes": {"train": 18, "test": 2}}
+    for name, value in trained.state_dict().items():
+        assert torch.equal(shared.state_dict()[name], value), name
+
+
 def test_a_card_on_a_folder_refuses_metrics_of_factors_it_has_not(tmp_path, capsys):
     draw(tmp_path / "mine", [f"{i}.png" for i in range(20)])
     path = write_toml(tmp_path / "mine.toml", card(tmp_path / "mine"))

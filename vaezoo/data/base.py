@@ -272,6 +272,13 @@ class Dataset:
         By default ``options`` as they are."""
         return options
 
+    def published(self, **options: Any) -> dict[str, Any]:
+        """The options a card shared with others records (``vaezoo push``, ``save_pretrained``): those of
+        :meth:`record`, less what names this machine's files (a folder of the user's own images), which would tell
+        the world where they keep them and what they call them. By default ``options`` as :meth:`record` gives
+        them."""
+        return self.record(**options)
+
 
 class DataRoot(NamedTuple):
     """Where datasets are read from.

@@ -11,7 +11,8 @@ Hidden files and folders (``._photo.jpg``, ``.ipynb_checkpoints/``) are neither 
 
 A run's card records the number of images of each split (``split_sizes``, :meth:`ImageFolder.record`), the fact a
 model is built from (beta-TCVAE's estimator weighs its batches by it), so the card loads with its weights where the
-folder is not; training on it again checks the folder still holds those images.
+folder is not; training on it again checks the folder still holds those images. A card shared with others
+leaves out the folder's path (:meth:`ImageFolder.published`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,12 @@ class ImageFolder(Dataset):
         if options.get("split_sizes") is not None:
             return options
         return {**options, "split_sizes": {split: self.info(split, **options).size for split in SPLITS}}
+
+    def published(self, **options: Any) -> dict[str, Any]:
+        """The options of :meth:`record` less ``folder``: the path of the user's folder names their machine, their
+        files and what they keep there (``/home/alice/patients/scans``); ``split_sizes`` loads the card without
+        it."""
+        return {name: value for name, value in self.record(**options).items() if name != "folder"}
 
 
 def _check_options(split: str, channels: int) -> None:

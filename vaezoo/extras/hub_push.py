@@ -155,6 +155,29 @@ def on_hub(card: Card, repo_id: str) -> Card:
     return card.model_copy(update={"metrics": metrics})
 
 
+def shared_data(card: Card, data: bytes | Mapping[str, torch.Tensor]
+                ) -> tuple[Card, bytes | Mapping[str, torch.Tensor]]:
+    """``card`` with its dataset's options as a card shared with others records them
+    (:meth:`vaezoo.data.Dataset.published`: ``image_folder`` leaves out the path of the user's folder), and its
+    weights ``data`` as a state dict where they change, so that the weights' header records the recipe of the card
+    shared and not the options left out. Those left out are named on stderr, with their values.
+    """
+    from vaezoo.plugins import registry
+    from vaezoo.store.weights import parse_safetensors
+
+    options = card.train.data.options
+    shared = registry("dataset")[card.train.data.name].published(**options)
+    if shared == options:
+        return card, data
+    if left_out := {name: value for name, value in options.items() if name not in shared}:
+        said = ", ".join(f"{card.train.data.name}'s {name} ({value})" for name, value in left_out.items())
+        note(f"the card of '{card.name}' leaves out what names this machine's files: {said}; it records what "
+             f"loads the model without them")
+    train = card.train.model_copy(update={"data": card.train.data.model_copy(update={"options": shared})})
+    state = parse_safetensors(data, f"the weights of '{card.name}'") if isinstance(data, bytes) else data
+    return card.model_copy(update={"train": train}), state
+
+
 def write_folder(card: Card, data: bytes | Mapping[str, torch.Tensor] | None, folder: Path,
                  repo_id: str | None = None, readme: bool = True) -> list[Path]:
     """Write a model's Hub folder: the entry (``NAME.toml`` naming ``NAME.safetensors`` beside it, with its sha256
@@ -172,9 +195,13 @@ def write_folder(card: Card, data: bytes | Mapping[str, torch.Tensor] | None, fo
         readme: write ``README.md`` too.
 
     Returns:
-        The files written: card, weights (unless ``data`` is None), config.json and (with ``readme``) README.md.
+        The files written: card, weights (unless ``data`` is None), config.json and (with ``readme``) README.md;
+        with ``data``, the card and the weights' header record the dataset's options as :func:`shared_data` gives
+        them.
     """
     card = on_hub(card, repo_id) if repo_id is not None else card
+    if data is not None:
+        card, data = shared_data(card, data)
     if data is None:
         card_file = Path(folder) / f"{card.name}.toml"
         check_card(card)  # its name becomes the file's name
