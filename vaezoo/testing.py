@@ -228,14 +228,16 @@ def _check_vaezoo_requirement(distribution: str, cards: list[Card], subject: str
         declared = requires(distribution) or []
     except PackageNotFoundError:
         return
+    if not written:
+        return
+    newest, card = max(written)
     for line in declared:
         try:
             requirement = Requirement(line)
         except InvalidRequirement:
             continue
-        if canonicalize_name(requirement.name) != "vaezoo" or requirement.marker is not None or not written:
+        if canonicalize_name(requirement.name) != "vaezoo" or requirement.marker is not None:
             continue
-        newest, card = max(written)
         floors = [Version(spec.version.removesuffix(".*")) for spec in requirement.specifier
                   if spec.operator in (">=", ">", "~=", "==")]
         _require(bool(floors) and max(floors) >= newest, subject,
