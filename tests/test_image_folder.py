@@ -15,6 +15,7 @@ from kit import assert_one_line_error, cli, write_toml
 
 import vaezoo
 from vaezoo.assemble import data_info, load_dataset
+from vaezoo.data.images import read_images
 from vaezoo.entries.catalog import parse_card
 from vaezoo.errors import DataError
 
@@ -177,11 +178,52 @@ def test_hidden_files_and_folders_are_neither_images_nor_classes(tmp_path):
     assert sorted(set(train.labels.tolist()) | set(test.labels.tolist())) == [0, 1]
 
 
+@pytest.mark.parametrize("sizes", [{"train": 18, "test": 2, "validation": 5}, {"train": 18}, {"train": -18, "test": 2}])
+def test_a_hand_edited_split_sizes_is_refused(tmp_path, sizes):
+    """A card's split_sizes holds the images of train and test, and nothing else: a third split was kept, and a
+    card recording train alone loaded (its test split was refused later, when read)."""
+    with pytest.raises(DataError, match="image_folder's split_sizes records the images of each split"):
+        data_info_of(tmp_path, "train", split_sizes=sizes)
+
+
 def test_a_corrupt_or_unreadable_image_is_named(tmp_path, monkeypatch):
     draw(tmp_path, [f"{i}.png" for i in range(10)])
     (tmp_path / "3.png").write_bytes(b"\x89PNG not an image")
     with pytest.raises(DataError, match=f"image {tmp_path / '3.png'} cannot be read .*replace it"):
         load_dataset("image_folder", split="train", folder=str(tmp_path), image_size=8)
+
+
+def test_sixteen_bit_and_sideways_images_are_read_as_they_are_seen(tmp_path):
+    """PIL's convert() clipped a 16-bit PNG's levels above 255 to white, and EXIF's orientation (a phone's photo
+    stored sideways) was not applied."""
+    from PIL import Image
+
+    grey = np.full((8, 8), 0x8000, dtype=np.uint16)  # mid-grey in 16 bits
+    grey[:, :4] = 0x4000
+    Image.fromarray(grey).save(tmp_path / "grey.png")
+    upright = np.zeros((8, 8, 3), dtype=np.uint8)
+    upright[:4] = 255  # white on top, as the photo is seen
+    stored = Image.fromarray(np.rot90(upright, 1).copy())  # stored turned; EXIF orientation 6 turns it back
+    exif = stored.getexif()
+    exif[0x0112] = 6
+    stored.save(tmp_path / "sideways.png", exif=exif)
+    images = read_images([tmp_path / "grey.png", tmp_path / "sideways.png"], "L", 8, True, "image_folder")
+    assert images[0, 0, 0, :4].tolist() == [64] * 4 and images[0, 0, 0, 4:].tolist() == [128] * 4
+    assert (images[1, 0, :4] == 255).all() and (images[1, 0, 4:] == 0).all()
+
+
+def test_an_image_too_large_to_decode_or_not_an_image_is_named_with_what_to_do(tmp_path, monkeypatch):
+    draw(tmp_path, ["big.png"], (20, 20))
+    (tmp_path / "empty.png").write_bytes(b"")
+    monkeypatch.setattr("vaezoo.data.images.MAX_PIXELS", 399)
+    with pytest.raises(DataError) as info:
+        read_images([tmp_path / "big.png"], "L", 8, True, "image_folder")
+    assert str(info.value).endswith("declares 20x20 pixels, more than the 399 vaezoo decodes; shrink it (to at most "
+                                    "4096x4096) or remove it")
+    with pytest.raises(DataError) as info:
+        read_images([tmp_path / "empty.png"], "L", 8, True, "image_folder")
+    assert str(info.value) == (f"image_folder image {tmp_path / 'empty.png'} cannot be read (not an image file PIL "
+                               f"knows); replace it with a fresh copy")
 
 
 def test_a_class_folder_that_cannot_be_listed_is_refused_not_left_out(tmp_path, monkeypatch):

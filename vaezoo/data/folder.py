@@ -88,9 +88,10 @@ def _check_options(split: str, channels: int) -> None:
 
 
 def _recorded(split_sizes: dict[str, int], split: str) -> int:
-    """The images of ``split`` that ``split_sizes`` records, refused unless a whole number >= 1."""
+    """The images of ``split`` that ``split_sizes`` records, refused unless a whole number >= 1, or where it records
+    other splits than ``train`` and ``test``."""
     size = split_sizes.get(split)
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+    if set(split_sizes) != set(SPLITS) or isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise DataError(f"image_folder's split_sizes records the images of each split, as {{ train = 900, test = 100 "
                         f"}}, got {split_sizes!r}; remove it from the card's [train.data] options and train again")
     return size

@@ -88,16 +88,37 @@ def read_images(paths: Sequence[Path], mode: str, size: int, resize: bool, name:
                         raise DataError(f"{name} image {path} is {width}x{height}, not {size}x{size}; {wrong_size}")
                     if width * height > MAX_PIXELS:
                         raise DataError(f"{name} image {path} declares {width}x{height} pixels, more than the "
-                                        f"{MAX_PIXELS:,} vaezoo decodes; replace it with a fresh copy")
-                    image = image.convert(mode)
+                                        f"{MAX_PIXELS:,} vaezoo decodes; shrink it (to at most 4096x4096) or "
+                                        f"remove it")
+                    image = _eight_bit(_upright(image)).convert(mode)
                     if resize and image.size != (size, size):
                         image = image.resize((size, size), Image.LANCZOS)
                     pixels = np.asarray(image)
-            except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
+            except UnidentifiedImageError:  # PIL's words name the open file object, not the file
+                raise DataError(f"{name} image {path} cannot be read (not an image file PIL knows); replace it with "
+                                f"a fresh copy") from None
+            except (OSError, Image.DecompressionBombError) as exc:
                 raise DataError(f"{name} image {path} cannot be read ({exc}); replace it with a fresh copy") from None
             out[i] = pixels.reshape(size, size, channels)
             task.advance()
     return torch.from_numpy(out).permute(0, 3, 1, 2).contiguous()
+
+
+def _eight_bit(image):
+    """``image`` with 8-bit grey levels where it has 16 (a 16-bit PNG, PIL's ``I;16``), whose convert() to ``L`` or
+    ``RGB`` clips every level above 255 to white rather than scaling it."""
+    from PIL import Image
+
+    if not image.mode.startswith("I;16"):
+        return image
+    return Image.fromarray((np.asarray(image) >> 8).astype(np.uint8), "L")
+
+
+def _upright(image):
+    """``image`` turned as its EXIF orientation says it is seen (a phone's photo, stored sideways)."""
+    from PIL import ExifTags, ImageOps
+
+    return ImageOps.exif_transpose(image) if image.getexif().get(ExifTags.Base.Orientation, 1) != 1 else image
 
 
 MAX_PIXELS = 4096 * 4096
