@@ -38,7 +38,9 @@ CASES = {
               ([*BASE["train"], "--seeds", "1,1"], 2, "--seeds must name each seed once, got 1,1"),
               ([*BASE["train"], "--sweep", "beta=1,1.0"], 2, "make the same card; give each value once"),
               ([*BASE["train"], "--epochs", "x"], 2, "argument --epochs: give a whole number, e.g. 10, got 'x'"),
-              ([*BASE["train"], "--name", "My Run"], 2, "give the run one with --name"),
+              ([*BASE["train"], "--name", "My Run"], 2, "--name 'My Run' is not a card name: use lowercase letters "
+                                                        "and digits joined by '-', '_' or '.'; give the run's card one "
+                                                        "with --name"),
               (["nosuch", "-o", "TMP/run"], 1, "")],
     "eval": [(["CARD", "--jobs", "0"], 2, "argument --jobs: give a whole number of processes >= 1, e.g. 2, got '0'"),
              (["nosuch"], 1, "")],
