@@ -186,6 +186,15 @@ def test_a_hand_edited_split_sizes_is_refused(tmp_path, sizes):
         data_info_of(tmp_path, "train", split_sizes=sizes)
 
 
+@pytest.mark.parametrize("folder", ["./faces", "../faces", "faces/", ".."])
+def test_a_relative_folder_is_refused_with_a_whole_path_to_give(tmp_path, folder):
+    """The message put the user's './faces' inside the path to give: '/path/to/./faces', '~/./faces'."""
+    tail = "images" if folder == ".." else "faces"
+    with pytest.raises(DataError) as info:
+        data_info_of(folder, "train")
+    assert str(info.value).endswith(f"give it whole (/path/to/{tail}) or from your home (~/{tail})")
+
+
 def test_a_corrupt_or_unreadable_image_is_named(tmp_path, monkeypatch):
     draw(tmp_path, [f"{i}.png" for i in range(10)])
     (tmp_path / "3.png").write_bytes(b"\x89PNG not an image")

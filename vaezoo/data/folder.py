@@ -109,8 +109,9 @@ def _folder(folder: str) -> Path:
                         "card's [train.data] options")
     path = Path(folder).expanduser()
     if not path.is_absolute():
+        tail = "/".join(part for part in Path(os.path.normpath(folder)).parts if part != "..") or "images"
         raise DataError(f"image_folder's folder {folder!r} is a relative path, which would depend on where a command "
-                        f"runs; give it whole (/path/to/{folder}) or from your home (~/{folder})")
+                        f"runs; give it whole (/path/to/{tail}) or from your home (~/{tail})")
     if not path.is_dir():
         what = "is a file, not a folder" if path.is_file() else "does not exist"
         raise DataError(f"image_folder: {path} {what}; set folder in the card's [train.data] options to the folder "
