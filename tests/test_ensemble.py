@@ -240,6 +240,22 @@ def test_a_sweep_of_a_setting_left_at_its_default_says_to_write_it_on_the_card(d
         members(card, [0], [parse_sweep("beta=1,4")])
 
 
+def test_a_sweep_of_no_field_lists_only_the_fields_a_sweep_takes(data_plugin):
+    # the list named train.seed, train.data.*, train.compile and the records (train.steps, train.machine.0.*),
+    # each of which a sweep then refused
+    card = Card.model_validate({**make_card("tiny"), "train": {**make_card("tiny")["train"], "compile": False,
+                                                               "steps": 10, "budget": "1 min"}})
+    with pytest.raises(TrainingError) as caught:
+        members(card, [0], [parse_sweep("nothing=1,2")])
+    listed = re.search(r"(?:its fields are|the fields it sweeps are) (.*) \(a setting", str(caught.value))[1]
+    listed = listed.split(", ")
+    assert "train.epochs" in listed and "train.batch_size" in listed
+    for name in listed:
+        members(card, [0], [parse_sweep(f"{name}={card.flat()[name]!r}".replace("'", '"'))])
+    assert not [name for name in listed if name.startswith(("train.seed", "train.data", "train.steps",
+                                                            "train.budget", "train.compile", "train.machine"))]
+
+
 def test_a_sweep_of_arrays_and_strings_holding_commas_keeps_each_value_whole():
     # '--sweep betas=[0.5,0.9],[0.9,0.99]' was cut at every comma: "betas = '[0.5' is not of type tuple[float, float]"
     assert parse_sweep("betas=[0.5,0.9],[0.9, 0.99]").values == ([0.5, 0.9], [0.9, 0.99])

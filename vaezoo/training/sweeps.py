@@ -188,26 +188,33 @@ def _resolve(card: Card, key: str) -> tuple[str | int, ...]:
     found = [path for path, name in named.items() if _names(name, key)] or \
         [path for path in named if _names(".".join(map(str, path)), key)]
     if not found:
-        raise TrainingError.about("{sweep} {key}: the card has no such field; its fields are {fields} (a setting "
-                                  "left at its default is not on the card: write it there to sweep it)", key=key,
-                                  fields=", ".join(named.values()))
+        raise TrainingError.about("{sweep} {key}: the card has no such field; the fields it sweeps are {fields} (a "
+                                  "setting left at its default is not on the card: write it there to sweep it)",
+                                  key=key, fields=", ".join(name for name in named.values()
+                                                            if _refusal(name, name) is None))
     if len(found) > 1:
         raise TrainingError.about("{sweep} {key} names several fields ({found}); give the whole dotted path", key=key,
                                   found=", ".join(named[path] for path in found))
-    name = named[found[0]]
-    if name == "train.seed":
-        raise TrainingError.of_value("{sweep} {key}: give the seeds with {seeds}", key=key)
-    if any(name == record or name.startswith(f"{record}.") for record in RECORDS):  # train.machine.0.threads
-        raise TrainingError.about("{sweep} {key}: {path} records how a run went or how often it saved, and does not "
-                                  "change what it trains; sweep a field of the recipe", key=key, path=name)
-    if name == "train.compile":  # it computes the same weights in another way, and every member shares one step
-        raise TrainingError.about("{sweep} {key}: the members of an ensemble share one step, compiled for all or for "
-                                  "none, and torch.compile changes only float rounding; train with {compile:True} to "
-                                  "compile the ensemble's step, and sweep a field of the recipe", key=key)
-    if name.startswith("train.data"):
-        raise TrainingError.about("{sweep} {key}: the members of an ensemble share their dataset; train another "
-                                  "dataset in its own run", key=key)
+    if (refused := _refusal(named[found[0]], key)) is not None:
+        raise refused
     return found[0]
+
+
+def _refusal(name: str, key: str) -> TrainingError | None:
+    """Why the card's field ``name``, which ``key`` names, cannot be swept; None where it can."""
+    if name == "train.seed":
+        return TrainingError.of_value("{sweep} {key}: give the seeds with {seeds}", key=key)
+    if any(name == record or name.startswith(f"{record}.") for record in RECORDS):  # train.machine.0.threads
+        return TrainingError.about("{sweep} {key}: {path} records how a run went or how often it saved, and does not "
+                                   "change what it trains; sweep a field of the recipe", key=key, path=name)
+    if name == "train.compile":  # it computes the same weights in another way, and every member shares one step
+        return TrainingError.about("{sweep} {key}: the members of an ensemble share one step, compiled for all or for "
+                                   "none, and torch.compile changes only float rounding; train with {compile:True} to "
+                                   "compile the ensemble's step, and sweep a field of the recipe", key=key)
+    if name.startswith("train.data"):
+        return TrainingError.about("{sweep} {key}: the members of an ensemble share their dataset; train another "
+                                   "dataset in its own run", key=key)
+    return None
 
 
 def _names(name: str, key: str) -> bool:
