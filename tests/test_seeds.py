@@ -135,6 +135,11 @@ def test_without_runs_it_prints_the_spreads_the_card_records(work, capsys):
     code, _, err = cli(capsys, "seeds", "cards/toy.toml")
     assert code == 1 and err == ("error: card 'toy' records no spread over seeds; give runs of its recipe with other "
                                  "seeds (vaezoo train toy --seed N --out DIR makes one)\n")
+    run = write_run("runs/s0", 0)  # a run's card is no zoo entry: its name ('toy-run') trains nothing
+    code, _, err = cli(capsys, "seeds", run)
+    assert code == 1 and err == (f"error: card 'toy-run' records no spread over seeds; give runs of its recipe with "
+                                 f"other seeds (vaezoo train {work / run / 'toy-run.toml'} --seed N --out DIR makes "
+                                 f"one)\n")
     runs = [write_run("runs/s1", 1, {"acc": 0.7, "mig": 0.3}), write_run("runs/s2", 2, {"acc": 0.6, "mig": 0.2})]
     written = cli(capsys, "seeds", "cards/toy.toml", *runs, "--json")[1]
     assert cli(capsys, "seeds", "cards/toy.toml", *runs, "--write")[0] == 0

@@ -342,7 +342,7 @@ def recorded_spreads(card: Card | str | os.PathLike,
     found = {name: metric.seeds for name, metric in card.metrics.items() if metric.seeds is not None}
     if not found:
         raise CardError(f"card '{card.name}' records no spread over seeds; give runs of its recipe with other "
-                        f"seeds (vaezoo train {card.name} --seed N --out DIR makes one)")
+                        f"seeds (vaezoo train {shell_quote(card_reference(card))} --seed N --out DIR makes one)")
     if metrics is not None:
         missing = [name for name in metrics if name not in found]
         if missing:
