@@ -273,11 +273,10 @@ class Dataset:
         return options
 
     def published(self, **options: Any) -> dict[str, Any]:
-        """The options a card shared with others records (``vaezoo push``, ``save_pretrained``): those of
-        :meth:`record`, less what names this machine's files (a folder of the user's own images), which would tell
-        the world where they keep them and what they call them. By default ``options`` as :meth:`record` gives
-        them."""
-        return self.record(**options)
+        """The options a card shared with others records (``vaezoo push``, ``save_pretrained``): a run's card's
+        ``options`` less what names this machine's files (a folder of the user's own images), which would tell the
+        world where they keep them and what they call them. By default ``options`` as they are."""
+        return options
 
 
 class DataRoot(NamedTuple):
