@@ -235,6 +235,23 @@ def test_an_image_too_large_to_decode_or_not_an_image_is_named_with_what_to_do(t
                                f"knows); replace it with a fresh copy")
 
 
+def test_an_image_the_user_may_not_read_is_named_with_how_to_read_it(tmp_path, monkeypatch):
+    """It was told 'replace it with a fresh copy' (simulated: the tests run as root, who may read it)."""
+    draw(tmp_path, ["mine.png"])
+    real_open = os.open
+
+    def forbidden(path, *args, **kwargs):
+        if os.fspath(path) == str(tmp_path / "mine.png"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", forbidden)
+    with pytest.raises(DataError) as info:
+        read_images([tmp_path / "mine.png"], "L", 8, True, "image_folder")
+    assert str(info.value) == (f"image_folder image {tmp_path / 'mine.png'} cannot be read (Permission denied); make "
+                               f"it readable (chmod u+r {tmp_path / 'mine.png'})")
+
+
 def test_a_class_folder_that_cannot_be_listed_is_refused_not_left_out(tmp_path, monkeypatch):
     """os.walk leaves out a folder it cannot list unless told otherwise: its images would be missing silently."""
     draw(tmp_path, [f"{c}/{i}.png" for c in ("a", "b") for i in range(5)])

@@ -94,6 +94,9 @@ def read_images(paths: Sequence[Path], mode: str, size: int, resize: bool, name:
                     if resize and image.size != (size, size):
                         image = image.resize((size, size), Image.LANCZOS)
                     pixels = np.asarray(image)
+            except PermissionError:
+                raise DataError(f"{name} image {path} cannot be read (Permission denied); make it readable (chmod u+r "
+                                f"{path})") from None
             except UnidentifiedImageError:  # PIL's words name the open file object, not the file
                 raise DataError(f"{name} image {path} cannot be read (not an image file PIL knows); replace it with "
                                 f"a fresh copy") from None
