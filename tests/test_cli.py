@@ -669,3 +669,63 @@ def test_what_a_plugin_prints_while_a_command_runs_goes_to_stderr_without_json_t
     assert "loud:" not in out and out.strip()
     if command[0] in ("eval", "show"):  # the commands that build the model
         assert "loud: building the model" in err
+
+
+WAIT = 30  # seconds an event is waited for before the test fails rather than hangs
+
+
+def test_commands_run_at_once_in_threads_keep_their_data_on_stdout_and_leave_the_streams_as_they_were(cards, capsys,
+                                                                                                    monkeypatch):
+    """sys.stdout is the process's: each command saved it, sent it to stderr, and put back what it had saved, so a
+    command started in a thread while another held stdout aside printed its data to stderr, and the one that ended
+    last left the process's stdout on stderr for good."""
+    import threading
+
+    import vaezoo.cli.plugins
+    from vaezoo.cli import main
+    from vaezoo.cli.common import print_data
+
+    entered = {name: threading.Event() for name in ("first", "second")}
+    done = {name: threading.Event() for name in entered}
+
+    def run(args) -> int:
+        name = threading.current_thread().name
+        entered[name].set()
+        assert done[name].wait(WAIT)
+        print_data(f"data of {name}")
+        print(f"a plugin's print in {name}")
+        return 0
+
+    monkeypatch.setattr(vaezoo.cli.plugins, "run", run)
+    stdout, stderr = sys.stdout, sys.stderr
+    codes = {}
+    threads = {name: threading.Thread(target=lambda: codes.update({threading.current_thread().name: main(["plugins"])}),
+                                      name=name) for name in entered}
+    threads["first"].start()
+    assert entered["first"].wait(WAIT)
+    threads["second"].start()
+    assert entered["second"].wait(WAIT)
+    for name in ("first", "second"):  # the one started first ends first
+        done[name].set()
+        threads[name].join(WAIT)
+    out, err = capsys.readouterr()
+    assert codes == {"first": 0, "second": 0}
+    assert (sys.stdout, sys.stderr) == (stdout, stderr)
+    assert out == "data of first\ndata of second\n"
+    assert "a plugin's print in first" in err and "a plugin's print in second" in err
+
+
+def test_a_command_run_inside_another_leaves_the_outer_one_s_data_on_stdout(cards, capsys, monkeypatch):
+    """The inner command's end put no data stream back: the outer command's data that followed went to stderr."""
+    import vaezoo.cli.verify
+    from vaezoo.cli import main
+    from vaezoo.cli.common import print_data
+
+    def run(args) -> int:
+        main(["plugins", "--json"])
+        print_data("outer's data")
+        return 0
+
+    monkeypatch.setattr(vaezoo.cli.verify, "run", run)
+    code, out, err = cli(capsys, "verify")
+    assert code == 0 and out.endswith("]\nouter's data\n") and "outer's data" not in err

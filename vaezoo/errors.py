@@ -303,6 +303,11 @@ class SharedChange:
         self._blocks = 0
         self._made: object = None
 
+    @property
+    def made(self) -> object:
+        """What ``make`` returned, while a block is in the change; None when none is."""
+        return self._made
+
     def __enter__(self) -> None:
         with self._lock:
             if not self._blocks:

@@ -330,7 +330,7 @@ class Plugins:
             watchdog.start()
         watch = _SignalWatch()
         try:
-            with watch, _prints_to_stderr:
+            with watch, prints_to_stderr:
                 return True, function(*args, **kwargs)
         except VaezooError as exc:  # a rule the plugin broke, already worded
             if watch.received is None:
@@ -470,8 +470,10 @@ def _stdout_to_stderr() -> object:
     return found
 
 
-_prints_to_stderr = SharedChange(_stdout_to_stderr, lambda found: setattr(sys, "stdout", found))
-"""Send what is printed to stdout to stderr for the block (``sys.stdout`` is the process's, not a thread's)."""
+prints_to_stderr = SharedChange(_stdout_to_stderr, lambda found: setattr(sys, "stdout", found))
+"""Send what is printed to stdout to stderr for the block (``sys.stdout`` is the process's, not a thread's): a plugin's
+hooks, and a command of the CLI whose data alone goes to stdout (:func:`vaezoo.cli.common.data_alone_on_stdout`);
+its :attr:`~vaezoo.errors.SharedChange.made` is the stdout set aside."""
 
 
 _plugins_lock = threading.Lock()

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from vaezoo.errors import VaezooError, check_switches, first_line
+from vaezoo.errors import SharedChange, VaezooError, check_switches, first_line
 from vaezoo.registry import COMMANDS
 from vaezoo.signals import Interrupted, StopSignals, exit_finished, stopped_words
 from vaezoo.terminal import DataStream, StatusStream
@@ -175,12 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     if "_ARGCOMPLETE" in os.environ and "COMP_LINE" in os.environ:  # the shell asks for completions (vaezoo completion)
         _complete()
     start_alike()
-    stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout = DataStream(stdout if stdout is not None else open(os.devnull, "w"))  # closed (>&-): a reader gone
-    sys.stderr = StatusStream(stderr if stderr is not None else open(os.devnull, "w"))
-    _escape_what_cannot_be_encoded(sys.stdout, stderr)
     stops = StopSignals(defer=False)  # SIGTERM and SIGHUP clean up as Ctrl-C does
-    unraisable, sys.unraisablehook = sys.unraisablehook, _noted_stops(sys.unraisablehook)
+    with _command_streams:
+        return _run(argv, stops)
+
+
+def _run(argv: list[str] | None, stops: StopSignals) -> int:
+    """:func:`main` within the streams a command holds: parse ``argv``, run the command, end it as :func:`main`
+    says."""
     try:
         with warnings.catch_warnings(), stops:
             warnings.showwarning = _show_warning
@@ -239,9 +241,26 @@ def main(argv: list[str] | None = None) -> int:
                f"{': ' + first if first else ''}; report it to its author, or leave the plugin out with "
                f"VAEZOO_LOAD_PLUGINS")
         return 1
-    finally:
-        sys.stdout, sys.stderr = stdout, stderr
-        sys.unraisablehook = unraisable
+
+
+def _take_streams() -> tuple:
+    """Make the process's stdout a :class:`DataStream`, its stderr a :class:`StatusStream` and its unraisablehook
+    :func:`_noted_stops`; what they were."""
+    found = stdout, stderr, _ = sys.stdout, sys.stderr, sys.unraisablehook
+    sys.stdout = DataStream(stdout if stdout is not None else open(os.devnull, "w"))  # closed (>&-): a reader gone
+    sys.stderr = StatusStream(stderr if stderr is not None else open(os.devnull, "w"))
+    _escape_what_cannot_be_encoded(sys.stdout, stderr)
+    sys.unraisablehook = _noted_stops(sys.unraisablehook)
+    return found
+
+
+def _give_streams_back(found: tuple) -> None:
+    sys.stdout, sys.stderr, sys.unraisablehook = found
+
+
+_command_streams = SharedChange(_take_streams, _give_streams_back)
+"""The process's streams as a command holds them (:func:`_take_streams`): commands run at once in threads, or one
+inside another, share them, taken by the first and given back by the last."""
 
 
 def _noted_stops(hook: Callable) -> Callable:

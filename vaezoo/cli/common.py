@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TextIO
 
+from vaezoo.errors import SharedChange
 from vaezoo.terminal import printable  # noqa: F401  (commands import it from here)
 
 _FLAGS = {"settings": "--set", "owner": "--all", "architecture": "--arch"}
@@ -150,14 +150,9 @@ def device_arg(value: str) -> str:
     return str(device) if value == "auto" else value
 
 
-_data_stdout: TextIO | None = None
-"""The command's stdout while :func:`data_alone_on_stdout` holds it, where :func:`print_data` writes; None
-otherwise."""
-
-
 def print_data(*values: object, end: str = "\n") -> None:
     """``print`` the command's data on its stdout, where :func:`data_alone_on_stdout` keeps what else prints."""
-    print(*values, end=end, file=_data_stdout or sys.stdout)
+    print(*values, end=end, file=_data_stdout())
 
 
 def print_json(data) -> None:
@@ -166,18 +161,23 @@ def print_json(data) -> None:
     print_data(json.dumps(_finite_or_null(data), indent=2, allow_nan=False))
 
 
-@contextlib.contextmanager
-def data_alone_on_stdout() -> Iterator[None]:
-    """Run a command with :func:`print_data` (and :func:`print_json`, :func:`print_table`) alone writing to stdout:
-    what else prints there meanwhile (a plugin's metric, architecture or converter, a library) goes to stderr, where
-    it stands beside the status lines and no script reading the command's data takes it."""
-    global _data_stdout
-    _data_stdout = sys.stdout
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        _data_stdout = None
+def data_alone_on_stdout() -> SharedChange:
+    """The change (``with data_alone_on_stdout():``) that runs a command with :func:`print_data` (and
+    :func:`print_json`, :func:`print_table`) alone writing to stdout: what else prints there meanwhile (a plugin's
+    metric, architecture or converter, a library) goes to stderr, where it stands beside the status lines and no
+    script reading the command's data takes it.
+
+    ``sys.stdout`` is the process's: commands run at once in threads, or one inside another, share the change that
+    the first made and the last undoes (:class:`~vaezoo.errors.SharedChange`), as a plugin's hooks do.
+    """
+    from vaezoo.plugins import prints_to_stderr
+
+    return prints_to_stderr
+
+
+def _data_stdout() -> TextIO:
+    """Where the command's data goes: the stdout :func:`data_alone_on_stdout` set aside, else ``sys.stdout``."""
+    return data_alone_on_stdout().made or sys.stdout
 
 
 def _finite_or_null(data):
@@ -222,7 +222,7 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
 
     cells = [[value if isinstance(value, Text) else text(value) for value in row] for row in rows]
     heading = None if title is None else text(title)
-    stdout = _data_stdout or sys.stdout
+    stdout = _data_stdout()
     out = Console(file=stdout)
     if not (out.is_terminal and stdout.isatty()):  # FORCE_COLOR makes rich take a pipe for one: colours alone
         out = Console(file=stdout, width=UNBOUNDED_WIDTH)
