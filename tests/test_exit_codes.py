@@ -124,3 +124,15 @@ def test_a_count_out_of_range_is_a_usage_error(run, tmp_path, command, option):
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: ") and option in last and last.endswith("got -1"), err
     assert not (tmp_path / "run").exists() and not (tmp_path / "x.png").exists()
+
+
+def test_a_run_s_default_name_that_its_card_s_long_name_makes_too_long_is_no_usage_error(run, tmp_path):
+    """The command line gives no --name: the card's own name, of 197 characters, makes the default CARD-run too
+    long, which the command line alone does not show; it exited 2 saying '--name has 201 characters'."""
+    long = write_entry(tmp_path / "long", make_card("tiny", "x" * 197))[0].parent
+    code, out, err = run("train", [str(long), "-o", "TMP/run"])
+    assert (code, out) == (1, ""), err
+    assert err.strip().splitlines()[-1] == ("error: the default name of the run's card has 201 characters, more than "
+                                            "the 200 a card name may have (files are named after it); give the run's "
+                                            "card a shorter one with --name")
+    assert not (tmp_path / "run").exists()

@@ -1053,8 +1053,15 @@ def _same_file(card_file: Path, where: Path) -> bool:
     return where.resolve() == card_file.resolve()
 
 
-def new_card_name(name: str, made: str) -> str:
+def new_card_name(name: str, made: str, given: bool = True) -> str:
     """``name`` if a card that vaezoo makes (``made``: "the run's card", "the converted card") may take it.
+
+    Args:
+        name: the name.
+        made: the card, in words.
+        given: the caller gave ``name``, so a name that cannot be is the call's own mistake
+            (:meth:`~vaezoo.errors.VaezooError.of_value`); False for a default made of a card's name (``CARD-run``),
+            which a card's long name makes too long.
 
     Raises:
         CardError: it is not a card name, or it is a built-in zoo entry's (the new card would be skipped
@@ -1065,9 +1072,10 @@ def new_card_name(name: str, made: str) -> str:
         raise CardError.of_value("{name} '{given}' is not a card name: use lowercase letters and digits joined by "
                                  "'-', '_' or '.'; give {made} one with {name}", given=name, made=made)
     if len(name) > MAX_NAME:
-        raise CardError.of_value("{name} has {length} characters, more than the {most} a card name may have (files "
-                                 "are named after it); give {made} a shorter one with {name}", length=len(name),
-                                 most=MAX_NAME, made=made)
+        raise (CardError.of_value if given else CardError.about)(
+            ("{name}" if given else "the default name of {made}") + " has {length} characters, more than "
+            "the {most} a card name may have (files are named after it); give {made} a shorter one with {name}",
+            length=len(name), most=MAX_NAME, made=made)
     if name in scan().builtin:
         raise CardError.about("{name} '{given}' is the name of a built-in zoo entry; give {made} another name with "
                               "{name}", given=name, made=made)

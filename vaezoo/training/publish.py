@@ -56,7 +56,9 @@ def run_name(card: Card, name: str | None = None) -> str:
         CardError: the name is not a card name, or it is a built-in zoo entry's (the run's card would be
             skipped beside the zoo, and ``vaezoo.load(NAME)`` would give the zoo's model).
     """
-    return new_card_name(f"{card.name}-run" if name is None else name, "the run's card")
+    if name is None:
+        return new_card_name(f"{card.name}-run", "the run's card", given=False)
+    return new_card_name(name, "the run's card")
 
 
 def publish(card: Card, model: VAE, out: Path, name: str, steps: int, total: int | None = None) -> Path:
