@@ -61,9 +61,10 @@ def load(*pairs: str, env: dict[str, str] | None = None) -> list[str]:
     return result.stdout.splitlines()
 
 
-def one_error_line(result: subprocess.CompletedProcess) -> str:
-    """The single line a failed command printed on stderr, after checking it failed with no traceback."""
-    assert result.returncode == 1, (result.stdout, result.stderr)
+def one_error_line(result: subprocess.CompletedProcess, code: int = 1) -> str:
+    """The single line a failed command printed on stderr, after checking it failed with ``code`` (2: the command
+    line alone is wrong) and no traceback."""
+    assert result.returncode == code, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     return lines[0]
@@ -244,7 +245,7 @@ def test_push_commits_to_the_branch_with_the_message_asked_for(hub, tmp_path):
     again = run_vaezoo("push", str(card), "owner/branched", "--revision", "trial")  # the branch exists now
     assert again.returncode == 0, again.stderr
     assert repo.messages[repo.refs["trial"]] == "vaezoo push tiny"
-    assert one_error_line(run_vaezoo("push", str(card), "owner/branched", "--revision", "x", "--dry-run")) == (
+    assert one_error_line(run_vaezoo("push", str(card), "owner/branched", "--revision", "x", "--dry-run"), 2) == (
         "error: --commit-message and --revision go with an upload; --dry-run commits nothing")
     pushed = len(repo.commits)
     assert one_error_line(run_vaezoo("push", str(card), "owner/branched", "--revision", main_commit)) == (
@@ -626,7 +627,7 @@ def test_push_all_dry_run_stages_the_zoo_as_a_collection(tmp_path):
     for argv, message in ((["--all", "owner"], "--all stages the zoo with --dry-run only"),
                           (["tiny-a", "--all", "owner", "--dry-run"], "give no CARD or OWNER/REPO with it"),
                           (["tiny-a"], "give CARD and OWNER/REPO")):
-        assert message in one_error_line(run_vaezoo("push", *argv, env=env))
+        assert message in one_error_line(run_vaezoo("push", *argv, env=env), 2)  # the command line alone is wrong
 
 
 def test_push_all_dry_run_copies_no_weights_and_its_manifest_is_what_each_push_uploads(cards, tmp_path, capsys,
@@ -1660,9 +1661,10 @@ def test_an_hf_endpoint_that_is_no_http_address_is_named(hub, monkeypatch, endpo
     endpoint = endpoint.replace("HUB", hub.endpoint)  # pasted with a space: "Port could not be cast to integer"
     monkeypatch.setenv("HF_ENDPOINT", endpoint)  # the transport's words: "Request URL is missing ... protocol"
     problem = "holds a space or a control character" if endpoint.startswith("http") else "is no http or https address"
-    assert one_error_line(run_vaezoo("info", f"hf-hub:{REPO_ID}")) == (
+    result = run_vaezoo("info", f"hf-hub:{REPO_ID}")  # huggingface_hub printed "Error importing ..." on stdout
+    assert (one_error_line(result), result.stdout) == (
         f"error: cannot fetch the card of hf-hub:{REPO_ID}: HF_ENDPOINT {endpoint!r} {problem}; set it to the Hub's "
-        f"(https://huggingface.co) or a mirror's, or unset it")
+        f"(https://huggingface.co) or a mirror's, or unset it", "")
 
 
 def test_a_silent_hub_is_waited_for_as_long_as_huggingface_hub_waits_for_a_files_metadata(hub, tmp_path,

@@ -387,7 +387,11 @@ def _quiet(*modules: str) -> Iterator[None]:
 
 @contextmanager
 def translated(error: type[VaezooError], what: str, huggingface_hub: ModuleType) -> Iterator[None]:
-    """Turn huggingface_hub's and its transport's exceptions inside the block into one-line ``error``s."""
+    """Turn huggingface_hub's and its transport's exceptions inside the block into one-line ``error``s; an
+    ``HF_ENDPOINT`` that can be no Hub is refused before the block (huggingface_hub, importing its API with it,
+    prints its own error first)."""
+    if (problem := _endpoint_problem(huggingface_hub.constants)) is not None:
+        raise error(f"{what}: {problem}")
     errors = huggingface_hub.errors
     # HfHubHTTPError's bases: OSError and the transport's HTTPError (httpx's, which is no OSError); httpx's InvalidURL
     # (HF_ENDPOINT pasted with a tab) is neither
@@ -468,8 +472,6 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
         if timed_out(exc.__cause__):
             return (f"the Hub at {constants.ENDPOINT} did not answer within {constants.HF_HUB_ETAG_TIMEOUT} s and "
                     f"huggingface_hub's cache lacks it; try again later, or give it longer (HF_HUB_ETAG_TIMEOUT)")
-        if (problem := _endpoint_problem(constants)) is not None:
-            return problem
         return (f"the Hub at {constants.ENDPOINT} cannot be reached and huggingface_hub's cache lacks it; "
                 f"check the network (or HF_ENDPOINT)")
     if isinstance(exc, errors.HFValidationError):  # huggingface_hub's check of a repository's name, before any request
@@ -508,8 +510,6 @@ def _reason(exc: BaseException, errors: ModuleType, constants: ModuleType) -> st
         return (f"huggingface_hub's token file HF_TOKEN_PATH={exc.filename} cannot be read ({exc.strerror}); set "
                 f"HF_TOKEN_PATH to the file 'hf auth login' writes, or unset it")
     if isinstance(exc, OSError) and exc.errno is not None and (problem := _cache_problem(exc, constants)):
-        return problem
-    if (problem := _endpoint_problem(constants)) is not None:
         return problem
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     said = " ".join(lines[:2]) if lines and lines[0].endswith(":") else lines[0] if lines else type(exc).__name__
