@@ -355,3 +355,26 @@ def test_the_readme_card_trains_on_a_folder(tmp_path, capsys):
     code, out, err = cli(capsys, "train", str(path), "--out", str(tmp_path / "run"), "--max-steps", "1")
     assert code == 0, err
     assert vaezoo.load(tmp_path / "run").card.train.data.options["split_sizes"] == {"train": 9, "test": 1}
+
+
+def test_a_resume_on_a_folder_that_gained_images_is_refused_and_the_card_records_what_the_run_trained_on(tmp_path,
+                                                                                                         capsys):
+    """The split sizes were read again as the card was written: a resume after an image was added trained on the
+    new folder and recorded 19 training images without a word, and a run whose folder grew while it trained
+    recorded images it never saw."""
+    draw(tmp_path / "mine", [f"{i}.png" for i in range(20)], (20, 20))
+    path = write_toml(tmp_path / "mine.toml", card(tmp_path / "mine", test_share=0.1))
+    out = tmp_path / "run"
+    code, _, err = cli(capsys, "train", str(path), "--out", str(out), "--name", "mine", "--max-steps", "1")
+    assert code == 0, err
+    draw(tmp_path / "mine", ["new.png"], (20, 20), seed=1)
+    code, _, err = cli(capsys, "train", str(path), "--out", str(out), "--name", "mine", "--resume")
+    assert code == 1 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith("error: checkpoint ") and \
+        "train.data.options.split_sizes.train 18 in the checkpoint, 19 in card" in err, err
+    assert parse_card(out / "mine.toml").train.data.options["split_sizes"] == {"train": 18, "test": 2}
+
+    (tmp_path / "mine" / "new.png").unlink()  # the images it trained on: it finishes
+    code, _, err = cli(capsys, "train", str(path), "--out", str(out), "--name", "mine", "--resume", "--no-eval")
+    assert code == 0, err
+    assert parse_card(out / "mine.toml").train.data.options["split_sizes"] == {"train": 18, "test": 2}

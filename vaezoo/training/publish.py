@@ -141,10 +141,9 @@ def own_card(card: Card, model: VAE, name: str, steps: int, total: int | None = 
     distributions and versions of the plugins whose code it used), and nothing measured on ``card``. A run stopped
     short of its last step ``total`` says so first in its summary: its recipe still names the whole run, and
     ``train.steps`` the steps it made."""
-    from vaezoo.assemble import recorded_data, third_party_plugins
+    from vaezoo.assemble import third_party_plugins
     from vaezoo.version import __version__
 
-    card = recorded_data(card)
     summary = STOPPED.sub("", card.summary)  # a card trained from a stopped run's card is not stopped itself
     if total is not None and steps < total:
         summary = STOPPED_NOTE.format(steps=steps, total=total) + summary

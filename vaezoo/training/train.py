@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 from pydantic import ValidationError
 
-from vaezoo.assemble import build_model, load_dataset
+from vaezoo.assemble import build_model, load_dataset, recorded_data
 from vaezoo.context import check_arguments
 from vaezoo.data import check_data_root
 from vaezoo.entries.catalog import card_reference, get_card, one_scan
@@ -99,13 +99,16 @@ class TrainOptions:
 
     def recipe(self, card: Card) -> Card:
         """``card`` with the recipe values these options override, validated as the card's own are; with other
-        ``epochs``, without the card's ``budget``, which told the length of the card's own run."""
+        ``epochs``, without the card's ``budget``, which told the length of the card's own run; and with its
+        dataset's options as the run's card records them (:func:`~vaezoo.assemble.recorded_data`), read once
+        before the model is built from them, so that the card records what the run trained on and a resume on
+        other data is refused as another recipe."""
         values = {"epochs": self.epochs, "seed": self.seed, "checkpoint_every": self.checkpoint_every,
                   "precision": self.precision, "compile": self.compile}
         train = _override(card.train, **values)
         if train.epochs != card.train.epochs:
             train = train.model_copy(update={"budget": None})
-        return card.model_copy(update={"train": train})
+        return recorded_data(card.model_copy(update={"train": train}))
 
 
 @dataclass
