@@ -15,7 +15,7 @@ import string
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Self
+from typing import Generic, Self, TypeVar, cast
 
 Spelling = Callable[[str, str], str]
 """How a message spells an argument, given its keyword and the value the message gives it ("" for none)."""
@@ -285,7 +285,10 @@ def check_switches() -> None:
         setting_on(name)
 
 
-class SharedChange:
+M = TypeVar("M")
+
+
+class SharedChange(Generic[M]):
     """A change to the process's state (a warning filter, ``sys.stdout``, ``__main__``'s names) made for blocks
     that several threads may be in at once (``with change:``): the first block makes it, the last one undoes it,
     and a block that begins while another's is under way neither makes it again nor has it undone early. (Saving
@@ -297,14 +300,14 @@ class SharedChange:
         undo: undoes it.
     """
 
-    def __init__(self, make: Callable[[], object], undo: Callable[[object], None]):
+    def __init__(self, make: Callable[[], M], undo: Callable[[M], None]):
         self._make, self._undo = make, undo
         self._lock = threading.Lock()
         self._blocks = 0
-        self._made: object = None
+        self._made: M | None = None
 
     @property
-    def made(self) -> object:
+    def made(self) -> M | None:
         """What ``make`` returned, while a block is in the change; None when none is."""
         return self._made
 
@@ -318,7 +321,7 @@ class SharedChange:
         with self._lock:
             self._blocks -= 1
             if not self._blocks:
-                self._undo(self._made)
+                self._undo(cast(M, self._made))
                 self._made = None
 
 

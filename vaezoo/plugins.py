@@ -35,6 +35,7 @@ import warnings
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+from typing import TextIO
 
 import pluggy
 
@@ -465,7 +466,7 @@ class Plugins:
 _plugins: Plugins | None = None
 
 
-def _stdout_to_stderr() -> object:
+def _stdout_to_stderr() -> TextIO:
     found, sys.stdout = sys.stdout, sys.stderr
     return found
 
