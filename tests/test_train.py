@@ -788,3 +788,30 @@ def test_an_optimiser_option_whose_step_overflows_the_floats_is_named_not_the_le
     assert capsys.readouterr().err.splitlines()[-1] == (
         "error: the recipe's optimiser (train.optimizer): option weight_decay 1e+39 is too large, its step overflows "
         "the parameters' floating-point range; lower it")
+
+
+def test_a_card_whose_dataset_no_plugin_registers_is_said_as_a_plugin_it_needs(tmp_path, capsys):
+    """The run reads its dataset's options as it starts (Dataset.record): a dataset no plugin registers was said
+    "unknown dataset 'clock'. Known: ...", naming neither the card nor the plugin it needs, as loading it says."""
+    from kit import cli
+
+    path = write_toml(tmp_path / "gone.toml", make_card(name="gone", train={"data": {"name": "clock", "options": {}}}))
+    code, out, err = cli(capsys, "train", str(path), "-o", str(tmp_path / "run"))
+    assert (code, out) == (1, "")
+    assert err.strip().splitlines()[-1].startswith("error: card 'gone' needs the dataset 'clock', which no installed "
+                                                   "plugin registers; install the plugin that registers it")
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_option_image_folder_does_not_take_is_one_line_before_anything_is_read(tmp_path, capsys):
+    """image_folder's record() counts the images with the card's options: one it does not take was a TypeError's
+    traceback, where the options are the card's, said as data_info says them."""
+    from kit import cli
+
+    card = make_card(name="mine", train={"data": {"name": "image_folder", "options": {
+        "folder": str(tmp_path / "imgs"), "image_size": 16, "channels": 1, "colour": "red"}}})
+    path = write_toml(tmp_path / "mine.toml", {**card, "dataset": "image_folder"})
+    code, out, err = cli(capsys, "train", str(path), "-o", str(tmp_path / "run"))
+    assert (code, out, "Traceback" in err) == (1, "", False), err
+    assert err.strip().splitlines()[-1].startswith("error: dataset 'image_folder' does not take the options ")
+    assert "takes no argument 'colour'" in err and not (tmp_path / "run").exists()

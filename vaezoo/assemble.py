@@ -126,9 +126,19 @@ def _check_options(method: Callable, name: str, options: Mapping[str, Any]) -> N
 
 def recorded_data(card: Card) -> Card:
     """``card`` with its dataset's options as a run's card records them (:meth:`vaezoo.data.Dataset.record`): with
-    what its dataset needs to describe itself where its files are not, so the run's card loads anywhere."""
+    what its dataset needs to describe itself where its files are not, so the run's card loads anywhere.
+
+    Raises:
+        UnknownNameError: no plugin registers the dataset, said as a plugin the card needs.
+        DataError: the options do not fit the dataset's signature, as :func:`data_info` says it.
+    """
     data = card.train.data
-    options = registry("dataset")[data.name].record(**data.options)
+    try:
+        dataset = registry("dataset")[data.name]
+    except UnknownNameError as exc:
+        raise _not_installed(card, exc) from None
+    _check_options(dataset.info, data.name, data.options)  # record() may describe the data with them
+    options = dataset.record(**data.options)
     if options == data.options:
         return card
     train = card.train.model_copy(update={"data": data.model_copy(update={"options": options})})

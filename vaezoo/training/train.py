@@ -99,16 +99,13 @@ class TrainOptions:
 
     def recipe(self, card: Card) -> Card:
         """``card`` with the recipe values these options override, validated as the card's own are; with other
-        ``epochs``, without the card's ``budget``, which told the length of the card's own run; and with its
-        dataset's options as the run's card records them (:func:`~vaezoo.assemble.recorded_data`), read once
-        before the model is built from them, so that the card records what the run trained on and a resume on
-        other data is refused as another recipe."""
+        ``epochs``, without the card's ``budget``, which told the length of the card's own run."""
         values = {"epochs": self.epochs, "seed": self.seed, "checkpoint_every": self.checkpoint_every,
                   "precision": self.precision, "compile": self.compile}
         train = _override(card.train, **values)
         if train.epochs != card.train.epochs:
             train = train.model_copy(update={"budget": None})
-        return recorded_data(card.model_copy(update={"train": train}))
+        return card.model_copy(update={"train": train})
 
 
 @dataclass
@@ -282,6 +279,10 @@ def _train_in_turn(card: Card, runs: list[tuple[Card, Path, str]], root: Path,
     if options.max_steps is not None and options.max_steps < 1:
         raise TrainingError.of_value("{max_steps} must be at least 1, got {got}", got=options.max_steps)
     options = replace(options, name=run_name(card, options.name))
+    # the dataset's options as the run's card records them, read once, after the arguments are checked and before
+    # the model is built from them: the card records what the run trained on, and a resume on other data is refused
+    # as another recipe
+    runs = [(recorded_data(run_card), out, label) for run_card, out, label in runs]
     where = launch()
     world = where.world
     if world > len(runs) and not _alone(runs):
