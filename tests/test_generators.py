@@ -147,5 +147,38 @@ def test_a_thread_waiting_for_seeded_work_names_the_thread_that_holds_it(monkeyp
     caller.join(2 * WAIT)
     helpers[0].join(WAIT)
     assert got == {"noticed": True, "outer": 0.0, "inner": alone}
-    assert len(said) == 1 and said[0].startswith("waiting for the seeded work under way in thread 'evaluation' to "
-                                                 "finish: torch's global generators serve one thread at a time")
+    assert len(said) == 1 and said[0].startswith("waiting for thread 'evaluation' to finish its seeded work "
+                                                 "(training, or measuring a metric): torch's global generators serve "
+                                                 "one thread at a time")
+
+
+def test_a_thread_waiting_its_turn_metric_after_metric_says_so_once(monkeypatch):
+    """Two evaluations in threads take turns metric by metric: the waiting one said that it waited before each of
+    its metrics, a line a metric."""
+    from vaezoo.store import locks
+
+    said = []
+    monkeypatch.setattr(locks, "note", said.append)
+
+    class Busy:
+        """A lock another thread holds for longer than the notice waits, then frees."""
+
+        def acquire(self, timeout: float = -1) -> bool:
+            return timeout == -1
+
+        def release(self) -> None:
+            pass
+
+    work = locks._SeededWork()
+    work._lock = Busy()
+
+    def measure_three() -> None:
+        for _ in range(3):
+            with work:
+                pass
+
+    measure_three()
+    other = threading.Thread(target=measure_three)
+    other.start()
+    other.join(WAIT)
+    assert len(said) == 2 and all(line.startswith("waiting for thread ") for line in said)  # once in each thread

@@ -287,18 +287,21 @@ def card_lock(path: Path) -> Iterator[None]:
 
 
 class _SeededWork:
-    """A re-entrant lock of the threads of one process (:data:`GENERATORS`) whose waiters say on stderr, after
-    :data:`NOTICE` seconds, which thread holds it: a wait that never ends names what it waits for."""
+    """A re-entrant lock of the threads of one process (:data:`GENERATORS`) whose waiters say on stderr, the first
+    time one waits longer than :data:`NOTICE` seconds, which thread holds it: a wait that never ends names what it
+    waits for, and a thread waiting its turn metric after metric says so once."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._holder = ""
+        self._told = threading.local()
 
     def __enter__(self) -> None:
         if not self._lock.acquire(timeout=NOTICE):
-            note(f"waiting for the seeded work under way in thread {self._holder!r} to finish: torch's global "
-                 f"generators serve one thread at a time (a metric that waits on a thread of its own that measures "
-                 f"a metric or trains never finishes)")
+            if not getattr(self._told, "waited", False):
+                self._told.waited = True
+                note(f"waiting for thread {self._holder!r} to finish its seeded work (training, or measuring a "
+                     f"metric): torch's global generators serve one thread at a time")
             self._lock.acquire()
         self._holder = threading.current_thread().name
 
