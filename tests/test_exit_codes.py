@@ -37,6 +37,9 @@ CASES = {
               ([*BASE["train"], "--sweep", "beta"], 2, "--sweep takes KEY=V1,V2,..., got 'beta'"),
               ([*BASE["train"], "--seeds", "1,1"], 2, "--seeds must name each seed once, got 1,1"),
               ([*BASE["train"], "--sweep", "beta=1,1.0"], 2, "make the same card; give each value once"),
+              ([*BASE["train"], "--sweep", "seed=1,2"], 2, "--sweep seed: give the seeds with --seeds"),
+              ([*BASE["train"], "--sweep", "epochs=1,2", "--sweep", "train.steps=1,2"], 2,
+               "and does not change what it trains; sweep a field of the recipe"),
               ([*BASE["train"], "--epochs", "x"], 2, "argument --epochs: give a whole number, e.g. 10, got 'x'"),
               ([*BASE["train"], "--name", "My Run"], 2, "--name 'My Run' is not a card name: use lowercase letters "
                                                         "and digits joined by '-', '_' or '.'; give the run's card one "

@@ -169,7 +169,7 @@ def test_a_run_from_a_card_that_records_a_machine_records_its_own(data_plugin, t
 def test_a_sweep_of_the_machine_is_refused_as_a_record_of_the_run(data_plugin, tmp_path, capsys):
     code, _, err = cli(capsys, "train", str(tiny(tmp_path, machine=[ELSEWHERE])), "--out", str(tmp_path / "out"),
                        "--sweep", "threads=1,2")
-    assert code == 1 and "Traceback" not in err and not (tmp_path / "out").exists()
+    assert code == 2 and "Traceback" not in err and not (tmp_path / "out").exists()
     assert "--sweep threads: train.machine.0.threads records how a run went" in err
 
 

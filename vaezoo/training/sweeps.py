@@ -201,19 +201,21 @@ def _resolve(card: Card, key: str) -> tuple[str | int, ...]:
 
 
 def _refusal(name: str, key: str) -> TrainingError | None:
-    """Why the card's field ``name``, which ``key`` names, cannot be swept; None where it can."""
+    """Why the card's field ``name``, which ``key`` names, cannot be swept (whatever the card holds: a usage error);
+    None where it can."""
     if name == "train.seed":
         return TrainingError.of_value("{sweep} {key}: give the seeds with {seeds}", key=key)
     if any(name == record or name.startswith(f"{record}.") for record in RECORDS):  # train.machine.0.threads
-        return TrainingError.about("{sweep} {key}: {path} records how a run went or how often it saved, and does not "
-                                   "change what it trains; sweep a field of the recipe", key=key, path=name)
+        return TrainingError.of_value("{sweep} {key}: {path} records how a run went or how often it saved, and does "
+                                      "not change what it trains; sweep a field of the recipe", key=key, path=name)
     if name == "train.compile":  # it computes the same weights in another way, and every member shares one step
-        return TrainingError.about("{sweep} {key}: the members of an ensemble share one step, compiled for all or for "
-                                   "none, and torch.compile changes only float rounding; train with {compile:True} to "
-                                   "compile the ensemble's step, and sweep a field of the recipe", key=key)
+        return TrainingError.of_value("{sweep} {key}: the members of an ensemble share one step, compiled for all or "
+                                      "for none, and torch.compile changes only float rounding; train with "
+                                      "{compile:True} to compile the ensemble's step, and sweep a field of the recipe",
+                                      key=key)
     if name.startswith("train.data"):
-        return TrainingError.about("{sweep} {key}: the members of an ensemble share their dataset; train another "
-                                   "dataset in its own run", key=key)
+        return TrainingError.of_value("{sweep} {key}: the members of an ensemble share their dataset; train another "
+                                      "dataset in its own run", key=key)
     return None
 
 
