@@ -19,9 +19,16 @@ from vaezoo.cli import Command
 def add_arguments(parser):
     parser.add_argument("--name", default="world", help="whom to greet")
     parser.add_argument("--code", type=int, help="the exit code to return")
+    parser.add_argument("--json", action="store_true", help="the greeting as JSON")
 
 
 def run(args):
+    if args.json:
+        from vaezoo.cli.common import print_json
+
+        print("greeting")  # beside the JSON, as a plugin's part prints while a built-in command runs
+        print_json({"hello": args.name})
+        return args.code
     print(f"hello {args.name}")
     return args.code
 
@@ -120,6 +127,12 @@ def test_a_plugin_command_ends_as_a_built_in_one_does(greeter, capsys, argv, cod
     got, out, err = cli(capsys, *argv)
     assert (got, out) == (code, "") and "Traceback" not in err
     assert err.splitlines()[-1] == last
+
+
+def test_a_plugin_command_s_json_keeps_stdout_as_plugins_md_says(greeter, capsys):
+    code, out, err = cli(capsys, "hello", "--name", "you", "--json")
+    assert (code, json.loads(out), err) == (0, {"hello": "you"}, "greeting\n")
+    assert cli(capsys, "hello", "--name", "you") == (0, "hello you\n", "")  # without --json, as it likes
 
 
 def test_a_plugin_command_that_ends_with_sys_exit_exits_with_its_code(greeter, capsys):
