@@ -305,7 +305,7 @@ def test_a_run_on_a_folder_loads_shows_and_measures_where_the_folder_is_not(tmp_
                                f"card was trained on 20 (18 train, 2 test); put back the images")
 
 
-def test_a_run_shared_on_the_hub_leaves_out_the_path_of_its_folder(tmp_path, capsys):
+def test_a_run_shared_on_the_hub_leaves_out_the_path_of_its_folder(tmp_path, capsys, monkeypatch):
     """The folder's path names the user's machine and files (/home/alice/patients/...): neither the card pushed
     nor its weights' header hold it, the pusher is told, and the Hub's copy still loads the run's weights."""
     folder = tmp_path / "patients" / "scans"
@@ -321,6 +321,12 @@ def test_a_run_shared_on_the_hub_leaves_out_the_path_of_its_folder(tmp_path, cap
     assert shared.card.train.data.options == {"image_size": 16, "channels": 1, "split_sizes": {"train": 18, "test": 2}}
     for name, value in trained.state_dict().items():
         assert torch.equal(shared.state_dict()[name], value), name
+
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", str(tmp_path / "run"))  # the run in the zoo: 'push --all' staged it
+    code, out, err = cli(capsys, "push", "--all", "me", "--dry-run", "--out", str(tmp_path / "zoo"))  # as it was
+    assert code == 0 and "push --all: card betatcvae-mine-run" in err and "skipped: its dataset's options name" in err
+    for file in (tmp_path / "zoo").rglob("*"):
+        assert file.is_dir() or b"patients" not in file.read_bytes(), file.name
 
 
 def test_a_card_on_a_folder_refuses_metrics_of_factors_it_has_not(tmp_path, capsys):

@@ -162,11 +162,10 @@ def shared_data(card: Card, data: bytes | Mapping[str, torch.Tensor]
     weights ``data`` as a state dict where they change, so that the weights' header records the recipe of the card
     shared and not the options left out. Those left out are named on stderr, with their values.
     """
-    from vaezoo.plugins import registry
     from vaezoo.store.weights import parse_safetensors
 
     options = card.train.data.options
-    shared = registry("dataset")[card.train.data.name].published(**options)
+    shared = _shared_options(card)
     if shared == options:
         return card, data
     if left_out := {name: value for name, value in options.items() if name not in shared}:
@@ -176,6 +175,13 @@ def shared_data(card: Card, data: bytes | Mapping[str, torch.Tensor]
     train = card.train.model_copy(update={"data": card.train.data.model_copy(update={"options": shared})})
     state = parse_safetensors(data, f"the weights of '{card.name}'") if isinstance(data, bytes) else data
     return card.model_copy(update={"train": train}), state
+
+
+def _shared_options(card: Card) -> dict[str, object]:
+    """``card``'s dataset options as a card shared with others records them (:meth:`vaezoo.data.Dataset.published`)."""
+    from vaezoo.plugins import registry
+
+    return registry("dataset")[card.train.data.name].published(**card.train.data.options)
 
 
 def write_folder(card: Card, data: bytes | Mapping[str, torch.Tensor] | None, folder: Path,
@@ -263,6 +269,11 @@ def stage_collection(cards: Iterable[Card], owner: str, folder: Path) -> list[Pa
                      f"({problem}); rename the card to stage it")
                 continue
             try:
+                if _shared_options(card) != card.train.data.options:  # a push rewrites its weights' header
+                    note(f"push --all: card {card.name} ({card.path}) skipped: its dataset's options name this "
+                         f"machine's files, which a push leaves out of the card and of its weights' header; stage it "
+                         f"alone with 'vaezoo push {card.name} {repo_id} --dry-run'")
+                    continue
                 source = fetch(card)  # verified: the bytes an upload reads are the card's
                 written = write_folder(card, None, folder / card.name, repo_id)
             except OutputError:  # the folder refuses files: no other card fares better
