@@ -715,6 +715,44 @@ def test_commands_run_at_once_in_threads_keep_their_data_on_stdout_and_leave_the
     assert "a plugin's print in first" in err and "a plugin's print in second" in err
 
 
+def test_commands_run_at_once_in_threads_show_their_warnings_in_one_line_and_leave_showwarning_as_it_was(cards, capsys,
+                                                                                                    monkeypatch):
+    """Each command showed warnings in a warnings.catch_warnings() block of its own, which saves showwarning and puts
+    it back: the one that ended last put back the _show_warning the other had installed, for good."""
+    import threading
+    import warnings
+
+    import vaezoo.cli.plugins
+    from vaezoo.cli import main
+    from vaezoo.errors import TrainingWarning
+
+    entered = {name: threading.Event() for name in ("first", "second")}
+    done = {name: threading.Event() for name in entered}
+
+    def run(args) -> int:
+        name = threading.current_thread().name
+        entered[name].set()
+        assert done[name].wait(WAIT)
+        warnings.warn(f"a warning of {name}", TrainingWarning)
+        return 0
+
+    monkeypatch.setattr(vaezoo.cli.plugins, "run", run)
+    showwarning, filters = warnings.showwarning, list(warnings.filters)
+    codes = {}
+    threads = {name: threading.Thread(target=lambda: codes.update({threading.current_thread().name: main(["plugins"])}),
+                                      name=name) for name in entered}
+    threads["first"].start()
+    assert entered["first"].wait(WAIT)
+    threads["second"].start()
+    assert entered["second"].wait(WAIT)
+    for name in ("first", "second"):  # the one started first ends first
+        done[name].set()
+        threads[name].join(WAIT)
+    assert codes == {"first": 0, "second": 0}
+    assert warnings.showwarning is showwarning and warnings.filters == filters
+    assert capsys.readouterr().err.splitlines() == ["warning: a warning of first", "warning: a warning of second"]
+
+
 def test_a_command_run_inside_another_leaves_the_outer_one_s_data_on_stdout(cards, capsys, monkeypatch):
     """The inner command's end put no data stream back: the outer command's data that followed went to stderr."""
     import vaezoo.cli.verify

@@ -184,8 +184,7 @@ def _run(argv: list[str] | None, stops: StopSignals) -> int:
     """:func:`main` within the streams a command holds: parse ``argv``, run the command, end it as :func:`main`
     says."""
     try:
-        with warnings.catch_warnings(), stops:
-            warnings.showwarning = _show_warning
+        with _shown_warnings, stops:
             words = sys.argv[1:] if argv is None else argv
             try:
                 with contextlib.redirect_stderr(io.StringIO()) if said_by_another() else contextlib.nullcontext():
@@ -261,6 +260,22 @@ def _give_streams_back(found: tuple) -> None:
 _command_streams = SharedChange(_take_streams, _give_streams_back)
 """The process's streams as a command holds them (:func:`_take_streams`): commands run at once in threads, or one
 inside another, share them, taken by the first and given back by the last."""
+
+
+def _show_warnings() -> warnings.catch_warnings[None]:
+    """Show warnings with :func:`_show_warning`, in a :class:`warnings.catch_warnings` block (the filters and
+    ``showwarning`` are put back as they were, and a warning an earlier command showed is shown again); the block,
+    to end."""
+    block = warnings.catch_warnings()
+    block.__enter__()
+    warnings.showwarning = _show_warning
+    return block
+
+
+_shown_warnings = SharedChange(_show_warnings, lambda block: block.__exit__(None, None, None))
+"""How warnings are shown while a command runs (:func:`_show_warnings`): commands run at once in threads, or one
+inside another, share it, made by the first and undone by the last (each in a block of its own, the one that ended
+last left ``_show_warning`` installed for good)."""
 
 
 def _noted_stops(hook: Callable) -> Callable:
