@@ -674,16 +674,13 @@ def test_what_a_plugin_prints_while_a_command_runs_goes_to_stderr_without_json_t
 WAIT = 30  # seconds an event is waited for before the test fails rather than hangs
 
 
-def test_commands_run_at_once_in_threads_keep_their_data_on_stdout_and_leave_the_streams_as_they_were(cards, capsys,
-                                                                                                    monkeypatch):
-    """sys.stdout is the process's: each command saved it, sent it to stderr, and put back what it had saved, so a
-    command started in a thread while another held stdout aside printed its data to stderr, and the one that ended
-    last left the process's stdout on stderr for good."""
+def overlapping_commands(monkeypatch, then) -> dict[str, int]:
+    """Run ``vaezoo plugins`` in threads 'first' and 'second', the second started while the first runs, the first
+    ended first, each running ``then(name)`` as its command; their exit codes by thread."""
     import threading
 
     import vaezoo.cli.plugins
     from vaezoo.cli import main
-    from vaezoo.cli.common import print_data
 
     entered = {name: threading.Event() for name in ("first", "second")}
     done = {name: threading.Event() for name in entered}
@@ -692,12 +689,10 @@ def test_commands_run_at_once_in_threads_keep_their_data_on_stdout_and_leave_the
         name = threading.current_thread().name
         entered[name].set()
         assert done[name].wait(WAIT)
-        print_data(f"data of {name}")
-        print(f"a plugin's print in {name}")
+        then(name)
         return 0
 
     monkeypatch.setattr(vaezoo.cli.plugins, "run", run)
-    stdout, stderr = sys.stdout, sys.stderr
     codes = {}
     threads = {name: threading.Thread(target=lambda: codes.update({threading.current_thread().name: main(["plugins"])}),
                                       name=name) for name in entered}
@@ -708,8 +703,23 @@ def test_commands_run_at_once_in_threads_keep_their_data_on_stdout_and_leave_the
     for name in ("first", "second"):  # the one started first ends first
         done[name].set()
         threads[name].join(WAIT)
+    return codes
+
+
+def test_commands_run_at_once_in_threads_keep_their_data_on_stdout_and_leave_the_streams_as_they_were(cards, capsys,
+                                                                                                    monkeypatch):
+    """sys.stdout is the process's: each command saved it, sent it to stderr, and put back what it had saved, so a
+    command started in a thread while another held stdout aside printed its data to stderr, and the one that ended
+    last left the process's stdout on stderr for good."""
+    from vaezoo.cli.common import print_data
+
+    def then(name: str) -> None:
+        print_data(f"data of {name}")
+        print(f"a plugin's print in {name}")
+
+    stdout, stderr = sys.stdout, sys.stderr
+    assert overlapping_commands(monkeypatch, then) == {"first": 0, "second": 0}
     out, err = capsys.readouterr()
-    assert codes == {"first": 0, "second": 0}
     assert (sys.stdout, sys.stderr) == (stdout, stderr)
     assert out == "data of first\ndata of second\n"
     assert "a plugin's print in first" in err and "a plugin's print in second" in err
@@ -719,36 +729,13 @@ def test_commands_run_at_once_in_threads_show_their_warnings_in_one_line_and_lea
                                                                                                     monkeypatch):
     """Each command showed warnings in a warnings.catch_warnings() block of its own, which saves showwarning and puts
     it back: the one that ended last put back the _show_warning the other had installed, for good."""
-    import threading
     import warnings
 
-    import vaezoo.cli.plugins
-    from vaezoo.cli import main
     from vaezoo.errors import TrainingWarning
 
-    entered = {name: threading.Event() for name in ("first", "second")}
-    done = {name: threading.Event() for name in entered}
-
-    def run(args) -> int:
-        name = threading.current_thread().name
-        entered[name].set()
-        assert done[name].wait(WAIT)
-        warnings.warn(f"a warning of {name}", TrainingWarning)
-        return 0
-
-    monkeypatch.setattr(vaezoo.cli.plugins, "run", run)
     showwarning, filters = warnings.showwarning, list(warnings.filters)
-    codes = {}
-    threads = {name: threading.Thread(target=lambda: codes.update({threading.current_thread().name: main(["plugins"])}),
-                                      name=name) for name in entered}
-    threads["first"].start()
-    assert entered["first"].wait(WAIT)
-    threads["second"].start()
-    assert entered["second"].wait(WAIT)
-    for name in ("first", "second"):  # the one started first ends first
-        done[name].set()
-        threads[name].join(WAIT)
-    assert codes == {"first": 0, "second": 0}
+    assert overlapping_commands(monkeypatch, lambda name: warnings.warn(f"a warning of {name}", TrainingWarning)) == {
+        "first": 0, "second": 0}
     assert warnings.showwarning is showwarning and warnings.filters == filters
     assert capsys.readouterr().err.splitlines() == ["warning: a warning of first", "warning: a warning of second"]
 
