@@ -64,6 +64,15 @@ def test_a_tab_completes_a_card_file_s_path(env, tmp_path):
     assert complete("vaezoo info mine/my", env, tmp_path) == ["mine/my-card.toml"]
 
 
+@pytest.mark.parametrize("verb", ["info", "eval", "show", "verify"])
+def test_a_tab_after_a_card_offers_folders_and_toml_files_not_other_files(env, tmp_path, verb):
+    # it offered every file of the folder ('zz-a.png'), which no card can be
+    for name in ("zz-a.png", "zz-notes.txt", "zz-card.toml"):
+        (tmp_path / name).write_text("", encoding="utf-8")
+    (tmp_path / "zz-runs").mkdir()
+    assert sorted(complete(f"vaezoo {verb} zz", env, tmp_path)) == ["zz-card.toml", "zz-runs/"]
+
+
 def test_a_tab_completes_a_plugin_s_command(tmp_path):
     site = tmp_path / "site"
     install_plugin(site, "greeter", GREETER)

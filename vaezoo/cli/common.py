@@ -262,14 +262,15 @@ def _print_records(out, columns: Sequence[str], cells: list[list], title: str | 
 
 
 def complete_card(prefix: str, **_) -> list[str]:
-    """The completions of a CARD argument: the zoo names that begin with ``prefix``, then the paths that do. The
-    names are those of the card files (:func:`vaezoo.entries.catalog.card_file_names`), no card read."""
+    """The completions of a CARD argument: the zoo names that begin with ``prefix``, then the paths that do of what a
+    card may be, folders and ``*.toml`` files (no ``a.png``). The names are those of the card files
+    (:func:`vaezoo.entries.catalog.card_file_names`), no card read."""
     from argcomplete.completers import FilesCompleter
 
     from vaezoo.entries.catalog import card_file_names, natural_key
 
     names = sorted((name for name in card_file_names() if name.startswith(prefix)), key=natural_key)
-    return names + list(FilesCompleter()(prefix))
+    return names + list(FilesCompleter(allowednames=["toml"])(prefix))
 
 
 def complete_dataset(prefix: str, **_) -> list[str]:

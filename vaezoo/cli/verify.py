@@ -2,7 +2,7 @@
 
 import sys
 
-from vaezoo.cli.common import print_data, print_json, printable
+from vaezoo.cli.common import complete_card, print_data, print_json, printable
 
 
 def add_parser(sub) -> None:
@@ -12,7 +12,9 @@ def add_parser(sub) -> None:
                                    "those of a Hub repository's card (hf-hub:OWNER/REPO) are, as a load would. Exit "
                                    "code 1 when a file fails, a card cannot be read, a name names no card, or no card "
                                    "is found.")
-    p.add_argument("names", nargs="*", help="zoo names, card files or folders holding one card (default: every card)")
+    p.add_argument("names", nargs="*",
+                   help="zoo names, card files or folders holding one card (default: every card)").completer = \
+        complete_card
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
