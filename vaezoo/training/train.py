@@ -282,7 +282,7 @@ def _train_in_turn(card: Card, runs: list[tuple[Card, Path, str]], root: Path,
     # the dataset's options as the run's card records them, read once, after the arguments are checked and before
     # the model is built from them: the card records what the run trained on, and a resume on other data is refused
     # as another recipe
-    runs = [(recorded_data(run_card), out, label) for run_card, out, label in runs]
+    given, runs = runs, _recorded(runs)
     where = launch()
     world = where.world
     if world > len(runs) and not _alone(runs):
@@ -295,7 +295,7 @@ def _train_in_turn(card: Card, runs: list[tuple[Card, Path, str]], root: Path,
         with StopSignals(defer=False):
             run = start_run(options.device)
             try:
-                _same_command(runs, options, run)
+                _same_command(given, runs, options, run)
                 with contextlib.ExitStack() as held:
                     local = run
                     if run.world > 1 and not _alone(runs):  # each process trains its share of the runs as one process
@@ -328,23 +328,41 @@ def _train_in_turn(card: Card, runs: list[tuple[Card, Path, str]], root: Path,
         raise
 
 
-def _same_command(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: Run) -> None:
-    """Refuse a DDP run whose processes were given different cards or options (a collective call): left to go on,
-    they would average the gradients of different models, or wait for each other forever where one stops first.
+def _recorded(runs: list[tuple[Card, Path, str]]) -> list[tuple[Card, Path, str]]:
+    """``runs`` with their dataset's options as a run's card records them (:func:`~vaezoo.assemble.recorded_data`),
+    read once for all of them: an ensemble's members train on one dataset (a sweep of ``train.data`` is refused),
+    so each member's card records what they all trained on, even where the dataset's files change meanwhile."""
+    data = recorded_data(runs[0][0]).train.data
+    return [(each.model_copy(update={"train": each.train.model_copy(update={"data": data})}), out, label)
+            for each, out, label in runs]
+
+
+def _same_command(given: list[tuple[Card, Path, str]], runs: list[tuple[Card, Path, str]], options: TrainOptions,
+                  run: Run) -> None:
+    """Refuse a DDP run whose processes were given different cards or options (a collective call), or read their
+    dataset otherwise (``runs``' options as :func:`_recorded` read them from the ``given`` cards'): left to go on,
+    they would average the gradients of different models, or of different data, or wait for each other forever
+    where one stops first.
 
     Raises:
         TrainingError: naming the first setting that differs, and the process that has it.
     """
     if run.world == 1:
         return
-    mine = {"card": [each.model_dump(mode="json") for each, _, _ in runs], "run": [label for _, _, label in runs],
+    mine = {"card": [each.model_dump(mode="json") for each, _, _ in given], "run": [label for _, _, label in given],
             "max_steps": options.max_steps, "resume": options.resume, "evaluate": options.evaluate,
-            "name": options.name, "formulation": options.formulation}
+            "name": options.name, "formulation": options.formulation,
+            "data": runs[0][0].train.data.model_dump(mode="json")["options"]}  # last: read from what is above
     told: list[dict | None] = [None] * run.world
     dist.all_gather_object(told, mine)
     for rank, other in enumerate(told):
         if other != told[0]:
             where, first, then = _difference(told[0], other)
+            if where.partition(".")[0] == "data":
+                raise TrainingError(f"process {rank} of this run read dataset '{runs[0][0].train.data.name}' "
+                                    f"otherwise than process 0 ({where.partition('.')[2] or 'options'} {then!r}, not "
+                                    f"{first!r}): its files changed between the processes' reads, or are not the same "
+                                    f"files on every machine; give every process the same files and start again")
             raise TrainingError(f"process {rank} of this run was given another {where} than process 0 ({then!r}, not "
                                 f"{first!r}); start every process with the same command line and card")
 
