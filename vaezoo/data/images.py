@@ -90,7 +90,7 @@ def read_images(paths: Sequence[Path], mode: str, size: int, resize: bool, name:
                         raise DataError(f"{name} image {path} declares {width}x{height} pixels, more than the "
                                         f"{MAX_PIXELS:,} vaezoo decodes; shrink it (to at most 4096x4096) or "
                                         f"remove it")
-                    image = _eight_bit(_upright(image)).convert(mode)
+                    image = _eight_bit(_upright(image), path, name).convert(mode)
                     if resize and image.size != (size, size):
                         image = image.resize((size, size), Image.LANCZOS)
                     pixels = np.asarray(image)
@@ -107,14 +107,44 @@ def read_images(paths: Sequence[Path], mode: str, size: int, resize: bool, name:
     return torch.from_numpy(out).permute(0, 3, 1, 2).contiguous()
 
 
-def _eight_bit(image):
-    """``image`` with 8-bit grey levels where it has 16 (a 16-bit PNG, PIL's ``I;16``), whose convert() to ``L`` or
-    ``RGB`` clips every level above 255 to white rather than scaling it."""
+def _eight_bit(image, path: Path, name: str):
+    """``image`` with 8-bit grey levels where it has more, scaled as torchvision's ``ToDtype(torch.uint8, scale=True)``
+    scales them: integer levels (PIL's ``I;16`` and ``I``: a 16-bit PNG or PGM, a 32-bit TIFF) from the bits of the
+    file's samples, float ones (``F``: a float TIFF) from 0 (black) to 1 (white). PIL's convert() to ``L`` or ``RGB``
+    clips every level above 255 to white rather than scaling it.
+
+    Raises:
+        DataError: an integer image with negative levels, or a float one with levels outside [0, 1], naming it.
+    """
     from PIL import Image
 
-    if not image.mode.startswith("I;16"):
+    if image.mode == "F":
+        levels = np.asarray(image, dtype=np.float64)
+        finite = np.isfinite(levels).all()
+        if not (finite and levels.min() >= 0 and levels.max() <= 1):
+            found = f"levels from {levels.min():g} to {levels.max():g}" if finite else "NaN or infinite levels"
+            raise DataError(f"{name} image {path} is a float image with {found}, not levels from 0 (black) to 1 "
+                            f"(white); save it scaled to [0, 1], or as an 8- or 16-bit image")
+        return Image.fromarray(np.rint(levels * 255).astype(np.uint8), "L")
+    if not image.mode.startswith("I"):
         return image
-    return Image.fromarray((np.asarray(image) >> 8).astype(np.uint8), "L")
+    levels = np.asarray(image, dtype=np.int64)
+    if levels.min() < 0:
+        raise DataError(f"{name} image {path} has negative levels (down to {levels.min()}); save it with levels "
+                        f"from 0, as an 8- or 16-bit image")
+    return Image.fromarray(np.minimum(levels >> (_sample_bits(image) - 8), 255).astype(np.uint8), "L")
+
+
+def _sample_bits(image) -> int:
+    """The bits of an integer image's samples: 16 for PIL's ``I;16`` modes and the formats that store at most 16 (PNG,
+    PGM), the BitsPerSample of a TIFF, else the 32 of PIL's mode ``I``."""
+    if image.mode.startswith("I;16") or image.format in ("PNG", "PPM"):
+        return 16
+    stated = getattr(image, "tag_v2", {}).get(TIFF_BITS_PER_SAMPLE)
+    return max(stated) if isinstance(stated, tuple) else stated or 32
+
+
+TIFF_BITS_PER_SAMPLE = 258
 
 
 def _upright(image):
