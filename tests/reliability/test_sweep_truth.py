@@ -92,7 +92,7 @@ def test_a_key_holding_a_dot_reaches_its_own_field(tiny):
     assert [m.card.model["encoder"]["a"]["b"] for m in nested] == [5, 7]
     alone = Card.model_validate(tomllib.loads(_dotted_card(tiny, **{"odd.key": 1}).read_text()))
     assert [m.card.model["encoder"]["odd.key"] for m in members(alone, [0], [Sweep("odd.key", (3, 4))])] == [3, 4]
-    with pytest.raises(TrainingError, match="no such field; its fields are .*model.encoder.\"odd.key\""):
+    with pytest.raises(TrainingError, match="no such field; the fields it sweeps are .*model.encoder.\"odd.key\""):
         members(alone, [0], [Sweep("nothing", (3, 4))])
 
 
