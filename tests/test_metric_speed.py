@@ -258,12 +258,16 @@ def _conv_model_and_images():
                                              generator=torch.Generator().manual_seed(0)))
 
 
-def test_a_codes_only_encoding_on_the_cpu_encodes_slices_on_the_threads_and_gives_a_plain_encodings_codes():
+def test_a_codes_only_encoding_on_the_cpu_encodes_slices_on_the_threads_and_gives_a_plain_encodings_codes(
+        monkeypatch):
     """On a CPU the encoder takes CPU_SLICE images at a time after the first batch, the slices side by side on
     torch's threads (one batch of 1,024 on two threads spent most of the cores' time in OpenMP's waits); the codes,
     the posteriors and the table of mean codes are a plain encoding's, bit for bit."""
+    from vaezoo.metrics import parallel
     from vaezoo.metrics.codes import CPU_SLICE, encode_all, mean_codes
 
+    pools, pool = [], parallel.ThreadPoolExecutor
+    monkeypatch.setattr(parallel, "ThreadPoolExecutor", lambda n, **named: pools.append(n) or pool(n, **named))
     model, images = _conv_model_and_images()
     with torch.no_grad():
         plain = [model.encode(x) for _, x in images.batches(300, torch.device("cpu"))][0]
@@ -279,7 +283,8 @@ def test_a_codes_only_encoding_on_the_cpu_encodes_slices_on_the_threads_and_give
         torch.set_num_threads(before)
     sizes = [n for n, _ in calls]  # the first batch whole, then slices, then those of the drawn codes
     assert sizes[0] == 128 and max(sizes[1:]) == CPU_SLICE and sum(sizes) == 300 + 160
-    assert len({thread for _, thread in calls[1:]}) == 2
+    # each pass's slices on a pool of torch's two threads (which of them takes a slice is the scheduler's choice)
+    assert pools == [2, 2] and threading.get_ident() not in {thread for _, thread in calls[1:]}
     assert torch.get_num_threads() == before
     assert torch.equal(encoding.modes, plain.mode)
     assert torch.equal(encoding.posteriors.scale, plain.location_scale().scale)
