@@ -352,7 +352,8 @@ def _same_command(given: list[tuple[Card, Path, str]], runs: list[tuple[Card, Pa
     mine = {"card": [each.model_dump(mode="json") for each, _, _ in given], "run": [label for _, _, label in given],
             "max_steps": options.max_steps, "resume": options.resume, "evaluate": options.evaluate,
             "name": options.name, "formulation": options.formulation,
-            "data": runs[0][0].train.data.model_dump(mode="json")["options"]}  # last: read from what is above
+            # last: read from the cards above, whose own difference is said first, as what made this one
+            "data": runs[0][0].train.data.model_dump(mode="json")["options"]}
     told: list[dict | None] = [None] * run.world
     dist.all_gather_object(told, mine)
     for rank, other in enumerate(told):
