@@ -76,8 +76,8 @@ def test_check_refuses_a_card_without_metrics(trained, capsys):
 
 
 def test_check_refuses_a_card_without_metrics_before_measuring_it(trained, capsys, monkeypatch):
-    """The check measured the whole suite first (503 s on a dSprites card: benchmarks/bench_metric_suite.py) to say that nothing could be
-    compared; in a batch, one such card lost every other run's table."""
+    """The check measured the whole suite first (503 s on a dSprites card: benchmarks/bench_metric_suite.py) to say
+    that nothing could be compared; in a batch, one such card lost every other run's table."""
     import vaezoo.evaluation.report as report
 
     card = tomllib.loads(trained.read_text())

@@ -162,8 +162,8 @@ def test_a_metric_measured_with_other_settings_on_two_cards_is_refused_naming_bo
     fewer = runs[1].model_copy(update={"metrics": {**runs[1].metrics, "mig_dlib": mig.model_copy(
         update={"parameters": {**mig.parameters, "points": 500}})}})
     with pytest.raises(StudyError, match=r"^mig_dlib is measured with points = 500 on \S+ and 10000 on \S+: runs "
-                                         r"measured otherwise are not compared; measure them alike with 'vaezoo eval RUN "
-                                         r"--metrics mig_dlib --write --force' \(and --set mig_dlib.points=VALUE"):
+                                         r"measured otherwise are not compared; measure them alike with 'vaezoo eval "
+                                         r"RUN --metrics mig_dlib --write --force' \(and --set mig_dlib.points=VALUE"):
         study_table([runs[0], fewer])
     assert len(study_table([get_card("betavae-dsprites"), get_card("betatcvae-dsprites"), runs[0]]).rows) == 7
 
