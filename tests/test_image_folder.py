@@ -376,8 +376,11 @@ def test_a_resume_on_a_folder_that_gained_images_is_refused_and_the_card_records
     draw(tmp_path / "mine", ["new.png"], (20, 20), seed=1)
     code, _, err = cli(capsys, "train", str(path), "--out", str(out), "--name", "mine", "--resume")
     assert code == 1 and "Traceback" not in err, err
-    assert err.strip().splitlines()[-1].startswith("error: checkpoint ") and \
-        "train.data.options.split_sizes.train 18 in the checkpoint, 19 in card" in err, err
+    assert err.strip().splitlines()[-1] == (
+        f"error: checkpoint {out / 'checkpoint.pt'} was made from card 'betatcvae-mine' with its dataset read "
+        f"otherwise: train.data.options.split_sizes.train 18 in the checkpoint, 19 in card 'betatcvae-mine'; the "
+        f"card's [train.data] options, or the files they name, changed since the run started: put back what it "
+        f"trained on, or choose another --out")  # it said to resume with the card that started the run, as it was
     assert parse_card(out / "mine.toml").train.data.options["split_sizes"] == {"train": 18, "test": 2}
 
     (tmp_path / "mine" / "new.png").unlink()  # the images it trained on: it finishes

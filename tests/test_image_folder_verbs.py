@@ -54,7 +54,7 @@ def test_an_ensembles_members_record_the_folder_load_without_it_resume_only_on_i
     draw(tmp_path / "mine", ["new.png"], (20, 20), seed=1)
     code, _, err = cli(capsys, *train_ensemble, "--resume")
     assert_one_line_error(err, f"checkpoint {members[0] / 'checkpoint.pt'} was made from card 'betatcvae-mine' with "
-                               f"another recipe", "split_sizes.train 18 in the checkpoint, 19 in card")
+                               f"its dataset read otherwise", "split_sizes.train 18 in the checkpoint, 19 in card")
     assert code == 1 and [recorded(member / "betatcvae-mine-run.toml") for member in members] == [SIZES] * 3
 
     (tmp_path / "mine" / "new.png").unlink()  # the images it trained on: it finishes

@@ -94,6 +94,12 @@ class Checkpoint:
             return TrainingError.about("{label} was made with " + made + ", where this run asks for {asked}; resume "
                                        "with " + made, label=self.label, asked=asked,
                                        found=_shown(found, card.name))  # an ensemble member words it otherwise
+        if self.card == card.name and found and all(d.where.startswith("train.data.") for d in found):
+            # the card that started the run: its dataset's options were edited, or the files they name changed
+            return TrainingError.about("{label} was made from card '{made}' with its dataset read otherwise: {found}; "
+                                       "the card's [train.data] options, or the files they name, changed since the "
+                                       "run started: put back what it trained on, or choose another {out}",
+                                       label=self.label, made=self.card, found=_shown(found, card.name))
         return TrainingError.about("{label} was made from card '{made}' with another recipe than card '{card}': "
                                    "{found}; resume with the card that started the run, or choose another {out}",
                                    label=self.label, made=self.card, card=card.name, found=_shown(found, card.name))
