@@ -640,6 +640,21 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def run_ranks(command: list[str], env: dict[str, str], timeout: float,
+              own: Callable[[int], dict[str, str]] = lambda rank: {}) -> list[tuple[int, str, str]]:
+    """Run ``command`` as the two processes of one run started by hand (``RANK`` and ``LOCAL_RANK`` set as torchrun
+    sets them; ``own(rank)`` adds to one's environment) and give each one's exit code, stdout and stderr; a process
+    still running after ``timeout`` seconds is killed."""
+    ranks = [subprocess.Popen(command, env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank), **own(rank)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    try:
+        said = [rank.communicate(timeout=timeout) for rank in ranks]
+    finally:
+        for rank in ranks:
+            rank.kill()
+    return [(rank.returncode, out, err) for rank, (out, err) in zip(ranks, said, strict=True)]
+
+
 def child_env(home: Path, cards: Path | None = None, site: Path | None = None) -> dict[str, str]:
     """The environment of a child process: this one's without its VAEZOO_ variables, one thread, and its own
     VAEZOO_HOME, card path and plugin site."""

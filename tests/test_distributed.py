@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from kit import child_env, cli, entries, install_plugin, make_card, write_toml
+from kit import child_env, cli, entries, install_plugin, make_card, run_ranks, write_toml
 
 from vaezoo.errors import TrainingError
 from vaezoo.training import launch
@@ -278,14 +278,8 @@ def test_every_process_of_a_run_uses_process_0s_buffers_as_ddp_did(data_plugin, 
     env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
     command = [sys.executable, "-m", "vaezoo", "train", str(path), "--out", str(tmp_path / "out"), "--no-eval",
                "--max-steps", "5"]
-    ranks = [subprocess.Popen(command, env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
-    try:
-        said = [rank.communicate(timeout=120) for rank in ranks]
-    finally:
-        for rank in ranks:
-            rank.kill()
-    assert [rank.returncode for rank in ranks] == [0, 0], said
+    said = run_ranks(command, env, 120)
+    assert [code for code, _, _ in said] == [0, 0], said
     by_rank = [used.with_name(f"used.{rank}").read_text().splitlines() for rank in range(2)]
     assert len(by_rank[0]) >= 5 and len({line.split()[1] for line in by_rank[0]}) > 1  # the weight changes
     assert by_rank[1] == by_rank[0]
@@ -511,20 +505,13 @@ def test_a_process_whose_peer_is_killed_stops_with_one_line_and_keeps_the_checkp
     port, out = free_port(), tmp_path / "out"
     env = {**child_env(tmp_path / "home", site=data_plugin), **STALE, "MASTER_PORT": str(port)}
     env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
-    ranks = [subprocess.Popen([sys.executable, "-m", "vaezoo", "train", str(path), "--out", str(out), "--no-eval"],
-                              env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)}, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for rank in range(2)]
-    try:
-        said = [rank.communicate(timeout=120) for rank in ranks]
-    finally:
-        for rank in ranks:
-            rank.kill()
-    assert [rank.returncode for rank in ranks] == [1, -signal.SIGKILL]
-    last = said[0][1].splitlines()[-1]
-    assert last.startswith("error: process 0 of 2 lost touch with the other processes of this run ("), said[0][1]
+    said = run_ranks([sys.executable, "-m", "vaezoo", "train", str(path), "--out", str(out), "--no-eval"], env, 120)
+    assert [code for code, _, _ in said] == [1, -signal.SIGKILL]
+    last = said[0][2].splitlines()[-1]
+    assert last.startswith("error: process 0 of 2 lost touch with the other processes of this run ("), said[0][2]
     assert last.endswith(f"): one of them stopped first (its own lines say why, or it was killed); the last "
                          f"checkpoint ({out / CHECKPOINT}) is kept, to continue with --resume")
-    assert "Traceback" not in said[0][1]
+    assert "Traceback" not in said[0][2]
     assert torch.load(out / CHECKPOINT, weights_only=True)["step"] == 4
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import assert_one_line_error, child_env, cli, write_toml
+from kit import assert_one_line_error, child_env, cli, run_ranks, write_toml
 from test_distributed import free_port
 from test_ensemble import relative_difference
 from test_image_folder import card, draw
@@ -134,19 +134,10 @@ def test_processes_that_read_the_folder_otherwise_are_refused_not_trained_apart(
     env = {**child_env(tmp_path / "vaezoo-home"), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(free_port())}
     env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
-    ranks = [subprocess.Popen([sys.executable, "-m", "vaezoo", "train", str(path), "--out", str(tmp_path / "out"),
-                               "--no-eval", *seeds],
-                              env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank),
-                                   "HOME": str(tmp_path / f"home{rank}")},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for rank in range(2)]
-    try:
-        said = [rank.communicate(timeout=300) for rank in ranks]
-    finally:
-        for rank in ranks:
-            rank.kill()
-    assert [rank.returncode for rank in ranks] == [1, 1], said
-    for _, err in said:
+    said = run_ranks([sys.executable, "-m", "vaezoo", "train", str(path), "--out", str(tmp_path / "out"), "--no-eval",
+                      *seeds], env, 300, own=lambda rank: {"HOME": str(tmp_path / f"home{rank}")})
+    assert [code for code, _, _ in said] == [1, 1], said
+    for _, _, err in said:
         assert_one_line_error(err, "process 1 of this run read dataset 'image_folder' otherwise than process 0 "
                                    "(split_sizes.train 19, not 18): its files changed between the processes' reads")
     assert not (tmp_path / "out").exists()
