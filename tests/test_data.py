@@ -359,6 +359,21 @@ def test_a_split_is_a_map_style_dataset_that_a_dataloader_batches_as_batch_does(
         labelled[2:4]
 
 
+@pytest.mark.parametrize("index", [slice(0, 2), 0, [0, 1]])
+def test_a_batch_is_a_copy_in_the_standard_layout_whatever_the_stored_images(index):
+    from vaezoo.data import ImageDataset
+
+    stored = torch.full((4, 1, 3, 3), 200.0)
+    data = ImageDataset(stored.clone(), scale=255.0)  # float images in [0, 255], which a slice of them is a view of
+    first = data.batch(index)
+    assert torch.equal(data.images, stored) and torch.equal(data.batch(index), first)  # not divided again
+    first.zero_()
+    assert torch.equal(data.images, stored)
+    # one channel read from (N, H, W, C) pixels: channels-last strides, which torch calls contiguous too
+    grey = ImageDataset(torch.zeros(4, 3, 3, 1, dtype=torch.uint8).permute(0, 3, 1, 2).contiguous())
+    assert grey.batch(slice(0, 2)).stride() == torch.empty(2, 1, 3, 3).stride()
+
+
 @pytest.mark.parametrize("index", [True, np.True_, torch.tensor(True), 1.0, np.float32(1), None, "0",
                                    torch.tensor([0.0, 1.0]), torch.zeros(2, 2, dtype=torch.long), slice(0, 3, -1),
                                    slice(0.5, 2)])

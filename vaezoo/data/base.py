@@ -133,7 +133,11 @@ class ImageDataset(TorchDataset[tuple[Tensor, Tensor]]):
             TypeError: ``index`` is none of these (a bool, a float, None, a float or 2-D tensor).
             IndexError: an index is out of range, or a mask does not have one value per image.
         """
-        return self._stored(index).to(device=usable_device(device), dtype=usable_dtype(dtype)).div_(self.scale)
+        # a copy of its own (never a view of the stored images, which div_ would change) in the standard layout:
+        # images stored channels-last, or with one channel read from (H, W, C), would give channels-last batches,
+        # which a convolution sums in another order than an ensemble's stacked batches
+        return self._stored(index).to(device=usable_device(device), dtype=usable_dtype(dtype), copy=True,
+                                      memory_format=torch.contiguous_format).div_(self.scale)
 
     def _stored(self, index: object) -> Tensor:
         """The stored values of the images at ``index`` (as :meth:`batch` takes it), unconverted."""
