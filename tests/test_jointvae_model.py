@@ -94,3 +94,19 @@ def test_a_matching_holds_whole_numbers_from_minus_one_within_int64(label):
         LabelMatching(category_to_label=[label, 1], split="test", command="c", vaezoo_version="0")
     assert LabelMatching(category_to_label=[-1, 2**63 - 1], split="test", command="c",
                          vaezoo_version="0").category_to_label == [-1, 2**63 - 1]
+
+
+def test_category_probabilities_carry_the_gradient_of_the_images(tiny):
+    """An attribution map of a category needs its probability's gradient with respect to the images: category_probs
+    ran under torch.no_grad, so torch.autograd.grad said 'element 0 of tensors does not require grad'."""
+    x = torch.rand(4, 1, 16, 16, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    probs = tiny.category_probs(x)
+    expected = {name: part.probs for name, part in tiny.encode(x).parts.items() if name.startswith("discrete")}
+    for name, p in probs.items():
+        torch.testing.assert_close(p, expected[name])
+        grad, = torch.autograd.grad(p[:, 0].sum(), x, retain_graph=True)
+        reference, = torch.autograd.grad(expected[name][:, 0].sum(), x, retain_graph=True)
+        torch.testing.assert_close(grad, reference)
+        assert grad.abs().sum() > 0
+    with torch.no_grad():
+        assert not tiny.category_probs(x)["discrete0"].requires_grad

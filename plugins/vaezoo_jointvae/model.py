@@ -26,9 +26,10 @@ class JointVAE(VAE):
         """Names of the categorical parts, in order."""
         return [name for name in self.part_slices if name.startswith("discrete")]
 
-    @torch.no_grad()
     def category_probs(self, x: Tensor) -> dict[str, Tensor]:
-        """Each categorical part's category probabilities.
+        """Each categorical part's category probabilities, differentiable with respect to ``x`` and the weights (as
+        :meth:`encode` is: an attribution map or an adversarial image needs their gradient); call it under
+        ``torch.no_grad()`` to keep no graph.
 
         Args:
             x: images ``(B, C, H, W)`` in [0, 1] (see :meth:`preprocess`).
