@@ -381,6 +381,7 @@ def test_a_resume_on_a_folder_that_gained_images_is_refused_and_the_card_records
         f"otherwise: train.data.options.split_sizes.train 18 in the checkpoint, 19 in card 'betatcvae-mine'; the "
         f"card's [train.data] options, or the files they name, changed since the run started: put back what it "
         f"trained on, or choose another --out")  # it said to resume with the card that started the run, as it was
+    assert "reading image_folder" not in err  # refused before the images are read, not after
     assert parse_card(out / "mine.toml").train.data.options["split_sizes"] == {"train": 18, "test": 2}
 
     (tmp_path / "mine" / "new.png").unlink()  # the images it trained on: it finishes

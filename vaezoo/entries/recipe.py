@@ -283,15 +283,20 @@ class Recorded(Protocol):
         """The error saying it was not made from ``card``'s recipe, naming ``found``."""
 
 
-def check_recipe(recorded: Recorded, card: Card) -> None:
+def check_recipe(recorded: Recorded, card: Card, under: str = "") -> None:
     """Refuse ``recorded`` unless it was made from ``card``'s recipe, its :attr:`~Recorded.leave_out` aside.
 
-    Something that records no recipe (a checkpoint an older vaezoo wrote) passes with a warning.
+    Something that records no recipe (a checkpoint an older vaezoo wrote) passes with a warning. With ``under``
+    (a prefix of fields: ``train.data.``) it is refused only where a field under it differs, naming every field that
+    differs, and passes silently where it records no recipe: a check made early, before what those fields name is
+    read, ahead of the whole check.
 
     Raises:
         VaezooError: ``recorded``'s :meth:`~Recorded.refusal`, naming the fields that differ.
     """
     theirs = recorded.recipe
+    if theirs is None and under:
+        return
     if theirs is None:
         from vaezoo.errors import RecipeWarning
 
@@ -302,7 +307,8 @@ def check_recipe(recorded: Recorded, card: Card) -> None:
     mine = recipe(card, recorded.leave_out)
     # equal values written otherwise (10 and 10.0, as --sweep takes them to be one card), and a part's setting
     # written at its default or left out, are the same recipe
-    if fingerprint(theirs) != fingerprint(mine) and (found := recipe_differences(theirs, mine)):
+    if fingerprint(theirs) != fingerprint(mine) and (found := recipe_differences(theirs, mine)) and \
+            any(d.where.startswith(under) for d in found):
         raise recorded.refusal(card, [_as_named(d) for d in found])
 
 

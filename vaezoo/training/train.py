@@ -41,7 +41,7 @@ from vaezoo.metrics.parallel import worker_pool
 from vaezoo.model import VAE
 from vaezoo.store.locks import GENERATORS, run_lock
 from vaezoo.terminal import note
-from vaezoo.entries.checkpoints import CHECKPOINT
+from vaezoo.entries.checkpoints import CHECKPOINT, check_recipe, read_checkpoint
 from vaezoo.training.ensemble import fit_ensemble
 from vaezoo.training.launch import launch
 from vaezoo.training.loop import Plan, Run, callers_rng_kept, check_split, end_run, float32_default, start_run
@@ -415,6 +415,8 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
                     raise
                 raise type(exc)(f"{label}: {exc}") from None
         check_metrics(models[0], runs[0][0])  # before the data is read, not after training: every metric asked for
+        if options.resume:
+            _check_data_read_alike(runs)
         data = runs[0][0].train.data
         dataset = load_dataset(data.name, options.data_root, "train", **data.options)
         if _alone(runs):
@@ -440,6 +442,23 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
     except BaseException:
         remove_empty(made)
         raise
+
+
+def _check_data_read_alike(runs: list[tuple[Card, Path, str]]) -> None:
+    """Refuse to resume a run whose checkpoint was made from its dataset read otherwise (image_folder's folder gained
+    an image since the run started: its ``split_sizes`` differ), before the images are read; the resume checks the
+    whole recipe once they are. A checkpoint that cannot be read is left to the resume, which tells the other
+    processes of a torchrun run why.
+
+    Raises:
+        TrainingError: the checkpoint's refusal, naming the fields that differ.
+    """
+    for card, out, _ in runs:
+        try:
+            checkpoint = read_checkpoint(out / CHECKPOINT, fix="")
+        except TrainingError:  # none (the run starts afresh), or one the resume refuses
+            continue
+        check_recipe(checkpoint, card, under="train.data.")
 
 
 def _alone(runs: list[tuple[Card, Path, str]]) -> bool:
