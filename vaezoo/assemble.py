@@ -124,7 +124,7 @@ def _check_options(method: Callable, name: str, options: Mapping[str, Any]) -> N
                         f"[train.data] options") from None
 
 
-def recorded_data(card: Card) -> Card:
+def with_recorded_data(card: Card) -> Card:
     """``card`` with its dataset's options as a run's card records them (:meth:`vaezoo.data.Dataset.record`): with
     what its dataset needs to describe itself where its files are not, so the run's card loads anywhere.
 

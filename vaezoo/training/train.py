@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 from pydantic import ValidationError
 
-from vaezoo.assemble import build_model, load_dataset, recorded_data
+from vaezoo.assemble import build_model, load_dataset, with_recorded_data
 from vaezoo.context import check_arguments
 from vaezoo.data import check_data_root
 from vaezoo.entries.catalog import card_reference, get_card, one_scan
@@ -329,10 +329,11 @@ def _train_in_turn(card: Card, runs: list[tuple[Card, Path, str]], root: Path,
 
 
 def _recorded(runs: list[tuple[Card, Path, str]]) -> list[tuple[Card, Path, str]]:
-    """``runs`` with their dataset's options as a run's card records them (:func:`~vaezoo.assemble.recorded_data`),
-    read once for all of them: an ensemble's members train on one dataset (a sweep of ``train.data`` is refused),
-    so each member's card records what they all trained on, even where the dataset's files change meanwhile."""
-    data = recorded_data(runs[0][0]).train.data
+    """``runs`` with their dataset's options as a run's card records them
+    (:func:`~vaezoo.assemble.with_recorded_data`), read once for all of them: an ensemble's members train on one
+    dataset (a sweep of ``train.data`` is refused), so each member's card records what they all trained on, even
+    where the dataset's files change meanwhile."""
+    data = with_recorded_data(runs[0][0]).train.data
     return [(each.model_copy(update={"train": each.train.model_copy(update={"data": data})}), out, label)
             for each, out, label in runs]
 
