@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 import pytest
 from kit import assert_one_line_error, cli, files_under, fill_disk, make_card, refuse_writes, serve_entry
@@ -135,4 +136,49 @@ def test_read_only_cache_holding_a_damaged_file(url_card, server, monkeypatch, c
                      f"or another file), and the cache cannot replace it (its lock file {target}.lock cannot be "
                      f"created: {os.strerror(errno.EROFS)}); remove that file, or {WRITABLE}")
     assert target.read_bytes() == damaged
+    assert server.gets == {WEIGHTS_PATH: 1}
+
+
+def _refuse_reading(monkeypatch, path: Path, where: str) -> None:
+    """Make ``path`` unreadable to this user as another user's umask 077 makes it (root reads any mode): opening
+    the file fails with EACCES (``where`` "file"), or, where its folder may not be entered ("folder"), so does
+    looking it up."""
+    real_open, real_stat = os.open, os.stat
+
+    def refused(name) -> bool:
+        return os.path.abspath(name) == str(path)
+
+    def fail(name):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(name))
+
+    def open_(name, flags, mode=0o777, *, dir_fd=None):
+        if refused(name):
+            fail(name)
+        return real_open(name, flags, mode, dir_fd=dir_fd)
+
+    def stat_(name, *, dir_fd=None, follow_symlinks=True):
+        if refused(name):
+            fail(name)
+        return real_stat(name, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+
+    monkeypatch.setattr(os, "open", open_)
+    if where == "folder":
+        monkeypatch.setattr(os, "stat", stat_)
+
+
+@pytest.mark.parametrize("where,offline", [("file", False), ("file", True), ("folder", False)])
+def test_a_cached_copy_this_user_may_not_read_is_named_and_kept(url_card, server, monkeypatch, capsys, target,
+                                                                 where, offline):
+    """A cache shared by two users, the file written by one whose umask (077) keeps it to them: the other is told
+    so, and the file, which is not damaged, stays (it was taken for a damaged one, and, where the lock could be
+    taken, refused as a file of the card's sha256 but of another size)."""
+    vaezoo.load("tiny-blobs")
+    before = os.lstat(target)
+    _refuse_reading(monkeypatch, target, where)
+    if offline:
+        monkeypatch.setenv("VAEZOO_OFFLINE", "1")
+    _refused(capsys, f"the cached copy {target} of {server.url(WEIGHTS_PATH)} cannot be read (Permission denied: "
+                     f"another user's umask, such as 077, may keep it to its owner); make the cache readable to you "
+                     f"('chmod -R a+rX {cache_dir()}'), or {WRITABLE}")
+    assert target.read_bytes() == url_card and os.lstat(target).st_ino == before.st_ino
     assert server.gets == {WEIGHTS_PATH: 1}

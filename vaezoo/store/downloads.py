@@ -92,7 +92,7 @@ def download(url: str, weights: Weights) -> tuple[Path, bytes]:
     deadline = time.monotonic() + seconds
     target = cached_path(weights)
     directory = target.parent
-    if (data := _verified(target, weights)) is not None:
+    if (data := _verified(target, weights, url)) is not None:
         return target, data
     if setting_on("VAEZOO_OFFLINE"):
         if target.exists():
@@ -102,7 +102,7 @@ def download(url: str, weights: Weights) -> tuple[Path, bytes]:
                            f"unset VAEZOO_OFFLINE to download it")
     _make_cache(directory)
     with _locked(Path(f"{target}.lock"), url, deadline, seconds, damaged=target if target.exists() else None):
-        if (data := _verified(target, weights)) is not None:  # another process downloaded it meanwhile
+        if (data := _verified(target, weights, url)) is not None:  # another process downloaded it meanwhile
             return target, data
         _remove_damaged(target, weights)
         remove_temporaries(target)  # of downloads killed midway: nobody else downloads it while this holds the lock
@@ -122,16 +122,39 @@ def download(url: str, weights: Weights) -> tuple[Path, bytes]:
     raise AssertionError("unreachable")
 
 
-def _verified(target: Path, weights: Weights) -> bytes | None:
-    """The bytes of ``target`` if it holds the card's file, else None; a folder in its place is an error."""
-    if target.is_dir():
-        raise WeightsError(f"{target} is a folder where the weights cache keeps a file; remove that folder")
-    if not target.exists():
-        return None
+def _verified(target: Path, weights: Weights, url: str) -> bytes | None:
+    """The bytes of ``target`` if it holds the card's file, else None; a folder in its place, or a file this user
+    may not read, is an error."""
+    try:
+        if target.is_dir():
+            raise WeightsError(f"{target} is a folder where the weights cache keeps a file; remove that folder")
+        if not target.exists():
+            return None
+    except PermissionError:  # its folder may not be entered
+        raise _unreadable(target, url) from None
     try:
         return read_verified(target, weights)
     except WeightsError:  # a damaged cache entry (vaezoo writes whole files only): fetched again under the lock
+        if not _readable(target):
+            raise _unreadable(target, url) from None
         return None
+
+
+def _readable(path: Path) -> bool:
+    """Whether this user may open ``path`` to read it (``os.access`` says yes to root whatever the mode)."""
+    try:
+        os.close(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)))
+    except PermissionError:
+        return False
+    return True
+
+
+def _unreadable(target: Path, url: str) -> WeightsError:
+    """The error of a cached copy this user may not read: it is not damaged, and replacing it would take another
+    user's file away (a cache shared by users whose umask, such as 077, keeps each one's files to themselves)."""
+    return WeightsError(f"the cached copy {target} of {url} cannot be read (Permission denied: another user's umask, "
+                        f"such as 077, may keep it to its owner); make the cache readable to you "
+                        f"('chmod -R a+rX {target.parent}'), or {CACHE_FIX}")
 
 
 def _remove_damaged(target: Path, weights: Weights) -> None:
