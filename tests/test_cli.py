@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from kit import assert_one_line_error, cli, make_card, run_python, run_vaezoo, write_card, write_entry
@@ -250,6 +252,19 @@ def test_what_else_prints_on_stdout_during_a_json_command_goes_to_stderr(cards, 
     assert (code, [card["name"] for card in json.loads(out)], err) == (0, ["tiny-good"], "chatty\n")
     code, out, err = cli(capsys, "list")  # without --json too: the table alone on stdout
     assert (code, err) == (0, "chatty\n") and "chatty" not in out and "tiny-good" in out
+
+
+@pytest.mark.parametrize("command, library, made, paths", [
+    ("gallery", "vaezoo.extras.gallery.gallery", ["DIR/index.html"], ["DIR/index.html"]),
+    ("study", "vaezoo.extras.study.build_study", SimpleNamespace(table="DIR/dsprites.csv", figures=["DIR/mig.svg"],
+                                                                  doc=None), ["DIR/dsprites.csv", "DIR/mig.svg"])])
+def test_what_a_part_prints_while_gallery_or_study_works_goes_to_stderr(capsys, monkeypatch, command, library, made,
+                                                                         paths):
+    # a chatty architecture's line stood on stdout among the paths, which a script reads
+    module, name = library.rsplit(".", 1)
+    monkeypatch.setattr(importlib.import_module(module), name, lambda *a, **k: print("chatty") or made)
+    code, out, err = cli(capsys, command, "DIR")
+    assert (code, out.splitlines(), err) == (0, paths, "chatty\n")
 
 
 def test_verify_of_no_card_at_all_fails_saying_why(cards, capsys):

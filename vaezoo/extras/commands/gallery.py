@@ -1,6 +1,7 @@
 """``vaezoo gallery``: a static HTML page of every card in the zoo, with traversals and samples."""
 
-from vaezoo.cli.common import add_data_root, add_device, path_arg, printable, seed_arg
+from vaezoo.cli.common import (add_data_root, add_device, data_alone_on_stdout, path_arg, print_data, printable,
+                               seed_arg)
 
 HELP = "write a static HTML page of the zoo (opens from disk, no server)"
 """What ``vaezoo --help`` says of the command."""
@@ -24,7 +25,9 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from vaezoo.extras.gallery import gallery
 
-    for path in gallery(args.directory, args.only_seeds, data_root=args.data_root, use_data=not args.no_data,
-                        device=args.device, seed=args.seed):
-        print(printable(path))
+    with data_alone_on_stdout():  # what a part prints meanwhile goes to stderr
+        paths = gallery(args.directory, args.only_seeds, data_root=args.data_root, use_data=not args.no_data,
+                        device=args.device, seed=args.seed)
+    for path in paths:
+        print_data(printable(path))
     return 0

@@ -1,6 +1,6 @@
 """``vaezoo study``: the dSprites study's table (CSV), its figures (SVG) and the numbers of its page."""
 
-from vaezoo.cli.common import path_arg, printable
+from vaezoo.cli.common import data_alone_on_stdout, path_arg, print_data, printable
 
 HELP = "write the dSprites study's table, figures and page numbers from cards"
 """What ``vaezoo --help`` says of the command."""
@@ -24,7 +24,8 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from vaezoo.extras.study import build_study
 
-    result = build_study(args.directory, args.sources, args.doc)
+    with data_alone_on_stdout():  # what a part prints meanwhile goes to stderr
+        result = build_study(args.directory, args.sources, args.doc)
     for path in (result.table, *result.figures, *([result.doc] if result.doc else [])):
-        print(printable(path))
+        print_data(printable(path))
     return 0
