@@ -545,3 +545,20 @@ def test_forward_exports_through_a_module_returning_its_tensors_as_the_docs_say(
     torch.testing.assert_close(exported(Calls(model, tensors), x), tensors(model, x))
     with pytest.raises(RuntimeError, match="VAEOutput'> in output, which is not a known type"):
         torch.export.export(model, (x,))
+
+
+def test_per_image_gradients_under_torch_func_are_each_images_own(model):
+    """Per-image gradients with torch.func (vmap of grad) of a model in eval mode, the images checked once beforehand
+    (checked=True: under vmap their values cannot be read): the categorical mode's F.one_hot checked its indices'
+    values, which vmap of grad cannot, and stopped with 'vmap: It looks like you're ... data-dependent control
+    flow'. (torch.func.grad imports torch._dynamo, seconds the first time in a process, as torch.export does.)"""
+    x = torch.rand(2, 1, 32, 32, generator=torch.Generator().manual_seed(0))
+    model.check_input(x)
+
+    def loss(image):
+        return model(image[None], checked=True).loss
+
+    grads = torch.func.vmap(torch.func.grad(loss))(x)
+    for image, grad in zip(x, grads):
+        alone = image.clone().requires_grad_()
+        torch.testing.assert_close(grad, torch.autograd.grad(loss(alone), alone)[0])

@@ -41,7 +41,9 @@ class CategoricalPosterior(Posterior):
     def mode(self) -> Tensor:
         """The one-hot of the most probable class; NaN where a logit is NaN, which the argmax alone would hide
         behind a class (as a Gaussian's mode carries its mean's NaN)."""
-        one_hot = F.one_hot(self.logits.argmax(-1), self.code_size).to(self.logits.dtype)
+        # not F.one_hot, which checks the indices' values: torch.func.vmap cannot run such a check
+        categories = torch.arange(self.code_size, device=self.logits.device)
+        one_hot = (categories == self.logits.argmax(-1, keepdim=True)).to(self.logits.dtype)
         return one_hot.masked_fill(self.logits.isnan().any(-1, keepdim=True), math.nan)
 
     def kl(self) -> Tensor:
