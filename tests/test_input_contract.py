@@ -342,7 +342,6 @@ def public_calls(model):
     (torch.randint(0, 256, (2, 1, 32, 32), dtype=torch.uint8), "got uint8 values"),
     (torch.rand(2, 1, 32, 32) * 255, r"got values in \[0\.\d+, 2\d\d\.\d+\]"),
     (torch.rand(2, 1, 32, 32) - 0.5, r"got values in \[-0\.\d+, 0\.\d+\]"),
-    (torch.full((2, 1, 32, 32), float("nan")), r"got values in \[nan, nan\]"),
     (torch.full((2, 1, 32, 32), -1e-9, dtype=torch.float64), r"got values in \[-1e-09, -1e-09\]"),
     (torch.full((2, 1, 32, 32), 1 + 1e-12, dtype=torch.float64), r"got values in \[1\.000000000001, 1\.000000000001\]"),
     ([[0.5]], "got list"),
@@ -354,6 +353,29 @@ def test_public_methods_refuse_what_the_model_does_not_take(model, given, got):
             call(given)
         message = str(caught.value)
         assert "\n" not in message and "model.preprocess(images)" in message, name
+
+
+def pixels_set(index: tuple[int, ...], value: float) -> torch.Tensor:
+    """Two images in [0, 1] whose pixel ``index`` is ``value``."""
+    x = torch.rand(2, 1, 32, 32, generator=torch.Generator().manual_seed(0))
+    x[index] = value
+    return x
+
+
+@pytest.mark.parametrize("given, images", [
+    (pixels_set((1, 0, 3, 4), float("nan")), 1),
+    (pixels_set((0, 0, 0, 0), float("inf")), 1),
+    (torch.full((2, 1, 32, 32), float("nan")), 2),
+    (torch.full((2, 1, 32, 32), float("-inf"), dtype=torch.float64), 2),
+])
+def test_public_methods_name_nan_or_infinite_pixels_not_a_range_of_nan(model, given, images):
+    """One NaN pixel made the range 'got values in [nan, nan]', and the message sent the caller to
+    model.preprocess(images), which refuses NaN too."""
+    expected = (rf"^the model takes float images \(N, 1, 32, 32\) in \[0, 1\], got NaN or infinite values in "
+                rf"{images} of the 2 images; give finite values in \[0, 1\]$")
+    for call in public_calls(model).values():
+        with pytest.raises(InputError, match=expected):
+            call(given)
 
 
 def test_what_the_transform_gives_every_public_method_takes(model):
