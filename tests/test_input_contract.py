@@ -337,7 +337,8 @@ def public_calls(model):
 
 @pytest.mark.parametrize("given, got", [
     (torch.rand(2, 1, 28, 28), r"got shape \(2, 1, 28, 28\)"),
-    (torch.rand(1, 32, 32), r"got shape \(1, 32, 32\)"),
+    (torch.rand(1, 32, 32), r"got shape \(1, 32, 32\): one image without the batch dimension; give "
+                            r"x\.unsqueeze\(0\), a batch of one image, or turn images into model input"),
     (torch.rand(2, 3, 32, 32), r"got shape \(2, 3, 32, 32\)"),
     (torch.randint(0, 256, (2, 1, 32, 32), dtype=torch.uint8), "got uint8 values"),
     (torch.rand(2, 1, 32, 32) * 255, r"got values in \[0\.\d+, 2\d\d\.\d+\]"),

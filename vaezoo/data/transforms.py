@@ -64,6 +64,9 @@ class ModelInput:
             raise InputError(f"the model takes {self}, got shape {tuple(x.shape)}: batches of batches of one image, "
                              f"what a DataLoader makes of a dataset whose transform gives batches; give the dataset "
                              f"transform=vaezoo.data.transforms.for_model(model).per_image, which gives one image")
+        if tuple(x.shape) == expected:
+            raise InputError(f"the model takes {self}, got shape {tuple(x.shape)}: one image without the batch "
+                             f"dimension; give x.unsqueeze(0), a batch of one image, or {HINT}")
         if x.dim() != 4 or tuple(x.shape[1:]) != expected:
             raise InputError(f"the model takes {self}, got shape {tuple(x.shape)}; {HINT}")
         if not x.is_floating_point():
