@@ -4,7 +4,7 @@ where another kind of thing is expected, and a run folder tidied by hand."""
 from __future__ import annotations
 
 import pytest
-from kit import cli, make_card, write_card
+from kit import cli, make_card, serve_entry, write_card
 
 
 @pytest.fixture
@@ -128,3 +128,49 @@ def test_resume_of_a_run_whose_checkpoint_was_removed_keeps_its_card_and_weights
     fresh = tmp_path / "fresh"  # --resume where nothing was trained yet still starts the run
     code, _, err = cli(capsys, "train", str(card), "--out", str(fresh), "--resume", "--max-steps", "1", "--no-eval")
     assert code == 0 and f"no checkpoint in {fresh}; starting from step 0" in err
+
+
+
+NO_USER = "vaezoo-no-such-user"  # a user this machine does not know (the test checks it)
+
+
+@pytest.mark.parametrize("where", ["VAEZOO_HOME", "VAEZOO_DATA", "the card", "--data-root", "-o/--out"])
+def test_a_tilde_of_a_user_this_machine_lacks_is_one_line(home, cards_dir, data_plugin, server, capsys, monkeypatch,
+                                                          where):
+    """``~vaezoo-no-such-user/x`` (a typo of ``~/x``, or a user of another machine): one line naming the path and
+    why it is no home folder, nothing written; pathlib raised ``RuntimeError: Could not determine home directory``
+    (a traceback), and ``show -o`` wrote into a folder named ``~vaezoo-no-such-user`` in the working folder."""
+    import pwd
+
+    with pytest.raises(KeyError):
+        pwd.getpwnam(NO_USER)
+    serve_entry(server, "/tiny.safetensors", cards_dir, make_card("tiny"), stem="tiny")
+    path = f"~{NO_USER}/x.png"
+    argv = {"the card": ["info", path], "--data-root": ["eval", "tiny-blobs", "--data-root", path],
+            "-o/--out": ["show", "tiny-blobs", "sample", "-o", path]}.get(where, ["eval", "tiny-blobs"])
+    if where.startswith("VAEZOO_"):
+        monkeypatch.setenv(where, path)
+    code, out, err = cli(capsys, *argv)
+    said = (f"'{path}' begins with '~{NO_USER}', which is no home folder (no user '{NO_USER}' is known on this "
+            f"machine); write the path whole, or ~/... for your own home folder")
+    if where.startswith("-"):  # the command line alone shows it wrong: argparse's usage error
+        assert (code, out) == (2, "") and err.endswith(f"error: argument {where}: the path {said}\n"), err
+    else:
+        assert (code, out) == (1, "") and err == f"error: {where} {said}\n"
+    assert list((home.parent / "work").iterdir()) == [] and server.gets == {}
+
+
+def test_a_tilde_without_home_nor_a_user_entry_is_one_line(home, capsys, monkeypatch):
+    """``~/x`` in a container whose user has no HOME and no entry in the system's user list: one line saying so,
+    not pathlib's ``RuntimeError`` traceback."""
+    import pwd
+
+    def no_entry(uid):
+        raise KeyError(uid)
+
+    monkeypatch.delenv("HOME")
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    code, out, err = cli(capsys, "info", "~/x.toml")
+    assert (code, out) == (1, "")
+    assert err == ("error: the card '~/x.toml' begins with '~', which is no home folder (HOME is not set, and this "
+                   "user has no home folder in the system's user list); write the path whole, or set HOME\n")

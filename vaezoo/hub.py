@@ -14,7 +14,7 @@ from vaezoo.assemble import load_model
 from vaezoo.context import truth_value
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import HUB_PREFIX, Card
-from vaezoo.errors import CardError, OutputError
+from vaezoo.errors import CardError, OutputError, home_path
 
 if TYPE_CHECKING:
     import torch
@@ -232,9 +232,9 @@ def convert(converter: str, checkpoint: str | os.PathLike, dataset: str, out: st
     default = f"{converter}-{dataset}-converted".lower().replace("_", "-")
     name = new_card_name(default if name is None else name, "the converted card")
     convert_with = registered(converter)
-    checkpoint = Path(checkpoint).expanduser()
+    checkpoint = home_path(checkpoint)
     refuse_training_checkpoint(checkpoint)  # a converter would ask for its state dict
-    out = Path(out).expanduser()  # '~/runs/x' in the home folder, as a card's path reads it
+    out = home_path(out)  # '~/runs/x' in the home folder, as a card's path reads it
     refuse_finished_run(out, name)  # before the folder is made: a file in its place is named as such
     with run_lock(out):
         if not (out / f"{name}.toml").exists():  # no card there, so no card update either: nobody else writes these

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
-from vaezoo.errors import SharedChange
+from vaezoo.errors import SharedChange, VaezooError, home_path
 from vaezoo.terminal import printable  # noqa: F401  (commands import it from here)
 
 _FLAGS = {"settings": "--set", "owner": "--all", "architecture": "--arch"}
@@ -31,10 +31,14 @@ def path_arg(value: str) -> str:
     """argparse type of a path given to an option: any text but an empty one, which would mean the current
     folder without saying so (``--out ""`` from an unset shell variable). A leading ``~`` is the home folder, as
     a card's path reads it: the shell leaves it as it is in ``--out=~/runs/x`` and in quotes."""
-    if not value.strip():
-        import argparse
+    import argparse
 
+    if not value.strip():
         raise argparse.ArgumentTypeError("give a path, not an empty string")
+    try:
+        home_path(value)  # refuses a ~USER of no user
+    except VaezooError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return os.path.expanduser(value)
 
 

@@ -18,7 +18,7 @@ from torch.utils.data import Dataset as TorchDataset
 
 from vaezoo.context import whole_number
 from vaezoo.devices import usable_device, usable_dtype
-from vaezoo.errors import DataError, Phrase, in_brief, setting_on
+from vaezoo.errors import DataError, Phrase, home_path, in_brief, setting_on
 
 
 ImageSize = Annotated[int, annotated_types.Ge(1)]
@@ -335,11 +335,11 @@ def check_data_root(root: str | os.PathLike | None, missing: bool = False) -> No
     """
     if root is None:
         setting = os.environ.get("VAEZOO_DATA")
-        if setting and (why := _not_a_folder(Path(setting).expanduser())):
+        if setting and (why := _not_a_folder(home_path(setting, "VAEZOO_DATA"))):
             raise DataError(f"VAEZOO_DATA {setting} {why}; set it to the folder holding the datasets, or unset it to "
                             f"use the default data folder")
         return
-    path = Path(root).expanduser()  # as data_root reads it
+    path = home_path(root)  # as data_root reads it
     why = _not_a_folder(path) or ("does not exist" if missing and not os.path.lexists(path) else None)
     if why is None:
         return
@@ -380,9 +380,9 @@ def data_root(root: str | os.PathLike | None) -> DataRoot:
     ``VAEZOO_OFFLINE=1``.
     """
     if root is not None:
-        return DataRoot(Path(root).expanduser(), False, Phrase("{data_root}"))
+        return DataRoot(home_path(root), False, Phrase("{data_root}"))
     if os.environ.get("VAEZOO_DATA"):
-        return DataRoot(Path(os.environ["VAEZOO_DATA"]).expanduser(), False, "VAEZOO_DATA")
+        return DataRoot(home_path(os.environ["VAEZOO_DATA"], "VAEZOO_DATA"), False, "VAEZOO_DATA")
     if setting_on("VAEZOO_OFFLINE"):
         return DataRoot(default_data_dir(), False,
                         "the default data folder, which VAEZOO_OFFLINE=1 downloads nothing into")

@@ -26,7 +26,7 @@ import torch
 
 from vaezoo.data.base import DataInfo, Dataset, ImageDataset, ImageSize
 from vaezoo.data.images import class_folders, hidden, read_images
-from vaezoo.errors import DataError
+from vaezoo.errors import DataError, home_path
 
 SPLITS = ("train", "test")
 TEST_SHARE = 0.1
@@ -107,7 +107,7 @@ def _folder(folder: str) -> Path:
     if not folder:
         raise DataError("image_folder needs the folder of your images: add folder = \"/path/to/images\" to the "
                         "card's [train.data] options")
-    path = Path(folder).expanduser()
+    path = home_path(folder, "image_folder's folder")
     if not path.is_absolute():
         tail = "/".join(part for part in Path(os.path.normpath(folder)).parts if part != "..") or "images"
         raise DataError(f"image_folder's folder {folder!r} is a relative path, which would depend on where a command "

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, RootModel, ValidationError
 
 from vaezoo.entries.schema import HUB_PREFIX, MAX_NAME, NAME_PATTERN, Card
-from vaezoo.errors import CardError, UnknownNameError, VaezooError
+from vaezoo.errors import CardError, UnknownNameError, VaezooError, home_path
 from vaezoo.registry import close_matches, closest
 from vaezoo.store.files import FILE_KINDS, file_state
 from vaezoo.store.limits import MAX_DEPTH, too_deep
@@ -939,7 +939,7 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
     if isinstance(name_or_path, str) and (file := plugin_file(name_or_path)) is not None:
         return parse_card(file)
     if not isinstance(name_or_path, str) or looks_like_path(name_or_path):
-        path = Path(name_or_path).expanduser()  # '~/runs/x' in the home folder, as a shell reads it
+        path = home_path(name_or_path, "the card")  # '~/runs/x' in the home folder, as a shell reads it
         if isinstance(name_or_path, str) and not name_or_path.endswith(".toml") and _missing(str(path)):
             _hub_hint(name_or_path)
         return _card_at(path)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from vaezoo.errors import InstallError, first_line
+from vaezoo.errors import InstallError, first_line, home_path
 from vaezoo.terminal import note, shell_quote
 
 GROUP = "vaezoo"
@@ -132,7 +132,7 @@ def _check_project(editable: str) -> None:
     own); a VCS URL (``git+https://...``) is left to pip."""
     if _URL.match(str(editable)):
         return
-    folder = Path(editable).expanduser()
+    folder = home_path(editable, "--editable")
     if not folder.is_dir():
         what = "does not exist" if not os.path.lexists(folder) else "is not a folder"
         raise InstallError.about("{editable} {path} " + what + "; give the folder of a Python project (the one "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.entries.schema import Card
-from vaezoo.errors import OutputError
+from vaezoo.errors import OutputError, home_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -77,7 +77,7 @@ def save_pretrained(model: VAE | nn.Module | Callable[..., VAEOutput], directory
     if not os.fspath(directory).strip():
         raise OutputError("save_pretrained needs a folder, not an empty path (which would be the current folder)")
     check_card(card)  # its name becomes the files' names: refused before anything is written
-    folder = Path(directory).expanduser()  # '~/mine' in the home folder, not a folder named '~' here
+    folder = home_path(directory)  # '~/mine' in the home folder, not a folder named '~' here
     try:
         _refuse_hub_cache(folder, card, Path(huggingface_hub.constants.HF_HUB_CACHE))
         # a run's folder holds the lock 'vaezoo train' keeps while it trains there: refused at once while it does

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlparse
 
-from vaezoo.errors import OutputError, WeightsError, setting_on
+from vaezoo.errors import OutputError, WeightsError, home_path, setting_on
 from vaezoo.store.checksums import Weights, read_verified, sha256_of
 from vaezoo.store.files import FULL, atomic_save, folder_problem, remove_temporaries
 from vaezoo.terminal import note, printable
@@ -36,7 +36,7 @@ CACHE_FIX = "set VAEZOO_HOME to a folder you can write to"
 def cache_dir() -> Path:
     """Where downloaded weights are kept: ``VAEZOO_HOME`` or the platform's user cache directory."""
     if os.environ.get("VAEZOO_HOME"):
-        return Path(os.environ["VAEZOO_HOME"]).expanduser() / "weights"
+        return home_path(os.environ["VAEZOO_HOME"], "VAEZOO_HOME") / "weights"
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("vaezoo")) / "weights"

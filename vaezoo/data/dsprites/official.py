@@ -15,7 +15,7 @@ import numpy as np
 
 from vaezoo.data.base import check_folders_readable, data_root, download_advice
 from vaezoo.data.dsprites.renderer import FACTOR_SIZES, SIZE
-from vaezoo.errors import DataError, Phrase
+from vaezoo.errors import DataError, Phrase, home_path
 from vaezoo.store.files import atomic_save
 
 OFFICIAL_FILE = "dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz"
@@ -122,8 +122,8 @@ def load_official(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def official_path(root) -> Path:
     """The official npz: ``root`` itself if it is a file, else looked for in (or downloaded into) the data folder."""
-    if root is not None and Path(root).expanduser().is_file():
-        return Path(root).expanduser()
+    if root is not None and home_path(root).is_file():
+        return home_path(root)
     where = data_root(root)
     check_folders_readable((where.path, where.path / "dsprites"), "dsprites")
     candidates = [where.path / "dsprites" / OFFICIAL_FILE, where.path / OFFICIAL_FILE]
