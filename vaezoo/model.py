@@ -237,6 +237,11 @@ class VAE(nn.Module, Generic[CardT]):
     def forward(self, x: Tensor, step: int | Tensor | None = None, checked: bool = False) -> VAEOutput:
         """Encode, sample, decode and score a batch.
 
+        In training mode (``model.train()``) ``z`` is the posterior's ``rsample()``, so it and the loss differ from call
+        to call (a relaxed family's sample is no value of its mode: the built-in categorical's is a Gumbel-softmax
+        relaxed one-hot, with no zeros); in eval mode it is the posterior's ``mode``, as :meth:`reconstruct` and
+        :meth:`encode` (``.mode``) give it in either mode.
+
         Every term is a per-example quantity summed over its pixels or latent
         dimensions and averaged over the batch, by :func:`vaezoo.context.batch_mean`.
 
