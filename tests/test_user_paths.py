@@ -3,8 +3,10 @@ where another kind of thing is expected, and a run folder tidied by hand."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from kit import cli, make_card, serve_entry, write_card
+from kit import cli, make_card, serve_entry, write_card, write_entry
 
 
 @pytest.fixture
@@ -160,9 +162,9 @@ def test_a_tilde_of_a_user_this_machine_lacks_is_one_line(home, cards_dir, data_
     assert list((home.parent / "work").iterdir()) == [] and server.gets == {}
 
 
-def test_a_tilde_without_home_nor_a_user_entry_is_one_line(home, capsys, monkeypatch):
-    """``~/x`` in a container whose user has no HOME and no entry in the system's user list: one line saying so,
-    not pathlib's ``RuntimeError`` traceback."""
+@pytest.fixture
+def homeless(home, monkeypatch):
+    """A container's user: no HOME, and no entry in the system's user list (``docker run -u 1234``, ``env -i``)."""
     import pwd
 
     def no_entry(uid):
@@ -170,7 +172,33 @@ def test_a_tilde_without_home_nor_a_user_entry_is_one_line(home, capsys, monkeyp
 
     monkeypatch.delenv("HOME")
     monkeypatch.setattr(pwd, "getpwuid", no_entry)
+
+
+def test_a_tilde_without_home_nor_a_user_entry_is_one_line(homeless, capsys):
+    """``~/x`` there: one line saying so, not pathlib's ``RuntimeError`` traceback."""
     code, out, err = cli(capsys, "info", "~/x.toml")
     assert (code, out) == (1, "")
     assert err == ("error: the card '~/x.toml' begins with '~', which is no home folder (HOME is not set, and this "
                    "user has no home folder in the system's user list); write the path whole, or set HOME\n")
+
+
+@pytest.mark.parametrize("folder", ["weights cache", "data folder"])
+def test_the_default_folders_without_home_nor_a_user_entry_are_one_line(homeless, home, cards_dir, data_plugin,
+                                                                         server, capsys, monkeypatch, folder):
+    """The weights cache and the data folder where neither VAEZOO_HOME nor VAEZOO_DATA is set: platformdirs cannot
+    place them under a home folder, and its ``RuntimeError`` was a traceback; now one line naming the variable to
+    set, nothing fetched or written."""
+    monkeypatch.delenv("VAEZOO_HOME")
+    monkeypatch.delenv("VAEZOO_DATA", raising=False)
+    if folder == "weights cache":
+        serve_entry(server, "/tiny.safetensors", cards_dir, make_card("tiny"), stem="tiny")
+        said = "cannot tell where the weights cache goes: {}; set VAEZOO_HOME to a folder you can write to"
+        card = "tiny-blobs"
+    else:
+        card = str(write_entry(cards_dir, make_card("mnist", "mnist-home"))[0])
+        said = ("cannot tell where the default data folder is: {}; give --data-root, or set VAEZOO_DATA to the folder "
+                "holding the datasets")
+    code, out, err = cli(capsys, "eval", card)
+    assert (code, out) == (1, ""), err
+    assert re.fullmatch(re.escape("error: " + said).replace(r"\{\}", ".*home directory.*") + "\n", err), err
+    assert list((home.parent / "work").iterdir()) == [] and server.gets == {}

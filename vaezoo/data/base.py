@@ -299,10 +299,18 @@ class DataRoot(NamedTuple):
 
 
 def default_data_dir() -> Path:
-    """The user data folder datasets are downloaded into when neither ``data_root`` nor VAEZOO_DATA is given."""
+    """The user data folder datasets are downloaded into when neither ``data_root`` nor VAEZOO_DATA is given.
+
+    Raises:
+        DataError: HOME is not set and the user has no home folder in the system's user list.
+    """
     from platformdirs import user_data_dir
 
-    return Path(user_data_dir("vaezoo")) / "datasets"
+    try:
+        return Path(user_data_dir("vaezoo")) / "datasets"
+    except RuntimeError as exc:
+        raise DataError.about("cannot tell where the default data folder is: {why}; give {data_root}, or set "
+                              "VAEZOO_DATA to the folder holding the datasets", why=exc) from None
 
 
 def download_advice(where: DataRoot, leave_out: str | Phrase = "leave out both") -> Phrase:

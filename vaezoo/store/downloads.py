@@ -39,7 +39,10 @@ def cache_dir() -> Path:
         return home_path(os.environ["VAEZOO_HOME"], "VAEZOO_HOME") / "weights"
     from platformdirs import user_cache_dir
 
-    return Path(user_cache_dir("vaezoo")) / "weights"
+    try:
+        return Path(user_cache_dir("vaezoo")) / "weights"
+    except RuntimeError as exc:  # no HOME, and no home folder in the system's user list
+        raise WeightsError(f"cannot tell where the weights cache goes: {exc}; {CACHE_FIX}") from None
 
 
 def cached_path(weights: Weights) -> Path:
