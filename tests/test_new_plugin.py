@@ -405,6 +405,19 @@ def test_a_guide_that_installs_packages_and_runs_pytest_installs_pytest_first(pa
                 assert has_pytest, f"{page.name}: {command!r} runs before any pip install brings pytest"
 
 
+def test_contributing_s_packaging_tables_are_the_ones_new_plugin_writes():
+    # a package written from the guide's tables alone, without [tool.setuptools] packages, stopped building once
+    # 'vaezoo train --out runs/...' made a folder beside it: setuptools found 'runs' as a second top-level package
+    from vaezoo.extras.scaffold import render
+
+    written = tomllib.loads(render("sparse-vae")["pyproject.toml"])
+    shown, = [tomllib.loads(block) for block in re.findall(
+        r"^```toml\n(.*?)^```", (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8"), re.DOTALL | re.MULTILINE)
+        if "[project.entry-points.vaezoo]" in block]
+    assert shown["project"]["entry-points"] == written["project"]["entry-points"]
+    assert shown["tool"]["setuptools"] == written["tool"]["setuptools"]
+
+
 def test_a_regularizer_package_names_its_class_and_card_after_the_plugin(tmp_path):
     assert main(["new-plugin", "sparse-kl", "--kind", "regularizer", "--dir", str(tmp_path)]) == 0
     root = tmp_path / "vaezoo-sparse-kl"
