@@ -82,8 +82,27 @@ def test_the_held_out_images_depend_on_their_names_not_on_the_order_the_folder_l
     # the rule the docs state: the share of the images whose paths inside the folder have the lowest sha256
     expected = sorted(names, key=lambda name: hashlib.sha256(name.encode()).hexdigest())[:6]
     real_scandir = os.scandir
-    monkeypatch.setattr("vaezoo.data.folder.os.scandir",  # listed backwards, as another file system may
-                        lambda path: iter(sorted(real_scandir(path), key=lambda entry: entry.name, reverse=True)))
+
+    class Backwards:
+        """What os.scandir gives (an iterator and a context manager), listed backwards, as another file system
+        may list a folder."""
+
+        def __init__(self, path):
+            self.entries = iter(sorted(real_scandir(path), key=lambda entry: entry.name, reverse=True))
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            return next(self.entries)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+    monkeypatch.setattr("vaezoo.data.folder.os.scandir", Backwards)
     splits = {split: load_dataset("image_folder", split=split, folder=str(tmp_path / "a"), image_size=2,
                                   channels=1, test_share=0.2) for split in ("train", "test")}
     held = sorted(names[int(image[0, 0, 0]) // 8] for image in splits["test"].images)
@@ -388,3 +407,21 @@ def test_a_resume_on_a_folder_that_gained_images_is_refused_and_the_card_records
     code, _, err = cli(capsys, "train", str(path), "--out", str(out), "--name", "mine", "--resume", "--no-eval")
     assert code == 0, err
     assert parse_card(out / "mine.toml").train.data.options["split_sizes"] == {"train": 18, "test": 2}
+
+
+def test_a_card_without_split_sizes_lists_its_folder_once_per_state_of_the_folder(tmp_path, monkeypatch):
+    """The card you wrote, before its run, listed its folder each time its model was built (seconds for a folder of
+    50,000 images); any change of the names the folder holds, however deep, is seen."""
+    from vaezoo.data import folder
+
+    draw(tmp_path / "mine", [f"{label}/{i}.png" for label in ("cats", "dogs") for i in range(10)])
+    listed, real = [], folder._split_files
+    monkeypatch.setattr(folder, "_split_files", lambda *args: listed.append(args) or real(*args))
+    options = card(tmp_path / "mine")["train"]["data"]["options"]  # as the model's build asks (data_info)
+    sizes = folder.ImageFolder().info
+
+    assert [sizes("train", **options).size for _ in range(3)] == [18] * 3 and len(listed) == 1
+    draw(tmp_path / "mine", ["cats/deep/new.png"])  # in a folder of its own, below a class
+    assert sizes("train", **options).size == 19 and len(listed) == 2
+    (tmp_path / "mine" / "cats" / "deep" / "new.png").rename(tmp_path / "mine" / "cats" / "deep" / "new.png.txt")
+    assert sizes("train", **options).size == 18 and sizes("test", **options).size == 2 and len(listed) == 3

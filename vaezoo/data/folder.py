@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from vaezoo.data.base import DataInfo, Dataset, ImageDataset, ImageSize
-from vaezoo.data.images import class_folders, hidden, read_images
+from vaezoo.data.images import class_folders, hidden, read_images, walk
 from vaezoo.errors import DataError, home_path
 
 SPLITS = ("train", "test")
@@ -44,7 +44,7 @@ class ImageFolder(Dataset):
         if split_sizes is not None:
             size = _recorded(split_sizes, split)
         else:
-            size = len(_split_files(_folder(folder), test_share)[0][split])
+            size = len(_listed(_folder(folder), test_share)[0][split])
         return DataInfo(size=size, image_size=image_size, channels=channels)
 
     def load(self, root=None, split: str = "train", folder: str = "", image_size: ImageSize = 64, channels: int = 3,
@@ -53,7 +53,7 @@ class ImageFolder(Dataset):
         are)."""
         _check_options(split, channels)
         path = _folder(folder)
-        splits, classes = _split_files(path, test_share)
+        splits, classes = _listed(path, test_share)
         files = splits[split]
         sizes = {name: len(splits[name]) for name in SPLITS}
         if split_sizes is not None and sizes != {name: _recorded(split_sizes, name) for name in SPLITS}:
@@ -119,7 +119,32 @@ def _folder(folder: str) -> Path:
     return path
 
 
-def _split_files(folder: Path, test_share: float | None) -> tuple[dict[str, list[tuple[Path, int]]], list[str]]:
+Listing = tuple[dict[str, list[tuple[Path, int]]], list[str]]
+"""A folder's files of each split with their labels, and its class names (:func:`_split_files`)."""
+
+_LISTINGS: dict[tuple[Path, float | None], tuple[tuple, Listing]] = {}
+"""Each folder's listing with the state of the folder it was made from, by folder and ``test_share``."""
+
+
+def _listed(folder: Path, test_share: float | None) -> Listing:
+    """:func:`_split_files`, listed once per process and state of ``folder``: a recipe's model is built from its
+    training split's size (``info``) each time a command builds it, and listing a folder of 50,000 images takes
+    seconds (its paths' hashes), where walking it to compare its state takes under a tenth of a second.
+
+    The state is every name in the folder, not the folders' times of change, which a file system keeps to a tick
+    (a second or two on some) and an image added within one would leave unseen."""
+    try:
+        state = tuple(sorted((base, tuple(sorted(folders)), tuple(sorted(names)))
+                             for base, folders, names in walk(folder)))
+    except OSError:
+        return _split_files(folder, test_share)  # which refuses it, naming the folder
+    known = _LISTINGS.get((folder, test_share))
+    if known is None or known[0] != state:
+        known = _LISTINGS[folder, test_share] = (state, _split_files(folder, test_share))
+    return known[1]
+
+
+def _split_files(folder: Path, test_share: float | None) -> Listing:
     """The files of each split of ``folder`` with their labels (0 where there are no classes), and the class
     names (empty where there are none)."""
     if (folder / "train").is_dir() and (folder / "test").is_dir():

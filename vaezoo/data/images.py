@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -33,23 +33,33 @@ def class_folders(folder: Path) -> dict[str, list[Path]]:
     """
     from torchvision.datasets.folder import IMG_EXTENSIONS
 
-    def refuse(error: OSError) -> None:
-        raise error
-
     classes = {}
     for name in sorted(entry.name for entry in os.scandir(folder) if entry.is_dir() and not hidden(entry.name)):
-        seen, walked = set(), []
-        for base, folders, names in os.walk(folder / name, onerror=refuse, followlinks=True):
-            info = os.stat(base)
-            if (info.st_dev, info.st_ino) in seen:
-                folders[:] = []
-                continue
-            seen.add((info.st_dev, info.st_ino))
-            folders[:] = [sub for sub in folders if not hidden(sub)]
-            walked.append((base, names))
+        walked = [(base, names) for base, _, names in walk(folder / name)]
         classes[name] = [Path(base, file) for base, files in sorted(walked) for file in sorted(files)
                          if file.lower().endswith(IMG_EXTENSIONS) and not hidden(file)]
     return classes
+
+
+def walk(folder: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk(folder)`` as :func:`class_folders` walks it: links followed, each real folder once, hidden folders
+    left out.
+
+    Raises:
+        OSError: a folder cannot be listed.
+    """
+    def refuse(error: OSError) -> None:
+        raise error
+
+    seen = set()
+    for base, folders, names in os.walk(folder, onerror=refuse, followlinks=True):
+        info = os.stat(base)
+        if (info.st_dev, info.st_ino) in seen:
+            folders[:] = []
+            continue
+        seen.add((info.st_dev, info.st_ino))
+        folders[:] = [sub for sub in folders if not hidden(sub)]
+        yield base, folders, names
 
 
 def hidden(name: str) -> bool:
