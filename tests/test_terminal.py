@@ -4,6 +4,7 @@ over-long names, and progress on stderr."""
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import math
 import os
@@ -14,6 +15,7 @@ import struct
 import subprocess
 import sys
 import termios
+import textwrap
 import tomllib
 
 import pytest
@@ -295,6 +297,31 @@ def test_a_terminal_of_no_width_or_a_tiny_one_still_gets_every_value(listed, col
     assert code == 0, shown
     assert "…" not in shown
     assert all(value in "".join(shown.split()) for value in (LONG_NAME, "toy-mnist-2", "1,234,567", "accuracy0.8873"))
+
+
+class _Screen(io.StringIO):
+    """A terminal's stdout, in this process: what is printed to it is kept."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("columns", [20, 30])
+def test_a_terminal_too_narrow_for_a_word_beside_the_labels_gets_each_value_under_its_label(monkeypatch, columns):
+    """20 or 30 columns (a phone's ssh, a split pane): beside labels as long as 'headline metric' a value had one
+    column or a few, and was broken a character a line ('b', 'e', 't', 'a', ...); now each goes under its label,
+    wrapped between words as textwrap wraps it at the width left."""
+    values = {"architecture": "betatcvae", "latent": "gaussian(6) + categorical(3)",
+              "headline metric": "mig_chen 0.2168 (3 seeds: 0.1881 to 0.4981)"}
+    screen = _Screen()
+    monkeypatch.setattr(sys, "stdout", screen)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    print_table(["name", *values], [["betatcvae-dsprites", *values.values()], ["vae-mnist", "vae", "", "x"]])
+    expected = ["betatcvae-dsprites"]
+    for label, value in values.items():
+        expected += [f"  {label}", *(f"    {line}" for line in textwrap.wrap(value, columns - 4))]
+    expected += ["", "vae-mnist", "  architecture", "    vae", "  headline metric", "    x"]
+    assert [line.rstrip() for line in ANSI.sub("", screen.getvalue()).splitlines()] == expected
 
 
 def test_a_wide_terminal_gets_the_table(listed):

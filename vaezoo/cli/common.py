@@ -210,8 +210,9 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
 
     The first column holds what users copy (a name): it is never wrapped or cut. The others wrap between
     words. On a terminal too narrow for the table without breaking a word, each row is printed instead as
-    its first cell followed by one ``column  value`` line per other column (on a terminal narrower than a label
-    and one character, lines the terminal wraps: no value is cut). Off a terminal (``vaezoo list |
+    its first cell followed by one ``column  value`` line per other column, or, narrower still, each value on the
+    lines below its column's name (on a terminal narrower than a label and one character, lines the terminal
+    wraps: no value is cut). Off a terminal (``vaezoo list |
     cat``) the table is as wide as its values, whatever ``COLUMNS`` says, and its title is one line.
 
     Args:
@@ -248,21 +249,33 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
 
 
 def _print_records(out, columns: Sequence[str], cells: list[list], title: str | None) -> None:
-    """Each row as its first cell on a line, then one ``column  value`` line per other column that has a value."""
+    """Each row as its first cell on a line, then one ``column  value`` line per other column that has a value.
+
+    Where the room beside the labels is narrower than a word of the values (a terminal of 20 or 30 columns), each
+    value goes on the lines below its label instead, so that it wraps between words, not a character a line.
+    """
     from rich.padding import Padding
     from rich.table import Column, Table
 
     if title is not None:
         out.print(text(title))
-    for n, row in enumerate(cells):
-        fields = Table.grid(Column(no_wrap=True), Column(overflow="fold"), padding=(0, 2))
-        for header, value in zip(columns[1:], row[1:]):
-            if value.plain:
-                fields.add_row(text(header), value)
+    records = [[(header, value) for header, value in zip(columns[1:], row[1:]) if value.plain] for row in cells]
+    label = max(map(len, columns[1:]), default=0)
+    word = max((len(w) for fields in records for _, value in fields for w in value.plain.split()), default=0)
+    beside = out.width - (2 + label + 2) >= word
+    for n, (row, fields) in enumerate(zip(cells, records, strict=True)):
         if n:
             out.print()
         out.print(row[0], soft_wrap=True)
-        out.print(Padding(fields, (0, 0, 0, 2), expand=False))
+        if beside:
+            grid = Table.grid(Column(no_wrap=True), Column(overflow="fold"), padding=(0, 2))
+            for header, value in fields:
+                grid.add_row(text(header), value)
+            out.print(Padding(grid, (0, 0, 0, 2), expand=False))
+            continue
+        for header, value in fields:
+            out.print(Padding(text(header), (0, 0, 0, 2), expand=False))
+            out.print(Padding(value, (0, 0, 0, 4), expand=False))
 
 
 def complete_card(prefix: str, **_) -> list[str]:
