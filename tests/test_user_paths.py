@@ -3,6 +3,7 @@ where another kind of thing is expected, and a run folder tidied by hand."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -202,3 +203,13 @@ def test_the_default_folders_without_home_nor_a_user_entry_are_one_line(homeless
     assert (code, out) == (1, ""), err
     assert re.fullmatch(re.escape("error: " + said).replace(r"\{\}", ".*home directory.*") + "\n", err), err
     assert list((home.parent / "work").iterdir()) == [] and server.gets == {}
+
+
+def test_a_tilde_in_the_cards_path_is_the_home_folder(home, capsys, monkeypatch):
+    """``VAEZOO_CARDS_PATH='~/cards'`` (quoted, or from a ``.env`` file, which no shell expands): the cards of the home
+    folder's ``cards``, as VAEZOO_HOME and VAEZOO_DATA read a ``~``; the entry was skipped as no such folder."""
+    write_card(home / "cards", make_card(name="mine-mnist"))
+    monkeypatch.setenv("VAEZOO_CARDS_PATH", "~/cards")
+    code, out, err = cli(capsys, "list", "--json")
+    assert (code, err) == (0, "")
+    assert "mine-mnist" in [card["name"] for card in json.loads(out)]

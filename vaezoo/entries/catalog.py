@@ -349,7 +349,7 @@ def _sources() -> list[tuple[Path, bool]]:
     plugins = get_plugins()
     plugin_dirs = [(d, plugins.info[owner].builtin) for owner, d in plugins.card_dirs() if _is_plugin_folder(owner, d)]
     found = sorted(plugin_dirs, key=lambda source: not source[1])  # stable: plugins' order within each group
-    found += [(Path(p), False) for p in os.environ.get("VAEZOO_CARDS_PATH", "").split(os.pathsep)
+    found += [(Path(os.path.expanduser(p)), False) for p in os.environ.get("VAEZOO_CARDS_PATH", "").split(os.pathsep)
               if p and _is_folder_entry(p)]
     seen: set[str] = set()
     out = []
@@ -366,11 +366,14 @@ _warned_entries: set[tuple[str, str]] = set()  # (entry, why): said once per pro
 
 def _is_folder_entry(entry: str) -> bool:
     """Whether the ``VAEZOO_CARDS_PATH`` entry ``entry`` is a folder; if not, a :class:`CardWarning` says why it is
-    skipped, the first time only. Checked at each lookup: a folder made later (a run's ``--out``) is then found."""
+    skipped, the first time only. Checked at each lookup: a folder made later (a run's ``--out``) is then found.
+    A leading ``~`` is the home folder, as VAEZOO_HOME and VAEZOO_DATA read it (a shell leaves it in quotes, and a
+    ``.env`` file or ``docker run -e`` never expands it); a ``~USER`` of no user is no such folder."""
+    folder = os.path.expanduser(entry)
     try:
-        mode = os.stat(entry).st_mode
+        mode = os.stat(folder).st_mode
         if stat.S_ISDIR(mode):
-            with os.scandir(entry):  # a folder that may not be listed would seem to hold no card
+            with os.scandir(folder):  # a folder that may not be listed would seem to hold no card
                 return True
     except (FileNotFoundError, NotADirectoryError):
         why = f"no such folder; VAEZOO_CARDS_PATH lists folders of cards, separated by '{os.pathsep}'"
@@ -378,7 +381,7 @@ def _is_folder_entry(entry: str) -> bool:
         why = f"it cannot be read ({exc.strerror or exc}); VAEZOO_CARDS_PATH lists folders of cards"
     else:
         if stat.S_ISREG(mode) and entry.endswith(".toml"):
-            why = (f"it is a card file, not a folder of cards; list its folder, {Path(entry).parent}, or give the "
+            why = (f"it is a card file, not a folder of cards; list its folder, {Path(folder).parent}, or give the "
                    f"card by its path")
         else:
             kind = "a file" if stat.S_ISREG(mode) else FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
