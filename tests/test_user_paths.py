@@ -213,3 +213,16 @@ def test_a_tilde_in_the_cards_path_is_the_home_folder(home, capsys, monkeypatch)
     code, out, err = cli(capsys, "list", "--json")
     assert (code, err) == (0, "")
     assert "mine-mnist" in [card["name"] for card in json.loads(out)]
+
+
+def test_a_tilde_of_a_user_this_machine_lacks_as_trains_out_from_python(home, tmp_path, data_plugin):
+    """``vaezoo.training.train.train(card, "~vaezoo-no-such-user/run")``: the one line, nothing written (pathlib's
+    ``RuntimeError``)."""
+    from vaezoo.errors import VaezooError
+    from vaezoo.training.train import train
+
+    card = write_card(tmp_path / "cards", make_card("tiny"))
+    with pytest.raises(VaezooError, match=f"^the path '~{NO_USER}/run' begins with '~{NO_USER}', which is no home "
+                                          f"folder"):
+        train(card, f"~{NO_USER}/run", max_steps=1, evaluate=False)
+    assert list((home.parent / "work").iterdir()) == [] and list(home.iterdir()) == []

@@ -34,7 +34,8 @@ from vaezoo.context import check_arguments
 from vaezoo.data import check_data_root
 from vaezoo.entries.catalog import card_reference, get_card, one_scan
 from vaezoo.entries.schema import Card, TrainRecipe
-from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError, UnknownNameError, first_line
+from vaezoo.errors import (CardError, OutputError, PublishWarning, TrainingError, UnknownNameError, first_line,
+                           home_path)
 from vaezoo.evaluation.measure import check_metrics
 from vaezoo.evaluation.report import eval_command, evaluate_card
 from vaezoo.metrics.parallel import worker_pool
@@ -259,7 +260,7 @@ def _folder(out: str | os.PathLike) -> Path:
         raise OutputError.about("{out} takes the run's folder, a path, got {got}", got=type(out).__name__)
     if not os.fspath(out).strip():
         raise OutputError.about("{out} needs a folder, not an empty path (which would be the current folder)")
-    return Path(out).expanduser()
+    return home_path(out)
 
 
 def _train(card: Card, runs: list[tuple[Card, Path, str]], root: Path, options: TrainOptions) -> list[TrainResult]:
@@ -570,10 +571,10 @@ def run_recipe(card: Card | str | os.PathLike, out: str | os.PathLike, *, seeds:
     card = card if isinstance(card, Card) else get_card(card)
     sweeps = [parse_sweep(s) if isinstance(s, str) else s for s in sweeps]
     if not (seeds or sweeps):
-        folders = [Path(out).expanduser()]
+        folders = [home_path(out)]
     else:
         seeds = seeds or [card.train.seed if seed is None else seed]
-        folders = [Path(out).expanduser() / m.folder for m in members(card, seeds, sweeps)]
+        folders = [home_path(out) / m.folder for m in members(card, seeds, sweeps)]
     try:
         results = train_seeds(card, out, seeds, sweeps, **options) if seeds or sweeps else [
             train(card, out, seed=seed, **options)]
