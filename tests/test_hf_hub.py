@@ -316,6 +316,19 @@ def test_push_dry_run_writes_the_folder_and_uploads_nothing(hub, tmp_path):
     assert hub.requests == []
 
 
+def test_what_a_part_prints_while_push_builds_the_model_goes_to_stderr(tmp_path, capsys, monkeypatch):
+    """A chatty architecture's line stood on stdout among the staged files' paths, which a script reads."""
+    import vaezoo.assemble
+
+    card, _ = entry(tmp_path / "cards")
+    build = vaezoo.assemble.build_aside
+    monkeypatch.setattr(vaezoo.assemble, "build_aside", lambda *a, **k: print("chatty") or build(*a, **k))
+    out = tmp_path / "upload"
+    code, stdout, stderr = cli(capsys, "push", str(card), "owner/dry", "--dry-run", "--out", str(out))
+    assert (code, stdout.splitlines()) == (0, [str(out / name) for name in STAGED])
+    assert stderr.startswith("chatty\n")
+
+
 def test_a_dry_run_that_fails_leaves_no_folder_in_the_temporary_folder(tmp_path, capsys, monkeypatch):
     """Without --out a dry run stages into a new folder of the temporary folder, and names it once the files are
     staged; one that failed (weights that do not match the card) left that folder there, named nowhere."""

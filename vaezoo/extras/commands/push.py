@@ -4,7 +4,7 @@
 import argparse
 import sys
 
-from vaezoo.cli.common import add_card, card_arg, path_arg, printable
+from vaezoo.cli.common import add_card, card_arg, data_alone_on_stdout, path_arg, print_data, printable
 
 HELP = "upload a model to a Hugging Face Hub repository"
 """What ``vaezoo --help`` says of the command."""
@@ -55,12 +55,13 @@ def owner(value: str) -> str:
 def run(args) -> int:
     from vaezoo.extras.hub_push import MANIFEST_FILE, push_or_stage
 
-    report = push_or_stage(card_arg(args.name) if args.name else None, args.repo, owner=args.owner,
-                           dry_run=args.dry_run, out=args.out, private=args.private,
-                           commit_message=args.commit_message, revision=args.revision)
+    with data_alone_on_stdout():  # what a part prints while the model is built goes to stderr
+        report = push_or_stage(card_arg(args.name) if args.name else None, args.repo, owner=args.owner,
+                               dry_run=args.dry_run, out=args.out, private=args.private,
+                               commit_message=args.commit_message, revision=args.revision)
     if report.commit is not None:
         print(printable(f"pushed '{args.name}' to {args.repo}: {report.commit.commit_url}"), file=sys.stderr)
-        print(printable(f"hf-hub:{args.repo}@{report.commit.oid}"))
+        print_data(printable(f"hf-hub:{args.repo}@{report.commit.oid}"))
         return 0
     if report.owner is not None:
         print(printable(f"dry run: {report.folder} holds the zoo as the Hub collection of {report.owner}, one folder "
@@ -71,5 +72,5 @@ def run(args) -> int:
         print(printable(f"dry run: {report.folder} holds what 'vaezoo push' would upload to {report.repo}"),
               file=sys.stderr)
     for path in report.files:
-        print(printable(path))
+        print_data(printable(path))
     return 0
