@@ -122,8 +122,9 @@ def _folder(folder: str) -> Path:
 Listing = tuple[dict[str, list[tuple[Path, int]]], list[str]]
 """A folder's files of each split with their labels, and its class names (:func:`_split_files`)."""
 
-_LISTINGS: dict[tuple[Path, float | None], tuple[tuple, Listing]] = {}
-"""Each folder's listing with the state of the folder it was made from, by folder and ``test_share``."""
+_LISTINGS: dict[tuple[Path, float | None], tuple[bytes, Listing]] = {}
+"""Each folder's listing with the digest of the folder's state it was made from (:func:`_state`), by folder and
+``test_share``."""
 
 
 def _listed(folder: Path, test_share: float | None) -> Listing:
@@ -131,17 +132,31 @@ def _listed(folder: Path, test_share: float | None) -> Listing:
     training split's size (``info``) each time a command builds it, and listing a folder of 50,000 images takes
     seconds (its paths' hashes), where walking it to compare its state takes under a tenth of a second.
 
-    The state is every name in the folder, not the folders' times of change, which a file system keeps to a tick
-    (a second or two on some) and an image added within one would leave unseen."""
+    Threads may call it at once: each keeps the state it read before listing, so a listing older than the folder
+    is listed again, never given."""
     try:
-        state = tuple(sorted((base, tuple(sorted(folders)), tuple(sorted(names)))
-                             for base, folders, names in walk(folder)))
+        state = _state(folder)
     except OSError:
         return _split_files(folder, test_share)  # which refuses it, naming the folder
     known = _LISTINGS.get((folder, test_share))
     if known is None or known[0] != state:
         known = _LISTINGS[folder, test_share] = (state, _split_files(folder, test_share))
     return known[1]
+
+
+def _state(folder: Path) -> bytes:
+    """A digest of every name in ``folder``, however deep, as :func:`~vaezoo.data.images.walk` walks it: 32 bytes
+    whether the folder holds ten files or a million.
+
+    Names, not the folders' times of change, which a file system keeps to a tick (a second or two on some) and an
+    image added within one would leave unseen.
+
+    Raises:
+        OSError: a folder cannot be listed.
+    """
+    each = sorted(hashlib.sha256(repr((base, sorted(folders), sorted(names))).encode()).digest()
+                  for base, folders, names in walk(folder))
+    return hashlib.sha256(b"".join(each)).digest()
 
 
 def _split_files(folder: Path, test_share: float | None) -> Listing:
