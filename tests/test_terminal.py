@@ -324,6 +324,18 @@ def test_a_terminal_too_narrow_for_a_word_beside_the_labels_gets_each_value_unde
     assert [line.rstrip() for line in ANSI.sub("", screen.getvalue()).splitlines()] == expected
 
 
+def test_a_word_of_wide_characters_is_measured_in_the_columns_it_takes(monkeypatch):
+    """A word of ten CJK characters takes twenty columns: counted as ten, it was put beside the labels in the eleven
+    left at 30 columns and broken over two lines; under its label it is whole."""
+    word = "\u5909\u5206\u30aa\u30fc\u30c8\u30a8\u30f3\u30b3\u30fc\u30c0"  # a variational autoencoder
+    screen = _Screen()
+    monkeypatch.setattr(sys, "stdout", screen)
+    monkeypatch.setenv("COLUMNS", "30")
+    print_table(["name", "architecture", "headline metric"], [["vae-mine", word, "x"]])
+    assert [line.rstrip() for line in ANSI.sub("", screen.getvalue()).splitlines()] == [
+        "vae-mine", "  architecture", f"    {word}", "  headline metric", "    x"]
+
+
 def test_a_wide_terminal_gets_the_table(listed):
     code, shown = on_terminal(["list"], 200)
     assert code == 0, shown

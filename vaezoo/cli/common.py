@@ -254,14 +254,16 @@ def _print_records(out, columns: Sequence[str], cells: list[list], title: str | 
     Where the room beside the labels is narrower than a word of the values (a terminal of 20 or 30 columns), each
     value goes on the lines below its label instead, so that it wraps between words, not a character a line.
     """
+    from rich.cells import cell_len
     from rich.padding import Padding
     from rich.table import Column, Table
 
     if title is not None:
         out.print(text(title))
     records = [[(header, value) for header, value in zip(columns[1:], row[1:]) if value.plain] for row in cells]
-    label = max(map(len, columns[1:]), default=0)
-    word = max((len(w) for fields in records for _, value in fields for w in value.plain.split()), default=0)
+    # in the terminal's columns, not characters: a CJK character takes two
+    label = max(map(cell_len, columns[1:]), default=0)
+    word = max((cell_len(w) for fields in records for _, value in fields for w in value.plain.split()), default=0)
     beside = out.width - (2 + label + 2) >= word
     for n, (row, fields) in enumerate(zip(cells, records, strict=True)):
         if n:
