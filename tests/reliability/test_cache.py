@@ -178,7 +178,7 @@ def test_a_cached_copy_this_user_may_not_read_is_named_and_kept(url_card, server
     if offline:
         monkeypatch.setenv("VAEZOO_OFFLINE", "1")
     _refused(capsys, f"the cached copy {target} of {server.url(WEIGHTS_PATH)} cannot be read (Permission denied: "
-                     f"another user's umask, such as 077, may keep it to its owner); make the cache readable to you "
+                     f"another user's umask, such as 077, may keep it to its owner); ask its owner to share it "
                      f"('chmod -R a+rX {cache_dir()}'), or {WRITABLE}")
     assert target.read_bytes() == url_card and os.lstat(target).st_ino == before.st_ino
     assert server.gets == {WEIGHTS_PATH: 1}

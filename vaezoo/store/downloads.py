@@ -154,9 +154,10 @@ def _readable(path: Path) -> bool:
 
 def _unreadable(target: Path, url: str) -> WeightsError:
     """The error of a cached copy this user may not read: it is not damaged, and replacing it would take another
-    user's file away (a cache shared by users whose umask, such as 077, keeps each one's files to themselves)."""
+    user's file away (a cache shared by users whose umask, such as 077, keeps each one's files to themselves). The
+    fix it gives is the owner's: this user may not change the mode of another user's file."""
     return WeightsError(f"the cached copy {target} of {url} cannot be read (Permission denied: another user's umask, "
-                        f"such as 077, may keep it to its owner); make the cache readable to you "
+                        f"such as 077, may keep it to its owner); ask its owner to share it "
                         f"('chmod -R a+rX {target.parent}'), or {CACHE_FIX}")
 
 
