@@ -224,6 +224,28 @@ def test_resume_after_an_interruption_matches_an_uninterrupted_run(data_plugin, 
     assert_same_weights(uninterrupted, resumed.model.state_dict())
 
 
+@pytest.mark.parametrize("seeds", [None, [0, 1]])
+def test_a_resume_reads_each_checkpoint_once(data_plugin, tmp_path, monkeypatch, seeds):
+    """The check that the dataset is read as the checkpoint's run read it, then the resume, each read the checkpoint:
+    a large model's was unpickled twice."""
+    from vaezoo.training.train import train_seeds
+
+    def run(**options):
+        return train(card(), tmp_path, **options) if seeds is None else train_seeds(card(), tmp_path, seeds, **options)
+
+    run(max_steps=2, evaluate=False)
+    load, read = torch.load, []
+
+    def counting(f, *args, **kwargs):
+        read.append(os.fspath(f))
+        return load(f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", counting)
+    run(resume=True, max_steps=3, evaluate=False)
+    checkpoints = sorted(os.fspath(p) for p in tmp_path.rglob(CHECKPOINT))
+    assert len(checkpoints) == len(seeds or [0]) and sorted(read) == checkpoints
+
+
 def test_resuming_a_finished_run_keeps_its_card_and_what_was_recorded_on_it_since(data_plugin, tmp_path, capsys):
     tiny = Card.model_validate(make_card("tiny", train={"epochs": 1}))
     finished = train(tiny, tmp_path)

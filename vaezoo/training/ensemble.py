@@ -47,7 +47,7 @@ from vaezoo.errors import Phrase, TrainingError, TrainingWarning, first_line
 from vaezoo.model import VAE
 from vaezoo.regularizers.base import UpdateBatch
 from vaezoo.terminal import note
-from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
+from vaezoo.entries.checkpoints import CHECKPOINT, Checkpoint, write_checkpoint
 from vaezoo.latents.base import distribution_checks
 from vaezoo.training.loop import (Plan, Run, Streams, check_before_training, check_run_folder, device_store,
                                   diverged, epoch_order, last_good, make_optimizer, on_machines,
@@ -169,14 +169,16 @@ class Member:
     order: Tensor | None = None
 
     @classmethod
-    def start(cls, card: Card, out: Path, label: str, model: VAE, plan: Plan, resume: bool, run: Run) -> Member:
-        """The member at its first step: from its checkpoint in ``out`` when ``resume`` (and one is there)."""
+    def start(cls, card: Card, out: Path, label: str, model: VAE, plan: Plan, resume: bool, run: Run,
+              read: dict[Path, Checkpoint] | None = None) -> Member:
+        """The member at its first step: from its checkpoint in ``out`` when ``resume`` (and one is there), taken
+        out of ``read`` where it was read already."""
         optimizer = make_optimizer(card.train, model.parameters())
         parts = TrainingParts(model)
         checkpoint = Path(out) / CHECKPOINT
         torch.manual_seed(card.train.seed)  # the member's stream of sampling noise, as a single run seeds it
         try:
-            resumed = resume_point(checkpoint, card, model, optimizer, plan, resume, run, parts)
+            resumed = resume_point(checkpoint, card, model, optimizer, plan, resume, run, parts, read)
         except TrainingError as exc:
             found = exc.phrase.values.get("found") if exc.option == "seed" else None
             if found is None:  # not the advice of a single run, --seed N, which an ensemble's --seeds does not take
@@ -720,15 +722,16 @@ class _CapturedStep:
 
 
 def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageDataset, resume: bool,
-                 max_steps: int | None, run: Run, formulation: str | None = None) -> list[Member]:
+                 max_steps: int | None, run: Run, formulation: str | None = None,
+                 read: dict[Path, Checkpoint] | None = None) -> list[Member]:
     """Train each ``(model, card, out, label)`` of ``runs``, members stacked by :func:`stack_key`.
 
     ``formulation`` chooses how a :class:`Stack` runs its members' forward passes (default: the faster on
     the device).
 
-    Each member resumes from its own checkpoint (``resume``); members at different steps, or whose cards
-    differ in more than the seed, the floats of their ``model`` tables and their learning rates (a sweep of
-    ``beta``, ``lr``: one stack), go in different stacks, which step in turn.
+    Each member resumes from its own checkpoint (``resume``), taken out of ``read`` where it was read already;
+    members at different steps, or whose cards differ in more than the seed, the floats of their ``model`` tables
+    and their learning rates (a sweep of ``beta``, ``lr``: one stack), go in different stacks, which step in turn.
 
     Returns:
         The members, each at the step it reached, its weights in its model; a member whose loss became NaN
@@ -739,7 +742,8 @@ def fit_ensemble(runs: Sequence[tuple[VAE, Card, Path, str]], dataset: ImageData
         TrainingError: a member's checkpoint cannot be resumed, or the models cannot be stacked.
     """
     plans = {out: Plan.of(card.train, len(dataset), run.world) for _, card, out, _ in runs}
-    members = [Member.start(card, out, label, model, plans[out], resume, run) for model, card, out, label in runs]
+    members = [Member.start(card, out, label, model, plans[out], resume, run, read)
+               for model, card, out, label in runs]
     store = device_store(dataset, run.device)
     check_before_training(store, [(m.model, m.card, plans[out], m.label) for m, (_, _, out, _) in zip(members, runs)])
     groups: dict[str, list[Member]] = {}

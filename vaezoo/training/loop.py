@@ -31,7 +31,7 @@ from vaezoo.store.files import remove_temporaries
 from vaezoo.store.weights import load_weights
 from vaezoo.terminal import note
 from vaezoo.training.launch import launch, meet, part, set_apart
-from vaezoo.entries.checkpoints import check_optimizer_state, check_recipe, read_checkpoint, restore_rng
+from vaezoo.entries.checkpoints import Checkpoint, check_optimizer_state, check_recipe, read_checkpoint, restore_rng
 
 
 @dataclass
@@ -202,11 +202,14 @@ class Resumed:
 
 
 def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan: Plan, resume: bool, run: Run,
-                 parts=None) -> Resumed | None:
+                 parts=None, read: dict[Path, Checkpoint] | None = None) -> Resumed | None:
     """Restore model, optimiser and RNG states from the checkpoint ``path``, and the regularizers' training parts
     and their optimisers into ``parts`` (a :class:`~vaezoo.training.auxiliary.TrainingParts`) when the model has
     any: where the run continues, or None to start afresh. A checkpoint made on another machine than this one (device,
-    torch, threads, processes) is resumed with a :class:`TrainingWarning` naming what differs."""
+    torch, threads, processes) is resumed with a :class:`TrainingWarning` naming what differs.
+
+    ``read`` holds checkpoints already read, by path: ``path``'s is taken out of it rather than read again (a large
+    model's checkpoint is not unpickled twice, nor held for the rest of the run)."""
     if not path.exists():
         if resume and run.main:
             note(f"no checkpoint in {path.parent}; starting from step 0")
@@ -215,7 +218,9 @@ def resume_point(path: Path, card: Card, model: torch.nn.Module, optimizer, plan
         raise checkpoint_exists_error(path)
     if run.main:  # a run killed while writing a checkpoint left its temporary file behind
         remove_temporaries(path)
-    checkpoint = read_checkpoint(path, fix=Phrase("remove it to start over, or choose another {out}"))
+    checkpoint = (read or {}).pop(path, None)
+    if checkpoint is None:
+        checkpoint = read_checkpoint(path, fix=Phrase("remove it to start over, or choose another {out}"))
     check_recipe(checkpoint, card)
     if checkpoint.step > plan.total:
         raise TrainingError.about("checkpoint {path} is at step {step}, past this run's last step {total} ({had} "

@@ -31,7 +31,7 @@ from vaezoo.latents.base import distribution_checks
 from vaezoo.model import VAE, VAEOutput
 from vaezoo.regularizers.collectives import average_gradients, same_buffers, same_weights
 from vaezoo.terminal import note
-from vaezoo.entries.checkpoints import CHECKPOINT, write_checkpoint
+from vaezoo.entries.checkpoints import CHECKPOINT, Checkpoint, write_checkpoint
 from vaezoo.training.loop import (Plan, Run, Streams, callers_rng_kept, check_before_training, check_run_folder,
                                   device_store, diverged, epoch_order, last_good, make_optimizer,
                                   optimizer_step, precision_flags, resume_point, rng_state,
@@ -68,7 +68,8 @@ class SingleRun:
 
     error: str | None = None  # a single run raises its error instead of stopping with it, as a member does
 
-    def __init__(self, model: VAE, card: Card, out: Path, plan: Plan, resume: bool, run: Run):
+    def __init__(self, model: VAE, card: Card, out: Path, plan: Plan, resume: bool, run: Run,
+                 read: dict[Path, Checkpoint] | None = None):
         recipe = card.train
         self.model, self.card, self.plan, self.run = model, card, plan, run
         self.optimizer = make_optimizer(recipe, model.parameters())
@@ -77,7 +78,8 @@ class SingleRun:
         self.had_folder = Path(out).is_dir()
         torch.manual_seed(recipe.seed + 1_000_003 * run.rank)  # each rank's stream of sampling noise
         resumed = same_on_every_rank(
-            lambda: resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run, self.parts), run, out)
+            lambda: resume_point(self.checkpoint, card, model, self.optimizer, plan, resume, run, self.parts, read),
+            run, out)
         self.saved = None if resumed is None else resumed.step
         self.step = self.began = self.saved or 0
         self.machines = () if resumed is None else resumed.machines  # where the run trained before this process
@@ -214,10 +216,11 @@ def fit(model: VAE, dataset: ImageDataset, card: Card, out: Path, resume: bool =
 
 
 def fit_single(model: VAE, card: Card, out: Path, dataset: ImageDataset, resume: bool, max_steps: int | None,
-               run: Run) -> SingleRun:
-    """Train ``model`` with ``card``'s recipe, checkpointing into ``out``; the run at the step it stopped at."""
+               run: Run, read: dict[Path, Checkpoint] | None = None) -> SingleRun:
+    """Train ``model`` with ``card``'s recipe, checkpointing into ``out``; the run at the step it stopped at.
+    ``read``: checkpoints already read, by path, which the resume takes rather than reading them again."""
     plan = Plan.of(card.train, len(dataset), run.world)
-    seed = SingleRun(model, card, out, plan, resume, run)
+    seed = SingleRun(model, card, out, plan, resume, run, read)
     store = device_store(dataset, run.device)
     check_before_training(store, [(model, card, plan, None)])
     stop = plan.total if max_steps is None else min(plan.total, max_steps)

@@ -42,7 +42,7 @@ from vaezoo.metrics.parallel import worker_pool
 from vaezoo.model import VAE
 from vaezoo.store.locks import GENERATORS, run_lock
 from vaezoo.terminal import note
-from vaezoo.entries.checkpoints import CHECKPOINT, check_recipe, read_checkpoint
+from vaezoo.entries.checkpoints import CHECKPOINT, Checkpoint, check_recipe, read_checkpoint
 from vaezoo.training.ensemble import fit_ensemble
 from vaezoo.training.launch import launch
 from vaezoo.training.loop import Plan, Run, callers_rng_kept, check_split, end_run, float32_default, start_run
@@ -417,15 +417,14 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
                     raise
                 raise type(exc)(f"{label}: {exc}") from None
         check_metrics(models[0], runs[0][0])  # before the data is read, not after training: every metric asked for
-        if options.resume:
-            _check_data_read_alike(runs)
+        read = _check_data_read_alike(runs) if options.resume else {}
         data = runs[0][0].train.data
         dataset = load_dataset(data.name, options.data_root, "train", **data.options)
         if _alone(runs):
-            trained = [fit_single(models[0], *runs[0][:2], dataset, options.resume, options.max_steps, run)]
+            trained = [fit_single(models[0], *runs[0][:2], dataset, options.resume, options.max_steps, run, read)]
         else:
             trained = fit_ensemble([(m, c, out, label) for m, (c, out, label) in zip(models, runs)], dataset,
-                                   options.resume, options.max_steps, run, options.formulation)
+                                   options.resume, options.max_steps, run, options.formulation, read)
         if dist.is_initialized():
             # Trained, the processes part: process 0 alone publishes and evaluates, for longer than a collective
             # waits (30 minutes with gloo, 10 with nccl), so the others do not wait for it. Every process reaches
@@ -446,21 +445,27 @@ def _train_held(runs: list[tuple[Card, Path, str]], options: TrainOptions, run: 
         raise
 
 
-def _check_data_read_alike(runs: list[tuple[Card, Path, str]]) -> None:
+def _check_data_read_alike(runs: list[tuple[Card, Path, str]]) -> dict[Path, Checkpoint]:
     """Refuse to resume a run whose checkpoint was made from its dataset read otherwise (image_folder's folder gained
     an image since the run started: its ``split_sizes`` differ), before the images are read; the resume checks the
     whole recipe once they are. A checkpoint that cannot be read is left to the resume, which tells the other
     processes of a torchrun run why.
 
+    Returns:
+        The checkpoints read, by path: the resume takes them from there, so that each file is read once.
+
     Raises:
         TrainingError: the checkpoint's refusal, naming the fields that differ.
     """
+    read = {}
     for card, out, _ in runs:
         try:
             checkpoint = read_checkpoint(out / CHECKPOINT, fix="")
         except TrainingError:  # none (the run starts afresh), or one the resume refuses
             continue
         check_recipe(checkpoint, card, under="train.data.")
+        read[out / CHECKPOINT] = checkpoint
+    return read
 
 
 def _alone(runs: list[tuple[Card, Path, str]]) -> bool:
