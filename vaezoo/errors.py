@@ -273,6 +273,9 @@ def setting_on(name: str, default: bool = False) -> bool:
 def home_path(path: str | os.PathLike[str], what: str = "the path") -> Path:
     """``path`` with a leading ``~`` read as the home folder and ``~USER`` as USER's, as a shell reads them.
 
+    Where there is no such home folder, pathlib raises a bare RuntimeError and ``os.path.expanduser`` leaves the
+    ``~`` as it is (a folder named ``~USER`` in the working folder); this says so in one line.
+
     Args:
         path: a path as a user gives it.
         what: what the path is, as the error names it (``VAEZOO_HOME``).
@@ -282,7 +285,7 @@ def home_path(path: str | os.PathLike[str], what: str = "the path") -> Path:
 
     Raises:
         VaezooError: a ``~USER`` of no user this machine knows, or a ``~`` where HOME is unset and the user has no
-            home folder in the system's user list (pathlib raised a bare RuntimeError).
+            home folder in the system's user list.
     """
     text = os.fspath(path)
     expanded = os.path.expanduser(text)  # leaves what it cannot expand as it is
