@@ -97,3 +97,20 @@ def test_a_setting_written_at_the_default_its_part_declares_is_the_same_recipe_a
                                             r"in the checkpoint, 0.001 in card 'tiny-blobs'; resume"):
         check_recipe(Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, made.name, recipe(made)),
                      Card.model_validate(data))
+
+
+def test_a_check_under_a_prefix_refuses_only_a_difference_there_and_is_silent_on_no_recipe(tmp_path, recwarn):
+    """A resume's early check, made before its data is read (``under="train.data."``): another batch size is left to
+    the whole check that follows, another dataset option is refused naming every field that differs, and a
+    checkpoint older than recipes passes without the warning the whole check gives it."""
+    def checkpoint(made: Card) -> Checkpoint:
+        return Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, made.name, recipe(made))
+
+    mine = card()
+    check_recipe(checkpoint(card(batch_size=64)), mine, under="train.data.")
+    other = card(batch_size=64, data={"name": "tiny_blobs", "options": {"noise": 0.5}})
+    with pytest.raises(TrainingError, match=r": train\.data\.options\.noise 0\.5 in the checkpoint, absent in card "
+                                            r"'tiny-blobs'; train\.batch_size 64 in the checkpoint, 8 in card"):
+        check_recipe(checkpoint(other), mine, under="train.data.")
+    check_recipe(Checkpoint(tmp_path / "checkpoint.pt", 0, {}, {}, {}, None, None), mine, under="train.data.")
+    assert not recwarn.list
