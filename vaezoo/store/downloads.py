@@ -134,12 +134,12 @@ def _verified(target: Path, weights: Weights, url: str) -> bytes | None:
         if not target.exists():
             return None
     except PermissionError:  # its folder may not be entered
-        raise _unreadable(target, url) from None
+        raise _unreadable_error(target, url) from None
     try:
         return read_verified(target, weights)
     except WeightsError:  # a damaged cache entry (vaezoo writes whole files only): fetched again under the lock
         if not _readable(target):
-            raise _unreadable(target, url) from None
+            raise _unreadable_error(target, url) from None
         return None
 
 
@@ -152,7 +152,7 @@ def _readable(path: Path) -> bool:
     return True
 
 
-def _unreadable(target: Path, url: str) -> WeightsError:
+def _unreadable_error(target: Path, url: str) -> WeightsError:
     """The error of a cached copy this user may not read: it is not damaged, and replacing it would take another
     user's file away (a cache shared by users whose umask, such as 077, keeps each one's files to themselves). The
     fix it gives is the owner's: this user may not change the mode of another user's file."""
