@@ -442,3 +442,25 @@ def test_the_listing_cache_keeps_the_same_few_bytes_of_state_for_a_folder_of_any
         assert folder.ImageFolder().info("train", folder=str(tmp_path / name)).size == count - count // 10
         kept.append(len(pickle.dumps(folder._LISTINGS[tmp_path / name, None][0])))
     assert kept[0] == kept[1]
+
+
+def test_an_image_added_while_the_folder_is_listed_is_seen_by_the_next_lookup(tmp_path, monkeypatch):
+    """The state a listing is kept with is read before the listing: an image added as the listing ends (another
+    thread's or process's) makes the next lookup list the folder again, not give the listing that lacks it."""
+    from vaezoo.data import folder
+
+    for i in range(10):
+        (tmp_path / "mine").mkdir(exist_ok=True)
+        (tmp_path / "mine" / f"{i}.png").touch()
+    real = folder._split_files
+
+    def listed_then_added(*args):
+        listing = real(*args)
+        (tmp_path / "mine" / "late.png").touch()
+        return listing
+
+    monkeypatch.setattr(folder, "_split_files", listed_then_added)
+    sizes = [folder.ImageFolder().info(split, folder=str(tmp_path / "mine")).size for split in ("train", "test")]
+    monkeypatch.setattr(folder, "_split_files", real)
+    assert sizes == [9, 1]
+    assert folder.ImageFolder().info("train", folder=str(tmp_path / "mine")).size == 10
