@@ -71,6 +71,21 @@ def test_on_the_cards_path_the_run_lists_beside_the_whole_zoo(run_folder, monkey
     assert_loads_with(vaezoo.load("mine"), state)
 
 
+def test_each_load_of_a_name_has_a_card_of_its_own(cards):
+    """A card is frozen, but its dicts are dicts: two loads of one name shared them with the catalog, so a change
+    made in place to one model's card reached the other model's and every later load's in the process."""
+    write_entry(cards, make_card(name="mine"))
+
+    def dicts(card) -> list[dict]:
+        return [card.metrics, card.sections, card.model, card.train.data.options]
+
+    first, second = vaezoo.load("mine"), vaezoo.load("mine")
+    for changed in dicts(first.card) + dicts(get_card("mine")) + dicts(vaezoo.build_model("mine").card):
+        changed["mine"] = "changed"
+    for card in (second.card, vaezoo.load("mine").card, get_card("mine")):
+        assert not any("mine" in each for each in dicts(card))
+
+
 @pytest.mark.parametrize("cards, found", [
     ([], "found no *.toml file"),
     (["a", "b"], "found a.toml, b.toml"),

@@ -162,7 +162,8 @@ def build_model(card: Card, device: str | torch.device | None = None,
         dtype: floating-point type of the parameters.
 
     Returns:
-        The :class:`~vaezoo.model.VAE`, with ``card`` as ``model.card``.
+        The :class:`~vaezoo.model.VAE`, with a copy of ``card`` as ``model.card``: its own, whose dicts
+        (``metrics``, ``model``, ...) a change made in place reaches no other model nor the catalog.
 
     Raises:
         DeviceError: ``device`` is not one this machine has (checked before anything is built).
@@ -190,7 +191,7 @@ def build_model(card: Card, device: str | torch.device | None = None,
         plugin = registry("architecture").plugin_of(card.architecture)
         raise VaezooError(f"architecture '{card.architecture}' of plugin '{plugin}' returned "
                           f"{type(model).__name__}, not a vaezoo.model.VAE")
-    model.card = card
+    model.card = card.model_copy(deep=True)  # a frozen card's dicts can still be changed in place
     return model.to(device=device, dtype=dtype)
 
 
@@ -229,6 +230,7 @@ def load_model(card: Card, device: str | torch.device | None = None, dtype: torc
     if dtype is not None:
         dtype = usable_dtype(dtype)
     weighted = state_dict is not None or pretrained
+    built = card
     model = _initialised(card, weighted)  # a card that cannot be built is refused before its weights are fetched
     entry = state_dict is None and pretrained
     if entry:
@@ -237,9 +239,9 @@ def load_model(card: Card, device: str | torch.device | None = None, dtype: torc
         card, state_dict = load_entry(card)  # the card its weights are: the new one, if published again meanwhile
         source = f"weights of '{card.name}'"
     if state_dict is None:  # what was measured on the card's weights (metrics, label matchings) is not this model's
-        model.card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None})
+        model.card = card.model_copy(update={"metrics": {}, "sections": {}, "headline": None}, deep=True)
     else:
-        model = model if model.card is card else _initialised(card, weighted)
+        model = model if card is built else _initialised(card, weighted)
         from vaezoo.store.weights import load_weights
 
         load_weights(model, state_dict, source or "the given weights")

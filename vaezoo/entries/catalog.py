@@ -915,7 +915,7 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
             ``"methods:recipes/dipvae1-dsprites.toml"`` or ``"hf-hub:me/mine@v1"``.
 
     Returns:
-        The card.
+        The card, a copy of its own: a change to its dicts (``metrics``, ``model``, ...) reaches no later lookup.
 
     Raises:
         UnknownNameError: no card holds the name (the message lists close matches).
@@ -958,7 +958,7 @@ def get_card(name_or_path: str | os.PathLike) -> Card:
         if here and not _is_or_holds(Path(name), found.cards[name].path):
             warnings.warn(f"'{name}' is the zoo entry of {found.cards[name].path}, not the {local} here; "
                           f"write {as_path_text(name)} to use that", AmbiguousNameWarning, stacklevel=2)
-        return found.cards[name]
+        return found.cards[name].model_copy(deep=True)  # the scan's card is kept for the next lookup
     if why is not None:
         hint = f"; write {as_path_text(name)} for the {local} here" if here else ""
         raise CardError(f"card '{name}' in {why.path} was skipped: {why.reason}{hint}")
