@@ -14,7 +14,8 @@ from vaezoo.assemble import load_model
 from vaezoo.context import truth_value
 from vaezoo.entries.catalog import get_card
 from vaezoo.entries.schema import HUB_PREFIX, Card
-from vaezoo.errors import CardError, OutputError, home_path
+from vaezoo.errors import CardError, OutputError
+from vaezoo.store.paths import home_path
 
 if TYPE_CHECKING:
     import torch

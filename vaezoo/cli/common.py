@@ -10,7 +10,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
-from vaezoo.errors import SharedChange, VaezooError, home_path
+from vaezoo.errors import SharedChange, VaezooError
+from vaezoo.store.paths import home_path
 from vaezoo.terminal import printable  # noqa: F401  (commands import it from here)
 
 _FLAGS = {"settings": "--set", "owner": "--all", "architecture": "--arch"}

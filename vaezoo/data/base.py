@@ -18,7 +18,8 @@ from torch.utils.data import Dataset as TorchDataset
 
 from vaezoo.context import whole_number
 from vaezoo.devices import usable_device, usable_dtype
-from vaezoo.errors import DataError, Phrase, home_path, in_brief, setting_on
+from vaezoo.errors import DataError, Phrase, in_brief, setting_on
+from vaezoo.store.paths import home_path
 
 
 ImageSize = Annotated[int, annotated_types.Ge(1)]

@@ -26,7 +26,8 @@ import torch
 
 from vaezoo.data.base import DataInfo, Dataset, ImageDataset, ImageSize
 from vaezoo.data.images import class_folders, hidden, read_images, walk
-from vaezoo.errors import DataError, home_path
+from vaezoo.errors import DataError
+from vaezoo.store.paths import home_path
 
 SPLITS = ("train", "test")
 TEST_SHARE = 0.1

@@ -28,10 +28,11 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, RootModel, ValidationError
 
 from vaezoo.entries.schema import HUB_PREFIX, MAX_NAME, NAME_PATTERN, Card
-from vaezoo.errors import CardError, UnknownNameError, VaezooError, home_path
+from vaezoo.errors import CardError, UnknownNameError, VaezooError
 from vaezoo.registry import close_matches, closest
 from vaezoo.store.files import FILE_KINDS, file_state
 from vaezoo.store.limits import MAX_DEPTH, too_deep
+from vaezoo.store.paths import home_path
 from vaezoo.terminal import counted
 
 MAX_CARD_BYTES = 4 << 20

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from vaezoo.errors import InstallError, first_line, home_path
+from vaezoo.errors import InstallError, first_line
+from vaezoo.store.paths import home_path
 from vaezoo.terminal import note, shell_quote
 
 GROUP = "vaezoo"

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vaezoo.entries.schema import Card
-from vaezoo.errors import OutputError, home_path
+from vaezoo.errors import OutputError
+from vaezoo.store.paths import home_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable

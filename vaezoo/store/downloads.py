@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlparse
 
-from vaezoo.errors import OutputError, WeightsError, home_path, setting_on
+from vaezoo.errors import OutputError, WeightsError, setting_on
 from vaezoo.store.checksums import Weights, read_verified, sha256_of
 from vaezoo.store.files import FULL, atomic_save, folder_problem, remove_temporaries
+from vaezoo.store.paths import home_path
 from vaezoo.terminal import note, printable
 
 if TYPE_CHECKING:

@@ -34,13 +34,13 @@ from vaezoo.context import check_arguments
 from vaezoo.data import check_data_root
 from vaezoo.entries.catalog import card_reference, get_card, one_scan
 from vaezoo.entries.schema import Card, TrainRecipe
-from vaezoo.errors import (CardError, OutputError, PublishWarning, TrainingError, UnknownNameError, first_line,
-                           home_path)
+from vaezoo.errors import CardError, OutputError, PublishWarning, TrainingError, UnknownNameError, first_line
 from vaezoo.evaluation.measure import check_metrics
 from vaezoo.evaluation.report import eval_command, evaluate_card
 from vaezoo.metrics.parallel import worker_pool
 from vaezoo.model import VAE
 from vaezoo.store.locks import GENERATORS, run_lock
+from vaezoo.store.paths import home_path
 from vaezoo.terminal import note
 from vaezoo.entries.checkpoints import CHECKPOINT, Checkpoint, check_recipe, read_checkpoint
 from vaezoo.training.ensemble import fit_ensemble

@@ -15,8 +15,9 @@ import numpy as np
 
 from vaezoo.data.base import check_folders_readable, data_root, download_advice
 from vaezoo.data.dsprites.renderer import FACTOR_SIZES, SIZE
-from vaezoo.errors import DataError, Phrase, home_path
+from vaezoo.errors import DataError, Phrase
 from vaezoo.store.files import atomic_save
+from vaezoo.store.paths import home_path
 
 OFFICIAL_FILE = "dsprites_ndarray_co1sh3sc6or40x32y32_64x64.npz"
 OFFICIAL_MD5 = "7da33b31b13a06f4b04a70402ce90c2e"
