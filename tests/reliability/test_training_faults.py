@@ -82,6 +82,21 @@ def test_nan_loss_stops_with_the_last_good_checkpoint(data_plugin, tmp_path):
     assert entries(out) == [CHECKPOINT], "a NaN run must write no weights or card"
 
 
+def test_nan_in_a_chunk_of_a_larger_dataset_names_its_images_among_the_datasets(data_plugin):
+    from vaezoo.data import ImageDataset
+    from vaezoo.errors import InputError
+    from vaezoo.training.loop import Plan, check_before_training
+
+    card = Card.model_validate(make_card("tiny"))
+    images = torch.zeros(64, 1, 4, 4)
+    images[40, 0, 1, 1] = float("nan")
+    with pytest.raises(InputError) as caught:  # the chunk of images 32 to 47 refused before any step
+        check_before_training(ImageDataset(images, scale=1.0),
+                              [(vaezoo.build_model(card), card, Plan.of(card.train, 64, 1), None)], chunk=16)
+    assert str(caught.value).startswith("the dataset's images 32 to 47 (of 64): the model takes ")
+    assert str(caught.value).endswith("got NaN or infinite values in 1 of the 16 images; give finite values in [0, 1]")
+
+
 def test_nan_in_the_data_through_the_command_line(data_plugin, tmp_path, capsys):
     data = make_card("tiny")
     data["train"]["data"]["options"] = {"nan": True}

@@ -416,7 +416,8 @@ def check_before_training(store: ImageDataset, runs: Sequence[tuple[torch.nn.Mod
         chunk: images checked at a time.
 
     Raises:
-        InputError: a chunk of the dataset is not what the model takes.
+        InputError: a chunk of the dataset is not what the model takes, naming its images where the dataset has
+            more.
         TrainingError: torch refused an argument of a distribution of the objective, a loss term of the first
             batch is not finite (naming its part), or the objective refused a batch of the recipe's size or the
             epoch's last batch; each naming the card, or the member.
@@ -424,7 +425,13 @@ def check_before_training(store: ImageDataset, runs: Sequence[tuple[torch.nn.Mod
     """
     for start in range(0, len(store), chunk):
         images = store.batch(slice(start, start + chunk))
-        runs[0][0].check_input(images)
+        try:
+            runs[0][0].check_input(images)
+        except InputError as exc:  # its count of images is the chunk's: say which of the dataset's they are
+            if len(images) == len(store):
+                raise
+            raise InputError(f"the dataset's images {start:,} to {start + len(images) - 1:,} (of {len(store):,}): "
+                             f"{exc}") from None
         if start == 0:
             for model, card, plan, label in runs:
                 _check_first_batch(model, images, card, plan, label)
