@@ -76,8 +76,8 @@ class ModelInput:
             if not (low >= LOW and high <= HIGH):  # also refuses NaN, for which both comparisons are false
                 finite = torch.isfinite(x.detach()).flatten(1).all(1)
                 if not finite.all():  # one NaN pixel made the range [nan, nan], and no transform mends it
-                    raise InputError(f"the model takes {self}, got NaN or infinite values in {int((~finite).sum())} "
-                                     f"of the {len(x)} images; give finite values in [{LOW:g}, {HIGH:g}]")
+                    raise InputError(f"the model takes {self}, got NaN or infinite values in {int((~finite).sum()):,} "
+                                     f"of the {len(x):,} images; give finite values in [{LOW:g}, {HIGH:g}]")
                 raise InputError(f"the model takes {self}, got values in {_range(low.item(), high.item())}; {HINT}")
 
     def __call__(self, image: Any) -> Tensor:
