@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import os
 import shutil
@@ -130,3 +131,27 @@ def test_symlink_loop_as_weights_file_fails_only_its_card(cards_dir, tmp_path, c
     code, out, err = cli(capsys, "verify", "tiny-blobs", "looped")
     assert code == 1
     assert "tiny-blobs: ok" in out and "looped: FAILED" in out and "Traceback" not in err
+
+
+def test_a_load_reads_and_hashes_its_weights_once(cards_dir, tmp_path, monkeypatch):
+    """The bytes are verified where they enter, once: a load opens the weights file once and takes one sha256."""
+    good, _, state = _entry(cards_dir, tmp_path)
+    digests, opened = [], []
+
+    def counting(opener):
+        def opens(path, *args, **kwargs):
+            if isinstance(path, (str, os.PathLike)) and os.fspath(path) == os.fspath(good):
+                opened.append(opener)
+            return opener(path, *args, **kwargs)
+        return opens
+
+    def counting_sha256(*args):
+        digests.append(args)
+        return hashlib.sha256(*args)
+
+    monkeypatch.setattr(checksums, "hashlib", types.SimpleNamespace(sha256=counting_sha256))
+    monkeypatch.setattr(os, "open", counting(os.open))
+    monkeypatch.setattr(builtins, "open", counting(builtins.open))
+    model = vaezoo.load("tiny-blobs")
+    assert _same(model, state)
+    assert (len(opened), len(digests)) == (1, 1)
