@@ -728,6 +728,24 @@ def test_the_resume_command_names_the_program_run_where_vaezoo_on_the_path_is_an
     assert resume_command(args) == "vaezoo train card.toml --out run --resume"
 
 
+def test_the_resume_command_of_a_run_stopped_in_a_notebook_names_this_python(monkeypatch):
+    """main(["train", ...]) called in a Jupyter kernel said 'resume with: .../ipykernel_launcher.py train ...': the
+    kernel's launcher, which runs no vaezoo command."""
+    import shlex
+    import shutil
+    import sys
+
+    from vaezoo.cli import build_parser
+    from vaezoo.cli.train import resume_command
+
+    args = build_parser().parse_args(["train", "card.toml", "--out", "run"])
+    launcher = "/venv/lib/python3.11/site-packages/ipykernel_launcher.py"
+    monkeypatch.setattr(sys, "argv", [launcher, "-f", "/home/u/.local/share/jupyter/runtime/kernel-1.json"])
+    monkeypatch.setattr(shutil, "which", lambda name: "/venv/bin/vaezoo")
+    assert shlex.split(resume_command(args)) == [sys.executable, "-m", "vaezoo", "train", "card.toml", "--out", "run",
+                                                 "--resume"]
+
+
 def test_the_resume_command_of_an_output_folder_holding_control_characters_is_plain_text(monkeypatch):
     """A folder named with ESC and a newline was quoted raw: the printed line cleared the screen and broke in two."""
     import shutil

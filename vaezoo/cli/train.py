@@ -178,13 +178,18 @@ def resume_command(args, until: str | None = "max_steps") -> str:
     ``until=None`` leaves out ``--max-steps``: the run stopped there, and continues to its end.
 
     The program is ``vaezoo`` (the path it was run by, where ``vaezoo`` on the PATH is another program or
-    none: a virtual environment not activated), ``PYTHON -m vaezoo`` as it was typed, or under torchrun
-    ``torchrun --nproc-per-node N -m vaezoo`` (the torchrun options of one machine).
+    none: a virtual environment not activated), ``PYTHON -m vaezoo`` as it was typed, under torchrun
+    ``torchrun --nproc-per-node N -m vaezoo`` (the torchrun options of one machine), or ``PYTHON -m vaezoo``, this
+    Python's full path, where :func:`vaezoo.cli.main` was called inside another program (a Jupyter kernel, whose
+    ``sys.argv[0]`` is ``ipykernel_launcher.py``, or a script).
     """
+    launcher = Path(next(iter(sys.argv), ""))
     if (world := _world()) != "1":
         program = ["torchrun", "--nproc-per-node", os.environ.get("LOCAL_WORLD_SIZE", world), "-m", "vaezoo"]
-    elif Path(sys.argv[0]).name == "__main__.py":
+    elif launcher.name == "__main__.py":
         program = [sys.orig_argv[0], "-m", "vaezoo"]
+    elif launcher.stem != "vaezoo":
+        program = [sys.executable, "-m", "vaezoo"]
     else:
         on_path = shutil.which("vaezoo")
         ran = os.path.realpath(sys.argv[0])
