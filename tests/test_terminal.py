@@ -549,6 +549,26 @@ def test_forced_colour_off_a_terminal_gets_the_training_lines(monkeypatch, capsy
                                                                   "epoch 2/2 step 6/6"]
 
 
+def test_in_a_jupyter_notebook_training_lines_go_to_stderr_and_tables_are_text_on_stdout(monkeypatch, capsys):
+    """In a Jupyter kernel rich showed the training lines as displays of their own (no redirect_stderr took them,
+    the cell's stderr did not hold them), and every table as an empty display, then the table in colour codes."""
+    import rich.console
+    import rich.jupyter
+
+    displayed = []
+    monkeypatch.setattr(rich.console, "_is_jupyter", lambda: True)  # as rich finds an IPython kernel
+    monkeypatch.setattr(rich.jupyter, "display", lambda segments, text: displayed.append(text))
+    monkeypatch.delenv("VAEZOO_PROGRESS", raising=False)
+    with Reporter(total=2, start=0, per_epoch=2, every=2, interval=0) as reporter:
+        reporter.update(2, 32, lambda: {"loss": 1.5})
+    print_table(["name", "dataset"], [["toy-a", "mnist"]])
+    out, err = capsys.readouterr()
+    assert displayed == []
+    assert err.split(" |")[0] == "epoch 1/1 step 2/2"
+    assert "\x1b" not in out and [line.split() for line in out.splitlines()[1::2]] == [
+        ["┃", "name", "┃", "dataset", "┃"], ["│", "toy-a", "│", "mnist", "│"]]
+
+
 BAR_SCRIPT = """
 import sys
 from vaezoo.terminal import progress

@@ -301,10 +301,13 @@ def status_console():
     a live bar there wrote its cursor moves and carriage returns into the log ten times a second, and under
     ``TERM=dumb`` nothing until the work ended. Off a terminal the progress is a plain line every
     :data:`PLAIN_INTERVAL` seconds instead.
+
+    In a Jupyter notebook too the lines go to stderr (``force_jupyter=False``): rich would show each as a display
+    of its own, which no ``redirect_stderr`` takes and the cell's stderr does not hold.
     """
     from rich.console import Console
 
-    return Console(stderr=True, force_interactive=None if _is_terminal(sys.stderr) else False)
+    return Console(stderr=True, force_jupyter=False, force_interactive=None if _is_terminal(sys.stderr) else False)
 
 
 def _is_terminal(stream) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -229,14 +230,16 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
     cells = [[value if isinstance(value, Text) else text(value) for value in row] for row in rows]
     heading = None if title is None else text(title)
     stdout = _data_stdout()
-    out = Console(file=stdout)
+    # in a Jupyter notebook too the table is plain text on stdout: rich added an empty display and colour codes
+    console = functools.partial(Console, file=stdout, force_jupyter=False)
+    out = console()
     if not (out.is_terminal and stdout.isatty()):  # FORCE_COLOR makes rich take a pipe for one: colours alone
-        out = Console(file=stdout, width=UNBOUNDED_WIDTH)
+        out = console(width=UNBOUNDED_WIDTH)
         if heading is not None:  # one line however much wider than the table (a checkpoint's path in eval's)
             heading.no_wrap, heading.overflow = True, "ignore"
     else:  # COLUMNS, or the terminal's width where COLUMNS is no width (0); at least a record's label and a character
         label = max(map(len, columns[1:]), default=0)
-        out = Console(file=stdout, width=max(shutil.get_terminal_size().columns, 2 + label + 2 + 1))
+        out = console(width=max(shutil.get_terminal_size().columns, 2 + label + 2 + 1))
     table = Table(Column(text(columns[0]), no_wrap=True), *(Column(text(c), overflow="fold") for c in columns[1:]),
                   title=heading)
     for row in cells:
