@@ -359,6 +359,17 @@ def test_a_split_is_a_map_style_dataset_that_a_dataloader_batches_as_batch_does(
         labelled[2:4]
 
 
+def test_an_items_label_is_a_copy_as_its_image_is():
+    """dataset[i]'s label was a view of the dataset's labels: label += 1 on it changed the dataset."""
+    from vaezoo.data import ImageDataset
+
+    dataset = ImageDataset(torch.zeros(3, 1, 2, 2, dtype=torch.uint8), labels=torch.tensor([4, 5, 6]))
+    image, label = dataset[1]
+    image += 1
+    label += 1
+    assert dataset.labels.tolist() == [4, 5, 6] and dataset[1][1].item() == 5 and dataset.images.sum() == 0
+
+
 @pytest.mark.parametrize("index", [slice(0, 2), 0, [0, 1]])
 def test_a_batch_is_a_copy_in_the_standard_layout_whatever_the_stored_images(index):
     from vaezoo.data import ImageDataset

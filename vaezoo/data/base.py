@@ -120,7 +120,8 @@ class ImageDataset(TorchDataset[tuple[Tensor, Tensor]]):
             raise TypeError(f"a dataset's item is one image, at an int index, not {type(index).__name__}; take "
                             f"several with dataset.batch(indices)")
         image = self.batch(number)  # an index out of range is refused here, before the labels are read
-        return image, self.labels[number] if self.labels is not None else torch.tensor(-1)
+        # a copy, as the image is: a label indexed out of the labels is a view, which label += 1 would change
+        return image, self.labels[number].clone() if self.labels is not None else torch.tensor(-1)
 
     def batch(self, index: int | slice | Sequence[int] | np.ndarray | Tensor, device: str | torch.device | None = None,
               dtype: torch.dtype | str = torch.float32) -> Tensor:
