@@ -769,3 +769,17 @@ def test_a_command_run_inside_another_leaves_the_outer_one_s_data_on_stdout(card
     monkeypatch.setattr(vaezoo.cli.verify, "run", run)
     code, out, err = cli(capsys, "verify")
     assert code == 0 and out.endswith("]\nouter's data\n") and "outer's data" not in err
+
+
+def test_main_returns_argparse_s_codes_as_it_returns_every_other(capsys):
+    """From a notebook's cell, main(["lst"]) raised SystemExit: 2 (IPython then added 'To exit: use exit, quit or
+    Ctrl-D') and main(["--help"]) SystemExit: 0, where every other error is a returned code and one line."""
+    from vaezoo.cli import main
+
+    assert main(["lst"]) == 2
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said == "vaezoo: error: 'lst' is not a vaezoo command; did you mean 'list'?"
+    assert main(["--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: vaezoo")
+    assert main(["info", "jointvae-mnist", "--jsn"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("unrecognized arguments: --jsn")

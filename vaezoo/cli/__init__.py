@@ -167,6 +167,9 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vaezoo`` console script: one-line errors, non-zero exit, no traceback.
 
+    Returns the command's exit code, argparse's too (0 for ``--help``, 2 for a usage error): it raises no
+    ``SystemExit``, so that a notebook's cell or a script calling ``main(["list"])`` goes on with the code.
+
     A reader that stops early (``vaezoo list | head -1``) ends the command quietly with exit code 0: the
     reader has what it asked for (whether Python notices the closed pipe depends on buffer sizes, so
     any other code would vary from run to run). Status lines on stderr go quiet once nobody reads them
@@ -189,9 +192,9 @@ def _run(argv: list[str] | None, stops: StopSignals) -> int:
             try:
                 with contextlib.redirect_stderr(io.StringIO()) if said_by_another() else contextlib.nullcontext():
                     args = build_parser(plugin_commands=next(iter(words), None) not in COMMANDS).parse_args(argv)
-            except SystemExit:
+            except SystemExit as exc:  # --help, --version, a usage error: argparse's code, returned as any other
                 sys.stdout.flush()  # --help and --version succeed only once their text is written
-                raise
+                return exc.code if isinstance(exc.code, int) else USAGE
             check_switches()
             _import_uninterrupted(getattr(args, "imports", []))
             from vaezoo.cli.common import data_alone_on_stdout
@@ -233,7 +236,7 @@ def _run(argv: list[str] | None, stops: StopSignals) -> int:
         from vaezoo.plugins import raised_in
 
         culprit = raised_in(exc)
-        if culprit is None:  # vaezoo's own error keeps its traceback; argparse's exit (--help) stays an exit
+        if culprit is None:  # vaezoo's own error keeps its traceback
             raise
         first = first_line(exc)
         _error(f"plugin '{culprit.name}' ({culprit.distribution} {culprit.version}) raised {type(exc).__name__}"
