@@ -370,6 +370,17 @@ def test_an_items_label_is_a_copy_as_its_image_is():
     assert dataset.labels.tolist() == [4, 5, 6] and dataset[1][1].item() == 5 and dataset.images.sum() == 0
 
 
+def test_datasets_are_equal_and_hashed_by_identity_as_torchs_are():
+    """Two datasets compared field by field compared their tensors: a == b, a in [b, a] and list.remove raised
+    torch's 'Boolean value of Tensor with more than one value is ambiguous', and a dataset was no dict key."""
+    from vaezoo.data import ImageDataset
+
+    images = torch.zeros(3, 1, 2, 2, dtype=torch.uint8)
+    for a, b in [(ImageDataset(images), ImageDataset(images.clone())),
+                 (dsprites(split="test", subset=3), dsprites(split="test", subset=3))]:
+        assert a == a and a != b and [b, a].index(a) == 1 and {a: 1, b: 2}[a] == 1
+
+
 @pytest.mark.parametrize("index", [slice(0, 2), 0, [0, 1]])
 def test_a_batch_is_a_copy_in_the_standard_layout_whatever_the_stored_images(index):
     from vaezoo.data import ImageDataset

@@ -33,7 +33,7 @@ side: ``vaezoo.metrics.codes.CPU_SLICE``); a metric that draws samples batch by 
 ``importance_log_likelihood``) draws the same ones in both, and other ones at another batch size."""
 
 
-@dataclass
+@dataclass(eq=False)  # equal and hashed by identity, as torch's datasets: a field-wise == of tensors raised
 class ImageDataset(TorchDataset[tuple[Tensor, Tensor]]):
     """Images kept compactly in memory, converted to float batches on demand; a map-style torch ``Dataset`` of
     ``(image, label)`` (:meth:`__getitem__`), which ``torch.utils.data.DataLoader`` batches.

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-@dataclass
+@dataclass(eq=False)  # as ImageDataset
 class DSprites(ImageDataset):
     """dSprites images, bit-packed in memory.
 
