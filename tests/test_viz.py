@@ -87,6 +87,17 @@ def test_a_label_holding_control_characters_is_drawn_as_its_escapes():
     assert np.array_equal(np.asarray(drawn), np.asarray(escaped))
 
 
+def test_a_grid_left_at_the_end_of_a_notebook_cell_shows_as_its_picture():
+    """Jupyter showed a traversal as the repr of its tiles, a tensor of numbers; it asks an object for a PNG through
+    ``_repr_png_``, which now gives the picture that to_pil draws, labels included."""
+    import io
+
+    traversal = viz.traverse(tiny_vae(), reference=images(1)[0], steps=3)
+    shown = Image.open(io.BytesIO(traversal._repr_png_()))
+    assert shown.format == "PNG"
+    assert np.array_equal(np.asarray(shown.convert("RGB")), np.asarray(traversal.to_pil()))
+
+
 def test_continuous_row_changes_only_the_decoder_input_it_names(monkeypatch):
     model, reference, steps = tiny_vae(), images(1)[0], 7
     calls = record_decoder_inputs(model, monkeypatch)

@@ -132,6 +132,14 @@ class Grid:
             draw.text((LABEL_GAP, middle - (top + bottom) / 2), label, fill="black", font=font)
         return canvas
 
+    def _repr_png_(self) -> bytes:
+        """The grid as a PNG (:meth:`to_pil`): what a Jupyter notebook shows of a grid left at the end of a cell."""
+        import io
+
+        png = io.BytesIO()
+        self.to_pil().save(png, format="PNG")
+        return png.getvalue()
+
     def save(self, path: str | Path, padding: int = PADDING, scale: int = SCALE) -> Path:
         """Write the grid (with its labels) to ``path`` as a PNG, atomically.
 
