@@ -317,6 +317,22 @@ def test_a_list_of_images_of_any_kinds_and_sizes_is_one_batch(model):
         for_model(model).per_image(given[:2])
 
 
+def test_a_dataloaders_batch_as_it_comes_is_its_images_and_a_list_of_two_images_stays_two(model):
+    """A DataLoader's batch of (image, label) samples is a list [images, labels] (its default collate makes a list
+    of a tuple): preprocess(batch) read it as a list of images and refused the labels, 'images are (H, W), (C, H, W)
+    or (N, C, H, W), got shape (4,)'."""
+    raw = digits(4).unsqueeze(1)
+    samples = torch.utils.data.TensorDataset(raw, torch.arange(4))
+    batch = next(iter(torch.utils.data.DataLoader(samples, batch_size=4)))
+    assert isinstance(batch, list)
+    expected = model.preprocess(raw)
+    assert torch.equal(model.preprocess(batch), expected)
+    assert torch.equal(model.preprocess([raw[0, 0].numpy(), 3]), expected[:1])  # one sample made a list
+    two = [Image.fromarray(raw[0, 0].numpy()), raw[1:2]]  # two images, the second a batch of one
+    assert torch.equal(model.preprocess(two), expected[:2])
+    assert model.preprocess([raw[:2], [raw[2, 0], raw[3, 0]]]).shape == (4, 1, 32, 32)  # images, then a list of them
+
+
 def test_a_pil_float_image_keeps_its_values():
     values = np.linspace(0, 1, 32 * 32, dtype=np.float32).reshape(32, 32)
     out = ModelInput(channels=1, image_size=32)(Image.fromarray(values, mode="F"))

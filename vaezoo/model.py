@@ -141,8 +141,9 @@ class VAE(nn.Module, Generic[CardT]):
 
         Args:
             images: a PIL image; a uint8 (0-255), bool or [0, 1] float tensor or array shaped ``(H, W)``,
-                ``(C, H, W)`` or ``(N, C, H, W)``; a torchvision dataset sample ``(image, target)``; or a list of
-                these (of any sizes), joined into one batch in order.
+                ``(C, H, W)`` or ``(N, C, H, W)``; a torchvision dataset sample ``(image, target)``, or a
+                ``DataLoader``'s batch of them, ``[images, targets]``; or a list of these (of any sizes), joined
+                into one batch in order.
 
         Returns:
             ``(N, channels, image_size, image_size)`` in [0, 1], on the model's device and in its dtype: the grey

@@ -91,7 +91,8 @@ class ModelInput:
             image: a PIL image (converted to grey or RGB as the model needs; mode 'F' is taken as floats in
                 [0, 1], and the integer modes 'I' and 'I;16' are refused); a uint8, bool or
                 float tensor or numpy array shaped ``(H, W)``, ``(C, H, W)`` or ``(N, C, H, W)``; a
-                torchvision dataset sample ``(image, target)``, of which the image is taken; or a list of
+                torchvision dataset sample ``(image, target)``, or a ``DataLoader``'s batch of them as its
+                default collate gives it, ``[images, targets]``, of which the images are taken; or a list of
                 these, whose batches are joined in order.
 
         Returns:
@@ -100,12 +101,12 @@ class ModelInput:
         Raises:
             InputError: an input that cannot be turned into the model's, saying why.
         """
+        if isinstance(image, tuple) and len(image) == 2 or isinstance(image, list) and _images_and_targets(image):
+            image = image[0]
         if isinstance(image, list):  # as an image processor takes them (a file's images, of any sizes)
             if not image:
                 raise InputError("an empty list holds no image to turn into model input")
             return torch.cat([self(one) for one in image])
-        if isinstance(image, tuple) and len(image) == 2:
-            image = image[0]
         if _is_pil(image):
             return self._from_pil(image)
         if isinstance(image, np.ndarray):
@@ -298,6 +299,16 @@ def tracing() -> bool:
 
 def _is_pil(image: Any) -> bool:
     return type(image).__module__.startswith("PIL.")
+
+
+def _images_and_targets(items: list[Any]) -> bool:
+    """Whether ``items`` is a ``DataLoader``'s batch of ``(image, target)`` samples, ``[images, targets]`` (its
+    default collate makes a list of a tuple), not a list of two images: its second item is no image, nor a list of
+    them, but labels ``(N,)`` or one label."""
+    if len(items) != 2:
+        return False
+    second = items[1]
+    return not (_is_pil(second) or isinstance(second, list) or getattr(second, "ndim", 0) >= 2)
 
 
 def _filter(name: str):
