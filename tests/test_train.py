@@ -210,6 +210,27 @@ def test_a_stop_signal_the_process_ignores_stays_ignored_and_the_run_goes_on(dat
         signal.signal(signum, before)
 
 
+def test_a_run_interrupted_in_python_says_where_it_stopped_and_what_holds_it(data_plugin, tmp_path, monkeypatch):
+    """train() stopped by Ctrl-C in a notebook's cell ended it with 'Interrupted: SIGINT', where the command line says
+    the step reached and the checkpoint holding it."""
+    batch, steps = ImageDataset.batch, []
+
+    def signalled(self, index, *args, **kwargs):
+        if not isinstance(index, slice):  # a step's batch, not the data check's
+            steps.append(index)
+            if len(steps) == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+        return batch(self, index, *args, **kwargs)
+
+    monkeypatch.setattr(ImageDataset, "batch", signalled)
+    out = tmp_path / "run"
+    with pytest.raises(Interrupted) as stopped:
+        train(card(), out)
+    assert stopped.value.step == checkpoint_step(out)
+    assert str(stopped.value) == (f"stopped by SIGINT at step {checkpoint_step(out)}; the checkpoint {out / CHECKPOINT}"
+                                  f" holds it; train again with resume=True to continue")
+
+
 def test_resume_after_an_interruption_matches_an_uninterrupted_run(data_plugin, tmp_path):
     uninterrupted = train(card(), tmp_path / "whole", max_steps=10).model.state_dict()
 

@@ -40,6 +40,19 @@ class Interrupted(KeyboardInterrupt):
         self.checkpoints = [checkpoint] if checkpoint is not None else []
         self.reports = True
 
+    def __str__(self) -> str:
+        """What stopped the run and, where the loop wrote one, the checkpoint holding it: the line a notebook shows
+        under a cell whose ``train`` was interrupted (``Interrupted: SIGINT`` said neither)."""
+        from vaezoo.errors import printable
+
+        said = f"stopped by {signal.Signals(self.signal).name}"
+        if self.step is None:
+            return said
+        several = len(self.checkpoints) > 1
+        return printable(f"{said} at step {self.step}; the checkpoint{'s' * several} "
+                         f"{', '.join(map(str, self.checkpoints))} hold{'' if several else 's'} it; train again with "
+                         f"resume=True to continue")
+
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 """The signals that stop a run (Windows has no SIGHUP)."""
