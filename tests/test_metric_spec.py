@@ -80,8 +80,24 @@ def test_a_metric_called_alone_refuses_a_batch_size_or_device_it_cannot_use(argu
     (MODEL, None, "got NoneType as the dataset"), (MODEL, torch.zeros(2, 1, 4, 4), "got Tensor as the dataset")])
 def test_a_metric_called_alone_on_no_model_or_no_dataset_says_what_it_takes(model, dataset, said):
     """metric('elbo')(None, ds), its arguments swapped, or a tensor as the dataset, met AttributeError inside."""
-    with pytest.raises(TypeError, match=f"^a metric measures .*, {said}$"):
+    with pytest.raises(TypeError, match=f"^a metric measures .*, {said}(;|$)"):
         metric("elbo")(model, dataset)
+
+
+def test_a_torch_dataset_of_ones_own_is_refused_saying_how_to_give_its_images_as_an_image_dataset():
+    """A torch Dataset of your own or a Subset of a vaezoo dataset (random_split's) was refused naming
+    its type alone, without saying how to measure one's own images."""
+    pixels = torch.rand(6, 1, 4, 4)
+    theirs = torch.utils.data.TensorDataset(pixels, torch.zeros(6))
+    said = (r"^a metric measures a model on a vaezoo\.data\.ImageDataset, got TensorDataset as the dataset; give the "
+            r"card's \(vaezoo\.assemble\.card_dataset\(model\.card\)\), or your images as one: "
+            r"ImageDataset\(images\), images a uint8 tensor \(N, C, H, W\) or one of floats in \[0, 1\] with "
+            r"scale=1\.0, and labels= or factors= where the metric reads them$")
+    with pytest.raises(TypeError, match=said):
+        metric("mutual_info_score")(MODEL, theirs)
+    with pytest.raises(TypeError, match=said.replace("TensorDataset", "Subset")):
+        Evaluation(MODEL, torch.utils.data.Subset(images(), [0, 1]))  # as evaluate(..., dataset=) builds one
+    assert Evaluation(MODEL, ImageDataset(pixels, scale=1.0)).dataset.batch(0).equal(pixels[0])  # as it says
 
 
 def test_a_metric_is_named_by_a_string_and_its_seed_and_bins_are_checked_before_anything_runs():

@@ -157,8 +157,10 @@ class Evaluation:
             raise TypeError(f"a metric measures a vaezoo model (vaezoo.load gives one) on an ImageDataset, got "
                             f"{type(model).__name__} as the model")
         if not isinstance(dataset, ImageDataset):
-            raise TypeError(f"a metric measures a model on an ImageDataset (vaezoo.assemble.card_dataset gives a "
-                            f"card's), got {type(dataset).__name__} as the dataset")
+            raise TypeError(f"a metric measures a model on a vaezoo.data.ImageDataset, got {type(dataset).__name__} "
+                            f"as the dataset; give the card's (vaezoo.assemble.card_dataset(model.card)), or your "
+                            f"images as one: ImageDataset(images), images a uint8 tensor (N, C, H, W) or one of floats "
+                            f"in [0, 1] with scale=1.0, and labels= or factors= where the metric reads them")
         if not len(dataset):  # numpy's "high <= 0" or torch.cat's "expected a non-empty list" inside each metric
             raise MetricError("the dataset holds no image, so there is nothing to measure")
         _require_geometry(model, dataset)
