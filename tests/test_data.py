@@ -381,6 +381,17 @@ def test_datasets_are_equal_and_hashed_by_identity_as_torchs_are():
         assert a == a and a != b and [b, a].index(a) == 1 and {a: 1, b: 2}[a] == 1
 
 
+def test_a_dataset_is_shown_in_one_line_saying_what_it_holds():
+    """print(dataset) showed every field's tensor: 54 lines of MNIST's pixels, 263 of 100 dSprites."""
+    from vaezoo.data import ImageDataset
+
+    images = torch.zeros(1200, 1, 4, 4, dtype=torch.uint8)
+    assert repr(ImageDataset(images, labels=torch.zeros(1200), binarize=True)) == \
+        "ImageDataset(1,200 images (1, 4, 4), labels, binarize=True)"
+    assert repr(dsprites(split="test", subset=3)) == \
+        "DSprites(3 images (1, 64, 64), factors ('shape', 'scale', 'orientation', 'posX', 'posY'))"  # unpacked
+
+
 @pytest.mark.parametrize("index", [slice(0, 2), 0, [0, 1]])
 def test_a_batch_is_a_copy_in_the_standard_layout_whatever_the_stored_images(index):
     from vaezoo.data import ImageDataset

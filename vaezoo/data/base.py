@@ -33,7 +33,7 @@ side: ``vaezoo.metrics.codes.CPU_SLICE``); a metric that draws samples batch by 
 ``importance_log_likelihood``) draws the same ones in both, and other ones at another batch size."""
 
 
-@dataclass(eq=False)  # equal and hashed by identity, as torch's datasets: a field-wise == of tensors raised
+@dataclass(eq=False, repr=False)  # equal and hashed by identity, as torch's datasets (a field-wise == raised)
 class ImageDataset(TorchDataset[tuple[Tensor, Tensor]]):
     """Images kept compactly in memory, converted to float batches on demand; a map-style torch ``Dataset`` of
     ``(image, label)`` (:meth:`__getitem__`), which ``torch.utils.data.DataLoader`` batches.
@@ -109,6 +109,15 @@ class ImageDataset(TorchDataset[tuple[Tensor, Tensor]]):
 
     def __len__(self) -> int:
         return self.images.shape[0]
+
+    def __repr__(self) -> str:
+        """The split in one line, as torchvision's datasets sum themselves up: its images as :meth:`batch` gives
+        them and what it holds beside them, not every field's tensor (tens of lines of pixels)."""
+        shape = tuple(self.batch(slice(0, 1)).shape[1:])
+        held = ["labels"] if self.labels is not None else []
+        held += [f"factors {self.factor_names or tuple(self.factors.shape)}"] if self.factors is not None else []
+        held += ["binarize=True"] if self.binarize else []
+        return f"{type(self).__name__}({len(self):,} images {shape}{''.join(', ' + item for item in held)})"
 
     def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
         """One sample as a map-style ``torch.utils.data.Dataset`` gives it, so that ``DataLoader(dataset)`` and

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 
-@dataclass(eq=False)  # as ImageDataset
+@dataclass(eq=False, repr=False)  # as ImageDataset
 class DSprites(ImageDataset):
     """dSprites images, bit-packed in memory.
 
