@@ -123,7 +123,9 @@ class ImageDataset(TorchDataset[tuple[Tensor, Tensor]]):
         """One sample as a map-style ``torch.utils.data.Dataset`` gives it, so that ``DataLoader(dataset)`` and
         torchvision's tools take the split: ``(image, label)``, the float32 image ``(C, H, W)`` in [0, 1] (as
         :meth:`batch` gives it) and its label, or ``-1`` where the split has none (its factors are
-        :attr:`factors`)."""
+        :attr:`factors`); both are copies of their own. A split that draws its pixels in training (:attr:`binarize`,
+        vae-mnist's) gives its grey levels: ``dataset.draw_pixels(images)`` of a batch draws them as ``vaezoo train``
+        does."""
         number = whole_number(index)  # an int, a numpy integer, a 0-d integer tensor; not a bool (operator.index's 1)
         if number is None:
             raise TypeError(f"a dataset's item is one image, at an int index, not {type(index).__name__}; take "
