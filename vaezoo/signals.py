@@ -42,7 +42,7 @@ class Interrupted(KeyboardInterrupt):
 
     def __str__(self) -> str:
         """What stopped the run and, where the loop wrote one, the checkpoint holding it: the line a notebook shows
-        under a cell whose ``train`` was interrupted (``Interrupted: SIGINT`` said neither)."""
+        under a cell whose ``train`` a stop signal ended."""
         from vaezoo.errors import printable
 
         said = f"stopped by {signal.Signals(self.signal).name}"
