@@ -230,7 +230,7 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]], title:
     cells = [[value if isinstance(value, Text) else text(value) for value in row] for row in rows]
     heading = None if title is None else text(title)
     stdout = _data_stdout()
-    # in a Jupyter notebook too the table is plain text on stdout: rich added an empty display and colour codes
+    # in a Jupyter notebook too the table is text on stdout: rich would put an empty display of its own before it
     console = functools.partial(Console, file=stdout, force_jupyter=False)
     out = console()
     if not (out.is_terminal and stdout.isatty()):  # FORCE_COLOR makes rich take a pipe for one: colours alone
