@@ -167,13 +167,18 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``vaezoo`` console script: one-line errors, non-zero exit, no traceback.
 
-    Returns the command's exit code, argparse's too (0 for ``--help``, 2 for a usage error): it raises no
-    ``SystemExit``, so that a notebook's cell or a script calling ``main(["list"])`` goes on with the code.
-
     A reader that stops early (``vaezoo list | head -1``) ends the command quietly with exit code 0: the
     reader has what it asked for (whether Python notices the closed pipe depends on buffer sizes, so
     any other code would vary from run to run). Status lines on stderr go quiet once nobody reads them
     (:class:`vaezoo.terminal.StatusStream`): a run goes on when its terminal or log pipe closes.
+
+    Args:
+        argv: the words after ``vaezoo``, e.g. ``["list", "--json"]``; None reads ``sys.argv[1:]``, the process's
+            own command line, which in a Jupyter kernel is the kernel's (``-f KERNEL.json``): give the words there.
+
+    Returns:
+        The command's exit code, argparse's too (0 for ``--help``, 2 for a usage error): it raises no
+        ``SystemExit``, so that a notebook's cell or a script calling ``main(["list"])`` goes on with the code.
     """
     if "_ARGCOMPLETE" in os.environ and "COMP_LINE" in os.environ:  # the shell asks for completions (vaezoo completion)
         _complete()
