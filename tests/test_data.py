@@ -359,6 +359,23 @@ def test_a_split_is_a_map_style_dataset_that_a_dataloader_batches_as_batch_does(
         labelled[2:4]
 
 
+def test_a_split_goes_through_dataloader_workers_and_pickles_as_a_spawned_worker_takes_it():
+    """What a torch user's pipeline does with a split: DataLoader workers started the default way (fork on Linux)
+    and the pickle a spawned or forkserver worker is given; each gives the batches the loader gives without them."""
+    import copy
+    import pickle
+
+    from vaezoo.data.synthetic import synthetic
+
+    for split in (synthetic("train", size=12), dsprites(split="test", subset=12)):
+        alone = list(torch.utils.data.DataLoader(split, batch_size=5))
+        workers = list(torch.utils.data.DataLoader(split, batch_size=5, num_workers=2))
+        for other in (workers, list(torch.utils.data.DataLoader(pickle.loads(pickle.dumps(split)), batch_size=5)),
+                      list(torch.utils.data.DataLoader(copy.deepcopy(split), batch_size=5))):
+            assert [len(x) for x, _ in other] == [5, 5, 2]
+            assert all(torch.equal(x, y) and torch.equal(a, b) for (x, a), (y, b) in zip(alone, other))
+
+
 def test_an_items_label_is_a_copy_as_its_image_is():
     """dataset[i]'s label was a view of the dataset's labels: label += 1 on it changed the dataset."""
     from vaezoo.data import ImageDataset
