@@ -133,15 +133,18 @@ def test_symlink_loop_as_weights_file_fails_only_its_card(cards_dir, tmp_path, c
     assert "tiny-blobs: ok" in out and "looped: FAILED" in out and "Traceback" not in err
 
 
-def test_a_load_reads_and_hashes_its_weights_once(cards_dir, tmp_path, monkeypatch):
-    """The bytes are verified where they enter, once: a load opens the weights file once and takes one sha256."""
+@pytest.mark.parametrize("named", [True, False], ids=["by-name", "by-path"])
+def test_a_load_reads_its_card_once_and_reads_and_hashes_its_weights_once(cards_dir, tmp_path, monkeypatch, named):
+    """The bytes are verified where they enter, once: a load opens the card file once, the weights file once, and
+    takes one sha256."""
     good, _, state = _entry(cards_dir, tmp_path)
+    card = cards_dir / "tiny.toml"
     digests, opened = [], []
 
     def counting(opener):
         def opens(path, *args, **kwargs):
-            if isinstance(path, (str, os.PathLike)) and os.fspath(path) == os.fspath(good):
-                opened.append(opener)
+            if isinstance(path, (str, os.PathLike)) and os.fspath(path) in (os.fspath(good), os.fspath(card)):
+                opened.append(os.path.basename(path))
             return opener(path, *args, **kwargs)
         return opens
 
@@ -152,6 +155,6 @@ def test_a_load_reads_and_hashes_its_weights_once(cards_dir, tmp_path, monkeypat
     monkeypatch.setattr(checksums, "hashlib", types.SimpleNamespace(sha256=counting_sha256))
     monkeypatch.setattr(os, "open", counting(os.open))
     monkeypatch.setattr(builtins, "open", counting(builtins.open))
-    model = vaezoo.load("tiny-blobs")
+    model = vaezoo.load("tiny-blobs" if named else card)
     assert _same(model, state)
-    assert (len(opened), len(digests)) == (1, 1)
+    assert (sorted(opened), len(digests)) == (["tiny.safetensors", "tiny.toml"], 1)
