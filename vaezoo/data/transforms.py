@@ -304,11 +304,28 @@ def _is_pil(image: Any) -> bool:
 def _images_and_targets(items: list[Any]) -> bool:
     """Whether ``items`` is a ``DataLoader``'s batch of ``(image, target)`` samples, ``[images, targets]`` (its
     default collate makes a list of a tuple), not a list of two images: its second item is no image, nor a list of
-    them, but labels ``(N,)`` or one label."""
-    if len(items) != 2:
+    them, but labels ``(N,)``, one label, or targets of a type no image has (int64 attributes ``(N, K)``).
+
+    Raises:
+        InputError: the second item could be either, rows of floats, bools or uint8 as many as the first item's
+            images (a split's factors ``(N, K)`` or a grey image ``(H, W)``): taken as one, it would be the other.
+    """
+    if len(items) != 2 or _is_pil(items[1]) or isinstance(items[1], list):
         return False
-    second = items[1]
-    return not (_is_pil(second) or isinstance(second, list) or getattr(second, "ndim", 0) >= 2)
+    images, second = items
+    if getattr(second, "ndim", 0) < 2 or not _pixel_type(second):
+        return True
+    if second.ndim == 2 and getattr(images, "ndim", 0) == 4 and len(images) == len(second):
+        raise InputError(f"a list of {len(images)} images and a {_pixel_type(second)} {tuple(second.shape)} tensor "
+                         f"could be a DataLoader's [images, targets] or two images; give the images alone "
+                         f"(model.preprocess(batch[0])), or a grey image as (1, H, W)")
+    return False
+
+
+def _pixel_type(x: Any) -> str:
+    """The dtype of ``x`` where an image can have it (uint8, bool, floats), else an empty string."""
+    name = str(getattr(x, "dtype", "")).removeprefix("torch.")
+    return name if name in ("uint8", "bool") or name.startswith(("float", "bfloat")) else ""
 
 
 def _filter(name: str):
