@@ -629,13 +629,10 @@ def files_under(directory: Path) -> list[str]:
 # --- the command line -------------------------------------------------------------------------------------------
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    """Run ``vaezoo ARGV`` in this process: ``(exit code, stdout, stderr)``; argparse exits become codes."""
+    """Run ``vaezoo ARGV`` in this process: ``(exit code, stdout, stderr)``; main returns argparse's code too."""
     from vaezoo.cli import main
 
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+    code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 

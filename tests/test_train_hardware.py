@@ -184,10 +184,7 @@ def test_a_single_run_and_an_ensemble_do_not_share_a_folder(data_plugin, tmp_pat
 ])
 def test_bad_seeds_are_a_one_line_error(data_plugin, tmp_path, capsys, options, message):
     path = write_toml(tmp_path / "toy.toml", make_card("toy"))
-    try:
-        code = main(["train", str(path), "--out", str(tmp_path / "out"), *options])
-    except SystemExit as exit:  # argparse refuses what it cannot read
-        code = exit.code
+    code = main(["train", str(path), "--out", str(tmp_path / "out"), *options])
     err = capsys.readouterr().err
     assert code != 0 and "Traceback" not in err and message in err and not (tmp_path / "out").exists()
 

@@ -218,7 +218,7 @@ def argvs(draw):
 @FUZZ
 @given(argv=argvs())
 def test_random_command_lines(home, capsys, argv):
-    """In-process ``vaezoo ARGV``: any exception but argparse's SystemExit escapes ``cli`` and fails the test."""
+    """In-process ``vaezoo ARGV``: any exception, argparse's SystemExit too, escapes ``cli`` and fails the test."""
     code, _, stderr = cli(capsys, *argv)
     event(f"exit {code}")
     assert "Traceback" not in stderr
