@@ -100,6 +100,15 @@ def test_a_torch_dataset_of_ones_own_is_refused_saying_how_to_give_its_images_as
     assert Evaluation(MODEL, ImageDataset(pixels, scale=1.0)).dataset.batch(0).equal(pixels[0])  # as it says
 
 
+def test_the_losses_given_a_torch_dataset_say_how_to_give_its_images_as_the_metrics_do():
+    """losses(model, Subset, ...) met AttributeError: 'Subset' object has no attribute 'batches'."""
+    from vaezoo.evaluation.measure import losses
+
+    with pytest.raises(TypeError, match=r"^the losses are measured on a vaezoo\.data\.ImageDataset, got Subset as the "
+                                        r"dataset; give the card's .*ImageDataset\(images\)"):
+        losses(MODEL, torch.utils.data.Subset(images(), [0, 1]), step=None, batch_size=2)
+
+
 def test_a_metric_is_named_by_a_string_and_its_seed_and_bins_are_checked_before_anything_runs():
     """metric(None) was 'NoneType object is not iterable'; seed=-1 ran, seed=2**70 overflowed inside numpy, and
     bins=1 gave a MIG of 0, which --write would record."""

@@ -13,7 +13,7 @@ from vaezoo.entries.schema import Card
 from vaezoo.errors import MetricError, UnknownNameError, VaezooError
 from vaezoo.latents import Posterior
 from vaezoo.metrics.codes import EncodingBuilder, inference
-from vaezoo.metrics.evaluation import CountedImages, Evaluation
+from vaezoo.metrics.evaluation import CountedImages, Evaluation, require_image_dataset
 from vaezoo.metrics.requirements import unmet
 from vaezoo.model import VAE
 from vaezoo.plugins import registry
@@ -46,7 +46,10 @@ def losses(model: VAE, dataset: ImageDataset | CountedImages, step: int | None, 
 
     Raises:
         PluginError: the latent family gave a code or a KL that is not finite (:meth:`VAE.check_output`).
+        TypeError: ``dataset`` is a torch ``Dataset`` of another kind, saying how to make an ImageDataset of it.
     """
+    if not isinstance(dataset, CountedImages):
+        require_image_dataset(dataset, "the losses are measured")
     totals: dict[str, float] = defaultdict(float)
     start = 0
     with inference(model):

@@ -31,6 +31,24 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+def require_image_dataset(dataset: object, measured: str) -> None:
+    """Refuse a ``dataset`` that is no :class:`~vaezoo.data.ImageDataset` (a torch ``Dataset`` of one's own, a
+    ``Subset``), saying how to give its images as one.
+
+    Args:
+        dataset: what was given as the images.
+        measured: what is measured on it, the line's start (``"a metric measures a model"``).
+
+    Raises:
+        TypeError: ``dataset`` is no ImageDataset.
+    """
+    if not isinstance(dataset, ImageDataset):
+        raise TypeError(f"{measured} on a vaezoo.data.ImageDataset, got {type(dataset).__name__} as the dataset; give "
+                        f"the card's (vaezoo.assemble.card_dataset(model.card)), or your images as one: "
+                        f"ImageDataset(images), images a uint8 tensor (N, C, H, W) or one of floats in [0, 1] with "
+                        f"scale=1.0, and labels= or factors= where the metric reads them")
+
+
 class CountedImages:
     """The images of a dataset, each read counted on a progress display when there is one.
 
@@ -156,11 +174,7 @@ class Evaluation:
         if not (isinstance(model, torch.nn.Module) and callable(getattr(model, "encode", None))):
             raise TypeError(f"a metric measures a vaezoo model (vaezoo.load gives one) on an ImageDataset, got "
                             f"{type(model).__name__} as the model")
-        if not isinstance(dataset, ImageDataset):
-            raise TypeError(f"a metric measures a model on a vaezoo.data.ImageDataset, got {type(dataset).__name__} "
-                            f"as the dataset; give the card's (vaezoo.assemble.card_dataset(model.card)), or your "
-                            f"images as one: ImageDataset(images), images a uint8 tensor (N, C, H, W) or one of floats "
-                            f"in [0, 1] with scale=1.0, and labels= or factors= where the metric reads them")
+        require_image_dataset(dataset, "a metric measures a model")
         if not len(dataset):  # numpy's "high <= 0" or torch.cat's "expected a non-empty list" inside each metric
             raise MetricError("the dataset holds no image, so there is nothing to measure")
         _require_geometry(model, dataset)
