@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import tomllib
+from xml.etree import ElementTree
 
 import pytest
 from kit import REPO, child_env, install_package
@@ -83,35 +84,58 @@ def test_the_package_installs_passes_its_own_tests_and_is_discovered(tmp_path, c
 
 
 # what each kind registers, under the plugin's name with underscores (an architecture keeps the hyphens)
-REGISTERS = {"architecture": ("architecture", "demo-part"), "latent": ("latent family", "demo_part"),
-             "regularizer": ("regularizer", "demo_part"), "metric": ("metric", "demo_part"),
-             "dataset": ("dataset", "demo_part"), "net": ("net", "demo_part_encoder"),
-             "likelihood": ("likelihood", "demo_part")}
+REGISTERS = {"architecture": ("architecture", "demo-architecture"), "latent": ("latent family", "demo_latent"),
+             "regularizer": ("regularizer", "demo_regularizer"), "metric": ("metric", "demo_metric"),
+             "dataset": ("dataset", "demo_dataset"), "net": ("net", "demo_net_encoder"),
+             "likelihood": ("likelihood", "demo_likelihood")}
+
+
+@pytest.fixture(scope="module")
+def every_kind_tested(tmp_path_factory):
+    """A package of each kind, ``demo-KIND``, written by new-plugin and installed into one site, then ONE pytest run
+    over every package's tests (a Python and a pytest of their own per kind cost more than the tests) and one
+    ``vaezoo plugins --parts``: ``(sources, {kind: [(test, outcome, message)]}, the run's output, the parts)``."""
+    src, site, home = (tmp_path_factory.mktemp(name) for name in ("src", "site", "home"))
+    roots = {}
+    for kind in sorted(KINDS):
+        assert main(["new-plugin", f"demo-{kind}", "--kind", kind, "--dir", str(src)]) == 0
+        roots[kind] = src / f"vaezoo-demo-{kind}"
+        install_package(site, roots[kind] / f"vaezoo_demo_{kind}", f"demo-{kind}")
+    report = src / "kinds.xml"
+    # -P: import the installed copies, not the source trees in the working directory
+    # a kind whose tests do not even import fails its own test only: the others' still run
+    result = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "--continue-on-collection-errors", f"--junitxml={report}",
+                             *[str(root / "tests") for root in roots.values()]],
+                            cwd=src, env=child_env(home, site=site), capture_output=True, text=True, timeout=900)
+    assert report.exists(), result.stdout + result.stderr
+    outcomes = {kind: [] for kind in roots}
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        test = f"{case.get('classname')}.{case.get('name')}"  # a collection error's is its file
+        kind = next(kind for kind in roots if f"test_vaezoo_demo_{kind}" in test)
+        outcome = next(((part.tag, part.get("message", "")) for part in case if part.tag in ("failure", "error",
+                                                                                            "skipped")), ("passed", ""))
+        outcomes[kind].append((test, *outcome))
+    listed = subprocess.run([sys.executable, "-m", "vaezoo", "plugins", "--parts", "--json"], capture_output=True,
+                            text=True, env=child_env(home, site=site), timeout=300)
+    return roots, outcomes, result.stdout + result.stderr, json.loads(listed.stdout)
 
 
 @pytest.mark.slow  # the architecture's package is also tested, installed by pip, above
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_each_kind_of_package_passes_its_own_tests_which_run_the_kit(tmp_path, capsys, kind):
+def test_each_kind_of_package_passes_its_own_tests_which_run_the_kit(every_kind_tested, kind):
     assert sorted(KINDS) == sorted(REGISTERS)
-    assert main(["new-plugin", "demo-part", "--kind", kind, "--dir", str(tmp_path / "src")]) == 0
-    root = tmp_path / "src" / "vaezoo-demo-part"
-    card = parse_card(root / "vaezoo_demo_part" / "cards" / next(root.glob("*/cards/*.toml")).name)
+    roots, outcomes, output, parts = every_kind_tested
+    root = roots[kind]
+    card = parse_card(root / f"vaezoo_demo_{kind}" / "cards" / next(root.glob("*/cards/*.toml")).name)
     assert card.input is not None and "32x32" in card.input.transform
-    tests = (root / "tests" / "test_vaezoo_demo_part.py").read_text()
+    tests = (root / "tests" / f"test_vaezoo_demo_{kind}.py").read_text()
     assert "testing.check_training(" in tests  # its tests run vaezoo train in miniature
-    site = tmp_path / "site"
-    install_package(site, root / "vaezoo_demo_part", "demo-part")
-    # -P: import the installed copy, not the source tree in the working directory
-    result = subprocess.run([sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-                            cwd=root, env=child_env(tmp_path / "home", site=site), capture_output=True, text=True,
-                            timeout=900)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert " passed" in result.stdout and "skipped" not in result.stdout
+    assert outcomes[kind], output  # its tests ran
+    assert all(outcome == "passed" for _, outcome, _ in outcomes[kind]), (outcomes[kind], output)
 
-    listed = subprocess.run([sys.executable, "-m", "vaezoo", "plugins", "--parts", "--json"], capture_output=True,
-                            text=True, env=child_env(tmp_path / "home", site=site), timeout=300)
     kind_words, name = REGISTERS[kind]
-    assert {"kind": kind_words, "name": name, "plugin": "demo-part"} in json.loads(listed.stdout)
+    assert {"kind": kind_words, "name": name, "plugin": f"demo-{kind}"} in parts
 
 
 @pytest.mark.slow
