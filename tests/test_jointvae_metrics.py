@@ -151,9 +151,11 @@ def test_shape_accuracy_needs_a_shape_factor_and_a_categorical(mnist_root):
     from vaezoo_jointvae.metrics import shape_accuracy
 
     digits = load_dataset("mnist", mnist_root, "test", image_size=64)  # the model's size: only the factors are missing
-    with pytest.raises(VaezooError, match="shape_accuracy needs a dataset with a 'shape' factor .* has no factors"):
+    with pytest.raises(VaezooError, match=r"^metric 'shape_accuracy' needs a dataset with a 'shape' factor .*; its "
+                                          r"dataset has none"):
         shape_accuracy(_small_jointvae(), digits)
-    with pytest.raises(VaezooError, match="shape_accuracy needs a model with a categorical latent part"):
+    with pytest.raises(VaezooError, match=r"^metric 'shape_accuracy' needs a latent part with a categorical prior "
+                                          r".*; the latent gaussian\(2\) has none"):
         shape_accuracy(build_part("architecture", {"type": "jointvae", "image_size": 64, "channels": 1,
                                                    "continuous": 2, "discrete": []}),
                        load_dataset("dsprites", subset=10))

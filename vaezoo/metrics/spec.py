@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 from vaezoo.context import check_arguments
-from vaezoo.data import EVAL_BATCH_SIZE, ImageDataset
+from vaezoo.data import EVAL_BATCH_SIZE, DataInfo, ImageDataset
 from vaezoo.errors import MetricError
 from vaezoo.metrics.evaluation import Evaluation
-from vaezoo.metrics.requirements import Requirement
+from vaezoo.metrics.requirements import Requirement, unmet
 from vaezoo.store.locks import GENERATORS
 
 MAX_COUNT = 10_000_000
@@ -132,8 +132,20 @@ class MetricSpec:
         """The metric of ``model`` on ``dataset``, alone (on an :class:`Evaluation` of its own), run on ``device``
         (``"auto"`` too: :func:`vaezoo.devices.usable_device`). ``batch_size`` is ``vaezoo eval``'s by default: a
         metric that draws samples batch by batch (``elbo``, ``importance_log_likelihood``) draws other samples, and
-        gives another estimate, at another batch size."""
-        return self.measure(Evaluation(model, dataset, device, batch_size), **settings)
+        gives another estimate, at another batch size.
+
+        Raises:
+            MetricError: what the metric needs (:attr:`needs`) that a vaezoo ``model`` or ``dataset`` lacks, named
+                as ``vaezoo eval`` names it, before any image is read; or as :meth:`measure`.
+        """
+        from vaezoo.model import VAE
+
+        evaluation = Evaluation(model, dataset, device, batch_size)
+        # the needs are asked of a vaezoo model's latent family, likelihood and code size: a model of one's own with
+        # an encode() alone has none to ask, and is measured unchecked
+        if isinstance(model, VAE) and (reasons := unmet(self.needs, model, _facts(evaluation.dataset))):
+            raise MetricError(f"metric '{self.function.__name__}' " + ". ".join(reasons))
+        return self.measure(evaluation, **settings)
 
     @classmethod
     def of(cls, metric: MetricSpec | Callable[..., float]) -> MetricSpec:
@@ -166,6 +178,15 @@ def metric_spec(*, higher_is_better: bool = True, needs: Sequence[Requirement] =
                           dict(quick or {}), rounding, not_finite)
 
     return make
+
+
+def _facts(dataset: ImageDataset) -> DataInfo:
+    """What the needs of a metric are checked against, of a dataset in hand: its factors by their names, or by their
+    column numbers where it names none (a card's split always names them)."""
+    columns = 0 if dataset.factors is None else dataset.factors.shape[-1]  # 1-d too: the metric refuses the shape
+    return DataInfo(size=len(dataset), image_size=dataset.images.shape[-1], channels=dataset.images.shape[1],
+                    factor_names=dataset.factor_names or tuple(map(str, range(columns))),
+                    nominal_factors=dataset.nominal_factors)
 
 
 def _truth_values(value: Any) -> bool:
