@@ -427,3 +427,19 @@ def test_a_plugins_card_section_is_validated_kept_and_written_back_at_the_top_le
     with pytest.warns(CardWarning, match=r"toy-bad-lab.toml skipped: .*gpus"):
         assert "toy-lab" in discover() and "toy-bad-lab" not in discover()
     assert path.exists()
+
+
+def test_a_cards_repr_is_readable_and_makes_the_card_again():
+    """A notebook showed pydantic's repr of a card: one line of every field, each metric's unset note=None,
+    parameters=None, data=None ... too (about 3,400 characters for jointvae-mnist)."""
+    from vaezoo.entries import schema
+
+    metric = {"value": 0.5, "command": "vaezoo eval toy", "vaezoo_version": "0.1.0", "note": "a \x1b[2J note"}
+    card = Card.model_validate(make_card("toy", metrics={"mig_chen": metric}, latent=[{"family": "gaussian", "size": 3, "name": "z"}]))
+    shown = repr(card)
+    lines = shown.splitlines()
+    assert lines[0] == "Card(" and lines[1] == "    name='toyvae-bars'," and lines[-1] == ")"
+    assert "None" not in shown and "'a \\x1b[2J note'" in shown and "\x1b" not in shown  # escaped, as Python's repr
+    assert "    metrics={\n        'mig_chen': Metric(\n            value=0.5,\n" in shown  # nested, indented
+    assert eval(shown, vars(schema) | {"LatentPart": LatentPart}) == card  # noqa: S307 - the repr, in its namespace
+    assert card.model_dump()["metrics"]["mig_chen"]["data"] is None  # the card's data keeps every field

@@ -32,7 +32,8 @@ SEED_LIMIT = 2**63
 step, epoch) to the recipe's seed."""
 MAX_IMAGE_SIZE = 1024
 """The largest ``image_size`` a card's dataset options may ask for."""
-
+REPR_WIDTH = 100
+"""The width a card's repr wraps at, about a notebook cell's."""
 
 
 def _seed(value: Any, where: str = "") -> int:
@@ -64,6 +65,14 @@ names and PEP 440 versions are; anything else would print as other text)."""
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """The fields that differ from their defaults, as the model would be made again: what the card says, not
+        every unset ``note=None`` of every metric."""
+        for name, value in super().__repr_args__():
+            field = type(self).model_fields.get(name)
+            if field is None or field.is_required() or value != field.get_default(call_default_factory=True):
+                yield name, value
 
 
 class Weights(_Frozen):
@@ -392,6 +401,13 @@ def _legacy_layout(text: str) -> list[dict[str, Any]] | None:
 
 class Card(_Frozen):
     """A zoo card. ``model`` holds the architecture builder's keyword arguments."""
+
+    def __repr__(self) -> str:
+        """The card as a notebook or a REPL shows it: a ``Card(...)`` that would make it again, one field a line and
+        nested ones indented where they do not fit in :data:`REPR_WIDTH`, the fields at their defaults left out."""
+        from rich.pretty import pretty_repr
+
+        return pretty_repr(self, max_width=REPR_WIDTH)
 
     name: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME)
     architecture: str
