@@ -435,7 +435,8 @@ def test_a_cards_repr_is_readable_and_makes_the_card_again():
     from vaezoo.entries import schema
 
     metric = {"value": 0.5, "command": "vaezoo eval toy", "vaezoo_version": "0.1.0", "note": "a \x1b[2J note"}
-    card = Card.model_validate(make_card("toy", metrics={"mig_chen": metric}, latent=[{"family": "gaussian", "size": 3, "name": "z"}]))
+    latent = [{"family": "gaussian", "size": 3, "name": "z"}]
+    card = Card.model_validate(make_card("toy", metrics={"mig_chen": metric}, latent=latent))
     shown = repr(card)
     lines = shown.splitlines()
     assert lines[0] == "Card(" and lines[1] == "    name='toyvae-bars'," and lines[-1] == ")"
