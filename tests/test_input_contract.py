@@ -336,15 +336,18 @@ def test_a_dataloaders_batch_as_it_comes_is_its_images_and_a_list_of_two_images_
 def test_a_dataloaders_batch_of_targets_in_rows_is_never_taken_for_an_image(model):
     """A batch whose targets are rows, [images (N, C, H, W), targets (N, K)], was read as a list of two images: float
     factors (a dSprites-like split's) became one more grey image of N x K pixels, N + 1 images and no error. Integer
-    targets, which no image is, are targets; rows an image could be are refused, naming both readings."""
+    targets, which no image is, are targets; rows an image could be are refused, naming both readings (a batch of one
+    mask too, which was one more grey image)."""
     raw = digits(4).unsqueeze(1)
     attributes = torch.randint(0, 2, (4, 40))  # CelebA's, int64
     batch = next(iter(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(raw, attributes), batch_size=4)))
     assert torch.equal(model.preprocess(batch), model.preprocess(raw))
-    for factors in (torch.rand(4, 6), np.random.default_rng(0).random((4, 6))):
-        with pytest.raises(InputError, match=r"^a list of 4 images and a float(32|64) \(4, 6\) tensor could be a "
-                                             r"DataLoader's \[images, targets\] or two images; give the images alone"):
-            model.preprocess([raw, factors])
+    mask = torch.zeros(1, 32, 32, dtype=torch.uint8)  # a batch of one segmentation mask, or a grey image (1, H, W)
+    for images, rows in ((raw, torch.rand(4, 6)), (raw, np.random.default_rng(0).random((4, 6))), (raw[:1], mask)):
+        with pytest.raises(InputError, match=rf"^a list of {len(images)} images and a (float32|float64|uint8) "
+                                             rf"\({len(images)}, \d+(, 32)?\) tensor could be a DataLoader's "
+                                             r"\[images, targets\] or two images; give the images alone"):
+            model.preprocess([images, rows])
     grey = digits(1)[0]  # (H, W): not as many rows as the batch has images, so an image
     assert model.preprocess([raw, grey]).shape == (5, 1, 32, 32)
 

@@ -308,17 +308,18 @@ def _images_and_targets(items: list[Any]) -> bool:
 
     Raises:
         InputError: the second item could be either, rows of floats, bools or uint8 as many as the first item's
-            images (a split's factors ``(N, K)`` or a grey image ``(H, W)``): taken as one, it would be the other.
+            images (a split's factors ``(N, K)`` or a grey image ``(H, W)``, masks ``(N, H, W)`` or an image
+            ``(C, H, W)``): taken as one, it would be the other.
     """
     if len(items) != 2 or _is_pil(items[1]) or isinstance(items[1], list):
         return False
     images, second = items
     if getattr(second, "ndim", 0) < 2 or not _pixel_type(second):
         return True
-    if second.ndim == 2 and getattr(images, "ndim", 0) == 4 and len(images) == len(second):
+    if second.ndim in (2, 3) and getattr(images, "ndim", 0) == 4 and len(images) == len(second):
         raise InputError(f"a list of {len(images)} images and a {_pixel_type(second)} {tuple(second.shape)} tensor "
                          f"could be a DataLoader's [images, targets] or two images; give the images alone "
-                         f"(model.preprocess(batch[0])), or a grey image as (1, H, W)")
+                         f"(model.preprocess(batch[0])), or the image as a batch of one, (1, C, H, W)")
     return False
 
 
