@@ -344,9 +344,9 @@ def test_a_dataloaders_batch_of_targets_in_rows_is_never_taken_for_an_image(mode
     assert torch.equal(model.preprocess(batch), model.preprocess(raw))
     mask = torch.zeros(1, 32, 32, dtype=torch.uint8)  # a batch of one segmentation mask, or a grey image (1, H, W)
     for images, rows in ((raw, torch.rand(4, 6)), (raw, np.random.default_rng(0).random((4, 6))), (raw[:1], mask)):
-        with pytest.raises(InputError, match=rf"^a list of {len(images)} images and a (float32|float64|uint8) "
-                                             rf"\({len(images)}, \d+(, 32)?\) tensor could be a DataLoader's "
-                                             r"\[images, targets\] or two images; give the images alone"):
+        with pytest.raises(InputError, match=rf"^a list of images \({len(images)}, 1, 28, 28\) and a "
+                                             rf"(float32|float64|uint8) \({len(images)}, \d+(, 32)?\) tensor could be "
+                                             r"a DataLoader's \[images, targets\] or two images; give the images"):
             model.preprocess([images, rows])
     grey = digits(1)[0]  # (H, W): not as many rows as the batch has images, so an image
     assert model.preprocess([raw, grey]).shape == (5, 1, 32, 32)

@@ -317,8 +317,8 @@ def _images_and_targets(items: list[Any]) -> bool:
     if getattr(second, "ndim", 0) < 2 or not _pixel_type(second):
         return True
     if second.ndim in (2, 3) and getattr(images, "ndim", 0) == 4 and len(images) == len(second):
-        raise InputError(f"a list of {len(images)} images and a {_pixel_type(second)} {tuple(second.shape)} tensor "
-                         f"could be a DataLoader's [images, targets] or two images; give the images alone "
+        raise InputError(f"a list of images {tuple(images.shape)} and a {_pixel_type(second)} {tuple(second.shape)} "
+                         f"tensor could be a DataLoader's [images, targets] or two images; give the images alone "
                          f"(model.preprocess(batch[0])), or the image as a batch of one, (1, C, H, W)")
     return False
 
