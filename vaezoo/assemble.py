@@ -296,7 +296,7 @@ def load_dataset(name: str, root: str | os.PathLike[str] | None = None, split: s
                         f"vaezoo.data.ImageDataset; report it to its author")
     info = dataset.info(split, **options)
     said = (info.channels, info.image_size, info.image_size)
-    got = tuple(loaded.batch(slice(0, 1)).shape[1:]) if len(loaded) else said  # as a model is given them (unpacked)
+    got = loaded.image_shape if len(loaded) else said
     if got != said:  # a model built from info() would take other images: the dataset, not the model, is wrong
         raise DataError(f"dataset '{name}' of plugin '{plugin}' loads images of shape {got} where its info() says "
                         f"{said}; report it to its author")

@@ -110,14 +110,19 @@ class ImageDataset(TorchDataset[tuple[Tensor, Tensor]]):
     def __len__(self) -> int:
         return self.images.shape[0]
 
+    @property
+    def image_shape(self) -> tuple[int, ...]:
+        """One image's shape ``(C, H, W)`` as :meth:`batch` gives it (a packed dataset's unpacked), which is what a
+        model takes, not ``images``' shape."""
+        return tuple(self.batch(slice(0, 1)).shape[1:])
+
     def __repr__(self) -> str:
         """The split in one line, as torchvision's datasets sum themselves up: its images as :meth:`batch` gives
         them and what it holds beside them, not every field's tensor (tens of lines of pixels)."""
-        shape = tuple(self.batch(slice(0, 1)).shape[1:])
         held = ["labels"] if self.labels is not None else []
         held += [f"factors {self.factor_names or tuple(self.factors.shape)}"] if self.factors is not None else []
         held += ["binarize=True"] if self.binarize else []
-        return f"{type(self).__name__}({len(self):,} images {shape}{''.join(', ' + item for item in held)})"
+        return f"{type(self).__name__}({len(self):,} images {self.image_shape}{''.join(', ' + item for item in held)})"
 
     def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
         """One sample as a map-style ``torch.utils.data.Dataset`` gives it, so that ``DataLoader(dataset)`` and

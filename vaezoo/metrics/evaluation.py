@@ -143,7 +143,7 @@ def _require_geometry(model, dataset: ImageDataset) -> None:
     dSprites), before any is encoded: the model's own input check said "got shape (47, 1, 64, 64)" on a batch and
     pointed to ``model.preprocess``, which is for images, not for a dataset."""
     channels, size = getattr(model, "channels", None), getattr(model, "image_size", None)
-    got = tuple(dataset.batch(slice(0, 1)).shape[1:])
+    got = dataset.image_shape
     if isinstance(channels, int) and isinstance(size, int) and got != (channels, size, size):
         raise MetricError(f"the dataset's images are {got} and the model takes {(channels, size, size)} (channels, "
                           f"height, width); measure it on its own dataset (vaezoo.assemble.card_dataset(model.card))")

@@ -184,7 +184,8 @@ def _facts(dataset: ImageDataset) -> DataInfo:
     """What the needs of a metric are checked against, of a dataset in hand: its factors by their names, or by their
     column numbers where it names none (a card's split always names them)."""
     columns = 0 if dataset.factors is None else dataset.factors.shape[-1]  # 1-d too: the metric refuses the shape
-    return DataInfo(size=len(dataset), image_size=dataset.images.shape[-1], channels=dataset.images.shape[1],
+    channels, _, size = dataset.image_shape  # images' own shape is packed for some (dSprites': (N, 1, 64, 8))
+    return DataInfo(size=len(dataset), image_size=size, channels=channels,
                     factor_names=dataset.factor_names or tuple(map(str, range(columns))),
                     nominal_factors=dataset.nominal_factors)
 
